@@ -1,0 +1,43 @@
+//! Detached, tagged processes and whole-tree termination.
+//!
+//! Process model (Linux):
+//! - Every process is spawned in a **new session** (`setsid` between fork and exec), so it is its
+//!   own process group leader (pgid = pid) and has no controlling terminal. A daemon restart or a
+//!   closed client connection does not signal it.
+//! - Every process carries its **tag** in the environment (`SPACES_PROCESS_TAG`, plus
+//!   `SPACES_RUN_ID` for agent runs). Descendants inherit it, including tool processes that agent
+//!   CLIs start in process groups of their own (Claude Code's Bash tool, Codex's exec). Killing a
+//!   run therefore means: signal its process group, then every process whose environment carries
+//!   the run's marker ([`kill_tree`]), until none is left.
+//! - The environment is built from scratch (`env_clear`): nothing of the daemon's own environment
+//!   (tokens, cloud keys) reaches a child unless the caller names it (case M32).
+//! - Stdout and stderr are pipes the caller reads; stdin is `/dev/null` or a pipe.
+//!
+//! Reaping: the direct child is reaped by tokio's `Child::wait`. Orphaned grandchildren are
+//! reparented to PID 1 (or the nearest subreaper); [`kill_tree`] treats zombies as gone.
+
+mod scan;
+mod spawn;
+
+pub use scan::{alive_with_marker, kill_tree, KillReport};
+pub use spawn::{spawn, SpawnSpec, Spawned, StdinSpec};
+
+/// Environment variable holding a process's tag (`agent/<run_id>/turn-<n>`).
+pub const TAG_ENV: &str = "SPACES_PROCESS_TAG";
+/// Environment variable holding the run id of an agent process and its descendants.
+pub const RUN_ENV: &str = "SPACES_RUN_ID";
+
+/// Errors of the process layer.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `argv` was empty. Not retryable: give a program.
+    #[error("empty command: give at least the program to run")]
+    EmptyCommand,
+    /// The OS refused to start the program (missing binary, permissions). Retry only after fixing
+    /// the cause named in the message.
+    #[error("could not start {program}: {source}")]
+    Spawn { program: String, source: std::io::Error },
+}
+
+/// `Result` of this module.
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,95 @@
+//! Launch plans, install specs and process recipes: what the daemon executes for a harness.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The pinned npm install of a CLI into the host's tools directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstallSpec {
+    /// npm package names with exact versions, e.g. `@anthropic-ai/claude-code@2.1.197`.
+    pub packages: Vec<String>,
+    /// The version string the installed CLI reports (for capabilities).
+    pub version: &'static str,
+    /// The binary to launch, relative to the tools directory (the native binary, not the Node
+    /// launcher, so signals reach the process that does the work).
+    pub binary: &'static str,
+}
+
+/// How turns map to processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessModel {
+    /// One process per run; each turn is a message on stdin ([`crate::Harness::user_message`]);
+    /// a respawn resumes the session.
+    LongLived,
+    /// One process per turn; turn 2+ resumes the session by id.
+    PerTurn,
+}
+
+/// What the agent's stdin is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StdinMode {
+    /// `/dev/null` (one-shot CLIs hang or wait on an open stdin).
+    Null,
+    /// A pipe the daemon keeps open for messages and control requests.
+    Pipe,
+}
+
+/// How to cancel the turn in flight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InterruptRecipe {
+    /// Write these bytes on stdin (a control request); the process stays alive.
+    Stdin(Vec<u8>),
+    /// Send this signal to the agent's whole process group; the process ends and the next turn
+    /// resumes the session.
+    SignalGroup(i32),
+}
+
+/// Everything a harness needs to plan one process.
+#[derive(Debug, Clone)]
+pub struct LaunchContext<'a> {
+    pub run_id: &'a str,
+    /// The turn this process starts with (1-based).
+    pub turn: u32,
+    /// That turn's text.
+    pub prompt: &'a str,
+    /// Resume this session (Claude session id, Codex thread id) instead of starting one.
+    pub session_id: Option<&'a str>,
+    /// The CLI binary to run.
+    pub binary: &'a Path,
+    /// Working directory (inside the Space).
+    pub cwd: &'a Path,
+    /// The run's private agent home (becomes `HOME`; config dirs live under it).
+    pub home: &'a Path,
+    pub model: Option<&'a str>,
+    /// Custom model endpoint (e.g. `http://127.0.0.1:PORT`).
+    pub base_url: Option<&'a str>,
+    /// Caller env plus forwarded host keys, already merged.
+    pub env: &'a BTreeMap<String, String>,
+}
+
+/// One process to spawn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchPlan {
+    /// `argv[0]` is the binary.
+    pub argv: Vec<String>,
+    /// The environment on top of the daemon's clean base (`PATH`, `LANG`); includes `HOME`.
+    pub env: BTreeMap<String, String>,
+    /// Files to write (atomically, 0600) before launch, e.g. a run-local `config.toml`.
+    pub files: Vec<(PathBuf, String)>,
+    pub stdin: StdinMode,
+    /// Bytes to write on stdin right after spawn (the first turn's message for stream-json).
+    pub initial_stdin: Option<Vec<u8>>,
+}
+
+/// How an agent process ended, as the supervisor saw it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExitInfo {
+    /// Exit code when it exited normally.
+    pub code: Option<i32>,
+    /// Signal number when it was killed by a signal.
+    pub signal: Option<i32>,
+    /// The last stderr lines (redacted), for error reasons.
+    pub stderr_tail: String,
+    /// The caller asked to stop the run (turn in flight ends `stopped`).
+    pub stop_requested: bool,
+}

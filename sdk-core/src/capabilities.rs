@@ -1,0 +1,42 @@
+//! `agent_capabilities` (API reference, `Spaces.agent_capabilities`).
+
+use serde::{Deserialize, Serialize};
+
+/// What this host's harnesses are and can do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Capabilities {
+    /// Protocol name and version of this API, e.g. `"spaces/1"`.
+    pub protocol: String,
+    /// Every run status, in contract order.
+    pub statuses: Vec<String>,
+    /// Every event kind, in contract order.
+    pub event_kinds: Vec<String>,
+    pub harnesses: Vec<HarnessCapabilities>,
+    /// Host environment variable names a run may copy with `env_from_host`.
+    pub forwardable_env: Vec<String>,
+}
+
+/// One harness as this host sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HarnessCapabilities {
+    /// Harness id (`claude-code`, `openai-codex`).
+    pub id: String,
+    pub name: String,
+    /// True when the CLI is installed (or an operator binary is set) and can be launched now.
+    pub ready: bool,
+    pub installed_version: Option<String>,
+    /// `ok | missing | unknown`: whether a provider key is available to the agent.
+    pub auth: String,
+    /// Provider key variables this harness reads.
+    pub keys: Vec<String>,
+    /// Model endpoint wire protocols accepted by `base_url` (e.g. `anthropic-messages`).
+    pub endpoint_wires: Vec<String>,
+    pub can_interrupt: bool,
+    /// How follow-ups work (e.g. `stdin-stream`, `resume-per-turn`).
+    pub followups: String,
+    /// Facts worth knowing: pinned version, operator binary override in use, ...
+    pub notes: Vec<String>,
+    /// The binary that will be launched, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binary: Option<String>,
+}

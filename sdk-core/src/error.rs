@@ -1,0 +1,108 @@
+//! Error codes shared by every transport (API reference, "Error codes").
+
+use serde::{Deserialize, Serialize};
+
+/// The closed set of error codes. Serialized SCREAMING_SNAKE_CASE, e.g. `RUN_NOT_FOUND`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    Unauthorized,
+    WorkspaceNotFound,
+    WorkspaceBusy,
+    ResourceQueueFull,
+    InvalidPatch,
+    InvalidCommand,
+    InvalidArgument,
+    PathEscape,
+    SymlinkRejected,
+    SpecialFileRejected,
+    FileNotFound,
+    PathNotDirectory,
+    FileOperationFailed,
+    AddFileExists,
+    MoveDestinationExists,
+    VersionConflict,
+    OperationKeyConflict,
+    OperationNotFound,
+    ProcessSpawnFailed,
+    ProcessNotFound,
+    ProcessNotTty,
+    ProcessNotRunning,
+    OutputLimit,
+    Timeout,
+    WorkNotFound,
+    WorkClosed,
+    IntentNotFound,
+    IntentAlreadyClaimed,
+    IntentNotEditable,
+    IntentRevisionConflict,
+    ApprovalRequired,
+    ApprovalNotFound,
+    ApprovalConflict,
+    ApprovalAmbiguous,
+    RunNotFound,
+    HarnessUnavailable,
+    AgentBusy,
+    LeaseHeld,
+    Internal,
+}
+
+impl ErrorCode {
+    /// The wire spelling, e.g. `"RUN_NOT_FOUND"`.
+    pub fn as_str(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_else(|| "INTERNAL".to_owned())
+    }
+
+    /// HTTP status for this code: 404 for `*_NOT_FOUND`, 409 for conflicts and busy states,
+    /// 403 for `UNAUTHORIZED`, 500 for `INTERNAL`, 400 otherwise (API reference, "Error codes").
+    pub fn http_status(self) -> u16 {
+        use ErrorCode::*;
+        match self {
+            Unauthorized => 403,
+            WorkspaceNotFound | FileNotFound | OperationNotFound | ProcessNotFound
+            | WorkNotFound | IntentNotFound | ApprovalNotFound | RunNotFound => 404,
+            WorkspaceBusy | AddFileExists | MoveDestinationExists | VersionConflict
+            | OperationKeyConflict | IntentAlreadyClaimed | IntentNotEditable
+            | IntentRevisionConflict | ApprovalConflict | ApprovalAmbiguous | AgentBusy
+            | LeaseHeld | WorkClosed | ProcessNotRunning => 409,
+            ResourceQueueFull => 429,
+            Internal => 500,
+            _ => 400,
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.as_str())
+    }
+}
+
+/// The error body every transport returns: `{code, message, operation_id?, approval_id?}`.
+/// `message` says what happened and what to do next.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
+}
+
+impl ApiError {
+    /// An error with `code` and a message that tells the caller what to do.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into(), operation_id: None, approval_id: None }
+    }
+}
+
+/// The HTTP error envelope: `{"error": {code, message, ...}}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ErrorEnvelope {
+    pub error: ApiError,
+}

@@ -1,0 +1,26 @@
+//! # spaces-sdk: the Spaces wire contract
+//!
+//! Theory of operation: this crate holds the records every transport speaks (HTTP API of
+//! `spacesd`, the CLI, later MCP and the Python/Node bindings): agent-run requests and reports
+//! ([`run`]), normalized events and the `agent_events` page ([`event`]), harness capabilities
+//! ([`capabilities`]) and the closed set of error codes ([`error`]). Field names are exactly those of
+//! the API reference (`spec/API.md`, section "Agent runs"); JSON is snake_case.
+//!
+//! The wire types carry no behaviour and do no I/O. The optional [`client`] module (feature
+//! `client`, on by default) is a small async HTTP/1.1 client that talks to a running `spacesd` over
+//! its Unix socket or loopback TCP with a bearer token.
+
+pub mod capabilities;
+#[cfg(feature = "client")]
+pub mod client;
+pub mod error;
+pub mod event;
+pub mod run;
+
+pub use capabilities::{Capabilities, HarnessCapabilities};
+pub use error::{ApiError, ErrorCode};
+pub use event::{Category, Event, EventKind, EventsPage, StopReason, ToolStatus};
+pub use run::{
+    ActionReport, AgentMessageRequest, AgentStartReport, AgentStartRequest, Phase, RunStatus,
+    SpaceAgentOptions, SpaceRecord, Status,
+};

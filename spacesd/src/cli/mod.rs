@@ -1,0 +1,143 @@
+//! The `spacesd` command line: the daemon (`serve`), Space registration, the agent operations
+//! of the API (`agent start|status|events|send|interrupt|stop|list`), `capabilities`,
+//! `tools install`, and the offline `demo`. Client commands talk to a running daemon over its
+//! Unix socket.
+
+mod agent;
+mod print;
+
+pub use agent::follow_events as agent_follow;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use spaces_sdk::client::{Client, Endpoint};
+use spaces_sdk::SpaceRecord;
+
+use crate::config::Config;
+
+/// spacesd: run coding-agent CLIs (Claude Code, Codex) as detached runs in registered Spaces.
+///
+/// Start the daemon with `spacesd serve`, register a workspace with `spacesd space add NAME PATH`,
+/// then `spacesd agent start claude-code "your prompt" --space NAME --follow`.
+#[derive(Debug, Parser)]
+#[command(name = "spacesd", version, about, long_about)]
+pub struct Cli {
+    /// State dir (database, socket, run dirs). Default: $SPACES_HOME, else <data dir>/spaces.
+    #[arg(long, global = true, env = "SPACES_HOME")]
+    pub state_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon: HTTP API on <state dir>/spacesd.sock (0600) and optionally loopback TCP.
+    Serve {
+        /// Also listen on this loopback address, e.g. 127.0.0.1:7700 (bearer token required).
+        #[arg(long)]
+        tcp: Option<std::net::SocketAddr>,
+        /// Bearer token file for --tcp (created 0600 if missing). Default: <state dir>/token.
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+    },
+    /// Register or list Spaces (workspaces agents run in).
+    #[command(subcommand)]
+    Space(SpaceCmd),
+    /// Start, follow, message, interrupt and stop agent runs.
+    #[command(subcommand)]
+    Agent(agent::AgentCmd),
+    /// What every harness is and can do on this host (JSON).
+    Capabilities,
+    /// Install the pinned agent CLIs now (otherwise they are installed on first use).
+    #[command(subcommand)]
+    Tools(ToolsCmd),
+    /// Offline demo: start a daemon, register a Space, run a real Claude Code agent (against a
+    /// scripted model endpoint when ANTHROPIC_API_KEY is unset) and print its live events.
+    Demo(crate::demo::DemoArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SpaceCmd {
+    /// Register NAME as the directory PATH.
+    Add {
+        name: String,
+        path: PathBuf,
+        /// Mark the Space read-only.
+        #[arg(long)]
+        read_only: bool,
+    },
+    /// List registered Spaces.
+    List,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ToolsCmd {
+    /// Install the pinned CLI of each HARNESS (default: all) into the tools dir.
+    Install { harness: Vec<String> },
+}
+
+/// Which Space a client command addresses.
+#[derive(Debug, Clone, Args)]
+pub struct SpaceArg {
+    /// The Space. Default: $SPACES_SPACE, else the only registered Space.
+    #[arg(long, env = "SPACES_SPACE")]
+    pub space: Option<String>,
+}
+
+/// Run the CLI.
+pub async fn main(cli: Cli) -> anyhow::Result<()> {
+    let cfg = Config::load(cli.state_dir.clone())?;
+    match cli.command {
+        Command::Serve { tcp, token_file } => {
+            crate::serve::serve(cfg, crate::serve::ServeOptions { tcp, token_file }).await
+        }
+        Command::Space(SpaceCmd::Add { name, path, read_only }) => {
+            let root = std::fs::canonicalize(&path).unwrap_or(path);
+            let rec = client(&cfg)
+                .space_add(&SpaceRecord { name, root: root.display().to_string(), read_only })
+                .await?;
+            println!("{}", serde_json::to_string_pretty(&rec)?);
+            Ok(())
+        }
+        Command::Space(SpaceCmd::List) => {
+            for s in client(&cfg).space_list().await? {
+                println!("{}\t{}{}", s.name, s.root, if s.read_only { "\t(read-only)" } else { "" });
+            }
+            Ok(())
+        }
+        Command::Agent(cmd) => agent::run(&client(&cfg), cmd).await,
+        Command::Capabilities => {
+            println!("{}", serde_json::to_string_pretty(&client(&cfg).capabilities().await?)?);
+            Ok(())
+        }
+        Command::Tools(ToolsCmd::Install { harness }) => tools_install(&cfg, harness).await,
+        Command::Demo(args) => crate::demo::run(cfg, args).await,
+    }
+}
+
+fn client(cfg: &Config) -> Client {
+    Client::new(Endpoint::Unix(cfg.socket_path()))
+}
+
+async fn tools_install(cfg: &Config, ids: Vec<String>) -> anyhow::Result<()> {
+    let harnesses = if ids.is_empty() {
+        spaces_harnesses::all()
+    } else {
+        ids.iter()
+            .map(|id| spaces_harnesses::by_id(id).ok_or_else(|| anyhow::anyhow!("unknown harness {id:?}")))
+            .collect::<anyhow::Result<Vec<_>>>()?
+    };
+    for h in harnesses {
+        let (source, exists) = crate::supervisor::locate_harness(cfg, h);
+        if exists {
+            println!("{}: ready at {}", h.id(), source.path().display());
+            continue;
+        }
+        let path = crate::supervisor::install_harness(cfg, h, |line| eprintln!("{}: {line}", h.id()))
+            .await
+            .map_err(|why| anyhow::anyhow!("{}: {why}", h.id()))?;
+        println!("{}: installed at {}", h.id(), path.display());
+    }
+    Ok(())
+}

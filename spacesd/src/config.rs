@@ -1,0 +1,119 @@
+//! Host configuration: where state lives, where CLIs are installed, which binaries to run.
+//!
+//! Sources, later ones winning: built-in defaults, the optional config file
+//! `<state dir>/config.json`, then environment variables:
+//! - `SPACES_HOME`: the state dir (same as `--state-dir`); default `<user data dir>/spaces`.
+//! - `SPACES_TOOLS_DIR`: where pinned CLIs are installed (`<tools dir>/<harness id>/node_modules`);
+//!   default `<state dir>/tools`. Several state dirs may share one tools dir.
+//! - `SPACES_HARNESS_BIN_<ID>` (id upper-cased, `-` as `_`, e.g. `SPACES_HARNESS_BIN_CLAUDE_CODE`):
+//!   run this already installed binary instead of the pinned install (shown in `capabilities`).
+//! - `SPACES_FORWARDABLE_ENV`: comma-separated names runs may copy with `env_from_host`.
+//! - `SPACES_STALL_MS`: a turn silent this long gets a `notice`; twice as long ends it `error`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Names runs may copy from the host with `env_from_host` when nothing else is configured.
+pub const DEFAULT_FORWARDABLE_ENV: &[&str] = &[
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "CODEX_API_KEY",
+];
+
+/// Default stall limit of a turn, in ms (no output at all for this long).
+pub const DEFAULT_STALL_MS: u64 = 300_000;
+
+/// The optional `config.json` in the state dir. Every field may be omitted.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConfigFile {
+    pub tools_dir: Option<PathBuf>,
+    /// Harness id -> binary to run instead of the pinned install.
+    pub harness_bin: BTreeMap<String, PathBuf>,
+    pub forwardable_env: Option<Vec<String>>,
+    pub stall_ms: Option<u64>,
+}
+
+/// The resolved configuration of one daemon.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub state_dir: PathBuf,
+    pub tools_dir: PathBuf,
+    pub harness_bin: BTreeMap<String, PathBuf>,
+    pub forwardable_env: Vec<String>,
+    pub stall_ms: u64,
+}
+
+impl Config {
+    /// Resolve from `state_dir` (or `SPACES_HOME`, or the default), the config file and the
+    /// environment. Errors: an unreadable or invalid config file (the message names it).
+    pub fn load(state_dir: Option<PathBuf>) -> anyhow::Result<Config> {
+        let state_dir = state_dir.unwrap_or_else(default_state_dir);
+        let file = read_config_file(&state_dir.join("config.json"))?;
+        let mut harness_bin = file.harness_bin;
+        for (key, value) in std::env::vars() {
+            if let Some(id) = key.strip_prefix("SPACES_HARNESS_BIN_") {
+                if !value.is_empty() {
+                    harness_bin.insert(id.to_ascii_lowercase().replace('_', "-"), value.into());
+                }
+            }
+        }
+        let tools_dir = std::env::var_os("SPACES_TOOLS_DIR")
+            .map(PathBuf::from)
+            .or(file.tools_dir)
+            .unwrap_or_else(|| state_dir.join("tools"));
+        let forwardable_env = std::env::var("SPACES_FORWARDABLE_ENV")
+            .ok()
+            .map(|s| s.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect())
+            .or(file.forwardable_env)
+            .unwrap_or_else(|| DEFAULT_FORWARDABLE_ENV.iter().map(|s| s.to_string()).collect());
+        let stall_ms = std::env::var("SPACES_STALL_MS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .or(file.stall_ms)
+            .unwrap_or(DEFAULT_STALL_MS);
+        Ok(Config { state_dir, tools_dir, harness_bin, forwardable_env, stall_ms })
+    }
+
+    /// `<state dir>/spacesd.sock`.
+    pub fn socket_path(&self) -> PathBuf {
+        self.state_dir.join("spacesd.sock")
+    }
+
+    /// `<state dir>/spaces.db`.
+    pub fn db_path(&self) -> PathBuf {
+        self.state_dir.join("spaces.db")
+    }
+
+    /// `<state dir>/runs/<run_id>`.
+    pub fn run_dir(&self, run_id: &str) -> PathBuf {
+        self.state_dir.join("runs").join(run_id)
+    }
+
+    /// `<tools dir>/<harness id>`: the npm prefix of one harness's pinned install.
+    pub fn harness_tools_dir(&self, harness_id: &str) -> PathBuf {
+        self.tools_dir.join(harness_id)
+    }
+}
+
+/// `SPACES_HOME`, else `<user data dir>/spaces`, else `./.spaces`.
+pub fn default_state_dir() -> PathBuf {
+    if let Some(p) = std::env::var_os("SPACES_HOME").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    dirs::data_dir().map(|d| d.join("spaces")).unwrap_or_else(|| PathBuf::from(".spaces"))
+}
+
+fn read_config_file(path: &Path) -> anyhow::Result<ConfigFile> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map_err(|e| anyhow::anyhow!("invalid config file {}: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ConfigFile::default()),
+        Err(e) => Err(anyhow::anyhow!("cannot read config file {}: {e}", path.display())),
+    }
+}

@@ -1,0 +1,109 @@
+//! Route table and handlers.
+
+use axum::extract::{Path, Query, State};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use spaces_sdk::{
+    ActionReport, AgentMessageRequest, AgentStartReport, AgentStartRequest, Capabilities,
+    EventsPage, RunStatus, SpaceRecord,
+};
+
+use super::HttpError;
+use crate::supervisor::Supervisor;
+
+type Answer<T> = Result<Json<T>, HttpError>;
+
+/// The API router over `sup` (no auth: add [`super::auth::check`] for TCP).
+pub fn router(sup: Supervisor) -> Router {
+    Router::new()
+        .route("/v1/health", get(health))
+        .route("/v1/capabilities", get(capabilities))
+        .route("/v1/spaces", get(space_list).post(space_add))
+        .route("/v1/spaces/{space}/agents", get(agent_list).post(agent_start))
+        .route("/v1/spaces/{space}/agents/{run_id}", get(agent_status))
+        .route("/v1/spaces/{space}/agents/{run_id}/events", get(agent_events))
+        .route("/v1/spaces/{space}/agents/{run_id}/message", post(agent_message))
+        .route("/v1/spaces/{space}/agents/{run_id}/interrupt", post(agent_interrupt))
+        .route("/v1/spaces/{space}/agents/{run_id}/stop", post(agent_stop))
+        .with_state(sup)
+}
+
+async fn health() -> Json<serde_json::Value> {
+    Json(serde_json::json!({"ok": true, "version": env!("CARGO_PKG_VERSION")}))
+}
+
+async fn capabilities(State(sup): State<Supervisor>) -> Json<Capabilities> {
+    Json(sup.capabilities())
+}
+
+async fn space_list(State(sup): State<Supervisor>) -> Answer<Vec<SpaceRecord>> {
+    Ok(Json(sup.space_list()?))
+}
+
+async fn space_add(State(sup): State<Supervisor>, Json(space): Json<SpaceRecord>) -> Answer<SpaceRecord> {
+    Ok(Json(sup.space_add(&space)?))
+}
+
+async fn agent_start(
+    State(sup): State<Supervisor>,
+    Path(space): Path<String>,
+    Json(req): Json<AgentStartRequest>,
+) -> Answer<AgentStartReport> {
+    Ok(Json(sup.agent_start(&space, &req)?))
+}
+
+async fn agent_list(State(sup): State<Supervisor>, Path(space): Path<String>) -> Answer<Vec<RunStatus>> {
+    Ok(Json(sup.agent_list(&space)?))
+}
+
+#[derive(Deserialize)]
+struct StatusQuery {
+    tail: Option<u32>,
+}
+
+async fn agent_status(
+    State(sup): State<Supervisor>,
+    Path((space, run_id)): Path<(String, String)>,
+    Query(q): Query<StatusQuery>,
+) -> Answer<RunStatus> {
+    Ok(Json(sup.agent_status(&space, &run_id, q.tail)?))
+}
+
+#[derive(Deserialize)]
+struct EventsQuery {
+    cursor: Option<u64>,
+    max: Option<u32>,
+    wait_ms: Option<u64>,
+    raw: Option<bool>,
+}
+
+async fn agent_events(
+    State(sup): State<Supervisor>,
+    Path((space, run_id)): Path<(String, String)>,
+    Query(q): Query<EventsQuery>,
+) -> Answer<EventsPage> {
+    Ok(Json(sup.agent_events(&space, &run_id, q.cursor, q.max, q.wait_ms, q.raw.unwrap_or(false)).await?))
+}
+
+async fn agent_message(
+    State(sup): State<Supervisor>,
+    Path((space, run_id)): Path<(String, String)>,
+    Json(req): Json<AgentMessageRequest>,
+) -> Answer<ActionReport> {
+    Ok(Json(sup.agent_message(&space, &run_id, &req.text, req.force.unwrap_or(false)).await?))
+}
+
+async fn agent_interrupt(
+    State(sup): State<Supervisor>,
+    Path((space, run_id)): Path<(String, String)>,
+) -> Answer<ActionReport> {
+    Ok(Json(sup.agent_interrupt(&space, &run_id).await?))
+}
+
+async fn agent_stop(
+    State(sup): State<Supervisor>,
+    Path((space, run_id)): Path<(String, String)>,
+) -> Answer<ActionReport> {
+    Ok(Json(sup.agent_stop(&space, &run_id).await?))
+}

@@ -1,0 +1,99 @@
+//! `spacesd serve`: open the store, recover runs, and serve the HTTP API on the Unix socket
+//! (0600, `<state dir>/spacesd.sock`) and optionally on loopback TCP with a bearer token.
+
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use crate::config::Config;
+use crate::http::{self, TcpAuth};
+use crate::store::Store;
+use crate::supervisor::Supervisor;
+
+/// Options of `spacesd serve`.
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    /// Also listen on this loopback address (e.g. `127.0.0.1:7700`; port 0 picks one).
+    pub tcp: Option<SocketAddr>,
+    /// Token file for TCP (created 0600 with a random token if missing); default
+    /// `<state dir>/token`.
+    pub token_file: Option<PathBuf>,
+}
+
+/// Open state and build the supervisor (recovering runs a previous daemon left).
+pub async fn open(cfg: Config) -> anyhow::Result<Supervisor> {
+    crate::fsutil::create_private_dir(&cfg.state_dir)
+        .with_context(|| format!("cannot create state dir {}", cfg.state_dir.display()))?;
+    let store = Arc::new(Store::open(&cfg.db_path()).context("cannot open the state database")?);
+    let sup = Supervisor::new(cfg, store);
+    sup.recover().await.context("cannot recover runs")?;
+    Ok(sup)
+}
+
+/// Serve until SIGINT/SIGTERM.
+pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
+    let socket = cfg.socket_path();
+    let sup = open(cfg).await?;
+    if socket.exists() {
+        if tokio::net::UnixStream::connect(&socket).await.is_ok() {
+            anyhow::bail!("another spacesd is already serving {}", socket.display());
+        }
+        std::fs::remove_file(&socket).with_context(|| format!("cannot remove stale socket {}", socket.display()))?;
+    }
+    let unix = tokio::net::UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
+    let app = http::router(sup.clone());
+    let mut tasks = tokio::task::JoinSet::new();
+    {
+        let app = app.clone();
+        tasks.spawn(async move { axum::serve(unix, app).await.map_err(anyhow::Error::from) });
+    }
+    eprintln!("spacesd: listening on {}", socket.display());
+    if let Some(addr) = opts.tcp {
+        if !addr.ip().is_loopback() {
+            anyhow::bail!("refusing to listen on {addr}: only loopback addresses are allowed");
+        }
+        let token_file = opts.token_file.unwrap_or_else(|| sup.config().state_dir.join("token"));
+        let token = read_or_create_token(&token_file)?;
+        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot bind {addr}"))?;
+        let bound = listener.local_addr()?;
+        let app = app.layer(axum::middleware::from_fn_with_state(TcpAuth { token }, http::auth_check));
+        tasks.spawn(async move { axum::serve(listener, app).await.map_err(anyhow::Error::from) });
+        eprintln!("spacesd: listening on http://{bound} (bearer token in {})", token_file.display());
+        std::fs::write(sup.config().state_dir.join("tcp.addr"), bound.to_string())?;
+    }
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+        Some(res) = tasks.join_next() => { res??; }
+    }
+    let _ = std::fs::remove_file(&socket);
+    eprintln!("spacesd: shutting down; agent runs keep their state and resume on the next start");
+    Ok(())
+}
+
+/// Read the bearer token from `path`, creating it (0600, random) if missing. A token file
+/// readable by others is refused.
+pub fn read_or_create_token(path: &std::path::Path) -> anyhow::Result<String> {
+    match std::fs::metadata(path) {
+        Ok(meta) => {
+            if meta.permissions().mode() & 0o077 != 0 {
+                anyhow::bail!("token file {} must be 0600 (chmod 600 it)", path.display());
+            }
+            let token = std::fs::read_to_string(path)?.trim().to_owned();
+            if token.is_empty() {
+                anyhow::bail!("token file {} is empty", path.display());
+            }
+            Ok(token)
+        }
+        Err(_) => {
+            let token = uuid::Uuid::new_v4().simple().to_string();
+            crate::fsutil::write_private(path, token.as_bytes())?;
+            Ok(token)
+        }
+    }
+}

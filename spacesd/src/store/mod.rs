@@ -1,0 +1,88 @@
+//! The durable store: one SQLite database (WAL) holding spaces, runs, turns and event logs.
+//!
+//! One connection behind a mutex serves the daemon; every statement is short (indexed point
+//! reads, batched appends in one transaction), so holding the lock is brief. Event appends for a
+//! batch of lines happen in one transaction (see [`events`]).
+
+pub mod events;
+pub mod runs;
+pub mod spaces;
+
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+
+use rusqlite::Connection;
+
+use crate::error::Result;
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS spaces (
+    name        TEXT PRIMARY KEY,
+    root        TEXT NOT NULL,
+    read_only   INTEGER NOT NULL DEFAULT 0,
+    created_ms  INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id       TEXT PRIMARY KEY,
+    space        TEXT NOT NULL,
+    agent        TEXT NOT NULL,
+    created_ms   INTEGER NOT NULL,
+    status       TEXT NOT NULL,
+    phase        TEXT NOT NULL,
+    reason       TEXT NOT NULL,
+    result_text  TEXT,
+    session_id   TEXT,
+    turns        INTEGER NOT NULL DEFAULT 0,
+    cwd          TEXT NOT NULL,
+    options_json TEXT NOT NULL,
+    notes_json   TEXT NOT NULL DEFAULT '[]',
+    pgid         INTEGER
+);
+CREATE INDEX IF NOT EXISTS runs_by_space ON runs (space, created_ms DESC);
+CREATE TABLE IF NOT EXISTS turns (
+    run_id      TEXT NOT NULL,
+    turn        INTEGER NOT NULL,
+    text        TEXT NOT NULL,
+    started_ms  INTEGER NOT NULL,
+    ended_ms    INTEGER,
+    stop_reason TEXT,
+    PRIMARY KEY (run_id, turn)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (
+    run_id  TEXT NOT NULL,
+    seq     INTEGER NOT NULL,
+    body    TEXT NOT NULL,
+    raw     TEXT,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+"#;
+
+/// The open database.
+pub struct Store {
+    conn: Mutex<Connection>,
+}
+
+impl Store {
+    /// Open (creating if needed) the database at `path` in WAL mode and apply the schema.
+    pub fn open(path: &Path) -> Result<Store> {
+        let conn = Connection::open(path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(Store { conn: Mutex::new(conn) })
+    }
+
+    /// The connection (poisoning is ignored: SQLite keeps its own consistency).
+    pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Unix time in ms.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,41 @@
+//! Registered Spaces.
+
+use rusqlite::{params, OptionalExtension};
+use spaces_sdk::SpaceRecord;
+
+use super::{now_ms, Store};
+use crate::error::Result;
+
+impl Store {
+    /// Insert or replace the Space `name`.
+    pub fn space_put(&self, space: &SpaceRecord) -> Result<()> {
+        self.conn().execute(
+            "INSERT INTO spaces (name, root, read_only, created_ms) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(name) DO UPDATE SET root = excluded.root, read_only = excluded.read_only",
+            params![space.name, space.root, space.read_only, now_ms() as i64],
+        )?;
+        Ok(())
+    }
+
+    /// The Space `name`, if registered.
+    pub fn space_get(&self, name: &str) -> Result<Option<SpaceRecord>> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT name, root, read_only FROM spaces WHERE name = ?1",
+                params![name],
+                |r| Ok(SpaceRecord { name: r.get(0)?, root: r.get(1)?, read_only: r.get(2)? }),
+            )
+            .optional()?)
+    }
+
+    /// Every Space, by name.
+    pub fn space_list(&self) -> Result<Vec<SpaceRecord>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare("SELECT name, root, read_only FROM spaces ORDER BY name")?;
+        let rows = stmt.query_map([], |r| {
+            Ok(SpaceRecord { name: r.get(0)?, root: r.get(1)?, read_only: r.get(2)? })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+}

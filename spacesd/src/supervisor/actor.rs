@@ -1,0 +1,621 @@
+//! The run actor: one task per live run that owns its agent process and state machine.
+//!
+//! Every state transition of a run happens here, in order: commands (message, interrupt, stop)
+//! arrive on a channel, process output arrives on another, and the actor appends normalized
+//! events and updates the stored run. At most one turn is in flight; messages sent mid-turn wait
+//! in the actor's queue and start when the turn ends (for per-turn CLIs: when its process exits).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use spaces_codespace::process::{kill_tree, SpawnSpec, StdinSpec, RUN_ENV};
+use spaces_harnesses::{
+    EventDraft, ExitInfo, Harness, InterruptRecipe, LaunchContext, Normalizer, ProcessModel, Redactor,
+    StdinMode,
+};
+use spaces_sdk::{ActionReport, EventKind, Phase, Status, StopReason};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::install;
+use super::journal::Journal;
+use super::proc::{self, LiveProc, ProcEvent, Stream};
+use super::Inner;
+use crate::store::runs::RunRow;
+
+/// Grace between SIGTERM and SIGKILL when stopping a run.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+/// How long to wait for output EOF after the process exited (a grandchild may hold the pipe).
+const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
+/// Lines of stderr kept for error reasons.
+const STDERR_TAIL_LINES: usize = 20;
+
+/// A request to the actor.
+pub enum Cmd {
+    Message { text: String, force: bool, reply: oneshot::Sender<ActionReport> },
+    Interrupt { reply: oneshot::Sender<ActionReport> },
+    Stop { reply: oneshot::Sender<ActionReport> },
+}
+
+/// The actor's state.
+pub struct Actor {
+    inner: Arc<Inner>,
+    run: RunRow,
+    harness: &'static dyn Harness,
+    norm: Box<dyn Normalizer>,
+    redactor: Redactor,
+    env: BTreeMap<String, String>,
+    run_dir: PathBuf,
+    journal: Journal,
+    proc: Option<LiveProc>,
+    gen: u64,
+    queue: VecDeque<String>,
+    stderr_tail: VecDeque<String>,
+    stop_requested: bool,
+    stop_replies: Vec<oneshot::Sender<ActionReport>>,
+    /// Set when stdin was closed on purpose (`exit_when_idle`): the exit that follows is `done`.
+    closing: bool,
+    drain_deadline: Option<Instant>,
+    last_output: Instant,
+    stall_noticed: bool,
+    /// Consecutive turns whose process failed at once (for back-off, case P7).
+    fast_failures: u32,
+    events_tx: mpsc::UnboundedSender<ProcEvent>,
+    events_rx: mpsc::UnboundedReceiver<ProcEvent>,
+}
+
+impl Actor {
+    /// An actor for `run` (fresh, or re-adopted after a daemon restart with no live process).
+    pub fn new(
+        inner: Arc<Inner>,
+        run: RunRow,
+        harness: &'static dyn Harness,
+        env: BTreeMap<String, String>,
+    ) -> Self {
+        let run_dir = inner.cfg.run_dir(&run.run_id);
+        let redactor = Redactor::new(env.values().cloned());
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        Self {
+            journal: Journal::new(&run_dir),
+            run_dir,
+            inner,
+            norm: harness.normalizer(),
+            harness,
+            redactor,
+            env,
+            run,
+            proc: None,
+            gen: 0,
+            queue: VecDeque::new(),
+            stderr_tail: VecDeque::new(),
+            stop_requested: false,
+            stop_replies: Vec::new(),
+            closing: false,
+            drain_deadline: None,
+            last_output: Instant::now(),
+            stall_noticed: false,
+            fast_failures: 0,
+            events_tx,
+            events_rx,
+        }
+    }
+
+    /// Run the actor: start `first` (the first prompt, or a follow-up that revived the run), then
+    /// serve commands and process events until the run is stopped or ends with nothing left to do.
+    pub async fn run(mut self, first: Option<String>, mut cmds: mpsc::UnboundedReceiver<Cmd>) {
+        if let Some(text) = first {
+            self.start_turn(text).await;
+        }
+        loop {
+            let stall = self.stall_deadline();
+            let drain = self.drain_deadline;
+            tokio::select! {
+                cmd = cmds.recv() => match cmd {
+                    Some(cmd) => self.on_cmd(cmd).await,
+                    None => break,
+                },
+                Some(ev) = self.events_rx.recv() => self.on_proc_event(ev).await,
+                _ = sleep_until(stall) => self.on_stall().await,
+                _ = sleep_until(drain) => {
+                    self.drain_deadline = None;
+                    self.finish_process().await;
+                }
+            }
+            self.advance().await;
+            if self.is_dormant() {
+                // No process, no turn, nothing queued: the actor may go; a later command revives it.
+                if self.inner.retire(&self.run.run_id, &mut cmds) {
+                    break;
+                }
+            }
+        }
+    }
+
+    fn is_dormant(&self) -> bool {
+        self.proc.is_none() && !self.norm.turn_in_flight() && self.queue.is_empty()
+    }
+
+    // ----- commands -----
+
+    async fn on_cmd(&mut self, cmd: Cmd) {
+        match cmd {
+            Cmd::Message { text, force, reply } => {
+                let report = self.on_message(text, force).await;
+                let _ = reply.send(report);
+            }
+            Cmd::Interrupt { reply } => {
+                let report = self.on_interrupt();
+                let _ = reply.send(report);
+            }
+            Cmd::Stop { reply } => {
+                self.stop_replies.push(reply);
+                self.on_stop().await;
+            }
+        }
+    }
+
+    fn report(&self, ok: bool, reason: impl Into<String>) -> ActionReport {
+        ActionReport { run_id: self.run.run_id.clone(), ok, reason: reason.into() }
+    }
+
+    async fn on_message(&mut self, text: String, force: bool) -> ActionReport {
+        if self.stop_requested || self.run.status == Status::Stopped {
+            return self.report(false, "the run is stopped; start a new run to continue");
+        }
+        if self.norm.turn_in_flight() || self.proc_busy_between_turns() {
+            if force && self.norm.turn_in_flight() {
+                self.queue.push_front(text);
+                let _ = self.on_interrupt();
+                return self.report(true, "the running turn is being interrupted; this message runs next");
+            }
+            self.queue.push_back(text);
+            let pos = self.queue.len();
+            self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice).summary(format!(
+                "message queued (position {pos}); it starts when the running turn ends"
+            ))]);
+            return self.report(true, format!("queued at position {pos}: a turn is running; it starts when that turn ends"));
+        }
+        let turn = self.run.turns + 1;
+        self.start_turn(text).await;
+        self.report(true, format!("delivered: turn {turn} started"))
+    }
+
+    /// A per-turn process that already ended its turn but has not exited yet.
+    fn proc_busy_between_turns(&self) -> bool {
+        self.harness.process_model() == ProcessModel::PerTurn && self.proc.is_some()
+    }
+
+    fn on_interrupt(&mut self) -> ActionReport {
+        if !self.norm.turn_in_flight() {
+            return self.report(false, "no turn in flight; nothing to interrupt (nothing is remembered for later turns)");
+        }
+        let drafts = self.norm.interrupt_requested();
+        self.append(drafts);
+        match self.harness.interrupt() {
+            InterruptRecipe::Stdin(bytes) => {
+                match self.proc.as_ref().and_then(|p| p.stdin.as_ref()) {
+                    Some(stdin) if stdin.send(bytes).is_ok() => {}
+                    _ => return self.report(false, "the agent process is not accepting input; use stop"),
+                }
+            }
+            InterruptRecipe::SignalGroup(sig) => match self.proc.as_ref() {
+                Some(p) => {
+                    if let Ok(sig) = nix::sys::signal::Signal::try_from(sig) {
+                        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(p.pid), sig);
+                    }
+                }
+                None => return self.report(false, "the agent process is not running yet; try again or use stop"),
+            },
+        }
+        self.report(true, format!("interrupt sent to turn {}", self.run.turns))
+    }
+
+    async fn on_stop(&mut self) {
+        self.stop_requested = true;
+        self.queue.clear();
+        let marker = format!("{RUN_ENV}={}", self.run.run_id);
+        let pgid = self.proc.as_ref().map(|p| p.pid);
+        let report = kill_tree(pgid, &marker, STOP_GRACE).await;
+        if !report.survivors.is_empty() {
+            let reason = format!("stop failed: processes {:?} are still alive", report.survivors);
+            self.answer_stops(false, &reason);
+            return;
+        }
+        if self.proc.is_none() {
+            self.finish_stopped();
+        } else {
+            // The exit event arrives shortly; give the pipes a bounded time to drain.
+            self.drain_deadline = Some(Instant::now() + DRAIN_AFTER_EXIT);
+        }
+    }
+
+    fn finish_stopped(&mut self) {
+        if self.norm.turn_in_flight() {
+            let exit = ExitInfo { stop_requested: true, ..ExitInfo::default() };
+            let drafts = self.norm.process_exited(&exit);
+            self.append(drafts);
+        }
+        self.set_state(Status::Stopped, Phase::Exited, "stopped by request; no process of the run is left");
+        self.answer_stops(true, "stopped; no process of the run is left");
+    }
+
+    fn answer_stops(&mut self, ok: bool, reason: &str) {
+        for reply in self.stop_replies.drain(..) {
+            let _ = reply.send(ActionReport { run_id: self.run.run_id.clone(), ok, reason: reason.to_owned() });
+        }
+    }
+
+    // ----- turns -----
+
+    async fn start_turn(&mut self, text: String) {
+        let turn = self.run.turns + 1;
+        self.run.turns = turn;
+        if let Err(e) = self.inner.store.turn_start(&self.run.run_id, turn, &text) {
+            tracing::error!("run {}: cannot record turn {turn}: {e}", self.run.run_id);
+        }
+        let drafts = self.norm.begin_turn(turn, &text);
+        self.append(drafts);
+        self.last_output = Instant::now();
+        self.stall_noticed = false;
+        self.set_state(Status::Running, Phase::Working, "a turn is running");
+        let live_stdin = self.proc.as_ref().and_then(|p| p.stdin.clone());
+        match (self.harness.process_model(), live_stdin) {
+            (ProcessModel::LongLived, Some(stdin)) if self.proc.as_ref().is_some_and(|p| p.exit.is_none()) => {
+                let _ = stdin.send(self.harness.user_message(&text));
+            }
+            _ => self.spawn_for_turn(turn, &text).await,
+        }
+    }
+
+    async fn spawn_for_turn(&mut self, turn: u32, text: &str) {
+        if self.fast_failures > 0 {
+            let backoff = Duration::from_millis(500u64 << self.fast_failures.min(5));
+            tokio::time::sleep(backoff).await;
+        }
+        let binary = match self.ensure_binary().await {
+            Ok(b) => b,
+            Err(why) => {
+                self.fail_turn_before_start(&why);
+                return;
+            }
+        };
+        let home = self.run_dir.join("home");
+        if let Err(e) = std::fs::create_dir_all(&home) {
+            self.fail_turn_before_start(&format!("cannot create the agent home {}: {e}", home.display()));
+            return;
+        }
+        let cwd = PathBuf::from(&self.run.cwd);
+        let ctx = LaunchContext {
+            run_id: &self.run.run_id,
+            turn,
+            prompt: text,
+            session_id: self.run.session_id.as_deref(),
+            binary: &binary,
+            cwd: &cwd,
+            home: &home,
+            model: self.run.options.model.as_deref(),
+            base_url: self.run.options.base_url.as_deref(),
+            env: &self.env,
+        };
+        let plan = self.harness.launch(&ctx);
+        for (path, content) in &plan.files {
+            if let Err(e) = crate::fsutil::write_private(path, content.as_bytes()) {
+                self.fail_turn_before_start(&format!("cannot write {}: {e}", path.display()));
+                return;
+            }
+        }
+        let mut env = BTreeMap::new();
+        env.insert("PATH".to_owned(), std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()));
+        env.insert("LANG".to_owned(), "C.UTF-8".to_owned());
+        env.extend(plan.env.clone());
+        env.insert(RUN_ENV.to_owned(), self.run.run_id.clone());
+        self.gen += 1;
+        let spec = SpawnSpec {
+            argv: plan.argv.clone(),
+            env,
+            cwd,
+            stdin: match plan.stdin {
+                StdinMode::Null => StdinSpec::Null,
+                StdinMode::Pipe => StdinSpec::Pipe,
+            },
+            tag: format!("agent/{}/turn-{turn}", self.run.run_id),
+        };
+        self.set_state(Status::Running, Phase::Starting, "the agent process is starting");
+        match proc::start(&spec, self.gen, plan.initial_stdin.clone(), self.events_tx.clone()) {
+            Ok(live) => {
+                self.run.pgid = Some(live.pid);
+                self.proc = Some(live);
+                self.stderr_tail.clear();
+                self.closing = false;
+                self.set_state(Status::Running, Phase::Working, "a turn is running");
+            }
+            Err(e) => self.fail_turn_before_start(&e.to_string()),
+        }
+    }
+
+    async fn ensure_binary(&mut self) -> Result<PathBuf, String> {
+        let (source, exists) = install::locate(&self.inner.cfg, self.harness);
+        if exists {
+            return Ok(source.path().clone());
+        }
+        if let install::Source::Operator(p) = source {
+            return Err(format!("the operator-set binary {} does not exist", p.display()));
+        }
+        let lock = self.inner.install_lock(self.harness.id());
+        let _guard = lock.lock().await;
+        let (source, exists) = install::locate(&self.inner.cfg, self.harness);
+        if exists {
+            return Ok(source.path().clone());
+        }
+        self.set_state(Status::Running, Phase::Installing, "installing the agent CLI");
+        let run_id = self.run.run_id.clone();
+        let inner = self.inner.clone();
+        let cfg = self.inner.cfg.clone();
+        install::install(&cfg, self.harness, |line| {
+            let draft = EventDraft::new(0, EventKind::Install).summary(&line).text(line);
+            if let Err(e) = inner.log.append(&run_id, vec![draft]) {
+                tracing::warn!("run {run_id}: install event lost: {e}");
+            }
+        })
+        .await
+    }
+
+    fn fail_turn_before_start(&mut self, why: &str) {
+        let drafts = self.norm.process_exited(&ExitInfo {
+            code: None,
+            signal: None,
+            stderr_tail: why.to_owned(),
+            stop_requested: false,
+        });
+        self.append(drafts);
+        self.queue.clear();
+        self.set_state(Status::Failed, Phase::Failed, &format!("the agent could not start: {why}"));
+    }
+
+    // ----- process events -----
+
+    async fn on_proc_event(&mut self, ev: ProcEvent) {
+        let current = self.proc.as_ref().map(|p| p.gen);
+        match ev {
+            ProcEvent::Line { gen, stream, line } => {
+                let line = self.redactor.apply(&line);
+                self.last_output = Instant::now();
+                self.stall_noticed = false;
+                self.journal.append(if stream == Stream::Stderr { "[stderr] " } else { "" }, &line);
+                let drafts = match stream {
+                    Stream::Stdout => self.norm.stdout_line(&line),
+                    Stream::Stderr => {
+                        self.stderr_tail.push_back(line.clone());
+                        while self.stderr_tail.len() > STDERR_TAIL_LINES {
+                            self.stderr_tail.pop_front();
+                        }
+                        self.norm.stderr_line(&line)
+                    }
+                };
+                let _ = gen;
+                self.append(drafts);
+            }
+            ProcEvent::Eof { gen, stream } => {
+                if let Some(p) = self.proc.as_mut().filter(|p| Some(gen) == current && p.gen == gen) {
+                    match stream {
+                        Stream::Stdout => p.stdout_eof = true,
+                        Stream::Stderr => p.stderr_eof = true,
+                    }
+                    if p.finished() {
+                        self.finish_process().await;
+                    }
+                }
+            }
+            ProcEvent::Exited { gen, code, signal } => {
+                if let Some(p) = self.proc.as_mut().filter(|p| p.gen == gen) {
+                    p.exit = Some((code, signal));
+                    if p.finished() {
+                        self.finish_process().await;
+                    } else {
+                        self.drain_deadline = Some(Instant::now() + DRAIN_AFTER_EXIT);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The process exited and its output is drained (or the drain timed out).
+    async fn finish_process(&mut self) {
+        let Some(p) = self.proc.take() else { return };
+        self.drain_deadline = None;
+        self.run.pgid = None;
+        let (code, signal) = p.exit.unwrap_or((None, None));
+        // Tool grandchildren of a finished process must not outlive it.
+        let marker = format!("{RUN_ENV}={}", self.run.run_id);
+        let _ = kill_tree(None, &marker, Duration::from_millis(500)).await;
+        let was_in_turn = self.norm.turn_in_flight();
+        let exit = ExitInfo {
+            code,
+            signal,
+            stderr_tail: self.stderr_tail.iter().cloned().collect::<Vec<_>>().join("\n"),
+            stop_requested: self.stop_requested,
+        };
+        let drafts = self.norm.process_exited(&exit);
+        self.append(drafts);
+        if self.stop_requested {
+            self.finish_stopped();
+            return;
+        }
+        if self.closing {
+            self.closing = false;
+            self.set_state(Status::Done, Phase::Exited, "the prompt was answered and the agent exited (exit_when_idle); a follow-up resumes the session");
+            return;
+        }
+        let clean = code == Some(0);
+        if was_in_turn || !clean {
+            self.fast_failures = self.fast_failures.saturating_add(1);
+        }
+        if !self.queue.is_empty() {
+            // advance() starts the next queued turn.
+            return;
+        }
+        if clean && !was_in_turn && self.run.options.exit_when_idle == Some(true) {
+            self.set_state(Status::Done, Phase::Exited, "the prompt was answered and the agent exited (exit_when_idle); a follow-up resumes the session");
+            return;
+        }
+        if clean && !was_in_turn {
+            // A per-turn CLI finished its turn, or a long-lived one exited while idle.
+            if self.run.status == Status::Running {
+                self.set_state(Status::Idle, Phase::Waiting, "waiting for a follow-up");
+            }
+            return;
+        }
+        if matches!(self.run.status, Status::Failed | Status::Idle) && !was_in_turn {
+            return;
+        }
+        let tail = exit.stderr_tail.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ");
+        let why = match (code, signal) {
+            (Some(c), _) if tail.is_empty() => format!("the agent exited with code {c}"),
+            (Some(c), _) => format!("the agent exited with code {c}: {tail}"),
+            (None, Some(s)) => format!("the agent was killed by signal {s}"),
+            _ => "the agent process ended".to_owned(),
+        };
+        let (status, phase) = if signal.is_some() { (Status::Crashed, Phase::Crashed) } else { (Status::Failed, Phase::Failed) };
+        self.set_state(status, phase, &format!("{why}; a follow-up restarts it and resumes the session"));
+    }
+
+    async fn on_stall(&mut self) {
+        let silent = self.last_output.elapsed();
+        let limit = Duration::from_millis(self.inner.cfg.stall_ms);
+        if !self.stall_noticed {
+            self.stall_noticed = true;
+            self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice).summary(format!(
+                "the agent has been silent for {} s",
+                silent.as_secs()
+            ))]);
+        } else if silent >= limit * 2 {
+            self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice).summary(format!(
+                "the agent has been silent for {} s; ending the turn",
+                silent.as_secs()
+            ))]);
+            let marker = format!("{RUN_ENV}={}", self.run.run_id);
+            let pgid = self.proc.as_ref().map(|p| p.pid);
+            let _ = kill_tree(pgid, &marker, STOP_GRACE).await;
+            self.stderr_tail.push_back(format!("no output for {} s (stall limit)", silent.as_secs()));
+            self.last_output = Instant::now();
+        }
+    }
+
+    fn stall_deadline(&self) -> Option<Instant> {
+        if !self.norm.turn_in_flight() || self.proc.is_none() {
+            return None;
+        }
+        let limit = Duration::from_millis(self.inner.cfg.stall_ms);
+        Some(if self.stall_noticed { self.last_output + limit * 2 } else { self.last_output + limit })
+    }
+
+    // ----- bookkeeping -----
+
+    /// Store events and react to the ones that change the run's state.
+    fn append(&mut self, drafts: Vec<EventDraft>) {
+        if drafts.is_empty() {
+            return;
+        }
+        let ended: Vec<(u32, StopReason, Option<String>)> = drafts
+            .iter()
+            .filter(|d| d.kind == EventKind::TurnEnded)
+            .map(|d| (d.turn, d.stop_reason.unwrap_or(StopReason::Error), d.text.clone()))
+            .collect();
+        if let Err(e) = self.inner.log.append(&self.run.run_id, drafts) {
+            tracing::error!("run {}: events not stored: {e}", self.run.run_id);
+        }
+        if let Some(sid) = self.norm.session_id() {
+            if self.run.session_id.as_deref() != Some(sid.as_str()) {
+                self.run.session_id = Some(sid);
+                self.save();
+            }
+        }
+        for (turn, reason, text) in ended {
+            self.on_turn_ended(turn, reason, text);
+        }
+    }
+
+    fn on_turn_ended(&mut self, turn: u32, reason: StopReason, text: Option<String>) {
+        if let Err(e) = self.inner.store.turn_end(&self.run.run_id, turn, reason.as_str()) {
+            tracing::error!("run {}: cannot record end of turn {turn}: {e}", self.run.run_id);
+        }
+        if self.stop_requested {
+            return;
+        }
+        match reason {
+            StopReason::EndTurn => {
+                self.fast_failures = 0;
+                self.run.result_text = text;
+                self.set_state(Status::Idle, Phase::Waiting, "waiting for a follow-up");
+            }
+            StopReason::Interrupted => {
+                self.set_state(Status::Idle, Phase::Waiting, "the turn was interrupted; waiting for a follow-up")
+            }
+            StopReason::MaxTurns => {
+                self.set_state(Status::Idle, Phase::Waiting, "the turn hit its step limit; waiting for a follow-up")
+            }
+            StopReason::Stopped => {}
+            StopReason::Error | StopReason::Crashed => {
+                let why = text.unwrap_or_else(|| "the turn failed".to_owned());
+                self.set_state(
+                    Status::Failed,
+                    if self.proc.is_some() { Phase::Waiting } else { Phase::Failed },
+                    &format!("the last turn failed: {why}; a follow-up retries in the same session"),
+                );
+            }
+        }
+    }
+
+    /// Start the next queued turn when the run can take it, or close an idle long-lived process
+    /// of an `exit_when_idle` run. Called after every command and process event.
+    async fn advance(&mut self) {
+        if self.stop_requested || self.norm.turn_in_flight() {
+            return;
+        }
+        let alive = self.proc.as_ref().is_some_and(|p| p.exit.is_none());
+        let can_start = match self.harness.process_model() {
+            ProcessModel::LongLived => self.proc.is_none() || alive,
+            ProcessModel::PerTurn => self.proc.is_none(),
+        };
+        if can_start {
+            if let Some(next) = self.queue.pop_front() {
+                self.start_turn(next).await;
+                return;
+            }
+        }
+        if alive
+            && !self.closing
+            && self.queue.is_empty()
+            && self.run.options.exit_when_idle == Some(true)
+            && self.harness.process_model() == ProcessModel::LongLived
+            && self.run.turns > 0
+        {
+            self.closing = true;
+            if let Some(p) = self.proc.as_mut() {
+                p.stdin = None;
+            }
+        }
+    }
+
+    fn set_state(&mut self, status: Status, phase: Phase, reason: &str) {
+        self.run.status = status;
+        self.run.phase = phase;
+        self.run.reason = self.redactor.apply(reason);
+        self.save();
+    }
+
+    fn save(&self) {
+        if let Err(e) = self.inner.store.run_update(&self.run) {
+            tracing::error!("run {}: state not saved: {e}", self.run.run_id);
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending::<()>().await,
+    }
+}
