@@ -65,7 +65,7 @@ pub async fn install(
         let mut lines = BufReader::new(stderr).lines();
         let mut fetched = 0u32;
         while let Ok(Some(line)) = lines.next_line().await {
-            if line.contains("http fetch") {
+            if line.contains("npm http") {
                 fetched += 1;
                 if fetched % 5 == 1 {
                     progress(format!("downloading ({fetched} requests so far)"));

@@ -1,0 +1,60 @@
+//! Bad input gets a typed error with a code from the contract, and nothing is created.
+
+use spaces_sdk::client::ClientError;
+use spaces_sdk::{AgentStartRequest, ErrorCode, SpaceAgentOptions};
+
+use crate::support::TestDaemon;
+
+fn code(r: Result<impl std::fmt::Debug, ClientError>) -> (ErrorCode, String) {
+    match r {
+        Err(ClientError::Api(e)) => (e.code, e.message),
+        other => panic!("expected a typed error, got {other:?}"),
+    }
+}
+
+fn start(agent: &str, prompt: &str, cwd: Option<&str>) -> AgentStartRequest {
+    AgentStartRequest {
+        agent: agent.into(),
+        prompt: prompt.into(),
+        show: None,
+        options: Some(SpaceAgentOptions { cwd: cwd.map(String::from), ..Default::default() }),
+    }
+}
+
+#[tokio::test]
+async fn bad_input_gets_typed_errors_and_creates_nothing() {
+    let d = TestDaemon::start().await;
+    let root = d.space("s").await;
+    std::fs::create_dir_all(root.join("sub")).unwrap();
+    std::os::unix::fs::symlink("/tmp", root.join("escape")).unwrap();
+    let c = &d.client;
+
+    let (c1, m1) = code(c.agent_start("s", &start("no-such-agent", "hi", None)).await);
+    assert_eq!(c1, ErrorCode::HarnessUnavailable);
+    assert!(m1.contains("claude-code"), "message lists known agents: {m1}");
+    let (c2, _) = code(c.agent_start("s", &start("claude-code", "   ", None)).await);
+    assert_eq!(c2, ErrorCode::InvalidArgument);
+    for cwd in ["../", "/etc", "escape", "missing-dir"] {
+        let (c3, m3) = code(c.agent_start("s", &start("claude-code", "hi", Some(cwd))).await);
+        assert_eq!(c3, ErrorCode::InvalidArgument, "cwd {cwd}: {m3}");
+    }
+    let (c4, _) = code(c.agent_start("nope", &start("claude-code", "hi", None)).await);
+    assert_eq!(c4, ErrorCode::WorkspaceNotFound);
+    let (c5, m5) = code(c.agent_status("s", "run-doesnotexist", None).await);
+    assert_eq!(c5, ErrorCode::RunNotFound);
+    assert!(m5.contains("agent list"), "message says what to do: {m5}");
+    let (c6, _) = code(c.agent_message("s", "run-doesnotexist", "hi", None).await);
+    assert_eq!(c6, ErrorCode::RunNotFound);
+    let (c7, _) = code(c.agent_list("nope").await);
+    assert_eq!(c7, ErrorCode::WorkspaceNotFound);
+
+    assert!(c.agent_list("s").await.unwrap().is_empty(), "no run was created");
+    let runs_dir = d.state_dir().join("runs");
+    let n = std::fs::read_dir(&runs_dir).map(|r| r.count()).unwrap_or(0);
+    assert_eq!(n, 0, "no run directory was created");
+
+    // The CLI reports the same typed error and fails.
+    let (ok, out) = d.cli(&["agent", "start", "no-such-agent", "hi", "--space", "s"]);
+    assert!(!ok);
+    assert!(out.contains("HARNESS_UNAVAILABLE"), "{out}");
+}

@@ -1,0 +1,56 @@
+//! What a scenario needs to know about each real harness: its wire, binary and scripted replies.
+
+use std::path::Path;
+
+use spaces_testkit::{Reply, Wire};
+
+/// A harness under test.
+#[derive(Debug, Clone, Copy)]
+pub struct H {
+    pub id: &'static str,
+    pub wire: Wire,
+    /// Pinned binary relative to `<tools dir>/<id>`.
+    pub binary: &'static str,
+}
+
+pub const CLAUDE: H = H {
+    id: "claude-code",
+    wire: Wire::AnthropicMessages,
+    binary: "node_modules/@anthropic-ai/claude-code-linux-x64/claude",
+};
+
+pub const CODEX: H = H {
+    id: "openai-codex",
+    wire: Wire::OpenAiResponses,
+    binary: "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex",
+};
+
+impl H {
+    /// A tool call that creates `name` with `content` in the Space at `root`.
+    pub fn create_file(&self, root: &Path, name: &str, content: &str) -> Reply {
+        match self.wire {
+            Wire::AnthropicMessages => Reply::ToolCall {
+                name: "Write".into(),
+                input: serde_json::json!({"file_path": root.join(name).display().to_string(), "content": content}),
+            },
+            Wire::OpenAiResponses => Reply::CustomToolCall {
+                name: "apply_patch".into(),
+                input: format!("*** Begin Patch\n*** Add File: {name}\n+{}\n*** End Patch\n", content.trim_end()),
+            },
+        }
+    }
+
+    /// A tool call running a shell command that does not end by itself.
+    pub fn long_command(&self, command: &str) -> Reply {
+        match self.wire {
+            Wire::AnthropicMessages => Reply::ToolCall {
+                name: "Bash".into(),
+                input: serde_json::json!({"command": command, "description": "long command", "timeout": 600000}),
+            },
+            Wire::OpenAiResponses => Reply::ToolCall {
+                name: "exec_command".into(),
+                input: serde_json::json!({"cmd": command, "yield_time_ms": 600000}),
+            },
+        }
+    }
+}

@@ -1,0 +1,3 @@
+mod bad_input;
+mod harness;
+mod runs;

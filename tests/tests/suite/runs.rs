@@ -1,0 +1,237 @@
+//! The main job on the real CLIs: each scenario runs once per harness against a scripted model.
+
+use std::time::{Duration, Instant};
+
+use spaces_sdk::client::EventsQuery;
+use spaces_sdk::{AgentStartRequest, EventKind, SpaceAgentOptions, Status, StopReason, ToolStatus};
+use spaces_testkit::{Reply, Script, ScriptedServer};
+
+use super::harness::{H, CLAUDE, CODEX};
+use crate::support::{describe, require_cli, run_processes, settled, TestDaemon};
+
+const TURN: Duration = Duration::from_secs(90);
+
+async fn setup(h: H, script: Script) -> (TestDaemon, ScriptedServer, std::path::PathBuf) {
+    require_cli(h.id, h.binary);
+    let server = ScriptedServer::start(h.wire, script).await.unwrap();
+    let d = TestDaemon::start().await;
+    let root = d.space("s").await;
+    (d, server, root)
+}
+
+async fn start(d: &TestDaemon, h: H, server: &ScriptedServer, prompt: &str) -> String {
+    let req = AgentStartRequest {
+        agent: h.id.into(),
+        prompt: prompt.into(),
+        show: None,
+        options: Some(SpaceAgentOptions { base_url: Some(server.base_url()), ..Default::default() }),
+    };
+    d.client.agent_start("s", &req).await.unwrap().run_id
+}
+
+fn body_mentions(req: &spaces_testkit::RecordedRequest, needle: &str) -> bool {
+    req.json.as_ref().map(|j| j.to_string().contains(needle)).unwrap_or(false)
+}
+
+/// A tool call creates a file, the agent answers; a follow-up runs in the same session.
+async fn tool_call_answer_and_follow_up(h: H) {
+    let script = Script::new([]);
+    let (d, server, root) = setup(h, script).await;
+    server.push(h.create_file(&root, "hello.txt", "hello from the agent\n"));
+    server.push(Reply::Text("I created hello.txt.".into()));
+    server.push(Reply::Text("The file is still there.".into()));
+    let t0 = Instant::now();
+    let run = start(&d, h, &server, "Create hello.txt please").await;
+    assert!(t0.elapsed() < Duration::from_secs(5), "agent_start returns at once");
+
+    d.wait_turn_end("s", &run, 1, TURN).await;
+    let st = d.wait_status("s", &run, TURN, settled).await;
+    let events = d.events("s", &run).await;
+    assert_eq!(std::fs::read_to_string(root.join("hello.txt")).unwrap().trim_end(), "hello from the agent", "{}", describe(&events));
+    let kinds: Vec<EventKind> = events.iter().map(|e| e.kind).collect();
+    for k in [EventKind::TurnStarted, EventKind::ToolCall, EventKind::Message, EventKind::TurnEnded] {
+        assert!(kinds.contains(&k), "missing {k:?}:\n{}", describe(&events));
+    }
+    assert!(
+        events.iter().any(|e| e.kind == EventKind::ToolUpdate && e.tool_status == Some(ToolStatus::Completed)),
+        "a completed tool_update:\n{}",
+        describe(&events)
+    );
+    let ended: Vec<_> = events.iter().filter(|e| e.kind == EventKind::TurnEnded).collect();
+    assert_eq!(ended.len(), 1, "exactly one turn_ended:\n{}", describe(&events));
+    assert_eq!(ended[0].stop_reason, Some(StopReason::EndTurn));
+    assert_eq!(st.status, Status::Idle, "{st:#?}");
+    assert!(st.accepts_message);
+    assert_eq!(st.result_text.as_deref(), Some("I created hello.txt."));
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>(), "seq starts at 1 without gaps");
+
+    let r = d.client.agent_message("s", &run, "Is the file still there?", None).await.unwrap();
+    assert!(r.ok, "{r:?}");
+    d.wait_turn_end("s", &run, 2, TURN).await;
+    let st = d.wait_status("s", &run, TURN, settled).await;
+    assert_eq!(st.result_text.as_deref(), Some("The file is still there."), "{st:#?}");
+    let calls = server.model_calls();
+    let last = calls.last().unwrap();
+    assert!(body_mentions(last, "Create hello.txt please"), "the follow-up carries the first turn's history");
+    assert!(body_mentions(last, "I created hello.txt."), "the follow-up carries the first answer");
+    assert_eq!(st.session_id.is_some(), true);
+}
+
+/// A message sent 100 ms into a running turn is queued and runs after it (case P4).
+async fn case_p4_mid_turn_message_is_queued(h: H) {
+    let script = Script::new([
+        Reply::SlowText { text: "first answer, slowly streamed".into(), chunks: 10, delay_ms: 300 },
+        Reply::Text("second answer".into()),
+    ]);
+    let (d, server, _root) = setup(h, script).await;
+    let run = start(&d, h, &server, "first").await;
+    d.wait_status("s", &run, TURN, |s| s.status == Status::Running).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let r = d.client.agent_message("s", &run, "second", None).await.unwrap();
+    assert!(r.ok && r.reason.contains("queued"), "{r:?}");
+    d.wait_turn_end("s", &run, 2, TURN).await;
+    let st = d.wait_status("s", &run, TURN, settled).await;
+    let events = d.events("s", &run).await;
+    assert!(events.iter().any(|e| e.kind == EventKind::Notice && e.summary.as_deref().unwrap_or("").contains("queued")), "{}", describe(&events));
+    let ends: Vec<_> = events.iter().filter(|e| e.kind == EventKind::TurnEnded).map(|e| (e.turn, e.stop_reason)).collect();
+    assert_eq!(ends, vec![(1, Some(StopReason::EndTurn)), (2, Some(StopReason::EndTurn))], "{}", describe(&events));
+    let t1_end = events.iter().position(|e| e.kind == EventKind::TurnEnded && e.turn == 1).unwrap();
+    let t2_start = events.iter().position(|e| e.kind == EventKind::TurnStarted && e.turn == 2).unwrap();
+    assert!(t2_start > t1_end, "turn 2 starts after turn 1 ended");
+    assert_eq!(st.result_text.as_deref(), Some("second answer"));
+}
+
+/// Interrupt mid-turn ends that turn `interrupted`; the next follow-up works; an idle interrupt
+/// is a no-op that says so.
+async fn interrupt_then_follow_up(h: H) {
+    let script = Script::new([
+        Reply::SlowText { text: "a very long answer that will be cut".into(), chunks: 60, delay_ms: 500 },
+        Reply::Text("after the interrupt".into()),
+    ]);
+    let (d, server, _root) = setup(h, script).await;
+    let run = start(&d, h, &server, "talk slowly").await;
+    // Interrupt once the model is streaming (the CLI has called the endpoint).
+    let deadline = Instant::now() + TURN;
+    while server.model_calls().is_empty() {
+        assert!(Instant::now() < deadline, "the CLI never called the model");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let t0 = Instant::now();
+    let r = d.client.agent_interrupt("s", &run).await.unwrap();
+    assert!(r.ok, "{r:?}");
+    let ended = d.wait_turn_end("s", &run, 1, TURN).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::Interrupted), "{ended:?}");
+    assert!(t0.elapsed() < Duration::from_secs(15), "interrupt took {:?}", t0.elapsed());
+    let st = d.wait_status("s", &run, TURN, settled).await;
+    assert!(st.accepts_message, "{st:#?}");
+
+    let idle = d.client.agent_interrupt("s", &run).await.unwrap();
+    assert!(!idle.ok && idle.reason.contains("no turn"), "{idle:?}");
+
+    d.client.agent_message("s", &run, "go on", None).await.unwrap();
+    let ended = d.wait_turn_end("s", &run, 2, TURN).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
+    let st = d.wait_status("s", &run, TURN, settled).await;
+    assert_eq!(st.result_text.as_deref(), Some("after the interrupt"));
+}
+
+/// Stop during a tool call that never ends: no process of the run is left (case P6).
+async fn case_p6_stop_leaves_nothing_alive(h: H) {
+    let script = Script::new([h.long_command("sh -c '(while :; do sleep 1; done) & (sleep 1000) & wait'")])
+        .with_fallback(Reply::Hang);
+    let (d, server, _root) = setup(h, script).await;
+    let run = start(&d, h, &server, "run something long").await;
+    d.wait_for_event("s", &run, TURN, |e| e.kind == EventKind::ToolCall).await;
+    // Give the tool a moment to fork its children.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while run_processes(&run).len() < 3 {
+        assert!(Instant::now() < deadline, "the tool's processes never appeared: {:?}", run_processes(&run));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let r = d.client.agent_stop("s", &run).await.unwrap();
+    assert!(r.ok, "{r:?}");
+    assert_eq!(run_processes(&run), Vec::<i32>::new(), "no process of the run survives");
+    let st = d.client.agent_status("s", &run, None).await.unwrap();
+    assert_eq!(st.status, Status::Stopped);
+    assert!(!st.accepts_message);
+    let events = d.events("s", &run).await;
+    let ends: Vec<_> = events.iter().filter(|e| e.kind == EventKind::TurnEnded).collect();
+    assert_eq!(ends.len(), 1, "{}", describe(&events));
+    assert_eq!(ends[0].stop_reason, Some(StopReason::Stopped));
+    let again = d.client.agent_message("s", &run, "more", None).await.unwrap();
+    assert!(!again.ok, "a stopped run takes no message: {again:?}");
+}
+
+/// A model endpoint that fails ends the turn `error` within seconds, with a reason.
+async fn failing_endpoint_is_an_error(h: H) {
+    let script = Script::new([]).with_fallback(Reply::HttpError {
+        status: 401,
+        body: r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#.into(),
+    });
+    let (d, server, _root) = setup(h, script).await;
+    let t0 = Instant::now();
+    let run = start(&d, h, &server, "hello").await;
+    let ended = d.wait_turn_end("s", &run, 1, TURN).await;
+    let took = t0.elapsed();
+    assert_eq!(ended.stop_reason, Some(StopReason::Error), "{ended:?}");
+    assert!(took < Duration::from_secs(30), "error took {took:?}");
+    let st = d.wait_status("s", &run, TURN, settled).await;
+    assert!(st.accepts_message, "{st:#?}");
+    assert!(!st.reason.is_empty() && st.status != Status::Idle, "{st:#?}");
+    assert!(ended.text.as_deref().map(|t| !t.is_empty()).unwrap_or(false), "turn_ended says why: {ended:?}");
+}
+
+/// The starting client exits at once; the run finishes; a new client reads everything from
+/// cursor 0; after a daemon restart the run is listed and a follow-up resumes the session.
+async fn survives_client_exit_and_daemon_restart(h: H) {
+    let script = Script::new([Reply::Text("first".into()), Reply::Text("after restart".into())]);
+    let (mut d, server, _root) = setup(h, script).await;
+    let base = server.base_url();
+    let (ok, out) = d.cli(&["agent", "start", h.id, "remember the word kiwi", "--space", "s", "--base-url", &base]);
+    assert!(ok, "{out}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let run = v["run_id"].as_str().unwrap().to_owned();
+    d.wait_turn_end("s", &run, 1, TURN).await;
+    d.wait_status("s", &run, TURN, settled).await;
+    let page = d.client.agent_events("s", &run, &EventsQuery { cursor: Some(0), ..Default::default() }).await.unwrap();
+    assert_eq!(page.events.first().map(|e| e.seq), Some(1));
+    assert!(page.events.iter().any(|e| e.kind == EventKind::TurnEnded));
+
+    d.restart().await;
+    let list = d.client.agent_list("s").await.unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].run_id, run);
+    assert!(list[0].accepts_message, "{:#?}", list[0]);
+    let r = d.client.agent_message("s", &run, "what was the word?", None).await.unwrap();
+    assert!(r.ok, "{r:?}");
+    let ended = d.wait_turn_end("s", &run, 2, TURN).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
+    let last = server.model_calls().last().cloned().unwrap();
+    assert!(body_mentions(&last, "remember the word kiwi"), "the resumed session carries turn 1");
+    let st = d.wait_status("s", &run, TURN, settled).await;
+    assert_eq!(st.result_text.as_deref(), Some("after restart"));
+}
+
+macro_rules! per_harness {
+    ($($name:ident),*) => {
+        mod claude_code {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $name() { super::$name(super::CLAUDE).await } )*
+        }
+        mod openai_codex {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $name() { super::$name(super::CODEX).await } )*
+        }
+    };
+}
+
+per_harness!(
+    tool_call_answer_and_follow_up,
+    case_p4_mid_turn_message_is_queued,
+    interrupt_then_follow_up,
+    case_p6_stop_leaves_nothing_alive,
+    failing_endpoint_is_an_error,
+    survives_client_exit_and_daemon_restart
+);

@@ -1,0 +1,246 @@
+//! Test support: a real `spacesd` on a temp state dir ([`TestDaemon`]), Spaces in temp dirs, and
+//! waits that long-poll the event log instead of sleeping.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use spaces_sdk::client::{Client, Endpoint, EventsQuery};
+use spaces_sdk::{Event, RunStatus, SpaceRecord, Status};
+
+/// The `spacesd` binary: `$SPACESD_BIN`, else `target/<profile>/spacesd` beside this test binary.
+pub fn spacesd_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("SPACESD_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("current exe");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let bin = dir.join("spacesd");
+    assert!(
+        bin.is_file(),
+        "spacesd binary not found at {}: build it first (`cargo build -p spacesd`) or set SPACESD_BIN",
+        bin.display()
+    );
+    bin
+}
+
+/// The shared tools dir holding the pinned CLIs: `$SPACES_TOOLS_DIR`, else `<repo>/.tools`.
+/// Tests never install: a missing CLI fails loudly with the command that installs it.
+pub fn tools_dir() -> PathBuf {
+    std::env::var_os("SPACES_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools"))
+}
+
+/// Panics unless the pinned CLI of `harness` is installed in [`tools_dir`].
+pub fn require_cli(harness: &str, binary_rel: &str) {
+    let p = tools_dir().join(harness).join(binary_rel);
+    assert!(
+        p.is_file(),
+        "the {harness} CLI is not installed at {}: run `SPACES_TOOLS_DIR={} spacesd tools install` (scripts/test does)",
+        p.display(),
+        tools_dir().display()
+    );
+}
+
+/// A real daemon on a temp state dir; killed on drop.
+pub struct TestDaemon {
+    pub dir: tempfile::TempDir,
+    child: Option<Child>,
+    pub client: Client,
+    extra_env: Vec<(String, String)>,
+}
+
+impl TestDaemon {
+    /// Start a daemon and wait for its socket.
+    pub async fn start() -> TestDaemon {
+        Self::start_with_env(Vec::new()).await
+    }
+
+    /// Start a daemon with extra environment variables (e.g. `SPACES_HARNESS_BIN_...`).
+    pub async fn start_with_env(extra_env: Vec<(String, String)>) -> TestDaemon {
+        let dir = tempfile::Builder::new().prefix("spaces-test-").tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let client = Client::new(Endpoint::Unix(state.join("spacesd.sock")));
+        let mut d = TestDaemon { dir, child: None, client, extra_env };
+        d.spawn().await;
+        d
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    async fn spawn(&mut self) {
+        let mut cmd = Command::new(spacesd_bin());
+        cmd.arg("serve")
+            .arg("--state-dir")
+            .arg(self.state_dir())
+            .env("SPACES_TOOLS_DIR", tools_dir())
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("OPENAI_API_KEY")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
+        }
+        self.child = Some(cmd.spawn().expect("spawn spacesd"));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if self.client.space_list().await.is_ok() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "spacesd did not come up within 20 s");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Kill the daemon (SIGKILL: nothing graceful) and start a new one on the same state dir.
+    pub async fn restart(&mut self) {
+        self.kill();
+        self.spawn().await;
+    }
+
+    /// SIGKILL the daemon.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Register a Space named `name` rooted in a fresh dir under the temp dir; returns the root.
+    pub async fn space(&self, name: &str) -> PathBuf {
+        let root = self.dir.path().join(format!("space-{name}"));
+        std::fs::create_dir_all(&root).unwrap();
+        let root = std::fs::canonicalize(root).unwrap();
+        self.client
+            .space_add(&SpaceRecord { name: name.into(), root: root.display().to_string(), read_only: false })
+            .await
+            .expect("space add");
+        root
+    }
+
+    /// Run the `spacesd` CLI against this daemon; returns (status success, stdout).
+    pub fn cli(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new(spacesd_bin())
+            .arg("--state-dir")
+            .arg(self.state_dir())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run spacesd cli");
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+    }
+
+    /// Every event of the run so far (from cursor 0).
+    pub async fn events(&self, space: &str, run: &str) -> Vec<Event> {
+        let mut out = Vec::new();
+        let mut cursor = 0;
+        loop {
+            let page = self
+                .client
+                .agent_events(space, run, &EventsQuery { cursor: Some(cursor), max: Some(1000), ..Default::default() })
+                .await
+                .expect("events");
+            out.extend(page.events);
+            cursor = page.cursor;
+            if page.caught_up {
+                return out;
+            }
+        }
+    }
+
+    /// Long-poll the run's events until one matches `pred` (returns it), or panic after
+    /// `timeout` with every event seen.
+    pub async fn wait_for_event(
+        &self,
+        space: &str,
+        run: &str,
+        timeout: Duration,
+        pred: impl Fn(&Event) -> bool,
+    ) -> Event {
+        let deadline = Instant::now() + timeout;
+        let mut cursor = 0;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "no matching event within {timeout:?}; saw:\n{}", describe(&seen));
+            let q = EventsQuery { cursor: Some(cursor), max: Some(1000), wait_ms: Some(left.as_millis().min(5_000) as u64), raw: None };
+            let page = self.client.agent_events(space, run, &q).await.expect("events");
+            for e in page.events {
+                if pred(&e) {
+                    return e;
+                }
+                seen.push(e);
+            }
+            cursor = page.cursor;
+        }
+    }
+
+    /// Poll the run's status until `pred` holds, or panic after `timeout`.
+    pub async fn wait_status(&self, space: &str, run: &str, timeout: Duration, pred: impl Fn(&RunStatus) -> bool) -> RunStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let st = self.client.agent_status(space, run, None).await.expect("status");
+            if pred(&st) {
+                return st;
+            }
+            if Instant::now() > deadline {
+                let events = self.events(space, run).await;
+                panic!("status condition not met within {timeout:?}; last: {st:#?}\nevents:\n{}", describe(&events));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Wait until the run is idle (or another non-running status) after turn `turn` ended.
+    pub async fn wait_turn_end(&self, space: &str, run: &str, turn: u32, timeout: Duration) -> Event {
+        self.wait_for_event(space, run, timeout, |e| e.kind == spaces_sdk::EventKind::TurnEnded && e.turn == turn).await
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Events as lines, for failure messages.
+pub fn describe(events: &[Event]) -> String {
+    events
+        .iter()
+        .map(|e| format!("  #{} t{} {:?} {:?} {:?} {:?}", e.seq, e.turn, e.kind, e.stop_reason, e.tool_status, e.summary.as_deref().or(e.text.as_deref())))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// True when the run is not mid-turn.
+pub fn settled(st: &RunStatus) -> bool {
+    st.status != Status::Running
+}
+
+/// Live processes carrying `SPACES_RUN_ID=<run>` in their environment.
+pub fn run_processes(run: &str) -> Vec<i32> {
+    spaces_codespace_scan(&format!("SPACES_RUN_ID={run}"))
+}
+
+fn spaces_codespace_scan(marker: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let state = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next().map(String::from));
+        if matches!(state.as_deref(), Some("Z") | Some("X") | None) {
+            continue;
+        }
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { continue };
+        if env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}
