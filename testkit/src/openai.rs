@@ -1,22 +1,366 @@
-//! PLACEHOLDER being written by a helper.
+//! The OpenAI Responses streaming wire (`POST /v1/responses`, `stream: true`), as Codex CLI
+//! 0.171.0 consumes it.
+//!
+//! A reply is one SSE stream: `response.created`, `response.in_progress`, then one output item
+//! (`response.output_item.added`, its content or argument events, `response.output_item.done` with
+//! the whole item), then `response.completed` with `usage`. Every frame carries `event: <type>` and
+//! a JSON `data` whose `type` repeats it, plus a `sequence_number` counting from 0.
+//!
+//! Ids are derived from the request (`n` = number of `input` items), so a given script and
+//! conversation always produce the same ids: `resp_n`, `msg_n`, `fc_n`/`ctc_n`, `call_n`.
 
-use axum::http::Method;
+use std::time::Duration;
+
+use axum::http::{Method, StatusCode};
 use axum::response::Response;
+use serde_json::{json, Value};
 
 use crate::script::Reply;
-use crate::server::SseFrame;
+use crate::server::{plain, SseFrame};
 
-/// True when this request is a model call that consumes a script reply.
-pub fn is_model_call(_path: &str, _body: Option<&serde_json::Value>) -> bool {
-    unimplemented!()
+/// The model name echoed in responses when the request names none.
+const DEFAULT_MODEL: &str = "gpt-5.5";
+
+/// True when this request is a model call that consumes a script reply: `POST /v1/responses`
+/// (also without the `/v1` prefix, for providers configured without it). The caller already
+/// checked the method.
+pub fn is_model_call(path: &str, _body: Option<&serde_json::Value>) -> bool {
+    let path = path.trim_end_matches('/');
+    path == "/v1/responses" || path == "/responses"
 }
 
 /// The SSE frames that stream `reply` (never called with `HttpError` or `Hang`).
-pub fn frames(_reply: &Reply, _request: Option<&serde_json::Value>) -> Vec<SseFrame> {
-    unimplemented!()
+pub fn frames(reply: &Reply, request: Option<&serde_json::Value>) -> Vec<SseFrame> {
+    let mut s = Stream::new(request);
+    s.opening();
+    match reply {
+        Reply::Text(text) => s.message(&[text.as_str()], Duration::ZERO),
+        Reply::SlowText {
+            text,
+            chunks,
+            delay_ms,
+        } => {
+            let pieces = split_chunks(text, *chunks);
+            let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+            s.message(&refs, Duration::from_millis(*delay_ms));
+        }
+        Reply::ToolCall { name, input } => s.function_call(name, input),
+        Reply::CustomToolCall { name, input } => s.custom_tool_call(name, input),
+        // The server answers these itself; an empty-output completion is the harmless fallback.
+        Reply::HttpError { .. } | Reply::Hang => {}
+    }
+    s.completed();
+    s.frames
 }
 
-/// Answer a request that is not a model call (preconnect `HEAD /`, model lists, ...).
-pub fn side_request(_method: &Method, _path: &str, _body: Option<&serde_json::Value>) -> Response {
-    unimplemented!()
+/// Answer a request that is not a model call: `GET /v1/models` lists the default model, a
+/// preconnect `HEAD`/`GET /` gets an empty 200, anything else a 404 JSON error in OpenAI's shape.
+pub fn side_request(method: &Method, path: &str, _body: Option<&serde_json::Value>) -> Response {
+    let trimmed = path.trim_end_matches('/');
+    if *method == Method::GET && (trimmed == "/v1/models" || trimmed == "/models") {
+        let body = json!({
+            "object": "list",
+            "data": [{"id": DEFAULT_MODEL, "object": "model", "created": 0, "owned_by": "scripted"}],
+            "models": [],
+        });
+        return plain(StatusCode::OK.as_u16(), body.to_string());
+    }
+    if trimmed.is_empty() && (*method == Method::HEAD || *method == Method::GET) {
+        return plain(StatusCode::OK.as_u16(), String::new());
+    }
+    let body = json!({
+        "error": {
+            "message": format!("scripted model: no route for {method} {path}"),
+            "type": "invalid_request_error",
+            "param": null,
+            "code": "not_found",
+        }
+    });
+    plain(StatusCode::NOT_FOUND.as_u16(), body.to_string())
+}
+
+/// `text` cut into `chunks` pieces of about equal length (on char boundaries; at least one).
+fn split_chunks(text: &str, chunks: u32) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let n = (chunks.max(1) as usize).min(chars.len().max(1));
+    let size = chars.len().div_ceil(n).max(1);
+    let mut out: Vec<String> = chars.chunks(size).map(|c| c.iter().collect()).collect();
+    if out.is_empty() {
+        out.push(String::new());
+    }
+    out
+}
+
+/// Builder of one response stream.
+struct Stream {
+    frames: Vec<SseFrame>,
+    seq: u64,
+    n: usize,
+    model: String,
+    output: Vec<Value>,
+    output_tokens: u64,
+    input_tokens: u64,
+}
+
+impl Stream {
+    fn new(request: Option<&Value>) -> Self {
+        let input = request
+            .and_then(|r| r.get("input"))
+            .and_then(Value::as_array);
+        let n = input.map(Vec::len).unwrap_or(0);
+        let model = request
+            .and_then(|r| r.get("model"))
+            .and_then(Value::as_str)
+            .unwrap_or(DEFAULT_MODEL)
+            .to_owned();
+        Self {
+            frames: Vec::new(),
+            seq: 0,
+            n,
+            model,
+            output: Vec::new(),
+            output_tokens: 0,
+            input_tokens: 100 + 10 * n as u64,
+        }
+    }
+
+    fn push(&mut self, kind: &str, mut data: Value, delay: Duration) {
+        if let Some(obj) = data.as_object_mut() {
+            obj.insert("type".into(), json!(kind));
+            obj.insert("sequence_number".into(), json!(self.seq));
+        }
+        self.seq += 1;
+        self.frames.push(SseFrame {
+            event: Some(kind.to_owned()),
+            data,
+            delay,
+        });
+    }
+
+    fn response(&self, status: &str, with_usage: bool) -> Value {
+        let mut r = json!({
+            "id": format!("resp_{}", self.n),
+            "object": "response",
+            "created_at": 1_700_000_000u64,
+            "status": status,
+            "model": self.model,
+            "output": self.output,
+            "parallel_tool_calls": false,
+            "tool_choice": "auto",
+            "tools": [],
+        });
+        if with_usage {
+            r["usage"] = json!({
+                "input_tokens": self.input_tokens,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": self.output_tokens,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": self.input_tokens + self.output_tokens,
+            });
+        }
+        r
+    }
+
+    fn opening(&mut self) {
+        let created = json!({"response": self.response("in_progress", false)});
+        self.push("response.created", created, Duration::ZERO);
+        let progress = json!({"response": self.response("in_progress", false)});
+        self.push("response.in_progress", progress, Duration::ZERO);
+    }
+
+    fn completed(&mut self) {
+        let done = json!({"response": self.response("completed", true)});
+        self.push("response.completed", done, Duration::ZERO);
+    }
+
+    /// An assistant `message` item whose text arrives in `pieces`, each delta after `delay`.
+    fn message(&mut self, pieces: &[&str], delay: Duration) {
+        let id = format!("msg_{}", self.n);
+        let index = self.output.len();
+        let full: String = pieces.concat();
+        self.output_tokens += tokens(&full);
+        let added = json!({
+            "output_index": index,
+            "item": {"id": id, "type": "message", "status": "in_progress", "role": "assistant",
+                     "content": []},
+        });
+        self.push("response.output_item.added", added, Duration::ZERO);
+        let part_added = json!({
+            "item_id": id, "output_index": index, "content_index": 0,
+            "part": {"type": "output_text", "text": "", "annotations": []},
+        });
+        self.push("response.content_part.added", part_added, Duration::ZERO);
+        for piece in pieces {
+            let delta = json!({
+                "item_id": id, "output_index": index, "content_index": 0, "delta": piece,
+                "logprobs": [],
+            });
+            self.push("response.output_text.delta", delta, delay);
+        }
+        let text_done = json!({
+            "item_id": id, "output_index": index, "content_index": 0, "text": full, "logprobs": [],
+        });
+        self.push("response.output_text.done", text_done, Duration::ZERO);
+        let part = json!({"type": "output_text", "text": full, "annotations": []});
+        let part_done =
+            json!({"item_id": id, "output_index": index, "content_index": 0, "part": part});
+        self.push("response.content_part.done", part_done, Duration::ZERO);
+        let item = json!({
+            "id": id, "type": "message", "status": "completed", "role": "assistant",
+            "content": [part],
+        });
+        self.item_done(index, item);
+    }
+
+    /// A `function_call` item; `arguments` is `input` serialized as a JSON string.
+    fn function_call(&mut self, name: &str, input: &Value) {
+        let id = format!("fc_{}", self.n);
+        let call_id = format!("call_{}", self.n);
+        let index = self.output.len();
+        let arguments = input.to_string();
+        self.output_tokens += tokens(&arguments);
+        let added = json!({
+            "output_index": index,
+            "item": {"id": id, "type": "function_call", "status": "in_progress",
+                     "call_id": call_id, "name": name, "arguments": ""},
+        });
+        self.push("response.output_item.added", added, Duration::ZERO);
+        let delta = json!({"item_id": id, "output_index": index, "delta": arguments});
+        self.push(
+            "response.function_call_arguments.delta",
+            delta,
+            Duration::ZERO,
+        );
+        let args_done = json!({"item_id": id, "output_index": index, "arguments": arguments});
+        self.push(
+            "response.function_call_arguments.done",
+            args_done,
+            Duration::ZERO,
+        );
+        let item = json!({
+            "id": id, "type": "function_call", "status": "completed", "call_id": call_id,
+            "name": name, "arguments": arguments,
+        });
+        self.item_done(index, item);
+    }
+
+    /// A `custom_tool_call` item (Codex's freeform `apply_patch`) with the raw `input` string.
+    fn custom_tool_call(&mut self, name: &str, input: &str) {
+        let id = format!("ctc_{}", self.n);
+        let call_id = format!("call_{}", self.n);
+        let index = self.output.len();
+        self.output_tokens += tokens(input);
+        let added = json!({
+            "output_index": index,
+            "item": {"id": id, "type": "custom_tool_call", "status": "in_progress",
+                     "call_id": call_id, "name": name, "input": ""},
+        });
+        self.push("response.output_item.added", added, Duration::ZERO);
+        let delta = json!({"item_id": id, "output_index": index, "delta": input});
+        self.push(
+            "response.custom_tool_call_input.delta",
+            delta,
+            Duration::ZERO,
+        );
+        let input_done = json!({"item_id": id, "output_index": index, "input": input});
+        self.push(
+            "response.custom_tool_call_input.done",
+            input_done,
+            Duration::ZERO,
+        );
+        let item = json!({
+            "id": id, "type": "custom_tool_call", "status": "completed", "call_id": call_id,
+            "name": name, "input": input,
+        });
+        self.item_done(index, item);
+    }
+
+    fn item_done(&mut self, index: usize, item: Value) {
+        self.output.push(item.clone());
+        let done = json!({"output_index": index, "item": item});
+        self.push("response.output_item.done", done, Duration::ZERO);
+    }
+}
+
+/// A rough token count (4 characters a token, at least 1) for the scripted `usage`.
+fn tokens(text: &str) -> u64 {
+    (text.chars().count() as u64).div_ceil(4).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn types(frames: &[SseFrame]) -> Vec<String> {
+        frames.iter().filter_map(|f| f.event.clone()).collect()
+    }
+
+    #[test]
+    fn text_reply_streams_a_message_item_then_completes_with_usage() {
+        let req = json!({"model": "gpt-5.5", "input": [{"role": "user"}]});
+        let f = frames(&Reply::Text("hello".into()), Some(&req));
+        assert_eq!(
+            types(&f),
+            [
+                "response.created",
+                "response.in_progress",
+                "response.output_item.added",
+                "response.content_part.added",
+                "response.output_text.delta",
+                "response.output_text.done",
+                "response.content_part.done",
+                "response.output_item.done",
+                "response.completed",
+            ]
+        );
+        let last = &f[f.len() - 1].data;
+        assert_eq!(last["response"]["output"][0]["content"][0]["text"], "hello");
+        assert_eq!(last["response"]["usage"]["output_tokens"], 2);
+        assert_eq!(f[7].data["item"]["id"], "msg_1");
+    }
+
+    #[test]
+    fn tool_call_arguments_are_a_json_string() {
+        let reply = Reply::ToolCall {
+            name: "exec_command".into(),
+            input: json!({"cmd": "ls"}),
+        };
+        let f = frames(&reply, None);
+        let done = f
+            .iter()
+            .find(|f| f.event.as_deref() == Some("response.output_item.done"));
+        let item = done.map(|d| d.data["item"].clone()).unwrap_or_default();
+        assert_eq!(item["type"], "function_call");
+        assert_eq!(item["arguments"], "{\"cmd\":\"ls\"}");
+        assert_eq!(item["call_id"], "call_0");
+    }
+
+    #[test]
+    fn slow_text_has_delayed_chunks() {
+        let reply = Reply::SlowText {
+            text: "abcdef".into(),
+            chunks: 3,
+            delay_ms: 7,
+        };
+        let f = frames(&reply, None);
+        let deltas: Vec<_> = f
+            .iter()
+            .filter(|f| f.event.as_deref() == Some("response.output_text.delta"))
+            .map(|f| (f.data["delta"].as_str().unwrap_or("").to_owned(), f.delay))
+            .collect();
+        assert_eq!(
+            deltas,
+            vec![
+                ("ab".to_owned(), Duration::from_millis(7)),
+                ("cd".to_owned(), Duration::from_millis(7)),
+                ("ef".to_owned(), Duration::from_millis(7)),
+            ]
+        );
+    }
+
+    #[test]
+    fn only_post_responses_is_a_model_call() {
+        assert!(is_model_call("/v1/responses", None));
+        assert!(!is_model_call("/v1/models", None));
+    }
 }

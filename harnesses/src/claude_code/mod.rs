@@ -1,20 +1,82 @@
-//! PLACEHOLDER being written by a helper: replaced by the real adapter.
+//! Claude Code (`claude`, harness id `claude-code`), pinned to `@anthropic-ai/claude-code@2.1.197`.
+//!
+//! Process model: one long-lived `claude -p --input-format stream-json --output-format stream-json
+//! --verbose` process per run ([`launch`]). Each turn is one user message JSON line on stdin; the
+//! CLI answers with a `system/init` ... `result` cycle in the same session and exits when stdin
+//! closes. An interrupt is a `control_request` line on stdin: the turn ends with a `result` of
+//! `subtype: error_during_execution` and the process stays alive for the next message. A respawn
+//! (after a crash) resumes with `--resume SESSION_ID` from the same cwd.
+//!
+//! Output becomes events in [`normalize`]. Facts about the stream were checked against the real
+//! binary (fixtures under `harnesses/tests/fixtures/claude_code/`, recorded by
+//! `testkit/examples/record_claude.rs`).
 
-use crate::*;
+mod launch;
+mod normalize;
+mod tools;
 
-/// The adapter.
+pub use launch::{INTERRUPT_REQUEST_ID, MAX_RETRIES_DEFAULT, PLACEHOLDER_API_KEY};
+pub use normalize::ClaudeNormalizer;
+
+use crate::{
+    Harness, InstallSpec, InterruptRecipe, LaunchContext, LaunchPlan, Normalizer, ProcessModel,
+};
+
+/// The pinned CLI version.
+pub const VERSION: &str = "2.1.197";
+
+/// The Claude Code adapter (stateless; per-run state lives in [`ClaudeNormalizer`]).
 pub struct ClaudeCode;
 
 impl Harness for ClaudeCode {
-    fn id(&self) -> &'static str { unimplemented!() }
-    fn name(&self) -> &'static str { unimplemented!() }
-    fn install_spec(&self) -> InstallSpec { unimplemented!() }
-    fn process_model(&self) -> ProcessModel { unimplemented!() }
-    fn followups(&self) -> &'static str { unimplemented!() }
-    fn endpoint_wires(&self) -> &'static [&'static str] { unimplemented!() }
-    fn keys(&self) -> &'static [&'static str] { unimplemented!() }
-    fn launch(&self, _ctx: &LaunchContext<'_>) -> LaunchPlan { unimplemented!() }
-    fn user_message(&self, _text: &str) -> Vec<u8> { unimplemented!() }
-    fn interrupt(&self) -> InterruptRecipe { unimplemented!() }
-    fn normalizer(&self) -> Box<dyn Normalizer> { unimplemented!() }
+    fn id(&self) -> &'static str {
+        "claude-code"
+    }
+
+    fn name(&self) -> &'static str {
+        "Claude Code"
+    }
+
+    /// The npm package ships its native binary in the optional dependency
+    /// `@anthropic-ai/claude-code-linux-x64`; we launch that binary directly (the postinstall
+    /// link step may be skipped by npm, and signals must reach the working process).
+    fn install_spec(&self) -> InstallSpec {
+        InstallSpec {
+            packages: vec![format!("@anthropic-ai/claude-code@{VERSION}")],
+            version: VERSION,
+            binary: "node_modules/@anthropic-ai/claude-code-linux-x64/claude",
+        }
+    }
+
+    fn process_model(&self) -> ProcessModel {
+        ProcessModel::LongLived
+    }
+
+    fn followups(&self) -> &'static str {
+        "stdin-stream"
+    }
+
+    fn endpoint_wires(&self) -> &'static [&'static str] {
+        &["anthropic-messages"]
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"]
+    }
+
+    fn launch(&self, ctx: &LaunchContext<'_>) -> LaunchPlan {
+        launch::plan(ctx)
+    }
+
+    fn user_message(&self, text: &str) -> Vec<u8> {
+        launch::user_message(text)
+    }
+
+    fn interrupt(&self) -> InterruptRecipe {
+        InterruptRecipe::Stdin(launch::interrupt_request())
+    }
+
+    fn normalizer(&self) -> Box<dyn Normalizer> {
+        Box::new(ClaudeNormalizer::new())
+    }
 }

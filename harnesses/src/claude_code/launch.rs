@@ -1,0 +1,224 @@
+//! Launch plan, stdin messages and the interrupt request of Claude Code's stream-json mode.
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use crate::{LaunchContext, LaunchPlan, StdinMode};
+
+/// `CLAUDE_CODE_MAX_RETRIES` unless the caller sets it: the CLI's default backoff retries a
+/// failing endpoint for minutes; with 2 a failing model call ends the turn within a few seconds.
+pub const MAX_RETRIES_DEFAULT: &str = "2";
+
+/// `ANTHROPIC_API_KEY` given to the CLI when a custom `base_url` is set and the caller passed
+/// neither `ANTHROPIC_API_KEY` nor `ANTHROPIC_AUTH_TOKEN`. Without any key the CLI refuses to
+/// start a turn ("Not logged in"); a custom endpoint (a local proxy, a scripted model) usually
+/// does its own auth, so a visible placeholder is sent instead. An endpoint that checks keys
+/// answers 401 and the turn ends `error`.
+pub const PLACEHOLDER_API_KEY: &str = "spaces-placeholder-key";
+
+/// `request_id` of the interrupt control request (the CLI echoes it in its `control_response`).
+pub const INTERRUPT_REQUEST_ID: &str = "spaces-interrupt";
+
+/// The process for a run: `claude -p --input-format stream-json --output-format stream-json
+/// --verbose --dangerously-skip-permissions [--model M] [--resume SID]`, stdin a pipe, the first
+/// turn's message as `initial_stdin`. Environment: the run's private `HOME` with
+/// `CLAUDE_CONFIG_DIR=$HOME/.claude`, telemetry, autoupdate and nonessential traffic off,
+/// `IS_SANDBOX=1` (needed for `--dangerously-skip-permissions` as root), a small retry count;
+/// `ANTHROPIC_BASE_URL` from `base_url`; then every `ctx.env` entry (the caller wins).
+pub fn plan(ctx: &LaunchContext<'_>) -> LaunchPlan {
+    let mut argv: Vec<String> = vec![
+        ctx.binary.display().to_string(),
+        "-p".into(),
+        "--input-format".into(),
+        "stream-json".into(),
+        "--output-format".into(),
+        "stream-json".into(),
+        "--verbose".into(),
+        "--dangerously-skip-permissions".into(),
+    ];
+    if let Some(model) = ctx.model {
+        argv.push("--model".into());
+        argv.push(model.into());
+    }
+    if let Some(sid) = ctx.session_id {
+        argv.push("--resume".into());
+        argv.push(sid.into());
+    }
+
+    let mut env = BTreeMap::new();
+    let home = ctx.home.display().to_string();
+    env.insert("HOME".to_owned(), home);
+    env.insert("CLAUDE_CONFIG_DIR".to_owned(), ctx.home.join(".claude").display().to_string());
+    env.insert("DISABLE_TELEMETRY".to_owned(), "1".to_owned());
+    env.insert("DISABLE_AUTOUPDATER".to_owned(), "1".to_owned());
+    env.insert("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".to_owned(), "1".to_owned());
+    env.insert("IS_SANDBOX".to_owned(), "1".to_owned());
+    env.insert("CLAUDE_CODE_MAX_RETRIES".to_owned(), MAX_RETRIES_DEFAULT.to_owned());
+    if let Some(url) = ctx.base_url {
+        env.insert("ANTHROPIC_BASE_URL".to_owned(), url.trim_end_matches('/').to_owned());
+    }
+    let custom_endpoint = ctx.base_url.is_some() || ctx.env.contains_key("ANTHROPIC_BASE_URL");
+    let has_key =
+        ctx.env.contains_key("ANTHROPIC_API_KEY") || ctx.env.contains_key("ANTHROPIC_AUTH_TOKEN");
+    if custom_endpoint && !has_key {
+        env.insert("ANTHROPIC_API_KEY".to_owned(), PLACEHOLDER_API_KEY.to_owned());
+    }
+    for (k, v) in ctx.env {
+        env.insert(k.clone(), v.clone());
+    }
+
+    LaunchPlan {
+        argv,
+        env,
+        files: Vec::new(),
+        stdin: StdinMode::Pipe,
+        initial_stdin: Some(user_message(ctx.prompt)),
+    }
+}
+
+/// One stream-json user message line: `{"type":"user","message":{"role":"user","content":
+/// [{"type":"text","text":TEXT}]}}` plus `\n`.
+pub fn user_message(text: &str) -> Vec<u8> {
+    let msg = json!({
+        "type": "user",
+        "message": { "role": "user", "content": [{ "type": "text", "text": text }] }
+    });
+    line(&msg)
+}
+
+/// The interrupt control request line: `{"type":"control_request","request_id":...,
+/// "request":{"subtype":"interrupt"}}` plus `\n`. The CLI answers with a `control_response`
+/// and, when a turn is in flight, ends it with an `error_during_execution` result.
+pub fn interrupt_request() -> Vec<u8> {
+    let msg = json!({
+        "type": "control_request",
+        "request_id": INTERRUPT_REQUEST_ID,
+        "request": { "subtype": "interrupt" }
+    });
+    line(&msg)
+}
+
+fn line(v: &serde_json::Value) -> Vec<u8> {
+    let mut out = v.to_string().into_bytes();
+    out.push(b'\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::path::Path;
+
+    use super::*;
+    use crate::claude_code::ClaudeCode;
+    use crate::{Harness, InterruptRecipe};
+
+    fn ctx<'a>(env: &'a BTreeMap<String, String>) -> LaunchContext<'a> {
+        LaunchContext {
+            run_id: "run-1",
+            turn: 1,
+            prompt: "Write hello.txt\nplease",
+            session_id: None,
+            binary: Path::new("/tools/node_modules/@anthropic-ai/claude-code-linux-x64/claude"),
+            cwd: Path::new("/space/ws"),
+            home: Path::new("/runs/run-1/home"),
+            model: None,
+            base_url: Some("http://127.0.0.1:4000/"),
+            env,
+        }
+    }
+
+    #[test]
+    fn launch_plan_runs_stream_json_with_offline_env_and_first_message_on_stdin() {
+        let env = BTreeMap::new();
+        let plan = ClaudeCode.launch(&ctx(&env));
+        assert_eq!(
+            plan.argv,
+            [
+                "/tools/node_modules/@anthropic-ai/claude-code-linux-x64/claude",
+                "-p",
+                "--input-format",
+                "stream-json",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--dangerously-skip-permissions",
+            ]
+        );
+        let expected: BTreeMap<String, String> = [
+            ("HOME", "/runs/run-1/home"),
+            ("CLAUDE_CONFIG_DIR", "/runs/run-1/home/.claude"),
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:4000"),
+            ("ANTHROPIC_API_KEY", PLACEHOLDER_API_KEY),
+            ("DISABLE_TELEMETRY", "1"),
+            ("DISABLE_AUTOUPDATER", "1"),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+            ("IS_SANDBOX", "1"),
+            ("CLAUDE_CODE_MAX_RETRIES", MAX_RETRIES_DEFAULT),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        assert_eq!(plan.env, expected);
+        assert_eq!(plan.stdin, StdinMode::Pipe);
+        assert!(plan.files.is_empty());
+        let first: serde_json::Value =
+            serde_json::from_slice(plan.initial_stdin.as_deref().unwrap()).unwrap();
+        assert_eq!(
+            first,
+            json!({"type": "user", "message": {"role": "user",
+                "content": [{"type": "text", "text": "Write hello.txt\nplease"}]}})
+        );
+        assert!(plan.initial_stdin.unwrap().ends_with(b"}\n"));
+    }
+
+    #[test]
+    fn resume_model_and_caller_env_win() {
+        let env: BTreeMap<String, String> = [
+            ("ANTHROPIC_AUTH_TOKEN", "tok-123456789"),
+            ("CLAUDE_CODE_MAX_RETRIES", "0"),
+            ("HOME", "/elsewhere"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let mut c = ctx(&env);
+        c.session_id = Some("0b5f-sid");
+        c.model = Some("claude-sonnet-4-5");
+        let plan = ClaudeCode.launch(&c);
+        assert_eq!(
+            plan.argv[8..],
+            ["--model", "claude-sonnet-4-5", "--resume", "0b5f-sid"].map(String::from)
+        );
+        assert_eq!(plan.env["CLAUDE_CODE_MAX_RETRIES"], "0");
+        assert_eq!(plan.env["HOME"], "/elsewhere");
+        assert_eq!(plan.env["ANTHROPIC_AUTH_TOKEN"], "tok-123456789");
+        assert!(!plan.env.contains_key("ANTHROPIC_API_KEY"), "no placeholder next to a real token");
+    }
+
+    #[test]
+    fn no_placeholder_key_without_custom_endpoint() {
+        let env = BTreeMap::new();
+        let mut c = ctx(&env);
+        c.base_url = None;
+        let plan = ClaudeCode.launch(&c);
+        assert!(!plan.env.contains_key("ANTHROPIC_API_KEY"));
+        assert!(!plan.env.contains_key("ANTHROPIC_BASE_URL"));
+    }
+
+    #[test]
+    fn interrupt_is_a_control_request_line() {
+        let InterruptRecipe::Stdin(bytes) = ClaudeCode.interrupt() else {
+            panic!("expected a stdin recipe");
+        };
+        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(
+            v,
+            json!({"type": "control_request", "request_id": INTERRUPT_REQUEST_ID,
+                "request": {"subtype": "interrupt"}})
+        );
+        assert_eq!(bytes.last(), Some(&b'\n'));
+    }
+}

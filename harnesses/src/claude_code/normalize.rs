@@ -1,0 +1,472 @@
+//! [`ClaudeNormalizer`]: Claude Code stream-json lines to normalized events.
+//!
+//! Line types (`--output-format stream-json --verbose`, 2.1.197):
+//! - `system` `init` (every turn: `session_id`, `cwd`, `model`, `tools`) becomes `session`
+//!   (hidden); other `system` subtypes (`api_retry`, `task_started`, `task_notification`,
+//!   `status`, `compact_boundary`, ...) become `notice`;
+//! - `assistant` content blocks: `text` becomes `message` (or `error` for the CLI's synthetic
+//!   "API Error: ..." message after a failed model call), `thinking` becomes `thought`,
+//!   `tool_use` becomes `tool_call` (`in_progress`; `TodoWrite` also gives a `plan`);
+//! - `user` `tool_result` blocks become `tool_update` (`completed`, or `failed` when `is_error`);
+//! - `result` becomes `usage` then exactly one `turn_ended` (see [`stop_reason`]);
+//! - `control_response`, `stream_event`, `rate_limit_event` and other bookkeeping become hidden
+//!   `other` events; an unparseable line or unknown type becomes `other` with the line as text.
+//!
+//! Every non-blank line yields at least one event; the first event of a line carries the line as
+//! `raw`. A trailing `\r` (PTY output) is ignored. Blank lines carry nothing and yield nothing.
+
+use std::collections::VecDeque;
+
+use serde_json::{json, Map, Value};
+use spaces_sdk::{Category, EventKind, StopReason, ToolStatus};
+
+use super::tools;
+use crate::draft::one_line;
+use crate::{EventDraft, ExitInfo, Normalizer};
+
+/// How many stderr lines are kept for error reasons when [`ExitInfo::stderr_tail`] is empty.
+const STDERR_TAIL_LINES: usize = 20;
+
+/// A tool call seen in this turn without its result yet.
+#[derive(Debug, Clone)]
+struct OpenTool {
+    id: String,
+    title: String,
+    kind: &'static str,
+}
+
+/// Per-run state of the Claude Code stream (one process, many turns; survives respawns).
+#[derive(Debug, Default)]
+pub struct ClaudeNormalizer {
+    /// The current turn (or the last one, between turns); 0 before the first.
+    turn: u32,
+    in_flight: bool,
+    interrupt_requested: bool,
+    session_id: Option<String>,
+    /// The CLI's working directory (from `init`), to show file paths relative to it.
+    cwd: Option<String>,
+    open_tools: Vec<OpenTool>,
+    stderr_tail: VecDeque<String>,
+}
+
+impl ClaudeNormalizer {
+    /// A normalizer for a fresh run.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn ev(&self, kind: EventKind) -> EventDraft {
+        EventDraft::new(self.turn, kind)
+    }
+
+    fn system(&mut self, v: &Value) -> Vec<EventDraft> {
+        let subtype = str_of(v, "subtype").unwrap_or("");
+        if subtype == "init" {
+            if let Some(sid) = str_of(v, "session_id") {
+                self.session_id = Some(sid.to_owned());
+            }
+            if let Some(cwd) = str_of(v, "cwd") {
+                self.cwd = Some(cwd.to_owned());
+            }
+            let model = str_of(v, "model").unwrap_or("?");
+            let sid = self.session_id.as_deref().unwrap_or("?");
+            let version = str_of(v, "claude_code_version").unwrap_or("?");
+            return vec![self
+                .ev(EventKind::Session)
+                .text(format!("session {sid}, model {model}, claude {version}"))];
+        }
+        if subtype == "api_retry" {
+            // A failed model call the CLI will retry (`CLAUDE_CODE_MAX_RETRIES`).
+            let num = |k: &str| {
+                v.get(k).and_then(Value::as_f64).map_or("?".to_owned(), |x| format!("{x:.0}"))
+            };
+            let summary = format!(
+                "model call failed ({} {}); retry {} of {} in {} ms",
+                num("error_status"),
+                str_of(v, "error").unwrap_or("error"),
+                num("attempt"),
+                num("max_retries"),
+                num("retry_delay_ms"),
+            );
+            return vec![self.ev(EventKind::Notice).summary(summary)];
+        }
+        let detail =
+            ["description", "summary", "message", "status"].iter().find_map(|k| str_of(v, k));
+        let summary = match detail {
+            Some(d) => format!("{subtype}: {d}"),
+            None => subtype.to_owned(),
+        };
+        vec![self.ev(EventKind::Notice).summary(summary)]
+    }
+
+    fn assistant(&mut self, v: &Value) -> Vec<EventDraft> {
+        let sub_agent = v.get("parent_tool_use_id").is_some_and(|p| !p.is_null());
+        // A failed model call is reported as a synthetic assistant message ("API Error: ...")
+        // with a top-level `error` (e.g. `server_error`): an `error` event, not the agent's words.
+        let api_error = str_of(v, "error").is_some()
+            || v.pointer("/message/model").and_then(Value::as_str) == Some("<synthetic>");
+        let mut out = Vec::new();
+        for block in content_blocks(v) {
+            match str_of(block, "type") {
+                Some("text") => {
+                    let text = str_of(block, "text").unwrap_or("");
+                    if text.is_empty() {
+                        continue;
+                    }
+                    if api_error {
+                        out.push(self.ev(EventKind::Error).text(text).summary(text));
+                        continue;
+                    }
+                    let ev = self.ev(EventKind::Message).text(text);
+                    // A sub-agent's words are progress of its Task call, not the answer.
+                    out.push(if sub_agent {
+                        ev.category(Category::Activity).summary(text)
+                    } else {
+                        ev
+                    });
+                }
+                Some("thinking") => {
+                    let text = str_of(block, "thinking").unwrap_or("");
+                    out.push(self.ev(EventKind::Thought).text(text).summary(text));
+                }
+                Some("redacted_thinking") => {
+                    out.push(self.ev(EventKind::Thought).category(Category::Hidden));
+                }
+                Some("tool_use" | "server_tool_use" | "mcp_tool_use") => {
+                    out.extend(self.tool_call(block));
+                }
+                _ => out.push(self.ev(EventKind::Other).text(block.to_string())),
+            }
+        }
+        out
+    }
+
+    fn tool_call(&mut self, block: &Value) -> Vec<EventDraft> {
+        let id = str_of(block, "id").unwrap_or("").to_owned();
+        let name = str_of(block, "name").unwrap_or("tool");
+        let input = block.get("input").cloned().unwrap_or(Value::Null);
+        let label = tools::label(name, &input, self.cwd.as_deref());
+        let text = match (name, input.get("command").and_then(Value::as_str)) {
+            ("Bash", Some(cmd)) => cmd.to_owned(),
+            _ => input.to_string(),
+        };
+        let mut out = vec![self
+            .ev(EventKind::ToolCall)
+            .tool(
+                id.clone(),
+                Some(label.title.clone()),
+                Some(label.kind.to_owned()),
+                ToolStatus::InProgress,
+            )
+            .text(tools::cap(&text))
+            .summary(&label.title)];
+        if name == "TodoWrite" {
+            if let Some(plan) = tools::todo_plan(&input) {
+                out.push(self.ev(EventKind::Plan).text(plan).summary("todo list updated"));
+            }
+        }
+        self.open_tools.retain(|t| t.id != id);
+        self.open_tools.push(OpenTool { id, title: label.title, kind: label.kind });
+        out
+    }
+
+    fn user(&mut self, v: &Value) -> Vec<EventDraft> {
+        let mut out = Vec::new();
+        for block in content_blocks(v) {
+            if str_of(block, "type") != Some("tool_result") {
+                // Echoed prompts and the CLI's own notes ("[Request interrupted by user]").
+                let text = str_of(block, "text").map(str::to_owned).unwrap_or(block.to_string());
+                out.push(self.ev(EventKind::Other).text(text));
+                continue;
+            }
+            let id = str_of(block, "tool_use_id").unwrap_or("").to_owned();
+            let failed = block.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+            let text = tools::result_text(block.get("content"));
+            let open = self.take_tool(&id);
+            let (title, kind) = match &open {
+                Some(t) => (Some(t.title.clone()), Some(t.kind.to_owned())),
+                None => (None, None),
+            };
+            let name = title.clone().unwrap_or_else(|| format!("tool {id}"));
+            let (status, summary) = if failed {
+                (ToolStatus::Failed, format!("{name} failed: {}", one_line(&text)))
+            } else {
+                (ToolStatus::Completed, format!("{name} done"))
+            };
+            out.push(
+                self.ev(EventKind::ToolUpdate)
+                    .tool(id, title, kind, status)
+                    .text(tools::cap(&text))
+                    .summary(summary),
+            );
+        }
+        if out.is_empty() {
+            // A user line with plain string content (an echo of the prompt).
+            let text = v.pointer("/message/content").and_then(Value::as_str).unwrap_or("");
+            out.push(self.ev(EventKind::Other).text(text));
+        }
+        out
+    }
+
+    fn result(&mut self, v: &Value) -> Vec<EventDraft> {
+        if let Some(sid) = str_of(v, "session_id") {
+            self.session_id = Some(sid.to_owned());
+        }
+        let mut out = vec![self.ev(EventKind::Usage).usage(usage_of(v))];
+        if !self.in_flight {
+            // A result with no turn of ours in flight (the turn already ended): keep, never a
+            // second `turn_ended`.
+            out.push(self.ev(EventKind::Other).text("result outside a turn"));
+            return out;
+        }
+        let (reason, text) = stop_reason(v, self.interrupt_requested);
+        out.extend(self.end_turn(reason, text));
+        out
+    }
+
+    /// Close open tools as `failed`, then the single `turn_ended` of the turn in flight.
+    fn end_turn(&mut self, reason: StopReason, text: Option<String>) -> Vec<EventDraft> {
+        let mut out = Vec::new();
+        for tool in std::mem::take(&mut self.open_tools) {
+            out.push(
+                self.ev(EventKind::ToolUpdate)
+                    .tool(
+                        tool.id,
+                        Some(tool.title.clone()),
+                        Some(tool.kind.to_owned()),
+                        ToolStatus::Failed,
+                    )
+                    .summary(format!("{} failed: the turn ended before it finished", tool.title)),
+            );
+        }
+        let mut ended = self.ev(EventKind::TurnEnded).stop(reason).summary(format!(
+            "turn {} ended: {}",
+            self.turn,
+            reason.as_str()
+        ));
+        if let Some(text) = text {
+            ended = ended.text(text);
+        }
+        out.push(ended);
+        self.in_flight = false;
+        self.interrupt_requested = false;
+        out
+    }
+
+    fn take_tool(&mut self, id: &str) -> Option<OpenTool> {
+        let pos = self.open_tools.iter().position(|t| t.id == id)?;
+        Some(self.open_tools.remove(pos))
+    }
+
+    fn bookkeeping(&self, kind: &str, v: &Value) -> Vec<EventDraft> {
+        let text = match kind {
+            "control_response" => {
+                let resp = v.get("response");
+                let subtype = resp.and_then(|r| str_of(r, "subtype")).unwrap_or("?");
+                let id = resp.and_then(|r| str_of(r, "request_id")).unwrap_or("?");
+                match resp.and_then(|r| str_of(r, "error")) {
+                    Some(err) => {
+                        let summary = format!("control request {id} failed: {err}");
+                        return vec![self.ev(EventKind::Notice).summary(summary)];
+                    }
+                    None => format!("control_response {subtype} ({id})"),
+                }
+            }
+            other => other.to_owned(),
+        };
+        vec![self.ev(EventKind::Other).text(text)]
+    }
+}
+
+impl Normalizer for ClaudeNormalizer {
+    fn begin_turn(&mut self, turn: u32, text: &str) -> Vec<EventDraft> {
+        self.turn = turn;
+        self.in_flight = true;
+        self.interrupt_requested = false;
+        self.open_tools.clear();
+        vec![
+            self.ev(EventKind::TurnStarted).summary(format!("turn {turn} started")),
+            self.ev(EventKind::UserMessage).text(text),
+        ]
+    }
+
+    fn interrupt_requested(&mut self) -> Vec<EventDraft> {
+        if !self.in_flight {
+            return Vec::new();
+        }
+        self.interrupt_requested = true;
+        vec![self.ev(EventKind::CancelRequested).summary("interrupt requested")]
+    }
+
+    fn stdout_line(&mut self, line: &str) -> Vec<EventDraft> {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.trim().is_empty() {
+            return Vec::new();
+        }
+        let parsed: Option<Value> = serde_json::from_str(line).ok();
+        let mut out = match parsed.as_ref().and_then(|v| str_of(v, "type").map(|t| (t, v))) {
+            Some(("system", v)) => self.system(v),
+            Some(("assistant", v)) => self.assistant(v),
+            Some(("user", v)) => self.user(v),
+            Some(("result", v)) => self.result(v),
+            Some((
+                kind @ ("control_response"
+                | "control_request"
+                | "control_cancel_request"
+                | "stream_event"
+                | "rate_limit_event"
+                | "keep_alive"),
+                v,
+            )) => self.bookkeeping(kind, v),
+            // Unparseable, not an object with a type, or a type this version does not know.
+            _ => vec![self.ev(EventKind::Other).text(line)],
+        };
+        if out.is_empty() {
+            out.push(self.ev(EventKind::Other).text(line));
+        }
+        if let Some(first) = out.first_mut() {
+            first.raw = Some(line.to_owned());
+        }
+        out
+    }
+
+    fn stderr_line(&mut self, line: &str) -> Vec<EventDraft> {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if !line.trim().is_empty() {
+            if self.stderr_tail.len() == STDERR_TAIL_LINES {
+                self.stderr_tail.pop_front();
+            }
+            self.stderr_tail.push_back(line.to_owned());
+        }
+        Vec::new()
+    }
+
+    fn process_exited(&mut self, exit: &ExitInfo) -> Vec<EventDraft> {
+        let tail = if exit.stderr_tail.trim().is_empty() {
+            self.stderr_tail.iter().cloned().collect::<Vec<_>>().join("\n")
+        } else {
+            exit.stderr_tail.trim_end().to_owned()
+        };
+        let how = match (exit.code, exit.signal) {
+            (Some(code), _) => format!("exited with code {code}"),
+            (None, Some(sig)) => format!("was killed by signal {sig}"),
+            (None, None) => "exited".to_owned(),
+        };
+        let mut out = Vec::new();
+        if self.in_flight {
+            let (reason, text) = if self.interrupt_requested {
+                (StopReason::Interrupted, format!("the agent {how} after an interrupt"))
+            } else if exit.stop_requested {
+                (StopReason::Stopped, format!("the run was stopped; the agent {how}"))
+            } else {
+                let reason = if exit.code.is_none() && exit.signal.is_some() {
+                    StopReason::Crashed
+                } else {
+                    StopReason::Error
+                };
+                let mut text = format!("the agent {how} before finishing the turn");
+                if !tail.is_empty() {
+                    text.push_str(": ");
+                    text.push_str(&tail);
+                }
+                (reason, text)
+            };
+            out.extend(self.end_turn(reason, Some(text)));
+        }
+        let mut exited = self.ev(EventKind::Exited).summary(format!("the agent {how}"));
+        if !tail.is_empty() {
+            exited = exited.text(tail);
+        }
+        out.push(exited);
+        self.open_tools.clear();
+        out
+    }
+
+    fn session_id(&self) -> Option<String> {
+        self.session_id.clone()
+    }
+
+    fn turn_in_flight(&self) -> bool {
+        self.in_flight
+    }
+}
+
+/// Why a `result` line ends the turn, and the `turn_ended` text.
+///
+/// - `success` without `is_error`: `end_turn`, text the final answer (`result`);
+/// - `terminal_reason` `aborted_*`, or any non-success result after an interrupt request, or a
+///   result without its `result` field after one (the interrupt result has `subtype:
+///   error_during_execution`, no `result` field, `terminal_reason` `aborted_streaming` or
+///   `aborted_tools`): `interrupted`;
+/// - `error_max_turns`: `max_turns`;
+/// - anything else (including `success` with `is_error: true`, which a failed model call gives):
+///   `error`, text the CLI's `result` ("API Error: 500 ..."), else its `errors`, else the subtype.
+pub fn stop_reason(v: &Value, interrupt_requested: bool) -> (StopReason, Option<String>) {
+    let subtype = str_of(v, "subtype").unwrap_or("");
+    let is_error = v.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+    let result = str_of(v, "result").map(str::to_owned);
+    let terminal = str_of(v, "terminal_reason");
+    let aborted = terminal.is_some_and(|r| r.starts_with("aborted"));
+    // After an interrupt, a result without its `result` field is the abort (case E14a).
+    let cut_short = interrupt_requested && result.is_none();
+    if subtype == "success" && !is_error && !aborted && !cut_short {
+        return (StopReason::EndTurn, Some(result.unwrap_or_default()));
+    }
+    if aborted || interrupt_requested {
+        let text = match terminal {
+            Some(t) => format!("interrupted by the caller ({t})"),
+            None => "interrupted by the caller".to_owned(),
+        };
+        return (StopReason::Interrupted, Some(text));
+    }
+    if subtype == "error_max_turns" {
+        let turns = v.get("num_turns").and_then(Value::as_u64).unwrap_or(0);
+        return (
+            StopReason::MaxTurns,
+            Some(format!("stopped after {turns} model turns (max turns)")),
+        );
+    }
+    let errors: Vec<String> = v
+        .get("errors")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().map(|e| e.as_str().map_or(e.to_string(), str::to_owned)).collect())
+        .unwrap_or_default();
+    let why = if let Some(r) = result.filter(|r| !r.is_empty()) {
+        r
+    } else if !errors.is_empty() {
+        errors.join("; ")
+    } else if subtype.is_empty() {
+        "the turn failed without a reason".to_owned()
+    } else {
+        format!("the turn failed ({subtype})")
+    };
+    (StopReason::Error, Some(why))
+}
+
+/// The `usage` payload of a `result`: its `usage` object (tokens of this turn) plus
+/// `total_cost_usd` (cumulative for the process, USD), `num_turns` (model steps of this turn),
+/// `duration_ms` and `duration_api_ms` when present.
+fn usage_of(v: &Value) -> Value {
+    let mut u: Map<String, Value> = match v.get("usage") {
+        Some(Value::Object(m)) => m.clone(),
+        _ => Map::new(),
+    };
+    for key in ["total_cost_usd", "num_turns", "duration_ms", "duration_api_ms"] {
+        if let Some(x) = v.get(key) {
+            u.insert(key.to_owned(), x.clone());
+        }
+    }
+    if u.is_empty() {
+        json!({})
+    } else {
+        Value::Object(u)
+    }
+}
+
+fn content_blocks(v: &Value) -> &[Value] {
+    v.pointer("/message/content").and_then(Value::as_array).map_or(&[], Vec::as_slice)
+}
+
+fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}

@@ -1,0 +1,122 @@
+//! Launch plans for `codex exec` (turn 1) and `codex exec resume` (turn 2+).
+//!
+//! Facts this follows (checked against codex-cli 0.171.0):
+//! - `codex exec --json` prints one JSON event per line on stdout; stdin must be `/dev/null`
+//!   (an open pipe makes it wait for a prompt on stdin forever).
+//! - Follow-ups are new processes: `codex exec resume THREAD_ID TEXT` (the subcommand takes the
+//!   same flags after its positionals; it has no `--cd`, the process cwd is the workspace).
+//! - `OPENAI_BASE_URL` is ignored; a custom endpoint is a model provider in `config.toml`.
+//!   Retries are set to 0 so a failing endpoint ends the turn within seconds.
+//! - `CODEX_HOME` (default `~/.codex`) holds config, sessions (needed by resume) and auth.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::plan::{LaunchContext, LaunchPlan, StdinMode};
+
+/// Model used with a custom endpoint when the caller names none. It must be a slug Codex knows:
+/// with an unknown slug Codex falls back to generic model settings and drops `apply_patch`.
+pub const DEFAULT_ENDPOINT_MODEL: &str = "gpt-5.5";
+/// Name of the run-local model provider written for a custom endpoint.
+pub const PROVIDER_ID: &str = "spaces_endpoint";
+/// The variable Codex reads the provider key from (`env_key` of the provider).
+pub const KEY_VAR: &str = "OPENAI_API_KEY";
+/// Key given to a custom endpoint when the caller passed none. Scripted and local endpoints do
+/// not check it; a real provider answers 401, which ends the turn `error` with that reason.
+pub const PLACEHOLDER_KEY: &str = "spaces-no-key";
+
+/// Settings that keep Codex from calling home. Without them codex-cli 0.171.0 runs
+/// `git ls-remote https://github.com/openai/plugins.git` (plugin marketplace) and resolves
+/// `chatgpt.com` and `api.github.com` on every start (seen with strace); with them it only talks
+/// to the model endpoint. `--strict-config` accepts every key.
+pub const NO_PHONE_HOME: &str = "\n[analytics]\nenabled = false\n\n[feedback]\nenabled = false\n\n\
+    [features]\nplugins = false\nremote_plugin = false\napps = false\nin_app_updates = false\n";
+
+/// `CODEX_HOME` of a run: `<home>/.codex` (the CLI's own default under `HOME`).
+pub fn codex_home(home: &Path) -> PathBuf {
+    home.join(".codex")
+}
+
+/// The plan of one `codex exec` process for `ctx.turn` (a resume when `ctx.session_id` is set).
+pub fn plan(ctx: &LaunchContext<'_>) -> LaunchPlan {
+    let mut argv = vec![ctx.binary.display().to_string(), "exec".to_owned()];
+    if let Some(thread_id) = ctx.session_id {
+        argv.push("resume".to_owned());
+        argv.push(thread_id.to_owned());
+    }
+    argv.extend(
+        [
+            "--json",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+        ]
+        .map(String::from),
+    );
+    if let Some(model) = ctx.model {
+        argv.push("-m".to_owned());
+        argv.push(model.to_owned());
+    }
+    // `--` keeps a prompt that starts with `-` from being read as a flag.
+    argv.push("--".to_owned());
+    argv.push(ctx.prompt.to_owned());
+
+    let home = codex_home(ctx.home);
+    let mut env = BTreeMap::new();
+    env.insert("HOME".to_owned(), ctx.home.display().to_string());
+    env.insert("CODEX_HOME".to_owned(), home.display().to_string());
+    if ctx.base_url.is_some() && !ctx.env.contains_key(KEY_VAR) {
+        env.insert(KEY_VAR.to_owned(), PLACEHOLDER_KEY.to_owned());
+    }
+    for (k, v) in ctx.env {
+        env.insert(k.clone(), v.clone());
+    }
+
+    LaunchPlan {
+        argv,
+        env,
+        files: vec![(
+            home.join("config.toml"),
+            config_toml(ctx.base_url, ctx.model),
+        )],
+        stdin: StdinMode::Null,
+        initial_stdin: None,
+    }
+}
+
+/// The run-local `config.toml`: no update checks, analytics, feedback uploads, plugin or app
+/// syncs ([`NO_PHONE_HOME`]), and, with a
+/// custom endpoint (`base_url` without `/v1`), a Responses provider with retries off and a known
+/// model slug unless `model` is given (then `-m` names it).
+pub fn config_toml(base_url: Option<&str>, model: Option<&str>) -> String {
+    let mut out = String::from(
+        "# Written by spacesd for this run; rewritten at every launch.\n\
+         check_for_update_on_startup = false\n",
+    );
+    if base_url.is_some() {
+        if model.is_none() {
+            out.push_str(&format!("model = {}\n", toml_str(DEFAULT_ENDPOINT_MODEL)));
+        }
+        out.push_str(&format!("model_provider = {}\n", toml_str(PROVIDER_ID)));
+    }
+    out.push_str(NO_PHONE_HOME);
+    if let Some(base) = base_url {
+        let base = format!("{}/v1", base.trim_end_matches('/').trim_end_matches("/v1"));
+        out.push_str(&format!(
+            "\n[model_providers.{PROVIDER_ID}]\n\
+             name = \"Spaces endpoint\"\n\
+             base_url = {}\n\
+             wire_api = \"responses\"\n\
+             env_key = {}\n\
+             request_max_retries = 0\n\
+             stream_max_retries = 0\n",
+            toml_str(&base),
+            toml_str(KEY_VAR),
+        ));
+    }
+    out
+}
+
+/// A TOML basic string (JSON string escaping is valid TOML for these values).
+fn toml_str(s: &str) -> String {
+    serde_json::Value::String(s.to_owned()).to_string()
+}

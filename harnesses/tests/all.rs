@@ -1,0 +1,7 @@
+//! The one integration test binary of spaces-harnesses: each harness's recorded-output replays
+//! (insta snapshots of the normalized events) and its edge cases live in `suite/<harness>.rs`.
+
+mod suite {
+    mod claude_code;
+    mod openai_codex;
+}

@@ -1,0 +1,350 @@
+//! `openai-codex`: recorded output of the real codex-cli 0.171.0 (`tests/fixtures/openai_codex/`,
+//! recorded by `testkit/examples/record_codex.rs`) replayed through the normalizer, with insta
+//! snapshots of the events (`raw` left out of the snapshots; checked separately).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+use spaces_harnesses::openai_codex::OpenAiCodex;
+use spaces_harnesses::{EventDraft, ExitInfo, Harness};
+use spaces_sdk::{EventKind, StopReason, ToolStatus};
+
+fn fixture_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/openai_codex")
+}
+
+fn read(name: &str) -> String {
+    let path = fixture_dir().join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `<name>.run.json`: exit code, request paths and model-call summaries of one recorded turn.
+fn run_info(name: &str) -> Value {
+    serde_json::from_str(&read(&format!("{name}.run.json"))).unwrap()
+}
+
+/// One recorded process (= one turn) to replay.
+struct Turn<'a> {
+    fixture: &'a str,
+    prompt: &'a str,
+    /// Call `interrupt_requested` after the recorded stdout (the recording sent SIGINT there).
+    interrupt: bool,
+}
+
+/// Replays turns in order through one normalizer, the way the daemon feeds it: `begin_turn`,
+/// every stdout line, every stderr line, `process_exited` with the recorded exit code.
+fn replay(turns: &[Turn<'_>]) -> Vec<EventDraft> {
+    let mut n = OpenAiCodex.normalizer();
+    let mut out = Vec::new();
+    for (i, t) in turns.iter().enumerate() {
+        out.extend(n.begin_turn(i as u32 + 1, t.prompt));
+        for line in lines(&read(&format!("{}.jsonl", t.fixture))) {
+            out.extend(n.stdout_line(line));
+        }
+        if t.interrupt {
+            out.extend(n.interrupt_requested());
+        }
+        let stderr = read(&format!("{}.stderr.txt", t.fixture));
+        for line in lines(&stderr) {
+            out.extend(n.stderr_line(line));
+        }
+        let code = run_info(t.fixture)["exit_code"].as_i64().map(|c| c as i32);
+        out.extend(n.process_exited(&ExitInfo {
+            code,
+            signal: None,
+            stderr_tail: stderr.clone(),
+            stop_requested: false,
+        }));
+    }
+    out
+}
+
+/// Lines as the daemon splits them: on `\n`, an unterminated last line included.
+fn lines(text: &str) -> Vec<&str> {
+    let mut v: Vec<&str> = text.split('\n').collect();
+    if v.last() == Some(&"") {
+        v.pop();
+    }
+    v
+}
+
+fn without_raw(events: &[EventDraft]) -> Vec<EventDraft> {
+    events
+        .iter()
+        .cloned()
+        .map(|mut e| {
+            e.raw = None;
+            e
+        })
+        .collect()
+}
+
+fn turn_ends(events: &[EventDraft]) -> Vec<(u32, StopReason)> {
+    events
+        .iter()
+        .filter(|e| e.kind == EventKind::TurnEnded)
+        .map(|e| (e.turn, e.stop_reason.unwrap()))
+        .collect()
+}
+
+#[test]
+fn exec_command_turn() {
+    let events = replay(&[Turn {
+        fixture: "exec_command",
+        prompt: "Create hello.txt",
+        interrupt: false,
+    }]);
+    insta::assert_json_snapshot!("openai_codex_exec_command", without_raw(&events));
+    // The visible story of the turn, in order.
+    let visible: Vec<&str> = events
+        .iter()
+        .filter(|e| e.category != spaces_sdk::Category::Hidden)
+        .map(|e| e.kind.as_str())
+        .collect();
+    assert_eq!(
+        visible,
+        [
+            "turn_started",
+            "user_message",
+            "tool_call",
+            "tool_update",
+            "message",
+            "turn_ended"
+        ]
+    );
+    let call = events
+        .iter()
+        .find(|e| e.kind == EventKind::ToolCall)
+        .unwrap();
+    assert_eq!(call.tool_kind.as_deref(), Some("execute"));
+    assert_eq!(
+        call.tool_title.as_deref(),
+        Some(r"Run: printf 'hello\n' > hello.txt && ls -la")
+    );
+    let update = events
+        .iter()
+        .find(|e| e.kind == EventKind::ToolUpdate)
+        .unwrap();
+    assert_eq!(update.tool_status, Some(ToolStatus::Completed));
+    assert_eq!(update.tool_id, call.tool_id);
+    let ended = events
+        .iter()
+        .find(|e| e.kind == EventKind::TurnEnded)
+        .unwrap();
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn));
+    assert_eq!(
+        ended.text.as_deref(),
+        Some("Created hello.txt with one line.")
+    );
+}
+
+#[test]
+fn exec_failed_turn_marks_the_tool_failed() {
+    let events = replay(&[Turn {
+        fixture: "exec_failed",
+        prompt: "List missing-dir",
+        interrupt: false,
+    }]);
+    insta::assert_json_snapshot!("openai_codex_exec_failed", without_raw(&events));
+    let update = events
+        .iter()
+        .find(|e| e.kind == EventKind::ToolUpdate)
+        .unwrap();
+    assert_eq!(update.tool_status, Some(ToolStatus::Failed));
+    assert_eq!(turn_ends(&events), [(1, StopReason::EndTurn)]);
+}
+
+#[test]
+fn apply_patch_turn_is_an_edit_tool() {
+    let events = replay(&[Turn {
+        fixture: "apply_patch",
+        prompt: "Write notes.md",
+        interrupt: false,
+    }]);
+    insta::assert_json_snapshot!("openai_codex_apply_patch", without_raw(&events));
+    let call = events
+        .iter()
+        .find(|e| e.kind == EventKind::ToolCall)
+        .unwrap();
+    assert_eq!(call.tool_kind.as_deref(), Some("edit"));
+    assert!(call
+        .tool_title
+        .as_deref()
+        .unwrap()
+        .ends_with("/work/notes.md"));
+    let update = events
+        .iter()
+        .find(|e| e.kind == EventKind::ToolUpdate)
+        .unwrap();
+    assert_eq!(update.tool_status, Some(ToolStatus::Completed));
+    assert_eq!(turn_ends(&events), [(1, StopReason::EndTurn)]);
+}
+
+#[test]
+fn resumed_second_turn_keeps_the_thread_and_history() {
+    let events = replay(&[
+        Turn {
+            fixture: "resume.turn1",
+            prompt: "What is the answer?",
+            interrupt: false,
+        },
+        Turn {
+            fixture: "resume.turn2",
+            prompt: "What did I ask?",
+            interrupt: false,
+        },
+    ]);
+    insta::assert_json_snapshot!("openai_codex_resume", without_raw(&events));
+    assert_eq!(
+        turn_ends(&events),
+        [(1, StopReason::EndTurn), (2, StopReason::EndTurn)]
+    );
+    let sessions: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind == EventKind::Session)
+        .map(|e| e.text.clone())
+        .collect();
+    assert_eq!(sessions.len(), 2);
+    assert_eq!(
+        sessions[0], sessions[1],
+        "exec resume continues the same thread"
+    );
+
+    // What Codex sent for turn 2: the first turn's exchange, then the new message.
+    let calls = run_info("resume.turn2")["model_calls"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let last = calls.last().unwrap();
+    let texts: Vec<String> = last["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["role"] == "user" || i["role"] == "assistant")
+        .map(|i| {
+            format!(
+                "{}: {}",
+                i["role"].as_str().unwrap(),
+                i["text"][0].as_str().unwrap()
+            )
+        })
+        .filter(|t| !t.contains("<environment_context>"))
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "user: What is the answer?",
+            "assistant: The answer is 42.",
+            "user: What did I ask?",
+        ]
+    );
+}
+
+#[test]
+fn sigint_mid_stream_ends_the_turn_interrupted_and_resume_continues() {
+    let events = replay(&[
+        Turn {
+            fixture: "interrupt.turn1",
+            prompt: "Count to ten",
+            interrupt: true,
+        },
+        Turn {
+            fixture: "interrupt.turn2",
+            prompt: "Go on",
+            interrupt: false,
+        },
+    ]);
+    insta::assert_json_snapshot!("openai_codex_interrupt", without_raw(&events));
+    assert_eq!(
+        turn_ends(&events),
+        [(1, StopReason::Interrupted), (2, StopReason::EndTurn)]
+    );
+    assert_eq!(run_info("interrupt.turn1")["exit_code"], 1);
+    // The thread recorded the abort: turn 2's request carries a <turn_aborted> note.
+    let sent = run_info("interrupt.turn2")["model_calls"].to_string();
+    assert!(sent.contains("<turn_aborted>"), "{sent}");
+}
+
+#[test]
+fn failing_endpoint_ends_the_turn_with_an_error() {
+    let events = replay(&[Turn {
+        fixture: "http_error",
+        prompt: "Say hi",
+        interrupt: false,
+    }]);
+    insta::assert_json_snapshot!("openai_codex_http_error", without_raw(&events));
+    assert_eq!(turn_ends(&events), [(1, StopReason::Error)]);
+    let ended = events
+        .iter()
+        .find(|e| e.kind == EventKind::TurnEnded)
+        .unwrap();
+    assert!(ended.text.as_deref().unwrap().contains("high demand"));
+    assert_eq!(
+        run_info("http_error")["model_calls"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1,
+        "no retries"
+    );
+}
+
+#[test]
+fn every_recorded_stdout_line_yields_an_event_with_raw() {
+    for fixture in [
+        "exec_command",
+        "exec_failed",
+        "apply_patch",
+        "resume.turn1",
+        "resume.turn2",
+        "interrupt.turn1",
+        "interrupt.turn2",
+        "http_error",
+    ] {
+        let mut n = OpenAiCodex.normalizer();
+        n.begin_turn(1, "x");
+        for line in lines(&read(&format!("{fixture}.jsonl"))) {
+            let events = n.stdout_line(line);
+            assert!(!events.is_empty(), "{fixture}: no event for {line}");
+            assert!(
+                events.iter().all(|e| e.raw.as_deref() == Some(line)),
+                "{fixture}: {line}"
+            );
+            assert!(
+                events.iter().all(|e| e.kind != EventKind::Other),
+                "{fixture}: a real line fell through to other: {line}"
+            );
+        }
+    }
+}
+
+#[test]
+fn activity_events_have_short_summaries() {
+    let events = replay(&[
+        Turn {
+            fixture: "exec_command",
+            prompt: "Create hello.txt",
+            interrupt: false,
+        },
+        Turn {
+            fixture: "http_error",
+            prompt: "Say hi",
+            interrupt: false,
+        },
+    ]);
+    for e in events
+        .iter()
+        .filter(|e| e.category == spaces_sdk::Category::Activity)
+    {
+        let s = e
+            .summary
+            .as_deref()
+            .unwrap_or_else(|| panic!("no summary: {e:?}"));
+        assert!(
+            !s.is_empty() && s.chars().count() <= 160 && !s.contains('\n'),
+            "{s}"
+        );
+    }
+}

@@ -1,0 +1,111 @@
+//! `scripted-model`: serve a [`Script`] of model replies on 127.0.0.1 until killed.
+//!
+//! ```text
+//! scripted-model --wire anthropic|openai --script FILE.json [--port N]
+//! ```
+//!
+//! `FILE.json` is the JSON form of [`Script`], e.g.
+//! `{"replies": [{"text": "hello"}], "fallback": {"text": "done"}}`. Once bound, one line
+//! `listening on http://127.0.0.1:PORT` goes to stdout (flushed), so a caller can read the port;
+//! requests are logged on stderr.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, ValueEnum};
+use spaces_testkit::{Script, ScriptedServer, Wire};
+
+/// Command line of `scripted-model`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "scripted-model",
+    about = "Serve scripted model replies on 127.0.0.1 (offline agent runs)"
+)]
+struct Args {
+    /// Which model API to speak.
+    #[arg(long, value_enum)]
+    wire: WireArg,
+    /// The script: JSON form of `spaces_testkit::Script`.
+    #[arg(long)]
+    script: PathBuf,
+    /// Port to bind on 127.0.0.1 (0 or absent: a random free port).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+}
+
+/// `--wire` values.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum WireArg {
+    /// Anthropic Messages streaming (Claude Code).
+    Anthropic,
+    /// OpenAI Responses streaming (Codex).
+    Openai,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let text = std::fs::read_to_string(&args.script)
+        .with_context(|| format!("reading script {}", args.script.display()))?;
+    let script: Script = serde_json::from_str(&text)
+        .with_context(|| format!("parsing script {}", args.script.display()))?;
+    let wire = match args.wire {
+        WireArg::Anthropic => Wire::AnthropicMessages,
+        WireArg::Openai => Wire::OpenAiResponses,
+    };
+    let server = ScriptedServer::start_on(wire, script, args.port).await?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "listening on {}", server.base_url())?;
+    out.flush()?;
+    drop(out);
+
+    // Log each request on stderr as it arrives, until killed (or Ctrl-C).
+    let mut seen = 0;
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break,
+            _ = tokio::time::sleep(std::time::Duration::from_millis(200)) => {}
+        }
+        let reqs = server.requests();
+        for r in reqs.iter().skip(seen) {
+            eprintln!(
+                "{} {} model_call={}{}",
+                r.method,
+                r.path,
+                r.model_call,
+                describe(r.json.as_ref())
+            );
+        }
+        seen = reqs.len();
+    }
+    Ok(())
+}
+
+/// A short description of a model request body for the log: model, stream, message count and
+/// the start of the last user text.
+fn describe(body: Option<&serde_json::Value>) -> String {
+    let Some(b) = body else { return String::new() };
+    let messages = b.get("messages").and_then(|m| m.as_array());
+    let last_text = messages
+        .and_then(|m| m.last())
+        .and_then(|m| m.get("content"))
+        .map(|c| match c {
+            serde_json::Value::String(s) => s.clone(),
+            other => other
+                .as_array()
+                .and_then(|a| a.iter().rev().find_map(|x| x.get("text").and_then(|t| t.as_str())))
+                .unwrap_or_default()
+                .to_owned(),
+        })
+        .unwrap_or_default();
+    let snippet: String = last_text.chars().take(100).collect();
+    format!(
+        " model={} stream={} max_tokens={} messages={} last={:?}",
+        b.get("model").unwrap_or(&serde_json::Value::Null),
+        b.get("stream").unwrap_or(&serde_json::Value::Null),
+        b.get("max_tokens").unwrap_or(&serde_json::Value::Null),
+        messages.map_or(0, Vec::len),
+        snippet,
+    )
+}
