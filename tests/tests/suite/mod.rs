@@ -1,3 +1,4 @@
 mod bad_input;
+mod fake_agents;
 mod harness;
 mod runs;

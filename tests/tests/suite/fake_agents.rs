@@ -1,0 +1,134 @@
+//! Misbehaving agents: the operator binary override (`SPACES_HARNESS_BIN_<ID>`) runs small fake
+//! CLIs in place of the real ones, so faults the real CLIs rarely show can be forced.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use spaces_sdk::{AgentStartRequest, EventKind, SpaceAgentOptions, Status, StopReason};
+
+use crate::support::{describe, settled, TestDaemon};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn fake(dir: &Path, name: &str, script: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, format!("#!/bin/sh\n{script}\n")).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+async fn daemon_with(harness_env: &str, script: &str, extra: Vec<(String, String)>) -> (TestDaemon, tempfile::TempDir) {
+    let bin_dir = tempfile::tempdir().unwrap();
+    let bin = fake(bin_dir.path(), "fake-agent", script);
+    let mut env = vec![(harness_env.to_owned(), bin.display().to_string())];
+    env.extend(extra);
+    let d = TestDaemon::start_with_env(env).await;
+    d.space("s").await;
+    (d, bin_dir)
+}
+
+async fn start(d: &TestDaemon, agent: &str) -> String {
+    let req = AgentStartRequest {
+        agent: agent.into(),
+        prompt: "hello".into(),
+        show: None,
+        options: Some(SpaceAgentOptions::default()),
+    };
+    d.client.agent_start("s", &req).await.unwrap().run_id
+}
+
+/// E14b: only an auth error on stderr, exit 52: `turn_ended` `error` with the exit code and the
+/// stderr tail in the event and in the status reason; a follow-up is accepted.
+#[tokio::test]
+async fn case_e14b_auth_error_on_stderr_exit_52() {
+    let (d, _bin) = daemon_with(
+        "SPACES_HARNESS_BIN_CLAUDE_CODE",
+        "echo 'Invalid API key · Please run /login' >&2\nexit 52",
+        vec![],
+    )
+    .await;
+    let run = start(&d, "claude-code").await;
+    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::Error), "{ended:?}");
+    let text = ended.text.clone().unwrap_or_default();
+    assert!(text.contains("52") && text.contains("Invalid API key"), "{text}");
+    let st = d.wait_status("s", &run, WAIT, settled).await;
+    assert_eq!(st.status, Status::Failed, "{st:#?}");
+    assert!(st.reason.contains("code 52") && st.reason.contains("Invalid API key"), "{}", st.reason);
+    assert!(st.accepts_message);
+    assert!(st.output_tail.unwrap_or_default().contains("Invalid API key"));
+}
+
+/// P5: a one-shot agent that reads all of stdin before answering finishes (its stdin is
+/// /dev/null), and its answer is the run's result.
+#[tokio::test]
+async fn case_p5_one_shot_agent_reading_stdin_to_eof_finishes() {
+    let script = r#"cat > /dev/null
+echo '{"type":"thread.started","thread_id":"fake-thread-1"}'
+echo '{"type":"turn.started"}'
+echo '{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"read stdin to EOF, done"}}'
+echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0,"output_tokens":1}}'"#;
+    let (d, _bin) = daemon_with("SPACES_HARNESS_BIN_OPENAI_CODEX", script, vec![]).await;
+    let run = start(&d, "openai-codex").await;
+    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
+    let st = d.wait_status("s", &run, WAIT, settled).await;
+    assert_eq!(st.result_text.as_deref(), Some("read stdin to EOF, done"));
+    assert_eq!(st.session_id.as_deref(), Some("fake-thread-1"));
+}
+
+/// P5 (second half): a run silent longer than its stall limit gets a `notice`, then the turn is
+/// ended as an error instead of hanging.
+#[tokio::test]
+async fn case_p5_silent_agent_gets_a_notice_then_its_turn_ends() {
+    let (d, _bin) = daemon_with(
+        "SPACES_HARNESS_BIN_CLAUDE_CODE",
+        "read line\nsleep 1000",
+        vec![("SPACES_STALL_MS".into(), "700".into())],
+    )
+    .await;
+    let run = start(&d, "claude-code").await;
+    let notice = d
+        .wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::Notice && e.summary.as_deref().unwrap_or("").contains("silent"))
+        .await;
+    assert_eq!(notice.turn, 1);
+    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
+    assert_ne!(ended.stop_reason, Some(StopReason::EndTurn), "{ended:?}");
+    let st = d.wait_status("s", &run, WAIT, settled).await;
+    assert!(st.accepts_message, "{st:#?}");
+    assert!(crate::support::run_processes(&run).is_empty());
+}
+
+/// M32 (agent side): the daemon's own secrets never reach an agent; only what the run names.
+#[tokio::test]
+async fn case_m32_daemon_secrets_do_not_reach_the_agent() {
+    let script = r#"cat > /dev/null
+env | grep -E '^(SPACES_TOKEN|AWS_SECRET_ACCESS_KEY|MY_SETTING)=' | sed 's/^/seen /' >&2
+echo '{"type":"thread.started","thread_id":"t"}'
+echo '{"type":"turn.started"}'
+echo '{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"ok"}}'
+echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0,"output_tokens":1}}'"#;
+    let (d, _bin) = daemon_with(
+        "SPACES_HARNESS_BIN_OPENAI_CODEX",
+        script,
+        vec![("SPACES_TOKEN".into(), "daemon-token-123456".into()), ("AWS_SECRET_ACCESS_KEY".into(), "aws-secret-abcdef".into())],
+    )
+    .await;
+    let req = AgentStartRequest {
+        agent: "openai-codex".into(),
+        prompt: "hello".into(),
+        show: None,
+        options: Some(SpaceAgentOptions {
+            env: [("MY_SETTING".to_owned(), "value-long-enough".to_owned())].into(),
+            ..Default::default()
+        }),
+    };
+    let run = d.client.agent_start("s", &req).await.unwrap().run_id;
+    d.wait_turn_end("s", &run, 1, WAIT).await;
+    let st = d.wait_status("s", &run, WAIT, settled).await;
+    let tail = st.output_tail.unwrap_or_default();
+    assert!(tail.contains("seen MY_SETTING=[redacted]"), "the run's own variable arrives, redacted in the tail: {tail}");
+    assert!(!tail.contains("SPACES_TOKEN") && !tail.contains("AWS_SECRET"), "{tail}");
+    assert!(!tail.contains("value-long-enough"));
+}
