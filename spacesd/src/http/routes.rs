@@ -1,5 +1,6 @@
 //! Route table and handlers.
 
+use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Query, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -13,6 +14,13 @@ use super::HttpError;
 use crate::supervisor::Supervisor;
 
 type Answer<T> = Result<Json<T>, HttpError>;
+
+/// A JSON body, or `INVALID_ARGUMENT` saying what is wrong with it.
+fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, HttpError> {
+    b.map(|Json(v)| v).map_err(|e| {
+        HttpError(spaces_sdk::ApiError::new(spaces_sdk::ErrorCode::InvalidArgument, format!("invalid request body: {}", e.body_text())))
+    })
+}
 
 /// The API router over `sup` (no auth: add [`super::auth::check`] for TCP).
 pub fn router(sup: Supervisor) -> Router {
@@ -41,16 +49,16 @@ async fn space_list(State(sup): State<Supervisor>) -> Answer<Vec<SpaceRecord>> {
     Ok(Json(sup.space_list()?))
 }
 
-async fn space_add(State(sup): State<Supervisor>, Json(space): Json<SpaceRecord>) -> Answer<SpaceRecord> {
-    Ok(Json(sup.space_add(&space)?))
+async fn space_add(State(sup): State<Supervisor>, space: Result<Json<SpaceRecord>, JsonRejection>) -> Answer<SpaceRecord> {
+    Ok(Json(sup.space_add(&body(space)?)?))
 }
 
 async fn agent_start(
     State(sup): State<Supervisor>,
     Path(space): Path<String>,
-    Json(req): Json<AgentStartRequest>,
+    req: Result<Json<AgentStartRequest>, JsonRejection>,
 ) -> Answer<AgentStartReport> {
-    Ok(Json(sup.agent_start(&space, &req)?))
+    Ok(Json(sup.agent_start(&space, &body(req)?)?))
 }
 
 async fn agent_list(State(sup): State<Supervisor>, Path(space): Path<String>) -> Answer<Vec<RunStatus>> {
@@ -89,8 +97,9 @@ async fn agent_events(
 async fn agent_message(
     State(sup): State<Supervisor>,
     Path((space, run_id)): Path<(String, String)>,
-    Json(req): Json<AgentMessageRequest>,
+    req: Result<Json<AgentMessageRequest>, JsonRejection>,
 ) -> Answer<ActionReport> {
+    let req = body(req)?;
     Ok(Json(sup.agent_message(&space, &run_id, &req.text, req.force.unwrap_or(false)).await?))
 }
 

@@ -514,9 +514,18 @@ impl Actor {
     // ----- bookkeeping -----
 
     /// Store events and react to the ones that change the run's state.
-    fn append(&mut self, drafts: Vec<EventDraft>) {
+    fn append(&mut self, mut drafts: Vec<EventDraft>) {
         if drafts.is_empty() {
             return;
+        }
+        // Output lines are redacted before normalizing; caller-given text (prompts, reasons)
+        // is redacted here, so nothing stored carries a secret value.
+        for d in &mut drafts {
+            for field in [&mut d.text, &mut d.summary] {
+                if let Some(t) = field.as_mut() {
+                    *t = self.redactor.apply(t);
+                }
+            }
         }
         let ended: Vec<(u32, StopReason, Option<String>)> = drafts
             .iter()
