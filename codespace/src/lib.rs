@@ -8,4 +8,5 @@
 //! What it never does: decide policy for agent runs (the daemon's run supervisor does), or talk
 //! to a network.
 
+pub mod patch;
 pub mod process;

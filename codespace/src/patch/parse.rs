@@ -1,0 +1,567 @@
+//! Parsing V4A patch text into [`Patch`].
+//!
+//! Grammar (V4A as used by Codex's `apply_patch`), one item per line:
+//!
+//! ```text
+//! *** Begin Patch
+//! *** Add File: <path>          then `+<line>` lines: the whole new file
+//! *** Delete File: <path>
+//! *** Update File: <path>
+//! *** Move to: <path>           optional, right after `*** Update File:`
+//! @@ [<context line>]           starts a hunk; the first hunk of a file may omit it
+//!  <line> / -<line> / +<line>   context, removed, added (an empty line is empty context)
+//! *** End of File               optional, closes a hunk: it must match at the file's end
+//! *** End Patch
+//! ```
+//!
+//! Marker lines tolerate trailing whitespace (`*** Begin Patch   `, case X18c) and blank lines
+//! before `*** Begin Patch` and after `*** End Patch` are ignored. A `\r` before each `\n` of the
+//! patch text is dropped: line endings are the file's business, never the patch's.
+
+use super::{PatchError, Result};
+
+/// A parsed patch: file operations in the order they appear (and are applied).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Patch {
+    /// The file operations, in patch order.
+    pub ops: Vec<FileOp>,
+}
+
+/// One file operation of a patch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileOp {
+    /// `*** Add File:`: create `path` holding `lines`, each ended by `\n`.
+    Add { path: String, lines: Vec<String> },
+    /// `*** Delete File:`: remove `path`.
+    Delete { path: String },
+    /// `*** Update File:`: apply `hunks` in order to `path`, then rename it to `move_to` if given.
+    /// `hunks` is empty only for a pure rename.
+    Update {
+        path: String,
+        move_to: Option<String>,
+        hunks: Vec<Hunk>,
+    },
+}
+
+impl FileOp {
+    /// The path the operation reads (the source of a move).
+    pub fn path(&self) -> &str {
+        match self {
+            FileOp::Add { path, .. } | FileOp::Delete { path } | FileOp::Update { path, .. } => {
+                path
+            }
+        }
+    }
+}
+
+/// One `@@` hunk of an update.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hunk {
+    /// Text after `@@ `: a line that must occur (once) before the hunk's lines.
+    pub header: Option<String>,
+    /// Context, removed and added lines in patch order.
+    pub lines: Vec<HunkLine>,
+    /// `*** End of File` closed the hunk: its old lines must be the file's last lines.
+    pub end_of_file: bool,
+    /// 1-based line of the patch text where the hunk starts (for messages).
+    pub patch_line: usize,
+}
+
+impl Hunk {
+    /// The lines the hunk expects in the file: context and removed lines, in order.
+    pub fn old_lines(&self) -> impl Iterator<Item = &str> {
+        self.lines.iter().filter_map(|l| match l {
+            HunkLine::Context(t) | HunkLine::Remove(t) => Some(t.as_str()),
+            HunkLine::Add(_) => None,
+        })
+    }
+
+    /// The lines the hunk leaves in the file: context and added lines, in order.
+    pub fn new_lines(&self) -> impl Iterator<Item = &str> {
+        self.lines.iter().filter_map(|l| match l {
+            HunkLine::Context(t) | HunkLine::Add(t) => Some(t.as_str()),
+            HunkLine::Remove(_) => None,
+        })
+    }
+}
+
+/// One line of a hunk, without its prefix character.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HunkLine {
+    /// ` line`: must be in the file, kept as the file has it.
+    Context(String),
+    /// `-line`: must be in the file, removed.
+    Remove(String),
+    /// `+line`: inserted, with the file's line ending.
+    Add(String),
+}
+
+const BEGIN: &str = "*** Begin Patch";
+const END: &str = "*** End Patch";
+const ADD: &str = "*** Add File:";
+const DELETE: &str = "*** Delete File:";
+const UPDATE: &str = "*** Update File:";
+const MOVE: &str = "*** Move to:";
+const END_OF_FILE: &str = "*** End of File";
+
+/// Parses V4A patch text.
+///
+/// Errors: [`PatchError::Parse`] (`INVALID_PATCH`) naming the 1-based patch line and what was
+/// expected there. A patch without any file operation is refused too.
+pub fn parse(text: &str) -> Result<Patch> {
+    let lines = text
+        .split('\n')
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+        .collect();
+    Parser { lines, pos: 0 }.patch()
+}
+
+struct Parser<'a> {
+    lines: Vec<&'a str>,
+    pos: usize,
+}
+
+fn err(line: usize, message: impl Into<String>) -> PatchError {
+    PatchError::Parse {
+        line,
+        message: message.into(),
+    }
+}
+
+/// Quotes a patch line for a message, shortened to keep messages one line.
+fn shown(line: &str) -> String {
+    const MAX: usize = 80;
+    match line.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("`{}...`", &line[..cut]),
+        None => format!("`{line}`"),
+    }
+}
+
+fn path_of(rest: &str, line: usize, marker: &str) -> Result<String> {
+    let path = rest.trim();
+    if path.is_empty() {
+        return Err(err(line, format!("expected a path after `{marker}`")));
+    }
+    Ok(path.to_owned())
+}
+
+impl<'a> Parser<'a> {
+    fn peek(&self) -> Option<&'a str> {
+        self.lines.get(self.pos).copied()
+    }
+
+    /// 1-based number of the line `peek` returns.
+    fn line_no(&self) -> usize {
+        self.pos + 1
+    }
+
+    /// Whether the lines from here to the next `***` marker (or the end) are all blank; blank
+    /// lines are skipped if so.
+    fn only_blank_until_marker(&mut self) -> bool {
+        let rest = &self.lines[self.pos..];
+        let blank = rest.iter().take_while(|l| l.trim().is_empty()).count();
+        let ends = rest.get(blank).is_none_or(|l| l.starts_with("***"));
+        if ends {
+            self.pos += blank;
+        }
+        ends
+    }
+
+    fn skip_blank(&mut self) {
+        while self.peek().is_some_and(|l| l.trim().is_empty()) {
+            self.pos += 1;
+        }
+    }
+
+    fn patch(mut self) -> Result<Patch> {
+        self.skip_blank();
+        match self.peek() {
+            Some(l) if l.trim() == BEGIN => self.pos += 1,
+            Some(l) => {
+                return Err(err(
+                    self.line_no(),
+                    format!("expected `{BEGIN}`, found {}", shown(l)),
+                ))
+            }
+            None => return Err(err(1, format!("expected `{BEGIN}`, found an empty patch"))),
+        }
+        let mut ops = Vec::new();
+        let end_line;
+        loop {
+            let no = self.line_no();
+            let Some(line) = self.peek() else {
+                return Err(err(
+                    self.lines.len(),
+                    format!("expected `{END}` before the end of the patch"),
+                ));
+            };
+            let marker = line.trim_end();
+            if marker == END {
+                end_line = no;
+                self.pos += 1;
+                break;
+            } else if let Some(rest) = marker.strip_prefix(ADD) {
+                let path = path_of(rest, no, ADD)?;
+                self.pos += 1;
+                ops.push(FileOp::Add {
+                    path,
+                    lines: self.added_lines()?,
+                });
+            } else if let Some(rest) = marker.strip_prefix(DELETE) {
+                let path = path_of(rest, no, DELETE)?;
+                self.pos += 1;
+                ops.push(FileOp::Delete { path });
+            } else if let Some(rest) = marker.strip_prefix(UPDATE) {
+                let path = path_of(rest, no, UPDATE)?;
+                self.pos += 1;
+                ops.push(self.update(path, no)?);
+            } else {
+                return Err(err(
+                    no,
+                    format!(
+                        "expected `{}`, `{}`, `{}` or `{END}`, found {}",
+                        ADD,
+                        UPDATE,
+                        DELETE,
+                        shown(line)
+                    ),
+                ));
+            }
+        }
+        self.skip_blank();
+        if let Some(l) = self.peek() {
+            return Err(err(
+                self.line_no(),
+                format!("expected nothing after `{END}`, found {}", shown(l)),
+            ));
+        }
+        if ops.is_empty() {
+            return Err(err(end_line, "the patch has no file operation"));
+        }
+        Ok(Patch { ops })
+    }
+
+    /// The `+` lines of an added file, up to the next `***` marker.
+    fn added_lines(&mut self) -> Result<Vec<String>> {
+        let mut lines = Vec::new();
+        while let Some(line) = self.peek() {
+            if let Some(text) = line.strip_prefix('+') {
+                lines.push(text.to_owned());
+                self.pos += 1;
+            } else if line.starts_with("***") || self.only_blank_until_marker() {
+                break;
+            } else {
+                return Err(err(
+                    self.line_no(),
+                    format!(
+                        "expected a `+` line of the added file or a `***` marker, found {}",
+                        shown(line)
+                    ),
+                ));
+            }
+        }
+        Ok(lines)
+    }
+
+    /// Everything after `*** Update File: <path>` (line `header_no`).
+    fn update(&mut self, path: String, header_no: usize) -> Result<FileOp> {
+        let mut move_to = None;
+        if let Some(rest) = self.peek().and_then(|l| l.trim_end().strip_prefix(MOVE)) {
+            move_to = Some(path_of(rest, self.line_no(), MOVE)?);
+            self.pos += 1;
+        }
+        let mut hunks = Vec::new();
+        while let Some(line) = self.peek() {
+            let no = self.line_no();
+            if line.starts_with("@@") {
+                let marker = line.trim_end();
+                let header = if marker == "@@" {
+                    None
+                } else if let Some(text) = marker.strip_prefix("@@ ") {
+                    Some(text.to_owned())
+                } else {
+                    return Err(err(
+                        no,
+                        format!(
+                            "expected `@@` or `@@ <context line>`, found {}",
+                            shown(line)
+                        ),
+                    ));
+                };
+                self.pos += 1;
+                hunks.push(self.hunk(header, no)?);
+            } else if line.trim_end() == END_OF_FILE {
+                return Err(err(
+                    no,
+                    format!("`{END_OF_FILE}` must close a hunk that has lines"),
+                ));
+            } else if line.starts_with("***") {
+                break;
+            } else if hunks.is_empty() && line.starts_with([' ', '-', '+']) {
+                // Codex accepts a first hunk without `@@`.
+                hunks.push(self.hunk(None, no)?);
+            } else {
+                return Err(err(
+                    no,
+                    format!(
+                        "expected `@@`, a hunk line or a `***` marker, found {}",
+                        shown(line)
+                    ),
+                ));
+            }
+        }
+        if hunks.is_empty() && move_to.is_none() {
+            return Err(err(header_no, format!("`{UPDATE} {path}` has no hunk")));
+        }
+        Ok(FileOp::Update {
+            path,
+            move_to,
+            hunks,
+        })
+    }
+
+    /// The lines of one hunk, up to the next `@@`, `***` marker or the end of the text.
+    fn hunk(&mut self, header: Option<String>, start: usize) -> Result<Hunk> {
+        let mut lines = Vec::new();
+        let mut end_of_file = false;
+        while let Some(line) = self.peek() {
+            if line.trim_end() == END_OF_FILE {
+                self.pos += 1;
+                end_of_file = true;
+                break;
+            }
+            if line.starts_with("***") || line.starts_with("@@") {
+                break;
+            }
+            let mut chars = line.chars();
+            let first = chars.next();
+            let text = chars.as_str().to_owned();
+            let parsed = match first {
+                None => HunkLine::Context(text),
+                Some(' ') => HunkLine::Context(text),
+                Some('-') => HunkLine::Remove(text),
+                Some('+') => HunkLine::Add(text),
+                Some(_) => {
+                    return Err(err(
+                        self.line_no(),
+                        format!(
+                            "expected a hunk line starting with ` `, `-` or `+`, found {}",
+                            shown(line)
+                        ),
+                    ))
+                }
+            };
+            lines.push(parsed);
+            self.pos += 1;
+        }
+        if lines.is_empty() {
+            return Err(err(
+                start,
+                "expected hunk lines (` `, `-` or `+`) after `@@`",
+            ));
+        }
+        Ok(Hunk {
+            header,
+            lines,
+            end_of_file,
+            patch_line: start,
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn parse_err(text: &str) -> (usize, String) {
+        match parse(text) {
+            Err(PatchError::Parse { line, message }) => (line, message),
+            other => panic!("expected a parse error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn parses_every_operation() {
+        let text = "*** Begin Patch\n\
+                    *** Add File: new.txt\n+one\n+two\n\
+                    *** Delete File: old.txt\n\
+                    *** Update File: src/a.rs\n*** Move to: src/b.rs\n\
+                    @@ fn main() {\n-    old();\n+    new();\n     keep();\n\
+                    @@\n x\n+y\n*** End of File\n\
+                    *** End Patch\n";
+        let patch = parse(text).unwrap();
+        assert_eq!(
+            patch,
+            Patch {
+                ops: vec![
+                    FileOp::Add {
+                        path: "new.txt".into(),
+                        lines: vec!["one".into(), "two".into()]
+                    },
+                    FileOp::Delete {
+                        path: "old.txt".into()
+                    },
+                    FileOp::Update {
+                        path: "src/a.rs".into(),
+                        move_to: Some("src/b.rs".into()),
+                        hunks: vec![
+                            Hunk {
+                                header: Some("fn main() {".into()),
+                                lines: vec![
+                                    HunkLine::Remove("    old();".into()),
+                                    HunkLine::Add("    new();".into()),
+                                    HunkLine::Context("    keep();".into()),
+                                ],
+                                end_of_file: false,
+                                patch_line: 8,
+                            },
+                            Hunk {
+                                header: None,
+                                lines: vec![
+                                    HunkLine::Context("x".into()),
+                                    HunkLine::Add("y".into())
+                                ],
+                                end_of_file: true,
+                                patch_line: 12,
+                            },
+                        ],
+                    },
+                ]
+            }
+        );
+    }
+
+    #[test]
+    fn case_x18c_begin_patch_with_trailing_spaces() {
+        let text = "*** Begin Patch   \n*** Update File: a.txt  \n@@  \n-a\n+b\n*** End Patch \t\n";
+        let patch = parse(text).unwrap();
+        assert_eq!(patch.ops.len(), 1);
+        assert_eq!(patch.ops[0].path(), "a.txt");
+    }
+
+    #[test]
+    fn crlf_patch_text_and_surrounding_blank_lines_are_accepted() {
+        let patch =
+            parse("\n\r\n*** Begin Patch\r\n*** Delete File: a\r\n*** End Patch\r\n\r\n").unwrap();
+        assert_eq!(patch.ops, vec![FileOp::Delete { path: "a".into() }]);
+    }
+
+    #[test]
+    fn first_hunk_may_omit_the_at_at_line_and_empty_lines_are_context() {
+        let patch = parse("*** Begin Patch\n*** Update File: a\n-x\n\n+y\n*** End Patch").unwrap();
+        let FileOp::Update { hunks, .. } = &patch.ops[0] else {
+            panic!("not an update")
+        };
+        assert_eq!(
+            hunks[0].lines,
+            vec![
+                HunkLine::Remove("x".into()),
+                HunkLine::Context(String::new()),
+                HunkLine::Add("y".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn blank_lines_after_an_added_file_are_ignored() {
+        let patch = parse("*** Begin Patch\n*** Add File: a\n+x\n\n  \n*** End Patch\n").unwrap();
+        assert_eq!(
+            patch.ops,
+            vec![FileOp::Add {
+                path: "a".into(),
+                lines: vec!["x".into()]
+            }]
+        );
+    }
+
+    #[test]
+    fn pure_rename_needs_no_hunk_but_a_plain_update_does() {
+        let patch =
+            parse("*** Begin Patch\n*** Update File: a\n*** Move to: b\n*** End Patch\n").unwrap();
+        assert_eq!(
+            patch.ops,
+            vec![FileOp::Update {
+                path: "a".into(),
+                move_to: Some("b".into()),
+                hunks: vec![]
+            }]
+        );
+        let (line, message) = parse_err("*** Begin Patch\n*** Update File: a\n*** End Patch\n");
+        assert_eq!(line, 2);
+        assert!(message.contains("has no hunk"), "{message}");
+    }
+
+    #[test]
+    fn errors_name_the_line_and_what_was_expected() {
+        let cases: &[(&str, usize, &str)] = &[
+            ("", 1, "expected `*** Begin Patch`, found an empty patch"),
+            ("hello\n", 1, "expected `*** Begin Patch`, found `hello`"),
+            (
+                "*** Begin Patch\n*** Add File: a\n+x\n",
+                4,
+                "expected `*** End Patch` before the end",
+            ),
+            (
+                "*** Begin Patch\n*** Frobnicate: a\n*** End Patch",
+                2,
+                "expected `*** Add File:`",
+            ),
+            (
+                "*** Begin Patch\n*** Add File: a\nx\n*** End Patch",
+                3,
+                "expected a `+` line",
+            ),
+            (
+                "*** Begin Patch\n*** Add File: a\n+x\n\n+y\n*** End Patch",
+                4,
+                "expected a `+` line",
+            ),
+            (
+                "*** Begin Patch\n*** Add File:   \n*** End Patch",
+                2,
+                "expected a path after `*** Add File:`",
+            ),
+            (
+                "*** Begin Patch\n*** Update File: a\n@@\n*** End Patch",
+                3,
+                "expected hunk lines",
+            ),
+            (
+                "*** Begin Patch\n*** Update File: a\n@@\n x\n?y\n*** End Patch",
+                5,
+                "starting with ` `, `-` or `+`",
+            ),
+            (
+                "*** Begin Patch\n*** Update File: a\n@@x\n y\n*** End Patch",
+                3,
+                "expected `@@` or `@@ <context line>`",
+            ),
+            (
+                "*** Begin Patch\n*** Update File: a\n*** End of File\n*** End Patch",
+                3,
+                "must close a hunk",
+            ),
+            (
+                "*** Begin Patch\n*** Delete File: a\n*** End Patch\nmore\n",
+                4,
+                "expected nothing after",
+            ),
+            ("*** Begin Patch\n*** End Patch\n", 2, "no file operation"),
+        ];
+        for (text, line, expected) in cases {
+            let (got_line, message) = parse_err(text);
+            assert_eq!(
+                (got_line, message.contains(expected)),
+                (*line, true),
+                "{text:?}: {message}"
+            );
+        }
+    }
+
+    #[test]
+    fn error_message_carries_line_number() {
+        let e = parse("*** Begin Patch\n*** Add File: a\nx\n*** End Patch").unwrap_err();
+        assert!(e.to_string().contains("line 3"), "{e}");
+    }
+}

@@ -1,0 +1,140 @@
+//! Finding where a hunk's old lines sit in a file.
+//!
+//! Three passes, each accepted only when it finds exactly one place: exact bytes, then ignoring
+//! trailing whitespace, then ignoring surrounding whitespace (case X18b). Two or more places in a
+//! pass is an ambiguity and stops the search: a looser pass never breaks a tie of a stricter one.
+//! Codex's `seek_sequence` has the same passes but takes the first hit; Spaces refuses instead,
+//! so a patch never lands on a place its author did not mean.
+
+use super::lines::Line;
+
+/// Outcome of a search.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Seek {
+    /// The pattern starts at this 0-based line.
+    Found(usize),
+    /// No pass found it.
+    NotFound,
+    /// A pass found it at several 0-based lines (all of them, ascending).
+    Ambiguous(Vec<usize>),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Pass {
+    Exact,
+    TrimEnd,
+    Trim,
+}
+
+fn same(pass: Pass, file: &[u8], patch: &[u8]) -> bool {
+    match pass {
+        Pass::Exact => file == patch,
+        Pass::TrimEnd => file.trim_ascii_end() == patch.trim_ascii_end(),
+        Pass::Trim => file.trim_ascii() == patch.trim_ascii(),
+    }
+}
+
+/// Where `pattern` (non-empty) occurs in `file` at or after line `from`. With `end_of_file`, only
+/// the place ending at the file's last line counts (case X18a).
+pub(crate) fn seek(file: &[Line<'_>], pattern: &[&[u8]], from: usize, end_of_file: bool) -> Seek {
+    for pass in [Pass::Exact, Pass::TrimEnd, Pass::Trim] {
+        let mut hits = starts(file, pattern, from, end_of_file, pass);
+        match hits.len() {
+            0 => continue,
+            1 => return Seek::Found(hits.remove(0)),
+            _ => return Seek::Ambiguous(hits),
+        }
+    }
+    Seek::NotFound
+}
+
+fn starts(
+    file: &[Line<'_>],
+    pattern: &[&[u8]],
+    from: usize,
+    end_of_file: bool,
+    pass: Pass,
+) -> Vec<usize> {
+    let Some(last) = file.len().checked_sub(pattern.len()) else {
+        return Vec::new();
+    };
+    let first = if end_of_file { last.max(from) } else { from };
+    (first..=last)
+        .filter(|&at| {
+            pattern
+                .iter()
+                .zip(&file[at..])
+                .all(|(p, l)| same(pass, l.text, p))
+        })
+        .collect()
+}
+
+/// Lines at or after `from` equal to `line` ignoring surrounding whitespace: hints for a hunk
+/// that matched nowhere.
+pub(crate) fn near(file: &[Line<'_>], line: &[u8], from: usize) -> Vec<usize> {
+    file.iter()
+        .enumerate()
+        .skip(from)
+        .filter(|(_, l)| same(Pass::Trim, l.text, line))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::super::lines::split;
+    use super::*;
+
+    fn find(file: &[u8], pattern: &[&str], from: usize, eof: bool) -> Seek {
+        let pattern: Vec<&[u8]> = pattern.iter().map(|p| p.as_bytes()).collect();
+        seek(&split(file), &pattern, from, eof)
+    }
+
+    #[test]
+    fn exact_unique_wins_over_looser_candidates() {
+        assert_eq!(
+            find(b"a \nb\na\nb\n", &["a", "b"], 0, false),
+            Seek::Found(2)
+        );
+    }
+
+    #[test]
+    fn exact_ties_are_ambiguous() {
+        assert_eq!(
+            find(b"a\nb\na\nb\n", &["a", "b"], 0, false),
+            Seek::Ambiguous(vec![0, 2])
+        );
+        assert_eq!(find(b"a\nb\na\nb\n", &["a", "b"], 1, false), Seek::Found(2));
+    }
+
+    #[test]
+    fn looser_passes_apply_in_order() {
+        assert_eq!(find(b"x\n  a  \n", &["a"], 0, false), Seek::Found(1));
+        assert_eq!(find(b"a \n a\n", &["a"], 0, false), Seek::Found(0));
+        assert_eq!(
+            find(b"a \na\n", &["a  "], 0, false),
+            Seek::Ambiguous(vec![0, 1])
+        );
+        assert_eq!(
+            find(b"a \na\t\n", &["a"], 0, false),
+            Seek::Ambiguous(vec![0, 1])
+        );
+        assert_eq!(find(b"b\n", &["a"], 0, false), Seek::NotFound);
+        assert_eq!(find(b"a\n", &["a", "b"], 0, false), Seek::NotFound);
+    }
+
+    #[test]
+    fn end_of_file_only_counts_the_last_place() {
+        assert_eq!(
+            find(b"m\ne\nx\nm\ne\n", &["m", "e"], 0, true),
+            Seek::Found(3)
+        );
+        assert_eq!(find(b"m\ne\nx\n", &["m", "e"], 0, true), Seek::NotFound);
+    }
+
+    #[test]
+    fn near_lists_loose_matches_of_one_line() {
+        assert_eq!(near(&split(b"a\n a\nb\na\n"), b"a", 1), vec![1, 3]);
+    }
+}

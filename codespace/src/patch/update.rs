@@ -1,0 +1,118 @@
+//! Applying the hunks of one `*** Update File:` to that file's bytes.
+//!
+//! Hunks apply in order. Each is searched from the line after the previous hunk's last old line
+//! (and after its `@@` header line, if it has one). A hunk without old lines (only `+` lines) is
+//! inserted right after its `@@` header line, or at the end of the file without one (Codex
+//! appends there in both cases; inserting under the named header is what its author meant).
+//! As in Codex, a hunk that does not match and ends with an empty context line (often a blank
+//! line an editor left at the end of the hunk) is retried without that line.
+//!
+//! Bytes: lines the hunk does not add are copied from the file, so context matched loosely
+//! keeps the file's spelling; added lines take the file's dominant line ending; a file without a
+//! final newline keeps lacking one.
+
+use super::lines::{self, Line, Output};
+use super::parse::{Hunk, HunkLine};
+use super::seek::{near, seek, Seek};
+use super::{PatchError, Result};
+
+/// The file's new bytes after `hunks`, or an `INVALID_PATCH` refusal naming the first hunk
+/// that does not match once.
+pub(crate) fn update(path: &str, before: &[u8], hunks: &[Hunk]) -> Result<Vec<u8>> {
+    let file = lines::split(before);
+    let mut out = Output::new(lines::style(&file));
+    let mut next = 0; // first file line not yet copied to `out`
+    for (index, hunk) in hunks.iter().enumerate() {
+        let (at, body) = locate(path, index + 1, &file, hunk, next)?;
+        for line in &file[next..at] {
+            out.keep(*line);
+        }
+        let mut cursor = at;
+        for line in body {
+            match line {
+                HunkLine::Context(_) => {
+                    out.keep(file[cursor]);
+                    cursor += 1;
+                }
+                HunkLine::Remove(_) => cursor += 1,
+                HunkLine::Add(text) => out.add(text),
+            }
+        }
+        next = cursor;
+    }
+    for line in &file[next..] {
+        out.keep(*line);
+    }
+    Ok(out.finish(lines::ends_with_newline(before)))
+}
+
+fn old_lines(body: &[HunkLine]) -> Vec<&[u8]> {
+    body.iter()
+        .filter_map(|l| match l {
+            HunkLine::Context(t) | HunkLine::Remove(t) => Some(t.as_bytes()),
+            HunkLine::Add(_) => None,
+        })
+        .collect()
+}
+
+/// Where hunk number `number` starts (0-based file line) and which of its lines apply there.
+fn locate<'h>(
+    path: &str,
+    number: usize,
+    file: &[Line<'_>],
+    hunk: &'h Hunk,
+    from: usize,
+) -> Result<(usize, &'h [HunkLine])> {
+    let mut from = from;
+    if let Some(header) = &hunk.header {
+        match seek(file, &[header.as_bytes()], from, false) {
+            Seek::Found(at) => from = at + 1,
+            found => return Err(refusal(path, number, header.as_bytes(), file, from, found)),
+        }
+    }
+    let mut body = hunk.lines.as_slice();
+    loop {
+        let pattern = old_lines(body);
+        let Some(first) = pattern.first() else {
+            let at = if hunk.header.is_some() && !hunk.end_of_file {
+                from
+            } else {
+                file.len()
+            };
+            return Ok((at, body));
+        };
+        match seek(file, &pattern, from, hunk.end_of_file) {
+            Seek::Found(at) => return Ok((at, body)),
+            Seek::NotFound if matches!(body.last(), Some(HunkLine::Context(t)) if t.is_empty()) => {
+                body = &body[..body.len() - 1];
+            }
+            found => return Err(refusal(path, number, first, file, from, found)),
+        }
+    }
+}
+
+fn refusal(
+    path: &str,
+    hunk: usize,
+    first: &[u8],
+    file: &[Line<'_>],
+    from: usize,
+    found: Seek,
+) -> PatchError {
+    let first_line = String::from_utf8_lossy(first).into_owned();
+    let one_based = |v: Vec<usize>| v.into_iter().map(|i| i + 1).collect();
+    match found {
+        Seek::Ambiguous(candidates) => PatchError::AmbiguousContext {
+            path: path.to_owned(),
+            hunk,
+            first_line,
+            candidates: one_based(candidates),
+        },
+        Seek::Found(_) | Seek::NotFound => PatchError::ContextNotFound {
+            path: path.to_owned(),
+            hunk,
+            first_line,
+            near: one_based(near(file, first, from)),
+        },
+    }
+}

@@ -1,0 +1,102 @@
+//! File versions: `sha256:<hex>` of a whole file, `absent` for a missing one.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use sha2::{Digest, Sha256};
+
+use super::{PatchError, Result, Source};
+
+/// The version of a missing file. In `expected_versions` it means "must not exist".
+pub const ABSENT: &str = "absent";
+
+/// `sha256:<64 lowercase hex digits>` of `bytes` (the whole file), as `read` reports it.
+pub fn version(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256:");
+    for byte in digest {
+        let _ = write!(out, "{byte:02x}");
+    }
+    out
+}
+
+/// [`version`] of `content`, or [`ABSENT`] for `None`.
+pub fn version_of(content: Option<&[u8]>) -> String {
+    content.map_or_else(|| ABSENT.to_owned(), version)
+}
+
+/// Checks every `path -> version` in `expected` against `source`, in path order.
+///
+/// Errors: [`PatchError::VersionConflict`] for the first path whose current version differs
+/// (carrying the current one: read the file again and rebuild the patch), or the error the
+/// source gave when reading.
+pub fn check_expected_versions(
+    expected: &BTreeMap<String, String>,
+    source: &dyn Source,
+) -> Result<()> {
+    for (path, want) in expected {
+        let current = version_of(source.read(path)?.as_deref());
+        if &current != want {
+            return Err(PatchError::VersionConflict {
+                path: path.clone(),
+                expected: want.clone(),
+                current,
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_is_sha256_of_the_whole_file() {
+        assert_eq!(
+            version(b""),
+            "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        assert_eq!(
+            version(b"abc"),
+            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(version_of(None), "absent");
+    }
+
+    #[test]
+    fn case_x19_changed_file_is_a_version_conflict_with_the_current_version() {
+        let mut files = BTreeMap::from([("n.md".to_owned(), b"v1\n".to_vec())]);
+        let v1 = version(b"v1\n");
+        let expected = BTreeMap::from([
+            ("n.md".to_owned(), v1.clone()),
+            ("new.md".to_owned(), ABSENT.to_owned()),
+        ]);
+        check_expected_versions(&expected, &files).unwrap();
+
+        files.insert("n.md".to_owned(), b"v1\nappended\n".to_vec());
+        let err = check_expected_versions(&expected, &files).unwrap_err();
+        assert_eq!(err.code(), spaces_sdk::ErrorCode::VersionConflict);
+        match err {
+            PatchError::VersionConflict {
+                path,
+                expected,
+                current,
+            } => {
+                assert_eq!((path.as_str(), expected), ("n.md", v1));
+                assert_eq!(current, version(b"v1\nappended\n"));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+
+        files.insert("new.md".to_owned(), Vec::new());
+        files.insert("n.md".to_owned(), b"v1\n".to_vec());
+        let err = check_expected_versions(&expected, &files).unwrap_err();
+        assert!(
+            matches!(err, PatchError::VersionConflict { ref path, .. } if path == "new.md"),
+            "{err:?}"
+        );
+    }
+}
