@@ -235,3 +235,29 @@ per_harness!(
     failing_endpoint_is_an_error,
     survives_client_exit_and_daemon_restart
 );
+
+/// First use installs the pinned CLI into an empty tools dir: phase `installing`, `install`
+/// events with progress, then the turn runs on the fresh install.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_use_installs_the_pinned_cli() {
+    let tools = tempfile::Builder::new().prefix("spaces-tools-").tempdir().unwrap();
+    let server = ScriptedServer::start(CLAUDE.wire, Script::new([Reply::Text("installed and answering".into())])).await.unwrap();
+    let d = TestDaemon::start_with_env(vec![("SPACES_TOOLS_DIR".into(), tools.path().display().to_string())]).await;
+    d.space("s").await;
+    let caps = d.client.capabilities().await.unwrap();
+    let claude = caps.harnesses.iter().find(|h| h.id == "claude-code").unwrap();
+    assert_eq!(claude.installed_version, None, "{claude:?}");
+    let run = start(&d, CLAUDE, &server, "hello").await;
+    let st = d.wait_status("s", &run, TURN, |s| s.phase == spaces_sdk::Phase::Installing || s.status != Status::Running).await;
+    assert_eq!(st.phase, spaces_sdk::Phase::Installing, "{st:#?}");
+    let done = d
+        .wait_for_event("s", &run, Duration::from_secs(300), |e| e.kind == EventKind::Install && e.summary.as_deref().unwrap_or("").starts_with("installed"))
+        .await;
+    assert_eq!(done.turn, 0);
+    let ended = d.wait_turn_end("s", &run, 1, TURN).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
+    let caps = d.client.capabilities().await.unwrap();
+    let claude = caps.harnesses.iter().find(|h| h.id == "claude-code").unwrap();
+    assert_eq!(claude.installed_version.as_deref(), Some("2.1.197"));
+    assert!(tools.path().join("claude-code").join(CLAUDE.binary).is_file());
+}
