@@ -15,5 +15,5 @@ pub fn event_line(e: &Event) -> String {
     if let Some(stop) = e.stop_reason {
         detail = format!("({}) {detail}", stop.as_str());
     }
-    format!("#{:<4} turn {:<2} {:<16} {}", e.seq, e.turn, e.kind.as_str(), detail.replace('\n', "\n" ).trim_end())
+    format!("#{:<4} turn {:<2} {:<16} {}", e.seq, e.turn, e.kind.as_str(), detail.trim_end())
 }

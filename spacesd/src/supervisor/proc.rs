@@ -99,10 +99,8 @@ async fn read_lines<R: AsyncRead + Unpin>(
     let mut buf = Vec::new();
     loop {
         buf.clear();
-        let n = match (&mut reader).take(MAX_LINE_BYTES as u64).read_until(b'\n', &mut buf).await {
-            Ok(n) => n,
-            Err(_) => 0,
-        };
+        // A read error ends the stream like EOF (the exit is reported separately).
+        let n = (&mut reader).take(MAX_LINE_BYTES as u64).read_until(b'\n', &mut buf).await.unwrap_or_default();
         if n == 0 {
             break;
         }

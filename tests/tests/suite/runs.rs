@@ -75,7 +75,7 @@ async fn tool_call_answer_and_follow_up(h: H) {
     let last = calls.last().unwrap();
     assert!(body_mentions(last, "Create hello.txt please"), "the follow-up carries the first turn's history");
     assert!(body_mentions(last, "I created hello.txt."), "the follow-up carries the first answer");
-    assert_eq!(st.session_id.is_some(), true);
+    assert!(st.session_id.is_some(), "the session id is recorded");
 }
 
 /// A message sent 100 ms into a running turn is queued and runs after it (case P4).
