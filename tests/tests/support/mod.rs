@@ -51,6 +51,7 @@ pub struct TestDaemon {
     child: Option<Child>,
     pub client: Client,
     extra_env: Vec<(String, String)>,
+    extra_args: Vec<String>,
 }
 
 impl TestDaemon {
@@ -61,10 +62,15 @@ impl TestDaemon {
 
     /// Start a daemon with extra environment variables (e.g. `SPACES_HARNESS_BIN_...`).
     pub async fn start_with_env(extra_env: Vec<(String, String)>) -> TestDaemon {
+        Self::start_with(extra_env, Vec::new()).await
+    }
+
+    /// Start a daemon with extra environment variables and extra `serve` arguments.
+    pub async fn start_with(extra_env: Vec<(String, String)>, extra_args: Vec<String>) -> TestDaemon {
         let dir = tempfile::Builder::new().prefix("spaces-test-").tempdir().expect("tempdir");
         let state = dir.path().join("state");
         let client = Client::new(Endpoint::Unix(state.join("spacesd.sock")));
-        let mut d = TestDaemon { dir, child: None, client, extra_env };
+        let mut d = TestDaemon { dir, child: None, client, extra_env, extra_args };
         d.spawn().await;
         d
     }
@@ -78,6 +84,7 @@ impl TestDaemon {
         cmd.arg("serve")
             .arg("--state-dir")
             .arg(self.state_dir())
+            .args(&self.extra_args)
             .env("SPACES_TOOLS_DIR", tools_dir())
             .env_remove("ANTHROPIC_API_KEY")
             .env_remove("OPENAI_API_KEY")
