@@ -29,6 +29,8 @@ use crate::store::runs::RunRow;
 const STOP_GRACE: Duration = Duration::from_secs(3);
 /// How long to wait for output EOF after the process exited (a grandchild may hold the pipe).
 const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
+/// Most events stored in one transaction when output lines queue up.
+const MAX_BATCH_EVENTS: usize = 512;
 /// Lines of stderr kept for error reasons.
 const STDERR_TAIL_LINES: usize = 20;
 
@@ -116,7 +118,7 @@ impl Actor {
                     Some(cmd) => self.on_cmd(cmd).await,
                     None => break,
                 },
-                Some(ev) = self.events_rx.recv() => self.on_proc_event(ev).await,
+                Some(ev) = self.events_rx.recv() => self.on_proc_events(ev).await,
                 _ = sleep_until(stall) => self.on_stall().await,
                 _ = sleep_until(drain) => {
                     self.drain_deadline = None;
@@ -376,25 +378,53 @@ impl Actor {
 
     // ----- process events -----
 
+    /// Handle `first` and every output line already waiting behind it: lines are normalized in
+    /// order and their events stored in one transaction (under load one commit carries many
+    /// events; with a slow agent it is one line, so no latency is added). An EOF or exit that
+    /// follows the lines is handled after they are stored.
+    async fn on_proc_events(&mut self, first: ProcEvent) {
+        let mut drafts = Vec::new();
+        let mut next = Some(first);
+        while let Some(ev) = next.take() {
+            match ev {
+                ProcEvent::Line { stream, line } => {
+                    drafts.extend(self.on_line(stream, &line));
+                    if drafts.len() < MAX_BATCH_EVENTS {
+                        next = self.events_rx.try_recv().ok();
+                    }
+                }
+                other => {
+                    self.append(std::mem::take(&mut drafts));
+                    self.on_proc_event(other).await;
+                }
+            }
+        }
+        self.append(drafts);
+    }
+
+    /// One output line: journal it and return its events.
+    fn on_line(&mut self, stream: Stream, line: &str) -> Vec<EventDraft> {
+        let line = self.redactor.apply(line);
+        self.last_output = Instant::now();
+        self.stall_noticed = false;
+        self.journal.append(if stream == Stream::Stderr { "[stderr] " } else { "" }, &line);
+        match stream {
+            Stream::Stdout => self.norm.stdout_line(&line),
+            Stream::Stderr => {
+                self.stderr_tail.push_back(line.clone());
+                while self.stderr_tail.len() > STDERR_TAIL_LINES {
+                    self.stderr_tail.pop_front();
+                }
+                self.norm.stderr_line(&line)
+            }
+        }
+    }
+
     async fn on_proc_event(&mut self, ev: ProcEvent) {
         let current = self.proc.as_ref().map(|p| p.gen);
         match ev {
-            ProcEvent::Line { gen, stream, line } => {
-                let line = self.redactor.apply(&line);
-                self.last_output = Instant::now();
-                self.stall_noticed = false;
-                self.journal.append(if stream == Stream::Stderr { "[stderr] " } else { "" }, &line);
-                let drafts = match stream {
-                    Stream::Stdout => self.norm.stdout_line(&line),
-                    Stream::Stderr => {
-                        self.stderr_tail.push_back(line.clone());
-                        while self.stderr_tail.len() > STDERR_TAIL_LINES {
-                            self.stderr_tail.pop_front();
-                        }
-                        self.norm.stderr_line(&line)
-                    }
-                };
-                let _ = gen;
+            ProcEvent::Line { stream, line } => {
+                let drafts = self.on_line(stream, &line);
                 self.append(drafts);
             }
             ProcEvent::Eof { gen, stream } => {

@@ -20,7 +20,7 @@ pub enum Stream {
 #[derive(Debug)]
 pub enum ProcEvent {
     /// One line (without `\n`; an unterminated last line is delivered at EOF).
-    Line { gen: u64, stream: Stream, line: String },
+    Line { stream: Stream, line: String },
     /// The stream reached EOF.
     Eof { gen: u64, stream: Stream },
     /// The process exited (code or signal).
@@ -111,7 +111,7 @@ async fn read_lines<R: AsyncRead + Unpin>(
             buf.pop();
         }
         let line = String::from_utf8_lossy(&buf).into_owned();
-        if events.send(ProcEvent::Line { gen, stream, line }).is_err() {
+        if events.send(ProcEvent::Line { stream, line }).is_err() {
             return;
         }
     }
