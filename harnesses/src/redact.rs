@@ -20,11 +20,21 @@ impl Redactor {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        let mut secrets: Vec<String> = values
-            .into_iter()
-            .map(Into::into)
-            .filter(|v| v.chars().count() >= REDACT_MIN_LEN)
-            .collect();
+        let mut secrets: Vec<String> = Vec::new();
+        for v in values.into_iter().map(Into::into) {
+            if v.chars().count() < REDACT_MIN_LEN {
+                continue;
+            }
+            // Agents print values inside JSON too, where `"`, `\` and control characters are
+            // escaped: hide that spelling as well.
+            if let Ok(quoted) = serde_json::to_string(&v) {
+                let escaped = &quoted[1..quoted.len() - 1];
+                if escaped != v {
+                    secrets.push(escaped.to_owned());
+                }
+            }
+            secrets.push(v);
+        }
         secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         secrets.dedup();
         Self { secrets }
@@ -45,6 +55,14 @@ impl Redactor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_escaped_spelling_is_replaced_too() {
+        let r = Redactor::new(["pa\"ss\\word99", "tab\there-secret"]);
+        assert_eq!(r.apply(r#"{"text":"pa\"ss\\word99"}"#), r#"{"text":"[redacted]"}"#);
+        assert_eq!(r.apply("pa\"ss\\word99"), "[redacted]");
+        assert_eq!(r.apply(r#""tab\there-secret""#), r#""[redacted]""#);
+    }
 
     #[test]
     fn long_values_are_replaced_short_ones_kept() {

@@ -156,13 +156,20 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
             let before = last_cursor(client, &space, &run_id).await?;
             let report = client.agent_message(&space, &run_id, &text, force.then_some(true)).await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
+            if !report.ok {
+                anyhow::bail!("message not delivered: {}", report.reason);
+            }
             if follow {
                 follow_events(client, &space, &run_id, before).await?;
             }
         }
         AgentCmd::Interrupt { run_id, space } => {
             let space = resolve_space(client, space).await?;
-            println!("{}", serde_json::to_string_pretty(&client.agent_interrupt(&space, &run_id).await?)?);
+            let report = client.agent_interrupt(&space, &run_id).await?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            if !report.ok {
+                anyhow::bail!("nothing interrupted: {}", report.reason);
+            }
         }
         AgentCmd::Stop { run_id, space } => {
             let space = resolve_space(client, space).await?;
@@ -204,8 +211,11 @@ async fn last_cursor(client: &Client, space: &str, run_id: &str) -> anyhow::Resu
 /// Print events from `cursor` until the run is no longer running and the log is caught up;
 /// returns the cursor reached.
 pub async fn follow_events(client: &Client, space: &str, run_id: &str, mut cursor: u64) -> anyhow::Result<u64> {
+    // The first read does not wait: a run that is already settled and caught up returns at once.
+    let mut wait_ms = 0;
     loop {
-        let q = EventsQuery { cursor: Some(cursor), max: Some(200), wait_ms: Some(FOLLOW_WAIT_MS), raw: None };
+        let q = EventsQuery { cursor: Some(cursor), max: Some(200), wait_ms: Some(wait_ms), raw: None };
+        wait_ms = FOLLOW_WAIT_MS;
         let page = client.agent_events(space, run_id, &q).await?;
         for e in &page.events {
             println!("{}", event_line(e));

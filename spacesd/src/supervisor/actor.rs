@@ -62,6 +62,9 @@ pub struct Actor {
     drain_deadline: Option<Instant>,
     last_output: Instant,
     stall_noticed: bool,
+    /// An interrupt was sent to the current turn: a non-zero exit that follows is its effect
+    /// (Codex exits 1 on SIGINT), not a failure.
+    interrupted: bool,
     /// Consecutive turns whose process failed at once (for back-off, case P7).
     fast_failures: u32,
     events_tx: mpsc::UnboundedSender<ProcEvent>,
@@ -98,6 +101,7 @@ impl Actor {
             drain_deadline: None,
             last_output: Instant::now(),
             stall_noticed: false,
+            interrupted: false,
             fast_failures: 0,
             events_tx,
             events_rx,
@@ -195,6 +199,7 @@ impl Actor {
         }
         let drafts = self.norm.interrupt_requested();
         self.append(drafts);
+        self.interrupted = true;
         match self.harness.interrupt() {
             InterruptRecipe::Stdin(bytes) => {
                 match self.proc.as_ref().and_then(|p| p.stdin.as_ref()) {
@@ -259,6 +264,7 @@ impl Actor {
         }
         let drafts = self.norm.begin_turn(turn, &text);
         self.append(drafts);
+        self.interrupted = false;
         self.last_output = Instant::now();
         self.stall_noticed = false;
         self.set_state(Status::Running, Phase::Working, "a turn is running");
@@ -476,6 +482,12 @@ impl Actor {
         if self.closing {
             self.closing = false;
             self.set_state(Status::Done, Phase::Exited, "the prompt was answered and the agent exited (exit_when_idle); a follow-up resumes the session");
+            return;
+        }
+        if std::mem::take(&mut self.interrupted) && self.queue.is_empty() {
+            // The interrupt ended the process (Codex) or it exited right after: the session
+            // stays resumable and the run waits for a follow-up.
+            self.set_state(Status::Idle, Phase::Waiting, "the turn was interrupted; waiting for a follow-up");
             return;
         }
         let clean = code == Some(0);

@@ -153,6 +153,12 @@ impl Supervisor {
             let known: Vec<&str> = spaces_harnesses::all().iter().map(|h| h.id()).collect();
             refuse(ErrorCode::HarnessUnavailable, format!("unknown agent {:?}; this host has: {}", req.agent, known.join(", ")))
         })?;
+        if space.read_only {
+            return Err(refuse(
+                ErrorCode::InvalidArgument,
+                format!("Space {:?} is read-only: agents run commands and write files, so they cannot run in it; register a writable Space", space.name),
+            ));
+        }
         if req.prompt.trim().is_empty() {
             return Err(refuse(ErrorCode::InvalidArgument, "prompt is empty; give the first turn's text"));
         }

@@ -124,8 +124,9 @@ async fn interrupt_then_follow_up(h: H) {
     let ended = d.wait_turn_end("s", &run, 1, TURN).await;
     assert_eq!(ended.stop_reason, Some(StopReason::Interrupted), "{ended:?}");
     assert!(t0.elapsed() < Duration::from_secs(15), "interrupt took {:?}", t0.elapsed());
-    let st = d.wait_status("s", &run, TURN, settled).await;
+    let st = d.wait_status("s", &run, TURN, |s| settled(s) && s.phase != spaces_sdk::Phase::Working).await;
     assert!(st.accepts_message, "{st:#?}");
+    assert_eq!(st.status, Status::Idle, "an interrupted turn is not a failure: {st:#?}");
 
     let idle = d.client.agent_interrupt("s", &run).await.unwrap();
     assert!(!idle.ok && idle.reason.contains("no turn"), "{idle:?}");
