@@ -7,7 +7,6 @@
 //! follow-up in the same session. Live events are printed as they arrive.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
@@ -40,13 +39,12 @@ pub async fn run(cfg: Config, args: DemoArgs) -> anyhow::Result<()> {
     println!("== spacesd demo: state dir {}, Space dir {}", cfg.state_dir.display(), space_dir.display());
 
     let sup = crate::serve::open(cfg.clone()).await?;
-    crate::fsutil::create_private_dir(&cfg.state_dir)?;
     let listener = tokio::net::UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
     let app = crate::http::router(sup);
     tokio::spawn(async move { axum::serve(listener, app).await });
     let client = Client::new(Endpoint::Unix(socket));
 
-    let mut server: Option<Arc<ScriptedServer>> = None;
+    let mut server: Option<ScriptedServer> = None;
     let mut options = SpaceAgentOptions::default();
     if std::env::var_os("ANTHROPIC_API_KEY").is_some() {
         println!("== using the real Anthropic API (ANTHROPIC_API_KEY is set)");
@@ -64,7 +62,7 @@ pub async fn run(cfg: Config, args: DemoArgs) -> anyhow::Result<()> {
         let s = ScriptedServer::start(Wire::AnthropicMessages, script).await?;
         println!("== no ANTHROPIC_API_KEY: using a scripted model endpoint at {}", s.base_url());
         options.base_url = Some(s.base_url());
-        server = Some(Arc::new(s));
+        server = Some(s);
     }
 
     client.space_add(&SpaceRecord { name: "demo".into(), root: space_dir.display().to_string(), read_only: false }).await?;

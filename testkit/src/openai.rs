@@ -214,63 +214,36 @@ impl Stream {
 
     /// A `function_call` item; `arguments` is `input` serialized as a JSON string.
     fn function_call(&mut self, name: &str, input: &Value) {
-        let id = format!("fc_{}", self.n);
-        let call_id = format!("call_{}", self.n);
-        let index = self.output.len();
         let arguments = input.to_string();
-        self.output_tokens += tokens(&arguments);
-        let added = json!({
-            "output_index": index,
-            "item": {"id": id, "type": "function_call", "status": "in_progress",
-                     "call_id": call_id, "name": name, "arguments": ""},
-        });
-        self.push("response.output_item.added", added, Duration::ZERO);
-        let delta = json!({"item_id": id, "output_index": index, "delta": arguments});
-        self.push(
-            "response.function_call_arguments.delta",
-            delta,
-            Duration::ZERO,
-        );
-        let args_done = json!({"item_id": id, "output_index": index, "arguments": arguments});
-        self.push(
-            "response.function_call_arguments.done",
-            args_done,
-            Duration::ZERO,
-        );
-        let item = json!({
-            "id": id, "type": "function_call", "status": "completed", "call_id": call_id,
-            "name": name, "arguments": arguments,
-        });
-        self.item_done(index, item);
+        self.tool_item(&FUNCTION_CALL, name, &arguments);
     }
 
     /// A `custom_tool_call` item (Codex's freeform `apply_patch`) with the raw `input` string.
     fn custom_tool_call(&mut self, name: &str, input: &str) {
-        let id = format!("ctc_{}", self.n);
+        self.tool_item(&CUSTOM_TOOL_CALL, name, input);
+    }
+
+    /// A tool item streamed as `output_item.added`, one payload delta, the payload's `done`
+    /// frame, then `output_item.done` with the whole item.
+    fn tool_item(&mut self, shape: &ToolItemShape, name: &str, payload: &str) {
+        let id = format!("{}_{}", shape.id_prefix, self.n);
         let call_id = format!("call_{}", self.n);
         let index = self.output.len();
-        self.output_tokens += tokens(input);
+        self.output_tokens += tokens(payload);
+        let (kind, field) = (shape.item_type, shape.payload_field);
         let added = json!({
             "output_index": index,
-            "item": {"id": id, "type": "custom_tool_call", "status": "in_progress",
-                     "call_id": call_id, "name": name, "input": ""},
+            "item": {"id": id, "type": kind, "status": "in_progress",
+                     "call_id": call_id, "name": name, field: ""},
         });
         self.push("response.output_item.added", added, Duration::ZERO);
-        let delta = json!({"item_id": id, "output_index": index, "delta": input});
-        self.push(
-            "response.custom_tool_call_input.delta",
-            delta,
-            Duration::ZERO,
-        );
-        let input_done = json!({"item_id": id, "output_index": index, "input": input});
-        self.push(
-            "response.custom_tool_call_input.done",
-            input_done,
-            Duration::ZERO,
-        );
+        let delta = json!({"item_id": id, "output_index": index, "delta": payload});
+        self.push(&format!("response.{}.delta", shape.event_stem), delta, Duration::ZERO);
+        let done = json!({"item_id": id, "output_index": index, field: payload});
+        self.push(&format!("response.{}.done", shape.event_stem), done, Duration::ZERO);
         let item = json!({
-            "id": id, "type": "custom_tool_call", "status": "completed", "call_id": call_id,
-            "name": name, "input": input,
+            "id": id, "type": kind, "status": "completed", "call_id": call_id,
+            "name": name, field: payload,
         });
         self.item_done(index, item);
     }
@@ -281,6 +254,30 @@ impl Stream {
         self.push("response.output_item.done", done, Duration::ZERO);
     }
 }
+
+/// How one kind of tool item is spelled on the Responses wire.
+struct ToolItemShape {
+    item_type: &'static str,
+    id_prefix: &'static str,
+    /// The field holding the call's payload.
+    payload_field: &'static str,
+    /// `response.<stem>.delta` / `response.<stem>.done`.
+    event_stem: &'static str,
+}
+
+const FUNCTION_CALL: ToolItemShape = ToolItemShape {
+    item_type: "function_call",
+    id_prefix: "fc",
+    payload_field: "arguments",
+    event_stem: "function_call_arguments",
+};
+
+const CUSTOM_TOOL_CALL: ToolItemShape = ToolItemShape {
+    item_type: "custom_tool_call",
+    id_prefix: "ctc",
+    payload_field: "input",
+    event_stem: "custom_tool_call_input",
+};
 
 /// A rough token count (4 characters a token, at least 1) for the scripted `usage`.
 fn tokens(text: &str) -> u64 {

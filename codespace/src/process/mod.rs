@@ -19,13 +19,19 @@
 mod scan;
 mod spawn;
 
-pub use scan::{alive_with_marker, kill_tree, KillReport};
+pub use scan::{alive_with_env, alive_with_marker, kill_tree, KillReport};
 pub use spawn::{spawn, SpawnSpec, Spawned, StdinSpec};
 
 /// Environment variable holding a process's tag (`agent/<run_id>/turn-<n>`).
 pub const TAG_ENV: &str = "SPACES_PROCESS_TAG";
 /// Environment variable holding the run id of an agent process and its descendants.
 pub const RUN_ENV: &str = "SPACES_RUN_ID";
+
+/// The environment entry (`SPACES_RUN_ID=<run_id>`) carried by every process of a run: the
+/// marker [`kill_tree`] and [`alive_with_marker`] look for.
+pub fn run_marker(run_id: &str) -> String {
+    format!("{RUN_ENV}={run_id}")
+}
 
 /// Errors of the process layer.
 #[derive(Debug, thiserror::Error)]

@@ -15,12 +15,13 @@ pub struct KillReport {
     pub survivors: Vec<i32>,
 }
 
-/// Pids of live (non-zombie) processes whose environment contains `marker` exactly as one
-/// `NAME=value` entry. Processes whose environment cannot be read are skipped.
-pub fn alive_with_marker(marker: &str) -> Vec<i32> {
+/// Every live (non-zombie) process other than this one that has the variable `name` in its
+/// environment, as `(pid, value)`, sorted by pid. One pass over `/proc`; processes whose
+/// environment cannot be read are skipped.
+pub fn alive_with_env(name: &str) -> Vec<(i32, String)> {
     let me = std::process::id() as i32;
     let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
-    let needle = marker.as_bytes();
+    let prefix = format!("{name}=");
     let mut out = Vec::new();
     for entry in dir.flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
@@ -30,12 +31,19 @@ pub fn alive_with_marker(marker: &str) -> Vec<i32> {
             continue;
         }
         let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { continue };
-        if env.split(|b| *b == 0).any(|kv| kv == needle) {
-            out.push(pid);
+        if let Some(value) = env.split(|b| *b == 0).find_map(|kv| kv.strip_prefix(prefix.as_bytes())) {
+            out.push((pid, String::from_utf8_lossy(value).into_owned()));
         }
     }
     out.sort_unstable();
     out
+}
+
+/// Pids of live (non-zombie) processes whose environment contains `marker` (`NAME=value`)
+/// exactly as one entry.
+pub fn alive_with_marker(marker: &str) -> Vec<i32> {
+    let Some((name, value)) = marker.split_once('=') else { return Vec::new() };
+    alive_with_env(name).into_iter().filter(|(_, v)| v == value).map(|(pid, _)| pid).collect()
 }
 
 /// True when `pid` no longer exists or is a zombie (exited, not yet reaped).

@@ -113,13 +113,15 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    /// Every run whose status is one of `statuses` (used at start-up to recover live runs).
-    pub fn runs_with_status(&self, statuses: &[Status]) -> Result<Vec<RunRow>> {
+    /// Runs a previous daemon may have left mid-flight: status `running`, or a recorded agent
+    /// process group (used once at start-up).
+    pub fn runs_to_recover(&self) -> Result<Vec<RunRow>> {
         let conn = self.conn();
-        let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM runs ORDER BY created_ms"))?;
-        let rows = stmt.query_map([], from_row)?;
-        let all = rows.collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(all.into_iter().filter(|r| statuses.contains(&r.status)).collect())
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {COLUMNS} FROM runs WHERE status = ?1 OR pgid IS NOT NULL ORDER BY created_ms"
+        ))?;
+        let rows = stmt.query_map(params![Status::Running.as_str()], from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     /// Record that turn `turn` of `run_id` started with `text`.

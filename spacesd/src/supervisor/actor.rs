@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use spaces_codespace::process::{kill_tree, SpawnSpec, StdinSpec, RUN_ENV};
+use spaces_codespace::process::{kill_tree, run_marker, SpawnSpec, StdinSpec, RUN_ENV};
 use spaces_harnesses::{
     EventDraft, ExitInfo, Harness, InterruptRecipe, LaunchContext, Normalizer, ProcessModel, Redactor,
     StdinMode,
@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use super::install;
 use super::journal::Journal;
-use super::proc::{self, LiveProc, ProcEvent, Stream};
+use super::proc::{self, LiveProc, ProcEnd, ProcEvent, Stream};
 use super::Inner;
 use crate::store::runs::RunRow;
 
@@ -31,6 +31,9 @@ const STOP_GRACE: Duration = Duration::from_secs(3);
 const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
 /// Most events stored in one transaction when output lines queue up.
 const MAX_BATCH_EVENTS: usize = 512;
+/// Status reason of an `exit_when_idle` run whose agent exited after answering.
+const DONE_REASON: &str =
+    "the prompt was answered and the agent exited (exit_when_idle); a follow-up resumes the session";
 /// Lines of stderr kept for error reasons.
 const STDERR_TAIL_LINES: usize = 20;
 
@@ -222,9 +225,8 @@ impl Actor {
     async fn on_stop(&mut self) {
         self.stop_requested = true;
         self.queue.clear();
-        let marker = format!("{RUN_ENV}={}", self.run.run_id);
         let pgid = self.proc.as_ref().map(|p| p.pid);
-        let report = kill_tree(pgid, &marker, STOP_GRACE).await;
+        let report = kill_tree(pgid, &run_marker(&self.run.run_id), STOP_GRACE).await;
         if !report.survivors.is_empty() {
             let reason = format!("stop failed: processes {:?} are still alive", report.survivors);
             self.answer_stops(false, &reason);
@@ -259,18 +261,21 @@ impl Actor {
     async fn start_turn(&mut self, text: String) {
         let turn = self.run.turns + 1;
         self.run.turns = turn;
-        if let Err(e) = self.inner.store.turn_start(&self.run.run_id, turn, &text) {
+        // The agent gets the caller's text as is; what is stored is redacted (output lines are
+        // redacted as they arrive, reasons in `set_state`).
+        let stored = self.redactor.apply(&text);
+        if let Err(e) = self.inner.store.turn_start(&self.run.run_id, turn, &stored) {
             tracing::error!("run {}: cannot record turn {turn}: {e}", self.run.run_id);
         }
-        let drafts = self.norm.begin_turn(turn, &text);
+        let drafts = self.norm.begin_turn(turn, &stored);
         self.append(drafts);
         self.interrupted = false;
         self.last_output = Instant::now();
         self.stall_noticed = false;
         self.set_state(Status::Running, Phase::Working, "a turn is running");
-        let live_stdin = self.proc.as_ref().and_then(|p| p.stdin.clone());
+        let live_stdin = self.proc.as_ref().filter(|p| p.exit.is_none()).and_then(|p| p.stdin.clone());
         match (self.harness.process_model(), live_stdin) {
-            (ProcessModel::LongLived, Some(stdin)) if self.proc.as_ref().is_some_and(|p| p.exit.is_none()) => {
+            (ProcessModel::LongLived, Some(stdin)) => {
                 let _ = stdin.send(self.harness.user_message(&text));
             }
             _ => self.spawn_for_turn(turn, &text).await,
@@ -371,12 +376,7 @@ impl Actor {
     }
 
     fn fail_turn_before_start(&mut self, why: &str) {
-        let drafts = self.norm.process_exited(&ExitInfo {
-            code: None,
-            signal: None,
-            stderr_tail: why.to_owned(),
-            stop_requested: false,
-        });
+        let drafts = self.norm.process_exited(&ExitInfo { stderr_tail: why.to_owned(), ..ExitInfo::default() });
         self.append(drafts);
         self.queue.clear();
         self.set_state(Status::Failed, Phase::Failed, &format!("the agent could not start: {why}"));
@@ -399,9 +399,9 @@ impl Actor {
                         next = self.events_rx.try_recv().ok();
                     }
                 }
-                other => {
+                ProcEvent::End { gen, end } => {
                     self.append(std::mem::take(&mut drafts));
-                    self.on_proc_event(other).await;
+                    self.on_proc_end(gen, end).await;
                 }
             }
         }
@@ -426,34 +426,19 @@ impl Actor {
         }
     }
 
-    async fn on_proc_event(&mut self, ev: ProcEvent) {
-        let current = self.proc.as_ref().map(|p| p.gen);
-        match ev {
-            ProcEvent::Line { stream, line } => {
-                let drafts = self.on_line(stream, &line);
-                self.append(drafts);
-            }
-            ProcEvent::Eof { gen, stream } => {
-                if let Some(p) = self.proc.as_mut().filter(|p| Some(gen) == current && p.gen == gen) {
-                    match stream {
-                        Stream::Stdout => p.stdout_eof = true,
-                        Stream::Stderr => p.stderr_eof = true,
-                    }
-                    if p.finished() {
-                        self.finish_process().await;
-                    }
-                }
-            }
-            ProcEvent::Exited { gen, code, signal } => {
-                if let Some(p) = self.proc.as_mut().filter(|p| p.gen == gen) {
-                    p.exit = Some((code, signal));
-                    if p.finished() {
-                        self.finish_process().await;
-                    } else {
-                        self.drain_deadline = Some(Instant::now() + DRAIN_AFTER_EXIT);
-                    }
-                }
-            }
+    /// An EOF or the exit of process generation `gen`; the process is finished once its exit and
+    /// both EOFs are seen (or the drain deadline passes).
+    async fn on_proc_end(&mut self, gen: u64, end: ProcEnd) {
+        let Some(p) = self.proc.as_mut().filter(|p| p.gen == gen) else { return };
+        match end {
+            ProcEnd::Eof(Stream::Stdout) => p.stdout_eof = true,
+            ProcEnd::Eof(Stream::Stderr) => p.stderr_eof = true,
+            ProcEnd::Exited { code, signal } => p.exit = Some((code, signal)),
+        }
+        if p.finished() {
+            self.finish_process().await;
+        } else if p.exit.is_some() && self.drain_deadline.is_none() {
+            self.drain_deadline = Some(Instant::now() + DRAIN_AFTER_EXIT);
         }
     }
 
@@ -464,8 +449,7 @@ impl Actor {
         self.run.pgid = None;
         let (code, signal) = p.exit.unwrap_or((None, None));
         // Tool grandchildren of a finished process must not outlive it.
-        let marker = format!("{RUN_ENV}={}", self.run.run_id);
-        let _ = kill_tree(None, &marker, Duration::from_millis(500)).await;
+        let _ = kill_tree(None, &run_marker(&self.run.run_id), Duration::from_millis(500)).await;
         let was_in_turn = self.norm.turn_in_flight();
         let exit = ExitInfo {
             code,
@@ -481,7 +465,7 @@ impl Actor {
         }
         if self.closing {
             self.closing = false;
-            self.set_state(Status::Done, Phase::Exited, "the prompt was answered and the agent exited (exit_when_idle); a follow-up resumes the session");
+            self.set_state(Status::Done, Phase::Exited, DONE_REASON);
             return;
         }
         if std::mem::take(&mut self.interrupted) && self.queue.is_empty() {
@@ -499,7 +483,7 @@ impl Actor {
             return;
         }
         if clean && !was_in_turn && self.run.options.exit_when_idle == Some(true) {
-            self.set_state(Status::Done, Phase::Exited, "the prompt was answered and the agent exited (exit_when_idle); a follow-up resumes the session");
+            self.set_state(Status::Done, Phase::Exited, DONE_REASON);
             return;
         }
         if clean && !was_in_turn {
@@ -512,7 +496,8 @@ impl Actor {
         if matches!(self.run.status, Status::Failed | Status::Idle) && !was_in_turn {
             return;
         }
-        let tail = exit.stderr_tail.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ");
+        let lines: Vec<&str> = exit.stderr_tail.lines().collect();
+        let tail = lines[lines.len().saturating_sub(5)..].join(" | ");
         let why = match (code, signal) {
             (Some(c), _) if tail.is_empty() => format!("the agent exited with code {c}"),
             (Some(c), _) => format!("the agent exited with code {c}: {tail}"),
@@ -537,9 +522,8 @@ impl Actor {
                 "the agent has been silent for {} s; ending the turn",
                 silent.as_secs()
             ))]);
-            let marker = format!("{RUN_ENV}={}", self.run.run_id);
             let pgid = self.proc.as_ref().map(|p| p.pid);
-            let _ = kill_tree(pgid, &marker, STOP_GRACE).await;
+            let _ = kill_tree(pgid, &run_marker(&self.run.run_id), STOP_GRACE).await;
             self.stderr_tail.push_back(format!("no output for {} s (stall limit)", silent.as_secs()));
             self.last_output = Instant::now();
         }
@@ -555,19 +539,11 @@ impl Actor {
 
     // ----- bookkeeping -----
 
-    /// Store events and react to the ones that change the run's state.
-    fn append(&mut self, mut drafts: Vec<EventDraft>) {
+    /// Store events and react to the ones that change the run's state. Everything in `drafts`
+    /// is already redacted: output lines on arrival, the caller's text in `start_turn`.
+    fn append(&mut self, drafts: Vec<EventDraft>) {
         if drafts.is_empty() {
             return;
-        }
-        // Output lines are redacted before normalizing; caller-given text (prompts, reasons)
-        // is redacted here, so nothing stored carries a secret value.
-        for d in &mut drafts {
-            for field in [&mut d.text, &mut d.summary] {
-                if let Some(t) = field.as_mut() {
-                    *t = self.redactor.apply(t);
-                }
-            }
         }
         let ended: Vec<(u32, StopReason, Option<String>)> = drafts
             .iter()

@@ -60,7 +60,7 @@ pub async fn install(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().map_err(|e| format!("cannot run npm (is Node.js installed?): {e}"))?;
-    let mut tail: Vec<String> = Vec::new();
+    let mut tail: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     if let Some(stderr) = child.stderr.take() {
         let mut lines = BufReader::new(stderr).lines();
         let mut fetched = 0u32;
@@ -73,9 +73,9 @@ pub async fn install(
             } else if !line.trim().is_empty() {
                 progress(line.clone());
             }
-            tail.push(line);
+            tail.push_back(line);
             if tail.len() > 20 {
-                tail.remove(0);
+                tail.pop_front();
             }
         }
     }
@@ -95,7 +95,7 @@ pub async fn install(
             spec.packages.join(" "),
             binary.display(),
             if exists { "exists" } else { "is missing" },
-            tail.join(" | ")
+            Vec::from(tail).join(" | ")
         ))
     }
 }

@@ -11,12 +11,12 @@ mod install;
 mod journal;
 mod proc;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use spaces_codespace::process::{kill_tree, RUN_ENV};
+use spaces_codespace::process::{alive_with_env, kill_tree, run_marker, RUN_ENV};
 use spaces_harnesses::{EventDraft, Harness};
 use spaces_sdk::event::{EVENTS_MAX_DEFAULT, EVENTS_MAX_LIMIT, EVENTS_WAIT_MS_LIMIT};
 use spaces_sdk::{
@@ -278,10 +278,12 @@ impl Supervisor {
         let max = max.unwrap_or(EVENTS_MAX_DEFAULT).clamp(1, EVENTS_MAX_LIMIT);
         let wait = Duration::from_millis(wait_ms.unwrap_or(0).min(EVENTS_WAIT_MS_LIMIT));
         let events = self.inner.log.read(run_id, cursor, max, wait, raw).await?;
-        let last = self.inner.log.last_seq(run_id)?;
         let new_cursor = events.last().map(|e| e.seq).unwrap_or(cursor);
-        let run = self.run_in_space(space, run_id)?;
-        Ok(EventsPage { caught_up: new_cursor >= last, cursor: new_cursor, events, status: run.status.as_str().to_owned() })
+        // A short page already proves nothing later existed when it was read.
+        let caught_up = events.len() < max as usize || new_cursor >= self.inner.log.last_seq(run_id)?;
+        // Re-read the status: it may have changed while the long-poll waited.
+        let status = self.inner.store.run_get(run_id)?.map(|r| r.status).unwrap_or(Status::Unknown);
+        Ok(EventsPage { caught_up, cursor: new_cursor, events, status: status.as_str().to_owned() })
     }
 
     /// `agent_message`: next turn, queued mid-turn, or (with `force`) interrupt then run.
@@ -387,12 +389,14 @@ impl Supervisor {
 
     /// At daemon start: end what a previous daemon left behind. Turns cut off mid-flight end
     /// `crashed` (status `crashed`, a follow-up resumes the session); leftover processes of any
-    /// run are killed.
+    /// run are killed. One pass over `/proc` finds the leftovers, so start-up does not grow with
+    /// the number of finished runs.
     pub async fn recover(&self) -> Result<()> {
-        let live = self.inner.store.runs_with_status(&[Status::Running, Status::Idle, Status::Failed, Status::Crashed, Status::Done])?;
-        for mut run in live {
-            let marker = format!("{RUN_ENV}={}", run.run_id);
-            let _ = kill_tree(run.pgid, &marker, Duration::from_secs(2)).await;
+        let mut leftovers: BTreeSet<String> =
+            alive_with_env(RUN_ENV).into_iter().map(|(_, run_id)| run_id).collect();
+        for mut run in self.inner.store.runs_to_recover()? {
+            leftovers.remove(&run.run_id);
+            let _ = kill_tree(run.pgid, &run_marker(&run.run_id), Duration::from_secs(2)).await;
             run.pgid = None;
             if run.status == Status::Running {
                 let turn = run.turns;
@@ -408,6 +412,13 @@ impl Supervisor {
                 run.reason = format!("{why}; a follow-up resumes the session");
             }
             self.inner.store.run_update(&run)?;
+        }
+        // Tool processes of this host's runs whose state needs no change (e.g. orphans of an
+        // idle run). Processes of runs this store does not know belong to another daemon.
+        for run_id in &leftovers {
+            if self.inner.store.run_get(run_id)?.is_some() {
+                let _ = kill_tree(None, &run_marker(run_id), Duration::from_secs(2)).await;
+            }
         }
         Ok(())
     }

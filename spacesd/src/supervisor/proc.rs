@@ -21,10 +21,17 @@ pub enum Stream {
 pub enum ProcEvent {
     /// One line (without `\n`; an unterminated last line is delivered at EOF).
     Line { stream: Stream, line: String },
+    /// An EOF or the exit of process generation `gen`.
+    End { gen: u64, end: ProcEnd },
+}
+
+/// How a process's output or life ended.
+#[derive(Debug)]
+pub enum ProcEnd {
     /// The stream reached EOF.
-    Eof { gen: u64, stream: Stream },
+    Eof(Stream),
     /// The process exited (code or signal).
-    Exited { gen: u64, code: Option<i32>, signal: Option<i32> },
+    Exited { code: Option<i32>, signal: Option<i32> },
 }
 
 /// Handle on a live process held by the actor.
@@ -84,7 +91,7 @@ pub fn start(
             Ok(status) => (status.code(), status.signal()),
             Err(_) => (None, None),
         };
-        let _ = events.send(ProcEvent::Exited { gen, code, signal });
+        let _ = events.send(ProcEvent::End { gen, end: ProcEnd::Exited { code, signal } });
     });
     Ok(LiveProc { gen, pid, stdin, exit: None, stdout_eof: false, stderr_eof: false })
 }
@@ -115,5 +122,5 @@ async fn read_lines<R: AsyncRead + Unpin>(
             return;
         }
     }
-    let _ = events.send(ProcEvent::Eof { gen, stream });
+    let _ = events.send(ProcEvent::End { gen, end: ProcEnd::Eof(stream) });
 }

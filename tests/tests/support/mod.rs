@@ -1,7 +1,7 @@
 //! Test support: a real `spacesd` on a temp state dir ([`TestDaemon`]), Spaces in temp dirs, and
 //! waits that long-poll the event log instead of sleeping.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -232,22 +232,5 @@ pub fn settled(st: &RunStatus) -> bool {
 
 /// Live processes carrying `SPACES_RUN_ID=<run>` in their environment.
 pub fn run_processes(run: &str) -> Vec<i32> {
-    spaces_codespace_scan(&format!("SPACES_RUN_ID={run}"))
-}
-
-fn spaces_codespace_scan(marker: &str) -> Vec<i32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-        let state = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next().map(String::from));
-        if matches!(state.as_deref(), Some("Z") | Some("X") | None) {
-            continue;
-        }
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { continue };
-        if env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()) {
-            out.push(pid);
-        }
-    }
-    out
+    spaces_codespace::process::alive_with_marker(&spaces_codespace::process::run_marker(run))
 }
