@@ -224,7 +224,7 @@ impl Actor {
 
     async fn on_stop(&mut self) {
         self.stop_requested = true;
-        self.queue.clear();
+        self.drop_queue("the run was stopped");
         let pgid = self.proc.as_ref().map(|p| p.pid);
         let report = kill_tree(pgid, &run_marker(&self.run.run_id), STOP_GRACE).await;
         if !report.survivors.is_empty() {
@@ -378,8 +378,18 @@ impl Actor {
     fn fail_turn_before_start(&mut self, why: &str) {
         let drafts = self.norm.process_exited(&ExitInfo { stderr_tail: why.to_owned(), ..ExitInfo::default() });
         self.append(drafts);
-        self.queue.clear();
+        self.drop_queue("the agent could not start");
         self.set_state(Status::Failed, Phase::Failed, &format!("the agent could not start: {why}"));
+    }
+
+    /// Discard queued messages, saying so in a `notice` (never silently).
+    fn drop_queue(&mut self, why: &str) {
+        let n = self.queue.len();
+        if n > 0 {
+            self.queue.clear();
+            self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice)
+                .summary(format!("{n} queued message(s) dropped: {why}"))]);
+        }
     }
 
     // ----- process events -----

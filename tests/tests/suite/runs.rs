@@ -151,6 +151,8 @@ async fn case_p6_stop_leaves_nothing_alive(h: H) {
         assert!(Instant::now() < deadline, "the tool's processes never appeared: {:?}", run_processes(&run));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let queued = d.client.agent_message("s", &run, "queued behind the long tool", None).await.unwrap();
+    assert!(queued.ok && queued.reason.contains("queued"), "{queued:?}");
     let r = d.client.agent_stop("s", &run).await.unwrap();
     assert!(r.ok, "{r:?}");
     assert_eq!(run_processes(&run), Vec::<i32>::new(), "no process of the run survives");
@@ -161,6 +163,11 @@ async fn case_p6_stop_leaves_nothing_alive(h: H) {
     let ends: Vec<_> = events.iter().filter(|e| e.kind == EventKind::TurnEnded).collect();
     assert_eq!(ends.len(), 1, "{}", describe(&events));
     assert_eq!(ends[0].stop_reason, Some(StopReason::Stopped));
+    assert!(
+        events.iter().any(|e| e.kind == EventKind::Notice && e.summary.as_deref().unwrap_or("").contains("1 queued message(s) dropped")),
+        "a queued message is never dropped silently:\n{}",
+        describe(&events)
+    );
     let again = d.client.agent_message("s", &run, "more", None).await.unwrap();
     assert!(!again.ok, "a stopped run takes no message: {again:?}");
 }
