@@ -1,12 +1,22 @@
 //! # spaces-codespace: the CodeSpace execution layer
 //!
-//! Theory of operation: this crate owns what touches the OS on behalf of a Space. Today that is
-//! the process layer ([`process`]): detached processes in their own session and process group,
-//! tagged so that every descendant can be found and ended, with pipes the caller reads. The V4A
-//! patch engine ([`patch`]) parses and applies patches in memory before anything is written.
+//! Theory of operation: this crate owns what touches the OS on behalf of a Space (a workspace):
+//! - [`process`]: detached processes in their own session and process group, tagged so that
+//!   every descendant can be found and ended (agent runs launch through it).
+//! - [`patch`]: the pure V4A patch engine: parse, check versions, plan in memory.
+//! - [`fs`]: a workspace root with confinement at open time (`read`, `find`, the patch source,
+//!   and the atomic commit of a planned patch).
+//! - [`exec`]: `exec_command` and its handles: PTY or pipes, retained output read by cursor,
+//!   status, stdin, resize, termination.
+//! - [`ledger`]: the SQLite operations ledger (idempotent `apply_patch`), approval holds.
+//! - [`steer`]: works and intents (the steering inbox).
 //!
 //! What it never does: decide policy for agent runs (the daemon's run supervisor does), or talk
 //! to a network.
 
+pub mod exec;
+pub mod fs;
+pub mod ledger;
 pub mod patch;
 pub mod process;
+pub mod steer;

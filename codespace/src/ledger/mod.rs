@@ -1,0 +1,1 @@
+//! (ledger: being built)

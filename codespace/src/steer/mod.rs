@@ -1,0 +1,1 @@
+//! (steer: being built)
