@@ -21,6 +21,6 @@ pub use capabilities::{Capabilities, HarnessCapabilities};
 pub use error::{ApiError, ErrorCode};
 pub use event::{Category, Event, EventKind, EventsPage, StopReason, ToolStatus};
 pub use run::{
-    ActionReport, AgentMessageRequest, AgentStartReport, AgentStartRequest, Phase, RunStatus,
+    ActionReport, AgentMessageRequest, Approvals, AgentStartReport, AgentStartRequest, Phase, RunStatus,
     SpaceAgentOptions, SpaceRecord, Status,
 };

@@ -184,11 +184,38 @@ pub struct ActionReport {
     pub reason: String,
 }
 
-/// A registered Space: a name and a root directory.
+/// A registered Space: a name, a root directory and its policy. The name is the CodeSpace
+/// `workspace_id`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpaceRecord {
     pub name: String,
     pub root: String,
+    /// Read-only: `read`/`find` only; no `apply_patch`, no `exec_command`, no agent runs.
     #[serde(default)]
     pub read_only: bool,
+    /// Approval policy for mutations (`apply_patch`, `exec_command`): `off` (default) runs them
+    /// at once; `confirm` holds each one (`APPROVAL_REQUIRED`) until granted and resumed.
+    #[serde(default)]
+    pub approvals: Approvals,
+}
+
+/// The operator's approval setting of a Space (API reference, "Approvals"). Not a client grant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Approvals {
+    /// Allowed mutations run immediately; only `approval_create` opens a hold.
+    #[default]
+    Off,
+    /// Allowed mutations return `APPROVAL_REQUIRED` with an `approval_id` instead of running.
+    Confirm,
+}
+
+impl Approvals {
+    /// `off | confirm`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Approvals::Off => "off",
+            Approvals::Confirm => "confirm",
+        }
+    }
 }

@@ -154,7 +154,7 @@ async fn measure(count: u64, interval_us: u64) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     client
-        .space_add(&SpaceRecord { name: "bench".into(), root: space_root.display().to_string(), read_only: false })
+        .space_add(&SpaceRecord { name: "bench".into(), root: space_root.display().to_string(), read_only: false, approvals: Default::default() })
         .await
         .unwrap();
     let req = AgentStartRequest {

@@ -65,7 +65,7 @@ pub async fn run(cfg: Config, args: DemoArgs) -> anyhow::Result<()> {
         server = Some(s);
     }
 
-    client.space_add(&SpaceRecord { name: "demo".into(), root: space_dir.display().to_string(), read_only: false }).await?;
+    client.space_add(&SpaceRecord { name: "demo".into(), root: space_dir.display().to_string(), read_only: false, approvals: Default::default() }).await?;
     let report = client
         .agent_start("demo", &AgentStartRequest { agent: "claude-code".into(), prompt: args.prompt.clone(), show: None, options: Some(options) })
         .await?;

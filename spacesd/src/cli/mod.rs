@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use spaces_sdk::client::{Client, Endpoint};
-use spaces_sdk::SpaceRecord;
+use spaces_sdk::{Approvals, SpaceRecord};
 
 use crate::config::Config;
 
@@ -63,12 +63,23 @@ pub enum SpaceCmd {
     Add {
         name: String,
         path: PathBuf,
-        /// Mark the Space read-only.
+        /// Mark the Space read-only (read/find only: no patches, commands or agent runs).
         #[arg(long)]
         read_only: bool,
+        /// Approval policy for patches and commands: `off` runs them at once, `confirm` holds
+        /// each until granted (`approval_resolve`) and resumed (`operation_resume`).
+        #[arg(long, value_enum, default_value = "off")]
+        approvals: ApprovalsArg,
     },
     /// List registered Spaces.
     List,
+}
+
+/// `--approvals off|confirm`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ApprovalsArg {
+    Off,
+    Confirm,
 }
 
 #[derive(Debug, Subcommand)]
@@ -92,17 +103,23 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
         Command::Serve { tcp, token_file } => {
             crate::serve::serve(cfg, crate::serve::ServeOptions { tcp, token_file }).await
         }
-        Command::Space(SpaceCmd::Add { name, path, read_only }) => {
+        Command::Space(SpaceCmd::Add { name, path, read_only, approvals }) => {
             let root = std::fs::canonicalize(&path).unwrap_or(path);
+            let approvals = match approvals {
+                ApprovalsArg::Off => Approvals::Off,
+                ApprovalsArg::Confirm => Approvals::Confirm,
+            };
             let rec = client(&cfg)
-                .space_add(&SpaceRecord { name, root: root.display().to_string(), read_only })
+                .space_add(&SpaceRecord { name, root: root.display().to_string(), read_only, approvals })
                 .await?;
             println!("{}", serde_json::to_string_pretty(&rec)?);
             Ok(())
         }
         Command::Space(SpaceCmd::List) => {
             for s in client(&cfg).space_list().await? {
-                println!("{}\t{}{}", s.name, s.root, if s.read_only { "\t(read-only)" } else { "" });
+                let ro = if s.read_only { "\t(read-only)" } else { "" };
+                let confirm = if s.approvals == Approvals::Confirm { "\t(approvals: confirm)" } else { "" };
+                println!("{}\t{}{ro}{confirm}", s.name, s.root);
             }
             Ok(())
         }

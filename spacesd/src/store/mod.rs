@@ -20,6 +20,7 @@ CREATE TABLE IF NOT EXISTS spaces (
     name        TEXT PRIMARY KEY,
     root        TEXT NOT NULL,
     read_only   INTEGER NOT NULL DEFAULT 0,
+    approvals   TEXT NOT NULL DEFAULT 'off',
     created_ms  INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS runs (
@@ -70,6 +71,7 @@ impl Store {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
         conn.execute_batch(SCHEMA)?;
+        migrate(&conn)?;
         Ok(Store { conn: Mutex::new(conn) })
     }
 
@@ -77,6 +79,17 @@ impl Store {
     pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Brings a database made by an older `spacesd` up to [`SCHEMA`]: columns added since.
+fn migrate(conn: &Connection) -> Result<()> {
+    let has_approvals: bool = conn
+        .prepare("SELECT 1 FROM pragma_table_info('spaces') WHERE name = 'approvals'")?
+        .exists([])?;
+    if !has_approvals {
+        conn.execute_batch("ALTER TABLE spaces ADD COLUMN approvals TEXT NOT NULL DEFAULT 'off'")?;
+    }
+    Ok(())
 }
 
 /// Unix time in ms.

@@ -1,7 +1,7 @@
 //! Registered Spaces.
 
 use rusqlite::{params, OptionalExtension};
-use spaces_sdk::SpaceRecord;
+use spaces_sdk::{Approvals, SpaceRecord};
 
 use super::{now_ms, Store};
 use crate::error::Result;
@@ -10,9 +10,10 @@ impl Store {
     /// Insert or replace the Space `name`.
     pub fn space_put(&self, space: &SpaceRecord) -> Result<()> {
         self.conn().execute(
-            "INSERT INTO spaces (name, root, read_only, created_ms) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT(name) DO UPDATE SET root = excluded.root, read_only = excluded.read_only",
-            params![space.name, space.root, space.read_only, now_ms() as i64],
+            "INSERT INTO spaces (name, root, read_only, approvals, created_ms) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT(name) DO UPDATE SET root = excluded.root, read_only = excluded.read_only,
+             approvals = excluded.approvals",
+            params![space.name, space.root, space.read_only, space.approvals.as_str(), now_ms() as i64],
         )?;
         Ok(())
     }
@@ -22,9 +23,9 @@ impl Store {
         Ok(self
             .conn()
             .query_row(
-                "SELECT name, root, read_only FROM spaces WHERE name = ?1",
+                "SELECT name, root, read_only, approvals FROM spaces WHERE name = ?1",
                 params![name],
-                |r| Ok(SpaceRecord { name: r.get(0)?, root: r.get(1)?, read_only: r.get(2)? }),
+                |r| space_row(r),
             )
             .optional()?)
     }
@@ -32,10 +33,21 @@ impl Store {
     /// Every Space, by name.
     pub fn space_list(&self) -> Result<Vec<SpaceRecord>> {
         let conn = self.conn();
-        let mut stmt = conn.prepare("SELECT name, root, read_only FROM spaces ORDER BY name")?;
+        let mut stmt = conn.prepare("SELECT name, root, read_only, approvals FROM spaces ORDER BY name")?;
         let rows = stmt.query_map([], |r| {
-            Ok(SpaceRecord { name: r.get(0)?, root: r.get(1)?, read_only: r.get(2)? })
+            space_row(r)
         })?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
+}
+
+/// A `spaces` row (`name, root, read_only, approvals`) as a record.
+fn space_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SpaceRecord> {
+    let approvals: String = r.get(3)?;
+    Ok(SpaceRecord {
+        name: r.get(0)?,
+        root: r.get(1)?,
+        read_only: r.get(2)?,
+        approvals: if approvals == "confirm" { Approvals::Confirm } else { Approvals::Off },
+    })
 }

@@ -118,7 +118,7 @@ impl Supervisor {
         if !root.is_dir() {
             return Err(refuse(ErrorCode::InvalidArgument, format!("Space root {} is not a directory", root.display())));
         }
-        let record = SpaceRecord { name: space.name.clone(), root: root.display().to_string(), read_only: space.read_only };
+        let record = SpaceRecord { name: space.name.clone(), root: root.display().to_string(), read_only: space.read_only, approvals: space.approvals };
         self.inner.store.space_put(&record)?;
         Ok(record)
     }

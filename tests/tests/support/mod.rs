@@ -125,7 +125,7 @@ impl TestDaemon {
         std::fs::create_dir_all(&root).unwrap();
         let root = std::fs::canonicalize(root).unwrap();
         self.client
-            .space_add(&SpaceRecord { name: name.into(), root: root.display().to_string(), read_only: false })
+            .space_add(&SpaceRecord { name: name.into(), root: root.display().to_string(), read_only: false, approvals: Default::default() })
             .await
             .expect("space add");
         root
