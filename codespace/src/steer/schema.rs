@@ -1,0 +1,60 @@
+//! The steering tables (prefixed `steer_`, so the file may hold other components' tables) and
+//! how a connection to them is opened.
+//!
+//! `seq` columns give a stable creation order (explicit `INTEGER PRIMARY KEY AUTOINCREMENT`, so
+//! `VACUUM` never renumbers them). Intents are listed by `(position, seq)`; `position` is
+//! rewritten by reorder. `queue_revision` and `finish_requested` live on the work row.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::Connection;
+use spaces_sdk::ApiError;
+
+use super::db;
+
+/// How long a connection waits for another writer before giving up (ms).
+pub const BUSY_TIMEOUT_MS: u64 = 10_000;
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS steer_works (
+    seq              INTEGER PRIMARY KEY AUTOINCREMENT,
+    work_id          TEXT NOT NULL UNIQUE,
+    workspace_id     TEXT NOT NULL,
+    title            TEXT,
+    state            TEXT NOT NULL,
+    queue_revision   INTEGER NOT NULL DEFAULT 0,
+    finish_requested INTEGER NOT NULL DEFAULT 0,
+    created_at       INTEGER NOT NULL,
+    updated_at       INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS steer_works_by_workspace ON steer_works(workspace_id, seq);
+CREATE TABLE IF NOT EXISTS steer_intents (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    intent_id  TEXT NOT NULL UNIQUE,
+    work_id    TEXT NOT NULL REFERENCES steer_works(work_id),
+    revision   INTEGER NOT NULL,
+    kind       TEXT NOT NULL,
+    delivery   TEXT NOT NULL,
+    state      TEXT NOT NULL,
+    content    TEXT NOT NULL,
+    position   INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS steer_intents_by_work ON steer_intents(work_id, state, position);
+"#;
+
+/// Open (creating if needed) the database at `path`: busy timeout first (so a concurrent opener
+/// waits instead of failing), then WAL, then the schema. Errors: `INTERNAL`.
+pub fn open_connection(path: &Path) -> Result<Connection, ApiError> {
+    let conn = Connection::open(path).map_err(db)?;
+    conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))
+        .map_err(db)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(db)?;
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(db)?;
+    conn.execute_batch(SCHEMA).map_err(db)?;
+    Ok(conn)
+}
