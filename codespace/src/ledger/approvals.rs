@@ -4,92 +4,29 @@
 //! States: pending -> granted | denied (terminal); granted -> resuming (stamped with the resuming
 //! daemon's `boot_id`) -> consumed (with the result). `queued` (API.md) is not used by this ledger.
 
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
-use serde::{Deserialize, Serialize};
+use rusqlite::{params, OptionalExtension, TransactionBehavior};
 use serde_json::{Map, Value};
 use spaces_sdk::{ApiError, ErrorCode};
 
+use super::approval_record::{
+    load, load_with_boot, ApprovalRecord, ApprovalState, Decision, ResumeStart,
+};
 use super::fingerprint::{canonical_json, sha256_hex};
-use super::{db, ms, now_ms, Ledger};
+use super::{db, now_ms, Ledger};
 
 /// Tag that versions the hold-key encoding.
 const HOLD_TAG: &str = "spaces.codespace.approval_hold.v1\n";
-
-/// State of a hold (wire spelling snake_case).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalState {
-    Pending,
-    Granted,
-    Denied,
-    Resuming,
-    Consumed,
-}
-
-impl ApprovalState {
-    /// The wire spelling, e.g. `"resuming"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Granted => "granted",
-            Self::Denied => "denied",
-            Self::Resuming => "resuming",
-            Self::Consumed => "consumed",
-        }
-    }
-
-    fn parse(s: &str) -> Result<Self, ApiError> {
-        [Self::Pending, Self::Granted, Self::Denied, Self::Resuming, Self::Consumed]
-            .into_iter()
-            .find(|v| v.as_str() == s)
-            .ok_or_else(|| db(format!("unknown approval state {s:?}")))
-    }
-}
-
-/// `approval_resolve.decision`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Decision {
-    Grant,
-    Deny,
-}
-
-/// One hold. `arguments` are the held tool's arguments; `created_at` is Unix ms. `result` (the
-/// stored terminal result, once consumed) and `operation_id` (the patch a resume minted, see
-/// [`Ledger::approval_link_operation`]) are internal.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ApprovalRecord {
-    pub approval_id: String,
-    pub workspace_id: String,
-    pub tool: String,
-    pub arguments: Value,
-    pub state: ApprovalState,
-    pub created_at: u64,
-    #[serde(skip)]
-    pub result: Option<Value>,
-    #[serde(skip)]
-    pub operation_id: Option<String>,
-}
-
-/// What [`Ledger::approval_begin_resume`] decided.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ResumeStart {
-    /// Was granted; now `resuming` under this daemon's `boot_id` (committed): re-check policy,
-    /// run once, then [`Ledger::approval_consume`].
-    Run(ApprovalRecord),
-    /// Already consumed: the stored terminal result (a repeated resume).
-    Done(Value),
-    /// Found `resuming` under another `boot_id`: an earlier daemon died mid-resume. Recover a
-    /// patch from the ledger (`operation_id` if linked) or answer `APPROVAL_AMBIGUOUS` for a
-    /// command; never re-run. Left as is, so every later resume answers the same way.
-    Interrupted(ApprovalRecord),
-}
 
 impl Ledger {
     /// Open a pending hold `appr-<uuid>` for `tool` with `arguments`, or return the pending or
     /// granted (not yet resumed) hold for the same workspace, tool and canonical arguments (a
     /// retry reuses its hold). Errors: `INTERNAL`.
-    pub fn approval_hold(&self, workspace_id: &str, tool: &str, arguments: &Value) -> Result<ApprovalRecord, ApiError> {
+    pub fn approval_hold(
+        &self,
+        workspace_id: &str,
+        tool: &str,
+        arguments: &Value,
+    ) -> Result<ApprovalRecord, ApiError> {
         let mut doc = Map::new();
         doc.insert("arguments".into(), arguments.clone());
         doc.insert("tool".into(), Value::String(tool.to_owned()));
@@ -132,15 +69,27 @@ impl Ledger {
 
     /// Grant or deny a pending hold (`approval_resolve`). Deny is terminal. Errors:
     /// `APPROVAL_NOT_FOUND`; `APPROVAL_CONFLICT` unless pending; `INTERNAL`.
-    pub fn approval_resolve(&self, approval_id: &str, decision: Decision) -> Result<ApprovalRecord, ApiError> {
+    pub fn approval_resolve(
+        &self,
+        approval_id: &str,
+        decision: Decision,
+    ) -> Result<ApprovalRecord, ApiError> {
         let to = match decision {
             Decision::Grant => ApprovalState::Granted,
             Decision::Deny => ApprovalState::Denied,
         };
-        self.transition(approval_id, |rec| match rec.state {
-            ApprovalState::Pending => Ok(()),
-            other => Err(conflict(approval_id, &format!("it is {}, and only a pending hold can be resolved", other.as_str()))),
-        }, to, None)
+        self.transition(
+            approval_id,
+            |rec| match rec.state {
+                ApprovalState::Pending => Ok(()),
+                other => Err(conflict(
+                    approval_id,
+                    &format!("it is {}, and only a pending hold can be resolved", other.as_str()),
+                )),
+            },
+            to,
+            None,
+        )
     }
 
     /// Start `operation_resume` (see [`ResumeStart`]). Errors: `APPROVAL_NOT_FOUND`;
@@ -151,12 +100,20 @@ impl Ledger {
         let (mut rec, owner) = load_with_boot(&tx, approval_id)?;
         match rec.state {
             ApprovalState::Consumed => Ok(ResumeStart::Done(rec.result.unwrap_or(Value::Null))),
-            ApprovalState::Pending => Err(conflict(approval_id, "it is still pending; grant it with approval_resolve first")),
-            ApprovalState::Denied => Err(conflict(approval_id, "it was denied, and deny is terminal")),
-            ApprovalState::Resuming if owner.as_deref() == Some(self.boot_id.as_str()) => Err(conflict(
+            ApprovalState::Pending => Err(conflict(
                 approval_id,
-                "a resume is already in progress; wait and call operation_resume again to read its result",
+                "it is still pending; grant it with approval_resolve first",
             )),
+            ApprovalState::Denied => {
+                Err(conflict(approval_id, "it was denied, and deny is terminal"))
+            }
+            ApprovalState::Resuming if owner.as_deref() == Some(self.boot_id.as_str()) => {
+                Err(conflict(
+                    approval_id,
+                    "a resume is already in progress; wait and call operation_resume again \
+                     to read its result",
+                ))
+            }
             ApprovalState::Resuming => Ok(ResumeStart::Interrupted(rec)),
             ApprovalState::Granted => {
                 tx.execute(
@@ -172,26 +129,51 @@ impl Ledger {
     }
 
     /// Record which patch operation a resume minted, so a resume interrupted by a crash can
-    /// recover it from the ledger. Errors: `APPROVAL_NOT_FOUND`; `APPROVAL_CONFLICT` unless resuming.
-    pub fn approval_link_operation(&self, approval_id: &str, operation_id: &str) -> Result<ApprovalRecord, ApiError> {
-        self.transition(approval_id, |rec| match rec.state {
-            ApprovalState::Resuming => Ok(()),
-            other => Err(conflict(approval_id, &format!("it is {}, not resuming", other.as_str()))),
-        }, ApprovalState::Resuming, Some(("operation_id", operation_id)))
+    /// recover it from the ledger. Errors: `APPROVAL_NOT_FOUND`; `APPROVAL_CONFLICT` unless
+    /// resuming.
+    pub fn approval_link_operation(
+        &self,
+        approval_id: &str,
+        operation_id: &str,
+    ) -> Result<ApprovalRecord, ApiError> {
+        self.transition(
+            approval_id,
+            |rec| match rec.state {
+                ApprovalState::Resuming => Ok(()),
+                other => {
+                    Err(conflict(approval_id, &format!("it is {}, not resuming", other.as_str())))
+                }
+            },
+            ApprovalState::Resuming,
+            Some(("operation_id", operation_id)),
+        )
     }
 
     /// Store the terminal result of a resume and mark the hold consumed. Allowed from `resuming`
     /// under any `boot_id` (a recovered interrupted patch resume consumes too). Errors:
     /// `APPROVAL_NOT_FOUND`; `APPROVAL_CONFLICT` unless resuming; `INTERNAL`.
-    pub fn approval_consume(&self, approval_id: &str, result: &Value) -> Result<ApprovalRecord, ApiError> {
+    pub fn approval_consume(
+        &self,
+        approval_id: &str,
+        result: &Value,
+    ) -> Result<ApprovalRecord, ApiError> {
         let text = result.to_string();
-        self.transition(approval_id, |rec| match rec.state {
-            ApprovalState::Resuming => Ok(()),
-            other => Err(conflict(approval_id, &format!("it is {}, and only a resuming hold can be consumed", other.as_str()))),
-        }, ApprovalState::Consumed, Some(("result_json", &text)))
+        self.transition(
+            approval_id,
+            |rec| match rec.state {
+                ApprovalState::Resuming => Ok(()),
+                other => Err(conflict(
+                    approval_id,
+                    &format!("it is {}, and only a resuming hold can be consumed", other.as_str()),
+                )),
+            },
+            ApprovalState::Consumed,
+            Some(("result_json", &text)),
+        )
     }
 
-    /// One transaction: load, check with `allow`, set `to` (plus one extra column when given), return the new record.
+    /// One transaction: load, check with `allow`, set `to` (plus one extra column when given),
+    /// return the new record.
     fn transition(
         &self,
         approval_id: &str,
@@ -219,41 +201,10 @@ impl Ledger {
 }
 
 fn conflict(approval_id: &str, why: &str) -> ApiError {
-    let mut e = ApiError::new(ErrorCode::ApprovalConflict, format!("approval {approval_id} cannot do that: {why}"));
+    let mut e = ApiError::new(
+        ErrorCode::ApprovalConflict,
+        format!("approval {approval_id} cannot do that: {why}"),
+    );
     e.approval_id = Some(approval_id.to_owned());
     e
-}
-
-fn load(conn: &Connection, approval_id: &str) -> Result<ApprovalRecord, ApiError> {
-    load_with_boot(conn, approval_id).map(|(rec, _)| rec)
-}
-
-/// The hold and the `boot_id` of the daemon that began its resume, if any.
-fn load_with_boot(conn: &Connection, approval_id: &str) -> Result<(ApprovalRecord, Option<String>), ApiError> {
-    type Row = (String, String, String, String, i64, Option<String>, Option<String>, Option<String>);
-    let row: Option<Row> = conn
-        .query_row(
-            "SELECT workspace_id, tool, arguments_json, state, created_at, result_json, operation_id, boot_id
-             FROM approvals WHERE approval_id = ?1",
-            [approval_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?)),
-        )
-        .optional()
-        .map_err(db)?;
-    let Some((workspace_id, tool, arguments, state, created_at, result, operation_id, boot_id)) = row else {
-        let mut e = ApiError::new(ErrorCode::ApprovalNotFound, format!("no approval hold {approval_id:?}; use the approval_id returned with APPROVAL_REQUIRED or approval_create"));
-        e.approval_id = Some(approval_id.to_owned());
-        return Err(e);
-    };
-    let rec = ApprovalRecord {
-        approval_id: approval_id.to_owned(),
-        workspace_id,
-        tool,
-        arguments: serde_json::from_str(&arguments).map_err(db)?,
-        state: ApprovalState::parse(&state)?,
-        created_at: ms(created_at),
-        result: result.map(|r| serde_json::from_str(&r)).transpose().map_err(db)?,
-        operation_id,
-    };
-    Ok((rec, boot_id))
 }

@@ -68,10 +68,8 @@ pub fn fingerprint(
     expected_versions: &BTreeMap<String, String>,
     check_only: bool,
 ) -> String {
-    let versions: Map<String, Value> = expected_versions
-        .iter()
-        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-        .collect();
+    let versions: Map<String, Value> =
+        expected_versions.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
     let mut doc = Map::new();
     doc.insert("check_only".into(), Value::Bool(check_only));
     doc.insert("expected_versions".into(), Value::Object(versions));

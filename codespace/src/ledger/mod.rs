@@ -16,7 +16,8 @@
 //!
 //! Crash recovery: each [`Ledger::open`] mints a fresh `boot_id` and closes every operation still
 //! unfinished as `unknown` with a `finished` event whose reason is `"unknown"`. One daemon owns a
-//! ledger file at a time; opening a second ledger on a live daemon's file closes its in-flight rows.
+//! ledger file at a time; opening a second ledger on a live daemon's file closes its in-flight
+//! rows.
 //!
 //! Approvals (seed "Confirm a held mutation"): pending -> granted | denied (terminal); granted ->
 //! resuming (stamped with this `boot_id`) -> consumed (with the terminal result). A resume found in
@@ -24,8 +25,10 @@
 //! resume reports it the same way, so the caller recovers a patch from the ledger (see
 //! [`Ledger::approval_link_operation`]) or answers `APPROVAL_AMBIGUOUS`, and never re-spawns.
 
+mod approval_record;
 mod approvals;
 mod fingerprint;
+mod operation_record;
 mod operations;
 mod schema;
 #[cfg(test)]
@@ -39,9 +42,9 @@ use std::time::Duration;
 use rusqlite::Connection;
 use spaces_sdk::{ApiError, ErrorCode};
 
-pub use approvals::{ApprovalRecord, ApprovalState, Decision, ResumeStart};
+pub use approval_record::{ApprovalRecord, ApprovalState, Decision, ResumeStart};
 pub use fingerprint::canonical_json;
-pub use operations::{
+pub use operation_record::{
     EventName, Minted, OperationEvent, OperationKind, OperationRecord, OperationRef,
     OperationStatus,
 };
@@ -67,7 +70,10 @@ impl Ledger {
         schema::apply(&conn)?;
         let closed = operations::close_unfinished(&mut conn)?;
         if closed > 0 {
-            tracing::warn!(closed, "ledger: closed operations left unfinished by an earlier daemon as unknown");
+            tracing::warn!(
+                closed,
+                "ledger: closed operations left unfinished by an earlier daemon as unknown"
+            );
         }
         Ok(Ledger { conn: Mutex::new(conn), boot_id: format!("boot-{}", uuid::Uuid::new_v4()) })
     }
@@ -96,7 +102,10 @@ impl Ledger {
 
 /// Map a SQLite or encoding failure to `INTERNAL`.
 fn db(e: impl std::fmt::Display) -> ApiError {
-    ApiError::new(ErrorCode::Internal, format!("ledger database error: {e}; retry later or check the ledger file"))
+    ApiError::new(
+        ErrorCode::Internal,
+        format!("ledger database error: {e}; retry later or check the ledger file"),
+    )
 }
 
 /// Unix time in ms.
