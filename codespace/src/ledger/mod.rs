@@ -1,1 +1,122 @@
-//! (ledger: being built)
+//! The durable ledger: patch operations (idempotent `apply_patch`, `operation_status`) and
+//! approval holds (`approval_create`/`approval_resolve`/`operation_resume`), in one SQLite file.
+//!
+//! Theory of operation: the ledger only stores records; the caller (the service layer) runs the
+//! patch or command. Every state change is one `BEGIN IMMEDIATE` transaction, committed before
+//! the caller acts on it, on a WAL database with `synchronous=FULL` and a busy timeout, so a row
+//! written by one daemon is visible to the next one opened on the same file.
+//!
+//! Patches (API.md "Idempotency", seed "Retry and recover deliberately"): the caller computes a
+//! [`Ledger::fingerprint`], then [`Ledger::mint`]s. A new key (or no key) gets a fresh
+//! `op-<uuid>` row and a `minted` event *before* anything is written to disk; the caller then
+//! [`Ledger::finish`]es it with the status and the full response to replay. A repeated key with
+//! the same fingerprint replays that stored response; if there is none (still in flight, or left
+//! by a crash) it is reported as unfinished and is never re-applied; a different fingerprint is
+//! `OPERATION_KEY_CONFLICT`.
+//!
+//! Crash recovery: each [`Ledger::open`] mints a fresh `boot_id` and closes every operation still
+//! unfinished as `unknown` with a `finished` event whose reason is `"unknown"`. One daemon owns a
+//! ledger file at a time; opening a second ledger on a live daemon's file closes its in-flight
+//! rows.
+//!
+//! Approvals (seed "Confirm a held mutation"): pending -> granted | denied (terminal); granted ->
+//! resuming (stamped with this `boot_id`) -> consumed (with the terminal result). A resume found in
+//! `resuming` under another `boot_id` was interrupted by a crash: it stays so, and every later
+//! resume reports it the same way, so the caller recovers a patch from the ledger (see
+//! [`Ledger::approval_link_operation`]) or answers `APPROVAL_AMBIGUOUS`, and never re-spawns.
+
+mod approval_record;
+mod approvals;
+mod fingerprint;
+mod operation_record;
+mod operations;
+mod schema;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use rusqlite::Connection;
+use spaces_sdk::{ApiError, ErrorCode};
+
+pub use approval_record::{ApprovalRecord, ApprovalState, Decision, ResumeStart};
+pub use fingerprint::canonical_json;
+pub use operation_record::{
+    EventName, Minted, OperationEvent, OperationKind, OperationRecord, OperationRef,
+    OperationStatus,
+};
+
+/// How long a statement waits for another connection's write lock before failing (ms).
+const BUSY_TIMEOUT_MS: u64 = 10_000;
+
+/// The open ledger: one connection behind a mutex, plus the id of this daemon's boot.
+pub struct Ledger {
+    conn: Mutex<Connection>,
+    boot_id: String,
+}
+
+impl Ledger {
+    /// Open (creating if needed) the ledger at `path`, apply the schema, close every operation
+    /// an earlier daemon left unfinished as `unknown` (crash recovery), and mint a fresh
+    /// `boot_id`. Errors: `INTERNAL` when the file cannot be opened or written.
+    pub fn open(path: &Path) -> Result<Ledger, ApiError> {
+        let mut conn = Connection::open(path).map_err(db)?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(db)?;
+        conn.pragma_update(None, "synchronous", "FULL").map_err(db)?;
+        conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS)).map_err(db)?;
+        schema::apply(&conn)?;
+        let closed = operations::close_unfinished(&mut conn)?;
+        if closed > 0 {
+            tracing::warn!(
+                closed,
+                "ledger: closed operations left unfinished by an earlier daemon as unknown"
+            );
+        }
+        Ok(Ledger { conn: Mutex::new(conn), boot_id: format!("boot-{}", uuid::Uuid::new_v4()) })
+    }
+
+    /// The id minted for this process's ledger (`boot-<uuid>`); stamps resumes it begins.
+    pub fn boot_id(&self) -> &str {
+        &self.boot_id
+    }
+
+    /// The `apply_patch` idempotency fingerprint (API.md "Idempotency"): lowercase hex SHA-256
+    /// of a canonical encoding of `{workspace_id, patch, expected_versions, check_only}`.
+    pub fn fingerprint(
+        workspace_id: &str,
+        patch: &str,
+        expected_versions: &BTreeMap<String, String>,
+        check_only: bool,
+    ) -> String {
+        fingerprint::fingerprint(workspace_id, patch, expected_versions, check_only)
+    }
+
+    /// The connection (poisoning is ignored: SQLite keeps its own consistency).
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Map a SQLite or encoding failure to `INTERNAL`.
+fn db(e: impl std::fmt::Display) -> ApiError {
+    ApiError::new(
+        ErrorCode::Internal,
+        format!("ledger database error: {e}; retry later or check the ledger file"),
+    )
+}
+
+/// Unix time in ms.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// A stored timestamp as the wire's u64 ms (never negative on a sane clock).
+fn ms(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}

@@ -1,0 +1,216 @@
+//! Operation records: the `operation_status` wire shape and how a row and its events are read
+//! and written (API.md `operation_status`).
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use spaces_sdk::ApiError;
+
+use super::{db, ms};
+
+/// Outcome of a patch (API.md `apply_patch.status`). A row still in flight also reads `unknown`
+/// (its outcome is not known yet); it is told apart by having no `finished_at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OperationStatus {
+    Checked,
+    Applied,
+    Rejected,
+    FailedRolledBack,
+    FailedPartial,
+    Unknown,
+}
+
+impl OperationStatus {
+    /// The wire spelling, e.g. `"failed_rolled_back"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Checked => "checked",
+            Self::Applied => "applied",
+            Self::Rejected => "rejected",
+            Self::FailedRolledBack => "failed_rolled_back",
+            Self::FailedPartial => "failed_partial",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    /// Parse the wire spelling; anything else is `None`.
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Checked,
+            Self::Applied,
+            Self::Rejected,
+            Self::FailedRolledBack,
+            Self::FailedPartial,
+            Self::Unknown,
+        ]
+        .into_iter()
+        .find(|v| v.as_str() == s)
+    }
+}
+
+/// What the ledger tracks: patches only (commands stay on `process_id`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OperationKind {
+    Patch,
+}
+
+/// Name of a ledger event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventName {
+    Minted,
+    Finished,
+}
+
+/// One entry of `operation_status.events`: `{at (Unix ms), name, status?, reason?}`.
+/// A `finished` event with `reason: "unknown"` was written by crash recovery.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OperationEvent {
+    pub at: u64,
+    pub name: EventName,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<OperationStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The `operation_status` response (API.md): times in Unix ms, `changes` as the caller stored
+/// them (`[{path, kind, before_version?, after_version?}]`). `key` and `result` are internal.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OperationRecord {
+    pub operation_id: String,
+    pub status: OperationStatus,
+    pub kind: OperationKind,
+    pub workspace_id: String,
+    pub created_at: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<u64>,
+    pub files: Vec<String>,
+    pub changes: Value,
+    pub events: Vec<OperationEvent>,
+    /// The caller's `operation_key`, if any.
+    #[serde(skip)]
+    pub key: Option<String>,
+    /// The full stored `apply_patch` response (or error JSON) to replay; `None` while in flight
+    /// or when crash recovery closed the row.
+    #[serde(skip)]
+    pub result: Option<Value>,
+}
+
+/// How to find an operation: exactly one of `operation_id` or `operation_key`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OperationRef {
+    Id(String),
+    Key(String),
+}
+
+/// What [`Ledger::mint`] decided.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Minted {
+    /// A fresh row (`op-<uuid>`) and its `minted` event are committed: execute, then `finish`.
+    New { operation_id: String },
+    /// Same key and fingerprint, finished with a stored result: return it with `replayed: true`.
+    Replay(OperationRecord),
+    /// Same key and fingerprint but no stored result (in flight now, or closed `unknown` by
+    /// crash recovery): report the record, never re-apply.
+    Unfinished(OperationRecord),
+}
+
+pub(super) fn add_event(
+    conn: &Connection,
+    operation_id: &str,
+    at: i64,
+    name: EventName,
+    status: Option<OperationStatus>,
+    reason: Option<&str>,
+) -> Result<(), ApiError> {
+    let name = match name {
+        EventName::Minted => "minted",
+        EventName::Finished => "finished",
+    };
+    conn.execute(
+        "INSERT INTO operation_events (operation_id, at, name, status, reason) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![operation_id, at, name, status.map(OperationStatus::as_str), reason],
+    )
+    .map_err(db)?;
+    Ok(())
+}
+
+/// Read one operation with its events, or `None`.
+pub(super) fn load(
+    conn: &Connection,
+    by: &OperationRef,
+) -> Result<Option<OperationRecord>, ApiError> {
+    let (column, value) = match by {
+        OperationRef::Id(id) => ("operation_id", id),
+        OperationRef::Key(key) => ("operation_key", key),
+    };
+    let sql = format!(
+        "SELECT operation_id, operation_key, workspace_id, status, created_at, finished_at, files_json, changes_json, result_json
+         FROM operations WHERE {column} = ?1"
+    );
+    type Row =
+        (String, Option<String>, String, String, i64, Option<i64>, String, String, Option<String>);
+    let row: Option<Row> = conn
+        .query_row(&sql, [value], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+                r.get(7)?,
+                r.get(8)?,
+            ))
+        })
+        .optional()
+        .map_err(db)?;
+    let Some((
+        operation_id,
+        key,
+        workspace_id,
+        status,
+        created_at,
+        finished_at,
+        files,
+        changes,
+        result,
+    )) = row
+    else {
+        return Ok(None);
+    };
+    let mut stmt = conn
+        .prepare("SELECT at, name, status, reason FROM operation_events WHERE operation_id = ?1 ORDER BY id")
+        .map_err(db)?;
+    let events = stmt
+        .query_map([&operation_id], |r| {
+            let name: String = r.get(1)?;
+            let status: Option<String> = r.get(2)?;
+            Ok(OperationEvent {
+                at: ms(r.get(0)?),
+                name: if name == "minted" { EventName::Minted } else { EventName::Finished },
+                status: status.as_deref().and_then(OperationStatus::parse),
+                reason: r.get(3)?,
+            })
+        })
+        .map_err(db)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(db)?;
+    Ok(Some(OperationRecord {
+        operation_id,
+        status: OperationStatus::parse(&status).unwrap_or(OperationStatus::Unknown),
+        kind: OperationKind::Patch,
+        workspace_id,
+        created_at: ms(created_at),
+        finished_at: finished_at.map(ms),
+        files: serde_json::from_str(&files).map_err(db)?,
+        changes: serde_json::from_str(&changes).map_err(db)?,
+        events,
+        key,
+        result: result.map(|r| serde_json::from_str(&r)).transpose().map_err(db)?,
+    }))
+}

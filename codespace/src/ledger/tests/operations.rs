@@ -1,0 +1,215 @@
+use std::collections::BTreeMap;
+use std::sync::{Arc, Barrier};
+
+use serde_json::{json, Value};
+use spaces_sdk::ErrorCode;
+
+use super::{ledger_file, open};
+use crate::ledger::{EventName, Ledger, Minted, OperationRef, OperationStatus};
+
+fn fp(patch: &str) -> String {
+    Ledger::fingerprint(
+        "demo",
+        patch,
+        &BTreeMap::from([("n.md".to_string(), "v1".to_string())]),
+        false,
+    )
+}
+
+fn new_id(m: Minted) -> String {
+    match m {
+        Minted::New { operation_id } => operation_id,
+        other => panic!("expected New, got {other:?}"),
+    }
+}
+
+/// What a service layer would store as the replayable `apply_patch` response.
+fn applied(id: &str) -> (Vec<String>, Value, Value) {
+    let changes =
+        json!([{"path": "n.md", "kind": "update", "before_version": "v1", "after_version": "v2"}]);
+    let result = json!({"status": "applied", "operation_id": id, "replayed": false, "files": ["n.md"], "changes": changes});
+    (vec!["n.md".to_string()], changes, result)
+}
+
+fn finish_applied(ledger: &Ledger, id: &str) -> Value {
+    let (files, changes, result) = applied(id);
+    ledger.finish(id, OperationStatus::Applied, &files, &changes, &result, None).unwrap();
+    result
+}
+
+#[test]
+fn mint_finish_then_same_key_replays_the_stored_result() {
+    let (_dir, _path, ledger) = open();
+    let id = new_id(ledger.mint("demo", Some("k1"), &fp("P")).unwrap());
+    assert!(id.starts_with("op-"));
+    let stored = finish_applied(&ledger, &id);
+    let Minted::Replay(rec) = ledger.mint("demo", Some("k1"), &fp("P")).unwrap() else {
+        panic!("expected Replay")
+    };
+    assert_eq!(rec.operation_id, id);
+    assert_eq!(rec.status, OperationStatus::Applied);
+    assert_eq!(rec.result, Some(stored));
+    assert_eq!(rec.key.as_deref(), Some("k1"));
+    let names: Vec<_> = rec.events.iter().map(|e| (e.name, e.status)).collect();
+    assert_eq!(
+        names,
+        vec![(EventName::Minted, None), (EventName::Finished, Some(OperationStatus::Applied))]
+    );
+}
+
+#[test]
+fn requests_without_a_key_are_never_replayed() {
+    let (_dir, _path, ledger) = open();
+    let a = new_id(ledger.mint("demo", None, &fp("P")).unwrap());
+    let b = new_id(ledger.mint("demo", None, &fp("P")).unwrap());
+    assert_ne!(a, b);
+}
+
+#[test]
+fn same_key_with_a_different_fingerprint_is_a_key_conflict() {
+    let (_dir, _path, ledger) = open();
+    let id = new_id(ledger.mint("demo", Some("k"), &fp("P")).unwrap());
+    // A preview and its apply differ only by check_only: they cannot share a key.
+    let preview = Ledger::fingerprint("demo", "P", &BTreeMap::new(), true);
+    let err = ledger.mint("demo", Some("k"), &preview).unwrap_err();
+    assert_eq!(err.code, ErrorCode::OperationKeyConflict);
+    assert_eq!(err.operation_id.as_deref(), Some(id.as_str()));
+    assert!(err.message.contains("different keys"), "{}", err.message);
+}
+
+#[test]
+fn crash_mid_apply_reads_unknown_and_is_never_reapplied() {
+    let (_dir, path) = ledger_file();
+    let first = Ledger::open(&path).unwrap();
+    let id = new_id(first.mint("demo", Some("k"), &fp("P")).unwrap());
+    drop(first); // the daemon dies before `finish`
+
+    let second = Ledger::open(&path).unwrap();
+    let rec = second.operation(OperationRef::Id(id.clone())).unwrap();
+    assert_eq!(rec.status, OperationStatus::Unknown);
+    assert!(rec.finished_at.is_some());
+    let last = rec.events.last().unwrap();
+    assert_eq!(
+        (last.name, last.status, last.reason.as_deref()),
+        (EventName::Finished, Some(OperationStatus::Unknown), Some("unknown"))
+    );
+    let wire = serde_json::to_value(&rec).unwrap();
+    assert_eq!(wire["status"], "unknown");
+    assert_eq!(wire["kind"], "patch");
+    assert_eq!(
+        wire["events"][1],
+        json!({"at": last.at, "name": "finished", "status": "unknown", "reason": "unknown"})
+    );
+    assert!(wire.get("key").is_none() && wire.get("result").is_none());
+
+    let Minted::Unfinished(again) = second.mint("demo", Some("k"), &fp("P")).unwrap() else {
+        panic!("must not re-apply")
+    };
+    assert_eq!(again.operation_id, id);
+    // A later finish from the dead daemon's work cannot overwrite the recorded outcome.
+    let (files, changes, result) = applied(&id);
+    assert_eq!(
+        second
+            .finish(&id, OperationStatus::Applied, &files, &changes, &result, None)
+            .unwrap_err()
+            .code,
+        ErrorCode::Internal
+    );
+    // Recovery ran once: a third boot adds no second finished event.
+    drop(second);
+    let third = Ledger::open(&path).unwrap();
+    assert_eq!(third.operation(OperationRef::Key("k".into())).unwrap().events.len(), 2);
+}
+
+#[test]
+fn in_flight_retry_is_unfinished_and_has_no_finished_at() {
+    let (_dir, _path, ledger) = open();
+    let id = new_id(ledger.mint("demo", Some("k"), &fp("P")).unwrap());
+    let Minted::Unfinished(rec) = ledger.mint("demo", Some("k"), &fp("P")).unwrap() else {
+        panic!("expected Unfinished")
+    };
+    assert_eq!(
+        (rec.operation_id.as_str(), rec.finished_at, rec.events.len()),
+        (id.as_str(), None, 1)
+    );
+    assert!(serde_json::to_value(&rec).unwrap().get("finished_at").is_none());
+}
+
+#[test]
+fn operation_by_id_and_key_and_not_found() {
+    let (_dir, _path, ledger) = open();
+    let id = new_id(ledger.mint("demo", Some("k"), &fp("P")).unwrap());
+    finish_applied(&ledger, &id);
+    let by_id = ledger.operation(OperationRef::Id(id.clone())).unwrap();
+    let by_key = ledger.operation(OperationRef::Key("k".into())).unwrap();
+    assert_eq!(by_id, by_key);
+    assert_eq!(
+        (by_id.workspace_id.as_str(), by_id.files.as_slice()),
+        ("demo", ["n.md".to_string()].as_slice())
+    );
+    assert_eq!(by_id.changes[0]["after_version"], "v2");
+    for missing in [OperationRef::Id("op-nope".into()), OperationRef::Key("nope".into())] {
+        assert_eq!(ledger.operation(missing).unwrap_err().code, ErrorCode::OperationNotFound);
+    }
+    assert_eq!(
+        ledger
+            .finish("op-nope", OperationStatus::Applied, &[], &json!([]), &json!({}), None)
+            .unwrap_err()
+            .code,
+        ErrorCode::OperationNotFound
+    );
+}
+
+/// CASES.md X19, ledger side: a retry after a lost response replays the single application;
+/// the same key on a different patch is refused.
+#[test]
+fn case_x19_key_replay_and_conflict() {
+    let (_dir, _path, ledger) = open();
+    let mut applied_count = 0;
+    let mut responses = Vec::new();
+    for _attempt in 0..2 {
+        match ledger.mint("demo", Some("x19"), &fp("append")).unwrap() {
+            Minted::New { operation_id } => {
+                applied_count += 1; // the service layer would write to disk here
+                let mut response = finish_applied(&ledger, &operation_id);
+                response["replayed"] = json!(false);
+                responses.push(response); // ...and this response is lost in transit
+            }
+            Minted::Replay(rec) => {
+                let mut response = rec.result.unwrap();
+                response["replayed"] = json!(true);
+                responses.push(response);
+            }
+            Minted::Unfinished(rec) => panic!("finished op reported unfinished: {rec:?}"),
+        }
+    }
+    assert_eq!(applied_count, 1);
+    assert_eq!(responses[1]["replayed"], true);
+    assert_eq!(responses[0]["operation_id"], responses[1]["operation_id"]);
+    let err = ledger.mint("demo", Some("x19"), &fp("another patch")).unwrap_err();
+    assert_eq!(err.code, ErrorCode::OperationKeyConflict);
+}
+
+#[test]
+fn two_threads_minting_the_same_key_get_exactly_one_new() {
+    let (_dir, path) = ledger_file();
+    let shared = Arc::new(Ledger::open(&path).unwrap());
+    // Half share one connection; half use their own ledger (connection) on the same file.
+    let others: Vec<Arc<Ledger>> = (0..4).map(|_| Arc::new(Ledger::open(&path).unwrap())).collect();
+    let ledgers: Vec<Arc<Ledger>> = (0..4).map(|_| shared.clone()).chain(others).collect();
+    let barrier = Arc::new(Barrier::new(ledgers.len()));
+    let handles: Vec<_> = ledgers
+        .into_iter()
+        .map(|ledger| {
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                barrier.wait();
+                ledger.mint("demo", Some("race"), &fp("P")).unwrap()
+            })
+        })
+        .collect();
+    let results: Vec<Minted> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let news = results.iter().filter(|m| matches!(m, Minted::New { .. })).count();
+    let unfinished = results.iter().filter(|m| matches!(m, Minted::Unfinished(_))).count();
+    assert_eq!((news, unfinished), (1, results.len() - 1));
+}
