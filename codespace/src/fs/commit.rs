@@ -21,69 +21,12 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
 use spaces_sdk::{ApiError, ErrorCode};
 
+use super::report::{ChangeRecord, CommitReport, CommitStatus};
 use super::swap::{self, Dirs};
 use super::Root;
-use crate::patch::{version_of, Change, ChangeKind, Plan};
-
-/// One entry of `apply_patch`'s `changes[]` (API.md, `apply_patch`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ChangeRecord {
-    /// The file the operation names (a move's source).
-    pub path: String,
-    /// `add | update | delete | move`.
-    pub kind: String,
-    /// A move's destination.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<String>,
-    /// `sha256:<hex>` before the change; absent for an add.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub before_version: Option<String>,
-    /// `sha256:<hex>` after the change (at `to` for a move); absent for a delete.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub after_version: Option<String>,
-}
-
-impl From<&Change> for ChangeRecord {
-    fn from(change: &Change) -> Self {
-        ChangeRecord {
-            path: change.path.clone(),
-            kind: change.kind.as_str().to_owned(),
-            to: match &change.kind {
-                ChangeKind::Move { to } => Some(to.clone()),
-                _ => None,
-            },
-            before_version: change.before_version(),
-            after_version: change.after_version(),
-        }
-    }
-}
-
-/// How a commit ended (the `apply_patch` statuses a commit can produce).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum CommitStatus {
-    /// Every after-version was verified on disk.
-    Applied,
-    /// The re-check refused the plan; nothing was written.
-    Rejected,
-    /// A write failed and every change was undone (verified).
-    FailedRolledBack,
-    /// Some changes may be on disk: a write and its rollback failed, or verification failed.
-    FailedPartial,
-}
-
-/// The outcome of [`Root::commit`]: `changes` are the plan's records in patch order; `error`
-/// says why when the status is not `applied`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct CommitReport {
-    pub status: CommitStatus,
-    pub changes: Vec<ChangeRecord>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<ApiError>,
-}
+use crate::patch::{version_of, ChangeKind, Plan};
 
 /// A point of a commit where a test can inject a failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,23 +95,43 @@ impl Root {
             Ok(()) => (CommitStatus::Applied, None),
             Err((status, e)) => (status, Some(e)),
         };
-        CommitReport { status, changes, error }
+        CommitReport {
+            status,
+            changes,
+            error,
+        }
     }
 
     fn run(&self, ends: &Ends, fault: Fault<'_>) -> Result<(), (CommitStatus, ApiError)> {
-        let modes = self.recheck(ends).map_err(|e| (CommitStatus::Rejected, e))?;
+        let modes = self
+            .recheck(ends)
+            .map_err(|e| (CommitStatus::Rejected, e))?;
         let mut dirs = Dirs::new(self);
-        let mut job = Job { root: self, ends, modes: &modes, dirs: &mut dirs, temps: BTreeMap::new(), done: Vec::new() };
+        let mut job = Job {
+            root: self,
+            ends,
+            modes: &modes,
+            dirs: &mut dirs,
+            temps: BTreeMap::new(),
+            done: Vec::new(),
+        };
         if let Err(e) = job.stage_and_swap(fault) {
             return Err(match job.roll_back(fault) {
                 Ok(()) => (CommitStatus::FailedRolledBack, e),
                 Err(r) => (
                     CommitStatus::FailedPartial,
-                    ApiError::new(e.code, format!("{}; rolling back also failed: {}; read the files and repair them", e.message, r.message)),
+                    ApiError::new(
+                        e.code,
+                        format!(
+                            "{}; rolling back also failed: {}; read the files and repair them",
+                            e.message, r.message
+                        ),
+                    ),
                 ),
             });
         }
-        self.verify(ends, &ends.last).map_err(|e| (CommitStatus::FailedPartial, e))
+        self.verify(ends, &ends.last)
+            .map_err(|e| (CommitStatus::FailedPartial, e))
     }
 
     /// Step 1: every path holds its initial content; returns the permission bits of those that
@@ -193,7 +156,11 @@ impl Root {
     }
 
     /// Every path in `ends.order` has the version of `want` on disk.
-    fn verify(&self, ends: &Ends, want: &BTreeMap<String, Option<Vec<u8>>>) -> Result<(), ApiError> {
+    fn verify(
+        &self,
+        ends: &Ends,
+        want: &BTreeMap<String, Option<Vec<u8>>>,
+    ) -> Result<(), ApiError> {
         for path in &ends.order {
             let expected = version_of(want.get(path).and_then(|c| c.as_deref()));
             let found = self.load(path)?.map(|(bytes, _)| bytes);
@@ -225,7 +192,12 @@ impl Job<'_, '_> {
     fn mode(&self, path: &str) -> Option<u32> {
         self.modes
             .get(path)
-            .or_else(|| self.ends.moved_from.get(path).and_then(|src| self.modes.get(src)))
+            .or_else(|| {
+                self.ends
+                    .moved_from
+                    .get(path)
+                    .and_then(|src| self.modes.get(src))
+            })
             .copied()
     }
 
@@ -291,7 +263,9 @@ impl Job<'_, '_> {
         fault(Step::Restore(path))?;
         match self.ends.initial.get(path).and_then(|c| c.as_ref()) {
             Some(bytes) => {
-                let temp = self.dirs.write_temp(path, bytes, self.modes.get(path).copied())?;
+                let temp = self
+                    .dirs
+                    .write_temp(path, bytes, self.modes.get(path).copied())?;
                 self.dirs.rename_in(path, &temp).inspect_err(|_| {
                     let _ = self.dirs.remove_temp(path, &temp);
                 })

@@ -52,7 +52,11 @@ pub(crate) fn components(path: &str) -> Result<Vec<&str>, ApiError> {
 /// Opens `comps` beneath `root` with `flags` (`O_CLOEXEC` is added): [`via_openat2`], falling
 /// back to [`via_walk`] when the kernel lacks `openat2`. Errors are raw errno values; map them
 /// with [`refusal`].
-pub(crate) fn open_beneath(root: BorrowedFd, comps: &[&str], flags: OFlag) -> Result<OwnedFd, Errno> {
+pub(crate) fn open_beneath(
+    root: BorrowedFd,
+    comps: &[&str],
+    flags: OFlag,
+) -> Result<OwnedFd, Errno> {
     match via_openat2(root, comps, flags) {
         Err(Errno::ENOSYS | Errno::EPERM) => via_walk(root, comps, flags),
         other => other,
@@ -60,8 +64,16 @@ pub(crate) fn open_beneath(root: BorrowedFd, comps: &[&str], flags: OFlag) -> Re
 }
 
 /// `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`.
-pub(crate) fn via_openat2(root: BorrowedFd, comps: &[&str], flags: OFlag) -> Result<OwnedFd, Errno> {
-    let rel = if comps.is_empty() { ".".to_owned() } else { comps.join("/") };
+pub(crate) fn via_openat2(
+    root: BorrowedFd,
+    comps: &[&str],
+    flags: OFlag,
+) -> Result<OwnedFd, Errno> {
+    let rel = if comps.is_empty() {
+        ".".to_owned()
+    } else {
+        comps.join("/")
+    };
     let how = OpenHow::new().flags(flags | OFlag::O_CLOEXEC).resolve(
         ResolveFlag::RESOLVE_BENEATH
             | ResolveFlag::RESOLVE_NO_SYMLINKS
@@ -82,7 +94,8 @@ pub(crate) fn via_walk(root: BorrowedFd, comps: &[&str], flags: OFlag) -> Result
     let parent_flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     for comp in parents {
         let base = dir.as_ref().map_or(root, |d| d.as_fd());
-        let next = openat(base, *comp, parent_flags, Mode::empty()).map_err(|e| refine(base, comp, e))?;
+        let next =
+            openat(base, *comp, parent_flags, Mode::empty()).map_err(|e| refine(base, comp, e))?;
         dir = Some(next);
     }
     let base = dir.as_ref().map_or(root, |d| d.as_fd());
@@ -144,7 +157,10 @@ pub(crate) fn refusal(err: Errno, path: &str) -> ApiError {
 /// Errors: `PATH_ESCAPE`, `SYMLINK_REJECTED`, `PATH_NOT_DIRECTORY` (a parent is a file),
 /// `SPECIAL_FILE_REJECTED` (FIFO, device, socket), `INVALID_ARGUMENT` (a directory),
 /// `FILE_OPERATION_FAILED` (anything else, e.g. permissions).
-pub(crate) fn open_regular(root: BorrowedFd, path: &str) -> Result<Option<(File, FileStat)>, ApiError> {
+pub(crate) fn open_regular(
+    root: BorrowedFd,
+    path: &str,
+) -> Result<Option<(File, FileStat)>, ApiError> {
     let comps = components(path)?;
     let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
     let fd = match open_beneath(root, &comps, flags) {

@@ -51,7 +51,12 @@ impl Root {
     ///
     /// Errors: `INVALID_ARGUMENT` for an invalid glob or `limit` 0; `FILE_OPERATION_FAILED`
     /// when the root itself cannot be listed.
-    pub fn find(&self, glob: Option<&str>, offset: Option<u64>, limit: Option<u64>) -> Result<FindResult, ApiError> {
+    pub fn find(
+        &self,
+        glob: Option<&str>,
+        offset: Option<u64>,
+        limit: Option<u64>,
+    ) -> Result<FindResult, ApiError> {
         self.find_bounded(glob, offset, limit, FIND_MAX_VISITS)
     }
 
@@ -76,13 +81,21 @@ impl Root {
                 format!("cannot list the workspace root: {}", e.desc()),
             )
         })?;
-        let mut walk = Walk { matcher, found: Vec::new(), incomplete: false, visits: 0, max_visits };
+        let mut walk = Walk {
+            matcher,
+            found: Vec::new(),
+            incomplete: false,
+            visits: 0,
+            max_visits,
+        };
         walk.run(root);
         let mut all = walk.found;
         all.sort();
         let listing: Vec<u8> = all.iter().flat_map(|p| p.bytes().chain([b'\n'])).collect();
         let listing_version = patch::version(&listing);
-        let skip = usize::try_from(offset.unwrap_or(0)).unwrap_or(usize::MAX).min(all.len());
+        let skip = usize::try_from(offset.unwrap_or(0))
+            .unwrap_or(usize::MAX)
+            .min(all.len());
         let take = usize::try_from(limit).unwrap_or(usize::MAX);
         let paths: Vec<String> = all.iter().skip(skip).take(take).cloned().collect();
         let next = skip + paths.len();
@@ -204,11 +217,15 @@ impl Walk {
         }
         for name in files {
             let rel = join(&prefix, &name);
-            if self.matcher.as_ref().map_or(true, |m| m.is_match(&rel)) {
+            if self.matcher.as_ref().is_none_or(|m| m.is_match(&rel)) {
                 self.found.push(rel);
             }
         }
-        Some(Frame { prefix, dir, subdirs })
+        Some(Frame {
+            prefix,
+            dir,
+            subdirs,
+        })
     }
 }
 

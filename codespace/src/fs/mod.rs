@@ -18,6 +18,7 @@ mod commit;
 mod confine;
 mod find;
 mod read;
+mod report;
 mod swap;
 
 #[cfg(test)]
@@ -33,9 +34,9 @@ use spaces_sdk::{ApiError, ErrorCode};
 
 use crate::patch::{self, PatchError};
 
-pub use commit::{ChangeRecord, CommitReport, CommitStatus};
-pub use find::FindResult;
-pub use read::ReadResult;
+pub use find::{FindResult, FIND_MAX_PATHS, FIND_MAX_VISITS};
+pub use read::{ReadResult, READ_MAX_BYTES};
+pub use report::{ChangeRecord, CommitReport, CommitStatus};
 
 /// A workspace root: the descriptor every confined open starts from, and its canonical path.
 #[derive(Debug)]
@@ -66,10 +67,17 @@ impl Root {
             };
             ApiError::new(
                 code,
-                format!("workspace root {} must be an existing directory ({})", path.display(), e.desc()),
+                format!(
+                    "workspace root {} must be an existing directory ({})",
+                    path.display(),
+                    e.desc()
+                ),
             )
         })?;
-        Ok(Root { fd, path: canonical })
+        Ok(Root {
+            fd,
+            path: canonical,
+        })
     }
 
     /// The canonical absolute path of the root.
@@ -120,7 +128,10 @@ impl Root {
         };
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(|e| {
-            ApiError::new(ErrorCode::FileOperationFailed, format!("{path}: cannot read: {e}"))
+            ApiError::new(
+                ErrorCode::FileOperationFailed,
+                format!("{path}: cannot read: {e}"),
+            )
         })?;
         Ok(Some((bytes, st.st_mode & 0o7777)))
     }

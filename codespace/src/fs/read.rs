@@ -48,7 +48,12 @@ impl Root {
     /// Errors: `INVALID_ARGUMENT` for `limit` 0 or a directory; `FILE_NOT_FOUND` (its version
     /// is `absent`); `PATH_ESCAPE`, `SYMLINK_REJECTED`, `SPECIAL_FILE_REJECTED`,
     /// `PATH_NOT_DIRECTORY`, `FILE_OPERATION_FAILED` (see [`confine`]).
-    pub fn read(&self, path: &str, offset: Option<u64>, limit: Option<u64>) -> Result<ReadResult, ApiError> {
+    pub fn read(
+        &self,
+        path: &str,
+        offset: Option<u64>,
+        limit: Option<u64>,
+    ) -> Result<ReadResult, ApiError> {
         let limit = limit.unwrap_or(READ_MAX_BYTES).min(READ_MAX_BYTES);
         if limit == 0 {
             return Err(ApiError::new(
@@ -103,7 +108,10 @@ impl Root {
         let truncated = window_end < total;
         let (content, lossy) = match String::from_utf8(window) {
             Ok(text) => (text, None),
-            Err(e) => (String::from_utf8_lossy(e.as_bytes()).into_owned(), Some(true)),
+            Err(e) => (
+                String::from_utf8_lossy(e.as_bytes()).into_owned(),
+                Some(true),
+            ),
         };
         Ok(ReadResult {
             path: path.to_owned(),

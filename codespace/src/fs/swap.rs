@@ -48,14 +48,19 @@ pub(crate) fn failed(path: &str, what: &str, err: Errno) -> ApiError {
 
 impl<'r> Dirs<'r> {
     pub(crate) fn new(root: &'r Root) -> Self {
-        Dirs { root, open: BTreeMap::new(), created: Vec::new() }
+        Dirs {
+            root,
+            open: BTreeMap::new(),
+            created: Vec::new(),
+        }
     }
 
     /// The descriptor of the existing directory `key`, opened confined on first use.
     pub(crate) fn get(&mut self, key: &str) -> Result<BorrowedFd<'_>, ApiError> {
         if !self.open.contains_key(key) {
             let comps: Vec<&str> = key.split('/').filter(|c| !c.is_empty()).collect();
-            let fd = confine::open_dir(self.root.fd(), &comps).map_err(|e| confine::refusal(e, key))?;
+            let fd =
+                confine::open_dir(self.root.fd(), &comps).map_err(|e| confine::refusal(e, key))?;
             self.open.insert(key.to_owned(), fd);
         }
         self.open
@@ -67,7 +72,11 @@ impl<'r> Dirs<'r> {
     /// Like [`Dirs::get`], creating missing directories of `key` one by one (`mkdirat` in the
     /// confined parent; recorded in `created`).
     pub(crate) fn ensure(&mut self, key: &str) -> Result<BorrowedFd<'_>, ApiError> {
-        let comps: Vec<String> = key.split('/').filter(|c| !c.is_empty()).map(str::to_owned).collect();
+        let comps: Vec<String> = key
+            .split('/')
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned)
+            .collect();
         self.get("")?;
         for i in 0..comps.len() {
             let here = comps[..=i].join("/");
@@ -80,7 +89,11 @@ impl<'r> Dirs<'r> {
                 Err(_) => {}
             }
             let parent = comps[..i].join("/");
-            match mkdirat(self.get(&parent)?, comps[i].as_str(), Mode::from_bits_truncate(0o777)) {
+            match mkdirat(
+                self.get(&parent)?,
+                comps[i].as_str(),
+                Mode::from_bits_truncate(0o777),
+            ) {
                 Ok(()) => self.created.push(here.clone()),
                 Err(Errno::EEXIST) => {}
                 Err(e) => return Err(failed(&here, "creating the directory", e)),
@@ -93,20 +106,31 @@ impl<'r> Dirs<'r> {
     /// Writes `bytes` into a new temp file beside `path` (creating missing parents), sets
     /// `mode` (permission bits; `None`: the default `0666 & ~umask`), `fsync`s it, and returns
     /// the temp's name in that directory.
-    pub(crate) fn write_temp(&mut self, path: &str, bytes: &[u8], mode: Option<u32>) -> Result<String, ApiError> {
+    pub(crate) fn write_temp(
+        &mut self,
+        path: &str,
+        bytes: &[u8],
+        mode: Option<u32>,
+    ) -> Result<String, ApiError> {
         let (key, leaf) = split(path)?;
         let dir = self.ensure(&key)?;
         let temp = format!(".{leaf}.spaces-tmp-{}", uuid::Uuid::new_v4().simple());
-        let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let flags =
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
         let create_mode = Mode::from_bits_truncate(if mode.is_some() { 0o600 } else { 0o666 });
-        let fd = openat(dir, temp.as_str(), flags, create_mode).map_err(|e| failed(path, "creating a temp file", e))?;
+        let fd = openat(dir, temp.as_str(), flags, create_mode)
+            .map_err(|e| failed(path, "creating a temp file", e))?;
         let mut file = std::fs::File::from(fd);
         let result = (|| {
             file.write_all(bytes).map_err(|e| {
-                ApiError::new(ErrorCode::FileOperationFailed, format!("{path}: writing failed: {e}"))
+                ApiError::new(
+                    ErrorCode::FileOperationFailed,
+                    format!("{path}: writing failed: {e}"),
+                )
             })?;
             if let Some(mode) = mode {
-                fchmod(file.as_fd(), Mode::from_bits_truncate(mode)).map_err(|e| failed(path, "chmod", e))?;
+                fchmod(file.as_fd(), Mode::from_bits_truncate(mode))
+                    .map_err(|e| failed(path, "chmod", e))?;
             }
             fsync(file.as_fd()).map_err(|e| failed(path, "fsync", e))
         })();
@@ -121,7 +145,8 @@ impl<'r> Dirs<'r> {
     pub(crate) fn rename_in(&mut self, path: &str, temp: &str) -> Result<(), ApiError> {
         let (key, leaf) = split(path)?;
         let dir = self.get(&key)?;
-        renameat(dir, temp, dir, leaf.as_str()).map_err(|e| failed(path, "renaming the temp file in", e))
+        renameat(dir, temp, dir, leaf.as_str())
+            .map_err(|e| failed(path, "renaming the temp file in", e))
     }
 
     /// Removes `path` (`unlinkat`); a file already gone is fine.
@@ -159,9 +184,16 @@ impl<'r> Dirs<'r> {
     }
 
     /// `fsync`s every directory written into, so renames and removals are durable.
+    /// A filesystem that cannot sync directories (`EINVAL`) is accepted as is.
     pub(crate) fn sync_all(&self) -> Result<(), ApiError> {
         for (key, fd) in &self.open {
-            fsync(fd.as_fd()).map_err(|e| failed(if key.is_empty() { "." } else { key }, "fsync of the directory", e))?;
+            match fsync(fd.as_fd()) {
+                Ok(()) | Err(Errno::EINVAL) => {}
+                Err(e) => {
+                    let name = if key.is_empty() { "." } else { key };
+                    return Err(failed(name, "fsync of the directory", e));
+                }
+            }
         }
         Ok(())
     }
