@@ -86,7 +86,7 @@ impl Root {
     }
 
     /// Checks that `rel` is an existing directory inside the root (for a process's cwd) and
-    /// returns its absolute path. `.` is the root itself.
+    /// returns its absolute path. `.` is the root itself; an empty path is `PATH_ESCAPE`.
     ///
     /// Errors: as for any confined path (`PATH_ESCAPE`, `SYMLINK_REJECTED`, `FILE_NOT_FOUND`),
     /// and `PATH_NOT_DIRECTORY` when it (or a parent) is not a directory.
