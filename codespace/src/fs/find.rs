@@ -4,8 +4,8 @@
 //! O_DIRECTORY)` relative to its parent's descriptor, so it never leaves the tree. Symlinks are
 //! neither followed nor listed; FIFOs, devices and sockets are not listed. A directory that
 //! cannot be opened or read, a name that is not UTF-8, or the visit bound being reached sets
-//! `incomplete`. Hidden files and directories (`.git` too) are listed like any other. The full sorted match list is hashed into `listing_version`, then one page of it
-//! is returned.
+//! `incomplete`. Hidden files and directories (`.git` too) are listed like any other. The full
+//! sorted match list is hashed into `listing_version`, then one page of it is returned.
 
 use std::os::fd::{AsFd, OwnedFd};
 
