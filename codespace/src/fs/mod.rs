@@ -1,1 +1,152 @@
-//! (fs: being built)
+//! The workspace filesystem: a root directory and the file tools of the CodeSpace execution
+//! layer (API.md, "CodeSpace execution layer": `read`, `find`, Paths, `apply_patch`'s commit).
+//!
+//! Theory of operation. [`Root::open`] canonicalizes the workspace directory once and keeps an
+//! `O_PATH | O_DIRECTORY` descriptor of it. Every later access goes through that descriptor:
+//! paths are opened by the kernel with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` (or a
+//! no-follow walk on old kernels), so a symlink anywhere on a path, `..`, an absolute path or
+//! a FIFO/device is refused at open time, never by string tests alone (see [`confine`]).
+//!
+//! - [`Root::read`]: a window of one regular file (<= 1 MiB) with the whole file's version.
+//! - [`Root::find`]: a no-follow walk listing regular files matching a glob, sorted, paged.
+//! - [`Root::plan_patch`]: the pure V4A engine ([`crate::patch`]) planned against the confined
+//!   source, so a patch naming an escaping path is refused before anything is written.
+//! - [`Root::commit`]: writes a plan atomically (re-check, stage temps, swap, verify), rolling
+//!   back from the in-memory `before` bytes on failure.
+
+mod commit;
+mod confine;
+mod find;
+mod read;
+mod report;
+mod swap;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{open, OFlag};
+use nix::sys::stat::Mode;
+use spaces_sdk::{ApiError, ErrorCode};
+
+use crate::patch::{self, PatchError};
+
+pub use find::{FindResult, FIND_MAX_PATHS, FIND_MAX_VISITS};
+pub use read::{ReadResult, READ_MAX_BYTES};
+pub use report::{ChangeRecord, CommitReport, CommitStatus};
+
+/// A workspace root: the descriptor every confined open starts from, and its canonical path.
+#[derive(Debug)]
+pub struct Root {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+impl Root {
+    /// Opens the workspace root at `path` (symlinks in `path` itself are resolved once, here).
+    ///
+    /// Errors: `FILE_NOT_FOUND` when it does not exist, `PATH_NOT_DIRECTORY` when it is not a
+    /// directory, `FILE_OPERATION_FAILED` when it cannot be opened.
+    pub fn open(path: &Path) -> Result<Root, ApiError> {
+        let canonical = std::fs::canonicalize(path).map_err(|e| {
+            let code = match e.kind() {
+                std::io::ErrorKind::NotFound => ErrorCode::FileNotFound,
+                _ => ErrorCode::FileOperationFailed,
+            };
+            ApiError::new(code, format!("workspace root {}: {e}", path.display()))
+        })?;
+        let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        let fd = open(canonical.as_path(), flags, Mode::empty()).map_err(|e| {
+            let code = match e {
+                nix::errno::Errno::ENOTDIR => ErrorCode::PathNotDirectory,
+                nix::errno::Errno::ENOENT => ErrorCode::FileNotFound,
+                _ => ErrorCode::FileOperationFailed,
+            };
+            ApiError::new(
+                code,
+                format!(
+                    "workspace root {} must be an existing directory ({})",
+                    path.display(),
+                    e.desc()
+                ),
+            )
+        })?;
+        Ok(Root {
+            fd,
+            path: canonical,
+        })
+    }
+
+    /// The canonical absolute path of the root.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Checks that `rel` is an existing directory inside the root (for a process's cwd) and
+    /// returns its absolute path. `.` is the root itself; an empty path is `PATH_ESCAPE`.
+    ///
+    /// Errors: as for any confined path (`PATH_ESCAPE`, `SYMLINK_REJECTED`, `FILE_NOT_FOUND`),
+    /// and `PATH_NOT_DIRECTORY` when it (or a parent) is not a directory.
+    pub fn check_dir(&self, rel: &str) -> Result<PathBuf, ApiError> {
+        let comps = confine::components(rel)?;
+        let flags = OFlag::O_PATH | OFlag::O_DIRECTORY;
+        confine::open_beneath(self.fd(), &comps, flags).map_err(|e| match e {
+            nix::errno::Errno::ENOTDIR => ApiError::new(
+                ErrorCode::PathNotDirectory,
+                format!("{rel} is not a directory (or a parent of it is not)"),
+            ),
+            other => confine::refusal(other, rel),
+        })?;
+        Ok(comps.iter().fold(self.path.clone(), |p, c| p.join(c)))
+    }
+
+    /// Plans `patch` against the current files, read through the confined source (API.md,
+    /// `apply_patch`: the whole patch is checked before any write). Nothing is written.
+    ///
+    /// Errors: any [`PatchError`]; a path the workspace refuses is [`PatchError::Source`] with
+    /// its code (`PATH_ESCAPE`, `SYMLINK_REJECTED`, `SPECIAL_FILE_REJECTED`, ...).
+    pub fn plan_patch(
+        &self,
+        patch: &str,
+        expected: &BTreeMap<String, String>,
+    ) -> Result<patch::Plan, PatchError> {
+        patch::plan(patch, expected, self)
+    }
+
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// The whole content and permission bits of `path`, `None` when it does not exist.
+    fn load(&self, path: &str) -> Result<Option<(Vec<u8>, u32)>, ApiError> {
+        use std::io::Read;
+        let Some((mut file, st)) = confine::open_regular(self.fd(), path)? else {
+            return Ok(None);
+        };
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(|e| {
+            ApiError::new(
+                ErrorCode::FileOperationFailed,
+                format!("{path}: cannot read: {e}"),
+            )
+        })?;
+        Ok(Some((bytes, st.st_mode & 0o7777)))
+    }
+}
+
+/// The confined source of the patch engine: a missing file is `None`; a refused path is
+/// [`PatchError::Source`] carrying the wire code.
+impl patch::Source for Root {
+    fn read(&self, path: &str) -> patch::Result<Option<Vec<u8>>> {
+        self.load(path)
+            .map(|found| found.map(|(bytes, _)| bytes))
+            .map_err(|e| PatchError::Source {
+                path: path.to_owned(),
+                code: e.code,
+                message: e.message,
+            })
+    }
+}

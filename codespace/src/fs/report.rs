@@ -1,0 +1,68 @@
+//! The wire shapes a commit reports: `apply_patch`'s `changes[]` entries and the commit
+//! outcome (API.md, "CodeSpace execution layer", `apply_patch`). No logic beyond conversion.
+
+use serde::{Deserialize, Serialize};
+use spaces_sdk::ApiError;
+
+use crate::patch::{Change, ChangeKind};
+
+/// One entry of `apply_patch`'s `changes[]` (API.md, `apply_patch`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ChangeRecord {
+    /// The file the operation names (a move's source).
+    pub path: String,
+    /// `add | update | delete | move`.
+    pub kind: String,
+    /// A move's destination.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// `sha256:<hex>` before the change; absent for an add.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_version: Option<String>,
+    /// `sha256:<hex>` after the change (at `to` for a move); absent for a delete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_version: Option<String>,
+}
+
+impl From<&Change> for ChangeRecord {
+    fn from(change: &Change) -> Self {
+        ChangeRecord {
+            path: change.path.clone(),
+            kind: change.kind.as_str().to_owned(),
+            to: match &change.kind {
+                ChangeKind::Move { to } => Some(to.clone()),
+                _ => None,
+            },
+            before_version: change.before_version(),
+            after_version: change.after_version(),
+        }
+    }
+}
+
+/// How a commit ended (the `apply_patch` statuses a commit can produce).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CommitStatus {
+    /// Every after-version was verified on disk.
+    Applied,
+    /// The re-check refused the plan; nothing was written.
+    Rejected,
+    /// A write failed and every change was undone (verified).
+    FailedRolledBack,
+    /// Some changes may be on disk: a write and its rollback failed, or verification failed.
+    FailedPartial,
+}
+
+/// The outcome of [`Root::commit`]: `changes` are the plan's records in patch order; `error`
+/// says why when the status is not `applied`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CommitReport {
+    /// How it ended.
+    pub status: CommitStatus,
+    /// One record per planned change, in patch order (whatever the status).
+    pub changes: Vec<ChangeRecord>,
+    /// Why it did not apply: the re-check's refusal (`VERSION_CONFLICT` with the current
+    /// version, or a confinement code) or the failed step (`FILE_OPERATION_FAILED`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ApiError>,
+}
