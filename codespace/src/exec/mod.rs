@@ -1,1 +1,104 @@
-//! (exec: being built)
+//! `exec_command` and its handles (API.md, "CodeSpace execution layer": `exec_command`,
+//! `read_process`, `process_status`, `write_stdin`, `process_resize`, `terminate_process`).
+//!
+//! Theory of operation:
+//! - **Spawn** ([`spawn`](self::spawn)): no shell, argv as given; a new session (`setsid`), so the
+//!   process leads its own process group (pgid = pid); the environment is exactly
+//!   [`ExecSpec::env`] plus `SPACES_PROCESS_TAG=<tag>`. Pipe mode: stdout and stderr share ONE pipe
+//!   (the combined stream keeps the true interleaving), stdin is a pipe. PTY mode: the slave is
+//!   stdin/stdout/stderr and the controlling terminal (`TIOCSCTTY`), echo is off (case E13), we
+//!   keep the master.
+//! - **Collection** (`io.rs`): one task reads the output fd (non-blocking, tokio `AsyncFd`) into
+//!   a ring of the last [`ExecLimits::retained_bytes`] bytes with absolute offsets. `EIO` on a
+//!   PTY master means every slave end is closed: EOF, not an error (case P2).
+//! - **Reaping**: one task awaits the child (tokio `Child::wait`) and records the exit status the
+//!   moment the child exits, even if a grandchild still holds the output open; collection then
+//!   goes on until EOF or [`ExecLimits::drain_after_exit`] after the exit (whatever is readable
+//!   at that point is drained first), and then it is finished (`eof`).
+//! - **Stopping** (`terminate_process`, the time limit): SIGTERM to the process group and to
+//!   every process carrying the tag, [`ExecLimits::grace`], then SIGKILL; the call returns once
+//!   the child is reaped. The termination reads `terminated` / `timeout`; a signal from outside
+//!   reads `signaled` with its number, never `exited 0` (case P2).
+//! - **Handles** (`table.rs`): a running process is never evicted. An exited one is kept for
+//!   **10 minutes** ([`ExecLimits::keep_exited_for`]) and at most **256** exited handles are kept
+//!   ([`ExecLimits::keep_exited_max`], oldest exit evicted first); after that its id answers
+//!   `PROCESS_NOT_FOUND` (case P9).
+//! - **Ownership**: one live process per owner (workspace); a second `exec` gets
+//!   `WORKSPACE_BUSY` ([`Processes::live_for`] is the check other tools use).
+//!
+//! Writing to a pipe whose reader is gone raises SIGPIPE in this process unless it is ignored
+//! (Rust binaries ignore it by default); a host that embeds this crate must keep it ignored.
+
+mod handle;
+mod io;
+mod pty;
+mod ring;
+mod spawn;
+mod table;
+mod wire;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use table::Processes;
+pub use wire::{
+    DispatchStatus, ExecStarted, ProcessState, ProcessStatus, ReadProcess, Termination,
+};
+
+/// A command to start (`exec_command`). The caller (the daemon) fills in cwd = workspace root,
+/// the operator's environment and time limit.
+#[derive(Debug, Clone)]
+pub struct ExecSpec {
+    /// Program and arguments, no shell. Empty argv or an empty program: `INVALID_COMMAND`.
+    /// A relative program is looked up in the `PATH` of `env`.
+    pub argv: Vec<String>,
+    /// Working directory (the workspace root).
+    pub cwd: PathBuf,
+    /// The complete environment: nothing is inherited from this process; `SPACES_PROCESS_TAG`
+    /// is added. For a PTY the caller sets `TERM`.
+    pub env: BTreeMap<String, String>,
+    /// Allocate a PTY instead of pipes.
+    pub tty: bool,
+    /// Initial PTY size as `(rows, cols)`; `None` = 24x80 (API.md). Ignored without `tty`.
+    pub tty_size: Option<(u16, u16)>,
+    /// Workspace id owning the process (one live process per owner).
+    pub owner: String,
+    /// Time limit; when it passes the process group is stopped and the termination reads
+    /// `timeout`.
+    pub timeout: Option<Duration>,
+    /// Unique tag stored as `SPACES_PROCESS_TAG`; descendants carry it, so termination finds
+    /// them even outside the process group. Empty = `exec/<process_id>`.
+    pub tag: String,
+}
+
+/// Retention and timing limits of the process table.
+#[derive(Debug, Clone)]
+pub struct ExecLimits {
+    /// Output bytes retained per process (the tail); default 262144 (256 KiB, API.md).
+    pub retained_bytes: usize,
+    /// How long an exited handle stays readable; default 10 minutes.
+    pub keep_exited_for: Duration,
+    /// How many exited handles are kept at most (oldest exit evicted first); default 256.
+    pub keep_exited_max: usize,
+    /// Time between SIGTERM and SIGKILL when stopping; default 2 s.
+    pub grace: Duration,
+    /// How long output is still collected after the child exited while a descendant keeps the
+    /// output open; default 2 s.
+    pub drain_after_exit: Duration,
+}
+
+impl Default for ExecLimits {
+    fn default() -> Self {
+        Self {
+            retained_bytes: 256 * 1024,
+            keep_exited_for: Duration::from_secs(600),
+            keep_exited_max: 256,
+            grace: Duration::from_secs(2),
+            drain_after_exit: Duration::from_secs(2),
+        }
+    }
+}

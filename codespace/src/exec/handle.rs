@@ -1,0 +1,227 @@
+//! One process handle: its output ring, its exit record, and the operations on them.
+//!
+//! State sits behind a std mutex held only for short, non-async sections; every change bumps a
+//! `watch` counter so readers can long-poll and stoppers can await the exit without sleeping.
+
+use std::os::fd::OwnedFd;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use spaces_sdk::{ApiError, ErrorCode};
+use tokio::io::unix::AsyncFd;
+use tokio::sync::watch;
+
+use super::ring::OutputRing;
+use super::wire::{ProcessState, ProcessStatus, ReadProcess, Termination};
+use crate::process::{kill_tree, TAG_ENV};
+
+/// How the process ended.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ExitRecord {
+    pub termination: Termination,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub at: Instant,
+}
+
+#[derive(Debug)]
+struct State {
+    ring: OutputRing,
+    finished: bool,
+    exit: Option<ExitRecord>,
+    /// Why we are stopping it, recorded before the first signal.
+    cause: Option<Termination>,
+}
+
+/// A process started by `exec`.
+pub(crate) struct Handle {
+    pub id: String,
+    pub owner: String,
+    pub tag: String,
+    pub pid: i32,
+    /// Where `write_stdin` writes: the stdin pipe or the PTY master.
+    pub input: Arc<AsyncFd<OwnedFd>>,
+    /// The PTY master (same fd as `input`), `None` in pipe mode.
+    pub master: Option<Arc<AsyncFd<OwnedFd>>>,
+    /// Serializes writers; holds the length of the unterminated line written so far (PTY).
+    pub write_lock: tokio::sync::Mutex<usize>,
+    state: Mutex<State>,
+    changed: watch::Sender<u64>,
+}
+
+impl Handle {
+    pub fn new(
+        id: String,
+        owner: String,
+        tag: String,
+        pid: i32,
+        retained: usize,
+        input: Arc<AsyncFd<OwnedFd>>,
+        master: Option<Arc<AsyncFd<OwnedFd>>>,
+    ) -> Self {
+        let state =
+            State { ring: OutputRing::new(retained), finished: false, exit: None, cause: None };
+        Self {
+            id,
+            owner,
+            tag,
+            pid,
+            input,
+            master,
+            write_lock: tokio::sync::Mutex::new(0),
+            state: Mutex::new(state),
+            changed: watch::channel(0).0,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding this lock cannot leave the ring half-written in a way that
+        // matters to readers; keep serving rather than propagate the poison.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Append collected output.
+    pub fn push(&self, bytes: &[u8]) {
+        self.lock().ring.push(bytes);
+        self.bump();
+    }
+
+    /// Collection finished (EOF or drain deadline).
+    pub fn finish(&self) {
+        self.lock().finished = true;
+        self.bump();
+    }
+
+    /// Record the reaped child's status. A stop we asked for wins over the raw status.
+    pub fn record_exit(&self, status: std::io::Result<ExitStatus>) {
+        {
+            let mut st = self.lock();
+            let (termination, exit_code, signal) = match (st.cause, status) {
+                (Some(cause), _) => (cause, None, None),
+                (None, Ok(s)) => match (s.code(), s.signal()) {
+                    (Some(code), _) => (Termination::Exited, Some(code), None),
+                    (None, Some(sig)) => (Termination::Signaled, None, Some(sig)),
+                    (None, None) => (Termination::Unknown, None, None),
+                },
+                (None, Err(_)) => (Termination::Unknown, None, None),
+            };
+            st.exit = Some(ExitRecord { termination, exit_code, signal, at: Instant::now() });
+        }
+        self.bump();
+    }
+
+    /// The exit record, if the child was reaped.
+    pub fn exit(&self) -> Option<ExitRecord> {
+        self.lock().exit
+    }
+
+    /// Resolves once the child was reaped.
+    pub async fn exited(&self) {
+        let mut rx = self.changed.subscribe();
+        while self.exit().is_none() {
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// `process_status`.
+    pub fn status(&self) -> ProcessStatus {
+        let st = self.lock();
+        ProcessStatus {
+            process_id: self.id.clone(),
+            state: if st.exit.is_some() { ProcessState::Exited } else { ProcessState::Running },
+            termination: st.exit.map(|e| e.termination),
+            exit_code: st.exit.and_then(|e| e.exit_code),
+            signal: st.exit.and_then(|e| e.signal),
+            output_total: st.ring.total(),
+            output_retained_from: st.ring.retained_from(),
+            eof: st.finished,
+        }
+    }
+
+    /// `read_process` from `cursor`; with `wait`, waits up to that long for bytes past the
+    /// cursor or the end of collection. `INVALID_ARGUMENT` for a cursor past the output.
+    pub async fn read(&self, cursor: u64, wait: Option<Duration>) -> Result<ReadProcess, ApiError> {
+        let deadline = wait.map(|w| tokio::time::Instant::now() + w);
+        let mut rx = self.changed.subscribe();
+        loop {
+            let answer = {
+                let st = self.lock();
+                if cursor > st.ring.total() {
+                    return Err(ApiError::new(
+                        ErrorCode::InvalidArgument,
+                        format!(
+                            "cursor {cursor} is past the output of {} ({} bytes so far); pass the cursor a previous read_process returned",
+                            self.id,
+                            st.ring.total()
+                        ),
+                    ));
+                }
+                let r = st.ring.read_from(cursor, st.finished);
+                let eof = st.finished && r.next == st.ring.total();
+                let fresh = !r.bytes.is_empty() || eof || r.skipped;
+                let answer = ReadProcess {
+                    process_id: self.id.clone(),
+                    cursor: r.next,
+                    chunk: String::from_utf8_lossy(&r.bytes).into_owned(),
+                    eof,
+                    output_lost: st.ring.retained_from() > 0,
+                    retained_from: st.ring.retained_from(),
+                };
+                (answer, fresh)
+            };
+            match (answer, deadline) {
+                ((answer, true), _) | ((answer, false), None) => return Ok(answer),
+                ((answer, false), Some(deadline)) => {
+                    match tokio::time::timeout_at(deadline, rx.changed()).await {
+                        Ok(Ok(())) => continue,
+                        _ => return Ok(answer),
+                    }
+                }
+            }
+        }
+    }
+
+    /// The typed answer for input or resize sent to an exited process (case P9).
+    pub fn not_running(&self, exit: &ExitRecord) -> ApiError {
+        let how = match (exit.termination, exit.exit_code, exit.signal) {
+            (Termination::Exited, Some(code), _) => format!("exited with code {code}"),
+            (Termination::Signaled, _, Some(sig)) => format!("was killed by signal {sig}"),
+            (Termination::Timeout, _, _) => "was stopped by its time limit".to_owned(),
+            (Termination::Terminated, _, _) => "was terminated".to_owned(),
+            _ => "exited (status unknown)".to_owned(),
+        };
+        ApiError::new(
+            ErrorCode::ProcessNotRunning,
+            format!(
+                "process {} {how}; it takes no more input: read its output or start a new command",
+                self.id
+            ),
+        )
+    }
+
+    /// Stop the process: SIGTERM to its group and tagged descendants, `grace`, SIGKILL; returns
+    /// once the child is reaped. `cause` is what the termination will read. On an exited
+    /// process this only ends leftover descendants (by tag) and keeps the recorded termination.
+    pub async fn terminate(&self, cause: Termination, grace: Duration) {
+        let running = {
+            let mut st = self.lock();
+            if st.exit.is_none() && st.cause.is_none() {
+                st.cause = Some(cause);
+            }
+            st.exit.is_none()
+        };
+        let marker = format!("{TAG_ENV}={}", self.tag);
+        // Once the leader is reaped its pid may be reused, so its group is signalled only while
+        // it is ours; leftovers are then found by tag.
+        kill_tree(running.then_some(self.pid), &marker, grace).await;
+        self.exited().await;
+    }
+}

@@ -1,0 +1,105 @@
+//! The tasks around a process: output collection, reaping, the time limit, and stdin writes.
+
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::unix::AsyncFd;
+use tokio::process::Child;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::handle::Handle;
+use super::wire::Termination;
+
+const READ_BUF: usize = 64 * 1024;
+/// At the drain deadline, read at most this much more (a descendant that never stops writing
+/// must not keep collection open forever).
+const FINAL_DRAIN_MAX: usize = 4 * 1024 * 1024;
+
+/// One non-blocking read. `Ok(None)` = nothing ready now; `Ok(Some(0))` = EOF.
+fn read_once(fd: &AsyncFd<OwnedFd>, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
+    match nix::unistd::read(fd.get_ref(), buf) {
+        Ok(n) => Ok(Some(n)),
+        Err(nix::errno::Errno::EAGAIN) => Ok(None),
+        Err(nix::errno::Errno::EINTR) => Ok(None),
+        // Every slave end of a PTY is closed: that is EOF (case P2).
+        Err(nix::errno::Errno::EIO) => Ok(Some(0)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Read `fd` into the handle's ring until EOF, or until `drain` after `exit` fired (then read
+/// what is ready and stop), then mark collection finished.
+pub(crate) async fn collect(
+    handle: Arc<Handle>,
+    fd: Arc<AsyncFd<OwnedFd>>,
+    mut exit: oneshot::Receiver<()>,
+    drain: Duration,
+) {
+    let mut buf = vec![0u8; READ_BUF];
+    let mut deadline: Option<Instant> = None;
+    loop {
+        tokio::select! {
+            ready = fd.readable() => {
+                let Ok(mut guard) = ready else { break };
+                match read_once(&fd, &mut buf) {
+                    Ok(None) => guard.clear_ready(),
+                    Ok(Some(0)) | Err(_) => break,
+                    Ok(Some(n)) => handle.push(&buf[..n]),
+                }
+            }
+            _ = &mut exit, if deadline.is_none() => {
+                deadline = Some(Instant::now() + drain);
+            }
+            _ = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
+                let mut budget = FINAL_DRAIN_MAX;
+                while budget > 0 {
+                    match read_once(&fd, &mut buf) {
+                        Ok(Some(n)) if n > 0 => {
+                            handle.push(&buf[..n]);
+                            budget = budget.saturating_sub(n);
+                        }
+                        _ => break,
+                    }
+                }
+                break;
+            }
+        }
+    }
+    handle.finish();
+}
+
+/// Reap the child, record its status, then tell the collector.
+pub(crate) async fn reap(handle: Arc<Handle>, mut child: Child, exited: oneshot::Sender<()>) {
+    let status = child.wait().await;
+    handle.record_exit(status);
+    let _ = exited.send(());
+}
+
+/// Stop the process when `limit` passes (termination `timeout`).
+pub(crate) async fn time_limit(handle: Arc<Handle>, limit: Duration, grace: Duration) {
+    tokio::select! {
+        _ = tokio::time::sleep(limit) => handle.terminate(Termination::Timeout, grace).await,
+        _ = handle.exited() => {}
+    }
+}
+
+/// Write all of `data` to a non-blocking fd, waiting for room as needed (partial writes are
+/// continued, case E13). Errors carry how many bytes went through.
+pub(crate) async fn write_all(
+    fd: &AsyncFd<OwnedFd>,
+    data: &[u8],
+) -> Result<(), (usize, std::io::Error)> {
+    let mut done = 0;
+    while done < data.len() {
+        let mut guard = fd.writable().await.map_err(|e| (done, e))?;
+        match nix::unistd::write(fd.get_ref(), &data[done..]) {
+            Ok(n) => done += n,
+            Err(nix::errno::Errno::EAGAIN) => guard.clear_ready(),
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err((done, e.into())),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,239 @@
+//! The process table: ids to handles, one live process per owner, eviction of exited handles.
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use spaces_sdk::{ApiError, ErrorCode};
+use tokio::io::unix::AsyncFd;
+use tokio::sync::oneshot;
+
+use super::handle::Handle;
+use super::wire::{DispatchStatus, ExecStarted, ProcessStatus, ReadProcess, Termination};
+use super::{io, pty, spawn, ExecLimits, ExecSpec};
+
+struct Inner {
+    limits: ExecLimits,
+    handles: Mutex<HashMap<String, Arc<Handle>>>,
+}
+
+/// The processes of one host: start them, read them, write to them, stop them. Cheap to clone
+/// (shared state inside). See the module doc for the lifetime of handles.
+#[derive(Clone)]
+pub struct Processes {
+    inner: Arc<Inner>,
+}
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::ProcessNotFound,
+        format!("no process {id}: the id is unknown or its handle expired after exit; do not retry with it"),
+    )
+}
+
+fn internal(what: &str, e: impl std::fmt::Display) -> ApiError {
+    ApiError::new(ErrorCode::Internal, format!("{what}: {e}"))
+}
+
+impl Processes {
+    /// An empty table with `limits`.
+    pub fn new(limits: ExecLimits) -> Processes {
+        Processes { inner: Arc::new(Inner { limits, handles: Mutex::new(HashMap::new()) }) }
+    }
+
+    fn table(&self) -> MutexGuard<'_, HashMap<String, Arc<Handle>>> {
+        let mut table = self.inner.handles.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        evict(&mut table, &self.inner.limits, Instant::now());
+        table
+    }
+
+    fn get(&self, id: &str) -> Result<Arc<Handle>, ApiError> {
+        self.table().get(id).cloned().ok_or_else(|| not_found(id))
+    }
+
+    /// `exec_command`: start `spec` and return `{process_id: "proc-<uuid>", dispatch_status:
+    /// confirmed}`. Errors: `INVALID_COMMAND` (empty argv or program), `PROCESS_SPAWN_FAILED`
+    /// (with the OS reason), `WORKSPACE_BUSY` (the owner has a live process), `INTERNAL` when
+    /// called outside a tokio runtime.
+    pub fn exec(&self, spec: ExecSpec) -> Result<ExecStarted, ApiError> {
+        let rt = tokio::runtime::Handle::try_current()
+            .map_err(|e| internal("exec needs a tokio runtime", e))?;
+        let mut table = self.table();
+        if let Some(busy) = live(&table, &spec.owner) {
+            return Err(ApiError::new(
+                ErrorCode::WorkspaceBusy,
+                format!(
+                    "workspace {} is busy with process {busy}; wait for it to exit or terminate it, then retry",
+                    spec.owner
+                ),
+            ));
+        }
+        let id = format!("proc-{}", uuid::Uuid::new_v4());
+        let mut spec = spec;
+        if spec.tag.is_empty() {
+            spec.tag = format!("exec/{id}");
+        }
+        let _enter = rt.enter(); // AsyncFd and the child's reaper register with this runtime
+        let spawned = spawn::spawn(&spec)?;
+        let output = Arc::new(watch_fd(spawned.output)?);
+        let (input, master) = match spawned.input {
+            Some(fd) => (Arc::new(watch_fd(fd)?), None),
+            None => (output.clone(), Some(output.clone())),
+        };
+        let limits = &self.inner.limits;
+        let handle = Arc::new(Handle::new(
+            id.clone(),
+            spec.owner.clone(),
+            spec.tag.clone(),
+            spawned.pid,
+            limits.retained_bytes,
+            input,
+            master,
+        ));
+        let (exited_tx, exited_rx) = oneshot::channel();
+        rt.spawn(io::reap(handle.clone(), spawned.child, exited_tx));
+        rt.spawn(io::collect(handle.clone(), output, exited_rx, limits.drain_after_exit));
+        if let Some(limit) = spec.timeout {
+            rt.spawn(io::time_limit(handle.clone(), limit, limits.grace));
+        }
+        table.insert(id.clone(), handle);
+        Ok(ExecStarted { process_id: id, dispatch_status: DispatchStatus::Confirmed })
+    }
+
+    /// `read_process{process_id, cursor?}`: output from `cursor` (default 0). With `wait`, waits
+    /// up to that long for new bytes or the end of collection (long poll). Errors:
+    /// `PROCESS_NOT_FOUND`, `INVALID_ARGUMENT` (cursor past the output).
+    pub async fn read(
+        &self,
+        id: &str,
+        cursor: Option<u64>,
+        wait: Option<Duration>,
+    ) -> Result<ReadProcess, ApiError> {
+        self.get(id)?.read(cursor.unwrap_or(0), wait).await
+    }
+
+    /// `process_status{process_id}`. Errors: `PROCESS_NOT_FOUND`.
+    pub fn status(&self, id: &str) -> Result<ProcessStatus, ApiError> {
+        Ok(self.get(id)?.status())
+    }
+
+    /// `write_stdin{process_id, data}`: writes every byte, waiting while the pipe or terminal is
+    /// full. Errors: `PROCESS_NOT_FOUND`; `PROCESS_NOT_RUNNING` naming how it ended (case P9,
+    /// also when it exits mid-write); `INVALID_ARGUMENT` for a line longer than 4095 bytes to a
+    /// PTY in canonical mode, which the kernel would cut silently (case E13).
+    pub async fn write_stdin(&self, id: &str, data: &[u8]) -> Result<(), ApiError> {
+        let h = self.get(id)?;
+        if let Some(exit) = h.exit() {
+            return Err(h.not_running(&exit));
+        }
+        let mut carried = h.write_lock.lock().await;
+        let canonical = match &h.master {
+            Some(m) => {
+                pty::is_canonical(m.as_fd()).map_err(|e| internal("reading terminal mode", e))?
+            }
+            None => false,
+        };
+        let after = if canonical {
+            let (longest, after) = pty::longest_line(*carried, data);
+            if longest > pty::MAX_CANON_LINE {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidArgument,
+                    format!(
+                        "a line of {longest} bytes is longer than the terminal's canonical-mode limit of {} bytes, and the kernel would drop the rest silently; nothing was written: split the line, or run the program without tty",
+                        pty::MAX_CANON_LINE
+                    ),
+                ));
+            }
+            after
+        } else {
+            0
+        };
+        let result = tokio::select! {
+            r = io::write_all(&h.input, data) => r,
+            _ = h.exited() => Err((0, std::io::Error::other("exited"))),
+        };
+        match result {
+            Ok(()) => {
+                *carried = after;
+                Ok(())
+            }
+            Err((done, e)) => match h.exit() {
+                Some(exit) => Err(h.not_running(&exit)),
+                None if e.raw_os_error() == Some(nix::libc::EPIPE) => Err(ApiError::new(
+                    ErrorCode::ProcessNotRunning,
+                    format!("process {id} closed its input after {done} of {} bytes", data.len()),
+                )),
+                None => Err(internal(&format!("writing to {id} after {done} bytes"), e)),
+            },
+        }
+    }
+
+    /// `process_resize{process_id, rows, cols}`: sets the PTY size; the program gets SIGWINCH
+    /// (case P8). Errors: `PROCESS_NOT_FOUND`, `PROCESS_NOT_TTY` (pipe mode),
+    /// `PROCESS_NOT_RUNNING`, `INVALID_ARGUMENT` (zero rows or cols).
+    pub fn resize(&self, id: &str, rows: u16, cols: u16) -> Result<(), ApiError> {
+        let h = self.get(id)?;
+        let Some(master) = &h.master else {
+            return Err(ApiError::new(
+                ErrorCode::ProcessNotTty,
+                format!("process {id} has no terminal (started without tty); nothing to resize"),
+            ));
+        };
+        if let Some(exit) = h.exit() {
+            return Err(h.not_running(&exit));
+        }
+        if rows == 0 || cols == 0 {
+            return Err(ApiError::new(
+                ErrorCode::InvalidArgument,
+                "rows and cols must both be at least 1",
+            ));
+        }
+        pty::resize(master.as_fd(), rows, cols).map_err(|e| internal("resizing the terminal", e))
+    }
+
+    /// `terminate_process{process_id}`: SIGTERM to the whole process group (and tagged
+    /// descendants), grace, SIGKILL; returns once the child is reaped; the termination reads
+    /// `terminated`. On an exited process it ends leftover descendants and changes nothing
+    /// else. Errors: `PROCESS_NOT_FOUND`.
+    pub async fn terminate(&self, id: &str) -> Result<(), ApiError> {
+        self.get(id)?.terminate(Termination::Terminated, self.inner.limits.grace).await;
+        Ok(())
+    }
+
+    /// The id of a running process of `owner`, if any (the `WORKSPACE_BUSY` check).
+    pub fn live_for(&self, owner: &str) -> Option<String> {
+        live(&self.table(), owner)
+    }
+
+    /// Wait until the process was reaped and return its status. Errors: `PROCESS_NOT_FOUND`.
+    pub async fn wait_exit(&self, id: &str) -> Result<ProcessStatus, ApiError> {
+        let h = self.get(id)?;
+        h.exited().await;
+        Ok(h.status())
+    }
+}
+
+/// Register an fd we own with the current runtime's reactor.
+fn watch_fd(fd: OwnedFd) -> Result<AsyncFd<OwnedFd>, ApiError> {
+    // SAFETY: an `OwnedFd` stays open and keeps its raw fd for as long as the `AsyncFd` owns it.
+    unsafe { AsyncFd::register(fd) }.map_err(|e| internal("watching a process fd", e))
+}
+
+fn live(table: &HashMap<String, Arc<Handle>>, owner: &str) -> Option<String> {
+    table.values().find(|h| h.owner == owner && h.exit().is_none()).map(|h| h.id.clone())
+}
+
+/// Drop exited handles older than `keep_exited_for`, then the oldest exits beyond
+/// `keep_exited_max`. Running handles are never dropped.
+fn evict(table: &mut HashMap<String, Arc<Handle>>, limits: &ExecLimits, now: Instant) {
+    table.retain(|_, h| h.exit().is_none_or(|e| now.duration_since(e.at) < limits.keep_exited_for));
+    let mut exited: Vec<(Instant, String)> =
+        table.values().filter_map(|h| h.exit().map(|e| (e.at, h.id.clone()))).collect();
+    if exited.len() > limits.keep_exited_max {
+        exited.sort();
+        for (_, id) in exited.iter().take(exited.len() - limits.keep_exited_max) {
+            table.remove(id);
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! Handles: typed errors, one live process per owner, eviction of exited handles.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use spaces_sdk::ErrorCode;
+use tempfile::TempDir;
+
+use super::support::{limits, spec};
+use crate::exec::{ExecLimits, ProcessState, Processes};
+
+// P9: input to a process that already exited gets a typed answer naming its exit code; an
+// unknown id is PROCESS_NOT_FOUND; a running process outlives the exited-handle limit.
+#[tokio::test]
+async fn case_p9_stdin_to_exited_process_is_typed() {
+    let dir = TempDir::new().unwrap();
+    let p = Processes::new(ExecLimits { keep_exited_max: 2, ..limits() });
+    let id = p.exec(spec(&dir, &["true"])).unwrap().process_id;
+    p.wait_exit(&id).await.unwrap();
+    let err = p.write_stdin(&id, b"\x03").await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::ProcessNotRunning);
+    assert!(err.message.contains("exited with code 0"), "{}", err.message);
+    let err = p.resize(&id, 10, 10).unwrap_err();
+    assert_eq!(err.code, ErrorCode::ProcessNotTty);
+
+    let unknown = "proc-00000000-0000-0000-0000-000000000000";
+    assert_eq!(p.read(unknown, None, None).await.unwrap_err().code, ErrorCode::ProcessNotFound);
+    assert_eq!(p.status(unknown).unwrap_err().code, ErrorCode::ProcessNotFound);
+
+    let long = p.exec(spec(&dir, &["sleep", "100"])).unwrap().process_id;
+    let mut exited = vec![id];
+    for _ in 0..4 {
+        let id = p.exec(spec(&dir, &["true"])).unwrap().process_id;
+        p.wait_exit(&id).await.unwrap();
+        exited.push(id);
+    }
+    for old in &exited[..3] {
+        assert_eq!(p.status(old).unwrap_err().code, ErrorCode::ProcessNotFound, "{old} evicted");
+    }
+    for kept in &exited[3..] {
+        assert_eq!(p.status(kept).unwrap().state, ProcessState::Exited);
+    }
+    assert_eq!(p.status(&long).unwrap().state, ProcessState::Running);
+    p.terminate(&long).await.unwrap();
+}
+
+#[tokio::test]
+async fn exited_handles_expire_after_the_keep_time() {
+    let dir = TempDir::new().unwrap();
+    let p = Processes::new(ExecLimits { keep_exited_for: Duration::ZERO, ..limits() });
+    let id = p.exec(spec(&dir, &["true"])).unwrap().process_id;
+    p.wait_exit(&id).await.unwrap();
+    assert_eq!(p.status(&id).unwrap_err().code, ErrorCode::ProcessNotFound);
+}
+
+#[tokio::test]
+async fn a_second_command_in_a_busy_workspace_is_refused() {
+    let dir = TempDir::new().unwrap();
+    let p = Processes::new(limits());
+    let first = spec(&dir, &["sleep", "100"]);
+    let owner = first.owner.clone();
+    let id = p.exec(first).unwrap().process_id;
+    assert_eq!(p.live_for(&owner), Some(id.clone()));
+    let second = crate::exec::ExecSpec { owner: owner.clone(), ..spec(&dir, &["true"]) };
+    let err = p.exec(second.clone()).unwrap_err();
+    assert_eq!(err.code, ErrorCode::WorkspaceBusy);
+    assert!(err.message.contains(&id), "{}", err.message);
+    p.exec(spec(&dir, &["true"])).unwrap();
+    p.terminate(&id).await.unwrap();
+    assert_eq!(p.live_for(&owner), None);
+    p.exec(second).unwrap();
+}
+
+#[tokio::test]
+async fn bad_commands_are_typed() {
+    let dir = TempDir::new().unwrap();
+    let p = Processes::new(limits());
+    assert_eq!(p.exec(spec(&dir, &[])).unwrap_err().code, ErrorCode::InvalidCommand);
+    assert_eq!(p.exec(spec(&dir, &[""])).unwrap_err().code, ErrorCode::InvalidCommand);
+    let err = p.exec(spec(&dir, &["no-such-program-here"])).unwrap_err();
+    assert_eq!(err.code, ErrorCode::ProcessSpawnFailed);
+    assert!(err.message.contains("No such file"), "{}", err.message);
+    let mut s = spec(&dir, &["true"]);
+    s.cwd = dir.path().join("missing");
+    assert_eq!(p.exec(s).unwrap_err().code, ErrorCode::ProcessSpawnFailed);
+}

@@ -1,0 +1,6 @@
+//! Tests on real processes, named after the field cases they pin (CASES.md P2, P8, P9, E13).
+
+mod lifecycle;
+mod pipe_cases;
+mod pty_cases;
+mod support;
