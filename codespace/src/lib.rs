@@ -10,6 +10,8 @@
 //!   status, stdin, resize, termination.
 //! - [`ledger`]: the SQLite operations ledger (idempotent `apply_patch`), approval holds.
 //! - [`steer`]: works and intents (the steering inbox).
+//! - [`service`]: the tools themselves (`call(name, arguments)`), policy checks and the
+//!   per-workspace gate, shared by every transport.
 //!
 //! What it never does: decide policy for agent runs (the daemon's run supervisor does), or talk
 //! to a network.
@@ -19,4 +21,5 @@ pub mod fs;
 pub mod ledger;
 pub mod patch;
 pub mod process;
+pub mod service;
 pub mod steer;

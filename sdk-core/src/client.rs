@@ -8,7 +8,10 @@ use std::path::PathBuf;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::{Method, Request};
+use hyper::Request;
+
+/// HTTP methods for [`Client::call`].
+pub use hyper::Method;
 use hyper_util::rt::TokioIo;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -166,6 +169,23 @@ impl Client {
     /// `GET /v1/spaces/{space}/agents` (`agent_list`): newest first.
     pub async fn agent_list(&self, space: &str) -> Result<Vec<RunStatus>, ClientError> {
         self.call(Method::GET, &format!("/v1/spaces/{}/agents", enc(space)), None::<&()>).await
+    }
+
+    /// `GET /v1/tools`: the names of the CodeSpace tools this daemon serves.
+    pub async fn tools(&self) -> Result<Vec<String>, ClientError> {
+        #[derive(serde::Deserialize)]
+        struct Tools {
+            tools: Vec<String>,
+        }
+        let t: Tools = self.call(Method::GET, "/v1/tools", None::<&()>).await?;
+        Ok(t.tools)
+    }
+
+    /// `POST /v1/tools/{name}`: runs CodeSpace tool `name` (`read`, `apply_patch`,
+    /// `exec_command`, ...) with `arguments` (a JSON object, fields as in the API reference) and
+    /// returns its result JSON. Errors: [`ClientError::Api`] with the tool's error code.
+    pub async fn tool(&self, name: &str, arguments: &serde_json::Value) -> Result<serde_json::Value, ClientError> {
+        self.call(Method::POST, &format!("/v1/tools/{}", enc(name)), Some(arguments)).await
     }
 
     /// Send one request and decode a JSON answer (or the typed error envelope).

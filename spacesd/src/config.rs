@@ -9,6 +9,8 @@
 //!   run this already installed binary instead of the pinned install (shown in `capabilities`).
 //! - `SPACES_FORWARDABLE_ENV`: comma-separated names runs may copy with `env_from_host`.
 //! - `SPACES_STALL_MS`: a turn silent this long gets a `notice`; twice as long ends it `error`.
+//! - `SPACES_EXEC_TIMEOUT_MS`: time limit of one `exec_command` (default 30 min; 0: none).
+//!   Extra environment for commands is set in `config.json` (`exec_env`), never by clients.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -25,6 +27,9 @@ pub const DEFAULT_FORWARDABLE_ENV: &[&str] = &[
     "CODEX_API_KEY",
 ];
 
+/// Default time limit of one `exec_command`, in ms (30 minutes).
+pub const DEFAULT_EXEC_TIMEOUT_MS: u64 = 30 * 60 * 1000;
+
 /// Default stall limit of a turn, in ms (no output at all for this long).
 pub const DEFAULT_STALL_MS: u64 = 300_000;
 
@@ -37,6 +42,10 @@ pub struct ConfigFile {
     pub harness_bin: BTreeMap<String, PathBuf>,
     pub forwardable_env: Option<Vec<String>>,
     pub stall_ms: Option<u64>,
+    /// Variables every `exec_command` gets on top of the clean default environment.
+    pub exec_env: BTreeMap<String, String>,
+    /// Time limit of one `exec_command` in ms; 0: none.
+    pub exec_timeout_ms: Option<u64>,
 }
 
 /// The resolved configuration of one daemon.
@@ -47,6 +56,8 @@ pub struct Config {
     pub harness_bin: BTreeMap<String, PathBuf>,
     pub forwardable_env: Vec<String>,
     pub stall_ms: u64,
+    pub exec_env: BTreeMap<String, String>,
+    pub exec_timeout_ms: u64,
 }
 
 impl Config {
@@ -77,7 +88,20 @@ impl Config {
             .and_then(|s| s.parse().ok())
             .or(file.stall_ms)
             .unwrap_or(DEFAULT_STALL_MS);
-        Ok(Config { state_dir, tools_dir, harness_bin, forwardable_env, stall_ms })
+        let exec_timeout_ms = std::env::var("SPACES_EXEC_TIMEOUT_MS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .or(file.exec_timeout_ms)
+            .unwrap_or(DEFAULT_EXEC_TIMEOUT_MS);
+        Ok(Config {
+            state_dir,
+            tools_dir,
+            harness_bin,
+            forwardable_env,
+            stall_ms,
+            exec_env: file.exec_env,
+            exec_timeout_ms,
+        })
     }
 
     /// `<state dir>/spacesd.sock`.

@@ -38,9 +38,9 @@ pub async fn run(cfg: Config, args: DemoArgs) -> anyhow::Result<()> {
     let socket = cfg.socket_path();
     println!("== spacesd demo: state dir {}, Space dir {}", cfg.state_dir.display(), space_dir.display());
 
-    let sup = crate::serve::open(cfg.clone()).await?;
+    let state = crate::serve::open(cfg.clone()).await?;
     let listener = tokio::net::UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
-    let app = crate::http::router(sup);
+    let app = crate::http::router(state.sup, state.cs);
     tokio::spawn(async move { axum::serve(listener, app).await });
     let client = Client::new(Endpoint::Unix(socket));
 

@@ -21,3 +21,4 @@ pub mod http;
 pub mod serve;
 pub mod store;
 pub mod supervisor;
+pub mod workspaces;

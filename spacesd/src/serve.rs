@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use crate::config::Config;
-use crate::http::{self, TcpAuth};
+use crate::http::{self, AppState, TcpAuth};
 use crate::store::Store;
 use crate::supervisor::Supervisor;
 
@@ -23,20 +23,24 @@ pub struct ServeOptions {
     pub token_file: Option<PathBuf>,
 }
 
-/// Open state and build the supervisor (recovering runs a previous daemon left).
-pub async fn open(cfg: Config) -> anyhow::Result<Supervisor> {
+/// Open state and build the supervisor (recovering runs a previous daemon left) and the
+/// CodeSpace tool service (`<state dir>/codespace.db`).
+pub async fn open(cfg: Config) -> anyhow::Result<AppState> {
     crate::fsutil::create_private_dir(&cfg.state_dir)
         .with_context(|| format!("cannot create state dir {}", cfg.state_dir.display()))?;
     let store = Arc::new(Store::open(&cfg.db_path()).context("cannot open the state database")?);
+    let cs = crate::workspaces::open(&cfg, store.clone())
+        .map_err(|e| anyhow::anyhow!("cannot open the CodeSpace ledger: {}", e.message))?;
     let sup = Supervisor::new(cfg, store);
     sup.recover().await.context("cannot recover runs")?;
-    Ok(sup)
+    Ok(AppState { sup, cs })
 }
 
 /// Serve until SIGINT/SIGTERM.
 pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     let socket = cfg.socket_path();
-    let sup = open(cfg).await?;
+    let state = open(cfg).await?;
+    let sup = state.sup.clone();
     if socket.exists() {
         if tokio::net::UnixStream::connect(&socket).await.is_ok() {
             anyhow::bail!("another spacesd is already serving {}", socket.display());
@@ -45,7 +49,7 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     }
     let unix = tokio::net::UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
-    let app = http::router(sup.clone());
+    let app = http::router(state.sup.clone(), state.cs.clone());
     let mut tasks = tokio::task::JoinSet::new();
     {
         let app = app.clone();

@@ -49,6 +49,15 @@ pub enum Command {
     Agent(agent::AgentCmd),
     /// What every harness is and can do on this host (JSON).
     Capabilities,
+    /// Run one CodeSpace tool (read, find, apply_patch, exec_command, read_process, ...) and
+    /// print its JSON result, e.g. `spacesd tool read '{"workspace_id":"demo","path":"hello.txt"}'`.
+    /// Without NAME, list the tools. Exits 1 with the error JSON on a refusal.
+    Tool {
+        /// Tool name, as in the API reference.
+        name: Option<String>,
+        /// Arguments as a JSON object (default `{}`).
+        arguments: Option<String>,
+    },
     /// Install the pinned agent CLIs now (otherwise they are installed on first use).
     #[command(subcommand)]
     Tools(ToolsCmd),
@@ -124,6 +133,30 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Agent(cmd) => agent::run(&client(&cfg), cmd).await,
+        Command::Tool { name: None, .. } => {
+            for t in client(&cfg).tools().await? {
+                println!("{t}");
+            }
+            Ok(())
+        }
+        Command::Tool { name: Some(name), arguments } => {
+            let args: serde_json::Value = match arguments.as_deref() {
+                None | Some("") => serde_json::json!({}),
+                Some(text) => serde_json::from_str(text)
+                    .map_err(|e| anyhow::anyhow!("ARGUMENTS must be a JSON object: {e}"))?,
+            };
+            match client(&cfg).tool(&name, &args).await {
+                Ok(v) => {
+                    println!("{}", serde_json::to_string_pretty(&v)?);
+                    Ok(())
+                }
+                Err(spaces_sdk::client::ClientError::Api(e)) => {
+                    println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "error": e }))?);
+                    std::process::exit(1);
+                }
+                Err(e) => Err(e.into()),
+            }
+        }
         Command::Capabilities => {
             println!("{}", serde_json::to_string_pretty(&client(&cfg).capabilities().await?)?);
             Ok(())

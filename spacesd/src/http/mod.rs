@@ -12,12 +12,18 @@
 //! - `GET  /v1/spaces/{space}/agents/{run_id}/events?cursor=&max=&wait_ms=&raw=` -> events page
 //! - `POST /v1/spaces/{space}/agents/{run_id}/message {text, force?}` -> `AgentActionReport`
 //! - `POST /v1/spaces/{space}/agents/{run_id}/interrupt`, `.../stop` -> `AgentActionReport`
+//! - `GET  /v1/tools` -> `{"tools": [...]}`; `POST /v1/tools/{name}` with the tool's arguments
+//!   -> its result (CodeSpace tools: `read`, `apply_patch`, `exec_command`, ...; see [`tools`])
+//! - `/inbox/...`: the user's side of steering (see [`inbox`])
+//! - anything else: `{"error": {code: INVALID_ARGUMENT, ...}}` with 400
 //!
 //! On the Unix socket (0600) no token is needed. On TCP every request needs
 //! `Authorization: Bearer <token>`, and `Host`/`Origin` must name a loopback host.
 
 mod auth;
+mod inbox;
 mod routes;
+mod tools;
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -26,7 +32,7 @@ use spaces_sdk::error::ErrorEnvelope;
 use spaces_sdk::ApiError;
 
 pub use auth::{check as auth_check, TcpAuth};
-pub use routes::router;
+pub use routes::{router, AppState};
 
 /// An error answer.
 pub struct HttpError(pub ApiError);

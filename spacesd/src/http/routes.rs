@@ -1,7 +1,7 @@
 //! Route table and handlers.
 
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRef, Path, Query, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
@@ -10,21 +10,46 @@ use spaces_sdk::{
     EventsPage, RunStatus, SpaceRecord,
 };
 
+use spaces_codespace::service::CodeSpace;
+
 use super::HttpError;
 use crate::supervisor::Supervisor;
 
 type Answer<T> = Result<Json<T>, HttpError>;
 
 /// A JSON body, or `INVALID_ARGUMENT` saying what is wrong with it.
-fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, HttpError> {
+pub(super) fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, HttpError> {
     b.map(|Json(v)| v).map_err(|e| {
         HttpError(spaces_sdk::ApiError::new(spaces_sdk::ErrorCode::InvalidArgument, format!("invalid request body: {}", e.body_text())))
     })
 }
 
-/// The API router over `sup` (no auth: add [`super::auth::check`] for TCP).
-pub fn router(sup: Supervisor) -> Router {
+/// What every handler can reach: the run supervisor and the CodeSpace tool service.
+#[derive(Clone)]
+pub struct AppState {
+    pub sup: Supervisor,
+    pub cs: CodeSpace,
+}
+
+impl FromRef<AppState> for Supervisor {
+    fn from_ref(app: &AppState) -> Supervisor {
+        app.sup.clone()
+    }
+}
+
+impl FromRef<AppState> for CodeSpace {
+    fn from_ref(app: &AppState) -> CodeSpace {
+        app.cs.clone()
+    }
+}
+
+/// The API router over `sup` and `cs` (no auth: add [`super::auth::check`] for TCP). Unknown
+/// paths and methods answer in the error envelope too.
+pub fn router(sup: Supervisor, cs: CodeSpace) -> Router {
     Router::new()
+        .route("/v1/tools", get(super::tools::list))
+        .route("/v1/tools/{name}", post(super::tools::call))
+        .merge(super::inbox::routes())
         .route("/v1/health", get(health))
         .route("/v1/capabilities", get(capabilities))
         .route("/v1/spaces", get(space_list).post(space_add))
@@ -34,7 +59,23 @@ pub fn router(sup: Supervisor) -> Router {
         .route("/v1/spaces/{space}/agents/{run_id}/message", post(agent_message))
         .route("/v1/spaces/{space}/agents/{run_id}/interrupt", post(agent_interrupt))
         .route("/v1/spaces/{space}/agents/{run_id}/stop", post(agent_stop))
-        .with_state(sup)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(AppState { sup, cs })
+}
+
+async fn not_found(uri: axum::http::Uri) -> HttpError {
+    HttpError(spaces_sdk::ApiError::new(
+        spaces_sdk::ErrorCode::InvalidArgument,
+        format!("no route {}: see docs/api.md for the routes", uri.path()),
+    ))
+}
+
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> HttpError {
+    HttpError(spaces_sdk::ApiError::new(
+        spaces_sdk::ErrorCode::InvalidArgument,
+        format!("{method} is not allowed on {}: see docs/api.md", uri.path()),
+    ))
 }
 
 async fn health() -> Json<serde_json::Value> {

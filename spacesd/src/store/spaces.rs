@@ -25,7 +25,7 @@ impl Store {
             .query_row(
                 "SELECT name, root, read_only, approvals FROM spaces WHERE name = ?1",
                 params![name],
-                |r| space_row(r),
+                space_row,
             )
             .optional()?)
     }

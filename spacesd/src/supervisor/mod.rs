@@ -12,7 +12,7 @@ mod journal;
 mod proc;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,7 +26,7 @@ use spaces_sdk::{
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::Config;
-use crate::error::{refuse, Result};
+use crate::error::{refuse, Error, Result};
 use crate::eventlog::EventLog;
 use crate::store::runs::RunRow;
 use crate::store::{now_ms, Store};
@@ -434,21 +434,17 @@ async fn answer(rx: oneshot::Receiver<ActionReport>) -> Result<ActionReport> {
     rx.await.map_err(|_| refuse(ErrorCode::Internal, "the run's actor ended before answering; check the run's status"))
 }
 
-/// The agent's working directory: the Space root, or `cwd` relative to it. Refuses absolute
-/// paths, `..`, and anything (symlinks included) that resolves outside the root.
+/// The agent's working directory: the Space root, or `cwd` relative to it, resolved at open
+/// time by the same confinement as the file tools (`codespace::fs::Root::check_dir`):
+/// `PATH_ESCAPE` for `..`/absolute paths, `SYMLINK_REJECTED` for a symlink on the way,
+/// `FILE_NOT_FOUND`, `PATH_NOT_DIRECTORY`.
 fn resolve_cwd(root: &Path, cwd: Option<&str>) -> Result<PathBuf> {
     let Some(rel) = cwd.filter(|c| !c.is_empty() && *c != ".") else {
         return Ok(root.to_path_buf());
     };
-    let p = Path::new(rel);
-    if p.is_absolute() || p.components().any(|c| matches!(c, Component::ParentDir)) || rel.contains('\0') {
-        return Err(refuse(ErrorCode::InvalidArgument, format!("cwd {rel:?} must be a relative path inside the Space (no '..', not absolute)")));
-    }
-    let full = std::fs::canonicalize(root.join(p)).map_err(|e| {
-        refuse(ErrorCode::InvalidArgument, format!("cwd {rel:?} is not an existing directory in the Space: {e}"))
-    })?;
-    if !full.starts_with(root) || !full.is_dir() {
-        return Err(refuse(ErrorCode::InvalidArgument, format!("cwd {rel:?} resolves outside the Space or is not a directory")));
-    }
-    Ok(full)
+    let root = spaces_codespace::fs::Root::open(root).map_err(Error::Api)?;
+    root.check_dir(rel).map_err(|mut e| {
+        e.message = format!("cwd {rel:?}: {}", e.message);
+        Error::Api(e)
+    })
 }

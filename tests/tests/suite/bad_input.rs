@@ -34,9 +34,14 @@ async fn bad_input_gets_typed_errors_and_creates_nothing() {
     assert!(m1.contains("claude-code"), "message lists known agents: {m1}");
     let (c2, _) = code(c.agent_start("s", &start("claude-code", "   ", None)).await);
     assert_eq!(c2, ErrorCode::InvalidArgument);
-    for cwd in ["../", "/etc", "escape", "missing-dir"] {
+    for (cwd, want) in [
+        ("../", ErrorCode::PathEscape),
+        ("/etc", ErrorCode::PathEscape),
+        ("escape", ErrorCode::SymlinkRejected),
+        ("missing-dir", ErrorCode::FileNotFound),
+    ] {
         let (c3, m3) = code(c.agent_start("s", &start("claude-code", "hi", Some(cwd))).await);
-        assert_eq!(c3, ErrorCode::InvalidArgument, "cwd {cwd}: {m3}");
+        assert_eq!(c3, want, "cwd {cwd}: {m3}");
     }
     let (c4, _) = code(c.agent_start("nope", &start("claude-code", "hi", None)).await);
     assert_eq!(c4, ErrorCode::WorkspaceNotFound);
@@ -57,4 +62,15 @@ async fn bad_input_gets_typed_errors_and_creates_nothing() {
     let (ok, out) = d.cli(&["agent", "start", "no-such-agent", "hi", "--space", "s"]);
     assert!(!ok);
     assert!(out.contains("HARNESS_UNAVAILABLE"), "{out}");
+}
+
+#[tokio::test]
+async fn unknown_routes_and_methods_answer_in_the_error_envelope() {
+    let d = TestDaemon::start().await;
+    let r = d.client.call::<_, serde_json::Value>(spaces_sdk::client::Method::GET, "/v1/nope", None::<&()>).await;
+    assert_eq!(code(r).0, ErrorCode::InvalidArgument);
+    let r = d.client.call::<_, serde_json::Value>(spaces_sdk::client::Method::DELETE, "/v1/spaces", None::<&()>).await;
+    let (c, message) = code(r);
+    assert_eq!(c, ErrorCode::InvalidArgument);
+    assert!(message.contains("DELETE"), "{message}");
 }

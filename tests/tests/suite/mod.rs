@@ -1,4 +1,5 @@
 mod bad_input;
+mod codespace;
 mod fake_agents;
 mod harness;
 mod runs;

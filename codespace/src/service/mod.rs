@@ -1,0 +1,190 @@
+//! The CodeSpace tool service: one entry point per tool of the API reference ("CodeSpace
+//! execution layer"), shared by every transport (HTTP `POST /v1/tools/{name}` now, MCP later).
+//!
+//! Theory of operation. A tool call names a workspace (a registered Space, looked up through a
+//! [`WorkspaceRegistry`] the daemon provides) and is checked against its policy before anything
+//! happens:
+//! - read-only workspaces answer `read`/`find` only (`UNAUTHORIZED` for mutations);
+//! - with approvals `confirm`, `apply_patch` (not a `check_only` preview) and `exec_command`
+//!   return `APPROVAL_REQUIRED` with an `approval_id` instead of running; `operation_resume`
+//!   runs the held call once, after re-checking policy ([`approvals`]);
+//! - one live command occupies its workspace: `apply_patch` and a second `exec_command` get
+//!   `WORKSPACE_BUSY` while `read`/`find` keep working. A per-workspace gate makes the busy check
+//!   and the spawn (or the patch commit) one step, so a command never starts mid-commit.
+//!
+//! Files go through [`crate::fs::Root`] (confinement at open time), patches through the pure
+//! engine ([`crate::patch`]) and the ledger ([`crate::ledger`]: the row is written before the
+//! commit, so a crash leaves `unknown`, never a silent re-apply), commands through
+//! [`crate::exec::Processes`], coordination through [`crate::steer::Steering`].
+//!
+//! Blocking work (file I/O, SQLite) runs on tokio's blocking pool; every method is async.
+
+mod approvals;
+mod args;
+mod commands;
+mod dispatch;
+mod files;
+mod info;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use spaces_sdk::{ApiError, Approvals, ErrorCode};
+
+use crate::exec::{ExecLimits, Processes};
+use crate::fs::Root;
+use crate::ledger::Ledger;
+use crate::steer::Steering;
+
+pub use dispatch::TOOLS;
+
+/// A workspace as the service needs it: the registered Space's name (`workspace_id`), root and
+/// policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspacePolicy {
+    pub workspace_id: String,
+    pub root: PathBuf,
+    pub read_only: bool,
+    pub approvals: Approvals,
+}
+
+/// Where workspaces come from (the daemon's Space registry).
+pub trait WorkspaceRegistry: Send + Sync + 'static {
+    /// The workspace `workspace_id`, or `None` when no such Space is registered. Errors: the
+    /// registry could not be read (`INTERNAL`).
+    fn workspace(&self, workspace_id: &str) -> Result<Option<WorkspacePolicy>, ApiError>;
+}
+
+/// Operator settings for commands (`exec_command`): the environment every command gets and its
+/// time limit. Clients cannot change either.
+#[derive(Debug, Clone)]
+pub struct ExecSettings {
+    /// The complete environment of a command (nothing else is inherited). `TERM` is added for a
+    /// PTY when missing.
+    pub env: BTreeMap<String, String>,
+    /// Time limit of one command; at the limit its process group is ended (`termination:
+    /// timeout`). `None`: no limit.
+    pub timeout: Option<Duration>,
+    /// Retention and grace numbers of the process table.
+    pub limits: ExecLimits,
+}
+
+impl ExecSettings {
+    /// The default clean environment: `PATH=/usr/local/bin:/usr/bin:/bin`, `HOME` (the daemon's),
+    /// `LANG=C.UTF-8`; 30 minutes time limit; default process-table limits.
+    pub fn with_defaults() -> ExecSettings {
+        let mut env = BTreeMap::new();
+        env.insert("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned());
+        if let Some(home) = std::env::var_os("HOME") {
+            env.insert("HOME".to_owned(), home.to_string_lossy().into_owned());
+        }
+        env.insert("LANG".to_owned(), "C.UTF-8".to_owned());
+        ExecSettings { env, timeout: Some(Duration::from_secs(30 * 60)), limits: ExecLimits::default() }
+    }
+}
+
+/// The CodeSpace service of one host. Cheap to clone.
+#[derive(Clone)]
+pub struct CodeSpace {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    registry: Arc<dyn WorkspaceRegistry>,
+    ledger: Ledger,
+    steering: Steering,
+    processes: Processes,
+    exec: ExecSettings,
+    /// Open roots by workspace id (re-opened when the registered root changes).
+    roots: Mutex<HashMap<String, Arc<Root>>>,
+    /// Per-workspace gate: busy check + spawn, and busy check + patch commit, are one step.
+    gates: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl CodeSpace {
+    /// Opens the ledger and the steering store in `db` (SQLite, created if missing) and starts an
+    /// empty process table. Errors: the database cannot be opened (`INTERNAL`).
+    pub fn open(db: &Path, registry: Arc<dyn WorkspaceRegistry>, exec: ExecSettings) -> Result<CodeSpace, ApiError> {
+        let ledger = Ledger::open(db)?;
+        let steering = Steering::open(db)?;
+        let processes = Processes::new(exec.limits.clone());
+        Ok(CodeSpace {
+            inner: Arc::new(Inner {
+                registry,
+                ledger,
+                steering,
+                processes,
+                exec,
+                roots: Mutex::new(HashMap::new()),
+                gates: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// The steering store (the daemon's `/inbox` routes use it directly).
+    pub fn steering(&self) -> &Steering {
+        &self.inner.steering
+    }
+
+    /// The process table.
+    pub fn processes(&self) -> &Processes {
+        &self.inner.processes
+    }
+
+    /// The workspace `id`. Errors: `WORKSPACE_NOT_FOUND`.
+    fn workspace(&self, id: &str) -> Result<WorkspacePolicy, ApiError> {
+        self.inner.registry.workspace(id)?.ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::WorkspaceNotFound,
+                format!("no workspace {id:?} on this host; register it with `spacesd space add {id} PATH`"),
+            )
+        })
+    }
+
+    /// The open root of `ws` (opened on first use, re-opened when its path changed).
+    fn root(&self, ws: &WorkspacePolicy) -> Result<Arc<Root>, ApiError> {
+        let mut roots = self.inner.roots.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(root) = roots.get(&ws.workspace_id) {
+            if root.path() == ws.root {
+                return Ok(root.clone());
+            }
+        }
+        let root = Arc::new(Root::open(&ws.root)?);
+        roots.insert(ws.workspace_id.clone(), root.clone());
+        Ok(root)
+    }
+
+    /// The gate of workspace `id`.
+    fn gate(&self, id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut gates = self.inner.gates.lock().unwrap_or_else(|p| p.into_inner());
+        gates.entry(id.to_owned()).or_default().clone()
+    }
+}
+
+/// `UNAUTHORIZED` for a mutation in a read-only workspace.
+fn refuse_read_only(ws: &WorkspacePolicy, tool: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::Unauthorized,
+        format!("workspace {:?} is read-only: {tool} is not available (read and find are)", ws.workspace_id),
+    )
+}
+
+/// `WORKSPACE_BUSY` naming the live process.
+fn busy(ws: &str, process_id: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::WorkspaceBusy,
+        format!(
+            "workspace {ws:?} is busy: process {process_id} is still running; wait for it (process_status) \
+             or end it (terminate_process), then retry; read and find stay available"
+        ),
+    )
+}
+
+/// Runs blocking `f` on the blocking pool. A panic there is reported as `INTERNAL`.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::new(ErrorCode::Internal, format!("internal task failed: {e}")))?
+}

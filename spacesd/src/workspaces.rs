@@ -1,0 +1,45 @@
+//! The daemon's side of the CodeSpace service: registered Spaces are its workspaces (the Space
+//! name is the `workspace_id`), and the operator's command settings come from [`Config`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use spaces_codespace::service::{CodeSpace, ExecSettings, WorkspacePolicy, WorkspaceRegistry};
+use spaces_sdk::{ApiError, ErrorCode};
+
+use crate::config::Config;
+use crate::store::Store;
+
+/// Spaces in the daemon's store, as CodeSpace workspaces.
+struct SpaceRegistry {
+    store: Arc<Store>,
+}
+
+impl WorkspaceRegistry for SpaceRegistry {
+    fn workspace(&self, workspace_id: &str) -> Result<Option<WorkspacePolicy>, ApiError> {
+        let space = self
+            .store
+            .space_get(workspace_id)
+            .map_err(|e| ApiError::new(ErrorCode::Internal, format!("cannot read the Space registry: {e}")))?;
+        Ok(space.map(|s| WorkspacePolicy {
+            workspace_id: s.name,
+            root: PathBuf::from(s.root),
+            read_only: s.read_only,
+            approvals: s.approvals,
+        }))
+    }
+}
+
+/// Opens the CodeSpace service of this daemon: ledger, approvals and steering in
+/// `<state dir>/codespace.db`; commands get the default clean environment plus the operator's
+/// `exec_env`, and the `exec_timeout_ms` limit. Errors: the database cannot be opened.
+pub fn open(cfg: &Config, store: Arc<Store>) -> Result<CodeSpace, ApiError> {
+    let mut exec = ExecSettings::with_defaults();
+    exec.env.extend(cfg.exec_env.clone());
+    exec.timeout = match cfg.exec_timeout_ms {
+        0 => None,
+        ms => Some(Duration::from_millis(ms)),
+    };
+    CodeSpace::open(&cfg.state_dir.join("codespace.db"), Arc::new(SpaceRegistry { store }), exec)
+}
