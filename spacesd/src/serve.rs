@@ -76,6 +76,10 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         Some(res) = tasks.join_next() => { res??; }
     }
     let _ = std::fs::remove_file(&socket);
+    let ended = state.cs.processes().terminate_all().await;
+    if ended > 0 {
+        eprintln!("spacesd: ended {ended} running command(s) (exec_command handles do not survive a shutdown)");
+    }
     eprintln!("spacesd: shutting down; agent runs keep their state and resume on the next start");
     Ok(())
 }

@@ -201,6 +201,16 @@ impl Processes {
         Ok(())
     }
 
+    /// Ends every running process (as [`Processes::terminate`], all at once) and returns how
+    /// many there were: what a daemon shutdown does (`lifetime.gateway_shutdown: terminate`).
+    pub async fn terminate_all(&self) -> usize {
+        let running: Vec<Arc<Handle>> = self.table().values().filter(|h| h.exit().is_none()).cloned().collect();
+        let grace = self.inner.limits.grace;
+        let stops = running.iter().map(|h| h.terminate(Termination::Terminated, grace));
+        futures_util::future::join_all(stops).await;
+        running.len()
+    }
+
     /// The id of a running process of `owner`, if any (the `WORKSPACE_BUSY` check).
     pub fn live_for(&self, owner: &str) -> Option<String> {
         live(&self.table(), owner)

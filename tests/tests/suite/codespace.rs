@@ -322,3 +322,31 @@ async fn read_only_workspace_reads_but_never_writes_or_runs() {
     let e = tool_err(&d, "read", json!({"workspace_id": "nope", "path": "f.txt"})).await;
     assert_eq!(e.code, ErrorCode::WorkspaceNotFound);
 }
+
+#[tokio::test]
+async fn daemon_shutdown_ends_running_commands_and_the_ledger_survives() {
+    let mut d = TestDaemon::start().await;
+    let root = d.space("life").await;
+    let applied = tool(&d, "apply_patch", json!({"workspace_id": "life", "operation_key": "before-restart",
+        "patch": "*** Begin Patch\n*** Add File: a.txt\n+a\n*** End Patch\n"})).await;
+    let run = tool(&d, "exec_command", json!({"workspace_id": "life", "command": ["sh", "-c", "sleep 1000 & sleep 1000"]})).await;
+    let pid = run["process_id"].as_str().unwrap().to_owned();
+    let marker = format!("{}=exec/{pid}", spaces_codespace::process::TAG_ENV);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while spaces_codespace::process::alive_with_marker(&marker).len() < 2 {
+        assert!(Instant::now() < deadline, "the command and its child did not both start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    d.terminate();
+    assert!(spaces_codespace::process::alive_with_marker(&marker).is_empty(), "a shutdown ends every process of a command");
+    d.restart().await;
+    // handles do not survive a restart; the ledger does, and the workspace is free
+    let e = tool_err(&d, "process_status", json!({"process_id": pid})).await;
+    assert_eq!(e.code, ErrorCode::ProcessNotFound);
+    let status = tool(&d, "operation_status", json!({"operation_key": "before-restart"})).await;
+    assert_eq!((status["status"].as_str(), &status["operation_id"]), (Some("applied"), &applied["operation_id"]));
+    assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "a\n");
+    let again = tool(&d, "exec_command", json!({"workspace_id": "life", "command": ["true"]})).await;
+    assert_eq!(again["dispatch_status"], "confirmed");
+}

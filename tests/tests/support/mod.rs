@@ -111,6 +111,15 @@ impl TestDaemon {
         self.spawn().await;
     }
 
+    /// SIGTERM the daemon (a graceful shutdown) and wait for it to exit.
+    pub fn terminate(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let pid = nix::unistd::Pid::from_raw(c.id() as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            let _ = c.wait();
+        }
+    }
+
     /// SIGKILL the daemon.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
