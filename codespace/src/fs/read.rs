@@ -114,7 +114,7 @@ impl Root {
             ),
         };
         Ok(ReadResult {
-            path: path.to_owned(),
+            path: crate::patch::normalize_path(path),
             content,
             version: hex_version(&hasher.finalize()),
             truncated,

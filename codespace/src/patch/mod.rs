@@ -38,7 +38,7 @@ use std::collections::BTreeMap;
 use spaces_sdk::ErrorCode;
 
 pub use apply::{apply, Change, ChangeKind, Source};
-pub use parse::{parse, FileOp, Hunk, HunkLine, Patch};
+pub use parse::{normalize_path, parse, FileOp, Hunk, HunkLine, Patch};
 pub use version::{check_expected_versions, version, version_of, ABSENT};
 
 /// Errors of the patch engine. [`PatchError::code`] gives the wire code.
@@ -184,7 +184,20 @@ pub fn plan(
     source: &dyn Source,
 ) -> Result<Plan> {
     let patch = parse(patch)?;
-    check_expected_versions(expected_versions, source)?;
+    let mut expected = BTreeMap::new();
+    for (path, version) in expected_versions {
+        let normal = normalize_path(path);
+        if let Some(other) = expected.insert(normal.clone(), version.clone()) {
+            if &other != version {
+                return Err(PatchError::Source {
+                    path: normal,
+                    code: ErrorCode::InvalidArgument,
+                    message: "expected_versions names this file twice with different versions".into(),
+                });
+            }
+        }
+    }
+    check_expected_versions(&expected, source)?;
     let changes = apply(&patch, source)?;
     Ok(Plan { patch, changes })
 }

@@ -142,7 +142,22 @@ fn path_of(rest: &str, line: usize, marker: &str) -> Result<String> {
     if path.is_empty() {
         return Err(err(line, format!("expected a path after `{marker}`")));
     }
-    Ok(path.to_owned())
+    let normal = normalize_path(path);
+    if normal.is_empty() {
+        return Err(err(line, format!("`{marker}` names the workspace root ({path:?}), not a file")));
+    }
+    Ok(normal)
+}
+
+/// One spelling per file: `./a//b/` and `a/b` name the same file, so a patch cannot plan them as
+/// two (which would let two operations on one file both commit). `.` and empty components are
+/// dropped. Absolute paths, `..` and NUL are kept as written for the workspace's confinement to
+/// refuse (`PATH_ESCAPE`).
+pub fn normalize_path(path: &str) -> String {
+    if path.starts_with('/') || path.contains('\0') {
+        return path.to_owned();
+    }
+    path.split('/').filter(|c| !c.is_empty() && *c != ".").collect::<Vec<_>>().join("/")
 }
 
 impl<'a> Parser<'a> {

@@ -247,3 +247,36 @@ fn a_failed_rollback_is_reported_partial() {
         "failed_rolled_back"
     );
 }
+
+/// Two spellings of one file (`./g.txt`, `g.txt`, `sub//a`) are one file to the planner: a patch
+/// that would touch it twice is refused whole, before any write (fresh-user trial: a Move plus an
+/// Add of `./<dest>` used to commit half and lose both contents).
+#[test]
+fn two_spellings_of_one_path_are_one_file() {
+    let (dir, root) = workspace();
+    put(dir.path(), "e.txt", b"orig\n");
+    put(dir.path(), "hello.txt", b"hello\n");
+    let before = snapshot(dir.path());
+    let move_then_add = patch_text(
+        "*** Update File: e.txt\n*** Move to: g.txt\n@@\n-orig\n+moved\n*** Add File: ./g.txt\n+added\n",
+    );
+    let e = root.plan_patch(&move_then_add, &BTreeMap::new()).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::AddFileExists, "{e}");
+    let twice = patch_text(
+        "*** Update File: hello.txt\n@@\n-hello\n+hello2\n*** Update File: ./hello.txt\n@@\n-hello\n+hello3\n",
+    );
+    let e = root.plan_patch(&twice, &BTreeMap::new()).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::InvalidPatch, "{e}");
+    assert_eq!(snapshot(dir.path()), before, "nothing written");
+
+    // one spelling everywhere: in the plan, in read, and in expected_versions
+    let plan = root
+        .plan_patch(&patch_text("*** Add File: sub//./a.txt\n+a\n"), &BTreeMap::new())
+        .unwrap();
+    assert_eq!(plan.files(), ["sub/a.txt"]);
+    assert_eq!(root.read("./hello.txt", None, None).unwrap().path, "hello.txt");
+    let v = root.read("hello.txt", None, None).unwrap().version;
+    let clash = BTreeMap::from([("hello.txt".to_owned(), v), ("./hello.txt".to_owned(), "absent".to_owned())]);
+    let e = root.plan_patch(&patch_text("*** Delete File: hello.txt\n"), &clash).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::InvalidArgument, "{e}");
+}
