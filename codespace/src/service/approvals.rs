@@ -15,7 +15,7 @@ use spaces_sdk::{ApiError, ErrorCode};
 use super::args::{decode, ApplyPatchArgs, ApprovalArgs, ApprovalCreateArgs, ApprovalResolveArgs, ExecArgs};
 use super::files::{replay, Approval};
 use super::{blocking, CodeSpace};
-use crate::ledger::{ApprovalRecord, Decision, OperationRef, ResumeStart};
+use crate::ledger::{ApprovalRecord, ApprovalState, Decision, OperationRef, ResumeStart};
 
 /// Tools an approval can hold.
 const HOLDABLE: &[&str] = &["apply_patch", "exec_command"];
@@ -90,6 +90,7 @@ impl CodeSpace {
     /// crash), and the held tool's own errors (stored, so a repeat answers the same).
     pub async fn operation_resume(&self, args: ApprovalArgs) -> Result<Value, ApiError> {
         let id = args.approval_id;
+        self.refuse_resume_while_busy(&id).await?;
         let this = self.clone();
         let start = {
             let id = id.clone();
@@ -118,6 +119,25 @@ impl CodeSpace {
             e.approval_id.get_or_insert(record.approval_id);
             e
         })
+    }
+
+    /// A granted hold whose workspace is busy answers `WORKSPACE_BUSY` without starting the
+    /// resume, so a transient busy state never becomes the hold's stored terminal result.
+    async fn refuse_resume_while_busy(&self, id: &str) -> Result<(), ApiError> {
+        let record = self.approval_record(id).await?;
+        if record.state != ApprovalState::Granted {
+            return Ok(());
+        }
+        let ws = self.workspace(&record.workspace_id)?;
+        let root = self.root(&ws)?;
+        match self.live_in(&root) {
+            Some(process_id) => {
+                let mut e = super::busy(&ws.workspace_id, &process_id);
+                e.approval_id = Some(id.to_owned());
+                Err(e)
+            }
+            None => Ok(()),
+        }
     }
 
     async fn approval_record(&self, id: &str) -> Result<ApprovalRecord, ApiError> {

@@ -49,13 +49,13 @@ impl CodeSpace {
             env,
             tty: args.tty,
             tty_size: None,
-            owner: ws.workspace_id.clone(),
+            owner: super::owner(&root),
             timeout: self.inner.exec.timeout,
             tag: String::new(),
         };
-        let gate = self.gate(&ws.workspace_id);
+        let gate = self.gate(&root);
         let _held = gate.lock().await;
-        if let Some(process_id) = self.inner.processes.live_for(&ws.workspace_id) {
+        if let Some(process_id) = self.live_in(&root) {
             return Err(busy(&ws.workspace_id, &process_id));
         }
         to_json(&self.inner.processes.exec(spec)?)

@@ -69,10 +69,13 @@ impl CodeSpace {
             }
         }
         let root = self.root(&ws)?;
-        let gate = self.gate(&ws.workspace_id);
+        let gate = self.gate(&root);
         let _held = gate.lock().await;
-        if let Some(process_id) = self.inner.processes.live_for(&ws.workspace_id) {
-            return Err(busy(&ws.workspace_id, &process_id));
+        // A preview writes nothing, so a running command does not stop it.
+        if !args.check_only {
+            if let Some(process_id) = self.live_in(&root) {
+                return Err(busy(&ws.workspace_id, &process_id));
+            }
         }
         let this = self.clone();
         let ws_id = ws.workspace_id.clone();

@@ -156,11 +156,23 @@ impl CodeSpace {
         Ok(root)
     }
 
-    /// The gate of workspace `id`.
-    fn gate(&self, id: &str) -> Arc<tokio::sync::Mutex<()>> {
+    /// The gate of the directory tree `root`. Keyed by the root's canonical path, not the
+    /// workspace name, so two Spaces registered on one directory share one gate and one
+    /// "a command is running" slot.
+    fn gate(&self, root: &Root) -> Arc<tokio::sync::Mutex<()>> {
         let mut gates = self.inner.gates.lock().unwrap_or_else(|p| p.into_inner());
-        gates.entry(id.to_owned()).or_default().clone()
+        gates.entry(owner(root)).or_default().clone()
     }
+
+    /// The live command occupying `root`, if any.
+    fn live_in(&self, root: &Root) -> Option<String> {
+        self.inner.processes.live_for(&owner(root))
+    }
+}
+
+/// The owner of a command in the process table: its workspace root's canonical path.
+fn owner(root: &Root) -> String {
+    root.path().display().to_string()
 }
 
 /// `UNAUTHORIZED` for a mutation in a read-only workspace.

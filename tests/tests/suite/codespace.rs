@@ -350,3 +350,35 @@ async fn daemon_shutdown_ends_running_commands_and_the_ledger_survives() {
     let again = tool(&d, "exec_command", json!({"workspace_id": "life", "command": ["true"]})).await;
     assert_eq!(again["dispatch_status"], "confirmed");
 }
+
+#[tokio::test]
+async fn one_root_one_busy_slot_and_a_busy_resume_keeps_its_grant() {
+    let d = TestDaemon::start().await;
+    let root = d.space("one").await;
+    // a second name for the same directory, with approvals on
+    d.client
+        .space_add(&SpaceRecord { name: "alias".into(), root: root.display().to_string(), read_only: false, approvals: Approvals::Confirm })
+        .await
+        .unwrap();
+    let hold = tool_err(&d, "exec_command", json!({"workspace_id": "alias", "command": ["sh", "-c", "echo held >> log"]})).await;
+    let appr = hold.approval_id.expect("approval_id");
+    tool(&d, "approval_resolve", json!({"approval_id": appr, "decision": "grant"})).await;
+
+    let long = tool(&d, "exec_command", json!({"workspace_id": "one", "command": ["sleep", "100"]})).await;
+    let long_id = long["process_id"].as_str().unwrap().to_owned();
+    let e = tool_err(&d, "exec_command", json!({"workspace_id": "alias", "command": ["true"]})).await;
+    assert_eq!(e.code, ErrorCode::ApprovalRequired);
+    let e = tool_err(&d, "operation_resume", json!({"approval_id": appr})).await;
+    assert_eq!(e.code, ErrorCode::WorkspaceBusy, "the same directory under another name is busy: {}", e.message);
+    // a preview writes nothing, so it works while a command runs
+    let preview = tool(&d, "apply_patch", json!({"workspace_id": "one", "check_only": true,
+        "patch": "*** Begin Patch\n*** Add File: p.txt\n+p\n*** End Patch\n"})).await;
+    assert_eq!(preview["status"], "checked");
+
+    tool(&d, "terminate_process", json!({"process_id": long_id})).await;
+    let done = tool(&d, "operation_resume", json!({"approval_id": appr})).await;
+    assert_eq!(done["state"], "consumed", "the grant survived the busy answer: {done}");
+    let pid = done["exec_command"]["process_id"].as_str().unwrap().to_owned();
+    wait_exited(&d, &pid).await;
+    assert_eq!(std::fs::read_to_string(root.join("log")).unwrap(), "held\n");
+}
