@@ -31,6 +31,14 @@ pub async fn open(cfg: Config) -> anyhow::Result<AppState> {
     let store = Arc::new(Store::open(&cfg.db_path()).context("cannot open the state database")?);
     let cs = crate::workspaces::open(&cfg, store.clone())
         .map_err(|e| anyhow::anyhow!("cannot open the CodeSpace ledger: {}", e.message))?;
+    let leftovers = cs.end_leftovers().await;
+    if !leftovers.signalled.is_empty() {
+        eprintln!(
+            "spacesd: ended {} process(es) of commands an earlier daemon left running{}",
+            leftovers.signalled.len(),
+            if leftovers.survivors.is_empty() { String::new() } else { format!("; still alive: {:?}", leftovers.survivors) }
+        );
+    }
     let sup = Supervisor::new(cfg, store);
     sup.recover().await.context("cannot recover runs")?;
     Ok(AppState { sup, cs })
@@ -39,14 +47,16 @@ pub async fn open(cfg: Config) -> anyhow::Result<AppState> {
 /// Serve until SIGINT/SIGTERM.
 pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     let socket = cfg.socket_path();
-    let state = open(cfg).await?;
-    let sup = state.sup.clone();
+    // Refuse before touching state: recovery ends leftover processes, which must never be a
+    // live daemon's.
     if socket.exists() {
         if tokio::net::UnixStream::connect(&socket).await.is_ok() {
             anyhow::bail!("another spacesd is already serving {}", socket.display());
         }
         std::fs::remove_file(&socket).with_context(|| format!("cannot remove stale socket {}", socket.display()))?;
     }
+    let state = open(cfg).await?;
+    let sup = state.sup.clone();
     let unix = tokio::net::UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
     let app = http::router(state.sup.clone(), state.cs.clone());

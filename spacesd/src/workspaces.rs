@@ -31,12 +31,19 @@ impl WorkspaceRegistry for SpaceRegistry {
     }
 }
 
+/// `SPACES_HOST=<state dir>`: carried by every command this daemon starts, so the next daemon on
+/// the same state dir ends the ones a SIGKILL left behind.
+pub fn host_marker(cfg: &Config) -> String {
+    format!("SPACES_HOST={}", cfg.state_dir.display())
+}
+
 /// Opens the CodeSpace service of this daemon: ledger, approvals and steering in
 /// `<state dir>/codespace.db`; commands get the default clean environment plus the operator's
 /// `exec_env`, and the `exec_timeout_ms` limit. Errors: the database cannot be opened.
 pub fn open(cfg: &Config, store: Arc<Store>) -> Result<CodeSpace, ApiError> {
     let mut exec = ExecSettings::with_defaults();
     exec.env.extend(cfg.exec_env.clone());
+    exec.host_marker = Some(host_marker(cfg));
     exec.timeout = match cfg.exec_timeout_ms {
         0 => None,
         ms => Some(Duration::from_millis(ms)),

@@ -40,6 +40,9 @@ impl CodeSpace {
         }
         let root = self.root(&ws)?;
         let mut env = self.inner.exec.env.clone();
+        if let Some((name, value)) = self.inner.exec.host_marker.as_deref().and_then(|m| m.split_once('=')) {
+            env.insert(name.to_owned(), value.to_owned());
+        }
         if args.tty {
             env.entry("TERM".to_owned()).or_insert_with(|| "xterm-256color".to_owned());
         }

@@ -69,6 +69,10 @@ pub struct ExecSettings {
     pub timeout: Option<Duration>,
     /// Retention and grace numbers of the process table.
     pub limits: ExecLimits,
+    /// `NAME=value` added to every command's environment and inherited by its descendants, so
+    /// that [`CodeSpace::end_leftovers`] can find the commands an earlier process of this host
+    /// left running (the daemon was SIGKILLed). `None`: no marker.
+    pub host_marker: Option<String>,
 }
 
 impl ExecSettings {
@@ -81,7 +85,12 @@ impl ExecSettings {
             env.insert("HOME".to_owned(), home.to_string_lossy().into_owned());
         }
         env.insert("LANG".to_owned(), "C.UTF-8".to_owned());
-        ExecSettings { env, timeout: Some(Duration::from_secs(30 * 60)), limits: ExecLimits::default() }
+        ExecSettings {
+            env,
+            timeout: Some(Duration::from_secs(30 * 60)),
+            limits: ExecLimits::default(),
+            host_marker: None,
+        }
     }
 }
 
@@ -121,6 +130,16 @@ impl CodeSpace {
                 gates: Mutex::new(HashMap::new()),
             }),
         })
+    }
+
+    /// Ends every process carrying the host marker (commands an earlier daemon on this state
+    /// left when it was killed without a shutdown): SIGTERM, the table's grace, SIGKILL. Call it
+    /// once at start-up, before any command runs. Returns the pids signalled and any survivors.
+    pub async fn end_leftovers(&self) -> crate::process::KillReport {
+        match &self.inner.exec.host_marker {
+            Some(marker) => crate::process::kill_tree(None, marker, self.inner.exec.limits.grace).await,
+            None => crate::process::KillReport::default(),
+        }
     }
 
     /// The steering store (the daemon's `/inbox` routes use it directly).

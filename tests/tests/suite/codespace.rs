@@ -349,6 +349,18 @@ async fn daemon_shutdown_ends_running_commands_and_the_ledger_survives() {
     assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "a\n");
     let again = tool(&d, "exec_command", json!({"workspace_id": "life", "command": ["true"]})).await;
     assert_eq!(again["dispatch_status"], "confirmed");
+    wait_exited(&d, again["process_id"].as_str().unwrap()).await;
+
+    // a SIGKILLed daemon cannot end its commands; the next one on the same state dir does
+    let orphan = tool(&d, "exec_command", json!({"workspace_id": "life", "command": ["sh", "-c", "sleep 1000 & sleep 1000"]})).await;
+    let marker = format!("{}=exec/{}", spaces_codespace::process::TAG_ENV, orphan["process_id"].as_str().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while spaces_codespace::process::alive_with_marker(&marker).len() < 2 {
+        assert!(Instant::now() < deadline, "the command and its child did not both start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    d.restart().await;
+    assert!(spaces_codespace::process::alive_with_marker(&marker).is_empty(), "leftover commands end at start-up");
 }
 
 #[tokio::test]
