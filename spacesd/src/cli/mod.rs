@@ -55,7 +55,8 @@ pub enum Command {
     Tool {
         /// Tool name, as in the API reference.
         name: Option<String>,
-        /// Arguments as a JSON object (default `{}`).
+        /// Arguments as a JSON object (default `{}`); `-` reads them from stdin, `@FILE` from a
+        /// file (for large patches).
         arguments: Option<String>,
     },
     /// Install the pinned agent CLIs now (otherwise they are installed on first use).
@@ -140,11 +141,15 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Tool { name: Some(name), arguments } => {
-            let args: serde_json::Value = match arguments.as_deref() {
-                None | Some("") => serde_json::json!({}),
-                Some(text) => serde_json::from_str(text)
-                    .map_err(|e| anyhow::anyhow!("ARGUMENTS must be a JSON object: {e}"))?,
+            let text = match arguments.as_deref() {
+                None | Some("") => "{}".to_owned(),
+                Some("-") => std::io::read_to_string(std::io::stdin())?,
+                Some(file) if file.starts_with('@') => std::fs::read_to_string(&file[1..])
+                    .map_err(|e| anyhow::anyhow!("cannot read arguments from {}: {e}", &file[1..]))?,
+                Some(text) => text.to_owned(),
             };
+            let args: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| anyhow::anyhow!("ARGUMENTS must be a JSON object: {e}"))?;
             match client(&cfg).tool(&name, &args).await {
                 Ok(v) => {
                     println!("{}", serde_json::to_string_pretty(&v)?);

@@ -48,7 +48,10 @@ impl FromRef<AppState> for CodeSpace {
 pub fn router(sup: Supervisor, cs: CodeSpace) -> Router {
     Router::new()
         .route("/v1/tools", get(super::tools::list))
-        .route("/v1/tools/{name}", post(super::tools::call))
+        .route(
+            "/v1/tools/{name}",
+            post(super::tools::call).layer(axum::extract::DefaultBodyLimit::max(super::tools::MAX_BODY_BYTES)),
+        )
         .merge(super::inbox::routes())
         .route("/v1/health", get(health))
         .route("/v1/capabilities", get(capabilities))

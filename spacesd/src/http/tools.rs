@@ -2,6 +2,7 @@
 //! its arguments as the JSON body (the same names and fields as the MCP tools).
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::Json;
 use serde_json::Value;
@@ -15,9 +16,22 @@ pub async fn list() -> Json<Value> {
     Json(serde_json::json!({ "tools": TOOLS }))
 }
 
-/// `POST /v1/tools/{name}` with the arguments object (an empty body means `{}`) -> the tool's
-/// result, or the error envelope.
-pub async fn call(State(cs): State<CodeSpace>, Path(name): Path<String>, body: Bytes) -> Result<Json<Value>, HttpError> {
+/// Largest request body of a tool call, bytes (a patch of a large file fits).
+pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+/// `POST /v1/tools/{name}` with the arguments object (an empty body means `{}`; at most
+/// [`MAX_BODY_BYTES`]) -> the tool's result, or the error envelope.
+pub async fn call(
+    State(cs): State<CodeSpace>,
+    Path(name): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, HttpError> {
+    let body = body.map_err(|e| {
+        HttpError(ApiError::new(
+            ErrorCode::InvalidArgument,
+            format!("cannot read the request body ({}); tool arguments are limited to {MAX_BODY_BYTES} bytes", e.body_text()),
+        ))
+    })?;
     let args: Value = if body.iter().all(u8::is_ascii_whitespace) {
         Value::Object(Default::default())
     } else {

@@ -394,3 +394,25 @@ async fn one_root_one_busy_slot_and_a_busy_resume_keeps_its_grant() {
     wait_exited(&d, &pid).await;
     assert_eq!(std::fs::read_to_string(root.join("log")).unwrap(), "held\n");
 }
+
+#[tokio::test]
+async fn large_patches_fit_over_http_and_the_cli_reads_arguments_from_a_file() {
+    let d = TestDaemon::start().await;
+    let root = d.space("big").await;
+    let line = "x".repeat(99);
+    let body: String = (0..40_000).map(|_| format!("+{line}\n")).collect(); // 4 MB of content
+    let patch = format!("*** Begin Patch\n*** Add File: big.txt\n{body}*** End Patch\n");
+    let out = tool(&d, "apply_patch", json!({"workspace_id": "big", "patch": patch})).await;
+    assert_eq!(out["status"], "applied");
+    assert_eq!(std::fs::metadata(root.join("big.txt")).unwrap().len(), 4_000_000);
+
+    let args = d.dir.path().join("args.json");
+    std::fs::write(&args, json!({"workspace_id": "big", "path": "big.txt", "limit": 5}).to_string()).unwrap();
+    let (ok, stdout) = d.cli(&["tool", "read", &format!("@{}", args.display())]);
+    assert!(ok, "{stdout}");
+    let read: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!((read["content"].as_str(), read["truncated"].as_bool()), (Some("xxxxx"), Some(true)));
+    let (ok, stdout) = d.cli(&["tool", "read", r#"{"workspace_id": "big", "path": "../etc/passwd"}"#]);
+    assert!(!ok);
+    assert!(stdout.contains("PATH_ESCAPE"), "{stdout}");
+}
