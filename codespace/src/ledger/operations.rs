@@ -73,6 +73,32 @@ impl Ledger {
         Ok(Minted::New { operation_id })
     }
 
+    /// Records what an unfinished operation is about to change (`files`, planned `changes`)
+    /// before its commit starts, so that a crash mid-commit leaves a record (`unknown`) that
+    /// names the files to inspect. Errors: `OPERATION_NOT_FOUND`; a finished operation is left
+    /// as it is (`INTERNAL`).
+    pub fn record_plan(&self, operation_id: &str, files: &[String], changes: &Value) -> Result<(), ApiError> {
+        let files_json = serde_json::to_string(files).map_err(db)?;
+        let updated = self
+            .conn()
+            .execute(
+                "UPDATE operations SET files_json = ?2, changes_json = ?3
+                 WHERE operation_id = ?1 AND finished_at IS NULL",
+                params![operation_id, files_json, changes.to_string()],
+            )
+            .map_err(db)?;
+        if updated == 1 {
+            return Ok(());
+        }
+        match self.operation(OperationRef::Id(operation_id.to_owned())) {
+            Ok(_) => Err(ApiError::new(
+                ErrorCode::Internal,
+                format!("operation {operation_id} is already finished; its record stands"),
+            )),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Close a minted operation with its outcome and the full response to replay (`result`),
     /// writing a `finished` event. Errors: `OPERATION_NOT_FOUND`; `INTERNAL` if it was already
     /// finished (e.g. closed `unknown` by a later daemon's crash recovery) or on database failure.

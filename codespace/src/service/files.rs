@@ -118,6 +118,8 @@ impl CodeSpace {
             ledger.finish(&operation_id, OperationStatus::Checked, &files, &changes, &json!({ "ok": result }), None)?;
             return Ok(result);
         }
+        // Before any write: a crash from here on leaves an `unknown` record naming the files.
+        ledger.record_plan(&operation_id, &files, &to_json(&planned_changes(&plan))?)?;
         let report = root.commit(&plan);
         let changes = to_json(&report.changes)?;
         let status = match report.status {

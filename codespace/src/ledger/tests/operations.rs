@@ -213,3 +213,20 @@ fn two_threads_minting_the_same_key_get_exactly_one_new() {
     let unfinished = results.iter().filter(|m| matches!(m, Minted::Unfinished(_))).count();
     assert_eq!((news, unfinished), (1, results.len() - 1));
 }
+
+#[test]
+fn a_plan_recorded_before_the_commit_names_the_files_after_a_crash() {
+    let (_dir, path) = ledger_file();
+    let first = Ledger::open(&path).unwrap();
+    let id = new_id(first.mint("demo", Some("big"), &fp("P")).unwrap());
+    let (files, changes, _) = applied(&id);
+    first.record_plan(&id, &files, &changes).unwrap();
+    drop(first); // the daemon dies mid-commit
+
+    let second = Ledger::open(&path).unwrap();
+    let rec = second.operation(OperationRef::Key("big".into())).unwrap();
+    assert_eq!((rec.status, rec.files.clone(), rec.changes.clone()), (OperationStatus::Unknown, files.clone(), changes.clone()));
+    // a finished record is never rewritten
+    assert_eq!(second.record_plan(&id, &[], &json!([])).unwrap_err().code, ErrorCode::Internal);
+    assert_eq!(second.record_plan("op-nope", &files, &changes).unwrap_err().code, ErrorCode::OperationNotFound);
+}
