@@ -85,9 +85,17 @@ impl Client {
         self.call(Method::GET, "/v1/spaces", None::<&()>).await
     }
 
-    /// `POST /v1/spaces`: register a Space (`name`, absolute `root`).
+    /// `POST /v1/spaces`: register a Space (`name`, absolute `root`, policy). The same
+    /// registration again is a no-op; a changed one is refused (`INVALID_ARGUMENT`): use
+    /// [`Client::space_replace`].
     pub async fn space_add(&self, space: &SpaceRecord) -> Result<SpaceRecord, ClientError> {
         self.call(Method::POST, "/v1/spaces", Some(space)).await
+    }
+
+    /// `POST /v1/spaces?replace=true`: register `space`, replacing an existing registration of
+    /// the same name (its root or policy).
+    pub async fn space_replace(&self, space: &SpaceRecord) -> Result<SpaceRecord, ClientError> {
+        self.call(Method::POST, "/v1/spaces?replace=true", Some(space)).await
     }
 
     /// `POST /v1/spaces/{space}/agents` (`agent_start`).

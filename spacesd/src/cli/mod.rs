@@ -71,7 +71,9 @@ pub enum Command {
 pub enum SpaceCmd {
     /// Register NAME as the directory PATH.
     Add {
+        /// The Space's name (its `workspace_id`): 1-64 letters, digits, '-', '_' or '.'.
         name: String,
+        /// Its root directory (must exist).
         path: PathBuf,
         /// Mark the Space read-only (read/find only: no patches, commands or agent runs).
         #[arg(long)]
@@ -80,6 +82,9 @@ pub enum SpaceCmd {
         /// each until granted (`approval_resolve`) and resumed (`operation_resume`).
         #[arg(long, value_enum, default_value = "off")]
         approvals: ApprovalsArg,
+        /// Change an existing Space of this name (root or policy) instead of refusing.
+        #[arg(long)]
+        replace: bool,
     },
     /// List registered Spaces.
     List,
@@ -113,15 +118,15 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
         Command::Serve { tcp, token_file } => {
             crate::serve::serve(cfg, crate::serve::ServeOptions { tcp, token_file }).await
         }
-        Command::Space(SpaceCmd::Add { name, path, read_only, approvals }) => {
+        Command::Space(SpaceCmd::Add { name, path, read_only, approvals, replace }) => {
             let root = std::fs::canonicalize(&path).unwrap_or(path);
             let approvals = match approvals {
                 ApprovalsArg::Off => Approvals::Off,
                 ApprovalsArg::Confirm => Approvals::Confirm,
             };
-            let rec = client(&cfg)
-                .space_add(&SpaceRecord { name, root: root.display().to_string(), read_only, approvals })
-                .await?;
+            let record = SpaceRecord { name, root: root.display().to_string(), read_only, approvals };
+            let client = client(&cfg);
+            let rec = if replace { client.space_replace(&record).await? } else { client.space_add(&record).await? };
             println!("{}", serde_json::to_string_pretty(&rec)?);
             Ok(())
         }

@@ -93,8 +93,18 @@ async fn space_list(State(sup): State<Supervisor>) -> Answer<Vec<SpaceRecord>> {
     Ok(Json(sup.space_list()?))
 }
 
-async fn space_add(State(sup): State<Supervisor>, space: Result<Json<SpaceRecord>, JsonRejection>) -> Answer<SpaceRecord> {
-    Ok(Json(sup.space_add(&body(space)?)?))
+#[derive(Deserialize)]
+struct SpaceAddQuery {
+    #[serde(default)]
+    replace: bool,
+}
+
+async fn space_add(
+    State(sup): State<Supervisor>,
+    Query(q): Query<SpaceAddQuery>,
+    space: Result<Json<SpaceRecord>, JsonRejection>,
+) -> Answer<SpaceRecord> {
+    Ok(Json(sup.space_add(&body(space)?, q.replace)?))
 }
 
 async fn agent_start(

@@ -100,9 +100,11 @@ impl Supervisor {
 
     // ----- Spaces -----
 
-    /// Register (or re-register) a Space. Errors: `INVALID_ARGUMENT` for an empty or unsafe name
-    /// or a root that is not an existing directory.
-    pub fn space_add(&self, space: &SpaceRecord) -> Result<SpaceRecord> {
+    /// Register a Space. Registering the same name again with the same root and policy is a
+    /// no-op; a different root or policy needs `replace` (it changes what running agents and
+    /// tools may do). Errors: `INVALID_ARGUMENT` for an empty or unsafe name, a root that is not
+    /// an existing directory, or a changed registration without `replace`.
+    pub fn space_add(&self, space: &SpaceRecord, replace: bool) -> Result<SpaceRecord> {
         let name_ok = !space.name.is_empty()
             && space.name.len() <= 64
             && space.name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
@@ -119,6 +121,24 @@ impl Supervisor {
             return Err(refuse(ErrorCode::InvalidArgument, format!("Space root {} is not a directory", root.display())));
         }
         let record = SpaceRecord { name: space.name.clone(), root: root.display().to_string(), read_only: space.read_only, approvals: space.approvals };
+        if let Some(existing) = self.inner.store.space_get(&record.name)? {
+            if existing == record {
+                return Ok(record);
+            }
+            if !replace {
+                return Err(refuse(
+                    ErrorCode::InvalidArgument,
+                    format!(
+                        "Space {:?} is already registered as {} (read_only: {}, approvals: {}); \
+                         to change it, add it again with --replace (HTTP: ?replace=true)",
+                        existing.name,
+                        existing.root,
+                        existing.read_only,
+                        existing.approvals.as_str()
+                    ),
+                ));
+            }
+        }
         self.inner.store.space_put(&record)?;
         Ok(record)
     }

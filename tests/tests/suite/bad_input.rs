@@ -74,3 +74,23 @@ async fn unknown_routes_and_methods_answer_in_the_error_envelope() {
     assert_eq!(c, ErrorCode::InvalidArgument);
     assert!(message.contains("DELETE"), "{message}");
 }
+
+#[tokio::test]
+async fn re_registering_a_space_differently_needs_replace() {
+    let d = TestDaemon::start().await;
+    let root = d.space("s").await;
+    let other = d.dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let other = std::fs::canonicalize(other).unwrap();
+    let same = spaces_sdk::SpaceRecord { name: "s".into(), root: root.display().to_string(), read_only: false, approvals: Default::default() };
+    assert_eq!(d.client.space_add(&same).await.unwrap(), same, "the same registration again is a no-op");
+    let writable_elsewhere = spaces_sdk::SpaceRecord { root: other.display().to_string(), ..same.clone() };
+    let (c, m) = code(d.client.space_add(&writable_elsewhere).await);
+    assert_eq!(c, ErrorCode::InvalidArgument);
+    assert!(m.contains("--replace"), "{m}");
+    let read_only = spaces_sdk::SpaceRecord { read_only: true, ..same.clone() };
+    assert_eq!(code(d.client.space_add(&read_only).await).0, ErrorCode::InvalidArgument);
+    assert_eq!(d.client.space_list().await.unwrap(), vec![same.clone()], "nothing changed");
+    assert_eq!(d.client.space_replace(&writable_elsewhere).await.unwrap(), writable_elsewhere);
+    assert_eq!(d.client.space_list().await.unwrap(), vec![writable_elsewhere]);
+}
