@@ -27,14 +27,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::fs::{self, File};
+use std::fs;
 use std::hint::black_box;
-use std::io::Write as _;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, SamplingMode, Throughput};
+use spaces_codespace::fs::{CommitStatus, Root};
 use spaces_codespace::patch;
 
 /// Lines in the generated file (about 10 MB at ~52 bytes a line).
@@ -124,17 +124,14 @@ fn workload() -> Workload {
     }
 }
 
-/// Reads `dir/FILE_NAME`, plans the V4A patch against it, writes the result atomically.
+/// The workspace path of `apply_patch`: opens `dir` as a confined [`Root`], plans the V4A patch
+/// against the file on disk (confined open, read, match every hunk), then commits it (temp file
+/// beside it, fsync, rename, fsync of the directory, after-version verified on disk).
 fn plan_and_write(dir: &Path, v4a: &str) {
-    let path = dir.join(FILE_NAME);
-    let source = BTreeMap::from([(FILE_NAME.to_owned(), fs::read(&path).unwrap())]);
-    let plan = patch::plan(v4a, &BTreeMap::new(), &source).unwrap();
-    let after = plan.changes[0].after.as_deref().unwrap();
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).unwrap();
-    tmp.write_all(after).unwrap();
-    tmp.as_file().sync_all().unwrap();
-    tmp.persist(&path).unwrap();
-    File::open(dir).unwrap().sync_all().unwrap();
+    let root = Root::open(dir).unwrap();
+    let plan = root.plan_patch(v4a, &BTreeMap::new()).unwrap();
+    let report = root.commit(&plan);
+    assert_eq!(report.status, CommitStatus::Applied, "{:?}", report.error);
 }
 
 /// `git apply` of the unified diff in `dir` (outside any repository).
