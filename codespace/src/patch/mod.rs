@@ -96,8 +96,9 @@ pub enum PatchError {
         current: String,
     },
     /// The [`Source`] could not read `path`; `code` is its wire code (`PATH_ESCAPE`,
-    /// `SYMLINK_REJECTED`, `FILE_OPERATION_FAILED`, ...). Retry depends on the cause.
-    #[error("{path}: {message}")]
+    /// `SYMLINK_REJECTED`, `FILE_OPERATION_FAILED`, ...); `message` names the path. Retry depends
+    /// on the cause.
+    #[error("{message}")]
     Source {
         path: String,
         code: ErrorCode,
@@ -192,7 +193,7 @@ pub fn plan(
                 return Err(PatchError::Source {
                     path: normal,
                     code: ErrorCode::InvalidArgument,
-                    message: "expected_versions names this file twice with different versions".into(),
+                    message: format!("expected_versions names {path:?} twice (as spellings of one file) with different versions"),
                 });
             }
         }
