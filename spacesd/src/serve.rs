@@ -57,15 +57,11 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     }
     let state = open(cfg).await?;
     let sup = state.sup.clone();
-    let unix = tokio::net::UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
-    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
     let app = http::router(state.sup.clone(), state.cs.clone());
     let mut tasks = tokio::task::JoinSet::new();
-    {
-        let app = app.clone();
-        tasks.spawn(async move { axum::serve(unix, app).await.map_err(anyhow::Error::from) });
-    }
-    eprintln!("spacesd: listening on {}", socket.display());
+    // Everything a client may look for (token file, tcp.addr, signal handling) is ready before
+    // the Unix socket accepts its first request: callers wait for the socket.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     if let Some(addr) = opts.tcp {
         if !addr.ip().is_loopback() {
             anyhow::bail!("refusing to listen on {addr}: only loopback addresses are allowed");
@@ -74,12 +70,15 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         let token = read_or_create_token(&token_file)?;
         let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot bind {addr}"))?;
         let bound = listener.local_addr()?;
-        let app = app.layer(axum::middleware::from_fn_with_state(TcpAuth { token }, http::auth_check));
+        std::fs::write(sup.config().state_dir.join("tcp.addr"), bound.to_string())?;
+        let app = app.clone().layer(axum::middleware::from_fn_with_state(TcpAuth { token }, http::auth_check));
         tasks.spawn(async move { axum::serve(listener, app).await.map_err(anyhow::Error::from) });
         eprintln!("spacesd: listening on http://{bound} (bearer token in {})", token_file.display());
-        std::fs::write(sup.config().state_dir.join("tcp.addr"), bound.to_string())?;
     }
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let unix = tokio::net::UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
+    tasks.spawn(async move { axum::serve(unix, app).await.map_err(anyhow::Error::from) });
+    eprintln!("spacesd: listening on {}", socket.display());
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
