@@ -154,12 +154,39 @@ fn rows_of(batches: &[Vec<EventDraft>]) -> Vec<Vec<Row>> {
         .collect()
 }
 
-fn raw_connection(path: &Path) -> Connection {
+/// A WAL database at `path` holding the events table as `table_sql` creates it.
+fn raw_connection(path: &Path, table_sql: &str) -> Connection {
     let conn = Connection::open(path).unwrap();
     conn.pragma_update(None, "journal_mode", "WAL").unwrap();
     conn.pragma_update(None, "synchronous", "NORMAL").unwrap();
-    conn.execute_batch(EVENTS_TABLE).unwrap();
+    conn.execute_batch(table_sql).unwrap();
     conn
+}
+
+/// Times [`insert_rows`] of the same rows under a fresh run id per iteration.
+fn bench_raw(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    mut conn: Connection,
+    rows: &[Vec<Row>],
+) -> Tally {
+    let mut tally = Tally::default();
+    let mut run = 0u64;
+    group.bench_function(name, |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            let mut n = 0;
+            for _ in 0..iters {
+                run += 1;
+                let run_id = format!("run-{run}");
+                n += insert_rows(&mut conn, &run_id, rows);
+            }
+            let t = start.elapsed();
+            tally.add(n, t);
+            t
+        })
+    });
+    tally
 }
 
 /// Insert `rows` for `run_id`, one transaction per batch; returns the number of rows.
@@ -273,52 +300,14 @@ fn bench(c: &mut Criterion) {
     }
 
     // Raw rusqlite: the same rows, same batches, one transaction per batch.
-    {
-        let mut conn = raw_connection(&tmp.path().join("raw.db"));
-        let mut tally = Tally::default();
-        let mut run = 0u64;
-        group.bench_function("raw_rusqlite", |b| {
-            b.iter_custom(|iters| {
-                let start = Instant::now();
-                let mut n = 0;
-                for _ in 0..iters {
-                    run += 1;
-                    let run_id = format!("run-{run}");
-                    n += insert_rows(&mut conn, &run_id, &rows);
-                }
-                let t = start.elapsed();
-                tally.add(n, t);
-                t
-            })
-        });
-        summaries.push(("raw_rusqlite".into(), tally, n_batches));
-    }
+    let conn = raw_connection(&tmp.path().join("raw.db"), EVENTS_TABLE);
+    summaries.push(("raw_rusqlite".into(), bench_raw(&mut group, "raw_rusqlite", conn, &rows), n_batches));
 
     // Raw rusqlite again, into the same columns in an ordinary rowid table (PRIMARY KEY as a
     // separate index): shows what the `WITHOUT ROWID` shape costs with rows this large.
-    {
-        let mut conn = Connection::open(tmp.path().join("raw_rowid.db")).unwrap();
-        conn.pragma_update(None, "journal_mode", "WAL").unwrap();
-        conn.pragma_update(None, "synchronous", "NORMAL").unwrap();
-        conn.execute_batch(&EVENTS_TABLE.replace(" WITHOUT ROWID", "")).unwrap();
-        let mut tally = Tally::default();
-        let mut run = 0u64;
-        group.bench_function("raw_rusqlite_rowid_table", |b| {
-            b.iter_custom(|iters| {
-                let start = Instant::now();
-                let mut n = 0;
-                for _ in 0..iters {
-                    run += 1;
-                    let run_id = format!("run-{run}");
-                    n += insert_rows(&mut conn, &run_id, &rows);
-                }
-                let t = start.elapsed();
-                tally.add(n, t);
-                t
-            })
-        });
-        summaries.push(("raw_rusqlite_rowid_table".into(), tally, n_batches));
-    }
+    let conn = raw_connection(&tmp.path().join("raw_rowid.db"), &EVENTS_TABLE.replace(" WITHOUT ROWID", ""));
+    let tally = bench_raw(&mut group, "raw_rusqlite_rowid_table", conn, &rows);
+    summaries.push(("raw_rusqlite_rowid_table".into(), tally, n_batches));
 
     // The normalizer alone.
     {

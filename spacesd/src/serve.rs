@@ -55,6 +55,20 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         }
         std::fs::remove_file(&socket).with_context(|| format!("cannot remove stale socket {}", socket.display()))?;
     }
+    // Bad TCP options are refused before recovery touches anything, too.
+    let tcp_token = match opts.tcp {
+        Some(addr) if !addr.ip().is_loopback() => {
+            anyhow::bail!("refusing to listen on {addr}: only loopback addresses are allowed")
+        }
+        Some(addr) => {
+            crate::fsutil::create_private_dir(&cfg.state_dir)
+                .with_context(|| format!("cannot create state dir {}", cfg.state_dir.display()))?;
+            let token_file = opts.token_file.unwrap_or_else(|| cfg.state_dir.join("token"));
+            let token = read_or_create_token(&token_file)?;
+            Some((addr, token_file, token))
+        }
+        None => None,
+    };
     let state = open(cfg).await?;
     let sup = state.sup.clone();
     let app = http::router(state.sup.clone(), state.cs.clone());
@@ -62,12 +76,7 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     // Everything a client may look for (token file, tcp.addr, signal handling) is ready before
     // the Unix socket accepts its first request: callers wait for the socket.
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    if let Some(addr) = opts.tcp {
-        if !addr.ip().is_loopback() {
-            anyhow::bail!("refusing to listen on {addr}: only loopback addresses are allowed");
-        }
-        let token_file = opts.token_file.unwrap_or_else(|| sup.config().state_dir.join("token"));
-        let token = read_or_create_token(&token_file)?;
+    if let Some((addr, token_file, token)) = tcp_token {
         let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot bind {addr}"))?;
         let bound = listener.local_addr()?;
         std::fs::write(sup.config().state_dir.join("tcp.addr"), bound.to_string())?;

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use super::ring::OutputRing;
 use super::wire::{ProcessState, ProcessStatus, ReadProcess, Termination};
-use crate::process::{kill_tree, TAG_ENV};
+use crate::process::kill_tree;
 
 /// How the process ended.
 #[derive(Debug, Clone, Copy)]
@@ -218,7 +218,7 @@ impl Handle {
             }
             st.exit.is_none()
         };
-        let marker = format!("{TAG_ENV}={}", self.tag);
+        let marker = crate::process::tag_marker(&self.tag);
         // Once the leader is reaped its pid may be reused, so its group is signalled only while
         // it is ours; leftovers are then found by tag.
         kill_tree(running.then_some(self.pid), &marker, grace).await;

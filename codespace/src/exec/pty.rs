@@ -86,9 +86,14 @@ mod tests {
 
     #[test]
     fn a_fresh_pair_has_echo_off_and_the_size_asked_for() {
+        nix::ioctl_read_bad!(get_winsize, nix::libc::TIOCGWINSZ, Winsize);
         let pair = open_pty(30, 100).unwrap();
         let termios = tcgetattr(&pair.slave).unwrap();
         assert!(!termios.local_flags.contains(LocalFlags::ECHO));
         assert!(is_canonical(pair.master.as_fd()).unwrap());
+        let mut ws = Winsize { ws_row: 0, ws_col: 0, ws_xpixel: 0, ws_ypixel: 0 };
+        // SAFETY: TIOCGWINSZ writes one `winsize` into `ws`, which outlives the call.
+        unsafe { get_winsize(pair.slave.as_raw_fd(), &mut ws) }.unwrap();
+        assert_eq!((ws.ws_row, ws.ws_col), (30, 100), "the test's name promises the size");
     }
 }

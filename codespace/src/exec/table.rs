@@ -238,6 +238,9 @@ fn live(table: &HashMap<String, Arc<Handle>>, owner: &str) -> Option<String> {
 /// `keep_exited_max`. Running handles are never dropped.
 fn evict(table: &mut HashMap<String, Arc<Handle>>, limits: &ExecLimits, now: Instant) {
     table.retain(|_, h| h.exit().is_none_or(|e| now.duration_since(e.at) < limits.keep_exited_for));
+    if table.len() <= limits.keep_exited_max {
+        return; // fewer handles than the cap, so fewer exited ones too: the common case
+    }
     let mut exited: Vec<(Instant, String)> =
         table.values().filter_map(|h| h.exit().map(|e| (e.at, h.id.clone()))).collect();
     if exited.len() > limits.keep_exited_max {

@@ -140,9 +140,10 @@ impl Root {
         let mut modes = BTreeMap::new();
         for path in &ends.order {
             let current = self.load(path)?;
-            let want = version_of(ends.initial.get(path).and_then(|c| c.as_deref()));
-            let have = version_of(current.as_ref().map(|(b, _)| b.as_slice()));
-            if want != have {
+            let initial = ends.initial.get(path).and_then(|c| c.as_deref());
+            if initial != current.as_ref().map(|(b, _)| b.as_slice()) {
+                let want = version_of(initial);
+                let have = version_of(current.as_ref().map(|(b, _)| b.as_slice()));
                 return Err(ApiError::new(
                     ErrorCode::VersionConflict,
                     format!("{path} changed since the patch was planned: expected version {want}, current version {have}; read it again and rebuild the patch"),
@@ -162,10 +163,10 @@ impl Root {
         want: &BTreeMap<String, Option<Vec<u8>>>,
     ) -> Result<(), ApiError> {
         for path in &ends.order {
-            let expected = version_of(want.get(path).and_then(|c| c.as_deref()));
+            let wanted = want.get(path).and_then(|c| c.as_deref());
             let found = self.load(path)?.map(|(bytes, _)| bytes);
-            let actual = version_of(found.as_deref());
-            if expected != actual {
+            if wanted != found.as_deref() {
+                let (expected, actual) = (version_of(wanted), version_of(found.as_deref()));
                 return Err(ApiError::new(
                     ErrorCode::FileOperationFailed,
                     format!("{path} is at version {actual} on disk, expected {expected}; read it and repair it"),

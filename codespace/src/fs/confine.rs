@@ -137,7 +137,7 @@ pub(crate) fn refusal(err: Errno, path: &str) -> ApiError {
         ),
         Errno::ENOTDIR => (
             ErrorCode::PathNotDirectory,
-            format!("{path}: a component of the path is not a directory"),
+            format!("{path} is not a directory (or a parent of it is not)"),
         ),
         Errno::ENXIO => (
             ErrorCode::SpecialFileRejected,

@@ -93,13 +93,7 @@ impl Root {
     pub fn check_dir(&self, rel: &str) -> Result<PathBuf, ApiError> {
         let comps = confine::components(rel)?;
         let flags = OFlag::O_PATH | OFlag::O_DIRECTORY;
-        confine::open_beneath(self.fd(), &comps, flags).map_err(|e| match e {
-            nix::errno::Errno::ENOTDIR => ApiError::new(
-                ErrorCode::PathNotDirectory,
-                format!("{rel} is not a directory (or a parent of it is not)"),
-            ),
-            other => confine::refusal(other, rel),
-        })?;
+        confine::open_beneath(self.fd(), &comps, flags).map_err(|e| confine::refusal(e, rel))?;
         Ok(comps.iter().fold(self.path.clone(), |p, c| p.join(c)))
     }
 

@@ -116,7 +116,7 @@ impl Root {
         Ok(ReadResult {
             path: crate::patch::normalize_path(path),
             content,
-            version: hex_version(&hasher.finalize()),
+            version: crate::patch::version_of_digest(&hasher.finalize()),
             truncated,
             byte_count: total,
             offset,
@@ -124,17 +124,6 @@ impl Root {
             content_lossy: lossy,
         })
     }
-}
-
-/// `sha256:<hex>` of a finished digest, spelled as [`crate::patch::version`] spells it.
-fn hex_version(digest: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::with_capacity(7 + 64);
-    out.push_str("sha256:");
-    for byte in digest {
-        let _ = write!(out, "{byte:02x}");
-    }
-    out
 }
 
 /// The length of `window` without a UTF-8 character cut at its end. Unchanged when the end is

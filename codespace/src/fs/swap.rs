@@ -80,9 +80,6 @@ impl<'r> Dirs<'r> {
         self.get("")?;
         for i in 0..comps.len() {
             let here = comps[..=i].join("/");
-            if self.open.contains_key(&here) {
-                continue;
-            }
             match self.get(&here) {
                 Ok(_) => continue,
                 Err(e) if e.code != ErrorCode::FileNotFound => return Err(e),

@@ -60,7 +60,8 @@ pub(crate) fn sha256_hex(tag: &str, body: &str) -> String {
     hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The `apply_patch` fingerprint: 64 lowercase hex chars. A missing `expected_versions` is the
+/// The `apply_patch` idempotency fingerprint (API.md "Idempotency"): lowercase hex SHA-256 (64
+/// chars) of a canonical encoding of `{workspace_id, patch, expected_versions, check_only}`. A missing `expected_versions` is the
 /// empty map. `check_only` is part of it, so a preview and its apply never share a key.
 pub fn fingerprint(
     workspace_id: &str,

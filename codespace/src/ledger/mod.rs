@@ -34,23 +34,19 @@ mod schema;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
 
 use rusqlite::Connection;
 use spaces_sdk::{ApiError, ErrorCode};
 
 pub use approval_record::{ApprovalRecord, ApprovalState, Decision, ResumeStart};
-pub use fingerprint::canonical_json;
+pub use fingerprint::{canonical_json, fingerprint};
 pub use operation_record::{
     EventName, Minted, OperationEvent, OperationKind, OperationRecord, OperationRef,
     OperationStatus,
 };
 
-/// How long a statement waits for another connection's write lock before failing (ms).
-const BUSY_TIMEOUT_MS: u64 = 10_000;
 
 /// The open ledger: one connection behind a mutex, plus the id of this daemon's boot.
 pub struct Ledger {
@@ -63,10 +59,7 @@ impl Ledger {
     /// an earlier daemon left unfinished as `unknown` (crash recovery), and mint a fresh
     /// `boot_id`. Errors: `INTERNAL` when the file cannot be opened or written.
     pub fn open(path: &Path) -> Result<Ledger, ApiError> {
-        let mut conn = Connection::open(path).map_err(db)?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(db)?;
-        conn.pragma_update(None, "synchronous", "FULL").map_err(db)?;
-        conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS)).map_err(db)?;
+        let mut conn = crate::sqlite::open(path, "FULL").map_err(db)?;
         schema::apply(&conn)?;
         let closed = operations::close_unfinished(&mut conn)?;
         if closed > 0 {
@@ -83,17 +76,6 @@ impl Ledger {
         &self.boot_id
     }
 
-    /// The `apply_patch` idempotency fingerprint (API.md "Idempotency"): lowercase hex SHA-256
-    /// of a canonical encoding of `{workspace_id, patch, expected_versions, check_only}`.
-    pub fn fingerprint(
-        workspace_id: &str,
-        patch: &str,
-        expected_versions: &BTreeMap<String, String>,
-        check_only: bool,
-    ) -> String {
-        fingerprint::fingerprint(workspace_id, patch, expected_versions, check_only)
-    }
-
     /// The connection (poisoning is ignored: SQLite keeps its own consistency).
     fn conn(&self) -> MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
@@ -108,12 +90,9 @@ fn db(e: impl std::fmt::Display) -> ApiError {
     )
 }
 
-/// Unix time in ms.
+/// [`crate::sqlite::now_ms`] as SQLite's integer, the type the ledger's columns are bound with.
 fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
+    i64::try_from(crate::sqlite::now_ms()).unwrap_or(i64::MAX)
 }
 
 /// A stored timestamp as the wire's u64 ms (never negative on a sane clock).

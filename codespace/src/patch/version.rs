@@ -12,7 +12,11 @@ pub const ABSENT: &str = "absent";
 
 /// `sha256:<64 lowercase hex digits>` of `bytes` (the whole file), as `read` reports it.
 pub fn version(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
+    version_of_digest(&Sha256::digest(bytes))
+}
+
+/// The version spelling of a finished SHA-256 `digest` (for callers that hash while streaming).
+pub fn version_of_digest(digest: &[u8]) -> String {
     let mut out = String::with_capacity(7 + 64);
     out.push_str("sha256:");
     for byte in digest {

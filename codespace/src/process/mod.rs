@@ -27,6 +27,12 @@ pub const TAG_ENV: &str = "SPACES_PROCESS_TAG";
 /// Environment variable holding the run id of an agent process and its descendants.
 pub const RUN_ENV: &str = "SPACES_RUN_ID";
 
+/// The environment entry (`SPACES_PROCESS_TAG=<tag>`) carried by a tagged process and its
+/// descendants: the marker that finds one command's processes.
+pub fn tag_marker(tag: &str) -> String {
+    format!("{TAG_ENV}={tag}")
+}
+
 /// The environment entry (`SPACES_RUN_ID=<run_id>`) carried by every process of a run: the
 /// marker [`kill_tree`] and [`alive_with_marker`] look for.
 pub fn run_marker(run_id: &str) -> String {

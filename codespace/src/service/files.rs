@@ -7,7 +7,7 @@ use spaces_sdk::{ApiError, Approvals, ErrorCode};
 use super::args::{ApplyPatchArgs, FindArgs, OperationStatusArgs, ReadArgs};
 use super::{blocking, busy, refuse_read_only, CodeSpace};
 use crate::fs::{ChangeRecord, CommitStatus};
-use crate::ledger::{Ledger, Minted, OperationRef, OperationStatus};
+use crate::ledger::{Minted, OperationRef, OperationStatus};
 use crate::patch::Plan;
 
 /// Whether a call may still need an approval hold, or runs because a hold was granted.
@@ -58,7 +58,7 @@ impl CodeSpace {
             return Err(refuse_read_only(&ws, "apply_patch"));
         }
         let fingerprint =
-            Ledger::fingerprint(&ws.workspace_id, &args.patch, &args.expected_versions, args.check_only);
+            crate::ledger::fingerprint(&ws.workspace_id, &args.patch, &args.expected_versions, args.check_only);
         if approval == Approval::Check && ws.approvals == Approvals::Confirm && !args.check_only {
             let known_key = match &args.operation_key {
                 Some(key) => self.ledger_lookup(OperationRef::Key(key.clone())).await?.is_some(),

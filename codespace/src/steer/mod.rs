@@ -120,13 +120,7 @@ fn db(e: rusqlite::Error) -> ApiError {
     )
 }
 
-/// Unix time in ms.
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+use crate::sqlite::now_ms;
 
 /// A fresh id `<prefix>-<uuid v4>`.
 fn new_id(prefix: &str) -> String {

@@ -6,15 +6,13 @@
 //! rewritten by reorder. `queue_revision` and `finish_requested` live on the work row.
 
 use std::path::Path;
-use std::time::Duration;
 
 use rusqlite::Connection;
 use spaces_sdk::ApiError;
 
 use super::db;
 
-/// How long a connection waits for another writer before giving up (ms).
-pub const BUSY_TIMEOUT_MS: u64 = 10_000;
+pub use crate::sqlite::BUSY_TIMEOUT_MS;
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS steer_works (
@@ -48,13 +46,7 @@ CREATE INDEX IF NOT EXISTS steer_intents_by_work ON steer_intents(work_id, state
 /// Open (creating if needed) the database at `path`: busy timeout first (so a concurrent opener
 /// waits instead of failing), then WAL, then the schema. Errors: `INTERNAL`.
 pub fn open_connection(path: &Path) -> Result<Connection, ApiError> {
-    let conn = Connection::open(path).map_err(db)?;
-    conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))
-        .map_err(db)?;
-    conn.pragma_update(None, "journal_mode", "WAL")
-        .map_err(db)?;
-    conn.pragma_update(None, "synchronous", "NORMAL")
-        .map_err(db)?;
+    let conn = crate::sqlite::open(path, "NORMAL").map_err(db)?;
     conn.execute_batch(SCHEMA).map_err(db)?;
     Ok(conn)
 }

@@ -153,13 +153,14 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
         }
         AgentCmd::Send { run_id, text, space, force, follow } => {
             let space = resolve_space(client, space).await?;
-            let before = last_cursor(client, &space, &run_id).await?;
+            // Only a follow needs the cursor; reading it pages through the whole log.
+            let before = if follow { Some(last_cursor(client, &space, &run_id).await?) } else { None };
             let report = client.agent_message(&space, &run_id, &text, force.then_some(true)).await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             if !report.ok {
                 anyhow::bail!("message not delivered: {}", report.reason);
             }
-            if follow {
+            if let Some(before) = before {
                 follow_events(client, &space, &run_id, before).await?;
             }
         }

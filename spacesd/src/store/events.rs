@@ -21,11 +21,9 @@ impl Store {
         }
         let mut conn = self.conn();
         let tx = conn.transaction()?;
-        let last: i64 = tx.query_row(
-            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?1",
-            params![run_id],
-            |r| r.get(0),
-        )?;
+        let last: i64 = tx
+            .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?1")?
+            .query_row(params![run_id], |r| r.get(0))?;
         let ts_ms = now_ms();
         let mut out = Vec::with_capacity(drafts.len());
         {

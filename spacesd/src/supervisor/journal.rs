@@ -33,7 +33,8 @@ impl Journal {
                 .ok();
         }
         if let Some(f) = self.file.as_mut() {
-            let _ = writeln!(f, "{prefix}{line}");
+            // One write per line: the journal is on the output hot path.
+            let _ = f.write_all(format!("{prefix}{line}\n").as_bytes());
         }
     }
 }

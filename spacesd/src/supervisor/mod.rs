@@ -93,10 +93,6 @@ impl Supervisor {
         &self.inner.cfg
     }
 
-    /// The event log (also used by benchmarks).
-    pub fn event_log(&self) -> &Arc<EventLog> {
-        &self.inner.log
-    }
 
     // ----- Spaces -----
 

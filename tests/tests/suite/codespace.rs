@@ -331,7 +331,7 @@ async fn daemon_shutdown_ends_running_commands_and_the_ledger_survives() {
         "patch": "*** Begin Patch\n*** Add File: a.txt\n+a\n*** End Patch\n"})).await;
     let run = tool(&d, "exec_command", json!({"workspace_id": "life", "command": ["sh", "-c", "sleep 1000 & sleep 1000"]})).await;
     let pid = run["process_id"].as_str().unwrap().to_owned();
-    let marker = format!("{}=exec/{pid}", spaces_codespace::process::TAG_ENV);
+    let marker = spaces_codespace::process::tag_marker(&format!("exec/{pid}"));
     let deadline = Instant::now() + Duration::from_secs(10);
     while spaces_codespace::process::alive_with_marker(&marker).len() < 2 {
         assert!(Instant::now() < deadline, "the command and its child did not both start");
@@ -353,7 +353,7 @@ async fn daemon_shutdown_ends_running_commands_and_the_ledger_survives() {
 
     // a SIGKILLed daemon cannot end its commands; the next one on the same state dir does
     let orphan = tool(&d, "exec_command", json!({"workspace_id": "life", "command": ["sh", "-c", "sleep 1000 & sleep 1000"]})).await;
-    let marker = format!("{}=exec/{}", spaces_codespace::process::TAG_ENV, orphan["process_id"].as_str().unwrap());
+    let marker = spaces_codespace::process::tag_marker(&format!("exec/{}", orphan["process_id"].as_str().unwrap()));
     let deadline = Instant::now() + Duration::from_secs(10);
     while spaces_codespace::process::alive_with_marker(&marker).len() < 2 {
         assert!(Instant::now() < deadline, "the command and its child did not both start");

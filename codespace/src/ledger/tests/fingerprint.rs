@@ -2,7 +2,7 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
-use crate::ledger::{canonical_json, Ledger};
+use crate::ledger::canonical_json;
 
 fn versions(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
@@ -11,16 +11,16 @@ fn versions(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 #[test]
 fn fingerprint_is_stable_hex_and_covers_every_field() {
     let v = versions(&[("a.txt", "v1")]);
-    let base = Ledger::fingerprint("demo", "P", &v, false);
+    let base = crate::ledger::fingerprint("demo", "P", &v, false);
     assert_eq!(base.len(), 64);
     assert!(base.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
-    assert_eq!(base, Ledger::fingerprint("demo", "P", &v, false));
+    assert_eq!(base, crate::ledger::fingerprint("demo", "P", &v, false));
     let others = [
-        Ledger::fingerprint("demo2", "P", &v, false),
-        Ledger::fingerprint("demo", "P2", &v, false),
-        Ledger::fingerprint("demo", "P", &versions(&[("a.txt", "v2")]), false),
-        Ledger::fingerprint("demo", "P", &BTreeMap::new(), false),
-        Ledger::fingerprint("demo", "P", &v, true),
+        crate::ledger::fingerprint("demo2", "P", &v, false),
+        crate::ledger::fingerprint("demo", "P2", &v, false),
+        crate::ledger::fingerprint("demo", "P", &versions(&[("a.txt", "v2")]), false),
+        crate::ledger::fingerprint("demo", "P", &BTreeMap::new(), false),
+        crate::ledger::fingerprint("demo", "P", &v, true),
     ];
     for other in others {
         assert_ne!(base, other);
@@ -32,12 +32,12 @@ fn fingerprint_is_unambiguous_where_concatenation_would_not_be() {
     // Moving text between fields must change the fingerprint.
     let e = BTreeMap::new();
     assert_ne!(
-        Ledger::fingerprint("ab", "c", &e, false),
-        Ledger::fingerprint("a", "bc", &e, false)
+        crate::ledger::fingerprint("ab", "c", &e, false),
+        crate::ledger::fingerprint("a", "bc", &e, false)
     );
     assert_ne!(
-        Ledger::fingerprint("w", "p", &versions(&[("a", "bc")]), false),
-        Ledger::fingerprint("w", "p", &versions(&[("ab", "c")]), false)
+        crate::ledger::fingerprint("w", "p", &versions(&[("a", "bc")]), false),
+        crate::ledger::fingerprint("w", "p", &versions(&[("ab", "c")]), false)
     );
 }
 

@@ -8,7 +8,7 @@ use super::{ledger_file, open};
 use crate::ledger::{EventName, Ledger, Minted, OperationRef, OperationStatus};
 
 fn fp(patch: &str) -> String {
-    Ledger::fingerprint(
+    crate::ledger::fingerprint(
         "demo",
         patch,
         &BTreeMap::from([("n.md".to_string(), "v1".to_string())]),
@@ -70,7 +70,7 @@ fn same_key_with_a_different_fingerprint_is_a_key_conflict() {
     let (_dir, _path, ledger) = open();
     let id = new_id(ledger.mint("demo", Some("k"), &fp("P")).unwrap());
     // A preview and its apply differ only by check_only: they cannot share a key.
-    let preview = Ledger::fingerprint("demo", "P", &BTreeMap::new(), true);
+    let preview = crate::ledger::fingerprint("demo", "P", &BTreeMap::new(), true);
     let err = ledger.mint("demo", Some("k"), &preview).unwrap_err();
     assert_eq!(err.code, ErrorCode::OperationKeyConflict);
     assert_eq!(err.operation_id.as_deref(), Some(id.as_str()));
