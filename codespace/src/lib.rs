@@ -22,5 +22,5 @@ pub mod ledger;
 pub mod patch;
 pub mod process;
 pub mod service;
-mod sqlite;
+pub mod sqlite;
 pub mod steer;

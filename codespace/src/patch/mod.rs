@@ -39,7 +39,7 @@ use spaces_sdk::ErrorCode;
 
 pub use apply::{apply, Change, ChangeKind, Source};
 pub use parse::{normalize_path, parse, FileOp, Hunk, HunkLine, Patch};
-pub use version::{check_expected_versions, version, version_of, version_of_digest, ABSENT};
+pub use version::{check_expected_versions, hex, version, version_of, version_of_digest, ABSENT};
 
 /// Errors of the patch engine. [`PatchError::code`] gives the wire code.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

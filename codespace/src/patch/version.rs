@@ -17,9 +17,13 @@ pub fn version(bytes: &[u8]) -> String {
 
 /// The version spelling of a finished SHA-256 `digest` (for callers that hash while streaming).
 pub fn version_of_digest(digest: &[u8]) -> String {
-    let mut out = String::with_capacity(7 + 64);
-    out.push_str("sha256:");
-    for byte in digest {
+    format!("sha256:{}", hex(digest))
+}
+
+/// Lowercase hex of `bytes` (64 chars for a SHA-256 digest).
+pub fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
         let _ = write!(out, "{byte:02x}");
     }
     out

@@ -96,29 +96,20 @@ impl CodeSpace {
             let id = id.clone();
             blocking(move || this.inner.ledger.approval_begin_resume(&id)).await?
         };
-        let (record, stored) = match start {
+        let stored = match start {
             ResumeStart::Done(stored) => {
                 let record = self.approval_record(&id).await?;
                 return answer(&record, stored);
             }
-            ResumeStart::Run(record) => {
-                let stored = self.run_held(&record).await;
-                (record, stored)
-            }
-            ResumeStart::Interrupted(record) => {
-                let stored = self.recover_interrupted(&record).await?;
-                (record, stored)
-            }
+            ResumeStart::Run(record) => self.run_held(&record).await,
+            ResumeStart::Interrupted(record) => self.recover_interrupted(&record).await?,
         };
         let this = self.clone();
         let consumed = {
             let (id, stored) = (id.clone(), stored.clone());
             blocking(move || this.inner.ledger.approval_consume(&id, &stored)).await?
         };
-        answer(&consumed, stored).map_err(|mut e| {
-            e.approval_id.get_or_insert(record.approval_id);
-            e
-        })
+        answer(&consumed, stored)
     }
 
     /// A granted hold whose workspace is busy answers `WORKSPACE_BUSY` without starting the

@@ -43,7 +43,8 @@ impl CodeSpace {
     pub async fn call(&self, name: &str, arguments: Value) -> Result<Value, ApiError> {
         let work_id = arguments.get("work_id").and_then(Value::as_str).map(str::to_owned);
         if let Some(work_id) = &work_id {
-            self.coordination(work_id).await?;
+            let work_id = work_id.clone();
+            self.steer(move |s| s.work(&work_id).map(|_| ())).await?;
         }
         let mut result = self.run_tool(name, arguments).await?;
         if let (Some(work_id), Some(obj)) = (work_id, result.as_object_mut()) {
@@ -114,11 +115,12 @@ impl CodeSpace {
         }
     }
 
-    /// Runs `f` on the steering store on the blocking pool.
-    async fn steer(
+    /// Runs `f` on the steering store on tokio's blocking pool (the `/inbox` routes use it too).
+    /// Errors: `f`'s, or `INTERNAL` if the task panicked.
+    pub async fn steer<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&crate::steer::Steering) -> Result<Value, ApiError> + Send + 'static,
-    ) -> Result<Value, ApiError> {
+        f: impl FnOnce(&crate::steer::Steering) -> Result<T, ApiError> + Send + 'static,
+    ) -> Result<T, ApiError> {
         let this = self.clone();
         blocking(move || f(&this.inner.steering)).await
     }

@@ -7,10 +7,7 @@ use spaces_sdk::ApiError;
 use super::args::WorkspaceArgs;
 use super::CodeSpace;
 
-/// Largest `read` window, bytes.
-pub const READ_MAX_BYTES: u64 = 1_048_576;
-/// Largest `find` page, paths.
-pub const FIND_MAX_PATHS: u64 = 10_000;
+use crate::fs::{FIND_MAX_PATHS, READ_MAX_BYTES};
 
 impl CodeSpace {
     /// `workspace_info{workspace_id}` -> `{workspace_id, root, profile, execution}`.

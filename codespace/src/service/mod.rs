@@ -142,11 +142,6 @@ impl CodeSpace {
         }
     }
 
-    /// The steering store (the daemon's `/inbox` routes use it directly).
-    pub fn steering(&self) -> &Steering {
-        &self.inner.steering
-    }
-
     /// The process table.
     pub fn processes(&self) -> &Processes {
         &self.inner.processes

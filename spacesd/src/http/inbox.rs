@@ -48,10 +48,7 @@ async fn with<T: serde::Serialize + Send + 'static>(
     cs: CodeSpace,
     f: impl FnOnce(&Steering) -> Result<T, ApiError> + Send + 'static,
 ) -> Answer {
-    let out = tokio::task::spawn_blocking(move || f(cs.steering()))
-        .await
-        .map_err(|e| HttpError(ApiError::new(ErrorCode::Internal, format!("internal task failed: {e}"))))?
-        .map_err(HttpError)?;
+    let out = cs.steer(f).await.map_err(HttpError)?;
     serde_json::to_value(out)
         .map(Json)
         .map_err(|e| HttpError(ApiError::new(ErrorCode::Internal, format!("cannot encode the answer: {e}"))))

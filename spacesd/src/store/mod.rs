@@ -66,10 +66,7 @@ pub struct Store {
 impl Store {
     /// Open (creating if needed) the database at `path` in WAL mode and apply the schema.
     pub fn open(path: &Path) -> Result<Store> {
-        let conn = Connection::open(path)?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        let conn = spaces_codespace::sqlite::open(path, "NORMAL")?;
         conn.execute_batch(SCHEMA)?;
         migrate(&conn)?;
         Ok(Store { conn: Mutex::new(conn) })
@@ -92,10 +89,4 @@ fn migrate(conn: &Connection) -> Result<()> {
     Ok(())
 }
 
-/// Unix time in ms.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+pub use spaces_codespace::sqlite::now_ms;
