@@ -92,12 +92,15 @@ pub struct ApiError {
     pub operation_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_id: Option<String>,
+    /// For `INVALID_ARGUMENT`: the path of the offending request field (`options.base_url`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
 }
 
 impl ApiError {
     /// An error with `code` and a message that tells the caller what to do.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), operation_id: None, approval_id: None }
+        Self { code, message: message.into(), operation_id: None, approval_id: None, field: None }
     }
 }
 

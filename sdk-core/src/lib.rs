@@ -13,11 +13,13 @@
 pub mod capabilities;
 #[cfg(feature = "client")]
 pub mod client;
+pub mod decode;
 pub mod error;
 pub mod event;
 pub mod run;
 
 pub use capabilities::{Capabilities, HarnessCapabilities};
+pub use decode::decode;
 pub use error::{ApiError, ErrorCode};
 pub use event::{Category, Event, EventKind, EventsPage, StopReason, ToolStatus};
 pub use run::{

@@ -1,0 +1,133 @@
+//! Decoding a request: one place where every front door (HTTP bodies and query strings, MCP
+//! tool arguments, SDK calls, stored approval arguments) turns JSON into a typed request.
+//!
+//! Requests refuse unknown fields (`#[serde(deny_unknown_fields)]` on every request type). A
+//! refusal is `INVALID_ARGUMENT` whose message names the offending key with its path
+//! (`options.baseUrl`) and, when a valid key resembles it, suggests that key (`base_url`): the
+//! usual slip is a camelCase or misspelt name that would otherwise vanish without a word
+//! (case C1). A wrongly typed or missing field is named the same way. The error's `field`
+//! carries the path for programs.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::error::{ApiError, ErrorCode};
+
+/// Decodes `value` as the request type `T` of operation `op`. `null` is read as `{}` (a call
+/// with no arguments).
+///
+/// Errors: `INVALID_ARGUMENT` naming the field (unknown key with a suggestion, wrong type,
+/// missing required field, out-of-range number).
+pub fn decode<T: DeserializeOwned>(op: &str, value: Value) -> Result<T, ApiError> {
+    let value = if value.is_null() { Value::Object(Default::default()) } else { value };
+    serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        refusal(op, &path, &inner)
+    })
+}
+
+/// The `INVALID_ARGUMENT` error for serde's message `inner` at `path` (`.` for the top level).
+fn refusal(op: &str, path: &str, inner: &str) -> ApiError {
+    let at = |field: &str| -> String {
+        match path {
+            "." | "" => field.to_owned(),
+            p if p.ends_with(field) => p.to_owned(),
+            p => format!("{p}.{field}"),
+        }
+    };
+    let (field, message) = if let Some(rest) = inner.strip_prefix("unknown field `") {
+        let (key, expected) = rest.split_once('`').unwrap_or((rest, ""));
+        let valid = backticked(expected);
+        let field = at(key);
+        let hint = match closest(key, &valid) {
+            Some(best) => format!("; did you mean `{best}`?"),
+            None => String::new(),
+        };
+        let list = if valid.is_empty() { String::new() } else { format!(" (valid keys: {})", valid.join(", ")) };
+        (field.clone(), format!("{op}: unknown field `{field}`{hint}{list}"))
+    } else if let Some(rest) = inner.strip_prefix("missing field `") {
+        let key = rest.split('`').next().unwrap_or(rest);
+        let field = at(key);
+        (field.clone(), format!("{op}: missing field `{field}`"))
+    } else {
+        let field = if path == "." { String::new() } else { path.to_owned() };
+        let message = if field.is_empty() {
+            format!("{op}: invalid arguments: {inner}")
+        } else {
+            format!("{op}: invalid value for `{field}`: {inner}")
+        };
+        (field, message)
+    };
+    let mut err = ApiError::new(ErrorCode::InvalidArgument, message);
+    if !field.is_empty() {
+        err.field = Some(field);
+    }
+    err
+}
+
+/// Every `` `name` `` in serde's "expected one of `a`, `b`" tail.
+fn backticked(s: &str) -> Vec<String> {
+    s.split('`').skip(1).step_by(2).map(str::to_owned).collect()
+}
+
+/// The valid key `key` most resembles, if one is close: equal once case, `_` and `-` are
+/// ignored (`baseUrl` ~ `base_url`), or within a small edit distance (`paht` ~ `path`).
+pub fn closest(key: &str, valid: &[String]) -> Option<String> {
+    let norm = |s: &str| s.chars().filter(|c| *c != '_' && *c != '-').flat_map(char::to_lowercase).collect::<String>();
+    let k = norm(key);
+    if let Some(v) = valid.iter().find(|v| norm(v) == k) {
+        return Some(v.clone());
+    }
+    valid
+        .iter()
+        .map(|v| (strsim::damerau_levenshtein(&k, &norm(v)), v))
+        .filter(|(d, v)| *d <= 2 && *d < v.len().max(2))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, v)| v.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Opts {
+        base_url: Option<String>,
+        exit_when_idle: Option<bool>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Req {
+        prompt: String,
+        #[serde(default)]
+        options: Option<Opts>,
+        max: Option<u32>,
+    }
+
+    #[test]
+    fn nested_camel_case_key_names_path_and_suggestion() {
+        let e = decode::<Req>("agent_start", serde_json::json!({"prompt": "hi", "options": {"baseUrl": "x"}})).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidArgument);
+        assert_eq!(e.field.as_deref(), Some("options.baseUrl"));
+        assert!(e.message.contains("did you mean `base_url`?"), "{}", e.message);
+    }
+
+    #[test]
+    fn top_level_typo_and_wrong_type_and_missing() {
+        let e = decode::<Req>("op", serde_json::json!({"prompt": "hi", "maxx": 3})).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("maxx"));
+        assert!(e.message.contains("did you mean `max`?"), "{}", e.message);
+        let e = decode::<Req>("op", serde_json::json!({"prompt": "hi", "max": "lots"})).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("max"));
+        let e = decode::<Req>("op", serde_json::json!({})).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("prompt"));
+        let e = decode::<Req>("op", serde_json::json!({"prompt": "hi", "zzzzzz": 1})).unwrap_err();
+        assert!(!e.message.contains("did you mean"), "{}", e.message);
+    }
+}
