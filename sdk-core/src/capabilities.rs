@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// What this host's harnesses are and can do.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Capabilities {
     /// Protocol name and version of this API, e.g. `"spaces/1"`.
     pub protocol: String,
@@ -17,7 +17,7 @@ pub struct Capabilities {
 }
 
 /// One harness as this host sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HarnessCapabilities {
     /// Harness id (`claude-code`, `openai-codex`).
     pub id: String,
@@ -25,8 +25,9 @@ pub struct HarnessCapabilities {
     /// True when the CLI is installed (or an operator binary is set) and can be launched now.
     pub ready: bool,
     pub installed_version: Option<String>,
-    /// `ok | missing | unknown`: whether a provider key is available to the agent.
-    pub auth: String,
+    /// Whether a provider key is available to the agent: `ok`, `missing`, or `unknown` when the
+    /// daemon cannot tell (e.g. the CLI keeps its own login).
+    pub auth: AuthState,
     /// Provider key variables this harness reads.
     pub keys: Vec<String>,
     /// Model endpoint wire protocols accepted by `base_url` (e.g. `anthropic-messages`).
@@ -39,4 +40,16 @@ pub struct HarnessCapabilities {
     /// The binary that will be launched, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub binary: Option<String>,
+}
+
+/// Whether a harness has credentials (`HarnessCapabilities.auth`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthState {
+    /// A provider key the harness reads is set in the daemon's environment.
+    Ok,
+    /// No provider key is set and the daemon knows the CLI needs one.
+    Missing,
+    /// The daemon cannot tell (the CLI may have its own stored login).
+    Unknown,
 }

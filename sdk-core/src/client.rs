@@ -17,10 +17,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::error::{ApiError, ErrorEnvelope};
-use crate::{
-    ActionReport, AgentMessageRequest, AgentStartReport, AgentStartRequest, Capabilities,
-    EventsPage, RunStatus, SpaceRecord,
-};
+use crate::op::{HttpMethod, Operation, OperationInfo};
 
 /// Where the daemon listens.
 #[derive(Debug, Clone)]
@@ -51,19 +48,6 @@ pub struct Client {
     endpoint: Endpoint,
 }
 
-/// Query of `agent_events`.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct EventsQuery {
-    /// Seq of the last event the caller has (0: from the start).
-    pub cursor: Option<u64>,
-    /// Page size, default 100, clamped to 1..=1000.
-    pub max: Option<u32>,
-    /// Long-poll: wait up to this many ms for a later event when caught up.
-    pub wait_ms: Option<u64>,
-    /// Include each event's original harness line as `raw`.
-    pub raw: Option<bool>,
-}
-
 impl Client {
     /// A client for `endpoint`. No connection is made until the first call.
     pub fn new(endpoint: Endpoint) -> Self {
@@ -75,125 +59,80 @@ impl Client {
         &self.endpoint
     }
 
-    /// `GET /v1/capabilities`.
-    pub async fn capabilities(&self) -> Result<Capabilities, ClientError> {
-        self.call(Method::GET, "/v1/capabilities", None::<&()>).await
+    /// Runs operation `O` with `req` over its HTTP route and decodes its result. Every named
+    /// method of this client (one per operation of the catalogue, generated from it) is this
+    /// call. Errors: [`ClientError::Api`] with the operation's typed error.
+    pub async fn op<O: Operation>(&self, req: &O::Request) -> Result<O::Result, ClientError> {
+        let args = serde_json::to_value(req).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let answer = self.invoke(&OperationInfo::of::<O>(), args).await?;
+        serde_json::from_value(answer).map_err(|e| ClientError::Protocol(format!("{}: {e}", O::NAME)))
     }
 
-    /// `GET /v1/spaces`.
-    pub async fn space_list(&self) -> Result<Vec<SpaceRecord>, ClientError> {
-        self.call(Method::GET, "/v1/spaces", None::<&()>).await
-    }
-
-    /// `POST /v1/spaces`: register a Space (`name`, absolute `root`, policy). The same
-    /// registration again is a no-op; a changed one is refused (`INVALID_ARGUMENT`): use
-    /// [`Client::space_replace`].
-    pub async fn space_add(&self, space: &SpaceRecord) -> Result<SpaceRecord, ClientError> {
-        self.call(Method::POST, "/v1/spaces", Some(space)).await
-    }
-
-    /// `POST /v1/spaces?replace=true`: register `space`, replacing an existing registration of
-    /// the same name (its root or policy).
-    pub async fn space_replace(&self, space: &SpaceRecord) -> Result<SpaceRecord, ClientError> {
-        self.call(Method::POST, "/v1/spaces?replace=true", Some(space)).await
-    }
-
-    /// `POST /v1/spaces/{space}/agents` (`agent_start`).
-    pub async fn agent_start(
-        &self,
-        space: &str,
-        req: &AgentStartRequest,
-    ) -> Result<AgentStartReport, ClientError> {
-        self.call(Method::POST, &format!("/v1/spaces/{}/agents", enc(space)), Some(req)).await
-    }
-
-    /// `GET /v1/spaces/{space}/agents/{run_id}?tail=N` (`agent_status`).
-    pub async fn agent_status(
-        &self,
-        space: &str,
-        run_id: &str,
-        tail: Option<u32>,
-    ) -> Result<RunStatus, ClientError> {
-        let mut path = format!("/v1/spaces/{}/agents/{}", enc(space), enc(run_id));
-        if let Some(t) = tail {
-            path.push_str(&format!("?tail={t}"));
+    /// Runs the operation named `name` (any name of [`crate::op::catalogue`]) with `args` (a JSON
+    /// object of its request fields) and returns the result JSON. Errors: `INVALID_ARGUMENT`
+    /// for an unknown name (with the closest name), and the operation's own.
+    pub async fn call_named(&self, name: &str, args: serde_json::Value) -> Result<serde_json::Value, ClientError> {
+        let all = crate::op::catalogue();
+        match all.iter().find(|o| o.name == name) {
+            Some(info) => self.invoke(info, args).await,
+            None => {
+                let names: Vec<String> = all.iter().map(|o| o.name.to_owned()).collect();
+                let hint = crate::decode::closest(name, &names).map(|n| format!("did you mean {n:?}? ")).unwrap_or_default();
+                Err(ClientError::Api(ApiError::new(
+                    crate::ErrorCode::InvalidArgument,
+                    format!("unknown operation {name:?}; {hint}operations: {}", names.join(", ")),
+                )))
+            }
         }
-        self.call(Method::GET, &path, None::<&()>).await
     }
 
-    /// `GET /v1/spaces/{space}/agents/{run_id}/events` (`agent_events`).
-    pub async fn agent_events(
-        &self,
-        space: &str,
-        run_id: &str,
-        q: &EventsQuery,
-    ) -> Result<EventsPage, ClientError> {
-        let mut params = Vec::new();
-        if let Some(v) = q.cursor {
-            params.push(format!("cursor={v}"));
+    /// Maps `args` onto the route of `info`: `{field}` segments from the fields of that name,
+    /// the rest as the query string (GET) or the JSON body (POST, PATCH).
+    async fn invoke(&self, info: &OperationInfo, args: serde_json::Value) -> Result<serde_json::Value, ClientError> {
+        let mut fields = match args {
+            serde_json::Value::Object(m) => m,
+            serde_json::Value::Null => serde_json::Map::new(),
+            other => return Err(ClientError::Protocol(format!("{}: arguments must be a JSON object, not {other}", info.name))),
+        };
+        let mut path = String::new();
+        for seg in info.path.split('/').skip(1) {
+            path.push('/');
+            match seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                Some(field) => match fields.remove(field) {
+                    Some(serde_json::Value::String(v)) => path.push_str(&enc(&v)),
+                    Some(v) if !v.is_null() => path.push_str(&enc(&v.to_string())),
+                    _ => {
+                        return Err(ClientError::Api(ApiError::new(
+                            crate::ErrorCode::InvalidArgument,
+                            format!("{}: missing field `{field}`", info.name),
+                        )))
+                    }
+                },
+                None => path.push_str(seg),
+            }
         }
-        if let Some(v) = q.max {
-            params.push(format!("max={v}"));
+        let method = match info.method {
+            HttpMethod::Get => Method::GET,
+            HttpMethod::Post => Method::POST,
+            HttpMethod::Patch => Method::PATCH,
+        };
+        if info.method == HttpMethod::Get {
+            let query: Vec<String> = fields
+                .iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| match v {
+                    serde_json::Value::String(s) => format!("{}={}", enc(k), enc(s)),
+                    other => format!("{}={}", enc(k), enc(&other.to_string())),
+                })
+                .collect();
+            if !query.is_empty() {
+                path.push('?');
+                path.push_str(&query.join("&"));
+            }
+            self.call(method, &path, None::<&()>).await
+        } else {
+            self.call(method, &path, Some(&serde_json::Value::Object(fields))).await
         }
-        if let Some(v) = q.wait_ms {
-            params.push(format!("wait_ms={v}"));
-        }
-        if let Some(v) = q.raw {
-            params.push(format!("raw={v}"));
-        }
-        let mut path = format!("/v1/spaces/{}/agents/{}/events", enc(space), enc(run_id));
-        if !params.is_empty() {
-            path.push('?');
-            path.push_str(&params.join("&"));
-        }
-        self.call(Method::GET, &path, None::<&()>).await
-    }
-
-    /// `POST /v1/spaces/{space}/agents/{run_id}/message` (`agent_message`).
-    pub async fn agent_message(
-        &self,
-        space: &str,
-        run_id: &str,
-        text: &str,
-        force: Option<bool>,
-    ) -> Result<ActionReport, ClientError> {
-        let body = AgentMessageRequest { text: text.to_owned(), force };
-        let path = format!("/v1/spaces/{}/agents/{}/message", enc(space), enc(run_id));
-        self.call(Method::POST, &path, Some(&body)).await
-    }
-
-    /// `POST /v1/spaces/{space}/agents/{run_id}/interrupt` (`agent_interrupt`).
-    pub async fn agent_interrupt(&self, space: &str, run_id: &str) -> Result<ActionReport, ClientError> {
-        let path = format!("/v1/spaces/{}/agents/{}/interrupt", enc(space), enc(run_id));
-        self.call(Method::POST, &path, None::<&()>).await
-    }
-
-    /// `POST /v1/spaces/{space}/agents/{run_id}/stop` (`agent_stop`).
-    pub async fn agent_stop(&self, space: &str, run_id: &str) -> Result<ActionReport, ClientError> {
-        let path = format!("/v1/spaces/{}/agents/{}/stop", enc(space), enc(run_id));
-        self.call(Method::POST, &path, None::<&()>).await
-    }
-
-    /// `GET /v1/spaces/{space}/agents` (`agent_list`): newest first.
-    pub async fn agent_list(&self, space: &str) -> Result<Vec<RunStatus>, ClientError> {
-        self.call(Method::GET, &format!("/v1/spaces/{}/agents", enc(space)), None::<&()>).await
-    }
-
-    /// `GET /v1/tools`: the names of the CodeSpace tools this daemon serves.
-    pub async fn tools(&self) -> Result<Vec<String>, ClientError> {
-        #[derive(serde::Deserialize)]
-        struct Tools {
-            tools: Vec<String>,
-        }
-        let t: Tools = self.call(Method::GET, "/v1/tools", None::<&()>).await?;
-        Ok(t.tools)
-    }
-
-    /// `POST /v1/tools/{name}`: runs CodeSpace tool `name` (`read`, `apply_patch`,
-    /// `exec_command`, ...) with `arguments` (a JSON object, fields as in the API reference) and
-    /// returns its result JSON. Errors: [`ClientError::Api`] with the tool's error code.
-    pub async fn tool(&self, name: &str, arguments: &serde_json::Value) -> Result<serde_json::Value, ClientError> {
-        self.call(Method::POST, &format!("/v1/tools/{}", enc(name)), Some(arguments)).await
     }
 
     /// Send one request and decode a JSON answer (or the typed error envelope).
@@ -280,3 +219,22 @@ fn enc(s: &str) -> String {
     }
     out
 }
+
+macro_rules! client_methods {
+    ($( $name:ident: $marker:ident, $method:ident $path:literal,
+        $req:ty => $res:ty, $ro:literal, $aud:ident, $doc:literal; )*) => {
+        /// One method per operation of the catalogue ([`crate::op`]), named after it.
+        impl Client {
+            $(
+                #[doc = $doc]
+                #[doc = ""]
+                #[doc = concat!("`", stringify!($name), "`: ", stringify!($method), " `", $path, "`. Errors: [`ClientError`].")]
+                pub async fn $name(&self, req: &$req) -> Result<$res, ClientError> {
+                    self.op::<crate::ops::$marker>(req).await
+                }
+            )*
+        }
+    };
+}
+
+crate::for_each_operation!(client_methods);

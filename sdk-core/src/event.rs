@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// What happened. A closed set; anything a harness cannot classify is [`EventKind::Other`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     Install,
@@ -85,7 +85,7 @@ impl EventKind {
 
 /// Who the event is for: `message` (the agent's words), `user`, `activity` (with a one-line
 /// `summary` of at most 160 chars), `hidden`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
     Message,
@@ -95,7 +95,7 @@ pub enum Category {
 }
 
 /// State of a tool call: `pending | in_progress | completed | failed`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolStatus {
     Pending,
@@ -105,7 +105,7 @@ pub enum ToolStatus {
 }
 
 /// Why a turn ended (`turn_ended.stop_reason`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     EndTurn,
@@ -136,7 +136,7 @@ impl StopReason {
 /// daemon stored it; `turn` is the 1-based turn number (0 for events before the first turn, such as
 /// `install`). Optional fields are omitted from JSON when absent. `raw` (the harness's original
 /// line) is only filled when the caller asks for it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Event {
     pub seq: u64,
     pub ts_ms: u64,
@@ -168,17 +168,17 @@ pub struct Event {
 /// `cursor` is the seq of the last event returned (or the caller's cursor when none were), to be
 /// passed back unchanged; `caught_up` is true when no later event exists yet (it does not mean the
 /// run ended); `status` is the run's status at the time of the answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EventsPage {
     pub events: Vec<Event>,
     pub cursor: u64,
     pub caught_up: bool,
-    pub status: String,
+    pub status: crate::run::Status,
 }
 
-/// Default and bounds of `agent_events.max`: default 100, clamped to 1..=1000.
-pub const EVENTS_MAX_DEFAULT: u32 = 100;
-/// Upper bound of `agent_events.max`.
-pub const EVENTS_MAX_LIMIT: u32 = 1000;
-/// Upper bound of the long-poll `wait_ms` (ms); longer waits are clamped to this.
-pub const EVENTS_WAIT_MS_LIMIT: u64 = 60_000;
+/// Default of `agent_events.max` (declared on [`crate::AgentEventsRequest`]).
+pub const EVENTS_MAX_DEFAULT: u32 = crate::AgentEventsRequest::MAX_DEFAULT;
+/// Upper bound of `agent_events.max` (declared on [`crate::AgentEventsRequest`]).
+pub const EVENTS_MAX_LIMIT: u32 = crate::AgentEventsRequest::MAX_LIMIT;
+/// Upper bound of the long-poll `wait_ms`, ms (declared on [`crate::AgentEventsRequest`]).
+pub const EVENTS_WAIT_MS_LIMIT: u64 = crate::AgentEventsRequest::WAIT_MS_LIMIT;

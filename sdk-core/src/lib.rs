@@ -16,13 +16,18 @@ pub mod client;
 pub mod decode;
 pub mod error;
 pub mod event;
+pub mod op;
 pub mod run;
+#[cfg(feature = "client")]
+pub mod space;
 
-pub use capabilities::{Capabilities, HarnessCapabilities};
+pub use capabilities::{AuthState, Capabilities, HarnessCapabilities};
 pub use decode::decode;
 pub use error::{ApiError, ErrorCode};
 pub use event::{Category, Event, EventKind, EventsPage, StopReason, ToolStatus};
+pub use op::{ops, Operation, OperationInfo};
 pub use run::{
-    ActionReport, AgentMessageRequest, Approvals, AgentStartReport, AgentStartRequest, Phase, RunStatus,
-    SpaceAgentOptions, SpaceRecord, Status,
+    ActionReport, AgentEventsRequest, AgentListRequest, AgentMessageRequest, AgentRunRequest,
+    AgentStartReport, AgentStartRequest, AgentStatusRequest, Approvals, Empty, Phase, RunStatus,
+    SpaceAddRequest, SpaceAgentOptions, SpaceRecord, Status,
 };

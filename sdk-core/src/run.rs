@@ -4,9 +4,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// Options for `agent_start` beyond the harness and prompt (`SpaceAgentOptions`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+/// Options for `agent_start` beyond the harness and prompt (`SpaceAgentOptions`, API reference
+/// "Agent runs"). Unknown keys are refused (`INVALID_ARGUMENT` naming the key): a Node-style
+/// `baseUrl` never vanishes silently.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
 pub struct SpaceAgentOptions {
     /// Names of provider key variables copied from the host's environment. Only names on the
     /// host's forwardable list are copied; a missing or refused one is reported in `notes`.
@@ -14,10 +16,13 @@ pub struct SpaceAgentOptions {
     /// More environment for the agent. Stored 0600 in the run directory; every value of 8+
     /// characters is replaced by `[redacted]` in events, tails and logs.
     pub env: BTreeMap<String, String>,
+    /// A repository to clone before the first turn (not available yet: reported in `notes`).
     pub repo: Option<String>,
+    /// The branch to check out before the first turn (not available yet: reported in `notes`).
     pub branch: Option<String>,
     /// Working directory relative to the Space root; must stay inside it.
     pub cwd: Option<String>,
+    /// Model name passed to the agent CLI.
     pub model: Option<String>,
     /// A custom model endpoint (Anthropic Messages for claude-code, OpenAI Responses for codex).
     pub base_url: Option<String>,
@@ -27,21 +32,139 @@ pub struct SpaceAgentOptions {
     pub home: Option<String>,
 }
 
-/// Body of `POST /v1/spaces/{space}/agents` (`Space.agent_start`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// `agent_start`: start a run of `agent` in Space `space` with the first turn's `prompt`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AgentStartRequest {
-    /// Harness id, e.g. `claude-code`.
+    /// The Space (its registered name) to run in.
+    pub space: String,
+    /// Harness id, e.g. `claude-code` or `openai-codex` (see `agent_capabilities`).
     pub agent: String,
     /// The first turn's text; must not be empty.
     pub prompt: String,
+    /// Also expose the run so an operator can watch it live.
     #[serde(default)]
     pub show: Option<bool>,
+    /// Options beyond the harness and prompt.
     #[serde(default)]
     pub options: Option<SpaceAgentOptions>,
 }
 
-/// Result of `agent_start`. Returned as soon as the run is launched, never after the turn.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Names one run of a Space: `agent_interrupt`, `agent_stop`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentRunRequest {
+    /// The Space the run belongs to.
+    pub space: String,
+    /// The run (`run-` + hex), as `agent_start` returned it.
+    pub run_id: String,
+}
+
+/// `agent_status`: one run's status with the last `tail` lines of its output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentStatusRequest {
+    /// The Space the run belongs to.
+    pub space: String,
+    /// The run (`run-` + hex).
+    pub run_id: String,
+    /// Lines of raw output in `output_tail` (default 40, at most 10,000; 0 for none).
+    #[serde(default)]
+    pub tail: Option<u32>,
+}
+
+impl AgentStatusRequest {
+    /// Default `tail`, lines.
+    pub const TAIL_DEFAULT: u32 = 40;
+    /// Largest `tail`, lines (larger values are clamped).
+    pub const TAIL_MAX: u32 = 10_000;
+}
+
+/// `agent_events`: the run's events after `cursor`, optionally waiting for new ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentEventsRequest {
+    /// The Space the run belongs to.
+    pub space: String,
+    /// The run (`run-` + hex).
+    pub run_id: String,
+    /// Seq of the last event the caller has; 0 (the default) reads from the start. A cursor
+    /// past the run's last event is refused (`INVALID_ARGUMENT` naming the last cursor).
+    #[serde(default)]
+    pub cursor: Option<u64>,
+    /// Page size: default 100, clamped to 1..=1000.
+    #[serde(default)]
+    pub max: Option<u32>,
+    /// Long-poll: when no event follows `cursor`, wait up to this many ms for one (default 0,
+    /// clamped to 60,000).
+    #[serde(default)]
+    pub wait_ms: Option<u64>,
+    /// Include each event's original harness line as `raw`.
+    #[serde(default)]
+    pub raw: Option<bool>,
+}
+
+impl AgentEventsRequest {
+    /// Default `max`, events.
+    pub const MAX_DEFAULT: u32 = 100;
+    /// Largest `max`, events.
+    pub const MAX_LIMIT: u32 = 1000;
+    /// Largest `wait_ms`, ms.
+    pub const WAIT_MS_LIMIT: u64 = 60_000;
+}
+
+/// `agent_message`: the next turn of a run (queued mid-turn; `force` interrupts first).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentMessageRequest {
+    /// The Space the run belongs to.
+    pub space: String,
+    /// The run (`run-` + hex).
+    pub run_id: String,
+    /// The follow-up's text; must not be empty.
+    pub text: String,
+    /// Interrupt the running turn first instead of queueing behind it.
+    #[serde(default)]
+    pub force: Option<bool>,
+}
+
+/// `agent_list`: every run of a Space, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentListRequest {
+    /// The Space whose runs to list.
+    pub space: String,
+}
+
+/// A request with no arguments (`agent_capabilities`, `space_list`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Empty {}
+
+/// `space_add`: register a Space (a name, an existing directory, a policy).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpaceAddRequest {
+    /// The Space's name (1-64 letters, digits, `-`, `_`, `.`); it is the CodeSpace
+    /// `workspace_id`.
+    pub name: String,
+    /// An existing directory on this host (absolute, or relative to the daemon's cwd).
+    pub root: String,
+    /// Read-only: `read`/`find` only; no `apply_patch`, no `exec_command`, no agent runs.
+    #[serde(default)]
+    pub read_only: bool,
+    /// Approval policy for mutations: `off` (default) or `confirm`.
+    #[serde(default)]
+    pub approvals: Approvals,
+    /// Replace an existing registration of this name whose root or policy differs (without
+    /// it such a change is refused).
+    #[serde(default)]
+    pub replace: bool,
+}
+
+/// Result of `agent_start` (`AgentStartReport`). Returned as soon as the run is launched, never
+/// after the turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AgentStartReport {
     pub run_id: String,
     pub agent: String,
@@ -53,7 +176,7 @@ pub struct AgentStartReport {
 }
 
 /// Coarse run state (`status`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Running,
@@ -97,7 +220,7 @@ impl Status {
 }
 
 /// Finer run state (`phase`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     Installing,
@@ -143,7 +266,7 @@ impl Phase {
 }
 
 /// One run's status (`AgentRunStatus`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunStatus {
     pub run_id: String,
     pub agent: Option<String>,
@@ -166,16 +289,8 @@ pub struct RunStatus {
     pub created_ms: u64,
 }
 
-/// Body of `POST /v1/runs/{run_id}/message` (`agent_message`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AgentMessageRequest {
-    pub text: String,
-    #[serde(default)]
-    pub force: Option<bool>,
-}
-
 /// Result of `agent_message`, `agent_interrupt`, `agent_stop` (`AgentActionReport`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ActionReport {
     pub run_id: String,
     /// Delivered (message), interrupted (interrupt) or stopped with nothing left alive (stop).
@@ -186,7 +301,7 @@ pub struct ActionReport {
 
 /// A registered Space: a name, a root directory and its policy. The name is the CodeSpace
 /// `workspace_id`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SpaceRecord {
     pub name: String,
     pub root: String,
@@ -200,7 +315,7 @@ pub struct SpaceRecord {
 }
 
 /// The operator's approval setting of a Space (API reference, "Approvals"). Not a client grant.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Approvals {
     /// Allowed mutations run immediately; only `approval_create` opens a hold.

@@ -26,8 +26,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
-use spaces_sdk::client::{Client, Endpoint, EventsQuery};
-use spaces_sdk::{AgentStartRequest, EventKind, SpaceRecord};
+use spaces_sdk::client::{Client, Endpoint};
+use spaces_sdk::{AgentEventsRequest, AgentStartRequest, EventKind, SpaceAddRequest};
 
 const SESSION_ID: &str = "00000000-0000-4000-8000-00000000bench";
 
@@ -149,21 +149,22 @@ async fn measure(count: u64, interval_us: u64) {
     let _daemon = Daemon(child);
     let client = Client::new(Endpoint::Unix(state.join("spacesd.sock")));
     let deadline = Instant::now() + Duration::from_secs(20);
-    while client.space_list().await.is_err() {
+    while client.space_list(&spaces_sdk::Empty {}).await.is_err() {
         assert!(Instant::now() < deadline, "spacesd did not come up within 20 s (log: {})", log_path.display());
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     client
-        .space_add(&SpaceRecord { name: "bench".into(), root: space_root.display().to_string(), read_only: false, approvals: Default::default() })
+        .space_add(&SpaceAddRequest { name: "bench".into(), root: space_root.display().to_string(), read_only: false, approvals: Default::default(), replace: false })
         .await
         .unwrap();
     let req = AgentStartRequest {
+        space: "bench".into(),
         agent: "claude-code".into(),
         prompt: format!("latency-bench count={count} interval_us={interval_us}"),
         show: None,
         options: None,
     };
-    let run = client.agent_start("bench", &req).await.unwrap().run_id;
+    let run = client.agent_start(&req).await.unwrap().run_id;
 
     let mut latencies_ns: Vec<u128> = Vec::with_capacity(count as usize);
     let mut cursor = 0;
@@ -173,8 +174,8 @@ async fn measure(count: u64, interval_us: u64) {
     let deadline = started + Duration::from_secs(60 + count * interval_us / 1_000_000 * 2);
     'read: loop {
         assert!(Instant::now() < deadline, "the turn did not end in time; {} events so far", latencies_ns.len());
-        let q = EventsQuery { cursor: Some(cursor), max: Some(1000), wait_ms: Some(5_000), raw: None };
-        let page = client.agent_events("bench", &run, &q).await.unwrap();
+        let q = AgentEventsRequest { space: "bench".into(), run_id: run.clone(), cursor: Some(cursor), max: Some(1000), wait_ms: Some(5_000), raw: None };
+        let page = client.agent_events(&q).await.unwrap();
         let received = now_ns();
         polls += 1;
         if page.events.is_empty() {
@@ -200,7 +201,7 @@ async fn measure(count: u64, interval_us: u64) {
         }
     }
     let elapsed = started.elapsed();
-    let _ = client.agent_stop("bench", &run).await;
+    let _ = client.space("bench").agent_stop(&run).await;
 
     let n = latencies_ns.len();
     if n == 0 {

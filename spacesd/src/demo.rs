@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use spaces_sdk::client::{Client, Endpoint};
-use spaces_sdk::{AgentStartRequest, SpaceAgentOptions, SpaceRecord};
+use spaces_sdk::{SpaceAddRequest, SpaceAgentOptions};
 use spaces_testkit::{Reply, Script, ScriptedServer, Wire};
 
 use crate::cli::agent_follow;
@@ -65,10 +65,9 @@ pub async fn run(cfg: Config, args: DemoArgs) -> anyhow::Result<()> {
         server = Some(s);
     }
 
-    client.space_add(&SpaceRecord { name: "demo".into(), root: space_dir.display().to_string(), read_only: false, approvals: Default::default() }).await?;
-    let report = client
-        .agent_start("demo", &AgentStartRequest { agent: "claude-code".into(), prompt: args.prompt.clone(), show: None, options: Some(options) })
-        .await?;
+    let space = SpaceAddRequest { name: "demo".into(), root: space_dir.display().to_string(), read_only: false, approvals: Default::default(), replace: false };
+    client.space_add(&space).await?;
+    let report = client.space("demo").agent_start("claude-code", &args.prompt, None, Some(options)).await?;
     println!("== started {} (agent_start returned at once; first use installs the CLI)", report.run_id);
     for note in &report.notes {
         println!("   note: {note}");
@@ -76,17 +75,17 @@ pub async fn run(cfg: Config, args: DemoArgs) -> anyhow::Result<()> {
     let cursor = agent_follow(&client, "demo", &report.run_id, 0).await?;
 
     println!("== follow-up turn in the same session");
-    client.agent_message("demo", &report.run_id, "Is the file still there?", None).await?;
+    client.space("demo").agent_message(&report.run_id, "Is the file still there?", None).await?;
     agent_follow(&client, "demo", &report.run_id, cursor).await?;
 
-    let status = client.agent_status("demo", &report.run_id, Some(5)).await?;
+    let status = client.space("demo").agent_status(&report.run_id, Some(5)).await?;
     println!("== status: {} / {} / accepts_message={}", status.status.as_str(), status.phase.as_str(), status.accepts_message);
     println!("== result_text: {}", status.result_text.unwrap_or_default());
     match std::fs::read_to_string(space_dir.join("hello.txt")) {
         Ok(text) => println!("== hello.txt in the Space: {:?}", text),
         Err(_) => println!("== hello.txt was not created (a real model may have done something else)"),
     }
-    let stop = client.agent_stop("demo", &report.run_id).await?;
+    let stop = client.space("demo").agent_stop(&report.run_id).await?;
     println!("== stop: ok={} ({})", stop.ok, stop.reason);
     if let Some(s) = server {
         println!("== the model endpoint received {} model calls", s.model_calls().len());

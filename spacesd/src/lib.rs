@@ -19,6 +19,7 @@ pub mod eventlog;
 pub mod fsutil;
 pub mod http;
 pub mod serve;
+pub mod service;
 pub mod store;
 pub mod supervisor;
 pub mod workspaces;

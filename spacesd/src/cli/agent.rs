@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use clap::Subcommand;
-use spaces_sdk::client::{Client, EventsQuery};
-use spaces_sdk::{AgentStartRequest, SpaceAgentOptions, Status};
+use spaces_sdk::client::Client;
+use spaces_sdk::{AgentEventsRequest, SpaceAgentOptions, Status};
 
 use super::print::event_line;
 use super::SpaceArg;
@@ -120,7 +120,7 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 exit_when_idle: exit_when_idle.then_some(true),
                 ..SpaceAgentOptions::default()
             };
-            let report = client.agent_start(&space, &AgentStartRequest { agent, prompt, show: None, options: Some(options) }).await?;
+            let report = client.space(&space).agent_start(&agent, &prompt, None, Some(options)).await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             if follow {
                 follow_events(client, &space, &report.run_id, 0).await?;
@@ -128,7 +128,7 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
         }
         AgentCmd::Status { run_id, space, tail } => {
             let space = resolve_space(client, space).await?;
-            println!("{}", serde_json::to_string_pretty(&client.agent_status(&space, &run_id, tail).await?)?);
+            println!("{}", serde_json::to_string_pretty(&client.space(&space).agent_status(&run_id, tail).await?)?);
         }
         AgentCmd::Events { run_id, space, cursor, max, follow, json, raw } => {
             let space = resolve_space(client, space).await?;
@@ -137,15 +137,15 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
             } else {
                 let mut cursor = cursor;
                 loop {
-                    let q = EventsQuery { cursor: Some(cursor), max, wait_ms: follow.then_some(FOLLOW_WAIT_MS), raw: Some(raw) };
-                    let page = client.agent_events(&space, &run_id, &q).await?;
+                    let q = events(&space, &run_id, cursor, max, follow.then_some(FOLLOW_WAIT_MS), Some(raw));
+                    let page = client.agent_events(&q).await?;
                     if json {
                         println!("{}", serde_json::to_string(&page)?);
                     } else {
                         page.events.iter().for_each(|e| println!("{}", event_line(e)));
                     }
                     cursor = page.cursor;
-                    if !follow || (page.caught_up && Status::parse(&page.status) != Status::Running) {
+                    if !follow || (page.caught_up && page.status != Status::Running) {
                         break;
                     }
                 }
@@ -155,7 +155,7 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
             let space = resolve_space(client, space).await?;
             // Only a follow needs the cursor; reading it pages through the whole log.
             let before = if follow { Some(last_cursor(client, &space, &run_id).await?) } else { None };
-            let report = client.agent_message(&space, &run_id, &text, force.then_some(true)).await?;
+            let report = client.space(&space).agent_message(&run_id, &text, force.then_some(true)).await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             if !report.ok {
                 anyhow::bail!("message not delivered: {}", report.reason);
@@ -166,7 +166,7 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
         }
         AgentCmd::Interrupt { run_id, space } => {
             let space = resolve_space(client, space).await?;
-            let report = client.agent_interrupt(&space, &run_id).await?;
+            let report = client.space(&space).agent_interrupt(&run_id).await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             if !report.ok {
                 anyhow::bail!("nothing interrupted: {}", report.reason);
@@ -174,7 +174,7 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
         }
         AgentCmd::Stop { run_id, space } => {
             let space = resolve_space(client, space).await?;
-            let report = client.agent_stop(&space, &run_id).await?;
+            let report = client.space(&space).agent_stop(&run_id).await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             if !report.ok {
                 anyhow::bail!("stop did not complete: {}", report.reason);
@@ -182,7 +182,7 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
         }
         AgentCmd::List { space } => {
             let space = resolve_space(client, space).await?;
-            for r in client.agent_list(&space).await? {
+            for r in client.space(&space).agent_list().await? {
                 println!(
                     "{}\t{}\t{}\t{}\t{}",
                     r.run_id,
@@ -201,7 +201,7 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
 async fn last_cursor(client: &Client, space: &str, run_id: &str) -> anyhow::Result<u64> {
     let mut cursor = 0;
     loop {
-        let page = client.agent_events(space, run_id, &EventsQuery { cursor: Some(cursor), max: Some(1000), ..Default::default() }).await?;
+        let page = client.agent_events(&events(space, run_id, cursor, Some(1000), None, None)).await?;
         cursor = page.cursor;
         if page.caught_up {
             return Ok(cursor);
@@ -215,19 +215,24 @@ pub async fn follow_events(client: &Client, space: &str, run_id: &str, mut curso
     // The first read does not wait: a run that is already settled and caught up returns at once.
     let mut wait_ms = 0;
     loop {
-        let q = EventsQuery { cursor: Some(cursor), max: Some(200), wait_ms: Some(wait_ms), raw: None };
+        let q = events(space, run_id, cursor, Some(200), Some(wait_ms), None);
         wait_ms = FOLLOW_WAIT_MS;
-        let page = client.agent_events(space, run_id, &q).await?;
+        let page = client.agent_events(&q).await?;
         for e in &page.events {
             println!("{}", event_line(e));
         }
         cursor = page.cursor;
-        if page.caught_up && Status::parse(&page.status) != Status::Running {
-            let st = client.agent_status(space, run_id, Some(0)).await?;
+        if page.caught_up && page.status != Status::Running {
+            let st = client.space(space).agent_status(run_id, Some(0)).await?;
             println!("-- status: {} ({}): {}", st.status.as_str(), st.phase.as_str(), st.reason);
             return Ok(cursor);
         }
     }
+}
+
+/// The `agent_events` request of `run_id` from `cursor`.
+fn events(space: &str, run_id: &str, cursor: u64, max: Option<u32>, wait_ms: Option<u64>, raw: Option<bool>) -> AgentEventsRequest {
+    AgentEventsRequest { space: space.to_owned(), run_id: run_id.to_owned(), cursor: Some(cursor), max, wait_ms, raw }
 }
 
 /// `--space`, else the only registered Space.
@@ -235,7 +240,7 @@ pub async fn resolve_space(client: &Client, arg: SpaceArg) -> anyhow::Result<Str
     if let Some(s) = arg.space {
         return Ok(s);
     }
-    let spaces = client.space_list().await?;
+    let spaces = client.space_list(&spaces_sdk::Empty {}).await?;
     match spaces.as_slice() {
         [one] => Ok(one.name.clone()),
         [] => anyhow::bail!("no Space registered; run `spacesd space add NAME PATH` first"),

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use spaces_sdk::client::{Client, Endpoint};
-use spaces_sdk::{Approvals, SpaceRecord};
+use spaces_sdk::{Approvals, Empty, SpaceAddRequest};
 
 use crate::config::Config;
 
@@ -49,9 +49,10 @@ pub enum Command {
     Agent(agent::AgentCmd),
     /// What every harness is and can do on this host (JSON).
     Capabilities,
-    /// Run one CodeSpace tool (read, find, apply_patch, exec_command, read_process, ...) and
-    /// print its JSON result, e.g. `spacesd tool read '{"workspace_id":"demo","path":"hello.txt"}'`.
-    /// Without NAME, list the tools. Exits 1 with the error JSON on a refusal.
+    /// Run one operation by name (a CodeSpace tool such as read, find, apply_patch,
+    /// exec_command, read_process, or any other operation such as agent_status) and print its
+    /// JSON result, e.g. `spacesd tool read '{"workspace_id":"demo","path":"hello.txt"}'`.
+    /// Without NAME, list every operation. Exits 1 with the error JSON on a refusal.
     Tool {
         /// Tool name, as in the API reference.
         name: Option<String>,
@@ -124,14 +125,13 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
                 ApprovalsArg::Off => Approvals::Off,
                 ApprovalsArg::Confirm => Approvals::Confirm,
             };
-            let record = SpaceRecord { name, root: root.display().to_string(), read_only, approvals };
-            let client = client(&cfg);
-            let rec = if replace { client.space_replace(&record).await? } else { client.space_add(&record).await? };
+            let req = SpaceAddRequest { name, root: root.display().to_string(), read_only, approvals, replace };
+            let rec = client(&cfg).space_add(&req).await?;
             println!("{}", serde_json::to_string_pretty(&rec)?);
             Ok(())
         }
         Command::Space(SpaceCmd::List) => {
-            for s in client(&cfg).space_list().await? {
+            for s in client(&cfg).space_list(&Empty {}).await? {
                 let ro = if s.read_only { "\t(read-only)" } else { "" };
                 let confirm = if s.approvals == Approvals::Confirm { "\t(approvals: confirm)" } else { "" };
                 println!("{}\t{}{ro}{confirm}", s.name, s.root);
@@ -140,8 +140,8 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Agent(cmd) => agent::run(&client(&cfg), cmd).await,
         Command::Tool { name: None, .. } => {
-            for t in client(&cfg).tools().await? {
-                println!("{t}");
+            for op in spaces_sdk::op::catalogue() {
+                println!("{:<20} {}", op.name, op.doc);
             }
             Ok(())
         }
@@ -155,7 +155,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             };
             let args: serde_json::Value = serde_json::from_str(&text)
                 .map_err(|e| anyhow::anyhow!("ARGUMENTS must be a JSON object: {e}"))?;
-            match client(&cfg).tool(&name, &args).await {
+            match client(&cfg).call_named(&name, args).await {
                 Ok(v) => {
                     println!("{}", serde_json::to_string_pretty(&v)?);
                     Ok(())
@@ -168,7 +168,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Capabilities => {
-            println!("{}", serde_json::to_string_pretty(&client(&cfg).capabilities().await?)?);
+            println!("{}", serde_json::to_string_pretty(&client(&cfg).agent_capabilities(&Empty {}).await?)?);
             Ok(())
         }
         Command::Tools(ToolsCmd::Install { harness }) => tools_install(&cfg, harness).await,

@@ -1,27 +1,19 @@
-//! The HTTP API of `spacesd` (JSON under `/v1`). Handlers are adapters: parse, call the
-//! supervisor, map the error to `{"error": {code, message}}` with the contract's HTTP status
-//! (404 for `*_NOT_FOUND`, 409 for conflicts, 403 for `UNAUTHORIZED`, 400 otherwise).
+//! The HTTP API of `spacesd` (JSON under `/v1`): an adapter over the operation table
+//! ([`crate::service`]). Every operation has one route ([`ops`]); errors go out in the envelope
+//! `{"error": {code, message, ...}}` with the status [`status_of`] gives.
 //!
-//! Routes:
-//! - `GET  /v1/health` -> `{"ok": true, "version": ...}`
-//! - `GET  /v1/capabilities` -> `agent_capabilities`
-//! - `GET  /v1/spaces`, `POST /v1/spaces {name, root, read_only?}`
-//! - `POST /v1/spaces/{space}/agents {agent, prompt, show?, options?}` -> `AgentStartReport`
-//! - `GET  /v1/spaces/{space}/agents` -> `[AgentRunStatus]`, newest first
-//! - `GET  /v1/spaces/{space}/agents/{run_id}?tail=N` -> `AgentRunStatus`
-//! - `GET  /v1/spaces/{space}/agents/{run_id}/events?cursor=&max=&wait_ms=&raw=` -> events page
-//! - `POST /v1/spaces/{space}/agents/{run_id}/message {text, force?}` -> `AgentActionReport`
-//! - `POST /v1/spaces/{space}/agents/{run_id}/interrupt`, `.../stop` -> `AgentActionReport`
-//! - `GET  /v1/tools` -> `{"tools": [...]}`; `POST /v1/tools/{name}` with the tool's arguments
-//!   -> its result (CodeSpace tools: `read`, `apply_patch`, `exec_command`, ...; see [`tools`])
-//! - `/inbox/...`: the user's side of steering (see [`inbox`])
-//! - anything else: `{"error": {code: INVALID_ARGUMENT, ...}}` with 400
+//! Routes: one per operation of the table (see docs/api.md, generated from it), plus
+//! - `GET /v1/health` -> `{"ok": true, "version": ...}`
+//! - `GET /v1/openapi.json` -> the OpenAPI 3.1 document of these routes
+//! - `GET /v1/tools` -> `{"tools": [names]}` (the CodeSpace tools)
+//! - anything else: 404 (unknown route) or 405 (wrong method, with `Allow`), in the envelope.
 //!
 //! On the Unix socket (0600) no token is needed. On TCP every request needs
 //! `Authorization: Bearer <token>`, and `Host`/`Origin` must name a loopback host.
 
 mod auth;
 mod inbox;
+mod ops;
 mod routes;
 mod tools;
 
@@ -29,13 +21,37 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use spaces_sdk::error::ErrorEnvelope;
-use spaces_sdk::ApiError;
+use spaces_sdk::{ApiError, ErrorCode};
 
 pub use auth::{check as auth_check, TcpAuth};
+pub use ops::MAX_BODY_BYTES;
 pub use routes::{router, AppState};
 
-/// An error answer.
+/// An error answer: the envelope, with the status of its code.
 pub struct HttpError(pub ApiError);
+
+/// The envelope of `e` with an explicit `status` (404/405 for routes, 413 for a large body).
+pub fn error_response(e: ApiError, status: StatusCode) -> Response {
+    (status, Json(ErrorEnvelope { error: e })).into_response()
+}
+
+/// The HTTP status of an error code (API reference, "Error codes"): 404 for `*_NOT_FOUND`, 409
+/// for conflicts and busy states, 403 for `UNAUTHORIZED`, 429 for `RESOURCE_QUEUE_FULL`, 500 for
+/// `INTERNAL`, 400 otherwise.
+pub fn status_of(code: ErrorCode) -> StatusCode {
+    use ErrorCode::*;
+    match code {
+        Unauthorized => StatusCode::FORBIDDEN,
+        WorkspaceNotFound | FileNotFound | OperationNotFound | ProcessNotFound | WorkNotFound
+        | IntentNotFound | ApprovalNotFound | RunNotFound => StatusCode::NOT_FOUND,
+        WorkspaceBusy | AddFileExists | MoveDestinationExists | VersionConflict | OperationKeyConflict
+        | IntentAlreadyClaimed | IntentNotEditable | IntentRevisionConflict | ApprovalConflict
+        | ApprovalAmbiguous | AgentBusy | LeaseHeld | WorkClosed | ProcessNotRunning => StatusCode::CONFLICT,
+        ResourceQueueFull => StatusCode::TOO_MANY_REQUESTS,
+        Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        _ => StatusCode::BAD_REQUEST,
+    }
+}
 
 impl From<crate::error::Error> for HttpError {
     fn from(e: crate::error::Error) -> Self {
@@ -45,7 +61,6 @@ impl From<crate::error::Error> for HttpError {
 
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.0.code.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
-        (status, Json(ErrorEnvelope { error: self.0 })).into_response()
+        error_response(self.0.clone(), status_of(self.0.code))
     }
 }

@@ -1,40 +1,31 @@
-//! Route table and handlers.
+//! The router: the operation table's routes ([`super::ops`]), a few meta routes, and 404/405
+//! answers in the error envelope.
 
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{FromRef, Path, Query, State};
+use axum::extract::FromRef;
+use axum::http::{Method, StatusCode, Uri};
+use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde::Deserialize;
-use spaces_sdk::{
-    ActionReport, AgentMessageRequest, AgentStartReport, AgentStartRequest, Capabilities,
-    EventsPage, RunStatus, SpaceRecord,
-};
-
 use spaces_codespace::service::CodeSpace;
+use spaces_sdk::{ApiError, ErrorCode};
 
-use super::HttpError;
+use super::{error_response, HttpError};
+use crate::service::{table, Service};
 use crate::supervisor::Supervisor;
-
-type Answer<T> = Result<Json<T>, HttpError>;
 
 /// A JSON body, or `INVALID_ARGUMENT` saying what is wrong with it.
 pub(super) fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, HttpError> {
     b.map(|Json(v)| v).map_err(|e| {
-        HttpError(spaces_sdk::ApiError::new(spaces_sdk::ErrorCode::InvalidArgument, format!("invalid request body: {}", e.body_text())))
+        HttpError(ApiError::new(ErrorCode::InvalidArgument, format!("invalid request body: {}", e.body_text())))
     })
 }
 
-/// What every handler can reach: the run supervisor and the CodeSpace tool service.
+/// What the non-table handlers can reach.
 #[derive(Clone)]
 pub struct AppState {
     pub sup: Supervisor,
     pub cs: CodeSpace,
-}
-
-impl FromRef<AppState> for Supervisor {
-    fn from_ref(app: &AppState) -> Supervisor {
-        app.sup.clone()
-    }
 }
 
 impl FromRef<AppState> for CodeSpace {
@@ -44,129 +35,66 @@ impl FromRef<AppState> for CodeSpace {
 }
 
 /// The API router over `sup` and `cs` (no auth: add [`super::auth::check`] for TCP). Unknown
-/// paths and methods answer in the error envelope too.
+/// paths answer 404 and wrong methods 405, in the error envelope.
 pub fn router(sup: Supervisor, cs: CodeSpace) -> Router {
-    Router::new()
+    let service = Service::new(sup.clone(), cs.clone());
+    let meta = Router::new()
+        .route("/v1/health", get(health))
+        .route("/v1/openapi.json", get(openapi))
         .route("/v1/tools", get(super::tools::list))
         .route(
             "/v1/tools/{name}",
-            post(super::tools::call).layer(axum::extract::DefaultBodyLimit::max(super::tools::MAX_BODY_BYTES)),
+            post(super::tools::call).layer(axum::extract::DefaultBodyLimit::max(super::MAX_BODY_BYTES)),
         )
         .merge(super::inbox::routes())
-        .route("/v1/health", get(health))
-        .route("/v1/capabilities", get(capabilities))
-        .route("/v1/spaces", get(space_list).post(space_add))
-        .route("/v1/spaces/{space}/agents", get(agent_list).post(agent_start))
-        .route("/v1/spaces/{space}/agents/{run_id}", get(agent_status))
-        .route("/v1/spaces/{space}/agents/{run_id}/events", get(agent_events))
-        .route("/v1/spaces/{space}/agents/{run_id}/message", post(agent_message))
-        .route("/v1/spaces/{space}/agents/{run_id}/interrupt", post(agent_interrupt))
-        .route("/v1/spaces/{space}/agents/{run_id}/stop", post(agent_stop))
+        .with_state(AppState { sup, cs });
+    super::ops::routes(service)
+        .merge(meta)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(AppState { sup, cs })
 }
 
-async fn not_found(uri: axum::http::Uri) -> HttpError {
-    HttpError(spaces_sdk::ApiError::new(
-        spaces_sdk::ErrorCode::InvalidArgument,
-        format!("no route {}: see docs/api.md for the routes", uri.path()),
-    ))
+async fn not_found(uri: Uri) -> Response {
+    let e = ApiError::new(
+        ErrorCode::InvalidArgument,
+        format!("no route {}: see docs/api.md or GET /v1/openapi.json for the routes", uri.path()),
+    );
+    error_response(e, StatusCode::NOT_FOUND)
 }
 
-async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> HttpError {
-    HttpError(spaces_sdk::ApiError::new(
-        spaces_sdk::ErrorCode::InvalidArgument,
-        format!("{method} is not allowed on {}: see docs/api.md", uri.path()),
-    ))
+async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+    let allowed: Vec<&str> = table()
+        .iter()
+        .filter(|r| matches_template(r.info.path, uri.path()))
+        .map(|r| r.info.method.as_str())
+        .collect();
+    let e = ApiError::new(
+        ErrorCode::InvalidArgument,
+        format!(
+            "{method} is not allowed on {}{}",
+            uri.path(),
+            if allowed.is_empty() { String::new() } else { format!(": use {}", allowed.join(" or ")) }
+        ),
+    );
+    let mut response = error_response(e, StatusCode::METHOD_NOT_ALLOWED);
+    if let Ok(v) = axum::http::HeaderValue::from_str(&allowed.join(", ")) {
+        if !allowed.is_empty() {
+            response.headers_mut().insert(axum::http::header::ALLOW, v);
+        }
+    }
+    response
+}
+
+/// Whether `path` fits the route `template` (`{x}` matches one segment).
+fn matches_template(template: &str, path: &str) -> bool {
+    let (t, p): (Vec<&str>, Vec<&str>) = (template.split('/').collect(), path.split('/').collect());
+    t.len() == p.len() && t.iter().zip(&p).all(|(t, p)| t.starts_with('{') || t == p)
 }
 
 async fn health() -> Json<serde_json::Value> {
     Json(serde_json::json!({"ok": true, "version": env!("CARGO_PKG_VERSION")}))
 }
 
-async fn capabilities(State(sup): State<Supervisor>) -> Json<Capabilities> {
-    Json(sup.capabilities())
-}
-
-async fn space_list(State(sup): State<Supervisor>) -> Answer<Vec<SpaceRecord>> {
-    Ok(Json(sup.space_list()?))
-}
-
-#[derive(Deserialize)]
-struct SpaceAddQuery {
-    #[serde(default)]
-    replace: bool,
-}
-
-async fn space_add(
-    State(sup): State<Supervisor>,
-    Query(q): Query<SpaceAddQuery>,
-    space: Result<Json<SpaceRecord>, JsonRejection>,
-) -> Answer<SpaceRecord> {
-    Ok(Json(sup.space_add(&body(space)?, q.replace)?))
-}
-
-async fn agent_start(
-    State(sup): State<Supervisor>,
-    Path(space): Path<String>,
-    req: Result<Json<AgentStartRequest>, JsonRejection>,
-) -> Answer<AgentStartReport> {
-    Ok(Json(sup.agent_start(&space, &body(req)?)?))
-}
-
-async fn agent_list(State(sup): State<Supervisor>, Path(space): Path<String>) -> Answer<Vec<RunStatus>> {
-    Ok(Json(sup.agent_list(&space)?))
-}
-
-#[derive(Deserialize)]
-struct StatusQuery {
-    tail: Option<u32>,
-}
-
-async fn agent_status(
-    State(sup): State<Supervisor>,
-    Path((space, run_id)): Path<(String, String)>,
-    Query(q): Query<StatusQuery>,
-) -> Answer<RunStatus> {
-    Ok(Json(sup.agent_status(&space, &run_id, q.tail)?))
-}
-
-#[derive(Deserialize)]
-struct EventsQuery {
-    cursor: Option<u64>,
-    max: Option<u32>,
-    wait_ms: Option<u64>,
-    raw: Option<bool>,
-}
-
-async fn agent_events(
-    State(sup): State<Supervisor>,
-    Path((space, run_id)): Path<(String, String)>,
-    Query(q): Query<EventsQuery>,
-) -> Answer<EventsPage> {
-    Ok(Json(sup.agent_events(&space, &run_id, q.cursor, q.max, q.wait_ms, q.raw.unwrap_or(false)).await?))
-}
-
-async fn agent_message(
-    State(sup): State<Supervisor>,
-    Path((space, run_id)): Path<(String, String)>,
-    req: Result<Json<AgentMessageRequest>, JsonRejection>,
-) -> Answer<ActionReport> {
-    let req = body(req)?;
-    Ok(Json(sup.agent_message(&space, &run_id, &req.text, req.force.unwrap_or(false)).await?))
-}
-
-async fn agent_interrupt(
-    State(sup): State<Supervisor>,
-    Path((space, run_id)): Path<(String, String)>,
-) -> Answer<ActionReport> {
-    Ok(Json(sup.agent_interrupt(&space, &run_id).await?))
-}
-
-async fn agent_stop(
-    State(sup): State<Supervisor>,
-    Path((space, run_id)): Path<(String, String)>,
-) -> Answer<ActionReport> {
-    Ok(Json(sup.agent_stop(&space, &run_id).await?))
+async fn openapi() -> Json<serde_json::Value> {
+    Json(crate::service::openapi())
 }

@@ -20,7 +20,7 @@ use spaces_codespace::process::{alive_with_env, kill_tree, run_marker, RUN_ENV};
 use spaces_harnesses::{EventDraft, Harness};
 use spaces_sdk::event::{EVENTS_MAX_DEFAULT, EVENTS_MAX_LIMIT, EVENTS_WAIT_MS_LIMIT};
 use spaces_sdk::{
-    ActionReport, AgentStartReport, AgentStartRequest, Capabilities, ErrorCode, EventKind,
+    ActionReport, AgentStartReport, AuthState, AgentStartRequest, Capabilities, ErrorCode, EventKind,
     EventsPage, HarnessCapabilities, Phase, RunStatus, SpaceRecord, Status, StopReason,
 };
 use tokio::sync::{mpsc, oneshot};
@@ -299,7 +299,7 @@ impl Supervisor {
         let caught_up = events.len() < max as usize || new_cursor >= self.inner.log.last_seq(run_id)?;
         // Re-read the status: it may have changed while the long-poll waited.
         let status = self.inner.store.run_get(run_id)?.map(|r| r.status).unwrap_or(Status::Unknown);
-        Ok(EventsPage { caught_up, cursor: new_cursor, events, status: status.as_str().to_owned() })
+        Ok(EventsPage { caught_up, cursor: new_cursor, events, status })
     }
 
     /// `agent_message`: next turn, queued mid-turn, or (with `force`) interrupt then run.
@@ -393,7 +393,13 @@ impl Supervisor {
             // A missing pinned install is installed on first use, so the harness is still usable.
             ready: exists || matches!(source, Source::Pinned(_)),
             installed_version,
-            auth: if has_key { "ok" } else { "missing" }.to_owned(),
+            // A key in the daemon's environment can be forwarded (`env_from_host`); an operator
+            // binary may carry its own credentials, which the daemon cannot see.
+            auth: match (has_key, &source) {
+                (true, _) => AuthState::Ok,
+                (false, Source::Operator(_)) => AuthState::Unknown,
+                (false, Source::Pinned(_)) => AuthState::Missing,
+            },
             keys: h.keys().iter().map(|s| s.to_string()).collect(),
             endpoint_wires: h.endpoint_wires().iter().map(|s| s.to_string()).collect(),
             can_interrupt: true,

@@ -13,7 +13,12 @@ fn code(r: Result<impl std::fmt::Debug, ClientError>) -> (ErrorCode, String) {
 }
 
 fn start(agent: &str, prompt: &str, cwd: Option<&str>) -> AgentStartRequest {
+    start_in("s", agent, prompt, cwd)
+}
+
+fn start_in(space: &str, agent: &str, prompt: &str, cwd: Option<&str>) -> AgentStartRequest {
     AgentStartRequest {
+        space: space.into(),
         agent: agent.into(),
         prompt: prompt.into(),
         show: None,
@@ -29,10 +34,10 @@ async fn bad_input_gets_typed_errors_and_creates_nothing() {
     std::os::unix::fs::symlink("/tmp", root.join("escape")).unwrap();
     let c = &d.client;
 
-    let (c1, m1) = code(c.agent_start("s", &start("no-such-agent", "hi", None)).await);
+    let (c1, m1) = code(c.agent_start(&start("no-such-agent", "hi", None)).await);
     assert_eq!(c1, ErrorCode::HarnessUnavailable);
     assert!(m1.contains("claude-code"), "message lists known agents: {m1}");
-    let (c2, _) = code(c.agent_start("s", &start("claude-code", "   ", None)).await);
+    let (c2, _) = code(c.agent_start(&start("claude-code", "   ", None)).await);
     assert_eq!(c2, ErrorCode::InvalidArgument);
     for (cwd, want) in [
         ("../", ErrorCode::PathEscape),
@@ -40,20 +45,20 @@ async fn bad_input_gets_typed_errors_and_creates_nothing() {
         ("escape", ErrorCode::SymlinkRejected),
         ("missing-dir", ErrorCode::FileNotFound),
     ] {
-        let (c3, m3) = code(c.agent_start("s", &start("claude-code", "hi", Some(cwd))).await);
+        let (c3, m3) = code(c.agent_start(&start("claude-code", "hi", Some(cwd))).await);
         assert_eq!(c3, want, "cwd {cwd}: {m3}");
     }
-    let (c4, _) = code(c.agent_start("nope", &start("claude-code", "hi", None)).await);
+    let (c4, _) = code(c.agent_start(&start_in("nope", "claude-code", "hi", None)).await);
     assert_eq!(c4, ErrorCode::WorkspaceNotFound);
-    let (c5, m5) = code(c.agent_status("s", "run-doesnotexist", None).await);
+    let (c5, m5) = code(c.space("s").agent_status("run-doesnotexist", None).await);
     assert_eq!(c5, ErrorCode::RunNotFound);
     assert!(m5.contains("agent list"), "message says what to do: {m5}");
-    let (c6, _) = code(c.agent_message("s", "run-doesnotexist", "hi", None).await);
+    let (c6, _) = code(c.space("s").agent_message("run-doesnotexist", "hi", None).await);
     assert_eq!(c6, ErrorCode::RunNotFound);
-    let (c7, _) = code(c.agent_list("nope").await);
+    let (c7, _) = code(c.space("nope").agent_list().await);
     assert_eq!(c7, ErrorCode::WorkspaceNotFound);
 
-    assert!(c.agent_list("s").await.unwrap().is_empty(), "no run was created");
+    assert!(c.space("s").agent_list().await.unwrap().is_empty(), "no run was created");
     let runs_dir = d.state_dir().join("runs");
     let n = std::fs::read_dir(&runs_dir).map(|r| r.count()).unwrap_or(0);
     assert_eq!(n, 0, "no run directory was created");
@@ -82,15 +87,17 @@ async fn re_registering_a_space_differently_needs_replace() {
     let other = d.dir.path().join("other");
     std::fs::create_dir_all(&other).unwrap();
     let other = std::fs::canonicalize(other).unwrap();
-    let same = spaces_sdk::SpaceRecord { name: "s".into(), root: root.display().to_string(), read_only: false, approvals: Default::default() };
-    assert_eq!(d.client.space_add(&same).await.unwrap(), same, "the same registration again is a no-op");
-    let writable_elsewhere = spaces_sdk::SpaceRecord { root: other.display().to_string(), ..same.clone() };
+    let same = spaces_sdk::SpaceAddRequest { name: "s".into(), root: root.display().to_string(), read_only: false, approvals: Default::default(), replace: false };
+    let record = |r: &spaces_sdk::SpaceAddRequest| spaces_sdk::SpaceRecord { name: r.name.clone(), root: r.root.clone(), read_only: r.read_only, approvals: r.approvals };
+    assert_eq!(d.client.space_add(&same).await.unwrap(), record(&same), "the same registration again is a no-op");
+    let writable_elsewhere = spaces_sdk::SpaceAddRequest { root: other.display().to_string(), ..same.clone() };
     let (c, m) = code(d.client.space_add(&writable_elsewhere).await);
     assert_eq!(c, ErrorCode::InvalidArgument);
     assert!(m.contains("--replace"), "{m}");
-    let read_only = spaces_sdk::SpaceRecord { read_only: true, ..same.clone() };
+    let read_only = spaces_sdk::SpaceAddRequest { read_only: true, ..same.clone() };
     assert_eq!(code(d.client.space_add(&read_only).await).0, ErrorCode::InvalidArgument);
-    assert_eq!(d.client.space_list().await.unwrap(), vec![same.clone()], "nothing changed");
-    assert_eq!(d.client.space_replace(&writable_elsewhere).await.unwrap(), writable_elsewhere);
-    assert_eq!(d.client.space_list().await.unwrap(), vec![writable_elsewhere]);
+    assert_eq!(d.client.space_list(&spaces_sdk::Empty {}).await.unwrap(), vec![record(&same)], "nothing changed");
+    let replace = spaces_sdk::SpaceAddRequest { replace: true, ..writable_elsewhere.clone() };
+    assert_eq!(d.client.space_add(&replace).await.unwrap(), record(&writable_elsewhere));
+    assert_eq!(d.client.space_list(&spaces_sdk::Empty {}).await.unwrap(), vec![record(&writable_elsewhere)]);
 }

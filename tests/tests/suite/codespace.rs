@@ -7,19 +7,19 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use spaces_sdk::client::{ClientError, Method};
-use spaces_sdk::{Approvals, ErrorCode, SpaceRecord};
+use spaces_sdk::{Approvals, ErrorCode, SpaceAddRequest};
 
 use crate::support::TestDaemon;
 
 async fn tool(d: &TestDaemon, name: &str, args: Value) -> Value {
-    match d.client.tool(name, &args).await {
+    match d.client.call_named(name, args.clone()).await {
         Ok(v) => v,
         Err(e) => panic!("{name} {args} failed: {e}"),
     }
 }
 
 async fn tool_err(d: &TestDaemon, name: &str, args: Value) -> spaces_sdk::ApiError {
-    match d.client.tool(name, &args).await {
+    match d.client.call_named(name, args.clone()).await {
         Err(ClientError::Api(e)) => e,
         other => panic!("{name} {args}: expected a typed error, got {other:?}"),
     }
@@ -58,8 +58,9 @@ async fn acceptance_loop_over_http() {
     let root = d.space("demo").await;
     std::fs::write(root.join("hello.txt"), "hi\n").unwrap();
 
-    let tools = d.client.tools().await.unwrap();
-    assert!(tools.iter().any(|t| t == "apply_patch") && tools.iter().any(|t| t == "work_finish"));
+    let tools: Value = d.client.call(Method::GET, "/v1/tools", None::<&()>).await.unwrap();
+    let tools: Vec<&str> = tools["tools"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(tools.contains(&"apply_patch") && tools.contains(&"work_finish"), "{tools:?}");
 
     let info = tool(&d, "workspace_info", json!({"workspace_id": "demo"})).await;
     let ex = &info["execution"];
@@ -200,7 +201,7 @@ async fn approvals_hold_grant_resume_once() {
     let root = d.dir.path().join("held");
     std::fs::create_dir_all(&root).unwrap();
     d.client
-        .space_add(&SpaceRecord { name: "held".into(), root: root.display().to_string(), read_only: false, approvals: Approvals::Confirm })
+        .space_add(&SpaceAddRequest { name: "held".into(), root: root.display().to_string(), read_only: false, approvals: Approvals::Confirm, replace: false })
         .await
         .unwrap();
     let info = tool(&d, "workspace_info", json!({"workspace_id": "held"})).await;
@@ -305,7 +306,7 @@ async fn read_only_workspace_reads_but_never_writes_or_runs() {
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(root.join("f.txt"), "f\n").unwrap();
     d.client
-        .space_add(&SpaceRecord { name: "ro".into(), root: root.display().to_string(), read_only: true, approvals: Approvals::Off })
+        .space_add(&SpaceAddRequest { name: "ro".into(), root: root.display().to_string(), read_only: true, approvals: Approvals::Off, replace: false })
         .await
         .unwrap();
     let info = tool(&d, "workspace_info", json!({"workspace_id": "ro"})).await;
@@ -369,7 +370,7 @@ async fn one_root_one_busy_slot_and_a_busy_resume_keeps_its_grant() {
     let root = d.space("one").await;
     // a second name for the same directory, with approvals on
     d.client
-        .space_add(&SpaceRecord { name: "alias".into(), root: root.display().to_string(), read_only: false, approvals: Approvals::Confirm })
+        .space_add(&SpaceAddRequest { name: "alias".into(), root: root.display().to_string(), read_only: false, approvals: Approvals::Confirm, replace: false })
         .await
         .unwrap();
     let hold = tool_err(&d, "exec_command", json!({"workspace_id": "alias", "command": ["sh", "-c", "echo held >> log"]})).await;

@@ -30,12 +30,13 @@ async fn daemon_with(harness_env: &str, script: &str, extra: Vec<(String, String
 
 async fn start(d: &TestDaemon, agent: &str) -> String {
     let req = AgentStartRequest {
+        space: "s".into(),
         agent: agent.into(),
         prompt: "hello".into(),
         show: None,
         options: Some(SpaceAgentOptions::default()),
     };
-    d.client.agent_start("s", &req).await.unwrap().run_id
+    d.client.agent_start(&req).await.unwrap().run_id
 }
 
 /// E14b: only an auth error on stderr, exit 52: `turn_ended` `error` with the exit code and the
@@ -116,6 +117,7 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0
     )
     .await;
     let req = AgentStartRequest {
+        space: "s".into(),
         agent: "openai-codex".into(),
         prompt: "hello".into(),
         show: None,
@@ -124,7 +126,7 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0
             ..Default::default()
         }),
     };
-    let run = d.client.agent_start("s", &req).await.unwrap().run_id;
+    let run = d.client.agent_start(&req).await.unwrap().run_id;
     d.wait_turn_end("s", &run, 1, WAIT).await;
     let st = d.wait_status("s", &run, WAIT, settled).await;
     let tail = st.output_tail.unwrap_or_default();

@@ -2,7 +2,6 @@
 
 use std::time::{Duration, Instant};
 
-use spaces_sdk::client::EventsQuery;
 use spaces_sdk::{AgentStartRequest, EventKind, SpaceAgentOptions, Status, StopReason, ToolStatus};
 use spaces_testkit::{Reply, Script, ScriptedServer};
 
@@ -21,12 +20,13 @@ async fn setup(h: H, script: Script) -> (TestDaemon, ScriptedServer, std::path::
 
 async fn start(d: &TestDaemon, h: H, server: &ScriptedServer, prompt: &str) -> String {
     let req = AgentStartRequest {
+        space: "s".into(),
         agent: h.id.into(),
         prompt: prompt.into(),
         show: None,
         options: Some(SpaceAgentOptions { base_url: Some(server.base_url()), ..Default::default() }),
     };
-    d.client.agent_start("s", &req).await.unwrap().run_id
+    d.client.agent_start(&req).await.unwrap().run_id
 }
 
 fn body_mentions(req: &spaces_testkit::RecordedRequest, needle: &str) -> bool {
@@ -66,7 +66,7 @@ async fn tool_call_answer_and_follow_up(h: H) {
     let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>(), "seq starts at 1 without gaps");
 
-    let r = d.client.agent_message("s", &run, "Is the file still there?", None).await.unwrap();
+    let r = d.client.space("s").agent_message(&run, "Is the file still there?", None).await.unwrap();
     assert!(r.ok, "{r:?}");
     d.wait_turn_end("s", &run, 2, TURN).await;
     let st = d.wait_status("s", &run, TURN, settled).await;
@@ -88,7 +88,7 @@ async fn case_p4_mid_turn_message_is_queued(h: H) {
     let run = start(&d, h, &server, "first").await;
     d.wait_status("s", &run, TURN, |s| s.status == Status::Running).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let r = d.client.agent_message("s", &run, "second", None).await.unwrap();
+    let r = d.client.space("s").agent_message(&run, "second", None).await.unwrap();
     assert!(r.ok && r.reason.contains("queued"), "{r:?}");
     d.wait_turn_end("s", &run, 2, TURN).await;
     let st = d.wait_status("s", &run, TURN, settled).await;
@@ -119,7 +119,7 @@ async fn interrupt_then_follow_up(h: H) {
     }
     tokio::time::sleep(Duration::from_millis(700)).await;
     let t0 = Instant::now();
-    let r = d.client.agent_interrupt("s", &run).await.unwrap();
+    let r = d.client.space("s").agent_interrupt(&run).await.unwrap();
     assert!(r.ok, "{r:?}");
     let ended = d.wait_turn_end("s", &run, 1, TURN).await;
     assert_eq!(ended.stop_reason, Some(StopReason::Interrupted), "{ended:?}");
@@ -128,10 +128,10 @@ async fn interrupt_then_follow_up(h: H) {
     assert!(st.accepts_message, "{st:#?}");
     assert_eq!(st.status, Status::Idle, "an interrupted turn is not a failure: {st:#?}");
 
-    let idle = d.client.agent_interrupt("s", &run).await.unwrap();
+    let idle = d.client.space("s").agent_interrupt(&run).await.unwrap();
     assert!(!idle.ok && idle.reason.contains("no turn"), "{idle:?}");
 
-    d.client.agent_message("s", &run, "go on", None).await.unwrap();
+    d.client.space("s").agent_message(&run, "go on", None).await.unwrap();
     let ended = d.wait_turn_end("s", &run, 2, TURN).await;
     assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
     let st = d.wait_status("s", &run, TURN, settled).await;
@@ -151,12 +151,12 @@ async fn case_p6_stop_leaves_nothing_alive(h: H) {
         assert!(Instant::now() < deadline, "the tool's processes never appeared: {:?}", run_processes(&run));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let queued = d.client.agent_message("s", &run, "queued behind the long tool", None).await.unwrap();
+    let queued = d.client.space("s").agent_message(&run, "queued behind the long tool", None).await.unwrap();
     assert!(queued.ok && queued.reason.contains("queued"), "{queued:?}");
-    let r = d.client.agent_stop("s", &run).await.unwrap();
+    let r = d.client.space("s").agent_stop(&run).await.unwrap();
     assert!(r.ok, "{r:?}");
     assert_eq!(run_processes(&run), Vec::<i32>::new(), "no process of the run survives");
-    let st = d.client.agent_status("s", &run, None).await.unwrap();
+    let st = d.client.space("s").agent_status(&run, None).await.unwrap();
     assert_eq!(st.status, Status::Stopped);
     assert!(!st.accepts_message);
     let events = d.events("s", &run).await;
@@ -168,7 +168,7 @@ async fn case_p6_stop_leaves_nothing_alive(h: H) {
         "a queued message is never dropped silently:\n{}",
         describe(&events)
     );
-    let again = d.client.agent_message("s", &run, "more", None).await.unwrap();
+    let again = d.client.space("s").agent_message(&run, "more", None).await.unwrap();
     assert!(!again.ok, "a stopped run takes no message: {again:?}");
 }
 
@@ -203,16 +203,16 @@ async fn survives_client_exit_and_daemon_restart(h: H) {
     let run = v["run_id"].as_str().unwrap().to_owned();
     d.wait_turn_end("s", &run, 1, TURN).await;
     d.wait_status("s", &run, TURN, settled).await;
-    let page = d.client.agent_events("s", &run, &EventsQuery { cursor: Some(0), ..Default::default() }).await.unwrap();
+    let page = d.client.space("s").agent_events(&run, Some(0), None).await.unwrap();
     assert_eq!(page.events.first().map(|e| e.seq), Some(1));
     assert!(page.events.iter().any(|e| e.kind == EventKind::TurnEnded));
 
     d.restart().await;
-    let list = d.client.agent_list("s").await.unwrap();
+    let list = d.client.space("s").agent_list().await.unwrap();
     assert_eq!(list.len(), 1);
     assert_eq!(list[0].run_id, run);
     assert!(list[0].accepts_message, "{:#?}", list[0]);
-    let r = d.client.agent_message("s", &run, "what was the word?", None).await.unwrap();
+    let r = d.client.space("s").agent_message(&run, "what was the word?", None).await.unwrap();
     assert!(r.ok, "{r:?}");
     let ended = d.wait_turn_end("s", &run, 2, TURN).await;
     assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
@@ -252,7 +252,7 @@ async fn first_use_installs_the_pinned_cli() {
     let server = ScriptedServer::start(CLAUDE.wire, Script::new([Reply::Text("installed and answering".into())])).await.unwrap();
     let d = TestDaemon::start_with_env(vec![("SPACES_TOOLS_DIR".into(), tools.path().display().to_string())]).await;
     d.space("s").await;
-    let caps = d.client.capabilities().await.unwrap();
+    let caps = d.client.agent_capabilities(&spaces_sdk::Empty {}).await.unwrap();
     let claude = caps.harnesses.iter().find(|h| h.id == "claude-code").unwrap();
     assert_eq!(claude.installed_version, None, "{claude:?}");
     let run = start(&d, CLAUDE, &server, "hello").await;
@@ -264,7 +264,7 @@ async fn first_use_installs_the_pinned_cli() {
     assert_eq!(done.turn, 0);
     let ended = d.wait_turn_end("s", &run, 1, TURN).await;
     assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
-    let caps = d.client.capabilities().await.unwrap();
+    let caps = d.client.agent_capabilities(&spaces_sdk::Empty {}).await.unwrap();
     let claude = caps.harnesses.iter().find(|h| h.id == "claude-code").unwrap();
     assert_eq!(claude.installed_version.as_deref(), Some("2.1.197"));
     assert!(tools.path().join("claude-code").join(CLAUDE.binary).is_file());

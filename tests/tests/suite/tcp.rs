@@ -37,9 +37,9 @@ async fn tcp_needs_the_token_and_a_loopback_host() {
     assert_eq!(sock_mode, 0o600, "unix socket is private");
 
     let good = Client::new(Endpoint::Tcp { addr: addr.clone(), token: token.clone() });
-    assert!(good.space_list().await.is_ok());
+    assert!(good.space_list(&spaces_sdk::Empty {}).await.is_ok());
     let bad = Client::new(Endpoint::Tcp { addr: addr.clone(), token: "wrong".into() });
-    match bad.space_list().await {
+    match bad.space_list(&spaces_sdk::Empty {}).await {
         Err(ClientError::Api(e)) => assert_eq!(e.code, ErrorCode::Unauthorized),
         other => panic!("expected UNAUTHORIZED, got {other:?}"),
     }

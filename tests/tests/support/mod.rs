@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use spaces_sdk::client::{Client, Endpoint, EventsQuery};
-use spaces_sdk::{Event, RunStatus, SpaceRecord, Status};
+use spaces_sdk::client::{Client, Endpoint};
+use spaces_sdk::{AgentEventsRequest, Event, RunStatus, SpaceAddRequest, Status};
 
 /// The `spacesd` binary: `$SPACESD_BIN`, else `target/<profile>/spacesd` beside this test binary.
 pub fn spacesd_bin() -> PathBuf {
@@ -97,7 +97,7 @@ impl TestDaemon {
         self.child = Some(cmd.spawn().expect("spawn spacesd"));
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if self.client.space_list().await.is_ok() {
+            if self.client.space_list(&spaces_sdk::Empty {}).await.is_ok() {
                 return;
             }
             assert!(Instant::now() < deadline, "spacesd did not come up within 20 s");
@@ -134,10 +134,29 @@ impl TestDaemon {
         std::fs::create_dir_all(&root).unwrap();
         let root = std::fs::canonicalize(root).unwrap();
         self.client
-            .space_add(&SpaceRecord { name: name.into(), root: root.display().to_string(), read_only: false, approvals: Default::default() })
+            .space_add(&SpaceAddRequest { name: name.into(), root: root.display().to_string(), read_only: false, approvals: Default::default(), replace: false })
             .await
             .expect("space add");
         root
+    }
+
+    /// One raw HTTP/1.1 request over the daemon's Unix socket: (status, body). For tests of the
+    /// HTTP adapter itself (status codes, query strings, envelopes).
+    pub fn raw(&self, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+        use std::io::{Read, Write};
+        let mut s = std::os::unix::net::UnixStream::connect(self.state_dir().join("spacesd.sock")).expect("connect");
+        let body = body.unwrap_or("");
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .expect("write");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("read");
+        let status = out.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+        (status, body)
     }
 
     /// Run the `spacesd` CLI against this daemon; returns (status success, stdout).
@@ -159,7 +178,7 @@ impl TestDaemon {
         loop {
             let page = self
                 .client
-                .agent_events(space, run, &EventsQuery { cursor: Some(cursor), max: Some(1000), ..Default::default() })
+                .agent_events(&AgentEventsRequest { space: space.into(), run_id: run.to_string(), cursor: Some(cursor), max: Some(1000), ..Default::default() })
                 .await
                 .expect("events");
             out.extend(page.events);
@@ -185,8 +204,8 @@ impl TestDaemon {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             assert!(!left.is_zero(), "no matching event within {timeout:?}; saw:\n{}", describe(&seen));
-            let q = EventsQuery { cursor: Some(cursor), max: Some(1000), wait_ms: Some(left.as_millis().min(5_000) as u64), raw: None };
-            let page = self.client.agent_events(space, run, &q).await.expect("events");
+            let q = AgentEventsRequest { space: space.into(), run_id: run.into(), cursor: Some(cursor), max: Some(1000), wait_ms: Some(left.as_millis().min(5_000) as u64), raw: None };
+            let page = self.client.agent_events(&q).await.expect("events");
             for e in page.events {
                 if pred(&e) {
                     return e;
@@ -201,7 +220,7 @@ impl TestDaemon {
     pub async fn wait_status(&self, space: &str, run: &str, timeout: Duration, pred: impl Fn(&RunStatus) -> bool) -> RunStatus {
         let deadline = Instant::now() + timeout;
         loop {
-            let st = self.client.agent_status(space, run, None).await.expect("status");
+            let st = self.client.space(space).agent_status(run, None).await.expect("status");
             if pred(&st) {
                 return st;
             }

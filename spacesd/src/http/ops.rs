@@ -1,0 +1,196 @@
+//! The HTTP adapter of the operation table: one route per row (`row.info.method` on
+//! `row.info.path`). A request becomes the row's JSON argument object in one way for every
+//! route:
+//! - the JSON body (POST, PATCH; empty means `{}`; it must be an object),
+//! - plus the query string, each value converted by the type its field has in the request schema
+//!   (`?cursor=abc` for an integer field is `INVALID_ARGUMENT` naming `cursor`),
+//! - plus the `{field}` path segments as strings (a body that names the same field differently
+//!   is refused).
+//!
+//! The row then decodes it (unknown keys refused) and runs; errors go out in the envelope.
+
+use std::collections::HashMap;
+
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{Path, RawQuery};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{on, MethodFilter, MethodRouter};
+use axum::{Json, Router};
+use serde_json::{Map, Value};
+use spaces_sdk::op::HttpMethod;
+use spaces_sdk::{ApiError, ErrorCode};
+
+use super::{error_response, HttpError};
+use crate::service::{table, Row, Service};
+
+/// Largest request body, bytes (a patch of a large file fits). Larger bodies are refused with
+/// 413 in the error envelope.
+pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+/// Every row of the table as a route of one router.
+pub fn routes(service: Service) -> Router {
+    let mut by_path: Vec<(&'static str, MethodRouter)> = Vec::new();
+    for row in table() {
+        let filter = match row.info.method {
+            HttpMethod::Get => MethodFilter::GET,
+            HttpMethod::Post => MethodFilter::POST,
+            HttpMethod::Patch => MethodFilter::PATCH,
+        };
+        let scalar_types = query_types(row);
+        let (svc, row_ref) = (service.clone(), row.clone());
+        let handler = move |path: Result<Path<HashMap<String, String>>, PathRejection>,
+                            RawQuery(query): RawQuery,
+                            body: Result<Bytes, BytesRejection>| {
+            let (svc, row, types) = (svc.clone(), row_ref.clone(), scalar_types.clone());
+            async move {
+                match arguments(&row, &types, path, query, body) {
+                    Ok(args) => match row.call(svc, args).await {
+                        Ok(v) => Json(v).into_response(),
+                        Err(e) => HttpError(e).into_response(),
+                    },
+                    Err(response) => response,
+                }
+            }
+        };
+        let method_router = on(filter, handler);
+        match by_path.iter_mut().find(|(p, _)| *p == row.info.path) {
+            Some((_, existing)) => *existing = std::mem::take(existing).merge(method_router),
+            None => by_path.push((row.info.path, method_router)),
+        }
+    }
+    let mut router = Router::new();
+    for (path, method_router) in by_path {
+        router = router.route(path, method_router);
+    }
+    router.layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+}
+
+/// The kind of JSON value a query-string field converts to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Scalar {
+    Integer,
+    Number,
+    Boolean,
+    Text,
+}
+
+/// The scalar kind of each top-level field of the row's request schema.
+fn query_types(row: &Row) -> HashMap<String, Scalar> {
+    let mut generator = crate::service::schema_generator("/$defs");
+    let schema = (row.request_schema)(&mut generator).to_value();
+    let defs = generator.take_definitions(true);
+    let schema = match schema.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/$defs/")) {
+        Some(name) => defs.get(name).cloned().unwrap_or(schema),
+        None => schema,
+    };
+    let mut out = HashMap::new();
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (name, prop) in props {
+            let types: Vec<&str> = match prop.get("type") {
+                Some(Value::String(t)) => vec![t.as_str()],
+                Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
+                _ => Vec::new(),
+            };
+            let kind = if types.contains(&"integer") {
+                Scalar::Integer
+            } else if types.contains(&"number") {
+                Scalar::Number
+            } else if types.contains(&"boolean") {
+                Scalar::Boolean
+            } else {
+                Scalar::Text
+            };
+            out.insert(name.clone(), kind);
+        }
+    }
+    out
+}
+
+/// The row's argument object from body, query and path, or the refusal to send.
+fn arguments(
+    row: &Row,
+    types: &HashMap<String, Scalar>,
+    path: Result<Path<HashMap<String, String>>, PathRejection>,
+    query: Option<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Value, Response> {
+    let name = row.info.name;
+    let refuse = |msg: String, field: Option<String>| {
+        let mut e = ApiError::new(ErrorCode::InvalidArgument, format!("{name}: {msg}"));
+        e.field = field;
+        HttpError(e).into_response()
+    };
+    let body = body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            let err = ApiError::new(
+                ErrorCode::InvalidArgument,
+                format!("{name}: the request body is larger than {MAX_BODY_BYTES} bytes"),
+            );
+            return error_response(err, StatusCode::PAYLOAD_TOO_LARGE);
+        }
+        refuse(format!("cannot read the request body: {}", e.body_text()), None)
+    })?;
+    let mut args: Map<String, Value> = if row.info.method == HttpMethod::Get || body.iter().all(u8::is_ascii_whitespace) {
+        Map::new()
+    } else {
+        match serde_json::from_slice::<Value>(&body) {
+            Ok(Value::Object(m)) => m,
+            Ok(other) => return Err(refuse(format!("the body must be a JSON object of request fields, not {other}"), None)),
+            Err(e) => return Err(refuse(format!("the body is not valid JSON: {e}"), None)),
+        }
+    };
+    if let Some(query) = query.filter(|q| !q.is_empty()) {
+        let pairs: Vec<(String, String)> =
+            serde_urlencoded::from_str(&query).map_err(|e| refuse(format!("malformed query string: {e}"), None))?;
+        for (key, raw) in pairs {
+            let kind = types.get(&key).copied().unwrap_or(Scalar::Text);
+            let value = convert(kind, &raw).map_err(|expected| {
+                refuse(format!("invalid value for `{key}`: expected {expected}, got {raw:?}"), Some(key.clone()))
+            })?;
+            if args.insert(key.clone(), value).is_some() {
+                return Err(refuse(format!("`{key}` is given twice"), Some(key)));
+            }
+        }
+    }
+    let path = path.map_err(|e| refuse(format!("bad path: {}", e.body_text()), None))?;
+    for (key, value) in path.0 {
+        match args.get(&key) {
+            Some(Value::String(v)) if *v == value => {}
+            Some(other) => {
+                return Err(refuse(format!("`{key}` is {value:?} in the path but {other} in the request"), Some(key)));
+            }
+            None => {
+                args.insert(key, Value::String(value));
+            }
+        }
+    }
+    Ok(Value::Object(args))
+}
+
+/// `raw` as a JSON value of `kind`, or what was expected.
+fn convert(kind: Scalar, raw: &str) -> Result<Value, &'static str> {
+    match kind {
+        Scalar::Integer => {
+            if let Ok(n) = raw.parse::<u64>() {
+                Ok(Value::from(n))
+            } else {
+                raw.parse::<i64>().map(Value::from).map_err(|_| "an integer")
+            }
+        }
+        Scalar::Number => raw
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .map(Value::Number)
+            .ok_or("a number"),
+        Scalar::Boolean => match raw {
+            "true" | "1" => Ok(Value::Bool(true)),
+            "false" | "0" => Ok(Value::Bool(false)),
+            _ => Err("true or false"),
+        },
+        Scalar::Text => Ok(Value::String(raw.to_owned())),
+    }
+}
+

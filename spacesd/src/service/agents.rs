@@ -1,0 +1,77 @@
+//! Spaces and agent runs (API reference, "Agent runs"): typed operations over the supervisor.
+
+use spaces_sdk::{
+    ActionReport, AgentEventsRequest, AgentListRequest, AgentMessageRequest, AgentRunRequest,
+    AgentStartReport, AgentStartRequest, AgentStatusRequest, ApiError, Capabilities, Empty,
+    EventsPage, RunStatus, SpaceAddRequest, SpaceRecord,
+};
+
+use super::Service;
+
+type Result<T> = std::result::Result<T, ApiError>;
+
+impl Service {
+    /// `agent_capabilities`: the harnesses of this host. Never fails.
+    pub async fn agent_capabilities(&self, _req: Empty) -> Result<Capabilities> {
+        Ok(self.sup.capabilities())
+    }
+
+    /// `space_list`: every registered Space. Errors: `INTERNAL` (state database).
+    pub async fn space_list(&self, _req: Empty) -> Result<Vec<SpaceRecord>> {
+        self.sup.space_list().map_err(|e| e.to_api())
+    }
+
+    /// `space_add`. Errors: `INVALID_ARGUMENT` (bad name, root not a directory, a changed
+    /// registration without `replace`).
+    pub async fn space_add(&self, req: SpaceAddRequest) -> Result<SpaceRecord> {
+        let record = SpaceRecord { name: req.name, root: req.root, read_only: req.read_only, approvals: req.approvals };
+        self.sup.space_add(&record, req.replace).map_err(|e| e.to_api())
+    }
+
+    /// `agent_start`. Errors: `WORKSPACE_NOT_FOUND`, `HARNESS_UNAVAILABLE`, `INVALID_ARGUMENT`;
+    /// nothing is created on error.
+    pub async fn agent_start(&self, req: AgentStartRequest) -> Result<AgentStartReport> {
+        self.sup.agent_start(&req.space.clone(), &req).map_err(|e| e.to_api())
+    }
+
+    /// `agent_list`: newest first. Errors: `WORKSPACE_NOT_FOUND`.
+    pub async fn agent_list(&self, req: AgentListRequest) -> Result<Vec<RunStatus>> {
+        self.sup.agent_list(&req.space).map_err(|e| e.to_api())
+    }
+
+    /// `agent_status` with `tail` lines (default 40, clamped to 10,000). Errors:
+    /// `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`.
+    pub async fn agent_status(&self, req: AgentStatusRequest) -> Result<RunStatus> {
+        let tail = req.tail.unwrap_or(AgentStatusRequest::TAIL_DEFAULT).min(AgentStatusRequest::TAIL_MAX);
+        self.sup.agent_status(&req.space, &req.run_id, Some(tail)).map_err(|e| e.to_api())
+    }
+
+    /// `agent_events`: `max` clamped to 1..=1000 (default 100), `wait_ms` to 60,000. Errors:
+    /// `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`, `INVALID_ARGUMENT` (cursor past the last event).
+    pub async fn agent_events(&self, req: AgentEventsRequest) -> Result<EventsPage> {
+        let max = req.max.unwrap_or(AgentEventsRequest::MAX_DEFAULT).clamp(1, AgentEventsRequest::MAX_LIMIT);
+        let wait_ms = req.wait_ms.unwrap_or(0).min(AgentEventsRequest::WAIT_MS_LIMIT);
+        self.sup
+            .agent_events(&req.space, &req.run_id, req.cursor, Some(max), Some(wait_ms), req.raw.unwrap_or(false))
+            .await
+            .map_err(|e| e.to_api())
+    }
+
+    /// `agent_message`. Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`, `INVALID_ARGUMENT`.
+    pub async fn agent_message(&self, req: AgentMessageRequest) -> Result<ActionReport> {
+        self.sup
+            .agent_message(&req.space, &req.run_id, &req.text, req.force.unwrap_or(false))
+            .await
+            .map_err(|e| e.to_api())
+    }
+
+    /// `agent_interrupt`. Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`.
+    pub async fn agent_interrupt(&self, req: AgentRunRequest) -> Result<ActionReport> {
+        self.sup.agent_interrupt(&req.space, &req.run_id).await.map_err(|e| e.to_api())
+    }
+
+    /// `agent_stop`. Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`.
+    pub async fn agent_stop(&self, req: AgentRunRequest) -> Result<ActionReport> {
+        self.sup.agent_stop(&req.space, &req.run_id).await.map_err(|e| e.to_api())
+    }
+}
