@@ -169,3 +169,31 @@ fn describe(body: Option<&serde_json::Value>) -> String {
         snippet,
     )
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vars_fill_placeholders_in_nested_strings() {
+        let mut v = serde_json::json!({"replies": [{"tool_call": {"name": "Write",
+            "input": {"file_path": "{{DIR}}/hello.txt", "content": "{{DIR}} and {{X}}"}}}]});
+        let vars = [("DIR".to_owned(), "/tmp/a {{b}}".to_owned()), ("X".to_owned(), "x".to_owned())];
+        substitute(&mut v, &vars).unwrap();
+        let input = &v["replies"][0]["tool_call"]["input"];
+        assert_eq!(input["file_path"], "/tmp/a {{b}}/hello.txt");
+        assert_eq!(input["content"], "/tmp/a {{b}} and x");
+        let script: Script = serde_json::from_value(v).unwrap();
+        assert_eq!(script.replies.len(), 1);
+    }
+
+    #[test]
+    fn a_placeholder_without_a_var_is_refused() {
+        let mut v = serde_json::json!({"replies": [{"text": "in {{SPACE_DIR}}"}]});
+        let e = substitute(&mut v, &[]).unwrap_err().to_string();
+        assert!(e.contains("{{SPACE_DIR}}") && e.contains("--var SPACE_DIR=VALUE"), "{e}");
+        assert!(parse_var("novalue").is_err());
+        assert_eq!(parse_var("A=b=c").unwrap(), ("A".to_owned(), "b=c".to_owned()));
+    }
+}
