@@ -63,8 +63,8 @@ pub enum Command {
     /// Install the pinned agent CLIs now (otherwise they are installed on first use).
     #[command(subcommand)]
     Tools(ToolsCmd),
-    /// Offline demo: start a daemon, register a Space, run a real Claude Code agent (against a
-    /// scripted model endpoint when ANTHROPIC_API_KEY is unset) and print its live events.
+    /// Demo: start a daemon, register a Space, run a real Claude Code agent (against --base-url,
+    /// else the real API with ANTHROPIC_API_KEY) and print its live events. Offline: scripts/demo.
     Demo(crate::demo::DemoArgs),
 }
 
