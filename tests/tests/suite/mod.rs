@@ -1,5 +1,6 @@
 mod bad_input;
 mod codespace;
+mod contract;
 mod fake_agents;
 mod harness;
 mod runs;

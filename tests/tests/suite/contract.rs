@@ -1,0 +1,258 @@
+//! The contract at the door: every operation of the catalogue, called over HTTP through the
+//! typed client, three ways (a valid minimal request succeeds; one unknown key and one wrongly
+//! typed field are refused with `INVALID_ARGUMENT` naming the key, and create nothing), plus the
+//! field cases C1, C2 and C3.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use spaces_sdk::client::ClientError;
+use spaces_sdk::{ErrorCode, EventKind};
+
+use crate::support::TestDaemon;
+
+/// What earlier calls produced, for the requests of later ones.
+#[derive(Default)]
+struct Fixtures {
+    ids: BTreeMap<&'static str, String>,
+}
+
+impl Fixtures {
+    fn get(&self, key: &str) -> String {
+        self.ids.get(key).cloned().unwrap_or_else(|| panic!("fixture {key} not made yet"))
+    }
+}
+
+const PATCH_ADD: &str = "*** Begin Patch\n*** Add File: added.txt\n+hello\n*** End Patch\n";
+
+/// The minimal valid request of `name`, and a field to mistype with a wrongly typed value (`None`
+/// when every field is a path segment, which is always a string). A new operation fails here
+/// until it has a row: that is deliberate.
+fn minimal(name: &str, f: &Fixtures) -> (Value, Option<(&'static str, Value)>) {
+    match name {
+        "agent_capabilities" | "space_list" => (json!({}), None),
+        "space_add" => (json!({"name": "extra", "root": f.get("extra_root")}), Some(("read_only", json!("yes")))),
+        "agent_start" => (json!({"space": "s", "agent": "claude-code", "prompt": "hi"}), Some(("prompt", json!(7)))),
+        "agent_list" => (json!({"space": "s"}), None),
+        "agent_status" => (json!({"space": "s", "run_id": f.get("run")}), Some(("tail", json!("lots")))),
+        "agent_events" => (json!({"space": "s", "run_id": f.get("run")}), Some(("cursor", json!("abc")))),
+        "agent_message" => (json!({"space": "s", "run_id": f.get("run"), "text": "more"}), Some(("force", json!("yes")))),
+        "agent_interrupt" | "agent_stop" => (json!({"space": "s", "run_id": f.get("run")}), None),
+        "workspace_info" => (json!({"workspace_id": "s"}), Some(("work_id", json!(5)))),
+        "read" => (json!({"workspace_id": "s", "path": "a.txt"}), Some(("offset", json!("start")))),
+        "find" => (json!({"workspace_id": "s"}), Some(("limit", json!("all")))),
+        "apply_patch" => (json!({"workspace_id": "s", "patch": PATCH_ADD}), Some(("check_only", json!("no")))),
+        "operation_status" => (json!({"operation_id": f.get("operation")}), Some(("operation_id", json!(1)))),
+        "exec_command" => (json!({"workspace_id": "x", "command": ["true"]}), Some(("command", json!("true")))),
+        "read_process" => (json!({"process_id": f.get("process")}), Some(("cursor", json!("end")))),
+        "process_status" => (json!({"process_id": f.get("process")}), Some(("process_id", json!(3)))),
+        "write_stdin" => (json!({"process_id": f.get("process"), "data": "hi\n"}), Some(("data", json!(["hi"])))),
+        "process_resize" => (json!({"process_id": f.get("process"), "rows": 30, "cols": 100}), Some(("rows", json!("tall")))),
+        "terminate_process" => (json!({"process_id": f.get("process")}), Some(("process_id", json!(false)))),
+        "approval_create" => (
+            json!({"tool": "apply_patch", "arguments": {"workspace_id": "s", "patch": PATCH_ADD.replace("added", "held")}}),
+            Some(("tool", json!(1))),
+        ),
+        "approval_resolve" => (json!({"approval_id": f.get("approval"), "decision": "grant"}), Some(("decision", json!(true)))),
+        "operation_resume" => (json!({"approval_id": f.get("approval")}), Some(("approval_id", json!(9)))),
+        "work_open" => (json!({"workspace_id": "s", "title": "t"}), Some(("title", json!(1)))),
+        "steer_status" | "steer_claim_next" | "work_finish" => (json!({"work_id": f.get("work")}), Some(("work_id", json!(1)))),
+        "steer_complete" => (
+            json!({"work_id": f.get("work"), "intent_id": f.get("claimed_intent"), "outcome": "done"}),
+            Some(("outcome", json!(1))),
+        ),
+        "inbox_works" => (json!({}), Some(("workspace_id", json!(1)))),
+        "inbox_work" | "inbox_work_stop" => (json!({"work_id": f.get("inbox_work")}), None),
+        "inbox_intent_create" => (json!({"work_id": f.get("inbox_work"), "body": "do this"}), Some(("body", json!(1)))),
+        "inbox_reorder" => (json!({"work_id": f.get("inbox_work"), "intent_ids": [f.get("intent")]}), Some(("intent_ids", json!("x")))),
+        "inbox_intent_edit" => (json!({"intent_id": f.get("intent"), "body": "do that", "revision": 1}), Some(("revision", json!("one")))),
+        "inbox_intent_queue" => (json!({"intent_id": f.get("intent"), "revision": 2}), Some(("revision", json!("two")))),
+        "inbox_intent_cancel" => (json!({"intent_id": f.get("intent")}), None),
+        other => panic!("no minimal request for operation {other:?}: add one to tests/tests/suite/contract.rs"),
+    }
+}
+
+/// Ids a valid call's result provides to later requests.
+fn remember(name: &str, result: &Value, f: &mut Fixtures) {
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    match name {
+        "agent_start" => drop(f.ids.insert("run", s(&result["run_id"]))),
+        "apply_patch" => drop(f.ids.insert("operation", s(&result["operation_id"]))),
+        "approval_create" => drop(f.ids.insert("approval", s(&result["approval_id"]))),
+        "work_open" => drop(f.ids.insert("work", s(&result["work_id"]))),
+        "inbox_intent_create" => drop(f.ids.insert("intent", s(&result["intent_id"]))),
+        _ => {}
+    }
+}
+
+/// Set-up some operations need before their turn: a live PTY process for the process tools,
+/// a claimed intent for `steer_complete`, an inbox work for the inbox routes.
+async fn prepare(d: &TestDaemon, name: &str, f: &mut Fixtures) {
+    match name {
+        "read_process" => {
+            let r = d.client.call_named("exec_command", json!({"workspace_id": "p", "command": ["cat"], "tty": true})).await.unwrap();
+            f.ids.insert("process", r["process_id"].as_str().unwrap().to_owned());
+        }
+        "steer_claim_next" => {
+            let work = f.get("work");
+            let intent = d.client.call_named("inbox_intent_create", json!({"work_id": work, "body": "x"})).await.unwrap();
+            let id = intent["intent_id"].as_str().unwrap().to_owned();
+            d.client.call_named("inbox_intent_queue", json!({"intent_id": id, "revision": intent["revision"]})).await.unwrap();
+            f.ids.insert("claimed_intent", id);
+        }
+        "inbox_works" => {
+            let w = d.client.call_named("work_open", json!({"workspace_id": "s", "title": "inbox"})).await.unwrap();
+            f.ids.insert("inbox_work", w["work_id"].as_str().unwrap().to_owned());
+        }
+        _ => {}
+    }
+}
+
+/// What a refused request must not change.
+async fn state(d: &TestDaemon) -> Value {
+    let spaces = d.client.call_named("space_list", json!({})).await.unwrap();
+    let runs = d.client.call_named("agent_list", json!({"space": "s"})).await.unwrap();
+    let runs: Vec<Value> = runs.as_array().unwrap().iter().map(|r| r["run_id"].clone()).collect();
+    let files = std::fs::read_dir(d.dir.path().join("space-s")).unwrap().count();
+    json!({"spaces": spaces, "runs": runs, "files": files})
+}
+
+fn refusal(r: Result<Value, ClientError>, what: &str) -> spaces_sdk::ApiError {
+    match r {
+        Err(ClientError::Api(e)) => e,
+        other => panic!("{what}: expected a typed refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn every_operation_over_http_three_ways() {
+    let bin_dir = tempfile::tempdir().unwrap();
+    let fake = bin_dir.path().join("fake-claude");
+    std::fs::write(&fake, "#!/bin/sh\nexec sleep 60\n").unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let d = TestDaemon::start_with_env(vec![("SPACES_HARNESS_BIN_CLAUDE_CODE".into(), fake.display().to_string())]).await;
+    let root = d.space("s").await;
+    std::fs::write(root.join("a.txt"), "alpha\n").unwrap();
+    d.space("x").await;
+    d.space("p").await;
+    let extra = d.dir.path().join("extra");
+    std::fs::create_dir_all(&extra).unwrap();
+    let mut f = Fixtures::default();
+    f.ids.insert("extra_root", extra.display().to_string());
+
+    for op in spaces_sdk::op::catalogue() {
+        let name = op.name;
+        prepare(&d, name, &mut f).await;
+        let (valid, mistype) = minimal(name, &f);
+        let before = state(&d).await;
+
+        let mut unknown = valid.clone();
+        unknown["bogus_key"] = json!(1);
+        let e = refusal(d.client.call_named(name, unknown).await, &format!("{name} with an unknown key"));
+        assert_eq!(e.code, ErrorCode::InvalidArgument, "{name}: {e:?}");
+        assert!(e.message.contains("bogus_key"), "{name}: the refusal names the key: {}", e.message);
+
+        if let Some((field, bad)) = mistype {
+            let mut wrong = valid.clone();
+            wrong[field] = bad;
+            let e = refusal(d.client.call_named(name, wrong).await, &format!("{name} with a mistyped {field}"));
+            assert_eq!(e.code, ErrorCode::InvalidArgument, "{name}: {e:?}");
+            assert!(e.message.contains(field), "{name}: the refusal names `{field}`: {}", e.message);
+        }
+        assert_eq!(state(&d).await, before, "{name}: a refused request changed something");
+
+        let result = d.client.call_named(name, valid.clone()).await.unwrap_or_else(|e| panic!("{name} {valid}: {e}"));
+        remember(name, &result, &mut f);
+    }
+}
+
+/// C1: Node-style option keys, an unknown top-level key and a misspelt tool argument are refused
+/// with `INVALID_ARGUMENT` naming the key and suggesting the right one; no run is created.
+#[tokio::test]
+async fn case_c1_unknown_keys_are_refused_with_a_suggestion() {
+    let d = TestDaemon::start().await;
+    d.space("demo").await;
+    let body = r#"{"agent": "claude-code", "prompt": "hi", "options": {"baseUrl": "http://127.0.0.1:9", "exitWhenIdle": true}}"#;
+    let (status, text) = d.raw("POST", "/v1/spaces/demo/agents", Some(body));
+    assert_eq!(status, 400, "{text}");
+    let e: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(e["error"]["code"], "INVALID_ARGUMENT", "{text}");
+    let message = e["error"]["message"].as_str().unwrap();
+    assert!(message.contains("baseUrl") && message.contains("base_url"), "{message}");
+    assert_eq!(e["error"]["field"], "options.baseUrl");
+
+    let (status, text) = d.raw("POST", "/v1/spaces/demo/agents", Some(r#"{"agent": "claude-code", "prompt": "hi", "promt": "x"}"#));
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("promt") && text.contains("did you mean `prompt`"), "{text}");
+
+    let (status, text) = d.raw("POST", "/v1/tools/read", Some(r#"{"workspace_id": "demo", "paht": "a.txt"}"#));
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("paht") && text.contains("did you mean `path`"), "{text}");
+
+    let runs = d.client.space("demo").agent_list().await.unwrap();
+    assert!(runs.is_empty(), "no run was created: {runs:?}");
+}
+
+/// C2: malformed query strings, unknown routes and wrong methods answer in the JSON envelope
+/// with a typed code and the right status.
+#[tokio::test]
+async fn case_c2_every_refusal_comes_in_the_envelope() {
+    let d = TestDaemon::start().await;
+    d.space("s").await;
+    for (method, path, want) in [
+        ("GET", "/v1/spaces/s/agents/run-0000/events?max=lots", 400),
+        ("GET", "/v1/spaces/s/agents/run-0000/events?wait_ms=-1", 400),
+        ("GET", "/v1/spaces/s/agents/run-0000/events?cursor=abc", 400),
+        ("GET", "/v1/spaces/s/agents/run-0000?tail=-3", 400),
+        ("GET", "/v1/nope", 404),
+        ("DELETE", "/v1/capabilities", 405),
+        ("PUT", "/v1/spaces", 405),
+    ] {
+        let (status, text) = d.raw(method, path, None);
+        assert_eq!(status, want, "{method} {path}: {text}");
+        let e: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{method} {path}: not JSON: {text:?}"));
+        let code = e["error"]["code"].as_str().unwrap_or_else(|| panic!("{method} {path}: no code: {text}"));
+        assert_eq!(code, "INVALID_ARGUMENT", "{method} {path}: {text}");
+        assert!(!e["error"]["message"].as_str().unwrap().is_empty());
+    }
+    let (_, text) = d.raw("GET", "/v1/spaces/s/agents/run-0000/events?max=lots", None);
+    assert!(text.contains("`max`"), "the refusal names the field: {text}");
+}
+
+/// C3: a cursor past the last event is answered at once with a typed error that gives the
+/// last cursor, never a wait followed by `caught_up: true`.
+#[tokio::test]
+async fn case_c3_a_cursor_past_the_end_is_refused_at_once() {
+    let bin_dir = tempfile::tempdir().unwrap();
+    let fake = bin_dir.path().join("fake-claude");
+    std::fs::write(&fake, "#!/bin/sh\nexec sleep 60\n").unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let d = TestDaemon::start_with_env(vec![("SPACES_HARNESS_BIN_CLAUDE_CODE".into(), fake.display().to_string())]).await;
+    d.space("s").await;
+    let run = d.client.space("s").agent_start("claude-code", "hi", None, None).await.unwrap().run_id;
+    d.wait_for_event("s", &run, Duration::from_secs(30), |e| e.kind == EventKind::TurnStarted).await;
+    let last = d.events("s", &run).await.last().map(|e| e.seq).unwrap();
+    let past = last + 35;
+    let started = Instant::now();
+    let r = d
+        .client
+        .agent_events(&spaces_sdk::AgentEventsRequest {
+            space: "s".into(),
+            run_id: run.clone(),
+            cursor: Some(past),
+            wait_ms: Some(3_000),
+            ..Default::default()
+        })
+        .await;
+    let waited = started.elapsed();
+    let e = refusal(r.map(|p| serde_json::to_value(p).unwrap()), "a cursor past the end");
+    assert_eq!(e.code, ErrorCode::InvalidArgument);
+    assert_eq!(e.field.as_deref(), Some("cursor"));
+    assert!(e.message.contains(&last.to_string()), "the refusal gives the last cursor {last}: {}", e.message);
+    assert!(waited < Duration::from_millis(2_500), "answered at once, not after the long-poll: {waited:?}");
+    // The last cursor itself is fine: caught up, nothing new.
+    let page = d.client.space("s").agent_events(&run, Some(last), None).await.unwrap();
+    assert!(page.caught_up && page.events.is_empty());
+    d.client.space("s").agent_stop(&run).await.unwrap();
+}
