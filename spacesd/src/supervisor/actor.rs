@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use spaces_codespace::process::{kill_tree, run_marker, SpawnSpec, StdinSpec, RUN_ENV};
+use spaces_codespace::process::{kill_tree, SpawnSpec, StdinSpec};
 use spaces_harnesses::{
     EventDraft, ExitInfo, Harness, InterruptRecipe, LaunchContext, Normalizer, ProcessModel, Redactor,
     StdinMode,
@@ -21,6 +21,7 @@ use tokio::time::Instant;
 
 use super::install;
 use super::journal::Journal;
+use super::marker::{run_marker, turn_tag, RUN_ENV};
 use super::proc::{self, LiveProc, ProcEnd, ProcEvent, Stream};
 use super::Inner;
 use crate::store::runs::RunRow;
@@ -333,7 +334,7 @@ impl Actor {
                 StdinMode::Null => StdinSpec::Null,
                 StdinMode::Pipe => StdinSpec::Pipe,
             },
-            tag: format!("agent/{}/turn-{turn}", self.run.run_id),
+            tag: turn_tag(&self.run.run_id, turn),
         };
         self.set_state(Status::Running, Phase::Starting, "the agent process is starting");
         match proc::start(&spec, self.gen, plan.initial_stdin.clone(), self.events_tx.clone()) {

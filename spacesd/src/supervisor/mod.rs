@@ -9,6 +9,7 @@
 mod actor;
 mod install;
 mod journal;
+mod marker;
 mod proc;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -16,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use spaces_codespace::process::{alive_with_env, kill_tree, run_marker, RUN_ENV};
+use spaces_codespace::process::{alive_with_env, kill_tree};
 use spaces_harnesses::{EventDraft, Harness};
 use spaces_sdk::event::{EVENTS_MAX_DEFAULT, EVENTS_MAX_LIMIT, EVENTS_WAIT_MS_LIMIT};
 use spaces_sdk::{
@@ -31,6 +32,7 @@ use crate::eventlog::EventLog;
 use crate::store::runs::RunRow;
 use crate::store::{now_ms, Store};
 use actor::{Actor, Cmd};
+use marker::{run_marker, turn_tag, RUN_ENV};
 
 pub use install::{install as install_harness, locate as locate_harness, Source};
 pub use journal::DEFAULT_TAIL_LINES;
@@ -242,7 +244,7 @@ impl Supervisor {
         let actor = Actor::new(self.inner.clone(), run, harness, env);
         tokio::spawn(actor.run(Some(req.prompt.clone()), rx));
         Ok(AgentStartReport {
-            process_tag: format!("agent/{run_id}/turn-1"),
+            process_tag: turn_tag(&run_id, 1),
             run_id,
             agent: harness.id().to_owned(),
             space: space.name,
