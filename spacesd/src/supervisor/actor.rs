@@ -136,7 +136,7 @@ impl Actor {
             self.advance().await;
             if self.is_dormant() {
                 // No process, no turn, nothing queued: the actor may go; a later command revives it.
-                if self.inner.retire(&self.run.run_id, &mut cmds) {
+                if self.inner.actors.retire(&self.run.run_id, &mut cmds) {
                     break;
                 }
             }
