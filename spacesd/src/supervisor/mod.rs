@@ -11,7 +11,9 @@
 //! - [`registry`]: Spaces (add, list) and the Space/run lookups every operation starts with.
 //! - [`start`]: `agent_start` validation, the run directory and row, then the launch.
 //! - [`actors`]: the actor map: launch, dispatch (reviving a retired actor), retire.
-//! - [`actor`]: one run's actor (commands, turns, status transitions, the agent's launch).
+//! - [`actor`]: one run's state machine (commands, turns, status transitions).
+//! - [`launcher`]: a turn's binary, launch plan and spawn; its output lines redacted, journaled
+//!   and normalized into batches of events.
 //! - [`proc`]: one live agent process as a stream of events (lines, EOFs, exit).
 //! - [`status`], [`events`]: what callers read (a run's status, pages of its events).
 //! - [`recover`]: cleaning up after the previous daemon at start.
@@ -25,6 +27,7 @@ mod capabilities;
 mod events;
 mod install;
 mod journal;
+mod launcher;
 mod marker;
 mod proc;
 mod recover;
