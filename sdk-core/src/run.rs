@@ -78,6 +78,11 @@ impl AgentStatusRequest {
     pub const TAIL_DEFAULT: u32 = 40;
     /// Largest `tail`, lines (larger values are clamped).
     pub const TAIL_MAX: u32 = 10_000;
+
+    /// `tail` with its default applied and clamped to [`Self::TAIL_MAX`].
+    pub fn tail_lines(&self) -> u32 {
+        self.tail.unwrap_or(Self::TAIL_DEFAULT).min(Self::TAIL_MAX)
+    }
 }
 
 /// `agent_events`: the run's events after `cursor`, optionally waiting for new ones.
@@ -111,6 +116,16 @@ impl AgentEventsRequest {
     pub const MAX_LIMIT: u32 = 1000;
     /// Largest `wait_ms`, ms.
     pub const WAIT_MS_LIMIT: u64 = 60_000;
+
+    /// `max` with its default applied and clamped to 1..=[`Self::MAX_LIMIT`].
+    pub fn page_size(&self) -> u32 {
+        self.max.unwrap_or(Self::MAX_DEFAULT).clamp(1, Self::MAX_LIMIT)
+    }
+
+    /// `wait_ms` with its default (0) applied and clamped to [`Self::WAIT_MS_LIMIT`].
+    pub fn wait_ms_clamped(&self) -> u64 {
+        self.wait_ms.unwrap_or(0).min(Self::WAIT_MS_LIMIT)
+    }
 }
 
 /// `agent_message`: the next turn of a run (queued mid-turn; `force` interrupts first).

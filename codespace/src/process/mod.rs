@@ -4,11 +4,12 @@
 //! - Every process is spawned in a **new session** (`setsid` between fork and exec), so it is its
 //!   own process group leader (pgid = pid) and has no controlling terminal. A daemon restart or a
 //!   closed client connection does not signal it.
-//! - Every process carries its **tag** in the environment (`SPACES_PROCESS_TAG`, plus
-//!   `SPACES_RUN_ID` for agent runs). Descendants inherit it, including tool processes that agent
-//!   CLIs start in process groups of their own (Claude Code's Bash tool, Codex's exec). Killing a
-//!   run therefore means: signal its process group, then every process whose environment carries
-//!   the run's marker ([`kill_tree`]), until none is left.
+//! - Every process carries its **tag** in the environment (`SPACES_PROCESS_TAG`), plus whatever
+//!   **marker** (`NAME=value`, see [`env_marker`]) the caller puts in its environment to name a
+//!   group of processes (the daemon marks every process of an agent run). Descendants inherit
+//!   both, including tools that a program starts in process groups of their own. Ending a tree
+//!   therefore means: signal its process group, then every process whose environment carries the
+//!   marker ([`kill_tree`]), until none is left. Which marker means what is the caller's business.
 //! - The environment is built from scratch (`env_clear`): nothing of the daemon's own environment
 //!   (tokens, cloud keys) reaches a child unless the caller names it (case M32).
 //! - Stdout and stderr are pipes the caller reads; stdin is `/dev/null` or a pipe.
@@ -22,21 +23,19 @@ mod spawn;
 pub use scan::{alive_with_env, alive_with_marker, kill_tree, KillReport};
 pub use spawn::{spawn, SpawnSpec, Spawned, StdinSpec};
 
-/// Environment variable holding a process's tag (`agent/<run_id>/turn-<n>`).
+/// Environment variable holding a process's tag (unique per spawn, chosen by the caller).
 pub const TAG_ENV: &str = "SPACES_PROCESS_TAG";
-/// Environment variable holding the run id of an agent process and its descendants.
-pub const RUN_ENV: &str = "SPACES_RUN_ID";
+
+/// The environment entry `name=value`: the marker form [`kill_tree`] and [`alive_with_marker`]
+/// look for. A process carries it when `name` is in its environment with that value.
+pub fn env_marker(name: &str, value: &str) -> String {
+    format!("{name}={value}")
+}
 
 /// The environment entry (`SPACES_PROCESS_TAG=<tag>`) carried by a tagged process and its
 /// descendants: the marker that finds one command's processes.
 pub fn tag_marker(tag: &str) -> String {
-    format!("{TAG_ENV}={tag}")
-}
-
-/// The environment entry (`SPACES_RUN_ID=<run_id>`) carried by every process of a run: the
-/// marker [`kill_tree`] and [`alive_with_marker`] look for.
-pub fn run_marker(run_id: &str) -> String {
-    format!("{RUN_ENV}={run_id}")
+    env_marker(TAG_ENV, tag)
 }
 
 /// Errors of the process layer.

@@ -22,7 +22,8 @@ pub enum StdinSpec {
 pub struct SpawnSpec {
     /// Program and arguments; `argv[0]` is resolved against `PATH` of `env` if not absolute.
     pub argv: Vec<String>,
-    /// The complete environment (nothing is inherited).
+    /// The complete environment (nothing is inherited). A marker that should find this process
+    /// tree later (see [`super::env_marker`]) goes here too.
     pub env: BTreeMap<String, String>,
     pub cwd: PathBuf,
     pub stdin: StdinSpec,

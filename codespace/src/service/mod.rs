@@ -152,7 +152,7 @@ impl CodeSpace {
         self.inner.registry.workspace(id)?.ok_or_else(|| {
             ApiError::new(
                 ErrorCode::WorkspaceNotFound,
-                format!("no workspace {id:?} on this host; register it with `spacesd space add {id} PATH`"),
+                format!("no workspace {id:?} is registered on this host"),
             )
         })
     }

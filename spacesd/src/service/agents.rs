@@ -42,15 +42,13 @@ impl Service {
     /// `agent_status` with `tail` lines (default 40, clamped to 10,000). Errors:
     /// `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`.
     pub async fn agent_status(&self, req: AgentStatusRequest) -> Result<RunStatus> {
-        let tail = req.tail.unwrap_or(AgentStatusRequest::TAIL_DEFAULT).min(AgentStatusRequest::TAIL_MAX);
-        self.sup.agent_status(&req.space, &req.run_id, Some(tail)).map_err(|e| e.to_api())
+        self.sup.agent_status(&req.space, &req.run_id, Some(req.tail_lines())).map_err(|e| e.to_api())
     }
 
     /// `agent_events`: `max` clamped to 1..=1000 (default 100), `wait_ms` to 60,000. Errors:
     /// `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`, `INVALID_ARGUMENT` (cursor past the last event).
     pub async fn agent_events(&self, req: AgentEventsRequest) -> Result<EventsPage> {
-        let max = req.max.unwrap_or(AgentEventsRequest::MAX_DEFAULT).clamp(1, AgentEventsRequest::MAX_LIMIT);
-        let wait_ms = req.wait_ms.unwrap_or(0).min(AgentEventsRequest::WAIT_MS_LIMIT);
+        let (max, wait_ms) = (req.page_size(), req.wait_ms_clamped());
         self.sup
             .agent_events(&req.space, &req.run_id, req.cursor, Some(max), Some(wait_ms), req.raw.unwrap_or(false))
             .await

@@ -4,24 +4,23 @@
 //! arrive on a channel, process output arrives on another, and the actor appends normalized
 //! events and updates the stored run. At most one turn is in flight; messages sent mid-turn wait
 //! in the actor's queue and start when the turn ends (for per-turn CLIs: when its process exits).
+//!
+//! How a process is launched and how its output becomes events is the [`Launcher`]'s; the actor
+//! decides when to launch, which phase the run is in, and what a process end means.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use spaces_codespace::process::{kill_tree, run_marker, SpawnSpec, StdinSpec, RUN_ENV};
-use spaces_harnesses::{
-    EventDraft, ExitInfo, Harness, InterruptRecipe, LaunchContext, Normalizer, ProcessModel, Redactor,
-    StdinMode,
-};
+use spaces_codespace::process::kill_tree;
+use spaces_harnesses::{EventDraft, ExitInfo, Harness, InterruptRecipe, Normalizer, ProcessModel, Redactor};
 use spaces_sdk::{ActionReport, EventKind, Phase, Status, StopReason};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::install;
-use super::journal::Journal;
-use super::proc::{self, LiveProc, ProcEnd, ProcEvent, Stream};
+use super::launcher::{Binary, Launcher};
+use super::marker::run_marker;
+use super::proc::{LiveProc, ProcEnd, ProcEvent, Stream};
 use super::Inner;
 use crate::store::runs::RunRow;
 
@@ -29,13 +28,9 @@ use crate::store::runs::RunRow;
 const STOP_GRACE: Duration = Duration::from_secs(3);
 /// How long to wait for output EOF after the process exited (a grandchild may hold the pipe).
 const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
-/// Most events stored in one transaction when output lines queue up.
-const MAX_BATCH_EVENTS: usize = 512;
 /// Status reason of an `exit_when_idle` run whose agent exited after answering.
 const DONE_REASON: &str =
     "the prompt was answered and the agent exited (exit_when_idle); a follow-up resumes the session";
-/// Lines of stderr kept for error reasons.
-const STDERR_TAIL_LINES: usize = 20;
 
 /// A request to the actor.
 pub enum Cmd {
@@ -51,13 +46,9 @@ pub struct Actor {
     harness: &'static dyn Harness,
     norm: Box<dyn Normalizer>,
     redactor: Redactor,
-    env: BTreeMap<String, String>,
-    run_dir: PathBuf,
-    journal: Journal,
+    launcher: Launcher,
     proc: Option<LiveProc>,
-    gen: u64,
     queue: VecDeque<String>,
-    stderr_tail: VecDeque<String>,
     stop_requested: bool,
     stop_replies: Vec<oneshot::Sender<ActionReport>>,
     /// Set when stdin was closed on purpose (`exit_when_idle`): the exit that follows is `done`.
@@ -70,8 +61,6 @@ pub struct Actor {
     interrupted: bool,
     /// Consecutive turns whose process failed at once (for back-off, case P7).
     fast_failures: u32,
-    events_tx: mpsc::UnboundedSender<ProcEvent>,
-    events_rx: mpsc::UnboundedReceiver<ProcEvent>,
 }
 
 impl Actor {
@@ -82,22 +71,16 @@ impl Actor {
         harness: &'static dyn Harness,
         env: BTreeMap<String, String>,
     ) -> Self {
-        let run_dir = inner.cfg.run_dir(&run.run_id);
         let redactor = Redactor::new(env.values().cloned());
-        let (events_tx, events_rx) = mpsc::unbounded_channel();
         Self {
-            journal: Journal::new(&run_dir),
-            run_dir,
+            launcher: Launcher::new(inner.clone(), &run.run_id, harness, env),
             inner,
             norm: harness.normalizer(),
             harness,
             redactor,
-            env,
             run,
             proc: None,
-            gen: 0,
             queue: VecDeque::new(),
-            stderr_tail: VecDeque::new(),
             stop_requested: false,
             stop_replies: Vec::new(),
             closing: false,
@@ -106,8 +89,6 @@ impl Actor {
             stall_noticed: false,
             interrupted: false,
             fast_failures: 0,
-            events_tx,
-            events_rx,
         }
     }
 
@@ -125,7 +106,7 @@ impl Actor {
                     Some(cmd) => self.on_cmd(cmd).await,
                     None => break,
                 },
-                Some(ev) = self.events_rx.recv() => self.on_proc_events(ev).await,
+                Some(ev) = self.launcher.next_event() => self.on_proc_events(ev).await,
                 _ = sleep_until(stall) => self.on_stall().await,
                 _ = sleep_until(drain) => {
                     self.drain_deadline = None;
@@ -135,7 +116,7 @@ impl Actor {
             self.advance().await;
             if self.is_dormant() {
                 // No process, no turn, nothing queued: the actor may go; a later command revives it.
-                if self.inner.retire(&self.run.run_id, &mut cmds) {
+                if self.inner.actors.retire(&self.run.run_id, &mut cmds) {
                     break;
                 }
             }
@@ -287,92 +268,31 @@ impl Actor {
             let backoff = Duration::from_millis(500u64 << self.fast_failures.min(5));
             tokio::time::sleep(backoff).await;
         }
-        let binary = match self.ensure_binary().await {
-            Ok(b) => b,
+        let binary = match self.launcher.binary().await {
+            Ok(Binary::Ready(path)) => Ok(path),
+            Ok(Binary::Install(lock)) => {
+                self.set_state(Status::Running, Phase::Installing, "installing the agent CLI");
+                self.launcher.install(&self.run.run_id, lock).await
+            }
+            Err(why) => Err(why),
+        };
+        let launch = match binary.and_then(|binary| self.launcher.plan(&self.run, turn, text, &binary)) {
+            Ok(launch) => launch,
             Err(why) => {
                 self.fail_turn_before_start(&why);
                 return;
             }
         };
-        let home = self.run_dir.join("home");
-        if let Err(e) = std::fs::create_dir_all(&home) {
-            self.fail_turn_before_start(&format!("cannot create the agent home {}: {e}", home.display()));
-            return;
-        }
-        let cwd = PathBuf::from(&self.run.cwd);
-        let ctx = LaunchContext {
-            run_id: &self.run.run_id,
-            turn,
-            prompt: text,
-            session_id: self.run.session_id.as_deref(),
-            binary: &binary,
-            cwd: &cwd,
-            home: &home,
-            model: self.run.options.model.as_deref(),
-            base_url: self.run.options.base_url.as_deref(),
-            env: &self.env,
-        };
-        let plan = self.harness.launch(&ctx);
-        for (path, content) in &plan.files {
-            if let Err(e) = crate::fsutil::write_private(path, content.as_bytes()) {
-                self.fail_turn_before_start(&format!("cannot write {}: {e}", path.display()));
-                return;
-            }
-        }
-        let mut env = BTreeMap::new();
-        env.insert("PATH".to_owned(), std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()));
-        env.insert("LANG".to_owned(), "C.UTF-8".to_owned());
-        env.extend(plan.env.clone());
-        env.insert(RUN_ENV.to_owned(), self.run.run_id.clone());
-        self.gen += 1;
-        let spec = SpawnSpec {
-            argv: plan.argv.clone(),
-            env,
-            cwd,
-            stdin: match plan.stdin {
-                StdinMode::Null => StdinSpec::Null,
-                StdinMode::Pipe => StdinSpec::Pipe,
-            },
-            tag: format!("agent/{}/turn-{turn}", self.run.run_id),
-        };
         self.set_state(Status::Running, Phase::Starting, "the agent process is starting");
-        match proc::start(&spec, self.gen, plan.initial_stdin.clone(), self.events_tx.clone()) {
+        match self.launcher.spawn(launch) {
             Ok(live) => {
                 self.run.pgid = Some(live.pid);
                 self.proc = Some(live);
-                self.stderr_tail.clear();
                 self.closing = false;
                 self.set_state(Status::Running, Phase::Working, "a turn is running");
             }
-            Err(e) => self.fail_turn_before_start(&e.to_string()),
+            Err(why) => self.fail_turn_before_start(&why),
         }
-    }
-
-    async fn ensure_binary(&mut self) -> Result<PathBuf, String> {
-        let (source, exists) = install::locate(&self.inner.cfg, self.harness);
-        if exists {
-            return Ok(source.path().clone());
-        }
-        if let install::Source::Operator(p) = source {
-            return Err(format!("the operator-set binary {} does not exist", p.display()));
-        }
-        let lock = self.inner.install_lock(self.harness.id());
-        let _guard = lock.lock().await;
-        let (source, exists) = install::locate(&self.inner.cfg, self.harness);
-        if exists {
-            return Ok(source.path().clone());
-        }
-        self.set_state(Status::Running, Phase::Installing, "installing the agent CLI");
-        let run_id = self.run.run_id.clone();
-        let inner = self.inner.clone();
-        let cfg = self.inner.cfg.clone();
-        install::install(&cfg, self.harness, |line| {
-            let draft = EventDraft::new(0, EventKind::Install).summary(&line).text(line);
-            if let Err(e) = inner.log.append(&run_id, vec![draft]) {
-                tracing::warn!("run {run_id}: install event lost: {e}");
-            }
-        })
-        .await
     }
 
     fn fail_turn_before_start(&mut self, why: &str) {
@@ -394,45 +314,18 @@ impl Actor {
 
     // ----- process events -----
 
-    /// Handle `first` and every output line already waiting behind it: lines are normalized in
-    /// order and their events stored in one transaction (under load one commit carries many
-    /// events; with a slow agent it is one line, so no latency is added). An EOF or exit that
-    /// follows the lines is handled after they are stored.
+    /// Handle `first` and every output line already waiting behind it (one batch from the
+    /// launcher): their events are stored in one transaction, then an EOF or exit that followed
+    /// them is handled.
     async fn on_proc_events(&mut self, first: ProcEvent) {
-        let mut drafts = Vec::new();
-        let mut next = Some(first);
-        while let Some(ev) = next.take() {
-            match ev {
-                ProcEvent::Line { stream, line } => {
-                    drafts.extend(self.on_line(stream, &line));
-                    if drafts.len() < MAX_BATCH_EVENTS {
-                        next = self.events_rx.try_recv().ok();
-                    }
-                }
-                ProcEvent::End { gen, end } => {
-                    self.append(std::mem::take(&mut drafts));
-                    self.on_proc_end(gen, end).await;
-                }
-            }
+        let batch = self.launcher.batch(first, &self.redactor, self.norm.as_mut());
+        if batch.saw_output {
+            self.last_output = Instant::now();
+            self.stall_noticed = false;
         }
-        self.append(drafts);
-    }
-
-    /// One output line: journal it and return its events.
-    fn on_line(&mut self, stream: Stream, line: &str) -> Vec<EventDraft> {
-        let line = self.redactor.apply(line);
-        self.last_output = Instant::now();
-        self.stall_noticed = false;
-        self.journal.append(if stream == Stream::Stderr { "[stderr] " } else { "" }, &line);
-        match stream {
-            Stream::Stdout => self.norm.stdout_line(&line),
-            Stream::Stderr => {
-                self.stderr_tail.push_back(line.clone());
-                while self.stderr_tail.len() > STDERR_TAIL_LINES {
-                    self.stderr_tail.pop_front();
-                }
-                self.norm.stderr_line(&line)
-            }
+        self.append(batch.drafts);
+        if let Some((gen, end)) = batch.end {
+            self.on_proc_end(gen, end).await;
         }
     }
 
@@ -464,7 +357,7 @@ impl Actor {
         let exit = ExitInfo {
             code,
             signal,
-            stderr_tail: self.stderr_tail.iter().cloned().collect::<Vec<_>>().join("\n"),
+            stderr_tail: self.launcher.stderr_tail(),
             stop_requested: self.stop_requested,
         };
         let drafts = self.norm.process_exited(&exit);
@@ -534,7 +427,7 @@ impl Actor {
             ))]);
             let pgid = self.proc.as_ref().map(|p| p.pid);
             let _ = kill_tree(pgid, &run_marker(&self.run.run_id), STOP_GRACE).await;
-            self.stderr_tail.push_back(format!("no output for {} s (stall limit)", silent.as_secs()));
+            self.launcher.note_in_stderr_tail(format!("no output for {} s (stall limit)", silent.as_secs()));
             self.last_output = Instant::now();
         }
     }

@@ -258,7 +258,9 @@ pub fn settled(st: &RunStatus) -> bool {
     st.status != Status::Running
 }
 
-/// Live processes carrying `SPACES_RUN_ID=<run>` in their environment.
+/// Live processes carrying `SPACES_RUN_ID=<run>` in their environment: the daemon's run marker
+/// (`spacesd/src/supervisor/marker.rs`), written out here because it is a contract of the daemon,
+/// not of the codespace process layer that only looks for it.
 pub fn run_processes(run: &str) -> Vec<i32> {
-    spaces_codespace::process::alive_with_marker(&spaces_codespace::process::run_marker(run))
+    spaces_codespace::process::alive_with_marker(&spaces_codespace::process::env_marker("SPACES_RUN_ID", run))
 }

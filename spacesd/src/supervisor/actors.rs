@@ -1,0 +1,93 @@
+//! The actor map: which runs have a live actor, and the only ways one joins or leaves it.
+//! [`launch`] starts the actor of a new run; [`ask`] sends a command to a run's actor, reviving
+//! one from the stored run when it had retired, and awaits its answer; [`Actors::retire`] lets a
+//! dormant actor go. Commands are sent and actors removed under one lock, so a command can never
+//! slip in between an actor's last look at its channel and its removal.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use spaces_harnesses::Harness;
+use spaces_sdk::{ActionReport, ErrorCode};
+use tokio::sync::{mpsc, oneshot};
+
+use super::actor::{Actor, Cmd};
+use super::Inner;
+use crate::error::{refuse, Result};
+use crate::store::runs::RunRow;
+
+/// The command channel of every run that has a live actor, by run id.
+#[derive(Default)]
+pub(super) struct Actors(Mutex<HashMap<String, mpsc::UnboundedSender<Cmd>>>);
+
+impl Actors {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, mpsc::UnboundedSender<Cmd>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Remove the actor of `run_id` if no command is waiting for it. Commands are sent while
+    /// holding the same lock, so none can slip in between this check and the removal.
+    pub(super) fn retire(&self, run_id: &str, cmds: &mut mpsc::UnboundedReceiver<Cmd>) -> bool {
+        let mut map = self.lock();
+        if cmds.is_empty() {
+            map.remove(run_id);
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Start the actor of the new run `run`, whose first turn is `prompt`.
+pub(super) fn launch(
+    inner: &Arc<Inner>,
+    run: RunRow,
+    harness: &'static dyn Harness,
+    env: BTreeMap<String, String>,
+    prompt: String,
+) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    inner.actors.lock().insert(run.run_id.clone(), tx);
+    let actor = Actor::new(inner.clone(), run, harness, env);
+    tokio::spawn(actor.run(Some(prompt), rx));
+}
+
+/// Send the command `cmd(reply)` to the actor of `run` and await the actor's answer.
+pub(super) async fn ask(
+    inner: &Arc<Inner>,
+    run: RunRow,
+    cmd: impl FnOnce(oneshot::Sender<ActionReport>) -> Cmd,
+) -> Result<ActionReport> {
+    let (reply, rx) = oneshot::channel();
+    dispatch(inner, run, cmd(reply))?;
+    rx.await.map_err(|_| refuse(ErrorCode::Internal, "the run's actor ended before answering; check the run's status"))
+}
+
+/// Send `cmd` to the run's actor, reviving one from the stored run if it retired.
+fn dispatch(inner: &Arc<Inner>, run: RunRow, cmd: Cmd) -> Result<()> {
+    let mut map = inner.actors.lock();
+    let cmd = match map.get(&run.run_id) {
+        Some(tx) => match tx.send(cmd) {
+            Ok(()) => return Ok(()),
+            Err(mpsc::error::SendError(cmd)) => cmd,
+        },
+        None => cmd,
+    };
+    // Reload under the lock: a retiring actor saved its final state before leaving.
+    let run = inner.store.run_get(&run.run_id)?.unwrap_or(run);
+    let harness = spaces_harnesses::by_id(&run.agent).ok_or_else(|| {
+        refuse(ErrorCode::HarnessUnavailable, format!("run {} uses agent {:?}, which this host does not know", run.run_id, run.agent))
+    })?;
+    let env_path = inner.cfg.run_dir(&run.run_id).join("env.json");
+    let env: BTreeMap<String, String> = match std::fs::read(&env_path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)?,
+        Err(_) => BTreeMap::new(),
+    };
+    let (tx, rx) = mpsc::unbounded_channel();
+    let run_id = run.run_id.clone();
+    let actor = Actor::new(inner.clone(), run, harness, env);
+    tokio::spawn(actor.run(None, rx));
+    let _ = tx.send(cmd);
+    map.insert(run_id, tx);
+    Ok(())
+}

@@ -1,0 +1,46 @@
+//! `agent_events` pages: limits applied to the caller's `max` and `wait_ms`, the long-poll on the
+//! event log, and `caught_up`/`status` as they are after the wait.
+
+use std::time::Duration;
+
+use spaces_sdk::event::{EVENTS_MAX_DEFAULT, EVENTS_MAX_LIMIT, EVENTS_WAIT_MS_LIMIT};
+use spaces_sdk::{ApiError, ErrorCode, EventsPage, Status};
+
+use super::Inner;
+use crate::error::Result;
+
+/// Events of `run_id` after `cursor`; long-polls up to `wait_ms` (capped) when caught up.
+/// Errors: `INVALID_ARGUMENT` (field `cursor`) for a cursor past the last event.
+pub(super) async fn page(
+    inner: &Inner,
+    run_id: &str,
+    cursor: Option<u64>,
+    max: Option<u32>,
+    wait_ms: Option<u64>,
+    raw: bool,
+) -> Result<EventsPage> {
+    let cursor = cursor.unwrap_or(0);
+    let max = max.unwrap_or(EVENTS_MAX_DEFAULT).clamp(1, EVENTS_MAX_LIMIT);
+    let wait = Duration::from_millis(wait_ms.unwrap_or(0).min(EVENTS_WAIT_MS_LIMIT));
+    // A cursor past the last event names events that never existed: waiting on it would end
+    // in a false `caught_up: true` (case C3). Refuse at once and say where the log ends.
+    let last = inner.log.last_seq(run_id)?;
+    if cursor > last {
+        let mut e = ApiError::new(
+            ErrorCode::InvalidArgument,
+            format!(
+                "cursor {cursor} is past the last event of run {run_id} (the last cursor is {last}); \
+                 continue from cursor {last}, or 0 to read from the start"
+            ),
+        );
+        e.field = Some("cursor".to_owned());
+        return Err(e.into());
+    }
+    let events = inner.log.read(run_id, cursor, max, wait, raw).await?;
+    let new_cursor = events.last().map(|e| e.seq).unwrap_or(cursor);
+    // A short page already proves nothing later existed when it was read.
+    let caught_up = events.len() < max as usize || new_cursor >= inner.log.last_seq(run_id)?;
+    // Re-read the status: it may have changed while the long-poll waited.
+    let status = inner.store.run_get(run_id)?.map(|r| r.status).unwrap_or(Status::Unknown);
+    Ok(EventsPage { caught_up, cursor: new_cursor, events, status })
+}

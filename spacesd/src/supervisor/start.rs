@@ -1,0 +1,133 @@
+//! `agent_start`: validate the request against the Space and the host, create the run directory
+//! (0700, the run's environment in a 0600 `env.json`), record the run, and launch its actor.
+//! Nothing is created when validation fails; the caller is answered at once, never after a turn.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use spaces_harnesses::Harness;
+use spaces_sdk::{SpaceAgentOptions, AgentStartReport, AgentStartRequest, ErrorCode, Phase, SpaceRecord, Status};
+
+use super::marker::turn_tag;
+use super::{actors, Inner};
+use crate::config::Config;
+use crate::error::{refuse, Error, Result};
+use crate::store::now_ms;
+use crate::store::runs::RunRow;
+
+/// Start a run of `req` in `space` (see [`super::Supervisor::agent_start`] for the errors).
+pub(super) fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentStartRequest) -> Result<AgentStartReport> {
+    let harness = harness(&req.agent)?;
+    if space.read_only {
+        return Err(refuse(
+            ErrorCode::InvalidArgument,
+            format!("Space {:?} is read-only: agents run commands and write files, so they cannot run in it; register a writable Space", space.name),
+        ));
+    }
+    if req.prompt.trim().is_empty() {
+        return Err(refuse(ErrorCode::InvalidArgument, "prompt is empty; give the first turn's text"));
+    }
+    let mut options = req.options.clone().unwrap_or_default();
+    let cwd = resolve_cwd(Path::new(&space.root), options.cwd.as_deref())?;
+    for name in options.env.keys().chain(options.env_from_host.iter()) {
+        if name.is_empty() || name.contains('=') || name.contains('\0') {
+            return Err(refuse(ErrorCode::InvalidArgument, format!("invalid environment variable name {name:?}")));
+        }
+    }
+    let mut notes = Vec::new();
+    let env = run_env(&inner.cfg, &options, &mut notes);
+    notes.extend(ignored_options(req, &options));
+
+    let run_id = format!("run-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let run_dir = inner.cfg.run_dir(&run_id);
+    crate::fsutil::create_private_dir(&run_dir)?;
+    crate::fsutil::write_private(&run_dir.join("env.json"), &serde_json::to_vec(&env)?)?;
+    // Stored options keep env names but never their values.
+    for v in options.env.values_mut() {
+        *v = spaces_harnesses::redact::REDACTED.to_owned();
+    }
+    let run = RunRow {
+        run_id: run_id.clone(),
+        space: space.name.clone(),
+        agent: harness.id().to_owned(),
+        created_ms: now_ms(),
+        status: Status::Running,
+        phase: Phase::Starting,
+        reason: "the run is starting".into(),
+        result_text: None,
+        session_id: None,
+        turns: 0,
+        cwd: cwd.display().to_string(),
+        options,
+        notes: notes.clone(),
+        pgid: None,
+    };
+    inner.store.run_insert(&run)?;
+    actors::launch(inner, run, harness, env, req.prompt.clone());
+    Ok(AgentStartReport {
+        process_tag: turn_tag(&run_id, 1),
+        run_id,
+        agent: harness.id().to_owned(),
+        space: space.name,
+        notes,
+    })
+}
+
+/// The harness `agent`. Errors: `HARNESS_UNAVAILABLE`, naming the ones this host has.
+fn harness(agent: &str) -> Result<&'static dyn Harness> {
+    spaces_harnesses::by_id(agent).ok_or_else(|| {
+        let known: Vec<&str> = spaces_harnesses::all().iter().map(|h| h.id()).collect();
+        refuse(ErrorCode::HarnessUnavailable, format!("unknown agent {agent:?}; this host has: {}", known.join(", ")))
+    })
+}
+
+/// The run's own environment: the `env_from_host` names this host may forward and has set,
+/// then `env`. Each name that is not forwarded gets a note saying why.
+fn run_env(cfg: &Config, options: &SpaceAgentOptions, notes: &mut Vec<String>) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    for name in &options.env_from_host {
+        if !cfg.forwardable_env.contains(name) {
+            notes.push(format!("{name} was not forwarded: it is not on this host's forwardable list ({})", cfg.forwardable_env.join(", ")));
+        } else {
+            match std::env::var(name) {
+                Ok(v) => {
+                    env.insert(name.clone(), v);
+                }
+                Err(_) => notes.push(format!("{name} was not forwarded: it is not set on this host")),
+            }
+        }
+    }
+    env.extend(options.env.clone());
+    env
+}
+
+/// Notes for the options this host accepts but does not act on yet.
+fn ignored_options(req: &AgentStartRequest, options: &SpaceAgentOptions) -> Vec<String> {
+    let mut notes = Vec::new();
+    if req.show == Some(true) {
+        notes.push("show was ignored: PTY viewing is not available on this host yet; follow the run with `spacesd agent events --follow`".into());
+    }
+    if options.repo.is_some() || options.branch.is_some() {
+        notes.push("repo/branch were ignored: cloning before the first turn is not available on this host yet".into());
+    }
+    if options.home.is_some() {
+        notes.push("home was ignored: persistent agent homes (volumes) are not available on this host yet".into());
+    }
+    notes
+}
+
+/// The agent's working directory: the Space root, or `cwd` relative to it, resolved at open
+/// time by the same confinement as the file tools (`codespace::fs::Root::check_dir`):
+/// `PATH_ESCAPE` for `..`/absolute paths, `SYMLINK_REJECTED` for a symlink on the way,
+/// `FILE_NOT_FOUND`, `PATH_NOT_DIRECTORY`.
+fn resolve_cwd(root: &Path, cwd: Option<&str>) -> Result<PathBuf> {
+    let Some(rel) = cwd.filter(|c| !c.is_empty() && *c != ".") else {
+        return Ok(root.to_path_buf());
+    };
+    let root = spaces_codespace::fs::Root::open(root).map_err(Error::Api)?;
+    root.check_dir(rel).map_err(|mut e| {
+        e.message = format!("cwd {rel:?}: {}", e.message);
+        Error::Api(e)
+    })
+}
