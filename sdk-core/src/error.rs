@@ -3,6 +3,12 @@
 use serde::{Deserialize, Serialize};
 
 /// The closed set of error codes. Serialized SCREAMING_SNAKE_CASE, e.g. `RUN_NOT_FOUND`.
+///
+/// The contract's `OUTPUT_LIMIT` is not in this set: every output here is windowed with a
+/// cursor (`read` offsets, `find` pages, `read_process` and `agent_events` cursors), so no call
+/// fails because of output size. `RESOURCE_QUEUE_FULL`: a run already holds its limit of
+/// queued follow-ups. `AGENT_BUSY`: a follow-up while a stop is ending the run. `TIMEOUT`:
+/// `write_stdin` to a process that stopped reading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
@@ -28,7 +34,6 @@ pub enum ErrorCode {
     ProcessNotFound,
     ProcessNotTty,
     ProcessNotRunning,
-    OutputLimit,
     Timeout,
     WorkNotFound,
     WorkClosed,

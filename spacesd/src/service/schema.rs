@@ -36,7 +36,14 @@ fn root(schema_of: fn(&mut SchemaGenerator) -> schemars::Schema) -> Value {
     let mut defs = generator.take_definitions(true);
     // A named type comes back as a `$ref`: inline it as the root.
     let mut out = match top.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/$defs/")) {
-        Some(name) if top.as_object().is_some_and(|o| o.len() == 1) => defs.remove(name).unwrap_or(top),
+        Some(name) if top.as_object().is_some_and(|o| o.len() == 1) => {
+            let name = name.to_owned();
+            let mut inlined = defs.remove(&name).unwrap_or(top);
+            if let Some(obj) = inlined.as_object_mut() {
+                obj.entry("title").or_insert(Value::String(name));
+            }
+            inlined
+        }
         _ => top,
     };
     if let Some(obj) = out.as_object_mut() {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use spaces_codespace::process::kill_tree;
 use spaces_harnesses::{EventDraft, ExitInfo, Harness, InterruptRecipe, Normalizer, ProcessModel, Redactor};
-use spaces_sdk::{ActionReport, EventKind, Phase, Status, StopReason};
+use spaces_sdk::{ActionReport, ApiError, ErrorCode, EventKind, Phase, Status, StopReason};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -34,10 +34,17 @@ const DONE_REASON: &str =
 
 /// A request to the actor.
 pub enum Cmd {
-    Message { text: String, force: bool, reply: oneshot::Sender<ActionReport> },
-    Interrupt { reply: oneshot::Sender<ActionReport> },
-    Stop { reply: oneshot::Sender<ActionReport> },
+    Message { text: String, force: bool, reply: Reply },
+    Interrupt { reply: Reply },
+    Stop { reply: Reply },
 }
+
+/// Where a command's answer goes: a report, or a typed refusal.
+pub type Reply = oneshot::Sender<Result<ActionReport, ApiError>>;
+
+/// Most follow-ups one run holds queued behind its running turn; one more is refused with
+/// `RESOURCE_QUEUE_FULL` (memory stays bounded whatever a caller sends).
+pub const MAX_QUEUED_MESSAGES: usize = 64;
 
 /// The actor's state.
 pub struct Actor {
@@ -50,7 +57,7 @@ pub struct Actor {
     proc: Option<LiveProc>,
     queue: VecDeque<String>,
     stop_requested: bool,
-    stop_replies: Vec<oneshot::Sender<ActionReport>>,
+    stop_replies: Vec<Reply>,
     /// Set when stdin was closed on purpose (`exit_when_idle`): the exit that follows is `done`.
     closing: bool,
     drain_deadline: Option<Instant>,
@@ -132,12 +139,12 @@ impl Actor {
     async fn on_cmd(&mut self, cmd: Cmd) {
         match cmd {
             Cmd::Message { text, force, reply } => {
-                let report = self.on_message(text, force).await;
-                let _ = reply.send(report);
+                let answer = self.on_message(text, force).await;
+                let _ = reply.send(answer);
             }
             Cmd::Interrupt { reply } => {
                 let report = self.on_interrupt();
-                let _ = reply.send(report);
+                let _ = reply.send(Ok(report));
             }
             Cmd::Stop { reply } => {
                 self.stop_replies.push(reply);
@@ -150,26 +157,45 @@ impl Actor {
         ActionReport { run_id: self.run.run_id.clone(), ok, reason: reason.into() }
     }
 
-    async fn on_message(&mut self, text: String, force: bool) -> ActionReport {
-        if self.stop_requested || self.run.status == Status::Stopped {
-            return self.report(false, "the run is stopped; start a new run to continue");
+    /// A follow-up. Errors: `AGENT_BUSY` while a stop is ending the run's processes (the run
+    /// will be stopped: start a new run), `RESOURCE_QUEUE_FULL` when
+    /// [`MAX_QUEUED_MESSAGES`] already wait behind the running turn.
+    async fn on_message(&mut self, text: String, force: bool) -> Result<ActionReport, ApiError> {
+        if self.run.status == Status::Stopped {
+            return Ok(self.report(false, "the run is stopped; start a new run to continue"));
+        }
+        if self.stop_requested {
+            return Err(ApiError::new(
+                ErrorCode::AgentBusy,
+                "the run is being stopped (its processes are ending); it will not take follow-ups: start a new run",
+            ));
         }
         if self.norm.turn_in_flight() || self.proc_busy_between_turns() {
+            if self.queue.len() >= MAX_QUEUED_MESSAGES {
+                return Err(ApiError::new(
+                    ErrorCode::ResourceQueueFull,
+                    format!(
+                        "{} follow-ups already wait behind the running turn (the limit); wait for the turn to end \
+                         (agent_events) or interrupt it, then send again",
+                        self.queue.len()
+                    ),
+                ));
+            }
             if force && self.norm.turn_in_flight() {
                 self.queue.push_front(text);
                 let _ = self.on_interrupt();
-                return self.report(true, "the running turn is being interrupted; this message runs next");
+                return Ok(self.report(true, "the running turn is being interrupted; this message runs next"));
             }
             self.queue.push_back(text);
             let pos = self.queue.len();
             self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice).summary(format!(
                 "message queued (position {pos}); it starts when the running turn ends"
             ))]);
-            return self.report(true, format!("queued at position {pos}: a turn is running; it starts when that turn ends"));
+            return Ok(self.report(true, format!("queued at position {pos}: a turn is running; it starts when that turn ends")));
         }
         let turn = self.run.turns + 1;
         self.start_turn(text).await;
-        self.report(true, format!("delivered: turn {turn} started"))
+        Ok(self.report(true, format!("delivered: turn {turn} started")))
     }
 
     /// A per-turn process that already ended its turn but has not exited yet.
@@ -233,7 +259,7 @@ impl Actor {
 
     fn answer_stops(&mut self, ok: bool, reason: &str) {
         for reply in self.stop_replies.drain(..) {
-            let _ = reply.send(ActionReport { run_id: self.run.run_id.clone(), ok, reason: reason.to_owned() });
+            let _ = reply.send(Ok(ActionReport { run_id: self.run.run_id.clone(), ok, reason: reason.to_owned() }));
         }
     }
 

@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::actor::{Actor, Cmd};
 use super::Inner;
-use crate::error::{refuse, Result};
+use crate::error::{refuse, Error, Result};
 use crate::store::runs::RunRow;
 
 /// The command channel of every run that has a live actor, by run id.
@@ -56,11 +56,13 @@ pub(super) fn launch(
 pub(super) async fn ask(
     inner: &Arc<Inner>,
     run: RunRow,
-    cmd: impl FnOnce(oneshot::Sender<ActionReport>) -> Cmd,
+    cmd: impl FnOnce(super::actor::Reply) -> Cmd,
 ) -> Result<ActionReport> {
     let (reply, rx) = oneshot::channel();
     dispatch(inner, run, cmd(reply))?;
-    rx.await.map_err(|_| refuse(ErrorCode::Internal, "the run's actor ended before answering; check the run's status"))
+    let answer =
+        rx.await.map_err(|_| refuse(ErrorCode::Internal, "the run's actor ended before answering; check the run's status"))?;
+    answer.map_err(Error::Api)
 }
 
 /// Send `cmd` to the run's actor, reviving one from the stored run if it retired.

@@ -256,3 +256,37 @@ async fn case_c3_a_cursor_past_the_end_is_refused_at_once() {
     assert!(page.caught_up && page.events.is_empty());
     d.client.space("s").agent_stop(&run).await.unwrap();
 }
+
+/// A run holds a bounded queue of follow-ups: one past the limit is refused with
+/// `RESOURCE_QUEUE_FULL` (HTTP 429), and the queued ones stay queued.
+#[tokio::test]
+async fn follow_ups_past_the_queue_limit_are_refused_with_resource_queue_full() {
+    let bin_dir = tempfile::tempdir().unwrap();
+    let fake = bin_dir.path().join("fake-claude");
+    std::fs::write(&fake, "#!/bin/sh\nexec sleep 60\n").unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let d = TestDaemon::start_with_env(vec![("SPACES_HARNESS_BIN_CLAUDE_CODE".into(), fake.display().to_string())]).await;
+    d.space("s").await;
+    let space = d.client.space("s");
+    let run = space.agent_start("claude-code", "hi", None, None).await.unwrap().run_id;
+    d.wait_for_event("s", &run, Duration::from_secs(30), |e| e.kind == EventKind::TurnStarted).await;
+    let mut queued = 0;
+    let refused = loop {
+        match space.agent_message(&run, "more", None).await {
+            Ok(r) => {
+                assert!(r.ok, "{r:?}");
+                queued += 1;
+                assert!(queued <= 1000, "the queue never filled");
+            }
+            Err(ClientError::Api(e)) => break e,
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert_eq!(refused.code, ErrorCode::ResourceQueueFull, "{refused:?}");
+    assert!(queued >= 1, "some follow-ups were queued first");
+    let (status, _) = d.raw("POST", &format!("/v1/spaces/s/agents/{run}/message"), Some(r#"{"text": "one more"}"#));
+    assert_eq!(status, 429);
+    let st = space.agent_status(&run, None).await.unwrap();
+    assert_eq!(st.status, spaces_sdk::Status::Running, "{st:?}");
+    space.agent_stop(&run).await.unwrap();
+}
