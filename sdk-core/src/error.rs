@@ -60,24 +60,6 @@ impl ErrorCode {
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_else(|| "INTERNAL".to_owned())
     }
-
-    /// HTTP status for this code: 404 for `*_NOT_FOUND`, 409 for conflicts and busy states,
-    /// 403 for `UNAUTHORIZED`, 500 for `INTERNAL`, 400 otherwise (API reference, "Error codes").
-    pub fn http_status(self) -> u16 {
-        use ErrorCode::*;
-        match self {
-            Unauthorized => 403,
-            WorkspaceNotFound | FileNotFound | OperationNotFound | ProcessNotFound
-            | WorkNotFound | IntentNotFound | ApprovalNotFound | RunNotFound => 404,
-            WorkspaceBusy | AddFileExists | MoveDestinationExists | VersionConflict
-            | OperationKeyConflict | IntentAlreadyClaimed | IntentNotEditable
-            | IntentRevisionConflict | ApprovalConflict | ApprovalAmbiguous | AgentBusy
-            | LeaseHeld | WorkClosed | ProcessNotRunning => 409,
-            ResourceQueueFull => 429,
-            Internal => 500,
-            _ => 400,
-        }
-    }
 }
 
 impl std::fmt::Display for ErrorCode {

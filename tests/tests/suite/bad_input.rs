@@ -74,10 +74,14 @@ async fn unknown_routes_and_methods_answer_in_the_error_envelope() {
     let d = TestDaemon::start().await;
     let r = d.client.call::<_, serde_json::Value>(spaces_sdk::client::Method::GET, "/v1/nope", None::<&()>).await;
     assert_eq!(code(r).0, ErrorCode::InvalidArgument);
+    let (status, _) = d.raw("GET", "/v1/nope", None);
+    assert_eq!(status, 404, "an unknown route is 404");
     let r = d.client.call::<_, serde_json::Value>(spaces_sdk::client::Method::DELETE, "/v1/spaces", None::<&()>).await;
     let (c, message) = code(r);
     assert_eq!(c, ErrorCode::InvalidArgument);
     assert!(message.contains("DELETE"), "{message}");
+    let (status, _) = d.raw("DELETE", "/v1/spaces", None);
+    assert_eq!(status, 405, "a wrong method is 405");
 }
 
 #[tokio::test]
