@@ -1,9 +1,10 @@
 //! Error codes shared by every transport (API reference, "Error codes").
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The closed set of error codes. Serialized SCREAMING_SNAKE_CASE, e.g. `RUN_NOT_FOUND`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
     Unauthorized,
@@ -83,7 +84,7 @@ impl std::fmt::Display for ErrorCode {
 
 /// The error body every transport returns: `{code, message, operation_id?, approval_id?}`.
 /// `message` says what happened and what to do next.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct ApiError {
     pub code: ErrorCode,

@@ -200,7 +200,7 @@ pub struct SpaceRecord {
 }
 
 /// The operator's approval setting of a Space (API reference, "Approvals"). Not a client grant.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Approvals {
     /// Allowed mutations run immediately; only `approval_create` opens a hold.
