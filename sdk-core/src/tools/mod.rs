@@ -76,7 +76,10 @@ pub struct Coordinated<T> {
 impl<T> Coordinated<T> {
     /// `result` without coordination.
     pub fn bare(result: T) -> Self {
-        Coordinated { result, coordination: None }
+        Coordinated {
+            result,
+            coordination: None,
+        }
     }
 }
 
