@@ -210,11 +210,13 @@ async fn approvals_hold_grant_resume_once() {
     let e = tool_err(&d, "apply_patch", args.clone()).await;
     assert_eq!(e.code, ErrorCode::ApprovalRequired);
     let appr = e.approval_id.clone().expect("approval_id");
-    // a retry reuses the hold; extra arguments grant nothing
+    // a retry reuses the hold; extra arguments grant nothing (they are refused, named)
+    let e2 = tool_err(&d, "apply_patch", args.clone()).await;
+    assert_eq!((e2.code, e2.approval_id.as_deref()), (ErrorCode::ApprovalRequired, Some(appr.as_str())));
     let mut sneaky = args.clone();
     sneaky["approved"] = json!(true);
-    let e2 = tool_err(&d, "apply_patch", sneaky).await;
-    assert_eq!((e2.code, e2.approval_id.as_deref()), (ErrorCode::ApprovalRequired, Some(appr.as_str())));
+    let e3 = tool_err(&d, "apply_patch", sneaky).await;
+    assert_eq!((e3.code, e3.field.as_deref()), (ErrorCode::InvalidArgument, Some("approved")));
     assert!(!root.join("a.txt").exists());
     // a preview needs no approval and writes nothing
     let mut preview = args.clone();
@@ -313,7 +315,11 @@ async fn read_only_workspace_reads_but_never_writes_or_runs() {
     assert!(info["execution"]["process"].get("capabilities").is_none());
     assert_eq!(info["execution"]["files"]["patch"]["available"], false);
     assert_eq!(tool(&d, "read", json!({"workspace_id": "ro", "path": "f.txt"})).await["content"], "f\n");
+    // an extra argument never grants anything: it is refused, naming it
     let e = tool_err(&d, "apply_patch", json!({"workspace_id": "ro", "approved": true,
+        "patch": "*** Begin Patch\n*** Delete File: f.txt\n*** End Patch\n"})).await;
+    assert_eq!((e.code, e.field.as_deref()), (ErrorCode::InvalidArgument, Some("approved")));
+    let e = tool_err(&d, "apply_patch", json!({"workspace_id": "ro",
         "patch": "*** Begin Patch\n*** Delete File: f.txt\n*** End Patch\n"})).await;
     assert_eq!(e.code, ErrorCode::Unauthorized);
     let e = tool_err(&d, "exec_command", json!({"workspace_id": "ro", "command": ["rm", "f.txt"]})).await;
