@@ -30,6 +30,8 @@ mod commands;
 mod dispatch;
 mod files;
 mod info;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
