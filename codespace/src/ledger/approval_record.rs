@@ -16,7 +16,7 @@ pub struct StoredApproval {
     pub record: ApprovalRecord,
     /// The stored terminal result (`{"ok": ...}` or `{"error": ...}`), once consumed.
     pub result: Option<Value>,
-    /// The patch operation a resume minted (see [`Ledger::approval_link_operation`]).
+    /// The patch operation a resume minted (see [`super::Ledger::approval_link_operation`]).
     pub operation_id: Option<String>,
 }
 

@@ -3,7 +3,7 @@
 //! transport (HTTP `POST /v1/tools/{name}`, MCP `tools/call`, the SDKs).
 //!
 //! - Requests refuse unknown keys (`#[serde(deny_unknown_fields)]`; decode them with
-//!   [`crate::decode`], which names the key and suggests the one it resembles). Optional fields
+//!   [`crate::decode()`], which names the key and suggests the one it resembles). Optional fields
 //!   may be omitted. Defaults and limits are associated consts of the request type
 //!   ([`ReadRequest::LIMIT_MAX`], [`FindRequest::LIMIT_MAX`], [`ReadProcessRequest::WAIT_MS_MAX`],
 //!   ...), declared once here and used by the server.
