@@ -88,6 +88,7 @@ pub fn closest(key: &str, valid: &[String]) -> Option<String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use serde::Deserialize;

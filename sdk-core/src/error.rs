@@ -1,5 +1,6 @@
 //! Error codes shared by every transport (API reference, "Error codes").
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The closed set of error codes. Serialized SCREAMING_SNAKE_CASE, e.g. `RUN_NOT_FOUND`.
@@ -9,7 +10,7 @@ use serde::{Deserialize, Serialize};
 /// fails because of output size. `RESOURCE_QUEUE_FULL`: a run already holds its limit of
 /// queued follow-ups. `AGENT_BUSY`: a follow-up while a stop is ending the run. `TIMEOUT`:
 /// `write_stdin` to a process that stopped reading.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
     Unauthorized,
@@ -70,7 +71,7 @@ impl std::fmt::Display for ErrorCode {
 
 /// The error body every transport returns: `{code, message, operation_id?, approval_id?}`.
 /// `message` says what happened and what to do next.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct ApiError {
     pub code: ErrorCode,

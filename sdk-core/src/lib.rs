@@ -3,8 +3,11 @@
 //! Theory of operation: this crate holds the records every transport speaks (HTTP API of
 //! `spacesd`, the CLI, later MCP and the Python/Node bindings): agent-run requests and reports
 //! ([`run`]), normalized events and the `agent_events` page ([`event`]), harness capabilities
-//! ([`capabilities`]) and the closed set of error codes ([`error`]). Field names are exactly those of
-//! the API reference (`spec/API.md`, section "Agent runs"); JSON is snake_case.
+//! ([`capabilities`]), the closed set of error codes ([`error`]), and the typed contract of every
+//! CodeSpace tool: request, result, closed sets, defaults and limits ([`tools`]). Requests are
+//! turned from JSON into these types by one function, [`decode()`], which refuses unknown keys.
+//! Field names are exactly those of the API reference (`spec/API.md`, sections "Agent runs" and
+//! "CodeSpace execution layer"); JSON is snake_case.
 //!
 //! The wire types carry no behaviour and do no I/O. The optional [`client`] module (feature
 //! `client`, on by default) is a small async HTTP/1.1 client that talks to a running `spacesd` over
@@ -20,6 +23,7 @@ pub mod op;
 pub mod run;
 #[cfg(feature = "client")]
 pub mod space;
+pub mod tools;
 
 pub use capabilities::{AuthState, Capabilities, HarnessCapabilities};
 pub use decode::decode;

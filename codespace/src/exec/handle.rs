@@ -14,7 +14,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::watch;
 
 use super::ring::OutputRing;
-use super::wire::{ProcessState, ProcessStatus, ReadProcess, Termination};
+use super::{ProcessState, ProcessStatus, ReadProcessResult, Termination};
 use crate::process::kill_tree;
 
 /// How the process ended.
@@ -148,7 +148,7 @@ impl Handle {
 
     /// `read_process` from `cursor`; with `wait`, waits up to that long for bytes past the
     /// cursor or the end of collection. `INVALID_ARGUMENT` for a cursor past the output.
-    pub async fn read(&self, cursor: u64, wait: Option<Duration>) -> Result<ReadProcess, ApiError> {
+    pub async fn read(&self, cursor: u64, wait: Option<Duration>) -> Result<ReadProcessResult, ApiError> {
         let deadline = wait.map(|w| tokio::time::Instant::now() + w);
         let mut rx = self.changed.subscribe();
         loop {
@@ -167,7 +167,7 @@ impl Handle {
                 let r = st.ring.read_from(cursor, st.finished);
                 let eof = st.finished && r.next == st.ring.total();
                 let fresh = !r.bytes.is_empty() || eof || r.skipped;
-                let answer = ReadProcess {
+                let answer = ReadProcessResult {
                     process_id: self.id.clone(),
                     cursor: r.next,
                     chunk: String::from_utf8_lossy(&r.bytes).into_owned(),

@@ -10,7 +10,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::handle::Handle;
-use super::wire::Termination;
+use super::Termination;
 
 const READ_BUF: usize = 64 * 1024;
 /// At the drain deadline, read at most this much more (a descendant that never stops writing

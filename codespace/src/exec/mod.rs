@@ -35,7 +35,6 @@ mod pty;
 mod ring;
 mod spawn;
 mod table;
-mod wire;
 
 #[cfg(test)]
 mod tests;
@@ -45,8 +44,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use table::Processes;
-pub use wire::{
-    DispatchStatus, ExecStarted, ProcessState, ProcessStatus, ReadProcess, Termination,
+/// The process tools' wire shapes, defined once in `spaces_sdk::tools`.
+pub use spaces_sdk::tools::{
+    DispatchStatus, ExecCommandResult, ProcessState, ProcessStatus, ReadProcessResult, Termination,
 };
 
 /// A command to start (`exec_command`). The caller (the daemon) fills in cwd = workspace root,

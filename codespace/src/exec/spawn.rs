@@ -18,7 +18,8 @@ use super::{pty, ExecSpec};
 use crate::process::TAG_ENV;
 
 /// Initial PTY size when the spec names none (API.md: "PTY at 24x80").
-pub(crate) const DEFAULT_TTY_SIZE: (u16, u16) = (24, 80);
+pub(crate) const DEFAULT_TTY_SIZE: (u16, u16) =
+    (spaces_sdk::tools::ExecCommandRequest::TTY_ROWS, spaces_sdk::tools::ExecCommandRequest::TTY_COLS);
 
 /// A started child and our ends of its I/O.
 pub(crate) struct Spawned {

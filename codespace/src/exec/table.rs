@@ -10,7 +10,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::oneshot;
 
 use super::handle::Handle;
-use super::wire::{DispatchStatus, ExecStarted, ProcessStatus, ReadProcess, Termination};
+use super::{DispatchStatus, ExecCommandResult, ProcessStatus, ReadProcessResult, Termination};
 use super::{io, pty, spawn, ExecLimits, ExecSpec};
 
 struct Inner {
@@ -56,7 +56,7 @@ impl Processes {
     /// confirmed}`. Errors: `INVALID_COMMAND` (empty argv or program), `PROCESS_SPAWN_FAILED`
     /// (with the OS reason), `WORKSPACE_BUSY` (the owner has a live process), `INTERNAL` when
     /// called outside a tokio runtime.
-    pub fn exec(&self, spec: ExecSpec) -> Result<ExecStarted, ApiError> {
+    pub fn exec(&self, spec: ExecSpec) -> Result<ExecCommandResult, ApiError> {
         let rt = tokio::runtime::Handle::try_current()
             .map_err(|e| internal("exec needs a tokio runtime", e))?;
         let mut table = self.table();
@@ -98,7 +98,7 @@ impl Processes {
             rt.spawn(io::time_limit(handle.clone(), limit, limits.grace));
         }
         table.insert(id.clone(), handle);
-        Ok(ExecStarted { process_id: id, dispatch_status: DispatchStatus::Confirmed })
+        Ok(ExecCommandResult { process_id: id, dispatch_status: DispatchStatus::Confirmed })
     }
 
     /// `read_process{process_id, cursor?}`: output from `cursor` (default 0). With `wait`, waits
@@ -109,7 +109,7 @@ impl Processes {
         id: &str,
         cursor: Option<u64>,
         wait: Option<Duration>,
-    ) -> Result<ReadProcess, ApiError> {
+    ) -> Result<ReadProcessResult, ApiError> {
         self.get(id)?.read(cursor.unwrap_or(0), wait).await
     }
 

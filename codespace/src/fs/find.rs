@@ -13,35 +13,18 @@ use globset::{GlobBuilder, GlobMatcher};
 use nix::dir::{Dir, Type};
 use nix::fcntl::{openat, AtFlags, OFlag};
 use nix::sys::stat::{fstatat, Mode, SFlag};
-use serde::{Deserialize, Serialize};
+use spaces_sdk::tools::{FindRequest, FindResult};
 use spaces_sdk::{ApiError, ErrorCode};
 
 use super::{confine, Root};
 use crate::patch;
 
-/// Most paths one `find` page returns (API.md `find_max_paths`). Also the default.
-pub const FIND_MAX_PATHS: u64 = 10_000;
+/// Most paths one `find` page returns (API.md `find_max_paths`): the SDK's
+/// [`FindRequest::LIMIT_MAX`]. Also the default.
+pub const FIND_MAX_PATHS: u64 = FindRequest::LIMIT_MAX;
 
 /// Most directory entries one walk visits before it stops and reports `incomplete`.
 pub const FIND_MAX_VISITS: usize = 1_000_000;
-
-/// Result of `find` (API.md, "CodeSpace execution layer", `find`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct FindResult {
-    /// This page of matching regular files: relative to the root, `/`-separated, sorted.
-    pub paths: Vec<String>,
-    /// True when matches remain after this page.
-    pub truncated: bool,
-    /// Offset of the next page (a count of paths), when `truncated`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_offset: Option<u64>,
-    /// True when part of the tree could not be listed (an unreadable directory, a non-UTF-8
-    /// name, or the walk bound of [`FIND_MAX_VISITS`] entries).
-    pub incomplete: bool,
-    /// `sha256:<hex>` of the full sorted match list (each path followed by `\n`): equal
-    /// versions mean the same listing, whatever page was asked.
-    pub listing_version: String,
-}
 
 impl Root {
     /// Lists regular files matching `glob` (all files when `None`), skipping `offset` paths
@@ -67,7 +50,7 @@ impl Root {
         limit: Option<u64>,
         max_visits: usize,
     ) -> Result<FindResult, ApiError> {
-        let limit = limit.unwrap_or(FIND_MAX_PATHS).min(FIND_MAX_PATHS);
+        let limit = limit.unwrap_or(FindRequest::LIMIT_DEFAULT).min(FIND_MAX_PATHS);
         if limit == 0 {
             return Err(ApiError::new(
                 ErrorCode::InvalidArgument,

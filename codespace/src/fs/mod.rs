@@ -34,8 +34,9 @@ use spaces_sdk::{ApiError, ErrorCode};
 
 use crate::patch::{self, PatchError};
 
-pub use find::{FindResult, FIND_MAX_PATHS, FIND_MAX_VISITS};
-pub use read::{ReadResult, READ_MAX_BYTES};
+pub use find::{FIND_MAX_PATHS, FIND_MAX_VISITS};
+pub use read::READ_MAX_BYTES;
+pub use spaces_sdk::tools::{FindResult, ReadResult};
 pub use report::{ChangeRecord, CommitReport, CommitStatus};
 
 /// A workspace root: the descriptor every confined open starts from, and its canonical path.

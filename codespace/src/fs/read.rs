@@ -7,38 +7,15 @@
 
 use std::io::Read;
 
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use spaces_sdk::tools::{ReadRequest, ReadResult};
 use spaces_sdk::{ApiError, ErrorCode};
 
 use super::{confine, Root};
 
-/// Largest window `read` returns, in bytes (API.md `read_max_bytes`). Also the default.
-pub const READ_MAX_BYTES: u64 = 1_048_576;
-
-/// Result of `read` (API.md, "CodeSpace execution layer", `read`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ReadResult {
-    /// The path as requested.
-    pub path: String,
-    /// The window's bytes as text (lossy when not UTF-8, see `content_lossy`).
-    pub content: String,
-    /// `sha256:<hex>` of the whole file, usable in `expected_versions`.
-    pub version: String,
-    /// True when bytes remain after the window.
-    pub truncated: bool,
-    /// Size of the whole file in bytes.
-    pub byte_count: u64,
-    /// The requested start offset in bytes, echoed when given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub offset: Option<u64>,
-    /// Where the next window starts (bytes), when `truncated`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_offset: Option<u64>,
-    /// `true` when the window was not valid UTF-8 and invalid bytes became U+FFFD.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub content_lossy: Option<bool>,
-}
+/// Largest window `read` returns, in bytes (API.md `read_max_bytes`): the SDK's
+/// [`ReadRequest::LIMIT_MAX`]. Also the default.
+pub const READ_MAX_BYTES: u64 = ReadRequest::LIMIT_MAX;
 
 impl Root {
     /// Reads `path` from byte `offset` (default 0), at most `limit` bytes (default and maximum
@@ -54,7 +31,7 @@ impl Root {
         offset: Option<u64>,
         limit: Option<u64>,
     ) -> Result<ReadResult, ApiError> {
-        let limit = limit.unwrap_or(READ_MAX_BYTES).min(READ_MAX_BYTES);
+        let limit = limit.unwrap_or(ReadRequest::LIMIT_DEFAULT).min(READ_MAX_BYTES);
         if limit == 0 {
             return Err(ApiError::new(
                 ErrorCode::InvalidArgument,

@@ -2,33 +2,24 @@
 //! outcome (API.md, "CodeSpace execution layer", `apply_patch`). No logic beyond conversion.
 
 use serde::{Deserialize, Serialize};
+use spaces_sdk::tools::ChangeKind as WireKind;
 use spaces_sdk::ApiError;
 
-use crate::patch::{Change, ChangeKind};
+/// One entry of `apply_patch`'s `changes[]` (API.md, `apply_patch`), defined in the SDK.
+pub use spaces_sdk::tools::ChangeRecord;
 
-/// One entry of `apply_patch`'s `changes[]` (API.md, `apply_patch`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ChangeRecord {
-    /// The file the operation names (a move's source).
-    pub path: String,
-    /// `add | update | delete | move`.
-    pub kind: String,
-    /// A move's destination.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<String>,
-    /// `sha256:<hex>` before the change; absent for an add.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub before_version: Option<String>,
-    /// `sha256:<hex>` after the change (at `to` for a move); absent for a delete.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub after_version: Option<String>,
-}
+use crate::patch::{Change, ChangeKind};
 
 impl From<&Change> for ChangeRecord {
     fn from(change: &Change) -> Self {
         ChangeRecord {
             path: change.path.clone(),
-            kind: change.kind.as_str().to_owned(),
+            kind: match change.kind {
+                ChangeKind::Add => WireKind::Add,
+                ChangeKind::Update => WireKind::Update,
+                ChangeKind::Delete => WireKind::Delete,
+                ChangeKind::Move { .. } => WireKind::Move,
+            },
             to: match &change.kind {
                 ChangeKind::Move { to } => Some(to.clone()),
                 _ => None,

@@ -1,65 +1,22 @@
-//! Approval records: hold states, the resume decision, and how a hold row is read.
+//! Approval records: the stored hold, the resume decision, and how a hold row is read (the wire
+//! shapes are `spaces_sdk::tools::{ApprovalRecord, ApprovalState, Decision}`).
 
 use rusqlite::{Connection, OptionalExtension};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use spaces_sdk::{ApiError, ErrorCode};
 
 use super::{db, ms};
 
-/// State of a hold (wire spelling snake_case).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalState {
-    Pending,
-    Granted,
-    Denied,
-    Resuming,
-    Consumed,
-}
+pub use spaces_sdk::tools::{ApprovalRecord, ApprovalState, Decision, HoldableTool};
 
-impl ApprovalState {
-    /// The wire spelling, e.g. `"resuming"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Granted => "granted",
-            Self::Denied => "denied",
-            Self::Resuming => "resuming",
-            Self::Consumed => "consumed",
-        }
-    }
-
-    fn parse(s: &str) -> Result<Self, ApiError> {
-        [Self::Pending, Self::Granted, Self::Denied, Self::Resuming, Self::Consumed]
-            .into_iter()
-            .find(|v| v.as_str() == s)
-            .ok_or_else(|| db(format!("unknown approval state {s:?}")))
-    }
-}
-
-/// `approval_resolve.decision`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Decision {
-    Grant,
-    Deny,
-}
-
-/// One hold. `arguments` are the held tool's arguments; `created_at` is Unix ms. `result` (the
-/// stored terminal result, once consumed) and `operation_id` (the patch a resume minted, see
-/// [`Ledger::approval_link_operation`]) are internal.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ApprovalRecord {
-    pub approval_id: String,
-    pub workspace_id: String,
-    pub tool: String,
-    pub arguments: Value,
-    pub state: ApprovalState,
-    pub created_at: u64,
-    #[serde(skip)]
+/// A hold as the ledger stores it: the wire record plus what only the ledger needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredApproval {
+    /// The hold as `approval_create` answers it.
+    pub record: ApprovalRecord,
+    /// The stored terminal result (`{"ok": ...}` or `{"error": ...}`), once consumed.
     pub result: Option<Value>,
-    #[serde(skip)]
+    /// The patch operation a resume minted (see [`super::Ledger::approval_link_operation`]).
     pub operation_id: Option<String>,
 }
 
@@ -68,16 +25,16 @@ pub struct ApprovalRecord {
 pub enum ResumeStart {
     /// Was granted; now `resuming` under this daemon's `boot_id` (committed): re-check policy,
     /// run once, then [`Ledger::approval_consume`].
-    Run(ApprovalRecord),
+    Run(StoredApproval),
     /// Already consumed: the stored terminal result (a repeated resume).
     Done(Value),
     /// Found `resuming` under another `boot_id`: an earlier daemon died mid-resume. Recover a
     /// patch from the ledger (`operation_id` if linked) or answer `APPROVAL_AMBIGUOUS` for a
     /// command; never re-run. Left as is, so every later resume answers the same way.
-    Interrupted(ApprovalRecord),
+    Interrupted(StoredApproval),
 }
 
-pub(super) fn load(conn: &Connection, approval_id: &str) -> Result<ApprovalRecord, ApiError> {
+pub(super) fn load(conn: &Connection, approval_id: &str) -> Result<StoredApproval, ApiError> {
     load_with_boot(conn, approval_id).map(|(rec, _)| rec)
 }
 
@@ -85,7 +42,7 @@ pub(super) fn load(conn: &Connection, approval_id: &str) -> Result<ApprovalRecor
 pub(super) fn load_with_boot(
     conn: &Connection,
     approval_id: &str,
-) -> Result<(ApprovalRecord, Option<String>), ApiError> {
+) -> Result<(StoredApproval, Option<String>), ApiError> {
     type Row =
         (String, String, String, String, i64, Option<String>, Option<String>, Option<String>);
     let row: Option<Row> = conn
@@ -110,13 +67,15 @@ pub(super) fn load_with_boot(
         e.approval_id = Some(approval_id.to_owned());
         return Err(e);
     };
-    let rec = ApprovalRecord {
-        approval_id: approval_id.to_owned(),
-        workspace_id,
-        tool,
-        arguments: serde_json::from_str(&arguments).map_err(db)?,
-        state: ApprovalState::parse(&state)?,
-        created_at: ms(created_at),
+    let rec = StoredApproval {
+        record: ApprovalRecord {
+            approval_id: approval_id.to_owned(),
+            workspace_id,
+            tool: HoldableTool::parse(&tool).ok_or_else(|| db(format!("unknown held tool {tool:?}")))?,
+            arguments: serde_json::from_str(&arguments).map_err(db)?,
+            state: ApprovalState::parse(&state).ok_or_else(|| db(format!("unknown approval state {state:?}")))?,
+            created_at: ms(created_at),
+        },
         result: result.map(|r| serde_json::from_str(&r)).transpose().map_err(db)?,
         operation_id,
     };

@@ -9,7 +9,8 @@ use serde_json::{Map, Value};
 use spaces_sdk::{ApiError, ErrorCode};
 
 use super::approval_record::{
-    load, load_with_boot, ApprovalRecord, ApprovalState, Decision, ResumeStart,
+    load, load_with_boot, ApprovalRecord, ApprovalState, Decision, HoldableTool, ResumeStart,
+    StoredApproval,
 };
 use super::fingerprint::{canonical_json, sha256_hex};
 use super::{db, now_ms, Ledger};
@@ -24,9 +25,10 @@ impl Ledger {
     pub fn approval_hold(
         &self,
         workspace_id: &str,
-        tool: &str,
+        tool: HoldableTool,
         arguments: &Value,
     ) -> Result<ApprovalRecord, ApiError> {
+        let tool = tool.as_str();
         let mut doc = Map::new();
         doc.insert("arguments".into(), arguments.clone());
         doc.insert("tool".into(), Value::String(tool.to_owned()));
@@ -57,13 +59,13 @@ impl Ledger {
                 id
             }
         };
-        let record = load(&tx, &approval_id)?;
+        let stored = load(&tx, &approval_id)?;
         tx.commit().map_err(db)?;
-        Ok(record)
+        Ok(stored.record)
     }
 
     /// The hold. Errors: `APPROVAL_NOT_FOUND`, `INTERNAL`.
-    pub fn approval(&self, approval_id: &str) -> Result<ApprovalRecord, ApiError> {
+    pub fn approval(&self, approval_id: &str) -> Result<StoredApproval, ApiError> {
         load(&self.conn(), approval_id)
     }
 
@@ -80,7 +82,7 @@ impl Ledger {
         };
         self.transition(
             approval_id,
-            |rec| match rec.state {
+            |rec| match rec.record.state {
                 ApprovalState::Pending => Ok(()),
                 other => Err(conflict(
                     approval_id,
@@ -98,7 +100,7 @@ impl Ledger {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db)?;
         let (mut rec, owner) = load_with_boot(&tx, approval_id)?;
-        match rec.state {
+        match rec.record.state {
             ApprovalState::Consumed => Ok(ResumeStart::Done(rec.result.unwrap_or(Value::Null))),
             ApprovalState::Pending => Err(conflict(
                 approval_id,
@@ -122,7 +124,7 @@ impl Ledger {
                 )
                 .map_err(db)?;
                 tx.commit().map_err(db)?;
-                rec.state = ApprovalState::Resuming;
+                rec.record.state = ApprovalState::Resuming;
                 Ok(ResumeStart::Run(rec))
             }
         }
@@ -138,7 +140,7 @@ impl Ledger {
     ) -> Result<ApprovalRecord, ApiError> {
         self.transition(
             approval_id,
-            |rec| match rec.state {
+            |rec| match rec.record.state {
                 ApprovalState::Resuming => Ok(()),
                 other => {
                     Err(conflict(approval_id, &format!("it is {}, not resuming", other.as_str())))
@@ -160,7 +162,7 @@ impl Ledger {
         let text = result.to_string();
         self.transition(
             approval_id,
-            |rec| match rec.state {
+            |rec| match rec.record.state {
                 ApprovalState::Resuming => Ok(()),
                 other => Err(conflict(
                     approval_id,
@@ -177,7 +179,7 @@ impl Ledger {
     fn transition(
         &self,
         approval_id: &str,
-        allow: impl FnOnce(&ApprovalRecord) -> Result<(), ApiError>,
+        allow: impl FnOnce(&StoredApproval) -> Result<(), ApiError>,
         to: ApprovalState,
         extra: Option<(&str, &str)>,
     ) -> Result<ApprovalRecord, ApiError> {
@@ -196,7 +198,7 @@ impl Ledger {
         }
         let rec = load(&tx, approval_id)?;
         tx.commit().map_err(db)?;
-        Ok(rec)
+        Ok(rec.record)
     }
 }
 

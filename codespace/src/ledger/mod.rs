@@ -40,13 +40,14 @@ use std::sync::{Mutex, MutexGuard};
 use rusqlite::Connection;
 use spaces_sdk::{ApiError, ErrorCode};
 
-pub use approval_record::{ApprovalRecord, ApprovalState, Decision, ResumeStart};
+pub use approval_record::{
+    ApprovalRecord, ApprovalState, Decision, HoldableTool, ResumeStart, StoredApproval,
+};
 pub use fingerprint::{canonical_json, fingerprint};
 pub use operation_record::{
     EventName, Minted, OperationEvent, OperationKind, OperationRecord, OperationRef,
-    OperationStatus,
+    OperationStatus, StoredOperation,
 };
-
 
 /// The open ledger: one connection behind a mutex, plus the id of this daemon's boot.
 pub struct Ledger {

@@ -1,101 +1,26 @@
-//! Operation records: the `operation_status` wire shape and how a row and its events are read
-//! and written (API.md `operation_status`).
+//! Operation records: how a row and its events are read and written (API.md
+//! `operation_status`; the wire shape is `spaces_sdk::tools::OperationRecord`).
 
 use rusqlite::{params, Connection, OptionalExtension};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use spaces_sdk::ApiError;
 
 use super::{db, ms};
 
-/// Outcome of a patch (API.md `apply_patch.status`). A row still in flight also reads `unknown`
-/// (its outcome is not known yet); it is told apart by having no `finished_at`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OperationStatus {
-    Checked,
-    Applied,
-    Rejected,
-    FailedRolledBack,
-    FailedPartial,
-    Unknown,
-}
+pub use spaces_sdk::tools::{
+    EventName, OperationEvent, OperationKind, OperationRecord, OperationStatus,
+};
 
-impl OperationStatus {
-    /// The wire spelling, e.g. `"failed_rolled_back"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Checked => "checked",
-            Self::Applied => "applied",
-            Self::Rejected => "rejected",
-            Self::FailedRolledBack => "failed_rolled_back",
-            Self::FailedPartial => "failed_partial",
-            Self::Unknown => "unknown",
-        }
-    }
-
-    /// Parse the wire spelling; anything else is `None`.
-    pub fn parse(s: &str) -> Option<Self> {
-        [
-            Self::Checked,
-            Self::Applied,
-            Self::Rejected,
-            Self::FailedRolledBack,
-            Self::FailedPartial,
-            Self::Unknown,
-        ]
-        .into_iter()
-        .find(|v| v.as_str() == s)
-    }
-}
-
-/// What the ledger tracks: patches only (commands stay on `process_id`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OperationKind {
-    Patch,
-}
-
-/// Name of a ledger event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EventName {
-    Minted,
-    Finished,
-}
-
-/// One entry of `operation_status.events`: `{at (Unix ms), name, status?, reason?}`.
-/// A `finished` event with `reason: "unknown"` was written by crash recovery.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct OperationEvent {
-    pub at: u64,
-    pub name: EventName,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<OperationStatus>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
-/// The `operation_status` response (API.md): times in Unix ms, `changes` as the caller stored
-/// them (`[{path, kind, before_version?, after_version?}]`). `key` and `result` are internal.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct OperationRecord {
-    pub operation_id: String,
-    pub status: OperationStatus,
-    pub kind: OperationKind,
-    pub workspace_id: String,
-    pub created_at: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub finished_at: Option<u64>,
-    pub files: Vec<String>,
-    pub changes: Value,
-    pub events: Vec<OperationEvent>,
+/// An operation as the ledger stores it: the `operation_status` wire record plus what only the
+/// ledger needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredOperation {
+    /// The `operation_status` response.
+    pub record: OperationRecord,
     /// The caller's `operation_key`, if any.
-    #[serde(skip)]
     pub key: Option<String>,
-    /// The full stored `apply_patch` response (or error JSON) to replay; `None` while in flight
-    /// or when crash recovery closed the row.
-    #[serde(skip)]
+    /// The full stored `apply_patch` response (`{"ok": ...}` or `{"error": ...}`) to replay;
+    /// `None` while in flight or when crash recovery closed the row.
     pub result: Option<Value>,
 }
 
@@ -112,10 +37,10 @@ pub enum Minted {
     /// A fresh row (`op-<uuid>`) and its `minted` event are committed: execute, then `finish`.
     New { operation_id: String },
     /// Same key and fingerprint, finished with a stored result: return it with `replayed: true`.
-    Replay(OperationRecord),
+    Replay(StoredOperation),
     /// Same key and fingerprint but no stored result (in flight now, or closed `unknown` by
     /// crash recovery): report the record, never re-apply.
-    Unfinished(OperationRecord),
+    Unfinished(StoredOperation),
 }
 
 pub(super) fn add_event(
@@ -142,7 +67,7 @@ pub(super) fn add_event(
 pub(super) fn load(
     conn: &Connection,
     by: &OperationRef,
-) -> Result<Option<OperationRecord>, ApiError> {
+) -> Result<Option<StoredOperation>, ApiError> {
     let (column, value) = match by {
         OperationRef::Id(id) => ("operation_id", id),
         OperationRef::Key(key) => ("operation_key", key),
@@ -200,16 +125,18 @@ pub(super) fn load(
         .map_err(db)?
         .collect::<Result<Vec<_>, _>>()
         .map_err(db)?;
-    Ok(Some(OperationRecord {
-        operation_id,
-        status: OperationStatus::parse(&status).unwrap_or(OperationStatus::Unknown),
-        kind: OperationKind::Patch,
-        workspace_id,
-        created_at: ms(created_at),
-        finished_at: finished_at.map(ms),
-        files: serde_json::from_str(&files).map_err(db)?,
-        changes: serde_json::from_str(&changes).map_err(db)?,
-        events,
+    Ok(Some(StoredOperation {
+        record: OperationRecord {
+            operation_id,
+            status: OperationStatus::parse(&status).unwrap_or(OperationStatus::Unknown),
+            kind: OperationKind::Patch,
+            workspace_id,
+            created_at: ms(created_at),
+            finished_at: finished_at.map(ms),
+            files: serde_json::from_str(&files).map_err(db)?,
+            changes: serde_json::from_str(&changes).map_err(db)?,
+            events,
+        },
         key,
         result: result.map(|r| serde_json::from_str(&r)).transpose().map_err(db)?,
     }))

@@ -6,8 +6,9 @@ use serde_json::Value;
 use spaces_sdk::{ApiError, ErrorCode};
 
 use super::operation_record::{
-    add_event, load, EventName, Minted, OperationRecord, OperationRef, OperationStatus,
+    add_event, load, EventName, Minted, OperationRef, OperationStatus, StoredOperation,
 };
+use crate::fs::ChangeRecord;
 use super::{db, now_ms, Ledger};
 
 impl Ledger {
@@ -77,14 +78,15 @@ impl Ledger {
     /// before its commit starts, so that a crash mid-commit leaves a record (`unknown`) that
     /// names the files to inspect. Errors: `OPERATION_NOT_FOUND`; a finished operation is left
     /// as it is (`INTERNAL`).
-    pub fn record_plan(&self, operation_id: &str, files: &[String], changes: &Value) -> Result<(), ApiError> {
+    pub fn record_plan(&self, operation_id: &str, files: &[String], changes: &[ChangeRecord]) -> Result<(), ApiError> {
         let files_json = serde_json::to_string(files).map_err(db)?;
+        let changes_json = serde_json::to_string(changes).map_err(db)?;
         let updated = self
             .conn()
             .execute(
                 "UPDATE operations SET files_json = ?2, changes_json = ?3
                  WHERE operation_id = ?1 AND finished_at IS NULL",
-                params![operation_id, files_json, changes.to_string()],
+                params![operation_id, files_json, changes_json],
             )
             .map_err(db)?;
         if updated == 1 {
@@ -107,7 +109,7 @@ impl Ledger {
         operation_id: &str,
         status: OperationStatus,
         files: &[String],
-        changes: &Value,
+        changes: &[ChangeRecord],
         result: &Value,
         reason: Option<&str>,
     ) -> Result<(), ApiError> {
@@ -138,10 +140,11 @@ impl Ledger {
         }
         let now = now_ms();
         let files_json = serde_json::to_string(files).map_err(db)?;
+        let changes_json = serde_json::to_string(changes).map_err(db)?;
         tx.execute(
             "UPDATE operations SET status = ?2, finished_at = ?3, files_json = ?4, changes_json = ?5, result_json = ?6
              WHERE operation_id = ?1",
-            params![operation_id, status.as_str(), now, files_json, changes.to_string(), result.to_string()],
+            params![operation_id, status.as_str(), now, files_json, changes_json, result.to_string()],
         )
         .map_err(db)?;
         add_event(&tx, operation_id, now, EventName::Finished, Some(status), reason)?;
@@ -149,7 +152,7 @@ impl Ledger {
     }
 
     /// The recorded operation (`operation_status`). Errors: `OPERATION_NOT_FOUND`, `INTERNAL`.
-    pub fn operation(&self, by: OperationRef) -> Result<OperationRecord, ApiError> {
+    pub fn operation(&self, by: OperationRef) -> Result<StoredOperation, ApiError> {
         let conn = self.conn();
         load(&conn, &by)?.ok_or_else(|| match &by {
             OperationRef::Id(id) => not_found(id),

@@ -2,16 +2,15 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use spaces_sdk::tools::{
+    ExecCommandRequest, ExecCommandResult, HoldableTool, OkResult, ProcessResizeRequest, ProcessStatus,
+    ProcessStatusRequest, ReadProcessRequest, ReadProcessResult, TerminateProcessRequest, WriteStdinRequest,
+};
 use spaces_sdk::{ApiError, Approvals};
 
-use super::args::{ExecArgs, ProcessArgs, ReadProcessArgs, ResizeArgs, WriteStdinArgs};
 use super::files::{to_json, Approval};
 use super::{busy, refuse_read_only, CodeSpace};
 use crate::exec::ExecSpec;
-
-/// Longest long-poll of `read_process` (`wait_ms`), ms.
-pub const READ_PROCESS_MAX_WAIT_MS: u64 = 30_000;
 
 impl CodeSpace {
     /// `exec_command{workspace_id, command, tty?}` -> `{process_id, dispatch_status}`.
@@ -20,11 +19,15 @@ impl CodeSpace {
     /// environment (plus `TERM` for a PTY) and time limit; a PTY starts at 24x80. Errors:
     /// `WORKSPACE_NOT_FOUND`, `UNAUTHORIZED` (read-only), `APPROVAL_REQUIRED` (approvals
     /// `confirm`), `WORKSPACE_BUSY`, `INVALID_COMMAND`, `PROCESS_SPAWN_FAILED`.
-    pub async fn exec_command(&self, args: ExecArgs) -> Result<Value, ApiError> {
-        self.exec_command_as(args, Approval::Check).await
+    pub async fn exec_command(&self, req: ExecCommandRequest) -> Result<ExecCommandResult, ApiError> {
+        self.exec_command_as(req, Approval::Check).await
     }
 
-    pub(super) async fn exec_command_as(&self, args: ExecArgs, approval: Approval) -> Result<Value, ApiError> {
+    pub(super) async fn exec_command_as(
+        &self,
+        args: ExecCommandRequest,
+        approval: Approval,
+    ) -> Result<ExecCommandResult, ApiError> {
         let ws = self.workspace(&args.workspace_id)?;
         if ws.read_only {
             return Err(refuse_read_only(&ws, "exec_command"));
@@ -36,7 +39,9 @@ impl CodeSpace {
             ));
         }
         if approval == Approval::Check && ws.approvals == Approvals::Confirm {
-            return Err(self.hold("exec_command", &ws.workspace_id, to_json(&args)?).await?);
+            // The held call is the request without its coordination context.
+            let held = ExecCommandRequest { work_id: None, ..args };
+            return Err(self.hold(HoldableTool::ExecCommand, &ws.workspace_id, to_json(&held)?).await?);
         }
         let root = self.root(&ws)?;
         let mut env = self.inner.exec.env.clone();
@@ -61,40 +66,41 @@ impl CodeSpace {
         if let Some(process_id) = self.live_in(&root) {
             return Err(busy(&ws.workspace_id, &process_id));
         }
-        to_json(&self.inner.processes.exec(spec)?)
+        self.inner.processes.exec(spec)
     }
 
     /// `read_process{process_id, cursor?, wait_ms?}` -> `{process_id, cursor, chunk, eof,
-    /// output_lost, retained_from}`. `wait_ms` (a Spaces extension, <= 30,000) waits for new
-    /// output. Errors: `PROCESS_NOT_FOUND`, `INVALID_ARGUMENT` (cursor past the end).
-    pub async fn read_process(&self, args: ReadProcessArgs) -> Result<Value, ApiError> {
-        let wait = args.wait_ms.map(|ms| Duration::from_millis(ms.min(READ_PROCESS_MAX_WAIT_MS)));
-        to_json(&self.inner.processes.read(&args.process_id, args.cursor, wait).await?)
+    /// output_lost, retained_from}`. `wait_ms` (a Spaces extension, clamped to
+    /// [`ReadProcessRequest::WAIT_MS_MAX`]) waits for new output. Errors: `PROCESS_NOT_FOUND`,
+    /// `INVALID_ARGUMENT` (cursor past the end).
+    pub async fn read_process(&self, req: ReadProcessRequest) -> Result<ReadProcessResult, ApiError> {
+        let wait = req.wait_ms.map(|ms| Duration::from_millis(ms.min(ReadProcessRequest::WAIT_MS_MAX)));
+        self.inner.processes.read(&req.process_id, req.cursor, wait).await
     }
 
     /// `process_status{process_id}`. Errors: `PROCESS_NOT_FOUND`.
-    pub async fn process_status(&self, args: ProcessArgs) -> Result<Value, ApiError> {
-        to_json(&self.inner.processes.status(&args.process_id)?)
+    pub async fn process_status(&self, req: ProcessStatusRequest) -> Result<ProcessStatus, ApiError> {
+        self.inner.processes.status(&req.process_id)
     }
 
     /// `write_stdin{process_id, data}` -> `{ok: true}`. Errors: `PROCESS_NOT_FOUND`,
     /// `PROCESS_NOT_RUNNING` (names the exit), `INVALID_ARGUMENT`.
-    pub async fn write_stdin(&self, args: WriteStdinArgs) -> Result<Value, ApiError> {
-        self.inner.processes.write_stdin(&args.process_id, args.data.as_bytes()).await?;
-        Ok(json!({ "ok": true }))
+    pub async fn write_stdin(&self, req: WriteStdinRequest) -> Result<OkResult, ApiError> {
+        self.inner.processes.write_stdin(&req.process_id, req.data.as_bytes()).await?;
+        Ok(OkResult { ok: true })
     }
 
     /// `process_resize{process_id, rows, cols}` -> `{ok: true}`. Errors: `PROCESS_NOT_FOUND`,
-    /// `PROCESS_NOT_TTY`, `PROCESS_NOT_RUNNING`.
-    pub async fn process_resize(&self, args: ResizeArgs) -> Result<Value, ApiError> {
-        self.inner.processes.resize(&args.process_id, args.rows, args.cols)?;
-        Ok(json!({ "ok": true }))
+    /// `PROCESS_NOT_TTY`, `PROCESS_NOT_RUNNING`, `INVALID_ARGUMENT` (zero rows or cols).
+    pub async fn process_resize(&self, req: ProcessResizeRequest) -> Result<OkResult, ApiError> {
+        self.inner.processes.resize(&req.process_id, req.rows, req.cols)?;
+        Ok(OkResult { ok: true })
     }
 
     /// `terminate_process{process_id}` -> `{ok: true}` once the process is reaped (signal to the
     /// whole process group, grace, kill). Errors: `PROCESS_NOT_FOUND`.
-    pub async fn terminate_process(&self, args: ProcessArgs) -> Result<Value, ApiError> {
-        self.inner.processes.terminate(&args.process_id).await?;
-        Ok(json!({ "ok": true }))
+    pub async fn terminate_process(&self, req: TerminateProcessRequest) -> Result<OkResult, ApiError> {
+        self.inner.processes.terminate(&req.process_id).await?;
+        Ok(OkResult { ok: true })
     }
 }

@@ -2,12 +2,15 @@
 //! layer").
 
 use serde_json::{json, Value};
+use spaces_sdk::tools::{
+    ApplyPatchRequest, ApplyPatchResult, FindRequest, FindResult, HoldableTool, OperationRecord,
+    OperationStatusRequest, ReadRequest, ReadResult,
+};
 use spaces_sdk::{ApiError, Approvals, ErrorCode};
 
-use super::args::{ApplyPatchArgs, FindArgs, OperationStatusArgs, ReadArgs};
 use super::{blocking, busy, refuse_read_only, CodeSpace};
 use crate::fs::{ChangeRecord, CommitStatus};
-use crate::ledger::{Minted, OperationRef, OperationStatus};
+use crate::ledger::{Minted, OperationRef, OperationStatus, StoredOperation};
 use crate::patch::Plan;
 
 /// Whether a call may still need an approval hold, or runs because a hold was granted.
@@ -24,18 +27,16 @@ impl CodeSpace {
     /// byte_count, offset?, next_offset?, content_lossy?}` (window <= 1 MiB). Errors:
     /// `WORKSPACE_NOT_FOUND`, `PATH_ESCAPE`, `SYMLINK_REJECTED`, `SPECIAL_FILE_REJECTED`,
     /// `FILE_NOT_FOUND`, `PATH_NOT_DIRECTORY`, `INVALID_ARGUMENT`.
-    pub async fn read(&self, args: ReadArgs) -> Result<Value, ApiError> {
-        let root = self.root(&self.workspace(&args.workspace_id)?)?;
-        let result = blocking(move || root.read(&args.path, args.offset, args.limit)).await?;
-        to_json(&result)
+    pub async fn read(&self, req: ReadRequest) -> Result<ReadResult, ApiError> {
+        let root = self.root(&self.workspace(&req.workspace_id)?)?;
+        blocking(move || root.read(&req.path, req.offset, req.limit)).await
     }
 
     /// `find{workspace_id, glob?, offset?, limit?}` -> `{paths, truncated, next_offset?,
     /// incomplete, listing_version}`. Errors: `WORKSPACE_NOT_FOUND`, `INVALID_ARGUMENT` (bad glob).
-    pub async fn find(&self, args: FindArgs) -> Result<Value, ApiError> {
-        let root = self.root(&self.workspace(&args.workspace_id)?)?;
-        let result = blocking(move || root.find(args.glob.as_deref(), args.offset, args.limit)).await?;
-        to_json(&result)
+    pub async fn find(&self, req: FindRequest) -> Result<FindResult, ApiError> {
+        let root = self.root(&self.workspace(&req.workspace_id)?)?;
+        blocking(move || root.find(req.glob.as_deref(), req.offset, req.limit)).await
     }
 
     /// `apply_patch{workspace_id, patch, expected_versions?, operation_key?, check_only?}` ->
@@ -48,11 +49,15 @@ impl CodeSpace {
     /// path errors), then `checked` for a preview or the atomic commit. A commit that could not
     /// finish answers `FILE_OPERATION_FAILED` naming `failed_rolled_back` or `failed_partial`.
     /// Every error after the mint carries `operation_id`; the outcome is in the ledger.
-    pub async fn apply_patch(&self, args: ApplyPatchArgs) -> Result<Value, ApiError> {
-        self.apply_patch_as(args, Approval::Check).await
+    pub async fn apply_patch(&self, req: ApplyPatchRequest) -> Result<ApplyPatchResult, ApiError> {
+        self.apply_patch_as(req, Approval::Check).await
     }
 
-    pub(super) async fn apply_patch_as(&self, args: ApplyPatchArgs, approval: Approval) -> Result<Value, ApiError> {
+    pub(super) async fn apply_patch_as(
+        &self,
+        args: ApplyPatchRequest,
+        approval: Approval,
+    ) -> Result<ApplyPatchResult, ApiError> {
         let ws = self.workspace(&args.workspace_id)?;
         if ws.read_only {
             return Err(refuse_read_only(&ws, "apply_patch"));
@@ -65,7 +70,9 @@ impl CodeSpace {
                 None => false,
             };
             if !known_key {
-                return Err(self.hold("apply_patch", &ws.workspace_id, serde_json::to_value(&args).unwrap_or(Value::Null)).await?);
+                // The held call is the request without its coordination context.
+                let held = ApplyPatchRequest { work_id: None, ..args };
+                return Err(self.hold(HoldableTool::ApplyPatch, &ws.workspace_id, to_json(&held)?).await?);
             }
         }
         let root = self.root(&ws)?;
@@ -86,42 +93,42 @@ impl CodeSpace {
         &self,
         workspace_id: &str,
         root: &crate::fs::Root,
-        args: ApplyPatchArgs,
+        args: ApplyPatchRequest,
         fingerprint: &str,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<ApplyPatchResult, ApiError> {
         let ledger = &self.inner.ledger;
         let operation_id = match ledger.mint(workspace_id, args.operation_key.as_deref(), fingerprint)? {
             Minted::New { operation_id } => operation_id,
-            Minted::Replay(record) => return replay(record.result.unwrap_or(Value::Null), &record.operation_id),
-            Minted::Unfinished(record) => {
-                return Ok(json!({
-                    "status": "unknown",
-                    "operation_id": record.operation_id,
-                    "replayed": true,
-                    "files": record.files,
-                    "changes": record.changes,
-                }))
+            Minted::Replay(stored) => return replay(&stored),
+            Minted::Unfinished(StoredOperation { record, .. }) => {
+                return Ok(ApplyPatchResult {
+                    status: OperationStatus::Unknown,
+                    operation_id: record.operation_id,
+                    replayed: true,
+                    files: record.files,
+                    changes: record.changes,
+                })
             }
         };
         let plan = match root.plan_patch(&args.patch, &args.expected_versions) {
             Ok(plan) => plan,
             Err(e) => {
                 let err = with_operation(ApiError::new(e.code(), e.to_string()), &operation_id);
-                ledger.finish(&operation_id, OperationStatus::Rejected, &[], &json!([]), &json!({ "error": err }), Some(&err.message))?;
+                ledger.finish(&operation_id, OperationStatus::Rejected, &[], &[], &json!({ "error": err }), Some(&err.message))?;
                 return Err(err);
             }
         };
         let files = plan.files();
         if args.check_only {
-            let changes = to_json(&planned_changes(&plan))?;
-            let result = outcome("checked", &operation_id, &files, &changes);
-            ledger.finish(&operation_id, OperationStatus::Checked, &files, &changes, &json!({ "ok": result }), None)?;
+            let result = outcome(OperationStatus::Checked, &operation_id, files, planned_changes(&plan));
+            let stored = json!({ "ok": to_json(&result)? });
+            ledger.finish(&operation_id, result.status, &result.files, &result.changes, &stored, None)?;
             return Ok(result);
         }
         // Before any write: a crash from here on leaves an `unknown` record naming the files.
-        ledger.record_plan(&operation_id, &files, &to_json(&planned_changes(&plan))?)?;
+        ledger.record_plan(&operation_id, &files, &planned_changes(&plan))?;
         let report = root.commit(&plan);
-        let changes = to_json(&report.changes)?;
+        let changes = report.changes;
         let status = match report.status {
             CommitStatus::Applied => OperationStatus::Applied,
             CommitStatus::Rejected => OperationStatus::Rejected,
@@ -129,8 +136,9 @@ impl CodeSpace {
             CommitStatus::FailedPartial => OperationStatus::FailedPartial,
         };
         if report.status == CommitStatus::Applied {
-            let result = outcome(status.as_str(), &operation_id, &files, &changes);
-            ledger.finish(&operation_id, status, &files, &changes, &json!({ "ok": result }), None)?;
+            let result = outcome(status, &operation_id, files, changes);
+            let stored = json!({ "ok": to_json(&result)? });
+            ledger.finish(&operation_id, status, &result.files, &result.changes, &stored, None)?;
             return Ok(result);
         }
         let cause = report
@@ -162,8 +170,8 @@ impl CodeSpace {
 
     /// `operation_status{operation_id | operation_key}` (exactly one) -> the ledger record.
     /// Errors: `INVALID_ARGUMENT` (none or both given), `OPERATION_NOT_FOUND`.
-    pub async fn operation_status(&self, args: OperationStatusArgs) -> Result<Value, ApiError> {
-        let by = match (args.operation_id, args.operation_key) {
+    pub async fn operation_status(&self, req: OperationStatusRequest) -> Result<OperationRecord, ApiError> {
+        let by = match (req.operation_id, req.operation_key) {
             (Some(id), None) => OperationRef::Id(id),
             (None, Some(key)) => OperationRef::Key(key),
             _ => {
@@ -174,12 +182,11 @@ impl CodeSpace {
             }
         };
         let this = self.clone();
-        let record = blocking(move || this.inner.ledger.operation(by)).await?;
-        to_json(&record)
+        blocking(move || this.inner.ledger.operation(by).map(|stored| stored.record)).await
     }
 
-    /// The ledger record `by`, or `None` when unknown.
-    pub(super) async fn ledger_lookup(&self, by: OperationRef) -> Result<Option<crate::ledger::OperationRecord>, ApiError> {
+    /// The ledger row `by`, or `None` when unknown.
+    pub(super) async fn ledger_lookup(&self, by: OperationRef) -> Result<Option<StoredOperation>, ApiError> {
         let this = self.clone();
         blocking(move || match this.inner.ledger.operation(by) {
             Ok(record) => Ok(Some(record)),
@@ -190,22 +197,43 @@ impl CodeSpace {
     }
 }
 
-/// A stored `{"ok": result}` or `{"error": ApiError}` answered again, marked `replayed`.
-pub(super) fn replay(stored: Value, operation_id: &str) -> Result<Value, ApiError> {
-    if let Some(mut ok) = stored.get("ok").cloned() {
-        if let Some(obj) = ok.as_object_mut() {
-            obj.insert("replayed".to_owned(), Value::Bool(true));
-        }
-        return Ok(ok);
+/// The stored `{"ok": result}` or `{"error": ApiError}` of `stored` answered again, marked
+/// `replayed`. Errors: the stored error, or `INTERNAL` when the stored result is unreadable.
+pub(super) fn replay(stored: &StoredOperation) -> Result<ApplyPatchResult, ApiError> {
+    let operation_id = &stored.record.operation_id;
+    let Some(result) = &stored.result else {
+        return Ok(ApplyPatchResult {
+            status: OperationStatus::Unknown,
+            operation_id: operation_id.clone(),
+            replayed: true,
+            files: Vec::new(),
+            changes: Vec::new(),
+        });
+    };
+    if let Some(ok) = result.get("ok") {
+        let mut answer: ApplyPatchResult = serde_json::from_value(ok.clone()).map_err(|e| {
+            ApiError::new(
+                ErrorCode::Internal,
+                format!("the stored result of operation {operation_id} is unreadable ({e}); inspect it with operation_status"),
+            )
+        })?;
+        answer.replayed = true;
+        return Ok(answer);
     }
-    if let Some(err) = stored.get("error").and_then(|e| serde_json::from_value::<ApiError>(e.clone()).ok()) {
+    if let Some(err) = result.get("error").and_then(|e| serde_json::from_value::<ApiError>(e.clone()).ok()) {
         return Err(err);
     }
-    Ok(json!({ "status": "unknown", "operation_id": operation_id, "replayed": true, "files": [], "changes": [] }))
+    Ok(ApplyPatchResult {
+        status: OperationStatus::Unknown,
+        operation_id: operation_id.clone(),
+        replayed: true,
+        files: Vec::new(),
+        changes: Vec::new(),
+    })
 }
 
-fn outcome(status: &str, operation_id: &str, files: &[String], changes: &Value) -> Value {
-    json!({ "status": status, "operation_id": operation_id, "replayed": false, "files": files, "changes": changes })
+fn outcome(status: OperationStatus, operation_id: &str, files: Vec<String>, changes: Vec<ChangeRecord>) -> ApplyPatchResult {
+    ApplyPatchResult { status, operation_id: operation_id.to_owned(), replayed: false, files, changes }
 }
 
 fn with_operation(mut e: ApiError, operation_id: &str) -> ApiError {
@@ -218,6 +246,7 @@ fn planned_changes(plan: &Plan) -> Vec<ChangeRecord> {
     plan.changes.iter().map(ChangeRecord::from).collect()
 }
 
+/// `v` as JSON (results stored in the ledger, held arguments). Errors: `INTERNAL`.
 pub(super) fn to_json<T: serde::Serialize>(v: &T) -> Result<Value, ApiError> {
     serde_json::to_value(v).map_err(|e| ApiError::new(ErrorCode::Internal, format!("cannot encode the result: {e}")))
 }

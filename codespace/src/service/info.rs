@@ -1,13 +1,16 @@
 //! `workspace_info`: what the registered workspace permits and what this host supports, every
 //! flag true for this host (API reference, `workspace_info`).
 
-use serde_json::{json, Value};
-use spaces_sdk::ApiError;
+use spaces_sdk::tools::{
+    Availability, ConflictPolicy, Enforcement, ExecCommandRequest, ExecutionInfo, ExitedHandles,
+    FileCapabilities, FileTools, FindRequest, Isolation, LifetimeAction, NetworkInfo,
+    NetworkPolicy, Permissions, ProcessCapabilities, ProcessLifetime, ProcessOwner, ProcessTools,
+    Profile, ReadRequest, ReadsDuringProcess, RestartRecovery, Serialization, SerializationScope,
+    TtyCapabilities, WorkspaceInfoRequest, WorkspaceInfoResult,
+};
+use spaces_sdk::{ApiError, ErrorCode};
 
-use super::args::WorkspaceArgs;
 use super::CodeSpace;
-
-use crate::fs::{FIND_MAX_PATHS, READ_MAX_BYTES};
 
 impl CodeSpace {
     /// `workspace_info{workspace_id}` -> `{workspace_id, root, profile, execution}`.
@@ -18,76 +21,89 @@ impl CodeSpace {
     /// enforcement: none`). Processes belong to the daemon: a client disconnect keeps them
     /// running; a daemon shutdown ends them; a restart does not restore handles
     /// (`restart_recovery: none`). Errors: `WORKSPACE_NOT_FOUND`.
-    pub async fn workspace_info(&self, args: WorkspaceArgs) -> Result<Value, ApiError> {
-        let ws = self.workspace(&args.workspace_id)?;
+    pub async fn workspace_info(
+        &self,
+        req: WorkspaceInfoRequest,
+    ) -> Result<WorkspaceInfoResult, ApiError> {
+        let ws = self.workspace(&req.workspace_id)?;
         let writable = !ws.read_only;
-        let mut process = json!({ "available": writable });
-        if writable {
-            let limits = &self.inner.exec.limits;
-            process["capabilities"] = json!({
-                "handles": true,
-                "survives_request_end": true,
-                "write_stdin": true,
-                "incremental_read": true,
-                "terminate": true,
-                "output_combined": true,
-                "output_retained_bytes": limits.retained_bytes,
-                "exited_handles": {
-                    "kept_for_ms": limits.keep_exited_for.as_millis() as u64,
-                    "max": limits.keep_exited_max,
+        let limits = &self.inner.exec.limits;
+        let capabilities = writable.then(|| ProcessCapabilities {
+            handles: true,
+            survives_request_end: true,
+            write_stdin: true,
+            incremental_read: true,
+            terminate: true,
+            output_combined: true,
+            output_retained_bytes: limits.retained_bytes as u64,
+            exited_handles: ExitedHandles {
+                kept_for_ms: limits.keep_exited_for.as_millis() as u64,
+                max: limits.keep_exited_max as u64,
+            },
+            timeout_ms: self.inner.exec.timeout.map(|t| t.as_millis() as u64),
+            tty: TtyCapabilities {
+                supported: true,
+                default: false,
+                initial_rows: ExecCommandRequest::TTY_ROWS,
+                initial_cols: ExecCommandRequest::TTY_COLS,
+                resize_supported: true,
+            },
+            lifetime: ProcessLifetime {
+                owner: ProcessOwner::Daemon,
+                client_disconnect: LifetimeAction::KeepRunning,
+                runner_disconnect: LifetimeAction::Terminate,
+                gateway_shutdown: LifetimeAction::Terminate,
+                restart_recovery: RestartRecovery::None,
+            },
+        });
+        Ok(WorkspaceInfoResult {
+            workspace_id: ws.workspace_id,
+            root: ws.root.display().to_string(),
+            profile: if writable {
+                Profile::ReadWrite
+            } else {
+                Profile::ReadOnly
+            },
+            execution: ExecutionInfo {
+                permissions: Permissions {
+                    read: true,
+                    write: writable,
+                    exec: writable,
                 },
-                "timeout_ms": self.inner.exec.timeout.map(|t| t.as_millis() as u64),
-                "tty": {
-                    "supported": true,
-                    "default": false,
-                    "initial_rows": 24,
-                    "initial_cols": 80,
-                    "resize_supported": true,
-                },
-                "lifetime": {
-                    "owner": "daemon",
-                    "client_disconnect": "keep_running",
-                    "runner_disconnect": "terminate",
-                    "gateway_shutdown": "terminate",
-                    "restart_recovery": "none",
-                },
-            });
-        }
-        Ok(json!({
-            "workspace_id": ws.workspace_id,
-            "root": ws.root.display().to_string(),
-            "profile": if writable { "read_write" } else { "read_only" },
-            "execution": {
-                "permissions": { "read": true, "write": writable, "exec": writable },
-                "files": {
-                    "read": { "available": true },
-                    "find": { "available": true },
-                    "patch": { "available": writable },
-                    "capabilities": {
-                        "read_max_bytes": READ_MAX_BYTES,
-                        "find_max_paths": FIND_MAX_PATHS,
-                        "read_range": true,
-                        "find_pagination": true,
+                files: FileTools {
+                    read: Availability { available: true },
+                    find: Availability { available: true },
+                    patch: Availability {
+                        available: writable,
+                    },
+                    capabilities: FileCapabilities {
+                        read_max_bytes: ReadRequest::LIMIT_MAX,
+                        find_max_paths: FindRequest::LIMIT_MAX,
+                        read_range: true,
+                        find_pagination: true,
                     },
                 },
-                "process": process,
-                "serialization": {
-                    "scope": "workspace",
-                    "process_conflict": "reject",
-                    "conflict_error": "WORKSPACE_BUSY",
-                    "reads_during_process": "allowed",
+                process: ProcessTools {
+                    available: writable,
+                    capabilities,
                 },
-                "isolation": {
-                    "file_tools_workspace_scoped": true,
-                    "command_sandbox": "none",
+                serialization: Serialization {
+                    scope: SerializationScope::Workspace,
+                    process_conflict: ConflictPolicy::Reject,
+                    conflict_error: ErrorCode::WorkspaceBusy,
+                    reads_during_process: ReadsDuringProcess::Allowed,
                 },
-                "network": {
-                    "policy": "enabled",
-                    "enforcement": "none",
-                    "client_may_escalate": false,
+                isolation: Isolation {
+                    file_tools_workspace_scoped: true,
+                    command_sandbox: "none".to_owned(),
                 },
-                "approvals": ws.approvals.as_str(),
+                network: NetworkInfo {
+                    policy: NetworkPolicy::Enabled,
+                    enforcement: Enforcement::None,
+                    client_may_escalate: false,
+                },
+                approvals: ws.approvals,
             },
-        }))
+        })
     }
 }

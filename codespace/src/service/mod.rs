@@ -1,6 +1,12 @@
 //! The CodeSpace tool service: one entry point per tool of the API reference ("CodeSpace
 //! execution layer"), shared by every transport (HTTP `POST /v1/tools/{name}` now, MCP later).
 //!
+//! Each tool is a typed async method taking its request and returning its result, both from
+//! `spaces_sdk::tools` (`read(ReadRequest) -> ReadResult`, ...). A request's `work_id` is
+//! handled around the method by [`CodeSpace::coordinated`]. [`CodeSpace::call`] is the untyped
+//! door over the same methods: it decodes the JSON arguments with `spaces_sdk::decode` (unknown
+//! keys refused), runs the tool coordinated, and encodes the result.
+//!
 //! Theory of operation. A tool call names a workspace (a registered Space, looked up through a
 //! [`WorkspaceRegistry`] the daemon provides) and is checked against its policy before anything
 //! happens:
@@ -20,11 +26,12 @@
 //! Blocking work (file I/O, SQLite) runs on tokio's blocking pool; every method is async.
 
 mod approvals;
-mod args;
 mod commands;
 mod dispatch;
 mod files;
 mod info;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

@@ -7,8 +7,8 @@ use spaces_sdk::{ApiError, ErrorCode};
 use super::queue;
 use super::rows::{self, WorkRow};
 use super::types::{
-    ClaimNext, ClaimedItem, Coordination, Intent, IntentState, Outcome, SteerStatus, Work,
-    WorkFinish, WorkState,
+    ClaimedItem, Coordination, FinishReason, Intent, IntentState, Outcome, SteerClaimNextResult,
+    SteerStatus, Work, WorkFinishResult, WorkState,
 };
 use super::{db, new_id, Steering};
 
@@ -67,15 +67,15 @@ impl Steering {
 
     /// `steer_claim_next{work_id}`: claim the first claimable queued intent in queue order;
     /// `item` is absent when none is. Errors: `WORK_NOT_FOUND`, `WORK_CLOSED`.
-    pub fn steer_claim_next(&self, work_id: &str) -> Result<ClaimNext, ApiError> {
+    pub fn steer_claim_next(&self, work_id: &str) -> Result<SteerClaimNextResult, ApiError> {
         self.write(|tx, now| {
             let row = rows::active_work(tx, work_id)?;
             let Some(next) = queue::pending(tx, &row)?.claimable.into_iter().next() else {
-                return Ok(ClaimNext { item: None });
+                return Ok(SteerClaimNextResult { item: None });
             };
             rows::set_intent_state(tx, &next.intent_id, IntentState::Claimed, now)?;
             rows::bump_queue(tx, work_id, now)?;
-            Ok(ClaimNext {
+            Ok(SteerClaimNextResult {
                 item: Some(ClaimedItem {
                     intent_id: next.intent_id,
                     revision: next.revision,
@@ -140,10 +140,10 @@ impl Steering {
     /// `after_current_work` intents are claimable). `next_work` intents never hold it open. On a
     /// closed work it returns `closed: true` again. Errors: `WORK_NOT_FOUND`, `WORK_CLOSED`
     /// (stopped by the user).
-    pub fn work_finish(&self, work_id: &str) -> Result<WorkFinish, ApiError> {
+    pub fn work_finish(&self, work_id: &str) -> Result<WorkFinishResult, ApiError> {
         self.write(|tx, now| {
             let row = rows::load_work(tx, work_id)?;
-            let closed = WorkFinish {
+            let closed = WorkFinishResult {
                 closed: true,
                 reason: None,
                 queued: 0,
@@ -158,9 +158,9 @@ impl Steering {
             let p = queue::pending(tx, &row)?;
             if p.items() > 0 {
                 rows::set_work_state(tx, work_id, WorkState::Active, true, now)?;
-                return Ok(WorkFinish {
+                return Ok(WorkFinishResult {
                     closed: false,
-                    reason: Some("pending_user_input".to_owned()),
+                    reason: Some(FinishReason::PendingUserInput),
                     queued: p.queued,
                     claimed: p.claimed,
                     state: WorkState::Active,

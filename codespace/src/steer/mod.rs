@@ -59,8 +59,8 @@ use spaces_sdk::{ApiError, ErrorCode};
 
 pub use schema::BUSY_TIMEOUT_MS;
 pub use types::{
-    ClaimNext, ClaimedItem, Coordination, Delivery, Intent, IntentState, Outcome, SteerStatus,
-    Work, WorkFinish, WorkState,
+    ClaimedItem, Coordination, Delivery, FinishReason, Intent, IntentState, Outcome,
+    SteerClaimNextResult, SteerStatus, Work, WorkFinishResult, WorkState,
 };
 
 /// The steering store: one SQLite connection behind a mutex. Cheap to share behind an `Arc`;

@@ -119,9 +119,9 @@ fn finish_refuses_while_instructions_are_queued_or_claimed() {
     let fin = s.work_finish(&w.work_id).unwrap();
     assert_eq!(
         fin,
-        WorkFinish {
+        WorkFinishResult {
             closed: false,
-            reason: Some("pending_user_input".into()),
+            reason: Some(FinishReason::PendingUserInput),
             queued: 1,
             claimed: 0,
             state: WorkState::Active,

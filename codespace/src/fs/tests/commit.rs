@@ -99,7 +99,7 @@ fn add_move_delete_are_committed_and_verified() {
         report.changes[1],
         ChangeRecord {
             path: "old.txt".into(),
-            kind: "move".into(),
+            kind: spaces_sdk::tools::ChangeKind::Move,
             to: Some("moved/old.txt".into()),
             before_version: Some(patch::version(b"old\n")),
             after_version: Some(patch::version(b"OLD\n")),

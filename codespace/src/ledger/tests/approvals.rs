@@ -2,7 +2,7 @@ use serde_json::json;
 use spaces_sdk::ErrorCode;
 
 use super::{ledger_file, open};
-use crate::ledger::{ApprovalState, Decision, Ledger, ResumeStart};
+use crate::ledger::{ApprovalState, Decision, HoldableTool, Ledger, ResumeStart};
 
 fn exec_args() -> serde_json::Value {
     json!({"workspace_id": "demo", "command": ["/bin/echo", "hi"]})
@@ -11,33 +11,33 @@ fn exec_args() -> serde_json::Value {
 #[test]
 fn a_retry_reuses_the_pending_or_granted_hold() {
     let (_dir, _path, ledger) = open();
-    let hold = ledger.approval_hold("demo", "exec_command", &exec_args()).unwrap();
+    let hold = ledger.approval_hold("demo", HoldableTool::ExecCommand, &exec_args()).unwrap();
     assert!(hold.approval_id.starts_with("appr-"));
     assert_eq!(hold.state, ApprovalState::Pending);
     // Same arguments in another key order: the same hold.
     let reordered = json!({"command": ["/bin/echo", "hi"], "workspace_id": "demo"});
     assert_eq!(
-        ledger.approval_hold("demo", "exec_command", &reordered).unwrap().approval_id,
+        ledger.approval_hold("demo", HoldableTool::ExecCommand, &reordered).unwrap().approval_id,
         hold.approval_id
     );
     ledger.approval_resolve(&hold.approval_id, Decision::Grant).unwrap();
     assert_eq!(
-        ledger.approval_hold("demo", "exec_command", &exec_args()).unwrap().approval_id,
+        ledger.approval_hold("demo", HoldableTool::ExecCommand, &exec_args()).unwrap().approval_id,
         hold.approval_id
     );
     // Different tool, workspace or arguments: a new hold.
     let other_args = json!({"workspace_id": "demo", "command": ["/bin/echo", "bye"]});
     for (ws, tool, args) in [
-        ("demo", "apply_patch", exec_args()),
-        ("other", "exec_command", exec_args()),
-        ("demo", "exec_command", other_args),
+        ("demo", HoldableTool::ApplyPatch, exec_args()),
+        ("other", HoldableTool::ExecCommand, exec_args()),
+        ("demo", HoldableTool::ExecCommand, other_args),
     ] {
         assert_ne!(ledger.approval_hold(ws, tool, &args).unwrap().approval_id, hold.approval_id);
     }
     // Once resumed, a retry opens a fresh hold.
     ledger.approval_begin_resume(&hold.approval_id).unwrap();
     assert_ne!(
-        ledger.approval_hold("demo", "exec_command", &exec_args()).unwrap().approval_id,
+        ledger.approval_hold("demo", HoldableTool::ExecCommand, &exec_args()).unwrap().approval_id,
         hold.approval_id
     );
 }
@@ -45,7 +45,7 @@ fn a_retry_reuses_the_pending_or_granted_hold() {
 #[test]
 fn resolve_only_a_pending_hold_and_unknown_ids_are_not_found() {
     let (_dir, _path, ledger) = open();
-    let id = ledger.approval_hold("demo", "exec_command", &exec_args()).unwrap().approval_id;
+    let id = ledger.approval_hold("demo", HoldableTool::ExecCommand, &exec_args()).unwrap().approval_id;
     let granted = ledger.approval_resolve(&id, Decision::Grant).unwrap();
     assert_eq!(granted.state, ApprovalState::Granted);
     let err = ledger.approval_resolve(&id, Decision::Deny).unwrap_err();
@@ -62,7 +62,7 @@ fn resolve_only_a_pending_hold_and_unknown_ids_are_not_found() {
         ledger.approval_begin_resume("appr-nope").unwrap_err().code,
         ErrorCode::ApprovalNotFound
     );
-    let wire = serde_json::to_value(ledger.approval(&id).unwrap()).unwrap();
+    let wire = serde_json::to_value(ledger.approval(&id).unwrap().record).unwrap();
     assert_eq!(
         (wire["state"].as_str(), wire["tool"].as_str()),
         (Some("granted"), Some("exec_command"))
@@ -73,7 +73,7 @@ fn resolve_only_a_pending_hold_and_unknown_ids_are_not_found() {
 fn deny_is_terminal_and_pending_cannot_resume() {
     let (_dir, _path, ledger) = open();
     let id =
-        ledger.approval_hold("demo", "apply_patch", &json!({"patch": "P"})).unwrap().approval_id;
+        ledger.approval_hold("demo", HoldableTool::ApplyPatch, &json!({"patch": "P"})).unwrap().approval_id;
     assert_eq!(ledger.approval_begin_resume(&id).unwrap_err().code, ErrorCode::ApprovalConflict);
     assert_eq!(ledger.approval_resolve(&id, Decision::Deny).unwrap().state, ApprovalState::Denied);
     assert_eq!(
@@ -85,18 +85,18 @@ fn deny_is_terminal_and_pending_cannot_resume() {
         ledger.approval_consume(&id, &json!({})).unwrap_err().code,
         ErrorCode::ApprovalConflict
     );
-    assert_eq!(ledger.approval(&id).unwrap().state, ApprovalState::Denied);
+    assert_eq!(ledger.approval(&id).unwrap().record.state, ApprovalState::Denied);
 }
 
 #[test]
 fn resume_runs_once_then_returns_the_stored_result() {
     let (_dir, _path, ledger) = open();
-    let id = ledger.approval_hold("demo", "exec_command", &exec_args()).unwrap().approval_id;
+    let id = ledger.approval_hold("demo", HoldableTool::ExecCommand, &exec_args()).unwrap().approval_id;
     ledger.approval_resolve(&id, Decision::Grant).unwrap();
     let ResumeStart::Run(rec) = ledger.approval_begin_resume(&id).unwrap() else {
         panic!("expected Run")
     };
-    assert_eq!((rec.state, rec.arguments.clone()), (ApprovalState::Resuming, exec_args()));
+    assert_eq!((rec.record.state, rec.record.arguments.clone()), (ApprovalState::Resuming, exec_args()));
     // A second resume while this one runs is a conflict, not a second run.
     assert_eq!(ledger.approval_begin_resume(&id).unwrap_err().code, ErrorCode::ApprovalConflict);
     let result = json!({"process_id": "p-1", "dispatch_status": "confirmed"});
@@ -113,7 +113,7 @@ fn resume_runs_once_then_returns_the_stored_result() {
 fn resume_interrupted_by_a_crash_is_reported_the_same_way_every_time() {
     let (_dir, path) = ledger_file();
     let first = Ledger::open(&path).unwrap();
-    let id = first.approval_hold("demo", "exec_command", &exec_args()).unwrap().approval_id;
+    let id = first.approval_hold("demo", HoldableTool::ExecCommand, &exec_args()).unwrap().approval_id;
     first.approval_resolve(&id, Decision::Grant).unwrap();
     assert!(matches!(first.approval_begin_resume(&id).unwrap(), ResumeStart::Run(_)));
     drop(first); // the daemon dies while the command is being spawned
@@ -123,7 +123,7 @@ fn resume_interrupted_by_a_crash_is_reported_the_same_way_every_time() {
         let ResumeStart::Interrupted(rec) = second.approval_begin_resume(&id).unwrap() else {
             panic!("expected Interrupted")
         };
-        assert_eq!((rec.state, rec.tool.as_str()), (ApprovalState::Resuming, "exec_command"));
+        assert_eq!((rec.record.state, rec.record.tool), (ApprovalState::Resuming, HoldableTool::ExecCommand));
     }
     drop(second);
     let third = Ledger::open(&path).unwrap();
@@ -135,7 +135,7 @@ fn interrupted_patch_resume_recovers_the_linked_operation() {
     let (_dir, path) = ledger_file();
     let first = Ledger::open(&path).unwrap();
     let id =
-        first.approval_hold("demo", "apply_patch", &json!({"patch": "P"})).unwrap().approval_id;
+        first.approval_hold("demo", HoldableTool::ApplyPatch, &json!({"patch": "P"})).unwrap().approval_id;
     first.approval_resolve(&id, Decision::Grant).unwrap();
     first.approval_begin_resume(&id).unwrap();
     let crate::ledger::Minted::New { operation_id } = first.mint("demo", None, "fp").unwrap()
@@ -152,7 +152,7 @@ fn interrupted_patch_resume_recovers_the_linked_operation() {
     let op = second
         .operation(crate::ledger::OperationRef::Id(rec.operation_id.clone().unwrap()))
         .unwrap();
-    assert_eq!(op.status, crate::ledger::OperationStatus::Unknown);
+    assert_eq!(op.record.status, crate::ledger::OperationStatus::Unknown);
     let answer = json!({"status": "unknown", "operation_id": operation_id, "replayed": true});
     second.approval_consume(&id, &answer).unwrap();
     assert_eq!(second.approval_begin_resume(&id).unwrap(), ResumeStart::Done(answer));

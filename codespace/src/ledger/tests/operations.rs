@@ -5,6 +5,9 @@ use serde_json::{json, Value};
 use spaces_sdk::ErrorCode;
 
 use super::{ledger_file, open};
+use spaces_sdk::tools::ChangeKind;
+
+use crate::fs::ChangeRecord;
 use crate::ledger::{EventName, Ledger, Minted, OperationRef, OperationStatus};
 
 fn fp(patch: &str) -> String {
@@ -24,9 +27,14 @@ fn new_id(m: Minted) -> String {
 }
 
 /// What a service layer would store as the replayable `apply_patch` response.
-fn applied(id: &str) -> (Vec<String>, Value, Value) {
-    let changes =
-        json!([{"path": "n.md", "kind": "update", "before_version": "v1", "after_version": "v2"}]);
+fn applied(id: &str) -> (Vec<String>, Vec<ChangeRecord>, Value) {
+    let changes = vec![ChangeRecord {
+        path: "n.md".into(),
+        kind: ChangeKind::Update,
+        to: None,
+        before_version: Some("v1".into()),
+        after_version: Some("v2".into()),
+    }];
     let result = json!({"status": "applied", "operation_id": id, "replayed": false, "files": ["n.md"], "changes": changes});
     (vec!["n.md".to_string()], changes, result)
 }
@@ -46,11 +54,11 @@ fn mint_finish_then_same_key_replays_the_stored_result() {
     let Minted::Replay(rec) = ledger.mint("demo", Some("k1"), &fp("P")).unwrap() else {
         panic!("expected Replay")
     };
-    assert_eq!(rec.operation_id, id);
-    assert_eq!(rec.status, OperationStatus::Applied);
+    assert_eq!(rec.record.operation_id, id);
+    assert_eq!(rec.record.status, OperationStatus::Applied);
     assert_eq!(rec.result, Some(stored));
     assert_eq!(rec.key.as_deref(), Some("k1"));
-    let names: Vec<_> = rec.events.iter().map(|e| (e.name, e.status)).collect();
+    let names: Vec<_> = rec.record.events.iter().map(|e| (e.name, e.status)).collect();
     assert_eq!(
         names,
         vec![(EventName::Minted, None), (EventName::Finished, Some(OperationStatus::Applied))]
@@ -86,14 +94,14 @@ fn crash_mid_apply_reads_unknown_and_is_never_reapplied() {
 
     let second = Ledger::open(&path).unwrap();
     let rec = second.operation(OperationRef::Id(id.clone())).unwrap();
-    assert_eq!(rec.status, OperationStatus::Unknown);
-    assert!(rec.finished_at.is_some());
-    let last = rec.events.last().unwrap();
+    assert_eq!(rec.record.status, OperationStatus::Unknown);
+    assert!(rec.record.finished_at.is_some());
+    let last = rec.record.events.last().unwrap();
     assert_eq!(
         (last.name, last.status, last.reason.as_deref()),
         (EventName::Finished, Some(OperationStatus::Unknown), Some("unknown"))
     );
-    let wire = serde_json::to_value(&rec).unwrap();
+    let wire = serde_json::to_value(&rec.record).unwrap();
     assert_eq!(wire["status"], "unknown");
     assert_eq!(wire["kind"], "patch");
     assert_eq!(
@@ -105,7 +113,7 @@ fn crash_mid_apply_reads_unknown_and_is_never_reapplied() {
     let Minted::Unfinished(again) = second.mint("demo", Some("k"), &fp("P")).unwrap() else {
         panic!("must not re-apply")
     };
-    assert_eq!(again.operation_id, id);
+    assert_eq!(again.record.operation_id, id);
     // A later finish from the dead daemon's work cannot overwrite the recorded outcome.
     let (files, changes, result) = applied(&id);
     assert_eq!(
@@ -118,7 +126,7 @@ fn crash_mid_apply_reads_unknown_and_is_never_reapplied() {
     // Recovery ran once: a third boot adds no second finished event.
     drop(second);
     let third = Ledger::open(&path).unwrap();
-    assert_eq!(third.operation(OperationRef::Key("k".into())).unwrap().events.len(), 2);
+    assert_eq!(third.operation(OperationRef::Key("k".into())).unwrap().record.events.len(), 2);
 }
 
 #[test]
@@ -129,10 +137,10 @@ fn in_flight_retry_is_unfinished_and_has_no_finished_at() {
         panic!("expected Unfinished")
     };
     assert_eq!(
-        (rec.operation_id.as_str(), rec.finished_at, rec.events.len()),
+        (rec.record.operation_id.as_str(), rec.record.finished_at, rec.record.events.len()),
         (id.as_str(), None, 1)
     );
-    assert!(serde_json::to_value(&rec).unwrap().get("finished_at").is_none());
+    assert!(serde_json::to_value(&rec.record).unwrap().get("finished_at").is_none());
 }
 
 #[test]
@@ -144,16 +152,16 @@ fn operation_by_id_and_key_and_not_found() {
     let by_key = ledger.operation(OperationRef::Key("k".into())).unwrap();
     assert_eq!(by_id, by_key);
     assert_eq!(
-        (by_id.workspace_id.as_str(), by_id.files.as_slice()),
+        (by_id.record.workspace_id.as_str(), by_id.record.files.as_slice()),
         ("demo", ["n.md".to_string()].as_slice())
     );
-    assert_eq!(by_id.changes[0]["after_version"], "v2");
+    assert_eq!(by_id.record.changes[0].after_version.as_deref(), Some("v2"));
     for missing in [OperationRef::Id("op-nope".into()), OperationRef::Key("nope".into())] {
         assert_eq!(ledger.operation(missing).unwrap_err().code, ErrorCode::OperationNotFound);
     }
     assert_eq!(
         ledger
-            .finish("op-nope", OperationStatus::Applied, &[], &json!([]), &json!({}), None)
+            .finish("op-nope", OperationStatus::Applied, &[], &[], &json!({}), None)
             .unwrap_err()
             .code,
         ErrorCode::OperationNotFound
@@ -225,8 +233,8 @@ fn a_plan_recorded_before_the_commit_names_the_files_after_a_crash() {
 
     let second = Ledger::open(&path).unwrap();
     let rec = second.operation(OperationRef::Key("big".into())).unwrap();
-    assert_eq!((rec.status, rec.files.clone(), rec.changes.clone()), (OperationStatus::Unknown, files.clone(), changes.clone()));
+    assert_eq!((rec.record.status, rec.record.files.clone(), rec.record.changes.clone()), (OperationStatus::Unknown, files.clone(), changes.clone()));
     // a finished record is never rewritten
-    assert_eq!(second.record_plan(&id, &[], &json!([])).unwrap_err().code, ErrorCode::Internal);
+    assert_eq!(second.record_plan(&id, &[], &[]).unwrap_err().code, ErrorCode::Internal);
     assert_eq!(second.record_plan("op-nope", &files, &changes).unwrap_err().code, ErrorCode::OperationNotFound);
 }

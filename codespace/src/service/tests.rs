@@ -1,0 +1,136 @@
+//! The service over a temp workspace: the typed methods, `call` over them, coordination.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::json;
+use spaces_sdk::tools::{ApplyPatchRequest, OperationStatus, ReadRequest};
+use spaces_sdk::{ApiError, Approvals, ErrorCode};
+use tempfile::TempDir;
+
+use super::{CodeSpace, ExecSettings, WorkspacePolicy, WorkspaceRegistry};
+
+/// One workspace, `demo`, at `<dir>/demo`.
+struct Demo(PathBuf);
+
+impl WorkspaceRegistry for Demo {
+    fn workspace(&self, id: &str) -> Result<Option<WorkspacePolicy>, ApiError> {
+        Ok((id == "demo").then(|| WorkspacePolicy {
+            workspace_id: id.to_owned(),
+            root: self.0.clone(),
+            read_only: false,
+            approvals: Approvals::Off,
+        }))
+    }
+}
+
+fn service() -> (TempDir, PathBuf, CodeSpace) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("demo");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("a.txt"), "a\n").unwrap();
+    let cs = CodeSpace::open(
+        &dir.path().join("db.sqlite"),
+        Arc::new(Demo(root.clone())),
+        ExecSettings::with_defaults(),
+    )
+    .unwrap();
+    (dir, root, cs)
+}
+
+fn read_request(path: &str) -> ReadRequest {
+    ReadRequest {
+        workspace_id: "demo".into(),
+        path: path.into(),
+        offset: None,
+        limit: None,
+        work_id: None,
+    }
+}
+
+#[tokio::test]
+async fn call_is_the_typed_method_with_json_around_it() {
+    let (_dir, _root, cs) = service();
+    let typed = cs.read(read_request("a.txt")).await.unwrap();
+    let untyped = cs
+        .call("read", json!({"workspace_id": "demo", "path": "a.txt"}))
+        .await
+        .unwrap();
+    assert_eq!(untyped, serde_json::to_value(&typed).unwrap());
+    assert_eq!(typed.content, "a\n");
+}
+
+#[tokio::test]
+async fn case_c1_a_misspelt_argument_is_refused_naming_it() {
+    let (_dir, _root, cs) = service();
+    let e = cs
+        .call("read", json!({"workspace_id": "demo", "paht": "a.txt"}))
+        .await
+        .unwrap_err();
+    assert_eq!((e.code, e.field.as_deref()), (ErrorCode::InvalidArgument, Some("paht")));
+    assert!(e.message.contains("did you mean `path`?"), "{}", e.message);
+    // approval_create checks the held arguments the same way, under `arguments.`
+    let e = cs
+        .call(
+            "approval_create",
+            json!({"tool": "exec_command", "arguments": {"workspace_id": "demo", "cmd": ["ls"]}}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.code, e.field.as_deref()),
+        (ErrorCode::InvalidArgument, Some("arguments.cmd"))
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_work_is_refused_before_the_tool_runs() {
+    let (_dir, root, cs) = service();
+    let patch = "*** Begin Patch\n*** Add File: b.txt\n+b\n*** End Patch\n";
+    let req = ApplyPatchRequest {
+        workspace_id: "demo".into(),
+        patch: patch.into(),
+        expected_versions: Default::default(),
+        operation_key: None,
+        check_only: false,
+        work_id: Some("work-nope".into()),
+    };
+    let e = cs
+        .coordinated(req.work_id.clone(), cs.apply_patch(req))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::WorkNotFound);
+    assert!(!Path::new(&root.join("b.txt")).exists());
+}
+
+#[tokio::test]
+async fn a_known_work_adds_coordination_beside_the_result() {
+    let (_dir, _root, cs) = service();
+    let work = cs.call("work_open", json!({"workspace_id": "demo"})).await.unwrap();
+    let work_id = work["work_id"].as_str().unwrap().to_owned();
+    let out = cs
+        .coordinated(Some(work_id.clone()), cs.read(read_request("a.txt")))
+        .await
+        .unwrap();
+    assert_eq!(out.result.content, "a\n");
+    let c = out.coordination.unwrap();
+    assert_eq!((c.work_id.as_str(), c.pending_user_items), (work_id.as_str(), 0));
+    // without a work the result is bare
+    assert!(cs
+        .coordinated(None, cs.read(read_request("a.txt")))
+        .await
+        .unwrap()
+        .coordination
+        .is_none());
+    let patched = cs
+        .call(
+            "apply_patch",
+            json!({"workspace_id": "demo", "work_id": work_id, "check_only": true,
+            "patch": "*** Begin Patch\n*** Delete File: a.txt\n*** End Patch\n"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched["status"], OperationStatus::Checked.as_str());
+    assert_eq!(patched["coordination"]["work_id"], work_id.as_str());
+}
