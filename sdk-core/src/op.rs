@@ -129,6 +129,91 @@ macro_rules! for_each_operation {
             agent_stop: AgentStop, Post "/v1/spaces/{space}/agents/{run_id}/stop",
                 $crate::AgentRunRequest => $crate::ActionReport, false, Tool,
                 "Stop the run: signal, grace, then kill of every process it has.";
+
+            // ----- CodeSpace tools (API reference, "CodeSpace execution layer") -----
+            workspace_info: WorkspaceInfo, Post "/v1/tools/workspace_info",
+                $crate::tools::WorkspaceInfoRequest => $crate::tools::Coordinated<$crate::tools::WorkspaceInfoResult>, true, Tool,
+                "What the workspace permits and this host supports: permissions, limits, process lifetime, isolation.";
+            read: Read, Post "/v1/tools/read",
+                $crate::tools::ReadRequest => $crate::tools::Coordinated<$crate::tools::ReadResult>, true, Tool,
+                "Read a file of the workspace (a window of at most 1 MiB) with its version.";
+            find: Find, Post "/v1/tools/find",
+                $crate::tools::FindRequest => $crate::tools::Coordinated<$crate::tools::FindResult>, true, Tool,
+                "List the workspace's files matching a glob, sorted, in pages.";
+            apply_patch: ApplyPatch, Post "/v1/tools/apply_patch",
+                $crate::tools::ApplyPatchRequest => $crate::tools::Coordinated<$crate::tools::ApplyPatchResult>, false, Tool,
+                "Apply a V4A patch atomically, with expected versions, an idempotency key and a preview mode.";
+            operation_status: OperationStatus, Post "/v1/tools/operation_status",
+                $crate::tools::OperationStatusRequest => $crate::tools::Coordinated<$crate::tools::OperationRecord>, true, Tool,
+                "The ledger record of one apply_patch operation, by id or key.";
+            exec_command: ExecCommand, Post "/v1/tools/exec_command",
+                $crate::tools::ExecCommandRequest => $crate::tools::Coordinated<$crate::tools::ExecCommandResult>, false, Tool,
+                "Start a command (argv, no shell) in the workspace on a PTY or pipes; answers with its handle.";
+            read_process: ReadProcess, Post "/v1/tools/read_process",
+                $crate::tools::ReadProcessRequest => $crate::tools::Coordinated<$crate::tools::ReadProcessResult>, true, Tool,
+                "Read a command's retained output from a cursor, optionally waiting for more.";
+            process_status: ProcessStatus, Post "/v1/tools/process_status",
+                $crate::tools::ProcessStatusRequest => $crate::tools::Coordinated<$crate::tools::ProcessStatus>, true, Tool,
+                "Whether a command runs or how it ended, with its output counts.";
+            write_stdin: WriteStdin, Post "/v1/tools/write_stdin",
+                $crate::tools::WriteStdinRequest => $crate::tools::Coordinated<$crate::tools::OkResult>, false, Tool,
+                "Write bytes to a running command's stdin or terminal.";
+            process_resize: ProcessResize, Post "/v1/tools/process_resize",
+                $crate::tools::ProcessResizeRequest => $crate::tools::Coordinated<$crate::tools::OkResult>, false, Tool,
+                "Resize a running command's terminal.";
+            terminate_process: TerminateProcess, Post "/v1/tools/terminate_process",
+                $crate::tools::TerminateProcessRequest => $crate::tools::Coordinated<$crate::tools::OkResult>, false, Tool,
+                "End a command's whole process group: signal, grace, kill.";
+            approval_create: ApprovalCreate, Post "/v1/tools/approval_create",
+                $crate::tools::ApprovalCreateRequest => $crate::tools::Coordinated<$crate::tools::ApprovalRecord>, false, Tool,
+                "Open an approval hold for an apply_patch or exec_command call.";
+            approval_resolve: ApprovalResolve, Post "/v1/tools/approval_resolve",
+                $crate::tools::ApprovalResolveRequest => $crate::tools::Coordinated<$crate::tools::ApprovalResolveResult>, false, Tool,
+                "Grant or deny a pending approval hold.";
+            operation_resume: OperationResume, Post "/v1/tools/operation_resume",
+                $crate::tools::OperationResumeRequest => $crate::tools::Coordinated<$crate::tools::OperationResumeResult>, false, Tool,
+                "Run a granted hold's call once and store its result.";
+            work_open: WorkOpen, Post "/v1/tools/work_open",
+                $crate::tools::WorkOpenRequest => $crate::tools::Work, false, Tool,
+                "Open a work (coordination context) in a workspace.";
+            steer_status: SteerStatus, Post "/v1/tools/steer_status",
+                $crate::tools::SteerStatusRequest => $crate::tools::Coordinated<$crate::tools::SteerStatus>, true, Tool,
+                "Counts of a work's steering queue, never the instruction bodies.";
+            steer_claim_next: SteerClaimNext, Post "/v1/tools/steer_claim_next",
+                $crate::tools::SteerClaimNextRequest => $crate::tools::Coordinated<$crate::tools::SteerClaimNextResult>, false, Tool,
+                "Claim the next deliverable instruction of a work.";
+            steer_complete: SteerComplete, Post "/v1/tools/steer_complete",
+                $crate::tools::SteerCompleteRequest => $crate::tools::Coordinated<$crate::tools::Intent>, false, Tool,
+                "Mark a claimed instruction done or blocked.";
+            work_finish: WorkFinish, Post "/v1/tools/work_finish",
+                $crate::tools::WorkFinishRequest => $crate::tools::Coordinated<$crate::tools::WorkFinishResult>, false, Tool,
+                "Close a work, unless instructions are still pending.";
+
+            // ----- the user's side of steering (`/inbox`) -----
+            inbox_works: InboxWorks, Get "/inbox/works",
+                $crate::tools::InboxWorksRequest => Vec<$crate::tools::Work>, true, Inbox,
+                "The works of this host, optionally of one workspace.";
+            inbox_work: InboxWork, Get "/inbox/works/{work_id}",
+                $crate::tools::WorkRef => $crate::tools::InboxWorkResult, true, Inbox,
+                "One work and every intent of it, in queue order.";
+            inbox_intent_create: InboxIntentCreate, Post "/inbox/works/{work_id}/intents",
+                $crate::tools::IntentCreateRequest => $crate::tools::Intent, false, Inbox,
+                "Add a draft instruction to a work's queue.";
+            inbox_reorder: InboxReorder, Post "/inbox/works/{work_id}/reorder",
+                $crate::tools::IntentReorderRequest => Vec<$crate::tools::Intent>, false, Inbox,
+                "Reorder a work's open instructions.";
+            inbox_work_stop: InboxWorkStop, Post "/inbox/works/{work_id}/stop",
+                $crate::tools::WorkRef => $crate::tools::Work, false, Inbox,
+                "Stop a work: the agent's later steering calls get WORK_CLOSED.";
+            inbox_intent_edit: InboxIntentEdit, Patch "/inbox/intents/{intent_id}",
+                $crate::tools::IntentEditRequest => $crate::tools::Intent, false, Inbox,
+                "Replace a draft's text (with a revision check).";
+            inbox_intent_queue: InboxIntentQueue, Post "/inbox/intents/{intent_id}/queue",
+                $crate::tools::IntentQueueRequest => $crate::tools::Intent, false, Inbox,
+                "Queue a draft: from now on it can be delivered.";
+            inbox_intent_cancel: InboxIntentCancel, Post "/inbox/intents/{intent_id}/cancel",
+                $crate::tools::IntentRef => $crate::tools::Intent, false, Inbox,
+                "Cancel a draft or queued instruction.";
         }
     };
 }

@@ -27,7 +27,7 @@
 
 mod approvals;
 mod commands;
-mod dispatch;
+mod coordination;
 mod files;
 mod info;
 #[cfg(test)]
@@ -45,7 +45,6 @@ use crate::fs::Root;
 use crate::ledger::Ledger;
 use crate::steer::Steering;
 
-pub use dispatch::TOOLS;
 
 /// A workspace as the service needs it: the registered Space's name (`workspace_id`), root and
 /// policy.

@@ -1,11 +1,11 @@
-//! The service over a temp workspace: the typed methods, `call` over them, coordination.
+//! The service over a temp workspace: the typed methods and coordination.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::json;
-use spaces_sdk::tools::{ApplyPatchRequest, OperationStatus, ReadRequest};
+use spaces_sdk::tools::{ApplyPatchRequest, ApprovalCreateRequest, OperationStatus, ReadRequest, WorkOpenRequest};
 use spaces_sdk::{ApiError, Approvals, ErrorCode};
 use tempfile::TempDir;
 
@@ -50,34 +50,28 @@ fn read_request(path: &str) -> ReadRequest {
 }
 
 #[tokio::test]
-async fn call_is_the_typed_method_with_json_around_it() {
+async fn the_typed_read_answers_the_wire_shape() {
     let (_dir, _root, cs) = service();
     let typed = cs.read(read_request("a.txt")).await.unwrap();
-    let untyped = cs
-        .call("read", json!({"workspace_id": "demo", "path": "a.txt"}))
-        .await
-        .unwrap();
-    assert_eq!(untyped, serde_json::to_value(&typed).unwrap());
     assert_eq!(typed.content, "a\n");
+    let wire = serde_json::to_value(&typed).unwrap();
+    assert_eq!(wire["path"], "a.txt");
+    assert!(wire["version"].as_str().unwrap().starts_with("sha256:"));
 }
 
 #[tokio::test]
 async fn case_c1_a_misspelt_argument_is_refused_naming_it() {
     let (_dir, _root, cs) = service();
-    let e = cs
-        .call("read", json!({"workspace_id": "demo", "paht": "a.txt"}))
-        .await
-        .unwrap_err();
+    let e = spaces_sdk::decode::<ReadRequest>("read", json!({"workspace_id": "demo", "paht": "a.txt"})).unwrap_err();
     assert_eq!((e.code, e.field.as_deref()), (ErrorCode::InvalidArgument, Some("paht")));
     assert!(e.message.contains("did you mean `path`?"), "{}", e.message);
     // approval_create checks the held arguments the same way, under `arguments.`
-    let e = cs
-        .call(
-            "approval_create",
-            json!({"tool": "exec_command", "arguments": {"workspace_id": "demo", "cmd": ["ls"]}}),
-        )
-        .await
-        .unwrap_err();
+    let req = spaces_sdk::decode::<ApprovalCreateRequest>(
+        "approval_create",
+        json!({"tool": "exec_command", "arguments": {"workspace_id": "demo", "cmd": ["ls"]}}),
+    )
+    .unwrap();
+    let e = cs.approval_create(req).await.unwrap_err();
     assert_eq!(
         (e.code, e.field.as_deref()),
         (ErrorCode::InvalidArgument, Some("arguments.cmd"))
@@ -107,8 +101,8 @@ async fn an_unknown_work_is_refused_before_the_tool_runs() {
 #[tokio::test]
 async fn a_known_work_adds_coordination_beside_the_result() {
     let (_dir, _root, cs) = service();
-    let work = cs.call("work_open", json!({"workspace_id": "demo"})).await.unwrap();
-    let work_id = work["work_id"].as_str().unwrap().to_owned();
+    let work = cs.work_open(WorkOpenRequest { workspace_id: "demo".into(), title: None }).await.unwrap();
+    let work_id = work.work_id.clone();
     let out = cs
         .coordinated(Some(work_id.clone()), cs.read(read_request("a.txt")))
         .await
@@ -123,14 +117,16 @@ async fn a_known_work_adds_coordination_beside_the_result() {
         .unwrap()
         .coordination
         .is_none());
-    let patched = cs
-        .call(
-            "apply_patch",
-            json!({"workspace_id": "demo", "work_id": work_id, "check_only": true,
-            "patch": "*** Begin Patch\n*** Delete File: a.txt\n*** End Patch\n"}),
-        )
-        .await
-        .unwrap();
-    assert_eq!(patched["status"], OperationStatus::Checked.as_str());
-    assert_eq!(patched["coordination"]["work_id"], work_id.as_str());
+    let req = ApplyPatchRequest {
+        workspace_id: "demo".into(),
+        patch: "*** Begin Patch\n*** Delete File: a.txt\n*** End Patch\n".into(),
+        expected_versions: Default::default(),
+        operation_key: None,
+        check_only: true,
+        work_id: Some(work_id.clone()),
+    };
+    let patched = cs.coordinated(req.work_id.clone(), cs.apply_patch(req)).await.unwrap();
+    let wire = serde_json::to_value(&patched).unwrap();
+    assert_eq!(wire["status"], OperationStatus::Checked.as_str());
+    assert_eq!(wire["coordination"]["work_id"], work_id.as_str());
 }

@@ -42,7 +42,7 @@ pub use process::{
     TerminateProcessRequest, Termination, WriteStdinRequest,
 };
 pub use steer::{
-    ClaimedItem, Delivery, FinishReason, Intent, IntentCreateRequest, IntentEditRequest,
+    ClaimedItem, Delivery, FinishReason, InboxWorkResult, InboxWorksRequest, Intent, IntentCreateRequest, IntentEditRequest, IntentRef, WorkRef,
     IntentQueueRequest, IntentReorderRequest, IntentState, Outcome, SteerClaimNextRequest,
     SteerClaimNextResult, SteerCompleteRequest, SteerStatus, SteerStatusRequest, Work,
     WorkFinishRequest, WorkFinishResult, WorkOpenRequest, WorkState,

@@ -248,10 +248,39 @@ pub struct WorkFinishResult {
     pub state: WorkState,
 }
 
-/// Body of `POST /inbox/works/{work_id}/intents`: a new draft at the end of the queue.
+/// `inbox_works`: the works of this host, newest first, optionally of one workspace.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InboxWorksRequest {
+    /// Only the works of this workspace (a Space name); default: every work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
+}
+
+/// Names one work: `inbox_work`, `inbox_work_stop`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkRef {
+    /// The work (`work-<uuid>`).
+    pub work_id: String,
+}
+
+/// `inbox_work`: one work and every intent of it, in queue order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct InboxWorkResult {
+    /// The work.
+    pub work: Work,
+    /// Its intents, in queue order (every state).
+    pub intents: Vec<Intent>,
+}
+
+/// `inbox_intent_create`: a new draft at the end of a work's queue (only queued intents are
+/// ever delivered).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IntentCreateRequest {
+    /// The work to add to (`work-<uuid>`).
+    pub work_id: String,
     /// The instruction text; not empty.
     pub body: String,
     /// What kind of instruction; default `instruction`.
@@ -262,28 +291,42 @@ pub struct IntentCreateRequest {
     pub delivery: Option<Delivery>,
 }
 
-/// Body of `PATCH /inbox/intents/{intent_id}`: replace a draft's text.
+/// `inbox_intent_edit`: replace a draft's text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IntentEditRequest {
+    /// The draft (`intent-<uuid>`).
+    pub intent_id: String,
     /// The new instruction text; not empty.
     pub body: String,
     /// The revision the caller saw (`INTENT_REVISION_CONFLICT` when stale).
     pub revision: u64,
 }
 
-/// Body of `POST /inbox/intents/{intent_id}/queue`: make a draft deliverable.
+/// `inbox_intent_queue`: make a draft deliverable.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IntentQueueRequest {
+    /// The draft (`intent-<uuid>`).
+    pub intent_id: String,
     /// The revision the caller saw (`INTENT_REVISION_CONFLICT` when stale).
     pub revision: u64,
 }
 
-/// Body of `POST /inbox/works/{work_id}/reorder`: the new order of the open intents.
+/// Names one intent: `inbox_intent_cancel`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IntentRef {
+    /// The intent (`intent-<uuid>`).
+    pub intent_id: String,
+}
+
+/// `inbox_reorder`: the new order of a work's open intents.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IntentReorderRequest {
+    /// The work (`work-<uuid>`).
+    pub work_id: String,
     /// Every open (draft or queued) intent of the work, each exactly once, in the new order.
     pub intent_ids: Vec<String>,
 }

@@ -86,11 +86,11 @@ fn every_request_refuses_an_unknown_key_naming_it() {
     strict::<WorkFinishRequest>("work_finish", json!({"work_id": "work-1"}));
     strict::<IntentCreateRequest>(
         "intent_create",
-        json!({"body": "b", "delivery": "next_work"}),
+        json!({"work_id": "work-1", "body": "b", "delivery": "next_work"}),
     );
-    strict::<IntentEditRequest>("intent_edit", json!({"body": "b", "revision": 2}));
-    strict::<IntentQueueRequest>("intent_queue", json!({"revision": 2}));
-    strict::<IntentReorderRequest>("intent_reorder", json!({"intent_ids": ["intent-1"]}));
+    strict::<IntentEditRequest>("intent_edit", json!({"intent_id": "intent-1", "body": "b", "revision": 2}));
+    strict::<IntentQueueRequest>("intent_queue", json!({"intent_id": "intent-1", "revision": 2}));
+    strict::<IntentReorderRequest>("intent_reorder", json!({"work_id": "work-1", "intent_ids": ["intent-1"]}));
 }
 
 #[test]

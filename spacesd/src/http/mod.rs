@@ -12,7 +12,6 @@
 //! `Authorization: Bearer <token>`, and `Host`/`Origin` must name a loopback host.
 
 mod auth;
-mod inbox;
 mod ops;
 mod routes;
 mod tools;

@@ -1,53 +1,32 @@
 //! The router: the operation table's routes ([`super::ops`]), a few meta routes, and 404/405
 //! answers in the error envelope.
 
-use axum::extract::rejection::JsonRejection;
-use axum::extract::FromRef;
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::{Json, Router};
 use spaces_codespace::service::CodeSpace;
 use spaces_sdk::{ApiError, ErrorCode};
 
-use super::{error_response, HttpError};
+use super::error_response;
 use crate::service::{table, Service};
 use crate::supervisor::Supervisor;
 
-/// A JSON body, or `INVALID_ARGUMENT` saying what is wrong with it.
-pub(super) fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, HttpError> {
-    b.map(|Json(v)| v).map_err(|e| {
-        HttpError(ApiError::new(ErrorCode::InvalidArgument, format!("invalid request body: {}", e.body_text())))
-    })
-}
-
-/// What the non-table handlers can reach.
+/// The daemon's two domains, as `serve` opens them.
 #[derive(Clone)]
 pub struct AppState {
     pub sup: Supervisor,
     pub cs: CodeSpace,
 }
 
-impl FromRef<AppState> for CodeSpace {
-    fn from_ref(app: &AppState) -> CodeSpace {
-        app.cs.clone()
-    }
-}
-
 /// The API router over `sup` and `cs` (no auth: add [`super::auth::check`] for TCP). Unknown
 /// paths answer 404 and wrong methods 405, in the error envelope.
 pub fn router(sup: Supervisor, cs: CodeSpace) -> Router {
-    let service = Service::new(sup.clone(), cs.clone());
+    let service = Service::new(sup, cs);
     let meta = Router::new()
         .route("/v1/health", get(health))
         .route("/v1/openapi.json", get(openapi))
-        .route("/v1/tools", get(super::tools::list))
-        .route(
-            "/v1/tools/{name}",
-            post(super::tools::call).layer(axum::extract::DefaultBodyLimit::max(super::MAX_BODY_BYTES)),
-        )
-        .merge(super::inbox::routes())
-        .with_state(AppState { sup, cs });
+        .route("/v1/tools", get(super::tools::list));
     super::ops::routes(service)
         .merge(meta)
         .fallback(not_found)
