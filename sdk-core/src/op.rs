@@ -202,9 +202,6 @@ macro_rules! for_each_operation {
             inbox_reorder: InboxReorder, Post "/inbox/works/{work_id}/reorder",
                 $crate::tools::IntentReorderRequest => Vec<$crate::tools::Intent>, false, Inbox,
                 "Reorder a work's open instructions.";
-            inbox_work_stop: InboxWorkStop, Post "/inbox/works/{work_id}/stop",
-                $crate::tools::WorkRef => $crate::tools::Work, false, Inbox,
-                "Stop a work: the agent's later steering calls get WORK_CLOSED.";
             inbox_intent_edit: InboxIntentEdit, Patch "/inbox/intents/{intent_id}",
                 $crate::tools::IntentEditRequest => $crate::tools::Intent, false, Inbox,
                 "Replace a draft's text (with a revision check).";
@@ -214,6 +211,9 @@ macro_rules! for_each_operation {
             inbox_intent_cancel: InboxIntentCancel, Post "/inbox/intents/{intent_id}/cancel",
                 $crate::tools::IntentRef => $crate::tools::Intent, false, Inbox,
                 "Cancel a draft or queued instruction.";
+            inbox_work_stop: InboxWorkStop, Post "/inbox/works/{work_id}/stop",
+                $crate::tools::WorkRef => $crate::tools::Work, false, Inbox,
+                "Stop a work: the agent's later steering calls get WORK_CLOSED.";
         }
     };
 }

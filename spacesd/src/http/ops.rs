@@ -50,7 +50,7 @@ pub fn routes(service: Service) -> Router {
                         Ok(v) => Json(v).into_response(),
                         Err(e) => HttpError(e).into_response(),
                     },
-                    Err(response) => response,
+                    Err(response) => *response,
                 }
             }
         };
@@ -115,12 +115,12 @@ fn arguments(
     path: Result<Path<HashMap<String, String>>, PathRejection>,
     query: Option<String>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Value, Response> {
+) -> Result<Value, Box<Response>> {
     let name = row.info.name;
     let refuse = |msg: String, field: Option<String>| {
         let mut e = ApiError::new(ErrorCode::InvalidArgument, format!("{name}: {msg}"));
         e.field = field;
-        HttpError(e).into_response()
+        Box::new(HttpError(e).into_response())
     };
     let body = body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -128,7 +128,7 @@ fn arguments(
                 ErrorCode::InvalidArgument,
                 format!("{name}: the request body is larger than {MAX_BODY_BYTES} bytes"),
             );
-            return error_response(err, StatusCode::PAYLOAD_TOO_LARGE);
+            return Box::new(error_response(err, StatusCode::PAYLOAD_TOO_LARGE));
         }
         refuse(format!("cannot read the request body: {}", e.body_text()), None)
     })?;

@@ -100,10 +100,10 @@ pub fn table() -> &'static [Row] {
             InboxWork => inbox_work,
             InboxIntentCreate => inbox_intent_create,
             InboxReorder => inbox_reorder,
-            InboxWorkStop => inbox_work_stop,
             InboxIntentEdit => inbox_intent_edit,
             InboxIntentQueue => inbox_intent_queue,
             InboxIntentCancel => inbox_intent_cancel,
+            InboxWorkStop => inbox_work_stop,
         ]
     })
 }

@@ -62,7 +62,8 @@ fn minimal(name: &str, f: &Fixtures) -> (Value, Option<(&'static str, Value)>) {
             json!({"work_id": f.get("work"), "intent_id": f.get("claimed_intent"), "outcome": "done"}),
             Some(("outcome", json!(1))),
         ),
-        "inbox_works" => (json!({}), Some(("workspace_id", json!(1)))),
+        // A query string is text: a string field of a GET cannot be mistyped.
+        "inbox_works" => (json!({}), None),
         "inbox_work" | "inbox_work_stop" => (json!({"work_id": f.get("inbox_work")}), None),
         "inbox_intent_create" => (json!({"work_id": f.get("inbox_work"), "body": "do this"}), Some(("body", json!(1)))),
         "inbox_reorder" => (json!({"work_id": f.get("inbox_work"), "intent_ids": [f.get("intent")]}), Some(("intent_ids", json!("x")))),
