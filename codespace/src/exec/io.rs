@@ -11,23 +11,12 @@ use tokio::time::Instant;
 
 use super::handle::Handle;
 use super::Termination;
+use crate::process::read_now;
 
 const READ_BUF: usize = 64 * 1024;
 /// At the drain deadline, read at most this much more (a descendant that never stops writing
 /// must not keep collection open forever).
 const FINAL_DRAIN_MAX: usize = 4 * 1024 * 1024;
-
-/// One non-blocking read. `Ok(None)` = nothing ready now; `Ok(Some(0))` = EOF.
-fn read_once(fd: &AsyncFd<OwnedFd>, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
-    match nix::unistd::read(fd.get_ref(), buf) {
-        Ok(n) => Ok(Some(n)),
-        Err(nix::errno::Errno::EAGAIN) => Ok(None),
-        Err(nix::errno::Errno::EINTR) => Ok(None),
-        // Every slave end of a PTY is closed: that is EOF (case P2).
-        Err(nix::errno::Errno::EIO) => Ok(Some(0)),
-        Err(e) => Err(e.into()),
-    }
-}
 
 /// Read `fd` into the handle's ring until EOF, or until `drain` after `exit` fired (then read
 /// what is ready and stop), then mark collection finished.
@@ -43,7 +32,7 @@ pub(crate) async fn collect(
         tokio::select! {
             ready = fd.readable() => {
                 let Ok(mut guard) = ready else { break };
-                match read_once(&fd, &mut buf) {
+                match read_now(fd.get_ref(), &mut buf) {
                     Ok(None) => guard.clear_ready(),
                     Ok(Some(0)) | Err(_) => break,
                     Ok(Some(n)) => handle.push(&buf[..n]),
@@ -55,7 +44,7 @@ pub(crate) async fn collect(
             _ = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
                 let mut budget = FINAL_DRAIN_MAX;
                 while budget > 0 {
-                    match read_once(&fd, &mut buf) {
+                    match read_now(fd.get_ref(), &mut buf) {
                         Ok(Some(n)) if n > 0 => {
                             handle.push(&buf[..n]);
                             budget = budget.saturating_sub(n);

@@ -2,15 +2,17 @@
 //! `read_process`, `process_status`, `write_stdin`, `process_resize`, `terminate_process`).
 //!
 //! Theory of operation:
-//! - **Spawn** ([`spawn`](self::spawn)): no shell, argv as given; a new session (`setsid`), so the
-//!   process leads its own process group (pgid = pid); the environment is exactly
-//!   [`ExecSpec::env`] plus `SPACES_PROCESS_TAG=<tag>`. Pipe mode: stdout and stderr share ONE pipe
-//!   (the combined stream keeps the true interleaving), stdin is a pipe. PTY mode: the slave is
-//!   stdin/stdout/stderr and the controlling terminal (`TIOCSCTTY`), echo is off (case E13), we
-//!   keep the master.
+//! - **Spawn** (`spawn.rs`, through the one spawner [`crate::process::spawn`], whose module doc
+//!   explains sessions, the controlling terminal, close-on-exec and reaping): no shell, argv as
+//!   given; a new session, so the process leads its own process group (pgid = pid); the
+//!   environment is exactly [`ExecSpec::env`] plus `SPACES_PROCESS_TAG=<tag>`. Pipe mode: stdout
+//!   and stderr share ONE pipe (the combined stream keeps the true interleaving), stdin is a pipe.
+//!   PTY mode: the slave is stdin/stdout/stderr and the controlling terminal, echo is off (case
+//!   E13), we keep the master.
 //! - **Collection** (`io.rs`): one task reads the output fd (non-blocking, tokio `AsyncFd`) into
 //!   a ring of the last [`ExecLimits::retained_bytes`] bytes with absolute offsets. `EIO` on a
-//!   PTY master means every slave end is closed: EOF, not an error (case P2).
+//!   PTY master means every slave end is closed: EOF, not an error (case P2,
+//!   [`crate::process::read_now`]).
 //! - **Reaping**: one task awaits the child (tokio `Child::wait`) and records the exit status the
 //!   moment the child exits, even if a grandchild still holds the output open; collection then
 //!   goes on until EOF or [`ExecLimits::drain_after_exit`] after the exit (whatever is readable
@@ -31,7 +33,6 @@
 
 mod handle;
 mod io;
-mod pty;
 mod ring;
 mod spawn;
 mod table;

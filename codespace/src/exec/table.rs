@@ -11,7 +11,8 @@ use tokio::sync::oneshot;
 
 use super::handle::Handle;
 use super::{DispatchStatus, ExecCommandResult, ProcessStatus, ReadProcessResult, Termination};
-use super::{io, pty, spawn, ExecLimits, ExecSpec};
+use super::{io, spawn, ExecLimits, ExecSpec};
+use crate::process::pty;
 
 struct Inner {
     limits: ExecLimits,
@@ -77,7 +78,7 @@ impl Processes {
         let _enter = rt.enter(); // AsyncFd and the child's reaper register with this runtime
         let spawned = spawn::spawn(&spec)?;
         let output = Arc::new(watch_fd(spawned.output)?);
-        let (input, master) = match spawned.input {
+        let (input, master) = match spawned.stdin {
             Some(fd) => (Arc::new(watch_fd(fd)?), None),
             None => (output.clone(), Some(output.clone())),
         };

@@ -1,80 +1,210 @@
-//! Spawning a detached, tagged process with a clean environment.
+//! [`spawn`]: a spec in, a child in its own session with a clean environment out. See the module
+//! doc of [`crate::process`] for the process model.
 
 use std::collections::BTreeMap;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::Stdio;
 
-use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::libc;
+use nix::unistd::pipe2;
+use tokio::process::{Child, Command};
 
-use super::{Error, Result, TAG_ENV};
+use super::{pty, Error, Result, TAG_ENV};
 
-/// What the child's stdin is.
+/// What the child's stdin is (pipe modes; a PTY's stdin is the terminal).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StdinSpec {
-    /// `/dev/null`.
+    /// `/dev/null`: a program that reads its input to EOF finishes (case P5).
     Null,
-    /// A pipe (returned in [`Spawned::stdin`]).
+    /// A pipe whose write end is returned in [`Spawned::stdin`].
     Pipe,
+}
+
+/// How the child's stdin, stdout and stderr are connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StdioSpec {
+    /// Stdout and stderr on two pipes, for callers that tell them apart (agent runs).
+    Pipes { stdin: StdinSpec },
+    /// Stdout and stderr on ONE pipe: the combined stream keeps the true interleaving
+    /// (`exec_command`, installs).
+    Combined { stdin: StdinSpec },
+    /// A new PTY of `rows` x `cols` with echo off; its slave is fds 0-2 and the controlling
+    /// terminal.
+    Pty { rows: u16, cols: u16 },
 }
 
 /// A process to start.
 #[derive(Debug, Clone)]
 pub struct SpawnSpec {
-    /// Program and arguments; `argv[0]` is resolved against `PATH` of `env` if not absolute.
+    /// Program and arguments, no shell; a relative `argv[0]` is looked up in the `PATH` of `env`.
     pub argv: Vec<String>,
-    /// The complete environment (nothing is inherited). A marker that should find this process
-    /// tree later (see [`super::env_marker`]) goes here too.
-    pub env: BTreeMap<String, String>,
+    /// Working directory; a missing one is a spawn error, never a fallback.
     pub cwd: PathBuf,
-    pub stdin: StdinSpec,
-    /// Unique tag, stored as `SPACES_PROCESS_TAG` in the child's environment.
+    /// The complete environment: nothing is inherited from this process.
+    pub env: BTreeMap<String, String>,
+    /// Marker variables (`NAME`, `value`) added to the environment after `env`: what
+    /// [`super::kill_tree`] and [`super::alive_with_marker`] later find this tree by.
+    pub markers: Vec<(String, String)>,
+    /// Unique tag, stored as `SPACES_PROCESS_TAG` (set last, so nothing overrides it).
     pub tag: String,
+    pub stdio: StdioSpec,
 }
 
-/// A started process. The process group id equals `pid` (it leads its own session).
+/// A started process and our ends of its stdio. Every fd is `O_CLOEXEC` and `O_NONBLOCK`.
 #[derive(Debug)]
 pub struct Spawned {
-    pub pid: u32,
+    /// Process id = process group id = session id.
+    pub pid: i32,
+    /// Await `wait()` to reap it and read its status.
     pub child: Child,
-    pub stdin: Option<ChildStdin>,
-    pub stdout: ChildStdout,
-    pub stderr: ChildStderr,
+    /// Where its output is read: stdout ([`StdioSpec::Pipes`]), stdout and stderr as one stream
+    /// ([`StdioSpec::Combined`]), or the PTY master, which also takes its input and its window
+    /// size ([`StdioSpec::Pty`]).
+    pub output: OwnedFd,
+    /// Its stderr: with [`StdioSpec::Pipes`] only.
+    pub stderr: Option<OwnedFd>,
+    /// The write end of its stdin: with [`StdinSpec::Pipe`] only.
+    pub stdin: Option<OwnedFd>,
 }
 
-/// Start `spec` in a new session with piped stdout/stderr. Errors: [`Error::EmptyCommand`],
-/// [`Error::Spawn`].
+/// Start `spec` (see the module doc for what every child gets). Must run inside a tokio runtime
+/// (the child's reaper registers with it). Errors: [`Error::EmptyCommand`], [`Error::Spawn`] with
+/// the OS reason.
 pub fn spawn(spec: &SpawnSpec) -> Result<Spawned> {
-    let program = spec.argv.first().ok_or(Error::EmptyCommand)?;
-    let mut cmd = Command::new(program);
+    let program = match spec.argv.first() {
+        Some(p) if !p.is_empty() => p.clone(),
+        _ => return Err(Error::EmptyCommand),
+    };
+    let fail = |source: std::io::Error| Error::Spawn { program: program.clone(), source };
+    let nix_fail = |e: nix::Error| fail(e.into());
+    let mut cmd = Command::new(&program);
     cmd.args(&spec.argv[1..])
         .env_clear()
         .envs(&spec.env)
+        .envs(spec.markers.iter().map(|(k, v)| (k, v)))
         .env(TAG_ENV, &spec.tag)
         .current_dir(&spec.cwd)
-        .stdin(match spec.stdin {
-            StdinSpec::Null => Stdio::null(),
-            StdinSpec::Pipe => Stdio::piped(),
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .kill_on_drop(false);
-    // SAFETY: the closure runs in the forked child before exec and only calls setsid(2), which is
-    // async-signal-safe; it allocates nothing and touches no locks.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid().map_err(std::io::Error::from)?;
-            Ok(())
-        });
-    }
-    let mut child =
-        cmd.spawn().map_err(|source| Error::Spawn { program: program.clone(), source })?;
-    let pid = child.id().unwrap_or(0);
-    let stdin = child.stdin.take();
-    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        return Err(Error::Spawn {
-            program: program.clone(),
-            source: std::io::Error::other("stdout/stderr pipes were not created"),
-        });
+    let (output, stderr, stdin, controlling_tty) = match spec.stdio {
+        StdioSpec::Pipes { stdin } => {
+            let (out_r, out_w) = pipe().map_err(nix_fail)?;
+            let (err_r, err_w) = pipe().map_err(nix_fail)?;
+            let stdin = connect_stdin(&mut cmd, stdin).map_err(nix_fail)?;
+            cmd.stdout(Stdio::from(out_w)).stderr(Stdio::from(err_w));
+            (out_r, Some(err_r), stdin, false)
+        }
+        StdioSpec::Combined { stdin } => {
+            let (out_r, out_w) = pipe().map_err(nix_fail)?;
+            let out_w2 = out_w.try_clone().map_err(fail)?;
+            let stdin = connect_stdin(&mut cmd, stdin).map_err(nix_fail)?;
+            cmd.stdout(Stdio::from(out_w)).stderr(Stdio::from(out_w2));
+            (out_r, None, stdin, false)
+        }
+        StdioSpec::Pty { rows, cols } => {
+            let pair = pty::open_pty(rows, cols)
+                .map_err(|e| fail(std::io::Error::other(format!("no terminal: {e}"))))?;
+            nonblocking(&pair.master).map_err(nix_fail)?;
+            let slave = |fd: &OwnedFd| fd.try_clone().map_err(fail);
+            cmd.stdin(Stdio::from(slave(&pair.slave)?))
+                .stdout(Stdio::from(slave(&pair.slave)?))
+                .stderr(Stdio::from(pair.slave));
+            (pair.master, None, None, true)
+        }
     };
-    Ok(Spawned { pid, child, stdin, stdout, stderr })
+    // SAFETY: the closure runs in the forked child before exec, with stdio already on fds 0-2.
+    // It only makes async-signal-safe system calls (sigprocmask, signal, setsid, ioctl,
+    // close_range, fcntl, getrlimit) on values on its stack: no allocation, no locks.
+    unsafe {
+        cmd.pre_exec(move || in_child(controlling_tty));
+    }
+    let child = cmd.spawn().map_err(fail)?;
+    drop(cmd); // closes our copies of the child's ends: EOF now means the tree is done with them
+    let pid = child
+        .id()
+        .and_then(|p| i32::try_from(p).ok())
+        .ok_or_else(|| fail(std::io::Error::other("the child exited before its pid was known")))?;
+    Ok(Spawned { pid, child, output, stderr, stdin })
+}
+
+/// One non-blocking read from our end of a child's output. `Ok(None)` = nothing ready now;
+/// `Ok(Some(0))` = EOF, including `EIO` from a PTY master whose slave ends are all closed.
+pub fn read_now(fd: impl AsFd, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
+    match nix::unistd::read(fd, buf) {
+        Ok(n) => Ok(Some(n)),
+        Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => Ok(None),
+        Err(nix::errno::Errno::EIO) => Ok(Some(0)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// An output pipe `(ours, the child's)`, both ends `O_CLOEXEC`, ours non-blocking.
+fn pipe() -> nix::Result<(OwnedFd, OwnedFd)> {
+    let (r, w) = pipe2(OFlag::O_CLOEXEC)?;
+    nonblocking(&r)?;
+    Ok((r, w))
+}
+
+/// Connect the child's stdin; returns our (non-blocking) write end for [`StdinSpec::Pipe`].
+fn connect_stdin(cmd: &mut Command, stdin: StdinSpec) -> nix::Result<Option<OwnedFd>> {
+    match stdin {
+        StdinSpec::Null => {
+            cmd.stdin(Stdio::null());
+            Ok(None)
+        }
+        StdinSpec::Pipe => {
+            let (r, w) = pipe2(OFlag::O_CLOEXEC)?;
+            nonblocking(&w)?;
+            cmd.stdin(Stdio::from(r));
+            Ok(Some(w))
+        }
+    }
+}
+
+fn nonblocking(fd: &OwnedFd) -> nix::Result<()> {
+    let flags = OFlag::from_bits_truncate(fcntl(fd.as_fd(), FcntlArg::F_GETFL)?);
+    fcntl(fd.as_fd(), FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK)).map(|_| ())
+}
+
+/// Signals whose inherited "ignore" would make a stop or an interrupt miss the program.
+const RESET_SIGNALS: [libc::c_int; 4] = [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, libc::SIGTERM];
+
+/// The child's side, between fork and exec: default signals, a new session, the terminal (PTY
+/// mode), every fd above 2 close-on-exec.
+fn in_child(controlling_tty: bool) -> std::io::Result<()> {
+    let last_error = std::io::Error::last_os_error;
+    // SAFETY (all calls below): plain system calls on integers and stack values, each
+    // async-signal-safe; see the SAFETY note at the `pre_exec` call.
+    unsafe {
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        for sig in RESET_SIGNALS {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+        if libc::setsid() < 0 {
+            return Err(last_error());
+        }
+        if controlling_tty && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+            return Err(last_error());
+        }
+        let flags = libc::CLOSE_RANGE_CLOEXEC as libc::c_long;
+        if libc::syscall(libc::SYS_close_range, 3 as libc::c_long, libc::c_long::from(u32::MAX), flags) < 0 {
+            // Kernels before 5.11 lack CLOSE_RANGE_CLOEXEC: mark each fd up to the soft limit.
+            let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            let last = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+                limit.rlim_cur.min(1 << 20) as libc::c_int
+            } else {
+                1024
+            };
+            for fd in 3..last {
+                let flags = libc::fcntl(fd, libc::F_GETFD);
+                if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                    libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+                }
+            }
+        }
+    }
+    Ok(())
 }

@@ -1,12 +1,14 @@
 //! Locating and installing agent CLIs: an operator-set binary, or the pinned npm install in the
 //! host's tools dir (`<tools dir>/<harness id>/node_modules/...`), installed on first use.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Instant;
 
+use spaces_codespace::process::{self, SpawnSpec, StdinSpec, StdioSpec};
 use spaces_harnesses::Harness;
 use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::net::unix::pipe;
 
 use crate::config::Config;
 
@@ -38,6 +40,40 @@ pub fn locate(cfg: &Config, harness: &dyn Harness) -> (Source, bool) {
     (Source::Pinned(p), exists)
 }
 
+/// Variables of the daemon's environment that npm gets, by name: where programs are (`PATH`),
+/// npm's user config and cache (`HOME`, `USER`), locale and temp dir, proxies and CA
+/// certificates for the registry. Anything else (tokens, cloud keys) stays out (case M32).
+const NPM_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "NODE_EXTRA_CA_CERTS",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+];
+
+/// npm's environment taken from `vars` (the daemon's): the names in [`NPM_ENV`] and npm's own
+/// settings (`npm_config_*`, any case: a registry or cache set for the host). `PATH` defaults to
+/// the usual system directories.
+fn npm_env(vars: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String, String> {
+    let mut env: BTreeMap<String, String> = vars
+        .into_iter()
+        .filter(|(k, _)| NPM_ENV.contains(&k.as_str()) || k.to_ascii_lowercase().starts_with("npm_config_"))
+        .collect();
+    env.entry("PATH".to_owned()).or_insert_with(|| "/usr/local/bin:/usr/bin:/bin".to_owned());
+    env
+}
+
 /// Install the pinned CLI of `harness` with npm, reporting progress lines to `progress`.
 /// Returns the binary path, or a sentence saying why the install failed.
 pub async fn install(
@@ -50,33 +86,48 @@ pub async fn install(
     std::fs::create_dir_all(&prefix).map_err(|e| format!("cannot create {}: {e}", prefix.display()))?;
     progress(format!("installing {} into {}", spec.packages.join(" "), prefix.display()));
     let started = Instant::now();
-    let mut cmd = tokio::process::Command::new("npm");
-    cmd.arg("install")
-        .arg("--prefix")
-        .arg(&prefix)
-        .args(["--no-audit", "--no-fund", "--no-save", "--loglevel", "http"])
-        .args(&spec.packages)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| format!("cannot run npm (is Node.js installed?): {e}"))?;
+    let mut argv: Vec<String> = ["npm", "install", "--prefix"].map(String::from).into();
+    argv.push(prefix.to_string_lossy().into_owned());
+    argv.extend(["--no-audit", "--no-fund", "--no-save", "--loglevel", "http"].map(String::from));
+    argv.extend(spec.packages.iter().map(|p| p.to_string()));
+    let daemon_env = std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+    let spawn_spec = SpawnSpec {
+        argv,
+        cwd: prefix.clone(),
+        env: npm_env(daemon_env),
+        markers: Vec::new(),
+        tag: format!("install/{}/{}", harness.id(), uuid::Uuid::new_v4()),
+        // npm's progress is on stderr and its summary on stdout: one stream, nothing unread.
+        stdio: StdioSpec::Combined { stdin: StdinSpec::Null },
+    };
+    let spawned = process::spawn(&spawn_spec).map_err(|e| format!("cannot run npm (is Node.js installed?): {e}"))?;
+    let mut child = spawned.child;
+    let output = match pipe::Receiver::from_owned_fd(spawned.output) {
+        Ok(output) => output,
+        Err(e) => {
+            let _ = child.start_kill();
+            return Err(format!("cannot read npm's output: {e}"));
+        }
+    };
     let mut tail: std::collections::VecDeque<String> = std::collections::VecDeque::new();
-    if let Some(stderr) = child.stderr.take() {
-        let mut lines = BufReader::new(stderr).lines();
-        let mut fetched = 0u32;
-        while let Ok(Some(line)) = lines.next_line().await {
-            if line.contains("npm http") {
-                fetched += 1;
-                if fetched % 5 == 1 {
-                    progress(format!("downloading ({fetched} requests so far)"));
-                }
-            } else if !line.trim().is_empty() {
-                progress(line.clone());
+    let mut output = BufReader::new(output);
+    let mut buf = Vec::new();
+    let mut fetched = 0u32;
+    // Read to EOF whatever the bytes are (lossy), so npm never blocks on a full pipe.
+    while matches!(output.read_until(b'\n', &mut buf).await, Ok(n) if n > 0) {
+        let line = String::from_utf8_lossy(&buf).trim_end_matches(['\n', '\r']).to_owned();
+        buf.clear();
+        if line.contains("npm http") {
+            fetched += 1;
+            if fetched % 5 == 1 {
+                progress(format!("downloading ({fetched} requests so far)"));
             }
-            tail.push_back(line);
-            if tail.len() > 20 {
-                tail.pop_front();
-            }
+        } else if !line.trim().is_empty() {
+            progress(line.clone());
+        }
+        tail.push_back(line);
+        if tail.len() > 20 {
+            tail.pop_front();
         }
     }
     let status = child.wait().await.map_err(|e| format!("npm did not finish: {e}"))?;
@@ -97,5 +148,33 @@ pub async fn install(
             if exists { "exists" } else { "is missing" },
             Vec::from(tail).join(" | ")
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn npm_gets_only_the_listed_variables_and_its_own_settings() {
+        let daemon = [
+            ("PATH", "/opt/node/bin:/usr/bin"),
+            ("HOME", "/home/op"),
+            ("https_proxy", "http://proxy:3128"),
+            ("NODE_EXTRA_CA_CERTS", "/etc/ca.pem"),
+            ("npm_config_registry", "http://registry.local/"),
+            ("NPM_CONFIG_CACHE", "/var/cache/npm"),
+            ("SPACES_TOKEN", "secret"),
+            ("AWS_SECRET_ACCESS_KEY", "secret"),
+            ("ANTHROPIC_API_KEY", "secret"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()));
+        let env = npm_env(daemon);
+        let names: Vec<&str> = env.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            ["HOME", "NODE_EXTRA_CA_CERTS", "NPM_CONFIG_CACHE", "PATH", "https_proxy", "npm_config_registry"]
+        );
+        assert_eq!(npm_env([])["PATH"], "/usr/local/bin:/usr/bin:/bin");
     }
 }

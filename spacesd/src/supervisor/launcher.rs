@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use spaces_codespace::process::{SpawnSpec, StdinSpec};
+use spaces_codespace::process::{SpawnSpec, StdinSpec, StdioSpec};
 use spaces_harnesses::{EventDraft, Harness, LaunchContext, Normalizer, Redactor, StdinMode};
 use spaces_sdk::EventKind;
 use tokio::sync::{mpsc, OwnedMutexGuard};
@@ -150,16 +150,17 @@ impl Launcher {
         env.insert("PATH".to_owned(), std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()));
         env.insert("LANG".to_owned(), "C.UTF-8".to_owned());
         env.extend(plan.env.clone());
-        env.insert(RUN_ENV.to_owned(), run.run_id.clone());
+        let stdin = match plan.stdin {
+            StdinMode::Null => StdinSpec::Null,
+            StdinMode::Pipe => StdinSpec::Pipe,
+        };
         let spec = SpawnSpec {
             argv: plan.argv.clone(),
             env,
             cwd,
-            stdin: match plan.stdin {
-                StdinMode::Null => StdinSpec::Null,
-                StdinMode::Pipe => StdinSpec::Pipe,
-            },
+            markers: vec![(RUN_ENV.to_owned(), run.run_id.clone())],
             tag: turn_tag(&run.run_id, turn),
+            stdio: StdioSpec::Pipes { stdin },
         };
         Ok(Launch { spec, initial_stdin: plan.initial_stdin.clone() })
     }

@@ -5,8 +5,9 @@
 
 use std::os::unix::process::ExitStatusExt;
 
-use spaces_codespace::process::{self, SpawnSpec, StdinSpec};
+use spaces_codespace::process::{self, SpawnSpec};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 
 /// Which output stream a line came from.
@@ -56,7 +57,8 @@ impl LiveProc {
 /// Longest line kept whole, in bytes; longer lines are split (never dropped).
 const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
 
-/// Spawn `spec` and start its reader, writer and waiter tasks, which report to `events`.
+/// Spawn `spec` (its stdio must be pipes) and start its reader, writer and waiter tasks, which
+/// report to `events`.
 pub fn start(
     spec: &SpawnSpec,
     gen: u64,
@@ -64,28 +66,47 @@ pub fn start(
     events: mpsc::UnboundedSender<ProcEvent>,
 ) -> process::Result<LiveProc> {
     let spawned = process::spawn(spec)?;
-    let pid = spawned.pid as i32;
-    tokio::spawn(read_lines(spawned.stdout, gen, Stream::Stdout, events.clone()));
-    tokio::spawn(read_lines(spawned.stderr, gen, Stream::Stderr, events.clone()));
-    let stdin = match (spec.stdin, spawned.stdin) {
-        (StdinSpec::Pipe, Some(mut pipe)) => {
-            let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
-            if let Some(first) = initial_stdin {
-                let _ = tx.send(first);
-            }
-            tokio::spawn(async move {
-                while let Some(bytes) = rx.recv().await {
-                    // write_all handles partial writes; a closed pipe ends the writer.
-                    if pipe.write_all(&bytes).await.is_err() || pipe.flush().await.is_err() {
-                        break;
-                    }
-                }
-            });
-            Some(tx)
-        }
-        _ => None,
-    };
+    let pid = spawned.pid;
     let mut child = spawned.child;
+    let pipes = (|| -> std::io::Result<_> {
+        let stdout = pipe::Receiver::from_owned_fd(spawned.output)?;
+        let stderr = spawned.stderr.map(pipe::Receiver::from_owned_fd).transpose()?;
+        let stdin = spawned.stdin.map(pipe::Sender::from_owned_fd).transpose()?;
+        Ok((stdout, stderr, stdin))
+    })();
+    let (stdout, stderr, stdin) = match pipes {
+        Ok(pipes) => pipes,
+        Err(source) => {
+            // Nobody would read it: end it now (tokio reaps the dropped child).
+            let _ = child.start_kill();
+            let program = spec.argv.first().cloned().unwrap_or_default();
+            return Err(process::Error::Spawn { program, source });
+        }
+    };
+    tokio::spawn(read_lines(stdout, gen, Stream::Stdout, events.clone()));
+    // Combined output has no stderr stream of its own: it is at EOF from the start.
+    let stderr_eof = match stderr {
+        Some(stderr) => {
+            tokio::spawn(read_lines(stderr, gen, Stream::Stderr, events.clone()));
+            false
+        }
+        None => true,
+    };
+    let stdin = stdin.map(|mut pipe| {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        if let Some(first) = initial_stdin {
+            let _ = tx.send(first);
+        }
+        tokio::spawn(async move {
+            while let Some(bytes) = rx.recv().await {
+                // write_all handles partial writes; a closed pipe ends the writer.
+                if pipe.write_all(&bytes).await.is_err() || pipe.flush().await.is_err() {
+                    break;
+                }
+            }
+        });
+        tx
+    });
     tokio::spawn(async move {
         let (code, signal) = match child.wait().await {
             Ok(status) => (status.code(), status.signal()),
@@ -93,7 +114,7 @@ pub fn start(
         };
         let _ = events.send(ProcEvent::End { gen, end: ProcEnd::Exited { code, signal } });
     });
-    Ok(LiveProc { gen, pid, stdin, exit: None, stdout_eof: false, stderr_eof: false })
+    Ok(LiveProc { gen, pid, stdin, exit: None, stdout_eof: false, stderr_eof })
 }
 
 async fn read_lines<R: AsyncRead + Unpin>(

@@ -81,7 +81,19 @@ async fn bad_commands_are_typed() {
     let err = p.exec(spec(&dir, &["no-such-program-here"])).unwrap_err();
     assert_eq!(err.code, ErrorCode::ProcessSpawnFailed);
     assert!(err.message.contains("No such file"), "{}", err.message);
-    let mut s = spec(&dir, &["true"]);
-    s.cwd = dir.path().join("missing");
-    assert_eq!(p.exec(s).unwrap_err().code, ErrorCode::ProcessSpawnFailed);
+    for tty in [false, true] {
+        let mut s = crate::exec::ExecSpec { tty, ..spec(&dir, &["true"]) };
+        s.cwd = dir.path().join("missing");
+        assert_eq!(p.exec(s).unwrap_err().code, ErrorCode::ProcessSpawnFailed, "tty {tty}");
+    }
+    // execve fails after the fork: still a spawn error, not a process that ran.
+    let script = dir.path().join("bad-interpreter.sh");
+    std::fs::write(&script, "#!/nonexistent/interpreter\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    for tty in [false, true] {
+        let s = crate::exec::ExecSpec { tty, ..spec(&dir, &[script.to_str().unwrap()]) };
+        let err = p.exec(s).unwrap_err();
+        assert_eq!(err.code, ErrorCode::ProcessSpawnFailed, "tty {tty}");
+        assert!(err.message.contains("No such file"), "{}", err.message);
+    }
 }

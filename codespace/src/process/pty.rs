@@ -1,4 +1,5 @@
-//! The pseudo-terminal pair of a `tty: true` process.
+//! The pseudo-terminal of a child started with [`super::StdioSpec::Pty`], and what callers do
+//! with its master.
 //!
 //! We open the master with `O_CLOEXEC` (no other child started meanwhile can inherit it), open the
 //! slave the same way, set the window size and turn echo off on the terminal before the child
@@ -17,18 +18,18 @@ use nix::sys::termios::{tcgetattr, tcsetattr, LocalFlags, SetArg};
 /// Longest line (bytes before the terminator) the Linux canonical-mode line discipline accepts;
 /// further bytes of the same line are discarded by the kernel without an error (N_TTY_BUF_SIZE
 /// is 4096 including the newline).
-pub(crate) const MAX_CANON_LINE: usize = 4095;
+pub const MAX_CANON_LINE: usize = 4095;
 
 nix::ioctl_write_ptr_bad!(set_winsize, nix::libc::TIOCSWINSZ, Winsize);
 
 /// An opened pair; the slave goes to the child, the master stays with us.
-pub(crate) struct PtyPair {
+pub(super) struct PtyPair {
     pub master: OwnedFd,
     pub slave: OwnedFd,
 }
 
 /// Open a PTY pair of `rows` x `cols` with echo off.
-pub(crate) fn open_pty(rows: u16, cols: u16) -> nix::Result<PtyPair> {
+pub(super) fn open_pty(rows: u16, cols: u16) -> nix::Result<PtyPair> {
     let master = posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)?;
     grantpt(&master)?;
     unlockpt(&master)?;
@@ -45,20 +46,20 @@ pub(crate) fn open_pty(rows: u16, cols: u16) -> nix::Result<PtyPair> {
 
 /// Set the window size on the master; the kernel sends SIGWINCH to the foreground process group
 /// of the terminal when the size changes (case P8).
-pub(crate) fn resize(master: BorrowedFd<'_>, rows: u16, cols: u16) -> nix::Result<()> {
+pub fn resize(master: BorrowedFd<'_>, rows: u16, cols: u16) -> nix::Result<()> {
     let size = Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
     // SAFETY: TIOCSWINSZ reads one `winsize` from the pointer, which is valid for the call.
     unsafe { set_winsize(master.as_raw_fd(), &size) }.map(|_| ())
 }
 
 /// True when the terminal is in canonical (line-editing) mode.
-pub(crate) fn is_canonical(master: BorrowedFd<'_>) -> nix::Result<bool> {
+pub fn is_canonical(master: BorrowedFd<'_>) -> nix::Result<bool> {
     Ok(tcgetattr(master)?.local_flags.contains(LocalFlags::ICANON))
 }
 
 /// The longest line in `data` counting `carried` bytes already written on the current line.
 /// Returns `(longest, carried_after)`: line terminators are `\n`, `\r` and Ctrl-D.
-pub(crate) fn longest_line(carried: usize, data: &[u8]) -> (usize, usize) {
+pub fn longest_line(carried: usize, data: &[u8]) -> (usize, usize) {
     let mut current = carried;
     let mut longest = carried;
     for b in data {
