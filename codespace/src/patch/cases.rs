@@ -23,6 +23,11 @@ fn planned(files: &[(&str, &[u8])], body: &str) -> Result<Vec<Change>> {
     apply(&parse(&patch_of(body))?, &tree(files))
 }
 
+/// A whole patch text planned against `files`.
+fn plan_text(files: &[(&str, &[u8])], text: &str) -> Result<Vec<Change>> {
+    apply(&parse(text)?, &tree(files))
+}
+
 /// The new content of the only file a one-update patch changes.
 fn updated(before: &[u8], body: &str) -> Result<Vec<u8>> {
     let changes = planned(&[("f", before)], &format!("*** Update File: f\n{body}"))?;
@@ -147,12 +152,25 @@ fn hunks_apply_in_order_each_after_the_previous() {
         updated(before, "@@\n-b\n+B\n@@\n-x\n+X\n").unwrap(),
         b"x\na\nx\nB\nX\n"
     );
-    // Hunks out of order are refused: the second one is searched after the first.
+}
+
+/// X40: two hunks in the wrong order (the second's context comes before the first's in the
+/// file) are refused with a message that says hunks must follow file order, not that the hunk
+/// does not match. Nothing is planned.
+#[test]
+fn case_x40_hunks_out_of_order_are_refused_naming_the_order() {
+    let before = b"x\na\nx\nb\nx\n";
     let err = updated(before, "@@\n-b\n+B\n@@\n-a\n+A\n").unwrap_err();
-    assert!(
-        matches!(err, PatchError::ContextNotFound { hunk: 2, .. }),
-        "{err}"
-    );
+    assert_eq!(err.code(), ErrorCode::InvalidPatch);
+    assert!(matches!(err, PatchError::HunkOutOfOrder { hunk: 2, line: 2, after: 4, .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("must follow the file's order") && text.contains("hunk 2 of f"), "{text}");
+    // With a header that names an earlier line, the same.
+    let err = updated(b"fn a() {\n  x();\n}\nfn b() {\n  y();\n}\n", "@@ fn b() {\n-  y();\n+  Y();\n@@ fn a() {\n-  x();\n+  X();\n").unwrap_err();
+    assert!(matches!(err, PatchError::HunkOutOfOrder { hunk: 2, .. }), "{err:?}");
+    // A hunk that matches nowhere at all is still "does not match".
+    let err = updated(before, "@@\n-b\n+B\n@@\n-zzz\n+A\n").unwrap_err();
+    assert!(matches!(err, PatchError::ContextNotFound { hunk: 2, .. }), "{err:?}");
 }
 
 #[test]
@@ -343,4 +361,60 @@ fn source_errors_pass_through_with_their_code() {
         apply(&patch, &Refusing).unwrap_err().code(),
         ErrorCode::SymlinkRejected
     );
+}
+
+/// X38: patches as real models write them, each on a one-line file `old`: (a) an indented
+/// `*** Update File:` header, (b) an indented final `*** End Patch`, (c) the whole patch in a
+/// shell heredoc, (d) a blank line between `*** End of File` and `*** End Patch`. Each applies.
+#[test]
+fn case_x38_patches_as_models_write_them_apply() {
+    let files = [("f.txt", b"old\n".as_slice())];
+    let variants = [
+        "*** Begin Patch\n  *** Update File: f.txt\n@@\n-old\n+new\n*** End Patch\n",
+        "*** Begin Patch\n*** Update File: f.txt\n@@\n-old\n+new\n *** End Patch\n",
+        "apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: f.txt\n@@\n-old\n+new\n*** End Patch\nEOF\n",
+        "<<\"PATCH\"\n*** Begin Patch\n*** Update File: f.txt\n@@\n-old\n+new\n*** End Patch\nPATCH",
+        "*** Begin Patch\n*** Update File: f.txt\n@@\n-old\n+new\n*** End of File\n\n*** End Patch\n",
+    ];
+    for text in variants {
+        let changes = plan_text(&files, text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+        assert_eq!(changes.len(), 1, "{text:?}");
+        assert_eq!(changes[0].after.as_deref(), Some(b"new\n".as_slice()), "{text:?}");
+    }
+}
+
+/// X38: leniency never relaxes safety. An indented `*** End Patch` followed by more hunk lines
+/// is a context line (and here matches nothing); Add over an existing file, ambiguous matches
+/// and a heredoc whose terminator is wrong are still refused.
+#[test]
+fn case_x38_leniency_keeps_every_refusal() {
+    let files = [("f.txt", b"old\nold\n".as_slice())];
+    let err = plan_text(&files, "*** Begin Patch\n*** Update File: f.txt\n@@\n-old\n+new\n*** End Patch\n").unwrap_err();
+    assert!(matches!(err, PatchError::AmbiguousContext { .. }), "{err:?}");
+    let err = plan_text(&files, "*** Begin Patch\n  *** Add File: f.txt\n+x\n*** End Patch\n").unwrap_err();
+    assert_eq!(err.code(), ErrorCode::AddFileExists);
+    let err = plan_text(&files, "<<'EOF'\n*** Begin Patch\n*** Delete File: f.txt\n*** End Patch\nEND\n").unwrap_err();
+    assert!(matches!(err, PatchError::Parse { .. }), "{err:?}");
+    // A file line that really is `*** End Patch`, in the middle of a hunk, stays context.
+    let files = [("p.txt", b"a\n*** End Patch\nb\n".as_slice())];
+    let changes = plan_text(&files, "*** Begin Patch\n*** Update File: p.txt\n@@\n a\n *** End Patch\n-b\n+B\n*** End Patch\n").unwrap();
+    assert_eq!(changes[0].after.as_deref(), Some(b"a\n*** End Patch\nB\n".as_slice()));
+}
+
+/// X39: typographic punctuation in the file, ASCII in the patch: applies when unique after
+/// normalisation, keeps the file's own characters on untouched lines, and is refused naming
+/// both candidate lines when normalisation makes it ambiguous.
+#[test]
+fn case_x39_typographic_punctuation_matches_when_unique() {
+    let file = "# settings \u{2014} keep\ntimeout = 5  # seconds \u{2013} don\u{2019}t lower\n";
+    let files = [("c.py", file.as_bytes())];
+    let text = "*** Begin Patch\n*** Update File: c.py\n@@\n # settings - keep\n-timeout = 5  # seconds - don't lower\n+timeout = 10  # seconds - don't lower\n*** End Patch\n";
+    let changes = plan_text(&files, text).unwrap();
+    let after = String::from_utf8(changes[0].after.clone().unwrap()).unwrap();
+    assert_eq!(after, "# settings \u{2014} keep\ntimeout = 10  # seconds - don't lower\n");
+    let twice = "x = 1  # a \u{2013} b\ny\nx = 1  # a \u{2014} b\n";
+    let files = [("c.py", twice.as_bytes())];
+    let err = plan_text(&files, "*** Begin Patch\n*** Update File: c.py\n@@\n-x = 1  # a - b\n+x = 2\n*** End Patch\n").unwrap_err();
+    assert!(matches!(err, PatchError::AmbiguousContext { ref candidates, .. } if candidates == &[1, 3]), "{err:?}");
+    assert!(err.to_string().contains("lines 1, 3"), "{err}");
 }

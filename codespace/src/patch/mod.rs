@@ -76,6 +76,22 @@ pub enum PatchError {
         first_line: String,
         candidates: Vec<usize>,
     },
+    /// Hunk number `hunk` of `path` matches only before where hunk `hunk - 1` ended (its first
+    /// line is at file line `line`; the previous hunk ended at line `after`): hunks must follow
+    /// the file's order (case X40). Reorder the hunks, or split them into separate patches.
+    #[error(
+        "invalid patch: hunk {hunk} of {path} (starting {first_line:?}) matches at line {line}, \
+         before the end of hunk {} (line {after}): hunks must follow the file's order; \
+         reorder them",
+        hunk - 1
+    )]
+    HunkOutOfOrder {
+        path: String,
+        hunk: usize,
+        first_line: String,
+        line: usize,
+        after: usize,
+    },
     /// `*** Add File:` names an existing file. Use `*** Update File:`, or delete it first.
     #[error("{path} already exists; update it instead of adding it")]
     AddFileExists { path: String },
@@ -112,7 +128,8 @@ impl PatchError {
         match self {
             PatchError::Parse { .. }
             | PatchError::ContextNotFound { .. }
-            | PatchError::AmbiguousContext { .. } => ErrorCode::InvalidPatch,
+            | PatchError::AmbiguousContext { .. }
+            | PatchError::HunkOutOfOrder { .. } => ErrorCode::InvalidPatch,
             PatchError::AddFileExists { .. } => ErrorCode::AddFileExists,
             PatchError::MoveDestinationExists { .. } => ErrorCode::MoveDestinationExists,
             PatchError::FileNotFound { .. } => ErrorCode::FileNotFound,

@@ -14,9 +14,18 @@
 //! *** End Patch
 //! ```
 //!
-//! Marker lines tolerate trailing whitespace (`*** Begin Patch   `, case X18c) and blank lines
-//! before `*** Begin Patch` and after `*** End Patch` are ignored. A `\r` before each `\n` of the
-//! patch text is dropped: line endings are the file's business, never the patch's.
+//! Patches as models really write them are accepted (cases X18c, X38), without relaxing what a
+//! patch may do:
+//! - marker lines tolerate surrounding whitespace (`*** Begin Patch   `, `  *** Update File: a`);
+//!   inside a hunk an indented `*** End Patch` is the end only when nothing but blank lines (or
+//!   a heredoc terminator) follows, so a context line that really reads `*** End Patch` still works;
+//! - blank lines before `*** Begin Patch`, after `*** End Patch`, and between a hunk's end and the
+//!   next marker are ignored;
+//! - a patch wrapped in a shell heredoc (`apply_patch <<'EOF'` ... `EOF`) is unwrapped: the opening
+//!   line must end in `<<WORD` (quoted or not, `<<-` too) and the closing line is `WORD`.
+//!
+//! A `\r` before each `\n` of the patch text is dropped: line endings are the file's business,
+//! never the patch's.
 
 use super::{PatchError, Result};
 
@@ -113,12 +122,33 @@ pub fn parse(text: &str) -> Result<Patch> {
         .split('\n')
         .map(|l| l.strip_suffix('\r').unwrap_or(l))
         .collect();
-    Parser { lines, pos: 0 }.patch()
+    Parser { lines, pos: 0, terminator: None }.patch()
 }
 
 struct Parser<'a> {
     lines: Vec<&'a str>,
     pos: usize,
+    /// The heredoc terminator word when the patch came wrapped in one (case X38c).
+    terminator: Option<String>,
+}
+
+/// Whether `line` is a `***` marker line (leading whitespace tolerated).
+fn is_marker(line: &str) -> bool {
+    line.trim_start().starts_with("***")
+}
+
+/// The terminator word of a line that opens a shell heredoc (`... <<'EOF'`, `<<"EOF"`,
+/// `<<EOF`, `<<-EOF`), if the line ends with one.
+fn heredoc_word(line: &str) -> Option<String> {
+    let (_, after) = line.trim_end().rsplit_once("<<")?;
+    let word = after.strip_prefix('-').unwrap_or(after).trim();
+    let word = word
+        .strip_prefix('\'')
+        .and_then(|w| w.strip_suffix('\''))
+        .or_else(|| word.strip_prefix('"').and_then(|w| w.strip_suffix('"')))
+        .unwrap_or(word);
+    let ok = !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    ok.then(|| word.to_owned())
 }
 
 fn err(line: usize, message: impl Into<String>) -> PatchError {
@@ -175,7 +205,7 @@ impl<'a> Parser<'a> {
     fn only_blank_until_marker(&mut self) -> bool {
         let rest = &self.lines[self.pos..];
         let blank = rest.iter().take_while(|l| l.trim().is_empty()).count();
-        let ends = rest.get(blank).is_none_or(|l| l.starts_with("***"));
+        let ends = rest.get(blank).is_none_or(|l| is_marker(l));
         if ends {
             self.pos += blank;
         }
@@ -188,8 +218,26 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// Whether everything after the current line is blank, or a heredoc terminator and blanks:
+    /// an indented `*** End Patch` here is the patch's end, not a context line.
+    fn only_tail_after(&self, terminator: Option<&str>) -> bool {
+        let mut rest = self.lines[self.pos + 1..].iter().filter(|l| !l.trim().is_empty());
+        match (rest.next(), terminator) {
+            (None, _) => true,
+            (Some(l), Some(word)) => l.trim() == word && rest.next().is_none(),
+            (Some(_), None) => false,
+        }
+    }
+
     fn patch(mut self) -> Result<Patch> {
         self.skip_blank();
+        // `apply_patch <<'EOF'` ... `EOF`: unwrap the heredoc (case X38c).
+        let terminator = self.peek().and_then(heredoc_word);
+        if terminator.is_some() {
+            self.pos += 1;
+            self.skip_blank();
+        }
+        self.terminator = terminator;
         match self.peek() {
             Some(l) if l.trim() == BEGIN => self.pos += 1,
             Some(l) => {
@@ -210,7 +258,7 @@ impl<'a> Parser<'a> {
                     format!("expected `{END}` before the end of the patch"),
                 ));
             };
-            let marker = line.trim_end();
+            let marker = line.trim();
             if marker == END {
                 end_line = no;
                 self.pos += 1;
@@ -244,6 +292,12 @@ impl<'a> Parser<'a> {
             }
         }
         self.skip_blank();
+        if let (Some(l), Some(word)) = (self.peek(), self.terminator.as_deref()) {
+            if l.trim() == word {
+                self.pos += 1;
+                self.skip_blank();
+            }
+        }
         if let Some(l) = self.peek() {
             return Err(err(
                 self.line_no(),
@@ -263,7 +317,7 @@ impl<'a> Parser<'a> {
             if let Some(text) = line.strip_prefix('+') {
                 lines.push(text.to_owned());
                 self.pos += 1;
-            } else if line.starts_with("***") || self.only_blank_until_marker() {
+            } else if is_marker(line) || self.only_blank_until_marker() {
                 break;
             } else {
                 return Err(err(
@@ -281,7 +335,7 @@ impl<'a> Parser<'a> {
     /// Everything after `*** Update File: <path>` (line `header_no`).
     fn update(&mut self, path: String, header_no: usize) -> Result<FileOp> {
         let mut move_to = None;
-        if let Some(rest) = self.peek().and_then(|l| l.trim_end().strip_prefix(MOVE)) {
+        if let Some(rest) = self.peek().and_then(|l| l.trim().strip_prefix(MOVE)) {
             move_to = Some(path_of(rest, self.line_no(), MOVE)?);
             self.pos += 1;
         }
@@ -305,13 +359,17 @@ impl<'a> Parser<'a> {
                 };
                 self.pos += 1;
                 hunks.push(self.hunk(header, no)?);
-            } else if line.trim_end() == END_OF_FILE {
+            } else if line.trim() == END_OF_FILE {
                 return Err(err(
                     no,
                     format!("`{END_OF_FILE}` must close a hunk that has lines"),
                 ));
-            } else if line.starts_with("***") {
+            } else if is_marker(line) {
                 break;
+            } else if !hunks.is_empty() && line.trim().is_empty() && self.only_blank_until_marker() {
+                // Blank lines after a closed hunk (`*** End of File`, then a blank line, then
+                // `*** End Patch`: case X38d).
+                continue;
             } else if hunks.is_empty() && line.starts_with([' ', '-', '+']) {
                 // Codex accepts a first hunk without `@@`.
                 hunks.push(self.hunk(None, no)?);
@@ -340,12 +398,19 @@ impl<'a> Parser<'a> {
         let mut lines = Vec::new();
         let mut end_of_file = false;
         while let Some(line) = self.peek() {
-            if line.trim_end() == END_OF_FILE {
+            if line.trim() == END_OF_FILE {
                 self.pos += 1;
                 end_of_file = true;
                 break;
             }
             if line.starts_with("***") || line.starts_with("@@") {
+                break;
+            }
+            // An indented marker ends the hunk (case X38a/b); an indented `*** End Patch` only
+            // when nothing but the patch's tail follows, else it is a context line.
+            let trimmed = line.trim();
+            let file_marker = [ADD, DELETE, UPDATE].iter().any(|m| trimmed.starts_with(m));
+            if file_marker || (trimmed == END && self.only_tail_after(self.terminator.as_deref())) {
                 break;
             }
             let mut chars = line.chars();

@@ -1,7 +1,9 @@
 //! Finding where a hunk's old lines sit in a file.
 //!
-//! Three passes, each accepted only when it finds exactly one place: exact bytes, then ignoring
-//! trailing whitespace, then ignoring surrounding whitespace (case X18b). Two or more places in a
+//! Four passes, each accepted only when it finds exactly one place: exact bytes, then ignoring
+//! trailing whitespace, then ignoring surrounding whitespace (case X18b), then also treating
+//! typographic punctuation as its ASCII twin (case X39: a model writes `-` and `'` where the
+//! file has an en dash and a curly apostrophe; see [`ascii_punctuation`]). Two or more places in a
 //! pass is an ambiguity and stops the search: a looser pass never breaks a tie of a stricter one.
 //! Codex's `seek_sequence` has the same passes but takes the first hit; Spaces refuses instead,
 //! so a patch never lands on a place its author did not mean.
@@ -24,6 +26,7 @@ enum Pass {
     Exact,
     TrimEnd,
     Trim,
+    Punctuation,
 }
 
 fn same(pass: Pass, file: &[u8], patch: &[u8]) -> bool {
@@ -31,13 +34,35 @@ fn same(pass: Pass, file: &[u8], patch: &[u8]) -> bool {
         Pass::Exact => file == patch,
         Pass::TrimEnd => file.trim_ascii_end() == patch.trim_ascii_end(),
         Pass::Trim => file.trim_ascii() == patch.trim_ascii(),
+        Pass::Punctuation => {
+            let (f, p) = (String::from_utf8_lossy(file), String::from_utf8_lossy(patch));
+            ascii_punctuation(f.trim()).trim() == ascii_punctuation(p.trim()).trim()
+        }
     }
+}
+
+/// `text` with typographic punctuation spelled in ASCII: dashes and minus signs as `-`, curly
+/// single quotes as `'`, curly double quotes as `"`, the ellipsis as `...`, and non-breaking and
+/// other Unicode spaces as a space. Only for matching: the file's own characters are kept.
+pub(crate) fn ascii_punctuation(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\u{2010}'..='\u{2015}' | '\u{2212}' | '\u{FE58}' | '\u{FE63}' | '\u{FF0D}' => out.push('-'),
+            '\u{2018}' | '\u{2019}' | '\u{201A}' | '\u{201B}' | '\u{2032}' | '\u{FF07}' => out.push('\''),
+            '\u{201C}' | '\u{201D}' | '\u{201E}' | '\u{201F}' | '\u{2033}' | '\u{FF02}' => out.push('"'),
+            '\u{2026}' => out.push_str("..."),
+            '\u{00A0}' | '\u{2000}'..='\u{200A}' | '\u{202F}' | '\u{205F}' | '\u{3000}' => out.push(' '),
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// Where `pattern` (non-empty) occurs in `file` at or after line `from`. With `end_of_file`, only
 /// the place ending at the file's last line counts (case X18a).
 pub(crate) fn seek(file: &[Line<'_>], pattern: &[&[u8]], from: usize, end_of_file: bool) -> Seek {
-    for pass in [Pass::Exact, Pass::TrimEnd, Pass::Trim] {
+    for pass in [Pass::Exact, Pass::TrimEnd, Pass::Trim, Pass::Punctuation] {
         let mut hits = starts(file, pattern, from, end_of_file, pass);
         match hits.len() {
             0 => continue,
@@ -69,13 +94,13 @@ fn starts(
         .collect()
 }
 
-/// Lines at or after `from` equal to `line` ignoring surrounding whitespace: hints for a hunk
-/// that matched nowhere.
+/// Lines at or after `from` equal to `line` ignoring surrounding whitespace and typographic
+/// punctuation: hints for a hunk that matched nowhere.
 pub(crate) fn near(file: &[Line<'_>], line: &[u8], from: usize) -> Vec<usize> {
     file.iter()
         .enumerate()
         .skip(from)
-        .filter(|(_, l)| same(Pass::Trim, l.text, line))
+        .filter(|(_, l)| same(Pass::Punctuation, l.text, line))
         .map(|(i, _)| i)
         .collect()
 }
@@ -131,6 +156,15 @@ mod tests {
             Seek::Found(3)
         );
         assert_eq!(find(b"m\ne\nx\n", &["m", "e"], 0, true), Seek::NotFound);
+    }
+
+    #[test]
+    fn typographic_punctuation_matches_its_ascii_twin_only_when_unique() {
+        let file = "timeout = 5  # seconds \u{2013} don\u{2019}t lower\n".as_bytes();
+        assert_eq!(find(file, &["timeout = 5  # seconds - don't lower"], 0, false), Seek::Found(0));
+        let twice = "a \u{2013} b\nx\na \u{2014} b\n".as_bytes();
+        assert_eq!(find(twice, &["a - b"], 0, false), Seek::Ambiguous(vec![0, 2]));
+        assert_eq!(ascii_punctuation("\u{201C}q\u{201D}\u{2026}\u{00A0}"), "\"q\"... ");
     }
 
     #[test]

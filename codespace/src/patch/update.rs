@@ -63,11 +63,15 @@ fn locate<'h>(
     hunk: &'h Hunk,
     from: usize,
 ) -> Result<(usize, &'h [HunkLine])> {
+    let after = from;
     let mut from = from;
     if let Some(header) = &hunk.header {
         match seek(file, &[header.as_bytes()], from, false) {
             Seek::Found(at) => from = at + 1,
-            found => return Err(refusal(path, number, header.as_bytes(), file, from, found)),
+            found => {
+                let earlier = out_of_order(file, &[header.as_bytes()], after, false);
+                return Err(refusal(path, number, header.as_bytes(), file, from, found, earlier));
+            }
         }
     }
     let mut body = hunk.lines.as_slice();
@@ -86,8 +90,28 @@ fn locate<'h>(
             Seek::NotFound if matches!(body.last(), Some(HunkLine::Context(t)) if t.is_empty()) => {
                 body = &body[..body.len() - 1];
             }
-            found => return Err(refusal(path, number, first, file, from, found)),
+            found => {
+                // Under a header that matched, the hunk is positioned by it, not by the order.
+                let earlier = if from == after {
+                    out_of_order(file, &old_lines(body), after, hunk.end_of_file)
+                } else {
+                    None
+                };
+                return Err(refusal(path, number, first, file, from, found, earlier));
+            }
         }
+    }
+}
+
+/// Where a hunk that matches nowhere after `after` would match before it (0-based), if it
+/// matches there exactly once: then the hunks are out of order (case X40).
+fn out_of_order(file: &[Line<'_>], pattern: &[&[u8]], after: usize, end_of_file: bool) -> Option<usize> {
+    if after == 0 || pattern.is_empty() {
+        return None;
+    }
+    match seek(&file[..after.min(file.len())], pattern, 0, end_of_file) {
+        Seek::Found(at) => Some(at),
+        _ => None,
     }
 }
 
@@ -98,9 +122,13 @@ fn refusal(
     file: &[Line<'_>],
     from: usize,
     found: Seek,
+    earlier: Option<usize>,
 ) -> PatchError {
     let first_line = String::from_utf8_lossy(first).into_owned();
     let one_based = |v: Vec<usize>| v.into_iter().map(|i| i + 1).collect();
+    if let (Seek::NotFound, Some(at)) = (&found, earlier) {
+        return PatchError::HunkOutOfOrder { path: path.to_owned(), hunk, first_line, line: at + 1, after: from };
+    }
     match found {
         Seek::Ambiguous(candidates) => PatchError::AmbiguousContext {
             path: path.to_owned(),
