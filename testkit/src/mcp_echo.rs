@@ -80,6 +80,77 @@ fn error(id: Value, code: i64, message: &str) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } })
 }
 
+/// The headers of each request an [`HttpEchoServer`] received.
+type SeenHeaders = std::sync::Arc<std::sync::Mutex<Vec<Vec<(String, String)>>>>;
+
+/// The same one-tool server over MCP Streamable HTTP at `http://127.0.0.1:PORT/mcp`: each POSTed
+/// JSON-RPC request is answered with one `application/json` message (notifications get 202),
+/// `initialize` assigns an `Mcp-Session-Id`, GET (a server-to-client stream) is 405 as the
+/// transport allows. Every request's headers are recorded, so a test can see that the headers
+/// it configured arrived. Dropping it stops the server.
+pub struct HttpEchoServer {
+    addr: std::net::SocketAddr,
+    headers: SeenHeaders,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl HttpEchoServer {
+    /// Bind 127.0.0.1 on a random port and serve in the background.
+    pub async fn start() -> anyhow::Result<Self> {
+        use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+        use axum::response::{IntoResponse, Response};
+
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let headers = SeenHeaders::default();
+        let seen = headers.clone();
+        let handler = move |method: Method, h: HeaderMap, body: axum::body::Bytes| {
+            let seen = seen.clone();
+            async move {
+                if let Ok(mut all) = seen.lock() {
+                    all.push(h.iter().map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect());
+                }
+                if method != Method::POST {
+                    return StatusCode::METHOD_NOT_ALLOWED.into_response();
+                }
+                let line = String::from_utf8_lossy(&body);
+                let Some(reply) = answer(&line, None) else {
+                    return StatusCode::ACCEPTED.into_response();
+                };
+                let mut resp: Response = reply.to_string().into_response();
+                resp.headers_mut().insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                if line.contains("\"initialize\"") {
+                    resp.headers_mut().insert("mcp-session-id", HeaderValue::from_static("mcp-echo-session"));
+                }
+                resp
+            }
+        };
+        let app = axum::Router::new().route("/mcp", axum::routing::any(handler));
+        let task = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::warn!("mcp-echo http server ended: {e}");
+            }
+        });
+        Ok(Self { addr, headers, task })
+    }
+
+    /// `http://127.0.0.1:PORT/mcp`.
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    /// The headers of every request so far, in arrival order (names lower-case).
+    pub fn request_headers(&self) -> Vec<Vec<(String, String)>> {
+        self.headers.lock().map(|h| h.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for HttpEchoServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,7 @@
 //! MCP servers for the agents themselves (`options.mcp_servers`), on the real CLIs: each harness
-//! hands its CLI a stdio server (the testkit's `mcp-echo`) in the CLI's own config format, the
-//! scripted model calls its tool, and the tool's answer reaches the model. Bad server specs are
+//! hands its CLI a server in the CLI's own config format (the testkit's one-tool echo server,
+//! over stdio as the `mcp-echo` binary and over Streamable HTTP), the scripted model calls its
+//! tool, and the tool's answer reaches the model. Bad server specs are
 //! refused at the door, naming the field, and create nothing.
 
 use std::os::unix::fs::PermissionsExt;
@@ -8,7 +9,10 @@ use std::time::Duration;
 
 use serde_json::json;
 use spaces_sdk::client::ClientError;
-use spaces_sdk::{AgentStartRequest, ErrorCode, EventKind, McpServer, McpStdioServer, SpaceAgentOptions, StopReason, ToolStatus};
+use spaces_sdk::{
+    AgentStartRequest, ErrorCode, EventKind, McpHttpServer, McpServer, McpStdioServer, SpaceAgentOptions, StopReason, ToolStatus,
+};
+use spaces_testkit::mcp_echo::HttpEchoServer;
 use spaces_testkit::{Reply, Script, ScriptedServer};
 
 use super::harness::{H, CLAUDE, CODEX};
@@ -17,6 +21,8 @@ use crate::support::{describe, require_cli, settled, TestDaemon};
 const TURN: Duration = Duration::from_secs(90);
 /// The echo server's `env`: a secret of 8+ characters, so it must be redacted from events.
 const PREFIX_SECRET: &str = "mcp-env-secret-42";
+/// The HTTP server's `Authorization` token: a header secret.
+const HEADER_SECRET: &str = "http-header-secret-7";
 const SAID: &str = "ping from the model";
 
 fn echo_server() -> McpServer {
@@ -28,17 +34,42 @@ fn echo_server() -> McpServer {
     })
 }
 
-/// The model calls the `echo` tool of the run's `echo` MCP server, then answers. The call is a
-/// `tool_call`/`tool_update completed` pair whose output is redacted; the model's second
-/// request carries the tool's output (so the server got its `env`); the secret is nowhere in
-/// the database; the servers' secrets sit 0600 in the run directory.
-async fn an_mcp_server_given_to_the_agent_is_called(h: H) {
+/// The model calls the `echo` tool of the run's `echo` MCP server over stdio, then answers. The
+/// call is a `tool_call`/`tool_update completed` pair whose output is redacted; the model's
+/// second request carries the tool's output (so the server got its `env`); the secret is nowhere
+/// in the database; the servers' secrets sit 0600 in the run directory.
+async fn a_stdio_mcp_server_given_to_the_agent_is_called(h: H) {
+    echo_call(h, echo_server(), &format!("{PREFIX_SECRET} echo: {SAID}"), PREFIX_SECRET).await;
+}
+
+/// The same over Streamable HTTP (`{name, url, headers}`): the configured header reaches the
+/// server with every request.
+async fn an_http_mcp_server_given_to_the_agent_is_called(h: H) {
+    let http = HttpEchoServer::start().await.unwrap();
+    let server = McpServer::Http(McpHttpServer {
+        name: "echo".into(),
+        url: http.url(),
+        headers: [("Authorization".to_owned(), format!("Bearer {HEADER_SECRET}"))].into(),
+    });
+    echo_call(h, server, &format!("echo: {SAID}"), HEADER_SECRET).await;
+    let seen = http.request_headers();
+    assert!(!seen.is_empty(), "the CLI never reached the HTTP server");
+    let posts_with_auth = seen
+        .iter()
+        .filter(|h| h.iter().any(|(k, v)| k == "authorization" && v == &format!("Bearer {HEADER_SECRET}")))
+        .count();
+    assert!(posts_with_auth >= 3, "initialize, tools/list and tools/call carry the header: {seen:?}");
+}
+
+/// Run one turn in which the model calls `echo` of `server` with [`SAID`] and the tool answers
+/// `output`; check events, the model's requests, and where `secret` may and may not be.
+async fn echo_call(h: H, server: McpServer, output: &str, secret: &str) {
     require_cli(h.id, h.binary);
     let script = Script::new([
         Reply::McpToolCall { server: "echo".into(), tool: "echo".into(), input: json!({"text": SAID}) },
         Reply::Text("The echo answered.".into()),
     ]);
-    let server = ScriptedServer::start(h.wire, script).await.unwrap();
+    let model = ScriptedServer::start(h.wire, script).await.unwrap();
     let d = TestDaemon::start().await;
     d.space("s").await;
     let req = AgentStartRequest {
@@ -47,8 +78,8 @@ async fn an_mcp_server_given_to_the_agent_is_called(h: H) {
         prompt: "Call the echo tool, please".into(),
         show: None,
         options: Some(SpaceAgentOptions {
-            base_url: Some(server.base_url()),
-            mcp_servers: vec![echo_server()],
+            base_url: Some(model.base_url()),
+            mcp_servers: vec![server],
             ..Default::default()
         }),
     };
@@ -67,23 +98,20 @@ async fn an_mcp_server_given_to_the_agent_is_called(h: H) {
         .iter()
         .find(|e| e.kind == EventKind::ToolUpdate && e.tool_id == call.tool_id && e.tool_status == Some(ToolStatus::Completed))
         .unwrap_or_else(|| panic!("the echo call completes:\n{}", describe(&events)));
-    let output = done.text.as_deref().unwrap_or("");
-    assert!(output.contains(&format!("[redacted] echo: {SAID}")), "the tool's output, its env value redacted: {output:?}");
+    let shown = output.replace(secret, "[redacted]");
+    let text = done.text.as_deref().unwrap_or("");
+    assert!(text.contains(&shown), "the tool's output {shown:?}, secrets redacted: {text:?}");
     let page = d.client.space("s").agent_events(&run, Some(0), Some(1000)).await.unwrap();
-    let all = serde_json::to_string(&page).unwrap();
-    assert!(!all.contains(PREFIX_SECRET), "no event carries the server's env value");
+    assert!(!serde_json::to_string(&page).unwrap().contains(secret), "no event carries the server's secret");
 
     let st = d.wait_status("s", &run, TURN, settled).await;
     assert_eq!(st.result_text.as_deref(), Some("The echo answered."), "{st:#?}");
-    let calls = server.model_calls();
+    let calls = model.model_calls();
     assert_eq!(calls.len(), 2, "one call for the tool, one for the answer");
     let first = calls[0].json.as_ref().unwrap().to_string();
     assert!(first.contains("mcp__echo"), "the CLI offered the echo tool to the model: {first}");
     let second = calls[1].json.as_ref().unwrap().to_string();
-    assert!(
-        second.contains(&format!("{PREFIX_SECRET} echo: {SAID}")),
-        "the model's second request carries the tool's output (from a server that got its env): {second}"
-    );
+    assert!(second.contains(output), "the model's second request carries the tool's output {output:?}: {second}");
 
     let run_dir = d.state_dir().join("runs").join(&run);
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
@@ -95,8 +123,7 @@ async fn an_mcp_server_given_to_the_agent_is_called(h: H) {
     assert_eq!(mode(&cli_config), 0o600, "{}", cli_config.display());
     for db in ["spaces.db", "spaces.db-wal"] {
         let bytes = std::fs::read(d.state_dir().join(db)).unwrap_or_default();
-        let text = String::from_utf8_lossy(&bytes);
-        assert!(!text.contains(PREFIX_SECRET), "{db} holds the server's env value in clear");
+        assert!(!String::from_utf8_lossy(&bytes).contains(secret), "{db} holds a server secret in clear");
     }
 }
 
@@ -113,7 +140,7 @@ macro_rules! per_harness {
     };
 }
 
-per_harness!(an_mcp_server_given_to_the_agent_is_called);
+per_harness!(a_stdio_mcp_server_given_to_the_agent_is_called, an_http_mcp_server_given_to_the_agent_is_called);
 
 fn refusal(r: Result<impl std::fmt::Debug, ClientError>) -> spaces_sdk::ApiError {
     match r {
