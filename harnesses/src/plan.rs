@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use spaces_sdk::McpServer;
+
 /// The pinned npm install of a CLI into the host's tools directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InstallSpec {
@@ -60,11 +62,17 @@ pub struct LaunchContext<'a> {
     pub cwd: &'a Path,
     /// The run's private agent home (becomes `HOME`; config dirs live under it).
     pub home: &'a Path,
+    /// The run's private directory (0700), for launch files that must not live in the agent's
+    /// home (a home may be saved and restored elsewhere), such as MCP configs with secrets.
+    pub run_dir: &'a Path,
     pub model: Option<&'a str>,
     /// Custom model endpoint (e.g. `http://127.0.0.1:PORT`).
     pub base_url: Option<&'a str>,
     /// Caller env plus forwarded host keys, already merged.
     pub env: &'a BTreeMap<String, String>,
+    /// MCP servers to give the CLI, in its own config format (names already validated: unique,
+    /// `[A-Za-z0-9_-]+`). Empty: the CLI's MCP configuration is left alone.
+    pub mcp_servers: &'a [McpServer],
 }
 
 /// One process to spawn.
@@ -92,4 +100,28 @@ pub struct ExitInfo {
     pub stderr_tail: String,
     /// The caller asked to stop the run (turn in flight ends `stopped`).
     pub stop_requested: bool,
+}
+
+#[cfg(test)]
+impl LaunchPlan {
+    /// A readable rendering for snapshot tests: argv one per line, the environment, each file
+    /// with its content, the stdin mode.
+    pub(crate) fn render(&self) -> String {
+        let mut out = String::from("argv:\n");
+        for a in &self.argv {
+            out.push_str(&format!("  {a}\n"));
+        }
+        out.push_str("env:\n");
+        for (k, v) in &self.env {
+            out.push_str(&format!("  {k}={v}\n"));
+        }
+        for (path, content) in &self.files {
+            out.push_str(&format!("file {}:\n", path.display()));
+            for line in content.lines() {
+                out.push_str(&format!("  | {line}\n"));
+            }
+        }
+        out.push_str(&format!("stdin: {:?}\n", self.stdin));
+        out
+    }
 }

@@ -19,6 +19,7 @@ pub mod client;
 pub mod decode;
 pub mod error;
 pub mod event;
+pub mod mcp_server;
 pub mod op;
 pub mod run;
 #[cfg(feature = "client")]
@@ -29,6 +30,7 @@ pub use capabilities::{AuthState, Capabilities, HarnessCapabilities};
 pub use decode::decode;
 pub use error::{ApiError, ErrorCode};
 pub use event::{Category, Event, EventKind, EventsPage, StopReason, ToolStatus};
+pub use mcp_server::{McpHttpServer, McpServer, McpStdioServer};
 pub use op::{ops, Operation, OperationInfo};
 pub use run::{
     ActionReport, AgentEventsRequest, AgentListRequest, AgentMessageRequest, AgentRunRequest,

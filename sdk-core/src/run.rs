@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::mcp_server::McpServer;
+
 /// Options for `agent_start` beyond the harness and prompt (`SpaceAgentOptions`, API reference
 /// "Agent runs"). Unknown keys are refused (`INVALID_ARGUMENT` naming the key): a Node-style
 /// `baseUrl` never vanishes silently.
@@ -30,6 +32,14 @@ pub struct SpaceAgentOptions {
     pub exit_when_idle: Option<bool>,
     /// Run as this persistent agent (restore its home first, save after every turn).
     pub home: Option<String>,
+    /// MCP servers the agent's CLI connects to, each passed in that CLI's own config format:
+    /// `{name, url, headers?}` (Streamable HTTP) or `{name, command, args?, env?}` (stdio).
+    /// Their tools are allowed without prompts, like the CLI's own.
+    pub mcp_servers: Vec<McpServer>,
+    /// Give the agent spacesd's own CodeSpace tools for this Space only, as the stdio MCP
+    /// server `spaces` (`spacesd mcp --space <space>`). On by default; the name `spaces` is
+    /// then reserved. Not available in this build yet: an explicit `true` is reported in `notes`.
+    pub space_tools: Option<bool>,
 }
 
 /// `agent_start`: start a run of `agent` in Space `space` with the first turn's `prompt`.

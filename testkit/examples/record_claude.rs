@@ -236,9 +236,11 @@ async fn record(name: &str, binary: &Path, out: &Path, work: &Path) -> Result<()
         binary,
         cwd: &ws,
         home: &home,
+        run_dir: &dir,
         model: None,
         base_url: Some(&base_url),
         env: &env,
+        mcp_servers: &[],
     };
     let plan = ClaudeCode.launch(&ctx);
     let mut cmd = tokio::process::Command::new(&plan.argv[0]);

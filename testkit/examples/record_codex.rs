@@ -258,9 +258,11 @@ async fn run(
         binary,
         cwd: &d.cwd,
         home: &d.home,
+        run_dir: d.home.parent().unwrap_or(&d.home),
         model: None,
         base_url: Some(&base_url),
         env: &env,
+        mcp_servers: &[],
     };
     let plan = OpenAiCodex.launch(&ctx);
     for (path, content) in &plan.files {

@@ -103,6 +103,10 @@ pub fn frames(reply: &Reply, request: Option<&Value>) -> Vec<SseFrame> {
             tool_block(&mut out, &format!("toolu_scripted_{n}"), name, &json!({ "input": input }));
             "tool_use"
         }
+        Reply::McpToolCall { server, tool, input } => {
+            tool_block(&mut out, &format!("toolu_scripted_{n}"), &format!("mcp__{server}__{tool}"), input);
+            "tool_use"
+        }
         // The server answers these itself; an empty text keeps the stream well-formed anyway.
         Reply::HttpError { .. } | Reply::Hang => {
             text_block(&mut out, &[""], Duration::ZERO);
@@ -322,6 +326,15 @@ mod tests {
         );
         assert_eq!(f[1].data["content_block"]["id"], "toolu_scripted_3");
         assert_eq!(f[2].data["delta"]["partial_json"], "{\"a\":1}");
+        assert_eq!(f[4].data["delta"]["stop_reason"], "tool_use");
+    }
+
+    #[test]
+    fn mcp_tool_calls_use_claude_codes_tool_name() {
+        let reply = Reply::McpToolCall { server: "echo".into(), tool: "echo".into(), input: json!({"text": "hi"}) };
+        let f = frames(&reply, None);
+        assert_eq!(f[1].data["content_block"]["name"], "mcp__echo__echo");
+        assert_eq!(f[2].data["delta"]["partial_json"], "{\"text\":\"hi\"}");
         assert_eq!(f[4].data["delta"]["stop_reason"], "tool_use");
     }
 

@@ -7,8 +7,12 @@
 //! its script: text, a tool call, a slow stream (for interrupt tests), an HTTP error, or a hang.
 //! Every request is recorded ([`RecordedRequest`]) so tests can check what the CLI sent (e.g. that
 //! a follow-up carries the earlier turn's history).
+//!
+//! [`mcp_echo`] is a one-tool stdio MCP server (hand-written JSON-RPC) for runs that prove an
+//! agent CLI reaches the MCP servers it was given.
 
 mod anthropic;
+pub mod mcp_echo;
 mod openai;
 pub mod script;
 pub mod server;

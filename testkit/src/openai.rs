@@ -45,6 +45,9 @@ pub fn frames(reply: &Reply, request: Option<&serde_json::Value>) -> Vec<SseFram
             s.message(&refs, Duration::from_millis(*delay_ms));
         }
         Reply::ToolCall { name, input } => s.function_call(name, input),
+        Reply::McpToolCall { server, tool, input } => {
+            s.namespaced_function_call(&format!("mcp__{server}"), tool, input)
+        }
         Reply::CustomToolCall { name, input } => s.custom_tool_call(name, input),
         // The server answers these itself; an empty-output completion is the harmless fallback.
         Reply::HttpError { .. } | Reply::Hang => {}
@@ -218,6 +221,12 @@ impl Stream {
         self.tool_item(&FUNCTION_CALL, name, &arguments);
     }
 
+    /// A `function_call` item of a tool in `namespace` (Codex's MCP tools: `mcp__<server>`).
+    fn namespaced_function_call(&mut self, namespace: &str, name: &str, input: &Value) {
+        let arguments = input.to_string();
+        self.tool_item_in(&FUNCTION_CALL, Some(namespace), name, &arguments);
+    }
+
     /// A `custom_tool_call` item (Codex's freeform `apply_patch`) with the raw `input` string.
     fn custom_tool_call(&mut self, name: &str, input: &str) {
         self.tool_item(&CUSTOM_TOOL_CALL, name, input);
@@ -226,25 +235,32 @@ impl Stream {
     /// A tool item streamed as `output_item.added`, one payload delta, the payload's `done`
     /// frame, then `output_item.done` with the whole item.
     fn tool_item(&mut self, shape: &ToolItemShape, name: &str, payload: &str) {
+        self.tool_item_in(shape, None, name, payload);
+    }
+
+    /// [`Self::tool_item`] with the item's `namespace` set when given.
+    fn tool_item_in(&mut self, shape: &ToolItemShape, namespace: Option<&str>, name: &str, payload: &str) {
         let id = format!("{}_{}", shape.id_prefix, self.n);
         let call_id = format!("call_{}", self.n);
         let index = self.output.len();
         self.output_tokens += tokens(payload);
         let (kind, field) = (shape.item_type, shape.payload_field);
-        let added = json!({
-            "output_index": index,
-            "item": {"id": id, "type": kind, "status": "in_progress",
-                     "call_id": call_id, "name": name, field: ""},
+        let mut added_item = json!({"id": id, "type": kind, "status": "in_progress",
+                                    "call_id": call_id, "name": name, field: ""});
+        let mut item = json!({
+            "id": id, "type": kind, "status": "completed", "call_id": call_id,
+            "name": name, field: payload,
         });
+        if let Some(ns) = namespace {
+            added_item["namespace"] = json!(ns);
+            item["namespace"] = json!(ns);
+        }
+        let added = json!({"output_index": index, "item": added_item});
         self.push("response.output_item.added", added, Duration::ZERO);
         let delta = json!({"item_id": id, "output_index": index, "delta": payload});
         self.push(&format!("response.{}.delta", shape.event_stem), delta, Duration::ZERO);
         let done = json!({"item_id": id, "output_index": index, field: payload});
         self.push(&format!("response.{}.done", shape.event_stem), done, Duration::ZERO);
-        let item = json!({
-            "id": id, "type": kind, "status": "completed", "call_id": call_id,
-            "name": name, field: payload,
-        });
         self.item_done(index, item);
     }
 
@@ -330,6 +346,23 @@ mod tests {
         assert_eq!(item["type"], "function_call");
         assert_eq!(item["arguments"], "{\"cmd\":\"ls\"}");
         assert_eq!(item["call_id"], "call_0");
+    }
+
+    #[test]
+    fn mcp_tool_calls_are_namespaced_function_calls() {
+        let reply = Reply::McpToolCall { server: "echo".into(), tool: "echo".into(), input: json!({"text": "hi"}) };
+        let f = frames(&reply, None);
+        let items: Vec<&Value> = f
+            .iter()
+            .filter(|f| f.event.as_deref().is_some_and(|e| e.starts_with("response.output_item.")))
+            .map(|f| &f.data["item"])
+            .collect();
+        assert_eq!(items.len(), 2);
+        for item in items {
+            assert_eq!((&item["type"], &item["namespace"], &item["name"]), (&json!("function_call"), &json!("mcp__echo"), &json!("echo")));
+        }
+        let done = &f[f.len() - 1].data["response"]["output"][0];
+        assert_eq!(done["arguments"], "{\"text\":\"hi\"}");
     }
 
     #[test]

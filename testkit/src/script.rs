@@ -17,6 +17,11 @@ pub enum Reply {
     ToolCall { name: String, input: serde_json::Value },
     /// OpenAI Responses only: a `custom_tool_call` (Codex's `apply_patch`) with a raw string input.
     CustomToolCall { name: String, input: String },
+    /// A call of the tool `tool` of the agent's MCP server `server`, spelled as each CLI expects
+    /// it. Anthropic: a `tool_use` named `mcp__<server>__<tool>` (Claude Code's name for MCP
+    /// tools); OpenAI Responses: a `function_call` with `namespace: "mcp__<server>"` and `name:
+    /// <tool>` (how Codex lists and dispatches MCP tools).
+    McpToolCall { server: String, tool: String, input: serde_json::Value },
     /// Text streamed in `chunks` pieces with `delay_ms` between them (for interrupt tests).
     SlowText { text: String, chunks: u32, delay_ms: u64 },
     /// Answer the request with this HTTP status and body (no stream).

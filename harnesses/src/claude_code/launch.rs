@@ -2,7 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::json;
+use serde_json::{json, Value};
+use spaces_sdk::McpServer;
 
 use crate::{LaunchContext, LaunchPlan, StdinMode};
 
@@ -20,9 +21,16 @@ pub const PLACEHOLDER_API_KEY: &str = "spaces-placeholder-key";
 /// `request_id` of the interrupt control request (the CLI echoes it in its `control_response`).
 pub const INTERRUPT_REQUEST_ID: &str = "spaces-interrupt";
 
+/// The run-local MCP config file (in the run directory, not the agent's home: it holds the
+/// servers' secrets).
+pub const MCP_CONFIG_FILE: &str = "claude-mcp.json";
+
 /// The process for a run: `claude -p --input-format stream-json --output-format stream-json
-/// --verbose --dangerously-skip-permissions [--model M] [--resume SID]`, stdin a pipe, the first
-/// turn's message as `initial_stdin`. Environment: the run's private `HOME` with
+/// --verbose --dangerously-skip-permissions [--mcp-config FILE --strict-mcp-config] [--model M]
+/// [--resume SID]`, stdin a pipe, the first turn's message as `initial_stdin`. With MCP servers,
+/// FILE is [`MCP_CONFIG_FILE`] in the run directory ([`mcp_config`]) and only those servers are
+/// used (none from the user's or the Space's own configs); their tools need no permission rule,
+/// as `--dangerously-skip-permissions` allows every tool, `mcp__<name>__*` included. Environment: the run's private `HOME` with
 /// `CLAUDE_CONFIG_DIR=$HOME/.claude`, telemetry, autoupdate and nonessential traffic off,
 /// `IS_SANDBOX=1` (needed for `--dangerously-skip-permissions` as root), a small retry count;
 /// `ANTHROPIC_BASE_URL` from `base_url`; then every `ctx.env` entry (the caller wins).
@@ -37,6 +45,14 @@ pub fn plan(ctx: &LaunchContext<'_>) -> LaunchPlan {
         "--verbose".into(),
         "--dangerously-skip-permissions".into(),
     ];
+    let mut files = Vec::new();
+    if !ctx.mcp_servers.is_empty() {
+        let path = ctx.run_dir.join(MCP_CONFIG_FILE);
+        argv.push("--mcp-config".into());
+        argv.push(path.display().to_string());
+        argv.push("--strict-mcp-config".into());
+        files.push((path, format!("{:#}\n", mcp_config(ctx.mcp_servers))));
+    }
     if let Some(model) = ctx.model {
         argv.push("--model".into());
         argv.push(model.into());
@@ -71,10 +87,26 @@ pub fn plan(ctx: &LaunchContext<'_>) -> LaunchPlan {
     LaunchPlan {
         argv,
         env,
-        files: Vec::new(),
+        files,
         stdin: StdinMode::Pipe,
         initial_stdin: Some(user_message(ctx.prompt)),
     }
+}
+
+/// The `--mcp-config` document: `{"mcpServers": {NAME: {"command", "args", "env"} |
+/// {"type": "http", "url", "headers"}}}`.
+pub fn mcp_config(servers: &[McpServer]) -> Value {
+    let entries: serde_json::Map<String, Value> = servers
+        .iter()
+        .map(|server| {
+            let entry = match server {
+                McpServer::Stdio(s) => json!({ "command": s.command, "args": s.args, "env": s.env }),
+                McpServer::Http(s) => json!({ "type": "http", "url": s.url, "headers": s.headers }),
+            };
+            (server.name().to_owned(), entry)
+        })
+        .collect();
+    json!({ "mcpServers": entries })
 }
 
 /// One stream-json user message line: `{"type":"user","message":{"role":"user","content":
@@ -124,10 +156,21 @@ mod tests {
             binary: Path::new("/tools/node_modules/@anthropic-ai/claude-code-linux-x64/claude"),
             cwd: Path::new("/space/ws"),
             home: Path::new("/runs/run-1/home"),
+            run_dir: Path::new("/runs/run-1"),
             model: None,
             base_url: Some("http://127.0.0.1:4000/"),
             env,
+            mcp_servers: &[],
         }
+    }
+
+    fn servers() -> Vec<McpServer> {
+        serde_json::from_value(json!([
+            {"name": "echo", "command": "/opt/bin/mcp-echo", "args": ["--loud"], "env": {"ECHO_TOKEN": "secret-123456"}},
+            {"name": "docs", "url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer abcdefgh"}},
+            {"name": "bare", "command": "npx"}
+        ]))
+        .unwrap()
     }
 
     #[test]
@@ -206,6 +249,32 @@ mod tests {
         let plan = ClaudeCode.launch(&c);
         assert!(!plan.env.contains_key("ANTHROPIC_API_KEY"));
         assert!(!plan.env.contains_key("ANTHROPIC_BASE_URL"));
+    }
+
+    #[test]
+    fn mcp_servers_go_to_a_run_local_config_with_strict_mcp_config() {
+        let env = BTreeMap::new();
+        let servers = servers();
+        let mut c = ctx(&env);
+        c.mcp_servers = &servers;
+        c.model = Some("claude-sonnet-4-5");
+        let plan = ClaudeCode.launch(&c);
+        assert_eq!(
+            plan.argv[8..],
+            ["--mcp-config", "/runs/run-1/claude-mcp.json", "--strict-mcp-config", "--model", "claude-sonnet-4-5"]
+                .map(String::from)
+        );
+        assert_eq!(plan.files.len(), 1);
+        let config: serde_json::Value = serde_json::from_str(&plan.files[0].1).unwrap();
+        assert_eq!(
+            config,
+            json!({"mcpServers": {
+                "echo": {"command": "/opt/bin/mcp-echo", "args": ["--loud"], "env": {"ECHO_TOKEN": "secret-123456"}},
+                "docs": {"type": "http", "url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer abcdefgh"}},
+                "bare": {"command": "npx", "args": [], "env": {}}
+            }})
+        );
+        insta::assert_snapshot!(plan.render());
     }
 
     #[test]

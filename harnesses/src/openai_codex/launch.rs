@@ -12,6 +12,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use spaces_sdk::McpServer;
+
 use crate::plan::{LaunchContext, LaunchPlan, StdinMode};
 
 /// Model used with a custom endpoint when the caller names none. It must be a slug Codex knows:
@@ -76,7 +78,7 @@ pub fn plan(ctx: &LaunchContext<'_>) -> LaunchPlan {
         env,
         files: vec![(
             home.join("config.toml"),
-            config_toml(ctx.base_url, ctx.model),
+            config_toml(ctx.base_url, ctx.model, ctx.mcp_servers),
         )],
         stdin: StdinMode::Null,
         initial_stdin: None,
@@ -84,10 +86,12 @@ pub fn plan(ctx: &LaunchContext<'_>) -> LaunchPlan {
 }
 
 /// The run-local `config.toml`: no update checks, analytics, feedback uploads, plugin or app
-/// syncs ([`NO_PHONE_HOME`]), and, with a
+/// syncs ([`NO_PHONE_HOME`]); with a
 /// custom endpoint (`base_url` without `/v1`), a Responses provider with retries off and a known
-/// model slug unless `model` is given (then `-m` names it).
-pub fn config_toml(base_url: Option<&str>, model: Option<&str>) -> String {
+/// model slug unless `model` is given (then `-m` names it); and one `[mcp_servers.<name>]` table
+/// per MCP server ([`mcp_servers_toml`]). The file is 0600 under the run's `CODEX_HOME`: it holds
+/// the servers' env values and headers.
+pub fn config_toml(base_url: Option<&str>, model: Option<&str>, mcp_servers: &[McpServer]) -> String {
     let mut out = String::from(
         "# Written by spacesd for this run; rewritten at every launch.\n\
          check_for_update_on_startup = false\n",
@@ -113,7 +117,50 @@ pub fn config_toml(base_url: Option<&str>, model: Option<&str>) -> String {
             toml_str(KEY_VAR),
         ));
     }
+    out.push_str(&mcp_servers_toml(mcp_servers));
     out
+}
+
+/// `[mcp_servers.<name>]` tables as codex-cli 0.171.0 reads them (the shape `codex mcp add`
+/// writes): `command`, `args`, `env` for a stdio server; `url` and `http_headers` for a
+/// Streamable HTTP one.
+pub fn mcp_servers_toml(servers: &[McpServer]) -> String {
+    let mut out = String::new();
+    for server in servers {
+        out.push_str(&format!("\n[mcp_servers.{}]\n", toml_key(server.name())));
+        match server {
+            McpServer::Stdio(s) => {
+                out.push_str(&format!("command = {}\n", toml_str(&s.command)));
+                let args: Vec<String> = s.args.iter().map(|a| toml_str(a)).collect();
+                out.push_str(&format!("args = [{}]\n", args.join(", ")));
+                if !s.env.is_empty() {
+                    out.push_str(&format!("env = {}\n", toml_inline_table(&s.env)));
+                }
+            }
+            McpServer::Http(s) => {
+                out.push_str(&format!("url = {}\n", toml_str(&s.url)));
+                if !s.headers.is_empty() {
+                    out.push_str(&format!("http_headers = {}\n", toml_inline_table(&s.headers)));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A TOML key: bare when it is only letters, digits, `_` and `-`, else quoted.
+fn toml_key(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        s.to_owned()
+    } else {
+        toml_str(s)
+    }
+}
+
+/// `{ "K" = "v", ... }` (keys always quoted: env and header names may hold any character).
+fn toml_inline_table(map: &std::collections::BTreeMap<String, String>) -> String {
+    let pairs: Vec<String> = map.iter().map(|(k, v)| format!("{} = {}", toml_str(k), toml_str(v))).collect();
+    format!("{{ {} }}", pairs.join(", "))
 }
 
 /// A TOML basic string (JSON string escaping is valid TOML for these values).

@@ -350,9 +350,11 @@ fn ctx<'a>(
         binary: Path::new("/tools/codex"),
         cwd: Path::new("/space/work"),
         home: Path::new("/runs/r1/home"),
+        run_dir: Path::new("/runs/r1"),
         model,
         base_url,
         env,
+        mcp_servers: &[],
     }
 }
 
@@ -463,6 +465,37 @@ fn launch_plan_without_an_endpoint_writes_no_provider() {
     let config = &plan.files[0].1;
     assert!(!config.contains("model_provider"), "{config}");
     assert!(config.contains("check_for_update_on_startup = false"));
+}
+
+#[test]
+fn mcp_servers_become_config_toml_tables() {
+    let env = BTreeMap::new();
+    let servers: Vec<spaces_sdk::McpServer> = serde_json::from_value(serde_json::json!([
+        {"name": "echo", "command": "/opt/bin/mcp-echo", "args": ["--loud", "say \"hi\""], "env": {"ECHO_TOKEN": "secret-123456"}},
+        {"name": "docs", "url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer abcdefgh"}},
+        {"name": "bare", "command": "npx"}
+    ]))
+    .unwrap();
+    let mut c = ctx(&env, None, None, Some("http://127.0.0.1:4000"));
+    c.mcp_servers = &servers;
+    let plan = OpenAiCodex.launch(&c);
+    let config = &plan.files[0].1;
+    assert!(
+        config.ends_with(
+            "\n[mcp_servers.echo]\n\
+             command = \"/opt/bin/mcp-echo\"\n\
+             args = [\"--loud\", \"say \\\"hi\\\"\"]\n\
+             env = { \"ECHO_TOKEN\" = \"secret-123456\" }\n\
+             \n[mcp_servers.docs]\n\
+             url = \"https://mcp.example.com/mcp\"\n\
+             http_headers = { \"Authorization\" = \"Bearer abcdefgh\" }\n\
+             \n[mcp_servers.bare]\n\
+             command = \"npx\"\n\
+             args = []\n"
+        ),
+        "{config}"
+    );
+    insta::assert_snapshot!(plan.render());
 }
 
 #[test]

@@ -8,7 +8,7 @@
 //! How a process is launched and how its output becomes events is the [`Launcher`]'s; the actor
 //! decides when to launch, which phase the run is in, and what a process end means.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +21,7 @@ use tokio::time::Instant;
 use super::launcher::{Binary, Launcher};
 use super::marker::run_marker;
 use super::proc::{LiveProc, ProcEnd, ProcEvent, Stream};
+use super::secrets::RunSecrets;
 use super::Inner;
 use crate::store::runs::RunRow;
 
@@ -76,11 +77,11 @@ impl Actor {
         inner: Arc<Inner>,
         run: RunRow,
         harness: &'static dyn Harness,
-        env: BTreeMap<String, String>,
+        secrets: RunSecrets,
     ) -> Self {
-        let redactor = Redactor::new(env.values().cloned());
+        let redactor = secrets.redactor();
         Self {
-            launcher: Launcher::new(inner.clone(), &run.run_id, harness, env),
+            launcher: Launcher::new(inner.clone(), &run.run_id, harness, secrets),
             inner,
             norm: harness.normalizer(),
             harness,

@@ -4,7 +4,7 @@
 //! dormant actor go. Commands are sent and actors removed under one lock, so a command can never
 //! slip in between an actor's last look at its channel and its removal.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use spaces_harnesses::Harness;
@@ -12,6 +12,7 @@ use spaces_sdk::{ActionReport, ErrorCode};
 use tokio::sync::{mpsc, oneshot};
 
 use super::actor::{Actor, Cmd};
+use super::secrets::RunSecrets;
 use super::Inner;
 use crate::error::{refuse, Error, Result};
 use crate::store::runs::RunRow;
@@ -43,12 +44,12 @@ pub(super) fn launch(
     inner: &Arc<Inner>,
     run: RunRow,
     harness: &'static dyn Harness,
-    env: BTreeMap<String, String>,
+    secrets: RunSecrets,
     prompt: String,
 ) {
     let (tx, rx) = mpsc::unbounded_channel();
     inner.actors.lock().insert(run.run_id.clone(), tx);
-    let actor = Actor::new(inner.clone(), run, harness, env);
+    let actor = Actor::new(inner.clone(), run, harness, secrets);
     tokio::spawn(actor.run(Some(prompt), rx));
 }
 
@@ -80,14 +81,10 @@ fn dispatch(inner: &Arc<Inner>, run: RunRow, cmd: Cmd) -> Result<()> {
     let harness = spaces_harnesses::by_id(&run.agent).ok_or_else(|| {
         refuse(ErrorCode::HarnessUnavailable, format!("run {} uses agent {:?}, which this host does not know", run.run_id, run.agent))
     })?;
-    let env_path = inner.cfg.run_dir(&run.run_id).join("env.json");
-    let env: BTreeMap<String, String> = match std::fs::read(&env_path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)?,
-        Err(_) => BTreeMap::new(),
-    };
+    let secrets = RunSecrets::load(&inner.cfg.run_dir(&run.run_id))?;
     let (tx, rx) = mpsc::unbounded_channel();
     let run_id = run.run_id.clone();
-    let actor = Actor::new(inner.clone(), run, harness, env);
+    let actor = Actor::new(inner.clone(), run, harness, secrets);
     tokio::spawn(actor.run(None, rx));
     let _ = tx.send(cmd);
     map.insert(run_id, tx);

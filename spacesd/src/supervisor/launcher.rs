@@ -21,7 +21,9 @@ use tokio::sync::{mpsc, OwnedMutexGuard};
 use super::install;
 use super::journal::Journal;
 use super::marker::{turn_tag, RUN_ENV};
+use super::mcp_servers;
 use super::proc::{self, LiveProc, ProcEnd, ProcEvent, Stream};
+use super::secrets::RunSecrets;
 use super::Inner;
 use crate::store::runs::RunRow;
 
@@ -60,8 +62,9 @@ pub struct Batch {
 pub struct Launcher {
     inner: Arc<Inner>,
     harness: &'static dyn Harness,
-    /// The run's own environment (secrets included; never stored outside `env.json`).
-    env: BTreeMap<String, String>,
+    /// The run's own environment and MCP servers (secrets included; never stored outside the
+    /// run directory).
+    secrets: RunSecrets,
     run_dir: PathBuf,
     journal: Journal,
     stderr_tail: VecDeque<String>,
@@ -72,16 +75,18 @@ pub struct Launcher {
 }
 
 impl Launcher {
-    /// The launcher of the run `run_id` with its environment `env`.
-    pub fn new(inner: Arc<Inner>, run_id: &str, harness: &'static dyn Harness, env: BTreeMap<String, String>) -> Self {
+    /// The launcher of the run `run_id` with its environment and MCP servers, `secrets`.
+    pub fn new(inner: Arc<Inner>, run_id: &str, harness: &'static dyn Harness, secrets: RunSecrets) -> Self {
+        // Absolute: paths in the plan (home, MCP config) are read by an agent whose cwd is the Space.
         let run_dir = inner.cfg.run_dir(run_id);
+        let run_dir = std::path::absolute(&run_dir).unwrap_or(run_dir);
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         Self {
             journal: Journal::new(&run_dir),
             run_dir,
             inner,
             harness,
-            env,
+            secrets,
             stderr_tail: VecDeque::new(),
             gen: 0,
             events_tx,
@@ -125,11 +130,21 @@ impl Launcher {
     }
 
     /// Turn `turn` of `run` with the user's `text`, run by `binary`: the agent's home, the
-    /// harness's plan and its files written, the clean environment with the run marker.
+    /// run's MCP servers (the caller's, and `spaces` when `space_tools` is on), the harness's
+    /// plan and its files written, the clean environment with the run marker.
     pub fn plan(&self, run: &RunRow, turn: u32, text: &str, binary: &Path) -> Result<Launch, String> {
         let home = self.run_dir.join("home");
         std::fs::create_dir_all(&home).map_err(|e| format!("cannot create the agent home {}: {e}", home.display()))?;
         let cwd = PathBuf::from(&run.cwd);
+        let state_dir = std::path::absolute(&self.inner.cfg.state_dir).unwrap_or_else(|_| self.inner.cfg.state_dir.clone());
+        let servers = mcp_servers::for_launch(
+            &self.secrets.mcp_servers,
+            &run.options,
+            mcp_servers::SPACE_TOOLS_AVAILABLE,
+            &state_dir,
+            &run.space,
+            std::env::current_exe,
+        )?;
         let ctx = LaunchContext {
             run_id: &run.run_id,
             turn,
@@ -138,9 +153,11 @@ impl Launcher {
             binary,
             cwd: &cwd,
             home: &home,
+            run_dir: &self.run_dir,
             model: run.options.model.as_deref(),
             base_url: run.options.base_url.as_deref(),
-            env: &self.env,
+            env: &self.secrets.env,
+            mcp_servers: &servers,
         };
         let plan = self.harness.launch(&ctx);
         for (path, content) in &plan.files {

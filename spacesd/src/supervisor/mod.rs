@@ -20,6 +20,8 @@
 //! - [`capabilities`]: what this host offers, per harness.
 //! - [`install`], [`journal`], [`marker`]: CLI installs, the output journal, and the marker that
 //!   names a run's processes.
+//! - [`secrets`], [`mcp_servers`]: what a run keeps 0600 in its directory (env, MCP server
+//!   secrets), and the run's MCP servers (checked at start, `space_tools` added at launch).
 
 mod actor;
 mod actors;
@@ -29,9 +31,11 @@ mod install;
 mod journal;
 mod launcher;
 mod marker;
+mod mcp_servers;
 mod proc;
 mod recover;
 mod registry;
+mod secrets;
 mod start;
 mod status;
 

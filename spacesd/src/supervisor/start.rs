@@ -1,5 +1,6 @@
 //! `agent_start`: validate the request against the Space and the host, create the run directory
-//! (0700, the run's environment in a 0600 `env.json`), record the run, and launch its actor.
+//! (0700, the run's environment and MCP server secrets in 0600 files: [`super::secrets`]),
+//! record the run, and launch its actor.
 //! Nothing is created when validation fails; the caller is answered at once, never after a turn.
 
 use std::collections::BTreeMap;
@@ -10,7 +11,8 @@ use spaces_harnesses::Harness;
 use spaces_sdk::{SpaceAgentOptions, AgentStartReport, AgentStartRequest, ErrorCode, Phase, SpaceRecord, Status};
 
 use super::marker::turn_tag;
-use super::{actors, Inner};
+use super::secrets::RunSecrets;
+use super::{actors, mcp_servers, Inner};
 use crate::config::Config;
 use crate::error::{refuse, Error, Result};
 use crate::store::now_ms;
@@ -35,18 +37,22 @@ pub(super) fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentStartRequ
             return Err(refuse(ErrorCode::InvalidArgument, format!("invalid environment variable name {name:?}")));
         }
     }
+    mcp_servers::validate(&options)?;
     let mut notes = Vec::new();
     let env = run_env(&inner.cfg, &options, &mut notes);
     notes.extend(ignored_options(req, &options));
+    notes.extend(mcp_servers::unavailable_note(&options, mcp_servers::SPACE_TOOLS_AVAILABLE));
 
     let run_id = format!("run-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let run_dir = inner.cfg.run_dir(&run_id);
     crate::fsutil::create_private_dir(&run_dir)?;
-    crate::fsutil::write_private(&run_dir.join("env.json"), &serde_json::to_vec(&env)?)?;
-    // Stored options keep env names but never their values.
+    let secrets = RunSecrets { env, mcp_servers: options.mcp_servers.clone() };
+    secrets.save(&run_dir)?;
+    // Stored options keep env and MCP server names but never their values.
     for v in options.env.values_mut() {
         *v = spaces_harnesses::redact::REDACTED.to_owned();
     }
+    options.mcp_servers = mcp_servers::redacted(&options.mcp_servers);
     let run = RunRow {
         run_id: run_id.clone(),
         space: space.name.clone(),
@@ -64,7 +70,7 @@ pub(super) fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentStartRequ
         pgid: None,
     };
     inner.store.run_insert(&run)?;
-    actors::launch(inner, run, harness, env, req.prompt.clone());
+    actors::launch(inner, run, harness, secrets, req.prompt.clone());
     Ok(AgentStartReport {
         process_tag: turn_tag(&run_id, 1),
         run_id,

@@ -1,3 +1,4 @@
+mod agent_mcp;
 mod bad_input;
 mod codespace;
 mod contract;
