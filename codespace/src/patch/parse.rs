@@ -18,7 +18,7 @@
 //! before `*** Begin Patch` and after `*** End Patch` are ignored. A `\r` before each `\n` of the
 //! patch text is dropped: line endings are the file's business, never the patch's.
 
-use super::{PatchError, Result};
+use crate::{Error, Result};
 
 /// A parsed patch: file operations in the order they appear (and are applied).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,7 +106,7 @@ const END_OF_FILE: &str = "*** End of File";
 
 /// Parses V4A patch text.
 ///
-/// Errors: [`PatchError::Parse`] (`INVALID_PATCH`) naming the 1-based patch line and what was
+/// Errors: [`Error::InvalidPatch`] (`INVALID_PATCH`) naming the 1-based patch line and what was
 /// expected there. A patch without any file operation is refused too.
 pub fn parse(text: &str) -> Result<Patch> {
     let lines = text
@@ -121,8 +121,8 @@ struct Parser<'a> {
     pos: usize,
 }
 
-fn err(line: usize, message: impl Into<String>) -> PatchError {
-    PatchError::Parse {
+fn err(line: usize, message: impl Into<String>) -> Error {
+    Error::InvalidPatch {
         line,
         message: message.into(),
     }
@@ -391,7 +391,7 @@ mod tests {
 
     fn parse_err(text: &str) -> (usize, String) {
         match parse(text) {
-            Err(PatchError::Parse { line, message }) => (line, message),
+            Err(Error::InvalidPatch { line, message }) => (line, message),
             other => panic!("expected a parse error, got {other:?}"),
         }
     }

@@ -2,6 +2,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::time::Duration;
+
 use sha2::{Digest, Sha256};
 use spaces_sdk::ErrorCode;
 use tempfile::TempDir;
@@ -66,7 +68,7 @@ async fn overflow_keeps_the_exact_tail_and_reports_the_loss() {
     let status = p.status(&id).unwrap();
     assert_eq!((status.output_total, status.output_retained_from), (total, dropped));
     let err = p.read(&id, Some(total + 1), None).await.unwrap_err();
-    assert_eq!(err.code, ErrorCode::InvalidArgument);
+    assert_eq!(err.code(), ErrorCode::InvalidArgument);
 }
 
 // A background grandchild keeps the output pipe open: the exit is still recorded when the
@@ -93,7 +95,7 @@ async fn the_time_limit_stops_the_process_as_timeout() {
     let dir = TempDir::new().unwrap();
     let p = Processes::new(limits());
     let mut s = spec(&dir, &["sleep", "100"]);
-    s.timeout = Some(std::time::Duration::from_millis(200));
+    s.timeout = Some(Duration::from_millis(200));
     let id = p.exec(s).unwrap().process_id;
     let status = tokio::time::timeout(PATIENCE, p.wait_exit(&id)).await.unwrap().unwrap();
     assert_eq!(
