@@ -1,7 +1,7 @@
 //! The one error type of this crate and its mapping to the wire.
 //!
 //! Every module returns [`Result`]; each [`Error`] variant names what happened in the CodeSpace
-//! domain (a refused path, a stale version, a busy workspace, a process that has ended) and
+//! domain (a refused path, a stale version, a busy workspace, a process that stopped reading) and
 //! its message says what to do next. [`Error::code`] is the one mapping to the contract's error
 //! code; [`Error::to_api`] (also `From<Error> for ApiError`) builds the wire error with the
 //! `operation_id`, `approval_id` or `field` a variant carries. The daemon converts at its service
@@ -11,6 +11,7 @@
 //! "Retry" below means sending the same request again unchanged.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use spaces_sdk::tools::{HoldableTool, WorkState};
 use spaces_sdk::{ApiError, ErrorCode};
@@ -332,6 +333,23 @@ pub enum Error {
         total: usize,
     },
 
+    /// `write_stdin` waited `waited` for the process to take its input and it did not: it
+    /// stopped reading (`TIMEOUT`). `written` of `total` bytes went through; the process keeps
+    /// running. A retry would send the whole data again: treat the write as interrupted,
+    /// inspect its partial effects, and send only what is still needed.
+    #[error(
+        "process {process_id} took only {written} of {total} bytes in {} ms: it is not reading its \
+         input; treat the write as interrupted and inspect partial effects (the process keeps \
+         running: read its output, or terminate it)",
+        waited.as_millis()
+    )]
+    StdinTimeout {
+        process_id: String,
+        written: usize,
+        total: usize,
+        waited: Duration,
+    },
+
     /// Writing the input failed unexpectedly after `written` of `total` bytes (`INTERNAL`). A
     /// retry may help: treat the write as interrupted and inspect its partial effects first.
     #[error("writing to process {process_id} failed after {written} of {total} bytes: {source}")]
@@ -505,6 +523,7 @@ impl Error {
             E::ProcessNotFound { .. } => ErrorCode::ProcessNotFound,
             E::ProcessNotTty { .. } => ErrorCode::ProcessNotTty,
             E::ProcessNotRunning { .. } | E::StdinClosed { .. } => ErrorCode::ProcessNotRunning,
+            E::StdinTimeout { .. } => ErrorCode::Timeout,
             E::WorkNotFound { .. } => ErrorCode::WorkNotFound,
             E::WorkClosed { .. } => ErrorCode::WorkClosed,
             E::IntentNotFound { .. } | E::IntentNotInWork { .. } => ErrorCode::IntentNotFound,

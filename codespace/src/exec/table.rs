@@ -10,7 +10,8 @@ use tokio::sync::oneshot;
 
 use super::handle::Handle;
 use super::{DispatchStatus, ExecCommandResult, ProcessStatus, ReadProcessResult, Termination};
-use super::{io, spawn, ExecLimits, ExecSpec};
+use super::io::{self, WriteStop};
+use super::{spawn, ExecLimits, ExecSpec};
 use crate::process::pty;
 use crate::{Error, Result};
 
@@ -115,51 +116,68 @@ impl Processes {
     }
 
     /// `write_stdin{process_id, data}`: writes every byte, waiting while the pipe or terminal is
-    /// full. Errors: `PROCESS_NOT_FOUND`; `PROCESS_NOT_RUNNING` naming how it ended (case P9,
-    /// also when it exits mid-write); `INVALID_ARGUMENT` for a line longer than 4095 bytes to a
-    /// PTY in canonical mode, which the kernel would cut silently (case E13).
+    /// full, but at most [`ExecLimits::stdin_timeout`] in total (waiting for an earlier writer
+    /// included), so a process that stopped reading never hangs the caller (case E15).
+    ///
+    /// Errors: `PROCESS_NOT_FOUND`; `PROCESS_NOT_RUNNING` naming how it ended (case P9, also when
+    /// it exits mid-write) or when it closed its input; `TIMEOUT`
+    /// ([`Error::StdinTimeout`]) when the bound passed, saying how many bytes of how many were
+    /// written: the process keeps running, and the write counts as interrupted (inspect its
+    /// partial effects); `INVALID_ARGUMENT` for a line longer than 4095 bytes to a PTY in
+    /// canonical mode, which the kernel would cut silently (case E13).
     pub async fn write_stdin(&self, id: &str, data: &[u8]) -> Result<()> {
         let h = self.get(id)?;
         if let Some(exit) = h.exit() {
             return Err(h.not_running(&exit));
         }
-        let mut carried = h.write_lock.lock().await;
+        let waited = self.inner.limits.stdin_timeout;
+        let deadline = tokio::time::Instant::now() + waited;
+        let timed_out = |written| Error::StdinTimeout {
+            process_id: id.to_owned(),
+            written,
+            total: data.len(),
+            waited,
+        };
+        let Ok(mut carried) = tokio::time::timeout_at(deadline, h.write_lock.lock()).await else {
+            return Err(timed_out(0));
+        };
         let canonical = match &h.master {
             Some(m) => pty::is_canonical(m.as_fd())
                 .map_err(|e| os_failure(id, "reading the terminal mode", e))?,
             None => false,
         };
-        let after = if canonical {
-            let (longest, after) = pty::longest_line(*carried, data);
+        if canonical {
+            let (longest, _) = pty::longest_line(*carried, data);
             if longest > pty::MAX_CANON_LINE {
                 return Err(Error::LineTooLong { longest, max: pty::MAX_CANON_LINE });
             }
-            after
-        } else {
-            0
-        };
-        let result = tokio::select! {
-            r = io::write_all(&h.input, data) => r,
-            _ = h.exited() => Err((0, std::io::Error::other("exited"))),
-        };
-        match result {
-            Ok(()) => {
-                *carried = after;
-                Ok(())
-            }
-            Err((written, e)) => match h.exit() {
-                Some(exit) => Err(h.not_running(&exit)),
-                None if e.raw_os_error() == Some(nix::libc::EPIPE) => {
-                    Err(Error::StdinClosed { process_id: id.to_owned(), written, total: data.len() })
-                }
-                None => Err(Error::StdinFailed {
-                    process_id: id.to_owned(),
-                    written,
-                    total: data.len(),
-                    source: e,
-                }),
-            },
         }
+        let mut written = 0;
+        let result = tokio::select! {
+            r = io::write_all(&h.input, data, &mut written, deadline) => r,
+            _ = h.exited() => Err(WriteStop::Failed(std::io::Error::other("the process exited"))),
+        };
+        // What went through is in the terminal: its unterminated line goes on from there.
+        *carried = if canonical { pty::longest_line(*carried, &data[..written]).1 } else { 0 };
+        let stop = match result {
+            Ok(()) => return Ok(()),
+            Err(stop) => stop,
+        };
+        if let Some(exit) = h.exit() {
+            return Err(h.not_running(&exit));
+        }
+        Err(match stop {
+            WriteStop::TimedOut => timed_out(written),
+            WriteStop::Failed(e) if e.raw_os_error() == Some(nix::libc::EPIPE) => {
+                Error::StdinClosed { process_id: id.to_owned(), written, total: data.len() }
+            }
+            WriteStop::Failed(source) => Error::StdinFailed {
+                process_id: id.to_owned(),
+                written,
+                total: data.len(),
+                source,
+            },
+        })
     }
 
     /// `process_resize{process_id, rows, cols}`: sets the PTY size; the program gets SIGWINCH

@@ -81,8 +81,11 @@ impl CodeSpace {
         self.inner.processes.status(&req.process_id)
     }
 
-    /// `write_stdin{process_id, data}` -> `{ok: true}`. Errors: `PROCESS_NOT_FOUND`,
-    /// `PROCESS_NOT_RUNNING` (names the exit), `INVALID_ARGUMENT`.
+    /// `write_stdin{process_id, data}` -> `{ok: true}` once every byte is written. Errors:
+    /// `PROCESS_NOT_FOUND`, `PROCESS_NOT_RUNNING` (names the exit), `INVALID_ARGUMENT`, and
+    /// `TIMEOUT` when the process has not taken all of it within
+    /// [`WriteStdinRequest::TIMEOUT_MS`] (the table's `stdin_timeout`): the message says how
+    /// many bytes of how many were written, and the process keeps running.
     pub async fn write_stdin(&self, req: WriteStdinRequest) -> Result<OkResult> {
         self.inner.processes.write_stdin(&req.process_id, req.data.as_bytes()).await?;
         Ok(OkResult { ok: true })

@@ -2,14 +2,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use spaces_sdk::ErrorCode;
+use spaces_sdk::{ApiError, ErrorCode};
 use tempfile::TempDir;
 
 use super::support::{limits, read_all, spec, tagged, PATIENCE};
 use crate::exec::{ExecLimits, ProcessState, Processes, Termination};
+use crate::Error;
 
 // E13: 300 KB written to a pipe arrives byte-exact although the pipe holds far less (the write
 // is continued after every partial write).
@@ -24,6 +25,37 @@ async fn case_e13_300kb_over_a_pipe_arrives_byte_exact() {
     let want = crate::patch::hex(&Sha256::digest(&data));
     let out = read_all(&p, &id).await;
     assert_eq!(out, format!("{want}  -\n"));
+}
+
+// E15: sending never blocks without bound. A process that never reads its stdin fills the pipe;
+// the write stops at the bound with TIMEOUT saying how many bytes of how many went through, and
+// the process keeps running.
+#[tokio::test]
+async fn case_e15_a_process_that_stops_reading_answers_timeout_with_the_bytes_written() {
+    let dir = TempDir::new().unwrap();
+    let bound = Duration::from_millis(300);
+    let p = Processes::new(ExecLimits { stdin_timeout: bound, ..limits() });
+    let id = p.exec(spec(&dir, &["sleep", "30"])).unwrap().process_id;
+    let data = vec![b'x'; 1 << 20]; // 1 MiB, far more than a pipe holds
+    let started = Instant::now();
+    let err = tokio::time::timeout(PATIENCE, p.write_stdin(&id, &data))
+        .await
+        .expect("write_stdin must return within its bound")
+        .unwrap_err();
+    assert!(started.elapsed() >= bound, "it waited for the process first");
+    let Error::StdinTimeout { written, total, .. } = err else { panic!("{err:?}") };
+    assert_eq!(total, 1 << 20);
+    assert!(written > 0 && written < total, "the pipe took a part: {written}");
+    let wire = ApiError::from(&err);
+    assert_eq!(wire.code, ErrorCode::Timeout);
+    for part in [format!("{written} of 1048576 bytes"), "treat the write as interrupted".into()] {
+        assert!(wire.message.contains(&part), "{}", wire.message);
+    }
+    assert_eq!(p.status(&id).unwrap().state, ProcessState::Running, "the process keeps running");
+    // The pipe is still full: the next write is bounded the same way.
+    let err = tokio::time::timeout(PATIENCE, p.write_stdin(&id, b"more\n")).await.unwrap().unwrap_err();
+    assert!(matches!(err, Error::StdinTimeout { written: 0, total: 5, .. }), "{err:?}");
+    p.terminate(&id).await.unwrap();
 }
 
 #[tokio::test]
