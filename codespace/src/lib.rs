@@ -13,9 +13,14 @@
 //! - [`service`]: the tools themselves (`call(name, arguments)`), policy checks and the
 //!   per-workspace gate, shared by every transport.
 //!
+//! Errors: one [`Error`] for the whole crate ([`error`]); each variant says what happened and
+//! whether a retry helps, and [`Error::code`] maps it to the contract's error code. The daemon
+//! turns it into the wire error at its service boundary.
+//!
 //! What it never does: decide policy for agent runs (the daemon's run supervisor does), or talk
 //! to a network.
 
+pub mod error;
 pub mod exec;
 pub mod fs;
 pub mod ledger;
@@ -24,3 +29,5 @@ pub mod process;
 pub mod service;
 pub mod sqlite;
 pub mod steer;
+
+pub use error::{Error, Result};

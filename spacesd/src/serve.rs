@@ -29,8 +29,7 @@ pub async fn open(cfg: Config) -> anyhow::Result<AppState> {
     crate::fsutil::create_private_dir(&cfg.state_dir)
         .with_context(|| format!("cannot create state dir {}", cfg.state_dir.display()))?;
     let store = Arc::new(Store::open(&cfg.db_path()).context("cannot open the state database")?);
-    let cs = crate::workspaces::open(&cfg, store.clone())
-        .map_err(|e| anyhow::anyhow!("cannot open the CodeSpace ledger: {}", e.message))?;
+    let cs = crate::workspaces::open(&cfg, store.clone()).context("cannot open the CodeSpace ledger")?;
     let leftovers = cs.end_leftovers().await;
     if !leftovers.signalled.is_empty() {
         eprintln!(

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use spaces_codespace::service::{CodeSpace, ExecSettings, WorkspacePolicy, WorkspaceRegistry};
-use spaces_sdk::{ApiError, ErrorCode};
 
 use crate::config::Config;
 use crate::store::Store;
@@ -17,11 +16,9 @@ struct SpaceRegistry {
 }
 
 impl WorkspaceRegistry for SpaceRegistry {
-    fn workspace(&self, workspace_id: &str) -> Result<Option<WorkspacePolicy>, ApiError> {
-        let space = self
-            .store
-            .space_get(workspace_id)
-            .map_err(|e| ApiError::new(ErrorCode::Internal, format!("cannot read the Space registry: {e}")))?;
+    fn workspace(&self, workspace_id: &str) -> spaces_codespace::Result<Option<WorkspacePolicy>> {
+        let space =
+            self.store.space_get(workspace_id).map_err(|e| spaces_codespace::Error::Registry(Box::new(e)))?;
         Ok(space.map(|s| WorkspacePolicy {
             workspace_id: s.name,
             root: PathBuf::from(s.root),
@@ -40,7 +37,7 @@ pub fn host_marker(cfg: &Config) -> String {
 /// Opens the CodeSpace service of this daemon: ledger, approvals and steering in
 /// `<state dir>/codespace.db`; commands get the default clean environment plus the operator's
 /// `exec_env`, and the `exec_timeout_ms` limit. Errors: the database cannot be opened.
-pub fn open(cfg: &Config, store: Arc<Store>) -> Result<CodeSpace, ApiError> {
+pub fn open(cfg: &Config, store: Arc<Store>) -> spaces_codespace::Result<CodeSpace> {
     let mut exec = ExecSettings::with_defaults();
     exec.env.extend(cfg.exec_env.clone());
     exec.host_marker = Some(host_marker(cfg));

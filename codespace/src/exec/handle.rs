@@ -9,13 +9,13 @@ use std::process::ExitStatus;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use spaces_sdk::{ApiError, ErrorCode};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::watch;
 
 use super::ring::OutputRing;
 use super::{ProcessState, ProcessStatus, ReadProcessResult, Termination};
 use crate::process::kill_tree;
+use crate::{Error, Result};
 
 /// How the process ended.
 #[derive(Debug, Clone, Copy)]
@@ -148,21 +148,18 @@ impl Handle {
 
     /// `read_process` from `cursor`; with `wait`, waits up to that long for bytes past the
     /// cursor or the end of collection. `INVALID_ARGUMENT` for a cursor past the output.
-    pub async fn read(&self, cursor: u64, wait: Option<Duration>) -> Result<ReadProcessResult, ApiError> {
+    pub async fn read(&self, cursor: u64, wait: Option<Duration>) -> Result<ReadProcessResult> {
         let deadline = wait.map(|w| tokio::time::Instant::now() + w);
         let mut rx = self.changed.subscribe();
         loop {
             let answer = {
                 let st = self.lock();
                 if cursor > st.ring.total() {
-                    return Err(ApiError::new(
-                        ErrorCode::InvalidArgument,
-                        format!(
-                            "cursor {cursor} is past the output of {} ({} bytes so far); pass the cursor a previous read_process returned",
-                            self.id,
-                            st.ring.total()
-                        ),
-                    ));
+                    return Err(Error::invalid(format!(
+                        "cursor {cursor} is past the output of {} ({} bytes so far); pass the cursor a previous read_process returned",
+                        self.id,
+                        st.ring.total()
+                    )));
                 }
                 let r = st.ring.read_from(cursor, st.finished);
                 let eof = st.finished && r.next == st.ring.total();
@@ -190,7 +187,7 @@ impl Handle {
     }
 
     /// The typed answer for input or resize sent to an exited process (case P9).
-    pub fn not_running(&self, exit: &ExitRecord) -> ApiError {
+    pub fn not_running(&self, exit: &ExitRecord) -> Error {
         let how = match (exit.termination, exit.exit_code, exit.signal) {
             (Termination::Exited, Some(code), _) => format!("exited with code {code}"),
             (Termination::Signaled, _, Some(sig)) => format!("was killed by signal {sig}"),
@@ -198,13 +195,10 @@ impl Handle {
             (Termination::Terminated, _, _) => "was terminated".to_owned(),
             _ => "exited (status unknown)".to_owned(),
         };
-        ApiError::new(
-            ErrorCode::ProcessNotRunning,
-            format!(
-                "process {} {how}; it takes no more input: read its output or start a new command",
-                self.id
-            ),
-        )
+        Error::ProcessNotRunning {
+            process_id: self.id.clone(),
+            how,
+        }
     }
 
     /// Stop the process: SIGTERM to its group and tagged descendants, `grace`, SIGKILL; returns

@@ -27,6 +27,12 @@
 //!   `PROCESS_NOT_FOUND` (case P9).
 //! - **Ownership**: one live process per owner (workspace); a second `exec` gets
 //!   `WORKSPACE_BUSY` ([`Processes::live_for`] is the check other tools use).
+//! - **Input** (`write_stdin`): every byte is written, waiting while the pipe or terminal is
+//!   full, but never without bound: a process that stopped reading its input would otherwise
+//!   hang the caller (case E15). After [`ExecLimits::stdin_timeout`] (default
+//!   [`WriteStdinRequest::TIMEOUT_MS`], 10 s, for the whole call) the answer is `TIMEOUT`
+//!   ([`crate::Error::StdinTimeout`]) saying how many bytes of how many went through; the
+//!   process keeps running, and the caller treats the write as interrupted.
 //!
 //! Writing to a pipe whose reader is gone raises SIGPIPE in this process unless it is ignored
 //! (Rust binaries ignore it by default); a host that embeds this crate must keep it ignored.
@@ -49,6 +55,7 @@ pub use table::Processes;
 pub use spaces_sdk::tools::{
     DispatchStatus, ExecCommandResult, ProcessState, ProcessStatus, ReadProcessResult, Termination,
 };
+use spaces_sdk::tools::WriteStdinRequest;
 
 /// A command to start (`exec_command`). The caller (the daemon) fills in cwd = workspace root,
 /// the operator's environment and time limit.
@@ -90,6 +97,10 @@ pub struct ExecLimits {
     /// How long output is still collected after the child exited while a descendant keeps the
     /// output open; default 2 s.
     pub drain_after_exit: Duration,
+    /// How long one `write_stdin` may wait in total for the process to take its input (a full
+    /// pipe or terminal) before it answers `TIMEOUT` with the bytes written so far; default
+    /// [`WriteStdinRequest::TIMEOUT_MS`] (10 s).
+    pub stdin_timeout: Duration,
 }
 
 impl Default for ExecLimits {
@@ -100,6 +111,7 @@ impl Default for ExecLimits {
             keep_exited_max: 256,
             grace: Duration::from_secs(2),
             drain_after_exit: Duration::from_secs(2),
+            stdin_timeout: Duration::from_millis(WriteStdinRequest::TIMEOUT_MS),
         }
     }
 }

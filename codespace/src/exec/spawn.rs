@@ -1,11 +1,10 @@
 //! Starting an `exec_command` process through the one spawner ([`crate::process::spawn`]): one
 //! pipe for combined stdout+stderr plus a stdin pipe, or a PTY (write to its master); the process
-//! layer's errors become typed answers.
-
-use spaces_sdk::{ApiError, ErrorCode};
+//! layer's errors are the answers.
 
 use super::ExecSpec;
 use crate::process::{self, SpawnSpec, Spawned, StdinSpec, StdioSpec};
+use crate::Result;
 
 /// Initial PTY size when the spec names none (API.md: "PTY at 24x80").
 pub(crate) const DEFAULT_TTY_SIZE: (u16, u16) =
@@ -13,7 +12,7 @@ pub(crate) const DEFAULT_TTY_SIZE: (u16, u16) =
 
 /// Start `spec`. Errors: `INVALID_COMMAND` (empty argv or program), `PROCESS_SPAWN_FAILED` with
 /// the OS reason (missing program or interpreter, bad cwd, no PTY available).
-pub(crate) fn spawn(spec: &ExecSpec) -> Result<Spawned, ApiError> {
+pub(crate) fn spawn(spec: &ExecSpec) -> Result<Spawned> {
     let stdio = if spec.tty {
         let (rows, cols) = spec.tty_size.unwrap_or(DEFAULT_TTY_SIZE);
         StdioSpec::Pty { rows, cols }
@@ -28,14 +27,5 @@ pub(crate) fn spawn(spec: &ExecSpec) -> Result<Spawned, ApiError> {
         tag: spec.tag.clone(),
         stdio,
     };
-    process::spawn(&spec).map_err(|e| match e {
-        process::Error::EmptyCommand => ApiError::new(
-            ErrorCode::InvalidCommand,
-            "the command is empty: give the program and its arguments as an array",
-        ),
-        process::Error::Spawn { program, source } => ApiError::new(
-            ErrorCode::ProcessSpawnFailed,
-            format!("could not start {program:?}: {source}; check that the program exists in PATH and is executable"),
-        ),
-    })
+    process::spawn(&spec)
 }

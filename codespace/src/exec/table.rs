@@ -5,14 +5,15 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use spaces_sdk::{ApiError, ErrorCode};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::oneshot;
 
 use super::handle::Handle;
 use super::{DispatchStatus, ExecCommandResult, ProcessStatus, ReadProcessResult, Termination};
-use super::{io, spawn, ExecLimits, ExecSpec};
+use super::io::{self, WriteStop};
+use super::{spawn, ExecLimits, ExecSpec};
 use crate::process::pty;
+use crate::{Error, Result};
 
 struct Inner {
     limits: ExecLimits,
@@ -26,15 +27,13 @@ pub struct Processes {
     inner: Arc<Inner>,
 }
 
-fn not_found(id: &str) -> ApiError {
-    ApiError::new(
-        ErrorCode::ProcessNotFound,
-        format!("no process {id}: the id is unknown or its handle expired after exit; do not retry with it"),
-    )
+fn not_found(id: &str) -> Error {
+    Error::ProcessNotFound { process_id: id.to_owned() }
 }
 
-fn internal(what: &str, e: impl std::fmt::Display) -> ApiError {
-    ApiError::new(ErrorCode::Internal, format!("{what}: {e}"))
+/// An unexpected OS failure (`action`) on process `id`'s fds.
+fn os_failure(id: &str, action: &'static str, source: impl Into<std::io::Error>) -> Error {
+    Error::ProcessIo { process_id: id.to_owned(), action, source: source.into() }
 }
 
 impl Processes {
@@ -49,7 +48,7 @@ impl Processes {
         table
     }
 
-    fn get(&self, id: &str) -> Result<Arc<Handle>, ApiError> {
+    fn get(&self, id: &str) -> Result<Arc<Handle>> {
         self.table().get(id).cloned().ok_or_else(|| not_found(id))
     }
 
@@ -57,18 +56,15 @@ impl Processes {
     /// confirmed}`. Errors: `INVALID_COMMAND` (empty argv or program), `PROCESS_SPAWN_FAILED`
     /// (with the OS reason), `WORKSPACE_BUSY` (the owner has a live process), `INTERNAL` when
     /// called outside a tokio runtime.
-    pub fn exec(&self, spec: ExecSpec) -> Result<ExecCommandResult, ApiError> {
-        let rt = tokio::runtime::Handle::try_current()
-            .map_err(|e| internal("exec needs a tokio runtime", e))?;
+    pub fn exec(&self, spec: ExecSpec) -> Result<ExecCommandResult> {
+        let rt = tokio::runtime::Handle::try_current()?;
         let mut table = self.table();
         if let Some(busy) = live(&table, &spec.owner) {
-            return Err(ApiError::new(
-                ErrorCode::WorkspaceBusy,
-                format!(
-                    "workspace {} is busy with process {busy}; wait for it to exit or terminate it, then retry",
-                    spec.owner
-                ),
-            ));
+            return Err(Error::WorkspaceBusy {
+                workspace_id: spec.owner,
+                process_id: busy,
+                approval_id: None,
+            });
         }
         let id = format!("proc-{}", uuid::Uuid::new_v4());
         let mut spec = spec;
@@ -77,9 +73,9 @@ impl Processes {
         }
         let _enter = rt.enter(); // AsyncFd and the child's reaper register with this runtime
         let spawned = spawn::spawn(&spec)?;
-        let output = Arc::new(watch_fd(spawned.output)?);
+        let output = Arc::new(watch_fd(&id, spawned.output)?);
         let (input, master) = match spawned.stdin {
-            Some(fd) => (Arc::new(watch_fd(fd)?), None),
+            Some(fd) => (Arc::new(watch_fd(&id, fd)?), None),
             None => (output.clone(), Some(output.clone())),
         };
         let limits = &self.inner.limits;
@@ -110,94 +106,102 @@ impl Processes {
         id: &str,
         cursor: Option<u64>,
         wait: Option<Duration>,
-    ) -> Result<ReadProcessResult, ApiError> {
+    ) -> Result<ReadProcessResult> {
         self.get(id)?.read(cursor.unwrap_or(0), wait).await
     }
 
     /// `process_status{process_id}`. Errors: `PROCESS_NOT_FOUND`.
-    pub fn status(&self, id: &str) -> Result<ProcessStatus, ApiError> {
+    pub fn status(&self, id: &str) -> Result<ProcessStatus> {
         Ok(self.get(id)?.status())
     }
 
     /// `write_stdin{process_id, data}`: writes every byte, waiting while the pipe or terminal is
-    /// full. Errors: `PROCESS_NOT_FOUND`; `PROCESS_NOT_RUNNING` naming how it ended (case P9,
-    /// also when it exits mid-write); `INVALID_ARGUMENT` for a line longer than 4095 bytes to a
-    /// PTY in canonical mode, which the kernel would cut silently (case E13).
-    pub async fn write_stdin(&self, id: &str, data: &[u8]) -> Result<(), ApiError> {
+    /// full, but at most [`ExecLimits::stdin_timeout`] in total (waiting for an earlier writer
+    /// included), so a process that stopped reading never hangs the caller (case E15).
+    ///
+    /// Errors: `PROCESS_NOT_FOUND`; `PROCESS_NOT_RUNNING` naming how it ended (case P9, also when
+    /// it exits mid-write) or when it closed its input; `TIMEOUT`
+    /// ([`Error::StdinTimeout`]) when the bound passed, saying how many bytes of how many were
+    /// written: the process keeps running, and the write counts as interrupted (inspect its
+    /// partial effects); `INVALID_ARGUMENT` for a line longer than 4095 bytes to a PTY in
+    /// canonical mode, which the kernel would cut silently (case E13).
+    pub async fn write_stdin(&self, id: &str, data: &[u8]) -> Result<()> {
         let h = self.get(id)?;
         if let Some(exit) = h.exit() {
             return Err(h.not_running(&exit));
         }
-        let mut carried = h.write_lock.lock().await;
+        let waited = self.inner.limits.stdin_timeout;
+        let deadline = tokio::time::Instant::now() + waited;
+        let timed_out = |written| Error::StdinTimeout {
+            process_id: id.to_owned(),
+            written,
+            total: data.len(),
+            waited,
+        };
+        let Ok(mut carried) = tokio::time::timeout_at(deadline, h.write_lock.lock()).await else {
+            return Err(timed_out(0));
+        };
         let canonical = match &h.master {
-            Some(m) => {
-                pty::is_canonical(m.as_fd()).map_err(|e| internal("reading terminal mode", e))?
-            }
+            Some(m) => pty::is_canonical(m.as_fd())
+                .map_err(|e| os_failure(id, "reading the terminal mode", e))?,
             None => false,
         };
-        let after = if canonical {
-            let (longest, after) = pty::longest_line(*carried, data);
+        if canonical {
+            let (longest, _) = pty::longest_line(*carried, data);
             if longest > pty::MAX_CANON_LINE {
-                return Err(ApiError::new(
-                    ErrorCode::InvalidArgument,
-                    format!(
-                        "a line of {longest} bytes is longer than the terminal's canonical-mode limit of {} bytes, and the kernel would drop the rest silently; nothing was written: split the line, or run the program without tty",
-                        pty::MAX_CANON_LINE
-                    ),
-                ));
+                return Err(Error::LineTooLong { longest, max: pty::MAX_CANON_LINE });
             }
-            after
-        } else {
-            0
-        };
-        let result = tokio::select! {
-            r = io::write_all(&h.input, data) => r,
-            _ = h.exited() => Err((0, std::io::Error::other("exited"))),
-        };
-        match result {
-            Ok(()) => {
-                *carried = after;
-                Ok(())
-            }
-            Err((done, e)) => match h.exit() {
-                Some(exit) => Err(h.not_running(&exit)),
-                None if e.raw_os_error() == Some(nix::libc::EPIPE) => Err(ApiError::new(
-                    ErrorCode::ProcessNotRunning,
-                    format!("process {id} closed its input after {done} of {} bytes", data.len()),
-                )),
-                None => Err(internal(&format!("writing to {id} after {done} bytes"), e)),
-            },
         }
+        let mut written = 0;
+        let result = tokio::select! {
+            r = io::write_all(&h.input, data, &mut written, deadline) => r,
+            _ = h.exited() => Err(WriteStop::Failed(std::io::Error::other("the process exited"))),
+        };
+        // What went through is in the terminal: its unterminated line goes on from there.
+        *carried = if canonical { pty::longest_line(*carried, &data[..written]).1 } else { 0 };
+        let stop = match result {
+            Ok(()) => return Ok(()),
+            Err(stop) => stop,
+        };
+        if let Some(exit) = h.exit() {
+            return Err(h.not_running(&exit));
+        }
+        Err(match stop {
+            WriteStop::TimedOut => timed_out(written),
+            WriteStop::Failed(e) if e.raw_os_error() == Some(nix::libc::EPIPE) => {
+                Error::StdinClosed { process_id: id.to_owned(), written, total: data.len() }
+            }
+            WriteStop::Failed(source) => Error::StdinFailed {
+                process_id: id.to_owned(),
+                written,
+                total: data.len(),
+                source,
+            },
+        })
     }
 
     /// `process_resize{process_id, rows, cols}`: sets the PTY size; the program gets SIGWINCH
     /// (case P8). Errors: `PROCESS_NOT_FOUND`, `PROCESS_NOT_TTY` (pipe mode),
     /// `PROCESS_NOT_RUNNING`, `INVALID_ARGUMENT` (zero rows or cols).
-    pub fn resize(&self, id: &str, rows: u16, cols: u16) -> Result<(), ApiError> {
+    pub fn resize(&self, id: &str, rows: u16, cols: u16) -> Result<()> {
         let h = self.get(id)?;
         let Some(master) = &h.master else {
-            return Err(ApiError::new(
-                ErrorCode::ProcessNotTty,
-                format!("process {id} has no terminal (started without tty); nothing to resize"),
-            ));
+            return Err(Error::ProcessNotTty { process_id: id.to_owned() });
         };
         if let Some(exit) = h.exit() {
             return Err(h.not_running(&exit));
         }
         if rows == 0 || cols == 0 {
-            return Err(ApiError::new(
-                ErrorCode::InvalidArgument,
-                "rows and cols must both be at least 1",
-            ));
+            return Err(Error::invalid("rows and cols must both be at least 1"));
         }
-        pty::resize(master.as_fd(), rows, cols).map_err(|e| internal("resizing the terminal", e))
+        pty::resize(master.as_fd(), rows, cols).map_err(|e| os_failure(id, "resizing the terminal", e))
     }
 
     /// `terminate_process{process_id}`: SIGTERM to the whole process group (and tagged
     /// descendants), grace, SIGKILL; returns once the child is reaped; the termination reads
     /// `terminated`. On an exited process it ends leftover descendants and changes nothing
     /// else. Errors: `PROCESS_NOT_FOUND`.
-    pub async fn terminate(&self, id: &str) -> Result<(), ApiError> {
+    pub async fn terminate(&self, id: &str) -> Result<()> {
         self.get(id)?.terminate(Termination::Terminated, self.inner.limits.grace).await;
         Ok(())
     }
@@ -218,7 +222,7 @@ impl Processes {
     }
 
     /// Wait until the process was reaped and return its status. Errors: `PROCESS_NOT_FOUND`.
-    pub async fn wait_exit(&self, id: &str) -> Result<ProcessStatus, ApiError> {
+    pub async fn wait_exit(&self, id: &str) -> Result<ProcessStatus> {
         let h = self.get(id)?;
         h.exited().await;
         Ok(h.status())
@@ -226,9 +230,9 @@ impl Processes {
 }
 
 /// Register an fd we own with the current runtime's reactor.
-fn watch_fd(fd: OwnedFd) -> Result<AsyncFd<OwnedFd>, ApiError> {
+fn watch_fd(id: &str, fd: OwnedFd) -> Result<AsyncFd<OwnedFd>> {
     // SAFETY: an `OwnedFd` stays open and keeps its raw fd for as long as the `AsyncFd` owns it.
-    unsafe { AsyncFd::register(fd) }.map_err(|e| internal("watching a process fd", e))
+    unsafe { AsyncFd::register(fd) }.map_err(|e| os_failure(id, "watching a process fd", e))
 }
 
 fn live(table: &HashMap<String, Arc<Handle>>, owner: &str) -> Option<String> {

@@ -21,12 +21,11 @@
 
 use std::collections::BTreeMap;
 
-use spaces_sdk::{ApiError, ErrorCode};
-
 use super::report::{ChangeRecord, CommitReport, CommitStatus};
 use super::swap::{self, Dirs};
 use super::Root;
 use crate::patch::{version_of, ChangeKind, Plan};
+use crate::{Error, Result};
 
 /// A point of a commit where a test can inject a failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +39,7 @@ pub(crate) enum Step<'a> {
 }
 
 /// A hook called before each [`Step`]; an `Err` there fails the step.
-pub(crate) type Fault<'f> = &'f mut dyn FnMut(Step<'_>) -> Result<(), ApiError>;
+pub(crate) type Fault<'f> = &'f mut dyn FnMut(Step<'_>) -> Result<()>;
 
 /// What the plan starts from and ends with, per touched path, in first-touch order.
 struct Ends {
@@ -102,7 +101,7 @@ impl Root {
         }
     }
 
-    fn run(&self, ends: &Ends, fault: Fault<'_>) -> Result<(), (CommitStatus, ApiError)> {
+    fn run(&self, ends: &Ends, fault: Fault<'_>) -> std::result::Result<(), (CommitStatus, Error)> {
         let modes = self
             .recheck(ends)
             .map_err(|e| (CommitStatus::Rejected, e))?;
@@ -120,13 +119,10 @@ impl Root {
                 Ok(()) => (CommitStatus::FailedRolledBack, e),
                 Err(r) => (
                     CommitStatus::FailedPartial,
-                    ApiError::new(
-                        e.code,
-                        format!(
-                            "{}; rolling back also failed: {}; read the files and repair them",
-                            e.message, r.message
-                        ),
-                    ),
+                    Error::RollbackFailed {
+                        cause: Box::new(e),
+                        rollback: Box::new(r),
+                    },
                 ),
             });
         }
@@ -136,18 +132,17 @@ impl Root {
 
     /// Step 1: every path holds its initial content; returns the permission bits of those that
     /// exist.
-    fn recheck(&self, ends: &Ends) -> Result<BTreeMap<String, u32>, ApiError> {
+    fn recheck(&self, ends: &Ends) -> Result<BTreeMap<String, u32>> {
         let mut modes = BTreeMap::new();
         for path in &ends.order {
             let current = self.load(path)?;
             let initial = ends.initial.get(path).and_then(|c| c.as_deref());
             if initial != current.as_ref().map(|(b, _)| b.as_slice()) {
-                let want = version_of(initial);
-                let have = version_of(current.as_ref().map(|(b, _)| b.as_slice()));
-                return Err(ApiError::new(
-                    ErrorCode::VersionConflict,
-                    format!("{path} changed since the patch was planned: expected version {want}, current version {have}; read it again and rebuild the patch"),
-                ));
+                return Err(Error::VersionConflict {
+                    path: path.clone(),
+                    expected: version_of(initial),
+                    current: version_of(current.as_ref().map(|(b, _)| b.as_slice())),
+                });
             }
             if let Some((_, mode)) = current {
                 modes.insert(path.clone(), mode);
@@ -161,16 +156,16 @@ impl Root {
         &self,
         ends: &Ends,
         want: &BTreeMap<String, Option<Vec<u8>>>,
-    ) -> Result<(), ApiError> {
+    ) -> Result<()> {
         for path in &ends.order {
             let wanted = want.get(path).and_then(|c| c.as_deref());
             let found = self.load(path)?.map(|(bytes, _)| bytes);
             if wanted != found.as_deref() {
-                let (expected, actual) = (version_of(wanted), version_of(found.as_deref()));
-                return Err(ApiError::new(
-                    ErrorCode::FileOperationFailed,
-                    format!("{path} is at version {actual} on disk, expected {expected}; read it and repair it"),
-                ));
+                return Err(Error::VerifyMismatch {
+                    path: path.clone(),
+                    expected: version_of(wanted),
+                    actual: version_of(found.as_deref()),
+                });
             }
         }
         Ok(())
@@ -203,7 +198,7 @@ impl Job<'_, '_> {
     }
 
     /// Steps 2 and 3.
-    fn stage_and_swap(&mut self, fault: Fault<'_>) -> Result<(), ApiError> {
+    fn stage_and_swap(&mut self, fault: Fault<'_>) -> Result<()> {
         let ends = self.ends;
         let writes: Vec<(&String, &Vec<u8>)> = ends
             .order
@@ -241,9 +236,9 @@ impl Job<'_, '_> {
 
     /// Step 4: undo every swapped path, remove temps and created directories, and check that
     /// every touched path is back to its initial content.
-    fn roll_back(&mut self, fault: Fault<'_>) -> Result<(), ApiError> {
-        let mut first_error: Option<ApiError> = None;
-        let mut note = |r: Result<(), ApiError>| {
+    fn roll_back(&mut self, fault: Fault<'_>) -> Result<()> {
+        let mut first_error: Option<Error> = None;
+        let mut note = |r: Result<()>| {
             if let Err(e) = r {
                 first_error.get_or_insert(e);
             }
@@ -260,7 +255,7 @@ impl Job<'_, '_> {
         first_error.map_or(Ok(()), Err)
     }
 
-    fn restore(&mut self, path: &str, fault: Fault<'_>) -> Result<(), ApiError> {
+    fn restore(&mut self, path: &str, fault: Fault<'_>) -> Result<()> {
         fault(Step::Restore(path))?;
         match self.ends.initial.get(path).and_then(|c| c.as_ref()) {
             Some(bytes) => {

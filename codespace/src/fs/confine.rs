@@ -8,7 +8,7 @@
 //! symlink anywhere on the path (`ELOOP`) and any escape (`EXDEV`). Kernels without `openat2`
 //! (`ENOSYS`, or `EPERM` from an old seccomp filter) get [`via_walk`]: one `openat` per component,
 //! each parent with `O_NOFOLLOW | O_DIRECTORY`, the leaf with `O_NOFOLLOW`. Errno values map to
-//! wire codes in [`refusal`]. [`open_regular`] adds the file-type check after the open (`fstat`):
+//! their refusals in [`refusal`]. [`open_regular`] adds the file-type check after the open (`fstat`):
 //! only regular files are read; FIFOs are opened `O_NONBLOCK` so they never block.
 
 use std::fs::File;
@@ -17,18 +17,16 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use nix::errno::Errno;
 use nix::fcntl::{openat, openat2, AtFlags, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{fstat, fstatat, FileStat, Mode, SFlag};
-use spaces_sdk::{ApiError, ErrorCode};
+use crate::{Error, Result};
 
 /// The normal components of a workspace-relative `path` (`.` and empty components dropped).
 ///
 /// Errors: `PATH_ESCAPE` for an empty or absolute path, a NUL byte, or a `..` component. A path
 /// of only `.` gives no components (the root itself).
-pub(crate) fn components(path: &str) -> Result<Vec<&str>, ApiError> {
-    let escape = |why: &str| {
-        ApiError::new(
-            ErrorCode::PathEscape,
-            format!("{path:?} {why}; give a path relative to the workspace root, inside it"),
-        )
+pub(crate) fn components(path: &str) -> Result<Vec<&str>> {
+    let escape = |why: &'static str| Error::PathEscape {
+        path: path.to_owned(),
+        why,
     };
     if path.is_empty() {
         return Err(escape("is empty"));
@@ -56,7 +54,7 @@ pub(crate) fn open_beneath(
     root: BorrowedFd,
     comps: &[&str],
     flags: OFlag,
-) -> Result<OwnedFd, Errno> {
+) -> nix::Result<OwnedFd> {
     match via_openat2(root, comps, flags) {
         Err(Errno::ENOSYS | Errno::EPERM) => via_walk(root, comps, flags),
         other => other,
@@ -68,7 +66,7 @@ pub(crate) fn via_openat2(
     root: BorrowedFd,
     comps: &[&str],
     flags: OFlag,
-) -> Result<OwnedFd, Errno> {
+) -> nix::Result<OwnedFd> {
     let rel = if comps.is_empty() {
         ".".to_owned()
     } else {
@@ -86,7 +84,7 @@ pub(crate) fn via_openat2(
 /// `O_PATH | O_DIRECTORY | O_NOFOLLOW`; the leaf with `flags | O_NOFOLLOW`. A symlink met on the
 /// way is `ELOOP` (an `O_PATH` open of a symlink leaf succeeds; [`open_regular`] refuses it
 /// after `fstat`). `..` cannot occur: [`components`] refused it.
-pub(crate) fn via_walk(root: BorrowedFd, comps: &[&str], flags: OFlag) -> Result<OwnedFd, Errno> {
+pub(crate) fn via_walk(root: BorrowedFd, comps: &[&str], flags: OFlag) -> nix::Result<OwnedFd> {
     let Some((leaf, parents)) = comps.split_last() else {
         return openat(root, ".", flags | OFlag::O_CLOEXEC, Mode::empty());
     };
@@ -120,35 +118,27 @@ pub(crate) fn file_type(st: &FileStat) -> SFlag {
     SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT
 }
 
-/// Maps an open error on `path` to its wire error, with a message that says what to do.
-pub(crate) fn refusal(err: Errno, path: &str) -> ApiError {
-    let (code, msg) = match err {
-        Errno::ELOOP => (
-            ErrorCode::SymlinkRejected,
-            format!("{path}: a symlink is on the path (the file or a parent directory); symlinks are never followed in a workspace, use the real path"),
-        ),
-        Errno::EXDEV => (
-            ErrorCode::PathEscape,
-            format!("{path} resolves outside the workspace root; give a path inside it"),
-        ),
-        Errno::ENOENT => (
-            ErrorCode::FileNotFound,
-            format!("{path} does not exist (its version is `absent`); check the path with find"),
-        ),
-        Errno::ENOTDIR => (
-            ErrorCode::PathNotDirectory,
-            format!("{path} is not a directory (or a parent of it is not)"),
-        ),
-        Errno::ENXIO => (
-            ErrorCode::SpecialFileRejected,
-            format!("{path} is a socket or device; only regular files are read or patched"),
-        ),
-        other => (
-            ErrorCode::FileOperationFailed,
-            format!("{path}: cannot open ({}); check its permissions", other.desc()),
-        ),
-    };
-    ApiError::new(code, msg)
+/// Maps an open error on `path` to its refusal, with a message that says what to do.
+pub(crate) fn refusal(err: Errno, path: &str) -> Error {
+    let path = path.to_owned();
+    match err {
+        Errno::ELOOP => Error::SymlinkRejected { path },
+        Errno::EXDEV => Error::PathEscape {
+            path,
+            why: "resolves outside the workspace root",
+        },
+        Errno::ENOENT => Error::FileNotFound {
+            path,
+            hint: " (its version is `absent`); check the path with find",
+        },
+        Errno::ENOTDIR => Error::PathNotDirectory { path },
+        Errno::ENXIO => Error::SpecialFileRejected { path },
+        other => Error::FileOperationFailed {
+            path,
+            action: "opening",
+            source: other.into(),
+        },
+    }
 }
 
 /// Opens `path` for reading as a regular file: `Ok(None)` when it does not exist (a missing
@@ -157,10 +147,7 @@ pub(crate) fn refusal(err: Errno, path: &str) -> ApiError {
 /// Errors: `PATH_ESCAPE`, `SYMLINK_REJECTED`, `PATH_NOT_DIRECTORY` (a parent is a file),
 /// `SPECIAL_FILE_REJECTED` (FIFO, device, socket), `INVALID_ARGUMENT` (a directory),
 /// `FILE_OPERATION_FAILED` (anything else, e.g. permissions).
-pub(crate) fn open_regular(
-    root: BorrowedFd,
-    path: &str,
-) -> Result<Option<(File, FileStat)>, ApiError> {
+pub(crate) fn open_regular(root: BorrowedFd, path: &str) -> Result<Option<(File, FileStat)>> {
     let comps = components(path)?;
     let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
     let fd = match open_beneath(root, &comps, flags) {
@@ -171,20 +158,18 @@ pub(crate) fn open_regular(
     let st = fstat(fd.as_fd()).map_err(|e| refusal(e, path))?;
     match file_type(&st) {
         SFlag::S_IFREG => Ok(Some((File::from(fd), st))),
-        SFlag::S_IFDIR => Err(ApiError::new(
-            ErrorCode::InvalidArgument,
-            format!("{path} is a directory, not a file; list it with find"),
-        )),
+        SFlag::S_IFDIR => Err(Error::IsDirectory {
+            path: path.to_owned(),
+        }),
         SFlag::S_IFLNK => Err(refusal(Errno::ELOOP, path)),
-        _ => Err(ApiError::new(
-            ErrorCode::SpecialFileRejected,
-            format!("{path} is a FIFO, device or socket; only regular files are read or patched"),
-        )),
+        _ => Err(Error::SpecialFileRejected {
+            path: path.to_owned(),
+        }),
     }
 }
 
 /// Opens the directory `comps` beneath `root` for `fsync` and `*at` calls (`O_RDONLY |
 /// O_DIRECTORY`). Errors: raw errno (`ENOENT`, `ENOTDIR`, `ELOOP`, ...).
-pub(crate) fn open_dir(root: BorrowedFd, comps: &[&str]) -> Result<OwnedFd, Errno> {
+pub(crate) fn open_dir(root: BorrowedFd, comps: &[&str]) -> nix::Result<OwnedFd> {
     open_beneath(root, comps, OFlag::O_RDONLY | OFlag::O_DIRECTORY)
 }

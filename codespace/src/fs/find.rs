@@ -14,10 +14,9 @@ use nix::dir::{Dir, Type};
 use nix::fcntl::{openat, AtFlags, OFlag};
 use nix::sys::stat::{fstatat, Mode, SFlag};
 use spaces_sdk::tools::{FindRequest, FindResult};
-use spaces_sdk::{ApiError, ErrorCode};
-
 use super::{confine, Root};
 use crate::patch;
+use crate::{Error, Result};
 
 /// Most paths one `find` page returns (API.md `find_max_paths`): the SDK's
 /// [`FindRequest::LIMIT_MAX`]. Also the default.
@@ -39,7 +38,7 @@ impl Root {
         glob: Option<&str>,
         offset: Option<u64>,
         limit: Option<u64>,
-    ) -> Result<FindResult, ApiError> {
+    ) -> Result<FindResult> {
         self.find_bounded(glob, offset, limit, FIND_MAX_VISITS)
     }
 
@@ -49,20 +48,16 @@ impl Root {
         offset: Option<u64>,
         limit: Option<u64>,
         max_visits: usize,
-    ) -> Result<FindResult, ApiError> {
+    ) -> Result<FindResult> {
         let limit = limit.unwrap_or(FindRequest::LIMIT_DEFAULT).min(FIND_MAX_PATHS);
         if limit == 0 {
-            return Err(ApiError::new(
-                ErrorCode::InvalidArgument,
-                "limit must be at least 1 (at most 10000)",
-            ));
+            return Err(Error::invalid("limit must be at least 1 (at most 10000)"));
         }
         let matcher = glob.map(compile).transpose()?;
-        let root = confine::open_dir(self.fd(), &[]).map_err(|e| {
-            ApiError::new(
-                ErrorCode::FileOperationFailed,
-                format!("cannot list the workspace root: {}", e.desc()),
-            )
+        let root = confine::open_dir(self.fd(), &[]).map_err(|e| Error::FileOperationFailed {
+            path: ".".to_owned(),
+            action: "listing the workspace root",
+            source: e.into(),
         })?;
         let mut walk = Walk {
             matcher,
@@ -93,16 +88,15 @@ impl Root {
     }
 }
 
-fn compile(glob: &str) -> Result<GlobMatcher, ApiError> {
+fn compile(glob: &str) -> Result<GlobMatcher> {
     GlobBuilder::new(glob)
         .literal_separator(true)
         .build()
         .map(|g| g.compile_matcher())
         .map_err(|e| {
-            ApiError::new(
-                ErrorCode::InvalidArgument,
-                format!("invalid glob {glob:?}: {e}; use e.g. `*.rs` (top level) or `**/*.rs`"),
-            )
+            Error::invalid(format!(
+                "invalid glob {glob:?}: {e}; use e.g. `*.rs` (top level) or `**/*.rs`"
+            ))
         })
 }
 

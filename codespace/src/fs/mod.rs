@@ -30,9 +30,8 @@ use std::path::{Path, PathBuf};
 
 use nix::fcntl::{open, OFlag};
 use nix::sys::stat::Mode;
-use spaces_sdk::{ApiError, ErrorCode};
-
-use crate::patch::{self, PatchError};
+use crate::patch;
+use crate::{Error, Result};
 
 pub use find::{FIND_MAX_PATHS, FIND_MAX_VISITS};
 pub use read::READ_MAX_BYTES;
@@ -49,32 +48,18 @@ pub struct Root {
 impl Root {
     /// Opens the workspace root at `path` (symlinks in `path` itself are resolved once, here).
     ///
-    /// Errors: `FILE_NOT_FOUND` when it does not exist, `PATH_NOT_DIRECTORY` when it is not a
-    /// directory, `FILE_OPERATION_FAILED` when it cannot be opened.
-    pub fn open(path: &Path) -> Result<Root, ApiError> {
-        let canonical = std::fs::canonicalize(path).map_err(|e| {
-            let code = match e.kind() {
-                std::io::ErrorKind::NotFound => ErrorCode::FileNotFound,
-                _ => ErrorCode::FileOperationFailed,
-            };
-            ApiError::new(code, format!("workspace root {}: {e}", path.display()))
-        })?;
+    /// Errors: [`Error::RootUnavailable`]: `FILE_NOT_FOUND` when it does not exist,
+    /// `PATH_NOT_DIRECTORY` when it is not a directory, `FILE_OPERATION_FAILED` when it cannot
+    /// be opened.
+    pub fn open(path: &Path) -> Result<Root> {
+        let unavailable = |source: std::io::Error| Error::RootUnavailable {
+            root: path.to_path_buf(),
+            source,
+        };
+        let canonical = std::fs::canonicalize(path).map_err(unavailable)?;
         let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-        let fd = open(canonical.as_path(), flags, Mode::empty()).map_err(|e| {
-            let code = match e {
-                nix::errno::Errno::ENOTDIR => ErrorCode::PathNotDirectory,
-                nix::errno::Errno::ENOENT => ErrorCode::FileNotFound,
-                _ => ErrorCode::FileOperationFailed,
-            };
-            ApiError::new(
-                code,
-                format!(
-                    "workspace root {} must be an existing directory ({})",
-                    path.display(),
-                    e.desc()
-                ),
-            )
-        })?;
+        let fd = open(canonical.as_path(), flags, Mode::empty())
+            .map_err(|e| unavailable(e.into()))?;
         Ok(Root {
             fd,
             path: canonical,
@@ -91,7 +76,7 @@ impl Root {
     ///
     /// Errors: as for any confined path (`PATH_ESCAPE`, `SYMLINK_REJECTED`, `FILE_NOT_FOUND`),
     /// and `PATH_NOT_DIRECTORY` when it (or a parent) is not a directory.
-    pub fn check_dir(&self, rel: &str) -> Result<PathBuf, ApiError> {
+    pub fn check_dir(&self, rel: &str) -> Result<PathBuf> {
         let comps = confine::components(rel)?;
         let flags = OFlag::O_PATH | OFlag::O_DIRECTORY;
         confine::open_beneath(self.fd(), &comps, flags).map_err(|e| confine::refusal(e, rel))?;
@@ -101,13 +86,13 @@ impl Root {
     /// Plans `patch` against the current files, read through the confined source (API.md,
     /// `apply_patch`: the whole patch is checked before any write). Nothing is written.
     ///
-    /// Errors: any [`PatchError`]; a path the workspace refuses is [`PatchError::Source`] with
-    /// its code (`PATH_ESCAPE`, `SYMLINK_REJECTED`, `SPECIAL_FILE_REJECTED`, ...).
+    /// Errors: those of [`patch::plan`], and the refusals of a path the workspace refuses
+    /// (`PATH_ESCAPE`, `SYMLINK_REJECTED`, `SPECIAL_FILE_REJECTED`, ...).
     pub fn plan_patch(
         &self,
         patch: &str,
         expected: &BTreeMap<String, String>,
-    ) -> Result<patch::Plan, PatchError> {
+    ) -> Result<patch::Plan> {
         patch::plan(patch, expected, self)
     }
 
@@ -116,32 +101,26 @@ impl Root {
     }
 
     /// The whole content and permission bits of `path`, `None` when it does not exist.
-    fn load(&self, path: &str) -> Result<Option<(Vec<u8>, u32)>, ApiError> {
+    fn load(&self, path: &str) -> Result<Option<(Vec<u8>, u32)>> {
         use std::io::Read;
         let Some((mut file, st)) = confine::open_regular(self.fd(), path)? else {
             return Ok(None);
         };
         let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).map_err(|e| {
-            ApiError::new(
-                ErrorCode::FileOperationFailed,
-                format!("{path}: cannot read: {e}"),
-            )
-        })?;
+        file.read_to_end(&mut bytes)
+            .map_err(|source| Error::FileOperationFailed {
+                path: path.to_owned(),
+                action: "reading",
+                source,
+            })?;
         Ok(Some((bytes, st.st_mode & 0o7777)))
     }
 }
 
-/// The confined source of the patch engine: a missing file is `None`; a refused path is
-/// [`PatchError::Source`] carrying the wire code.
+/// The confined source of the patch engine: a missing file is `None`; a refused path is the
+/// refusal itself (`PATH_ESCAPE`, `SYMLINK_REJECTED`, ...).
 impl patch::Source for Root {
-    fn read(&self, path: &str) -> patch::Result<Option<Vec<u8>>> {
-        self.load(path)
-            .map(|found| found.map(|(bytes, _)| bytes))
-            .map_err(|e| PatchError::Source {
-                path: path.to_owned(),
-                code: e.code,
-                message: e.message,
-            })
+    fn read(&self, path: &str) -> Result<Option<Vec<u8>>> {
+        self.load(path).map(|found| found.map(|(bytes, _)| bytes))
     }
 }

@@ -9,9 +9,8 @@ use std::io::Read;
 
 use sha2::{Digest, Sha256};
 use spaces_sdk::tools::{ReadRequest, ReadResult};
-use spaces_sdk::{ApiError, ErrorCode};
-
 use super::{confine, Root};
+use crate::{Error, Result};
 
 /// Largest window `read` returns, in bytes (API.md `read_max_bytes`): the SDK's
 /// [`ReadRequest::LIMIT_MAX`]. Also the default.
@@ -30,19 +29,18 @@ impl Root {
         path: &str,
         offset: Option<u64>,
         limit: Option<u64>,
-    ) -> Result<ReadResult, ApiError> {
+    ) -> Result<ReadResult> {
         let limit = limit.unwrap_or(ReadRequest::LIMIT_DEFAULT).min(READ_MAX_BYTES);
         if limit == 0 {
-            return Err(ApiError::new(
-                ErrorCode::InvalidArgument,
+            return Err(Error::invalid(
                 "limit must be at least 1 byte (at most 1048576)",
             ));
         }
         let Some((mut file, _)) = confine::open_regular(self.fd(), path)? else {
-            return Err(ApiError::new(
-                ErrorCode::FileNotFound,
-                format!("{path} does not exist; its version is `absent` (use that in expected_versions to require it stays absent, or create it with `*** Add File:`)"),
-            ));
+            return Err(Error::FileNotFound {
+                path: path.to_owned(),
+                hint: "; its version is `absent` (use that in expected_versions to require it stays absent, or create it with `*** Add File:`)",
+            });
         };
         let start = offset.unwrap_or(0);
         let end = start.saturating_add(limit);
@@ -55,11 +53,12 @@ impl Root {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    return Err(ApiError::new(
-                        ErrorCode::FileOperationFailed,
-                        format!("{path}: cannot read: {e}"),
-                    ))
+                Err(source) => {
+                    return Err(Error::FileOperationFailed {
+                        path: path.to_owned(),
+                        action: "reading",
+                        source,
+                    })
                 }
             };
             let chunk = &buf[..n];

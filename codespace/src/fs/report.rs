@@ -3,12 +3,12 @@
 
 use serde::{Deserialize, Serialize};
 use spaces_sdk::tools::ChangeKind as WireKind;
-use spaces_sdk::ApiError;
 
 /// One entry of `apply_patch`'s `changes[]` (API.md, `apply_patch`), defined in the SDK.
 pub use spaces_sdk::tools::ChangeRecord;
 
 use crate::patch::{Change, ChangeKind};
+use crate::Error;
 
 impl From<&Change> for ChangeRecord {
     fn from(change: &Change) -> Self {
@@ -46,14 +46,14 @@ pub enum CommitStatus {
 
 /// The outcome of [`Root::commit`]: `changes` are the plan's records in patch order; `error`
 /// says why when the status is not `applied`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug)]
 pub struct CommitReport {
     /// How it ended.
     pub status: CommitStatus,
     /// One record per planned change, in patch order (whatever the status).
     pub changes: Vec<ChangeRecord>,
-    /// Why it did not apply: the re-check's refusal (`VERSION_CONFLICT` with the current
-    /// version, or a confinement code) or the failed step (`FILE_OPERATION_FAILED`, ...).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<ApiError>,
+    /// Why it did not apply: the re-check's refusal ([`Error::VersionConflict`] with the
+    /// current version, or a confinement refusal) or the failed step
+    /// ([`Error::FileOperationFailed`], [`Error::RollbackFailed`], ...).
+    pub error: Option<Error>,
 }

@@ -6,6 +6,7 @@
 //! directory (`O_CREAT | O_EXCL | O_NOFOLLOW`, permission bits set, `fsync`), then `renameat`
 //! swaps it in. Removal is `unlinkat`. Directories are `fsync`ed at the end.
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -14,9 +15,8 @@ use nix::errno::Errno;
 use nix::fcntl::{openat, renameat, OFlag};
 use nix::sys::stat::{fchmod, mkdirat, Mode};
 use nix::unistd::{fsync, unlinkat, UnlinkatFlags};
-use spaces_sdk::{ApiError, ErrorCode};
-
 use super::{confine, Root};
+use crate::{Error, Result};
 
 /// Open directories of one commit, keyed by relative path (`""` is the root).
 pub(crate) struct Dirs<'r> {
@@ -27,23 +27,23 @@ pub(crate) struct Dirs<'r> {
 }
 
 /// `path` split into its parent directory key and leaf name.
-pub(crate) fn split(path: &str) -> Result<(String, String), ApiError> {
+pub(crate) fn split(path: &str) -> Result<(String, String)> {
     let comps = confine::components(path)?;
     match comps.split_last() {
         Some((leaf, parents)) => Ok((parents.join("/"), (*leaf).to_owned())),
-        None => Err(ApiError::new(
-            ErrorCode::InvalidArgument,
-            format!("{path:?} names the workspace root, not a file"),
-        )),
+        None => Err(Error::invalid(format!(
+            "{path:?} names the workspace root, not a file"
+        ))),
     }
 }
 
-/// A failed system call on `path`, as a wire error.
-pub(crate) fn failed(path: &str, what: &str, err: Errno) -> ApiError {
-    ApiError::new(
-        ErrorCode::FileOperationFailed,
-        format!("{path}: {what} failed ({})", err.desc()),
-    )
+/// A failed system call (`action`) on `path`.
+pub(crate) fn failed(path: &str, action: &'static str, err: Errno) -> Error {
+    Error::FileOperationFailed {
+        path: path.to_owned(),
+        action,
+        source: err.into(),
+    }
 }
 
 impl<'r> Dirs<'r> {
@@ -56,22 +56,22 @@ impl<'r> Dirs<'r> {
     }
 
     /// The descriptor of the existing directory `key`, opened confined on first use.
-    pub(crate) fn get(&mut self, key: &str) -> Result<BorrowedFd<'_>, ApiError> {
-        if !self.open.contains_key(key) {
-            let comps: Vec<&str> = key.split('/').filter(|c| !c.is_empty()).collect();
-            let fd =
-                confine::open_dir(self.root.fd(), &comps).map_err(|e| confine::refusal(e, key))?;
-            self.open.insert(key.to_owned(), fd);
-        }
-        self.open
-            .get(key)
-            .map(|fd| fd.as_fd())
-            .ok_or_else(|| ApiError::new(ErrorCode::Internal, format!("{key}: directory lost")))
+    pub(crate) fn get(&mut self, key: &str) -> Result<BorrowedFd<'_>> {
+        let fd: &OwnedFd = match self.open.entry(key.to_owned()) {
+            Entry::Occupied(open) => open.into_mut(),
+            Entry::Vacant(slot) => {
+                let comps: Vec<&str> = key.split('/').filter(|c| !c.is_empty()).collect();
+                let fd = confine::open_dir(self.root.fd(), &comps)
+                    .map_err(|e| confine::refusal(e, key))?;
+                slot.insert(fd)
+            }
+        };
+        Ok(fd.as_fd())
     }
 
     /// Like [`Dirs::get`], creating missing directories of `key` one by one (`mkdirat` in the
     /// confined parent; recorded in `created`).
-    pub(crate) fn ensure(&mut self, key: &str) -> Result<BorrowedFd<'_>, ApiError> {
+    pub(crate) fn ensure(&mut self, key: &str) -> Result<BorrowedFd<'_>> {
         let comps: Vec<String> = key
             .split('/')
             .filter(|c| !c.is_empty())
@@ -82,8 +82,8 @@ impl<'r> Dirs<'r> {
             let here = comps[..=i].join("/");
             match self.get(&here) {
                 Ok(_) => continue,
-                Err(e) if e.code != ErrorCode::FileNotFound => return Err(e),
-                Err(_) => {}
+                Err(Error::FileNotFound { .. }) => {}
+                Err(e) => return Err(e),
             }
             let parent = comps[..i].join("/");
             match mkdirat(
@@ -108,7 +108,7 @@ impl<'r> Dirs<'r> {
         path: &str,
         bytes: &[u8],
         mode: Option<u32>,
-    ) -> Result<String, ApiError> {
+    ) -> Result<String> {
         let (key, leaf) = split(path)?;
         let dir = self.ensure(&key)?;
         let temp = format!(".{leaf}.spaces-tmp-{}", uuid::Uuid::new_v4().simple());
@@ -119,12 +119,12 @@ impl<'r> Dirs<'r> {
             .map_err(|e| failed(path, "creating a temp file", e))?;
         let mut file = std::fs::File::from(fd);
         let result = (|| {
-            file.write_all(bytes).map_err(|e| {
-                ApiError::new(
-                    ErrorCode::FileOperationFailed,
-                    format!("{path}: writing failed: {e}"),
-                )
-            })?;
+            file.write_all(bytes)
+                .map_err(|source| Error::FileOperationFailed {
+                    path: path.to_owned(),
+                    action: "writing",
+                    source,
+                })?;
             if let Some(mode) = mode {
                 fchmod(file.as_fd(), Mode::from_bits_truncate(mode))
                     .map_err(|e| failed(path, "chmod", e))?;
@@ -139,7 +139,7 @@ impl<'r> Dirs<'r> {
     }
 
     /// Swaps the temp file `temp` in as `path` (`renameat` within one directory).
-    pub(crate) fn rename_in(&mut self, path: &str, temp: &str) -> Result<(), ApiError> {
+    pub(crate) fn rename_in(&mut self, path: &str, temp: &str) -> Result<()> {
         let (key, leaf) = split(path)?;
         let dir = self.get(&key)?;
         renameat(dir, temp, dir, leaf.as_str())
@@ -147,7 +147,7 @@ impl<'r> Dirs<'r> {
     }
 
     /// Removes `path` (`unlinkat`); a file already gone is fine.
-    pub(crate) fn unlink(&mut self, path: &str) -> Result<(), ApiError> {
+    pub(crate) fn unlink(&mut self, path: &str) -> Result<()> {
         let (key, leaf) = split(path)?;
         let dir = self.get(&key)?;
         match unlinkat(dir, leaf.as_str(), UnlinkatFlags::NoRemoveDir) {
@@ -157,7 +157,7 @@ impl<'r> Dirs<'r> {
     }
 
     /// Removes a temp file left beside `path`.
-    pub(crate) fn remove_temp(&mut self, path: &str, temp: &str) -> Result<(), ApiError> {
+    pub(crate) fn remove_temp(&mut self, path: &str, temp: &str) -> Result<()> {
         let (key, _) = split(path)?;
         let dir = self.get(&key)?;
         match unlinkat(dir, temp, UnlinkatFlags::NoRemoveDir) {
@@ -167,7 +167,7 @@ impl<'r> Dirs<'r> {
     }
 
     /// Removes the directories this commit created, deepest first.
-    pub(crate) fn remove_created(&mut self) -> Result<(), ApiError> {
+    pub(crate) fn remove_created(&mut self) -> Result<()> {
         while let Some(key) = self.created.pop() {
             self.open.remove(&key);
             let (parent, leaf) = split(&key)?;
@@ -182,7 +182,7 @@ impl<'r> Dirs<'r> {
 
     /// `fsync`s every directory written into, so renames and removals are durable.
     /// A filesystem that cannot sync directories (`EINVAL`) is accepted as is.
-    pub(crate) fn sync_all(&self) -> Result<(), ApiError> {
+    pub(crate) fn sync_all(&self) -> Result<()> {
         for (key, fd) in &self.open {
             match fsync(fd.as_fd()) {
                 Ok(()) | Err(Errno::EINVAL) => {}

@@ -3,9 +3,9 @@
 
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
-use spaces_sdk::{ApiError, ErrorCode};
 
-use super::{db, ms};
+use super::ms;
+use crate::{Error, Result};
 
 pub use spaces_sdk::tools::{ApprovalRecord, ApprovalState, Decision, HoldableTool};
 
@@ -34,7 +34,7 @@ pub enum ResumeStart {
     Interrupted(StoredApproval),
 }
 
-pub(super) fn load(conn: &Connection, approval_id: &str) -> Result<StoredApproval, ApiError> {
+pub(super) fn load(conn: &Connection, approval_id: &str) -> Result<StoredApproval> {
     load_with_boot(conn, approval_id).map(|(rec, _)| rec)
 }
 
@@ -42,7 +42,7 @@ pub(super) fn load(conn: &Connection, approval_id: &str) -> Result<StoredApprova
 pub(super) fn load_with_boot(
     conn: &Connection,
     approval_id: &str,
-) -> Result<(StoredApproval, Option<String>), ApiError> {
+) -> Result<(StoredApproval, Option<String>)> {
     type Row =
         (String, String, String, String, i64, Option<String>, Option<String>, Option<String>);
     let row: Option<Row> = conn
@@ -52,32 +52,33 @@ pub(super) fn load_with_boot(
             [approval_id],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?)),
         )
-        .optional()
-        .map_err(db)?;
+        .optional()?;
     let Some((workspace_id, tool, arguments, state, created_at, result, operation_id, boot_id)) =
         row
     else {
-        let mut e = ApiError::new(
-            ErrorCode::ApprovalNotFound,
-            format!(
-                "no approval hold {approval_id:?}; use the approval_id returned with \
-             APPROVAL_REQUIRED or approval_create"
-            ),
-        );
-        e.approval_id = Some(approval_id.to_owned());
-        return Err(e);
+        return Err(Error::ApprovalNotFound {
+            approval_id: approval_id.to_owned(),
+        });
     };
     let rec = StoredApproval {
         record: ApprovalRecord {
             approval_id: approval_id.to_owned(),
             workspace_id,
-            tool: HoldableTool::parse(&tool).ok_or_else(|| db(format!("unknown held tool {tool:?}")))?,
-            arguments: serde_json::from_str(&arguments).map_err(db)?,
-            state: ApprovalState::parse(&state).ok_or_else(|| db(format!("unknown approval state {state:?}")))?,
+            tool: HoldableTool::parse(&tool).ok_or_else(|| unreadable(approval_id, "tool", &tool))?,
+            arguments: serde_json::from_str(&arguments)?,
+            state: ApprovalState::parse(&state).ok_or_else(|| unreadable(approval_id, "state", &state))?,
             created_at: ms(created_at),
         },
-        result: result.map(|r| serde_json::from_str(&r)).transpose().map_err(db)?,
+        result: result.map(|r| serde_json::from_str(&r)).transpose()?,
         operation_id,
     };
     Ok((rec, boot_id))
+}
+
+/// A stored column of hold `approval_id` this version does not know.
+fn unreadable(approval_id: &str, column: &str, value: &str) -> Error {
+    Error::StoredUnreadable {
+        what: format!("the {column} of approval {approval_id}"),
+        detail: format!("unknown {column} {value:?}"),
+    }
 }

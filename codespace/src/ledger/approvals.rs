@@ -6,14 +6,14 @@
 
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 use serde_json::{Map, Value};
-use spaces_sdk::{ApiError, ErrorCode};
 
 use super::approval_record::{
     load, load_with_boot, ApprovalRecord, ApprovalState, Decision, HoldableTool, ResumeStart,
     StoredApproval,
 };
 use super::fingerprint::{canonical_json, sha256_hex};
-use super::{db, now_ms, Ledger};
+use super::{now_ms, Ledger};
+use crate::{Error, Result};
 
 /// Tag that versions the hold-key encoding.
 const HOLD_TAG: &str = "spaces.codespace.approval_hold.v1\n";
@@ -27,7 +27,7 @@ impl Ledger {
         workspace_id: &str,
         tool: HoldableTool,
         arguments: &Value,
-    ) -> Result<ApprovalRecord, ApiError> {
+    ) -> Result<ApprovalRecord> {
         let tool = tool.as_str();
         let mut doc = Map::new();
         doc.insert("arguments".into(), arguments.clone());
@@ -35,7 +35,7 @@ impl Ledger {
         doc.insert("workspace_id".into(), Value::String(workspace_id.to_owned()));
         let hold_key = sha256_hex(HOLD_TAG, &canonical_json(&Value::Object(doc)));
         let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db)?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let existing: Option<String> = tx
             .query_row(
                 "SELECT approval_id FROM approvals WHERE hold_key = ?1 AND state IN ('pending', 'granted')
@@ -43,8 +43,7 @@ impl Ledger {
                 [&hold_key],
                 |r| r.get(0),
             )
-            .optional()
-            .map_err(db)?;
+            .optional()?;
         let approval_id = match existing {
             Some(id) => id,
             None => {
@@ -54,18 +53,17 @@ impl Ledger {
                     "INSERT INTO approvals (approval_id, workspace_id, tool, arguments_json, hold_key, state, created_at, updated_at)
                      VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?6)",
                     params![id, workspace_id, tool, canonical_json(arguments), hold_key, now],
-                )
-                .map_err(db)?;
+                )?;
                 id
             }
         };
         let stored = load(&tx, &approval_id)?;
-        tx.commit().map_err(db)?;
+        tx.commit()?;
         Ok(stored.record)
     }
 
     /// The hold. Errors: `APPROVAL_NOT_FOUND`, `INTERNAL`.
-    pub fn approval(&self, approval_id: &str) -> Result<StoredApproval, ApiError> {
+    pub fn approval(&self, approval_id: &str) -> Result<StoredApproval> {
         load(&self.conn(), approval_id)
     }
 
@@ -75,7 +73,7 @@ impl Ledger {
         &self,
         approval_id: &str,
         decision: Decision,
-    ) -> Result<ApprovalRecord, ApiError> {
+    ) -> Result<ApprovalRecord> {
         let to = match decision {
             Decision::Grant => ApprovalState::Granted,
             Decision::Deny => ApprovalState::Denied,
@@ -96,9 +94,9 @@ impl Ledger {
 
     /// Start `operation_resume` (see [`ResumeStart`]). Errors: `APPROVAL_NOT_FOUND`;
     /// `APPROVAL_CONFLICT` when pending, denied, or already resuming under this daemon; `INTERNAL`.
-    pub fn approval_begin_resume(&self, approval_id: &str) -> Result<ResumeStart, ApiError> {
+    pub fn approval_begin_resume(&self, approval_id: &str) -> Result<ResumeStart> {
         let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db)?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let (mut rec, owner) = load_with_boot(&tx, approval_id)?;
         match rec.record.state {
             ApprovalState::Consumed => Ok(ResumeStart::Done(rec.result.unwrap_or(Value::Null))),
@@ -121,9 +119,8 @@ impl Ledger {
                 tx.execute(
                     "UPDATE approvals SET state = 'resuming', boot_id = ?2, updated_at = ?3 WHERE approval_id = ?1",
                     params![approval_id, self.boot_id, now_ms()],
-                )
-                .map_err(db)?;
-                tx.commit().map_err(db)?;
+                )?;
+                tx.commit()?;
                 rec.record.state = ApprovalState::Resuming;
                 Ok(ResumeStart::Run(rec))
             }
@@ -137,7 +134,7 @@ impl Ledger {
         &self,
         approval_id: &str,
         operation_id: &str,
-    ) -> Result<ApprovalRecord, ApiError> {
+    ) -> Result<ApprovalRecord> {
         self.transition(
             approval_id,
             |rec| match rec.record.state {
@@ -158,7 +155,7 @@ impl Ledger {
         &self,
         approval_id: &str,
         result: &Value,
-    ) -> Result<ApprovalRecord, ApiError> {
+    ) -> Result<ApprovalRecord> {
         let text = result.to_string();
         self.transition(
             approval_id,
@@ -179,34 +176,31 @@ impl Ledger {
     fn transition(
         &self,
         approval_id: &str,
-        allow: impl FnOnce(&StoredApproval) -> Result<(), ApiError>,
+        allow: impl FnOnce(&StoredApproval) -> Result<()>,
         to: ApprovalState,
         extra: Option<(&str, &str)>,
-    ) -> Result<ApprovalRecord, ApiError> {
+    ) -> Result<ApprovalRecord> {
         let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db)?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         allow(&load(&tx, approval_id)?)?;
         tx.execute(
             "UPDATE approvals SET state = ?2, updated_at = ?3 WHERE approval_id = ?1",
             params![approval_id, to.as_str(), now_ms()],
-        )
-        .map_err(db)?;
+        )?;
         if let Some((column, value)) = extra {
             // `column` is one of two fixed names chosen above, never caller input.
             let sql = format!("UPDATE approvals SET {column} = ?2 WHERE approval_id = ?1");
-            tx.execute(&sql, params![approval_id, value]).map_err(db)?;
+            tx.execute(&sql, params![approval_id, value])?;
         }
         let rec = load(&tx, approval_id)?;
-        tx.commit().map_err(db)?;
+        tx.commit()?;
         Ok(rec.record)
     }
 }
 
-fn conflict(approval_id: &str, why: &str) -> ApiError {
-    let mut e = ApiError::new(
-        ErrorCode::ApprovalConflict,
-        format!("approval {approval_id} cannot do that: {why}"),
-    );
-    e.approval_id = Some(approval_id.to_owned());
-    e
+fn conflict(approval_id: &str, why: &str) -> Error {
+    Error::ApprovalConflict {
+        approval_id: approval_id.to_owned(),
+        why: why.to_owned(),
+    }
 }

@@ -38,7 +38,8 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::Connection;
-use spaces_sdk::{ApiError, ErrorCode};
+
+use crate::Result;
 
 pub use approval_record::{
     ApprovalRecord, ApprovalState, Decision, HoldableTool, ResumeStart, StoredApproval,
@@ -58,9 +59,9 @@ pub struct Ledger {
 impl Ledger {
     /// Open (creating if needed) the ledger at `path`, apply the schema, close every operation
     /// an earlier daemon left unfinished as `unknown` (crash recovery), and mint a fresh
-    /// `boot_id`. Errors: `INTERNAL` when the file cannot be opened or written.
-    pub fn open(path: &Path) -> Result<Ledger, ApiError> {
-        let mut conn = crate::sqlite::open(path, "FULL").map_err(db)?;
+    /// `boot_id`. Errors: [`crate::Error::Db`] when the file cannot be opened or written.
+    pub fn open(path: &Path) -> Result<Ledger> {
+        let mut conn = crate::sqlite::open(path, "FULL")?;
         schema::apply(&conn)?;
         let closed = operations::close_unfinished(&mut conn)?;
         if closed > 0 {
@@ -81,14 +82,6 @@ impl Ledger {
     fn conn(&self) -> MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
-}
-
-/// Map a SQLite or encoding failure to `INTERNAL`.
-fn db(e: impl std::fmt::Display) -> ApiError {
-    ApiError::new(
-        ErrorCode::Internal,
-        format!("ledger database error: {e}; retry later or check the ledger file"),
-    )
 }
 
 /// [`crate::sqlite::now_ms`] as SQLite's integer, the type the ledger's columns are bound with.

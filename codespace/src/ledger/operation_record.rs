@@ -3,9 +3,9 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
-use spaces_sdk::ApiError;
 
-use super::{db, ms};
+use super::ms;
+use crate::Result;
 
 pub use spaces_sdk::tools::{
     EventName, OperationEvent, OperationKind, OperationRecord, OperationStatus,
@@ -50,7 +50,7 @@ pub(super) fn add_event(
     name: EventName,
     status: Option<OperationStatus>,
     reason: Option<&str>,
-) -> Result<(), ApiError> {
+) -> Result<()> {
     let name = match name {
         EventName::Minted => "minted",
         EventName::Finished => "finished",
@@ -58,8 +58,7 @@ pub(super) fn add_event(
     conn.execute(
         "INSERT INTO operation_events (operation_id, at, name, status, reason) VALUES (?1, ?2, ?3, ?4, ?5)",
         params![operation_id, at, name, status.map(OperationStatus::as_str), reason],
-    )
-    .map_err(db)?;
+    )?;
     Ok(())
 }
 
@@ -67,7 +66,7 @@ pub(super) fn add_event(
 pub(super) fn load(
     conn: &Connection,
     by: &OperationRef,
-) -> Result<Option<StoredOperation>, ApiError> {
+) -> Result<Option<StoredOperation>> {
     let (column, value) = match by {
         OperationRef::Id(id) => ("operation_id", id),
         OperationRef::Key(key) => ("operation_key", key),
@@ -92,8 +91,7 @@ pub(super) fn load(
                 r.get(8)?,
             ))
         })
-        .optional()
-        .map_err(db)?;
+        .optional()?;
     let Some((
         operation_id,
         key,
@@ -108,9 +106,9 @@ pub(super) fn load(
     else {
         return Ok(None);
     };
-    let mut stmt = conn
-        .prepare("SELECT at, name, status, reason FROM operation_events WHERE operation_id = ?1 ORDER BY id")
-        .map_err(db)?;
+    let mut stmt = conn.prepare(
+        "SELECT at, name, status, reason FROM operation_events WHERE operation_id = ?1 ORDER BY id",
+    )?;
     let events = stmt
         .query_map([&operation_id], |r| {
             let name: String = r.get(1)?;
@@ -121,10 +119,8 @@ pub(super) fn load(
                 status: status.as_deref().and_then(OperationStatus::parse),
                 reason: r.get(3)?,
             })
-        })
-        .map_err(db)?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(db)?;
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(Some(StoredOperation {
         record: OperationRecord {
             operation_id,
@@ -133,11 +129,11 @@ pub(super) fn load(
             workspace_id,
             created_at: ms(created_at),
             finished_at: finished_at.map(ms),
-            files: serde_json::from_str(&files).map_err(db)?,
-            changes: serde_json::from_str(&changes).map_err(db)?,
+            files: serde_json::from_str(&files)?,
+            changes: serde_json::from_str(&changes)?,
             events,
         },
         key,
-        result: result.map(|r| serde_json::from_str(&r)).transpose().map_err(db)?,
+        result: result.map(|r| serde_json::from_str(&r)).transpose()?,
     }))
 }

@@ -3,13 +3,13 @@
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde_json::Value;
-use spaces_sdk::{ApiError, ErrorCode};
 
 use super::operation_record::{
     add_event, load, EventName, Minted, OperationRef, OperationStatus, StoredOperation,
 };
 use crate::fs::ChangeRecord;
-use super::{db, now_ms, Ledger};
+use super::{now_ms, Ledger};
+use crate::{Error, Result};
 
 impl Ledger {
     /// Record a patch before it runs (see [`Minted`]). Errors: `OPERATION_KEY_CONFLICT` when the
@@ -20,15 +20,14 @@ impl Ledger {
         workspace_id: &str,
         operation_key: Option<&str>,
         fingerprint: &str,
-    ) -> Result<Minted, ApiError> {
+    ) -> Result<Minted> {
         if operation_key == Some("") {
-            return Err(ApiError::new(
-                ErrorCode::InvalidArgument,
+            return Err(Error::invalid(
                 "operation_key must not be empty; omit it or send a non-empty key",
             ));
         }
         let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db)?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         if let Some(key) = operation_key {
             let found: Option<(String, String)> = tx
                 .query_row(
@@ -36,21 +35,13 @@ impl Ledger {
                     [key],
                     |r| Ok((r.get(0)?, r.get(1)?)),
                 )
-                .optional()
-                .map_err(db)?;
+                .optional()?;
             if let Some((operation_id, stored)) = found {
                 if stored != fingerprint {
-                    let mut e = ApiError::new(
-                        ErrorCode::OperationKeyConflict,
-                        format!(
-                            "operation_key {key:?} belongs to different arguments (operation \
-                             {operation_id}); inspect that request with operation_status, and use \
-                             a new key for a different request (a preview and its apply need \
-                             different keys)"
-                        ),
-                    );
-                    e.operation_id = Some(operation_id);
-                    return Err(e);
+                    return Err(Error::OperationKeyConflict {
+                        operation_key: key.to_owned(),
+                        operation_id,
+                    });
                 }
                 let record = load(&tx, &OperationRef::Id(operation_id.clone()))?
                     .ok_or_else(|| not_found(&operation_id))?;
@@ -67,10 +58,9 @@ impl Ledger {
             "INSERT INTO operations (operation_id, operation_key, fingerprint, workspace_id, status, created_at, boot_id)
              VALUES (?1, ?2, ?3, ?4, 'unknown', ?5, ?6)",
             params![operation_id, operation_key, fingerprint, workspace_id, now, self.boot_id],
-        )
-        .map_err(db)?;
+        )?;
         add_event(&tx, &operation_id, now, EventName::Minted, None, None)?;
-        tx.commit().map_err(db)?;
+        tx.commit()?;
         Ok(Minted::New { operation_id })
     }
 
@@ -78,27 +68,21 @@ impl Ledger {
     /// before its commit starts, so that a crash mid-commit leaves a record (`unknown`) that
     /// names the files to inspect. Errors: `OPERATION_NOT_FOUND`; a finished operation is left
     /// as it is (`INTERNAL`).
-    pub fn record_plan(&self, operation_id: &str, files: &[String], changes: &[ChangeRecord]) -> Result<(), ApiError> {
-        let files_json = serde_json::to_string(files).map_err(db)?;
-        let changes_json = serde_json::to_string(changes).map_err(db)?;
+    pub fn record_plan(&self, operation_id: &str, files: &[String], changes: &[ChangeRecord]) -> Result<()> {
+        let files_json = serde_json::to_string(files)?;
+        let changes_json = serde_json::to_string(changes)?;
         let updated = self
             .conn()
             .execute(
                 "UPDATE operations SET files_json = ?2, changes_json = ?3
                  WHERE operation_id = ?1 AND finished_at IS NULL",
                 params![operation_id, files_json, changes_json],
-            )
-            .map_err(db)?;
+            )?;
         if updated == 1 {
             return Ok(());
         }
-        match self.operation(OperationRef::Id(operation_id.to_owned())) {
-            Ok(_) => Err(ApiError::new(
-                ErrorCode::Internal,
-                format!("operation {operation_id} is already finished; its record stands"),
-            )),
-            Err(e) => Err(e),
-        }
+        self.operation(OperationRef::Id(operation_id.to_owned()))?;
+        Err(Error::OperationFinished { operation_id: operation_id.to_owned() })
     }
 
     /// Close a minted operation with its outcome and the full response to replay (`result`),
@@ -112,79 +96,59 @@ impl Ledger {
         changes: &[ChangeRecord],
         result: &Value,
         reason: Option<&str>,
-    ) -> Result<(), ApiError> {
+    ) -> Result<()> {
         let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db)?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let finished: Option<Option<i64>> = tx
             .query_row(
                 "SELECT finished_at FROM operations WHERE operation_id = ?1",
                 [operation_id],
                 |r| r.get(0),
             )
-            .optional()
-            .map_err(db)?;
+            .optional()?;
         match finished {
             None => return Err(not_found(operation_id)),
             Some(Some(_)) => {
-                let mut e = ApiError::new(
-                    ErrorCode::Internal,
-                    format!(
-                        "operation {operation_id} is already finished; its recorded outcome \
-                         stands, inspect it with operation_status"
-                    ),
-                );
-                e.operation_id = Some(operation_id.to_owned());
-                return Err(e);
+                return Err(Error::OperationFinished { operation_id: operation_id.to_owned() })
             }
             Some(None) => {}
         }
         let now = now_ms();
-        let files_json = serde_json::to_string(files).map_err(db)?;
-        let changes_json = serde_json::to_string(changes).map_err(db)?;
+        let files_json = serde_json::to_string(files)?;
+        let changes_json = serde_json::to_string(changes)?;
         tx.execute(
             "UPDATE operations SET status = ?2, finished_at = ?3, files_json = ?4, changes_json = ?5, result_json = ?6
              WHERE operation_id = ?1",
             params![operation_id, status.as_str(), now, files_json, changes_json, result.to_string()],
-        )
-        .map_err(db)?;
+        )?;
         add_event(&tx, operation_id, now, EventName::Finished, Some(status), reason)?;
-        tx.commit().map_err(db)
+        tx.commit()?;
+        Ok(())
     }
 
     /// The recorded operation (`operation_status`). Errors: `OPERATION_NOT_FOUND`, `INTERNAL`.
-    pub fn operation(&self, by: OperationRef) -> Result<StoredOperation, ApiError> {
+    pub fn operation(&self, by: OperationRef) -> Result<StoredOperation> {
         let conn = self.conn();
-        load(&conn, &by)?.ok_or_else(|| match &by {
-            OperationRef::Id(id) => not_found(id),
-            OperationRef::Key(key) => ApiError::new(
-                ErrorCode::OperationNotFound,
-                format!(
-            "no recorded patch has operation_key {key:?}; operation_status tracks apply_patch only \
-             (commands stay on process_id)"
-        ),
-            ),
-        })
+        load(&conn, &by)?.ok_or(Error::OperationNotFound { by })
     }
 }
 
 /// Crash recovery: close every unfinished row as `unknown` with a `finished` event whose reason
 /// is `"unknown"`, in one transaction. Returns how many were closed.
-pub(super) fn close_unfinished(conn: &mut Connection) -> Result<usize, ApiError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db)?;
+pub(super) fn close_unfinished(conn: &mut Connection) -> Result<usize> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let ids: Vec<String> = {
         let mut stmt = tx
-            .prepare("SELECT operation_id FROM operations WHERE finished_at IS NULL")
-            .map_err(db)?;
-        let rows = stmt.query_map([], |r| r.get(0)).map_err(db)?;
-        rows.collect::<Result<_, _>>().map_err(db)?
+            .prepare("SELECT operation_id FROM operations WHERE finished_at IS NULL")?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        rows.collect::<rusqlite::Result<_>>()?
     };
     let now = now_ms();
     for id in &ids {
         tx.execute(
             "UPDATE operations SET status = 'unknown', finished_at = ?2 WHERE operation_id = ?1",
             params![id, now],
-        )
-        .map_err(db)?;
+        )?;
         add_event(
             &tx,
             id,
@@ -194,18 +158,10 @@ pub(super) fn close_unfinished(conn: &mut Connection) -> Result<usize, ApiError>
             Some("unknown"),
         )?;
     }
-    tx.commit().map_err(db)?;
+    tx.commit()?;
     Ok(ids.len())
 }
 
-fn not_found(operation_id: &str) -> ApiError {
-    let mut e = ApiError::new(
-        ErrorCode::OperationNotFound,
-        format!(
-            "no recorded patch has operation_id {operation_id:?}; operation_status tracks apply_patch only \
-             (commands stay on process_id)"
-        ),
-    );
-    e.operation_id = Some(operation_id.to_owned());
-    e
+fn not_found(operation_id: &str) -> Error {
+    Error::OperationNotFound { by: OperationRef::Id(operation_id.to_owned()) }
 }

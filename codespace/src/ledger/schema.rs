@@ -3,8 +3,7 @@
 
 use rusqlite::Connection;
 
-use super::db;
-use spaces_sdk::ApiError;
+use crate::Result;
 
 /// Schema version written to `PRAGMA user_version`.
 const VERSION: i64 = 1;
@@ -56,7 +55,8 @@ CREATE INDEX IF NOT EXISTS approvals_by_hold ON approvals (hold_key, state);
 "#;
 
 /// Create the tables if missing and stamp the version.
-pub(super) fn apply(conn: &Connection) -> Result<(), ApiError> {
-    conn.execute_batch(SCHEMA).map_err(db)?;
-    conn.pragma_update(None, "user_version", VERSION).map_err(db)
+pub(super) fn apply(conn: &Connection) -> Result<()> {
+    conn.execute_batch(SCHEMA)?;
+    conn.pragma_update(None, "user_version", VERSION)?;
+    Ok(())
 }

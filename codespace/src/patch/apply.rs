@@ -9,13 +9,13 @@ use std::collections::BTreeMap;
 use super::parse::{FileOp, Patch};
 use super::update::update;
 use super::version::version_of;
-use super::{PatchError, Result};
+use crate::{Error, Result};
 
 /// Where the current contents of files come from.
 ///
 /// `read` returns `Ok(None)` for a missing file. A real source (the workspace committer) opens
 /// files confined to the workspace root and reports what it refuses (`PATH_ESCAPE`,
-/// `SYMLINK_REJECTED`, ...) as [`PatchError::Source`].
+/// `SYMLINK_REJECTED`, ...) as its own [`crate::Error`]s, which refuse the whole patch.
 pub trait Source {
     /// The whole current content of `path` (relative to the root, as written in the patch).
     fn read(&self, path: &str) -> Result<Option<Vec<u8>>>;
@@ -82,9 +82,9 @@ impl Change {
 
 /// Plans `patch` against `source`.
 ///
-/// Errors (the whole patch is refused, nothing is planned): [`PatchError::AddFileExists`],
-/// [`PatchError::MoveDestinationExists`], [`PatchError::FileNotFound`] (update or delete of a
-/// missing file), [`PatchError::ContextNotFound`] / [`PatchError::AmbiguousContext`] (a hunk
+/// Errors (the whole patch is refused, nothing is planned): [`Error::AddFileExists`],
+/// [`Error::MoveDestinationExists`], [`Error::FileNotFound`] (update or delete of a
+/// missing file), [`Error::ContextNotFound`] / [`Error::AmbiguousContext`] (a hunk
 /// that does not match exactly once), or the source's own error.
 pub fn apply(patch: &Patch, source: &dyn Source) -> Result<Vec<Change>> {
     let mut tree = Overlay {
@@ -96,7 +96,7 @@ pub fn apply(patch: &Patch, source: &dyn Source) -> Result<Vec<Change>> {
         let change = match op {
             FileOp::Add { path, lines } => {
                 if tree.read(path)?.is_some() {
-                    return Err(PatchError::AddFileExists { path: path.clone() });
+                    return Err(Error::AddFileExists { path: path.clone() });
                 }
                 let after = lines
                     .iter()
@@ -128,7 +128,7 @@ pub fn apply(patch: &Patch, source: &dyn Source) -> Result<Vec<Change>> {
                 let kind = match move_to {
                     Some(to) if to != path => {
                         if tree.read(to)?.is_some() {
-                            return Err(PatchError::MoveDestinationExists {
+                            return Err(Error::MoveDestinationExists {
                                 path: path.clone(),
                                 to: to.clone(),
                             });
@@ -166,8 +166,9 @@ impl Overlay<'_> {
     }
 
     fn existing(&self, path: &str) -> Result<Vec<u8>> {
-        self.read(path)?.ok_or_else(|| PatchError::FileNotFound {
+        self.read(path)?.ok_or_else(|| Error::FileNotFound {
             path: path.to_owned(),
+            hint: "",
         })
     }
 

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use spaces_sdk::ErrorCode;
 
 use super::*;
+use crate::Error;
 
 fn tree(files: &[(&str, &[u8])]) -> BTreeMap<String, Vec<u8>> {
     files
@@ -65,12 +66,12 @@ fn case_x18a_end_of_file_anchors_last_occurrence() {
     // Without the anchor the same hunk is ambiguous.
     let err = updated(before, "@@\n-marker\n+MARKER\n end\n").unwrap_err();
     assert!(
-        matches!(err, PatchError::AmbiguousContext { ref candidates, .. } if candidates == &[1, 4]),
+        matches!(err, Error::AmbiguousContext { ref candidates, .. } if candidates == &[1, 4]),
         "{err}"
     );
     // The anchor refuses a hunk that is not at the end.
     let err = updated(before, "@@\n-middle\n+M\n*** End of File\n").unwrap_err();
-    assert!(matches!(err, PatchError::ContextNotFound { .. }), "{err}");
+    assert!(matches!(err, Error::ContextNotFound { .. }), "{err}");
 }
 
 #[test]
@@ -85,14 +86,13 @@ fn case_x18b_trailing_space_context_tolerated_only_when_unique() {
     let before = b"keep  \nx\nkeep\t\nx\n";
     let err = updated(before, "@@\n keep \n-x\n+y\n").unwrap_err();
     assert_eq!(err.code(), ErrorCode::InvalidPatch);
-    assert_eq!(
-        err,
-        PatchError::AmbiguousContext {
-            path: "f".into(),
-            hunk: 1,
-            first_line: "keep ".into(),
-            candidates: vec![1, 3]
-        }
+    assert!(
+        matches!(
+            &err,
+            Error::AmbiguousContext { path, hunk: 1, first_line, candidates }
+                if path == "f" && first_line == "keep " && candidates == &[1, 3]
+        ),
+        "{err:?}"
     );
     // An exact match is preferred over loose ones.
     assert_eq!(
@@ -114,14 +114,13 @@ fn case_x18b_trailing_space_context_tolerated_only_when_unique() {
 fn ambiguous_hunk_error_names_file_hunk_first_line_and_candidates() {
     let before = b"head\nx = 1\ny\nx = 1\ny\n";
     let err = updated(before, "@@\n-head\n+HEAD\n@@\n x = 1\n-y\n+z\n").unwrap_err();
-    assert_eq!(
-        err,
-        PatchError::AmbiguousContext {
-            path: "f".into(),
-            hunk: 2,
-            first_line: "x = 1".into(),
-            candidates: vec![2, 4]
-        }
+    assert!(
+        matches!(
+            &err,
+            Error::AmbiguousContext { path, hunk: 2, first_line, candidates }
+                if path == "f" && first_line == "x = 1" && candidates == &[2, 4]
+        ),
+        "{err:?}"
     );
     let text = err.to_string();
     for part in ["hunk 2 of f", "\"x = 1\"", "lines 2, 4"] {
@@ -132,14 +131,13 @@ fn ambiguous_hunk_error_names_file_hunk_first_line_and_candidates() {
 #[test]
 fn missing_context_is_refused_with_hints() {
     let err = updated(b"a\nb\nc\n", "@@\n a\n-x\n").unwrap_err();
-    assert_eq!(
-        err,
-        PatchError::ContextNotFound {
-            path: "f".into(),
-            hunk: 1,
-            first_line: "a".into(),
-            near: vec![1]
-        }
+    assert!(
+        matches!(
+            &err,
+            Error::ContextNotFound { path, hunk: 1, first_line, near }
+                if path == "f" && first_line == "a" && near == &[1]
+        ),
+        "{err:?}"
     );
     assert!(err.to_string().contains("line 1"), "{err}");
 }
@@ -162,15 +160,15 @@ fn case_x40_hunks_out_of_order_are_refused_naming_the_order() {
     let before = b"x\na\nx\nb\nx\n";
     let err = updated(before, "@@\n-b\n+B\n@@\n-a\n+A\n").unwrap_err();
     assert_eq!(err.code(), ErrorCode::InvalidPatch);
-    assert!(matches!(err, PatchError::HunkOutOfOrder { hunk: 2, line: 2, after: 4, .. }), "{err:?}");
+    assert!(matches!(err, Error::HunkOutOfOrder { hunk: 2, line: 2, after: 4, .. }), "{err:?}");
     let text = err.to_string();
     assert!(text.contains("must follow the file's order") && text.contains("hunk 2 of f"), "{text}");
     // With a header that names an earlier line, the same.
     let err = updated(b"fn a() {\n  x();\n}\nfn b() {\n  y();\n}\n", "@@ fn b() {\n-  y();\n+  Y();\n@@ fn a() {\n-  x();\n+  X();\n").unwrap_err();
-    assert!(matches!(err, PatchError::HunkOutOfOrder { hunk: 2, .. }), "{err:?}");
+    assert!(matches!(err, Error::HunkOutOfOrder { hunk: 2, .. }), "{err:?}");
     // A hunk that matches nowhere at all is still "does not match".
     let err = updated(before, "@@\n-b\n+B\n@@\n-zzz\n+A\n").unwrap_err();
-    assert!(matches!(err, PatchError::ContextNotFound { hunk: 2, .. }), "{err:?}");
+    assert!(matches!(err, Error::ContextNotFound { hunk: 2, .. }), "{err:?}");
 }
 
 #[test]
@@ -190,7 +188,7 @@ fn header_line_positions_the_hunk() {
     assert_eq!(updated(b"a\nb", "@@\n+c\n").unwrap(), b"a\nb\nc");
     let err = updated(before, "@@ fn c() {\n-    x();\n").unwrap_err();
     assert!(
-        matches!(err, PatchError::ContextNotFound { ref first_line, .. } if first_line == "fn c() {"),
+        matches!(err, Error::ContextNotFound { ref first_line, .. } if first_line == "fn c() {"),
         "{err}"
     );
 }
@@ -219,7 +217,7 @@ fn add_creates_a_file_with_lf_lines() {
 #[test]
 fn add_onto_existing_file_is_refused() {
     let err = planned(&[("a", b"x\n")], "*** Add File: a\n+y\n").unwrap_err();
-    assert_eq!(err, PatchError::AddFileExists { path: "a".into() });
+    assert!(matches!(&err, Error::AddFileExists { path } if path == "a"), "{err:?}");
     assert_eq!(err.code(), ErrorCode::AddFileExists);
 }
 
@@ -237,13 +235,8 @@ fn delete_plans_removal_and_refuses_missing_files() {
     );
     assert_eq!(changes[0].after_version(), None);
     let err = planned(&[], "*** Delete File: a\n").unwrap_err();
-    assert_eq!(
-        (err.code(), err),
-        (
-            ErrorCode::FileNotFound,
-            PatchError::FileNotFound { path: "a".into() }
-        )
-    );
+    assert_eq!(err.code(), ErrorCode::FileNotFound);
+    assert!(matches!(&err, Error::FileNotFound { path, .. } if path == "a"), "{err:?}");
     let err = planned(&[], "*** Update File: a\n@@\n-x\n").unwrap_err();
     assert_eq!(err.code(), ErrorCode::FileNotFound);
 }
@@ -279,12 +272,9 @@ fn move_onto_existing_file_is_refused() {
         "*** Update File: a\n*** Move to: b\n@@\n-x\n+z\n",
     )
     .unwrap_err();
-    assert_eq!(
-        err,
-        PatchError::MoveDestinationExists {
-            path: "a".into(),
-            to: "b".into()
-        }
+    assert!(
+        matches!(&err, Error::MoveDestinationExists { path, to } if path == "a" && to == "b"),
+        "{err:?}"
     );
     assert_eq!(err.code(), ErrorCode::MoveDestinationExists);
 }
@@ -302,7 +292,7 @@ fn later_operations_see_earlier_ones() {
         "*** Add File: a\n+x\n*** Update File: a\n*** Move to: b\n*** Delete File: a\n",
     )
     .unwrap_err();
-    assert_eq!(err, PatchError::FileNotFound { path: "a".into() });
+    assert!(matches!(&err, Error::FileNotFound { path, .. } if path == "a"), "{err:?}");
 }
 
 #[test]
@@ -312,7 +302,7 @@ fn a_refusal_anywhere_refuses_the_whole_patch() {
         "*** Delete File: a\n*** Update File: b\n@@\n-q\n",
     )
     .unwrap_err();
-    assert_eq!(err, PatchError::FileNotFound { path: "b".into() });
+    assert!(matches!(&err, Error::FileNotFound { path, .. } if path == "b"), "{err:?}");
 }
 
 #[test]
@@ -349,10 +339,8 @@ fn source_errors_pass_through_with_their_code() {
     struct Refusing;
     impl Source for Refusing {
         fn read(&self, path: &str) -> Result<Option<Vec<u8>>> {
-            Err(PatchError::Source {
+            Err(Error::SymlinkRejected {
                 path: path.to_owned(),
-                code: ErrorCode::SymlinkRejected,
-                message: "symlink".into(),
             })
         }
     }
@@ -390,11 +378,11 @@ fn case_x38_patches_as_models_write_them_apply() {
 fn case_x38_leniency_keeps_every_refusal() {
     let files = [("f.txt", b"old\nold\n".as_slice())];
     let err = plan_text(&files, "*** Begin Patch\n*** Update File: f.txt\n@@\n-old\n+new\n*** End Patch\n").unwrap_err();
-    assert!(matches!(err, PatchError::AmbiguousContext { .. }), "{err:?}");
+    assert!(matches!(err, Error::AmbiguousContext { .. }), "{err:?}");
     let err = plan_text(&files, "*** Begin Patch\n  *** Add File: f.txt\n+x\n*** End Patch\n").unwrap_err();
     assert_eq!(err.code(), ErrorCode::AddFileExists);
     let err = plan_text(&files, "<<'EOF'\n*** Begin Patch\n*** Delete File: f.txt\n*** End Patch\nEND\n").unwrap_err();
-    assert!(matches!(err, PatchError::Parse { .. }), "{err:?}");
+    assert!(matches!(err, Error::InvalidPatch { .. }), "{err:?}");
     // A file line that really is `*** End Patch`, in the middle of a hunk, stays context.
     let files = [("p.txt", b"a\n*** End Patch\nb\n".as_slice())];
     let changes = plan_text(&files, "*** Begin Patch\n*** Update File: p.txt\n@@\n a\n *** End Patch\n-b\n+B\n*** End Patch\n").unwrap();
@@ -415,6 +403,6 @@ fn case_x39_typographic_punctuation_matches_when_unique() {
     let twice = "x = 1  # a \u{2013} b\ny\nx = 1  # a \u{2014} b\n";
     let files = [("c.py", twice.as_bytes())];
     let err = plan_text(&files, "*** Begin Patch\n*** Update File: c.py\n@@\n-x = 1  # a - b\n+x = 2\n*** End Patch\n").unwrap_err();
-    assert!(matches!(err, PatchError::AmbiguousContext { ref candidates, .. } if candidates == &[1, 3]), "{err:?}");
+    assert!(matches!(err, Error::AmbiguousContext { ref candidates, .. } if candidates == &[1, 3]), "{err:?}");
     assert!(err.to_string().contains("lines 1, 3"), "{err}");
 }

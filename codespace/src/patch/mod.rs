@@ -35,133 +35,11 @@ mod proptests;
 
 use std::collections::BTreeMap;
 
-use spaces_sdk::ErrorCode;
+use crate::{Error, Result};
 
 pub use apply::{apply, Change, ChangeKind, Source};
 pub use parse::{normalize_path, parse, FileOp, Hunk, HunkLine, Patch};
 pub use version::{check_expected_versions, hex, version, version_of, version_of_digest, ABSENT};
-
-/// Errors of the patch engine. [`PatchError::code`] gives the wire code.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PatchError {
-    /// The text is not V4A. `line` is 1-based in the patch text. Not retryable as is: fix the
-    /// patch at that line.
-    #[error("invalid patch, line {line}: {message}")]
-    Parse { line: usize, message: String },
-    /// Hunk number `hunk` (1-based within its file) of `path` matches nowhere after the previous
-    /// hunk, even ignoring whitespace. `first_line` is its first context (or `@@` header) line;
-    /// `near` lists 1-based file lines equal to it ignoring whitespace. Read the file again and
-    /// rebuild the hunk.
-    #[error(
-        "invalid patch: hunk {hunk} of {path} (starting {first_line:?}) does not match the file{}; \
-         read the file again and rebuild the hunk",
-        near_lines(near)
-    )]
-    ContextNotFound {
-        path: String,
-        hunk: usize,
-        first_line: String,
-        near: Vec<usize>,
-    },
-    /// Hunk number `hunk` of `path` matches at several places (`candidates`: 1-based first file
-    /// lines). Add context lines or an `@@ <line>` header so it matches once.
-    #[error(
-        "invalid patch: hunk {hunk} of {path} (starting {first_line:?}) matches at lines {}; \
-         add context lines or an `@@` header so it matches once",
-        list(candidates)
-    )]
-    AmbiguousContext {
-        path: String,
-        hunk: usize,
-        first_line: String,
-        candidates: Vec<usize>,
-    },
-    /// Hunk number `hunk` of `path` matches only before where hunk `hunk - 1` ended (its first
-    /// line is at file line `line`; the previous hunk ended at line `after`): hunks must follow
-    /// the file's order (case X40). Reorder the hunks, or split them into separate patches.
-    #[error(
-        "invalid patch: hunk {hunk} of {path} (starting {first_line:?}) matches at line {line}, \
-         before the end of hunk {} (line {after}): hunks must follow the file's order; \
-         reorder them",
-        hunk - 1
-    )]
-    HunkOutOfOrder {
-        path: String,
-        hunk: usize,
-        first_line: String,
-        line: usize,
-        after: usize,
-    },
-    /// `*** Add File:` names an existing file. Use `*** Update File:`, or delete it first.
-    #[error("{path} already exists; update it instead of adding it")]
-    AddFileExists { path: String },
-    /// `*** Move to:` names an existing file. Not retryable until that file is gone.
-    #[error("cannot move {path} to {to}: {to} already exists")]
-    MoveDestinationExists { path: String, to: String },
-    /// `*** Update File:` or `*** Delete File:` names a missing file.
-    #[error("{path} does not exist")]
-    FileNotFound { path: String },
-    /// `expected_versions` says `expected` but the file is at `current`. Read it again and build
-    /// a new patch; never force the old one.
-    #[error(
-        "{path} changed: expected version {expected}, current version {current}; read it again"
-    )]
-    VersionConflict {
-        path: String,
-        expected: String,
-        current: String,
-    },
-    /// The [`Source`] could not read `path`; `code` is its wire code (`PATH_ESCAPE`,
-    /// `SYMLINK_REJECTED`, `FILE_OPERATION_FAILED`, ...); `message` names the path. Retry depends
-    /// on the cause.
-    #[error("{message}")]
-    Source {
-        path: String,
-        code: ErrorCode,
-        message: String,
-    },
-}
-
-impl PatchError {
-    /// The wire error code (API reference, "Error codes").
-    pub fn code(&self) -> ErrorCode {
-        match self {
-            PatchError::Parse { .. }
-            | PatchError::ContextNotFound { .. }
-            | PatchError::AmbiguousContext { .. }
-            | PatchError::HunkOutOfOrder { .. } => ErrorCode::InvalidPatch,
-            PatchError::AddFileExists { .. } => ErrorCode::AddFileExists,
-            PatchError::MoveDestinationExists { .. } => ErrorCode::MoveDestinationExists,
-            PatchError::FileNotFound { .. } => ErrorCode::FileNotFound,
-            PatchError::VersionConflict { .. } => ErrorCode::VersionConflict,
-            PatchError::Source { code, .. } => *code,
-        }
-    }
-}
-
-/// Lists at most 10 line numbers: "3, 9, 14".
-fn list(lines: &[usize]) -> String {
-    const MAX: usize = 10;
-    let mut shown: Vec<String> = lines.iter().take(MAX).map(usize::to_string).collect();
-    if lines.len() > MAX {
-        shown.push(format!("and {} more", lines.len() - MAX));
-    }
-    shown.join(", ")
-}
-
-fn near_lines(near: &[usize]) -> String {
-    match near {
-        [] => String::new(),
-        [one] => format!(" (its first line is at line {one}, the lines after it differ)"),
-        many => format!(
-            " (its first line is at lines {}, the lines after them differ)",
-            list(many)
-        ),
-    }
-}
-
-/// `Result` of the patch engine.
-pub type Result<T> = std::result::Result<T, PatchError>;
 
 /// A checked, planned patch: what a committer writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,8 +72,10 @@ impl Plan {
 
 /// Parses `patch`, checks `expected_versions`, and plans every change against `source`.
 ///
-/// Errors: any [`PatchError`]; parse errors come first, then version conflicts, then refusals
-/// from planning. On error nothing is planned.
+/// Errors: parse errors ([`Error::InvalidPatch`]) come first, then version conflicts
+/// ([`Error::VersionConflict`]; `INVALID_ARGUMENT` when `expected_versions` names one file twice
+/// with different versions), then refusals from planning and the source's own errors. On error
+/// nothing is planned.
 pub fn plan(
     patch: &str,
     expected_versions: &BTreeMap<String, String>,
@@ -207,11 +87,9 @@ pub fn plan(
         let normal = normalize_path(path);
         if let Some(other) = expected.insert(normal.clone(), version.clone()) {
             if &other != version {
-                return Err(PatchError::Source {
-                    path: normal,
-                    code: ErrorCode::InvalidArgument,
-                    message: format!("expected_versions names {path:?} twice (as spellings of one file) with different versions"),
-                });
+                return Err(Error::invalid(format!(
+                    "expected_versions names {path:?} twice (as spellings of one file) with different versions"
+                )));
             }
         }
     }

@@ -27,7 +27,7 @@
 //! A `\r` before each `\n` of the patch text is dropped: line endings are the file's business,
 //! never the patch's.
 
-use super::{PatchError, Result};
+use crate::{Error, Result};
 
 /// A parsed patch: file operations in the order they appear (and are applied).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,7 +115,7 @@ const END_OF_FILE: &str = "*** End of File";
 
 /// Parses V4A patch text.
 ///
-/// Errors: [`PatchError::Parse`] (`INVALID_PATCH`) naming the 1-based patch line and what was
+/// Errors: [`Error::InvalidPatch`] (`INVALID_PATCH`) naming the 1-based patch line and what was
 /// expected there. A patch without any file operation is refused too.
 pub fn parse(text: &str) -> Result<Patch> {
     let lines = text
@@ -151,8 +151,8 @@ fn heredoc_word(line: &str) -> Option<String> {
     ok.then(|| word.to_owned())
 }
 
-fn err(line: usize, message: impl Into<String>) -> PatchError {
-    PatchError::Parse {
+fn err(line: usize, message: impl Into<String>) -> Error {
+    Error::InvalidPatch {
         line,
         message: message.into(),
     }
@@ -456,7 +456,7 @@ mod tests {
 
     fn parse_err(text: &str) -> (usize, String) {
         match parse(text) {
-            Err(PatchError::Parse { line, message }) => (line, message),
+            Err(Error::InvalidPatch { line, message }) => (line, message),
             other => panic!("expected a parse error, got {other:?}"),
         }
     }

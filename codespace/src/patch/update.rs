@@ -14,7 +14,7 @@
 use super::lines::{self, Line, Output};
 use super::parse::{Hunk, HunkLine};
 use super::seek::{near, seek, Seek};
-use super::{PatchError, Result};
+use crate::{Error, Result};
 
 /// The file's new bytes after `hunks`, or an `INVALID_PATCH` refusal naming the first hunk
 /// that does not match once.
@@ -123,20 +123,20 @@ fn refusal(
     from: usize,
     found: Seek,
     earlier: Option<usize>,
-) -> PatchError {
+) -> Error {
     let first_line = String::from_utf8_lossy(first).into_owned();
     let one_based = |v: Vec<usize>| v.into_iter().map(|i| i + 1).collect();
     if let (Seek::NotFound, Some(at)) = (&found, earlier) {
-        return PatchError::HunkOutOfOrder { path: path.to_owned(), hunk, first_line, line: at + 1, after: from };
+        return Error::HunkOutOfOrder { path: path.to_owned(), hunk, first_line, line: at + 1, after: from };
     }
     match found {
-        Seek::Ambiguous(candidates) => PatchError::AmbiguousContext {
+        Seek::Ambiguous(candidates) => Error::AmbiguousContext {
             path: path.to_owned(),
             hunk,
             first_line,
             candidates: one_based(candidates),
         },
-        Seek::Found(_) | Seek::NotFound => PatchError::ContextNotFound {
+        Seek::Found(_) | Seek::NotFound => Error::ContextNotFound {
             path: path.to_owned(),
             hunk,
             first_line,

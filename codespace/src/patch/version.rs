@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 
 use sha2::{Digest, Sha256};
 
-use super::{PatchError, Result, Source};
+use super::Source;
+use crate::{Error, Result};
 
 /// The version of a missing file. In `expected_versions` it means "must not exist".
 pub const ABSENT: &str = "absent";
@@ -36,7 +37,7 @@ pub fn version_of(content: Option<&[u8]>) -> String {
 
 /// Checks every `path -> version` in `expected` against `source`, in path order.
 ///
-/// Errors: [`PatchError::VersionConflict`] for the first path whose current version differs
+/// Errors: [`Error::VersionConflict`] for the first path whose current version differs
 /// (carrying the current one: read the file again and rebuild the patch), or the error the
 /// source gave when reading.
 pub fn check_expected_versions(
@@ -46,7 +47,7 @@ pub fn check_expected_versions(
     for (path, want) in expected {
         let current = version_of(source.read(path)?.as_deref());
         if &current != want {
-            return Err(PatchError::VersionConflict {
+            return Err(Error::VersionConflict {
                 path: path.clone(),
                 expected: want.clone(),
                 current,
@@ -88,7 +89,7 @@ mod tests {
         let err = check_expected_versions(&expected, &files).unwrap_err();
         assert_eq!(err.code(), spaces_sdk::ErrorCode::VersionConflict);
         match err {
-            PatchError::VersionConflict {
+            Error::VersionConflict {
                 path,
                 expected,
                 current,
@@ -103,7 +104,7 @@ mod tests {
         files.insert("n.md".to_owned(), b"v1\n".to_vec());
         let err = check_expected_versions(&expected, &files).unwrap_err();
         assert!(
-            matches!(err, PatchError::VersionConflict { ref path, .. } if path == "new.md"),
+            matches!(err, Error::VersionConflict { ref path, .. } if path == "new.md"),
             "{err:?}"
         );
     }

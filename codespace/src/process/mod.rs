@@ -74,19 +74,3 @@ pub fn env_marker(name: &str, value: &str) -> String {
 pub fn tag_marker(tag: &str) -> String {
     env_marker(TAG_ENV, tag)
 }
-
-/// Errors of the process layer.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// `argv` was empty or its program an empty string. Not retryable: give a program.
-    #[error("empty command: give at least the program to run")]
-    EmptyCommand,
-    /// The OS refused to start the program (missing binary or interpreter, permissions, a
-    /// missing working directory, no PTY left). Retry only after fixing the cause named in the
-    /// message.
-    #[error("could not start {program}: {source}")]
-    Spawn { program: String, source: std::io::Error },
-}
-
-/// `Result` of this module.
-pub type Result<T> = std::result::Result<T, Error>;

@@ -11,7 +11,8 @@ use nix::libc;
 use nix::unistd::pipe2;
 use tokio::process::{Child, Command};
 
-use super::{pty, Error, Result, TAG_ENV};
+use super::{pty, TAG_ENV};
+use crate::{Error, Result};
 
 /// What the child's stdin is (pipe modes; a PTY's stdin is the terminal).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,14 +71,14 @@ pub struct Spawned {
 }
 
 /// Start `spec` (see the module doc for what every child gets). Must run inside a tokio runtime
-/// (the child's reaper registers with it). Errors: [`Error::EmptyCommand`], [`Error::Spawn`] with
-/// the OS reason.
+/// (the child's reaper registers with it). Errors: [`Error::EmptyCommand`], [`Error::SpawnFailed`]
+/// with the OS reason.
 pub fn spawn(spec: &SpawnSpec) -> Result<Spawned> {
     let program = match spec.argv.first() {
         Some(p) if !p.is_empty() => p.clone(),
         _ => return Err(Error::EmptyCommand),
     };
-    let fail = |source: std::io::Error| Error::Spawn { program: program.clone(), source };
+    let fail = |source: std::io::Error| Error::SpawnFailed { program: program.clone(), source };
     let nix_fail = |e: nix::Error| fail(e.into());
     let mut cmd = Command::new(&program);
     cmd.args(&spec.argv[1..])

@@ -14,7 +14,8 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 
-use super::{read_now, spawn, Error, SpawnSpec, Spawned, StdinSpec, StdioSpec, TAG_ENV};
+use super::{read_now, spawn, SpawnSpec, Spawned, StdinSpec, StdioSpec, TAG_ENV};
+use crate::Error;
 
 const PATIENCE: Duration = Duration::from_secs(30);
 const COMBINED: StdioSpec = StdioSpec::Combined { stdin: StdinSpec::Null };
@@ -181,7 +182,7 @@ async fn an_exec_failure_after_the_fork_is_a_spawn_error() {
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     for stdio in [COMBINED, PTY] {
         match spawn(&spec(&dir, &[script.to_str().unwrap()], stdio)) {
-            Err(Error::Spawn { source, .. }) => assert_eq!(source.kind(), std::io::ErrorKind::NotFound, "{stdio:?}"),
+            Err(Error::SpawnFailed { source, .. }) => assert_eq!(source.kind(), std::io::ErrorKind::NotFound, "{stdio:?}"),
             other => panic!("{stdio:?}: {other:?}"),
         }
     }
@@ -193,7 +194,7 @@ async fn a_missing_cwd_is_a_spawn_error_never_a_fallback() {
     for stdio in [COMBINED, PTY] {
         let mut s = spec(&dir, &["pwd"], stdio);
         s.cwd = dir.path().join("missing");
-        assert!(matches!(spawn(&s), Err(Error::Spawn { .. })), "{stdio:?}");
+        assert!(matches!(spawn(&s), Err(Error::SpawnFailed { .. })), "{stdio:?}");
     }
 }
 

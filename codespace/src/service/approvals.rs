@@ -16,33 +16,25 @@ use spaces_sdk::tools::{
     ApprovalResolveResult, ExecCommandRequest, HoldableTool, OperationResumeRequest,
     OperationResumeResult,
 };
-use spaces_sdk::{decode, ApiError, ErrorCode};
+use spaces_sdk::{decode, ApiError};
 
-use super::files::{replay, to_json, Approval};
+use super::files::{replay, stored_error, to_json, Approval};
 use super::{blocking, CodeSpace};
 use crate::ledger::{ApprovalState, OperationRef, ResumeStart, StoredApproval};
+use crate::{Error, Result};
 
 impl CodeSpace {
     /// Opens (or reuses, for a retry of the same call) a hold and returns the
-    /// `APPROVAL_REQUIRED` error carrying its `approval_id`.
-    pub(super) async fn hold(
-        &self,
-        tool: HoldableTool,
-        workspace_id: &str,
-        arguments: Value,
-    ) -> Result<ApiError, ApiError> {
-        let record = self.open_hold(tool, workspace_id, arguments).await?;
-        let mut e = ApiError::new(
-            ErrorCode::ApprovalRequired,
-            format!(
-                "workspace {workspace_id:?} requires approval for {tool}: grant it with approval_resolve \
-                 {{approval_id: {id:?}, decision: grant}}, then run it with operation_resume",
-                tool = tool.as_str(),
-                id = record.approval_id
-            ),
-        );
-        e.approval_id = Some(record.approval_id);
-        Ok(e)
+    /// `APPROVAL_REQUIRED` error carrying its `approval_id` (or why the hold could not be opened).
+    pub(super) async fn hold(&self, tool: HoldableTool, workspace_id: &str, arguments: Value) -> Error {
+        match self.open_hold(tool, workspace_id, arguments).await {
+            Ok(record) => Error::ApprovalRequired {
+                workspace_id: workspace_id.to_owned(),
+                tool,
+                approval_id: record.approval_id,
+            },
+            Err(e) => e,
+        }
     }
 
     async fn open_hold(
@@ -50,7 +42,7 @@ impl CodeSpace {
         tool: HoldableTool,
         workspace_id: &str,
         arguments: Value,
-    ) -> Result<ApprovalRecord, ApiError> {
+    ) -> Result<ApprovalRecord> {
         let this = self.clone();
         let ws = workspace_id.to_owned();
         blocking(move || this.inner.ledger.approval_hold(&ws, tool, &arguments)).await
@@ -63,7 +55,7 @@ impl CodeSpace {
     pub async fn approval_create(
         &self,
         req: ApprovalCreateRequest,
-    ) -> Result<ApprovalRecord, ApiError> {
+    ) -> Result<ApprovalRecord> {
         let workspace_id = match req.tool {
             HoldableTool::ApplyPatch => {
                 held_arguments::<ApplyPatchRequest>(req.tool, &req.arguments)?.workspace_id
@@ -84,7 +76,7 @@ impl CodeSpace {
     pub async fn approval_resolve(
         &self,
         req: ApprovalResolveRequest,
-    ) -> Result<ApprovalResolveResult, ApiError> {
+    ) -> Result<ApprovalResolveResult> {
         let this = self.clone();
         let record = blocking(move || {
             this.inner
@@ -106,7 +98,7 @@ impl CodeSpace {
     pub async fn operation_resume(
         &self,
         req: OperationResumeRequest,
-    ) -> Result<OperationResumeResult, ApiError> {
+    ) -> Result<OperationResumeResult> {
         let id = req.approval_id;
         self.refuse_resume_while_busy(&id).await?;
         let this = self.clone();
@@ -132,7 +124,7 @@ impl CodeSpace {
 
     /// A granted hold whose workspace is busy answers `WORKSPACE_BUSY` without starting the
     /// resume, so a transient busy state never becomes the hold's stored terminal result.
-    async fn refuse_resume_while_busy(&self, id: &str) -> Result<(), ApiError> {
+    async fn refuse_resume_while_busy(&self, id: &str) -> Result<()> {
         let held = self.approval_record(id).await?;
         if held.record.state != ApprovalState::Granted {
             return Ok(());
@@ -140,16 +132,16 @@ impl CodeSpace {
         let ws = self.workspace(&held.record.workspace_id)?;
         let root = self.root(&ws)?;
         match self.live_in(&root) {
-            Some(process_id) => {
-                let mut e = super::busy(&ws.workspace_id, &process_id);
-                e.approval_id = Some(id.to_owned());
-                Err(e)
-            }
+            Some(process_id) => Err(Error::WorkspaceBusy {
+                workspace_id: ws.workspace_id,
+                process_id,
+                approval_id: Some(id.to_owned()),
+            }),
             None => Ok(()),
         }
     }
 
-    async fn approval_record(&self, id: &str) -> Result<StoredApproval, ApiError> {
+    async fn approval_record(&self, id: &str) -> Result<StoredApproval> {
         let this = self.clone();
         let id = id.to_owned();
         blocking(move || this.inner.ledger.approval(&id)).await
@@ -171,7 +163,7 @@ impl CodeSpace {
                         .exec_command_as(args, Approval::Granted)
                         .await
                         .and_then(|r| to_json(&r)),
-                    Err(e) => Err(e),
+                    Err(e) => Err(Error::decode(e)),
                 }
             }
         };
@@ -179,15 +171,11 @@ impl CodeSpace {
     }
 
     /// A resume an earlier daemon started and did not finish.
-    async fn recover_interrupted(&self, held: &ApprovalRecord) -> Result<Value, ApiError> {
+    async fn recover_interrupted(&self, held: &ApprovalRecord) -> Result<Value> {
         if held.tool != HoldableTool::ApplyPatch {
-            let mut e = ApiError::new(
-                ErrorCode::ApprovalAmbiguous,
-                "the resume of this command was interrupted (the daemon stopped) and its outcome is unknown; \
-                 it will not be started again: inspect the workspace before deciding on a new command",
-            );
-            e.approval_id = Some(held.approval_id.clone());
-            return Ok(json!({ "error": e }));
+            return Ok(stored_error(&Error::ApprovalAmbiguous {
+                approval_id: held.approval_id.clone(),
+            }));
         }
         let args = patch_args(held)?;
         let key = args.operation_key.clone().unwrap_or_default();
@@ -201,22 +189,20 @@ impl CodeSpace {
 
 /// The arguments `approval_create` holds for `tool`, checked as that tool checks them; an
 /// offending field is named `arguments.<key>`.
-fn held_arguments<T: DeserializeOwned>(
-    tool: HoldableTool,
-    arguments: &Value,
-) -> Result<T, ApiError> {
-    decode::<T>(tool.as_str(), arguments.clone()).map_err(|mut e| {
-        e.field = Some(match e.field.take() {
+fn held_arguments<T: DeserializeOwned>(tool: HoldableTool, arguments: &Value) -> Result<T> {
+    decode::<T>(tool.as_str(), arguments.clone()).map_err(|e| Error::InvalidArgument {
+        field: Some(match e.field {
             Some(field) => format!("arguments.{field}"),
             None => "arguments".to_owned(),
-        });
-        e
+        }),
+        message: e.message,
     })
 }
 
 /// The held `apply_patch` arguments, with the recovery key `approval:<id>` when it had none.
-fn patch_args(held: &ApprovalRecord) -> Result<ApplyPatchRequest, ApiError> {
-    let mut args = decode::<ApplyPatchRequest>("apply_patch", held.arguments.clone())?;
+fn patch_args(held: &ApprovalRecord) -> Result<ApplyPatchRequest> {
+    let mut args =
+        decode::<ApplyPatchRequest>("apply_patch", held.arguments.clone()).map_err(Error::decode)?;
     if args.operation_key.is_none() {
         args.operation_key = Some(format!("approval:{}", held.approval_id));
     }
@@ -224,20 +210,18 @@ fn patch_args(held: &ApprovalRecord) -> Result<ApplyPatchRequest, ApiError> {
 }
 
 /// A terminal result as the ledger stores it: `{"ok": result}` or `{"error": ApiError}`.
-fn stored(result: Result<Value, ApiError>) -> Value {
+fn stored(result: Result<Value>) -> Value {
     match result {
         Ok(v) => json!({ "ok": v }),
-        Err(e) => json!({ "error": e }),
+        Err(e) => stored_error(&e),
     }
 }
 
-/// `{approval_id, state, <tool>: result}`, or the stored error.
-fn answer(held: &ApprovalRecord, stored: &Value) -> Result<OperationResumeResult, ApiError> {
-    let unreadable = || {
-        ApiError::new(
-            ErrorCode::Internal,
-            "the stored result of this approval is unreadable",
-        )
+/// `{approval_id, state, <tool>: result}`, or the stored error (carrying the `approval_id`).
+fn answer(held: &ApprovalRecord, stored: &Value) -> Result<OperationResumeResult> {
+    let unreadable = |detail: String| Error::StoredUnreadable {
+        what: format!("the stored result of approval {}", held.approval_id),
+        detail,
     };
     if let Some(ok) = stored.get("ok") {
         let mut out = OperationResumeResult {
@@ -249,19 +233,20 @@ fn answer(held: &ApprovalRecord, stored: &Value) -> Result<OperationResumeResult
         match held.tool {
             HoldableTool::ApplyPatch => {
                 out.apply_patch =
-                    Some(serde_json::from_value(ok.clone()).map_err(|_| unreadable())?)
+                    Some(serde_json::from_value(ok.clone()).map_err(|e| unreadable(e.to_string()))?)
             }
             HoldableTool::ExecCommand => {
                 out.exec_command =
-                    Some(serde_json::from_value(ok.clone()).map_err(|_| unreadable())?)
+                    Some(serde_json::from_value(ok.clone()).map_err(|e| unreadable(e.to_string()))?)
             }
         }
         return Ok(out);
     }
-    let mut e = stored
-        .get("error")
-        .and_then(|e| serde_json::from_value::<ApiError>(e.clone()).ok())
-        .unwrap_or_else(unreadable);
+    let Some(error) = stored.get("error") else {
+        return Err(unreadable("neither ok nor error".to_owned()));
+    };
+    let mut e = serde_json::from_value::<ApiError>(error.clone())
+        .map_err(|e| unreadable(e.to_string()))?;
     e.approval_id.get_or_insert(held.approval_id.clone());
-    Err(e)
+    Err(Error::Replayed(e))
 }

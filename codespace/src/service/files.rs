@@ -6,12 +6,13 @@ use spaces_sdk::tools::{
     ApplyPatchRequest, ApplyPatchResult, FindRequest, FindResult, HoldableTool, OperationRecord,
     OperationStatusRequest, ReadRequest, ReadResult,
 };
-use spaces_sdk::{ApiError, Approvals, ErrorCode};
+use spaces_sdk::{ApiError, Approvals};
 
 use super::{blocking, busy, refuse_read_only, CodeSpace};
 use crate::fs::{ChangeRecord, CommitStatus};
 use crate::ledger::{Minted, OperationRef, OperationStatus, StoredOperation};
 use crate::patch::Plan;
+use crate::{Error, Result};
 
 /// Whether a call may still need an approval hold, or runs because a hold was granted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,14 +28,14 @@ impl CodeSpace {
     /// byte_count, offset?, next_offset?, content_lossy?}` (window <= 1 MiB). Errors:
     /// `WORKSPACE_NOT_FOUND`, `PATH_ESCAPE`, `SYMLINK_REJECTED`, `SPECIAL_FILE_REJECTED`,
     /// `FILE_NOT_FOUND`, `PATH_NOT_DIRECTORY`, `INVALID_ARGUMENT`.
-    pub async fn read(&self, req: ReadRequest) -> Result<ReadResult, ApiError> {
+    pub async fn read(&self, req: ReadRequest) -> Result<ReadResult> {
         let root = self.root(&self.workspace(&req.workspace_id)?)?;
         blocking(move || root.read(&req.path, req.offset, req.limit)).await
     }
 
     /// `find{workspace_id, glob?, offset?, limit?}` -> `{paths, truncated, next_offset?,
     /// incomplete, listing_version}`. Errors: `WORKSPACE_NOT_FOUND`, `INVALID_ARGUMENT` (bad glob).
-    pub async fn find(&self, req: FindRequest) -> Result<FindResult, ApiError> {
+    pub async fn find(&self, req: FindRequest) -> Result<FindResult> {
         let root = self.root(&self.workspace(&req.workspace_id)?)?;
         blocking(move || root.find(req.glob.as_deref(), req.offset, req.limit)).await
     }
@@ -49,7 +50,7 @@ impl CodeSpace {
     /// path errors), then `checked` for a preview or the atomic commit. A commit that could not
     /// finish answers `FILE_OPERATION_FAILED` naming `failed_rolled_back` or `failed_partial`.
     /// Every error after the mint carries `operation_id`; the outcome is in the ledger.
-    pub async fn apply_patch(&self, req: ApplyPatchRequest) -> Result<ApplyPatchResult, ApiError> {
+    pub async fn apply_patch(&self, req: ApplyPatchRequest) -> Result<ApplyPatchResult> {
         self.apply_patch_as(req, Approval::Check).await
     }
 
@@ -57,7 +58,7 @@ impl CodeSpace {
         &self,
         args: ApplyPatchRequest,
         approval: Approval,
-    ) -> Result<ApplyPatchResult, ApiError> {
+    ) -> Result<ApplyPatchResult> {
         let ws = self.workspace(&args.workspace_id)?;
         if ws.read_only {
             return Err(refuse_read_only(&ws, "apply_patch"));
@@ -72,7 +73,7 @@ impl CodeSpace {
             if !known_key {
                 // The held call is the request without its coordination context.
                 let held = ApplyPatchRequest { work_id: None, ..args };
-                return Err(self.hold(HoldableTool::ApplyPatch, &ws.workspace_id, to_json(&held)?).await?);
+                return Err(self.hold(HoldableTool::ApplyPatch, &ws.workspace_id, to_json(&held)?).await);
             }
         }
         let root = self.root(&ws)?;
@@ -95,7 +96,7 @@ impl CodeSpace {
         root: &crate::fs::Root,
         args: ApplyPatchRequest,
         fingerprint: &str,
-    ) -> Result<ApplyPatchResult, ApiError> {
+    ) -> Result<ApplyPatchResult> {
         let ledger = &self.inner.ledger;
         let operation_id = match ledger.mint(workspace_id, args.operation_key.as_deref(), fingerprint)? {
             Minted::New { operation_id } => operation_id,
@@ -113,8 +114,8 @@ impl CodeSpace {
         let plan = match root.plan_patch(&args.patch, &args.expected_versions) {
             Ok(plan) => plan,
             Err(e) => {
-                let err = with_operation(ApiError::new(e.code(), e.to_string()), &operation_id);
-                ledger.finish(&operation_id, OperationStatus::Rejected, &[], &[], &json!({ "error": err }), Some(&err.message))?;
+                let err = e.in_operation(&operation_id);
+                ledger.finish(&operation_id, OperationStatus::Rejected, &[], &[], &stored_error(&err), Some(&err.to_string()))?;
                 return Err(err);
             }
         };
@@ -141,56 +142,41 @@ impl CodeSpace {
             ledger.finish(&operation_id, status, &result.files, &result.changes, &stored, None)?;
             return Ok(result);
         }
-        let cause = report
-            .error
-            .unwrap_or_else(|| ApiError::new(ErrorCode::FileOperationFailed, "the commit did not finish"));
-        let err = if report.status == CommitStatus::Rejected {
-            with_operation(cause, &operation_id)
-        } else {
-            with_operation(
-                ApiError::new(
-                    ErrorCode::FileOperationFailed,
-                    format!(
-                        "patch {}: {}; {}",
-                        status.as_str(),
-                        cause.message,
-                        if report.status == CommitStatus::FailedPartial {
-                            "some files may be changed: inspect them before a new patch"
-                        } else {
-                            "every file was restored"
-                        }
-                    ),
-                ),
-                &operation_id,
-            )
-        };
-        ledger.finish(&operation_id, status, &files, &changes, &json!({ "error": err }), Some(&err.message))?;
+        let cause = report.error.unwrap_or_else(|| Error::FileOperationFailed {
+            path: ".".to_owned(),
+            action: "the commit",
+            source: std::io::Error::other("it did not finish"),
+        });
+        let err = match report.status {
+            CommitStatus::Rejected => cause,
+            _ => Error::CommitFailed {
+                partial: report.status == CommitStatus::FailedPartial,
+                cause: Box::new(cause),
+            },
+        }
+        .in_operation(&operation_id);
+        ledger.finish(&operation_id, status, &files, &changes, &stored_error(&err), Some(&err.to_string()))?;
         Err(err)
     }
 
     /// `operation_status{operation_id | operation_key}` (exactly one) -> the ledger record.
     /// Errors: `INVALID_ARGUMENT` (none or both given), `OPERATION_NOT_FOUND`.
-    pub async fn operation_status(&self, req: OperationStatusRequest) -> Result<OperationRecord, ApiError> {
+    pub async fn operation_status(&self, req: OperationStatusRequest) -> Result<OperationRecord> {
         let by = match (req.operation_id, req.operation_key) {
             (Some(id), None) => OperationRef::Id(id),
             (None, Some(key)) => OperationRef::Key(key),
-            _ => {
-                return Err(ApiError::new(
-                    ErrorCode::InvalidArgument,
-                    "give exactly one of operation_id or operation_key",
-                ))
-            }
+            _ => return Err(Error::invalid("give exactly one of operation_id or operation_key")),
         };
         let this = self.clone();
         blocking(move || this.inner.ledger.operation(by).map(|stored| stored.record)).await
     }
 
     /// The ledger row `by`, or `None` when unknown.
-    pub(super) async fn ledger_lookup(&self, by: OperationRef) -> Result<Option<StoredOperation>, ApiError> {
+    pub(super) async fn ledger_lookup(&self, by: OperationRef) -> Result<Option<StoredOperation>> {
         let this = self.clone();
         blocking(move || match this.inner.ledger.operation(by) {
             Ok(record) => Ok(Some(record)),
-            Err(e) if e.code == ErrorCode::OperationNotFound => Ok(None),
+            Err(Error::OperationNotFound { .. }) => Ok(None),
             Err(e) => Err(e),
         })
         .await
@@ -198,8 +184,8 @@ impl CodeSpace {
 }
 
 /// The stored `{"ok": result}` or `{"error": ApiError}` of `stored` answered again, marked
-/// `replayed`. Errors: the stored error, or `INTERNAL` when the stored result is unreadable.
-pub(super) fn replay(stored: &StoredOperation) -> Result<ApplyPatchResult, ApiError> {
+/// `replayed`. Errors: the stored error ([`Error::Replayed`]), or [`Error::StoredUnreadable`].
+pub(super) fn replay(stored: &StoredOperation) -> Result<ApplyPatchResult> {
     let operation_id = &stored.record.operation_id;
     let Some(result) = &stored.result else {
         return Ok(ApplyPatchResult {
@@ -211,17 +197,16 @@ pub(super) fn replay(stored: &StoredOperation) -> Result<ApplyPatchResult, ApiEr
         });
     };
     if let Some(ok) = result.get("ok") {
-        let mut answer: ApplyPatchResult = serde_json::from_value(ok.clone()).map_err(|e| {
-            ApiError::new(
-                ErrorCode::Internal,
-                format!("the stored result of operation {operation_id} is unreadable ({e}); inspect it with operation_status"),
-            )
-        })?;
+        let mut answer: ApplyPatchResult =
+            serde_json::from_value(ok.clone()).map_err(|e| Error::StoredUnreadable {
+                what: format!("the stored result of operation {operation_id}"),
+                detail: e.to_string(),
+            })?;
         answer.replayed = true;
         return Ok(answer);
     }
     if let Some(err) = result.get("error").and_then(|e| serde_json::from_value::<ApiError>(e.clone()).ok()) {
-        return Err(err);
+        return Err(Error::Replayed(err));
     }
     Ok(ApplyPatchResult {
         status: OperationStatus::Unknown,
@@ -236,9 +221,10 @@ fn outcome(status: OperationStatus, operation_id: &str, files: Vec<String>, chan
     ApplyPatchResult { status, operation_id: operation_id.to_owned(), replayed: false, files, changes }
 }
 
-fn with_operation(mut e: ApiError, operation_id: &str) -> ApiError {
-    e.operation_id = Some(operation_id.to_owned());
-    e
+/// A terminal error as the ledger stores it (`{"error": ApiError}`), so a replay answers it
+/// exactly: the one place an operation's error takes its wire form inside this crate.
+pub(super) fn stored_error(e: &Error) -> Value {
+    json!({ "error": ApiError::from(e) })
 }
 
 /// The `changes` of a preview: what the commit would do.
@@ -246,7 +232,7 @@ fn planned_changes(plan: &Plan) -> Vec<ChangeRecord> {
     plan.changes.iter().map(ChangeRecord::from).collect()
 }
 
-/// `v` as JSON (results stored in the ledger, held arguments). Errors: `INTERNAL`.
-pub(super) fn to_json<T: serde::Serialize>(v: &T) -> Result<Value, ApiError> {
-    serde_json::to_value(v).map_err(|e| ApiError::new(ErrorCode::Internal, format!("cannot encode the result: {e}")))
+/// `v` as JSON (results stored in the ledger, held arguments). Errors: [`Error::Json`].
+pub(super) fn to_json<T: serde::Serialize>(v: &T) -> Result<Value> {
+    Ok(serde_json::to_value(v)?)
 }

@@ -8,9 +8,10 @@ use spaces_sdk::tools::{
     Profile, ReadRequest, ReadsDuringProcess, RestartRecovery, Serialization, SerializationScope,
     TtyCapabilities, WorkspaceInfoRequest, WorkspaceInfoResult,
 };
-use spaces_sdk::{ApiError, ErrorCode};
+use spaces_sdk::ErrorCode;
 
 use super::CodeSpace;
+use crate::Result;
 
 impl CodeSpace {
     /// `workspace_info{workspace_id}` -> `{workspace_id, root, profile, execution}`.
@@ -24,7 +25,7 @@ impl CodeSpace {
     pub async fn workspace_info(
         &self,
         req: WorkspaceInfoRequest,
-    ) -> Result<WorkspaceInfoResult, ApiError> {
+    ) -> Result<WorkspaceInfoResult> {
         let ws = self.workspace(&req.workspace_id)?;
         let writable = !ws.read_only;
         let limits = &self.inner.exec.limits;

@@ -2,10 +2,11 @@
 //! execution layer"), shared by every transport (HTTP `POST /v1/tools/{name}` now, MCP later).
 //!
 //! Each tool is a typed async method taking its request and returning its result, both from
-//! `spaces_sdk::tools` (`read(ReadRequest) -> ReadResult`, ...). A request's `work_id` is
-//! handled around the method by [`CodeSpace::coordinated`]. [`CodeSpace::call`] is the untyped
-//! door over the same methods: it decodes the JSON arguments with `spaces_sdk::decode` (unknown
-//! keys refused), runs the tool coordinated, and encodes the result.
+//! `spaces_sdk::tools` (`read(ReadRequest) -> ReadResult`, ...), or a [`crate::Error`] that the
+//! transport turns into the wire error. A request's `work_id` is handled around the method by
+//! [`CodeSpace::coordinated`]. The daemon's operation table is the untyped door over the same
+//! methods: it decodes the JSON arguments with `spaces_sdk::decode` (unknown keys refused), runs
+//! the tool coordinated, and encodes the result or the error.
 //!
 //! Theory of operation. A tool call names a workspace (a registered Space, looked up through a
 //! [`WorkspaceRegistry`] the daemon provides) and is checked against its policy before anything
@@ -38,13 +39,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use spaces_sdk::{ApiError, Approvals, ErrorCode};
+use spaces_sdk::Approvals;
 
 use crate::exec::{ExecLimits, Processes};
 use crate::fs::Root;
 use crate::ledger::Ledger;
 use crate::steer::Steering;
-
+use crate::{Error, Result};
 
 /// A workspace as the service needs it: the registered Space's name (`workspace_id`), root and
 /// policy.
@@ -59,8 +60,8 @@ pub struct WorkspacePolicy {
 /// Where workspaces come from (the daemon's Space registry).
 pub trait WorkspaceRegistry: Send + Sync + 'static {
     /// The workspace `workspace_id`, or `None` when no such Space is registered. Errors: the
-    /// registry could not be read (`INTERNAL`).
-    fn workspace(&self, workspace_id: &str) -> Result<Option<WorkspacePolicy>, ApiError>;
+    /// registry could not be read ([`Error::Registry`]).
+    fn workspace(&self, workspace_id: &str) -> Result<Option<WorkspacePolicy>>;
 }
 
 /// Operator settings for commands (`exec_command`): the environment every command gets and its
@@ -120,8 +121,8 @@ struct Inner {
 
 impl CodeSpace {
     /// Opens the ledger and the steering store in `db` (SQLite, created if missing) and starts an
-    /// empty process table. Errors: the database cannot be opened (`INTERNAL`).
-    pub fn open(db: &Path, registry: Arc<dyn WorkspaceRegistry>, exec: ExecSettings) -> Result<CodeSpace, ApiError> {
+    /// empty process table. Errors: the database cannot be opened ([`Error::Db`]).
+    pub fn open(db: &Path, registry: Arc<dyn WorkspaceRegistry>, exec: ExecSettings) -> Result<CodeSpace> {
         let ledger = Ledger::open(db)?;
         let steering = Steering::open(db)?;
         let processes = Processes::new(exec.limits.clone());
@@ -154,17 +155,14 @@ impl CodeSpace {
     }
 
     /// The workspace `id`. Errors: `WORKSPACE_NOT_FOUND`.
-    fn workspace(&self, id: &str) -> Result<WorkspacePolicy, ApiError> {
-        self.inner.registry.workspace(id)?.ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::WorkspaceNotFound,
-                format!("no workspace {id:?} is registered on this host"),
-            )
+    fn workspace(&self, id: &str) -> Result<WorkspacePolicy> {
+        self.inner.registry.workspace(id)?.ok_or_else(|| Error::WorkspaceNotFound {
+            workspace_id: id.to_owned(),
         })
     }
 
     /// The open root of `ws` (opened on first use, re-opened when its path changed).
-    fn root(&self, ws: &WorkspacePolicy) -> Result<Arc<Root>, ApiError> {
+    fn root(&self, ws: &WorkspacePolicy) -> Result<Arc<Root>> {
         let mut roots = self.inner.roots.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(root) = roots.get(&ws.workspace_id) {
             if root.path() == ws.root {
@@ -196,27 +194,23 @@ fn owner(root: &Root) -> String {
 }
 
 /// `UNAUTHORIZED` for a mutation in a read-only workspace.
-fn refuse_read_only(ws: &WorkspacePolicy, tool: &str) -> ApiError {
-    ApiError::new(
-        ErrorCode::Unauthorized,
-        format!("workspace {:?} is read-only: {tool} is not available (read and find are)", ws.workspace_id),
-    )
+fn refuse_read_only(ws: &WorkspacePolicy, tool: &'static str) -> Error {
+    Error::ReadOnly {
+        workspace_id: ws.workspace_id.clone(),
+        tool,
+    }
 }
 
 /// `WORKSPACE_BUSY` naming the live process.
-fn busy(ws: &str, process_id: &str) -> ApiError {
-    ApiError::new(
-        ErrorCode::WorkspaceBusy,
-        format!(
-            "workspace {ws:?} is busy: process {process_id} is still running; wait for it (process_status) \
-             or end it (terminate_process), then retry; read and find stay available"
-        ),
-    )
+fn busy(ws: &str, process_id: &str) -> Error {
+    Error::WorkspaceBusy {
+        workspace_id: ws.to_owned(),
+        process_id: process_id.to_owned(),
+        approval_id: None,
+    }
 }
 
-/// Runs blocking `f` on the blocking pool. A panic there is reported as `INTERNAL`.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| ApiError::new(ErrorCode::Internal, format!("internal task failed: {e}")))?
+/// Runs blocking `f` on the blocking pool. A panic there is [`Error::TaskFailed`] (`INTERNAL`).
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f).await?
 }

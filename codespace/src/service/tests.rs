@@ -15,7 +15,7 @@ use super::{CodeSpace, ExecSettings, WorkspacePolicy, WorkspaceRegistry};
 struct Demo(PathBuf);
 
 impl WorkspaceRegistry for Demo {
-    fn workspace(&self, id: &str) -> Result<Option<WorkspacePolicy>, ApiError> {
+    fn workspace(&self, id: &str) -> crate::Result<Option<WorkspacePolicy>> {
         Ok((id == "demo").then(|| WorkspacePolicy {
             workspace_id: id.to_owned(),
             root: self.0.clone(),
@@ -71,7 +71,7 @@ async fn case_c1_a_misspelt_argument_is_refused_naming_it() {
         json!({"tool": "exec_command", "arguments": {"workspace_id": "demo", "cmd": ["ls"]}}),
     )
     .unwrap();
-    let e = cs.approval_create(req).await.unwrap_err();
+    let e = ApiError::from(cs.approval_create(req).await.unwrap_err());
     assert_eq!(
         (e.code, e.field.as_deref()),
         (ErrorCode::InvalidArgument, Some("arguments.cmd"))
@@ -94,7 +94,8 @@ async fn an_unknown_work_is_refused_before_the_tool_runs() {
         .coordinated(req.work_id.clone(), cs.apply_patch(req))
         .await
         .unwrap_err();
-    assert_eq!(e.code, ErrorCode::WorkNotFound);
+    assert!(matches!(&e, crate::Error::WorkNotFound { work_id } if work_id == "work-nope"), "{e:?}");
+    assert_eq!(e.code(), ErrorCode::WorkNotFound);
     assert!(!Path::new(&root.join("b.txt")).exists());
 }
 

@@ -2,7 +2,6 @@
 //! finish. Rules: see the `steer` module docs.
 
 use rusqlite::params;
-use spaces_sdk::{ApiError, ErrorCode};
 
 use super::queue;
 use super::rows::{self, WorkRow};
@@ -10,16 +9,16 @@ use super::types::{
     ClaimedItem, Coordination, FinishReason, Intent, IntentState, Outcome, SteerClaimNextResult,
     SteerStatus, Work, WorkFinishResult, WorkState,
 };
-use super::{db, new_id, Steering};
+use super::{new_id, Steering};
+use crate::{Error, Result};
 
 impl Steering {
     /// `work_open{workspace_id, title?}`: a new active work `work-<uuid>`. Queued `next_work`
     /// intents left on closed or stopped works of the same workspace move to it.
     /// Errors: `INVALID_ARGUMENT` (empty `workspace_id`), `INTERNAL`.
-    pub fn work_open(&self, workspace_id: &str, title: Option<&str>) -> Result<Work, ApiError> {
+    pub fn work_open(&self, workspace_id: &str, title: Option<&str>) -> Result<Work> {
         if workspace_id.trim().is_empty() {
-            return Err(ApiError::new(
-                ErrorCode::InvalidArgument,
+            return Err(Error::invalid(
                 "workspace_id is empty; pass the id of the workspace this work is about",
             ));
         }
@@ -41,8 +40,7 @@ impl Steering {
                     "active",
                     now as i64
                 ],
-            )
-            .map_err(db)?;
+            )?;
             queue::carry_next_work(tx, workspace_id, &work.work_id, now)?;
             Ok(work)
         })
@@ -50,7 +48,7 @@ impl Steering {
 
     /// `steer_status{work_id}`: counts only, never bodies. Answers for closed and stopped works
     /// too (nothing is claimable there). Errors: `WORK_NOT_FOUND`.
-    pub fn steer_status(&self, work_id: &str) -> Result<SteerStatus, ApiError> {
+    pub fn steer_status(&self, work_id: &str) -> Result<SteerStatus> {
         self.read(|tx| {
             let row = rows::load_work(tx, work_id)?;
             let p = queue::pending(tx, &row)?;
@@ -67,7 +65,7 @@ impl Steering {
 
     /// `steer_claim_next{work_id}`: claim the first claimable queued intent in queue order;
     /// `item` is absent when none is. Errors: `WORK_NOT_FOUND`, `WORK_CLOSED`.
-    pub fn steer_claim_next(&self, work_id: &str) -> Result<SteerClaimNextResult, ApiError> {
+    pub fn steer_claim_next(&self, work_id: &str) -> Result<SteerClaimNextResult> {
         self.write(|tx, now| {
             let row = rows::active_work(tx, work_id)?;
             let Some(next) = queue::pending(tx, &row)?.claimable.into_iter().next() else {
@@ -97,15 +95,15 @@ impl Steering {
         work_id: &str,
         intent_id: &str,
         outcome: Outcome,
-    ) -> Result<Intent, ApiError> {
+    ) -> Result<Intent> {
         self.write(|tx, now| {
             rows::active_work(tx, work_id)?;
             let intent = rows::load_intent(tx, intent_id)?;
             if intent.work_id != work_id {
-                return Err(ApiError::new(
-                    ErrorCode::IntentNotFound,
-                    format!("intent {intent_id:?} does not belong to work {work_id:?}"),
-                ));
+                return Err(Error::IntentNotInWork {
+                    intent_id: intent_id.to_owned(),
+                    work_id: work_id.to_owned(),
+                });
             }
             let target = match outcome {
                 Outcome::Done => IntentState::Done,
@@ -115,18 +113,15 @@ impl Steering {
                 IntentState::Claimed => {}
                 s if s == target => return Ok(intent),
                 IntentState::Draft | IntentState::Queued => {
-                    return Err(ApiError::new(
-                        ErrorCode::InvalidArgument,
-                        format!(
-                        "intent {intent_id:?} is not claimed; claim it with steer_claim_next first"
-                    ),
-                    ))
+                    return Err(Error::IntentNotClaimed {
+                        intent_id: intent_id.to_owned(),
+                    })
                 }
                 s => {
-                    return Err(ApiError::new(
-                        ErrorCode::IntentNotEditable,
-                        format!("intent {intent_id:?} is already {}", s.as_str()),
-                    ))
+                    return Err(Error::IntentNotEditable {
+                        intent_id: intent_id.to_owned(),
+                        reason: format!("already {}", s.as_str()),
+                    })
                 }
             }
             rows::set_intent_state(tx, intent_id, target, now)?;
@@ -140,7 +135,7 @@ impl Steering {
     /// `after_current_work` intents are claimable). `next_work` intents never hold it open. On a
     /// closed work it returns `closed: true` again. Errors: `WORK_NOT_FOUND`, `WORK_CLOSED`
     /// (stopped by the user).
-    pub fn work_finish(&self, work_id: &str) -> Result<WorkFinishResult, ApiError> {
+    pub fn work_finish(&self, work_id: &str) -> Result<WorkFinishResult> {
         self.write(|tx, now| {
             let row = rows::load_work(tx, work_id)?;
             let closed = WorkFinishResult {
@@ -173,7 +168,7 @@ impl Steering {
 
     /// The `coordination{work_id, pending_user_items, queue_revision}` block the service attaches
     /// to results of tools given a `work_id`. Errors: `WORK_NOT_FOUND`.
-    pub fn coordination(&self, work_id: &str) -> Result<Coordination, ApiError> {
+    pub fn coordination(&self, work_id: &str) -> Result<Coordination> {
         self.read(|tx| {
             let row: WorkRow = rows::load_work(tx, work_id)?;
             let p = queue::pending(tx, &row)?;

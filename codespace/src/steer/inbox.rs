@@ -4,69 +4,59 @@
 use std::collections::HashSet;
 
 use rusqlite::params;
-use spaces_sdk::{ApiError, ErrorCode};
 
 use super::rows;
 use super::types::{Delivery, Intent, IntentState, Work, WorkState};
-use super::{db, new_id, Steering};
+use super::{new_id, Steering};
+use crate::{Error, Result};
 
-fn invalid(msg: impl Into<String>) -> ApiError {
-    ApiError::new(ErrorCode::InvalidArgument, msg)
-}
-
-fn check_body(body: &str) -> Result<(), ApiError> {
+fn check_body(body: &str) -> Result<()> {
     if body.trim().is_empty() {
-        return Err(invalid("body is empty; write the instruction text"));
+        return Err(Error::invalid("body is empty; write the instruction text"));
     }
     Ok(())
 }
 
-fn check_revision(intent: &Intent, revision: u64) -> Result<(), ApiError> {
+fn check_revision(intent: &Intent, revision: u64) -> Result<()> {
     if intent.revision != revision {
-        return Err(ApiError::new(
-            ErrorCode::IntentRevisionConflict,
-            format!(
-                "intent {:?} is at revision {}, not {revision}; reload it and retry",
-                intent.intent_id, intent.revision
-            ),
-        ));
+        return Err(Error::IntentRevisionConflict {
+            intent_id: intent.intent_id.clone(),
+            current: intent.revision,
+            given: revision,
+        });
     }
     Ok(())
 }
 
-fn refuse_state(intent: &Intent, doing: &str) -> ApiError {
+fn refuse_state(intent: &Intent, doing: &'static str) -> Error {
     if intent.state == IntentState::Claimed {
-        return ApiError::new(
-            ErrorCode::IntentAlreadyClaimed,
-            format!(
-                "intent {:?} is claimed by the agent; it can no longer be {doing}",
-                intent.intent_id
-            ),
-        );
+        return Error::IntentAlreadyClaimed {
+            intent_id: intent.intent_id.clone(),
+            doing,
+        };
     }
-    ApiError::new(
-        ErrorCode::IntentNotEditable,
-        format!(
-            "intent {:?} is {}; only drafts can be {doing} (cancel it and write a new one)",
-            intent.intent_id,
+    Error::IntentNotEditable {
+        intent_id: intent.intent_id.clone(),
+        reason: format!(
+            "{}; only drafts can be {doing} (cancel it and write a new one)",
             intent.state.as_str()
         ),
-    )
+    }
 }
 
 impl Steering {
     /// Works in creation order, all or those of `workspace_id`. Errors: `INTERNAL`.
-    pub fn works(&self, workspace_id: Option<&str>) -> Result<Vec<Work>, ApiError> {
+    pub fn works(&self, workspace_id: Option<&str>) -> Result<Vec<Work>> {
         self.read(|tx| rows::list_works(tx, workspace_id))
     }
 
     /// One work. Errors: `WORK_NOT_FOUND`.
-    pub fn work(&self, work_id: &str) -> Result<Work, ApiError> {
+    pub fn work(&self, work_id: &str) -> Result<Work> {
         self.read(|tx| rows::load_work(tx, work_id).map(|r| r.work))
     }
 
     /// Every intent of the work, in queue order. Errors: `WORK_NOT_FOUND`.
-    pub fn intents(&self, work_id: &str) -> Result<Vec<Intent>, ApiError> {
+    pub fn intents(&self, work_id: &str) -> Result<Vec<Intent>> {
         self.read(|tx| {
             rows::load_work(tx, work_id)?;
             rows::list_intents(tx, work_id, &[])
@@ -82,11 +72,11 @@ impl Steering {
         body: &str,
         kind: Option<&str>,
         delivery: Option<Delivery>,
-    ) -> Result<Intent, ApiError> {
+    ) -> Result<Intent> {
         check_body(body)?;
         let kind = kind.unwrap_or("instruction");
         if kind.trim().is_empty() {
-            return Err(invalid(
+            return Err(Error::invalid(
                 "kind is empty; omit it or name the kind, e.g. \"instruction\"",
             ));
         }
@@ -117,8 +107,7 @@ impl Steering {
                     position,
                     now as i64
                 ],
-            )
-            .map_err(db)?;
+            )?;
             Ok(intent)
         })
     }
@@ -131,7 +120,7 @@ impl Steering {
         intent_id: &str,
         body: &str,
         revision: u64,
-    ) -> Result<Intent, ApiError> {
+    ) -> Result<Intent> {
         check_body(body)?;
         self.write(|tx, now| {
             let intent = rows::load_intent(tx, intent_id)?;
@@ -144,8 +133,7 @@ impl Steering {
                 "UPDATE steer_intents SET content = ?2, revision = revision + 1, updated_at = ?3
                  WHERE intent_id = ?1",
                 params![intent_id, body, now as i64],
-            )
-            .map_err(db)?;
+            )?;
             rows::load_intent(tx, intent_id)
         })
     }
@@ -154,7 +142,7 @@ impl Steering {
     /// Queuing an already queued intent at the same revision returns it unchanged.
     /// Errors: `INTENT_NOT_FOUND`, `WORK_CLOSED`, `INTENT_REVISION_CONFLICT`,
     /// `INTENT_ALREADY_CLAIMED`, `INTENT_NOT_EDITABLE` (ended or cancelled).
-    pub fn intent_queue(&self, intent_id: &str, revision: u64) -> Result<Intent, ApiError> {
+    pub fn intent_queue(&self, intent_id: &str, revision: u64) -> Result<Intent> {
         self.write(|tx, now| {
             let intent = rows::load_intent(tx, intent_id)?;
             rows::active_work(tx, &intent.work_id)?;
@@ -175,7 +163,7 @@ impl Steering {
     /// Cancel a draft or queued intent (also on a closed or stopped work); cancelling a cancelled
     /// intent returns it unchanged. Errors: `INTENT_NOT_FOUND`, `INTENT_ALREADY_CLAIMED`,
     /// `INTENT_NOT_EDITABLE` (done or blocked).
-    pub fn intent_cancel(&self, intent_id: &str) -> Result<Intent, ApiError> {
+    pub fn intent_cancel(&self, intent_id: &str) -> Result<Intent> {
         self.write(|tx, now| {
             let intent = rows::load_intent(tx, intent_id)?;
             match intent.state {
@@ -197,14 +185,14 @@ impl Steering {
         &self,
         work_id: &str,
         intent_ids: &[String],
-    ) -> Result<Vec<Intent>, ApiError> {
+    ) -> Result<Vec<Intent>> {
         self.write(|tx, now| {
             rows::active_work(tx, work_id)?;
             let open = rows::list_intents(tx, work_id, &[IntentState::Draft, IntentState::Queued])?;
             let want: HashSet<&str> = open.iter().map(|i| i.intent_id.as_str()).collect();
             let got: HashSet<&str> = intent_ids.iter().map(String::as_str).collect();
             if got.len() != intent_ids.len() || got != want {
-                return Err(invalid(format!(
+                return Err(Error::invalid(format!(
                     "intent_ids must list each open (draft or queued) intent of work {work_id:?} \
                      exactly once; it has {} open intents",
                     open.len()
@@ -215,8 +203,7 @@ impl Steering {
                 tx.execute(
                     "UPDATE steer_intents SET position = ?2, updated_at = ?3 WHERE intent_id = ?1",
                     params![id, position, now as i64],
-                )
-                .map_err(db)?;
+                )?;
             }
             rows::bump_queue(tx, work_id, now)?;
             rows::list_intents(tx, work_id, &[])
@@ -226,7 +213,7 @@ impl Steering {
     /// Stop a work: state `stopped`; agent calls on it then fail with `WORK_CLOSED`. Its queued
     /// `next_work` intents go to the next work of the workspace. Stopping a closed or stopped
     /// work returns it unchanged. Errors: `WORK_NOT_FOUND`.
-    pub fn work_stop(&self, work_id: &str) -> Result<Work, ApiError> {
+    pub fn work_stop(&self, work_id: &str) -> Result<Work> {
         self.write(|tx, now| {
             let row = rows::load_work(tx, work_id)?;
             if row.work.state == WorkState::Active {

@@ -55,7 +55,8 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
-use spaces_sdk::{ApiError, ErrorCode};
+
+use crate::Result;
 
 pub use schema::BUSY_TIMEOUT_MS;
 pub use types::{
@@ -72,7 +73,7 @@ pub struct Steering {
 impl Steering {
     /// Open (creating if needed) the store in the SQLite file at `path`, creating the `steer_`
     /// tables if missing. Errors: `INTERNAL` when the file cannot be opened or migrated.
-    pub fn open(path: &Path) -> Result<Steering, ApiError> {
+    pub fn open(path: &Path) -> Result<Steering> {
         Ok(Steering {
             conn: Mutex::new(schema::open_connection(path)?),
         })
@@ -86,38 +87,26 @@ impl Steering {
     /// Run `f` in one `BEGIN IMMEDIATE` transaction: committed on `Ok`, rolled back on `Err`.
     fn write<T>(
         &self,
-        f: impl FnOnce(&Transaction<'_>, u64) -> Result<T, ApiError>,
-    ) -> Result<T, ApiError> {
+        f: impl FnOnce(&Transaction<'_>, u64) -> Result<T>,
+    ) -> Result<T> {
         let mut conn = self.lock();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(db)?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let out = f(&tx, now_ms())?;
-        tx.commit().map_err(db)?;
+        tx.commit()?;
         Ok(out)
     }
 
     /// Run `f` in one read transaction (a consistent snapshot across its queries).
     fn read<T>(
         &self,
-        f: impl FnOnce(&Transaction<'_>) -> Result<T, ApiError>,
-    ) -> Result<T, ApiError> {
+        f: impl FnOnce(&Transaction<'_>) -> Result<T>,
+    ) -> Result<T> {
         let mut conn = self.lock();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Deferred)
-            .map_err(db)?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
         let out = f(&tx)?;
-        tx.commit().map_err(db)?;
+        tx.commit()?;
         Ok(out)
     }
-}
-
-/// A storage failure as `INTERNAL`.
-fn db(e: rusqlite::Error) -> ApiError {
-    ApiError::new(
-        ErrorCode::Internal,
-        format!("steering store failed: {e}; retry, or check the database file"),
-    )
 }
 
 use crate::sqlite::now_ms;

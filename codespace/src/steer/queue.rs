@@ -2,11 +2,10 @@
 //! `next_work` intents move to the next work of their workspace.
 
 use rusqlite::{params, Connection};
-use spaces_sdk::ApiError;
 
-use super::db;
 use super::rows::{self, WorkRow, INTENT_COLS};
 use super::types::{Delivery, Intent, IntentState, WorkState};
+use crate::Result;
 
 /// What a work still owes: `queued` deliverable intents (not `next_work`), `claimed` ones not yet
 /// completed, and the queued intents claimable right now, in queue order.
@@ -27,7 +26,7 @@ impl Pending {
 /// Compute [`Pending`] for `work`. Nothing is claimable unless the work is active.
 /// Rule: `next_checkpoint` is always claimable; `after_current_work` once no `next_checkpoint`
 /// intent is queued or claimed, or once `work_finish` was called; `next_work` never.
-pub fn pending(c: &Connection, work: &WorkRow) -> Result<Pending, ApiError> {
+pub fn pending(c: &Connection, work: &WorkRow) -> Result<Pending> {
     let open = rows::list_intents(
         c,
         &work.work.work_id,
@@ -71,7 +70,7 @@ pub fn carry_next_work(
     workspace_id: &str,
     to_work_id: &str,
     now: u64,
-) -> Result<usize, ApiError> {
+) -> Result<usize> {
     let sql = format!(
         "SELECT {} FROM steer_intents i JOIN steer_works w ON w.work_id = i.work_id
          WHERE w.workspace_id = ?1 AND w.state != 'active' AND w.work_id != ?2
@@ -83,12 +82,10 @@ pub fn carry_next_work(
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let mut stmt = c.prepare(&sql).map_err(db)?;
+    let mut stmt = c.prepare(&sql)?;
     let carried: Vec<Intent> = stmt
-        .query_map(params![workspace_id, to_work_id], rows::intent_row)
-        .map_err(db)?
-        .collect::<rusqlite::Result<_>>()
-        .map_err(db)?;
+        .query_map(params![workspace_id, to_work_id], rows::intent_row)?
+        .collect::<rusqlite::Result<_>>()?;
     let start = rows::next_position(c, to_work_id)?;
     for (position, intent) in (start..).zip(&carried) {
         c.execute(
@@ -101,8 +98,7 @@ pub fn carry_next_work(
                 position,
                 now as i64
             ],
-        )
-        .map_err(db)?;
+        )?;
         rows::bump_queue(c, &intent.work_id, now)?;
     }
     if !carried.is_empty() {

@@ -2,10 +2,10 @@
 //! (or a transaction, which derefs to one) and leaves transaction control to the caller.
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
-use spaces_sdk::{ApiError, ErrorCode};
+use spaces_sdk::ApiError;
 
-use super::db;
 use super::types::{Intent, IntentState, Work, WorkState};
+use crate::{Error, Result};
 
 /// A work row with the bookkeeping the wire record leaves out.
 #[derive(Debug, Clone)]
@@ -57,33 +57,25 @@ pub fn intent_row(r: &Row<'_>) -> rusqlite::Result<Intent> {
 }
 
 /// The work `work_id`. Errors: `WORK_NOT_FOUND`.
-pub fn load_work(c: &Connection, work_id: &str) -> Result<WorkRow, ApiError> {
+pub fn load_work(c: &Connection, work_id: &str) -> Result<WorkRow> {
     let sql = format!("SELECT {WORK_COLS} FROM steer_works WHERE work_id = ?1");
     c.query_row(&sql, [work_id], work_row)
-        .optional()
-        .map_err(db)?
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::WorkNotFound,
-                format!("no work {work_id:?}; call work_open or list works at /inbox"),
-            )
+        .optional()?
+        .ok_or_else(|| Error::WorkNotFound {
+            work_id: work_id.to_owned(),
         })
 }
 
 /// The `WORK_CLOSED` refusal for a work that is no longer active.
-pub fn work_closed(work: &Work) -> ApiError {
-    ApiError::new(
-        ErrorCode::WorkClosed,
-        format!(
-            "work {:?} is {}; open a new work with work_open",
-            work.work_id,
-            work.state.as_str()
-        ),
-    )
+pub fn work_closed(work: &Work) -> Error {
+    Error::WorkClosed {
+        work_id: work.work_id.clone(),
+        state: work.state,
+    }
 }
 
 /// The work `work_id`, which must be active. Errors: `WORK_NOT_FOUND`, `WORK_CLOSED`.
-pub fn active_work(c: &Connection, work_id: &str) -> Result<WorkRow, ApiError> {
+pub fn active_work(c: &Connection, work_id: &str) -> Result<WorkRow> {
     let row = load_work(c, work_id)?;
     if row.work.state != WorkState::Active {
         return Err(work_closed(&row.work));
@@ -92,26 +84,22 @@ pub fn active_work(c: &Connection, work_id: &str) -> Result<WorkRow, ApiError> {
 }
 
 /// Works in creation order, optionally of one workspace.
-pub fn list_works(c: &Connection, workspace_id: Option<&str>) -> Result<Vec<Work>, ApiError> {
+pub fn list_works(c: &Connection, workspace_id: Option<&str>) -> Result<Vec<Work>> {
     let sql = format!(
         "SELECT {WORK_COLS} FROM steer_works WHERE ?1 IS NULL OR workspace_id = ?1 ORDER BY seq"
     );
-    let mut stmt = c.prepare(&sql).map_err(db)?;
-    let rows = stmt.query_map([workspace_id], work_row).map_err(db)?;
-    rows.map(|r| r.map(|w| w.work).map_err(db)).collect()
+    let mut stmt = c.prepare(&sql)?;
+    let rows = stmt.query_map([workspace_id], work_row)?;
+    Ok(rows.map(|r| r.map(|w| w.work)).collect::<rusqlite::Result<_>>()?)
 }
 
 /// The intent `intent_id`. Errors: `INTENT_NOT_FOUND`.
-pub fn load_intent(c: &Connection, intent_id: &str) -> Result<Intent, ApiError> {
+pub fn load_intent(c: &Connection, intent_id: &str) -> Result<Intent> {
     let sql = format!("SELECT {INTENT_COLS} FROM steer_intents WHERE intent_id = ?1");
     c.query_row(&sql, [intent_id], intent_row)
-        .optional()
-        .map_err(db)?
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::IntentNotFound,
-                format!("no intent {intent_id:?}; list the work's intents at /inbox"),
-            )
+        .optional()?
+        .ok_or_else(|| Error::IntentNotFound {
+            intent_id: intent_id.to_owned(),
         })
 }
 
@@ -121,13 +109,13 @@ pub fn list_intents(
     c: &Connection,
     work_id: &str,
     states: &[IntentState],
-) -> Result<Vec<Intent>, ApiError> {
+) -> Result<Vec<Intent>> {
     let sql = format!(
         "SELECT {INTENT_COLS} FROM steer_intents WHERE work_id = ?1 ORDER BY position, seq"
     );
-    let mut stmt = c.prepare(&sql).map_err(db)?;
-    let rows = stmt.query_map([work_id], intent_row).map_err(db)?;
-    let all: Vec<Intent> = rows.collect::<rusqlite::Result<_>>().map_err(db)?;
+    let mut stmt = c.prepare(&sql)?;
+    let rows = stmt.query_map([work_id], intent_row)?;
+    let all: Vec<Intent> = rows.collect::<rusqlite::Result<_>>()?;
     Ok(all
         .into_iter()
         .filter(|i| states.is_empty() || states.contains(&i.state))
@@ -135,13 +123,12 @@ pub fn list_intents(
 }
 
 /// The position after every intent of `work_id` (0 for an empty work).
-pub fn next_position(c: &Connection, work_id: &str) -> Result<i64, ApiError> {
-    c.query_row(
+pub fn next_position(c: &Connection, work_id: &str) -> Result<i64> {
+    Ok(c.query_row(
         "SELECT COALESCE(MAX(position) + 1, 0) FROM steer_intents WHERE work_id = ?1",
         [work_id],
         |r| r.get(0),
-    )
-    .map_err(db)
+    )?)
 }
 
 /// Set an intent's state and `updated_at`.
@@ -150,23 +137,21 @@ pub fn set_intent_state(
     intent_id: &str,
     state: IntentState,
     now: u64,
-) -> Result<(), ApiError> {
+) -> Result<()> {
     c.execute(
         "UPDATE steer_intents SET state = ?2, updated_at = ?3 WHERE intent_id = ?1",
         params![intent_id, state.as_str(), now as i64],
-    )
-    .map_err(db)?;
+    )?;
     Ok(())
 }
 
 /// Record a change to the queued set of `work_id`: `queue_revision += 1`.
-pub fn bump_queue(c: &Connection, work_id: &str, now: u64) -> Result<(), ApiError> {
+pub fn bump_queue(c: &Connection, work_id: &str, now: u64) -> Result<()> {
     c.execute(
         "UPDATE steer_works SET queue_revision = queue_revision + 1, updated_at = ?2
          WHERE work_id = ?1",
         params![work_id, now as i64],
-    )
-    .map_err(db)?;
+    )?;
     Ok(())
 }
 
@@ -177,12 +162,11 @@ pub fn set_work_state(
     state: WorkState,
     finish_requested: bool,
     now: u64,
-) -> Result<(), ApiError> {
+) -> Result<()> {
     c.execute(
         "UPDATE steer_works SET state = ?2, finish_requested = ?3, updated_at = ?4
          WHERE work_id = ?1",
         params![work_id, state.as_str(), finish_requested as i64, now as i64],
-    )
-    .map_err(db)?;
+    )?;
     Ok(())
 }

@@ -8,9 +8,8 @@
 use std::path::Path;
 
 use rusqlite::Connection;
-use spaces_sdk::ApiError;
 
-use super::db;
+use crate::Result;
 
 pub use crate::sqlite::BUSY_TIMEOUT_MS;
 
@@ -45,8 +44,8 @@ CREATE INDEX IF NOT EXISTS steer_intents_by_work ON steer_intents(work_id, state
 
 /// Open (creating if needed) the database at `path`: busy timeout first (so a concurrent opener
 /// waits instead of failing), then WAL, then the schema. Errors: `INTERNAL`.
-pub fn open_connection(path: &Path) -> Result<Connection, ApiError> {
-    let conn = crate::sqlite::open(path, "NORMAL").map_err(db)?;
-    conn.execute_batch(SCHEMA).map_err(db)?;
+pub fn open_connection(path: &Path) -> Result<Connection> {
+    let conn = crate::sqlite::open(path, "NORMAL")?;
+    conn.execute_batch(SCHEMA)?;
     Ok(conn)
 }

@@ -134,7 +134,7 @@ fn finish_refuses_while_instructions_are_queued_or_claimed() {
         .unwrap();
     assert!(s.work_finish(&w.work_id).unwrap().closed);
     let err = s.steer_claim_next(&w.work_id).unwrap_err();
-    assert_eq!(err.code, ErrorCode::WorkClosed);
+    assert_eq!(err.code(), ErrorCode::WorkClosed);
 }
 
 #[test]
@@ -207,14 +207,14 @@ fn stopped_work_refuses_agent_calls() {
     let i = queued(&s, &w.work_id, "x", Delivery::NextCheckpoint);
     assert_eq!(s.work_stop(&w.work_id).unwrap().state, WorkState::Stopped);
     let codes = [
-        s.steer_claim_next(&w.work_id).unwrap_err().code,
+        s.steer_claim_next(&w.work_id).unwrap_err().code(),
         s.steer_complete(&w.work_id, &i.intent_id, Outcome::Done)
             .unwrap_err()
-            .code,
-        s.work_finish(&w.work_id).unwrap_err().code,
+            .code(),
+        s.work_finish(&w.work_id).unwrap_err().code(),
         s.intent_create(&w.work_id, "y", None, None)
             .unwrap_err()
-            .code,
+            .code(),
     ];
     assert_eq!(codes, [ErrorCode::WorkClosed; 4]);
     assert_eq!(
@@ -223,7 +223,7 @@ fn stopped_work_refuses_agent_calls() {
     );
     assert_eq!(s.coordination(&w.work_id).unwrap().pending_user_items, 0);
     assert_eq!(
-        s.steer_status("work-nope").unwrap_err().code,
+        s.steer_status("work-nope").unwrap_err().code(),
         ErrorCode::WorkNotFound
     );
 }

@@ -26,7 +26,7 @@ fn stale_revisions_conflict_on_edit_and_queue() {
         .unwrap();
     assert_eq!(i.kind, "question");
     s.intent_edit(&i.intent_id, "v2", 1).unwrap();
-    let code = |r: Result<Intent, spaces_sdk::ApiError>| r.unwrap_err().code;
+    let code = |r: crate::Result<Intent>| r.unwrap_err().code();
     assert_eq!(
         code(s.intent_edit(&i.intent_id, "v3", 1)),
         ErrorCode::IntentRevisionConflict
@@ -50,7 +50,7 @@ fn stale_revisions_conflict_on_edit_and_queue() {
 #[test]
 fn cancel_rules_follow_the_state() {
     let (_d, s, w) = store();
-    let code = |r: Result<Intent, spaces_sdk::ApiError>| r.unwrap_err().code;
+    let code = |r: crate::Result<Intent>| r.unwrap_err().code();
     let draft = s.intent_create(&w.work_id, "d", None, None).unwrap();
     assert_eq!(
         s.intent_cancel(&draft.intent_id).unwrap().state,
@@ -98,7 +98,7 @@ fn complete_needs_a_claim_on_the_same_work() {
     let other = s.work_open("ws", None).unwrap();
     let i = s.intent_create(&w.work_id, "x", None, None).unwrap();
     s.intent_queue(&i.intent_id, 1).unwrap();
-    let code = |r: Result<Intent, spaces_sdk::ApiError>| r.unwrap_err().code;
+    let code = |r: crate::Result<Intent>| r.unwrap_err().code();
     assert_eq!(
         code(s.steer_complete(&w.work_id, &i.intent_id, Outcome::Done)),
         ErrorCode::InvalidArgument
@@ -151,7 +151,7 @@ fn reorder_sets_claim_order_and_checks_the_permutation() {
         c.intent_id
     );
 
-    let bad = |list: Vec<String>| s.intent_reorder(&w.work_id, &list).unwrap_err().code;
+    let bad = |list: Vec<String>| s.intent_reorder(&w.work_id, &list).unwrap_err().code();
     assert_eq!(bad(vec![b.intent_id.clone()]), ErrorCode::InvalidArgument);
     assert_eq!(
         bad(vec![b.intent_id.clone(), b.intent_id.clone()]),
@@ -168,7 +168,7 @@ fn reorder_sets_claim_order_and_checks_the_permutation() {
 #[test]
 fn arguments_and_missing_records_are_refused() {
     let (_d, s, w) = store();
-    let code = |r: Result<Intent, spaces_sdk::ApiError>| r.unwrap_err().code;
+    let code = |r: crate::Result<Intent>| r.unwrap_err().code();
     assert_eq!(
         code(s.intent_create(&w.work_id, "  ", None, None)),
         ErrorCode::InvalidArgument
@@ -204,11 +204,11 @@ fn arguments_and_missing_records_are_refused() {
     );
     assert_eq!("next_work".parse::<Delivery>().unwrap(), Delivery::NextWork);
     assert_eq!(
-        s.work("work-nope").unwrap_err().code,
+        s.work("work-nope").unwrap_err().code(),
         ErrorCode::WorkNotFound
     );
     assert_eq!(
-        s.work_open(" ", None).unwrap_err().code,
+        s.work_open(" ", None).unwrap_err().code(),
         ErrorCode::InvalidArgument
     );
 }
@@ -223,7 +223,7 @@ fn works_are_listed_per_workspace_and_closed_works_take_no_new_intents() {
         .intent_create(&w.work_id, "left behind", None, None)
         .unwrap();
     assert!(s.work_finish(&w.work_id).unwrap().closed);
-    let code = |r: Result<Intent, spaces_sdk::ApiError>| r.unwrap_err().code;
+    let code = |r: crate::Result<Intent>| r.unwrap_err().code();
     assert_eq!(
         code(s.intent_create(&w.work_id, "x", None, None)),
         ErrorCode::WorkClosed

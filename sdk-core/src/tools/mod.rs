@@ -6,7 +6,7 @@
 //!   [`crate::decode()`], which names the key and suggests the one it resembles). Optional fields
 //!   may be omitted. Defaults and limits are associated consts of the request type
 //!   ([`ReadRequest::LIMIT_MAX`], [`FindRequest::LIMIT_MAX`], [`ReadProcessRequest::WAIT_MS_MAX`],
-//!   ...), declared once here and used by the server.
+//!   [`WriteStdinRequest::TIMEOUT_MS`], ...), declared once here and used by the server.
 //! - Every tool that does not already name its work accepts an optional `work_id`: the work
 //!   must exist (`WORK_NOT_FOUND`), and the result then carries `coordination`
 //!   ([`Coordinated`]). The steering tools (`steer_status`, `steer_claim_next`,

@@ -172,6 +172,14 @@ pub struct WriteStdinRequest {
     pub work_id: Option<String>,
 }
 
+impl WriteStdinRequest {
+    /// Longest a `write_stdin` call waits, in total, for the process to take its input (its pipe
+    /// or terminal is full while it is not reading), ms. Then the call answers `TIMEOUT` saying
+    /// how many of the bytes were written; the process keeps running. Treat such a write as
+    /// interrupted: inspect its partial effects before sending more.
+    pub const TIMEOUT_MS: u64 = 10_000;
+}
+
 /// `process_resize`: the new size of a PTY process (`PROCESS_NOT_TTY` for pipes).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

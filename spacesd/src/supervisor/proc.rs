@@ -64,7 +64,7 @@ pub fn start(
     gen: u64,
     initial_stdin: Option<Vec<u8>>,
     events: mpsc::UnboundedSender<ProcEvent>,
-) -> process::Result<LiveProc> {
+) -> spaces_codespace::Result<LiveProc> {
     let spawned = process::spawn(spec)?;
     let pid = spawned.pid;
     let mut child = spawned.child;
@@ -80,7 +80,7 @@ pub fn start(
             // Nobody would read it: end it now (tokio reaps the dropped child).
             let _ = child.start_kill();
             let program = spec.argv.first().cloned().unwrap_or_default();
-            return Err(process::Error::Spawn { program, source });
+            return Err(spaces_codespace::Error::SpawnFailed { program, source });
         }
     };
     tokio::spawn(read_lines(stdout, gen, Stream::Stdout, events.clone()));

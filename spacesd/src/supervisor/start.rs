@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use spaces_harnesses::Harness;
-use spaces_sdk::{SpaceAgentOptions, AgentStartReport, AgentStartRequest, ErrorCode, Phase, SpaceRecord, Status};
+use spaces_sdk::{SpaceAgentOptions, AgentStartReport, AgentStartRequest, ApiError, ErrorCode, Phase, SpaceRecord, Status};
 
 use super::marker::turn_tag;
 use super::secrets::RunSecrets;
@@ -131,8 +131,9 @@ fn resolve_cwd(root: &Path, cwd: Option<&str>) -> Result<PathBuf> {
     let Some(rel) = cwd.filter(|c| !c.is_empty() && *c != ".") else {
         return Ok(root.to_path_buf());
     };
-    let root = spaces_codespace::fs::Root::open(root).map_err(Error::Api)?;
-    root.check_dir(rel).map_err(|mut e| {
+    let root = spaces_codespace::fs::Root::open(root).map_err(|e| Error::Api(e.into()))?;
+    root.check_dir(rel).map_err(|e| {
+        let mut e = ApiError::from(e);
         e.message = format!("cwd {rel:?}: {}", e.message);
         Error::Api(e)
     })

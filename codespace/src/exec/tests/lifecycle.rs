@@ -19,14 +19,14 @@ async fn case_p9_stdin_to_exited_process_is_typed() {
     let id = p.exec(spec(&dir, &["true"])).unwrap().process_id;
     p.wait_exit(&id).await.unwrap();
     let err = p.write_stdin(&id, b"\x03").await.unwrap_err();
-    assert_eq!(err.code, ErrorCode::ProcessNotRunning);
-    assert!(err.message.contains("exited with code 0"), "{}", err.message);
+    assert_eq!(err.code(), ErrorCode::ProcessNotRunning);
+    assert!(err.to_string().contains("exited with code 0"), "{}", err);
     let err = p.resize(&id, 10, 10).unwrap_err();
-    assert_eq!(err.code, ErrorCode::ProcessNotTty);
+    assert_eq!(err.code(), ErrorCode::ProcessNotTty);
 
     let unknown = "proc-00000000-0000-0000-0000-000000000000";
-    assert_eq!(p.read(unknown, None, None).await.unwrap_err().code, ErrorCode::ProcessNotFound);
-    assert_eq!(p.status(unknown).unwrap_err().code, ErrorCode::ProcessNotFound);
+    assert_eq!(p.read(unknown, None, None).await.unwrap_err().code(), ErrorCode::ProcessNotFound);
+    assert_eq!(p.status(unknown).unwrap_err().code(), ErrorCode::ProcessNotFound);
 
     let long = p.exec(spec(&dir, &["sleep", "100"])).unwrap().process_id;
     let mut exited = vec![id];
@@ -36,7 +36,7 @@ async fn case_p9_stdin_to_exited_process_is_typed() {
         exited.push(id);
     }
     for old in &exited[..3] {
-        assert_eq!(p.status(old).unwrap_err().code, ErrorCode::ProcessNotFound, "{old} evicted");
+        assert_eq!(p.status(old).unwrap_err().code(), ErrorCode::ProcessNotFound, "{old} evicted");
     }
     for kept in &exited[3..] {
         assert_eq!(p.status(kept).unwrap().state, ProcessState::Exited);
@@ -51,7 +51,7 @@ async fn exited_handles_expire_after_the_keep_time() {
     let p = Processes::new(ExecLimits { keep_exited_for: Duration::ZERO, ..limits() });
     let id = p.exec(spec(&dir, &["true"])).unwrap().process_id;
     p.wait_exit(&id).await.unwrap();
-    assert_eq!(p.status(&id).unwrap_err().code, ErrorCode::ProcessNotFound);
+    assert_eq!(p.status(&id).unwrap_err().code(), ErrorCode::ProcessNotFound);
 }
 
 #[tokio::test]
@@ -64,8 +64,8 @@ async fn a_second_command_in_a_busy_workspace_is_refused() {
     assert_eq!(p.live_for(&owner), Some(id.clone()));
     let second = crate::exec::ExecSpec { owner: owner.clone(), ..spec(&dir, &["true"]) };
     let err = p.exec(second.clone()).unwrap_err();
-    assert_eq!(err.code, ErrorCode::WorkspaceBusy);
-    assert!(err.message.contains(&id), "{}", err.message);
+    assert_eq!(err.code(), ErrorCode::WorkspaceBusy);
+    assert!(err.to_string().contains(&id), "{}", err);
     p.exec(spec(&dir, &["true"])).unwrap();
     p.terminate(&id).await.unwrap();
     assert_eq!(p.live_for(&owner), None);
@@ -76,15 +76,15 @@ async fn a_second_command_in_a_busy_workspace_is_refused() {
 async fn bad_commands_are_typed() {
     let dir = TempDir::new().unwrap();
     let p = Processes::new(limits());
-    assert_eq!(p.exec(spec(&dir, &[])).unwrap_err().code, ErrorCode::InvalidCommand);
-    assert_eq!(p.exec(spec(&dir, &[""])).unwrap_err().code, ErrorCode::InvalidCommand);
+    assert_eq!(p.exec(spec(&dir, &[])).unwrap_err().code(), ErrorCode::InvalidCommand);
+    assert_eq!(p.exec(spec(&dir, &[""])).unwrap_err().code(), ErrorCode::InvalidCommand);
     let err = p.exec(spec(&dir, &["no-such-program-here"])).unwrap_err();
-    assert_eq!(err.code, ErrorCode::ProcessSpawnFailed);
-    assert!(err.message.contains("No such file"), "{}", err.message);
+    assert_eq!(err.code(), ErrorCode::ProcessSpawnFailed);
+    assert!(err.to_string().contains("No such file"), "{}", err);
     for tty in [false, true] {
         let mut s = crate::exec::ExecSpec { tty, ..spec(&dir, &["true"]) };
         s.cwd = dir.path().join("missing");
-        assert_eq!(p.exec(s).unwrap_err().code, ErrorCode::ProcessSpawnFailed, "tty {tty}");
+        assert_eq!(p.exec(s).unwrap_err().code(), ErrorCode::ProcessSpawnFailed, "tty {tty}");
     }
     // execve fails after the fork: still a spawn error, not a process that ran.
     let script = dir.path().join("bad-interpreter.sh");
@@ -93,7 +93,7 @@ async fn bad_commands_are_typed() {
     for tty in [false, true] {
         let s = crate::exec::ExecSpec { tty, ..spec(&dir, &[script.to_str().unwrap()]) };
         let err = p.exec(s).unwrap_err();
-        assert_eq!(err.code, ErrorCode::ProcessSpawnFailed, "tty {tty}");
-        assert!(err.message.contains("No such file"), "{}", err.message);
+        assert_eq!(err.code(), ErrorCode::ProcessSpawnFailed, "tty {tty}");
+        assert!(err.to_string().contains("No such file"), "{}", err);
     }
 }

@@ -2,12 +2,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::time::{Duration, Instant};
+
 use sha2::{Digest, Sha256};
-use spaces_sdk::ErrorCode;
+use spaces_sdk::{ApiError, ErrorCode};
 use tempfile::TempDir;
 
 use super::support::{limits, read_all, spec, tagged, PATIENCE};
 use crate::exec::{ExecLimits, ProcessState, Processes, Termination};
+use crate::Error;
 
 // E13: 300 KB written to a pipe arrives byte-exact although the pipe holds far less (the write
 // is continued after every partial write).
@@ -22,6 +25,37 @@ async fn case_e13_300kb_over_a_pipe_arrives_byte_exact() {
     let want = crate::patch::hex(&Sha256::digest(&data));
     let out = read_all(&p, &id).await;
     assert_eq!(out, format!("{want}  -\n"));
+}
+
+// E15: sending never blocks without bound. A process that never reads its stdin fills the pipe;
+// the write stops at the bound with TIMEOUT saying how many bytes of how many went through, and
+// the process keeps running.
+#[tokio::test]
+async fn case_e15_a_process_that_stops_reading_answers_timeout_with_the_bytes_written() {
+    let dir = TempDir::new().unwrap();
+    let bound = Duration::from_millis(300);
+    let p = Processes::new(ExecLimits { stdin_timeout: bound, ..limits() });
+    let id = p.exec(spec(&dir, &["sleep", "30"])).unwrap().process_id;
+    let data = vec![b'x'; 1 << 20]; // 1 MiB, far more than a pipe holds
+    let started = Instant::now();
+    let err = tokio::time::timeout(PATIENCE, p.write_stdin(&id, &data))
+        .await
+        .expect("write_stdin must return within its bound")
+        .unwrap_err();
+    assert!(started.elapsed() >= bound, "it waited for the process first");
+    let Error::StdinTimeout { written, total, .. } = err else { panic!("{err:?}") };
+    assert_eq!(total, 1 << 20);
+    assert!(written > 0 && written < total, "the pipe took a part: {written}");
+    let wire = ApiError::from(&err);
+    assert_eq!(wire.code, ErrorCode::Timeout);
+    for part in [format!("{written} of 1048576 bytes"), "treat the write as interrupted".into()] {
+        assert!(wire.message.contains(&part), "{}", wire.message);
+    }
+    assert_eq!(p.status(&id).unwrap().state, ProcessState::Running, "the process keeps running");
+    // The pipe is still full: the next write is bounded the same way.
+    let err = tokio::time::timeout(PATIENCE, p.write_stdin(&id, b"more\n")).await.unwrap().unwrap_err();
+    assert!(matches!(err, Error::StdinTimeout { written: 0, total: 5, .. }), "{err:?}");
+    p.terminate(&id).await.unwrap();
 }
 
 #[tokio::test]
@@ -66,7 +100,7 @@ async fn overflow_keeps_the_exact_tail_and_reports_the_loss() {
     let status = p.status(&id).unwrap();
     assert_eq!((status.output_total, status.output_retained_from), (total, dropped));
     let err = p.read(&id, Some(total + 1), None).await.unwrap_err();
-    assert_eq!(err.code, ErrorCode::InvalidArgument);
+    assert_eq!(err.code(), ErrorCode::InvalidArgument);
 }
 
 // A background grandchild keeps the output pipe open: the exit is still recorded when the
@@ -93,7 +127,7 @@ async fn the_time_limit_stops_the_process_as_timeout() {
     let dir = TempDir::new().unwrap();
     let p = Processes::new(limits());
     let mut s = spec(&dir, &["sleep", "100"]);
-    s.timeout = Some(std::time::Duration::from_millis(200));
+    s.timeout = Some(Duration::from_millis(200));
     let id = p.exec(s).unwrap().process_id;
     let status = tokio::time::timeout(PATIENCE, p.wait_exit(&id)).await.unwrap().unwrap();
     assert_eq!(

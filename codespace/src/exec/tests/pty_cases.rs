@@ -54,7 +54,7 @@ async fn case_p8_pty_resize_reaches_the_program() {
     let status = p.wait_exit(&id).await.unwrap();
     assert_eq!((status.termination, status.exit_code), (Some(Termination::Exited), Some(0)));
     let err = p.resize(&id, 10, 10).unwrap_err();
-    assert_eq!(err.code, ErrorCode::ProcessNotRunning);
+    assert_eq!(err.code(), ErrorCode::ProcessNotRunning);
 }
 
 // E13: with echo off, what we type is not reported as the program's output.
@@ -79,12 +79,12 @@ async fn case_e13_pty_long_canonical_line_is_refused_not_cut() {
     let id = p.exec(tty_spec(&dir, &["cat"])).unwrap().process_id;
     let long = format!("{}\n", "x".repeat(5000));
     let err = p.write_stdin(&id, long.as_bytes()).await.unwrap_err();
-    assert_eq!(err.code, ErrorCode::InvalidArgument);
-    assert!(err.message.contains("4095"), "{}", err.message);
+    assert_eq!(err.code(), ErrorCode::InvalidArgument);
+    assert!(err.to_string().contains("4095"), "{}", err);
 
     p.write_stdin(&id, "z".repeat(3000).as_bytes()).await.unwrap();
     let err = p.write_stdin(&id, format!("{}\n", "z".repeat(2000)).as_bytes()).await.unwrap_err();
-    assert_eq!(err.code, ErrorCode::InvalidArgument);
+    assert_eq!(err.code(), ErrorCode::InvalidArgument);
     p.write_stdin(&id, format!("{}\n", "z".repeat(1000)).as_bytes()).await.unwrap();
 
     let (out, _) = read_until(&p, &id, |out| out.contains('\n')).await;

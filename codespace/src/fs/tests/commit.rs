@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use spaces_sdk::{ApiError, ErrorCode};
+use spaces_sdk::ErrorCode;
 
 use super::{put, snapshot, workspace};
 use crate::fs::commit::Step;
+use crate::Error;
 use crate::fs::{ChangeRecord, CommitStatus, Root};
 use crate::patch;
 
@@ -107,12 +108,9 @@ fn add_move_delete_are_committed_and_verified() {
     );
     let kinds: Vec<&str> = report.changes.iter().map(|c| c.kind.as_str()).collect();
     assert_eq!(kinds, ["add", "move", "delete", "update"]);
-    let json = serde_json::to_value(&report).unwrap();
-    assert_eq!(json["status"], "applied");
-    assert!(
-        json["changes"][0].get("to").is_none()
-            && json["changes"][0].get("before_version").is_none()
-    );
+    assert_eq!(report.status, CommitStatus::Applied);
+    let json = serde_json::to_value(&report.changes).unwrap();
+    assert!(json[0].get("to").is_none() && json[0].get("before_version").is_none());
 
     assert_eq!(bytes(dir.path(), "new/dir/n.txt"), b"fresh\n");
     assert_eq!(bytes(dir.path(), "moved/old.txt"), b"OLD\n");
@@ -149,11 +147,10 @@ fn a_file_changed_after_planning_is_rejected_untouched() {
     let report = root.commit(&plan);
     assert_eq!(report.status, CommitStatus::Rejected);
     let err = report.error.unwrap();
-    assert_eq!(err.code, ErrorCode::VersionConflict);
+    assert_eq!(err.code(), ErrorCode::VersionConflict);
     assert!(
-        err.message.contains(&patch::version(b"v1\nappended\n")),
-        "{}",
-        err.message
+        err.to_string().contains(&patch::version(b"v1\nappended\n")),
+        "{err}"
     );
     assert_eq!(bytes(dir.path(), "n.md"), b"v1\nappended\n");
 
@@ -185,11 +182,12 @@ fn rollback_fixture() -> (tempfile::TempDir, Root, patch::Plan) {
     (dir, root, plan)
 }
 
-fn injected(path: &str) -> ApiError {
-    ApiError::new(
-        ErrorCode::FileOperationFailed,
-        format!("injected failure at {path}"),
-    )
+fn injected(path: &str) -> Error {
+    Error::FileOperationFailed {
+        path: path.to_owned(),
+        action: "an injected step",
+        source: std::io::Error::other("injected failure"),
+    }
 }
 
 #[test]
@@ -215,7 +213,7 @@ fn failure_at_any_step_rolls_back_every_byte() {
             "{target:?}: {:?}",
             report.error
         );
-        assert_eq!(report.error.unwrap().code, ErrorCode::FileOperationFailed);
+        assert_eq!(report.error.unwrap().code(), ErrorCode::FileOperationFailed);
         assert_eq!(snapshot(dir.path()), before, "{target:?}");
     }
 }
@@ -230,9 +228,8 @@ fn a_failed_rollback_is_reported_partial() {
     assert_eq!(report.status, CommitStatus::FailedPartial);
     let err = report.error.unwrap();
     assert!(
-        err.message.contains("rolling back also failed"),
-        "{}",
-        err.message
+        err.to_string().contains("rolling back also failed"),
+        "{err}"
     );
     // The other paths were restored; a.txt keeps the new content the rollback could not undo.
     assert_eq!(bytes(dir.path(), "a.txt"), b"A\r\nline\r\n");

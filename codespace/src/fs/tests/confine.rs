@@ -23,7 +23,7 @@ type Opener = fn(BorrowedFd, &[&str], OFlag) -> Result<OwnedFd, Errno>;
 fn string_gate_refuses_escapes_and_drops_dot_components() {
     for bad in ["", "/etc/passwd", "a/../b", "..", "a\0b", "x/.."] {
         assert_eq!(
-            components(bad).unwrap_err().code,
+            components(bad).unwrap_err().code(),
             ErrorCode::PathEscape,
             "{bad:?}"
         );
@@ -90,7 +90,7 @@ fn fifo_is_refused_without_blocking() {
     let (dir, root) = workspace();
     nix::unistd::mkfifo(&dir.path().join("pipe"), Mode::from_bits_truncate(0o644)).unwrap();
     assert_eq!(
-        root.read("pipe", None, None).unwrap_err().code,
+        root.read("pipe", None, None).unwrap_err().code(),
         ErrorCode::SpecialFileRejected
     );
     let err = root
@@ -149,23 +149,23 @@ fn case_x33_symlink_escapes_are_refused() {
     let plan = patch::plan(text, &BTreeMap::new(), &BTreeMap::<String, Vec<u8>>::new()).unwrap();
     let report = root.commit(&plan);
     assert_eq!(report.status, CommitStatus::Rejected);
-    assert_eq!(report.error.unwrap().code, ErrorCode::SymlinkRejected);
+    assert_eq!(report.error.unwrap().code(), ErrorCode::SymlinkRejected);
 
     // read, find and check_dir refuse or skip the links too.
     assert_eq!(
-        root.read("outbox/secret.txt", None, None).unwrap_err().code,
+        root.read("outbox/secret.txt", None, None).unwrap_err().code(),
         ErrorCode::SymlinkRejected
     );
     assert_eq!(
-        root.read("loop", None, None).unwrap_err().code,
+        root.read("loop", None, None).unwrap_err().code(),
         ErrorCode::SymlinkRejected
     );
     assert_eq!(
-        root.read("loop/../a.txt", None, None).unwrap_err().code,
+        root.read("loop/../a.txt", None, None).unwrap_err().code(),
         ErrorCode::PathEscape
     );
     assert_eq!(
-        root.check_dir("outbox").unwrap_err().code,
+        root.check_dir("outbox").unwrap_err().code(),
         ErrorCode::SymlinkRejected
     );
     assert_eq!(root.find(None, None, None).unwrap().paths, vec!["a.txt"]);
@@ -185,19 +185,19 @@ fn check_dir_gives_confined_directories_only() {
     );
     assert_eq!(root.check_dir(".").unwrap(), root.path());
     assert_eq!(
-        root.check_dir("src/deep/x.rs").unwrap_err().code,
+        root.check_dir("src/deep/x.rs").unwrap_err().code(),
         ErrorCode::PathNotDirectory
     );
     assert_eq!(
-        root.check_dir("alias").unwrap_err().code,
+        root.check_dir("alias").unwrap_err().code(),
         ErrorCode::SymlinkRejected
     );
     assert_eq!(
-        root.check_dir("nope").unwrap_err().code,
+        root.check_dir("nope").unwrap_err().code(),
         ErrorCode::FileNotFound
     );
     assert_eq!(
-        root.check_dir("../x").unwrap_err().code,
+        root.check_dir("../x").unwrap_err().code(),
         ErrorCode::PathEscape
     );
 }
@@ -209,13 +209,13 @@ fn root_must_be_an_existing_directory() {
     assert_eq!(
         crate::fs::Root::open(&dir.path().join("f"))
             .unwrap_err()
-            .code,
+            .code(),
         ErrorCode::PathNotDirectory
     );
     assert_eq!(
         crate::fs::Root::open(&dir.path().join("none"))
             .unwrap_err()
-            .code,
+            .code(),
         ErrorCode::FileNotFound
     );
 }

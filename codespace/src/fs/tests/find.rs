@@ -58,7 +58,7 @@ fn globs_keep_separators_literal() {
         ["src/c.rs"]
     );
     let err = root.find(Some("a[b"), None, None).unwrap_err();
-    assert_eq!(err.code, ErrorCode::InvalidArgument);
+    assert_eq!(err.code(), ErrorCode::InvalidArgument);
 }
 
 #[test]
@@ -86,7 +86,7 @@ fn pages_share_one_listing_version() {
         first.listing_version
     );
     assert_eq!(
-        root.find(None, None, Some(0)).unwrap_err().code,
+        root.find(None, None, Some(0)).unwrap_err().code(),
         ErrorCode::InvalidArgument
     );
 }

@@ -102,7 +102,7 @@ fn limit_is_clamped_to_one_mebibyte() {
         (big.len() as u64, patch::version(&big))
     );
     assert_eq!(
-        root.read("big", None, Some(0)).unwrap_err().code,
+        root.read("big", None, Some(0)).unwrap_err().code(),
         ErrorCode::InvalidArgument
     );
 }
@@ -112,18 +112,18 @@ fn refusals_say_what_is_wrong() {
     let (dir, root) = workspace();
     put(dir.path(), "d/f.txt", b"");
     let missing = root.read("d/none.txt", None, None).unwrap_err();
-    assert_eq!(missing.code, ErrorCode::FileNotFound);
-    assert!(missing.message.contains("`absent`"), "{}", missing.message);
+    assert_eq!(missing.code(), ErrorCode::FileNotFound);
+    assert!(missing.to_string().contains("`absent`"), "{}", missing);
     assert_eq!(
-        root.read("d", None, None).unwrap_err().code,
+        root.read("d", None, None).unwrap_err().code(),
         ErrorCode::InvalidArgument
     );
     assert_eq!(
-        root.read("d/f.txt/x", None, None).unwrap_err().code,
+        root.read("d/f.txt/x", None, None).unwrap_err().code(),
         ErrorCode::PathNotDirectory
     );
     assert_eq!(
-        root.read("/etc/passwd", None, None).unwrap_err().code,
+        root.read("/etc/passwd", None, None).unwrap_err().code(),
         ErrorCode::PathEscape
     );
 }

@@ -50,16 +50,16 @@ fn resolve_only_a_pending_hold_and_unknown_ids_are_not_found() {
     assert_eq!(granted.state, ApprovalState::Granted);
     let err = ledger.approval_resolve(&id, Decision::Deny).unwrap_err();
     assert_eq!(
-        (err.code, err.approval_id.as_deref()),
+        (err.code(), err.to_api().approval_id.as_deref()),
         (ErrorCode::ApprovalConflict, Some(id.as_str()))
     );
-    assert_eq!(ledger.approval("appr-nope").unwrap_err().code, ErrorCode::ApprovalNotFound);
+    assert_eq!(ledger.approval("appr-nope").unwrap_err().code(), ErrorCode::ApprovalNotFound);
     assert_eq!(
-        ledger.approval_resolve("appr-nope", Decision::Grant).unwrap_err().code,
+        ledger.approval_resolve("appr-nope", Decision::Grant).unwrap_err().code(),
         ErrorCode::ApprovalNotFound
     );
     assert_eq!(
-        ledger.approval_begin_resume("appr-nope").unwrap_err().code,
+        ledger.approval_begin_resume("appr-nope").unwrap_err().code(),
         ErrorCode::ApprovalNotFound
     );
     let wire = serde_json::to_value(ledger.approval(&id).unwrap().record).unwrap();
@@ -74,15 +74,15 @@ fn deny_is_terminal_and_pending_cannot_resume() {
     let (_dir, _path, ledger) = open();
     let id =
         ledger.approval_hold("demo", HoldableTool::ApplyPatch, &json!({"patch": "P"})).unwrap().approval_id;
-    assert_eq!(ledger.approval_begin_resume(&id).unwrap_err().code, ErrorCode::ApprovalConflict);
+    assert_eq!(ledger.approval_begin_resume(&id).unwrap_err().code(), ErrorCode::ApprovalConflict);
     assert_eq!(ledger.approval_resolve(&id, Decision::Deny).unwrap().state, ApprovalState::Denied);
     assert_eq!(
-        ledger.approval_resolve(&id, Decision::Grant).unwrap_err().code,
+        ledger.approval_resolve(&id, Decision::Grant).unwrap_err().code(),
         ErrorCode::ApprovalConflict
     );
-    assert_eq!(ledger.approval_begin_resume(&id).unwrap_err().code, ErrorCode::ApprovalConflict);
+    assert_eq!(ledger.approval_begin_resume(&id).unwrap_err().code(), ErrorCode::ApprovalConflict);
     assert_eq!(
-        ledger.approval_consume(&id, &json!({})).unwrap_err().code,
+        ledger.approval_consume(&id, &json!({})).unwrap_err().code(),
         ErrorCode::ApprovalConflict
     );
     assert_eq!(ledger.approval(&id).unwrap().record.state, ApprovalState::Denied);
@@ -98,13 +98,13 @@ fn resume_runs_once_then_returns_the_stored_result() {
     };
     assert_eq!((rec.record.state, rec.record.arguments.clone()), (ApprovalState::Resuming, exec_args()));
     // A second resume while this one runs is a conflict, not a second run.
-    assert_eq!(ledger.approval_begin_resume(&id).unwrap_err().code, ErrorCode::ApprovalConflict);
+    assert_eq!(ledger.approval_begin_resume(&id).unwrap_err().code(), ErrorCode::ApprovalConflict);
     let result = json!({"process_id": "p-1", "dispatch_status": "confirmed"});
     assert_eq!(ledger.approval_consume(&id, &result).unwrap().state, ApprovalState::Consumed);
     assert_eq!(ledger.approval_begin_resume(&id).unwrap(), ResumeStart::Done(result.clone()));
     assert_eq!(ledger.approval_begin_resume(&id).unwrap(), ResumeStart::Done(result));
     assert_eq!(
-        ledger.approval_consume(&id, &json!({})).unwrap_err().code,
+        ledger.approval_consume(&id, &json!({})).unwrap_err().code(),
         ErrorCode::ApprovalConflict
     );
 }

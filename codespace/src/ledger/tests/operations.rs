@@ -80,9 +80,9 @@ fn same_key_with_a_different_fingerprint_is_a_key_conflict() {
     // A preview and its apply differ only by check_only: they cannot share a key.
     let preview = crate::ledger::fingerprint("demo", "P", &BTreeMap::new(), true);
     let err = ledger.mint("demo", Some("k"), &preview).unwrap_err();
-    assert_eq!(err.code, ErrorCode::OperationKeyConflict);
-    assert_eq!(err.operation_id.as_deref(), Some(id.as_str()));
-    assert!(err.message.contains("different keys"), "{}", err.message);
+    assert_eq!(err.code(), ErrorCode::OperationKeyConflict);
+    assert_eq!(err.to_api().operation_id.as_deref(), Some(id.as_str()));
+    assert!(err.to_string().contains("different keys"), "{}", err);
 }
 
 #[test]
@@ -120,7 +120,7 @@ fn crash_mid_apply_reads_unknown_and_is_never_reapplied() {
         second
             .finish(&id, OperationStatus::Applied, &files, &changes, &result, None)
             .unwrap_err()
-            .code,
+            .code(),
         ErrorCode::Internal
     );
     // Recovery ran once: a third boot adds no second finished event.
@@ -157,13 +157,13 @@ fn operation_by_id_and_key_and_not_found() {
     );
     assert_eq!(by_id.record.changes[0].after_version.as_deref(), Some("v2"));
     for missing in [OperationRef::Id("op-nope".into()), OperationRef::Key("nope".into())] {
-        assert_eq!(ledger.operation(missing).unwrap_err().code, ErrorCode::OperationNotFound);
+        assert_eq!(ledger.operation(missing).unwrap_err().code(), ErrorCode::OperationNotFound);
     }
     assert_eq!(
         ledger
             .finish("op-nope", OperationStatus::Applied, &[], &[], &json!({}), None)
             .unwrap_err()
-            .code,
+            .code(),
         ErrorCode::OperationNotFound
     );
 }
@@ -195,7 +195,7 @@ fn case_x19_key_replay_and_conflict() {
     assert_eq!(responses[1]["replayed"], true);
     assert_eq!(responses[0]["operation_id"], responses[1]["operation_id"]);
     let err = ledger.mint("demo", Some("x19"), &fp("another patch")).unwrap_err();
-    assert_eq!(err.code, ErrorCode::OperationKeyConflict);
+    assert_eq!(err.code(), ErrorCode::OperationKeyConflict);
 }
 
 #[test]
@@ -235,6 +235,6 @@ fn a_plan_recorded_before_the_commit_names_the_files_after_a_crash() {
     let rec = second.operation(OperationRef::Key("big".into())).unwrap();
     assert_eq!((rec.record.status, rec.record.files.clone(), rec.record.changes.clone()), (OperationStatus::Unknown, files.clone(), changes.clone()));
     // a finished record is never rewritten
-    assert_eq!(second.record_plan(&id, &[], &[]).unwrap_err().code, ErrorCode::Internal);
-    assert_eq!(second.record_plan("op-nope", &files, &changes).unwrap_err().code, ErrorCode::OperationNotFound);
+    assert_eq!(second.record_plan(&id, &[], &[]).unwrap_err().code(), ErrorCode::Internal);
+    assert_eq!(second.record_plan("op-nope", &files, &changes).unwrap_err().code(), ErrorCode::OperationNotFound);
 }

@@ -1,0 +1,738 @@
+//! The one error type of this crate and its mapping to the wire.
+//!
+//! Every module returns [`Result`]; each [`Error`] variant names what happened in the CodeSpace
+//! domain (a refused path, a stale version, a busy workspace, a process that stopped reading) and
+//! its message says what to do next. [`Error::code`] is the one mapping to the contract's error
+//! code; [`Error::to_api`] (also `From<Error> for ApiError`) builds the wire error with the
+//! `operation_id`, `approval_id` or `field` a variant carries. The daemon converts at its service
+//! boundary; nothing inside this crate builds a wire error, except that the ledger keeps the
+//! terminal answers it replays in their wire form ([`Error::Replayed`]).
+//!
+//! "Retry" below means sending the same request again unchanged.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use spaces_sdk::tools::{HoldableTool, WorkState};
+use spaces_sdk::{ApiError, ErrorCode};
+
+use crate::ledger::OperationRef;
+
+/// `Result` of this crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Everything that can go wrong in the CodeSpace execution layer.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    // --- workspaces and policy -------------------------------------------------------------
+    /// No Space named `workspace_id` is registered on this host (`WORKSPACE_NOT_FOUND`). A
+    /// retry does not help: register the Space or fix the id.
+    #[error("no workspace {workspace_id:?} is registered on this host")]
+    WorkspaceNotFound { workspace_id: String },
+
+    /// The host's workspace registry could not be read (`INTERNAL`). A retry may help once the
+    /// host's state is readable again.
+    #[error("cannot read the Space registry: {0}")]
+    Registry(#[source] Box<dyn std::error::Error + Send + Sync>),
+
+    /// `tool` would change a read-only workspace (`UNAUTHORIZED`). A retry does not help:
+    /// `read` and `find` stay available.
+    #[error("workspace {workspace_id:?} is read-only: {tool} is not available (read and find are)")]
+    ReadOnly {
+        workspace_id: String,
+        tool: &'static str,
+    },
+
+    /// A live command (`process_id`) occupies the workspace, so `apply_patch`, a second
+    /// `exec_command` or a resume must wait (`WORKSPACE_BUSY`; carries the `approval_id` of a
+    /// refused resume). Retry once the process has exited or was terminated.
+    #[error(
+        "workspace {workspace_id:?} is busy: process {process_id} is still running; wait for it \
+         (process_status) or end it (terminate_process), then retry; read and find stay available"
+    )]
+    WorkspaceBusy {
+        workspace_id: String,
+        process_id: String,
+        approval_id: Option<String>,
+    },
+
+    /// The workspace's root directory cannot be opened: gone (`FILE_NOT_FOUND`), not a
+    /// directory (`PATH_NOT_DIRECTORY`) or unreadable (`FILE_OPERATION_FAILED`). A retry helps
+    /// only once the operator has fixed the directory.
+    #[error("workspace root {} must be an existing directory ({source})", root.display())]
+    RootUnavailable {
+        root: PathBuf,
+        source: std::io::Error,
+    },
+
+    // --- paths and files ---------------------------------------------------------------------
+    /// The path is empty, absolute, holds a NUL or a `..` component, or resolves outside the
+    /// root (`PATH_ESCAPE`; `why` says which). A retry does not help: give a path inside the
+    /// root.
+    #[error("{path:?} {why}; give a path relative to the workspace root, inside it")]
+    PathEscape { path: String, why: &'static str },
+
+    /// A symlink is the file or one of its parents; symlinks are never followed
+    /// (`SYMLINK_REJECTED`). A retry does not help: use the real path.
+    #[error(
+        "{path}: a symlink is on the path (the file or a parent directory); symlinks are never \
+         followed in a workspace, use the real path"
+    )]
+    SymlinkRejected { path: String },
+
+    /// The path is a FIFO, device or socket (`SPECIAL_FILE_REJECTED`). A retry does not help:
+    /// only regular files are read or patched.
+    #[error("{path} is a FIFO, device or socket; only regular files are read or patched")]
+    SpecialFileRejected { path: String },
+
+    /// The file (or the directory) does not exist (`FILE_NOT_FOUND`); `hint` says what to do.
+    /// A retry helps only once it exists.
+    #[error("{path} does not exist{hint}")]
+    FileNotFound { path: String, hint: &'static str },
+
+    /// The path, or one of its parents, is not a directory (`PATH_NOT_DIRECTORY`). A retry does
+    /// not help: check the path with `find`.
+    #[error("{path} is not a directory (or a parent of it is not)")]
+    PathNotDirectory { path: String },
+
+    /// `read` or a patch named a directory where a file belongs (`INVALID_ARGUMENT`). A retry
+    /// does not help: list it with `find`.
+    #[error("{path} is a directory, not a file; list it with find")]
+    IsDirectory { path: String },
+
+    /// A system call on `path` failed for another reason: permissions, a full disk, an I/O
+    /// error (`FILE_OPERATION_FAILED`). A retry may help once the cause is fixed.
+    #[error("{path}: {action} failed ({source})")]
+    FileOperationFailed {
+        path: String,
+        action: &'static str,
+        source: std::io::Error,
+    },
+
+    // --- patches -----------------------------------------------------------------------------
+    /// The text is not V4A (`INVALID_PATCH`); `line` is 1-based in the patch text. A retry does
+    /// not help: fix the patch at that line.
+    #[error("invalid patch, line {line}: {message}")]
+    InvalidPatch { line: usize, message: String },
+
+    /// Hunk number `hunk` (1-based within its file) of `path` matches nowhere after the previous
+    /// hunk, even ignoring whitespace (`INVALID_PATCH`). `first_line` is its first context (or
+    /// `@@` header) line; `near` lists 1-based file lines equal to it ignoring whitespace. A
+    /// retry does not help: read the file again and rebuild the hunk.
+    #[error(
+        "invalid patch: hunk {hunk} of {path} (starting {first_line:?}) does not match the file{}; \
+         read the file again and rebuild the hunk",
+        near_lines(near)
+    )]
+    ContextNotFound {
+        path: String,
+        hunk: usize,
+        first_line: String,
+        near: Vec<usize>,
+    },
+
+    /// Hunk number `hunk` of `path` matches at several places (`candidates`: 1-based first file
+    /// lines; `INVALID_PATCH`). A retry does not help: add context lines or an `@@` header so it
+    /// matches once.
+    #[error(
+        "invalid patch: hunk {hunk} of {path} (starting {first_line:?}) matches at lines {}; \
+         add context lines or an `@@` header so it matches once",
+        list(candidates)
+    )]
+    AmbiguousContext {
+        path: String,
+        hunk: usize,
+        first_line: String,
+        candidates: Vec<usize>,
+    },
+
+    /// Hunk number `hunk` of `path` matches only before where hunk `hunk - 1` ended (its first
+    /// line is at file line `line`; the previous hunk ended at line `after`; `INVALID_PATCH`,
+    /// case X40). A retry does not help: reorder the hunks to follow the file, or split them
+    /// into separate patches.
+    #[error(
+        "invalid patch: hunk {hunk} of {path} (starting {first_line:?}) matches at line {line}, \
+         before the end of hunk {} (line {after}): hunks must follow the file's order; \
+         reorder them",
+        hunk - 1
+    )]
+    HunkOutOfOrder {
+        path: String,
+        hunk: usize,
+        first_line: String,
+        line: usize,
+        after: usize,
+    },
+
+    /// `*** Add File:` names an existing file (`ADD_FILE_EXISTS`). A retry does not help: use
+    /// `*** Update File:`, or delete it first.
+    #[error("{path} already exists; update it instead of adding it")]
+    AddFileExists { path: String },
+
+    /// `*** Move to:` names an existing file (`MOVE_DESTINATION_EXISTS`). A retry helps only
+    /// once that file is gone.
+    #[error("cannot move {path} to {to}: {to} already exists")]
+    MoveDestinationExists { path: String, to: String },
+
+    /// The file is at `current`, not at the `expected` version the caller (or the plan) started
+    /// from (`VERSION_CONFLICT`). A retry does not help: read it again and build a new patch;
+    /// never force the old one.
+    #[error(
+        "{path} changed: expected version {expected}, current version {current}; read it again \
+         and rebuild the patch"
+    )]
+    VersionConflict {
+        path: String,
+        expected: String,
+        current: String,
+    },
+
+    /// After a commit, `path` is not at the planned version on disk (`FILE_OPERATION_FAILED`):
+    /// something else wrote it meanwhile, or the write was lost. A retry does not help: read it
+    /// and repair it.
+    #[error("{path} is at version {actual} on disk, expected {expected}; read it and repair it")]
+    VerifyMismatch {
+        path: String,
+        expected: String,
+        actual: String,
+    },
+
+    /// A commit step failed (`cause`) and undoing the steps already done failed too
+    /// (`rollback`); some files may be changed. Its code is the cause's. A retry does not help:
+    /// read the files and repair them.
+    #[error("{cause}; rolling back also failed: {rollback}; read the files and repair them")]
+    RollbackFailed {
+        cause: Box<Error>,
+        rollback: Box<Error>,
+    },
+
+    /// The commit of a planned patch did not finish (`FILE_OPERATION_FAILED`): every file was
+    /// restored (`failed_rolled_back`), or, when `partial`, some may be changed
+    /// (`failed_partial`). A retry may help once the cause is fixed; after a partial failure,
+    /// inspect the files first.
+    #[error(
+        "patch {}: {cause}; {}",
+        if *partial { "failed_partial" } else { "failed_rolled_back" },
+        if *partial {
+            "some files may be changed: inspect them before a new patch"
+        } else {
+            "every file was restored"
+        }
+    )]
+    CommitFailed { partial: bool, cause: Box<Error> },
+
+    // --- the operations ledger ---------------------------------------------------------------
+    /// `operation_key` was used by a request with other arguments, operation `operation_id`
+    /// (`OPERATION_KEY_CONFLICT`). A retry does not help: use a new key for a different request.
+    #[error(
+        "operation_key {operation_key:?} belongs to different arguments (operation \
+         {operation_id}); inspect that request with operation_status, and use a new key for a \
+         different request (a preview and its apply need different keys)"
+    )]
+    OperationKeyConflict {
+        operation_key: String,
+        operation_id: String,
+    },
+
+    /// No recorded patch has this id or key (`OPERATION_NOT_FOUND`). A retry does not help:
+    /// commands are tracked by `process_id`, not here.
+    #[error(
+        "no recorded patch has {}; operation_status tracks apply_patch only (commands stay on \
+         process_id)",
+        describe(by)
+    )]
+    OperationNotFound { by: OperationRef },
+
+    /// The operation already has its recorded outcome and cannot be changed (`INTERNAL`: two
+    /// daemons on one ledger, or a row closed by crash recovery). A retry does not help:
+    /// inspect it with `operation_status`.
+    #[error(
+        "operation {operation_id} is already finished; its recorded outcome stands, inspect it \
+         with operation_status"
+    )]
+    OperationFinished { operation_id: String },
+
+    /// `error` happened inside the patch operation `operation_id`, whose outcome is recorded in
+    /// the ledger (same code and message as `error`, plus the `operation_id`). Retry as for
+    /// `error`, with a new operation key if one was given.
+    #[error("{error}")]
+    InOperation {
+        operation_id: String,
+        error: Box<Error>,
+    },
+
+    /// A terminal answer the ledger recorded earlier (an `apply_patch` replayed by its key, a
+    /// consumed approval's stored error), answered again exactly as stored. Retry as the stored
+    /// code says; the same request keeps answering the same.
+    #[error("{}", .0.message)]
+    Replayed(ApiError),
+
+    // --- approvals ---------------------------------------------------------------------------
+    /// The workspace holds `tool` for approval: the hold is `approval_id` (`APPROVAL_REQUIRED`).
+    /// A retry reuses the hold: grant it with `approval_resolve`, then `operation_resume`.
+    #[error(
+        "workspace {workspace_id:?} requires approval for {}: grant it with approval_resolve \
+         {{approval_id: {approval_id:?}, decision: grant}}, then run it with operation_resume",
+        tool.as_str()
+    )]
+    ApprovalRequired {
+        workspace_id: String,
+        tool: HoldableTool,
+        approval_id: String,
+    },
+
+    /// No hold has this id (`APPROVAL_NOT_FOUND`). A retry does not help.
+    #[error(
+        "no approval hold {approval_id:?}; use the approval_id returned with APPROVAL_REQUIRED \
+         or approval_create"
+    )]
+    ApprovalNotFound { approval_id: String },
+
+    /// The hold's state does not allow this step (`APPROVAL_CONFLICT`; `why` names the state).
+    /// A retry helps only for a resume still in progress.
+    #[error("approval {approval_id} cannot do that: {why}")]
+    ApprovalConflict { approval_id: String, why: String },
+
+    /// The resume of a held command was interrupted by a daemon stop, so whether it started is
+    /// unknown (`APPROVAL_AMBIGUOUS`). A retry answers the same: the command is never started
+    /// again.
+    #[error(
+        "the resume of this command was interrupted (the daemon stopped) and its outcome is \
+         unknown; it will not be started again: inspect the workspace before deciding on a new \
+         command"
+    )]
+    ApprovalAmbiguous { approval_id: String },
+
+    // --- processes ---------------------------------------------------------------------------
+    /// The command is empty, or its program an empty string (`INVALID_COMMAND`). A retry does
+    /// not help: give a program.
+    #[error("command must be a non-empty argument array, e.g. [\"/bin/echo\", \"hi\"]")]
+    EmptyCommand,
+
+    /// The OS refused to start `program`: missing binary or interpreter, permissions, a missing
+    /// working directory, no PTY left (`PROCESS_SPAWN_FAILED`). A retry helps only after fixing
+    /// the cause named in `source`.
+    #[error(
+        "could not start {program:?}: {source}; check that the program exists in PATH and is \
+         executable"
+    )]
+    SpawnFailed {
+        program: String,
+        source: std::io::Error,
+    },
+
+    /// The id is unknown or its handle expired after exit (`PROCESS_NOT_FOUND`). A retry does
+    /// not help.
+    #[error(
+        "no process {process_id}: the id is unknown or its handle expired after exit; do not \
+         retry with it"
+    )]
+    ProcessNotFound { process_id: String },
+
+    /// A resize of a process started without a terminal (`PROCESS_NOT_TTY`). A retry does not
+    /// help.
+    #[error("process {process_id} has no terminal (started without tty); nothing to resize")]
+    ProcessNotTty { process_id: String },
+
+    /// Input or a resize sent to a process that has ended (`PROCESS_NOT_RUNNING`); `how` says
+    /// how it ended. A retry does not help: read its output or start a new command.
+    #[error(
+        "process {process_id} {how}; it takes no more input: read its output or start a new \
+         command"
+    )]
+    ProcessNotRunning { process_id: String, how: String },
+
+    /// The process closed its input (the pipe's reader is gone) after `written` of `total`
+    /// bytes, though it still runs (`PROCESS_NOT_RUNNING`). A retry does not help.
+    #[error("process {process_id} closed its input after {written} of {total} bytes")]
+    StdinClosed {
+        process_id: String,
+        written: usize,
+        total: usize,
+    },
+
+    /// `write_stdin` waited `waited` for the process to take its input and it did not: it
+    /// stopped reading (`TIMEOUT`). `written` of `total` bytes went through; the process keeps
+    /// running. A retry would send the whole data again: treat the write as interrupted,
+    /// inspect its partial effects, and send only what is still needed.
+    #[error(
+        "process {process_id} took only {written} of {total} bytes in {} ms: it is not reading its \
+         input; treat the write as interrupted and inspect partial effects (the process keeps \
+         running: read its output, or terminate it)",
+        waited.as_millis()
+    )]
+    StdinTimeout {
+        process_id: String,
+        written: usize,
+        total: usize,
+        waited: Duration,
+    },
+
+    /// Writing the input failed unexpectedly after `written` of `total` bytes (`INTERNAL`). A
+    /// retry may help: treat the write as interrupted and inspect its partial effects first.
+    #[error("writing to process {process_id} failed after {written} of {total} bytes: {source}")]
+    StdinFailed {
+        process_id: String,
+        written: usize,
+        total: usize,
+        source: std::io::Error,
+    },
+
+    /// A line longer than the terminal's canonical-mode limit `max` would be cut silently by
+    /// the kernel, so nothing was written (`INVALID_ARGUMENT`). A retry does not help: split
+    /// the line, or run the program without tty.
+    #[error(
+        "a line of {longest} bytes is longer than the terminal's canonical-mode limit of {max} \
+         bytes, and the kernel would drop the rest silently; nothing was written: split the \
+         line, or run the program without tty"
+    )]
+    LineTooLong { longest: usize, max: usize },
+
+    /// An OS call on a process's terminal or pipes failed unexpectedly (`INTERNAL`). A retry
+    /// may help.
+    #[error("process {process_id}: {action} failed: {source}")]
+    ProcessIo {
+        process_id: String,
+        action: &'static str,
+        source: std::io::Error,
+    },
+
+    /// Processes can only be started inside a tokio runtime (`INTERNAL`, a host bug). A retry
+    /// does not help.
+    #[error("exec needs a tokio runtime: {0}")]
+    NoRuntime(#[from] tokio::runtime::TryCurrentError),
+
+    // --- coordination (works and intents) ----------------------------------------------------
+    /// No work has this id (`WORK_NOT_FOUND`). A retry does not help: call `work_open`.
+    #[error("no work {work_id:?}; call work_open or list works at /inbox")]
+    WorkNotFound { work_id: String },
+
+    /// The work was closed or stopped (`WORK_CLOSED`). A retry does not help: open a new work.
+    #[error("work {work_id:?} is {}; open a new work with work_open", state.as_str())]
+    WorkClosed { work_id: String, state: WorkState },
+
+    /// No intent has this id (`INTENT_NOT_FOUND`). A retry does not help.
+    #[error("no intent {intent_id:?}; list the work's intents at /inbox")]
+    IntentNotFound { intent_id: String },
+
+    /// The intent belongs to another work than the one named (`INTENT_NOT_FOUND`). A retry does
+    /// not help.
+    #[error("intent {intent_id:?} does not belong to work {work_id:?}")]
+    IntentNotInWork { intent_id: String, work_id: String },
+
+    /// The agent has claimed the intent, so the user can no longer change it
+    /// (`INTENT_ALREADY_CLAIMED`; `doing` is the refused change). A retry does not help.
+    #[error("intent {intent_id:?} is claimed by the agent; it can no longer be {doing}")]
+    IntentAlreadyClaimed {
+        intent_id: String,
+        doing: &'static str,
+    },
+
+    /// The intent's state does not allow the change (`INTENT_NOT_EDITABLE`; `reason` names the
+    /// state and what to do). A retry does not help.
+    #[error("intent {intent_id:?} is {reason}")]
+    IntentNotEditable { intent_id: String, reason: String },
+
+    /// The intent was edited since the caller read it: it is at `current`, not `given`
+    /// (`INTENT_REVISION_CONFLICT`). Reload it and retry with the current revision.
+    #[error("intent {intent_id:?} is at revision {current}, not {given}; reload it and retry")]
+    IntentRevisionConflict {
+        intent_id: String,
+        current: u64,
+        given: u64,
+    },
+
+    /// `steer_complete` on an intent not claimed yet (`INVALID_ARGUMENT`). Claim it first.
+    #[error("intent {intent_id:?} is not claimed; claim it with steer_claim_next first")]
+    IntentNotClaimed { intent_id: String },
+
+    // --- requests and internals --------------------------------------------------------------
+    /// A request value is out of range or inconsistent (`INVALID_ARGUMENT`); `field` names the
+    /// offending request field when known (`arguments.cmd`). A retry does not help: fix it as
+    /// the message says.
+    #[error("{message}")]
+    InvalidArgument {
+        field: Option<String>,
+        message: String,
+    },
+
+    /// SQLite failed (the ledger or the steering store: disk full, a lock held too long,
+    /// corruption; `INTERNAL`). A retry may help.
+    #[error("database error: {0}; retry later, or check the database file")]
+    Db(#[from] rusqlite::Error),
+
+    /// A record could not be encoded as JSON, or stored JSON could not be decoded (`INTERNAL`).
+    /// A retry does not help.
+    #[error("cannot encode or decode a stored record: {0}")]
+    Json(#[from] serde_json::Error),
+
+    /// A stored record (`what`) cannot be read back (`INTERNAL`). A retry does not help:
+    /// inspect the record or the database file.
+    #[error("{what} is unreadable ({detail}); inspect it, or check the database file")]
+    StoredUnreadable { what: String, detail: String },
+
+    /// A blocking task of the service panicked or was cancelled (`INTERNAL`). A retry may help.
+    #[error("internal task failed: {0}")]
+    TaskFailed(#[from] tokio::task::JoinError),
+}
+
+impl Error {
+    /// An `INVALID_ARGUMENT` without a field.
+    pub(crate) fn invalid(message: impl Into<String>) -> Error {
+        Error::InvalidArgument {
+            field: None,
+            message: message.into(),
+        }
+    }
+
+    /// An `INVALID_ARGUMENT` from [`spaces_sdk::decode`]'s refusal (which names the field).
+    pub(crate) fn decode(e: ApiError) -> Error {
+        Error::InvalidArgument {
+            field: e.field,
+            message: e.message,
+        }
+    }
+
+    /// `self` as the outcome of the patch operation `operation_id`.
+    pub(crate) fn in_operation(self, operation_id: &str) -> Error {
+        Error::InOperation {
+            operation_id: operation_id.to_owned(),
+            error: Box::new(self),
+        }
+    }
+
+    /// The wire error code (API reference, "Error codes"): the one mapping.
+    pub fn code(&self) -> ErrorCode {
+        use Error as E;
+        match self {
+            E::WorkspaceNotFound { .. } => ErrorCode::WorkspaceNotFound,
+            E::ReadOnly { .. } => ErrorCode::Unauthorized,
+            E::WorkspaceBusy { .. } => ErrorCode::WorkspaceBusy,
+            E::RootUnavailable { source, .. } => match source.kind() {
+                std::io::ErrorKind::NotFound => ErrorCode::FileNotFound,
+                std::io::ErrorKind::NotADirectory => ErrorCode::PathNotDirectory,
+                _ => ErrorCode::FileOperationFailed,
+            },
+            E::PathEscape { .. } => ErrorCode::PathEscape,
+            E::SymlinkRejected { .. } => ErrorCode::SymlinkRejected,
+            E::SpecialFileRejected { .. } => ErrorCode::SpecialFileRejected,
+            E::FileNotFound { .. } => ErrorCode::FileNotFound,
+            E::PathNotDirectory { .. } => ErrorCode::PathNotDirectory,
+            E::FileOperationFailed { .. } | E::VerifyMismatch { .. } | E::CommitFailed { .. } => {
+                ErrorCode::FileOperationFailed
+            }
+            E::InvalidPatch { .. } | E::ContextNotFound { .. } | E::AmbiguousContext { .. } | E::HunkOutOfOrder { .. } => {
+                ErrorCode::InvalidPatch
+            }
+            E::AddFileExists { .. } => ErrorCode::AddFileExists,
+            E::MoveDestinationExists { .. } => ErrorCode::MoveDestinationExists,
+            E::VersionConflict { .. } => ErrorCode::VersionConflict,
+            E::RollbackFailed { cause, .. } => cause.code(),
+            E::OperationKeyConflict { .. } => ErrorCode::OperationKeyConflict,
+            E::OperationNotFound { .. } => ErrorCode::OperationNotFound,
+            E::InOperation { error, .. } => error.code(),
+            E::Replayed(stored) => stored.code,
+            E::ApprovalRequired { .. } => ErrorCode::ApprovalRequired,
+            E::ApprovalNotFound { .. } => ErrorCode::ApprovalNotFound,
+            E::ApprovalConflict { .. } => ErrorCode::ApprovalConflict,
+            E::ApprovalAmbiguous { .. } => ErrorCode::ApprovalAmbiguous,
+            E::EmptyCommand => ErrorCode::InvalidCommand,
+            E::SpawnFailed { .. } => ErrorCode::ProcessSpawnFailed,
+            E::ProcessNotFound { .. } => ErrorCode::ProcessNotFound,
+            E::ProcessNotTty { .. } => ErrorCode::ProcessNotTty,
+            E::ProcessNotRunning { .. } | E::StdinClosed { .. } => ErrorCode::ProcessNotRunning,
+            E::StdinTimeout { .. } => ErrorCode::Timeout,
+            E::WorkNotFound { .. } => ErrorCode::WorkNotFound,
+            E::WorkClosed { .. } => ErrorCode::WorkClosed,
+            E::IntentNotFound { .. } | E::IntentNotInWork { .. } => ErrorCode::IntentNotFound,
+            E::IntentAlreadyClaimed { .. } => ErrorCode::IntentAlreadyClaimed,
+            E::IntentNotEditable { .. } => ErrorCode::IntentNotEditable,
+            E::IntentRevisionConflict { .. } => ErrorCode::IntentRevisionConflict,
+            E::IsDirectory { .. }
+            | E::LineTooLong { .. }
+            | E::IntentNotClaimed { .. }
+            | E::InvalidArgument { .. } => ErrorCode::InvalidArgument,
+            E::Registry(_)
+            | E::OperationFinished { .. }
+            | E::ProcessIo { .. }
+            | E::StdinFailed { .. }
+            | E::NoRuntime(_)
+            | E::Db(_)
+            | E::Json(_)
+            | E::StoredUnreadable { .. }
+            | E::TaskFailed(_) => ErrorCode::Internal,
+        }
+    }
+
+    /// The wire error: [`Error::code`], the message, and the `operation_id`, `approval_id` and
+    /// `field` this error carries. A [`Error::Replayed`] answer is returned as it was stored.
+    pub fn to_api(&self) -> ApiError {
+        match self {
+            Error::Replayed(stored) => stored.clone(),
+            Error::InOperation {
+                operation_id,
+                error,
+            } => ApiError {
+                operation_id: Some(operation_id.clone()),
+                ..error.to_api()
+            },
+            other => ApiError {
+                code: other.code(),
+                message: other.to_string(),
+                operation_id: other.operation_id().map(str::to_owned),
+                approval_id: other.approval_id().map(str::to_owned),
+                field: match other {
+                    Error::InvalidArgument { field, .. } => field.clone(),
+                    _ => None,
+                },
+            },
+        }
+    }
+
+    fn operation_id(&self) -> Option<&str> {
+        match self {
+            Error::OperationKeyConflict { operation_id, .. }
+            | Error::OperationFinished { operation_id } => Some(operation_id),
+            Error::OperationNotFound {
+                by: OperationRef::Id(operation_id),
+            } => Some(operation_id),
+            _ => None,
+        }
+    }
+
+    fn approval_id(&self) -> Option<&str> {
+        match self {
+            Error::WorkspaceBusy { approval_id, .. } => approval_id.as_deref(),
+            Error::ApprovalRequired { approval_id, .. }
+            | Error::ApprovalNotFound { approval_id }
+            | Error::ApprovalConflict { approval_id, .. }
+            | Error::ApprovalAmbiguous { approval_id } => Some(approval_id),
+            _ => None,
+        }
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> ApiError {
+        match e {
+            Error::Replayed(stored) => stored,
+            other => other.to_api(),
+        }
+    }
+}
+
+impl From<&Error> for ApiError {
+    fn from(e: &Error) -> ApiError {
+        e.to_api()
+    }
+}
+
+/// `operation_id "op-…"` or `operation_key "…"`.
+fn describe(by: &OperationRef) -> String {
+    match by {
+        OperationRef::Id(id) => format!("operation_id {id:?}"),
+        OperationRef::Key(key) => format!("operation_key {key:?}"),
+    }
+}
+
+/// Lists at most 10 line numbers: "3, 9, 14".
+fn list(lines: &[usize]) -> String {
+    const MAX: usize = 10;
+    let mut shown: Vec<String> = lines.iter().take(MAX).map(usize::to_string).collect();
+    if lines.len() > MAX {
+        shown.push(format!("and {} more", lines.len() - MAX));
+    }
+    shown.join(", ")
+}
+
+fn near_lines(near: &[usize]) -> String {
+    match near {
+        [] => String::new(),
+        [one] => format!(" (its first line is at line {one}, the lines after it differ)"),
+        many => format!(
+            " (its first line is at lines {}, the lines after them differ)",
+            list(many)
+        ),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wire_error_carries_the_ids_and_field_of_its_variant() {
+        let e = Error::OperationKeyConflict {
+            operation_key: "k".into(),
+            operation_id: "op-1".into(),
+        }
+        .to_api();
+        assert_eq!(
+            (e.code, e.operation_id.as_deref(), e.approval_id),
+            (ErrorCode::OperationKeyConflict, Some("op-1"), None)
+        );
+        let e = ApiError::from(Error::WorkspaceBusy {
+            workspace_id: "demo".into(),
+            process_id: "proc-1".into(),
+            approval_id: Some("appr-1".into()),
+        });
+        assert_eq!(
+            (e.code, e.approval_id.as_deref()),
+            (ErrorCode::WorkspaceBusy, Some("appr-1"))
+        );
+        let e = ApiError::from(Error::InvalidArgument {
+            field: Some("arguments.cmd".into()),
+            message: "no".into(),
+        });
+        assert_eq!(
+            (e.code, e.field.as_deref(), e.message.as_str()),
+            (ErrorCode::InvalidArgument, Some("arguments.cmd"), "no")
+        );
+    }
+
+    #[test]
+    fn an_error_inside_an_operation_keeps_its_code_and_names_the_operation() {
+        let inner = Error::VersionConflict {
+            path: "a".into(),
+            expected: "absent".into(),
+            current: "sha256:00".into(),
+        };
+        let message = inner.to_string();
+        let e = ApiError::from(inner.in_operation("op-7"));
+        assert_eq!(e.code, ErrorCode::VersionConflict);
+        assert_eq!(e.operation_id.as_deref(), Some("op-7"));
+        assert_eq!(e.message, message);
+    }
+
+    #[test]
+    fn a_replayed_answer_is_the_stored_one() {
+        let mut stored = ApiError::new(ErrorCode::InvalidPatch, "line 1");
+        stored.operation_id = Some("op-1".into());
+        let e = Error::Replayed(stored.clone());
+        assert_eq!(e.code(), ErrorCode::InvalidPatch);
+        assert_eq!(e.to_string(), "line 1");
+        assert_eq!(ApiError::from(e), stored);
+    }
+
+    #[test]
+    fn a_root_that_cannot_be_opened_answers_by_its_cause() {
+        let root = PathBuf::from("/nope");
+        let code = |kind| {
+            Error::RootUnavailable {
+                root: root.clone(),
+                source: std::io::Error::from(kind),
+            }
+            .code()
+        };
+        assert_eq!(code(std::io::ErrorKind::NotFound), ErrorCode::FileNotFound);
+        assert_eq!(
+            code(std::io::ErrorKind::NotADirectory),
+            ErrorCode::PathNotDirectory
+        );
+        assert_eq!(
+            code(std::io::ErrorKind::PermissionDenied),
+            ErrorCode::FileOperationFailed
+        );
+    }
+}
