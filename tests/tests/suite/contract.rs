@@ -126,13 +126,19 @@ fn refusal(r: Result<Value, ClientError>, what: &str) -> spaces_sdk::ApiError {
     }
 }
 
-#[tokio::test]
-async fn every_operation_over_http_three_ways() {
+/// A daemon whose `claude-code` is a fake that sleeps silently: a run stays mid-turn.
+async fn daemon_with_a_silent_claude() -> (TestDaemon, tempfile::TempDir) {
     let bin_dir = tempfile::tempdir().unwrap();
     let fake = bin_dir.path().join("fake-claude");
     std::fs::write(&fake, "#!/bin/sh\nexec sleep 60\n").unwrap();
     std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let d = TestDaemon::start_with_env(vec![("SPACES_HARNESS_BIN_CLAUDE_CODE".into(), fake.display().to_string())]).await;
+    (d, bin_dir)
+}
+
+#[tokio::test]
+async fn every_operation_over_http_three_ways() {
+    let (d, _bin_dir) = daemon_with_a_silent_claude().await;
     let root = d.space("s").await;
     std::fs::write(root.join("a.txt"), "alpha\n").unwrap();
     d.space("x").await;
@@ -225,11 +231,7 @@ async fn case_c2_every_refusal_comes_in_the_envelope() {
 /// last cursor, never a wait followed by `caught_up: true`.
 #[tokio::test]
 async fn case_c3_a_cursor_past_the_end_is_refused_at_once() {
-    let bin_dir = tempfile::tempdir().unwrap();
-    let fake = bin_dir.path().join("fake-claude");
-    std::fs::write(&fake, "#!/bin/sh\nexec sleep 60\n").unwrap();
-    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let d = TestDaemon::start_with_env(vec![("SPACES_HARNESS_BIN_CLAUDE_CODE".into(), fake.display().to_string())]).await;
+    let (d, _bin_dir) = daemon_with_a_silent_claude().await;
     d.space("s").await;
     let run = d.client.space("s").agent_start("claude-code", "hi", None, None).await.unwrap().run_id;
     d.wait_for_event("s", &run, Duration::from_secs(30), |e| e.kind == EventKind::TurnStarted).await;
@@ -262,11 +264,7 @@ async fn case_c3_a_cursor_past_the_end_is_refused_at_once() {
 /// `RESOURCE_QUEUE_FULL` (HTTP 429), and the queued ones stay queued.
 #[tokio::test]
 async fn follow_ups_past_the_queue_limit_are_refused_with_resource_queue_full() {
-    let bin_dir = tempfile::tempdir().unwrap();
-    let fake = bin_dir.path().join("fake-claude");
-    std::fs::write(&fake, "#!/bin/sh\nexec sleep 60\n").unwrap();
-    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let d = TestDaemon::start_with_env(vec![("SPACES_HARNESS_BIN_CLAUDE_CODE".into(), fake.display().to_string())]).await;
+    let (d, _bin_dir) = daemon_with_a_silent_claude().await;
     d.space("s").await;
     let space = d.client.space("s");
     let run = space.agent_start("claude-code", "hi", None, None).await.unwrap().run_id;
