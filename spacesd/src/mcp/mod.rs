@@ -26,6 +26,7 @@
 
 pub mod autostart;
 pub mod backend;
+pub mod docs;
 mod handler;
 pub mod http;
 pub mod stdio;
