@@ -18,17 +18,22 @@ use super::SpacesMcp;
 use crate::config::Config;
 
 /// Serve MCP on stdio until stdin closes. Errors: no daemon answers and none could be started,
-/// or the MCP handshake failed.
+/// or the MCP handshake failed (a client that closes stdin before `initialize` is no error).
 pub async fn run(cfg: Config) -> anyhow::Result<()> {
     super::autostart::ensure_daemon(&cfg).await?;
     let ended = CancellationToken::new();
     let (stdin, stdout) = rmcp::transport::io::stdio_pipes();
     let stdin = EofSignal { inner: stdin, eof: ended.clone() };
     let handler = SpacesMcp::new(Daemon::new(cfg), ended.clone());
-    let running = handler
-        .serve((stdin, stdout))
-        .await
-        .map_err(|e| anyhow::anyhow!("MCP handshake on stdio failed: {e}"))?;
+    let running = match handler.serve((stdin, stdout)).await {
+        Ok(running) => running,
+        // The client went away before initializing (stdin closed): nothing to serve.
+        Err(e) if ended.is_cancelled() => {
+            tracing::debug!(%e, "spacesd mcp: stdin closed before initialize");
+            return Ok(());
+        }
+        Err(e) => anyhow::bail!("MCP handshake on stdio failed: {e}"),
+    };
     let reason = running.waiting().await;
     ended.cancel();
     tracing::debug!(?reason, "spacesd mcp: stdio closed");
