@@ -224,8 +224,8 @@ async fn case_m28_cancel_ends_a_blocked_wait_and_the_process_keeps_running() {
     m.ok("terminate_process", json!({"process_id": pid}));
 }
 
-/// M29: initialize, close stdin: exit within 2 s with code 0, also with a wait in flight; a
-/// process started over MCP keeps running in the daemon.
+/// M29: initialize, close stdin: exit within 2 s with code 0, also before initializing and with
+/// a wait in flight; a process started over MCP keeps running in the daemon.
 #[tokio::test]
 async fn case_m29_stdio_exits_promptly_when_stdin_closes() {
     let d = TestDaemon::start().await;
@@ -237,6 +237,12 @@ async fn case_m29_stdio_exits_promptly_when_stdin_closes() {
     let st = m.wait_exit(Duration::from_secs(2)).unwrap_or_else(|| panic!("still running 2 s after stdin closed"));
     assert!(st.success(), "exit code 0: {st:?}; stderr:\n{}", m.stderr_text());
     assert!(t.elapsed() < Duration::from_secs(2));
+
+    // A client that leaves before initializing: a clean exit too.
+    let mut early = StdioMcp::start(&d.state_dir(), &[], &d.dir.path().join("early-stderr.log"));
+    early.close_stdin();
+    let st = early.wait_exit(Duration::from_secs(2)).expect("exits");
+    assert!(st.success(), "{st:?}: {}", early.stderr_text());
 
     let mut m = stdio(&d, &[]);
     let run = m.ok("exec_command", json!({"workspace_id": "demo", "command": ["sleep", "60"]}));
