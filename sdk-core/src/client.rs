@@ -222,7 +222,7 @@ fn enc(s: &str) -> String {
 
 macro_rules! client_methods {
     ($( $name:ident: $marker:ident, $method:ident $path:literal,
-        $req:ty => $res:ty, $ro:literal, $aud:ident, $doc:literal; )*) => {
+        $req:ty => $res:ty, $ro:literal, $aud:ident $([$($hint:ident),*])?, $doc:literal; )*) => {
         /// One method per operation of the catalogue ([`crate::op`]), named after it.
         impl Client {
             $(

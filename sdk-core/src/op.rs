@@ -37,6 +37,18 @@ pub enum Audience {
     Inbox,
 }
 
+/// What an operation that changes state does, for callers that decide how carefully to call it
+/// (MCP tool annotations `destructiveHint`, `idempotentHint`). Read-only operations need none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hint {
+    /// It may delete, overwrite or end something (`destructiveHint: true`).
+    Destructive,
+    /// It only adds or records state, never removes any (`destructiveHint: false`).
+    Additive,
+    /// The same call again has no further effect (`idempotentHint: true`).
+    Idempotent,
+}
+
 /// One operation of the contract. Implemented by the marker types in [`ops`].
 pub trait Operation {
     /// Wire name (`agent_start`, `read`, ...): the MCP tool name and the SDK method name.
@@ -51,6 +63,8 @@ pub trait Operation {
     const READ_ONLY: bool;
     /// Who it is for beyond HTTP.
     const AUDIENCE: Audience;
+    /// Behaviour hints of an operation that changes state (empty: none stated).
+    const HINTS: &'static [Hint];
     /// The request (`#[serde(deny_unknown_fields)]`).
     type Request: Serialize + DeserializeOwned + schemars::JsonSchema + Send + Sync + 'static;
     /// The result.
@@ -66,6 +80,7 @@ pub struct OperationInfo {
     pub path: &'static str,
     pub read_only: bool,
     pub audience: Audience,
+    pub hints: &'static [Hint],
 }
 
 impl OperationInfo {
@@ -78,7 +93,25 @@ impl OperationInfo {
             path: O::PATH,
             read_only: O::READ_ONLY,
             audience: O::AUDIENCE,
+            hints: O::HINTS,
         }
+    }
+
+    /// `Some(true)` for [`Hint::Destructive`], `Some(false)` for [`Hint::Additive`], else `None`
+    /// (not stated; MCP clients then assume a state-changing tool may be destructive).
+    pub fn destructive(&self) -> Option<bool> {
+        if self.hints.contains(&Hint::Destructive) {
+            Some(true)
+        } else if self.hints.contains(&Hint::Additive) {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    /// True for [`Hint::Idempotent`].
+    pub fn idempotent(&self) -> bool {
+        self.hints.contains(&Hint::Idempotent)
     }
 
     /// The `{field}` names of the route template, in order.
@@ -93,7 +126,8 @@ pub fn path_params(path: &'static str) -> Vec<&'static str> {
 }
 
 /// Calls `$callback!` with the whole catalogue, one entry per operation:
-/// `name: Marker, METHOD "/path", Request => Result, read_only, Audience, "doc";`.
+/// `name: Marker, METHOD "/path", Request => Result, read_only, Audience [Hint, ...], "doc";`
+/// (the `[hints]` of a state-changing operation are optional; see [`Hint`]).
 #[macro_export]
 macro_rules! for_each_operation {
     ($callback:ident) => {
@@ -106,7 +140,7 @@ macro_rules! for_each_operation {
                 $crate::Empty => Vec<$crate::SpaceRecord>, true, Tool,
                 "Every Space registered on this host.";
             space_add: SpaceAdd, Post "/v1/spaces",
-                $crate::SpaceAddRequest => $crate::SpaceRecord, false, Tool,
+                $crate::SpaceAddRequest => $crate::SpaceRecord, false, Tool [Idempotent],
                 "Register a Space (name, directory, policy); the same registration again is a no-op.";
             agent_start: AgentStart, Post "/v1/spaces/{space}/agents",
                 $crate::AgentStartRequest => $crate::AgentStartReport, false, Tool,
@@ -124,10 +158,10 @@ macro_rules! for_each_operation {
                 $crate::AgentMessageRequest => $crate::ActionReport, false, Tool,
                 "Send a follow-up: the next turn, queued mid-turn, or forced after an interrupt.";
             agent_interrupt: AgentInterrupt, Post "/v1/spaces/{space}/agents/{run_id}/interrupt",
-                $crate::AgentRunRequest => $crate::ActionReport, false, Tool,
+                $crate::AgentRunRequest => $crate::ActionReport, false, Tool [Idempotent],
                 "Cancel the turn in flight; the session stays open.";
             agent_stop: AgentStop, Post "/v1/spaces/{space}/agents/{run_id}/stop",
-                $crate::AgentRunRequest => $crate::ActionReport, false, Tool,
+                $crate::AgentRunRequest => $crate::ActionReport, false, Tool [Destructive, Idempotent],
                 "Stop the run: signal, grace, then kill of every process it has.";
 
             // ----- CodeSpace tools (API reference, "CodeSpace execution layer") -----
@@ -159,34 +193,34 @@ macro_rules! for_each_operation {
                 $crate::tools::WriteStdinRequest => $crate::tools::Coordinated<$crate::tools::OkResult>, false, Tool,
                 "Write bytes to a running command's stdin or terminal.";
             process_resize: ProcessResize, Post "/v1/tools/process_resize",
-                $crate::tools::ProcessResizeRequest => $crate::tools::Coordinated<$crate::tools::OkResult>, false, Tool,
+                $crate::tools::ProcessResizeRequest => $crate::tools::Coordinated<$crate::tools::OkResult>, false, Tool [Additive, Idempotent],
                 "Resize a running command's terminal.";
             terminate_process: TerminateProcess, Post "/v1/tools/terminate_process",
-                $crate::tools::TerminateProcessRequest => $crate::tools::Coordinated<$crate::tools::OkResult>, false, Tool,
+                $crate::tools::TerminateProcessRequest => $crate::tools::Coordinated<$crate::tools::OkResult>, false, Tool [Destructive, Idempotent],
                 "End a command's whole process group: signal, grace, kill.";
             approval_create: ApprovalCreate, Post "/v1/tools/approval_create",
-                $crate::tools::ApprovalCreateRequest => $crate::tools::Coordinated<$crate::tools::ApprovalRecord>, false, Tool,
+                $crate::tools::ApprovalCreateRequest => $crate::tools::Coordinated<$crate::tools::ApprovalRecord>, false, Tool [Additive],
                 "Open an approval hold for an apply_patch or exec_command call.";
             approval_resolve: ApprovalResolve, Post "/v1/tools/approval_resolve",
-                $crate::tools::ApprovalResolveRequest => $crate::tools::Coordinated<$crate::tools::ApprovalResolveResult>, false, Tool,
+                $crate::tools::ApprovalResolveRequest => $crate::tools::Coordinated<$crate::tools::ApprovalResolveResult>, false, Tool [Additive],
                 "Grant or deny a pending approval hold.";
             operation_resume: OperationResume, Post "/v1/tools/operation_resume",
-                $crate::tools::OperationResumeRequest => $crate::tools::Coordinated<$crate::tools::OperationResumeResult>, false, Tool,
+                $crate::tools::OperationResumeRequest => $crate::tools::Coordinated<$crate::tools::OperationResumeResult>, false, Tool [Idempotent],
                 "Run a granted hold's call once and store its result.";
             work_open: WorkOpen, Post "/v1/tools/work_open",
-                $crate::tools::WorkOpenRequest => $crate::tools::Work, false, Tool,
+                $crate::tools::WorkOpenRequest => $crate::tools::Work, false, Tool [Additive],
                 "Open a work (coordination context) in a workspace.";
             steer_status: SteerStatus, Post "/v1/tools/steer_status",
                 $crate::tools::SteerStatusRequest => $crate::tools::Coordinated<$crate::tools::SteerStatus>, true, Tool,
                 "Counts of a work's steering queue, never the instruction bodies.";
             steer_claim_next: SteerClaimNext, Post "/v1/tools/steer_claim_next",
-                $crate::tools::SteerClaimNextRequest => $crate::tools::Coordinated<$crate::tools::SteerClaimNextResult>, false, Tool,
+                $crate::tools::SteerClaimNextRequest => $crate::tools::Coordinated<$crate::tools::SteerClaimNextResult>, false, Tool [Additive],
                 "Claim the next deliverable instruction of a work.";
             steer_complete: SteerComplete, Post "/v1/tools/steer_complete",
-                $crate::tools::SteerCompleteRequest => $crate::tools::Coordinated<$crate::tools::Intent>, false, Tool,
+                $crate::tools::SteerCompleteRequest => $crate::tools::Coordinated<$crate::tools::Intent>, false, Tool [Additive],
                 "Mark a claimed instruction done or blocked.";
             work_finish: WorkFinish, Post "/v1/tools/work_finish",
-                $crate::tools::WorkFinishRequest => $crate::tools::Coordinated<$crate::tools::WorkFinishResult>, false, Tool,
+                $crate::tools::WorkFinishRequest => $crate::tools::Coordinated<$crate::tools::WorkFinishResult>, false, Tool [Additive],
                 "Close a work, unless instructions are still pending.";
 
             // ----- the user's side of steering (`/inbox`) -----
@@ -220,7 +254,7 @@ macro_rules! for_each_operation {
 
 macro_rules! define_operations {
     ($( $name:ident: $marker:ident, $method:ident $path:literal,
-        $req:ty => $res:ty, $ro:literal, $aud:ident, $doc:literal; )*) => {
+        $req:ty => $res:ty, $ro:literal, $aud:ident $([$($hint:ident),*])?, $doc:literal; )*) => {
         /// Marker types, one per operation (`ops::AgentStart`, `ops::Read`, ...).
         pub mod ops {
             $(
@@ -234,6 +268,7 @@ macro_rules! define_operations {
                     const PATH: &'static str = $path;
                     const READ_ONLY: bool = $ro;
                     const AUDIENCE: super::Audience = super::Audience::$aud;
+                    const HINTS: &'static [super::Hint] = &[$($(super::Hint::$hint),*)?];
                     type Request = $req;
                     type Result = $res;
                 }

@@ -3,7 +3,7 @@
 //! Theory of operation: `spacesd serve` owns one state dir (`--state-dir`/`SPACES_HOME`): a
 //! SQLite database (spaces, runs, turns, event logs), one directory per run (0700: the secret
 //! `env.json` 0600, the redacted output journal, the agent's private home), and a Unix socket.
-//! Callers start agent runs through the HTTP API ([`http`]); the [`supervisor`] records each run
+//! Callers start agent runs through the HTTP API ([`http`]) or MCP ([`mcp`]); the [`supervisor`] records each run
 //! and gives it an actor that launches the harness's CLI as a detached, tagged process
 //! (`spaces-codespace`), turns its output into normalized events (`spaces-harnesses`) and appends
 //! them to the durable [`eventlog`], waking long-poll readers.
@@ -18,6 +18,7 @@ pub mod error;
 pub mod eventlog;
 pub mod fsutil;
 pub mod http;
+pub mod mcp;
 pub mod serve;
 pub mod service;
 pub mod store;

@@ -1,5 +1,6 @@
-//! `spacesd serve`: open the store, recover runs, and serve the HTTP API on the Unix socket
-//! (0600, `<state dir>/spacesd.sock`) and optionally on loopback TCP with a bearer token.
+//! `spacesd serve`: open the store, recover runs, and serve the HTTP API and MCP (`/mcp`,
+//! Streamable HTTP) on the Unix socket (0600, `<state dir>/spacesd.sock`) and optionally on
+//! loopback TCP with a bearer token.
 
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
@@ -10,6 +11,7 @@ use anyhow::Context;
 
 use crate::config::Config;
 use crate::http::{self, AppState, TcpAuth};
+use crate::mcp;
 use crate::store::Store;
 use crate::supervisor::Supervisor;
 
@@ -71,6 +73,10 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     let state = open(cfg).await?;
     let sup = state.sup.clone();
     let app = http::router(state.sup.clone(), state.cs.clone());
+    // `/mcp` on each listener (its accepted `Host` values differ), ended with the daemon.
+    let service = crate::service::Service::new(state.sup.clone(), state.cs.clone());
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let mcp_route = |listener| mcp::http::router(service.clone(), listener, shutdown.child_token());
     let mut tasks = tokio::task::JoinSet::new();
     // Everything a client may look for (token file, tcp.addr, signal handling) is ready before
     // the Unix socket accepts its first request: callers wait for the socket.
@@ -79,12 +85,16 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot bind {addr}"))?;
         let bound = listener.local_addr()?;
         std::fs::write(sup.config().state_dir.join("tcp.addr"), bound.to_string())?;
-        let app = app.clone().layer(axum::middleware::from_fn_with_state(TcpAuth { token }, http::auth_check));
+        let app = app
+            .clone()
+            .merge(mcp_route(mcp::http::Listener::Tcp(bound)))
+            .layer(axum::middleware::from_fn_with_state(TcpAuth { token }, http::auth_check));
         tasks.spawn(async move { axum::serve(listener, app).await.map_err(anyhow::Error::from) });
         eprintln!("spacesd: listening on http://{bound} (bearer token in {})", token_file.display());
     }
     let unix = tokio::net::UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
+    let app = app.merge(mcp_route(mcp::http::Listener::Unix));
     tasks.spawn(async move { axum::serve(unix, app).await.map_err(anyhow::Error::from) });
     eprintln!("spacesd: listening on {}", socket.display());
     tokio::select! {
@@ -92,6 +102,7 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         _ = term.recv() => {}
         Some(res) = tasks.join_next() => { res??; }
     }
+    shutdown.cancel();
     let _ = std::fs::remove_file(&socket);
     let ended = state.cs.processes().terminate_all().await;
     if ended > 0 {

@@ -1,7 +1,7 @@
 //! The `spacesd` command line: the daemon (`serve`), Space registration, the agent operations
-//! of the API (`agent start|status|events|send|interrupt|stop|list`), `capabilities`,
-//! `tools install`, and the offline `demo`. Client commands talk to a running daemon over its
-//! Unix socket.
+//! of the API (`agent start|status|events|send|interrupt|stop|list`), `capabilities`, `tool`,
+//! `mcp` (the MCP server on stdio), `tools install`, and the offline `demo`. Client commands
+//! talk to a running daemon over its Unix socket.
 
 mod agent;
 mod print;
@@ -60,6 +60,11 @@ pub enum Command {
         /// file (for large patches).
         arguments: Option<String>,
     },
+    /// Serve MCP on stdin/stdout (newline-delimited JSON-RPC) for an MCP client such as Claude
+    /// Code or Codex: every tool of the API, run by the daemon of the state dir, which is started
+    /// in the background (log: <state dir>/spacesd.log) if none is running. Logs go to stderr.
+    /// See docs/mcp.md.
+    Mcp,
     /// Install the pinned agent CLIs now (otherwise they are installed on first use).
     #[command(subcommand)]
     Tools(ToolsCmd),
@@ -171,6 +176,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             println!("{}", serde_json::to_string_pretty(&client(&cfg).agent_capabilities(&Empty {}).await?)?);
             Ok(())
         }
+        Command::Mcp => crate::mcp::stdio::run(cfg).await,
         Command::Tools(ToolsCmd::Install { harness }) => tools_install(&cfg, harness).await,
         Command::Demo(args) => crate::demo::run(cfg, args).await,
     }

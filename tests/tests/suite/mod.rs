@@ -4,5 +4,6 @@ mod codespace;
 mod contract;
 mod fake_agents;
 mod harness;
+mod mcp;
 mod runs;
 mod tcp;

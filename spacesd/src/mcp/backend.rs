@@ -1,0 +1,64 @@
+//! Where an MCP tool call runs: the [`Backend`] trait and its two implementations, the
+//! in-process [`Service`] (for `/mcp` inside the daemon) and [`Daemon`] (the daemon of a state
+//! dir over its Unix socket, for `spacesd mcp` on stdio).
+
+use std::future::Future;
+
+use serde_json::Value;
+use spaces_sdk::client::{Client, ClientError, Endpoint};
+use spaces_sdk::{ApiError, ErrorCode};
+
+use crate::config::Config;
+use crate::service::Service;
+
+/// Runs one operation of the table by name with a JSON argument object. Dropping the future
+/// abandons the call (a cancelled MCP request); what the operation started keeps running.
+pub trait Backend: Clone + Send + Sync + 'static {
+    /// The operation's JSON result, or its wire error.
+    fn call(&self, name: &str, args: Value) -> impl Future<Output = Result<Value, ApiError>> + Send;
+}
+
+impl Backend for Service {
+    fn call(&self, name: &str, args: Value) -> impl Future<Output = Result<Value, ApiError>> + Send {
+        Service::call(self, name, args)
+    }
+}
+
+/// The daemon of one state dir, over its Unix socket (one HTTP request per call). When the
+/// socket does not answer, the daemon is started again ([`super::autostart::ensure_daemon`]) and the
+/// call is sent once more: a connection that was refused carried no request.
+#[derive(Clone)]
+pub struct Daemon {
+    cfg: Config,
+    client: Client,
+}
+
+impl Daemon {
+    /// The daemon of `cfg`'s state dir (the caller has made sure it answers).
+    pub fn new(cfg: Config) -> Daemon {
+        let client = Client::new(Endpoint::Unix(cfg.socket_path()));
+        Daemon { cfg, client }
+    }
+}
+
+impl Backend for Daemon {
+    async fn call(&self, name: &str, args: Value) -> Result<Value, ApiError> {
+        match self.client.call_named(name, args.clone()).await {
+            Err(ClientError::Connect { .. }) => {
+                super::autostart::ensure_daemon(&self.cfg).await.map_err(|e| {
+                    ApiError::new(ErrorCode::Internal, format!("{name}: spacesd is not running and could not be started: {e:#}"))
+                })?;
+                self.client.call_named(name, args).await.map_err(|e| wire(name, e))
+            }
+            other => other.map_err(|e| wire(name, e)),
+        }
+    }
+}
+
+/// A client failure as the wire error: the daemon's own error as is, anything else `INTERNAL`.
+fn wire(name: &str, e: ClientError) -> ApiError {
+    match e {
+        ClientError::Api(e) => e,
+        other => ApiError::new(ErrorCode::Internal, format!("{name}: {other}")),
+    }
+}

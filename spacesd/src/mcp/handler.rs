@@ -1,0 +1,129 @@
+//! [`SpacesMcp`]: the `rmcp` server handler. `tools/list` is the tool list of [`super::tools`];
+//! `tools/call` runs the row through the [`Backend`] and shapes the answer (see the module doc
+//! of [`crate::mcp`] for success, refusal and cancellation).
+
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities,
+    ServerConfig, Tool,
+};
+use rmcp::service::{Peer, RequestContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::Value;
+use spaces_sdk::ApiError;
+use tokio_util::sync::CancellationToken;
+
+use super::backend::Backend;
+use super::tools;
+
+/// How often a waiting call that carries a `progressToken` reports progress.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+const INSTRUCTIONS: &str = "Spaces: the CodeSpace tools (read, find, apply_patch, exec_command, read_process, ...) \
+act on a registered Space, named by workspace_id; agent_* tools start and follow coding-agent runs. \
+Errors come back as isError results whose text is {code, message, ...}.";
+
+/// The MCP server handler over one [`Backend`]. Cheap to clone (one per HTTP session).
+#[derive(Clone)]
+pub struct SpacesMcp<B> {
+    backend: B,
+    ended: CancellationToken,
+}
+
+impl<B: Backend> SpacesMcp<B> {
+    /// A handler whose calls run on `backend` and are abandoned when `ended` is cancelled (the
+    /// transport went away: stdin closed, or the daemon shuts down).
+    pub fn new(backend: B, ended: CancellationToken) -> SpacesMcp<B> {
+        SpacesMcp { backend, ended }
+    }
+
+    /// Runs tool `name` with `args`: `Ok(result)` for a success or a refusal, `Err` for an
+    /// unknown tool; `None` in the `Ok` when the call was cancelled before it answered.
+    async fn run(
+        &self,
+        name: &str,
+        args: Value,
+        cancelled: &CancellationToken,
+        progress: Option<(Peer<RoleServer>, ProgressToken)>,
+    ) -> Result<Option<CallToolResult>, McpError> {
+        let Some(entry) = tools::tool(name) else {
+            return Err(McpError::invalid_params(format!("unknown tool {name:?}; tools/list names them"), None));
+        };
+        let call = self.backend.call(name, args);
+        let ticker = async {
+            match progress {
+                Some((peer, token)) => report_progress(peer, token).await,
+                None => std::future::pending().await,
+            }
+        };
+        let outcome = tokio::select! {
+            outcome = call => outcome,
+            _ = cancelled.cancelled() => return Ok(None),
+            _ = self.ended.cancelled() => return Ok(None),
+            _ = ticker => return Ok(None),
+        };
+        Ok(Some(match outcome {
+            Ok(value) => CallToolResult::structured(tools::structured(entry, value)),
+            Err(e) => refusal(&e),
+        }))
+    }
+}
+
+/// A refusal as MCP wants it: `isError`, the wire error's JSON as text, no structured content.
+pub fn refusal(e: &ApiError) -> CallToolResult {
+    let text = serde_json::to_string(e).unwrap_or_else(|_| format!("{{\"code\":\"INTERNAL\",\"message\":{:?}}}", e.message));
+    CallToolResult::error(vec![ContentBlock::text(text)])
+}
+
+/// Sends a progress notification every [`PROGRESS_EVERY`] (progress = seconds waited) until
+/// dropped; ends only if the peer is gone.
+async fn report_progress(peer: Peer<RoleServer>, token: ProgressToken) {
+    let start = Instant::now();
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_EVERY, PROGRESS_EVERY);
+    loop {
+        tick.tick().await;
+        let waited = start.elapsed().as_secs_f64().floor();
+        let note = ProgressNotificationParam::new(token.clone(), waited).with_message(format!("waiting ({waited:.0} s)"));
+        if peer.notify_progress(note).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl<B: Backend> ServerHandler for SpacesMcp<B> {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("spacesd", env!("CARGO_PKG_VERSION")))
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(tools::tools().iter().map(|t| t.tool.clone()).collect()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        tools::tool(name).map(|t| t.tool.clone())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let progress = context.meta.get_progress_token().map(|t| (context.peer.clone(), t));
+        match self.run(&request.name, args, &context.ct, progress).await? {
+            Some(result) => Ok(result.into()),
+            // No answer goes out for a cancelled request (rmcp drops it); this error is for a
+            // transport that closed under a running call.
+            None => Err(McpError::internal_error("the call was cancelled before it answered", None)),
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! `spacesd mcp`: the MCP server on stdin/stdout (newline-delimited JSON-RPC), serving the
+//! daemon of the state dir (started in the background if none answers, see
+//! [`super::autostart`]).
+//!
+//! Stdout carries only JSON-RPC: nothing on this path prints, and logs go through `tracing` to
+//! stderr. When stdin closes, calls still waiting are abandoned at once (their processes and
+//! runs keep going in the daemon) and the command returns, so the process exits with code 0.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use rmcp::ServiceExt;
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio_util::sync::CancellationToken;
+
+use super::backend::Daemon;
+use super::SpacesMcp;
+use crate::config::Config;
+
+/// Serve MCP on stdio until stdin closes. Errors: no daemon answers and none could be started,
+/// or the MCP handshake failed (a client that closes stdin before `initialize` is no error).
+pub async fn run(cfg: Config) -> anyhow::Result<()> {
+    super::autostart::ensure_daemon(&cfg).await?;
+    let ended = CancellationToken::new();
+    let (stdin, stdout) = rmcp::transport::io::stdio_pipes();
+    let stdin = EofSignal { inner: stdin, eof: ended.clone() };
+    let handler = SpacesMcp::new(Daemon::new(cfg), ended.clone());
+    let running = match handler.serve((stdin, stdout)).await {
+        Ok(running) => running,
+        // The client went away before initializing (stdin closed): nothing to serve.
+        Err(e) if ended.is_cancelled() => {
+            tracing::debug!(%e, "spacesd mcp: stdin closed before initialize");
+            return Ok(());
+        }
+        Err(e) => anyhow::bail!("MCP handshake on stdio failed: {e}"),
+    };
+    let reason = running.waiting().await;
+    ended.cancel();
+    tracing::debug!(?reason, "spacesd mcp: stdio closed");
+    Ok(())
+}
+
+/// A reader that cancels `eof` when its input ends, so calls in flight stop waiting as soon as
+/// the client closes stdin (rmcp would otherwise give them up to 5 s to answer).
+struct EofSignal<R> {
+    inner: R,
+    eof: CancellationToken,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for EofSignal<R> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let (before, room) = (buf.filled().len(), buf.remaining() > 0);
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let Poll::Ready(result) = &polled {
+            if result.is_err() || (room && buf.filled().len() == before) {
+                self.eof.cancel();
+            }
+        }
+        polled
+    }
+}
