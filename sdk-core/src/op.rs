@@ -1,6 +1,6 @@
 //! The operation catalogue: every operation of the contract (API reference, all sections) with
 //! its name, one-line doc, request and result types, and HTTP route. It is data, listed once in
-//! [`for_each_operation!`]; the daemon's operation table, the typed [`crate::client::Client`],
+//! [`crate::for_each_operation!`]; the daemon's operation table, the typed [`crate::client::Client`],
 //! the HTTP routes, the OpenAPI document and the generated docs are all built from it.
 //!
 //! A new operation is one line here plus its handler in the daemon's `Service` (a test there

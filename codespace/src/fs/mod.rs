@@ -5,7 +5,7 @@
 //! `O_PATH | O_DIRECTORY` descriptor of it. Every later access goes through that descriptor:
 //! paths are opened by the kernel with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` (or a
 //! no-follow walk on old kernels), so a symlink anywhere on a path, `..`, an absolute path or
-//! a FIFO/device is refused at open time, never by string tests alone (see [`confine`]).
+//! a FIFO/device is refused at open time, never by string tests alone (see the `confine` module).
 //!
 //! - [`Root::read`]: a window of one regular file (<= 1 MiB) with the whole file's version.
 //! - [`Root::find`]: a no-follow walk listing regular files matching a glob, sorted, paged.

@@ -23,7 +23,7 @@ impl Root {
     ///
     /// Errors: `INVALID_ARGUMENT` for `limit` 0 or a directory; `FILE_NOT_FOUND` (its version
     /// is `absent`); `PATH_ESCAPE`, `SYMLINK_REJECTED`, `SPECIAL_FILE_REJECTED`,
-    /// `PATH_NOT_DIRECTORY`, `FILE_OPERATION_FAILED` (see [`confine`]).
+    /// `PATH_NOT_DIRECTORY`, `FILE_OPERATION_FAILED` (see the `confine` module).
     pub fn read(
         &self,
         path: &str,

@@ -44,7 +44,7 @@ pub enum CommitStatus {
     FailedPartial,
 }
 
-/// The outcome of [`Root::commit`]: `changes` are the plan's records in patch order; `error`
+/// The outcome of [`crate::fs::Root::commit`]: `changes` are the plan's records in patch order; `error`
 /// says why when the status is not `applied`.
 #[derive(Debug)]
 pub struct CommitReport {

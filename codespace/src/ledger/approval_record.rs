@@ -20,11 +20,11 @@ pub struct StoredApproval {
     pub operation_id: Option<String>,
 }
 
-/// What [`Ledger::approval_begin_resume`] decided.
+/// What [`crate::ledger::Ledger::approval_begin_resume`] decided.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ResumeStart {
     /// Was granted; now `resuming` under this daemon's `boot_id` (committed): re-check policy,
-    /// run once, then [`Ledger::approval_consume`].
+    /// run once, then [`crate::ledger::Ledger::approval_consume`].
     Run(StoredApproval),
     /// Already consumed: the stored terminal result (a repeated resume).
     Done(Value),

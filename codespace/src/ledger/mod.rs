@@ -7,7 +7,7 @@
 //! written by one daemon is visible to the next one opened on the same file.
 //!
 //! Patches (API.md "Idempotency", seed "Retry and recover deliberately"): the caller computes a
-//! [`Ledger::fingerprint`], then [`Ledger::mint`]s. A new key (or no key) gets a fresh
+//! [`fingerprint`], then [`Ledger::mint`]s. A new key (or no key) gets a fresh
 //! `op-<uuid>` row and a `minted` event *before* anything is written to disk; the caller then
 //! [`Ledger::finish`]es it with the status and the full response to replay. A repeated key with
 //! the same fingerprint replays that stored response; if there is none (still in flight, or left

@@ -31,7 +31,7 @@ pub enum OperationRef {
     Key(String),
 }
 
-/// What [`Ledger::mint`] decided.
+/// What [`crate::ledger::Ledger::mint`] decided.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Minted {
     /// A fresh row (`op-<uuid>`) and its `minted` event are committed: execute, then `finish`.

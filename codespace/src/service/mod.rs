@@ -14,7 +14,7 @@
 //! - read-only workspaces answer `read`/`find` only (`UNAUTHORIZED` for mutations);
 //! - with approvals `confirm`, `apply_patch` (not a `check_only` preview) and `exec_command`
 //!   return `APPROVAL_REQUIRED` with an `approval_id` instead of running; `operation_resume`
-//!   runs the held call once, after re-checking policy ([`approvals`]);
+//!   runs the held call once, after re-checking policy (the `approvals` module);
 //! - one live command occupies its workspace: `apply_patch` and a second `exec_command` get
 //!   `WORKSPACE_BUSY` while `read`/`find` keep working. A per-workspace gate makes the busy check
 //!   and the spawn (or the patch commit) one step, so a command never starts mid-commit.

@@ -1,13 +1,13 @@
 //! Claude Code (`claude`, harness id `claude-code`), pinned to `@anthropic-ai/claude-code@2.1.197`.
 //!
 //! Process model: one long-lived `claude -p --input-format stream-json --output-format stream-json
-//! --verbose` process per run ([`launch`]). Each turn is one user message JSON line on stdin; the
+//! --verbose` process per run (`launch`). Each turn is one user message JSON line on stdin; the
 //! CLI answers with a `system/init` ... `result` cycle in the same session and exits when stdin
 //! closes. An interrupt is a `control_request` line on stdin: the turn ends with a `result` of
 //! `subtype: error_during_execution` and the process stays alive for the next message. A respawn
 //! (after a crash) resumes with `--resume SESSION_ID` from the same cwd.
 //!
-//! Output becomes events in [`normalize`]. Facts about the stream were checked against the real
+//! Output becomes events in `normalize`. Facts about the stream were checked against the real
 //! binary (fixtures under `harnesses/tests/fixtures/claude_code/`, recorded by
 //! `testkit/examples/record_claude.rs`).
 

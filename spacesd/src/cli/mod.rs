@@ -2,6 +2,9 @@
 //! of the API (`agent start|status|events|send|interrupt|stop|list`), `capabilities`, `tool`,
 //! `mcp` (the MCP server on stdio), `tools install`, and the offline `demo`. Client commands
 //! talk to a running daemon over its Unix socket.
+// Doc comments here are `--help` texts (clap), where `<state dir>` reads as a placeholder, not
+// HTML; rustdoc is told so.
+#![allow(rustdoc::invalid_html_tags)]
 
 mod agent;
 mod print;

@@ -1,5 +1,5 @@
 //! The HTTP API of `spacesd` (JSON under `/v1`): an adapter over the operation table
-//! ([`crate::service`]). Every operation has one route ([`ops`]); errors go out in the envelope
+//! ([`crate::service`]). Every operation has one route (`ops`); errors go out in the envelope
 //! `{"error": {code, message, ...}}` with the status [`status_of`] gives.
 //!
 //! Routes: one per operation of the table (see docs/api.md, generated from it), plus

@@ -2,11 +2,11 @@
 //!
 //! Theory of operation: [`Service`] has one typed async function per operation of the contract
 //! (`spaces_sdk::op`, the catalogue), from its request type to its result type or a wire
-//! [`ApiError`]. [`table`] turns each into a [`Row`]: the catalogue's name, doc, route and
+//! [`ApiError`](spaces_sdk::ApiError). [`table`] turns each into a [`Row`]: the catalogue's name, doc, route and
 //! schemas plus a type-erased handler that decodes JSON arguments with
-//! [`spaces_sdk::decode`] (unknown keys refused, naming the key) and encodes the result. The
+//! [`spaces_sdk::decode()`] (unknown keys refused, naming the key) and encodes the result. The
 //! HTTP routes, the `spacesd` CLI and the typed client (through HTTP) are adapters over these
-//! rows: they translate their transport to a JSON argument object and an [`ApiError`] back, and
+//! rows: they translate their transport to a JSON argument object and an [`ApiError`](spaces_sdk::ApiError) back, and
 //! hold no copy of names, defaults or limits.
 //!
 //! This is the boundary where the domain's errors (the supervisor's, the CodeSpace layer's)

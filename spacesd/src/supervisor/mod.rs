@@ -8,19 +8,19 @@
 //!
 //! Rooms, one purpose each; this file keeps only the [`Supervisor`] handle, the state its parts
 //! share ([`Inner`]) and the thin public operations that call into them:
-//! - [`registry`]: Spaces (add, list) and the Space/run lookups every operation starts with.
-//! - [`start`]: `agent_start` validation, the run directory and row, then the launch.
-//! - [`actors`]: the actor map: launch, dispatch (reviving a retired actor), retire.
-//! - [`actor`]: one run's state machine (commands, turns, status transitions).
-//! - [`launcher`]: a turn's binary, launch plan and spawn; its output lines redacted, journaled
+//! - `registry`: Spaces (add, list) and the Space/run lookups every operation starts with.
+//! - `start`: `agent_start` validation, the run directory and row, then the launch.
+//! - `actors`: the actor map: launch, dispatch (reviving a retired actor), retire.
+//! - `actor`: one run's state machine (commands, turns, status transitions).
+//! - `launcher`: a turn's binary, launch plan and spawn; its output lines redacted, journaled
 //!   and normalized into batches of events.
-//! - [`proc`]: one live agent process as a stream of events (lines, EOFs, exit).
-//! - [`status`], [`events`]: what callers read (a run's status, pages of its events).
-//! - [`recover`]: cleaning up after the previous daemon at start.
-//! - [`capabilities`]: what this host offers, per harness.
-//! - [`install`], [`journal`], [`marker`]: CLI installs, the output journal, and the marker that
+//! - `proc`: one live agent process as a stream of events (lines, EOFs, exit).
+//! - `status`, `events`: what callers read (a run's status, pages of its events).
+//! - `recover`: cleaning up after the previous daemon at start.
+//! - `capabilities`: what this host offers, per harness.
+//! - `install`, `journal`, `marker`: CLI installs, the output journal, and the marker that
 //!   names a run's processes.
-//! - [`secrets`], [`mcp_servers`]: what a run keeps 0600 in its directory (env, MCP server
+//! - `secrets`, `mcp_servers`: what a run keeps 0600 in its directory (env, MCP server
 //!   secrets), and the run's MCP servers (checked at start, `space_tools` added at launch).
 
 mod actor;
