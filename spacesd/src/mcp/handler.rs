@@ -125,8 +125,12 @@ async fn report_progress(peer: Peer<RoleServer>, token: ProgressToken) {
 impl<B: Backend> ServerHandler for SpacesMcp<B> {
     fn get_info(&self) -> ServerConfig {
         let instructions = match &self.scope {
+            // The scope first: clients may show only the start (Codex lists a deferred
+            // namespace with the first ~200 characters).
             Some(s) => format!(
-                "{INSTRUCTIONS} This server is scoped to the Space {:?}: every tool acts on it only, and workspace_id/space may be left out.",
+                "Spaces tools for the Space {:?} only: the CodeSpace tools (read, find, apply_patch, exec_command, \
+read_process, ...) and the agent_* runs act on it, workspace_id/space may be left out, another Space is refused. \
+Errors come back as isError results whose text is {{code, message, ...}}.",
                 s.space()
             ),
             None => INSTRUCTIONS.to_owned(),
