@@ -39,6 +39,7 @@ async fn exec_and_drain(p: &Processes, dir: &std::path::Path) -> (u64, u64) {
         tty: false,
         tty_size: None,
         owner: format!("bench-{}", uuid::Uuid::new_v4()),
+        workspace_id: "bench".to_owned(),
         timeout: None,
         tag: String::new(),
     };

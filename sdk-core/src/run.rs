@@ -36,9 +36,10 @@ pub struct SpaceAgentOptions {
     /// `{name, url, headers?}` (Streamable HTTP) or `{name, command, args?, env?}` (stdio).
     /// Their tools are allowed without prompts, like the CLI's own.
     pub mcp_servers: Vec<McpServer>,
-    /// Give the agent spacesd's own CodeSpace tools for this Space only, as the stdio MCP
-    /// server `spaces` (`spacesd mcp --space <space>`). On by default; the name `spaces` is
-    /// then reserved. Not available in this build yet: an explicit `true` is reported in `notes`.
+    /// Give the agent spacesd's own tools (CodeSpace tools, agent runs) for this Space only, as
+    /// the stdio MCP server `spaces` (`spacesd mcp --space <space>`): the model calls them as
+    /// `mcp__spaces__read`, ...; a call naming another Space is refused. On by default; the name
+    /// `spaces` is then reserved in `mcp_servers`. `false` leaves the server out.
     pub space_tools: Option<bool>,
 }
 

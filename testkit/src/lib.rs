@@ -6,7 +6,9 @@
 //! for Codex) as a streaming (SSE) endpoint and answers each model request with the next [`Reply`] of
 //! its script: text, a tool call, a slow stream (for interrupt tests), an HTTP error, or a hang.
 //! Every request is recorded ([`RecordedRequest`]) so tests can check what the CLI sent (e.g. that
-//! a follow-up carries the earlier turn's history).
+//! a follow-up carries the earlier turn's history). A responder
+//! ([`ScriptedServer::start_with_responder`]) computes replies from the request instead, when the
+//! next step depends on what a tool answered.
 //!
 //! [`mcp_echo`] is a one-tool stdio MCP server (hand-written JSON-RPC) for runs that prove an
 //! agent CLI reaches the MCP servers it was given.
@@ -18,4 +20,4 @@ pub mod script;
 pub mod server;
 
 pub use script::{Reply, Script};
-pub use server::{RecordedRequest, ScriptedServer, Wire};
+pub use server::{RecordedRequest, Responder, ScriptedServer, Wire};

@@ -45,9 +45,15 @@ pub struct SseFrame {
     pub delay: Duration,
 }
 
+/// Computes the reply to a model call from its JSON body, for conversations whose next step
+/// depends on what a tool answered (a process id, a cursor). `None` leaves the call to the
+/// script.
+pub type Responder = Arc<dyn Fn(&serde_json::Value) -> Option<Reply> + Send + Sync>;
+
 struct Shared {
     wire: Wire,
     script: Mutex<Script>,
+    responder: Option<Responder>,
     requests: Mutex<Vec<RecordedRequest>>,
 }
 
@@ -64,13 +70,28 @@ impl ScriptedServer {
         Self::start_on(wire, script, 0).await
     }
 
+    /// Like [`ScriptedServer::start`], but each model call first asks `responder` (given the
+    /// request's JSON body) for its reply; the script answers when it returns `None`.
+    pub async fn start_with_responder(
+        wire: Wire,
+        script: Script,
+        responder: impl Fn(&serde_json::Value) -> Option<Reply> + Send + Sync + 'static,
+    ) -> anyhow::Result<Self> {
+        Self::serve(wire, script, Some(Arc::new(responder)), 0).await
+    }
+
     /// Like [`ScriptedServer::start`] on a chosen port (0: random).
     pub async fn start_on(wire: Wire, script: Script, port: u16) -> anyhow::Result<Self> {
+        Self::serve(wire, script, None, port).await
+    }
+
+    async fn serve(wire: Wire, script: Script, responder: Option<Responder>, port: u16) -> anyhow::Result<Self> {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             wire,
             script: Mutex::new(script),
+            responder,
             requests: Mutex::new(Vec::new()),
         });
         let app = Router::new().fallback(handle).with_state(shared.clone());
@@ -131,7 +152,11 @@ async fn handle(
             Wire::OpenAiResponses => openai::is_model_call(uri.path(), json.as_ref()),
         };
     let reply = if is_model_call {
-        shared.script.lock().ok().map(|mut s| s.next_reply())
+        let computed = match (&shared.responder, &json) {
+            (Some(responder), Some(body)) => responder(body),
+            _ => None,
+        };
+        computed.or_else(|| shared.script.lock().ok().map(|mut s| s.next_reply()))
     } else {
         None
     };

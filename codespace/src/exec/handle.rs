@@ -39,6 +39,8 @@ struct State {
 pub(crate) struct Handle {
     pub id: String,
     pub owner: String,
+    /// The workspace it runs for (`process_status.workspace_id`).
+    pub workspace_id: String,
     pub tag: String,
     pub pid: i32,
     /// Where `write_stdin` writes: the stdin pipe or the PTY master.
@@ -52,10 +54,10 @@ pub(crate) struct Handle {
 }
 
 impl Handle {
+    /// The handle `id` of a process started from `spec` (its owner, workspace and tag).
     pub fn new(
         id: String,
-        owner: String,
-        tag: String,
+        spec: &super::ExecSpec,
         pid: i32,
         retained: usize,
         input: Arc<AsyncFd<OwnedFd>>,
@@ -65,8 +67,9 @@ impl Handle {
             State { ring: OutputRing::new(retained), finished: false, exit: None, cause: None };
         Self {
             id,
-            owner,
-            tag,
+            owner: spec.owner.clone(),
+            workspace_id: spec.workspace_id.clone(),
+            tag: spec.tag.clone(),
             pid,
             input,
             master,
@@ -136,6 +139,7 @@ impl Handle {
         let st = self.lock();
         ProcessStatus {
             process_id: self.id.clone(),
+            workspace_id: self.workspace_id.clone(),
             state: if st.exit.is_some() { ProcessState::Exited } else { ProcessState::Running },
             termination: st.exit.map(|e| e.termination),
             exit_code: st.exit.and_then(|e| e.exit_code),

@@ -73,8 +73,11 @@ pub struct ExecSpec {
     pub tty: bool,
     /// Initial PTY size as `(rows, cols)`; `None` = 24x80 (API.md). Ignored without `tty`.
     pub tty_size: Option<(u16, u16)>,
-    /// Workspace id owning the process (one live process per owner).
+    /// What owns the process: one live process per owner (the service uses the workspace's
+    /// root, so Spaces sharing a root share it).
     pub owner: String,
+    /// The workspace the process runs for, reported by `process_status`.
+    pub workspace_id: String,
     /// Time limit; when it passes the process group is stopped and the termination reads
     /// `timeout`.
     pub timeout: Option<Duration>,

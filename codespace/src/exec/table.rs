@@ -81,8 +81,7 @@ impl Processes {
         let limits = &self.inner.limits;
         let handle = Arc::new(Handle::new(
             id.clone(),
-            spec.owner.clone(),
-            spec.tag.clone(),
+            &spec,
             spawned.pid,
             limits.retained_bytes,
             input,

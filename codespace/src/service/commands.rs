@@ -56,6 +56,7 @@ impl CodeSpace {
             tty: args.tty,
             tty_size: None,
             owner: super::owner(&root),
+            workspace_id: ws.workspace_id.clone(),
             timeout: self.inner.exec.timeout,
             tag: String::new(),
         };

@@ -139,6 +139,8 @@ pub enum Termination {
 pub struct ProcessStatus {
     /// The handle.
     pub process_id: String,
+    /// The workspace the command was started in (its `exec_command`'s `workspace_id`).
+    pub workspace_id: String,
     /// `running` or `exited`.
     pub state: ProcessState,
     /// How it ended, once exited.

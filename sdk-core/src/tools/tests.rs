@@ -201,6 +201,7 @@ fn result_shapes_spell_closed_sets_in_snake_case() {
     );
     let status = ProcessStatus {
         process_id: "proc-1".into(),
+        workspace_id: "ws".into(),
         state: ProcessState::Exited,
         termination: Some(Termination::Signaled),
         exit_code: None,
@@ -211,7 +212,7 @@ fn result_shapes_spell_closed_sets_in_snake_case() {
     };
     assert_eq!(
         serde_json::to_value(&status).unwrap(),
-        json!({"process_id": "proc-1", "state": "exited", "termination": "signaled", "signal": 9,
+        json!({"process_id": "proc-1", "workspace_id": "ws", "state": "exited", "termination": "signaled", "signal": 9,
                "output_total": 3, "output_retained_from": 0, "eof": true})
     );
     for s in OperationStatus::ALL {

@@ -67,7 +67,16 @@ pub enum Command {
     /// Code or Codex: every tool of the API, run by the daemon of the state dir, which is started
     /// in the background (log: <state dir>/spacesd.log) if none is running. Logs go to stderr.
     /// See docs/mcp.md.
-    Mcp,
+    Mcp {
+        /// Scope the server to this Space: every tool acts on it only (a call naming another
+        /// Space is refused UNAUTHORIZED), `workspace_id`/`space` may be left out, and
+        /// `space_list`, `space_add` and `approval_resolve` are not offered.
+        #[arg(long, value_name = "NAME")]
+        space: Option<String>,
+        /// Never start a daemon: when none answers, calls are refused until one does.
+        #[arg(long)]
+        no_autostart: bool,
+    },
     /// Install the pinned agent CLIs now (otherwise they are installed on first use).
     #[command(subcommand)]
     Tools(ToolsCmd),
@@ -179,7 +188,12 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             println!("{}", serde_json::to_string_pretty(&client(&cfg).agent_capabilities(&Empty {}).await?)?);
             Ok(())
         }
-        Command::Mcp => crate::mcp::stdio::run(cfg).await,
+        Command::Mcp { space, no_autostart } => {
+            if space.as_deref().is_some_and(|s| s.trim().is_empty()) {
+                anyhow::bail!("--space needs the name of a registered Space");
+            }
+            crate::mcp::stdio::run(cfg, crate::mcp::stdio::Options { space, no_autostart }).await
+        }
         Command::Tools(ToolsCmd::Install { harness }) => tools_install(&cfg, harness).await,
         Command::Demo(args) => crate::demo::run(cfg, args).await,
     }

@@ -26,24 +26,33 @@ impl Backend for Service {
 
 /// The daemon of one state dir, over its Unix socket (one HTTP request per call). When the
 /// socket does not answer, the daemon is started again ([`super::autostart::ensure_daemon`]) and the
-/// call is sent once more: a connection that was refused carried no request.
+/// call is sent once more: a connection that was refused carried no request. Without
+/// `autostart` such a call is refused `INTERNAL` instead, and the next call tries again.
 #[derive(Clone)]
 pub struct Daemon {
     cfg: Config,
     client: Client,
+    autostart: bool,
 }
 
 impl Daemon {
-    /// The daemon of `cfg`'s state dir (the caller has made sure it answers).
-    pub fn new(cfg: Config) -> Daemon {
+    /// The daemon of `cfg`'s state dir, started when it does not answer if `autostart`.
+    pub fn new(cfg: Config, autostart: bool) -> Daemon {
         let client = Client::new(Endpoint::Unix(cfg.socket_path()));
-        Daemon { cfg, client }
+        Daemon { cfg, client, autostart }
     }
 }
 
 impl Backend for Daemon {
     async fn call(&self, name: &str, args: Value) -> Result<Value, ApiError> {
         match self.client.call_named(name, args.clone()).await {
+            Err(ClientError::Connect { .. }) if !self.autostart => Err(ApiError::new(
+                ErrorCode::Internal,
+                format!(
+                    "{name}: spacesd is not answering on {} (this MCP server does not start it); try again once it runs",
+                    self.cfg.socket_path().display()
+                ),
+            )),
             Err(ClientError::Connect { .. }) => {
                 super::autostart::ensure_daemon(&self.cfg).await.map_err(|e| {
                     ApiError::new(ErrorCode::Internal, format!("{name}: spacesd is not running and could not be started: {e:#}"))

@@ -2,6 +2,7 @@
 //! `tools/call` runs the row through the [`Backend`] and shapes the answer (see the module doc
 //! of [`crate::mcp`] for success, refusal and cancellation).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
@@ -16,7 +17,8 @@ use spaces_sdk::ApiError;
 use tokio_util::sync::CancellationToken;
 
 use super::backend::Backend;
-use super::tools;
+use super::scope::Scope;
+use super::tools::{self, ToolEntry};
 
 /// How often a waiting call that carries a `progressToken` reports progress.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
@@ -25,18 +27,41 @@ const INSTRUCTIONS: &str = "Spaces: the CodeSpace tools (read, find, apply_patch
 act on a registered Space, named by workspace_id; agent_* tools start and follow coding-agent runs. \
 Errors come back as isError results whose text is {code, message, ...}.";
 
-/// The MCP server handler over one [`Backend`]. Cheap to clone (one per HTTP session).
+/// The MCP server handler over one [`Backend`], optionally scoped to one Space ([`Scope`]).
+/// Cheap to clone (one per HTTP session).
 #[derive(Clone)]
 pub struct SpacesMcp<B> {
     backend: B,
     ended: CancellationToken,
+    scope: Option<Arc<Scope>>,
 }
 
 impl<B: Backend> SpacesMcp<B> {
     /// A handler whose calls run on `backend` and are abandoned when `ended` is cancelled (the
     /// transport went away: stdin closed, or the daemon shuts down).
     pub fn new(backend: B, ended: CancellationToken) -> SpacesMcp<B> {
-        SpacesMcp { backend, ended }
+        SpacesMcp { backend, ended, scope: None }
+    }
+
+    /// The same handler scoped to one Space: its tool list and every call go through `scope`.
+    pub fn scoped(mut self, scope: Arc<Scope>) -> SpacesMcp<B> {
+        self.scope = Some(scope);
+        self
+    }
+
+    /// The tools offered: all of them, or the scope's.
+    fn tool_list(&self) -> &[ToolEntry] {
+        match &self.scope {
+            Some(s) => s.tools(),
+            None => tools::tools(),
+        }
+    }
+
+    fn tool_entry(&self, name: &str) -> Option<&ToolEntry> {
+        match &self.scope {
+            Some(s) => s.tool(name),
+            None => tools::tool(name),
+        }
     }
 
     /// Runs tool `name` with `args`: `Ok(result)` for a success or a refusal, `Err` for an
@@ -48,10 +73,15 @@ impl<B: Backend> SpacesMcp<B> {
         cancelled: &CancellationToken,
         progress: Option<(Peer<RoleServer>, ProgressToken)>,
     ) -> Result<Option<CallToolResult>, McpError> {
-        let Some(entry) = tools::tool(name) else {
+        let Some(entry) = self.tool_entry(name) else {
             return Err(McpError::invalid_params(format!("unknown tool {name:?}; tools/list names them"), None));
         };
-        let call = self.backend.call(name, args);
+        let call = async {
+            match &self.scope {
+                Some(scope) => scope.call(&self.backend, name, args).await,
+                None => self.backend.call(name, args).await,
+            }
+        };
         let ticker = async {
             match progress {
                 Some((peer, token)) => report_progress(peer, token).await,
@@ -94,10 +124,21 @@ async fn report_progress(peer: Peer<RoleServer>, token: ProgressToken) {
 
 impl<B: Backend> ServerHandler for SpacesMcp<B> {
     fn get_info(&self) -> ServerConfig {
+        let instructions = match &self.scope {
+            // The scope first: clients may show only the start (Codex lists a deferred
+            // namespace with the first ~200 characters).
+            Some(s) => format!(
+                "Spaces tools for the Space {:?} only: the CodeSpace tools (read, find, apply_patch, exec_command, \
+read_process, ...) and the agent_* runs act on it, workspace_id/space may be left out, another Space is refused. \
+Errors come back as isError results whose text is {{code, message, ...}}.",
+                s.space()
+            ),
+            None => INSTRUCTIONS.to_owned(),
+        };
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("spacesd", env!("CARGO_PKG_VERSION")))
             .with_protocol_version(ProtocolVersion::V_2025_11_25)
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(instructions)
     }
 
     async fn list_tools(
@@ -105,11 +146,11 @@ impl<B: Backend> ServerHandler for SpacesMcp<B> {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(tools::tools().iter().map(|t| t.tool.clone()).collect()))
+        Ok(ListToolsResult::with_all_items(self.tool_list().iter().map(|t| t.tool.clone()).collect()))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        tools::tool(name).map(|t| t.tool.clone())
+        self.tool_entry(name).map(|t| t.tool.clone())
     }
 
     async fn call_tool(

@@ -21,6 +21,9 @@
 //! - A call that carries a `progressToken` gets a progress notification every second while it
 //!   waits.
 //!
+//! - Scoped to one Space (`spacesd mcp --space NAME`, the `spaces` server an agent run gets):
+//!   fewer tools, every call checked to act on that Space only, its name optional ([`scope`]).
+//!
 //! What it never does: write to stdout outside the JSON-RPC transport (stdio), or serve an
 //! `Inbox` operation (the user's side of steering) as an agent's tool.
 
@@ -29,6 +32,7 @@ pub mod backend;
 pub mod docs;
 mod handler;
 pub mod http;
+pub mod scope;
 pub mod stdio;
 pub mod tools;
 

@@ -1,6 +1,7 @@
 //! `spacesd mcp`: the MCP server on stdin/stdout (newline-delimited JSON-RPC), serving the
 //! daemon of the state dir (started in the background if none answers, see
-//! [`super::autostart`]).
+//! [`super::autostart`], unless `--no-autostart`), optionally scoped to one Space
+//! ([`super::scope`]).
 //!
 //! Stdout carries only JSON-RPC: nothing on this path prints, and logs go through `tracing` to
 //! stderr. When stdin closes, calls still waiting are abandoned at once (their processes and
@@ -14,17 +15,38 @@ use tokio::io::{AsyncRead, ReadBuf};
 use tokio_util::sync::CancellationToken;
 
 use super::backend::Daemon;
+use super::scope::Scope;
 use super::SpacesMcp;
 use crate::config::Config;
 
+/// How `spacesd mcp` serves.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Scope every tool to this Space ([`super::scope`]).
+    pub space: Option<String>,
+    /// Never start a daemon: serve even when none answers, and refuse calls until one does.
+    /// The `spaces` server of an agent run uses it: a daemon started from inside a run would
+    /// carry the agent's environment and die with the run.
+    pub no_autostart: bool,
+}
+
 /// Serve MCP on stdio until stdin closes. Errors: no daemon answers and none could be started,
 /// or the MCP handshake failed (a client that closes stdin before `initialize` is no error).
-pub async fn run(cfg: Config) -> anyhow::Result<()> {
-    super::autostart::ensure_daemon(&cfg).await?;
+pub async fn run(cfg: Config, options: Options) -> anyhow::Result<()> {
+    if options.no_autostart {
+        if !super::autostart::answers(&cfg.socket_path()).await {
+            tracing::warn!(socket = %cfg.socket_path().display(), "spacesd mcp: no daemon answers; calls are refused until one does");
+        }
+    } else {
+        super::autostart::ensure_daemon(&cfg).await?;
+    }
     let ended = CancellationToken::new();
     let (stdin, stdout) = rmcp::transport::io::stdio_pipes();
     let stdin = EofSignal { inner: stdin, eof: ended.clone() };
-    let handler = SpacesMcp::new(Daemon::new(cfg), ended.clone());
+    let mut handler = SpacesMcp::new(Daemon::new(cfg, !options.no_autostart), ended.clone());
+    if let Some(space) = options.space {
+        handler = handler.scoped(Scope::new(space));
+    }
     let running = match handler.serve((stdin, stdout)).await {
         Ok(running) => running,
         // The client went away before initializing (stdin closed): nothing to serve.

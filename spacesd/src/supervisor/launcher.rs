@@ -140,7 +140,6 @@ impl Launcher {
         let servers = mcp_servers::for_launch(
             &self.secrets.mcp_servers,
             &run.options,
-            mcp_servers::SPACE_TOOLS_AVAILABLE,
             &state_dir,
             &run.space,
             std::env::current_exe,

@@ -1,7 +1,15 @@
 //! A run's MCP servers: the caller's `options.mcp_servers`, checked at `agent_start`, and the
-//! `spaces` server that `options.space_tools` adds (spacesd's own CodeSpace tools, scoped to the
-//! run's Space). The harness turns the list into its CLI's config format; this module decides
-//! what is on the list.
+//! `spaces` server that `options.space_tools` adds (spacesd's own tools, scoped to the run's
+//! Space: `spacesd mcp --space`, see [`crate::mcp::scope`]). The harness turns the list into its
+//! CLI's config format; this module decides what is on the list.
+//!
+//! The `spaces` server is this daemon's own binary, given the daemon's state dir explicitly (so
+//! it reaches this daemon whatever `SPACES_HOME` the agent has) and `--no-autostart` (a daemon
+//! started from inside a run would carry the agent's environment and die with the run). The CLI
+//! starts it with the agent's environment (Claude Code passes its own, Codex a short allowlist of
+//! it) and the entry adds nothing: the daemon's token is never in an environment (the server
+//! talks to the daemon over its 0600 Unix socket), and the daemon's provider keys reach neither
+//! the agent nor the server unless the caller forwarded them with `env_from_host`.
 //!
 //! Secrets: stdio `env` values and HTTP `headers` values are kept 0600 in the run directory
 //! ([`super::secrets`]); the stored options carry the names with `[redacted]` values
@@ -16,13 +24,6 @@ use crate::error::{Error, Result};
 
 /// The name of the server `space_tools` adds (reserved while `space_tools` is on).
 pub const SPACE_TOOLS_SERVER: &str = "spaces";
-
-/// Whether this build can give agents spacesd's own tools (`space_tools`). It needs the
-/// `spacesd mcp --space NAME` command (stdio MCP server scoped to one Space), which is not in
-/// this build yet; until it is, no run gets the `spaces` server and an explicit
-/// `space_tools: true` is reported in `notes`. Flip this when `spacesd mcp` lands (and prove it
-/// with a real CLI calling `mcp__spaces__read`).
-pub const SPACE_TOOLS_AVAILABLE: bool = false;
 
 /// Longest server name.
 const NAME_MAX: usize = 64;
@@ -106,7 +107,8 @@ pub fn redacted(servers: &[McpServer]) -> Vec<McpServer> {
 }
 
 /// The `spaces` server: this daemon's own binary as a stdio MCP server that serves the daemon
-/// of `state_dir` with every tool scoped to `space` (`spacesd mcp --state-dir DIR --space NAME`).
+/// of `state_dir` with every tool scoped to `space` (`spacesd mcp --state-dir DIR --space NAME
+/// --no-autostart`), no environment of its own.
 pub fn space_tools_server(exe: &Path, state_dir: &Path, space: &str) -> McpServer {
     McpServer::Stdio(McpStdioServer {
         name: SPACE_TOOLS_SERVER.to_owned(),
@@ -117,34 +119,27 @@ pub fn space_tools_server(exe: &Path, state_dir: &Path, space: &str) -> McpServe
             state_dir.display().to_string(),
             "--space".to_owned(),
             space.to_owned(),
+            "--no-autostart".to_owned(),
         ],
         env: Default::default(),
     })
 }
 
 /// The servers a launch gives the CLI: the caller's (with their secrets), then the `spaces`
-/// server when `space_tools` is wanted and `available`. `exe` is asked for only then.
+/// server when `space_tools` is wanted. `exe` is asked for only then.
 pub fn for_launch(
     callers: &[McpServer],
     options: &SpaceAgentOptions,
-    available: bool,
     state_dir: &Path,
     space: &str,
     exe: impl FnOnce() -> std::io::Result<std::path::PathBuf>,
 ) -> std::result::Result<Vec<McpServer>, String> {
     let mut servers = callers.to_vec();
-    if available && space_tools_wanted(options) {
+    if space_tools_wanted(options) {
         let exe = exe().map_err(|e| format!("space_tools: cannot find spacesd's own binary: {e}"))?;
         servers.push(space_tools_server(&exe, state_dir, space));
     }
     Ok(servers)
-}
-
-/// The note for `space_tools` asked for explicitly on a build without it.
-pub fn unavailable_note(options: &SpaceAgentOptions, available: bool) -> Option<String> {
-    (!available && options.space_tools == Some(true)).then(|| {
-        "space_tools was ignored: this build has no `spacesd mcp` server yet; give the agent MCP servers with mcp_servers".to_owned()
-    })
 }
 
 fn invalid(field: String, message: impl Into<String>) -> Error {
@@ -229,31 +224,40 @@ mod tests {
         let callers: Vec<McpServer> = serde_json::from_value(json!([{"name": "echo", "command": "e"}])).unwrap();
         let exe = || Ok(PathBuf::from("/usr/bin/spacesd"));
         let on = SpaceAgentOptions::default();
-        let servers = for_launch(&callers, &on, true, Path::new("/var/spaces"), "proj", exe).unwrap();
+        let servers = for_launch(&callers, &on, Path::new("/var/spaces"), "proj", exe).unwrap();
         assert_eq!(
             serde_json::to_value(&servers).unwrap(),
             json!([
                 {"name": "echo", "command": "e"},
                 {"name": "spaces", "command": "/usr/bin/spacesd",
-                 "args": ["mcp", "--state-dir", "/var/spaces", "--space", "proj"]}
-            ])
+                 "args": ["mcp", "--state-dir", "/var/spaces", "--space", "proj", "--no-autostart"]}
+            ]),
+            "no env of its own: the server runs with what the CLI gives it (the agent's environment)"
         );
+        let asked = SpaceAgentOptions { space_tools: Some(true), ..Default::default() };
+        assert_eq!(for_launch(&callers, &asked, Path::new("/var/spaces"), "proj", exe).unwrap(), servers);
         let off = SpaceAgentOptions { space_tools: Some(false), ..Default::default() };
         let never = || -> std::io::Result<PathBuf> { panic!("the binary is not looked up when space_tools is off") };
-        assert_eq!(for_launch(&callers, &off, true, Path::new("/s"), "p", never).unwrap(), callers);
+        assert_eq!(for_launch(&callers, &off, Path::new("/s"), "p", never).unwrap(), callers);
         let gone = || Err(std::io::Error::other("deleted"));
-        let e = for_launch(&callers, &on, true, Path::new("/s"), "p", gone).unwrap_err();
+        let e = for_launch(&callers, &on, Path::new("/s"), "p", gone).unwrap_err();
         assert!(e.contains("spacesd's own binary"), "{e}");
     }
 
     #[test]
-    fn without_spacesd_mcp_space_tools_adds_nothing_and_an_explicit_ask_is_noted() {
-        let never = || -> std::io::Result<PathBuf> { panic!("not looked up") };
-        let on = SpaceAgentOptions::default();
-        assert_eq!(for_launch(&[], &on, false, Path::new("/s"), "p", never).unwrap(), []);
-        assert_eq!(unavailable_note(&on, false), None, "the default does not fill every report with a note");
-        let asked = SpaceAgentOptions { space_tools: Some(true), ..Default::default() };
-        assert!(unavailable_note(&asked, false).unwrap().contains("space_tools was ignored"));
-        assert_eq!(unavailable_note(&asked, true), None);
+    fn the_spaces_server_parses_as_the_cli_that_serves_it() {
+        use clap::Parser;
+        let McpServer::Stdio(s) = space_tools_server(Path::new("/usr/bin/spacesd"), Path::new("/var/spaces"), "proj") else {
+            panic!("a stdio server")
+        };
+        let cli = crate::cli::Cli::try_parse_from(std::iter::once(s.command).chain(s.args)).unwrap();
+        assert_eq!(cli.state_dir, Some(PathBuf::from("/var/spaces")));
+        match cli.command {
+            crate::cli::Command::Mcp { space, no_autostart } => {
+                assert_eq!(space.as_deref(), Some("proj"));
+                assert!(no_autostart);
+            }
+            other => panic!("not `mcp`: {other:?}"),
+        }
     }
 }

@@ -41,7 +41,6 @@ pub(super) fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentStartRequ
     let mut notes = Vec::new();
     let env = run_env(&inner.cfg, &options, &mut notes);
     notes.extend(ignored_options(req, &options));
-    notes.extend(mcp_servers::unavailable_note(&options, mcp_servers::SPACE_TOOLS_AVAILABLE));
 
     let run_id = format!("run-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let run_dir = inner.cfg.run_dir(&run_id);

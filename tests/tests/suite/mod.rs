@@ -6,4 +6,5 @@ mod fake_agents;
 mod harness;
 mod mcp;
 mod runs;
+mod space_tools;
 mod tcp;

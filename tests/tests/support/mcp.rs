@@ -85,10 +85,16 @@ pub struct StdioMcp {
 impl StdioMcp {
     /// Starts `spacesd mcp --state-dir STATE` with extra environment; stderr to `stderr`.
     pub fn start(state: &Path, env: &[(&str, &str)], stderr: &Path) -> StdioMcp {
+        Self::start_with_args(state, &[], env, stderr)
+    }
+
+    /// The same with extra `mcp` arguments (`--space NAME`, `--no-autostart`).
+    pub fn start_with_args(state: &Path, args: &[&str], env: &[(&str, &str)], stderr: &Path) -> StdioMcp {
         let mut cmd = Command::new(spacesd_bin());
         cmd.arg("--state-dir")
             .arg(state)
             .arg("mcp")
+            .args(args)
             .env("SPACES_TOOLS_DIR", tools_dir())
             .env_remove("SPACES_LOG")
             .env_remove("RUST_LOG")

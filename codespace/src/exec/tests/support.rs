@@ -37,6 +37,7 @@ pub fn spec(dir: &TempDir, argv: &[&str]) -> ExecSpec {
         tty: false,
         tty_size: None,
         owner: format!("ws-{unique}"),
+        workspace_id: format!("ws-{unique}"),
         timeout: None,
         tag: format!("test/{unique}"),
     }
