@@ -5,5 +5,6 @@ mod contract;
 mod fake_agents;
 mod harness;
 mod mcp;
+mod mcp_sdk_clients;
 mod runs;
 mod tcp;
