@@ -5,6 +5,7 @@ mod contract;
 mod fake_agents;
 mod harness;
 mod mcp;
+mod mcp_sdk_clients;
 mod runs;
 mod space_tools;
 mod tcp;
