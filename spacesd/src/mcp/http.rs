@@ -74,7 +74,19 @@ pub fn router(service: Service, listener: Listener, shutdown: CancellationToken)
         Arc::new(sessions),
         config,
     );
-    Router::new().route_service(PATH, mcp)
+    Router::new().route_service(PATH, mcp).layer(axum::middleware::from_fn(session_end_is_ok))
+}
+
+/// rmcp answers a session's `DELETE` with 202; clients (the Python SDK among them) expect 200 or
+/// 204 and log a failure otherwise, so the answer to a `DELETE` becomes 200. Every other answer
+/// passes unchanged (202 stays the answer to a POSTed notification, as the protocol says).
+async fn session_end_is_ok(req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    let delete = req.method() == axum::http::Method::DELETE;
+    let mut res = next.run(req).await;
+    if delete && res.status() == axum::http::StatusCode::ACCEPTED {
+        *res.status_mut() = axum::http::StatusCode::OK;
+    }
+    res
 }
 
 #[cfg(test)]

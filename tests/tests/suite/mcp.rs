@@ -328,6 +328,14 @@ async fn case_m31_mcp_checks_host_and_origin() {
     h.session = Some("no-such-session".into());
     let gone = h.post(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}), &[]);
     assert_eq!(gone.status, 404, "{gone:?}");
+    // DELETE ends a session with 200 (clients such as the Python SDK accept 200 or 204, not
+    // 202); the ended session then gets 404.
+    let mut h = HttpMcp::new(dial.clone());
+    h.initialize();
+    let ended = h.delete();
+    assert_eq!(ended.status, 200, "{ended:?}");
+    let gone = h.post(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}), &[]);
+    assert_eq!(gone.status, 404, "{gone:?}");
     // And the bearer token still applies to /mcp.
     let Dial::Tcp { addr, .. } = dial else { unreachable!() };
     let no_token = HttpMcp::new(Dial::Tcp { addr, token: "wrong".into() }).post(&init, &[]);

@@ -311,7 +311,15 @@ impl HttpMcp {
     /// POST `body` to `/mcp` with the usual headers (Host, token, session, protocol version)
     /// plus `extra` (which replace a usual one of the same name).
     pub fn post(&self, body: &Value, extra: &[(&str, &str)]) -> Reply {
-        let body = body.to_string();
+        self.send("POST", &body.to_string(), extra)
+    }
+
+    /// `DELETE /mcp`: ends this client's session.
+    pub fn delete(&self) -> Reply {
+        self.send("DELETE", "", &[])
+    }
+
+    fn send(&self, method: &str, body: &str, extra: &[(&str, &str)]) -> Reply {
         let mut headers: Vec<(String, String)> = vec![
             ("Host".into(), self.host.clone()),
             ("Content-Type".into(), "application/json".into()),
@@ -329,7 +337,7 @@ impl HttpMcp {
             headers.retain(|(h, _)| !h.eq_ignore_ascii_case(k));
             headers.push(((*k).into(), (*v).into()));
         }
-        let mut req = String::from("POST /mcp HTTP/1.1\r\n");
+        let mut req = format!("{method} /mcp HTTP/1.1\r\n");
         for (k, v) in &headers {
             req.push_str(&format!("{k}: {v}\r\n"));
         }
