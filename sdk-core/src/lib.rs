@@ -19,6 +19,8 @@ pub mod client;
 pub mod decode;
 pub mod error;
 pub mod event;
+#[cfg(feature = "client")]
+pub mod local;
 pub mod mcp_server;
 pub mod op;
 pub mod run;

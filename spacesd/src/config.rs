@@ -125,12 +125,10 @@ impl Config {
     }
 }
 
-/// `SPACES_HOME`, else `<user data dir>/spaces`, else `./.spaces`.
+/// `SPACES_HOME`, else `<user data dir>/spaces`, else `./.spaces` (one definition for every
+/// front door: [`spaces_sdk::local::default_state_dir`]).
 pub fn default_state_dir() -> PathBuf {
-    if let Some(p) = std::env::var_os("SPACES_HOME").filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
-    }
-    dirs::data_dir().map(|d| d.join("spaces")).unwrap_or_else(|| PathBuf::from(".spaces"))
+    spaces_sdk::local::default_state_dir()
 }
 
 fn read_config_file(path: &Path) -> anyhow::Result<ConfigFile> {
