@@ -92,7 +92,7 @@ pub async fn run(cfg: Config, args: DemoArgs) -> anyhow::Result<()> {
     for note in &report.notes {
         println!("   note: {note}");
     }
-    let cursor = agent_follow(&client, "demo", &report.run_id, 0).await?;
+    let cursor = agent_follow(&client, "demo", &report.run_id, 0).await?.cursor;
 
     println!("== follow-up turn in the same session");
     client.space("demo").agent_message(&report.run_id, "Is the file still there?", None).await?;

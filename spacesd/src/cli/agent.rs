@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use clap::Subcommand;
 use spaces_sdk::client::Client;
-use spaces_sdk::{AgentEventsRequest, SpaceAgentOptions, Status};
+use spaces_sdk::{AgentEventsRequest, EventKind, SpaceAgentOptions, Status, StopReason};
 
 use super::print::event_line;
 use super::SpaceArg;
@@ -56,10 +56,14 @@ pub enum AgentCmd {
         run_id: String,
         #[command(flatten)]
         space: SpaceArg,
+        /// Start after this event (its seq); 0 reads from the first event.
         #[arg(long, default_value_t = 0)]
         cursor: u64,
+        /// Print at most this many events, then say on stderr where to go on (`--cursor`).
+        /// Default: every event up to now.
         #[arg(long)]
-        max: Option<u32>,
+        max: Option<u64>,
+        /// Keep reading as new events arrive, until the run is no longer running.
         #[arg(long)]
         follow: bool,
         /// Print the raw JSON pages instead of one line per event.
@@ -123,7 +127,8 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
             let report = client.space(&space).agent_start(&agent, &prompt, None, Some(options)).await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             if follow {
-                follow_events(client, &space, &report.run_id, 0).await?;
+                let ended = follow_events(client, &space, &report.run_id, 0).await?;
+                turn_outcome(ended)?;
             }
         }
         AgentCmd::Status { run_id, space, tail } => {
@@ -132,23 +137,10 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
         }
         AgentCmd::Events { run_id, space, cursor, max, follow, json, raw } => {
             let space = resolve_space(client, space).await?;
-            if follow && !json {
+            if follow && !json && max.is_none() {
                 follow_events(client, &space, &run_id, cursor).await?;
             } else {
-                let mut cursor = cursor;
-                loop {
-                    let q = events(&space, &run_id, cursor, max, follow.then_some(FOLLOW_WAIT_MS), Some(raw));
-                    let page = client.agent_events(&q).await?;
-                    if json {
-                        println!("{}", serde_json::to_string(&page)?);
-                    } else {
-                        page.events.iter().for_each(|e| println!("{}", event_line(e)));
-                    }
-                    cursor = page.cursor;
-                    if !follow || (page.caught_up && page.status != Status::Running) {
-                        break;
-                    }
-                }
+                list_events(client, &space, &run_id, cursor, max, follow, json, raw).await?;
             }
         }
         AgentCmd::Send { run_id, text, space, force, follow } => {
@@ -161,7 +153,8 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 anyhow::bail!("message not delivered: {}", report.reason);
             }
             if let Some(before) = before {
-                follow_events(client, &space, &run_id, before).await?;
+                let ended = follow_events(client, &space, &run_id, before).await?;
+                turn_outcome(ended)?;
             }
         }
         AgentCmd::Interrupt { run_id, space } => {
@@ -197,6 +190,71 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where a follow ended.
+#[derive(Debug, Clone, Copy)]
+pub struct Followed {
+    /// The cursor reached.
+    pub cursor: u64,
+    /// The stop reason of the last `turn_ended` seen, if any.
+    pub last_stop: Option<StopReason>,
+}
+
+/// A followed turn that ended `error`, `crashed` or `max_turns`: the command exits with
+/// [`TurnFailed::EXIT_CODE`] (documented in `spacesd agent --help`).
+#[derive(Debug, thiserror::Error)]
+#[error("the turn ended {}", .0.as_str())]
+pub struct TurnFailed(pub StopReason);
+
+impl TurnFailed {
+    /// The exit code of a command whose followed turn failed.
+    pub const EXIT_CODE: u8 = 2;
+}
+
+fn turn_outcome(followed: Followed) -> anyhow::Result<()> {
+    match followed.last_stop {
+        Some(reason @ (StopReason::Error | StopReason::Crashed | StopReason::MaxTurns)) => Err(TurnFailed(reason).into()),
+        _ => Ok(()),
+    }
+}
+
+/// Print the run's events from `cursor`: every page up to now (or, with `follow`, until the
+/// run stops running), at most `max` events; when `max` cuts the list, say on stderr where it
+/// stopped and how to go on.
+#[allow(clippy::too_many_arguments)]
+async fn list_events(
+    client: &Client,
+    space: &str,
+    run_id: &str,
+    mut cursor: u64,
+    max: Option<u64>,
+    follow: bool,
+    json: bool,
+    raw: bool,
+) -> anyhow::Result<()> {
+    let mut printed: u64 = 0;
+    loop {
+        let left = max.map(|m| m.saturating_sub(printed));
+        if left == Some(0) {
+            eprintln!("-- stopped after {printed} events at cursor {cursor}; go on with --cursor {cursor}");
+            return Ok(());
+        }
+        let page_size = left.map(|l| l.min(u64::from(AgentEventsRequest::MAX_LIMIT)) as u32).or(Some(AgentEventsRequest::MAX_LIMIT));
+        let q = events(space, run_id, cursor, page_size, follow.then_some(FOLLOW_WAIT_MS), Some(raw));
+        let page = client.agent_events(&q).await?;
+        if json {
+            println!("{}", serde_json::to_string(&page)?);
+        } else {
+            page.events.iter().for_each(|e| println!("{}", event_line(e)));
+        }
+        printed += page.events.len() as u64;
+        cursor = page.cursor;
+        let done = if follow { page.caught_up && page.status != Status::Running } else { page.caught_up };
+        if done {
+            return Ok(());
+        }
+    }
+}
+
 /// The seq of the run's last event now.
 async fn last_cursor(client: &Client, space: &str, run_id: &str) -> anyhow::Result<u64> {
     let mut cursor = 0;
@@ -210,8 +268,9 @@ async fn last_cursor(client: &Client, space: &str, run_id: &str) -> anyhow::Resu
 }
 
 /// Print events from `cursor` until the run is no longer running and the log is caught up;
-/// returns the cursor reached.
-pub async fn follow_events(client: &Client, space: &str, run_id: &str, mut cursor: u64) -> anyhow::Result<u64> {
+/// returns the cursor reached and the stop reason of the last `turn_ended` seen.
+pub async fn follow_events(client: &Client, space: &str, run_id: &str, mut cursor: u64) -> anyhow::Result<Followed> {
+    let mut last_stop = None;
     // The first read does not wait: a run that is already settled and caught up returns at once.
     let mut wait_ms = 0;
     loop {
@@ -220,12 +279,15 @@ pub async fn follow_events(client: &Client, space: &str, run_id: &str, mut curso
         let page = client.agent_events(&q).await?;
         for e in &page.events {
             println!("{}", event_line(e));
+            if e.kind == EventKind::TurnEnded {
+                last_stop = e.stop_reason;
+            }
         }
         cursor = page.cursor;
         if page.caught_up && page.status != Status::Running {
             let st = client.space(space).agent_status(run_id, Some(0)).await?;
             println!("-- status: {} ({}): {}", st.status.as_str(), st.phase.as_str(), st.reason);
-            return Ok(cursor);
+            return Ok(Followed { cursor, last_stop });
         }
     }
 }

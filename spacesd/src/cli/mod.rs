@@ -9,7 +9,7 @@
 mod agent;
 mod print;
 
-pub use agent::follow_events as agent_follow;
+pub use agent::{follow_events as agent_follow, TurnFailed};
 
 use std::path::PathBuf;
 
@@ -48,6 +48,10 @@ pub enum Command {
     #[command(subcommand)]
     Space(SpaceCmd),
     /// Start, follow, message, interrupt and stop agent runs.
+    ///
+    /// Exit codes: 0 done; 1 the command failed (a refusal, the daemon unreachable); 2 a
+    /// followed turn (`start --follow`, `send --follow`) ended `error`, `crashed` or
+    /// `max_turns`; 141 the output pipe closed (e.g. `| head`).
     #[command(subcommand)]
     Agent(agent::AgentCmd),
     /// What every harness is and can do on this host (JSON).
@@ -119,6 +123,14 @@ pub enum ApprovalsArg {
 pub enum ToolsCmd {
     /// Install the pinned CLI of each HARNESS (default: all) into the tools dir.
     Install { harness: Vec<String> },
+}
+
+impl Command {
+    /// True for commands that only talk to a daemon and print (not `serve`, `demo` or `mcp`,
+    /// which serve).
+    pub fn is_client(&self) -> bool {
+        !matches!(self, Command::Serve { .. } | Command::Demo(_) | Command::Mcp { .. })
+    }
 }
 
 /// Which Space a client command addresses.

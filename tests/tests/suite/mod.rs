@@ -1,5 +1,6 @@
 mod agent_mcp;
 mod bad_input;
+mod cli;
 mod codespace;
 mod contract;
 mod fake_agents;
