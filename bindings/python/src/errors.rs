@@ -33,6 +33,7 @@ fn family(code: ErrorCode) -> Family {
     }
 }
 
+#[derive(Debug)]
 enum Family {
     NotFound,
     Conflict,
@@ -41,58 +42,71 @@ enum Family {
     Other,
 }
 
-/// Builds the exception of `family` with its attributes (briefly taking the GIL, which every
-/// result hand-over does too).
-fn raise(family: Family, code: &str, message: &str, field: Option<&str>, details: String) -> PyErr {
-    let text = format!("{code}: {message}");
-    let err = match family {
-        Family::NotFound => NotFoundError::new_err(text),
-        Family::Conflict => ConflictError::new_err(text),
-        Family::Invalid => InvalidError::new_err(text),
-        Family::Unavailable => UnavailableError::new_err(text),
-        Family::Other => CuaError::new_err(text),
-    };
-    Python::attach(|py| {
+/// A failed call as plain data (no GIL needed), turned into its exception at hand-over.
+#[derive(Debug)]
+pub struct CallError {
+    family: Family,
+    code: String,
+    message: String,
+    field: Option<String>,
+    details: String,
+}
+
+impl CallError {
+    fn new(family: Family, code: &str, message: &str, field: Option<&str>, details: String) -> Self {
+        Self { family, code: code.to_owned(), message: message.to_owned(), field: field.map(str::to_owned), details }
+    }
+
+    /// The exception of its family with `.code`, `.message`, `.field`, `.details`.
+    pub fn into_pyerr(self, py: Python<'_>) -> PyErr {
+        let text = format!("{}: {}", self.code, self.message);
+        let err = match self.family {
+            Family::NotFound => NotFoundError::new_err(text),
+            Family::Conflict => ConflictError::new_err(text),
+            Family::Invalid => InvalidError::new_err(text),
+            Family::Unavailable => UnavailableError::new_err(text),
+            Family::Other => CuaError::new_err(text),
+        };
         let value = err.value(py);
         let set = || -> PyResult<()> {
-            value.setattr("code", code)?;
-            value.setattr("message", message)?;
-            value.setattr("field", field)?;
-            value.setattr("details", details)?;
+            value.setattr("code", &self.code)?;
+            value.setattr("message", &self.message)?;
+            value.setattr("field", self.field.as_deref())?;
+            value.setattr("details", &self.details)?;
             Ok(())
         };
         match set() {
             Ok(()) => err,
             Err(e) => e,
         }
-    })
+    }
 }
 
-fn api(e: &ApiError) -> PyErr {
+fn api(e: &ApiError) -> CallError {
     let details = serde_json::to_string(e).unwrap_or_default();
-    raise(family(e.code), &e.code.as_str(), &e.message, e.field.as_deref(), details)
+    CallError::new(family(e.code), &e.code.as_str(), &e.message, e.field.as_deref(), details)
 }
 
 /// A failed call of the client.
-pub fn client_error(e: ClientError) -> PyErr {
+pub fn client_error(e: ClientError) -> CallError {
     match e {
         ClientError::Api(e) => api(&e),
         ClientError::Connect { .. } => {
             let message = format!("{e}; start it with `python -m spaces._daemon serve` or let Spaces() start it");
-            raise(Family::Unavailable, "DAEMON_UNREACHABLE", &message, None, String::new())
+            CallError::new(Family::Unavailable, "DAEMON_UNREACHABLE", &message, None, String::new())
         }
-        ClientError::Protocol(m) => raise(Family::Other, "PROTOCOL", &m, None, String::new()),
+        ClientError::Protocol(m) => CallError::new(Family::Other, "PROTOCOL", &m, None, String::new()),
     }
 }
 
 /// A daemon that could not be started.
-pub fn start_error(e: StartError) -> PyErr {
-    raise(Family::Unavailable, "DAEMON_START_FAILED", &e.to_string(), None, String::new())
+pub fn start_error(e: StartError) -> CallError {
+    CallError::new(Family::Unavailable, "DAEMON_START_FAILED", &e.to_string(), None, String::new())
 }
 
 /// Arguments that are not JSON (the Python layer always sends JSON, so this is a bug there).
-pub fn bad_json(e: serde_json::Error) -> PyErr {
-    raise(Family::Invalid, "INVALID_ARGUMENT", &format!("arguments are not JSON: {e}"), None, String::new())
+pub fn bad_json(e: serde_json::Error) -> CallError {
+    CallError::new(Family::Invalid, "INVALID_ARGUMENT", &format!("arguments are not JSON: {e}"), None, String::new())
 }
 
 /// The pid that first used the runtime. tokio does not survive `fork()` (its threads are not

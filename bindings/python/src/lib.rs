@@ -11,8 +11,8 @@
 //!   real daemon (the package carries it; docs/architecture.md says why).
 //!
 //! Errors are mapped in one place, [`errors`]. Async calls run on the tokio runtime of
-//! pyo3-async-runtimes and hand Python an `asyncio.Future`: the GIL is not held while a call
-//! waits, and no tokio task holds the interpreter beyond setting the result.
+//! pyo3-async-runtimes and hand Python an `asyncio.Future` ([`bridge`]): the GIL is not held
+//! while a call waits, and no tokio task holds the interpreter beyond setting the result.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -20,6 +20,7 @@ use std::path::PathBuf;
 use pyo3::prelude::*;
 use spaces_sdk::client::{Client, Endpoint};
 
+mod bridge;
 mod errors;
 
 /// A connection handle on one daemon (no connection is made until a call).
@@ -53,9 +54,8 @@ impl NativeClient {
     /// Runs operation `name` with `args_json` (a JSON object of its request fields); the
     /// awaitable resolves to the result as JSON text or raises `CuaError`.
     fn call<'py>(&self, py: Python<'py>, name: String, args_json: String) -> PyResult<Bound<'py, PyAny>> {
-        errors::fork_guard()?;
         let client = self.client.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        bridge::awaitable(py, async move {
             let args: serde_json::Value = serde_json::from_str(&args_json).map_err(errors::bad_json)?;
             let answer = client.call_named(&name, args).await.map_err(errors::client_error)?;
             Ok(answer.to_string())
@@ -107,8 +107,7 @@ fn socket_path(state_dir: PathBuf) -> PathBuf {
 /// Resolves to the pid it started, or `None` when one was already answering.
 #[pyfunction]
 fn ensure_daemon(py: Python<'_>, state_dir: PathBuf, command: Vec<OsString>) -> PyResult<Bound<'_, PyAny>> {
-    errors::fork_guard()?;
-    pyo3_async_runtimes::tokio::future_into_py(py, async move {
+    bridge::awaitable(py, async move {
         spaces_sdk::local::ensure_daemon(&state_dir, &command).await.map_err(errors::start_error)
     })
 }
@@ -154,6 +153,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(socket_path, m)?)?;
     m.add_function(wrap_pyfunction!(ensure_daemon, m)?)?;
     m.add_function(wrap_pyfunction!(daemon_main, m)?)?;
+    m.add_function(wrap_pyfunction!(bridge::drain, m)?)?;
     errors::register(m)?;
     Ok(())
 }

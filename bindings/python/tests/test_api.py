@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import spaces
+import spaces as spaces_module
 from spaces import CATALOGUE, AgentActionReport, AgentRunStatus, AgentStartReport, Space, SpaceAgentOptions, Spaces, _native
 from spaces._stubgen import main as stubgen
 
@@ -136,3 +137,20 @@ def test_the_readme_example_runs_as_written() -> None:
             kill_daemons(state)
         assert out.returncode == 0, out.stderr
         assert "hello.txt" in out.stdout, out.stdout
+
+
+def test_a_forked_child_is_refused_not_hung(spaces: Spaces) -> None:
+    # The parent's tokio runtime is running (earlier tests called through it); its threads are not
+    # in the child, so the SDK refuses there with a clear error instead of hanging.
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            asyncio.run(spaces.list_spaces())
+            code = 1
+        except spaces_module.CuaError as e:
+            code = 0 if "FORKED" in str(e) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -11,6 +11,7 @@ of ``spaces._records``. Every method is async; every failure is a ``CuaError``."
 
 from __future__ import annotations
 
+import atexit
 import inspect
 import json
 import os
@@ -25,6 +26,9 @@ from ._records import AgentActionReport, AgentRunStatus, AgentStartReport, Space
 #: Every operation: ``{name, doc, method, path, read_only, audience, request}`` (``request`` is
 #: the JSON Schema of its request).
 CATALOGUE: List[Dict[str, Any]] = json.loads(_native.catalogue())
+
+# At exit, no tokio thread may still be handing a result to Python (see src/bridge.rs).
+atexit.register(_native.drain)
 
 #: How long one ``agent_events`` long-poll of ``agent_follow`` waits for new events.
 FOLLOW_WAIT_MS = 10_000
