@@ -1,0 +1,233 @@
+"""``Spaces`` and ``Space``, built from the operation catalogue of the native module.
+
+Every operation of ``spaces_sdk::op::catalogue()`` becomes a method here without code written for
+it: the agent operations of one Space and every CodeSpace tool are ``Space`` methods, with the
+field naming the Space (``space``, ``workspace_id``) filled by the Space's name when the request
+has one; every other operation (``space_add``, ``inbox_*``, ...) is a ``Spaces`` method. Keyword arguments are the contract's
+request fields; ``None`` means "not given". Generated methods return the decoded JSON result.
+On top of them, the seed's agent signatures (``agent_start`` ... ``agent_stop``,
+``add_space``, ``list_spaces``, ``agent_capabilities``) are thin wrappers that return the records
+of ``spaces._records``. Every method is async; every failure is a ``CuaError``."""
+
+from __future__ import annotations
+
+import atexit
+import inspect
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, AsyncIterator, Dict, List, Optional, Union
+
+from . import _native
+from ._native import UnavailableError
+from ._records import AgentActionReport, AgentRunStatus, AgentStartReport, SpaceAgentOptions
+
+#: Every operation: ``{name, doc, method, path, read_only, audience, request}`` (``request`` is
+#: the JSON Schema of its request).
+CATALOGUE: List[Dict[str, Any]] = json.loads(_native.catalogue())
+
+# At exit, no tokio thread may still be handing a result to Python (see src/bridge.rs).
+atexit.register(_native.drain)
+
+#: How long one ``agent_events`` long-poll of ``agent_follow`` waits for new events.
+FOLLOW_WAIT_MS = 10_000
+
+
+def _fields(op: Dict[str, Any]) -> Dict[str, bool]:
+    """The request fields of ``op`` -> required."""
+    schema = op["request"]
+    required = set(schema.get("required", []))
+    return {name: name in required for name in schema.get("properties", {})}
+
+
+def on_space(op: Dict[str, Any]) -> bool:
+    """True for a ``Space`` method: an agent operation of one Space, or a CodeSpace tool."""
+    return op["audience"] == "tool" and (op["path"].startswith("/v1/tools/") or "space" in _fields(op))
+
+
+def scope_of(op: Dict[str, Any]) -> Optional[str]:
+    """The field a ``Space`` fills with its name (``space``, ``workspace_id``), if any."""
+    if not on_space(op):
+        return None
+    fields = _fields(op)
+    for key in ("space", "workspace_id"):
+        if key in fields:
+            return key
+    return None
+
+
+def _generated(op: Dict[str, Any], owner: str) -> Any:
+    name, scope = op["name"], scope_of(op)
+    fields = {k: req for k, req in _fields(op).items() if k != scope}
+
+    async def method(self: Any, **kwargs: Any) -> Any:
+        args = {k: v for k, v in kwargs.items() if v is not None}
+        if scope is not None:
+            args[scope] = self.name
+        return await self._spaces._call(name, args)
+
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    params += [
+        inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=inspect.Parameter.empty if req else None)
+        for k, req in fields.items()
+    ]
+    method.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    method.__name__ = name
+    method.__qualname__ = f"{owner}.{name}"
+    method._generated = True  # type: ignore[attr-defined]
+    method.__doc__ = f"{op['doc']}\n\n``{name}``: {op['method']} ``{op['path']}``. Raises CuaError."
+    return method
+
+
+def _install(cls: type, owner: str, space_side: bool) -> None:
+    """Adds every catalogue operation of ``cls``'s side that ``cls`` does not define itself."""
+    for op in CATALOGUE:
+        if on_space(op) == space_side and op["name"] not in cls.__dict__:
+            setattr(cls, op["name"], _generated(op, owner))
+
+
+def _options(options: Union[SpaceAgentOptions, Dict[str, Any], None]) -> Optional[Dict[str, Any]]:
+    if options is None or isinstance(options, dict):
+        return options
+    return options._wire()
+
+
+class Spaces:
+    """A connection to a Spaces daemon.
+
+    ``Spaces()`` uses the local daemon of the default state dir (``SPACES_HOME``, else
+    ``<user data dir>/spaces``), ``Spaces(state_dir=DIR)`` that of DIR; either is started detached
+    (``python -m spaces._daemon --state-dir DIR serve``, logging to ``DIR/spacesd.log``) when none
+    answers. ``Spaces(url="http://127.0.0.1:7700", token=TOKEN)`` reaches a daemon over TCP."""
+
+    def __init__(self, state_dir: Union[str, os.PathLike, None] = None, url: Optional[str] = None,
+                 token: Optional[str] = None) -> None:
+        self.daemon_pid: Optional[int] = None
+        if url is not None:
+            addr = url.split("://", 1)[-1].rstrip("/")
+            self.state_dir: Optional[Path] = None
+            self._native = _native.NativeClient.tcp(addr, token or "")
+        else:
+            self.state_dir = Path(state_dir) if state_dir is not None else Path(_native.default_state_dir())
+            self._native = _native.NativeClient.unix(str(_native.socket_path(str(self.state_dir))))
+        self._ready = url is not None
+
+    def __repr__(self) -> str:
+        return f"Spaces({self._native.endpoint()!r})"
+
+    def daemon_command(self) -> List[str]:
+        """What starts this state dir's daemon: this package's spacesd under this interpreter."""
+        return [sys.executable, "-m", "spaces._daemon", "--state-dir", str(self.state_dir), "serve"]
+
+    async def _ensure(self) -> None:
+        pid = await _native.ensure_daemon(str(self.state_dir), self.daemon_command())
+        if pid is not None:
+            self.daemon_pid = pid
+        self._ready = True
+
+    async def _call_text(self, name: str, args: Dict[str, Any]) -> str:
+        if not self._ready:
+            await self._ensure()
+        try:
+            return await self._native.call(name, json.dumps(args))
+        except UnavailableError as e:
+            # A local daemon that went away is started again, once.
+            if self.state_dir is None or getattr(e, "code", None) != "DAEMON_UNREACHABLE":
+                raise
+            await self._ensure()
+            return await self._native.call(name, json.dumps(args))
+
+    async def _call(self, name: str, args: Dict[str, Any]) -> Any:
+        return json.loads(await self._call_text(name, args))
+
+    async def call(self, name: str, **args: Any) -> Any:
+        """Runs any operation of the catalogue by name with its request fields."""
+        return await self._call(name, {k: v for k, v in args.items() if v is not None})
+
+    def space(self, name: str) -> "Space":
+        """The Space ``name`` (not checked until a call: unknown is WORKSPACE_NOT_FOUND then)."""
+        return Space(self, name)
+
+    async def add_space(self, name: str, path: Union[str, os.PathLike]) -> Dict[str, Any]:
+        """Registers the directory ``path`` as the Space ``name`` (the same again is a no-op)."""
+        return await self._call("space_add", {"name": name, "root": str(path)})
+
+    async def list_spaces(self) -> List[Dict[str, Any]]:
+        """Every Space of this host."""
+        return await self._call("space_list", {})
+
+    async def agent_capabilities(self) -> str:
+        """What every agent harness is and cannot do, as JSON."""
+        return await self._call_text("agent_capabilities", {})
+
+
+class Space:
+    """One Space of a daemon: the seed's agent methods and every CodeSpace tool."""
+
+    def __init__(self, spaces: Spaces, name: str) -> None:
+        self._spaces = spaces
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Space({self.name!r})"
+
+    async def agent_start(self, agent: str, prompt: str, show: Optional[bool] = None,
+                          options: Union[SpaceAgentOptions, Dict[str, Any], None] = None) -> AgentStartReport:
+        """Starts an agent CLI (claude-code, openai-codex, ...) with a prompt, detached."""
+        args: Dict[str, Any] = {"space": self.name, "agent": agent, "prompt": prompt}
+        if show is not None:
+            args["show"] = show
+        if options is not None:
+            args["options"] = _options(options)
+        return AgentStartReport._from(await self._spaces._call("agent_start", args))
+
+    async def agent_status(self, run_id: str, tail: Optional[int] = None) -> AgentRunStatus:
+        """A run's status with the last ``tail`` lines of output."""
+        args: Dict[str, Any] = {"space": self.name, "run_id": run_id}
+        if tail is not None:
+            args["tail"] = tail
+        return AgentRunStatus._from(await self._spaces._call("agent_status", args))
+
+    async def agent_events(self, run_id: str, cursor: Optional[int] = None, max: Optional[int] = None) -> str:
+        """Normalized events after ``cursor`` as the agent_events JSON (events, cursor, caught_up, status)."""
+        args: Dict[str, Any] = {"space": self.name, "run_id": run_id}
+        if cursor is not None:
+            args["cursor"] = cursor
+        if max is not None:
+            args["max"] = max
+        return await self._spaces._call_text("agent_events", args)
+
+    async def agent_follow(self, run_id: str, cursor: int = 0, wait_ms: int = FOLLOW_WAIT_MS) -> AsyncIterator[Dict[str, Any]]:
+        """Yields the run's events live from ``cursor`` (long-polls), until it stops running and is caught up."""
+        while True:
+            page = await self._spaces._call("agent_events", {"space": self.name, "run_id": run_id,
+                                                             "cursor": cursor, "wait_ms": wait_ms})
+            for event in page["events"]:
+                yield event
+            cursor = page["cursor"]
+            if page["caught_up"] and page["status"] != "running":
+                return
+
+    async def agent_message(self, run_id: str, text: str, force: Optional[bool] = None) -> AgentActionReport:
+        """Sends a follow-up message to a run (queued mid-turn; ``force`` interrupts first)."""
+        args: Dict[str, Any] = {"space": self.name, "run_id": run_id, "text": text}
+        if force is not None:
+            args["force"] = force
+        return AgentActionReport._from(await self._spaces._call("agent_message", args))
+
+    async def agent_interrupt(self, run_id: str) -> AgentActionReport:
+        """Cancels the run's turn in flight; the session stays open."""
+        return AgentActionReport._from(await self._spaces._call("agent_interrupt", {"space": self.name, "run_id": run_id}))
+
+    async def agent_stop(self, run_id: str) -> AgentActionReport:
+        """Stops a run."""
+        return AgentActionReport._from(await self._spaces._call("agent_stop", {"space": self.name, "run_id": run_id}))
+
+    async def agent_list(self) -> List[AgentRunStatus]:
+        """Every agent run in this Space."""
+        return [AgentRunStatus._from(d) for d in await self._spaces._call("agent_list", {"space": self.name})]
+
+
+_install(Spaces, "Spaces", space_side=False)
+_install(Space, "Space", space_side=True)

@@ -1,0 +1,87 @@
+"""The records of the seed's agent API (spec: AgentStartReport, AgentRunStatus, AgentActionReport,
+SpaceAgentOptions). Each carries the contract's fields and ``.json``, the whole record as JSON."""
+
+from __future__ import annotations
+
+import json as _json
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+
+def _dumps(value: Any) -> str:
+    return _json.dumps(value, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class AgentStartReport:
+    """Result of Space.agent_start."""
+
+    run_id: str
+    agent: str
+    space: str
+    process_tag: str
+    notes: List[str]
+    json: str
+
+    @classmethod
+    def _from(cls, d: Dict[str, Any]) -> "AgentStartReport":
+        return cls(d["run_id"], d["agent"], d["space"], d["process_tag"], list(d.get("notes", [])), _dumps(d))
+
+
+@dataclass(frozen=True)
+class AgentRunStatus:
+    """One agent run's status. Read ``accepts_message``; never derive it from ``status``."""
+
+    run_id: str
+    agent: Optional[str]
+    status: str
+    reason: str
+    phase: str
+    result_text: Optional[str]
+    accepts_message: bool
+    output_tail: Optional[str]
+    json: str
+
+    @classmethod
+    def _from(cls, d: Dict[str, Any]) -> "AgentRunStatus":
+        return cls(
+            d["run_id"], d.get("agent"), d["status"], d["reason"], d["phase"], d.get("result_text"),
+            bool(d["accepts_message"]), d.get("output_tail"), _dumps(d),
+        )
+
+
+@dataclass(frozen=True)
+class AgentActionReport:
+    """Result of Space.agent_message / agent_interrupt / agent_stop."""
+
+    run_id: str
+    ok: bool
+    reason: str
+    json: str
+
+    @classmethod
+    def _from(cls, d: Dict[str, Any]) -> "AgentActionReport":
+        return cls(d["run_id"], bool(d["ok"]), d["reason"], _dumps(d))
+
+
+@dataclass
+class SpaceAgentOptions:
+    """Options for Space.agent_start beyond the harness and prompt (only the fields set are sent)."""
+
+    env_from_host: List[str] = field(default_factory=list)
+    env: Dict[str, str] = field(default_factory=dict)
+    repo: Optional[str] = None
+    branch: Optional[str] = None
+    cwd: Optional[str] = None
+    model: Optional[str] = None
+    base_url: Optional[str] = None
+    exit_when_idle: Optional[bool] = None
+    home: Optional[str] = None
+
+    def _wire(self) -> Dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None and v != [] and v != {}}
+
+    @property
+    def json(self) -> str:
+        """The options as the JSON the daemon receives."""
+        return _dumps(self._wire())

@@ -1,0 +1,140 @@
+//! Every error the native module raises, mapped in this one file: a daemon's typed error
+//! ([`ApiError`]) becomes `CuaError` (or the subclass of its family) with `.code`, `.message`,
+//! `.field` (the offending request field of an `INVALID_ARGUMENT`, else `None`) and `.details`
+//! (the whole error as a dict-ready JSON text); a daemon that cannot be reached or started is
+//! `UnavailableError` with the client-side codes `DAEMON_UNREACHABLE` / `DAEMON_START_FAILED`.
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use spaces_sdk::client::ClientError;
+use spaces_sdk::local::StartError;
+use spaces_sdk::{ApiError, ErrorCode};
+
+create_exception!(_native, CuaError, PyException, "A Spaces call failed: `.code` (e.g. RUN_NOT_FOUND), `.message`, `.field`.");
+create_exception!(_native, NotFoundError, CuaError, "The named thing does not exist (`*_NOT_FOUND`).");
+create_exception!(_native, ConflictError, CuaError, "The state changed or is held (version, key, busy, closed, exists).");
+create_exception!(_native, InvalidError, CuaError, "The request is wrong (`INVALID_*`, path or file refusals).");
+create_exception!(_native, UnavailableError, CuaError, "Not available now: a harness, or the daemon itself.");
+
+/// The family of a wire code. Exhaustive: a new code must be placed here.
+fn family(code: ErrorCode) -> Family {
+    use ErrorCode::*;
+    match code {
+        WorkspaceNotFound | FileNotFound | OperationNotFound | ProcessNotFound | WorkNotFound | IntentNotFound
+        | ApprovalNotFound | RunNotFound => Family::NotFound,
+        WorkspaceBusy | ResourceQueueFull | AddFileExists | MoveDestinationExists | VersionConflict
+        | OperationKeyConflict | WorkClosed | IntentAlreadyClaimed | IntentNotEditable | IntentRevisionConflict
+        | ApprovalConflict | ApprovalAmbiguous | AgentBusy | LeaseHeld | ProcessNotRunning => Family::Conflict,
+        InvalidPatch | InvalidCommand | InvalidArgument | PathEscape | SymlinkRejected | SpecialFileRejected
+        | PathNotDirectory | ProcessNotTty => Family::Invalid,
+        HarnessUnavailable | ProcessSpawnFailed | Timeout => Family::Unavailable,
+        Unauthorized | FileOperationFailed | ApprovalRequired | Internal => Family::Other,
+    }
+}
+
+#[derive(Debug)]
+enum Family {
+    NotFound,
+    Conflict,
+    Invalid,
+    Unavailable,
+    Other,
+}
+
+/// A failed call as plain data (no GIL needed), turned into its exception at hand-over.
+#[derive(Debug)]
+pub struct CallError {
+    family: Family,
+    code: String,
+    message: String,
+    field: Option<String>,
+    details: String,
+}
+
+impl CallError {
+    fn new(family: Family, code: &str, message: &str, field: Option<&str>, details: String) -> Self {
+        Self { family, code: code.to_owned(), message: message.to_owned(), field: field.map(str::to_owned), details }
+    }
+
+    /// The exception of its family with `.code`, `.message`, `.field`, `.details`.
+    pub fn into_pyerr(self, py: Python<'_>) -> PyErr {
+        let text = format!("{}: {}", self.code, self.message);
+        let err = match self.family {
+            Family::NotFound => NotFoundError::new_err(text),
+            Family::Conflict => ConflictError::new_err(text),
+            Family::Invalid => InvalidError::new_err(text),
+            Family::Unavailable => UnavailableError::new_err(text),
+            Family::Other => CuaError::new_err(text),
+        };
+        let value = err.value(py);
+        let set = || -> PyResult<()> {
+            value.setattr("code", &self.code)?;
+            value.setattr("message", &self.message)?;
+            value.setattr("field", self.field.as_deref())?;
+            value.setattr("details", &self.details)?;
+            Ok(())
+        };
+        match set() {
+            Ok(()) => err,
+            Err(e) => e,
+        }
+    }
+}
+
+fn api(e: &ApiError) -> CallError {
+    let details = serde_json::to_string(e).unwrap_or_default();
+    CallError::new(family(e.code), &e.code.as_str(), &e.message, e.field.as_deref(), details)
+}
+
+/// A failed call of the client.
+pub fn client_error(e: ClientError) -> CallError {
+    match e {
+        ClientError::Api(e) => api(&e),
+        ClientError::Connect { .. } => {
+            let message = format!("{e}; start it with `python -m spaces._daemon serve` or let Spaces() start it");
+            CallError::new(Family::Unavailable, "DAEMON_UNREACHABLE", &message, None, String::new())
+        }
+        ClientError::Protocol(m) => CallError::new(Family::Other, "PROTOCOL", &m, None, String::new()),
+    }
+}
+
+/// A daemon that could not be started.
+pub fn start_error(e: StartError) -> CallError {
+    CallError::new(Family::Unavailable, "DAEMON_START_FAILED", &e.to_string(), None, String::new())
+}
+
+/// Arguments that are not JSON (the Python layer always sends JSON, so this is a bug there).
+pub fn bad_json(e: serde_json::Error) -> CallError {
+    CallError::new(Family::Invalid, "INVALID_ARGUMENT", &format!("arguments are not JSON: {e}"), None, String::new())
+}
+
+/// The pid that first used the runtime. tokio does not survive `fork()` (its threads are not
+/// copied), so a forked child is refused with a clear error instead of hanging.
+static RUNTIME_PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+
+/// Refuses calls in a process forked after the runtime started.
+pub fn fork_guard() -> PyResult<()> {
+    let pid = std::process::id();
+    let first = *RUNTIME_PID.get_or_init(|| pid);
+    if first == pid {
+        Ok(())
+    } else {
+        Err(CuaError::new_err(format!(
+            "FORKED: this process (pid {pid}) was forked from pid {first} after the Spaces SDK started its \
+             runtime, which does not survive fork(); use the SDK in the parent, or start children with \
+             multiprocessing's 'spawn' or 'forkserver' method"
+        )))
+    }
+}
+
+/// Adds the exception classes to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("CuaError", py.get_type::<CuaError>())?;
+    m.add("NotFoundError", py.get_type::<NotFoundError>())?;
+    m.add("ConflictError", py.get_type::<ConflictError>())?;
+    m.add("InvalidError", py.get_type::<InvalidError>())?;
+    m.add("UnavailableError", py.get_type::<UnavailableError>())?;
+    Ok(())
+}

@@ -1,0 +1,159 @@
+//! `spaces._native`: the thin native half of the Python SDK (`bindings/python/python/spaces`).
+//!
+//! It exposes four things and nothing else (STYLE item 8):
+//! - [`NativeClient`]: a handle on the typed Rust client with one generic async
+//!   `call(name, args_json) -> result_json` over [`Client::call_named`]; the Python layer builds
+//!   every `Spaces`/`Space` method from the catalogue on top of it.
+//! - [`catalogue`]: the operation catalogue as data (name, doc, route, audience and the JSON
+//!   Schema of each request), so a new operation reaches Python without code written for it.
+//! - [`ensure_daemon`] / [`default_state_dir`]: the no-set-up path of `spaces_sdk::local`.
+//! - [`daemon_main`]: spacesd's own command line, so `python -m spaces._daemon serve` runs the
+//!   real daemon (the package carries it; docs/architecture.md says why).
+//!
+//! Errors are mapped in one place, [`errors`]. Async calls run on the tokio runtime of
+//! pyo3-async-runtimes and hand Python an `asyncio.Future` ([`bridge`]): the GIL is not held
+//! while a call waits, and no tokio task holds the interpreter beyond setting the result.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+use spaces_sdk::client::{Client, Endpoint};
+
+mod bridge;
+mod errors;
+
+/// A connection handle on one daemon (no connection is made until a call).
+#[pyclass(frozen, module = "spaces._native")]
+struct NativeClient {
+    client: Client,
+}
+
+#[pymethods]
+impl NativeClient {
+    /// A client of the daemon listening on the Unix socket `path`.
+    #[staticmethod]
+    fn unix(path: PathBuf) -> Self {
+        Self { client: Client::new(Endpoint::Unix(path)) }
+    }
+
+    /// A client of a daemon on TCP `addr` (`host:port`) with the bearer `token`.
+    #[staticmethod]
+    fn tcp(addr: String, token: String) -> Self {
+        Self { client: Client::new(Endpoint::Tcp { addr, token }) }
+    }
+
+    /// Where this client connects (socket path or `host:port`).
+    fn endpoint(&self) -> String {
+        match self.client.endpoint() {
+            Endpoint::Unix(p) => p.display().to_string(),
+            Endpoint::Tcp { addr, .. } => addr.clone(),
+        }
+    }
+
+    /// Runs operation `name` with `args_json` (a JSON object of its request fields); the
+    /// awaitable resolves to the result as JSON text or raises `CuaError`.
+    fn call<'py>(&self, py: Python<'py>, name: String, args_json: String) -> PyResult<Bound<'py, PyAny>> {
+        let client = self.client.clone();
+        bridge::awaitable(py, async move {
+            let args: serde_json::Value = serde_json::from_str(&args_json).map_err(errors::bad_json)?;
+            let answer = client.call_named(&name, args).await.map_err(errors::client_error)?;
+            Ok(answer.to_string())
+        })
+    }
+}
+
+macro_rules! catalogue_json {
+    ($( $name:ident: $marker:ident, $method:ident $path:literal,
+        $req:ty => $res:ty, $ro:literal, $aud:ident $([$($hint:ident),*])?, $doc:literal; )*) => {
+        fn catalogue_value() -> serde_json::Value {
+            serde_json::Value::Array(vec![$(
+                serde_json::json!({
+                    "name": stringify!($name),
+                    "doc": $doc,
+                    "method": stringify!($method).to_uppercase(),
+                    "path": $path,
+                    "read_only": $ro,
+                    "audience": stringify!($aud).to_lowercase(),
+                    "request": schemars::schema_for!($req),
+                })
+            ),*])
+        }
+    };
+}
+
+spaces_sdk::for_each_operation!(catalogue_json);
+
+/// Every operation of the catalogue as JSON text: a list of `{name, doc, method, path,
+/// read_only, audience, request}` where `request` is the JSON Schema of its request.
+#[pyfunction]
+fn catalogue() -> String {
+    catalogue_value().to_string()
+}
+
+/// `SPACES_HOME`, else `<user data dir>/spaces`.
+#[pyfunction]
+fn default_state_dir() -> PathBuf {
+    spaces_sdk::local::default_state_dir()
+}
+
+/// The daemon's Unix socket in `state_dir`.
+#[pyfunction]
+fn socket_path(state_dir: PathBuf) -> PathBuf {
+    spaces_sdk::local::socket_path(&state_dir)
+}
+
+/// Makes sure the daemon of `state_dir` answers, starting `command` detached when none does.
+/// Resolves to the pid it started, or `None` when one was already answering.
+#[pyfunction]
+fn ensure_daemon(py: Python<'_>, state_dir: PathBuf, command: Vec<OsString>) -> PyResult<Bound<'_, PyAny>> {
+    bridge::awaitable(py, async move {
+        spaces_sdk::local::ensure_daemon(&state_dir, &command).await.map_err(errors::start_error)
+    })
+}
+
+/// Runs spacesd's command line with `argv` (without the program name, e.g. `["--state-dir",
+/// DIR, "serve"]`) on a runtime of its own, the GIL released; returns the exit status.
+#[pyfunction]
+fn daemon_main(py: Python<'_>, argv: Vec<OsString>) -> i32 {
+    py.detach(move || {
+        let filter = tracing_subscriber::EnvFilter::try_from_env("SPACES_LOG").unwrap_or_else(|_| "warn".into());
+        let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+        let args = std::iter::once(OsString::from("spacesd")).chain(argv);
+        let cli = match <spacesd::cli::Cli as clap::Parser>::try_parse_from(args) {
+            Ok(cli) => cli,
+            Err(e) => {
+                let _ = e.print();
+                return e.exit_code();
+            }
+        };
+        let runtime = match tokio::runtime::Runtime::new() {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("spacesd: cannot start the tokio runtime: {e}");
+                return 1;
+            }
+        };
+        match runtime.block_on(spacesd::cli::main(cli)) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("spacesd: {e:#}");
+                1
+            }
+        }
+    })
+}
+
+/// The module `spaces._native`.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeClient>()?;
+    m.add_function(wrap_pyfunction!(catalogue, m)?)?;
+    m.add_function(wrap_pyfunction!(default_state_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(socket_path, m)?)?;
+    m.add_function(wrap_pyfunction!(ensure_daemon, m)?)?;
+    m.add_function(wrap_pyfunction!(daemon_main, m)?)?;
+    m.add_function(wrap_pyfunction!(bridge::drain, m)?)?;
+    errors::register(m)?;
+    Ok(())
+}

@@ -1,0 +1,98 @@
+"""The real Claude Code CLI against the scripted model, through the SDK: start, follow to
+`turn_ended`, a follow-up, an interrupted long turn, another follow-up, stop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from typing import Any, Dict, List, Tuple
+
+from spaces import AgentActionReport, AgentRunStatus, AgentStartReport, Space, SpaceAgentOptions, Spaces
+
+TURN_TIMEOUT = 120
+
+
+async def follow_to_turn_end(space: Space, run_id: str, turn: int, cursor: int) -> Tuple[Dict[str, Any], int, List[Dict[str, Any]]]:
+    """Follows the run from `cursor` until `turn` ends; returns that event, the cursor after it, and all events seen."""
+    seen: List[Dict[str, Any]] = []
+    async def go():
+        nonlocal cursor
+        while True:
+            async for ev in space.agent_follow(run_id, cursor=cursor):
+                seen.append(ev)
+                cursor = ev["seq"]
+                if ev["kind"] == "turn_ended" and ev["turn"] == turn:
+                    return ev
+            await asyncio.sleep(0.1)  # not running and caught up before the turn began: look again
+    ev = await asyncio.wait_for(go(), TURN_TIMEOUT)
+    return ev, cursor, seen
+
+
+async def settled(space: Space, run_id: str) -> AgentRunStatus:
+    """The status once the run takes a follow-up again."""
+    deadline = time.monotonic() + TURN_TIMEOUT
+    while True:
+        st = await space.agent_status(run_id)
+        if st.accepts_message or time.monotonic() > deadline:
+            return st
+        await asyncio.sleep(0.1)
+
+
+async def test_claude_code_run_through_the_sdk(spaces: Spaces, space: Space, model_url: str, claude_ready: None) -> None:
+    caps = json.loads(await spaces.agent_capabilities())
+    claude = next(h for h in caps["harnesses"] if h["id"] == "claude-code")
+    assert claude["ready"] and claude["can_interrupt"], claude
+    assert "turn_ended" in caps["event_kinds"]
+
+    started = await space.agent_start("claude-code", "Say hello, please.", options=SpaceAgentOptions(base_url=model_url))
+    assert isinstance(started, AgentStartReport)
+    assert started.run_id and started.agent == "claude-code" and started.space == "demo" and started.process_tag
+    assert isinstance(started.notes, list)
+    assert json.loads(started.json)["run_id"] == started.run_id
+
+    ended, cursor, seen = await follow_to_turn_end(space, started.run_id, 1, 0)
+    assert ended["stop_reason"] == "end_turn", seen
+    kinds = [e["kind"] for e in seen]
+    assert "turn_started" in kinds and "message" in kinds, kinds
+    st = await settled(space, started.run_id)
+    assert st.accepts_message and st.status == "idle", st
+    assert st.result_text == "Hello from the scripted model.", st
+
+    # The raw page as the seed returns it: JSON text.
+    page = json.loads(await space.agent_events(started.run_id, cursor=0, max=2))
+    assert set(page) >= {"events", "cursor", "caught_up", "status"} and len(page["events"]) == 2
+
+    # Follow-up: a slow turn, interrupted mid-stream.
+    sent = await space.agent_message(started.run_id, "Now talk slowly.")
+    assert isinstance(sent, AgentActionReport) and sent.ok and sent.run_id == started.run_id, sent
+    deadline = time.monotonic() + TURN_TIMEOUT
+    while not any(e["kind"] == "turn_started" and e["turn"] == 2 for e in json.loads(await space.agent_events(started.run_id, cursor=cursor, max=1000))["events"]):
+        assert time.monotonic() < deadline, "turn 2 never started"
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(2.0)  # the CLI is streaming the slow answer (60 chunks, 0.5 s apart) by now
+    interrupted = await space.agent_interrupt(started.run_id)
+    assert interrupted.ok, (interrupted, json.loads(await space.agent_events(started.run_id, cursor=cursor, max=1000)))
+    ended, cursor, seen = await follow_to_turn_end(space, started.run_id, 2, cursor)
+    assert ended["stop_reason"] == "interrupted", seen
+    st = await settled(space, started.run_id)
+    assert st.accepts_message and st.status == "idle", st
+
+    # The session goes on after the interrupt.
+    assert (await space.agent_message(started.run_id, "Go on.")).ok
+    ended, cursor, _ = await follow_to_turn_end(space, started.run_id, 3, cursor)
+    assert ended["stop_reason"] == "end_turn"
+    st = await settled(space, started.run_id)
+    assert st.result_text == "after the interrupt", st
+
+    runs = await space.agent_list()
+    assert [r.run_id for r in runs] == [started.run_id] and all(isinstance(r, AgentRunStatus) for r in runs)
+
+    stopped = await space.agent_stop(started.run_id)
+    assert stopped.ok, stopped
+    st = await space.agent_status(started.run_id, tail=5)
+    assert st.status == "stopped", st
+    # Followed to the end: the run no longer runs, so the iterator ends on its own.
+    tail = [e async for e in space.agent_follow(started.run_id, cursor=cursor)]
+    assert all(e["seq"] > cursor for e in tail)

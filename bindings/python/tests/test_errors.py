@@ -1,0 +1,51 @@
+"""Bad input raises the typed error of its family with the right code."""
+
+from __future__ import annotations
+
+import pytest
+
+from spaces import CuaError, InvalidError, NotFoundError, Space, Spaces, UnavailableError
+
+
+async def test_unknown_run(space: Space) -> None:
+    with pytest.raises(NotFoundError) as e:
+        await space.agent_status("no-such-run")
+    assert e.value.code == "RUN_NOT_FOUND" and "no-such-run" in e.value.message
+    assert isinstance(e.value, CuaError) and e.value.field is None
+
+
+async def test_unknown_space(spaces: Spaces, space: Space) -> None:
+    with pytest.raises(NotFoundError) as e:
+        await spaces.space("nowhere").agent_list()
+    assert e.value.code == "WORKSPACE_NOT_FOUND"
+    with pytest.raises(NotFoundError) as e:
+        await spaces.space("nowhere").read(path="x")
+    assert e.value.code == "WORKSPACE_NOT_FOUND"
+
+
+async def test_unknown_option_key_is_named(space: Space) -> None:
+    with pytest.raises(InvalidError) as e:
+        await space.agent_start("claude-code", "hi", options={"baseUrl": "http://127.0.0.1:9"})
+    assert e.value.code == "INVALID_ARGUMENT"
+    assert e.value.field == "options.baseUrl" and "base_url" in e.value.message
+
+
+async def test_unknown_keyword_of_a_generated_method(space: Space) -> None:
+    with pytest.raises(InvalidError) as e:
+        await space.read(path="notes.txt", bogus=1)
+    assert e.value.code == "INVALID_ARGUMENT" and "bogus" in e.value.message
+
+
+async def test_wrong_type(space: Space) -> None:
+    with pytest.raises(InvalidError) as e:
+        await space.read(path=5)
+    assert e.value.code == "INVALID_ARGUMENT"
+    with pytest.raises(InvalidError) as e:
+        await space.agent_status("some-run", tail="many")
+    assert e.value.code == "INVALID_ARGUMENT"
+
+
+async def test_daemon_unreachable_over_tcp() -> None:
+    with pytest.raises(UnavailableError) as e:
+        await Spaces(url="http://127.0.0.1:9", token="t").list_spaces()
+    assert e.value.code == "DAEMON_UNREACHABLE"
