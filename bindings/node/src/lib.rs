@@ -176,6 +176,7 @@ pub fn default_state_dir() -> String {
 /// process that has other work to do.
 #[napi]
 pub fn run_daemon(args: Vec<String>) -> i32 {
+    restore_default_signals();
     let filter = tracing_subscriber::EnvFilter::try_from_env("SPACES_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| "warn".into());
@@ -203,4 +204,20 @@ pub fn run_daemon(args: Vec<String>) -> i32 {
     };
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     code
+}
+
+/// Node installs its own SIGINT and SIGTERM handler (it resets the terminal, then raises the
+/// signal again). The daemon's handler (tokio, via signal-hook) chains to it, so the raised
+/// signal would come back to the daemon's handler forever and `serve` never ends. The daemon
+/// process runs no JavaScript while it serves, so it takes both signals back to their
+/// defaults first and lets tokio own them, as in the `spacesd` binary.
+fn restore_default_signals() {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    for sig in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: installs the default disposition (no handler code runs), before any thread
+        // of the daemon's runtime exists.
+        if let Err(e) = unsafe { signal(sig, SigHandler::SigDfl) } {
+            eprintln!("spacesd: cannot reset {sig}: {e}");
+        }
+    }
 }
