@@ -258,3 +258,12 @@ test('the README example runs exactly as written', async () => {
     fs.rmSync(work, { recursive: true, force: true })
   }
 })
+
+test('the committed types are what the build writes: native.d.ts matches the module, index.d.ts the catalogue', () => {
+  const { generate } = require('../gen-types.js')
+  assert.equal(fs.readFileSync(path.join(PKG, 'index.d.ts'), 'utf8'), generate(), 'index.d.ts is stale: npm run build')
+  const dts = fs.readFileSync(path.join(PKG, 'native.d.ts'), 'utf8')
+  const declared = [...dts.matchAll(/export declare (?:function|class|const) (\w+)/g)].map((m) => m[1]).sort()
+  const exported = Object.keys(require('../native.js')).sort()
+  assert.deepEqual(declared, exported, 'native.d.ts is stale: npm run build')
+})
