@@ -13,13 +13,17 @@ const { Spaces, Space, SpacesError, catalogue } = require('..')
 const { PKG, REPO, tempDir, sleep, scriptedModel, daemonPids, killDaemons, alive } = require('../testing')
 
 const TURN_MS = 90_000
-let dir, stateDir, spaceDir, model, spaces, space, daemonPid
+// `s` hosts the agent run, `c` the CodeSpace calls (a Space is busy for patches and commands
+// while a process of it runs, and a stopped run's process may still be ending).
+let dir, stateDir, spaceDir, codeDir, model, spaces, space, code, daemonPid
 
 before(async () => {
   dir = tempDir('spaces-node-')
   stateDir = path.join(dir, 'state')
   spaceDir = path.join(dir, 'space')
+  codeDir = path.join(dir, 'code')
   fs.mkdirSync(spaceDir)
+  fs.mkdirSync(codeDir)
   model = await scriptedModel(
     dir,
     {
@@ -35,6 +39,7 @@ before(async () => {
   )
   spaces = new Spaces({ stateDir })
   space = spaces.space('s')
+  code = spaces.space('c')
 })
 
 after(async () => {
@@ -172,29 +177,30 @@ test('claude-code through Space: follow to turn_ended, follow-up, interrupt a lo
 })
 
 test('the CodeSpace loop through Space: read, applyPatch, execCommand, readProcess', async () => {
-  fs.writeFileSync(path.join(spaceDir, 'notes.md'), 'one\n')
-  const file = await space.read({ path: 'notes.md' })
+  await spaces.addSpace('c', codeDir)
+  fs.writeFileSync(path.join(codeDir, 'notes.md'), 'one\n')
+  const file = await code.read({ path: 'notes.md' })
   assert.equal(file.content, 'one\n')
   assert.match(file.version, /^sha256:/)
-  const found = await space.find({ glob: '*.md' })
+  const found = await code.find({ glob: '*.md' })
   assert.ok(JSON.stringify(found).includes('notes.md'))
   const patch = '*** Begin Patch\n*** Update File: notes.md\n@@\n-one\n+ONE\n*** End Patch\n'
-  const applied = await space.applyPatch({ patch, expected_versions: { 'notes.md': file.version }, operation_key: 'node-1' })
+  const applied = await code.applyPatch({ patch, expected_versions: { 'notes.md': file.version }, operation_key: 'node-1' })
   assert.deepEqual(applied.files, ['notes.md'])
-  assert.equal(fs.readFileSync(path.join(spaceDir, 'notes.md'), 'utf8'), 'ONE\n')
-  const proc = await space.execCommand({ command: ['cat', 'notes.md'] })
+  assert.equal(fs.readFileSync(path.join(codeDir, 'notes.md'), 'utf8'), 'ONE\n')
+  const proc = await code.execCommand({ command: ['cat', 'notes.md'] })
   assert.match(proc.process_id, /./)
   let out = ''
   let cursor = 0
   for (let i = 0; i < 50; i++) {
-    const r = await space.readProcess({ process_id: proc.process_id, cursor, wait_ms: 2000 })
+    const r = await code.readProcess({ process_id: proc.process_id, cursor, wait_ms: 2000 })
     out += r.chunk
     cursor = r.cursor
     if (r.eof) break
   }
   assert.equal(out, 'ONE\n')
   // A stale version is refused with the typed error.
-  await assert.rejects(space.applyPatch({ patch, expected_versions: { 'notes.md': file.version } }), { code: 'VERSION_CONFLICT' })
+  await assert.rejects(code.applyPatch({ patch, expected_versions: { 'notes.md': file.version } }), { code: 'VERSION_CONFLICT' })
 })
 
 test('bad input rejects with SpacesError and the right code', async () => {
@@ -223,11 +229,11 @@ test('bad input rejects with SpacesError and the right code', async () => {
 })
 
 test('the Node main thread is not held while a call waits', async () => {
-  const proc = await space.execCommand({ command: ['sleep', '2'] })
+  const proc = await code.execCommand({ command: ['sleep', '2'] })
   let ticks = 0
   const timer = setInterval(() => ticks++, 20)
   const t0 = Date.now()
-  const r = await space.readProcess({ process_id: proc.process_id, wait_ms: 1000 })
+  const r = await code.readProcess({ process_id: proc.process_id, wait_ms: 1000 })
   const waited = Date.now() - t0
   clearInterval(timer)
   assert.equal(r.chunk, '')
