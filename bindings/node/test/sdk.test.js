@@ -7,7 +7,8 @@ const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
-const { execFile } = require('node:child_process')
+const { execFile, spawn } = require('node:child_process')
+const net = require('node:net')
 
 const { Spaces, Space, SpacesError, catalogue } = require('..')
 const { PKG, REPO, tempDir, sleep, scriptedModel, daemonPids, killDaemons, alive } = require('../testing')
@@ -272,4 +273,33 @@ test('the committed types are what the build writes: native.d.ts matches the mod
   const declared = [...dts.matchAll(/export declare (?:function|class|const) (\w+)/g)].map((m) => m[1]).sort()
   const exported = Object.keys(require('../native.js')).sort()
   assert.deepEqual(declared, exported, 'native.d.ts is stale: npm run build')
+})
+
+test('url + token reach a daemon over TCP', async () => {
+  const port = await new Promise((resolve) => {
+    const srv = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port: free } = srv.address()
+      srv.close(() => resolve(free))
+    })
+  })
+  const tcpState = path.join(dir, 'tcp-state')
+  const child = spawn(process.execPath, [path.join(PKG, 'daemon.js'), '--state-dir', tcpState, 'serve', '--tcp', `127.0.0.1:${port}`], {
+    stdio: 'ignore',
+  })
+  try {
+    const tokenFile = path.join(tcpState, 'token')
+    const url = `http://127.0.0.1:${port}`
+    let listed = null
+    for (let i = 0; i < 200 && listed === null; i++) {
+      await sleep(50)
+      if (!fs.existsSync(tokenFile)) continue
+      const remote = new Spaces({ url, token: fs.readFileSync(tokenFile, 'utf8').trim() })
+      listed = await remote.listSpaces().catch((e) => (e.code === 'DAEMON_UNAVAILABLE' ? null : Promise.reject(e)))
+    }
+    assert.deepEqual(listed, [])
+    await assert.rejects(new Spaces({ url, token: 'wrong' }).listSpaces(), { code: 'UNAUTHORIZED' })
+  } finally {
+    child.kill('SIGTERM')
+    await new Promise((resolve) => (child.exitCode !== null ? resolve() : child.on('exit', resolve)))
+  }
 })
