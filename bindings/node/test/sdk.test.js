@@ -14,8 +14,8 @@ const { Spaces, Space, SpacesError, catalogue } = require('..')
 const { PKG, REPO, tempDir, sleep, scriptedModel, daemonPids, killDaemons, alive } = require('../testing')
 
 const TURN_MS = 90_000
-// `s` hosts the agent run, `c` the CodeSpace calls (a Space is busy for patches and commands
-// while a process of it runs, and a stopped run's process may still be ending).
+// `s` hosts the agent run, `c` the CodeSpace calls (a Space refuses patches and commands with
+// WORKSPACE_BUSY while a process of it runs).
 let dir, stateDir, spaceDir, codeDir, model, spaces, space, code, daemonPid
 
 before(async () => {
@@ -200,6 +200,14 @@ test('the CodeSpace loop through Space: read, applyPatch, execCommand, readProce
     if (r.eof) break
   }
   assert.equal(out, 'ONE\n')
+  // The Space takes patches again once the command has exited (its output can end first).
+  let status
+  for (let i = 0; i < 100; i++) {
+    status = await code.processStatus({ process_id: proc.process_id })
+    if (status.state !== 'running') break
+    await sleep(50)
+  }
+  assert.equal(status.exit_code, 0, JSON.stringify(status))
   // A stale version is refused with the typed error.
   await assert.rejects(code.applyPatch({ patch, expected_versions: { 'notes.md': file.version } }), { code: 'VERSION_CONFLICT' })
 })
