@@ -1,0 +1,223 @@
+//! The native half of the Node SDK (`@spaces/sdk`), kept thin (STYLE item 8): one generic async
+//! `call(name, argsJson)` over [`Client::call_named`], the operation catalogue as data, and the
+//! daemon's entry point so that the npm package carries `spacesd` (`daemon.js`). `index.js`
+//! builds `Spaces` and `Space` from the catalogue; nothing here names a single operation.
+//!
+//! Async functions run on napi's tokio runtime and resolve Promises: the Node main thread is
+//! never held while a call waits. Nothing here uses `spawn_blocking` (a TCP address is parsed,
+//! not resolved), which would keep Node alive at exit.
+
+mod error;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use napi_derive::napi;
+use spaces_sdk::client::{Client, Endpoint};
+use spaces_sdk::op::{Audience, OperationInfo};
+
+use crate::error::Result;
+
+/// How to reach a daemon (`connect`).
+#[napi(object)]
+pub struct ConnectOptions {
+    /// State dir of a local daemon (default: `SPACES_HOME`, else `<data dir>/spaces`).
+    pub state_dir: Option<String>,
+    /// A remote daemon over TCP: `http://127.0.0.1:7700` or `127.0.0.1:7700` (needs `token`).
+    pub url: Option<String>,
+    /// Bearer token of the TCP listener.
+    pub token: Option<String>,
+    /// Local only: the command that serves `stateDir`, started detached when no daemon answers
+    /// (`index.js` passes `[process.execPath, daemon.js, "--state-dir", DIR, "serve"]`). Absent:
+    /// no daemon is started.
+    pub daemon_command: Option<Vec<String>>,
+}
+
+/// A connected client of one daemon.
+#[napi]
+pub struct NativeClient {
+    client: Client,
+    state_dir: Option<String>,
+    started_pid: Option<u32>,
+}
+
+/// Connects: to `url` with `token`, else to the daemon of the state dir, starting
+/// `daemonCommand` detached when none answers. Rejects with `DAEMON_UNAVAILABLE` when it cannot
+/// be started, `INVALID_ARGUMENT` for a `url` without `token`.
+#[napi(catch_unwind)]
+pub async fn connect(options: ConnectOptions) -> Result<NativeClient> {
+    if let Some(url) = options.url {
+        let Some(token) = options.token else {
+            return Err(error::invalid(format!("url {url:?} needs a token (the daemon's <state dir>/token)")));
+        };
+        let addr = url.trim_start_matches("http://").trim_end_matches('/').to_owned();
+        if addr.parse::<std::net::SocketAddr>().is_err() {
+            return Err(error::invalid(format!("url {url:?} is not http://IP:PORT")));
+        }
+        return Ok(NativeClient { client: Client::new(Endpoint::Tcp { addr, token }), state_dir: None, started_pid: None });
+    }
+    let state_dir = options.state_dir.map(PathBuf::from).unwrap_or_else(spaces_sdk::local::default_state_dir);
+    let state_dir = std::path::absolute(&state_dir).unwrap_or(state_dir);
+    let started_pid = match options.daemon_command {
+        Some(cmd) => {
+            let cmd: Vec<OsString> = cmd.into_iter().map(OsString::from).collect();
+            spaces_sdk::local::ensure_daemon(&state_dir, &cmd).await.map_err(error::start)?
+        }
+        None => None,
+    };
+    Ok(NativeClient {
+        client: Client::new(Endpoint::Unix(spaces_sdk::local::socket_path(&state_dir))),
+        state_dir: Some(state_dir.display().to_string()),
+        started_pid,
+    })
+}
+
+#[napi]
+impl NativeClient {
+    /// Runs the operation `name` with `argsJson` (a JSON object of its request fields, the
+    /// contract's snake_case) and resolves to its result JSON. Rejects with the typed error.
+    #[napi(catch_unwind)]
+    pub async fn call(&self, name: String, args_json: String) -> Result<String> {
+        let args: serde_json::Value =
+            serde_json::from_str(&args_json).map_err(|e| error::invalid(format!("{name}: arguments are not JSON: {e}")))?;
+        let answer = self.client.call_named(&name, args).await.map_err(error::client)?;
+        Ok(answer.to_string())
+    }
+
+    /// The local state dir (absent for a TCP client).
+    #[napi(getter)]
+    pub fn state_dir(&self) -> Option<String> {
+        self.state_dir.clone()
+    }
+
+    /// The pid of the daemon this client started (absent when one already answered).
+    #[napi(getter)]
+    pub fn started_pid(&self) -> Option<u32> {
+        self.started_pid
+    }
+}
+
+/// One operation of the catalogue.
+#[napi(object)]
+pub struct OperationEntry {
+    /// Wire name, e.g. `agent_start`.
+    pub name: String,
+    pub doc: String,
+    /// `GET`, `POST`, `PATCH`.
+    pub method: String,
+    /// Route template, e.g. `/v1/spaces/{space}/agents`.
+    pub path: String,
+    pub read_only: bool,
+    /// `tool` (agents and SDK users) or `inbox` (the user's side of steering).
+    pub audience: String,
+    /// The request's top-level fields (snake_case), from its JSON Schema.
+    pub fields: Vec<String>,
+    /// The fields the request requires.
+    pub required: Vec<String>,
+}
+
+macro_rules! request_fields {
+    ($( $name:ident: $marker:ident, $method:ident $path:literal,
+        $req:ty => $res:ty, $ro:literal, $aud:ident $([$($hint:ident),*])?, $doc:literal; )*) => {
+        /// `(name, fields, required)` of every operation's request.
+        fn request_fields() -> Vec<(&'static str, Vec<String>, Vec<String>)> {
+            vec![$((stringify!($name), schema_fields(schemars::schema_for!($req)).0, schema_fields(schemars::schema_for!($req)).1)),*]
+        }
+    };
+}
+spaces_sdk::for_each_operation!(request_fields);
+
+fn schema_fields(schema: schemars::Schema) -> (Vec<String>, Vec<String>) {
+    let v = schema.as_value();
+    let fields = v.get("properties").and_then(|p| p.as_object()).map(|p| p.keys().cloned().collect()).unwrap_or_default();
+    let required = v
+        .get("required")
+        .and_then(|r| r.as_array())
+        .map(|r| r.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default();
+    (fields, required)
+}
+
+/// The operation catalogue (`spaces_sdk::op::catalogue()`), in order.
+#[napi]
+pub fn catalogue() -> Vec<OperationEntry> {
+    let fields = request_fields();
+    spaces_sdk::op::catalogue()
+        .into_iter()
+        .map(|o: OperationInfo| {
+            let (f, r) = fields.iter().find(|(n, _, _)| *n == o.name).map(|(_, f, r)| (f.clone(), r.clone())).unwrap_or_default();
+            OperationEntry {
+                name: o.name.to_owned(),
+                doc: o.doc.to_owned(),
+                method: o.method.as_str().to_owned(),
+                path: o.path.to_owned(),
+                read_only: o.read_only,
+                audience: match o.audience {
+                    Audience::Tool => "tool",
+                    Audience::Inbox => "inbox",
+                }
+                .to_owned(),
+                fields: f,
+                required: r,
+            }
+        })
+        .collect()
+}
+
+/// `SPACES_HOME`, else `<user data dir>/spaces`: the state dir `connect` uses by default.
+#[napi]
+pub fn default_state_dir() -> String {
+    spaces_sdk::local::default_state_dir().display().to_string()
+}
+
+/// Runs the `spacesd` command line with `args` (e.g. `["--state-dir", DIR, "serve"]`) in this
+/// process, blocking it until the command ends (for `serve`: SIGINT or SIGTERM), and returns
+/// its exit code. This is `daemon.js`, the daemon the package carries; never call it from a
+/// process that has other work to do.
+#[napi]
+pub fn run_daemon(args: Vec<String>) -> i32 {
+    restore_default_signals();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SPACES_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| "warn".into());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let cli = match <spacesd::cli::Cli as clap::Parser>::try_parse_from(std::iter::once("spacesd".to_owned()).chain(args)) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("spacesd: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    let code = match runtime.block_on(spacesd::cli::main(cli)) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("spacesd: {e:#}");
+            1
+        }
+    };
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    code
+}
+
+/// Node installs its own SIGINT and SIGTERM handler (it resets the terminal, then raises the
+/// signal again). The daemon's handler (tokio, via signal-hook) chains to it, so the raised
+/// signal would come back to the daemon's handler forever and `serve` never ends. The daemon
+/// process runs no JavaScript while it serves, so it takes both signals back to their
+/// defaults first and lets tokio own them, as in the `spacesd` binary.
+fn restore_default_signals() {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    for sig in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: installs the default disposition (no handler code runs), before any thread
+        // of the daemon's runtime exists.
+        if let Err(e) = unsafe { signal(sig, SigHandler::SigDfl) } {
+            eprintln!("spacesd: cannot reset {sig}: {e}");
+        }
+    }
+}
