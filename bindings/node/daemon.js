@@ -5,4 +5,7 @@
 // detached when no daemon answers.
 'use strict'
 const native = require('./native.js')
+// The daemon gives agent runs its own tools as an MCP server started with its own command line;
+// hosted here, that command is this Node and this file, not a `spacesd` binary.
+process.env.SPACES_SELF_COMMAND = JSON.stringify([process.execPath, __filename])
 process.exitCode = native.runDaemon(process.argv.slice(2))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import os
 import time
 from typing import Any, Dict, List, Tuple
@@ -58,6 +60,14 @@ async def test_claude_code_run_through_the_sdk(spaces: Spaces, space: Space, mod
     assert "turn_started" in kinds and "message" in kinds, kinds
     st = await settled(space, started.run_id)
     assert st.accepts_message and st.status == "idle", st
+
+    # The run's own `spaces` MCP server (space_tools, on by default) is this package's daemon
+    # command, not the interpreter alone: it must start and answer as spacesd's MCP server.
+    mcp_config = json.loads((spaces.state_dir / "runs" / started.run_id / "claude-mcp.json").read_text())
+    server = mcp_config["mcpServers"]["spaces"]
+    assert server["command"] == sys.executable and server["args"][:3] == ["-m", "spaces._daemon", "mcp"], server
+    probe = subprocess.run([server["command"], *server["args"], "--help"], capture_output=True, text=True, timeout=60)
+    assert probe.returncode == 0 and "--space" in probe.stdout, probe
     assert st.result_text == "Hello from the scripted model.", st
 
     # The raw page as the seed returns it: JSON text.

@@ -142,7 +142,7 @@ impl Launcher {
             &run.options,
             &state_dir,
             &run.space,
-            std::env::current_exe,
+            mcp_servers::self_command,
         )?;
         let ctx = LaunchContext {
             run_id: &run.run_id,

@@ -106,38 +106,59 @@ pub fn redacted(servers: &[McpServer]) -> Vec<McpServer> {
     out
 }
 
-/// The `spaces` server: this daemon's own binary as a stdio MCP server that serves the daemon
-/// of `state_dir` with every tool scoped to `space` (`spacesd mcp --state-dir DIR --space NAME
-/// --no-autostart`), no environment of its own.
-pub fn space_tools_server(exe: &Path, state_dir: &Path, space: &str) -> McpServer {
+/// The `spaces` server: this daemon's own command line ([`self_command`]) as a stdio MCP
+/// server that serves the daemon of `state_dir` with every tool scoped to `space` (`spacesd mcp
+/// --state-dir DIR --space NAME --no-autostart`), no environment of its own.
+pub fn space_tools_server(command: &[String], state_dir: &Path, space: &str) -> McpServer {
+    let (program, prefix) = command.split_first().map(|(p, rest)| (p.clone(), rest.to_vec())).unwrap_or_default();
     McpServer::Stdio(McpStdioServer {
         name: SPACE_TOOLS_SERVER.to_owned(),
-        command: exe.display().to_string(),
-        args: vec![
+        command: program,
+        args: prefix.into_iter().chain([
             "mcp".to_owned(),
             "--state-dir".to_owned(),
             state_dir.display().to_string(),
             "--space".to_owned(),
             space.to_owned(),
             "--no-autostart".to_owned(),
-        ],
+        ])
+        .collect(),
         env: Default::default(),
     })
 }
 
+/// Names the command line that runs this daemon's own CLI again, as a JSON array of strings:
+/// set by a language binding that hosts the daemon (`["/venv/bin/python", "-m",
+/// "spaces._daemon"]`, `["/usr/bin/node", ".../daemon.js"]`), where the process's executable is
+/// the interpreter, not `spacesd`.
+pub const SELF_COMMAND_ENV: &str = "SPACES_SELF_COMMAND";
+
+/// The command line that runs this daemon's CLI: [`SELF_COMMAND_ENV`] when a binding set it,
+/// else this process's executable. Errors: the variable is not a non-empty JSON array of
+/// strings, or the executable cannot be found.
+pub fn self_command() -> std::io::Result<Vec<String>> {
+    match std::env::var(SELF_COMMAND_ENV) {
+        Ok(json) => match serde_json::from_str::<Vec<String>>(&json) {
+            Ok(cmd) if !cmd.is_empty() => Ok(cmd),
+            _ => Err(std::io::Error::other(format!("{SELF_COMMAND_ENV} must be a non-empty JSON array of strings, not {json:?}"))),
+        },
+        Err(_) => Ok(vec![std::env::current_exe()?.display().to_string()]),
+    }
+}
+
 /// The servers a launch gives the CLI: the caller's (with their secrets), then the `spaces`
-/// server when `space_tools` is wanted. `exe` is asked for only then.
+/// server when `space_tools` is wanted. `command` (see [`self_command`]) is asked for only then.
 pub fn for_launch(
     callers: &[McpServer],
     options: &SpaceAgentOptions,
     state_dir: &Path,
     space: &str,
-    exe: impl FnOnce() -> std::io::Result<std::path::PathBuf>,
+    command: impl FnOnce() -> std::io::Result<Vec<String>>,
 ) -> std::result::Result<Vec<McpServer>, String> {
     let mut servers = callers.to_vec();
     if space_tools_wanted(options) {
-        let exe = exe().map_err(|e| format!("space_tools: cannot find spacesd's own binary: {e}"))?;
-        servers.push(space_tools_server(&exe, state_dir, space));
+        let command = command().map_err(|e| format!("space_tools: cannot find spacesd's own command: {e}"))?;
+        servers.push(space_tools_server(&command, state_dir, space));
     }
     Ok(servers)
 }
@@ -222,7 +243,7 @@ mod tests {
     #[test]
     fn space_tools_adds_the_spaces_server_scoped_to_the_space() {
         let callers: Vec<McpServer> = serde_json::from_value(json!([{"name": "echo", "command": "e"}])).unwrap();
-        let exe = || Ok(PathBuf::from("/usr/bin/spacesd"));
+        let exe = || Ok(vec!["/usr/bin/spacesd".to_owned()]);
         let on = SpaceAgentOptions::default();
         let servers = for_launch(&callers, &on, Path::new("/var/spaces"), "proj", exe).unwrap();
         assert_eq!(
@@ -237,17 +258,27 @@ mod tests {
         let asked = SpaceAgentOptions { space_tools: Some(true), ..Default::default() };
         assert_eq!(for_launch(&callers, &asked, Path::new("/var/spaces"), "proj", exe).unwrap(), servers);
         let off = SpaceAgentOptions { space_tools: Some(false), ..Default::default() };
-        let never = || -> std::io::Result<PathBuf> { panic!("the binary is not looked up when space_tools is off") };
+        let never = || -> std::io::Result<Vec<String>> { panic!("the binary is not looked up when space_tools is off") };
         assert_eq!(for_launch(&callers, &off, Path::new("/s"), "p", never).unwrap(), callers);
         let gone = || Err(std::io::Error::other("deleted"));
         let e = for_launch(&callers, &on, Path::new("/s"), "p", gone).unwrap_err();
-        assert!(e.contains("spacesd's own binary"), "{e}");
+        assert!(e.contains("spacesd's own command"), "{e}");
+    }
+
+    #[test]
+    fn a_binding_hosted_daemon_names_its_own_command() {
+        let cmd = vec!["/venv/bin/python".to_owned(), "-m".to_owned(), "spaces._daemon".to_owned()];
+        let McpServer::Stdio(s) = space_tools_server(&cmd, Path::new("/var/spaces"), "proj") else {
+            panic!("a stdio server")
+        };
+        assert_eq!(s.command, "/venv/bin/python");
+        assert_eq!(&s.args[..3], ["-m", "spaces._daemon", "mcp"]);
     }
 
     #[test]
     fn the_spaces_server_parses_as_the_cli_that_serves_it() {
         use clap::Parser;
-        let McpServer::Stdio(s) = space_tools_server(Path::new("/usr/bin/spacesd"), Path::new("/var/spaces"), "proj") else {
+        let McpServer::Stdio(s) = space_tools_server(&["/usr/bin/spacesd".to_owned()], Path::new("/var/spaces"), "proj") else {
             panic!("a stdio server")
         };
         let cli = crate::cli::Cli::try_parse_from(std::iter::once(s.command).chain(s.args)).unwrap();

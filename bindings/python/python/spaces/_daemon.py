@@ -3,12 +3,17 @@
 Every argument is spacesd's own command line (``python -m spaces._daemon --help``); this is what
 ``Spaces()`` starts, detached, when no daemon answers on the state dir's socket."""
 
+import json
+import os
 import sys
 
 from . import _native
 
 
 def main() -> int:
+    # The daemon gives agent runs its own tools as an MCP server started with its own command
+    # line; hosted here, that command is this interpreter and module, not a `spacesd` binary.
+    os.environ["SPACES_SELF_COMMAND"] = json.dumps([sys.executable, "-m", "spaces._daemon"])
     return _native.daemon_main(sys.argv[1:])
 
 
