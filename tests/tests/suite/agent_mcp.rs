@@ -127,20 +127,8 @@ async fn echo_call(h: H, server: McpServer, output: &str, secret: &str) {
     }
 }
 
-macro_rules! per_harness {
-    ($($name:ident),*) => {
-        mod claude_code {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $name() { super::$name(super::CLAUDE).await } )*
-        }
-        mod openai_codex {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $name() { super::$name(super::CODEX).await } )*
-        }
-    };
-}
 
-per_harness!(a_stdio_mcp_server_given_to_the_agent_is_called, an_http_mcp_server_given_to_the_agent_is_called);
+crate::support::per_harness!(a_stdio_mcp_server_given_to_the_agent_is_called, an_http_mcp_server_given_to_the_agent_is_called);
 
 fn refusal(r: Result<impl std::fmt::Debug, ClientError>) -> spaces_sdk::ApiError {
     match r {

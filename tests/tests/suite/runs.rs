@@ -222,20 +222,8 @@ async fn survives_client_exit_and_daemon_restart(h: H) {
     assert_eq!(st.result_text.as_deref(), Some("after restart"));
 }
 
-macro_rules! per_harness {
-    ($($name:ident),*) => {
-        mod claude_code {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $name() { super::$name(super::CLAUDE).await } )*
-        }
-        mod openai_codex {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $name() { super::$name(super::CODEX).await } )*
-        }
-    };
-}
 
-per_harness!(
+crate::support::per_harness!(
     tool_call_answer_and_follow_up,
     case_p4_mid_turn_message_is_queued,
     interrupt_then_follow_up,

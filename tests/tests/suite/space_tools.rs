@@ -230,20 +230,8 @@ async fn the_agent_works_its_space_through_spacesds_own_tools(h: H) {
     }
 }
 
-macro_rules! per_harness {
-    ($($name:ident),*) => {
-        mod claude_code {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $name() { super::$name(super::CLAUDE).await } )*
-        }
-        mod openai_codex {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $name() { super::$name(super::CODEX).await } )*
-        }
-    };
-}
 
-per_harness!(the_agent_works_its_space_through_spacesds_own_tools);
+crate::support::per_harness!(the_agent_works_its_space_through_spacesds_own_tools);
 
 // ----- the scoped server itself, over stdio, without an agent -----
 

@@ -5,6 +5,23 @@
 
 pub mod mcp;
 
+/// One test per harness from `async fn name(h: Harness)` functions of the invoking module:
+/// `per_harness!(a, b)` makes `claude_code::a`, `openai_codex::a`, ... calling `super::a` with
+/// the module's `CLAUDE` and `CODEX`.
+macro_rules! per_harness {
+    ($($name:ident),*) => {
+        mod claude_code {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $name() { super::$name(super::CLAUDE).await } )*
+        }
+        mod openai_codex {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $name() { super::$name(super::CODEX).await } )*
+        }
+    };
+}
+pub(crate) use per_harness;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
