@@ -1,17 +1,17 @@
 //! `spaces._native`: the thin native half of the Python SDK (`bindings/python/python/spaces`).
 //!
 //! It exposes four things and nothing else (STYLE item 8):
-//! - [`NativeClient`]: a handle on the typed Rust client with one generic async
+//! - `NativeClient`: a handle on the typed Rust client with one generic async
 //!   `call(name, args_json) -> result_json` over [`Client::call_named`]; the Python layer builds
 //!   every `Spaces`/`Space` method from the catalogue on top of it.
-//! - [`catalogue`]: the operation catalogue as data (name, doc, route, audience and the JSON
+//! - `catalogue`: the operation catalogue as data (name, doc, route, audience and the JSON
 //!   Schema of each request), so a new operation reaches Python without code written for it.
-//! - [`ensure_daemon`] / [`default_state_dir`]: the no-set-up path of `spaces_sdk::local`.
-//! - [`daemon_main`]: spacesd's own command line, so `python -m spaces._daemon serve` runs the
+//! - `ensure_daemon` / `default_state_dir`: the no-set-up path of `spaces_sdk::local`.
+//! - `daemon_main`: spacesd's own command line, so `python -m spaces._daemon serve` runs the
 //!   real daemon (the package carries it; docs/architecture.md says why).
 //!
-//! Errors are mapped in one place, [`errors`]. Async calls run on the tokio runtime of
-//! pyo3-async-runtimes and hand Python an `asyncio.Future` ([`bridge`]): the GIL is not held
+//! Errors are mapped in one place, `errors`. Async calls run on the tokio runtime of
+//! pyo3-async-runtimes and hand Python an `asyncio.Future` (`bridge`): the GIL is not held
 //! while a call waits, and no tokio task holds the interpreter beyond setting the result.
 
 use std::ffi::OsString;
