@@ -17,7 +17,13 @@ pub enum AgentCmd {
     /// Start AGENT (claude-code, openai-codex) with PROMPT as a detached run; prints the report.
     Start {
         agent: String,
-        prompt: String,
+        /// The first turn's text; `-` reads it from stdin, `@FILE` from FILE (or use
+        /// --prompt-file).
+        #[arg(required_unless_present = "prompt_file")]
+        prompt: Option<String>,
+        /// Read the prompt from this file.
+        #[arg(long, conflicts_with = "prompt")]
+        prompt_file: Option<std::path::PathBuf>,
         #[command(flatten)]
         space: SpaceArg,
         /// Model name passed to the CLI.
@@ -76,7 +82,13 @@ pub enum AgentCmd {
     /// Send a follow-up message (next turn; queued if a turn is running).
     Send {
         run_id: String,
-        text: String,
+        /// The follow-up's text; `-` reads it from stdin, `@FILE` from FILE (or use
+        /// --prompt-file).
+        #[arg(required_unless_present = "prompt_file")]
+        text: Option<String>,
+        /// Read the text from this file.
+        #[arg(long, conflicts_with = "text")]
+        prompt_file: Option<std::path::PathBuf>,
         #[command(flatten)]
         space: SpaceArg,
         /// Interrupt the running turn first.
@@ -108,7 +120,8 @@ pub enum AgentCmd {
 /// Run one agent subcommand against the daemon.
 pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
     match cmd {
-        AgentCmd::Start { agent, prompt, space, model, base_url, cwd, env, env_from_host, exit_when_idle, follow } => {
+        AgentCmd::Start { agent, prompt, prompt_file, space, model, base_url, cwd, env, env_from_host, exit_when_idle, follow } => {
+            let prompt = prompt_text(prompt.as_deref(), prompt_file.as_deref(), "the prompt")?;
             let space = resolve_space(client, space).await?;
             let mut env_map = BTreeMap::new();
             for kv in env {
@@ -143,7 +156,8 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 list_events(client, &space, &run_id, cursor, max, follow, json, raw).await?;
             }
         }
-        AgentCmd::Send { run_id, text, space, force, follow } => {
+        AgentCmd::Send { run_id, text, prompt_file, space, force, follow } => {
+            let text = prompt_text(text.as_deref(), prompt_file.as_deref(), "the message")?;
             let space = resolve_space(client, space).await?;
             // Only a follow needs the cursor; reading it pages through the whole log.
             let before = if follow { Some(last_cursor(client, &space, &run_id).await?) } else { None };
@@ -188,6 +202,15 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The text of a prompt argument (`-`, `@FILE` or the text) or of `--prompt-file`.
+fn prompt_text(given: Option<&str>, file: Option<&std::path::Path>, what: &str) -> anyhow::Result<String> {
+    match (given, file) {
+        (Some(given), _) => super::text_from(given, what),
+        (None, Some(path)) => std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {what} from {}: {e}", path.display())),
+        (None, None) => anyhow::bail!("give {what} as an argument, `-` for stdin, `@FILE`, or --prompt-file FILE"),
+    }
 }
 
 /// Where a follow ended.

@@ -125,6 +125,18 @@ pub enum ToolsCmd {
     Install { harness: Vec<String> },
 }
 
+/// A text argument as given: `-` reads standard input, `@FILE` reads FILE, anything else is the
+/// text itself. `what` names it in errors.
+pub fn text_from(given: &str, what: &str) -> anyhow::Result<String> {
+    match given {
+        "-" => std::io::read_to_string(std::io::stdin()).map_err(|e| anyhow::anyhow!("cannot read {what} from stdin: {e}")),
+        file if file.starts_with('@') => {
+            std::fs::read_to_string(&file[1..]).map_err(|e| anyhow::anyhow!("cannot read {what} from {}: {e}", &file[1..]))
+        }
+        text => Ok(text.to_owned()),
+    }
+}
+
 impl Command {
     /// True for commands that only talk to a daemon and print (not `serve`, `demo` or `mcp`,
     /// which serve).
@@ -177,10 +189,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
         Command::Tool { name: Some(name), arguments } => {
             let text = match arguments.as_deref() {
                 None | Some("") => "{}".to_owned(),
-                Some("-") => std::io::read_to_string(std::io::stdin())?,
-                Some(file) if file.starts_with('@') => std::fs::read_to_string(&file[1..])
-                    .map_err(|e| anyhow::anyhow!("cannot read arguments from {}: {e}", &file[1..]))?,
-                Some(text) => text.to_owned(),
+                Some(given) => text_from(given, "arguments")?,
             };
             let args: serde_json::Value = serde_json::from_str(&text)
                 .map_err(|e| anyhow::anyhow!("ARGUMENTS must be a JSON object: {e}"))?;

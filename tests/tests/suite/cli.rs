@@ -90,3 +90,70 @@ async fn a_followed_turn_that_fails_exits_2() {
     assert_eq!(out.status.code(), Some(2), "stdout: {}\nstderr: {stderr}", String::from_utf8_lossy(&out.stdout));
     assert!(stderr.contains("the turn ended error"), "{stderr}");
 }
+
+/// Whether any string inside `v` is exactly `text`.
+fn holds_string(v: &serde_json::Value, text: &str) -> bool {
+    match v {
+        serde_json::Value::String(s) => s == text,
+        serde_json::Value::Array(a) => a.iter().any(|v| holds_string(v, text)),
+        serde_json::Value::Object(m) => m.values().any(|v| holds_string(v, text)),
+        _ => false,
+    }
+}
+
+/// Waits until the fake agent's stdin log holds a JSON line carrying `text` verbatim.
+async fn wait_for_prompt(log: &std::path::Path, text: &str) {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let seen = std::fs::read_to_string(log).unwrap_or_default();
+        if seen.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()).any(|v| holds_string(&v, text)) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "the agent never got {text:?}; its stdin: {seen}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Prompts from stdin (`-`), from a file (`@FILE`, `--prompt-file`) reach the agent verbatim,
+/// for `agent start` and `agent send`.
+#[tokio::test]
+async fn prompts_come_from_stdin_and_files_verbatim() {
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("stdin.jsonl");
+    let (d, _bin) = daemon_with_fake_claude(&format!("exec cat >> '{}'", log.display())).await;
+    let run_with = |args: &[&str], stdin: Option<&str>| {
+        let mut c = cli(&d);
+        c.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+        if stdin.is_some() {
+            c.stdin(Stdio::piped());
+        }
+        let mut child = c.spawn().unwrap();
+        if let Some(text) = stdin {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let from_stdin = "line one\n  \"quoted\" tab\there €\n";
+    let report = run_with(&["agent", "start", "claude-code", "-", "--space", "s"], Some(from_stdin));
+    let run = report["run_id"].as_str().unwrap().to_owned();
+    wait_for_prompt(&log, from_stdin).await;
+
+    let file = logs.path().join("prompt.txt");
+    let from_file = "from a file: `backticks` and $dollars\n";
+    std::fs::write(&file, from_file).unwrap();
+    let at = format!("@{}", file.display());
+    run_with(&["agent", "start", "claude-code", &at, "--space", "s"], None);
+    wait_for_prompt(&log, from_file).await;
+    run_with(&["agent", "start", "claude-code", "--prompt-file", &file.display().to_string(), "--space", "s"], None);
+
+    // A follow-up from stdin is queued behind the running turn and reaches the same process.
+    let follow_up = "and a follow-up\nover two lines";
+    let sent = run_with(&["agent", "send", &run, "-", "--space", "s"], Some(follow_up));
+    assert_eq!(sent["ok"], true, "{sent}");
+    let missing = cli(&d).args(["agent", "start", "claude-code", "--prompt-file", "/nonexistent/prompt", "--space", "s"]).output().unwrap();
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/prompt"));
+}
