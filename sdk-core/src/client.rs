@@ -72,18 +72,8 @@ impl Client {
     /// object of its request fields) and returns the result JSON. Errors: `INVALID_ARGUMENT`
     /// for an unknown name (with the closest name), and the operation's own.
     pub async fn call_named(&self, name: &str, args: serde_json::Value) -> Result<serde_json::Value, ClientError> {
-        let all = crate::op::catalogue();
-        match all.iter().find(|o| o.name == name) {
-            Some(info) => self.invoke(info, args).await,
-            None => {
-                let names: Vec<String> = all.iter().map(|o| o.name.to_owned()).collect();
-                let hint = crate::decode::closest(name, &names).map(|n| format!("did you mean {n:?}? ")).unwrap_or_default();
-                Err(ClientError::Api(ApiError::new(
-                    crate::ErrorCode::InvalidArgument,
-                    format!("unknown operation {name:?}; {hint}operations: {}", names.join(", ")),
-                )))
-            }
-        }
+        let info = crate::op::find(name)?;
+        self.invoke(&info, args).await
     }
 
     /// Maps `args` onto the route of `info`: `{field}` segments from the fields of that name,

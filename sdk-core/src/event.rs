@@ -175,10 +175,3 @@ pub struct EventsPage {
     pub caught_up: bool,
     pub status: crate::run::Status,
 }
-
-/// Default of `agent_events.max` (declared on [`crate::AgentEventsRequest`]).
-pub const EVENTS_MAX_DEFAULT: u32 = crate::AgentEventsRequest::MAX_DEFAULT;
-/// Upper bound of `agent_events.max` (declared on [`crate::AgentEventsRequest`]).
-pub const EVENTS_MAX_LIMIT: u32 = crate::AgentEventsRequest::MAX_LIMIT;
-/// Upper bound of the long-poll `wait_ms`, ms (declared on [`crate::AgentEventsRequest`]).
-pub const EVENTS_WAIT_MS_LIMIT: u64 = crate::AgentEventsRequest::WAIT_MS_LIMIT;

@@ -120,6 +120,21 @@ impl OperationInfo {
     }
 }
 
+/// The catalogue entry named `name`. Errors: `INVALID_ARGUMENT` naming the closest operation
+/// and listing them all.
+pub fn find(name: &str) -> Result<OperationInfo, crate::ApiError> {
+    let all = catalogue();
+    if let Some(info) = all.iter().find(|o| o.name == name) {
+        return Ok(*info);
+    }
+    let names: Vec<String> = all.iter().map(|o| o.name.to_owned()).collect();
+    let hint = crate::decode::closest(name, &names).map(|n| format!("did you mean {n:?}? ")).unwrap_or_default();
+    Err(crate::ApiError::new(
+        crate::ErrorCode::InvalidArgument,
+        format!("unknown operation {name:?}; {hint}operations: {}", names.join(", ")),
+    ))
+}
+
 /// The `{field}` names of a route template, in order.
 pub fn path_params(path: &'static str) -> Vec<&'static str> {
     path.split('/').filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}'))).collect()

@@ -106,7 +106,7 @@ impl Config {
 
     /// `<state dir>/spacesd.sock`.
     pub fn socket_path(&self) -> PathBuf {
-        self.state_dir.join("spacesd.sock")
+        spaces_sdk::local::socket_path(&self.state_dir)
     }
 
     /// `<state dir>/spaces.db`.

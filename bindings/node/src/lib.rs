@@ -177,33 +177,7 @@ pub fn default_state_dir() -> String {
 #[napi]
 pub fn run_daemon(args: Vec<String>) -> i32 {
     restore_default_signals();
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SPACES_LOG")
-        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| "warn".into());
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
-    let cli = match <spacesd::cli::Cli as clap::Parser>::try_parse_from(std::iter::once("spacesd".to_owned()).chain(args)) {
-        Ok(cli) => cli,
-        Err(e) => {
-            let _ = e.print();
-            return e.exit_code();
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("spacesd: cannot start the runtime: {e}");
-            return 1;
-        }
-    };
-    let code = match runtime.block_on(spacesd::cli::main(cli)) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("spacesd: {e:#}");
-            1
-        }
-    };
-    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
-    code
+    spacesd::cli::run(std::iter::once(std::ffi::OsString::from("spacesd")).chain(args.into_iter().map(Into::into)))
 }
 
 /// Node installs its own SIGINT and SIGTERM handler (it resets the terminal, then raises the

@@ -116,32 +116,7 @@ fn ensure_daemon(py: Python<'_>, state_dir: PathBuf, command: Vec<OsString>) -> 
 /// DIR, "serve"]`) on a runtime of its own, the GIL released; returns the exit status.
 #[pyfunction]
 fn daemon_main(py: Python<'_>, argv: Vec<OsString>) -> i32 {
-    py.detach(move || {
-        let filter = tracing_subscriber::EnvFilter::try_from_env("SPACES_LOG").unwrap_or_else(|_| "warn".into());
-        let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
-        let args = std::iter::once(OsString::from("spacesd")).chain(argv);
-        let cli = match <spacesd::cli::Cli as clap::Parser>::try_parse_from(args) {
-            Ok(cli) => cli,
-            Err(e) => {
-                let _ = e.print();
-                return e.exit_code();
-            }
-        };
-        let runtime = match tokio::runtime::Runtime::new() {
-            Ok(rt) => rt,
-            Err(e) => {
-                eprintln!("spacesd: cannot start the tokio runtime: {e}");
-                return 1;
-            }
-        };
-        match runtime.block_on(spacesd::cli::main(cli)) {
-            Ok(()) => 0,
-            Err(e) => {
-                eprintln!("spacesd: {e:#}");
-                1
-            }
-        }
-    })
+    py.detach(move || spacesd::cli::run(std::iter::once(OsString::from("spacesd")).chain(argv)))
 }
 
 /// The module `spaces._native`.

@@ -8,8 +8,10 @@
 
 mod agent;
 mod print;
+mod run;
 
 pub use agent::{follow_events as agent_follow, TurnFailed};
+pub use run::run;
 
 use std::path::PathBuf;
 

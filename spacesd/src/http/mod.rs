@@ -60,6 +60,7 @@ impl From<crate::error::Error> for HttpError {
 
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
-        error_response(self.0.clone(), status_of(self.0.code))
+        let code = self.0.code;
+        error_response(self.0, status_of(code))
     }
 }

@@ -78,13 +78,7 @@ enum Scalar {
 
 /// The scalar kind of each top-level field of the row's request schema.
 fn query_types(row: &Row) -> HashMap<String, Scalar> {
-    let mut generator = crate::service::schema_generator("/$defs");
-    let schema = (row.request_schema)(&mut generator).to_value();
-    let defs = generator.take_definitions(true);
-    let schema = match schema.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/$defs/")) {
-        Some(name) => defs.get(name).cloned().unwrap_or(schema),
-        None => schema,
-    };
+    let schema = crate::service::request_schema(row.info.name).unwrap_or_default();
     let mut out = HashMap::new();
     if let Some(props) = schema.get("properties").and_then(Value::as_object) {
         for (name, prop) in props {

@@ -74,6 +74,8 @@ async fn health() -> Json<serde_json::Value> {
     Json(serde_json::json!({"ok": true, "version": env!("CARGO_PKG_VERSION")}))
 }
 
+/// The document never changes while the daemon runs: built once.
 async fn openapi() -> Json<serde_json::Value> {
-    Json(crate::service::openapi())
+    static DOC: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    Json(DOC.get_or_init(crate::service::openapi).clone())
 }

@@ -92,6 +92,7 @@ impl<B: Backend> SpacesMcp<B> {
             outcome = call => outcome,
             _ = cancelled.cancelled() => return Ok(None),
             _ = self.ended.cancelled() => return Ok(None),
+            // Polled only to send progress notifications; it never completes.
             _ = ticker => return Ok(None),
         };
         Ok(Some(match outcome {

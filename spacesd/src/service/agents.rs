@@ -42,15 +42,15 @@ impl Service {
     /// `agent_status` with `tail` lines (default 40, clamped to 10,000). Errors:
     /// `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`.
     pub async fn agent_status(&self, req: AgentStatusRequest) -> Result<RunStatus> {
-        self.sup.agent_status(&req.space, &req.run_id, Some(req.tail_lines())).map_err(|e| e.to_api())
+        self.sup.agent_status(&req.space, &req.run_id, req.tail_lines()).map_err(|e| e.to_api())
     }
 
     /// `agent_events`: `max` clamped to 1..=1000 (default 100), `wait_ms` to 60,000. Errors:
     /// `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`, `INVALID_ARGUMENT` (cursor past the last event).
     pub async fn agent_events(&self, req: AgentEventsRequest) -> Result<EventsPage> {
-        let (max, wait_ms) = (req.page_size(), req.wait_ms_clamped());
+        let wait = std::time::Duration::from_millis(req.wait_ms_clamped());
         self.sup
-            .agent_events(&req.space, &req.run_id, req.cursor, Some(max), Some(wait_ms), req.raw.unwrap_or(false))
+            .agent_events(&req.space, &req.run_id, req.cursor.unwrap_or(0), req.page_size(), wait, req.raw.unwrap_or(false))
             .await
             .map_err(|e| e.to_api())
     }

@@ -37,14 +37,4 @@ impl Service {
     pub fn new(sup: Supervisor, cs: CodeSpace) -> Service {
         Service { sup, cs }
     }
-
-    /// The run supervisor.
-    pub fn supervisor(&self) -> &Supervisor {
-        &self.sup
-    }
-
-    /// The CodeSpace tool service.
-    pub fn codespace(&self) -> &CodeSpace {
-        &self.cs
-    }
 }

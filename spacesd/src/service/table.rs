@@ -112,18 +112,12 @@ impl Service {
     /// Runs the operation `name` with `args`. Errors: `INVALID_ARGUMENT` for an unknown name
     /// (suggesting the closest), and the operation's own.
     pub async fn call(&self, name: &str, args: Value) -> Result<Value, ApiError> {
+        // The table serves the whole catalogue (tested), so its refusal is the catalogue's.
         match table().iter().find(|r| r.info.name == name) {
             Some(row) => row.call(self.clone(), args).await,
-            None => {
-                let names: Vec<String> = table().iter().map(|r| r.info.name.to_owned()).collect();
-                let hint = spaces_sdk::decode::closest(name, &names)
-                    .map(|n| format!("did you mean {n:?}? "))
-                    .unwrap_or_default();
-                Err(ApiError::new(
-                    ErrorCode::InvalidArgument,
-                    format!("unknown operation {name:?}; {hint}operations: {}", names.join(", ")),
-                ))
-            }
+            None => Err(spaces_sdk::op::find(name).err().unwrap_or_else(|| {
+                ApiError::new(ErrorCode::Internal, format!("operation {name:?} has no row in the table"))
+            })),
         }
     }
 }

@@ -1,27 +1,23 @@
-//! `agent_events` pages: limits applied to the caller's `max` and `wait_ms`, the long-poll on the
-//! event log, and `caught_up`/`status` as they are after the wait.
+//! `agent_events` pages: the long-poll on the event log, a cursor past the end refused, and
+//! `caught_up`/`status` as they are after the wait. Defaults and limits are the request type's.
 
 use std::time::Duration;
 
-use spaces_sdk::event::{EVENTS_MAX_DEFAULT, EVENTS_MAX_LIMIT, EVENTS_WAIT_MS_LIMIT};
 use spaces_sdk::{ApiError, ErrorCode, EventsPage, Status};
 
 use super::Inner;
 use crate::error::Result;
 
-/// Events of `run_id` after `cursor`; long-polls up to `wait_ms` (capped) when caught up.
+/// At most `max` events of `run_id` after `cursor`; long-polls up to `wait` when caught up.
 /// Errors: `INVALID_ARGUMENT` (field `cursor`) for a cursor past the last event.
 pub(super) async fn page(
     inner: &Inner,
     run_id: &str,
-    cursor: Option<u64>,
-    max: Option<u32>,
-    wait_ms: Option<u64>,
+    cursor: u64,
+    max: u32,
+    wait: Duration,
     raw: bool,
 ) -> Result<EventsPage> {
-    let cursor = cursor.unwrap_or(0);
-    let max = max.unwrap_or(EVENTS_MAX_DEFAULT).clamp(1, EVENTS_MAX_LIMIT);
-    let wait = Duration::from_millis(wait_ms.unwrap_or(0).min(EVENTS_WAIT_MS_LIMIT));
     // A cursor past the last event names events that never existed: waiting on it would end
     // in a false `caught_up: true` (case C3). Refuse at once and say where the log ends.
     let last = inner.log.last_seq(run_id)?;

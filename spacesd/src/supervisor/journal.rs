@@ -3,8 +3,6 @@
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-/// Default number of lines in `output_tail`.
-pub const DEFAULT_TAIL_LINES: u32 = 40;
 /// Bytes read from the end of the journal to build a tail.
 const TAIL_WINDOW_BYTES: u64 = 256 * 1024;
 

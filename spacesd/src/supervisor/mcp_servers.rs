@@ -76,7 +76,7 @@ pub fn validate(options: &SpaceAgentOptions) -> Result<()> {
                     return Err(invalid(at("command"), "MCP server command and args must not contain NUL"));
                 }
                 for var in s.env.keys() {
-                    if var.is_empty() || var.contains('=') || var.contains('\0') {
+                    if !valid_env_name(var) {
                         return Err(invalid(at("env"), format!("invalid environment variable name {var:?}")));
                     }
                 }
@@ -161,6 +161,11 @@ pub fn for_launch(
         servers.push(space_tools_server(&command, state_dir, space));
     }
     Ok(servers)
+}
+
+/// Whether `name` can name an environment variable: not empty, no `=`, no NUL.
+pub(super) fn valid_env_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains('=') && !name.contains('\0')
 }
 
 fn invalid(field: String, message: impl Into<String>) -> Error {

@@ -53,7 +53,6 @@ use actors::Actors;
 
 pub use capabilities::PROTOCOL;
 pub use install::{install as install_harness, locate as locate_harness, Source};
-pub use journal::DEFAULT_TAIL_LINES;
 pub use status::accepts_message;
 
 /// Shared state of the supervisor and its actors.
@@ -124,10 +123,11 @@ impl Supervisor {
         start::start(&self.inner, space, req)
     }
 
-    /// `agent_status`. Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`.
-    pub fn agent_status(&self, space: &str, run_id: &str, tail: Option<u32>) -> Result<RunStatus> {
+    /// `agent_status` with the last `tail` lines of output (the caller applies the contract's
+    /// default, `AgentStatusRequest::tail_lines`). Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`.
+    pub fn agent_status(&self, space: &str, run_id: &str, tail: u32) -> Result<RunStatus> {
         let run = registry::run_in_space(&self.inner.store, space, run_id)?;
-        Ok(status::status_of(&self.inner.cfg, &run, Some(tail.unwrap_or(DEFAULT_TAIL_LINES))))
+        Ok(status::status_of(&self.inner.cfg, &run, Some(tail)))
     }
 
     /// `agent_list`: every run of the Space, newest first (without output tails).
@@ -136,18 +136,19 @@ impl Supervisor {
         Ok(self.inner.store.run_list(space)?.iter().map(|r| status::status_of(&self.inner.cfg, r, None)).collect())
     }
 
-    /// `agent_events`: events after `cursor`; long-polls up to `wait_ms` when caught up.
+    /// `agent_events`: at most `max` events after `cursor`; long-polls up to `wait` when caught
+    /// up (the caller applies the contract's defaults and limits, `AgentEventsRequest`).
     pub async fn agent_events(
         &self,
         space: &str,
         run_id: &str,
-        cursor: Option<u64>,
-        max: Option<u32>,
-        wait_ms: Option<u64>,
+        cursor: u64,
+        max: u32,
+        wait: std::time::Duration,
         raw: bool,
     ) -> Result<EventsPage> {
         registry::run_in_space(&self.inner.store, space, run_id)?;
-        events::page(&self.inner, run_id, cursor, max, wait_ms, raw).await
+        events::page(&self.inner, run_id, cursor, max, wait, raw).await
     }
 
     /// `agent_message`: next turn, queued mid-turn, or (with `force`) interrupt then run.

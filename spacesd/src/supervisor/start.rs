@@ -33,7 +33,7 @@ pub(super) fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentStartRequ
     let mut options = req.options.clone().unwrap_or_default();
     let cwd = resolve_cwd(Path::new(&space.root), options.cwd.as_deref())?;
     for name in options.env.keys().chain(options.env_from_host.iter()) {
-        if name.is_empty() || name.contains('=') || name.contains('\0') {
+        if !mcp_servers::valid_env_name(name) {
             return Err(refuse(ErrorCode::InvalidArgument, format!("invalid environment variable name {name:?}")));
         }
     }

@@ -1,0 +1,61 @@
+//! The whole `spacesd` process around the command line, shared by the `spacesd` binary and the
+//! language bindings that carry the daemon (`python -m spaces._daemon`, `node daemon.js`): logs
+//! to stderr, parsing, SIGPIPE for client commands, the runtime, and the exit code.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::Parser;
+
+use super::{main, Cli, TurnFailed};
+
+/// Runs `spacesd` with `argv` (the program name first) to its end and returns the exit code:
+/// 0 done, 1 failed, 2 a followed turn failed ([`TurnFailed`]) or a usage error (clap's code).
+/// Logs go to stderr only (stdout is `spacesd mcp`'s JSON-RPC channel): level from `SPACES_LOG`,
+/// else `RUST_LOG`, else `warn`; colours only on a terminal.
+pub fn run(argv: impl IntoIterator<Item = OsString>) -> i32 {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SPACES_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| "warn".into());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .try_init();
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    if cli.command.is_client() {
+        // A client command whose output pipe closes (`spacesd agent events RUN | head -3`) ends
+        // quietly as the shell expects (status 141), never with a panic. The daemon (`serve`,
+        // `demo`, `mcp`) keeps Rust's default of ignoring SIGPIPE: a closed socket is an error
+        // there, not a reason to die.
+        // SAFETY: called before the runtime starts any thread; SIG_DFL is a valid handler.
+        unsafe {
+            let _ = nix::sys::signal::signal(nix::sys::signal::Signal::SIGPIPE, nix::sys::signal::SigHandler::SigDfl);
+        }
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("spacesd: cannot start the tokio runtime: {e}");
+            return 1;
+        }
+    };
+    let code = match runtime.block_on(main(cli)) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("spacesd: {e:#}");
+            match e.downcast_ref::<TurnFailed>() {
+                Some(_) => i32::from(TurnFailed::EXIT_CODE),
+                None => 1,
+            }
+        }
+    };
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    code
+}
