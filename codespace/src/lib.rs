@@ -10,6 +10,8 @@
 //!   status, stdin, resize, termination.
 //! - [`ledger`]: the SQLite operations ledger (idempotent `apply_patch`), approval holds.
 //! - [`steer`]: works and intents (the steering inbox).
+//! - [`shim`]: the per-run shim that holds an agent process across daemon restarts, and its
+//!   journal.
 //! - [`service`]: the tools themselves (`call(name, arguments)`), policy checks and the
 //!   per-workspace gate, shared by every transport.
 //!
@@ -27,6 +29,7 @@ pub mod ledger;
 pub mod patch;
 pub mod process;
 pub mod service;
+pub mod shim;
 pub mod sqlite;
 pub mod steer;
 

@@ -288,7 +288,7 @@ fn bench(c: &mut Criterion) {
                     let batches = per_line.clone();
                     let start = Instant::now();
                     for batch in batches {
-                        n += store.events_append(&run_id, batch).unwrap().len();
+                        n += store.events_append(&run_id, batch, None).unwrap().len();
                     }
                     total += start.elapsed();
                 }

@@ -13,7 +13,7 @@ use spaces_sdk::Event;
 use tokio::sync::watch;
 
 use crate::error::Result;
-use crate::store::Store;
+use crate::store::{JournalPos, Store};
 
 /// Durable, cursor-readable event logs of every run.
 pub struct EventLog {
@@ -34,7 +34,12 @@ impl EventLog {
 
     /// Store `drafts` for `run_id` (one transaction) and wake waiting readers.
     pub fn append(&self, run_id: &str, drafts: Vec<EventDraft>) -> Result<Vec<Event>> {
-        let events = self.store.events_append(run_id, drafts)?;
+        self.append_at(run_id, drafts, None)
+    }
+
+    /// [`Self::append`], storing the run's journal position `pos` in the same transaction.
+    pub fn append_at(&self, run_id: &str, drafts: Vec<EventDraft>, pos: Option<JournalPos>) -> Result<Vec<Event>> {
+        let events = self.store.events_append(run_id, drafts, pos)?;
         if let Some(last) = events.last() {
             self.sender(run_id).send_replace(last.seq);
         }

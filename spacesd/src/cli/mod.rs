@@ -89,6 +89,13 @@ pub enum Command {
     /// Demo: start a daemon, register a Space, run a real Claude Code agent (against --base-url,
     /// else the real API with ANTHROPIC_API_KEY) and print its live events. Offline: scripts/demo.
     Demo(crate::demo::DemoArgs),
+    /// Internal: the per-run shim holding one agent process across daemon restarts, started by
+    /// `serve` with its spec on stdin (docs/architecture.md, "Runs survive the daemon").
+    #[command(hide = true)]
+    Shim {
+        /// The shim's private directory (journal, control socket, log).
+        dir: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -143,7 +150,7 @@ impl Command {
     /// True for commands that only talk to a daemon and print (not `serve`, `demo` or `mcp`,
     /// which serve).
     pub fn is_client(&self) -> bool {
-        !matches!(self, Command::Serve { .. } | Command::Demo(_) | Command::Mcp { .. })
+        !matches!(self, Command::Serve { .. } | Command::Demo(_) | Command::Mcp { .. } | Command::Shim { .. })
     }
 }
 
@@ -219,6 +226,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Tools(ToolsCmd::Install { harness }) => tools_install(&cfg, harness).await,
         Command::Demo(args) => crate::demo::run(cfg, args).await,
+        Command::Shim { .. } => anyhow::bail!("the shim runs before any runtime starts (cli::run)"),
     }
 }
 

@@ -29,6 +29,10 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> i32 {
             return e.exit_code();
         }
     };
+    if let super::Command::Shim { dir } = &cli.command {
+        // Its own single-threaded runtime, and no daemon state: see `spaces_codespace::shim`.
+        return spaces_codespace::shim::server::main(dir);
+    }
     if cli.command.is_client() {
         // A client command whose output pipe closes (`spacesd agent events RUN | head -3`) ends
         // quietly as the shell expects (status 141), never with a panic. The daemon (`serve`,

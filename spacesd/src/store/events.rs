@@ -9,18 +9,23 @@ use rusqlite::params;
 use spaces_harnesses::EventDraft;
 use spaces_sdk::Event;
 
-use super::{now_ms, Store};
+use super::{now_ms, JournalPos, Store};
 use crate::error::Result;
 
 impl Store {
     /// Append `drafts` to the log of `run_id` in one transaction; returns the stored events (with
-    /// `raw` kept as given).
-    pub fn events_append(&self, run_id: &str, drafts: Vec<EventDraft>) -> Result<Vec<Event>> {
-        if drafts.is_empty() {
+    /// `raw` kept as given). With `pos`, the run's journal position is stored in the same
+    /// transaction (the drafts are what the journal holds before it).
+    pub fn events_append(&self, run_id: &str, drafts: Vec<EventDraft>, pos: Option<JournalPos>) -> Result<Vec<Event>> {
+        if drafts.is_empty() && pos.is_none() {
             return Ok(Vec::new());
         }
         let mut conn = self.conn();
         let tx = conn.transaction()?;
+        if let Some(pos) = pos {
+            tx.prepare_cached("INSERT OR REPLACE INTO journals (run_id, gen, offset) VALUES (?1, ?2, ?3)")?
+                .execute(params![run_id, pos.gen as i64, pos.offset as i64])?;
+        }
         let last: i64 = tx
             .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?1")?
             .query_row(params![run_id], |r| r.get(0))?;
@@ -54,6 +59,18 @@ impl Store {
         }
         tx.commit()?;
         Ok(out)
+    }
+
+    /// The stored journal position of `run_id`, if its agent ever ran under a shim.
+    pub fn journal_pos(&self, run_id: &str) -> Result<Option<JournalPos>> {
+        use rusqlite::OptionalExtension;
+        Ok(self
+            .conn()
+            .prepare_cached("SELECT gen, offset FROM journals WHERE run_id = ?1")?
+            .query_row(params![run_id], |r| {
+                Ok(JournalPos { gen: r.get::<_, i64>(0)? as u64, offset: r.get::<_, i64>(1)? as u64 })
+            })
+            .optional()?)
     }
 
     /// Up to `max` events of `run_id` with `seq > cursor`, in order; `raw` filled when `with_raw`.

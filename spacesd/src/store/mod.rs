@@ -56,7 +56,21 @@ CREATE TABLE IF NOT EXISTS events (
     raw     TEXT,
     PRIMARY KEY (run_id, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS journals (
+    run_id  TEXT PRIMARY KEY,
+    gen     INTEGER NOT NULL,
+    offset  INTEGER NOT NULL
+);
 "#;
+
+/// Where a run's ingest of its agent's journal stands: process generation `gen`, every record
+/// before byte `offset` stored as events. Stored in the same transaction as those events, so a
+/// restarted daemon resumes exactly there (each record becomes events once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JournalPos {
+    pub gen: u64,
+    pub offset: u64,
+}
 
 /// The open database.
 pub struct Store {

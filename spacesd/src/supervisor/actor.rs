@@ -18,17 +18,19 @@ use spaces_sdk::{ActionReport, ApiError, ErrorCode, EventKind, Phase, Status, St
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::launcher::{Binary, Launcher};
+use super::launcher::{Binary, Launcher, ProcEnd};
 use super::marker::run_marker;
-use super::proc::{LiveProc, ProcEnd, ProcEvent, Stream};
+use super::proc::{self, LiveProc, ProcEvent};
 use super::secrets::RunSecrets;
 use super::Inner;
 use crate::store::runs::RunRow;
+use crate::store::JournalPos;
 
 /// Grace between SIGTERM and SIGKILL when stopping a run.
 const STOP_GRACE: Duration = Duration::from_secs(3);
-/// How long to wait for output EOF after the process exited (a grandchild may hold the pipe).
-const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
+/// How long a stopped process's exit may take to reach the journal before the stop is
+/// considered done without it.
+const EXIT_AFTER_STOP: Duration = Duration::from_secs(5);
 /// Status reason of an `exit_when_idle` run whose agent exited after answering.
 const DONE_REASON: &str =
     "the prompt was answered and the agent exited (exit_when_idle); a follow-up resumes the session";
@@ -100,6 +102,14 @@ impl Actor {
         }
     }
 
+    /// Re-adopt the run's agent process after a daemon restart, its events stored up to `pos`
+    /// (see [`Launcher::adopt`]), then [`Self::run`]. Errors: the journal cannot be read.
+    pub async fn adopt(mut self, pos: JournalPos) -> Result<Self, String> {
+        self.proc = self.launcher.adopt(pos.gen, pos.offset, &self.redactor, self.norm.as_mut()).await?;
+        self.last_output = Instant::now();
+        Ok(self)
+    }
+
     /// Run the actor: start `first` (the first prompt, or a follow-up that revived the run), then
     /// serve commands and process events until the run is stopped or ends with nothing left to do.
     pub async fn run(mut self, first: Option<String>, mut cmds: mpsc::UnboundedReceiver<Cmd>) {
@@ -117,8 +127,10 @@ impl Actor {
                 Some(ev) = self.launcher.next_event() => self.on_proc_events(ev).await,
                 _ = sleep_until(stall) => self.on_stall().await,
                 _ = sleep_until(drain) => {
+                    // A stopped process whose exit never reached the journal: it is gone all the
+                    // same (the stop verified that).
                     self.drain_deadline = None;
-                    self.finish_process().await;
+                    self.finish_process((None, Some(9)), None).await;
                 }
             }
             self.advance().await;
@@ -144,7 +156,7 @@ impl Actor {
                 let _ = reply.send(answer);
             }
             Cmd::Interrupt { reply } => {
-                let report = self.on_interrupt();
+                let report = self.on_interrupt().await;
                 let _ = reply.send(Ok(report));
             }
             Cmd::Stop { reply } => {
@@ -184,7 +196,7 @@ impl Actor {
             }
             if force && self.norm.turn_in_flight() {
                 self.queue.push_front(text);
-                let _ = self.on_interrupt();
+                let _ = self.on_interrupt().await;
                 return Ok(self.report(true, "the running turn is being interrupted; this message runs next"));
             }
             self.queue.push_back(text);
@@ -204,28 +216,26 @@ impl Actor {
         self.harness.process_model() == ProcessModel::PerTurn && self.proc.is_some()
     }
 
-    fn on_interrupt(&mut self) -> ActionReport {
+    async fn on_interrupt(&mut self) -> ActionReport {
         if !self.norm.turn_in_flight() {
             return self.report(false, "no turn in flight; nothing to interrupt (nothing is remembered for later turns)");
         }
         let drafts = self.norm.interrupt_requested();
         self.append(drafts);
         self.interrupted = true;
-        match self.harness.interrupt() {
-            InterruptRecipe::Stdin(bytes) => {
-                match self.proc.as_ref().and_then(|p| p.stdin.as_ref()) {
-                    Some(stdin) if stdin.send(bytes).is_ok() => {}
-                    _ => return self.report(false, "the agent process is not accepting input; use stop"),
+        let shim = self.proc.as_ref().and_then(|p| p.shim.clone());
+        match (self.harness.interrupt(), shim) {
+            (InterruptRecipe::Stdin(bytes), Some(shim)) => {
+                if shim.stdin(String::from_utf8_lossy(&bytes).into_owned(), None).await.is_err() {
+                    return self.report(false, "the agent process is not accepting input; use stop");
                 }
             }
-            InterruptRecipe::SignalGroup(sig) => match self.proc.as_ref() {
-                Some(p) => {
-                    if let Ok(sig) = nix::sys::signal::Signal::try_from(sig) {
-                        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(p.pid), sig);
-                    }
+            (InterruptRecipe::SignalGroup(sig), Some(shim)) => {
+                if shim.signal(sig).await.is_err() {
+                    return self.report(false, "the agent process is not taking signals; use stop");
                 }
-                None => return self.report(false, "the agent process is not running yet; try again or use stop"),
-            },
+            }
+            (_, None) => return self.report(false, "the agent process is not running; try again or use stop"),
         }
         self.report(true, format!("interrupt sent to turn {}", self.run.turns))
     }
@@ -233,19 +243,32 @@ impl Actor {
     async fn on_stop(&mut self) {
         self.stop_requested = true;
         self.drop_queue("the run was stopped");
-        let pgid = self.proc.as_ref().map(|p| p.pid);
-        let report = kill_tree(pgid, &run_marker(&self.run.run_id), STOP_GRACE).await;
-        if !report.survivors.is_empty() {
-            let reason = format!("stop failed: processes {:?} are still alive", report.survivors);
+        let survivors = self.end_processes(STOP_GRACE).await;
+        if !survivors.is_empty() {
+            let reason = format!("stop failed: processes {survivors:?} are still alive");
             self.answer_stops(false, &reason);
             return;
         }
         if self.proc.is_none() {
             self.finish_stopped();
         } else {
-            // The exit event arrives shortly; give the pipes a bounded time to drain.
-            self.drain_deadline = Some(Instant::now() + DRAIN_AFTER_EXIT);
+            // The exit reaches the journal shortly; bound the wait for it.
+            self.drain_deadline = Some(Instant::now() + EXIT_AFTER_STOP);
         }
+    }
+
+    /// End every process of the run: the shim's whole tree (every descendant, whatever it did
+    /// with its session or environment), or, with no live shim, whatever carries the run
+    /// marker. Returns the survivors (empty when everything is gone).
+    async fn end_processes(&mut self, grace: Duration) -> Vec<i32> {
+        if let Some(shim) = self.proc.as_ref().and_then(|p| p.shim.clone()) {
+            match shim.stop(grace).await {
+                Ok(survivors) => return survivors,
+                Err(e) => tracing::warn!("run {}: the shim did not answer a stop ({e}); ending by marker", self.run.run_id),
+            }
+        }
+        let pgid = self.proc.as_ref().map(|p| p.pid);
+        kill_tree(pgid, &run_marker(&self.run.run_id), grace).await.survivors
     }
 
     fn finish_stopped(&mut self) {
@@ -281,10 +304,14 @@ impl Actor {
         self.last_output = Instant::now();
         self.stall_noticed = false;
         self.set_state(Status::Running, Phase::Working, "a turn is running");
-        let live_stdin = self.proc.as_ref().filter(|p| p.exit.is_none()).and_then(|p| p.stdin.clone());
-        match (self.harness.process_model(), live_stdin) {
-            (ProcessModel::LongLived, Some(stdin)) => {
-                let _ = stdin.send(self.harness.user_message(&text));
+        let live_shim = self.proc.as_ref().filter(|p| p.exit.is_none() && p.stdin_open).and_then(|p| p.shim.clone());
+        match (self.harness.process_model(), live_shim) {
+            (ProcessModel::LongLived, Some(shim)) => {
+                let message = String::from_utf8_lossy(&self.harness.user_message(&text)).into_owned();
+                if let Err(e) = shim.stdin(message, Some(turn)).await {
+                    self.launcher.note_in_stderr_tail(format!("the message could not reach the agent: {e}"));
+                    tracing::warn!("run {}: turn {turn} not delivered: {e}", self.run.run_id);
+                }
             }
             _ => self.spawn_for_turn(turn, &text).await,
         }
@@ -311,7 +338,7 @@ impl Actor {
             }
         };
         self.set_state(Status::Running, Phase::Starting, "the agent process is starting");
-        match self.launcher.spawn(launch) {
+        match self.launcher.spawn(launch).await {
             Ok(live) => {
                 self.run.pgid = Some(live.pid);
                 self.proc = Some(live);
@@ -341,45 +368,43 @@ impl Actor {
 
     // ----- process events -----
 
-    /// Handle `first` and every output line already waiting behind it (one batch from the
-    /// launcher): their events are stored in one transaction, then an EOF or exit that followed
-    /// them is handled.
+    /// Handle `first` and every journal record already waiting behind it (one batch from the
+    /// launcher): their events are stored in one transaction with the journal position they
+    /// reach, then an exit that followed them is handled.
     async fn on_proc_events(&mut self, first: ProcEvent) {
-        let batch = self.launcher.batch(first, &self.redactor, self.norm.as_mut());
+        let batch = self.launcher.batch(first, self.run.turns, &self.redactor, self.norm.as_mut());
         if batch.saw_output {
             self.last_output = Instant::now();
             self.stall_noticed = false;
         }
-        self.append(batch.drafts);
-        if let Some((gen, end)) = batch.end {
-            self.on_proc_end(gen, end).await;
+        self.append_at(batch.drafts, batch.pos);
+        if self.proc.is_none() {
+            return;
+        }
+        match batch.end {
+            Some(ProcEnd::Exited { code, signal, pos }) => self.finish_process((code, signal), Some(pos)).await,
+            Some(ProcEnd::Gone) => {
+                self.launcher.note_in_stderr_tail(
+                    "the shim holding the agent process is gone (killed, or the host restarted); its output ends here"
+                        .to_owned(),
+                );
+                self.finish_process((None, None), None).await;
+            }
+            None => {}
         }
     }
 
-    /// An EOF or the exit of process generation `gen`; the process is finished once its exit and
-    /// both EOFs are seen (or the drain deadline passes).
-    async fn on_proc_end(&mut self, gen: u64, end: ProcEnd) {
-        let Some(p) = self.proc.as_mut().filter(|p| p.gen == gen) else { return };
-        match end {
-            ProcEnd::Eof(Stream::Stdout) => p.stdout_eof = true,
-            ProcEnd::Eof(Stream::Stderr) => p.stderr_eof = true,
-            ProcEnd::Exited { code, signal } => p.exit = Some((code, signal)),
-        }
-        if p.finished() {
-            self.finish_process().await;
-        } else if p.exit.is_some() && self.drain_deadline.is_none() {
-            self.drain_deadline = Some(Instant::now() + DRAIN_AFTER_EXIT);
-        }
-    }
-
-    /// The process exited and its output is drained (or the drain timed out).
-    async fn finish_process(&mut self) {
+    /// The process exited (its output drained by the shim, what it left behind ended), or its
+    /// shim is gone (`pos` is `None`). The events of the exit are stored with the exit record's
+    /// journal position `pos`, in one transaction.
+    async fn finish_process(&mut self, (code, signal): (Option<i32>, Option<i32>), pos: Option<JournalPos>) {
         let Some(p) = self.proc.take() else { return };
         self.drain_deadline = None;
         self.run.pgid = None;
-        let (code, signal) = p.exit.unwrap_or((None, None));
-        // Tool grandchildren of a finished process must not outlive it.
-        let _ = kill_tree(None, &run_marker(&self.run.run_id), Duration::from_millis(500)).await;
+        if pos.is_none() {
+            // No shim ended the tree: whatever of the run escaped to PID 1 is ended by marker.
+            let _ = kill_tree(None, &run_marker(&self.run.run_id), Duration::from_millis(500)).await;
+        }
         let was_in_turn = self.norm.turn_in_flight();
         let exit = ExitInfo {
             code,
@@ -388,7 +413,8 @@ impl Actor {
             stop_requested: self.stop_requested,
         };
         let drafts = self.norm.process_exited(&exit);
-        self.append(drafts);
+        self.append_at(drafts, pos);
+        proc::retire(proc::shim_dir(&self.inner.cfg.run_dir(&self.run.run_id), p.gen));
         if self.stop_requested {
             self.finish_stopped();
             return;
@@ -452,8 +478,7 @@ impl Actor {
                 "the agent has been silent for {} s; ending the turn",
                 silent.as_secs()
             ))]);
-            let pgid = self.proc.as_ref().map(|p| p.pid);
-            let _ = kill_tree(pgid, &run_marker(&self.run.run_id), STOP_GRACE).await;
+            let _ = self.end_processes(STOP_GRACE).await;
             self.launcher.note_in_stderr_tail(format!("no output for {} s (stall limit)", silent.as_secs()));
             self.last_output = Instant::now();
         }
@@ -472,7 +497,13 @@ impl Actor {
     /// Store events and react to the ones that change the run's state. Everything in `drafts`
     /// is already redacted: output lines on arrival, the caller's text in `start_turn`.
     fn append(&mut self, drafts: Vec<EventDraft>) {
-        if drafts.is_empty() {
+        self.append_at(drafts, None);
+    }
+
+    /// [`Self::append`], storing the journal position `pos` the drafts reach in the same
+    /// transaction.
+    fn append_at(&mut self, drafts: Vec<EventDraft>, pos: Option<JournalPos>) {
+        if drafts.is_empty() && pos.is_none() {
             return;
         }
         let ended: Vec<(u32, StopReason, Option<String>)> = drafts
@@ -480,7 +511,7 @@ impl Actor {
             .filter(|d| d.kind == EventKind::TurnEnded)
             .map(|d| (d.turn, d.stop_reason.unwrap_or(StopReason::Error), d.text.clone()))
             .collect();
-        if let Err(e) = self.inner.log.append(&self.run.run_id, drafts) {
+        if let Err(e) = self.inner.log.append_at(&self.run.run_id, drafts, pos) {
             tracing::error!("run {}: events not stored: {e}", self.run.run_id);
         }
         if let Some(sid) = self.norm.session_id() {
@@ -551,7 +582,10 @@ impl Actor {
         {
             self.closing = true;
             if let Some(p) = self.proc.as_mut() {
-                p.stdin = None;
+                p.stdin_open = false;
+                if let Some(shim) = p.shim.clone() {
+                    let _ = shim.close_stdin().await;
+                }
             }
         }
     }

@@ -16,6 +16,7 @@ use super::secrets::RunSecrets;
 use super::Inner;
 use crate::error::{refuse, Error, Result};
 use crate::store::runs::RunRow;
+use crate::store::JournalPos;
 
 /// The command channel of every run that has a live actor, by run id.
 #[derive(Default)]
@@ -51,6 +52,24 @@ pub(super) fn launch(
     inner.actors.lock().insert(run.run_id.clone(), tx);
     let actor = Actor::new(inner.clone(), run, harness, secrets);
     tokio::spawn(actor.run(Some(prompt), rx));
+}
+
+/// Re-adopt the agent process of `run` after a daemon restart (its events stored up to `pos`)
+/// and start its actor. Errors: the run's agent is unknown, its secrets or journal unreadable.
+pub(super) async fn adopt(inner: &Arc<Inner>, run: RunRow, pos: JournalPos) -> Result<()> {
+    let harness = spaces_harnesses::by_id(&run.agent).ok_or_else(|| {
+        refuse(ErrorCode::HarnessUnavailable, format!("run {} uses agent {:?}, which this host does not know", run.run_id, run.agent))
+    })?;
+    let secrets = RunSecrets::load(&inner.cfg.run_dir(&run.run_id))?;
+    let run_id = run.run_id.clone();
+    let actor = Actor::new(inner.clone(), run, harness, secrets)
+        .adopt(pos)
+        .await
+        .map_err(|why| refuse(ErrorCode::Internal, why))?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    inner.actors.lock().insert(run_id, tx);
+    tokio::spawn(actor.run(None, rx));
+    Ok(())
 }
 
 /// Send the command `cmd(reply)` to the actor of `run` and await the actor's answer.

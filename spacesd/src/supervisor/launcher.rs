@@ -1,10 +1,11 @@
 //! The launcher: everything between "this turn needs an agent process" and the events its output
 //! becomes. On the way out: the CLI binary (the operator's, or the pinned install, installed at
 //! most once at a time per harness), the harness's launch plan and the files it asks for, the
-//! agent's clean environment carrying the run marker, and the detached spawn ([`super::proc`]).
-//! On the way back: each output line redacted, journaled (`output.log`), kept in the stderr tail
-//! when it is stderr, and handed to the normalizer; lines waiting behind each other leave as one
-//! batch of events for the event log.
+//! agent's clean environment carrying the run marker, and the start under a shim
+//! ([`super::proc`]). On the way back: each journaled line redacted, appended to `output.log`,
+//! kept in the stderr tail when it is stderr, and handed to the normalizer; records waiting
+//! behind each other leave as one batch of events for the event log, with the journal offset
+//! they reach (stored in the same transaction, so a restarted daemon resumes exactly there).
 //!
 //! It decides nothing about the run: phases, failures and what a process end means are the
 //! actor's ([`super::actor`]).
@@ -13,7 +14,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use spaces_codespace::process::{SpawnSpec, StdinSpec, StdioSpec};
+use spaces_codespace::shim::{Followed, Record, ShimSpec, Stream, PROTOCOL};
 use spaces_harnesses::{EventDraft, Harness, LaunchContext, Normalizer, Redactor, StdinMode};
 use spaces_sdk::EventKind;
 use tokio::sync::{mpsc, OwnedMutexGuard};
@@ -22,15 +23,22 @@ use super::install;
 use super::journal::Journal;
 use super::marker::{turn_tag, RUN_ENV};
 use super::mcp_servers;
-use super::proc::{self, LiveProc, ProcEnd, ProcEvent, Stream};
+use super::proc::{self, Adopted, LiveProc, ProcEvent};
 use super::secrets::RunSecrets;
 use super::Inner;
 use crate::store::runs::RunRow;
+use crate::store::JournalPos;
 
 /// Most events stored in one transaction when output lines queue up.
 const MAX_BATCH_EVENTS: usize = 512;
 /// Lines of stderr kept for error reasons.
 const STDERR_TAIL_LINES: usize = 20;
+/// Longest output line kept whole, in bytes; a longer one becomes a `notice` saying where it
+/// was cut and how long it was (case R37).
+const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
+/// How long the shim waits for output EOF after the agent exited before ending what is left of
+/// the tree (a tool left in the background may hold the pipes).
+const DRAIN_AFTER_EXIT_MS: u64 = 2000;
 
 /// Where the agent's binary stands before a turn.
 pub enum Binary {
@@ -41,21 +49,33 @@ pub enum Binary {
     Install(OwnedMutexGuard<()>),
 }
 
-/// A process ready to spawn: the harness's plan turned into a spawn spec.
+/// A process ready to start: the harness's plan turned into a shim spec.
 pub struct Launch {
-    spec: SpawnSpec,
+    spec: ShimSpec,
     initial_stdin: Option<Vec<u8>>,
 }
 
-/// Output taken from the process channel in one go.
+/// How a process of the current generation ended, as its journal tells.
+#[derive(Debug, Clone, Copy)]
+pub enum ProcEnd {
+    /// It exited (code or signal); its record ends at `pos`.
+    Exited { code: Option<i32>, signal: Option<i32>, pos: JournalPos },
+    /// Its shim went away before the process's exit was journaled (killed, or the host
+    /// restarted): nothing more will come.
+    Gone,
+}
+
+/// Journal records taken from the process channel in one go.
 pub struct Batch {
-    /// Events of the lines, in order (already redacted).
+    /// Events of the records, in order (already redacted).
     pub drafts: Vec<EventDraft>,
     /// At least one line arrived: the agent is not silent.
     pub saw_output: bool,
-    /// An EOF or exit of process generation `.0` that followed the lines; handle it after their
-    /// events are stored.
-    pub end: Option<(u64, ProcEnd)>,
+    /// The journal position just past the records whose events are in `drafts`: stored with
+    /// them.
+    pub pos: Option<JournalPos>,
+    /// An end that followed the records; handle it after their events are stored.
+    pub end: Option<ProcEnd>,
 }
 
 /// Launches the agent processes of one run and reads their output.
@@ -81,6 +101,7 @@ impl Launcher {
         let run_dir = inner.cfg.run_dir(run_id);
         let run_dir = std::path::absolute(&run_dir).unwrap_or(run_dir);
         let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let inner_gen = inner.store.journal_pos(run_id).ok().flatten().map_or(0, |p| p.gen);
         Self {
             journal: Journal::new(&run_dir),
             run_dir,
@@ -88,7 +109,8 @@ impl Launcher {
             harness,
             secrets,
             stderr_tail: VecDeque::new(),
-            gen: 0,
+            // Generations only grow: a new process never reuses a stored journal position.
+            gen: inner_gen,
             events_tx,
             events_rx,
         }
@@ -166,27 +188,49 @@ impl Launcher {
         env.insert("PATH".to_owned(), std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()));
         env.insert("LANG".to_owned(), "C.UTF-8".to_owned());
         env.extend(plan.env.clone());
-        let stdin = match plan.stdin {
-            StdinMode::Null => StdinSpec::Null,
-            StdinMode::Pipe => StdinSpec::Pipe,
-        };
-        let spec = SpawnSpec {
+        let spec = ShimSpec {
+            protocol: PROTOCOL,
+            gen: 0,
+            turn,
             argv: plan.argv.clone(),
             env,
             cwd,
             markers: vec![(RUN_ENV.to_owned(), run.run_id.clone())],
             tag: turn_tag(&run.run_id, turn),
-            stdio: StdioSpec::Pipes { stdin },
+            stdin_pipe: plan.stdin == StdinMode::Pipe,
+            max_line_bytes: MAX_LINE_BYTES,
+            drain_ms: DRAIN_AFTER_EXIT_MS,
         };
         Ok(Launch { spec, initial_stdin: plan.initial_stdin.clone() })
     }
 
-    /// Spawn `launch` as the next process generation; its output arrives through
+    /// Start `launch` under a shim as the next process generation; its journal arrives through
     /// [`Self::next_event`]. A new process starts with an empty stderr tail.
-    pub fn spawn(&mut self, launch: Launch) -> Result<LiveProc, String> {
+    pub async fn spawn(&mut self, mut launch: Launch) -> Result<LiveProc, String> {
         self.gen += 1;
-        let live = proc::start(&launch.spec, self.gen, launch.initial_stdin, self.events_tx.clone()).map_err(|e| e.to_string())?;
+        launch.spec.gen = self.gen;
+        let live = proc::start(&self.run_dir, &launch.spec, self.events_tx.clone()).await?;
         self.stderr_tail.clear();
+        if let (Some(bytes), Some(shim)) = (launch.initial_stdin, live.shim.as_ref()) {
+            shim.stdin(String::from_utf8_lossy(&bytes).into_owned(), None).await?;
+        }
+        Ok(live)
+    }
+
+    /// Re-adopt generation `gen` after a daemon restart, its events stored up to `offset`:
+    /// the records already stored are replayed through `norm` (their events discarded: they are
+    /// stored) so it knows the turn in flight and its open tool calls; the rest arrives through
+    /// [`Self::next_event`]. Returns the live process, or `None` when its exit was stored.
+    pub async fn adopt(&mut self, gen: u64, offset: u64, redactor: &Redactor, norm: &mut dyn Normalizer) -> Result<Option<LiveProc>, String> {
+        self.gen = gen;
+        let Adopted { replay, live } = proc::adopt(&self.run_dir, gen, offset, self.events_tx.clone()).await?;
+        for record in replay {
+            match record {
+                Record::Start { turn, .. } | Record::Turn { turn } => drop(norm.begin_turn(turn, "")),
+                Record::Line { s, l, cut: None } => drop(self.normalize(s, &redactor.apply(&l), norm)),
+                _ => {}
+            }
+        }
         Ok(live)
     }
 
@@ -198,42 +242,85 @@ impl Launcher {
         self.events_rx.recv().await
     }
 
-    /// `first` and every output line already waiting behind it: lines are redacted, journaled
-    /// and normalized in order, so their events can be stored in one transaction (under load one
-    /// commit carries many events; with a slow agent it is one line, so no latency is added). An
-    /// EOF or exit ends the batch.
-    pub fn batch(&mut self, first: ProcEvent, redactor: &Redactor, norm: &mut dyn Normalizer) -> Batch {
-        let mut batch = Batch { drafts: Vec::new(), saw_output: false, end: None };
+    /// `first` and every record already waiting behind it: lines are redacted, appended to
+    /// `output.log` and normalized in order, so their events can be stored in one transaction
+    /// (under load one commit carries many events; with a slow agent it is one line, so no
+    /// latency is added). An exit, or the shim going away, ends the batch. Records of an older
+    /// process generation are dropped (they can never reach the current turn).
+    pub fn batch(&mut self, first: ProcEvent, turn: u32, redactor: &Redactor, norm: &mut dyn Normalizer) -> Batch {
+        let mut batch = Batch { drafts: Vec::new(), saw_output: false, pos: None, end: None };
         let mut next = Some(first);
-        while let Some(ev) = next.take() {
-            match ev {
-                ProcEvent::Line { stream, line } => {
-                    batch.saw_output = true;
-                    batch.drafts.extend(self.line(stream, &line, redactor, norm));
-                    if batch.drafts.len() < MAX_BATCH_EVENTS {
-                        next = self.events_rx.try_recv().ok();
+        while let Some(ProcEvent { gen, what }) = next.take() {
+            if gen == self.gen {
+                let pos = |offset| JournalPos { gen, offset };
+                match what {
+                    Followed::Record(Record::Line { s, l, cut }, offset) => {
+                        batch.saw_output = true;
+                        let drafts = match cut {
+                            None => self.line(s, &l, redactor, norm),
+                            Some(len) => self.cut_line(turn, s, &l, len, redactor),
+                        };
+                        batch.drafts.extend(drafts);
+                        batch.pos = Some(pos(offset));
+                    }
+                    Followed::Record(Record::Note { text }, offset) => {
+                        batch.drafts.push(EventDraft::new(turn, EventKind::Notice).summary(redactor.apply(&text)));
+                        batch.pos = Some(pos(offset));
+                    }
+                    Followed::Record(Record::Exit { code, signal }, offset) => {
+                        batch.end = Some(ProcEnd::Exited { code, signal, pos: pos(offset) });
+                        return batch;
+                    }
+                    // Turn starts were applied when the actor started them; `Done` means the
+                    // shim is finishing (the exit was handled before it).
+                    Followed::Record(Record::Start { .. } | Record::Turn { .. } | Record::Done { .. }, offset) => {
+                        batch.pos = Some(pos(offset));
+                    }
+                    Followed::Gone => {
+                        batch.end = Some(ProcEnd::Gone);
+                        return batch;
                     }
                 }
-                ProcEvent::End { gen, end } => batch.end = Some((gen, end)),
+            }
+            if batch.drafts.len() < MAX_BATCH_EVENTS {
+                next = self.events_rx.try_recv().ok();
             }
         }
         batch
     }
 
-    /// One output line: journal it and return its events.
+    /// One output line: append it to `output.log` and return its events.
     fn line(&mut self, stream: Stream, line: &str, redactor: &Redactor, norm: &mut dyn Normalizer) -> Vec<EventDraft> {
         let line = redactor.apply(line);
-        self.journal.append(if stream == Stream::Stderr { "[stderr] " } else { "" }, &line);
+        self.journal.append(if stream == Stream::Err { "[stderr] " } else { "" }, &line);
+        self.normalize(stream, &line, norm)
+    }
+
+    fn normalize(&mut self, stream: Stream, line: &str, norm: &mut dyn Normalizer) -> Vec<EventDraft> {
         match stream {
-            Stream::Stdout => norm.stdout_line(&line),
-            Stream::Stderr => {
-                self.stderr_tail.push_back(line.clone());
+            Stream::Out => norm.stdout_line(line),
+            Stream::Err => {
+                self.stderr_tail.push_back(line.to_owned());
                 while self.stderr_tail.len() > STDERR_TAIL_LINES {
                     self.stderr_tail.pop_front();
                 }
-                norm.stderr_line(&line)
+                norm.stderr_line(line)
             }
         }
+    }
+
+    /// A line longer than [`MAX_LINE_BYTES`]: one `notice` saying how long it was and where it
+    /// was cut, with its start (case R37). The normalizer never sees half a line.
+    fn cut_line(&mut self, turn: u32, stream: Stream, start: &str, len: u64, redactor: &Redactor) -> Vec<EventDraft> {
+        let start = redactor.apply(start);
+        let name = if stream == Stream::Err { "stderr" } else { "stdout" };
+        let summary = format!(
+            "a {len}-byte line on {name} was longer than the {MAX_LINE_BYTES}-byte limit: it was cut after its first {} \
+             bytes (kept in this event's text) and not interpreted",
+            start.len()
+        );
+        self.journal.append(if stream == Stream::Err { "[stderr] " } else { "" }, &format!("{start} [cut: {len} bytes]"));
+        vec![EventDraft::new(turn, EventKind::Notice).summary(summary).text(start)]
     }
 
     /// Add the daemon's own `note` to the stderr tail, so the error reason of the process end

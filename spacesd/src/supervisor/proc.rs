@@ -1,147 +1,141 @@
-//! One live agent process of a run: spawned through the codespace process layer, its stdout and
-//! stderr read line by line, its stdin fed by a writer task, its exit awaited. Everything the
-//! process does arrives at the run actor as [`ProcEvent`]s on one channel, tagged with the
-//! process generation so late events of an old process are never mistaken for the current one.
+//! One agent process of a run, held by its shim (`spaces_codespace::shim`): started
+//! ([`start`]) or re-adopted after a daemon restart ([`adopt`]), its journal followed, and
+//! everything it did delivered to the run actor as [`ProcEvent`]s on one channel, tagged with
+//! the process generation so records of an old process are never mistaken for the current one's.
+//!
+//! Files: the shim of generation `g` lives in `<run dir>/shim-<g>/` (0700: its journal, control
+//! socket and log). The directory is removed once the process's exit is stored and the shim is
+//! gone ([`retire`]).
 
-use std::os::unix::process::ExitStatusExt;
+use std::collections::BTreeMap;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
-use spaces_codespace::process::{self, SpawnSpec};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::unix::pipe;
+use spaces_codespace::shim::journal::JournalReader;
+use spaces_codespace::shim::{follow, Followed, Record, ShimClient, ShimSpec};
 use tokio::sync::mpsc;
 
-/// Which output stream a line came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
-    Stdout,
-    Stderr,
-}
-
-/// Something a process did.
+/// Something the process of generation `gen` did: a journal record (with the offset just past
+/// it) or [`Followed::Gone`].
 #[derive(Debug)]
-pub enum ProcEvent {
-    /// One line (without `\n`; an unterminated last line is delivered at EOF).
-    Line { stream: Stream, line: String },
-    /// An EOF or the exit of process generation `gen`.
-    End { gen: u64, end: ProcEnd },
-}
-
-/// How a process's output or life ended.
-#[derive(Debug)]
-pub enum ProcEnd {
-    /// The stream reached EOF.
-    Eof(Stream),
-    /// The process exited (code or signal).
-    Exited { code: Option<i32>, signal: Option<i32> },
+pub struct ProcEvent {
+    pub gen: u64,
+    pub what: Followed,
 }
 
 /// Handle on a live process held by the actor.
-#[derive(Debug)]
 pub struct LiveProc {
     pub gen: u64,
     pub pid: i32,
-    /// Sender to the stdin writer task; dropping it closes the child's stdin.
-    pub stdin: Option<mpsc::UnboundedSender<Vec<u8>>>,
+    /// Its shim; `None` when the shim was found gone at re-adoption (its journal is still read).
+    pub shim: Option<Arc<ShimClient>>,
+    /// The exit, once its record was read.
     pub exit: Option<(Option<i32>, Option<i32>)>,
-    pub stdout_eof: bool,
-    pub stderr_eof: bool,
+    /// Whether the agent's stdin is still open (long-lived agents).
+    pub stdin_open: bool,
 }
 
-impl LiveProc {
-    /// True when the exit and both EOFs have been seen: the process is completely drained.
-    pub fn finished(&self) -> bool {
-        self.exit.is_some() && self.stdout_eof && self.stderr_eof
-    }
+/// Environment variables a shim keeps from the daemon: what finds and runs the daemon's own
+/// command (a binding's interpreter), never its secrets.
+const SHIM_ENV: &[&str] =
+    &["PATH", "LANG", "LC_ALL", "HOME", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "NODE_PATH", "LD_LIBRARY_PATH"];
+
+/// `<run_dir>/shim-<gen>`.
+pub fn shim_dir(run_dir: &Path, gen: u64) -> PathBuf {
+    run_dir.join(format!("shim-{gen}"))
 }
 
-/// Longest line kept whole, in bytes; longer lines are split (never dropped).
-const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
-
-/// Spawn `spec` (its stdio must be pipes) and start its reader, writer and waiter tasks, which
-/// report to `events`.
-pub fn start(
-    spec: &SpawnSpec,
-    gen: u64,
-    initial_stdin: Option<Vec<u8>>,
-    events: mpsc::UnboundedSender<ProcEvent>,
-) -> spaces_codespace::Result<LiveProc> {
-    let spawned = process::spawn(spec)?;
-    let pid = spawned.pid;
-    let mut child = spawned.child;
-    let pipes = (|| -> std::io::Result<_> {
-        let stdout = pipe::Receiver::from_owned_fd(spawned.output)?;
-        let stderr = spawned.stderr.map(pipe::Receiver::from_owned_fd).transpose()?;
-        let stdin = spawned.stdin.map(pipe::Sender::from_owned_fd).transpose()?;
-        Ok((stdout, stderr, stdin))
-    })();
-    let (stdout, stderr, stdin) = match pipes {
-        Ok(pipes) => pipes,
-        Err(source) => {
-            // Nobody would read it: end it now (tokio reaps the dropped child).
-            let _ = child.start_kill();
-            let program = spec.argv.first().cloned().unwrap_or_default();
-            return Err(spaces_codespace::Error::SpawnFailed { program, source });
+/// Start `spec` under a new shim in `<run_dir>/shim-<gen>` and follow its journal into
+/// `events`. Errors: the shim or the agent could not start (the reason names which).
+pub async fn start(run_dir: &Path, spec: &ShimSpec, events: mpsc::UnboundedSender<ProcEvent>) -> Result<LiveProc, String> {
+    let dir = shim_dir(run_dir, spec.gen);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| format!("cannot create the shim directory {}: {e}", dir.display()))?;
+    let command = super::mcp_servers::self_command().map_err(|e| format!("cannot tell how to run spacesd shim: {e}"))?;
+    let env: BTreeMap<String, String> =
+        SHIM_ENV.iter().filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v))).collect();
+    let shim = match ShimClient::spawn(&command, env, &dir, spec).await {
+        Ok(shim) => shim,
+        Err(why) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(why);
         }
     };
-    tokio::spawn(read_lines(stdout, gen, Stream::Stdout, events.clone()));
-    // Combined output has no stderr stream of its own: it is at EOF from the start.
-    let stderr_eof = match stderr {
-        Some(stderr) => {
-            tokio::spawn(read_lines(stderr, gen, Stream::Stderr, events.clone()));
-            false
-        }
-        None => true,
-    };
-    let stdin = stdin.map(|mut pipe| {
-        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
-        if let Some(first) = initial_stdin {
-            let _ = tx.send(first);
-        }
-        tokio::spawn(async move {
-            while let Some(bytes) = rx.recv().await {
-                // write_all handles partial writes; a closed pipe ends the writer.
-                if pipe.write_all(&bytes).await.is_err() || pipe.flush().await.is_err() {
-                    break;
-                }
-            }
-        });
-        tx
-    });
-    tokio::spawn(async move {
-        let (code, signal) = match child.wait().await {
-            Ok(status) => (status.code(), status.signal()),
-            Err(_) => (None, None),
-        };
-        let _ = events.send(ProcEvent::End { gen, end: ProcEnd::Exited { code, signal } });
-    });
-    Ok(LiveProc { gen, pid, stdin, exit: None, stdout_eof: false, stderr_eof })
+    let pid = shim.pid();
+    forward(spec.gen, follow(dir, 0), events);
+    Ok(LiveProc { gen: spec.gen, pid, shim: Some(Arc::new(shim)), exit: None, stdin_open: spec.stdin_pipe })
 }
 
-async fn read_lines<R: AsyncRead + Unpin>(
-    reader: R,
-    gen: u64,
-    stream: Stream,
-    events: mpsc::UnboundedSender<ProcEvent>,
-) {
-    let mut reader = BufReader::with_capacity(64 * 1024, reader);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        // A read error ends the stream like EOF (the exit is reported separately).
-        let n = (&mut reader).take(MAX_LINE_BYTES as u64).read_until(b'\n', &mut buf).await.unwrap_or_default();
-        if n == 0 {
+/// What re-adoption found of generation `gen` after a daemon restart.
+pub struct Adopted {
+    /// The records already stored as events (from the journal's start up to the stored
+    /// offset), for rebuilding the normalizer's state. Includes the exit when it was stored.
+    pub replay: Vec<Record>,
+    /// The process, followed from the stored offset; `None` when its exit was already stored
+    /// (nothing is left to follow).
+    pub live: Option<LiveProc>,
+}
+
+/// Re-adopt generation `gen` of a run whose events are stored up to journal offset `offset`:
+/// read back what was stored, reconnect to the shim if it still runs, and follow the rest of
+/// the journal into `events` (ending with [`Followed::Gone`] if the shim died before it
+/// finished). Errors: the journal cannot be read.
+pub async fn adopt(run_dir: &Path, gen: u64, offset: u64, events: mpsc::UnboundedSender<ProcEvent>) -> Result<Adopted, String> {
+    let dir = shim_dir(run_dir, gen);
+    let mut reader = JournalReader::open(&dir, 0).map_err(|e| format!("cannot read the journal in {}: {e}", dir.display()))?;
+    let mut replay = Vec::new();
+    let mut pid = 0;
+    let mut exited = None;
+    for (record, end) in reader.read_new().map_err(|e| format!("cannot read the journal: {e}"))? {
+        if end > offset {
             break;
         }
-        if buf.last() == Some(&b'\n') {
-            buf.pop();
+        match &record {
+            Record::Start { pid: p, .. } => pid = *p,
+            Record::Exit { code, signal } => exited = Some((*code, *signal)),
+            _ => {}
         }
-        if buf.last() == Some(&b'\r') {
-            buf.pop();
-        }
-        let line = String::from_utf8_lossy(&buf).into_owned();
-        if events.send(ProcEvent::Line { stream, line }).is_err() {
-            return;
-        }
+        replay.push(record);
     }
-    let _ = events.send(ProcEvent::End { gen, end: ProcEnd::Eof(stream) });
+    if exited.is_some() {
+        retire(dir);
+        return Ok(Adopted { replay, live: None });
+    }
+    let shim = ShimClient::connect(&dir).await.ok().map(Arc::new);
+    forward(gen, follow(dir, offset), events);
+    Ok(Adopted { replay, live: Some(LiveProc { gen, pid, shim, exit: None, stdin_open: true }) })
+}
+
+/// Forward the follower's records as [`ProcEvent`]s of generation `gen`.
+fn forward(gen: u64, mut followed: mpsc::UnboundedReceiver<Followed>, events: mpsc::UnboundedSender<ProcEvent>) {
+    tokio::spawn(async move {
+        while let Some(what) = followed.recv().await {
+            if events.send(ProcEvent { gen, what }).is_err() {
+                return;
+            }
+        }
+    });
+}
+
+/// The exit of the process in `dir` is stored: tell its shim (which then exits once the tree is
+/// gone) and remove the directory when the shim has gone, in the background.
+pub fn retire(dir: PathBuf) {
+    tokio::spawn(async move {
+        if let Ok(shim) = ShimClient::connect(&dir).await {
+            let _ = shim.ack(u64::MAX).await;
+            // The shim exits within its leftover grace; give it a bounded time.
+            for _ in 0..100 {
+                if ShimClient::connect(&dir).await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    });
 }

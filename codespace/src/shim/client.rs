@@ -1,0 +1,227 @@
+//! The daemon's side of a shim: start one ([`ShimClient::spawn`]), reconnect to one after a
+//! restart ([`ShimClient::connect`]), send it requests, and follow its journal ([`follow`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::net::unix::{pipe, OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::UnixStream;
+use tokio::sync::{mpsc, Mutex};
+
+use super::journal::JournalReader;
+use super::protocol::{Record, Reply, Request, ShimSpec, PROTOCOL};
+use super::socket_path;
+use crate::process::{self, SpawnSpec, StdinSpec, StdioSpec};
+
+/// Longest wait for a new shim to say it started the agent (it may be an interpreter that
+/// loads the daemon's library first).
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// A follower looks at the journal at least this often, even without a wake-up.
+const FOLLOW_POLL: Duration = Duration::from_secs(1);
+
+struct Conn {
+    lines: Lines<BufReader<OwnedReadHalf>>,
+    write: OwnedWriteHalf,
+}
+
+impl Conn {
+    async fn open(dir: &Path) -> Result<(Conn, Reply), String> {
+        let sock = socket_path(dir);
+        let stream = UnixStream::connect(&sock).await.map_err(|e| format!("no shim answers at {}: {e}", sock.display()))?;
+        let (read, write) = stream.into_split();
+        let mut conn = Conn { lines: BufReader::new(read).lines(), write };
+        let hello = conn.ask(&Request::Hello { protocol: PROTOCOL }).await?;
+        if !hello.ok {
+            return Err(hello.error.unwrap_or_else(|| "the shim refused the connection".into()));
+        }
+        Ok((conn, hello))
+    }
+
+    async fn ask(&mut self, req: &Request) -> Result<Reply, String> {
+        let mut line = serde_json::to_vec(req).map_err(|e| e.to_string())?;
+        line.push(b'\n');
+        self.write.write_all(&line).await.map_err(|e| format!("the shim is gone: {e}"))?;
+        match self.lines.next_line().await {
+            Ok(Some(line)) => serde_json::from_str(&line).map_err(|e| format!("the shim's reply is not readable: {e}")),
+            Ok(None) => Err("the shim closed the connection".into()),
+            Err(e) => Err(format!("the shim is gone: {e}")),
+        }
+    }
+}
+
+/// A connection to one shim.
+pub struct ShimClient {
+    dir: PathBuf,
+    pid: i32,
+    conn: Mutex<Option<Conn>>,
+}
+
+impl ShimClient {
+    /// Start a shim in `dir` (created by the caller, 0700) with `command` (the daemon's own
+    /// command line; `shim DIR` is appended) and environment `env`, hand it `spec` on its
+    /// stdin, and wait until it started the agent. Errors: the shim could not start, or it
+    /// could not start the agent (its reason, e.g. the program was not found).
+    pub async fn spawn(command: &[String], env: BTreeMap<String, String>, dir: &Path, spec: &ShimSpec) -> Result<ShimClient, String> {
+        let mut argv = command.to_vec();
+        argv.push("shim".into());
+        argv.push(dir.display().to_string());
+        let shim = SpawnSpec {
+            argv,
+            cwd: dir.to_owned(),
+            env,
+            markers: Vec::new(),
+            tag: format!("shim/{}", spec.tag),
+            stdio: StdioSpec::Pipes { stdin: StdinSpec::Pipe },
+        };
+        let spawned = process::spawn(&shim).map_err(|e| format!("cannot start the shim: {e}"))?;
+        let input = spawned.stdin.ok_or("the shim has no stdin")?;
+        let mut input = pipe::Sender::from_owned_fd(input).map_err(|e| e.to_string())?;
+        let output = pipe::Receiver::from_owned_fd(spawned.output).map_err(|e| e.to_string())?;
+        let _stderr = spawned.stderr;
+        let json = serde_json::to_vec(spec).map_err(|e| e.to_string())?;
+        let answer = async {
+            input.write_all(&json).await.map_err(|e| format!("cannot hand the shim its spec: {e}"))?;
+            drop(input);
+            let mut lines = BufReader::new(output).lines();
+            match lines.next_line().await {
+                Ok(Some(line)) => serde_json::from_str::<Reply>(&line).map_err(|e| format!("the shim said {line:?}: {e}")),
+                _ => Err("the shim exited before it started the agent".to_owned()),
+            }
+        };
+        // The shim is reaped by tokio whenever it exits (it outlives this call on purpose).
+        drop(spawned.child);
+        let reply = tokio::time::timeout(READY_TIMEOUT, answer)
+            .await
+            .map_err(|_| format!("the shim did not answer within {} s", READY_TIMEOUT.as_secs()))??;
+        if !reply.ok {
+            return Err(reply.error.unwrap_or_else(|| "the shim could not start the agent".into()));
+        }
+        Self::connect(dir).await
+    }
+
+    /// Connect to the live shim in `dir`. Errors: no shim answers there (it is gone), or it
+    /// speaks another protocol version (the reason names both versions).
+    pub async fn connect(dir: &Path) -> Result<ShimClient, String> {
+        let (conn, hello) = Conn::open(dir).await?;
+        Ok(ShimClient { dir: dir.to_owned(), pid: hello.pid, conn: Mutex::new(Some(conn)) })
+    }
+
+    /// The agent's pid (= its process group and session).
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// The shim's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Send `req` and return the reply (reconnecting once if the connection broke). Errors:
+    /// the shim is gone, or refused the request (its reason).
+    pub async fn request(&self, req: Request) -> Result<Reply, String> {
+        let mut conn = self.conn.lock().await;
+        for attempt in 0..2 {
+            if conn.is_none() {
+                *conn = Some(Conn::open(&self.dir).await?.0);
+            }
+            let Some(c) = conn.as_mut() else { continue };
+            match c.ask(&req).await {
+                Ok(reply) if reply.ok => return Ok(reply),
+                Ok(reply) => return Err(reply.error.unwrap_or_else(|| "refused".into())),
+                Err(e) if attempt == 1 => return Err(e),
+                Err(_) => *conn = None,
+            }
+        }
+        Err("the shim is gone".into())
+    }
+
+    /// Write `data` to the agent's stdin; with `turn`, the journal first records that turn.
+    pub async fn stdin(&self, data: String, turn: Option<u32>) -> Result<(), String> {
+        self.request(Request::Stdin { data, turn }).await.map(drop)
+    }
+
+    /// Close the agent's stdin.
+    pub async fn close_stdin(&self) -> Result<(), String> {
+        self.request(Request::CloseStdin).await.map(drop)
+    }
+
+    /// Send `signal` to the agent's process group.
+    pub async fn signal(&self, signal: i32) -> Result<(), String> {
+        self.request(Request::Signal { signal }).await.map(drop)
+    }
+
+    /// End every process the shim holds (SIGTERM, `grace`, SIGKILL); returns the survivors
+    /// (empty when the stop reached everything).
+    pub async fn stop(&self, grace: Duration) -> Result<Vec<i32>, String> {
+        Ok(self.request(Request::Stop { grace_ms: grace.as_millis() as u64 }).await?.survivors)
+    }
+
+    /// Tell the shim everything up to `offset` is stored; a shim whose tree is gone then exits.
+    pub async fn ack(&self, offset: u64) -> Result<(), String> {
+        self.request(Request::Ack { offset }).await.map(drop)
+    }
+}
+
+/// What a journal follower reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Followed {
+    /// A record and the journal offset just past it.
+    Record(Record, u64),
+    /// The shim is gone and the journal ends without [`Record::Done`]: the shim was killed (or
+    /// the host restarted) and nothing more will come.
+    Gone,
+}
+
+/// Follow the journal in `dir` from byte `from` (a record boundary): every record is sent in
+/// order, woken by the shim's `Watch` stream (and at least every [`FOLLOW_POLL`]). Ends after
+/// [`Record::Done`], or with [`Followed::Gone`] once the shim is gone and the journal has
+/// nothing more, or when the receiver is dropped.
+pub fn follow(dir: PathBuf, from: u64) -> mpsc::UnboundedReceiver<Followed> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut watch = match Conn::open(&dir).await {
+            Ok((mut conn, _)) => match conn.ask(&Request::Watch).await {
+                Ok(reply) if reply.ok => Some(conn.lines),
+                _ => None,
+            },
+            Err(_) => None,
+        };
+        let mut reader = match JournalReader::open(&dir, from) {
+            Ok(r) => r,
+            Err(_) => {
+                let _ = tx.send(Followed::Gone);
+                return;
+            }
+        };
+        loop {
+            let records = reader.read_new().unwrap_or_default();
+            for (record, end) in records {
+                let done = matches!(record, Record::Done { .. });
+                if tx.send(Followed::Record(record, end)).is_err() || done {
+                    return;
+                }
+            }
+            let alive = match watch.as_mut() {
+                Some(lines) => match tokio::time::timeout(FOLLOW_POLL, lines.next_line()).await {
+                    Ok(Ok(Some(_))) | Err(_) => true,
+                    Ok(_) => false,
+                },
+                None => false,
+            };
+            if !alive {
+                // The shim is gone: whatever it wrote is on disk now.
+                for (record, end) in reader.read_new().unwrap_or_default() {
+                    let done = matches!(record, Record::Done { .. });
+                    if tx.send(Followed::Record(record, end)).is_err() || done {
+                        return;
+                    }
+                }
+                let _ = tx.send(Followed::Gone);
+                return;
+            }
+        }
+    });
+    rx
+}

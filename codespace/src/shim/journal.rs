@@ -1,0 +1,137 @@
+//! The journal of one agent process: `journal` in the shim's directory, one JSON [`Record`]
+//! per line, append-only, written by the shim alone and read by the daemon by byte offset.
+//!
+//! **fsync policy.** Every record is written with one `write(2)` as it happens, so a crash or
+//! `kill -9` of the daemon loses nothing: the page cache holds it and the shim lives on. The file
+//! is `fdatasync`ed at most every [`SYNC_EVERY`] while it grows, and at once after
+//! [`Record::Exit`] and [`Record::Done`]: a power loss or kernel crash can cost at most the
+//! output of the last [`SYNC_EVERY`], and never an exit that was already reported.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::protocol::Record;
+
+/// Longest time journaled output may wait for its `fdatasync`.
+pub const SYNC_EVERY: Duration = Duration::from_millis(200);
+
+/// `<dir>/journal`.
+pub fn journal_path(dir: &Path) -> PathBuf {
+    dir.join("journal")
+}
+
+/// The shim's side: appends records.
+pub struct JournalWriter {
+    file: File,
+    end: u64,
+    dirty: bool,
+}
+
+impl JournalWriter {
+    /// Create `<dir>/journal` (0600). Errors if it exists: a journal is never written twice.
+    pub fn create(dir: &Path) -> std::io::Result<Self> {
+        let file = OpenOptions::new().create_new(true).append(true).mode(0o600).open(journal_path(dir))?;
+        Ok(Self { file, end: 0, dirty: false })
+    }
+
+    /// Append `record`; returns the journal's new length.
+    pub fn append(&mut self, record: &Record) -> std::io::Result<u64> {
+        let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        self.file.write_all(&line)?;
+        self.end += line.len() as u64;
+        self.dirty = true;
+        Ok(self.end)
+    }
+
+    /// `fdatasync` if anything was written since the last one.
+    pub fn sync(&mut self) -> std::io::Result<()> {
+        if self.dirty {
+            self.file.sync_data()?;
+            self.dirty = false;
+        }
+        Ok(())
+    }
+
+    /// The journal's length in bytes.
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+}
+
+/// The daemon's side: reads records after an offset as the journal grows.
+pub struct JournalReader {
+    file: File,
+    offset: u64,
+    pending: Vec<u8>,
+}
+
+impl JournalReader {
+    /// Open `<dir>/journal` to read from byte `offset` (a record boundary: 0 or an offset the
+    /// reader reported).
+    pub fn open(dir: &Path, offset: u64) -> std::io::Result<Self> {
+        let mut file = File::open(journal_path(dir))?;
+        file.seek(SeekFrom::Start(offset))?;
+        Ok(Self { file, offset, pending: Vec::new() })
+    }
+
+    /// Every complete record written since the last call, each with the offset just past it. A
+    /// line that does not parse (a journal from another release, a damaged file) comes back as a
+    /// [`Record::Note`] saying so, never as a silent gap.
+    pub fn read_new(&mut self) -> std::io::Result<Vec<(Record, u64)>> {
+        let mut chunk = Vec::new();
+        self.file.read_to_end(&mut chunk)?;
+        self.pending.extend_from_slice(&chunk);
+        let mut out = Vec::new();
+        let mut start = 0;
+        while let Some(nl) = self.pending[start..].iter().position(|b| *b == b'\n') {
+            let line = &self.pending[start..start + nl];
+            self.offset += nl as u64 + 1;
+            let record = serde_json::from_slice(line).unwrap_or_else(|e| Record::Note {
+                text: format!("journal record at offset {} unreadable ({e}); skipped", self.offset - nl as u64 - 1),
+            });
+            out.push((record, self.offset));
+            start += nl + 1;
+        }
+        self.pending.drain(..start);
+        Ok(out)
+    }
+
+    /// The offset just past the last complete record read.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::shim::protocol::Stream;
+
+    #[test]
+    fn a_reader_resumes_at_the_offset_it_reported_and_never_sees_half_a_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = JournalWriter::create(dir.path()).unwrap();
+        assert!(JournalWriter::create(dir.path()).is_err(), "a journal is never written twice");
+        let line = |l: &str| Record::Line { s: Stream::Out, l: l.into(), cut: None };
+        w.append(&line("one")).unwrap();
+        let mut r = JournalReader::open(dir.path(), 0).unwrap();
+        let first = r.read_new().unwrap();
+        assert_eq!(first, vec![(line("one"), w.end())]);
+        // Half a record on disk is not a record yet.
+        let mut raw = OpenOptions::new().append(true).open(journal_path(dir.path())).unwrap();
+        raw.write_all(br#"{"k":"line","s":"out","#).unwrap();
+        assert!(r.read_new().unwrap().is_empty());
+        raw.write_all(b"\"l\":\"two\"}\n").unwrap();
+        let second = r.read_new().unwrap();
+        assert_eq!(second.len(), 1);
+        assert_eq!(second[0].0, line("two"));
+        // A new reader from the first record's end sees only the second.
+        let mut again = JournalReader::open(dir.path(), first[0].1).unwrap();
+        assert_eq!(again.read_new().unwrap(), second);
+    }
+}

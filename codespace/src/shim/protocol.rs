@@ -1,0 +1,164 @@
+//! What the daemon and a shim say to each other, and what a shim writes to its journal.
+//!
+//! - [`ShimSpec`]: the process to run, sent once as JSON on the shim's stdin (never on its
+//!   command line: it holds the agent's environment, secrets included).
+//! - [`Request`] / [`Reply`]: one JSON object per line on the control socket. A connection opens
+//!   with [`Request::Hello`] naming the [`PROTOCOL`] version the daemon speaks; a shim refuses
+//!   any other version with a reply that names both, so a daemon and a shim of different
+//!   releases never misread each other.
+//! - [`Record`]: one JSON object per line in the journal; a record's byte offset is where the
+//!   daemon's ingest stands.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the shim protocol (control socket and journal). Bump it on any change a shim of
+/// the previous release could misread.
+pub const PROTOCOL: u32 = 1;
+
+/// The agent process a shim runs, and how it runs it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShimSpec {
+    /// The protocol version of the daemon that wrote this spec ([`PROTOCOL`]).
+    pub protocol: u32,
+    /// Process generation within its run (1, 2, ...): journal records of an older generation
+    /// are never read as the current one's.
+    pub gen: u64,
+    /// The turn this process starts with (recorded in [`Record::Start`]).
+    pub turn: u32,
+    /// Program and arguments, no shell.
+    pub argv: Vec<String>,
+    /// Working directory (must exist).
+    pub cwd: PathBuf,
+    /// The complete environment of the agent.
+    pub env: BTreeMap<String, String>,
+    /// Marker variables added after `env` (the run marker).
+    pub markers: Vec<(String, String)>,
+    /// The process tag (`SPACES_PROCESS_TAG`).
+    pub tag: String,
+    /// Whether the agent's stdin is a pipe the daemon writes through the shim (else `/dev/null`).
+    pub stdin_pipe: bool,
+    /// Longest output line kept whole, in bytes; a longer line is journaled cut (its first
+    /// [`CUT_EXCERPT_BYTES`], on a character boundary) with its full length (case R37).
+    pub max_line_bytes: usize,
+    /// How long to wait for output EOF after the agent exited before ending what is left of
+    /// its tree, in ms (a tool left in the background may hold the pipes open).
+    pub drain_ms: u64,
+}
+
+/// Bytes of a cut line kept in its record (on a character boundary).
+pub const CUT_EXCERPT_BYTES: usize = 4096;
+
+/// Which output stream a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stream {
+    Out,
+    Err,
+}
+
+/// One journal record. Offsets are byte offsets of the journal file; a record is one line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "k", rename_all = "snake_case")]
+pub enum Record {
+    /// First record: the shim started `pid` (process group and session leader) for `turn`.
+    Start { protocol: u32, gen: u64, turn: u32, pid: i32 },
+    /// The daemon started turn `turn` in this (long-lived) process; what follows belongs to it.
+    Turn { turn: u32 },
+    /// One output line, without its `\n` (and a `\r` before it). `cut` holds the line's full
+    /// length in bytes when it was longer than the limit and `l` is only its start.
+    Line {
+        s: Stream,
+        l: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cut: Option<u64>,
+    },
+    /// The agent process exited (after its output was drained, or the drain timed out): its exit
+    /// code, or the signal that killed it.
+    Exit { code: Option<i32>, signal: Option<i32> },
+    /// Every process of the tree is gone: `killed` were still alive after the exit and were
+    /// ended; `dropped_lines` arrived after [`Record::Exit`] and were not journaled.
+    Done { killed: Vec<i32>, dropped_lines: u64 },
+    /// Something the shim itself wants recorded (a failed stdin write, say).
+    Note { text: String },
+}
+
+/// A request on the control socket.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// First request of every connection.
+    Hello { protocol: u32 },
+    /// Write `data` to the agent's stdin; with `turn`, first journal [`Record::Turn`].
+    Stdin { data: String, turn: Option<u32> },
+    /// Close the agent's stdin (after what was written before).
+    CloseStdin,
+    /// Send `signal` to the agent's process group.
+    Signal { signal: i32 },
+    /// End every process the shim holds: SIGTERM, `grace_ms`, SIGKILL; the reply lists survivors.
+    Stop { grace_ms: u64 },
+    /// Turn this connection into a stream of `{"end": <journal length>}` lines, one per growth;
+    /// it closes when the shim exits.
+    Watch,
+    /// The daemon has stored everything up to journal offset `offset`: once the tree is gone
+    /// and everything is acknowledged, the shim exits.
+    Ack { offset: u64 },
+    /// The shim's state.
+    Status,
+}
+
+/// The answer to a [`Request`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Reply {
+    pub ok: bool,
+    /// Why a request was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The protocol version the shim speaks.
+    pub protocol: u32,
+    /// The agent's pid (= process group = session).
+    #[serde(default)]
+    pub pid: i32,
+    /// The journal's length in bytes.
+    #[serde(default)]
+    pub end: u64,
+    /// The agent's exit, once known: `[code, signal]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<(Option<i32>, Option<i32>)>,
+    /// The tree is gone ([`Record::Done`] written).
+    #[serde(default)]
+    pub done: bool,
+    /// After [`Request::Stop`]: processes still alive after SIGKILL (should be empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub survivors: Vec<i32>,
+}
+
+impl Reply {
+    /// A refusal saying `why`.
+    pub fn refuse(why: impl Into<String>) -> Self {
+        Reply { ok: false, error: Some(why.into()), protocol: PROTOCOL, ..Reply::default() }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_are_one_json_line_each_and_read_back() {
+        let recs = [
+            Record::Start { protocol: PROTOCOL, gen: 2, turn: 3, pid: 77 },
+            Record::Line { s: Stream::Err, l: "a \"quoted\"\nline".into(), cut: None },
+            Record::Line { s: Stream::Out, l: "é".into(), cut: Some(12) },
+            Record::Exit { code: None, signal: Some(9) },
+        ];
+        for r in recs {
+            let json = serde_json::to_string(&r).unwrap();
+            assert!(!json.contains('\n'));
+            assert_eq!(serde_json::from_str::<Record>(&json).unwrap(), r);
+        }
+    }
+}
