@@ -16,6 +16,7 @@
 
 pub mod claude_code;
 pub mod draft;
+pub mod ending;
 pub mod openai_codex;
 pub mod plan;
 pub mod redact;

@@ -29,7 +29,7 @@ use spaces_sdk::{Category, EventKind, StopReason, ToolStatus};
 use super::items::{self, ToolView};
 use crate::draft::EventDraft;
 use crate::plan::ExitInfo;
-use crate::Normalizer;
+use crate::{ending, Normalizer};
 
 /// Stderr lines kept for error reasons.
 const STDERR_TAIL_LINES: usize = 20;
@@ -345,38 +345,35 @@ impl Normalizer for CodexNormalizer {
             (None, Some(s)) => format!("signal {s}"),
             (None, None) => "unknown exit status".to_owned(),
         };
+        let tail = if self.stderr_tail.is_empty() {
+            exit.stderr_tail
+                .lines()
+                .filter(|l| !l.trim().is_empty() && !is_harmless(l))
+                .collect::<Vec<_>>()
+                .join("\n")
+        } else {
+            self.stderr_text()
+        };
         let mut out = Vec::new();
         if self.in_flight {
-            let (reason, text) = if exit.stop_requested {
-                (StopReason::Stopped, format!("the run was stopped ({how})"))
-            } else if self.interrupt {
-                (StopReason::Interrupted, format!("interrupted ({how})"))
-            } else {
-                let mut text = format!("codex ended without finishing the turn ({how})");
-                if let Some(e) = &self.last_error {
-                    text.push_str(&format!(": {e}"));
+            let reason = ending::stop_reason_at_exit(exit, self.interrupt);
+            let text = match reason {
+                StopReason::Stopped => format!("the run was stopped ({how})"),
+                StopReason::Interrupted => format!("interrupted ({how})"),
+                _ => {
+                    let mut text = format!("codex ended without finishing the turn ({how})");
+                    if let Some(e) = &self.last_error {
+                        text.push_str(&format!(": {e}"));
+                    }
+                    if !tail.is_empty() {
+                        text.push_str(&format!("\nstderr:\n{tail}"));
+                    }
+                    text
                 }
-                let tail = if self.stderr_tail.is_empty() {
-                    exit.stderr_tail
-                        .lines()
-                        .filter(|l| !l.trim().is_empty() && !is_harmless(l))
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                } else {
-                    self.stderr_text()
-                };
-                if !tail.is_empty() {
-                    text.push_str(&format!("\nstderr:\n{tail}"));
-                }
-                (StopReason::Error, text)
             };
             out.extend(self.end_turn(reason, Some(text)));
         }
-        out.push(
-            self.ev(EventKind::Exited)
-                .category(Category::Hidden)
-                .text(how),
-        );
+        out.push(ending::exited(self.turn, exit, &tail));
         out
     }
 

@@ -111,7 +111,8 @@ fn exec_command_turn() {
             "tool_call",
             "tool_update",
             "message",
-            "turn_ended"
+            "turn_ended",
+            "exited"
         ]
     );
     let call = events
