@@ -11,7 +11,7 @@
 //! 4. anything else (an exit code, even 0, without the final result line; or no status at all):
 //!    `error`.
 
-use spaces_sdk::{EventKind, StopReason};
+use spaces_sdk::{Event, EventKind, StopReason, ToolStatus};
 
 use crate::{EventDraft, ExitInfo};
 
@@ -50,6 +50,54 @@ pub fn exited(turn: u32, exit: &ExitInfo, tail: &str) -> EventDraft {
     }
 }
 
+/// The events that end `turn` when the daemon finds it cut off with no normalizer left to ask
+/// (spacesd was killed mid-turn and restarted, case R35): each tool that `stored` (the run's
+/// events so far) left open in that turn is closed `failed`, then one `turn_ended` `crashed`
+/// with `why` as text. The same order a live crash gives (tools first, then the turn).
+pub fn cut_off(turn: u32, stored: &[Event], why: &str) -> Vec<EventDraft> {
+    let mut open: Vec<&Event> = Vec::new();
+    for e in stored
+        .iter()
+        .filter(|e| e.turn == turn && e.tool_id.is_some())
+    {
+        match (e.kind, e.tool_status) {
+            (EventKind::ToolCall, _)
+            | (EventKind::ToolUpdate, Some(ToolStatus::InProgress | ToolStatus::Pending)) => {
+                if !open.iter().any(|o| o.tool_id == e.tool_id) {
+                    open.push(e);
+                }
+            }
+            (EventKind::ToolUpdate, _) => open.retain(|o| o.tool_id != e.tool_id),
+            _ => {}
+        }
+    }
+    let mut out: Vec<EventDraft> = open
+        .into_iter()
+        .map(|t| {
+            let name = t
+                .tool_title
+                .clone()
+                .or_else(|| t.tool_id.clone())
+                .unwrap_or_default();
+            EventDraft::new(turn, EventKind::ToolUpdate)
+                .tool(
+                    t.tool_id.clone().unwrap_or_default(),
+                    t.tool_title.clone(),
+                    t.tool_kind.clone(),
+                    ToolStatus::Failed,
+                )
+                .summary(format!("{name} failed: the turn was cut off ({why})"))
+        })
+        .collect();
+    out.push(
+        EventDraft::new(turn, EventKind::TurnEnded)
+            .stop(StopReason::Crashed)
+            .text(why)
+            .summary(format!("turn {turn} ended: crashed ({why})")),
+    );
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,6 +132,76 @@ mod tests {
                 "{info:?} interrupt={interrupt}"
             );
         }
+    }
+
+    fn stored(turn: u32, kind: EventKind, tool: &str, status: ToolStatus) -> Event {
+        Event {
+            seq: 0,
+            ts_ms: 0,
+            turn,
+            kind,
+            category: kind.default_category(),
+            text: None,
+            tool_id: Some(tool.to_owned()),
+            tool_title: Some(format!("Run {tool}")),
+            tool_kind: Some("execute".to_owned()),
+            tool_status: Some(status),
+            stop_reason: None,
+            summary: None,
+            usage: None,
+            raw: None,
+        }
+    }
+
+    #[test]
+    fn case_r35_a_cut_off_turn_closes_its_open_tools_failed_then_ends_crashed() {
+        use EventKind::{ToolCall, ToolUpdate};
+        use ToolStatus::*;
+        let events = [
+            stored(1, ToolCall, "old", InProgress), // turn 1: another turn, left alone
+            stored(2, ToolCall, "done", InProgress),
+            stored(2, ToolUpdate, "done", Completed),
+            stored(2, ToolCall, "sleep", InProgress),
+            stored(2, ToolUpdate, "sleep", InProgress),
+            stored(2, ToolCall, "bad", InProgress),
+            stored(2, ToolUpdate, "bad", Failed),
+        ];
+        let out = cut_off(2, &events, "spacesd restarted while turn 2 was running");
+        let got: Vec<_> = out
+            .iter()
+            .map(|e| {
+                (
+                    e.turn,
+                    e.kind,
+                    e.tool_id.as_deref(),
+                    e.tool_status,
+                    e.stop_reason,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (2, ToolUpdate, Some("sleep"), Some(Failed), None),
+                (
+                    2,
+                    EventKind::TurnEnded,
+                    None,
+                    None,
+                    Some(StopReason::Crashed)
+                ),
+            ]
+        );
+        assert_eq!(out[0].tool_title.as_deref(), Some("Run sleep"));
+        assert_eq!(
+            out[1].text.as_deref(),
+            Some("spacesd restarted while turn 2 was running")
+        );
+        assert_eq!(
+            cut_off(3, &events, "x").len(),
+            1,
+            "a turn without tools only ends"
+        );
     }
 
     #[test]
