@@ -61,13 +61,12 @@ pub fn cut_off(turn: u32, stored: &[Event], why: &str) -> Vec<EventDraft> {
         .filter(|e| e.turn == turn && e.tool_id.is_some())
     {
         match (e.kind, e.tool_status) {
-            (EventKind::ToolCall, _)
-            | (EventKind::ToolUpdate, Some(ToolStatus::InProgress | ToolStatus::Pending)) => {
-                if !open.iter().any(|o| o.tool_id == e.tool_id) {
-                    open.push(e);
-                }
+            (EventKind::ToolCall, _) if !open.iter().any(|o| o.tool_id == e.tool_id) => {
+                open.push(e)
             }
-            (EventKind::ToolUpdate, _) => open.retain(|o| o.tool_id != e.tool_id),
+            (EventKind::ToolUpdate, Some(ToolStatus::Completed | ToolStatus::Failed)) => {
+                open.retain(|o| o.tool_id != e.tool_id)
+            }
             _ => {}
         }
     }

@@ -395,6 +395,9 @@ fn story(events: &[EventDraft]) -> Vec<String> {
 
 // ---- the table ----------------------------------------------------------------------------------
 
+/// A further check on a case's events: a problem, or nothing.
+type Check = fn(&[EventDraft]) -> Option<String>;
+
 /// One situation and what every harness must make of it.
 struct Case {
     /// What happens, in words (and the CASES.md id when there is one).
@@ -403,7 +406,7 @@ struct Case {
     /// The expected [`story`].
     story: &'static [&'static str],
     /// Further checks on the events (texts); returns a problem or nothing.
-    check: Option<fn(&[EventDraft]) -> Option<String>>,
+    check: Option<Check>,
 }
 
 const STARTED: [&str; 2] = ["turn_started activity", "user_message user"];
