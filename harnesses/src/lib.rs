@@ -11,11 +11,16 @@
 //! recorded output of the real CLIs (see `tests/fixtures/`) and snapshot the events with `insta`.
 //!
 //! Event rules every normalizer keeps (API reference, `agent_events`): every turn ends with exactly
-//! one `turn_ended`; a line that cannot be parsed becomes `other` with its text, never dropped; a
-//! tool left open when a turn ends is closed as `failed`, never `completed`.
+//! one `turn_ended`; a non-blank line that cannot be parsed becomes hidden `other` with its text,
+//! never dropped (a blank line yields nothing); a tool left open when a turn ends is closed as
+//! `failed`, never `completed`; how a turn ends when its process does, and the `exited` event, come
+//! from [`ending`] so every harness agrees. `tests/suite/contract.rs` runs one table of situations
+//! (crash, stop, interrupt, a missing result line, junk lines, ...) against every harness in
+//! [`all`]: the same situation must give the same events whichever CLI produced them.
 
 pub mod claude_code;
 pub mod draft;
+pub mod ending;
 pub mod openai_codex;
 pub mod plan;
 pub mod redact;

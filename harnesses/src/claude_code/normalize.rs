@@ -22,7 +22,7 @@ use spaces_sdk::{Category, EventKind, StopReason, ToolStatus};
 
 use super::tools;
 use crate::draft::one_line;
-use crate::{EventDraft, ExitInfo, Normalizer};
+use crate::{ending, EventDraft, ExitInfo, Normalizer};
 
 /// How many stderr lines are kept for error reasons when [`ExitInfo::stderr_tail`] is empty.
 const STDERR_TAIL_LINES: usize = 20;
@@ -280,14 +280,20 @@ impl ClaudeNormalizer {
 
 impl Normalizer for ClaudeNormalizer {
     fn begin_turn(&mut self, turn: u32, text: &str) -> Vec<EventDraft> {
+        let mut out = Vec::new();
+        if self.in_flight {
+            // The daemon queues follow-ups, so this is a caller's mistake; the turn in flight
+            // still ends exactly once, never silently.
+            let why = format!("turn {turn} began before turn {} ended", self.turn);
+            out.extend(self.end_turn(StopReason::Error, Some(why)));
+        }
         self.turn = turn;
         self.in_flight = true;
         self.interrupt_requested = false;
         self.open_tools.clear();
-        vec![
-            self.ev(EventKind::TurnStarted).summary(format!("turn {turn} started")),
-            self.ev(EventKind::UserMessage).text(text),
-        ]
+        out.push(self.ev(EventKind::TurnStarted).summary(format!("turn {turn} started")));
+        out.push(self.ev(EventKind::UserMessage).text(text));
+        out
     }
 
     fn interrupt_requested(&mut self) -> Vec<EventDraft> {
@@ -347,37 +353,19 @@ impl Normalizer for ClaudeNormalizer {
         } else {
             exit.stderr_tail.trim_end().to_owned()
         };
-        let how = match (exit.code, exit.signal) {
-            (Some(code), _) => format!("exited with code {code}"),
-            (None, Some(sig)) => format!("was killed by signal {sig}"),
-            (None, None) => "exited".to_owned(),
-        };
+        let how = ending::how(exit);
         let mut out = Vec::new();
         if self.in_flight {
-            let (reason, text) = if self.interrupt_requested {
-                (StopReason::Interrupted, format!("the agent {how} after an interrupt"))
-            } else if exit.stop_requested {
-                (StopReason::Stopped, format!("the run was stopped; the agent {how}"))
-            } else {
-                let reason = if exit.code.is_none() && exit.signal.is_some() {
-                    StopReason::Crashed
-                } else {
-                    StopReason::Error
-                };
-                let mut text = format!("the agent {how} before finishing the turn");
-                if !tail.is_empty() {
-                    text.push_str(": ");
-                    text.push_str(&tail);
-                }
-                (reason, text)
+            let reason = ending::stop_reason_at_exit(exit, self.interrupt_requested);
+            let text = match reason {
+                StopReason::Stopped => format!("the run was stopped; the agent {how}"),
+                StopReason::Interrupted => format!("the agent {how} after an interrupt"),
+                _ if tail.is_empty() => format!("the agent {how} before finishing the turn"),
+                _ => format!("the agent {how} before finishing the turn: {tail}"),
             };
             out.extend(self.end_turn(reason, Some(text)));
         }
-        let mut exited = self.ev(EventKind::Exited).summary(format!("the agent {how}"));
-        if !tail.is_empty() {
-            exited = exited.text(tail);
-        }
-        out.push(exited);
+        out.push(ending::exited(self.turn, exit, &tail));
         self.open_tools.clear();
         out
     }

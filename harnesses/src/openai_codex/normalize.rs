@@ -5,8 +5,8 @@
 //! | line | events |
 //! |---|---|
 //! | `thread.started{thread_id}` | `session` (hidden, `text` = thread id) |
-//! | `turn.started` | `notice` (hidden; `turn_started` came from [`Normalizer::begin_turn`]) |
-//! | `item.*` `agent_message` | `message` on completion (`item.started` hidden) |
+//! | `turn.started` | hidden `other` (bookkeeping: `turn_started` came from [`Normalizer::begin_turn`]) |
+//! | `item.*` `agent_message` | `message` on completion (`item.started|updated`: hidden `other`) |
 //! | `item.*` `reasoning` | `thought` on completion |
 //! | `item.*` tools (`command_execution`, `file_change`, `mcp_tool_call`, `web_search`) | `tool_call` in_progress, then `tool_update` completed/failed |
 //! | `item.*` `todo_list` | `plan` |
@@ -16,7 +16,7 @@
 //! | `error{message}` | `notice` for `Reconnecting...` retries, else `error`; never ends the turn (`turn.failed` or the exit does) |
 //! | anything else | `other` with the line as text |
 //!
-//! Every event keeps its line in `raw`. A turn ends exactly once: at `turn.completed`,
+//! Every event keeps its line in `raw`; a blank line yields nothing. A turn ends exactly once: at `turn.completed`,
 //! `turn.failed`, or [`Normalizer::process_exited`] (each process serves one turn; one that
 //! exits mid-turn, e.g. after SIGINT, which prints nothing more, ends it `interrupted`,
 //! `stopped` or `error`). Tools still open when a turn ends are closed `failed`.
@@ -29,7 +29,7 @@ use spaces_sdk::{Category, EventKind, StopReason, ToolStatus};
 use super::items::{self, ToolView};
 use crate::draft::EventDraft;
 use crate::plan::ExitInfo;
-use crate::Normalizer;
+use crate::{ending, Normalizer};
 
 /// Stderr lines kept for error reasons.
 const STDERR_TAIL_LINES: usize = 20;
@@ -131,11 +131,8 @@ impl CodexNormalizer {
                     // Output without a `begin_turn` (the caller did not announce the turn).
                     out.push(self.start_turn(self.turn + 1));
                 }
-                out.push(
-                    self.ev(EventKind::Notice)
-                        .category(Category::Hidden)
-                        .text("turn.started"),
-                );
+                // Bookkeeping: the visible turn start is `begin_turn`'s `turn_started`.
+                out.push(other(self.turn, ty));
                 out
             }
             "item.started" | "item.updated" | "item.completed" => match v.get("item") {
@@ -157,11 +154,7 @@ impl CodexNormalizer {
                     let text = self.last_message.clone();
                     out.extend(self.end_turn(reason, text));
                 } else if out.is_empty() {
-                    out.push(
-                        self.ev(EventKind::Notice)
-                            .category(Category::Hidden)
-                            .text(ty),
-                    );
+                    out.push(other(self.turn, ty));
                 }
                 out
             }
@@ -212,12 +205,8 @@ impl CodexNormalizer {
                 let text = items::str_field(item, "text").to_owned();
                 vec![self.ev(EventKind::Thought).summary(&text).text(text)]
             }
-            "agent_message" | "reasoning" => {
-                vec![self
-                    .ev(EventKind::Notice)
-                    .category(Category::Hidden)
-                    .text(format!("{phase} {ty}"))]
-            }
+            // Progress of a message or thought shown once it completes: bookkeeping.
+            "agent_message" | "reasoning" => vec![other(self.turn, &format!("{phase} {ty}"))],
             "todo_list" => {
                 let (text, summary) = items::plan_text(item);
                 vec![self.ev(EventKind::Plan).text(text).summary(summary)]
@@ -290,7 +279,8 @@ fn is_harmless(line: &str) -> bool {
     HARMLESS_STDERR.iter().any(|h| line.starts_with(h))
 }
 
-/// An `other` event carrying an unparseable or unknown line as its text.
+/// A hidden `other` event: an unparseable or unknown line with the line as its text, or a
+/// bookkeeping line (`turn.started`, `item.started` of a message) with its type.
 fn other(turn: u32, line: &str) -> EventDraft {
     EventDraft::new(turn, EventKind::Other).text(line)
 }
@@ -320,6 +310,10 @@ impl Normalizer for CodexNormalizer {
 
     fn stdout_line(&mut self, line: &str) -> Vec<EventDraft> {
         let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.trim().is_empty() {
+            // A blank line carries nothing (the raw journal keeps it).
+            return Vec::new();
+        }
         let events = match serde_json::from_str::<Value>(line) {
             Ok(v) if v.get("type").and_then(Value::as_str).is_some() => self.on_json(&v, line),
             _ => vec![other(self.turn, line)],
@@ -345,38 +339,35 @@ impl Normalizer for CodexNormalizer {
             (None, Some(s)) => format!("signal {s}"),
             (None, None) => "unknown exit status".to_owned(),
         };
+        let tail = if self.stderr_tail.is_empty() {
+            exit.stderr_tail
+                .lines()
+                .filter(|l| !l.trim().is_empty() && !is_harmless(l))
+                .collect::<Vec<_>>()
+                .join("\n")
+        } else {
+            self.stderr_text()
+        };
         let mut out = Vec::new();
         if self.in_flight {
-            let (reason, text) = if exit.stop_requested {
-                (StopReason::Stopped, format!("the run was stopped ({how})"))
-            } else if self.interrupt {
-                (StopReason::Interrupted, format!("interrupted ({how})"))
-            } else {
-                let mut text = format!("codex ended without finishing the turn ({how})");
-                if let Some(e) = &self.last_error {
-                    text.push_str(&format!(": {e}"));
+            let reason = ending::stop_reason_at_exit(exit, self.interrupt);
+            let text = match reason {
+                StopReason::Stopped => format!("the run was stopped ({how})"),
+                StopReason::Interrupted => format!("interrupted ({how})"),
+                _ => {
+                    let mut text = format!("codex ended without finishing the turn ({how})");
+                    if let Some(e) = &self.last_error {
+                        text.push_str(&format!(": {e}"));
+                    }
+                    if !tail.is_empty() {
+                        text.push_str(&format!("\nstderr:\n{tail}"));
+                    }
+                    text
                 }
-                let tail = if self.stderr_tail.is_empty() {
-                    exit.stderr_tail
-                        .lines()
-                        .filter(|l| !l.trim().is_empty() && !is_harmless(l))
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                } else {
-                    self.stderr_text()
-                };
-                if !tail.is_empty() {
-                    text.push_str(&format!("\nstderr:\n{tail}"));
-                }
-                (StopReason::Error, text)
             };
             out.extend(self.end_turn(reason, Some(text)));
         }
-        out.push(
-            self.ev(EventKind::Exited)
-                .category(Category::Hidden)
-                .text(how),
-        );
+        out.push(ending::exited(self.turn, exit, &tail));
         out
     }
 

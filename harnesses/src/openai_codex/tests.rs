@@ -49,8 +49,12 @@ fn a_normal_turn_ends_once_with_the_final_message() {
     assert_eq!(n.session_id().as_deref(), Some("t-1"));
     let last = ev.last().unwrap();
     assert_eq!(
-        (last.kind, last.category),
-        (EventKind::Exited, Category::Hidden)
+        (last.kind, last.category, last.summary.as_deref()),
+        (
+            EventKind::Exited,
+            Category::Activity,
+            Some("the agent exited with code 0")
+        )
     );
 }
 
@@ -228,7 +232,8 @@ fn case_e14c_a_tool_open_when_the_process_dies_is_closed_failed() {
         ]
     );
     assert_eq!(ev[0].tool_status, Some(ToolStatus::Failed));
-    assert_eq!(ev[1].stop_reason, Some(StopReason::Error));
+    // Killed by a signal nobody asked for: a crash, as for every harness (crate::ending).
+    assert_eq!(ev[1].stop_reason, Some(StopReason::Crashed));
     assert!(ev[1].text.as_deref().unwrap().contains("signal 9"));
 }
 
@@ -264,10 +269,8 @@ fn retry_notices_and_error_lines_do_not_end_the_turn_twice() {
         ],
     );
     let kinds: Vec<_> = ev.iter().map(|e| e.kind.as_str()).collect();
-    assert_eq!(
-        kinds,
-        ["session", "notice", "notice", "error", "turn_ended"]
-    );
+    // `turn.started` is bookkeeping (hidden `other`); the retry is the one notice.
+    assert_eq!(kinds, ["session", "other", "notice", "error", "turn_ended"]);
     let ev2 = n.process_exited(&exit(1));
     assert_eq!(ends(&ev), [StopReason::Error]);
     assert!(ends(&ev2).is_empty());
