@@ -108,7 +108,7 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     if ended > 0 {
         eprintln!("spacesd: ended {ended} running command(s) (exec_command handles do not survive a shutdown)");
     }
-    eprintln!("spacesd: shutting down; agent runs keep their state and resume on the next start");
+    eprintln!("spacesd: shutting down; agent runs go on under their shims and the next start re-adopts them");
     Ok(())
 }
 

@@ -20,7 +20,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use super::journal::{JournalWriter, SYNC_EVERY};
+use super::journal::{journal_path, JournalWriter, SYNC_EVERY};
 use super::lines::LineReader;
 use super::protocol::{Record, Reply, Request, ShimSpec, Stream, PROTOCOL};
 use super::{socket_path, tree};
@@ -28,6 +28,9 @@ use crate::process::{self, SpawnSpec, StdinSpec, StdioSpec};
 
 /// Grace for what is left of the tree after the agent exited (tools it left behind).
 const LEFTOVER_GRACE: Duration = Duration::from_millis(500);
+/// How often the shim checks that its journal still exists; a shim whose run directory was
+/// removed ends its tree and exits instead of waiting forever for an acknowledgement.
+const ORPHAN_CHECK: Duration = Duration::from_secs(5);
 
 /// Run the shim in `dir`: read the [`ShimSpec`] from stdin, start the agent, answer on stdout
 /// with one [`Reply`] line (ok and the agent's pid, or why it could not start), then serve until
@@ -197,6 +200,7 @@ impl Shim {
             return 1;
         };
         let mut sync = tokio::time::interval(SYNC_EVERY);
+        let mut orphan_check = tokio::time::interval(ORPHAN_CHECK);
         self.reap();
         loop {
             self.progress().await;
@@ -217,6 +221,14 @@ impl Shim {
                 _ = sleep_until(self.drain_deadline) => self.drain_deadline = None,
                 _ = sync.tick() => {
                     let _ = self.journal.sync();
+                }
+                _ = orphan_check.tick() => {
+                    if !journal_path(&self.dir).exists() {
+                        // The run's directory was removed: nobody will ever read this journal.
+                        eprintln!("the journal is gone; ending the agent and exiting");
+                        self.stop(Duration::from_secs(1)).await;
+                        return 0;
+                    }
                 }
             }
         }

@@ -9,4 +9,5 @@ mod mcp;
 mod mcp_sdk_clients;
 mod runs;
 mod space_tools;
+mod survive;
 mod tcp;

@@ -71,6 +71,8 @@ pub struct TestDaemon {
     pub client: Client,
     extra_env: Vec<(String, String)>,
     extra_args: Vec<String>,
+    /// The binary to run instead of [`spacesd_bin`] (an upgrade test's second build).
+    binary: Option<PathBuf>,
 }
 
 impl TestDaemon {
@@ -89,7 +91,7 @@ impl TestDaemon {
         let dir = tempfile::Builder::new().prefix("spaces-test-").tempdir().expect("tempdir");
         let state = dir.path().join("state");
         let client = Client::new(Endpoint::Unix(state.join("spacesd.sock")));
-        let mut d = TestDaemon { dir, child: None, client, extra_env, extra_args };
+        let mut d = TestDaemon { dir, child: None, client, extra_env, extra_args, binary: None };
         d.spawn().await;
         d
     }
@@ -99,7 +101,7 @@ impl TestDaemon {
     }
 
     async fn spawn(&mut self) {
-        let mut cmd = Command::new(spacesd_bin());
+        let mut cmd = Command::new(self.binary.clone().unwrap_or_else(spacesd_bin));
         cmd.arg("serve")
             .arg("--state-dir")
             .arg(self.state_dir())
@@ -127,6 +129,18 @@ impl TestDaemon {
     /// Kill the daemon (SIGKILL: nothing graceful) and start a new one on the same state dir.
     pub async fn restart(&mut self) {
         self.kill();
+        self.spawn().await;
+    }
+
+    /// SIGKILL the daemon and start `binary` in its place on the same state dir (an upgrade).
+    pub async fn restart_with_binary(&mut self, binary: PathBuf) {
+        self.kill();
+        self.binary = Some(binary);
+        self.spawn().await;
+    }
+
+    /// Start the daemon again after [`Self::kill`] or [`Self::terminate`].
+    pub async fn start_again(&mut self) {
         self.spawn().await;
     }
 

@@ -1,0 +1,236 @@
+//! Runs survive the daemon (issue 11): each agent process is held by its shim, so a `kill -9`,
+//! a crash or an upgrade of `spacesd` mid-turn costs the run nothing. The turn goes on without
+//! the daemon; the next daemon re-adopts the shim and stores what happened meanwhile, each
+//! event exactly once.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use spaces_sdk::{AgentStartRequest, Event, EventKind, SpaceAgentOptions, Status, StopReason, ToolStatus};
+use spaces_testkit::{Reply, Script, ScriptedServer};
+
+use super::harness::{H, CLAUDE, CODEX};
+use crate::support::{describe, require_cli, run_processes, settled, TestDaemon};
+
+const TURN: Duration = Duration::from_secs(90);
+const WAIT: Duration = Duration::from_secs(60);
+
+async fn start(d: &TestDaemon, agent: &str, base_url: Option<String>, prompt: &str) -> String {
+    let req = AgentStartRequest {
+        space: "s".into(),
+        agent: agent.into(),
+        prompt: prompt.into(),
+        show: None,
+        options: Some(SpaceAgentOptions { base_url, ..Default::default() }),
+    };
+    d.client.agent_start(&req).await.unwrap().run_id
+}
+
+/// Every seq from 1 up, once each.
+fn assert_each_once(events: &[Event]) {
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>(), "no gap and no duplicate seq:\n{}", describe(events));
+}
+
+/// The kinds of the visible story of a run (notices and a per-turn CLI's `exited`, whose timing
+/// relative to the status varies, left out; consecutive repeats of a kind folded, since streamed
+/// text may arrive in more or fewer pieces).
+fn story(events: &[Event]) -> Vec<EventKind> {
+    let mut out: Vec<EventKind> = Vec::new();
+    for e in events.iter().filter(|e| !matches!(e.kind, EventKind::Notice | EventKind::Exited)) {
+        if out.last() != Some(&e.kind) {
+            out.push(e.kind);
+        }
+    }
+    out
+}
+
+async fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Kill -9 of spacesd while the real CLI runs a tool call: the turn finishes without the
+/// daemon (the tool's file appears, the model is called again); after a restart the events
+/// from cursor 0 hold every event once, tell the same story as an uninterrupted run of the
+/// same script, and a follow-up works in the same session.
+async fn kill_9_mid_turn_the_turn_finishes_and_every_event_is_stored_once(h: H) {
+    require_cli(h.id, h.binary);
+    let script = |root: &Path| {
+        Script::new([
+            h.long_command(&format!("sleep 3; echo done > {}", root.join("tool.txt").display())),
+            Reply::SlowText { text: "the tool finished".into(), chunks: 4, delay_ms: 150 },
+            Reply::Text("after restart".into()),
+        ])
+    };
+    // The same script, uninterrupted.
+    let base = TestDaemon::start().await;
+    let base_root = base.space("s").await;
+    let base_server = ScriptedServer::start(h.wire, script(&base_root)).await.unwrap();
+    let base_run = start(&base, h.id, Some(base_server.base_url()), "run the tool").await;
+    base.wait_turn_end("s", &base_run, 1, TURN).await;
+    base.wait_status("s", &base_run, TURN, settled).await;
+    let expected = story(&base.events("s", &base_run).await);
+
+    let mut d = TestDaemon::start().await;
+    let root = d.space("s").await;
+    let server = ScriptedServer::start(h.wire, script(&root)).await.unwrap();
+    let run = start(&d, h.id, Some(server.base_url()), "run the tool").await;
+    d.wait_for_event("s", &run, TURN, |e| e.kind == EventKind::ToolCall).await;
+    d.kill();
+    // The turn goes on: the tool runs to its end and the model is called with its result.
+    wait_until("the tool's file", TURN, || root.join("tool.txt").exists()).await;
+    wait_until("the model's second call", TURN, || server.model_calls().len() >= 2).await;
+    // Let the slow answer finish streaming while no daemon is up.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    d.start_again().await;
+    let ended = d.wait_turn_end("s", &run, 1, TURN).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
+    let st = d.wait_status("s", &run, TURN, settled).await;
+    let events = d.events("s", &run).await;
+    assert_each_once(&events);
+    assert_eq!(story(&events), expected, "the same story as an uninterrupted run:\n{}", describe(&events));
+    assert_eq!(events.iter().filter(|e| e.kind == EventKind::TurnEnded).count(), 1, "{}", describe(&events));
+    assert!(events.iter().filter(|e| e.kind == EventKind::Exited).count() <= 1, "{}", describe(&events));
+    assert_eq!(st.result_text.as_deref(), Some("the tool finished"), "{st:#?}");
+
+    let r = d.client.space("s").agent_message(&run, "and now?", None).await.unwrap();
+    assert!(r.ok, "{r:?}");
+    let ended = d.wait_turn_end("s", &run, 2, TURN).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
+    let st = d.wait_status("s", &run, TURN, settled).await;
+    assert_eq!(st.result_text.as_deref(), Some("after restart"));
+    assert_each_once(&d.events("s", &run).await);
+}
+
+crate::support::per_harness!(kill_9_mid_turn_the_turn_finishes_and_every_event_is_stored_once);
+
+// ----- fake agents: faults forced on purpose -----
+
+fn fake_codex(dir: &Path, body: &str) -> PathBuf {
+    let p = dir.join("fake-codex");
+    let script = format!(
+        "#!/bin/sh\necho '{{\"type\":\"thread.started\",\"thread_id\":\"fake-thread\"}}'\necho '{{\"type\":\"turn.started\"}}'\n{body}\n"
+    );
+    std::fs::write(&p, script).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+const DONE: &str = r#"echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0,"output_tokens":1}}'"#;
+
+fn message(text: &str) -> String {
+    format!(r#"echo '{{"type":"item.completed","item":{{"id":"m","type":"agent_message","text":"{text}"}}}}'"#)
+}
+
+async fn fake_daemon(body: &str) -> (TestDaemon, PathBuf, tempfile::TempDir) {
+    let bin = tempfile::tempdir().unwrap();
+    let agent = fake_codex(bin.path(), body);
+    let d = TestDaemon::start_with_env(vec![("SPACES_HARNESS_BIN_OPENAI_CODEX".into(), agent.display().to_string())]).await;
+    let root = d.space("s").await;
+    (d, root, bin)
+}
+
+/// Kill -9 of spacesd while an agent streams 200 messages: after the restart every message is
+/// stored exactly once, in order, and the turn ends normally.
+#[tokio::test]
+async fn kill_9_while_an_agent_streams_loses_and_repeats_nothing() {
+    let body = format!(
+        "i=1; while [ $i -le 200 ]; do {}; i=$((i+1)); sleep 0.01; done\n{}\n{DONE}",
+        r#"echo "{\"type\":\"item.completed\",\"item\":{\"id\":\"m$i\",\"type\":\"agent_message\",\"text\":\"line $i\"}}""#,
+        message("all done")
+    );
+    let (mut d, _root, _bin) = fake_daemon(&body).await;
+    let run = start(&d, "openai-codex", None, "stream").await;
+    d.wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::Message && e.text.as_deref() == Some("line 20")).await;
+    d.restart().await;
+    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn));
+    let events = d.events("s", &run).await;
+    assert_each_once(&events);
+    let texts: Vec<String> = events.iter().filter(|e| e.kind == EventKind::Message).filter_map(|e| e.text.clone()).collect();
+    let want: Vec<String> = (1..=200).map(|i| format!("line {i}")).chain(["all done".to_owned()]).collect();
+    assert_eq!(texts, want, "every message once, in order");
+    let st = d.wait_status("s", &run, WAIT, settled).await;
+    assert_eq!(st.status, Status::Idle, "{st:#?}");
+}
+
+/// A tool that drops `SPACES_RUN_ID` and leaves the agent's session with `setsid` is still the
+/// run's: `agent_stop` ends it, and answers `ok`.
+#[tokio::test]
+async fn a_tool_that_drops_the_marker_and_calls_setsid_is_stopped() {
+    let body = "env -u SPACES_RUN_ID setsid sleep 600 </dev/null >/dev/null 2>&1 &\necho $! > escaped.pid\nsleep 600";
+    let (d, root, _bin) = fake_daemon(body).await;
+    let run = start(&d, "openai-codex", None, "escape").await;
+    let pid_file = root.join("escaped.pid");
+    wait_until("the escaped tool's pid", WAIT, || std::fs::read_to_string(&pid_file).is_ok_and(|s| s.ends_with('\n'))).await;
+    let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    assert!(!String::from_utf8_lossy(&environ).contains("SPACES_RUN_ID"), "the tool really dropped the marker");
+    let r = d.client.space("s").agent_stop(&run).await.unwrap();
+    assert!(r.ok, "{r:?}");
+    assert!(gone(pid), "the escaped tool {pid} outlived the stop");
+    assert_eq!(run_processes(&run), Vec::<i32>::new());
+}
+
+fn gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => true,
+    }
+}
+
+/// The daemon is replaced by another build of itself mid-turn (kill -9, start the new binary):
+/// the new daemon re-adopts the run's shim and the turn completes, its events once each.
+#[tokio::test]
+async fn an_upgrade_mid_turn_keeps_the_run() {
+    let body = format!("{}\nsleep 2\n{}\n{DONE}", message("before"), message("after the upgrade"));
+    let (mut d, _root, bin) = fake_daemon(&body).await;
+    let run = start(&d, "openai-codex", None, "upgrade").await;
+    d.wait_for_event("s", &run, WAIT, |e| e.text.as_deref() == Some("before")).await;
+    let upgraded = bin.path().join("spacesd-upgraded");
+    std::fs::copy(crate::support::spacesd_bin(), &upgraded).unwrap();
+    d.restart_with_binary(upgraded).await;
+    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
+    let events = d.events("s", &run).await;
+    assert_each_once(&events);
+    let st = d.wait_status("s", &run, WAIT, settled).await;
+    assert_eq!(st.result_text.as_deref(), Some("after the upgrade"), "{st:#?}");
+}
+
+/// R35, when the shim dies too (kill -9 of both, as a host crash would): after the restart the
+/// open tool call is closed `failed` before the turn's `turn_ended` `crashed`, and nothing of
+/// the run is left running.
+#[tokio::test]
+async fn case_r35_open_tool_calls_are_closed_when_the_agent_is_lost() {
+    let body = r#"echo '{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"sleep 30","aggregated_output":"","exit_code":null,"status":"in_progress"}}'
+sleep 30"#;
+    let (mut d, _root, _bin) = fake_daemon(body).await;
+    let run = start(&d, "openai-codex", None, "a long tool").await;
+    d.wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::ToolCall).await;
+    let agent = run_processes(&run);
+    let shim = agent.iter().filter_map(|pid| parent(*pid)).find(|ppid| !agent.contains(ppid)).expect("the agent's shim");
+    d.kill();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(shim), nix::sys::signal::Signal::SIGKILL).unwrap();
+    d.start_again().await;
+    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
+    let events = d.events("s", &run).await;
+    assert_each_once(&events);
+    let failed = events
+        .iter()
+        .position(|e| e.kind == EventKind::ToolUpdate && e.tool_status == Some(ToolStatus::Failed))
+        .unwrap_or_else(|| panic!("the open tool call is closed failed:\n{}", describe(&events)));
+    assert!(failed < events.iter().position(|e| e.seq == ended.seq).unwrap(), "{}", describe(&events));
+    assert!(matches!(ended.stop_reason, Some(StopReason::Crashed | StopReason::Error)), "{}", describe(&events));
+    wait_until("the run's processes to end", WAIT, || run_processes(&run).is_empty()).await;
+}
+
+fn parent(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+}
