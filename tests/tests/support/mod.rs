@@ -283,3 +283,50 @@ pub fn settled(st: &RunStatus) -> bool {
 pub fn run_processes(run: &str) -> Vec<i32> {
     spaces_codespace::process::alive_with_marker(&spaces_codespace::process::env_marker("SPACES_RUN_ID", run))
 }
+
+/// The run's agent processes: processes of the run (see [`run_processes`]) whose parent is not
+/// itself a process of the run, i.e. the roots of its process trees. Two at once means two agent
+/// processes on one session (case P4).
+pub fn run_process_roots(run: &str) -> Vec<i32> {
+    let pids = run_processes(run);
+    pids.iter().copied().filter(|pid| parent_of(*pid).map(|ppid| !pids.contains(&ppid)).unwrap_or(false)).collect()
+}
+
+/// The parent pid from `/proc/<pid>/stat` (`None` once the process is gone).
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name: state, ppid, ...
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Samples [`run_process_roots`] of one run on a thread until stopped; keeps the largest sample.
+pub struct RootSampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<(usize, Vec<i32>)>>,
+}
+
+impl RootSampler {
+    pub fn start(run: &str) -> RootSampler {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, run) = (stop.clone(), run.to_owned());
+        let thread = std::thread::spawn(move || {
+            let (mut samples, mut worst) = (0, Vec::new());
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let roots = run_process_roots(&run);
+                if roots.len() > worst.len() {
+                    worst = roots;
+                }
+                samples += 1;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            (samples, worst)
+        });
+        RootSampler { stop, thread: Some(thread) }
+    }
+
+    /// Stop sampling: (how many samples were taken, the largest set of roots seen at once).
+    pub fn finish(mut self) -> (usize, Vec<i32>) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().map(|t| t.join().expect("sampler")).unwrap_or_default()
+    }
+}
