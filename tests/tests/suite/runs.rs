@@ -266,3 +266,24 @@ async fn first_use_installs_the_pinned_cli() {
     assert_eq!(claude.installed_version.as_deref(), Some("2.1.197"));
     assert!(tools.path().join("claude-code").join(CLAUDE.binary).is_file());
 }
+
+/// `installed_version` is what the tools dir holds, read from the package, not the pin: an
+/// older install reports its own version (and a note), a binary without its package none.
+#[tokio::test]
+async fn capabilities_report_the_installed_version_not_the_pinned_one() {
+    let tools = tempfile::Builder::new().prefix("spaces-tools-").tempdir().unwrap();
+    let bin = tools.path().join("claude-code").join(CLAUDE.binary);
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    std::fs::write(&bin, "#!/bin/sh\n").unwrap();
+    let d = TestDaemon::start_with_env(vec![("SPACES_TOOLS_DIR".into(), tools.path().display().to_string())]).await;
+    let claude = |caps: spaces_sdk::Capabilities| caps.harnesses.into_iter().find(|h| h.id == "claude-code").unwrap();
+    let bare = claude(d.client.agent_capabilities(&spaces_sdk::Empty {}).await.unwrap());
+    assert_eq!(bare.installed_version, None, "{bare:?}");
+
+    let package = tools.path().join("claude-code/node_modules/@anthropic-ai/claude-code");
+    std::fs::create_dir_all(&package).unwrap();
+    std::fs::write(package.join("package.json"), r#"{"name":"@anthropic-ai/claude-code","version":"1.0.0"}"#).unwrap();
+    let old = claude(d.client.agent_capabilities(&spaces_sdk::Empty {}).await.unwrap());
+    assert_eq!(old.installed_version.as_deref(), Some("1.0.0"), "{old:?}");
+    assert!(old.notes.iter().any(|n| n.starts_with("installed version 1.0.0 is not the pinned ")), "{:?}", old.notes);
+}
