@@ -196,7 +196,8 @@ async fn failing_endpoint_is_an_error(h: H) {
     assert!(took < Duration::from_secs(30), "error took {took:?}");
     let st = d.wait_status("s", &run, TURN, settled).await;
     assert!(st.accepts_message, "{st:#?}");
-    assert!(!st.reason.is_empty() && st.status != Status::Idle, "{st:#?}");
+    assert_eq!(st.status, Status::Failed, "{st:#?}");
+    assert!(!st.reason.is_empty(), "{st:#?}");
     assert!(ended.text.as_deref().map(|t| !t.is_empty()).unwrap_or(false), "turn_ended says why: {ended:?}");
 }
 
