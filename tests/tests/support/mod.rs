@@ -64,6 +64,52 @@ pub fn require_cli(harness: &str, binary_rel: &str) {
     );
 }
 
+/// Variables of the test's own environment that a `spacesd` started by the tests gets, by name:
+/// where programs are, the user and home (the CLIs keep their config there), locale and temp
+/// dir, Rust's logging and backtraces, and what npm needs to reach its registry for a first-use
+/// install (proxies, CA certificates, `npm_config_*`). Nothing else: a stray
+/// `SPACES_HARNESS_BIN_*`, `SPACES_STALL_MS`, config path or API key in the developer's shell
+/// must not change what a test runs.
+const DAEMON_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "RUST_LOG",
+    "RUST_BACKTRACE",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "NODE_EXTRA_CA_CERTS",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+];
+
+/// The environment a test's `spacesd` starts from: [`DAEMON_ENV`] and `npm_config_*` taken from
+/// `vars` (the test process's environment), plus `SPACES_TOOLS_DIR` = [`tools_dir`].
+pub fn daemon_env(vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let mut env: Vec<_> = vars
+        .into_iter()
+        .filter(|(k, _)| {
+            k.to_str().is_some_and(|k| DAEMON_ENV.contains(&k) || k.to_ascii_lowercase().starts_with("npm_config_"))
+        })
+        .collect();
+    env.push(("SPACES_TOOLS_DIR".into(), tools_dir().into()));
+    env
+}
+
+/// Starts `cmd` (a `spacesd` or a client that starts one) from a cleared environment plus
+/// [`daemon_env`]; variables a test sets after this call come on top.
+pub fn hermetic(cmd: &mut Command) -> &mut Command {
+    cmd.env_clear().envs(daemon_env(std::env::vars_os()))
+}
+
 /// A real daemon on a temp state dir; killed on drop.
 pub struct TestDaemon {
     pub dir: tempfile::TempDir,
@@ -100,13 +146,11 @@ impl TestDaemon {
 
     async fn spawn(&mut self) {
         let mut cmd = Command::new(spacesd_bin());
-        cmd.arg("serve")
+        hermetic(&mut cmd)
+            .arg("serve")
             .arg("--state-dir")
             .arg(self.state_dir())
             .args(&self.extra_args)
-            .env("SPACES_TOOLS_DIR", tools_dir())
-            .env_remove("ANTHROPIC_API_KEY")
-            .env_remove("OPENAI_API_KEY")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
@@ -180,7 +224,7 @@ impl TestDaemon {
 
     /// Run the `spacesd` CLI against this daemon; returns (status success, stdout).
     pub fn cli(&self, args: &[&str]) -> (bool, String) {
-        let out = Command::new(spacesd_bin())
+        let out = hermetic(&mut Command::new(spacesd_bin()))
             .arg("--state-dir")
             .arg(self.state_dir())
             .args(args)
@@ -329,4 +373,28 @@ impl RootSampler {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         self.thread.take().map(|t| t.join().expect("sampler")).unwrap_or_default()
     }
+}
+
+#[test]
+fn the_daemon_environment_is_the_allow_list_only() {
+    let vars = [
+        ("PATH", "/usr/bin"),
+        ("HOME", "/home/t"),
+        ("RUST_BACKTRACE", "1"),
+        ("npm_config_registry", "http://registry.local/"),
+        ("SPACES_HARNESS_BIN_CLAUDE_CODE", "/tmp/stray"),
+        ("SPACES_STALL_MS", "1"),
+        ("SPACES_TOOLS_DIR", "/elsewhere"),
+        ("ANTHROPIC_API_KEY", "secret"),
+        ("OPENAI_API_KEY", "secret"),
+    ]
+    .map(|(k, v)| (k.into(), v.into()));
+    let env: Vec<(String, String)> =
+        daemon_env(vars).into_iter().map(|(k, v)| (k.into_string().unwrap(), v.into_string().unwrap())).collect();
+    let tools = tools_dir().display().to_string();
+    assert_eq!(
+        env,
+        [("PATH", "/usr/bin"), ("HOME", "/home/t"), ("RUST_BACKTRACE", "1"), ("npm_config_registry", "http://registry.local/"), ("SPACES_TOOLS_DIR", tools.as_str())]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    );
 }
