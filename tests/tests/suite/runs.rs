@@ -155,7 +155,7 @@ async fn case_p6_stop_leaves_nothing_alive(h: H) {
     d.wait_for_event("s", &run, TURN, |e| e.kind == EventKind::ToolCall).await;
     // The shell forks the busy loop first, then `sleep 1000`: once the sleep runs, both exist.
     let deadline = Instant::now() + Duration::from_secs(20);
-    let sleeping = |pid: &i32| std::fs::read(format!("/proc/{pid}/cmdline")).map(|c| c == b"sleep\01000\0").unwrap_or(false);
+    let sleeping = |pid: &i32| std::fs::read(format!("/proc/{pid}/cmdline")).map(|c| c == b"sleep\x001000\x00").unwrap_or(false);
     while !run_processes(&run).iter().any(sleeping) {
         assert!(Instant::now() < deadline, "the tool's `sleep 1000` never appeared: {:?}", run_processes(&run));
         tokio::time::sleep(Duration::from_millis(100)).await;
