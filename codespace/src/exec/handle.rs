@@ -30,6 +30,9 @@ pub(crate) struct ExitRecord {
 struct State {
     ring: OutputRing,
     finished: bool,
+    /// Collection stopped at the drain deadline, not at EOF: an incomplete character at the end
+    /// was cut by us, not printed so by the program, and is never shown.
+    cut_short: bool,
     exit: Option<ExitRecord>,
     /// Why we are stopping it, recorded before the first signal.
     cause: Option<Termination>,
@@ -64,7 +67,13 @@ impl Handle {
         master: Option<Arc<AsyncFd<OwnedFd>>>,
     ) -> Self {
         let state =
-            State { ring: OutputRing::new(retained), finished: false, exit: None, cause: None };
+            State {
+            ring: OutputRing::new(retained),
+            finished: false,
+            cut_short: false,
+            exit: None,
+            cause: None,
+        };
         Self {
             id,
             owner: spec.owner.clone(),
@@ -95,9 +104,13 @@ impl Handle {
         self.bump();
     }
 
-    /// Collection finished (EOF or drain deadline).
-    pub fn finish(&self) {
-        self.lock().finished = true;
+    /// Collection finished: at EOF (`cut_short` false) or at the drain deadline (true).
+    pub fn finish(&self, cut_short: bool) {
+        {
+            let mut st = self.lock();
+            st.finished = true;
+            st.cut_short = cut_short;
+        }
         self.bump();
     }
 
@@ -165,8 +178,11 @@ impl Handle {
                         st.ring.total()
                     )));
                 }
-                let r = st.ring.read_from(cursor, st.finished);
-                let eof = st.finished && r.next == st.ring.total();
+                // An incomplete last character waits while more may come; after EOF it is
+                // what the program printed; after a cut it is ours and never shown.
+                let r = st.ring.read_from(cursor, !st.finished || st.cut_short);
+                let end = st.ring.total() - if st.cut_short { st.ring.incomplete_tail() as u64 } else { 0 };
+                let eof = st.finished && r.next >= end;
                 let fresh = !r.bytes.is_empty() || eof || r.skipped;
                 let answer = ReadProcessResult {
                     process_id: self.id.clone(),

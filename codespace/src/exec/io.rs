@@ -28,6 +28,7 @@ pub(crate) async fn collect(
 ) {
     let mut buf = vec![0u8; READ_BUF];
     let mut deadline: Option<Instant> = None;
+    let mut cut_short = false;
     loop {
         tokio::select! {
             ready = fd.readable() => {
@@ -49,14 +50,20 @@ pub(crate) async fn collect(
                             handle.push(&buf[..n]);
                             budget = budget.saturating_sub(n);
                         }
-                        _ => break,
+                        Ok(Some(0)) | Err(_) => break,
+                        // A descendant still holds the output open: stop here.
+                        Ok(None) | Ok(Some(_)) => {
+                            cut_short = true;
+                            break;
+                        }
                     }
                 }
+                cut_short |= budget == 0;
                 break;
             }
         }
     }
-    handle.finish();
+    handle.finish(cut_short);
 }
 
 /// Reap the child, record its status, then tell the collector.

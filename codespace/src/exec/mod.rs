@@ -12,7 +12,9 @@
 //! - **Collection** (`io.rs`): one task reads the output fd (non-blocking, tokio `AsyncFd`) into
 //!   a ring of the last [`ExecLimits::retained_bytes`] bytes with absolute offsets. `EIO` on a
 //!   PTY master means every slave end is closed: EOF, not an error (case P2,
-//!   [`crate::process::read_now`]).
+//!   [`crate::process::read_now`]). The window starts on a UTF-8 character boundary and a chunk
+//!   never ends inside a character, so a `chunk` holds a U+FFFD only where the program printed
+//!   bytes that are not UTF-8 (case R36, `ring.rs`).
 //! - **Reaping**: one task awaits the child (tokio `Child::wait`) and records the exit status the
 //!   moment the child exits, even if a grandchild still holds the output open; collection then
 //!   goes on until EOF or [`ExecLimits::drain_after_exit`] after the exit (whatever is readable

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::json;
-use spaces_sdk::tools::{ApplyPatchRequest, ApprovalCreateRequest, OperationStatus, ReadRequest, WorkOpenRequest};
+use spaces_sdk::tools::{ApplyPatchRequest, ApplyPatchResult, ApprovalCreateRequest, OperationStatus, ReadRequest, WorkOpenRequest};
 use spaces_sdk::{ApiError, Approvals, ErrorCode};
 use tempfile::TempDir;
 
@@ -130,4 +130,67 @@ async fn a_known_work_adds_coordination_beside_the_result() {
     let wire = serde_json::to_value(&patched).unwrap();
     assert_eq!(wire["status"], OperationStatus::Checked.as_str());
     assert_eq!(wire["coordination"]["work_id"], work_id.as_str());
+}
+
+fn append_patch(path: &str, line: &str) -> String {
+    format!("*** Begin Patch\n*** Update File: {path}\n@@\n v1\n+{line}\n*** End Patch\n")
+}
+
+/// CASES.md X19 through the service: a read version that went stale is a `VERSION_CONFLICT`
+/// naming the current version; a retry with the same `operation_key` after a lost response is
+/// the one application again (`replayed: true`, the file changed once); the same key on another
+/// patch is `OPERATION_KEY_CONFLICT`.
+#[tokio::test]
+async fn case_x19_stale_version_conflicts_and_a_retried_key_replays_once() {
+    let (_dir, root, cs) = service();
+    std::fs::write(root.join("n.md"), "v1\n").unwrap();
+    let v1 = cs.read(read_request("n.md")).await.unwrap().version;
+    // Another process appends to the file after our read.
+    std::fs::write(root.join("n.md"), "v1\nappended elsewhere\n").unwrap();
+    let current = cs.read(read_request("n.md")).await.unwrap().version;
+    let stale = ApplyPatchRequest {
+        workspace_id: "demo".into(),
+        patch: append_patch("n.md", "ours"),
+        expected_versions: [("n.md".to_owned(), v1.clone())].into(),
+        operation_key: None,
+        check_only: false,
+        work_id: None,
+    };
+    let err = cs.apply_patch(stale).await.unwrap_err();
+    let conflict = match &err {
+        crate::Error::InOperation { error, .. } => &**error,
+        other => other,
+    };
+    match conflict {
+        crate::Error::VersionConflict { path, expected, current: now } => {
+            assert_eq!((path.as_str(), expected, now), ("n.md", &v1, &current), "{err}")
+        }
+        other => panic!("expected VERSION_CONFLICT, got {other:?}"),
+    }
+    assert_eq!(err.to_api().code, ErrorCode::VersionConflict);
+    assert_eq!(std::fs::read_to_string(root.join("n.md")).unwrap(), "v1\nappended elsewhere\n");
+
+    let keyed = ApplyPatchRequest {
+        workspace_id: "demo".into(),
+        patch: append_patch("n.md", "once"),
+        expected_versions: [("n.md".to_owned(), current.clone())].into(),
+        operation_key: Some("x19".into()),
+        check_only: false,
+        work_id: None,
+    };
+    let first = cs.apply_patch(keyed.clone()).await.unwrap();
+    // The response is lost in transit; the caller retries the very same request.
+    let retried = cs.apply_patch(keyed.clone()).await.unwrap();
+    assert_eq!((first.status, first.replayed), (OperationStatus::Applied, false), "{first:?}");
+    assert_eq!(retried, ApplyPatchResult { replayed: true, ..first.clone() });
+    assert_eq!(
+        std::fs::read_to_string(root.join("n.md")).unwrap(),
+        "v1\nonce\nappended elsewhere\n",
+        "applied exactly once"
+    );
+
+    let other = ApplyPatchRequest { patch: append_patch("n.md", "different"), ..keyed };
+    let err = cs.apply_patch(other).await.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::OperationKeyConflict, "{err}");
+    assert_eq!(std::fs::read_to_string(root.join("n.md")).unwrap(), "v1\nonce\nappended elsewhere\n");
 }

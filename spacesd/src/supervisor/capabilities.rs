@@ -32,7 +32,15 @@ fn harness_capabilities(cfg: &Config, h: &'static dyn Harness) -> HarnessCapabil
             notes.push(format!("operator binary in use: {}", p.display()));
             None
         }
-        Source::Pinned(_) if exists => Some(spec.version.to_owned()),
+        Source::Pinned(_) if exists => {
+            let version = install::installed_version(cfg, h);
+            match version.as_deref() {
+                Some(v) if v == spec.version => {}
+                Some(v) => notes.push(format!("installed version {v} is not the pinned {}", spec.version)),
+                None => notes.push("installed version unknown: the package's package.json is missing or unreadable".into()),
+            }
+            version
+        }
         Source::Pinned(_) => {
             notes.push("not installed yet: installed on first use, or now with `spacesd tools install`".into());
             None

@@ -2,11 +2,11 @@
 //! host's tools dir (`<tools dir>/<harness id>/node_modules/...`), installed on first use.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use spaces_codespace::process::{self, SpawnSpec, StdinSpec, StdioSpec};
-use spaces_harnesses::Harness;
+use spaces_harnesses::{Harness, InstallSpec};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::unix::pipe;
 
@@ -38,6 +38,27 @@ pub fn locate(cfg: &Config, harness: &dyn Harness) -> (Source, bool) {
     let p = cfg.harness_tools_dir(harness.id()).join(harness.install_spec().binary);
     let exists = p.is_file();
     (Source::Pinned(p), exists)
+}
+
+/// The version of the pinned package actually installed for `harness`, read from its
+/// `package.json` in the tools dir; `None` when there is none to read (not installed, or only a
+/// binary without its package). Never the pinned constant: an older or newer install reports
+/// what it is.
+pub fn installed_version(cfg: &Config, harness: &dyn Harness) -> Option<String> {
+    installed_version_in(&cfg.harness_tools_dir(harness.id()), &harness.install_spec())
+}
+
+/// [`installed_version`] for the install under `prefix`: the first package of `spec`.
+fn installed_version_in(prefix: &Path, spec: &InstallSpec) -> Option<String> {
+    let package = spec.packages.first()?;
+    // `name@version`, where a scoped name starts with its own `@`.
+    let name = match package.rfind('@') {
+        Some(at) if at > 0 => &package[..at],
+        _ => package.as_str(),
+    };
+    let manifest = std::fs::read(prefix.join("node_modules").join(name).join("package.json")).ok()?;
+    let manifest: serde_json::Value = serde_json::from_slice(&manifest).ok()?;
+    manifest.get("version")?.as_str().map(str::to_owned)
 }
 
 /// Variables of the daemon's environment that npm gets, by name: where programs are (`PATH`),
@@ -152,8 +173,37 @@ pub async fn install(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    fn spec() -> InstallSpec {
+        InstallSpec {
+            packages: vec!["@acme/agent@2.0.0".to_owned()],
+            version: "2.0.0",
+            binary: "node_modules/@acme/agent/bin/agent",
+        }
+    }
+
+    #[test]
+    fn the_installed_version_is_read_from_the_package_not_the_pin() {
+        let prefix = tempfile::tempdir().unwrap();
+        let package = prefix.path().join("node_modules/@acme/agent");
+        std::fs::create_dir_all(package.join("bin")).unwrap();
+        std::fs::write(package.join("bin/agent"), "#!/bin/sh\n").unwrap();
+        assert_eq!(installed_version_in(prefix.path(), &spec()), None, "a binary alone has no version");
+        std::fs::write(package.join("package.json"), r#"{"name":"@acme/agent","version":"1.9.3"}"#).unwrap();
+        assert_eq!(installed_version_in(prefix.path(), &spec()).as_deref(), Some("1.9.3"));
+        std::fs::write(package.join("package.json"), r#"{"name":"@acme/agent","version":"2.0.0"}"#).unwrap();
+        assert_eq!(installed_version_in(prefix.path(), &spec()).as_deref(), Some("2.0.0"));
+        std::fs::write(package.join("package.json"), "not json").unwrap();
+        assert_eq!(installed_version_in(prefix.path(), &spec()), None);
+        let unscoped = InstallSpec { packages: vec!["agent@3.1.0".to_owned()], ..spec() };
+        let plain = prefix.path().join("node_modules/agent");
+        std::fs::create_dir_all(&plain).unwrap();
+        std::fs::write(plain.join("package.json"), r#"{"version":"3.0.9"}"#).unwrap();
+        assert_eq!(installed_version_in(prefix.path(), &unscoped).as_deref(), Some("3.0.9"));
+    }
 
     #[test]
     fn npm_gets_only_the_listed_variables_and_its_own_settings() {

@@ -35,7 +35,7 @@ async fn long_run() -> (TestDaemon, tempfile::TempDir, String, u64) {
 
 fn cli(d: &TestDaemon) -> Command {
     let mut c = Command::new(spacesd_bin());
-    c.arg("--state-dir").arg(d.state_dir()).stdin(Stdio::null());
+    crate::support::hermetic(&mut c).arg("--state-dir").arg(d.state_dir()).stdin(Stdio::null());
     c
 }
 

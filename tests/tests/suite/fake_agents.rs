@@ -28,15 +28,18 @@ async fn daemon_with(harness_env: &str, script: &str, extra: Vec<(String, String
     (d, bin_dir)
 }
 
-async fn start(d: &TestDaemon, agent: &str) -> String {
-    let req = AgentStartRequest {
+fn start_request(agent: &str) -> AgentStartRequest {
+    AgentStartRequest {
         space: "s".into(),
         agent: agent.into(),
         prompt: "hello".into(),
         show: None,
         options: Some(SpaceAgentOptions::default()),
-    };
-    d.client.agent_start(&req).await.unwrap().run_id
+    }
+}
+
+async fn start(d: &TestDaemon, agent: &str) -> String {
+    d.client.agent_start(&start_request(agent)).await.unwrap().run_id
 }
 
 /// E14b: only an auth error on stderr, exit 52: `turn_ended` `error` with the exit code and the
@@ -61,26 +64,36 @@ async fn case_e14b_auth_error_on_stderr_exit_52() {
     assert!(st.output_tail.unwrap_or_default().contains("Invalid API key"));
 }
 
-/// P5: a one-shot agent that reads all of stdin before answering finishes (its stdin is
-/// /dev/null), and its answer is the run's result.
+/// P5: a one-shot agent, given the prompt as an argument, that reads all of stdin before it
+/// answers finishes: its stdin is /dev/null (or closed), and its answer is the run's result.
 #[tokio::test]
 async fn case_p5_one_shot_agent_reading_stdin_to_eof_finishes() {
-    let script = r#"cat > /dev/null
+    let script = r#"echo "stdin is $(readlink /proc/$$/fd/0 || echo closed)" >&2
+for a in "$@"; do [ "$a" = "the prompt" ] && echo "prompt is an argument" >&2; done
+cat > /dev/null
 echo '{"type":"thread.started","thread_id":"fake-thread-1"}'
 echo '{"type":"turn.started"}'
 echo '{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"read stdin to EOF, done"}}'
 echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0,"output_tokens":1}}'"#;
     let (d, _bin) = daemon_with("SPACES_HARNESS_BIN_OPENAI_CODEX", script, vec![]).await;
-    let run = start(&d, "openai-codex").await;
+    let req = AgentStartRequest { prompt: "the prompt".into(), ..start_request("openai-codex") };
+    let run = d.client.agent_start(&req).await.unwrap().run_id;
     let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
     assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
     let st = d.wait_status("s", &run, WAIT, settled).await;
-    assert_eq!(st.result_text.as_deref(), Some("read stdin to EOF, done"));
-    assert_eq!(st.session_id.as_deref(), Some("fake-thread-1"));
+    assert_eq!(
+        (st.status, st.result_text.as_deref(), st.session_id.as_deref()),
+        (Status::Idle, Some("read stdin to EOF, done"), Some("fake-thread-1")),
+        "{st:#?}"
+    );
+    let tail = st.output_tail.unwrap_or_default();
+    assert!(tail.contains("prompt is an argument"), "{tail}");
+    assert!(tail.contains("stdin is /dev/null") || tail.contains("stdin is closed"), "{tail}");
 }
 
-/// P5 (second half): a run silent longer than its stall limit gets a `notice`, then the turn is
-/// ended as an error instead of hanging.
+/// P5 (second half): a run silent longer than its stall limit gets a `notice` saying so; still
+/// silent at twice the limit, a second `notice` says the turn is being ended, the agent's
+/// processes are ended, and the turn ends naming the stall limit: never a silent hang.
 #[tokio::test]
 async fn case_p5_silent_agent_gets_a_notice_then_its_turn_ends() {
     let (d, _bin) = daemon_with(
@@ -90,15 +103,27 @@ async fn case_p5_silent_agent_gets_a_notice_then_its_turn_ends() {
     )
     .await;
     let run = start(&d, "claude-code").await;
-    let notice = d
-        .wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::Notice && e.summary.as_deref().unwrap_or("").contains("silent"))
-        .await;
-    assert_eq!(notice.turn, 1);
     let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
-    assert_ne!(ended.stop_reason, Some(StopReason::EndTurn), "{ended:?}");
     let st = d.wait_status("s", &run, WAIT, settled).await;
+    let events = d.events("s", &run).await;
+    let notices: Vec<(u32, String)> = events
+        .iter()
+        .filter(|e| e.kind == EventKind::Notice)
+        .map(|e| (e.turn, e.summary.clone().unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        notices.iter().map(|(turn, s)| (*turn, s.starts_with("the agent has been silent for "), s.ends_with("; ending the turn"))).collect::<Vec<_>>(),
+        vec![(1, true, false), (1, true, true)],
+        "{}",
+        describe(&events)
+    );
+    // The daemon's SIGTERM ends the process, so the turn reads `crashed` (the actor's mapping of
+    // a signal), with the stall limit named as the cause.
+    assert_eq!(ended.stop_reason, Some(StopReason::Crashed), "{ended:?}");
+    assert!(ended.text.as_deref().unwrap_or("").ends_with("no output for 1 s (stall limit)"), "{ended:?}");
+    assert_eq!(st.status, Status::Crashed, "{st:#?}");
     assert!(st.accepts_message, "{st:#?}");
-    assert!(crate::support::run_processes(&run).is_empty());
+    assert_eq!(crate::support::run_processes(&run), Vec::<i32>::new());
 }
 
 /// M32 (agent side): the daemon's own secrets never reach an agent; only what the run names.

@@ -16,7 +16,7 @@ use spaces_sdk::op::Audience;
 use spaces_testkit::{Reply, Script, ScriptedServer};
 
 use super::harness::CLAUDE;
-use crate::support::{require_cli, tools_dir, TestDaemon};
+use crate::support::{require_cli, TestDaemon};
 
 /// How long one client run may take (it takes a few seconds).
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(180);
@@ -142,11 +142,12 @@ impl Setup {
         let out_path = self.d.dir.path().join(format!("{label}.stdout"));
         let err_path = self.d.dir.path().join(format!("{label}.stderr"));
         let mut cmd = tokio::process::Command::new(program);
+        // The client starts `spacesd mcp` over stdio with its own environment: the same
+        // allow-list as every daemon of the tests.
         cmd.args(&args)
             .current_dir(self.d.dir.path())
-            .env("SPACES_TOOLS_DIR", tools_dir())
-            .env_remove("ANTHROPIC_API_KEY")
-            .env_remove("OPENAI_API_KEY")
+            .env_clear()
+            .envs(crate::support::daemon_env(std::env::vars_os()))
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&out_path).unwrap())
             .stderr(std::fs::File::create(&err_path).unwrap())

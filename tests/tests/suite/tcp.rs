@@ -37,7 +37,10 @@ async fn tcp_needs_the_token_and_a_loopback_host() {
     assert_eq!(sock_mode, 0o600, "unix socket is private");
 
     let good = Client::new(Endpoint::Tcp { addr: addr.clone(), token: token.clone() });
-    assert!(good.space_list(&spaces_sdk::Empty {}).await.is_ok());
+    let root = d.space("s").await;
+    let listed: Vec<(String, String)> =
+        good.space_list(&spaces_sdk::Empty {}).await.unwrap().into_iter().map(|s| (s.name, s.root)).collect();
+    assert_eq!(listed, vec![("s".to_owned(), root.display().to_string())], "the token opens the API over TCP");
     let bad = Client::new(Endpoint::Tcp { addr: addr.clone(), token: "wrong".into() });
     match bad.space_list(&spaces_sdk::Empty {}).await {
         Err(ClientError::Api(e)) => assert_eq!(e.code, ErrorCode::Unauthorized),

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::{spacesd_bin, tools_dir};
+use super::spacesd_bin;
 
 /// The protocol revision the tests ask for.
 pub const PROTOCOL: &str = "2025-11-25";
@@ -91,12 +91,11 @@ impl StdioMcp {
     /// The same with extra `mcp` arguments (`--space NAME`, `--no-autostart`).
     pub fn start_with_args(state: &Path, args: &[&str], env: &[(&str, &str)], stderr: &Path) -> StdioMcp {
         let mut cmd = Command::new(spacesd_bin());
-        cmd.arg("--state-dir")
+        super::hermetic(&mut cmd)
+            .arg("--state-dir")
             .arg(state)
             .arg("mcp")
             .args(args)
-            .env("SPACES_TOOLS_DIR", tools_dir())
-            .env_remove("SPACES_LOG")
             .env_remove("RUST_LOG")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -64,6 +64,52 @@ pub fn require_cli(harness: &str, binary_rel: &str) {
     );
 }
 
+/// Variables of the test's own environment that a `spacesd` started by the tests gets, by name:
+/// where programs are, the user and home (the CLIs keep their config there), locale and temp
+/// dir, Rust's logging and backtraces, and what npm needs to reach its registry for a first-use
+/// install (proxies, CA certificates, `npm_config_*`). Nothing else: a stray
+/// `SPACES_HARNESS_BIN_*`, `SPACES_STALL_MS`, config path or API key in the developer's shell
+/// must not change what a test runs.
+const DAEMON_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "RUST_LOG",
+    "RUST_BACKTRACE",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "NODE_EXTRA_CA_CERTS",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+];
+
+/// The environment a test's `spacesd` starts from: [`DAEMON_ENV`] and `npm_config_*` taken from
+/// `vars` (the test process's environment), plus `SPACES_TOOLS_DIR` = [`tools_dir`].
+pub fn daemon_env(vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let mut env: Vec<_> = vars
+        .into_iter()
+        .filter(|(k, _)| {
+            k.to_str().is_some_and(|k| DAEMON_ENV.contains(&k) || k.to_ascii_lowercase().starts_with("npm_config_"))
+        })
+        .collect();
+    env.push(("SPACES_TOOLS_DIR".into(), tools_dir().into()));
+    env
+}
+
+/// Starts `cmd` (a `spacesd` or a client that starts one) from a cleared environment plus
+/// [`daemon_env`]; variables a test sets after this call come on top.
+pub fn hermetic(cmd: &mut Command) -> &mut Command {
+    cmd.env_clear().envs(daemon_env(std::env::vars_os()))
+}
+
 /// A real daemon on a temp state dir; killed on drop.
 pub struct TestDaemon {
     pub dir: tempfile::TempDir,
@@ -102,13 +148,11 @@ impl TestDaemon {
 
     async fn spawn(&mut self) {
         let mut cmd = Command::new(self.binary.clone().unwrap_or_else(spacesd_bin));
-        cmd.arg("serve")
+        hermetic(&mut cmd)
+            .arg("serve")
             .arg("--state-dir")
             .arg(self.state_dir())
             .args(&self.extra_args)
-            .env("SPACES_TOOLS_DIR", tools_dir())
-            .env_remove("ANTHROPIC_API_KEY")
-            .env_remove("OPENAI_API_KEY")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
@@ -194,7 +238,7 @@ impl TestDaemon {
 
     /// Run the `spacesd` CLI against this daemon; returns (status success, stdout).
     pub fn cli(&self, args: &[&str]) -> (bool, String) {
-        let out = Command::new(spacesd_bin())
+        let out = hermetic(&mut Command::new(spacesd_bin()))
             .arg("--state-dir")
             .arg(self.state_dir())
             .args(args)
@@ -296,4 +340,75 @@ pub fn settled(st: &RunStatus) -> bool {
 /// not of the codespace process layer that only looks for it.
 pub fn run_processes(run: &str) -> Vec<i32> {
     spaces_codespace::process::alive_with_marker(&spaces_codespace::process::env_marker("SPACES_RUN_ID", run))
+}
+
+/// The run's agent processes: processes of the run (see [`run_processes`]) whose parent is not
+/// itself a process of the run, i.e. the roots of its process trees. Two at once means two agent
+/// processes on one session (case P4).
+pub fn run_process_roots(run: &str) -> Vec<i32> {
+    let pids = run_processes(run);
+    pids.iter().copied().filter(|pid| parent_of(*pid).map(|ppid| !pids.contains(&ppid)).unwrap_or(false)).collect()
+}
+
+/// The parent pid from `/proc/<pid>/stat` (`None` once the process is gone).
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name: state, ppid, ...
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Samples [`run_process_roots`] of one run on a thread until stopped; keeps the largest sample.
+pub struct RootSampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<(usize, Vec<i32>)>>,
+}
+
+impl RootSampler {
+    pub fn start(run: &str) -> RootSampler {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, run) = (stop.clone(), run.to_owned());
+        let thread = std::thread::spawn(move || {
+            let (mut samples, mut worst) = (0, Vec::new());
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let roots = run_process_roots(&run);
+                if roots.len() > worst.len() {
+                    worst = roots;
+                }
+                samples += 1;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            (samples, worst)
+        });
+        RootSampler { stop, thread: Some(thread) }
+    }
+
+    /// Stop sampling: (how many samples were taken, the largest set of roots seen at once).
+    pub fn finish(mut self) -> (usize, Vec<i32>) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().map(|t| t.join().expect("sampler")).unwrap_or_default()
+    }
+}
+
+#[test]
+fn the_daemon_environment_is_the_allow_list_only() {
+    let vars = [
+        ("PATH", "/usr/bin"),
+        ("HOME", "/home/t"),
+        ("RUST_BACKTRACE", "1"),
+        ("npm_config_registry", "http://registry.local/"),
+        ("SPACES_HARNESS_BIN_CLAUDE_CODE", "/tmp/stray"),
+        ("SPACES_STALL_MS", "1"),
+        ("SPACES_TOOLS_DIR", "/elsewhere"),
+        ("ANTHROPIC_API_KEY", "secret"),
+        ("OPENAI_API_KEY", "secret"),
+    ]
+    .map(|(k, v)| (k.into(), v.into()));
+    let env: Vec<(String, String)> =
+        daemon_env(vars).into_iter().map(|(k, v)| (k.into_string().unwrap(), v.into_string().unwrap())).collect();
+    let tools = tools_dir().display().to_string();
+    assert_eq!(
+        env,
+        [("PATH", "/usr/bin"), ("HOME", "/home/t"), ("RUST_BACKTRACE", "1"), ("npm_config_registry", "http://registry.local/"), ("SPACES_TOOLS_DIR", tools.as_str())]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    );
 }

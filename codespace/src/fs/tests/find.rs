@@ -107,15 +107,64 @@ fn walk_bound_and_unreadable_directories_mark_incomplete() {
     std::fs::remove_file(dir.path().join(odd)).unwrap();
     assert!(!root.find(None, None, None).unwrap().incomplete);
 
-    if nix::unistd::geteuid().is_root() {
-        eprintln!("running as root: permissions do not stop reads, skipping the unreadable case");
-        return;
+    // Permissions do not stop root: as root (CI), the walk runs as `nobody` in a child.
+    for rel in ["", "src", "src/deep"] {
+        std::fs::set_permissions(dir.path().join(rel), std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     let locked = dir.path().join("src/deep");
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
-    let got = root.find(None, None, None);
+    let got = unprivileged(|| {
+        let got = root.find(None, None, None).unwrap();
+        format!("{} {:?}", got.incomplete, got.paths)
+    });
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let got = got.unwrap();
-    assert!(got.incomplete);
-    assert_eq!(got.paths, ["a.rs", "b.txt", "src/c.rs"]);
+    assert_eq!(got, r#"true ["a.rs", "b.txt", "src/c.rs"]"#);
+}
+
+/// The uid `unprivileged` drops to as root: `nobody`.
+const NOBODY: u32 = 65534;
+
+/// Runs `check` without root's rights and returns its answer: in this process when it is not
+/// root; as root, in a forked child that first drops to [`NOBODY`] (groups, gid, uid) and hands
+/// the answer back over a pipe, so no other test of this process loses its rights. Panics if the
+/// child did not end cleanly or kept root's uid.
+fn unprivileged(check: impl FnOnce() -> String) -> String {
+    use nix::unistd::{fork, getuid, pipe2, setgid, setgroups, setuid, ForkResult, Gid, Uid};
+    if !nix::unistd::geteuid().is_root() {
+        return check();
+    }
+    let (rx, tx) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+    // SAFETY: the child only drops its ids, runs `check`, writes to the pipe and `_exit`s; it
+    // never returns into the test harness.
+    match unsafe { fork() }.unwrap() {
+        ForkResult::Child => {
+            drop(rx);
+            let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                setgroups(&[]).unwrap();
+                setgid(Gid::from_raw(NOBODY)).unwrap();
+                setuid(Uid::from_raw(NOBODY)).unwrap();
+                format!("uid {} {}", getuid(), check())
+            }));
+            let (text, code) = match answer {
+                Ok(text) => (text, 0),
+                Err(_) => ("the check panicked".to_owned(), 101),
+            };
+            let mut bytes = text.as_bytes();
+            while let Ok(n @ 1..) = nix::unistd::write(&tx, bytes) {
+                bytes = &bytes[n..];
+            }
+            // SAFETY: ends the forked child without running the parent's exit handlers.
+            unsafe { nix::libc::_exit(code) }
+        }
+        ForkResult::Parent { child } => {
+            drop(tx);
+            let mut out = String::new();
+            std::io::Read::read_to_string(&mut std::fs::File::from(rx), &mut out).unwrap();
+            let status = nix::sys::wait::waitpid(child, None).unwrap();
+            assert_eq!(status, nix::sys::wait::WaitStatus::Exited(child, 0), "{out}");
+            out.strip_prefix(&format!("uid {NOBODY} "))
+                .unwrap_or_else(|| panic!("the child did not run as {NOBODY}: {out}"))
+                .to_owned()
+        }
+    }
 }

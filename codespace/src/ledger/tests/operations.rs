@@ -168,36 +168,6 @@ fn operation_by_id_and_key_and_not_found() {
     );
 }
 
-/// CASES.md X19, ledger side: a retry after a lost response replays the single application;
-/// the same key on a different patch is refused.
-#[test]
-fn case_x19_key_replay_and_conflict() {
-    let (_dir, _path, ledger) = open();
-    let mut applied_count = 0;
-    let mut responses = Vec::new();
-    for _attempt in 0..2 {
-        match ledger.mint("demo", Some("x19"), &fp("append")).unwrap() {
-            Minted::New { operation_id } => {
-                applied_count += 1; // the service layer would write to disk here
-                let mut response = finish_applied(&ledger, &operation_id);
-                response["replayed"] = json!(false);
-                responses.push(response); // ...and this response is lost in transit
-            }
-            Minted::Replay(rec) => {
-                let mut response = rec.result.unwrap();
-                response["replayed"] = json!(true);
-                responses.push(response);
-            }
-            Minted::Unfinished(rec) => panic!("finished op reported unfinished: {rec:?}"),
-        }
-    }
-    assert_eq!(applied_count, 1);
-    assert_eq!(responses[1]["replayed"], true);
-    assert_eq!(responses[0]["operation_id"], responses[1]["operation_id"]);
-    let err = ledger.mint("demo", Some("x19"), &fp("another patch")).unwrap_err();
-    assert_eq!(err.code(), ErrorCode::OperationKeyConflict);
-}
-
 #[test]
 fn two_threads_minting_the_same_key_get_exactly_one_new() {
     let (_dir, path) = ledger_file();
