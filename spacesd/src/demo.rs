@@ -78,7 +78,7 @@ pub async fn run(cfg: Config, args: DemoArgs) -> anyhow::Result<()> {
     let socket = cfg.socket_path();
     println!("== spacesd demo: state dir {}, Space dir {}", cfg.state_dir.display(), space_dir.display());
 
-    let state = crate::serve::open(cfg.clone()).await?;
+    let state = crate::serve::open(cfg.clone(), &[]).await?;
     let listener = tokio::net::UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
     let app = crate::http::router(state.sup, state.cs);
     tokio::spawn(async move { axum::serve(listener, app).await });

@@ -26,11 +26,15 @@ pub struct ServeOptions {
 }
 
 /// Open state and build the supervisor (recovering runs a previous daemon left) and the
-/// CodeSpace tool service (`<state dir>/codespace.db`).
-pub async fn open(cfg: Config) -> anyhow::Result<AppState> {
+/// CodeSpace tool service (`<state dir>/codespace.db`). No Space root may reach the state dir
+/// or any of `secrets` (files the daemon keeps elsewhere, e.g. `--token-file`).
+pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> {
     crate::fsutil::create_private_dir(&cfg.state_dir)
         .with_context(|| format!("cannot create state dir {}", cfg.state_dir.display()))?;
     let store = Arc::new(Store::open(&cfg.db_path()).context("cannot open the state database")?);
+    for secret in secrets {
+        store.protect(secret);
+    }
     let cs = crate::workspaces::open(&cfg, store.clone()).context("cannot open the CodeSpace ledger")?;
     let leftovers = cs.end_leftovers().await;
     if !leftovers.signalled.is_empty() {
@@ -70,7 +74,8 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let state = open(cfg).await?;
+    let secrets: Vec<PathBuf> = tcp_token.iter().map(|(_, file, _)| file.clone()).collect();
+    let state = open(cfg, &secrets).await?;
     let sup = state.sup.clone();
     let app = http::router(state.sup.clone(), state.cs.clone());
     // `/mcp` on each listener (its accepted `Host` values differ), ended with the daemon.
