@@ -10,7 +10,8 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use crate::config::Config;
-use crate::http::{self, AppState, TcpAuth};
+use crate::access::Access;
+use crate::http::{self, AppState};
 use crate::mcp;
 use crate::store::Store;
 use crate::supervisor::Supervisor;
@@ -86,21 +87,21 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     // Everything a client may look for (token file, tcp.addr, signal handling) is ready before
     // the Unix socket accepts its first request: callers wait for the socket.
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    if let Some((addr, token_file, token)) = tcp_token {
+    let limits = http::Limits::of(sup.config());
+    let access = Arc::new(Access::new(&sup.config().state_dir, tcp_token.as_ref().map(|(_, _, token)| token.as_str())));
+    if let Some((addr, token_file, _)) = tcp_token {
         let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot bind {addr}"))?;
         let bound = listener.local_addr()?;
         std::fs::write(sup.config().state_dir.join("tcp.addr"), bound.to_string())?;
-        let app = app
-            .clone()
-            .merge(mcp_route(mcp::http::Listener::Tcp(bound)))
-            .layer(axum::middleware::from_fn_with_state(TcpAuth { token }, http::auth_check));
-        tasks.spawn(async move { axum::serve(listener, app).await.map_err(anyhow::Error::from) });
-        eprintln!("spacesd: listening on http://{bound} (bearer token in {})", token_file.display());
+        let app = app.clone().merge(mcp_route(mcp::http::Listener::Tcp(bound)));
+        let access = access.clone();
+        tasks.spawn(async move { http::serve_tcp(listener, app, access, limits).await.map_err(anyhow::Error::from) });
+        eprintln!("spacesd: listening on http://{bound} (operator's bearer token in {})", token_file.display());
     }
     let unix = tokio::net::UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
     let app = app.merge(mcp_route(mcp::http::Listener::Unix));
-    tasks.spawn(async move { axum::serve(unix, app).await.map_err(anyhow::Error::from) });
+    tasks.spawn(async move { http::serve_unix(unix, app, access, limits).await.map_err(anyhow::Error::from) });
     eprintln!("spacesd: listening on {}", socket.display());
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}

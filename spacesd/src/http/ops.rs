@@ -7,7 +7,9 @@
 //! - plus the `{field}` path segments as strings (a body that names the same field differently
 //!   is refused).
 //!
-//! The row then decodes it (unknown keys refused) and runs; errors go out in the envelope.
+//! The row then decodes it (unknown keys refused) and runs as the request's principal
+//! ([`crate::access`]); errors go out in the envelope. A request that reached no credential
+//! check (no principal) is refused `UNAUTHORIZED`.
 
 use std::collections::HashMap;
 
@@ -17,12 +19,13 @@ use axum::extract::{Path, RawQuery};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{on, MethodFilter, MethodRouter};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use serde_json::{Map, Value};
 use spaces_sdk::op::HttpMethod;
 use spaces_sdk::{ApiError, ErrorCode};
 
 use super::{error_response, HttpError};
+use crate::access::Principal;
 use crate::service::{table, Row, Service};
 
 /// Largest request body, bytes (a patch of a large file fits). Larger bodies are refused with
@@ -40,17 +43,27 @@ pub fn routes(service: Service) -> Router {
         };
         let scalar_types = query_types(row);
         let (svc, row_ref) = (service.clone(), row.clone());
-        let handler = move |path: Result<Path<HashMap<String, String>>, PathRejection>,
+        let handler = move |principal: Option<Extension<Principal>>,
+                            path: Result<Path<HashMap<String, String>>, PathRejection>,
                             RawQuery(query): RawQuery,
                             body: Result<Bytes, BytesRejection>| {
             let (svc, row, types) = (svc.clone(), row_ref.clone(), scalar_types.clone());
             async move {
-                match arguments(&row, &types, path, query, body) {
-                    Ok(args) => match row.call(svc, args).await {
-                        Ok(v) => Json(v).into_response(),
-                        Err(e) => HttpError(e).into_response(),
-                    },
-                    Err(response) => *response,
+                let Some(Extension(principal)) = principal else {
+                    return HttpError(ApiError::new(ErrorCode::Unauthorized, "no credential was checked for this request"))
+                        .into_response();
+                };
+                let args = match arguments(&row, &types, path, query, body) {
+                    Ok(args) => args,
+                    Err(response) => return *response,
+                };
+                let result = match principal {
+                    Principal::Operator => row.call(svc, args).await,
+                    caller => caller.call(&svc, row.info.name, args).await,
+                };
+                match result {
+                    Ok(v) => Json(v).into_response(),
+                    Err(e) => HttpError(e).into_response(),
                 }
             }
         };
