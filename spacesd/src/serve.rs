@@ -90,7 +90,7 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     let limits = http::Limits::of(sup.config());
     let access = Arc::new(Access::new(&sup.config().state_dir, tcp_token.as_ref().map(|(_, _, token)| token.as_str())));
     if let Some((addr, token_file, _)) = tcp_token {
-        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot bind {addr}"))?;
+        let listener = bind_tcp(addr).with_context(|| format!("cannot bind {addr}"))?;
         let bound = listener.local_addr()?;
         std::fs::write(sup.config().state_dir.join("tcp.addr"), bound.to_string())?;
         let app = app.clone().merge(mcp_route(mcp::http::Listener::Tcp(bound)));
@@ -117,6 +117,19 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     eprintln!("spacesd: shutting down; agent runs keep their state and resume on the next start");
     Ok(())
 }
+
+/// A TCP listener on `addr` whose backlog holds [`TCP_BACKLOG`] connections: past the
+/// connection cap ([`http::Limits`]) new connections wait there, holding none of the daemon's
+/// descriptors.
+fn bind_tcp(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(TCP_BACKLOG)
+}
+
+/// The TCP listener's backlog (the kernel caps it at `net.core.somaxconn`).
+pub const TCP_BACKLOG: u32 = 1024;
 
 /// Read the bearer token from `path`, creating it (0600, random) if missing. A token file
 /// readable by others is refused.

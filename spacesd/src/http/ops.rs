@@ -144,29 +144,39 @@ fn arguments(
     } else {
         match serde_json::from_slice::<Value>(&body) {
             Ok(Value::Object(m)) => m,
-            Ok(other) => return Err(refuse(format!("the body must be a JSON object of request fields, not {other}"), None)),
+            Ok(other) => {
+                let kind = match other {
+                    Value::Array(_) => "an array",
+                    Value::String(_) => "a string",
+                    Value::Number(_) => "a number",
+                    Value::Bool(_) => "a boolean",
+                    _ => "null",
+                };
+                return Err(refuse(format!("the body must be a JSON object of request fields, not {kind}"), None));
+            }
             Err(e) => return Err(refuse(format!("the body is not valid JSON: {e}"), None)),
         }
     };
     if let Some(query) = query.filter(|q| !q.is_empty()) {
         let pairs: Vec<(String, String)> =
-            serde_urlencoded::from_str(&query).map_err(|e| refuse(format!("malformed query string: {e}"), None))?;
+            serde_urlencoded::from_str(&query).map_err(|_| refuse("malformed query string".to_owned(), None))?;
         for (key, raw) in pairs {
             let kind = types.get(&key).copied().unwrap_or(Scalar::Text);
             let value = convert(kind, &raw).map_err(|expected| {
-                refuse(format!("invalid value for `{key}`: expected {expected}, got {raw:?}"), Some(key.clone()))
+                refuse(format!("invalid value for `{key}`: expected {expected}"), Some(key.clone()))
             })?;
             if args.insert(key.clone(), value).is_some() {
-                return Err(refuse(format!("`{key}` is given twice"), Some(key)));
+                let shown: String = key.chars().take(spaces_sdk::decode::MAX_KEY_CHARS).collect();
+                return Err(refuse(format!("`{shown}` is given twice"), Some(shown)));
             }
         }
     }
-    let path = path.map_err(|e| refuse(format!("bad path: {}", e.body_text()), None))?;
+    let path = path.map_err(|_| refuse("a path segment is not valid (percent-encoded UTF-8)".to_owned(), None))?;
     for (key, value) in path.0 {
         match args.get(&key) {
             Some(Value::String(v)) if *v == value => {}
-            Some(other) => {
-                return Err(refuse(format!("`{key}` is {value:?} in the path but {other} in the request"), Some(key)));
+            Some(_) => {
+                return Err(refuse(format!("`{key}` differs between the path and the request"), Some(key)));
             }
             None => {
                 args.insert(key, Value::String(value));

@@ -8,5 +8,6 @@ mod harness;
 mod mcp;
 mod mcp_sdk_clients;
 mod runs;
+mod security;
 mod space_tools;
 mod tcp;

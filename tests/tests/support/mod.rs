@@ -71,6 +71,8 @@ pub struct TestDaemon {
     pub client: Client,
     extra_env: Vec<(String, String)>,
     extra_args: Vec<String>,
+    /// The daemon's soft `RLIMIT_NOFILE` (set by `sh -c 'ulimit -n N; exec spacesd ...'`).
+    nofile: Option<u64>,
 }
 
 impl TestDaemon {
@@ -86,10 +88,15 @@ impl TestDaemon {
 
     /// Start a daemon with extra environment variables and extra `serve` arguments.
     pub async fn start_with(extra_env: Vec<(String, String)>, extra_args: Vec<String>) -> TestDaemon {
+        Self::start_limited(extra_env, extra_args, None).await
+    }
+
+    /// [`TestDaemon::start_with`], the daemon's soft file-descriptor limit set to `nofile`.
+    pub async fn start_limited(extra_env: Vec<(String, String)>, extra_args: Vec<String>, nofile: Option<u64>) -> TestDaemon {
         let dir = tempfile::Builder::new().prefix("spaces-test-").tempdir().expect("tempdir");
         let state = dir.path().join("state");
         let client = Client::new(Endpoint::Unix(state.join("spacesd.sock")));
-        let mut d = TestDaemon { dir, child: None, client, extra_env, extra_args };
+        let mut d = TestDaemon { dir, child: None, client, extra_env, extra_args, nofile };
         d.spawn().await;
         d
     }
@@ -99,7 +106,15 @@ impl TestDaemon {
     }
 
     async fn spawn(&mut self) {
-        let mut cmd = Command::new(spacesd_bin());
+        let mut cmd = match self.nofile {
+            None => Command::new(spacesd_bin()),
+            Some(n) => {
+                // `exec` keeps the pid: killing the child kills the daemon.
+                let mut sh = Command::new("sh");
+                sh.arg("-c").arg(format!("ulimit -n {n} && exec \"$0\" \"$@\"")).arg(spacesd_bin());
+                sh
+            }
+        };
         cmd.arg("serve")
             .arg("--state-dir")
             .arg(self.state_dir())
