@@ -117,10 +117,13 @@ pub fn revoke(state_dir: &Path, id: &str) -> anyhow::Result<bool> {
     Ok(true)
 }
 
+/// When the tokens file was last changed, and how long it is: read again when either differs.
+type Stamp = Option<(SystemTime, u64)>;
+
 /// The daemon's view of the tokens file, read again whenever it changed.
 pub struct Book {
     file: PathBuf,
-    cached: Mutex<(Option<(SystemTime, u64)>, Vec<TokenRecord>)>,
+    cached: Mutex<(Stamp, Vec<TokenRecord>)>,
 }
 
 impl Book {

@@ -17,6 +17,8 @@
 //!   `operation_resume` takes only holds this server saw opened for its Space: the `approval_id`
 //!   of an `approval_create` result, or of an `APPROVAL_REQUIRED` refusal of its own
 //!   `apply_patch`/`exec_command`.
+//! - The same checks serve a tool caller's token ([`Scope::for_token`], [`crate::access`]),
+//!   whose refusals are `FORBIDDEN` and say the token is scoped.
 //! - **Refusal**: `UNAUTHORIZED` with a message saying the server is scoped (and `field` naming
 //!   the argument, when one named another Space); a lookup that fails answers its own error
 //!   (`PROCESS_NOT_FOUND`, `WORK_NOT_FOUND`). The refused call never reaches the daemon.
