@@ -7,6 +7,10 @@
 //! usual slip is a camelCase or misspelt name that would otherwise vanish without a word
 //! (case C1). A wrongly typed or missing field is named the same way. The error's `field`
 //! carries the path for programs.
+//!
+//! A refusal never repeats a value of the request (it may be a secret, or markup for whoever
+//! shows the error): it says which kind of value came and what was expected. Key names are
+//! repeated, cut to [`MAX_KEY_CHARS`].
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -27,8 +31,39 @@ pub fn decode<T: DeserializeOwned>(op: &str, value: Value) -> Result<T, ApiError
     })
 }
 
+/// The longest key name a refusal repeats; longer ones are cut (ending in `...`).
+pub const MAX_KEY_CHARS: usize = 64;
+
+fn shorten(name: &str) -> String {
+    if name.chars().count() <= MAX_KEY_CHARS {
+        return name.to_owned();
+    }
+    format!("{}...", name.chars().take(MAX_KEY_CHARS).collect::<String>())
+}
+
+/// serde's message without the value it quotes: `invalid type: string "x", expected u32`
+/// becomes `invalid type: string, expected u32`, ``unknown variant `x`, expected ...`` becomes
+/// `unknown variant, expected ...`. Other messages are the code's own and pass unchanged.
+fn without_value(inner: &str) -> String {
+    for prefix in ["invalid type: ", "invalid value: ", "unknown variant "] {
+        if let Some(rest) = inner.strip_prefix(prefix) {
+            // The expected part comes from the type, never from the input: the last one.
+            let (got, expected) = rest.rsplit_once(", expected ").unwrap_or((rest, ""));
+            let kind = got.split(['"', '`']).next().unwrap_or("").trim_end();
+            let head = prefix.trim_end();
+            let head = if kind.is_empty() { head.to_owned() } else { format!("{head} {kind}") };
+            return if expected.is_empty() { head } else { format!("{head}, expected {expected}") };
+        }
+    }
+    inner.to_owned()
+}
+
 /// The `INVALID_ARGUMENT` error for serde's message `inner` at `path` (`.` for the top level).
 fn refusal(op: &str, path: &str, inner: &str) -> ApiError {
+    let path = shorten(path);
+    let path = path.as_str();
+    let inner = without_value(inner);
+    let inner = inner.as_str();
     let at = |field: &str| -> String {
         match path {
             "." | "" => field.to_owned(),
@@ -39,7 +74,7 @@ fn refusal(op: &str, path: &str, inner: &str) -> ApiError {
     let (field, message) = if let Some(rest) = inner.strip_prefix("unknown field `") {
         let (key, expected) = rest.split_once('`').unwrap_or((rest, ""));
         let valid = backticked(expected);
-        let field = at(key);
+        let field = at(&shorten(key));
         let hint = match closest(key, &valid) {
             Some(best) => format!("; did you mean `{best}`?"),
             None => String::new(),
@@ -130,5 +165,23 @@ mod tests {
         assert_eq!(e.field.as_deref(), Some("prompt"));
         let e = decode::<Req>("op", serde_json::json!({"prompt": "hi", "zzzzzz": 1})).unwrap_err();
         assert!(!e.message.contains("did you mean"), "{}", e.message);
+    }
+
+    #[test]
+    fn refusals_never_repeat_a_value() {
+        let secret = "sk-live-<script>alert(1)</script>, expected nothing";
+        for args in [
+            serde_json::json!({"prompt": "hi", "max": secret}),
+            serde_json::json!({"prompt": secret.len(), "max": 1}),
+            serde_json::json!({"prompt": "hi", "options": {"exit_when_idle": secret}}),
+            serde_json::json!({"prompt": "hi", "options": secret}),
+        ] {
+            let e = decode::<Req>("op", args.clone()).unwrap_err();
+            assert!(!e.message.contains("sk-live") && !e.message.contains(&secret.len().to_string()), "{args}: {}", e.message);
+            assert!(e.message.contains("invalid type: ") && e.message.contains(", expected "), "{args}: {}", e.message);
+        }
+        let long_key = "k".repeat(500);
+        let e = decode::<Req>("op", serde_json::json!({"prompt": "hi", long_key.clone(): 1})).unwrap_err();
+        assert!(!e.message.contains(&long_key) && e.message.contains(&format!("{}...", "k".repeat(MAX_KEY_CHARS))), "{}", e.message);
     }
 }

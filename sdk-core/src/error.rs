@@ -10,10 +10,15 @@ use serde::{Deserialize, Serialize};
 /// fails because of output size. `RESOURCE_QUEUE_FULL`: a run already holds its limit of
 /// queued follow-ups. `AGENT_BUSY`: a follow-up while a stop is ending the run. `TIMEOUT`:
 /// `write_stdin` to a process that stopped reading.
+///
+/// `UNAUTHORIZED`: no credential, or a wrong one (also a mutation of a read-only Space).
+/// `FORBIDDEN`: the credential is known but lacks the right (a tool caller's token asking for
+/// an operator's operation, another Space, or a change with watch scope).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
     Unauthorized,
+    Forbidden,
     WorkspaceNotFound,
     WorkspaceBusy,
     ResourceQueueFull,

@@ -11,6 +11,8 @@
 //! - `SPACES_STALL_MS`: a turn silent this long gets a `notice`; twice as long ends it `error`.
 //! - `SPACES_EXEC_TIMEOUT_MS`: time limit of one `exec_command` (default 30 min; 0: none).
 //!   Extra environment for commands is set in `config.json` (`exec_env`), never by clients.
+//! - `SPACES_HTTP_MAX_CONNECTIONS`, `SPACES_HTTP_HEADER_TIMEOUT_MS`, `SPACES_HTTP_BODY_TIMEOUT_MS`:
+//!   the listeners' limits ([`crate::http::listen`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -33,6 +35,12 @@ pub const DEFAULT_EXEC_TIMEOUT_MS: u64 = 30 * 60 * 1000;
 /// Default stall limit of a turn, in ms (no output at all for this long).
 pub const DEFAULT_STALL_MS: u64 = 300_000;
 
+/// Default time a connection may take to send a request head, and stay idle between requests.
+pub const DEFAULT_HTTP_HEADER_TIMEOUT_MS: u64 = 10_000;
+
+/// Default time a request body may stall (no data).
+pub const DEFAULT_HTTP_BODY_TIMEOUT_MS: u64 = 30_000;
+
 /// The optional `config.json` in the state dir. Every field may be omitted.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -46,6 +54,12 @@ pub struct ConfigFile {
     pub exec_env: BTreeMap<String, String>,
     /// Time limit of one `exec_command` in ms; 0: none.
     pub exec_timeout_ms: Option<u64>,
+    /// Open connections per listener (default: a quarter of `RLIMIT_NOFILE`, 16..=1024).
+    pub http_max_connections: Option<usize>,
+    /// Request-head and keep-alive idle limit, ms.
+    pub http_header_timeout_ms: Option<u64>,
+    /// Request-body stall limit, ms.
+    pub http_body_timeout_ms: Option<u64>,
 }
 
 /// The resolved configuration of one daemon.
@@ -58,6 +72,15 @@ pub struct Config {
     pub stall_ms: u64,
     pub exec_env: BTreeMap<String, String>,
     pub exec_timeout_ms: u64,
+    /// `None`: derived from `RLIMIT_NOFILE` when serving.
+    pub http_max_connections: Option<usize>,
+    pub http_header_timeout_ms: u64,
+    pub http_body_timeout_ms: u64,
+}
+
+/// The environment variable `name` parsed, if set and valid.
+fn env_num<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::env::var(name).ok().and_then(|s| s.parse().ok())
 }
 
 impl Config {
@@ -101,6 +124,13 @@ impl Config {
             stall_ms,
             exec_env: file.exec_env,
             exec_timeout_ms,
+            http_max_connections: env_num("SPACES_HTTP_MAX_CONNECTIONS").or(file.http_max_connections),
+            http_header_timeout_ms: env_num("SPACES_HTTP_HEADER_TIMEOUT_MS")
+                .or(file.http_header_timeout_ms)
+                .unwrap_or(DEFAULT_HTTP_HEADER_TIMEOUT_MS),
+            http_body_timeout_ms: env_num("SPACES_HTTP_BODY_TIMEOUT_MS")
+                .or(file.http_body_timeout_ms)
+                .unwrap_or(DEFAULT_HTTP_BODY_TIMEOUT_MS),
         })
     }
 

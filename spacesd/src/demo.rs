@@ -78,10 +78,12 @@ pub async fn run(cfg: Config, args: DemoArgs) -> anyhow::Result<()> {
     let socket = cfg.socket_path();
     println!("== spacesd demo: state dir {}, Space dir {}", cfg.state_dir.display(), space_dir.display());
 
-    let state = crate::serve::open(cfg.clone()).await?;
+    let state = crate::serve::open(cfg.clone(), &[]).await?;
     let listener = tokio::net::UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
+    let limits = crate::http::Limits::of(&cfg);
+    let access = std::sync::Arc::new(crate::access::Access::new(&cfg.state_dir, None));
     let app = crate::http::router(state.sup, state.cs);
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    tokio::spawn(crate::http::serve_unix(listener, app, access, limits));
     let client = Client::new(Endpoint::Unix(socket));
     println!("{model_line}");
 

@@ -11,6 +11,7 @@
 //! What it never does: keep a run's state only in memory (everything a caller can read survives
 //! a restart), or pass its own environment to agents (only what a run names).
 
+pub mod access;
 pub mod cli;
 pub mod config;
 pub mod demo;

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use crate::config::Config;
-use crate::http::{self, AppState, TcpAuth};
+use crate::access::Access;
+use crate::http::{self, AppState};
 use crate::mcp;
 use crate::store::Store;
 use crate::supervisor::Supervisor;
@@ -26,11 +27,15 @@ pub struct ServeOptions {
 }
 
 /// Open state and build the supervisor (recovering runs a previous daemon left) and the
-/// CodeSpace tool service (`<state dir>/codespace.db`).
-pub async fn open(cfg: Config) -> anyhow::Result<AppState> {
+/// CodeSpace tool service (`<state dir>/codespace.db`). No Space root may reach the state dir
+/// or any of `secrets` (files the daemon keeps elsewhere, e.g. `--token-file`).
+pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> {
     crate::fsutil::create_private_dir(&cfg.state_dir)
         .with_context(|| format!("cannot create state dir {}", cfg.state_dir.display()))?;
     let store = Arc::new(Store::open(&cfg.db_path()).context("cannot open the state database")?);
+    for secret in secrets {
+        store.protect(secret);
+    }
     let cs = crate::workspaces::open(&cfg, store.clone()).context("cannot open the CodeSpace ledger")?;
     let leftovers = cs.end_leftovers().await;
     if !leftovers.signalled.is_empty() {
@@ -70,7 +75,8 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let state = open(cfg).await?;
+    let secrets: Vec<PathBuf> = tcp_token.iter().map(|(_, file, _)| file.clone()).collect();
+    let state = open(cfg, &secrets).await?;
     let sup = state.sup.clone();
     let app = http::router(state.sup.clone(), state.cs.clone());
     // `/mcp` on each listener (its accepted `Host` values differ), ended with the daemon.
@@ -81,21 +87,21 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     // Everything a client may look for (token file, tcp.addr, signal handling) is ready before
     // the Unix socket accepts its first request: callers wait for the socket.
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    if let Some((addr, token_file, token)) = tcp_token {
-        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot bind {addr}"))?;
+    let limits = http::Limits::of(sup.config());
+    let access = Arc::new(Access::new(&sup.config().state_dir, tcp_token.as_ref().map(|(_, _, token)| token.as_str())));
+    if let Some((addr, token_file, _)) = tcp_token {
+        let listener = bind_tcp(addr).with_context(|| format!("cannot bind {addr}"))?;
         let bound = listener.local_addr()?;
         std::fs::write(sup.config().state_dir.join("tcp.addr"), bound.to_string())?;
-        let app = app
-            .clone()
-            .merge(mcp_route(mcp::http::Listener::Tcp(bound)))
-            .layer(axum::middleware::from_fn_with_state(TcpAuth { token }, http::auth_check));
-        tasks.spawn(async move { axum::serve(listener, app).await.map_err(anyhow::Error::from) });
-        eprintln!("spacesd: listening on http://{bound} (bearer token in {})", token_file.display());
+        let app = app.clone().merge(mcp_route(mcp::http::Listener::Tcp(bound)));
+        let access = access.clone();
+        tasks.spawn(async move { http::serve_tcp(listener, app, access, limits).await.map_err(anyhow::Error::from) });
+        eprintln!("spacesd: listening on http://{bound} (operator's bearer token in {})", token_file.display());
     }
     let unix = tokio::net::UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
     let app = app.merge(mcp_route(mcp::http::Listener::Unix));
-    tasks.spawn(async move { axum::serve(unix, app).await.map_err(anyhow::Error::from) });
+    tasks.spawn(async move { http::serve_unix(unix, app, access, limits).await.map_err(anyhow::Error::from) });
     eprintln!("spacesd: listening on {}", socket.display());
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
@@ -111,6 +117,19 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     eprintln!("spacesd: shutting down; agent runs go on under their shims and the next start re-adopts them");
     Ok(())
 }
+
+/// A TCP listener on `addr` whose backlog holds [`TCP_BACKLOG`] connections: past the
+/// connection cap ([`http::Limits`]) new connections wait there, holding none of the daemon's
+/// descriptors.
+fn bind_tcp(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(TCP_BACKLOG)
+}
+
+/// The TCP listener's backlog (the kernel caps it at `net.core.somaxconn`).
+pub const TCP_BACKLOG: u32 = 1024;
 
 /// Read the bearer token from `path`, creating it (0600, random) if missing. A token file
 /// readable by others is refused.

@@ -29,7 +29,7 @@ fn family(code: ErrorCode) -> Family {
         InvalidPatch | InvalidCommand | InvalidArgument | PathEscape | SymlinkRejected | SpecialFileRejected
         | PathNotDirectory | ProcessNotTty => Family::Invalid,
         HarnessUnavailable | ProcessSpawnFailed | Timeout => Family::Unavailable,
-        Unauthorized | FileOperationFailed | ApprovalRequired | Internal => Family::Other,
+        Unauthorized | Forbidden | FileOperationFailed | ApprovalRequired | Internal => Family::Other,
     }
 }
 

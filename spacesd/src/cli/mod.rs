@@ -83,6 +83,13 @@ pub enum Command {
         #[arg(long)]
         no_autostart: bool,
     },
+    /// Tool callers' tokens: create, list, revoke (see docs/operations.md, "Security model").
+    ///
+    /// A caller's token acts on one Space only: `control` uses its tools and agents, `watch` only
+    /// reads. It never registers Spaces, grants approvals or reads other Spaces. Tokens are kept
+    /// hashed in <state dir>/tokens.json (0600); the daemon honours changes on the next request.
+    #[command(subcommand)]
+    Token(TokenCmd),
     /// Install the pinned agent CLIs now (otherwise they are installed on first use).
     #[command(subcommand)]
     Tools(ToolsCmd),
@@ -126,6 +133,23 @@ pub enum SpaceCmd {
 pub enum ApprovalsArg {
     Off,
     Confirm,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCmd {
+    /// Create a token for one Space and print it (shown only this once); its id goes to stderr.
+    Create {
+        /// The Space it may act on.
+        #[arg(long, value_name = "NAME")]
+        space: String,
+        /// `control`: tools and agents of the Space; `watch`: only operations that change nothing.
+        #[arg(long, value_enum)]
+        scope: crate::access::CallerScope,
+    },
+    /// List the tokens (id, Space, scope; never the secret) as JSON.
+    List,
+    /// Revoke the token ID (refused from the next request on).
+    Revoke { id: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -224,10 +248,39 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             }
             crate::mcp::stdio::run(cfg, crate::mcp::stdio::Options { space, no_autostart }).await
         }
+        Command::Token(cmd) => token(&cfg, cmd),
         Command::Tools(ToolsCmd::Install { harness }) => tools_install(&cfg, harness).await,
         Command::Demo(args) => crate::demo::run(cfg, args).await,
         Command::Shim { .. } => anyhow::bail!("the shim runs before any runtime starts (cli::run)"),
     }
+}
+
+fn token(cfg: &Config, cmd: TokenCmd) -> anyhow::Result<()> {
+    use crate::access::tokens;
+    match cmd {
+        TokenCmd::Create { space, scope } => {
+            if space.trim().is_empty() {
+                anyhow::bail!("--space needs the name of a Space");
+            }
+            let (record, secret) = tokens::create(&cfg.state_dir, &space, scope)?;
+            println!("{secret}");
+            eprintln!("spacesd: token {} for Space {space:?} with {} scope (shown once; revoke with `spacesd token revoke {}`)", record.id, scope.as_str(), record.id);
+        }
+        TokenCmd::List => {
+            let listed: Vec<serde_json::Value> = tokens::list(&cfg.state_dir)?
+                .into_iter()
+                .map(|t| serde_json::json!({"id": t.id, "space": t.space, "scope": t.scope, "created_ms": t.created_ms}))
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&listed)?);
+        }
+        TokenCmd::Revoke { id } => {
+            if !tokens::revoke(&cfg.state_dir, &id)? {
+                anyhow::bail!("no token {id:?} (see `spacesd token list`)");
+            }
+            eprintln!("spacesd: token {id} revoked");
+        }
+    }
+    Ok(())
 }
 
 fn client(cfg: &Config) -> Client {

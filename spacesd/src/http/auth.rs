@@ -1,18 +1,27 @@
-//! Bearer-token and Host/Origin checks for the TCP listener.
+//! Each listener's credential check: the request's [`Principal`] (see [`crate::access`]) goes
+//! into its extensions, or the request is refused `UNAUTHORIZED` here.
+//!
+//! - TCP ([`check_tcp`]): `Host`/`Origin` must name a loopback host (DNS rebinding, cross-site
+//!   requests), and `Authorization: Bearer` must carry the operator's token or a caller's.
+//! - Unix socket ([`check_unix`]): a bearer token, when given, decides as on TCP (a process may
+//!   present a caller's token to act with less); without one, the peer's uid (`SO_PEERCRED`,
+//!   [`PeerUid`]) must be the daemon's or root's.
+
+use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::header;
+use axum::http::{header, HeaderMap};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use spaces_sdk::{ApiError, ErrorCode};
 
 use super::HttpError;
+use crate::access::{Access, Principal};
 
-/// The token every TCP request must present.
-#[derive(Clone)]
-pub struct TcpAuth {
-    pub token: String,
-}
+/// The uid of a Unix-socket connection's peer (`SO_PEERCRED`), set by the listener
+/// ([`super::listen`]) on every request of the connection.
+#[derive(Debug, Clone, Copy)]
+pub struct PeerUid(pub u32);
 
 fn loopback_host(value: &str) -> bool {
     let host = value.trim();
@@ -25,22 +34,56 @@ fn loopback_host(value: &str) -> bool {
     matches!(host, "localhost" | "127.0.0.1" | "::1")
 }
 
-/// Refuse requests without the bearer token (403 `UNAUTHORIZED`) or naming a non-loopback
-/// `Host`/`Origin` (DNS-rebinding and cross-site requests).
-pub async fn check(State(auth): State<TcpAuth>, req: Request, next: Next) -> Response {
+fn refuse(message: &str) -> Response {
+    HttpError(ApiError::new(ErrorCode::Unauthorized, message)).into_response()
+}
+
+/// The bearer token of `headers`: `None` without an `Authorization` header, `Some(None)` for one
+/// that is not `Bearer <token>`.
+fn bearer(headers: &HeaderMap) -> Option<Option<&str>> {
+    let value = headers.get(header::AUTHORIZATION)?;
+    Some(value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")).map(str::trim))
+}
+
+const BAD_TOKEN: &str = "missing or wrong bearer token: use the operator's token (the daemon's token file) or a caller's token from `spacesd token create`";
+
+/// TCP: refuse a non-loopback `Host`/`Origin` or a missing or unknown bearer token (403
+/// `UNAUTHORIZED`); otherwise run the request as the token's principal.
+pub async fn check_tcp(State(access): State<Arc<Access>>, mut req: Request, next: Next) -> Response {
     let headers = req.headers();
     let host_ok = headers.get(header::HOST).and_then(|v| v.to_str().ok()).map(loopback_host).unwrap_or(false);
     let origin_ok = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()).map(loopback_host).unwrap_or(true);
     if !host_ok || !origin_ok {
-        return HttpError(ApiError::new(ErrorCode::Unauthorized, "Host/Origin must be a loopback address")).into_response();
+        return refuse("Host/Origin must be a loopback address");
     }
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    if presented != Some(auth.token.as_str()) {
-        return HttpError(ApiError::new(ErrorCode::Unauthorized, "missing or wrong bearer token; read it from the daemon's token file")).into_response();
-    }
+    let Some(principal) = bearer(headers).flatten().and_then(|t| access.by_token(t)) else {
+        return refuse(BAD_TOKEN);
+    };
+    req.extensions_mut().insert(principal);
+    next.run(req).await
+}
+
+/// Unix socket: a bearer token decides when given (refused if unknown); without one, the peer
+/// uid must be the daemon's or root's (403 `UNAUTHORIZED` otherwise).
+pub async fn check_unix(State(access): State<Arc<Access>>, mut req: Request, next: Next) -> Response {
+    let principal: Principal = match bearer(req.headers()) {
+        Some(token) => match token.and_then(|t| access.by_token(t)) {
+            Some(p) => p,
+            None => return refuse(BAD_TOKEN),
+        },
+        None => match req.extensions().get::<PeerUid>().copied() {
+            Some(PeerUid(uid)) => match access.by_peer_uid(uid) {
+                Some(p) => p,
+                None => {
+                    return refuse(&format!(
+                        "uid {uid} is not this daemon's (uid {}): present a caller's token (`spacesd token create`) as a bearer token",
+                        access.daemon_uid()
+                    ))
+                }
+            },
+            None => return refuse("the peer of this connection is unknown"),
+        },
+    };
+    req.extensions_mut().insert(principal);
     next.run(req).await
 }

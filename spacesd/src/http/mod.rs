@@ -8,10 +8,13 @@
 //! - `GET /v1/tools` -> `{"tools": [names]}` (the CodeSpace tools)
 //! - anything else: 404 (unknown route) or 405 (wrong method, with `Allow`), in the envelope.
 //!
-//! On the Unix socket (0600) no token is needed. On TCP every request needs
-//! `Authorization: Bearer <token>`, and `Host`/`Origin` must name a loopback host.
+//! Who may call what is decided per request ([`auth`], [`crate::access`]): on the Unix socket
+//! (0600) the peer's uid or a bearer token, on TCP a bearer token and a loopback
+//! `Host`/`Origin`. The listeners and their limits: [`listen`]. Error messages never repeat
+//! request values (a body, a query value, a token): only field names and what was expected.
 
-mod auth;
+pub mod auth;
+pub mod listen;
 mod ops;
 mod routes;
 mod tools;
@@ -22,7 +25,7 @@ use axum::Json;
 use spaces_sdk::error::ErrorEnvelope;
 use spaces_sdk::{ApiError, ErrorCode};
 
-pub use auth::{check as auth_check, TcpAuth};
+pub use listen::{serve_tcp, serve_unix, Limits};
 pub use ops::MAX_BODY_BYTES;
 pub use routes::{router, AppState};
 
@@ -35,12 +38,12 @@ pub fn error_response(e: ApiError, status: StatusCode) -> Response {
 }
 
 /// The HTTP status of an error code (API reference, "Error codes"): 404 for `*_NOT_FOUND`, 409
-/// for conflicts and busy states, 403 for `UNAUTHORIZED`, 429 for `RESOURCE_QUEUE_FULL`, 500 for
+/// for conflicts and busy states, 403 for `UNAUTHORIZED` and `FORBIDDEN`, 429 for `RESOURCE_QUEUE_FULL`, 500 for
 /// `INTERNAL`, 400 otherwise.
 pub fn status_of(code: ErrorCode) -> StatusCode {
     use ErrorCode::*;
     match code {
-        Unauthorized => StatusCode::FORBIDDEN,
+        Unauthorized | Forbidden => StatusCode::FORBIDDEN,
         WorkspaceNotFound | FileNotFound | OperationNotFound | ProcessNotFound | WorkNotFound
         | IntentNotFound | ApprovalNotFound | RunNotFound => StatusCode::NOT_FOUND,
         WorkspaceBusy | AddFileExists | MoveDestinationExists | VersionConflict | OperationKeyConflict

@@ -7,7 +7,9 @@
 //! - plus the `{field}` path segments as strings (a body that names the same field differently
 //!   is refused).
 //!
-//! The row then decodes it (unknown keys refused) and runs; errors go out in the envelope.
+//! The row then decodes it (unknown keys refused) and runs as the request's principal
+//! ([`crate::access`]); errors go out in the envelope. A request that reached no credential
+//! check (no principal) is refused `UNAUTHORIZED`.
 
 use std::collections::HashMap;
 
@@ -17,12 +19,13 @@ use axum::extract::{Path, RawQuery};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{on, MethodFilter, MethodRouter};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use serde_json::{Map, Value};
 use spaces_sdk::op::HttpMethod;
 use spaces_sdk::{ApiError, ErrorCode};
 
 use super::{error_response, HttpError};
+use crate::access::Principal;
 use crate::service::{table, Row, Service};
 
 /// Largest request body, bytes (a patch of a large file fits). Larger bodies are refused with
@@ -40,17 +43,27 @@ pub fn routes(service: Service) -> Router {
         };
         let scalar_types = query_types(row);
         let (svc, row_ref) = (service.clone(), row.clone());
-        let handler = move |path: Result<Path<HashMap<String, String>>, PathRejection>,
+        let handler = move |principal: Option<Extension<Principal>>,
+                            path: Result<Path<HashMap<String, String>>, PathRejection>,
                             RawQuery(query): RawQuery,
                             body: Result<Bytes, BytesRejection>| {
             let (svc, row, types) = (svc.clone(), row_ref.clone(), scalar_types.clone());
             async move {
-                match arguments(&row, &types, path, query, body) {
-                    Ok(args) => match row.call(svc, args).await {
-                        Ok(v) => Json(v).into_response(),
-                        Err(e) => HttpError(e).into_response(),
-                    },
-                    Err(response) => *response,
+                let Some(Extension(principal)) = principal else {
+                    return HttpError(ApiError::new(ErrorCode::Unauthorized, "no credential was checked for this request"))
+                        .into_response();
+                };
+                let args = match arguments(&row, &types, path, query, body) {
+                    Ok(args) => args,
+                    Err(response) => return *response,
+                };
+                let result = match principal {
+                    Principal::Operator => row.call(svc, args).await,
+                    caller => caller.call(&svc, row.info.name, args).await,
+                };
+                match result {
+                    Ok(v) => Json(v).into_response(),
+                    Err(e) => HttpError(e).into_response(),
                 }
             }
         };
@@ -131,29 +144,39 @@ fn arguments(
     } else {
         match serde_json::from_slice::<Value>(&body) {
             Ok(Value::Object(m)) => m,
-            Ok(other) => return Err(refuse(format!("the body must be a JSON object of request fields, not {other}"), None)),
+            Ok(other) => {
+                let kind = match other {
+                    Value::Array(_) => "an array",
+                    Value::String(_) => "a string",
+                    Value::Number(_) => "a number",
+                    Value::Bool(_) => "a boolean",
+                    _ => "null",
+                };
+                return Err(refuse(format!("the body must be a JSON object of request fields, not {kind}"), None));
+            }
             Err(e) => return Err(refuse(format!("the body is not valid JSON: {e}"), None)),
         }
     };
     if let Some(query) = query.filter(|q| !q.is_empty()) {
         let pairs: Vec<(String, String)> =
-            serde_urlencoded::from_str(&query).map_err(|e| refuse(format!("malformed query string: {e}"), None))?;
+            serde_urlencoded::from_str(&query).map_err(|_| refuse("malformed query string".to_owned(), None))?;
         for (key, raw) in pairs {
             let kind = types.get(&key).copied().unwrap_or(Scalar::Text);
             let value = convert(kind, &raw).map_err(|expected| {
-                refuse(format!("invalid value for `{key}`: expected {expected}, got {raw:?}"), Some(key.clone()))
+                refuse(format!("invalid value for `{key}`: expected {expected}"), Some(key.clone()))
             })?;
             if args.insert(key.clone(), value).is_some() {
-                return Err(refuse(format!("`{key}` is given twice"), Some(key)));
+                let shown: String = key.chars().take(spaces_sdk::decode::MAX_KEY_CHARS).collect();
+                return Err(refuse(format!("`{shown}` is given twice"), Some(shown)));
             }
         }
     }
-    let path = path.map_err(|e| refuse(format!("bad path: {}", e.body_text()), None))?;
+    let path = path.map_err(|_| refuse("a path segment is not valid (percent-encoded UTF-8)".to_owned(), None))?;
     for (key, value) in path.0 {
         match args.get(&key) {
             Some(Value::String(v)) if *v == value => {}
-            Some(other) => {
-                return Err(refuse(format!("`{key}` is {value:?} in the path but {other} in the request"), Some(key)));
+            Some(_) => {
+                return Err(refuse(format!("`{key}` differs between the path and the request"), Some(key)));
             }
             None => {
                 args.insert(key, Value::String(value));

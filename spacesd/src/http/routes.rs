@@ -33,11 +33,8 @@ pub fn router(sup: Supervisor, cs: CodeSpace) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
 }
 
-async fn not_found(uri: Uri) -> Response {
-    let e = ApiError::new(
-        ErrorCode::InvalidArgument,
-        format!("no route {}: see docs/api.md or GET /v1/openapi.json for the routes", uri.path()),
-    );
+async fn not_found() -> Response {
+    let e = ApiError::new(ErrorCode::InvalidArgument, "no such route: see docs/api.md or GET /v1/openapi.json for the routes");
     error_response(e, StatusCode::NOT_FOUND)
 }
 
@@ -50,8 +47,7 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Response {
     let e = ApiError::new(
         ErrorCode::InvalidArgument,
         format!(
-            "{method} is not allowed on {}{}",
-            uri.path(),
+            "{method} is not allowed on this route{}",
             if allowed.is_empty() { String::new() } else { format!(": use {}", allowed.join(" or ")) }
         ),
     );

@@ -13,10 +13,11 @@ use rmcp::model::{
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
-use spaces_sdk::ApiError;
+use spaces_sdk::{ApiError, ErrorCode};
 use tokio_util::sync::CancellationToken;
 
 use super::backend::Backend;
+use crate::access::Principal;
 use super::scope::Scope;
 use super::tools::{self, ToolEntry};
 
@@ -64,10 +65,11 @@ impl<B: Backend> SpacesMcp<B> {
         }
     }
 
-    /// Runs tool `name` with `args`: `Ok(result)` for a success or a refusal, `Err` for an
-    /// unknown tool; `None` in the `Ok` when the call was cancelled before it answered.
+    /// Runs tool `name` with `args` as `asker`: `Ok(result)` for a success or a refusal, `Err`
+    /// for an unknown tool; `None` in the `Ok` when the call was cancelled before it answered.
     async fn run(
         &self,
+        asker: Asker,
         name: &str,
         args: Value,
         cancelled: &CancellationToken,
@@ -77,9 +79,13 @@ impl<B: Backend> SpacesMcp<B> {
             return Err(McpError::invalid_params(format!("unknown tool {name:?}; tools/list names them"), None));
         };
         let call = async {
-            match &self.scope {
-                Some(scope) => scope.call(&self.backend, name, args).await,
-                None => self.backend.call(name, args).await,
+            match (asker, &self.scope) {
+                (Asker::Unchecked, _) => {
+                    Err(ApiError::new(ErrorCode::Unauthorized, "no credential was checked for this request"))
+                }
+                (Asker::Is(Principal::Caller(caller)), _) => Principal::Caller(caller).call(&self.backend, name, args).await,
+                (_, Some(scope)) => scope.call(&self.backend, name, args).await,
+                (_, None) => self.backend.call(name, args).await,
             }
         };
         let ticker = async {
@@ -99,6 +105,28 @@ impl<B: Backend> SpacesMcp<B> {
             Ok(value) => CallToolResult::structured(tools::structured(entry, value)),
             Err(e) => refusal(&e),
         }))
+    }
+}
+
+/// Who sends an MCP request.
+enum Asker {
+    /// Not over HTTP (stdio): the daemon checks the credentials of the socket connection.
+    Transport,
+    /// Over HTTP, as this principal ([`crate::access`]).
+    Is(Principal),
+    /// Over HTTP without a checked credential: refused.
+    Unchecked,
+}
+
+/// The asker of a request: `/mcp` carries the HTTP request's parts, whose extensions hold the
+/// principal the listener's credential check found.
+fn asker(context: &RequestContext<RoleServer>) -> Asker {
+    match context.extensions.get::<axum::http::request::Parts>() {
+        None => Asker::Transport,
+        Some(parts) => match parts.extensions.get::<Principal>() {
+            Some(p) => Asker::Is(p.clone()),
+            None => Asker::Unchecked,
+        },
     }
 }
 
@@ -145,9 +173,14 @@ Errors come back as isError results whose text is {{code, message, ...}}.",
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.tool_list().iter().map(|t| t.tool.clone()).collect()))
+        let tools = match asker(&context) {
+            Asker::Is(Principal::Caller(caller)) => caller.tools().into_iter().map(|t| t.tool.clone()).collect(),
+            Asker::Unchecked => Vec::new(),
+            _ => self.tool_list().iter().map(|t| t.tool.clone()).collect(),
+        };
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -161,7 +194,7 @@ Errors come back as isError results whose text is {{code, message, ...}}.",
     ) -> Result<CallToolResponse, McpError> {
         let args = Value::Object(request.arguments.unwrap_or_default());
         let progress = context.meta.get_progress_token().map(|t| (context.peer.clone(), t));
-        match self.run(&request.name, args, &context.ct, progress).await? {
+        match self.run(asker(&context), &request.name, args, &context.ct, progress).await? {
             Some(result) => Ok(result.into()),
             // No answer goes out for a cancelled request (rmcp drops it); this error is for a
             // transport that closed under a running call.

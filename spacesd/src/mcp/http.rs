@@ -7,7 +7,8 @@
 //!   negotiate the sessionless 2026-07-28 revision are served without a session.
 //! - `Host` must name this listener ([`allowed_hosts`]; rmcp answers 403 otherwise: DNS
 //!   rebinding) and an `Origin`, when present, a loopback origin. On TCP the daemon's bearer
-//!   token and loopback checks ([`crate::http::auth_check`]) apply before either.
+//!   token and loopback checks ([`crate::http::auth`]) apply before either, and every tool call
+//!   runs as the request's principal ([`crate::access`]).
 //! - The daemon's shutdown token ends every session and stream.
 
 use std::net::SocketAddr;

@@ -17,6 +17,8 @@
 //!   `operation_resume` takes only holds this server saw opened for its Space: the `approval_id`
 //!   of an `approval_create` result, or of an `APPROVAL_REQUIRED` refusal of its own
 //!   `apply_patch`/`exec_command`.
+//! - The same checks serve a tool caller's token ([`Scope::for_token`], [`crate::access`]),
+//!   whose refusals are `FORBIDDEN` and say the token is scoped.
 //! - **Refusal**: `UNAUTHORIZED` with a message saying the server is scoped (and `field` naming
 //!   the argument, when one named another Space); a lookup that fails answers its own error
 //!   (`PROCESS_NOT_FOUND`, `WORK_NOT_FOUND`). The refused call never reaches the daemon.
@@ -39,24 +41,38 @@ pub const SPACE_FIELDS: [&str; 2] = ["workspace_id", "space"];
 /// Holds whose tool arguments name a workspace.
 const HOLDING_TOOLS: [&str; 3] = ["apply_patch", "exec_command", "approval_create"];
 
-/// The scope of one server: its Space, its tool list, and the holds it saw opened.
+/// The scope of one server (or one tool caller's token): its Space, its tool list, the holds
+/// it saw opened, and how it refuses.
 #[derive(Debug)]
 pub struct Scope {
     space: String,
     tools: Vec<ToolEntry>,
     holds: Mutex<HashSet<String>>,
+    /// Who is scoped, in refusals ("this MCP server", "this token").
+    holder: &'static str,
+    /// The code of a refusal.
+    refusal: ErrorCode,
 }
 
 impl Scope {
-    /// The scope of Space `space`.
+    /// The scope of an MCP server for Space `space`: refusals are `UNAUTHORIZED`.
     pub fn new(space: impl Into<String>) -> Arc<Scope> {
-        let space = space.into();
+        Self::build(space.into(), "this MCP server", ErrorCode::Unauthorized)
+    }
+
+    /// The scope of a tool caller's token for Space `space` ([`crate::access`]): the same
+    /// checks, refused `FORBIDDEN` (the credential is valid but lacks the right).
+    pub fn for_token(space: impl Into<String>) -> Arc<Scope> {
+        Self::build(space.into(), "this token", ErrorCode::Forbidden)
+    }
+
+    fn build(space: String, holder: &'static str, refusal: ErrorCode) -> Arc<Scope> {
         let tools = tools::tools()
             .iter()
             .filter(|t| !NOT_OFFERED.contains(&t.tool.name.as_ref()))
             .map(|t| scoped_entry(t, &space))
             .collect();
-        Arc::new(Scope { space, tools, holds: Mutex::new(HashSet::new()) })
+        Arc::new(Scope { space, tools, holds: Mutex::new(HashSet::new()), holder, refusal })
     }
 
     /// The Space.
@@ -102,9 +118,10 @@ impl Scope {
         if name == "operation_resume" {
             if let Some(Value::String(approval_id)) = args.get("approval_id") {
                 if !self.saw_hold(approval_id) {
-                    return Err(unauthorized(format!(
-                        "{}: this MCP server cannot tell which Space the hold {approval_id:?} belongs to; it resumes only holds it saw opened for Space {:?} (the approval_id of its own approval_create, apply_patch or exec_command)",
+                    return Err(self.refuse(format!(
+                        "{}: {} cannot tell which Space the hold {approval_id:?} belongs to; it resumes only holds it saw opened for Space {:?} (the approval_id of its own approval_create, apply_patch or exec_command)",
                         self.scoped(),
+                        self.holder,
                         self.space
                     )));
                 }
@@ -142,7 +159,7 @@ impl Scope {
             }
             Some(Value::String(s)) if *s == self.space => Ok(()),
             Some(Value::String(other)) => {
-                let mut e = unauthorized(format!(
+                let mut e = self.refuse(format!(
                     "{}: {path} {other:?} names another Space; leave it out or name {:?}",
                     self.scoped(),
                     self.space
@@ -158,17 +175,17 @@ impl Scope {
     fn owned(&self, record: &Value, field: &str, what: &str) -> Result<(), ApiError> {
         match record.get(field).and_then(Value::as_str) {
             Some(s) if s == self.space => Ok(()),
-            _ => Err(unauthorized(format!("{}: {what} belongs to another Space", self.scoped()))),
+            _ => Err(self.refuse(format!("{}: {what} belongs to another Space", self.scoped()))),
         }
     }
 
     fn scoped(&self) -> String {
-        format!("this MCP server is scoped to Space {:?}", self.space)
+        format!("{} is scoped to Space {:?}", self.holder, self.space)
     }
-}
 
-fn unauthorized(message: String) -> ApiError {
-    ApiError::new(ErrorCode::Unauthorized, message)
+    fn refuse(&self, message: String) -> ApiError {
+        ApiError::new(self.refusal, message)
+    }
 }
 
 /// True when the input schema of `entry` has the top-level property `field`.

@@ -8,7 +8,7 @@ pub mod events;
 pub mod runs;
 pub mod spaces;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::Connection;
@@ -72,9 +72,10 @@ pub struct JournalPos {
     pub offset: u64,
 }
 
-/// The open database.
+/// The open database, and the paths no Space may reach (see [`Store::protected`]).
 pub struct Store {
     conn: Mutex<Connection>,
+    protected: Mutex<Vec<PathBuf>>,
 }
 
 impl Store {
@@ -83,7 +84,21 @@ impl Store {
         let conn = spaces_codespace::sqlite::open(path, "NORMAL")?;
         conn.execute_batch(SCHEMA)?;
         migrate(&conn)?;
-        Ok(Store { conn: Mutex::new(conn) })
+        // The database lives in the state dir: that dir is protected from the start.
+        let protected = path.parent().map(|p| vec![p.to_path_buf()]).unwrap_or_default();
+        Ok(Store { conn: Mutex::new(conn), protected: Mutex::new(protected) })
+    }
+
+    /// Adds `path` (a secret the daemon keeps outside its state dir, e.g. `--token-file`) to the
+    /// paths no Space root may equal or contain.
+    pub fn protect(&self, path: &Path) {
+        self.protected.lock().unwrap_or_else(|p| p.into_inner()).push(path.to_path_buf());
+    }
+
+    /// The paths no Space root may equal, contain or lie inside: the state dir (database,
+    /// socket, tokens, run directories) and whatever [`Store::protect`] added.
+    pub fn protected(&self) -> Vec<PathBuf> {
+        self.protected.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The connection (poisoning is ignored: SQLite keeps its own consistency).

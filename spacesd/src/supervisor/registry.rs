@@ -1,8 +1,18 @@
 //! The Space registry as the supervisor sees it: registering a Space (name and root checks,
 //! idempotent re-registration, `replace` for a changed one), listing them, and the lookups every
 //! run operation starts with (a Space by name, a run inside a Space).
+//!
+//! Policy belongs to the directory, not the name. A root is refused when it is `/`, or equals,
+//! contains or lies inside a protected path (the state dir with its socket, tokens and run
+//! directories; a `--token-file` outside it): through such a Space `read` would hand out the
+//! daemon's secrets. A root that equals, contains or lies inside another Space's root must be at
+//! least as strict as that Space (read-only if it is read-only, `approvals: confirm` if it
+//! confirms), so a second name cannot lift a policy; only `replace` (an operator's deliberate
+//! choice) registers a laxer overlap.
 
-use spaces_sdk::{ErrorCode, SpaceRecord};
+use std::path::{Path, PathBuf};
+
+use spaces_sdk::{Approvals, ErrorCode, SpaceRecord};
 
 use crate::error::{refuse, Result};
 use crate::store::runs::RunRow;
@@ -25,6 +35,7 @@ pub(super) fn add(store: &Store, space: &SpaceRecord, replace: bool) -> Result<S
     if !root.is_dir() {
         return Err(refuse(ErrorCode::InvalidArgument, format!("Space root {} is not a directory", root.display())));
     }
+    refuse_protected(&root, &store.protected())?;
     let record = SpaceRecord { name: space.name.clone(), root: root.display().to_string(), read_only: space.read_only, approvals: space.approvals };
     if let Some(existing) = store.space_get(&record.name)? {
         if existing == record {
@@ -44,8 +55,71 @@ pub(super) fn add(store: &Store, space: &SpaceRecord, replace: bool) -> Result<S
             ));
         }
     }
+    if !replace {
+        refuse_laxer_overlap(&record, &root, &store.space_list()?)?;
+    }
     store.space_put(&record)?;
     Ok(record)
+}
+
+/// True when `a` equals, contains or lies inside `b` (whole path components).
+fn overlaps(a: &Path, b: &Path) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+/// Refuses a root that is `/` or overlaps one of the `protected` paths. Errors:
+/// `INVALID_ARGUMENT` naming the protected path.
+fn refuse_protected(root: &Path, protected: &[PathBuf]) -> Result<()> {
+    if root.parent().is_none() {
+        return Err(refuse(ErrorCode::InvalidArgument, "a Space root cannot be / (it holds the daemon's own state); register a project directory"));
+    }
+    for p in protected {
+        // A protected path that does not exist (yet) is compared as given.
+        let p = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+        if overlaps(root, &p) {
+            return Err(refuse(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "Space root {} overlaps {}, which holds the daemon's state and secrets; register a directory that neither contains it nor lies inside it",
+                    root.display(),
+                    p.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// True when `a`'s policy is at least as strict as `b`'s: read-only if `b` is, confirming if `b`
+/// confirms.
+fn at_least_as_strict(a: &SpaceRecord, b: &SpaceRecord) -> bool {
+    (a.read_only || !b.read_only) && (a.approvals == Approvals::Confirm || b.approvals == Approvals::Off)
+}
+
+/// Refuses `record` (rooted at `root`) when it overlaps another Space of `spaces` with a
+/// stricter policy. Errors: `INVALID_ARGUMENT` naming that Space and how to proceed.
+fn refuse_laxer_overlap(record: &SpaceRecord, root: &Path, spaces: &[SpaceRecord]) -> Result<()> {
+    let stricter = spaces
+        .iter()
+        .filter(|s| s.name != record.name && overlaps(root, Path::new(&s.root)))
+        .find(|s| !at_least_as_strict(record, s));
+    match stricter {
+        None => Ok(()),
+        Some(s) => Err(refuse(
+            ErrorCode::InvalidArgument,
+            format!(
+                "Space root {} overlaps Space {:?} ({}, read_only: {}, approvals: {}), and this policy (read_only: {}, approvals: {}) is laxer: \
+                 a Space's policy belongs to its directory; register at least as strict a policy, or (operator) add it with --replace (HTTP: ?replace=true) to accept the overlap",
+                root.display(),
+                s.name,
+                s.root,
+                s.read_only,
+                s.approvals.as_str(),
+                record.read_only,
+                record.approvals.as_str()
+            ),
+        )),
+    }
 }
 
 /// Every registered Space.
@@ -67,5 +141,68 @@ pub(super) fn run_in_space(store: &Store, space: &str, run_id: &str) -> Result<R
     match store.run_get(run_id)? {
         Some(run) if run.space == space => Ok(run),
         _ => Err(refuse(ErrorCode::RunNotFound, format!("no run {run_id:?} in Space {space:?}; list runs with `spacesd agent list --space {space}`"))),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn record(name: &str, root: &Path, read_only: bool, approvals: Approvals) -> SpaceRecord {
+        SpaceRecord { name: name.into(), root: root.display().to_string(), read_only, approvals }
+    }
+
+    /// A store in `<tmp>/state` and a project dir `<tmp>/work/proj` with `sub/` inside.
+    fn setup() -> (tempfile::TempDir, Store, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let dir_path = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(dir_path.join("state/runs")).unwrap();
+        std::fs::create_dir_all(dir_path.join("work/proj/sub")).unwrap();
+        let store = Store::open(&dir_path.join("state/spaces.db")).unwrap();
+        (dir, store, dir_path)
+    }
+
+    fn refused(r: Result<SpaceRecord>) -> String {
+        let e = r.unwrap_err().to_api();
+        assert_eq!(e.code, ErrorCode::InvalidArgument, "{}", e.message);
+        e.message
+    }
+
+    #[test]
+    fn roots_reaching_the_daemons_state_are_refused_even_with_replace() {
+        let (_tmp, store, base) = setup();
+        let secret = base.join("elsewhere/token");
+        std::fs::create_dir_all(secret.parent().unwrap()).unwrap();
+        std::fs::write(&secret, "t").unwrap();
+        store.protect(&secret);
+        for root in [Path::new("/"), &base, &base.join("state"), &base.join("state/runs"), &base.join("elsewhere")] {
+            let msg = refused(add(&store, &record("x", root, true, Approvals::Confirm), true));
+            assert!(msg.contains("cannot be /") || msg.contains("holds the daemon's state"), "{msg}");
+        }
+        add(&store, &record("proj", &base.join("work/proj"), false, Approvals::Off), false).unwrap();
+    }
+
+    #[test]
+    fn an_overlapping_root_must_be_at_least_as_strict_unless_replaced() {
+        let (_tmp, store, base) = setup();
+        let proj = base.join("work/proj");
+        let sub = proj.join("sub");
+        add(&store, &record("ro", &proj, true, Approvals::Off), false).unwrap();
+        add(&store, &record("held", &sub, true, Approvals::Confirm), false).unwrap();
+        // An alias, a Space inside and one around: all laxer, all refused.
+        for (name, root, read_only, approvals) in [
+            ("alias", &proj, false, Approvals::Off),
+            ("inner", &sub, true, Approvals::Off),
+            ("outer", &base.join("work"), false, Approvals::Off),
+        ] {
+            let msg = refused(add(&store, &record(name, root, read_only, approvals), false));
+            assert!(msg.contains("laxer") && msg.contains("--replace"), "{msg}");
+        }
+        // At least as strict: allowed.
+        add(&store, &record("view", &proj, true, Approvals::Confirm), false).unwrap();
+        // The operator's replace accepts the overlap.
+        add(&store, &record("alias", &proj, false, Approvals::Off), true).unwrap();
+        assert!(!store.space_get("alias").unwrap().unwrap().read_only);
     }
 }

@@ -8,6 +8,7 @@ mod harness;
 mod mcp;
 mod mcp_sdk_clients;
 mod runs;
+mod security;
 mod space_tools;
 mod survive;
 mod tcp;

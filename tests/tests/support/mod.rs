@@ -119,6 +119,8 @@ pub struct TestDaemon {
     extra_args: Vec<String>,
     /// The binary to run instead of [`spacesd_bin`] (an upgrade test's second build).
     binary: Option<PathBuf>,
+    /// The daemon's soft `RLIMIT_NOFILE` (set by `sh -c 'ulimit -n N; exec spacesd ...'`).
+    nofile: Option<u64>,
 }
 
 impl TestDaemon {
@@ -134,10 +136,15 @@ impl TestDaemon {
 
     /// Start a daemon with extra environment variables and extra `serve` arguments.
     pub async fn start_with(extra_env: Vec<(String, String)>, extra_args: Vec<String>) -> TestDaemon {
+        Self::start_limited(extra_env, extra_args, None).await
+    }
+
+    /// [`TestDaemon::start_with`], the daemon's soft file-descriptor limit set to `nofile`.
+    pub async fn start_limited(extra_env: Vec<(String, String)>, extra_args: Vec<String>, nofile: Option<u64>) -> TestDaemon {
         let dir = tempfile::Builder::new().prefix("spaces-test-").tempdir().expect("tempdir");
         let state = dir.path().join("state");
         let client = Client::new(Endpoint::Unix(state.join("spacesd.sock")));
-        let mut d = TestDaemon { dir, child: None, client, extra_env, extra_args, binary: None };
+        let mut d = TestDaemon { dir, child: None, client, extra_env, extra_args, binary: None, nofile };
         d.spawn().await;
         d
     }
@@ -147,7 +154,16 @@ impl TestDaemon {
     }
 
     async fn spawn(&mut self) {
-        let mut cmd = Command::new(self.binary.clone().unwrap_or_else(spacesd_bin));
+        let bin = self.binary.clone().unwrap_or_else(spacesd_bin);
+        let mut cmd = match self.nofile {
+            None => Command::new(bin),
+            Some(n) => {
+                // `exec` keeps the pid: killing the child kills the daemon.
+                let mut sh = Command::new("sh");
+                sh.arg("-c").arg(format!("ulimit -n {n} && exec \"$0\" \"$@\"")).arg(bin);
+                sh
+            }
+        };
         hermetic(&mut cmd)
             .arg("serve")
             .arg("--state-dir")
