@@ -77,6 +77,9 @@ pub trait Normalizer: Send {
     fn process_exited(&mut self, exit: &ExitInfo) -> Vec<EventDraft>;
     /// The CLI's session id (Claude session id, Codex thread id) once seen.
     fn session_id(&self) -> Option<String>;
+    /// True while a tool call of the turn in flight has started and not finished: a silent
+    /// agent is then waiting on its tool (a build, a test run), not stalled.
+    fn tool_running(&self) -> bool;
     /// True between `begin_turn` and that turn's `turn_ended`.
     fn turn_in_flight(&self) -> bool;
 }

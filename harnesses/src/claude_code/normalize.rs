@@ -377,6 +377,10 @@ impl Normalizer for ClaudeNormalizer {
     fn turn_in_flight(&self) -> bool {
         self.in_flight
     }
+
+    fn tool_running(&self) -> bool {
+        self.in_flight && !self.open_tools.is_empty()
+    }
 }
 
 /// Why a `result` line ends the turn, and the `turn_ended` text.

@@ -378,4 +378,8 @@ impl Normalizer for CodexNormalizer {
     fn turn_in_flight(&self) -> bool {
         self.in_flight
     }
+
+    fn tool_running(&self) -> bool {
+        self.in_flight && !self.open.is_empty()
+    }
 }

@@ -22,7 +22,7 @@ use super::launcher::{Binary, Launcher, ProcEnd};
 use super::marker::run_marker;
 use super::proc::{self, LiveProc, ProcEvent};
 use super::secrets::RunSecrets;
-use super::Inner;
+use super::{start, Inner};
 use crate::store::runs::RunRow;
 use crate::store::JournalPos;
 
@@ -71,6 +71,10 @@ pub struct Actor {
     interrupted: bool,
     /// Consecutive turns whose process failed at once (for back-off, case P7).
     fast_failures: u32,
+    /// The stall rule ended the current process: its end is an `error`, not a crash.
+    stalled: bool,
+    /// When the last stall notice was given.
+    last_notice: Instant,
 }
 
 impl Actor {
@@ -99,6 +103,8 @@ impl Actor {
             stall_noticed: false,
             interrupted: false,
             fast_failures: 0,
+            stalled: false,
+            last_notice: Instant::now(),
         }
     }
 
@@ -182,6 +188,10 @@ impl Actor {
                 ErrorCode::AgentBusy,
                 "the run is being stopped (its processes are ending); it will not take follow-ups: start a new run",
             ));
+        }
+        if self.proc.is_none() {
+            // Nothing of the run is running: a new process starts in the run's folder (R34).
+            start::folder_present(&self.folder()).map_err(|e| e.to_api())?;
         }
         if self.norm.turn_in_flight() || self.proc_busy_between_turns() {
             if self.queue.len() >= MAX_QUEUED_MESSAGES {
@@ -317,7 +327,16 @@ impl Actor {
         }
     }
 
+    /// The folder the run's agent works in.
+    fn folder(&self) -> start::SpaceFolder<'_> {
+        start::SpaceFolder { space: Some(&self.run.space), path: std::path::Path::new(&self.run.cwd) }
+    }
+
     async fn spawn_for_turn(&mut self, turn: u32, text: &str) {
+        if let Err(e) = start::folder_present(&self.folder()) {
+            self.fail_turn_before_start(&e.to_api().message);
+            return;
+        }
         if self.fast_failures > 0 {
             let backoff = Duration::from_millis(500u64 << self.fast_failures.min(5));
             tokio::time::sleep(backoff).await;
@@ -406,6 +425,8 @@ impl Actor {
             let _ = kill_tree(None, &run_marker(&self.run.run_id), Duration::from_millis(500)).await;
         }
         let was_in_turn = self.norm.turn_in_flight();
+        // A process the stall rule ended did not crash: without a signal its turn ends `error`.
+        let signal = if std::mem::take(&mut self.stalled) { None } else { signal };
         let exit = ExitInfo {
             code,
             signal,
@@ -433,6 +454,12 @@ impl Actor {
         let clean = code == Some(0);
         if was_in_turn || !clean {
             self.fast_failures = self.fast_failures.saturating_add(1);
+        }
+        if !clean {
+            // Case P7: an agent that fails is never respawned for messages queued behind it (a
+            // CLI that exits at once would loop); they are dropped, saying why, and the run ends
+            // `failed` with the stderr tail. A new follow-up retries, after a back-off.
+            self.drop_queue("the agent process failed; send the message again once the cause is fixed");
         }
         if !self.queue.is_empty() {
             // advance() starts the next queued turn.
@@ -464,13 +491,20 @@ impl Actor {
         self.set_state(status, phase, &format!("{why}; a follow-up restarts it and resumes the session"));
     }
 
+    /// The stall rule (`SPACES_STALL_MS`, docs/operations.md): a turn silent for the stall limit
+    /// gets a `notice`; silent for twice the limit with no tool call running, it is ended (`error`,
+    /// the reason naming the limit). A silent turn whose tool call is running (a long build or
+    /// test run) only ever gets notices, one per stall limit of silence.
     async fn on_stall(&mut self) {
         let silent = self.last_output.elapsed();
         let limit = Duration::from_millis(self.inner.cfg.stall_ms);
-        if !self.stall_noticed {
+        let tool = self.norm.tool_running();
+        if !self.stall_noticed || tool {
             self.stall_noticed = true;
+            self.last_notice = Instant::now();
+            let why = if tool { "; a tool call is running, so the turn goes on" } else { "" };
             self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice).summary(format!(
-                "the agent has been silent for {} s",
+                "the agent has been silent for {} s{why}",
                 silent.as_secs()
             ))]);
         } else if silent >= limit * 2 {
@@ -478,6 +512,7 @@ impl Actor {
                 "the agent has been silent for {} s; ending the turn",
                 silent.as_secs()
             ))]);
+            self.stalled = true;
             let _ = self.end_processes(STOP_GRACE).await;
             self.launcher.note_in_stderr_tail(format!("no output for {} s (stall limit)", silent.as_secs()));
             self.last_output = Instant::now();
@@ -489,7 +524,11 @@ impl Actor {
             return None;
         }
         let limit = Duration::from_millis(self.inner.cfg.stall_ms);
-        Some(if self.stall_noticed { self.last_output + limit * 2 } else { self.last_output + limit })
+        Some(match (self.stall_noticed, self.norm.tool_running()) {
+            (false, _) => self.last_output + limit,
+            (true, true) => self.last_notice + limit,
+            (true, false) => self.last_output + limit * 2,
+        })
     }
 
     // ----- bookkeeping -----

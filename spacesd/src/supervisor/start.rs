@@ -18,6 +18,32 @@ use crate::error::{refuse, Error, Result};
 use crate::store::now_ms;
 use crate::store::runs::RunRow;
 
+/// A folder an agent is about to run in: a Space's root, or a run's working directory.
+pub(super) struct SpaceFolder<'a> {
+    /// The Space's name, when known, for the message.
+    pub space: Option<&'a str>,
+    pub path: &'a Path,
+}
+
+/// Case R34: refuse at once with `WORKSPACE_NOT_FOUND` naming the folder when it is gone (moved,
+/// renamed or deleted since the Space was registered), instead of letting the agent CLI fail to
+/// start in it with a reason that blames the CLI. The run is untouched: once the folder is back,
+/// a follow-up resumes it.
+pub(super) fn folder_present(folder: &SpaceFolder<'_>) -> Result<()> {
+    if folder.path.is_dir() {
+        return Ok(());
+    }
+    let whose = folder.space.map(|s| format!(" of Space {s:?}")).unwrap_or_default();
+    Err(refuse(
+        ErrorCode::WorkspaceNotFound,
+        format!(
+            "the folder {}{whose} is gone (moved, renamed or deleted); put it back, or register the Space again \
+             with `spacesd space add NAME PATH --replace`",
+            folder.path.display()
+        ),
+    ))
+}
+
 /// Start a run of `req` in `space` (see [`super::Supervisor::agent_start`] for the errors).
 pub(super) fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentStartRequest) -> Result<AgentStartReport> {
     let harness = harness(&req.agent)?;
@@ -127,6 +153,7 @@ fn ignored_options(req: &AgentStartRequest, options: &SpaceAgentOptions) -> Vec<
 /// `PATH_ESCAPE` for `..`/absolute paths, `SYMLINK_REJECTED` for a symlink on the way,
 /// `FILE_NOT_FOUND`, `PATH_NOT_DIRECTORY`.
 fn resolve_cwd(root: &Path, cwd: Option<&str>) -> Result<PathBuf> {
+    folder_present(&SpaceFolder { space: None, path: root })?;
     let Some(rel) = cwd.filter(|c| !c.is_empty() && *c != ".") else {
         return Ok(root.to_path_buf());
     };

@@ -117,11 +117,11 @@ async fn case_p5_silent_agent_gets_a_notice_then_its_turn_ends() {
         "{}",
         describe(&events)
     );
-    // The daemon's SIGTERM ends the process, so the turn reads `crashed` (the actor's mapping of
-    // a signal), with the stall limit named as the cause.
-    assert_eq!(ended.stop_reason, Some(StopReason::Crashed), "{ended:?}");
+    // The stall rule ended the process: the turn reads `error` (the daemon's decision, not a
+    // crash), with the stall limit named as the cause.
+    assert_eq!(ended.stop_reason, Some(StopReason::Error), "{ended:?}");
     assert!(ended.text.as_deref().unwrap_or("").ends_with("no output for 1 s (stall limit)"), "{ended:?}");
-    assert_eq!(st.status, Status::Crashed, "{st:#?}");
+    assert_eq!(st.status, Status::Failed, "{st:#?}");
     assert!(st.accepts_message, "{st:#?}");
     assert_eq!(crate::support::run_processes(&run), Vec::<i32>::new());
 }

@@ -234,3 +234,98 @@ fn parent(pid: i32) -> Option<i32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
 }
+
+fn api_error<T: std::fmt::Debug>(r: Result<T, spaces_sdk::client::ClientError>) -> spaces_sdk::ApiError {
+    match r {
+        Err(spaces_sdk::client::ClientError::Api(e)) => e,
+        other => panic!("expected a typed refusal, got {other:?}"),
+    }
+}
+
+/// R34: the Space's folder is renamed. `agent_start` is refused at once with
+/// `WORKSPACE_NOT_FOUND` naming the folder (never blaming the agent CLI) and creates no run; the
+/// same for a follow-up when the folder disappears between two turns, and the run resumes once
+/// the folder is back.
+#[tokio::test]
+async fn case_r34_a_space_folder_that_is_gone_is_named_and_the_run_resumes_when_it_is_back() {
+    let (d, root, _bin) = fake_daemon(&format!("{}\n{DONE}", message("answered"))).await;
+    let moved = root.with_file_name("space-s-moved");
+    std::fs::rename(&root, &moved).unwrap();
+    let req = AgentStartRequest { space: "s".into(), agent: "openai-codex".into(), prompt: "hi".into(), show: None, options: None };
+    let e = api_error(d.client.agent_start(&req).await);
+    assert_eq!(e.code, spaces_sdk::ErrorCode::WorkspaceNotFound, "{e:?}");
+    assert!(e.message.contains(&root.display().to_string()), "names the folder: {}", e.message);
+    assert!(!e.message.to_lowercase().contains("binary"), "never blames the CLI: {}", e.message);
+    assert!(d.client.space("s").agent_list().await.unwrap().is_empty(), "no run was created");
+
+    std::fs::rename(&moved, &root).unwrap();
+    let run = start(&d, "openai-codex", None, "hi").await;
+    d.wait_turn_end("s", &run, 1, WAIT).await;
+    d.wait_status("s", &run, WAIT, settled).await;
+    std::fs::rename(&root, &moved).unwrap();
+    let e = api_error(d.client.space("s").agent_message(&run, "again", None).await);
+    assert_eq!(e.code, spaces_sdk::ErrorCode::WorkspaceNotFound, "{e:?}");
+    assert!(e.message.contains(&root.display().to_string()), "{}", e.message);
+    let st = d.client.space("s").agent_status(&run, None).await.unwrap();
+    assert!(st.accepts_message, "the run stays resumable: {st:#?}");
+
+    std::fs::rename(&moved, &root).unwrap();
+    let r = d.client.space("s").agent_message(&run, "again", None).await.unwrap();
+    assert!(r.ok, "{r:?}");
+    let ended = d.wait_turn_end("s", &run, 2, WAIT).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
+}
+
+/// P7: an agent command that exits 1 at once, every time. Messages queued behind a failing turn
+/// are dropped with a notice rather than respawning it; the run ends `failed` with the stderr
+/// tail in its reason, and the agent was started once per turn, never in a loop.
+#[tokio::test]
+async fn case_p7_a_crash_looping_agent_ends_failed_without_a_busy_loop() {
+    let (d, root, _bin) = fake_daemon("echo started >> spawns.log\necho 'fatal: config is broken' >&2\nexit 1").await;
+    let run = start(&d, "openai-codex", None, "one").await;
+    for text in ["two", "three", "four"] {
+        let _ = d.client.space("s").agent_message(&run, text, None).await.unwrap();
+    }
+    let st = d.wait_status("s", &run, WAIT, |s| s.status != Status::Running).await;
+    // Let any respawn that would follow show itself before counting.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let st2 = d.client.space("s").agent_status(&run, None).await.unwrap();
+    assert_eq!(st2.status, Status::Failed, "{st:#?} then {st2:#?}");
+    assert!(st2.reason.contains("fatal: config is broken"), "the stderr tail is the reason: {}", st2.reason);
+    let events = d.events("s", &run).await;
+    let turns = events.iter().filter(|e| e.kind == EventKind::TurnStarted).count();
+    let spawns = std::fs::read_to_string(root.join("spawns.log")).unwrap().lines().count();
+    assert_eq!(spawns, turns, "one process per turn:\n{}", describe(&events));
+    assert!(turns <= 4, "{turns} turns for 4 messages:\n{}", describe(&events));
+    assert_eq!(events.iter().filter(|e| e.kind == EventKind::TurnEnded).count(), turns, "{}", describe(&events));
+}
+
+/// The stall rule never ends a turn whose tool call is running silently: it gets notices (one
+/// per stall limit of silence), and the turn ends as the agent says.
+#[tokio::test]
+async fn a_silent_tool_call_gets_notices_but_its_turn_is_not_ended() {
+    let body = format!(
+        "{}\nsleep 2\n{}\n{}\n{DONE}",
+        r#"echo '{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"make test","aggregated_output":"","exit_code":null,"status":"in_progress"}}'"#,
+        r#"echo '{"type":"item.completed","item":{"id":"item_1","type":"command_execution","command":"make test","aggregated_output":"ok","exit_code":0,"status":"completed"}}'"#,
+        message("tests pass")
+    );
+    let bin = tempfile::tempdir().unwrap();
+    let agent = fake_codex(bin.path(), &body);
+    let d = TestDaemon::start_with_env(vec![
+        ("SPACES_HARNESS_BIN_OPENAI_CODEX".into(), agent.display().to_string()),
+        ("SPACES_STALL_MS".into(), "400".into()),
+    ])
+    .await;
+    d.space("s").await;
+    let run = start(&d, "openai-codex", None, "run the tests").await;
+    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
+    let events = d.events("s", &run).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&events));
+    let notices = events
+        .iter()
+        .filter(|e| e.kind == EventKind::Notice && e.summary.as_deref().unwrap_or("").contains("a tool call is running"))
+        .count();
+    assert!(notices >= 2, "notices while the tool runs:\n{}", describe(&events));
+    assert!(!events.iter().any(|e| e.summary.as_deref().unwrap_or("").contains("ending the turn")), "{}", describe(&events));
+}
