@@ -34,6 +34,10 @@ pub enum StdinMode {
     Null,
     /// A pipe the daemon keeps open for messages and control requests.
     Pipe,
+    /// A pipe that carries the plan's `initial_stdin` and is then closed: how a one-shot CLI
+    /// gets its prompt without it ever being on the command line (where `ps` shows it to every
+    /// user, and where a prompt over the kernel's 128 KiB argument limit fails with `E2BIG`).
+    Once,
 }
 
 /// How to cancel the turn in flight.

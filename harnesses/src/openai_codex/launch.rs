@@ -58,9 +58,10 @@ pub fn plan(ctx: &LaunchContext<'_>) -> LaunchPlan {
         argv.push("-m".to_owned());
         argv.push(model.to_owned());
     }
-    // `--` keeps a prompt that starts with `-` from being read as a flag.
-    argv.push("--".to_owned());
-    argv.push(ctx.prompt.to_owned());
+    // The prompt goes on stdin (`-`), never on the command line: `ps` would show it to every
+    // user, and a prompt over 128 KiB would fail the exec with E2BIG (`codex exec --help`: "If
+    // not provided as an argument (or if `-` is used), instructions are read from stdin").
+    argv.push("-".to_owned());
 
     let home = codex_home(ctx.home);
     let mut env = BTreeMap::new();
@@ -80,8 +81,8 @@ pub fn plan(ctx: &LaunchContext<'_>) -> LaunchPlan {
             home.join("config.toml"),
             config_toml(ctx.base_url, ctx.model, ctx.mcp_servers),
         )],
-        stdin: StdinMode::Null,
-        initial_stdin: None,
+        stdin: StdinMode::Once,
+        initial_stdin: Some(ctx.prompt.as_bytes().to_vec()),
     }
 }
 

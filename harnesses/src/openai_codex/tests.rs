@@ -373,12 +373,12 @@ fn launch_plan_turn_1_with_a_custom_endpoint() {
             "--json",
             "--skip-git-repo-check",
             "--dangerously-bypass-approvals-and-sandbox",
-            "--",
-            "-fix the bug",
+            "-",
         ]
     );
-    assert_eq!(plan.stdin, StdinMode::Null);
-    assert_eq!(plan.initial_stdin, None);
+    // The prompt (even one that starts with `-`) travels on stdin, never on the command line.
+    assert_eq!(plan.stdin, StdinMode::Once);
+    assert_eq!(plan.initial_stdin.as_deref(), Some("-fix the bug".as_bytes()));
     let want_env = BTreeMap::from([
         ("CODEX_HOME".to_owned(), "/runs/r1/home/.codex".to_owned()),
         ("EXTRA".to_owned(), "1".to_owned()),
@@ -446,8 +446,7 @@ fn launch_plan_resume_with_model_and_caller_key() {
             "--dangerously-bypass-approvals-and-sandbox",
             "-m",
             "gpt-5.4",
-            "--",
-            "-fix the bug",
+            "-",
         ]
     );
     assert_eq!(plan.env["OPENAI_API_KEY"], "sk-caller");

@@ -276,7 +276,8 @@ fn resumed_second_turn_keeps_the_thread_and_history() {
     let thread = thread_id("resume.turn1");
     assert_eq!(argvs[0][1..3], ["exec", "--json"]);
     assert_eq!(argvs[1][1..4], ["exec", "resume", thread.as_str()]);
-    assert_eq!(argvs[1].last().map(String::as_str), Some("What did I ask?"));
+    // The prompt itself travels on stdin (`-`), never on the command line.
+    assert_eq!(argvs[1].last().map(String::as_str), Some("-"));
     let sessions: Vec<_> = events
         .iter()
         .filter(|e| e.kind == EventKind::Session)

@@ -53,6 +53,8 @@ pub enum Binary {
 pub struct Launch {
     spec: ShimSpec,
     initial_stdin: Option<Vec<u8>>,
+    /// Close stdin after `initial_stdin` ([`StdinMode::Once`]).
+    close_stdin: bool,
 }
 
 /// How a process of the current generation ended, as its journal tells.
@@ -197,11 +199,11 @@ impl Launcher {
             cwd,
             markers: vec![(RUN_ENV.to_owned(), run.run_id.clone())],
             tag: turn_tag(&run.run_id, turn),
-            stdin_pipe: plan.stdin == StdinMode::Pipe,
+            stdin_pipe: plan.stdin != StdinMode::Null,
             max_line_bytes: MAX_LINE_BYTES,
             drain_ms: DRAIN_AFTER_EXIT_MS,
         };
-        Ok(Launch { spec, initial_stdin: plan.initial_stdin.clone() })
+        Ok(Launch { spec, initial_stdin: plan.initial_stdin.clone(), close_stdin: plan.stdin == StdinMode::Once })
     }
 
     /// Start `launch` under a shim as the next process generation; its journal arrives through
@@ -209,10 +211,16 @@ impl Launcher {
     pub async fn spawn(&mut self, mut launch: Launch) -> Result<LiveProc, String> {
         self.gen += 1;
         launch.spec.gen = self.gen;
-        let live = proc::start(&self.run_dir, &launch.spec, self.events_tx.clone()).await?;
+        let mut live = proc::start(&self.run_dir, &launch.spec, self.events_tx.clone()).await?;
         self.stderr_tail.clear();
-        if let (Some(bytes), Some(shim)) = (launch.initial_stdin, live.shim.as_ref()) {
-            shim.stdin(String::from_utf8_lossy(&bytes).into_owned(), None).await?;
+        if let Some(shim) = live.shim.clone() {
+            if let Some(bytes) = launch.initial_stdin {
+                shim.stdin(String::from_utf8_lossy(&bytes).into_owned(), None).await?;
+            }
+            if launch.close_stdin {
+                shim.close_stdin().await?;
+                live.stdin_open = false;
+            }
         }
         Ok(live)
     }

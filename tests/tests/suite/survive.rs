@@ -329,3 +329,20 @@ async fn a_silent_tool_call_gets_notices_but_its_turn_is_not_ended() {
     assert!(notices >= 2, "notices while the tool runs:\n{}", describe(&events));
     assert!(!events.iter().any(|e| e.summary.as_deref().unwrap_or("").contains("ending the turn")), "{}", describe(&events));
 }
+
+/// A Codex prompt over the kernel's 128 KiB argument limit reaches the model whole: prompts go
+/// to the CLI on stdin, never on its command line (no `E2BIG` at spawn, nothing for `ps`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codex_prompt_over_128_kib_reaches_the_model() {
+    require_cli(CODEX.id, CODEX.binary);
+    let server = ScriptedServer::start(CODEX.wire, Script::new([Reply::Text("read it all".into())])).await.unwrap();
+    let d = TestDaemon::start().await;
+    d.space("s").await;
+    let prompt = format!("{} the end marker 7f3a", "word ".repeat(40_000));
+    assert!(prompt.len() > 128 * 1024);
+    let run = start(&d, CODEX.id, Some(server.base_url()), &prompt).await;
+    let ended = d.wait_turn_end("s", &run, 1, TURN).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
+    let call = server.model_calls().first().cloned().unwrap();
+    assert!(call.json.as_ref().is_some_and(|j| j.to_string().contains("the end marker 7f3a")), "the whole prompt reached the model");
+}
