@@ -2,9 +2,10 @@
 //! run's actor, which owns the agent process and the run's state machine.
 //!
 //! Actors are started on `agent_start` and retire when their run has no process, no turn in
-//! flight and nothing queued; a later message, interrupt or stop revives one from the stored run
-//! (this is also how runs continue after a daemon restart: [`Supervisor::recover`] marks turns
-//! that were cut off as `crashed`, and the next follow-up resumes the CLI's session).
+//! flight and nothing queued; a later message, interrupt or stop revives one from the stored run.
+//! Agent processes run under per-run shims (`spaces_codespace::shim`), so they outlive the
+//! daemon: [`Supervisor::recover`] re-adopts them at start and resumes ingest where the stored
+//! journal offset says, each event exactly once.
 //!
 //! Rooms, one purpose each; this file keeps only the [`Supervisor`] handle, the state its parts
 //! share ([`Inner`]) and the thin public operations that call into them:
@@ -14,9 +15,9 @@
 //! - `actor`: one run's state machine (commands, turns, status transitions).
 //! - `launcher`: a turn's binary, launch plan and spawn; its output lines redacted, journaled
 //!   and normalized into batches of events.
-//! - `proc`: one live agent process as a stream of events (lines, EOFs, exit).
+//! - `proc`: one agent process under its shim: started or re-adopted, its journal followed.
 //! - `status`, `events`: what callers read (a run's status, pages of its events).
-//! - `recover`: cleaning up after the previous daemon at start.
+//! - `recover`: re-adopting the shims a previous daemon left, at start.
 //! - `capabilities`: what this host offers, per harness.
 //! - `install`, `journal`, `marker`: CLI installs, the output journal, and the marker that
 //!   names a run's processes.
@@ -178,10 +179,10 @@ impl Supervisor {
         capabilities::capabilities(&self.inner.cfg)
     }
 
-    /// At daemon start: end what a previous daemon left behind. Turns cut off mid-flight end
-    /// `crashed` (status `crashed`, a follow-up resumes the session); leftover processes of any
-    /// run are killed. One pass over `/proc` finds the leftovers, so start-up does not grow with
-    /// the number of finished runs.
+    /// At daemon start: re-adopt every run whose agent runs under a live shim (its turn goes on;
+    /// ingest resumes at the stored journal offset). A run whose shim died, or that has no
+    /// journal (a daemon before shims), ends a cut-off turn `crashed` (a follow-up resumes the
+    /// session) and its leftover processes are ended.
     pub async fn recover(&self) -> Result<()> {
         recover::recover(&self.inner).await
     }
