@@ -346,3 +346,22 @@ async fn a_codex_prompt_over_128_kib_reaches_the_model() {
     let call = server.model_calls().first().cloned().unwrap();
     assert!(call.json.as_ref().is_some_and(|j| j.to_string().contains("the end marker 7f3a")), "the whole prompt reached the model");
 }
+
+/// A clean daemon stop keeps its word: a SIGTERM to `spacesd serve` mid-turn leaves the agent
+/// working under its shim, and what it did while the daemon was away is recorded after the
+/// restart (not a bare `turn_ended (crashed)`).
+#[tokio::test]
+async fn a_sigterm_mid_turn_lets_the_turn_finish_and_records_it() {
+    let body = format!("{}\nsleep 1\necho written > while-away.txt\n{}\n{DONE}", message("before"), message("while the daemon was away"));
+    let (mut d, root, _bin) = fake_daemon(&body).await;
+    let run = start(&d, "openai-codex", None, "work").await;
+    d.wait_for_event("s", &run, WAIT, |e| e.text.as_deref() == Some("before")).await;
+    d.terminate();
+    wait_until("the agent's file", WAIT, || root.join("while-away.txt").exists()).await;
+    d.start_again().await;
+    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
+    let events = d.events("s", &run).await;
+    assert_each_once(&events);
+    assert!(events.iter().any(|e| e.text.as_deref() == Some("while the daemon was away")), "{}", describe(&events));
+}
