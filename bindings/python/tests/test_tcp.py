@@ -22,14 +22,18 @@ async def test_remote_daemon_over_tcp() -> None:
                                        "--tcp", "127.0.0.1:0"], stdout=out, stderr=out)
         try:
             deadline = time.monotonic() + 30
-            while not (m := re.search(r"listening on (http://\S+) \(bearer token in (\S+)\)", log.read_text())):
+            while not (m := re.search(r"listening on (http://\S+) \(operator's bearer token in (\S+)\)", log.read_text())):
                 assert daemon.poll() is None and time.monotonic() < deadline, log.read_text()
                 time.sleep(0.05)
             url, token = m.group(1), Path(m.group(2)).read_text().strip()
             remote = Spaces(url=url, token=token)
-            await remote.add_space("far", tmp)
+            # A Space may not contain the state dir: it gets a folder of its own.
+            root = Path(tmp) / "work"
+            root.mkdir()
+            (root / "notes.log").write_text("far away\n")
+            await remote.add_space("far", str(root))
             assert [s["name"] for s in await remote.list_spaces()] == ["far"]
-            assert "daemon.log" in str(await remote.space("far").find(glob="*.log"))
+            assert "notes.log" in str(await remote.space("far").find(glob="*.log"))
             with pytest.raises(CuaError) as e:
                 await Spaces(url=url, token="wrong").list_spaces()
             assert e.value.code == "UNAUTHORIZED"
