@@ -40,7 +40,7 @@
 //! (Rust binaries ignore it by default); a host that embeds this crate must keep it ignored.
 
 mod handle;
-mod io;
+pub(crate) mod io;
 mod ring;
 mod spawn;
 mod table;
