@@ -32,6 +32,10 @@ pub async fn open(cfg: Config) -> anyhow::Result<AppState> {
         .with_context(|| format!("cannot create state dir {}", cfg.state_dir.display()))?;
     let store = Arc::new(Store::open(&cfg.db_path()).context("cannot open the state database")?);
     let cs = crate::workspaces::open(&cfg, store.clone()).context("cannot open the CodeSpace ledger")?;
+    let adopted = cs.adopt_commands().await;
+    if adopted > 0 {
+        eprintln!("spacesd: re-adopted {adopted} command(s) held by their shims");
+    }
     let leftovers = cs.end_leftovers().await;
     if !leftovers.signalled.is_empty() {
         eprintln!(
@@ -104,11 +108,15 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     }
     shutdown.cancel();
     let _ = std::fs::remove_file(&socket);
-    let ended = state.cs.processes().terminate_all().await;
-    if ended > 0 {
-        eprintln!("spacesd: ended {ended} running command(s) (exec_command handles do not survive a shutdown)");
+    if state.cs.processes().shimmed() {
+        eprintln!("spacesd: shutting down; agent runs and running commands go on under their shims and the next start re-adopts them");
+    } else {
+        let ended = state.cs.processes().terminate_all().await;
+        if ended > 0 {
+            eprintln!("spacesd: ended {ended} running command(s) (no shims: exec_command handles do not survive a shutdown)");
+        }
+        eprintln!("spacesd: shutting down; agent runs go on under their shims and the next start re-adopts them");
     }
-    eprintln!("spacesd: shutting down; agent runs go on under their shims and the next start re-adopts them");
     Ok(())
 }
 

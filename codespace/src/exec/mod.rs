@@ -42,6 +42,7 @@
 mod handle;
 pub(crate) mod io;
 mod ring;
+mod shimmed;
 mod spawn;
 mod table;
 
@@ -52,6 +53,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use shimmed::ShimSetup;
 pub use table::Processes;
 /// The process tools' wire shapes, defined once in `spaces_sdk::tools`.
 pub use spaces_sdk::tools::{

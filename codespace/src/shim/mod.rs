@@ -37,7 +37,7 @@ pub mod tree;
 use std::path::{Path, PathBuf};
 
 pub use client::{follow, Followed, ShimClient, Watcher};
-pub use protocol::{InputStop, Launch, OutputMode, Record, Reply, Request, ShimSpec, Stream, PROTOCOL};
+pub use protocol::{InputStop, Launch, OutputMode, RawRecord, Record, Reply, Request, ShimSpec, Stream, PROTOCOL};
 
 /// `<dir>/ctl.sock`: the shim's control socket.
 pub fn socket_path(dir: &Path) -> PathBuf {

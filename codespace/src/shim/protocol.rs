@@ -70,7 +70,7 @@ pub enum OutputMode {
     /// pipe) or a PTY of `tty = (rows, cols)` with echo off. The bytes go to the output files
     /// of [`super::output`], split in segments of `segment_bytes` (the three newest kept); the
     /// journal holds only [`Record::Start`], [`Record::Exit`] (written when the process is
-    /// reaped), [`Record::Eof`] and [`Record::Done`]. After the exit, what is left of the tree is
+    /// reaped), [`RawRecord::Eof`] and [`Record::Done`]. After the exit, what is left of the tree is
     /// not ended: the shim waits for it (a stop ends it).
     Raw {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -114,9 +114,23 @@ pub enum Record {
     Done { killed: Vec<i32>, dropped_lines: u64 },
     /// Something the shim itself wants recorded (a failed stdin write, say).
     Note { text: String },
-    /// Raw mode: the output is complete at `total` bytes. `cut` is true when collection stopped
-    /// at the drain deadline (a descendant still held the output open), false at EOF.
+}
+
+/// One journal record of a raw-mode shim ([`OutputMode::Raw`]). `Start`, `Exit` and `Done`
+/// are written exactly as the [`Record`] variants of the same names; `Eof` exists only here
+/// (a daemon reading a raw journal as [`Record`]s sees it as an unreadable line).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "k", rename_all = "snake_case")]
+pub enum RawRecord {
+    /// As [`Record::Start`].
+    Start { protocol: u32, gen: u64, turn: u32, pid: i32 },
+    /// As [`Record::Exit`], written the moment the process is reaped.
+    Exit { code: Option<i32>, signal: Option<i32> },
+    /// The output is complete at `total` bytes. `cut` is true when collection stopped at the
+    /// drain deadline (a descendant still held the output open), false at EOF.
     Eof { total: u64, cut: bool },
+    /// As [`Record::Done`].
+    Done { killed: Vec<i32>, dropped_lines: u64 },
 }
 
 /// A request on the control socket.
@@ -225,7 +239,6 @@ mod tests {
             Record::Line { s: Stream::Err, l: "a \"quoted\"\nline".into(), cut: None },
             Record::Line { s: Stream::Out, l: "é".into(), cut: Some(12) },
             Record::Exit { code: None, signal: Some(9) },
-            Record::Eof { total: 12, cut: true },
         ];
         for r in recs {
             let json = serde_json::to_string(&r).unwrap();
@@ -263,5 +276,13 @@ mod compat_tests {
         assert_eq!((back.output, back.spec.tag.as_str()), (raw, "t"));
         let input = serde_json::to_string(&Request::Input { data: vec![0, 255, b'\n'], timeout_ms: 5 }).unwrap();
         assert_eq!(input, r#"{"op":"input","data":[0,255,10],"timeout_ms":5}"#);
+        // A raw journal's shared records read the same either way.
+        for (raw, rec) in [
+            (RawRecord::Start { protocol: PROTOCOL, gen: 1, turn: 0, pid: 9 }, Record::Start { protocol: PROTOCOL, gen: 1, turn: 0, pid: 9 }),
+            (RawRecord::Exit { code: Some(3), signal: None }, Record::Exit { code: Some(3), signal: None }),
+            (RawRecord::Done { killed: vec![4], dropped_lines: 0 }, Record::Done { killed: vec![4], dropped_lines: 0 }),
+        ] {
+            assert_eq!(serde_json::to_string(&raw).unwrap(), serde_json::to_string(&rec).unwrap());
+        }
     }
 }

@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use super::journal::{journal_path, JournalWriter, SYNC_EVERY};
 use super::lines::LineReader;
 use super::output::OutputWriter;
-use super::protocol::{InputStop, Launch, OutputMode, Record, Reply, Request, ShimSpec, Stream, PROTOCOL};
+use super::protocol::{InputStop, Launch, OutputMode, RawRecord, Record, Reply, Request, ShimSpec, Stream, PROTOCOL};
 use super::{socket_path, tree};
 use crate::exec::io::{write_all, WriteStop};
 use crate::process::{self, pty, read_now, SpawnSpec, StdinSpec, StdioSpec};
@@ -92,7 +92,7 @@ enum Output {
     Eof,
     /// Raw mode: the output files hold `total` bytes now.
     Raw(u64),
-    /// Raw mode: the output is complete ([`Record::Eof`]).
+    /// Raw mode: the output is complete ([`RawRecord::Eof`]).
     RawEof { total: u64, cut: bool },
 }
 
@@ -397,7 +397,7 @@ impl Shim {
         });
     }
 
-    fn record(&mut self, record: &Record) {
+    fn record(&mut self, record: &impl serde::Serialize) {
         match self.journal.append(record) {
             Ok(end) => {
                 self.end_tx.send_modify(|e| e.journal = end);
@@ -414,7 +414,7 @@ impl Shim {
             Output::Raw(total) => self.end_tx.send_modify(|e| e.out = total),
             Output::RawEof { total, cut } => {
                 self.end_tx.send_modify(|e| e.out = total);
-                self.record(&Record::Eof { total, cut });
+                self.record(&RawRecord::Eof { total, cut });
                 let _ = self.journal.sync();
                 self.eofs += 1;
             }
