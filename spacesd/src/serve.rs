@@ -37,6 +37,10 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
         store.protect(secret);
     }
     let cs = crate::workspaces::open(&cfg, store.clone()).context("cannot open the CodeSpace ledger")?;
+    let adopted = cs.adopt_commands().await;
+    if adopted > 0 {
+        eprintln!("spacesd: re-adopted {adopted} command(s) held by their shims");
+    }
     let leftovers = cs.end_leftovers().await;
     if !leftovers.signalled.is_empty() {
         eprintln!(
@@ -110,11 +114,15 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     }
     shutdown.cancel();
     let _ = std::fs::remove_file(&socket);
-    let ended = state.cs.processes().terminate_all().await;
-    if ended > 0 {
-        eprintln!("spacesd: ended {ended} running command(s) (exec_command handles do not survive a shutdown)");
+    if state.cs.processes().shimmed() {
+        eprintln!("spacesd: shutting down; agent runs and running commands go on under their shims and the next start re-adopts them");
+    } else {
+        let ended = state.cs.processes().terminate_all().await;
+        if ended > 0 {
+            eprintln!("spacesd: ended {ended} running command(s) (no shims: exec_command handles do not survive a shutdown)");
+        }
+        eprintln!("spacesd: shutting down; agent runs go on under their shims and the next start re-adopts them");
     }
-    eprintln!("spacesd: shutting down; agent runs go on under their shims and the next start re-adopts them");
     Ok(())
 }
 

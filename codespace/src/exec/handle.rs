@@ -5,6 +5,7 @@
 
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -15,6 +16,7 @@ use tokio::sync::watch;
 use super::ring::OutputRing;
 use super::{ProcessState, ProcessStatus, ReadProcessResult, Termination};
 use crate::process::kill_tree;
+use crate::shim::ShimClient;
 use crate::{Error, Result};
 
 /// How the process ended.
@@ -38,6 +40,34 @@ struct State {
     cause: Option<Termination>,
 }
 
+/// How a process is held.
+pub(crate) enum Io {
+    /// Spawned by this process: our ends of its stdio.
+    Direct {
+        /// Where `write_stdin` writes: the stdin pipe or the PTY master.
+        input: Arc<AsyncFd<OwnedFd>>,
+        /// The PTY master (same fd as `input`), `None` in pipe mode.
+        master: Option<Arc<AsyncFd<OwnedFd>>>,
+    },
+    /// Held by a shim in raw mode (`dir`: its directory, which outlives this daemon).
+    Shim {
+        /// `None` when no shim answered at re-adoption (its files are still read).
+        client: Option<Arc<ShimClient>>,
+        dir: PathBuf,
+        tty: bool,
+    },
+}
+
+impl Io {
+    /// Whether the process has a terminal.
+    pub fn tty(&self) -> bool {
+        match self {
+            Io::Direct { master, .. } => master.is_some(),
+            Io::Shim { tty, .. } => *tty,
+        }
+    }
+}
+
 /// A process started by `exec`.
 pub(crate) struct Handle {
     pub id: String,
@@ -46,10 +76,8 @@ pub(crate) struct Handle {
     pub workspace_id: String,
     pub tag: String,
     pub pid: i32,
-    /// Where `write_stdin` writes: the stdin pipe or the PTY master.
-    pub input: Arc<AsyncFd<OwnedFd>>,
-    /// The PTY master (same fd as `input`), `None` in pipe mode.
-    pub master: Option<Arc<AsyncFd<OwnedFd>>>,
+    /// How the process is held: directly, or by its shim.
+    pub io: Io,
     /// Serializes writers; holds the length of the unterminated line written so far (PTY).
     pub write_lock: tokio::sync::Mutex<usize>,
     state: Mutex<State>,
@@ -63,8 +91,7 @@ impl Handle {
         spec: &super::ExecSpec,
         pid: i32,
         retained: usize,
-        input: Arc<AsyncFd<OwnedFd>>,
-        master: Option<Arc<AsyncFd<OwnedFd>>>,
+        io: Io,
     ) -> Self {
         let state =
             State {
@@ -80,8 +107,7 @@ impl Handle {
             workspace_id: spec.workspace_id.clone(),
             tag: spec.tag.clone(),
             pid,
-            input,
-            master,
+            io,
             write_lock: tokio::sync::Mutex::new(0),
             state: Mutex::new(state),
             changed: watch::channel(0).0,
@@ -102,6 +128,19 @@ impl Handle {
     pub fn push(&self, bytes: &[u8]) {
         self.lock().ring.push(bytes);
         self.bump();
+    }
+
+    /// Output up to `offset` is lost (a shim's files no longer hold it): the window restarts
+    /// empty at `offset`. Push at least the window plus 3 bytes after it, so that the window
+    /// starts on a character boundary again (case R36).
+    pub fn skip_to(&self, offset: u64) {
+        self.lock().ring.skip_to(offset);
+        self.bump();
+    }
+
+    /// Bytes collected so far (the ring's total).
+    pub fn total(&self) -> u64 {
+        self.lock().ring.total()
     }
 
     /// Collection finished: at EOF (`cut_short` false) or at the drain deadline (true).
@@ -130,6 +169,31 @@ impl Handle {
             st.exit = Some(ExitRecord { termination, exit_code, signal, at: Instant::now() });
         }
         self.bump();
+    }
+
+    /// Record an exit a shim journaled: its code, or the signal that killed it (both `None`:
+    /// unknown, the shim is gone). A stop we asked for wins, as in [`Self::record_exit`].
+    /// Later calls change nothing.
+    pub fn record_exit_parts(&self, code: Option<i32>, signal: Option<i32>) {
+        {
+            let mut st = self.lock();
+            if st.exit.is_some() {
+                return;
+            }
+            let (termination, exit_code, signal) = match (st.cause, code, signal) {
+                (Some(cause), _, _) => (cause, None, None),
+                (None, Some(code), _) => (Termination::Exited, Some(code), None),
+                (None, None, Some(sig)) => (Termination::Signaled, None, Some(sig)),
+                (None, None, None) => (Termination::Unknown, None, None),
+            };
+            st.exit = Some(ExitRecord { termination, exit_code, signal, at: Instant::now() });
+        }
+        self.bump();
+    }
+
+    /// Whether collection finished.
+    pub fn finished(&self) -> bool {
+        self.lock().finished
     }
 
     /// The exit record, if the child was reaped.
@@ -233,9 +297,17 @@ impl Handle {
             st.exit.is_none()
         };
         let marker = crate::process::tag_marker(&self.tag);
+        let mut group = running.then_some(self.pid);
+        if let Io::Shim { client: Some(shim), .. } = &self.io {
+            // The shim ends every process it holds (its subreaper tree) and journals the exit;
+            // the leader is reaped by then, so its pid is no longer ours to signal.
+            if shim.stop(grace).await.is_ok() {
+                group = None;
+            }
+        }
         // Once the leader is reaped its pid may be reused, so its group is signalled only while
         // it is ours; leftovers are then found by tag.
-        kill_tree(running.then_some(self.pid), &marker, grace).await;
+        kill_tree(group, &marker, grace).await;
         self.exited().await;
     }
 }

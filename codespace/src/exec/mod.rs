@@ -36,12 +36,24 @@
 //!   ([`crate::Error::StdinTimeout`]) saying how many bytes of how many went through; the
 //!   process keeps running, and the caller treats the write as interrupted.
 //!
+//! - **Shims** (`shimmed.rs`, when the host gives a [`ShimSetup`]: `spacesd` does): the process
+//!   is started by a shim in raw mode ([`crate::shim`]), which owns its pipe or PTY, writes the
+//!   output to bounded files whose byte offsets are the cursors (at most three segments of
+//!   `max(retained_bytes + 4, 64 KiB)`), and journals the exit when it reaps it. The handle's
+//!   ring is fed from those files, so a daemon that was killed or stopped re-adopts the command
+//!   ([`Processes::adopt`]) with the same id and cursors; input, resize and stops go through the
+//!   shim's socket with the same answers (E13, E15). A shim keeps the tree after the exit (as a
+//!   direct spawn does); evicting the handle removes its directory, and the shim then ends what
+//!   is left. Without a [`ShimSetup`] (the crate's own tests) processes are spawned directly, as
+//!   described above, and end with this process.
+//!
 //! Writing to a pipe whose reader is gone raises SIGPIPE in this process unless it is ignored
 //! (Rust binaries ignore it by default); a host that embeds this crate must keep it ignored.
 
 mod handle;
-mod io;
+pub(crate) mod io;
 mod ring;
+mod shimmed;
 mod spawn;
 mod table;
 
@@ -52,6 +64,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use shimmed::ShimSetup;
 pub use table::Processes;
 /// The process tools' wire shapes, defined once in `spaces_sdk::tools`.
 pub use spaces_sdk::tools::{

@@ -68,6 +68,14 @@ impl OutputRing {
         }
     }
 
+    /// Forget the window: the output up to `offset` (at least the total) is lost, the next
+    /// byte pushed is the byte at `offset`. The caller pushes the window plus 3 bytes after
+    /// this, so that the cut of [`Self::push`] puts the window's start on a character boundary.
+    pub fn skip_to(&mut self, offset: u64) {
+        self.retained.clear();
+        self.total = self.total.max(offset);
+    }
+
     /// Bytes from `cursor` (or from the window's start if that is later) to the end. `cursor`
     /// must be `<= total` (the caller checks). With `hold_back`, an incomplete UTF-8 character
     /// at the end is left for a later read, so a chunk never splits a character that is still

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::oneshot;
 
-use super::handle::Handle;
+use super::handle::{Handle, Io};
+use super::shimmed::{self, ShimSetup};
 use super::{DispatchStatus, ExecCommandResult, ProcessStatus, ReadProcessResult, Termination};
 use super::io::{self, WriteStop};
 use super::{spawn, ExecLimits, ExecSpec};
@@ -17,6 +18,8 @@ use crate::{Error, Result};
 
 struct Inner {
     limits: ExecLimits,
+    /// How commands are started under shims; `None`: spawned directly (they end with us).
+    shims: Option<ShimSetup>,
     handles: Mutex<HashMap<String, Arc<Handle>>>,
 }
 
@@ -39,7 +42,19 @@ fn os_failure(id: &str, action: &'static str, source: impl Into<std::io::Error>)
 impl Processes {
     /// An empty table with `limits`.
     pub fn new(limits: ExecLimits) -> Processes {
-        Processes { inner: Arc::new(Inner { limits, handles: Mutex::new(HashMap::new()) }) }
+        Processes { inner: Arc::new(Inner { limits, shims: None, handles: Mutex::new(HashMap::new()) }) }
+    }
+
+    /// An empty table with `limits` whose commands [`Processes::start`] starts under shims
+    /// (`setup`), so that they outlive this process and a later one re-adopts them
+    /// ([`Processes::adopt`]).
+    pub fn with_shims(limits: ExecLimits, setup: ShimSetup) -> Processes {
+        Processes { inner: Arc::new(Inner { limits, shims: Some(setup), handles: Mutex::new(HashMap::new()) }) }
+    }
+
+    /// Whether commands run under shims (they survive this process).
+    pub fn shimmed(&self) -> bool {
+        self.inner.shims.is_some()
     }
 
     fn table(&self) -> MutexGuard<'_, HashMap<String, Arc<Handle>>> {
@@ -84,8 +99,7 @@ impl Processes {
             &spec,
             spawned.pid,
             limits.retained_bytes,
-            input,
-            master,
+            Io::Direct { input, master },
         ));
         let (exited_tx, exited_rx) = oneshot::channel();
         rt.spawn(io::reap(handle.clone(), spawned.child, exited_tx));
@@ -95,6 +109,72 @@ impl Processes {
         }
         table.insert(id.clone(), handle);
         Ok(ExecCommandResult { process_id: id, dispatch_status: DispatchStatus::Confirmed })
+    }
+
+    /// `exec_command` as the host runs it: under a shim when the table has a [`ShimSetup`]
+    /// (the command survives this process), else as [`Processes::exec`]. The caller serializes
+    /// starts per owner (the service's workspace gate): the busy check and the insert are not
+    /// one step here. Errors: as [`Processes::exec`]; `PROCESS_SPAWN_FAILED` also when the shim
+    /// could not start.
+    pub async fn start(&self, spec: ExecSpec) -> Result<ExecCommandResult> {
+        let Some(setup) = &self.inner.shims else { return self.exec(spec) };
+        if spec.argv.first().is_none_or(|p| p.is_empty()) {
+            return Err(Error::EmptyCommand);
+        }
+        if let Some(busy) = self.live_for(&spec.owner) {
+            return Err(Error::WorkspaceBusy { workspace_id: spec.owner, process_id: busy, approval_id: None });
+        }
+        let id = format!("proc-{}", uuid::Uuid::new_v4());
+        let mut spec = spec;
+        if spec.tag.is_empty() {
+            spec.tag = format!("exec/{id}");
+        }
+        let limits = &self.inner.limits;
+        let (record, client) =
+            shimmed::start(setup, &id, &spec, limits.retained_bytes, limits.drain_after_exit).await?;
+        let pid = client.pid();
+        self.insert_shimmed(&record, setup.dir.join(&id), pid, Some(client), spec.timeout);
+        Ok(ExecCommandResult { process_id: id, dispatch_status: DispatchStatus::Confirmed })
+    }
+
+    /// Put a shim-held command in the table and start its follower (and its time limit).
+    fn insert_shimmed(
+        &self,
+        record: &shimmed::HandleRecord,
+        dir: std::path::PathBuf,
+        pid: i32,
+        client: Option<crate::shim::ShimClient>,
+        limit: Option<Duration>,
+    ) {
+        let limits = &self.inner.limits;
+        let handle = Arc::new(shimmed::handle(record, dir.clone(), pid, client, limits.retained_bytes));
+        shimmed::catch_up(&handle, &dir, record.segment_bytes, limits.retained_bytes);
+        tokio::spawn(shimmed::follow(handle.clone(), dir, record.segment_bytes, limits.retained_bytes, limits.grace));
+        if let Some(limit) = limit {
+            tokio::spawn(io::time_limit(handle.clone(), limit, limits.grace));
+        }
+        self.table().insert(record.process_id.clone(), handle);
+    }
+
+    /// Re-adopt the commands an earlier process of this host left under shims: each keeps its
+    /// id, its cursors (its output is read from the shim's files), its exit, and the rest of
+    /// its time limit. Call once at start-up, before any command starts. Returns how many
+    /// were found (running or exited); 0 without a [`ShimSetup`].
+    pub async fn adopt(&self) -> usize {
+        let Some(setup) = &self.inner.shims else { return 0 };
+        let found = shimmed::find(&setup.dir).await;
+        let n = found.len();
+        for f in found {
+            let limit = shimmed::time_left(&f.record);
+            self.insert_shimmed(&f.record, f.dir, f.pid, f.client, limit);
+        }
+        n
+    }
+
+    /// The tags of the commands held by shims, running or exited (their shims may still hold
+    /// descendants).
+    pub fn shim_tags(&self) -> Vec<String> {
+        self.table().values().filter(|h| matches!(h.io, Io::Shim { .. })).map(|h| h.tag.clone()).collect()
     }
 
     /// `read_process{process_id, cursor?}`: output from `cursor` (default 0). With `wait`, waits
@@ -140,7 +220,18 @@ impl Processes {
         let Ok(mut carried) = tokio::time::timeout_at(deadline, h.write_lock.lock()).await else {
             return Err(timed_out(0));
         };
-        let canonical = match &h.master {
+        let (input, master) = match &h.io {
+            Io::Direct { input, master } => (input, master),
+            Io::Shim { client, .. } => {
+                let Some(shim) = client else {
+                    h.exited().await;
+                    return Err(h.exit().map(|e| h.not_running(&e)).unwrap_or_else(|| not_found(id)));
+                };
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                return self.write_through_shim(&h, shim, data, left, waited).await;
+            }
+        };
+        let canonical = match master {
             Some(m) => pty::is_canonical(m.as_fd())
                 .map_err(|e| os_failure(id, "reading the terminal mode", e))?,
             None => false,
@@ -153,7 +244,7 @@ impl Processes {
         }
         let mut written = 0;
         let result = tokio::select! {
-            r = io::write_all(&h.input, data, &mut written, deadline) => r,
+            r = io::write_all(input, data, &mut written, deadline) => r,
             _ = h.exited() => Err(WriteStop::Failed(std::io::Error::other("the process exited"))),
         };
         // What went through is in the terminal: its unterminated line goes on from there.
@@ -179,21 +270,80 @@ impl Processes {
         })
     }
 
+    /// [`Processes::write_stdin`] through the shim holding the process: the shim writes with
+    /// the time `left` and answers how far it got.
+    async fn write_through_shim(
+        &self,
+        h: &Handle,
+        shim: &crate::shim::ShimClient,
+        data: &[u8],
+        left: Duration,
+        waited: Duration,
+    ) -> Result<()> {
+        use crate::shim::InputStop;
+        let id = &h.id;
+        let reply = match shim.input(data.to_vec(), left).await {
+            Ok(reply) => reply,
+            Err(why) => {
+                // The shim refused (input closed, process gone) or is gone itself.
+                if h.exit().is_none() {
+                    let _ = tokio::time::timeout(Duration::from_secs(5), h.exited()).await;
+                }
+                return Err(match h.exit() {
+                    Some(exit) => h.not_running(&exit),
+                    None => Error::StdinFailed { process_id: id.clone(), written: 0, total: data.len(), source: std::io::Error::other(why) },
+                });
+            }
+        };
+        let written = reply.written.unwrap_or(0) as usize;
+        match reply.stop {
+            None => Ok(()),
+            Some(InputStop::Timeout) => Err(Error::StdinTimeout { process_id: id.clone(), written, total: data.len(), waited }),
+            Some(InputStop::LineTooLong) => {
+                Err(Error::LineTooLong { longest: reply.longest.unwrap_or(0), max: pty::MAX_CANON_LINE })
+            }
+            Some(InputStop::Exited) => {
+                // The shim journaled the exit before it answered: the follower reads it next.
+                let _ = tokio::time::timeout(Duration::from_secs(5), h.exited()).await;
+                Err(match h.exit() {
+                    Some(exit) => h.not_running(&exit),
+                    None => Error::StdinClosed { process_id: id.clone(), written, total: data.len() },
+                })
+            }
+            Some(InputStop::Closed) => Err(Error::StdinClosed { process_id: id.clone(), written, total: data.len() }),
+            Some(InputStop::Failed) => Err(Error::StdinFailed {
+                process_id: id.clone(),
+                written,
+                total: data.len(),
+                source: std::io::Error::other(reply.error.unwrap_or_default()),
+            }),
+        }
+    }
+
     /// `process_resize{process_id, rows, cols}`: sets the PTY size; the program gets SIGWINCH
     /// (case P8). Errors: `PROCESS_NOT_FOUND`, `PROCESS_NOT_TTY` (pipe mode),
     /// `PROCESS_NOT_RUNNING`, `INVALID_ARGUMENT` (zero rows or cols).
-    pub fn resize(&self, id: &str, rows: u16, cols: u16) -> Result<()> {
+    pub async fn resize(&self, id: &str, rows: u16, cols: u16) -> Result<()> {
         let h = self.get(id)?;
-        let Some(master) = &h.master else {
+        if !h.io.tty() {
             return Err(Error::ProcessNotTty { process_id: id.to_owned() });
-        };
+        }
         if let Some(exit) = h.exit() {
             return Err(h.not_running(&exit));
         }
         if rows == 0 || cols == 0 {
             return Err(Error::invalid("rows and cols must both be at least 1"));
         }
-        pty::resize(master.as_fd(), rows, cols).map_err(|e| os_failure(id, "resizing the terminal", e))
+        match &h.io {
+            Io::Direct { master: Some(master), .. } => {
+                pty::resize(master.as_fd(), rows, cols).map_err(|e| os_failure(id, "resizing the terminal", e))
+            }
+            Io::Shim { client: Some(shim), .. } => shim.resize(rows, cols).await.map_err(|why| match h.exit() {
+                Some(exit) => h.not_running(&exit),
+                None => os_failure(id, "resizing the terminal", std::io::Error::other(why)),
+            }),
+            _ => Err(os_failure(id, "resizing the terminal", std::io::Error::other("no shim holds the process"))),
+        }
     }
 
     /// `terminate_process{process_id}`: SIGTERM to the whole process group (and tagged
@@ -241,7 +391,13 @@ fn live(table: &HashMap<String, Arc<Handle>>, owner: &str) -> Option<String> {
 /// Drop exited handles older than `keep_exited_for`, then the oldest exits beyond
 /// `keep_exited_max`. Running handles are never dropped.
 fn evict(table: &mut HashMap<String, Arc<Handle>>, limits: &ExecLimits, now: Instant) {
-    table.retain(|_, h| h.exit().is_none_or(|e| now.duration_since(e.at) < limits.keep_exited_for));
+    table.retain(|_, h| {
+        let keep = h.exit().is_none_or(|e| now.duration_since(e.at) < limits.keep_exited_for);
+        if !keep {
+            forget(h);
+        }
+        keep
+    });
     if table.len() <= limits.keep_exited_max {
         return; // fewer handles than the cap, so fewer exited ones too: the common case
     }
@@ -250,7 +406,17 @@ fn evict(table: &mut HashMap<String, Arc<Handle>>, limits: &ExecLimits, now: Ins
     if exited.len() > limits.keep_exited_max {
         exited.sort();
         for (_, id) in exited.iter().take(exited.len() - limits.keep_exited_max) {
-            table.remove(id);
+            if let Some(h) = table.remove(id) {
+                forget(h.as_ref());
+            }
         }
+    }
+}
+
+/// An evicted handle of a shim-held command: its directory goes (the shim, seeing its journal
+/// gone, ends what is left of its tree and exits).
+fn forget(h: &Handle) {
+    if let Io::Shim { dir, .. } = &h.io {
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

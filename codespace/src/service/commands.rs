@@ -65,7 +65,7 @@ impl CodeSpace {
         if let Some(process_id) = self.live_in(&root) {
             return Err(busy(&ws.workspace_id, &process_id));
         }
-        self.inner.processes.exec(spec)
+        self.inner.processes.start(spec).await
     }
 
     /// `read_process{process_id, cursor?, wait_ms?}` -> `{process_id, cursor, chunk, eof,
@@ -95,7 +95,7 @@ impl CodeSpace {
     /// `process_resize{process_id, rows, cols}` -> `{ok: true}`. Errors: `PROCESS_NOT_FOUND`,
     /// `PROCESS_NOT_TTY`, `PROCESS_NOT_RUNNING`, `INVALID_ARGUMENT` (zero rows or cols).
     pub async fn process_resize(&self, req: ProcessResizeRequest) -> Result<OkResult> {
-        self.inner.processes.resize(&req.process_id, req.rows, req.cols)?;
+        self.inner.processes.resize(&req.process_id, req.rows, req.cols).await?;
         Ok(OkResult { ok: true })
     }
 

@@ -20,8 +20,10 @@ impl CodeSpace {
     /// `process` unavailable (and omits process capabilities). Commands run without a sandbox
     /// (`command_sandbox: none`) and the network is not restricted (`policy: enabled,
     /// enforcement: none`). Processes belong to the daemon: a client disconnect keeps them
-    /// running; a daemon shutdown ends them; a restart does not restore handles
-    /// (`restart_recovery: none`). Errors: `WORKSPACE_NOT_FOUND`.
+    /// running. With shims (the daemon's setting) a daemon shutdown or crash keeps them running
+    /// and the next daemon re-adopts their handles (`gateway_shutdown: keep_running`,
+    /// `restart_recovery: reattach`); without, a shutdown ends them and a restart does not
+    /// restore handles (`terminate`, `none`). Errors: `WORKSPACE_NOT_FOUND`.
     pub async fn workspace_info(
         &self,
         req: WorkspaceInfoRequest,
@@ -29,6 +31,7 @@ impl CodeSpace {
         let ws = self.workspace(&req.workspace_id)?;
         let writable = !ws.read_only;
         let limits = &self.inner.exec.limits;
+        let shimmed = self.inner.processes.shimmed();
         let capabilities = writable.then(|| ProcessCapabilities {
             handles: true,
             survives_request_end: true,
@@ -53,8 +56,8 @@ impl CodeSpace {
                 owner: ProcessOwner::Daemon,
                 client_disconnect: LifetimeAction::KeepRunning,
                 runner_disconnect: LifetimeAction::Terminate,
-                gateway_shutdown: LifetimeAction::Terminate,
-                restart_recovery: RestartRecovery::None,
+                gateway_shutdown: if shimmed { LifetimeAction::KeepRunning } else { LifetimeAction::Terminate },
+                restart_recovery: if shimmed { RestartRecovery::Reattach } else { RestartRecovery::None },
             },
         });
         Ok(WorkspaceInfoResult {

@@ -41,7 +41,7 @@ use std::time::Duration;
 
 use spaces_sdk::Approvals;
 
-use crate::exec::{ExecLimits, Processes};
+use crate::exec::{ExecLimits, Processes, ShimSetup};
 use crate::fs::Root;
 use crate::ledger::Ledger;
 use crate::steer::Steering;
@@ -80,6 +80,10 @@ pub struct ExecSettings {
     /// that [`CodeSpace::end_leftovers`] can find the commands an earlier process of this host
     /// left running (the daemon was SIGKILLed). `None`: no marker.
     pub host_marker: Option<String>,
+    /// Start commands under shims (`spacesd shim`), so that they survive the daemon and the
+    /// next one re-adopts them ([`CodeSpace::adopt_commands`]). `None`: commands are children
+    /// of this process and end with it.
+    pub shims: Option<ShimSetup>,
 }
 
 impl ExecSettings {
@@ -97,6 +101,7 @@ impl ExecSettings {
             timeout: Some(Duration::from_secs(30 * 60)),
             limits: ExecLimits::default(),
             host_marker: None,
+            shims: None,
         }
     }
 }
@@ -125,7 +130,10 @@ impl CodeSpace {
     pub fn open(db: &Path, registry: Arc<dyn WorkspaceRegistry>, exec: ExecSettings) -> Result<CodeSpace> {
         let ledger = Ledger::open(db)?;
         let steering = Steering::open(db)?;
-        let processes = Processes::new(exec.limits.clone());
+        let processes = match &exec.shims {
+            Some(setup) => Processes::with_shims(exec.limits.clone(), setup.clone()),
+            None => Processes::new(exec.limits.clone()),
+        };
         Ok(CodeSpace {
             inner: Arc::new(Inner {
                 registry,
@@ -139,14 +147,36 @@ impl CodeSpace {
         })
     }
 
-    /// Ends every process carrying the host marker (commands an earlier daemon on this state
-    /// left when it was killed without a shutdown): SIGTERM, the table's grace, SIGKILL. Call it
-    /// once at start-up, before any command runs. Returns the pids signalled and any survivors.
+    /// Re-adopts the commands an earlier daemon on this state left under shims (see
+    /// [`Processes::adopt`]): their ids, cursors, exits and time limits carry on. Call it once
+    /// at start-up, before [`CodeSpace::end_leftovers`] and before any command runs. Returns
+    /// how many were found.
+    pub async fn adopt_commands(&self) -> usize {
+        self.inner.processes.adopt().await
+    }
+
+    /// Ends every process carrying the host marker that no adopted shim holds (commands an
+    /// earlier daemon spawned directly, or whose shim was killed): SIGTERM, the table's grace,
+    /// SIGKILL. Call it once at start-up, after [`CodeSpace::adopt_commands`] and before any
+    /// command runs. Returns the pids signalled and any survivors.
     pub async fn end_leftovers(&self) -> crate::process::KillReport {
-        match &self.inner.exec.host_marker {
-            Some(marker) => crate::process::kill_tree(None, marker, self.inner.exec.limits.grace).await,
-            None => crate::process::KillReport::default(),
+        let Some(marker) = &self.inner.exec.host_marker else { return crate::process::KillReport::default() };
+        let grace = self.inner.exec.limits.grace;
+        let shims: Vec<i32> = self
+            .inner
+            .processes
+            .shim_tags()
+            .iter()
+            .flat_map(|tag| crate::process::alive_with_marker(&crate::process::tag_marker(&format!("shim/{tag}"))))
+            .collect();
+        if shims.is_empty() {
+            return crate::process::kill_tree(None, marker, grace).await;
         }
+        let held: std::collections::HashSet<i32> = shims.iter().flat_map(|s| crate::shim::tree::descendants(*s)).collect();
+        let leftovers = || -> Vec<i32> {
+            crate::process::alive_with_marker(marker).into_iter().filter(|p| !held.contains(p)).collect()
+        };
+        end_pids(leftovers, grace).await
     }
 
     /// The process table.
@@ -213,4 +243,37 @@ fn busy(ws: &str, process_id: &str) -> Error {
 /// Runs blocking `f` on the blocking pool. A panic there is [`Error::TaskFailed`] (`INTERNAL`).
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     tokio::task::spawn_blocking(f).await?
+}
+
+/// SIGTERM to every pid `find` returns, up to `grace` for them to go, then SIGKILL to what
+/// `find` still returns (looking again each round: they may fork meanwhile).
+async fn end_pids(find: impl Fn() -> Vec<i32>, grace: Duration) -> crate::process::KillReport {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let mut report = crate::process::KillReport::default();
+    let signal = |sig: Signal, report: &mut crate::process::KillReport| {
+        let pids = find();
+        for pid in &pids {
+            let _ = kill(Pid::from_raw(*pid), sig);
+            if !report.signalled.contains(pid) {
+                report.signalled.push(*pid);
+            }
+        }
+        pids.is_empty()
+    };
+    if signal(Signal::SIGTERM, &mut report) {
+        return report;
+    }
+    let deadline = tokio::time::Instant::now() + grace;
+    while tokio::time::Instant::now() < deadline && !find().is_empty() {
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    for _ in 0..20 {
+        if signal(Signal::SIGKILL, &mut report) {
+            return report;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    report.survivors = find();
+    report
 }

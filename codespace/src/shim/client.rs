@@ -11,7 +11,7 @@ use tokio::net::UnixStream;
 use tokio::sync::{mpsc, Mutex};
 
 use super::journal::JournalReader;
-use super::protocol::{Record, Reply, Request, ShimSpec, PROTOCOL};
+use super::protocol::{Launch, OutputMode, Record, Reply, Request, ShimSpec, PROTOCOL};
 use super::socket_path;
 use crate::process::{self, SpawnSpec, StdinSpec, StdioSpec};
 
@@ -64,6 +64,13 @@ impl ShimClient {
     /// stdin, and wait until it started the agent. Errors: the shim could not start, or it
     /// could not start the agent (its reason, e.g. the program was not found).
     pub async fn spawn(command: &[String], env: BTreeMap<String, String>, dir: &Path, spec: &ShimSpec) -> Result<ShimClient, String> {
+        Self::launch(command, env, dir, &Launch { spec: spec.clone(), output: OutputMode::Lines }).await
+    }
+
+    /// [`Self::spawn`] with an output mode: `launch.output` says how the shim keeps the output
+    /// (raw bytes for `exec_command`). Errors: as [`Self::spawn`].
+    pub async fn launch(command: &[String], env: BTreeMap<String, String>, dir: &Path, launch: &Launch) -> Result<ShimClient, String> {
+        let spec = &launch.spec;
         let mut argv = command.to_vec();
         argv.push("shim".into());
         argv.push(dir.display().to_string());
@@ -80,7 +87,7 @@ impl ShimClient {
         let mut input = pipe::Sender::from_owned_fd(input).map_err(|e| e.to_string())?;
         let output = pipe::Receiver::from_owned_fd(spawned.output).map_err(|e| e.to_string())?;
         let _stderr = spawned.stderr;
-        let json = serde_json::to_vec(spec).map_err(|e| e.to_string())?;
+        let json = serde_json::to_vec(launch).map_err(|e| e.to_string())?;
         let answer = async {
             input.write_all(&json).await.map_err(|e| format!("cannot hand the shim its spec: {e}"))?;
             drop(input);
@@ -158,9 +165,55 @@ impl ShimClient {
         Ok(self.request(Request::Stop { grace_ms: grace.as_millis() as u64 }).await?.survivors)
     }
 
+    /// Raw mode: write `data` to the process's input, for at most `timeout` (see
+    /// [`Request::Input`]), on a connection of its own so that a write waiting for a full pipe
+    /// never holds up a stop. Returns the shim's reply: `written`, and `stop` when it stopped
+    /// early. Errors: the shim is gone, or refused (not running, no input).
+    pub async fn input(&self, data: Vec<u8>, timeout: Duration) -> Result<Reply, String> {
+        let (mut conn, _) = Conn::open(&self.dir).await?;
+        let reply = conn.ask(&Request::Input { data, timeout_ms: timeout.as_millis() as u64 }).await?;
+        if reply.ok || reply.stop.is_some() {
+            Ok(reply)
+        } else {
+            Err(reply.error.unwrap_or_else(|| "refused".into()))
+        }
+    }
+
+    /// Raw mode with a PTY: set its size. Errors: the shim is gone, or refused (no terminal,
+    /// not running, the ioctl failed).
+    pub async fn resize(&self, rows: u16, cols: u16) -> Result<(), String> {
+        self.request(Request::Resize { rows, cols }).await.map(drop)
+    }
+
     /// Tell the shim everything up to `offset` is stored; a shim whose tree is gone then exits.
     pub async fn ack(&self, offset: u64) -> Result<(), String> {
         self.request(Request::Ack { offset }).await.map(drop)
+    }
+}
+
+/// Wake-ups from a shim's `Watch` stream: one per growth of its journal or output.
+pub struct Watcher {
+    lines: Lines<BufReader<OwnedReadHalf>>,
+    _write: OwnedWriteHalf,
+}
+
+impl Watcher {
+    /// Open the `Watch` stream of the shim in `dir`; `None` when no shim answers there.
+    pub async fn open(dir: &Path) -> Option<Watcher> {
+        let (mut conn, _) = Conn::open(dir).await.ok()?;
+        match conn.ask(&Request::Watch).await {
+            Ok(reply) if reply.ok => Some(Watcher { lines: conn.lines, _write: conn.write }),
+            _ => None,
+        }
+    }
+
+    /// Wait for the next growth, at most `timeout`. False once the shim is gone (the stream
+    /// closed); true on a growth or when the timeout passed.
+    pub async fn next(&mut self, timeout: Duration) -> bool {
+        match tokio::time::timeout(timeout, self.lines.next_line()).await {
+            Ok(Ok(Some(_))) | Err(_) => true,
+            Ok(_) => false,
+        }
     }
 }
 

@@ -37,8 +37,9 @@ impl JournalWriter {
         Ok(Self { file, end: 0, dirty: false })
     }
 
-    /// Append `record`; returns the journal's new length.
-    pub fn append(&mut self, record: &Record) -> std::io::Result<u64> {
+    /// Append `record` (a [`Record`], or a [`super::protocol::RawRecord`] in raw mode);
+    /// returns the journal's new length.
+    pub fn append(&mut self, record: &impl serde::Serialize) -> std::io::Result<u64> {
         let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
         line.push(b'\n');
         self.file.write_all(&line)?;
@@ -94,6 +95,25 @@ impl JournalReader {
                 text: format!("journal record at offset {} unreadable ({e}); skipped", self.offset - nl as u64 - 1),
             });
             out.push((record, self.offset));
+            start += nl + 1;
+        }
+        self.pending.drain(..start);
+        Ok(out)
+    }
+
+    /// As [`Self::read_new`] for a raw-mode journal ([`super::protocol::RawRecord`]s); a line
+    /// that does not parse is skipped.
+    pub fn read_new_raw(&mut self) -> std::io::Result<Vec<(super::protocol::RawRecord, u64)>> {
+        let mut chunk = Vec::new();
+        self.file.read_to_end(&mut chunk)?;
+        self.pending.extend_from_slice(&chunk);
+        let mut out = Vec::new();
+        let mut start = 0;
+        while let Some(nl) = self.pending[start..].iter().position(|b| *b == b'\n') {
+            self.offset += nl as u64 + 1;
+            if let Ok(record) = serde_json::from_slice(&self.pending[start..start + nl]) {
+                out.push((record, self.offset));
+            }
             start += nl + 1;
         }
         self.pending.drain(..start);

@@ -8,7 +8,11 @@
 //!   it does with its environment or its session; a stop ends all of them ([`Request::Stop`]);
 //! - owns the agent's stdio: it splits stdout and stderr into lines ([`lines`]) and **journals**
 //!   them with the agent's exit to `DIR/journal` ([`journal`], which states the fsync policy);
-//! - takes **control** over a Unix socket, `DIR/ctl.sock` (stdin writes, signals, stop, ack), in
+//!   in raw mode ([`OutputMode::Raw`], `exec_command`) it copies the combined output or the
+//!   PTY's bytes to bounded output files instead ([`output`]; a byte offset there is the
+//!   command's cursor) and journals only the exit and the end of the output;
+//! - takes **control** over a Unix socket, `DIR/ctl.sock` (stdin writes, raw input bytes with a
+//!   time limit, PTY resize, signals, stop, ack), in
 //!   the versioned line protocol of [`protocol`];
 //! - after the agent exits and its output is drained, ends what is left of the tree, reaps it,
 //!   journals [`Record::Done`], and exits once the daemon acknowledged the whole journal.
@@ -25,14 +29,15 @@
 pub mod client;
 pub mod journal;
 pub mod lines;
+pub mod output;
 pub mod protocol;
 pub mod server;
 pub mod tree;
 
 use std::path::{Path, PathBuf};
 
-pub use client::{follow, Followed, ShimClient};
-pub use protocol::{Record, Reply, Request, ShimSpec, Stream, PROTOCOL};
+pub use client::{follow, Followed, ShimClient, Watcher};
+pub use protocol::{InputStop, Launch, OutputMode, RawRecord, Record, Reply, Request, ShimSpec, Stream, PROTOCOL};
 
 /// `<dir>/ctl.sock`: the shim's control socket.
 pub fn socket_path(dir: &Path) -> PathBuf {

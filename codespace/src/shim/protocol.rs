@@ -48,6 +48,37 @@ pub struct ShimSpec {
     pub drain_ms: u64,
 }
 
+/// What a shim reads on its stdin: a [`ShimSpec`] and, in the same JSON object, how to keep
+/// the output (`output`; absent = [`OutputMode::Lines`], so a spec of the previous release
+/// reads as before).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Launch {
+    #[serde(flatten)]
+    pub spec: ShimSpec,
+    #[serde(default)]
+    pub output: OutputMode,
+}
+
+/// How a shim keeps its process's output.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum OutputMode {
+    /// Stdout and stderr split into lines, each a [`Record::Line`] in the journal.
+    #[default]
+    Lines,
+    /// Raw bytes (`exec_command`): stdout and stderr on ONE pipe (`tty: None`, with a stdin
+    /// pipe) or a PTY of `tty = (rows, cols)` with echo off. The bytes go to the output files
+    /// of [`super::output`], split in segments of `segment_bytes` (the three newest kept); the
+    /// journal holds only [`Record::Start`], [`Record::Exit`] (written when the process is
+    /// reaped), [`RawRecord::Eof`] and [`Record::Done`]. After the exit, what is left of the tree is
+    /// not ended: the shim waits for it (a stop ends it).
+    Raw {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tty: Option<(u16, u16)>,
+        segment_bytes: u64,
+    },
+}
+
 /// Bytes of a cut line kept in its record (on a character boundary).
 pub const CUT_EXCERPT_BYTES: usize = 4096;
 
@@ -85,6 +116,23 @@ pub enum Record {
     Note { text: String },
 }
 
+/// One journal record of a raw-mode shim ([`OutputMode::Raw`]). `Start`, `Exit` and `Done`
+/// are written exactly as the [`Record`] variants of the same names; `Eof` exists only here
+/// (a daemon reading a raw journal as [`Record`]s sees it as an unreadable line).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "k", rename_all = "snake_case")]
+pub enum RawRecord {
+    /// As [`Record::Start`].
+    Start { protocol: u32, gen: u64, turn: u32, pid: i32 },
+    /// As [`Record::Exit`], written the moment the process is reaped.
+    Exit { code: Option<i32>, signal: Option<i32> },
+    /// The output is complete at `total` bytes. `cut` is true when collection stopped at the
+    /// drain deadline (a descendant still held the output open), false at EOF.
+    Eof { total: u64, cut: bool },
+    /// As [`Record::Done`].
+    Done { killed: Vec<i32>, dropped_lines: u64 },
+}
+
 /// A request on the control socket.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -107,6 +155,31 @@ pub enum Request {
     Ack { offset: u64 },
     /// The shim's state.
     Status,
+    /// Raw mode: write `data` (the exact bytes, a JSON array of numbers) to the process's stdin
+    /// pipe or terminal, waiting while it is full, for at most `timeout_ms` in all. The reply
+    /// comes once every byte is written or the write stopped: `written` counts the bytes that
+    /// went through, `stop` says why it stopped early. To a PTY in canonical mode, a line
+    /// longer than [`crate::process::pty::MAX_CANON_LINE`] (counting what earlier writes left
+    /// unterminated) is refused before anything is written (`stop: line_too_long`).
+    Input { data: Vec<u8>, timeout_ms: u64 },
+    /// Raw mode with a PTY: set its size (the program gets SIGWINCH).
+    Resize { rows: u16, cols: u16 },
+}
+
+/// Why a [`Request::Input`] stopped before its last byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputStop {
+    /// `timeout_ms` passed while the pipe or terminal was full.
+    Timeout,
+    /// The reader is gone (`EPIPE`) or the process has no input.
+    Closed,
+    /// The process exited during the write.
+    Exited,
+    /// A line too long for a canonical-mode terminal: nothing was written ([`Reply::longest`]).
+    LineTooLong,
+    /// Another write error (its text is in [`Reply::error`]).
+    Failed,
 }
 
 /// The answer to a [`Request`].
@@ -133,6 +206,18 @@ pub struct Reply {
     /// After [`Request::Stop`]: processes still alive after SIGKILL (should be empty).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub survivors: Vec<i32>,
+    /// After [`Request::Input`]: the bytes written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written: Option<u64>,
+    /// After [`Request::Input`]: why it stopped before the end (absent: every byte written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<InputStop>,
+    /// With [`InputStop::LineTooLong`]: the longest line, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub longest: Option<usize>,
+    /// Raw mode: the output's length in bytes so far.
+    #[serde(default)]
+    pub out: u64,
 }
 
 impl Reply {
@@ -159,6 +244,45 @@ mod tests {
             let json = serde_json::to_string(&r).unwrap();
             assert!(!json.contains('\n'));
             assert_eq!(serde_json::from_str::<Record>(&json).unwrap(), r);
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod compat_tests {
+    use super::*;
+
+    #[test]
+    fn a_spec_without_an_output_mode_is_a_lines_launch_and_raw_launches_read_back() {
+        let spec = ShimSpec {
+            protocol: PROTOCOL,
+            gen: 1,
+            turn: 1,
+            argv: vec!["true".into()],
+            cwd: "/".into(),
+            env: BTreeMap::new(),
+            markers: Vec::new(),
+            tag: "t".into(),
+            stdin_pipe: false,
+            max_line_bytes: 10,
+            drain_ms: 10,
+        };
+        let json = serde_json::to_string(&spec).unwrap();
+        assert_eq!(serde_json::from_str::<Launch>(&json).unwrap().output, OutputMode::Lines);
+        let raw = OutputMode::Raw { tty: Some((24, 80)), segment_bytes: 4096 };
+        let launch = serde_json::to_string(&Launch { spec, output: raw }).unwrap();
+        let back: Launch = serde_json::from_str(&launch).unwrap();
+        assert_eq!((back.output, back.spec.tag.as_str()), (raw, "t"));
+        let input = serde_json::to_string(&Request::Input { data: vec![0, 255, b'\n'], timeout_ms: 5 }).unwrap();
+        assert_eq!(input, r#"{"op":"input","data":[0,255,10],"timeout_ms":5}"#);
+        // A raw journal's shared records read the same either way.
+        for (raw, rec) in [
+            (RawRecord::Start { protocol: PROTOCOL, gen: 1, turn: 0, pid: 9 }, Record::Start { protocol: PROTOCOL, gen: 1, turn: 0, pid: 9 }),
+            (RawRecord::Exit { code: Some(3), signal: None }, Record::Exit { code: Some(3), signal: None }),
+            (RawRecord::Done { killed: vec![4], dropped_lines: 0 }, Record::Done { killed: vec![4], dropped_lines: 0 }),
+        ] {
+            assert_eq!(serde_json::to_string(&raw).unwrap(), serde_json::to_string(&rec).unwrap());
         }
     }
 }

@@ -6,13 +6,16 @@
 //! connections, and the drain and sync timers.
 
 use std::io::{Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::{killpg, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
+use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::pipe;
 use tokio::net::{UnixListener, UnixStream};
@@ -22,9 +25,11 @@ use tokio::time::Instant;
 
 use super::journal::{journal_path, JournalWriter, SYNC_EVERY};
 use super::lines::LineReader;
-use super::protocol::{Record, Reply, Request, ShimSpec, Stream, PROTOCOL};
+use super::output::OutputWriter;
+use super::protocol::{InputStop, Launch, OutputMode, RawRecord, Record, Reply, Request, ShimSpec, Stream, PROTOCOL};
 use super::{socket_path, tree};
-use crate::process::{self, SpawnSpec, StdinSpec, StdioSpec};
+use crate::exec::io::{write_all, WriteStop};
+use crate::process::{self, pty, read_now, SpawnSpec, StdinSpec, StdioSpec};
 
 /// Grace for what is left of the tree after the agent exited (tools it left behind).
 const LEFTOVER_GRACE: Duration = Duration::from_millis(500);
@@ -32,21 +37,21 @@ const LEFTOVER_GRACE: Duration = Duration::from_millis(500);
 /// removed ends its tree and exits instead of waiting forever for an acknowledgement.
 const ORPHAN_CHECK: Duration = Duration::from_secs(5);
 
-/// Run the shim in `dir`: read the [`ShimSpec`] from stdin, start the agent, answer on stdout
+/// Run the shim in `dir`: read the [`Launch`] (a [`ShimSpec`] and its output mode) from stdin, start the agent, answer on stdout
 /// with one [`Reply`] line (ok and the agent's pid, or why it could not start), then serve until
 /// the tree is gone and the daemon has acknowledged the whole journal. Returns the exit code.
 pub fn main(dir: &Path) -> i32 {
     let mut input = String::new();
     let spec = match std::io::stdin().read_to_string(&mut input) {
-        Ok(_) => serde_json::from_str::<ShimSpec>(&input).map_err(|e| format!("the shim spec on stdin is not valid: {e}")),
+        Ok(_) => serde_json::from_str::<Launch>(&input).map_err(|e| format!("the shim spec on stdin is not valid: {e}")),
         Err(e) => Err(format!("cannot read the shim spec from stdin: {e}")),
     };
-    let spec = match spec {
-        Ok(s) if s.protocol == PROTOCOL => s,
-        Ok(s) => {
+    let launch = match spec {
+        Ok(l) if l.spec.protocol == PROTOCOL => l,
+        Ok(l) => {
             return ready(Err(format!(
                 "shim protocol version {} is not supported: this spacesd speaks version {PROTOCOL}",
-                s.protocol
+                l.spec.protocol
             )))
         }
         Err(why) => return ready(Err(why)),
@@ -56,7 +61,7 @@ pub fn main(dir: &Path) -> i32 {
         Err(e) => return ready(Err(format!("no runtime: {e}"))),
     };
     rt.block_on(async move {
-        match Shim::start(dir, spec).await {
+        match Shim::start(dir, launch.spec, launch.output).await {
             Ok(shim) => shim.run().await,
             Err(why) => ready(Err(why)),
         }
@@ -85,6 +90,25 @@ fn log_to(dir: &Path) {
 enum Output {
     Line(Stream, super::lines::Line),
     Eof,
+    /// Raw mode: the output files hold `total` bytes now.
+    Raw(u64),
+    /// Raw mode: the output is complete ([`RawRecord::Eof`]).
+    RawEof { total: u64, cut: bool },
+}
+
+/// What a control connection's `Watch` reports: the journal's and the output's lengths.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Ends {
+    journal: u64,
+    out: u64,
+}
+
+/// Raw mode: where input goes, and the unterminated line a canonical terminal holds.
+#[derive(Clone)]
+struct RawInput {
+    fd: Arc<AsyncFd<OwnedFd>>,
+    tty: bool,
+    carried: Arc<tokio::sync::Mutex<usize>>,
 }
 
 /// A control request and where its reply goes.
@@ -95,10 +119,15 @@ struct Shim {
     spec: ShimSpec,
     pid: i32,
     journal: JournalWriter,
-    end_tx: watch::Sender<u64>,
+    end_tx: watch::Sender<Ends>,
     output_rx: mpsc::UnboundedReceiver<Output>,
     asked_rx: mpsc::UnboundedReceiver<Asked>,
     stdin: Option<mpsc::UnboundedSender<Vec<u8>>>,
+    /// Raw mode only: the input fd (`None` once stopped).
+    raw: Option<RawInput>,
+    raw_mode: bool,
+    /// Raw mode: the agent was reaped (the output reader starts its drain).
+    exited_tx: watch::Sender<bool>,
     eofs: u8,
     exit: Option<(Option<i32>, Option<i32>)>,
     exit_written: bool,
@@ -110,20 +139,32 @@ struct Shim {
 
 impl Shim {
     /// Become a subreaper, open the journal and the socket, start the agent.
-    async fn start(dir: &Path, spec: ShimSpec) -> Result<Shim, String> {
+    async fn start(dir: &Path, spec: ShimSpec, mode: OutputMode) -> Result<Shim, String> {
         nix::sys::prctl::set_child_subreaper(true).map_err(|e| format!("cannot become a child subreaper: {e}"))?;
         let mut journal = JournalWriter::create(dir).map_err(|e| format!("cannot create the journal in {}: {e}", dir.display()))?;
         let sock = socket_path(dir);
         let _ = std::fs::remove_file(&sock);
         let listener = UnixListener::bind(&sock).map_err(|e| format!("cannot listen on {}: {e}", sock.display()))?;
         let stdin = if spec.stdin_pipe { StdinSpec::Pipe } else { StdinSpec::Null };
+        let (stdio, writer) = match mode {
+            OutputMode::Lines => (StdioSpec::Pipes { stdin }, None),
+            OutputMode::Raw { tty, segment_bytes } => {
+                let writer = OutputWriter::create(dir, segment_bytes)
+                    .map_err(|e| format!("cannot create the output file in {}: {e}", dir.display()))?;
+                let stdio = match tty {
+                    Some((rows, cols)) => StdioSpec::Pty { rows, cols },
+                    None => StdioSpec::Combined { stdin: StdinSpec::Pipe },
+                };
+                (stdio, Some(writer))
+            }
+        };
         let spawn = SpawnSpec {
             argv: spec.argv.clone(),
             cwd: spec.cwd.clone(),
             env: spec.env.clone(),
             markers: spec.markers.clone(),
             tag: spec.tag.clone(),
-            stdio: StdioSpec::Pipes { stdin },
+            stdio,
         };
         let spawned = process::spawn(&spawn).map_err(|e| e.to_string())?;
         let pid = spawned.pid;
@@ -133,6 +174,11 @@ impl Shim {
             .append(&Record::Start { protocol: PROTOCOL, gen: spec.gen, turn: spec.turn, pid })
             .map_err(|e| format!("cannot write the journal: {e}"))?;
         let (output_tx, output_rx) = mpsc::unbounded_channel();
+        let (exited_tx, exited_rx) = watch::channel(false);
+        if let Some(writer) = writer {
+            let fds = (spawned.output, spawned.stdin);
+            return Self::start_raw(dir, spec, pid, journal, listener, fds, writer, output_tx, output_rx, exited_tx, exited_rx);
+        }
         let readers = (|| -> std::io::Result<_> {
             let out = pipe::Receiver::from_owned_fd(spawned.output)?;
             let err = spawned.stderr.map(pipe::Receiver::from_owned_fd).transpose()?;
@@ -162,7 +208,7 @@ impl Shim {
             });
             tx
         });
-        let (end_tx, _) = watch::channel(journal.end());
+        let (end_tx, _) = watch::channel(Ends { journal: journal.end(), out: 0 });
         let (asked_tx, asked_rx) = mpsc::unbounded_channel();
         tokio::spawn(accept(listener, asked_tx, end_tx.subscribe()));
         ready(Ok(pid));
@@ -176,7 +222,70 @@ impl Shim {
             output_rx,
             asked_rx,
             stdin,
+            raw: None,
+            raw_mode: false,
+            exited_tx,
             eofs,
+            exit: None,
+            exit_written: false,
+            drain_deadline: None,
+            dropped_lines: 0,
+            done: false,
+            acked: 0,
+        })
+    }
+
+    /// The rest of [`Self::start`] in raw mode: one reader task copies the output (combined
+    /// pipe or PTY master) into the output files; input goes to the same PTY master or the
+    /// stdin pipe.
+    #[allow(clippy::too_many_arguments)]
+    fn start_raw(
+        dir: &Path,
+        spec: ShimSpec,
+        pid: i32,
+        journal: JournalWriter,
+        listener: UnixListener,
+        (output, stdin): (OwnedFd, Option<OwnedFd>),
+        writer: OutputWriter,
+        output_tx: mpsc::UnboundedSender<Output>,
+        output_rx: mpsc::UnboundedReceiver<Output>,
+        exited_tx: watch::Sender<bool>,
+        exited_rx: watch::Receiver<bool>,
+    ) -> Result<Shim, String> {
+        // SAFETY: an `OwnedFd` stays open and keeps its raw fd for as long as the `AsyncFd`
+        // owns it.
+        let register = |fd: OwnedFd| unsafe { AsyncFd::register(fd) }.map(Arc::new);
+        let fds = (|| -> std::io::Result<_> {
+            let output = register(output)?;
+            let input = match stdin {
+                Some(fd) => (register(fd)?, false),
+                None => (output.clone(), true),
+            };
+            Ok((output, input))
+        })();
+        let (output, (input, tty)) = fds.map_err(|e| {
+            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+            format!("cannot read the process's output: {e}")
+        })?;
+        tokio::spawn(read_raw(output, writer, exited_rx, Duration::from_millis(spec.drain_ms), output_tx));
+        let (end_tx, _) = watch::channel(Ends { journal: journal.end(), out: 0 });
+        let (asked_tx, asked_rx) = mpsc::unbounded_channel();
+        tokio::spawn(accept(listener, asked_tx, end_tx.subscribe()));
+        ready(Ok(pid));
+        log_to(dir);
+        Ok(Shim {
+            dir: dir.to_owned(),
+            spec,
+            pid,
+            journal,
+            end_tx,
+            output_rx,
+            asked_rx,
+            stdin: None,
+            raw: Some(RawInput { fd: input, tty, carried: Arc::default() }),
+            raw_mode: true,
+            exited_tx,
+            eofs: 1,
             exit: None,
             exit_written: false,
             drain_deadline: None,
@@ -214,10 +323,13 @@ impl Shim {
                 _ = sigterm.recv() => {
                     self.stop(Duration::from_secs(3)).await;
                 }
-                Some((req, reply)) = self.asked_rx.recv() => {
-                    let answer = self.on_request(req).await;
-                    let _ = reply.send(answer);
-                }
+                Some((req, reply)) = self.asked_rx.recv() => match req {
+                    Request::Input { data, timeout_ms } => self.on_input(data, timeout_ms, reply),
+                    req => {
+                        let answer = self.on_request(req).await;
+                        let _ = reply.send(answer);
+                    }
+                },
                 _ = sleep_until(self.drain_deadline) => self.drain_deadline = None,
                 _ = sync.tick() => {
                     let _ = self.journal.sync();
@@ -234,10 +346,61 @@ impl Shim {
         }
     }
 
-    fn record(&mut self, record: &Record) {
+    /// Raw mode: write `data` in a task of its own (a full pipe must not stop the loop) and
+    /// reply when it is written or stopped (see [`Request::Input`]).
+    fn on_input(&mut self, data: Vec<u8>, timeout_ms: u64, reply: oneshot::Sender<Reply>) {
+        let Some(input) = self.raw.clone() else {
+            let mut answer = Reply::refuse(if self.raw_mode { "the process's input is closed" } else { "not a raw-mode shim" });
+            answer.written = Some(0);
+            answer.stop = Some(if self.exit.is_some() { InputStop::Exited } else { InputStop::Closed });
+            let _ = reply.send(answer);
+            return;
+        };
+        let mut exited = self.exited_tx.subscribe();
+        let pid = self.pid;
+        tokio::spawn(async move {
+            let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+            let mut answer = Reply { ok: true, protocol: PROTOCOL, pid, written: Some(0), ..Reply::default() };
+            let Ok(mut carried) = tokio::time::timeout_at(deadline, input.carried.lock()).await else {
+                answer.stop = Some(InputStop::Timeout);
+                let _ = reply.send(answer);
+                return;
+            };
+            let canonical = input.tty && pty::is_canonical(input.fd.get_ref().as_fd()).unwrap_or(false);
+            if canonical {
+                let (longest, _) = pty::longest_line(*carried, &data);
+                if longest > pty::MAX_CANON_LINE {
+                    answer.stop = Some(InputStop::LineTooLong);
+                    answer.longest = Some(longest);
+                    let _ = reply.send(answer);
+                    return;
+                }
+            }
+            let mut written = 0;
+            let result = tokio::select! {
+                r = write_all(&input.fd, &data, &mut written, deadline) => r,
+                _ = exited.wait_for(|e| *e) => Err(WriteStop::Failed(std::io::Error::other("the process exited"))),
+            };
+            *carried = if canonical { pty::longest_line(*carried, &data[..written]).1 } else { 0 };
+            answer.written = Some(written as u64);
+            match result {
+                Ok(()) => {}
+                Err(_) if *exited.borrow() => answer.stop = Some(InputStop::Exited),
+                Err(WriteStop::TimedOut) => answer.stop = Some(InputStop::Timeout),
+                Err(WriteStop::Failed(e)) if e.raw_os_error() == Some(nix::libc::EPIPE) => answer.stop = Some(InputStop::Closed),
+                Err(WriteStop::Failed(e)) => {
+                    answer.stop = Some(InputStop::Failed);
+                    answer.error = Some(e.to_string());
+                }
+            }
+            let _ = reply.send(answer);
+        });
+    }
+
+    fn record(&mut self, record: &impl serde::Serialize) {
         match self.journal.append(record) {
             Ok(end) => {
-                self.end_tx.send_replace(end);
+                self.end_tx.send_modify(|e| e.journal = end);
             }
             Err(e) => eprintln!("journal write failed: {e}"),
         }
@@ -248,6 +411,13 @@ impl Shim {
             Output::Line(_, _) if self.exit_written => self.dropped_lines += 1,
             Output::Line(s, line) => self.record(&Record::Line { s, l: line.text, cut: line.cut }),
             Output::Eof => self.eofs += 1,
+            Output::Raw(total) => self.end_tx.send_modify(|e| e.out = total),
+            Output::RawEof { total, cut } => {
+                self.end_tx.send_modify(|e| e.out = total);
+                self.record(&RawRecord::Eof { total, cut });
+                let _ = self.journal.sync();
+                self.eofs += 1;
+            }
         }
     }
 
@@ -259,15 +429,32 @@ impl Shim {
                 Ok(WaitStatus::Signaled(pid, sig, _)) if pid.as_raw() == self.pid => {
                     self.exit = Some((None, Some(sig as i32)))
                 }
-                Ok(WaitStatus::StillAlive) | Err(_) => return,
+                Ok(WaitStatus::StillAlive) | Err(_) => break,
                 Ok(_) => {}
             }
+        }
+        // Raw mode: the exit is journaled the moment the process is reaped, even while a
+        // descendant still holds the output open (as `exec_command` reports it).
+        if let (true, false, Some((code, signal))) = (self.raw_mode, self.exit_written, self.exit) {
+            self.record(&Record::Exit { code, signal });
+            self.exit_written = true;
+            let _ = self.journal.sync();
+            self.exited_tx.send_replace(true);
         }
     }
 
     /// After the agent exited: its output drained (or the drain timed out), write the exit;
     /// then end what is left of the tree and write that everything is gone.
     async fn progress(&mut self) {
+        if self.raw_mode {
+            // Exit and output are journaled; the tree is not ended but waited for.
+            if self.exit_written && self.eofs >= 2 && !self.done && tree::descendants(std::process::id() as i32).is_empty() {
+                self.record(&Record::Done { killed: Vec::new(), dropped_lines: 0 });
+                let _ = self.journal.sync();
+                self.done = true;
+            }
+            return;
+        }
         let Some((code, signal)) = self.exit else { return };
         if self.exit_written {
             return;
@@ -328,6 +515,7 @@ impl Shim {
     /// A stop: end the whole tree now; the exit and `Done` follow through [`Self::progress`].
     async fn stop(&mut self, grace: Duration) -> Vec<i32> {
         self.stdin = None;
+        self.raw = None;
         self.end_tree(grace).await;
         tree::descendants(std::process::id() as i32)
     }
@@ -357,7 +545,18 @@ impl Shim {
             },
             Request::Stop { grace_ms } => reply.survivors = self.stop(Duration::from_millis(grace_ms)).await,
             Request::Ack { offset } => self.acked = self.acked.max(offset),
+            Request::Input { .. } => reply = Reply::refuse("input is answered by on_input"),
+            Request::Resize { rows, cols } => match &self.raw {
+                Some(RawInput { fd, tty: true, .. }) if self.exit.is_none() => {
+                    if let Err(e) = pty::resize(fd.get_ref().as_fd(), rows, cols) {
+                        reply = Reply::refuse(format!("cannot resize the terminal: {e}"));
+                    }
+                }
+                Some(RawInput { tty: true, .. }) | None if self.raw_mode => reply = Reply::refuse("the process is not running"),
+                _ => reply = Reply::refuse("the process has no terminal"),
+            },
         }
+        reply.out = self.end_tx.borrow().out;
         reply.pid = self.pid;
         reply.end = self.journal.end();
         reply.exit = self.exit;
@@ -376,7 +575,74 @@ async fn read_lines(reader: pipe::Receiver, stream: Stream, max: usize, tx: mpsc
     let _ = tx.send(Output::Eof);
 }
 
-async fn accept(listener: UnixListener, asked: mpsc::UnboundedSender<Asked>, end: watch::Receiver<u64>) {
+/// Raw mode: copy the output into the output files until EOF, or until `drain` after the
+/// process was reaped (then copy what is ready, at most [`FINAL_DRAIN_MAX`] more, and stop:
+/// `cut`), reporting the growing total; the newest segment is synced every [`SYNC_EVERY`] and
+/// at the end.
+async fn read_raw(
+    fd: Arc<AsyncFd<OwnedFd>>,
+    mut writer: OutputWriter,
+    mut exited: watch::Receiver<bool>,
+    drain: Duration,
+    tx: mpsc::UnboundedSender<Output>,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut deadline: Option<Instant> = None;
+    let mut cut = false;
+    let mut sync = tokio::time::interval(SYNC_EVERY);
+    let keep = |writer: &mut OutputWriter, bytes: &[u8]| match writer.append(bytes) {
+        Ok(total) => {
+            let _ = tx.send(Output::Raw(total));
+        }
+        Err(e) => eprintln!("output write failed: {e}"),
+    };
+    loop {
+        tokio::select! {
+            ready = fd.readable() => {
+                let Ok(mut guard) = ready else { break };
+                match read_now(fd.get_ref(), &mut buf) {
+                    Ok(None) => guard.clear_ready(),
+                    Ok(Some(0)) | Err(_) => break,
+                    Ok(Some(n)) => keep(&mut writer, &buf[..n]),
+                }
+            }
+            _ = exited.wait_for(|e| *e), if deadline.is_none() => deadline = Some(Instant::now() + drain),
+            _ = sleep_until(deadline), if deadline.is_some() => {
+                let mut budget = FINAL_DRAIN_MAX;
+                loop {
+                    match read_now(fd.get_ref(), &mut buf) {
+                        Ok(Some(n)) if n > 0 => {
+                            keep(&mut writer, &buf[..n]);
+                            budget = budget.saturating_sub(n);
+                            if budget == 0 {
+                                cut = true;
+                                break;
+                            }
+                        }
+                        Ok(Some(_)) | Err(_) => break,
+                        // A descendant still holds the output open: stop here.
+                        Ok(None) => {
+                            cut = true;
+                            break;
+                        }
+                    }
+                }
+                break;
+            }
+            _ = sync.tick() => {
+                let _ = writer.sync();
+            }
+        }
+    }
+    let _ = writer.sync();
+    let _ = tx.send(Output::RawEof { total: writer.total(), cut });
+}
+
+/// At the drain deadline, copy at most this much more (a descendant that never stops writing
+/// must not keep collection open forever).
+const FINAL_DRAIN_MAX: usize = 4 * 1024 * 1024;
+
+async fn accept(listener: UnixListener, asked: mpsc::UnboundedSender<Asked>, end: watch::Receiver<Ends>) {
     while let Ok((conn, _)) = listener.accept().await {
         tokio::spawn(serve(conn, asked.clone(), end.clone()));
     }
@@ -384,7 +650,7 @@ async fn accept(listener: UnixListener, asked: mpsc::UnboundedSender<Asked>, end
 
 /// One control connection: a `Hello` first, then requests in order; `Watch` turns it into a
 /// stream of journal lengths.
-async fn serve(conn: UnixStream, asked: mpsc::UnboundedSender<Asked>, mut end: watch::Receiver<u64>) {
+async fn serve(conn: UnixStream, asked: mpsc::UnboundedSender<Asked>, mut end: watch::Receiver<Ends>) {
     let (read, mut write) = conn.into_split();
     let mut lines = BufReader::new(read).lines();
     let mut greeted = false;
@@ -406,8 +672,8 @@ async fn serve(conn: UnixStream, asked: mpsc::UnboundedSender<Asked>, mut end: w
                 if watch {
                     let _ = send(&mut write, &reply).await;
                     loop {
-                        let n = *end.borrow_and_update();
-                        if write.write_all(format!("{{\"end\":{n}}}\n").as_bytes()).await.is_err() {
+                        let Ends { journal, out } = *end.borrow_and_update();
+                        if write.write_all(format!("{{\"end\":{journal},\"out\":{out}}}\n").as_bytes()).await.is_err() {
                             return;
                         }
                         if end.changed().await.is_err() {

@@ -210,6 +210,11 @@ pub enum LifetimeAction {
 pub enum RestartRecovery {
     /// A restart ends them; their ids answer `PROCESS_NOT_FOUND`.
     None,
+    /// They keep running while the daemon is down (each held by its shim), and the next daemon
+    /// re-attaches their handles: the same `process_id`s answer, `read_process` continues from
+    /// the same cursors (output printed meanwhile included, within the retained window), and
+    /// the exit, `terminate_process`, the time limit and `WORKSPACE_BUSY` carry on.
+    Reattach,
 }
 
 /// `execution.serialization`.

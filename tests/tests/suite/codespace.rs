@@ -330,8 +330,29 @@ async fn read_only_workspace_reads_but_never_writes_or_runs() {
     assert_eq!(e.code, ErrorCode::WorkspaceNotFound);
 }
 
+/// Waits until at least `n` processes carry `marker` and returns them.
+async fn wait_alive(marker: &str, n: usize) -> Vec<i32> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let pids = spaces_codespace::process::alive_with_marker(marker);
+        if pids.len() >= n {
+            return pids;
+        }
+        assert!(Instant::now() < deadline, "{n} processes with {marker} did not start: {}", ps(&pids));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `pid: command line` of each of `pids`, for assertion messages.
+fn ps(pids: &[i32]) -> String {
+    pids.iter()
+        .map(|p| format!("{p}: {:?}", std::fs::read_to_string(format!("/proc/{p}/cmdline")).unwrap_or_default().replace('\0', " ")))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[tokio::test]
-async fn daemon_shutdown_ends_running_commands_and_the_ledger_survives() {
+async fn a_daemon_shutdown_keeps_running_commands_and_the_next_daemon_reattaches_them() {
     let mut d = TestDaemon::start().await;
     let root = d.space("life").await;
     let applied = tool(&d, "apply_patch", json!({"workspace_id": "life", "operation_key": "before-restart",
@@ -339,35 +360,50 @@ async fn daemon_shutdown_ends_running_commands_and_the_ledger_survives() {
     let run = tool(&d, "exec_command", json!({"workspace_id": "life", "command": ["sh", "-c", "sleep 1000 & sleep 1000"]})).await;
     let pid = run["process_id"].as_str().unwrap().to_owned();
     let marker = spaces_codespace::process::tag_marker(&format!("exec/{pid}"));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while spaces_codespace::process::alive_with_marker(&marker).len() < 2 {
-        assert!(Instant::now() < deadline, "the command and its child did not both start");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let pids = wait_alive(&marker, 2).await;
 
     d.terminate();
-    assert!(spaces_codespace::process::alive_with_marker(&marker).is_empty(), "a shutdown ends every process of a command");
-    d.restart().await;
-    // handles do not survive a restart; the ledger does, and the workspace is free
-    let e = tool_err(&d, "process_status", json!({"process_id": pid})).await;
-    assert_eq!(e.code, ErrorCode::ProcessNotFound);
+    let alive = spaces_codespace::process::alive_with_marker(&marker);
+    assert!(pids.iter().all(|p| alive.contains(p)), "a shutdown leaves commands running under their shims: {}", ps(&alive));
+    d.start_again().await;
+    let info = tool(&d, "workspace_info", json!({"workspace_id": "life"})).await;
+    let lifetime = &info["execution"]["process"]["capabilities"]["lifetime"];
+    assert_eq!((lifetime["gateway_shutdown"].as_str(), lifetime["restart_recovery"].as_str()), (Some("keep_running"), Some("reattach")));
+    // the handle is back, still running and still occupying its workspace; the ledger survived
+    let status = tool(&d, "process_status", json!({"process_id": pid})).await;
+    assert_eq!(status["state"], "running", "{status}");
+    let e = tool_err(&d, "exec_command", json!({"workspace_id": "life", "command": ["true"]})).await;
+    assert_eq!(e.code, ErrorCode::WorkspaceBusy, "{}", e.message);
     let status = tool(&d, "operation_status", json!({"operation_key": "before-restart"})).await;
     assert_eq!((status["status"].as_str(), &status["operation_id"]), (Some("applied"), &applied["operation_id"]));
     assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "a\n");
+    // terminate_process reaches a re-adopted command and all of its processes
+    tool(&d, "terminate_process", json!({"process_id": pid})).await;
+    let alive = spaces_codespace::process::alive_with_marker(&marker);
+    assert!(alive.is_empty(), "terminate ends every process of the command: {}", ps(&alive));
+    let status = wait_exited(&d, &pid).await;
+    assert_eq!(status["termination"], "terminated", "{status}");
     let again = tool(&d, "exec_command", json!({"workspace_id": "life", "command": ["true"]})).await;
     assert_eq!(again["dispatch_status"], "confirmed");
-    wait_exited(&d, again["process_id"].as_str().unwrap()).await;
+    let status = wait_exited(&d, again["process_id"].as_str().unwrap()).await;
+    assert_eq!(status["exit_code"], 0, "{status}");
 
-    // a SIGKILLed daemon cannot end its commands; the next one on the same state dir does
+    // a command whose shim was killed while the daemon was down is held by nobody: the next
+    // daemon ends it, and its handle reads exited with an unknown status
     let orphan = tool(&d, "exec_command", json!({"workspace_id": "life", "command": ["sh", "-c", "sleep 1000 & sleep 1000"]})).await;
-    let marker = spaces_codespace::process::tag_marker(&format!("exec/{}", orphan["process_id"].as_str().unwrap()));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while spaces_codespace::process::alive_with_marker(&marker).len() < 2 {
-        assert!(Instant::now() < deadline, "the command and its child did not both start");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    d.restart().await;
-    assert!(spaces_codespace::process::alive_with_marker(&marker).is_empty(), "leftover commands end at start-up");
+    let orphan = orphan["process_id"].as_str().unwrap().to_owned();
+    let marker = spaces_codespace::process::tag_marker(&format!("exec/{orphan}"));
+    wait_alive(&marker, 2).await;
+    d.kill();
+    let shim = spaces_codespace::process::tag_marker(&format!("shim/exec/{orphan}"));
+    let shims = spaces_codespace::process::alive_with_marker(&shim);
+    assert_eq!(shims.len(), 1, "one shim holds the command");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(shims[0]), nix::sys::signal::Signal::SIGKILL).unwrap();
+    d.start_again().await;
+    let status = wait_exited(&d, &orphan).await;
+    assert_eq!(status["termination"], "unknown", "{status}");
+    let alive = spaces_codespace::process::alive_with_marker(&marker);
+    assert!(alive.is_empty(), "leftover commands end at start-up: {}", ps(&alive));
 }
 
 #[tokio::test]

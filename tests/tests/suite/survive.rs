@@ -365,3 +365,53 @@ async fn a_sigterm_mid_turn_lets_the_turn_finish_and_records_it() {
     assert_each_once(&events);
     assert!(events.iter().any(|e| e.text.as_deref() == Some("while the daemon was away")), "{}", describe(&events));
 }
+
+/// Issue 11: kill -9 of spacesd while an `exec_command` runs. The command goes on under its
+/// shim; after a restart, `read_process` from the cursor handed out before the kill returns
+/// every number once, then the exit code.
+#[tokio::test]
+async fn kill_9_while_a_command_runs_read_process_continues_from_the_old_cursor() {
+    use serde_json::json;
+    let mut d = TestDaemon::start().await;
+    d.space("s").await;
+    let cmd = json!({"workspace_id": "s", "command": ["sh", "-c", "for i in $(seq 1 50); do echo $i; sleep 0.1; done"]});
+    let started = d.client.call_named("exec_command", cmd).await.unwrap();
+    let id = started["process_id"].as_str().unwrap().to_owned();
+    let read = |cursor: u64| {
+        let args = json!({"process_id": id, "cursor": cursor, "wait_ms": 2000});
+        let client = &d.client;
+        async move { client.call_named("read_process", args).await.unwrap() }
+    };
+    // Some output, and the command still running: the kill lands mid-command.
+    let mut text = String::new();
+    let mut cursor = 0;
+    while !text.contains("3\n") {
+        let r = read(cursor).await;
+        assert_eq!(r["eof"], false, "the command ended before the kill: {text:?}");
+        text.push_str(r["chunk"].as_str().unwrap());
+        cursor = r["cursor"].as_u64().unwrap();
+    }
+    d.kill();
+    d.start_again().await;
+    let read = |cursor: u64| {
+        let args = json!({"process_id": id, "cursor": cursor, "wait_ms": 2000});
+        let client = &d.client;
+        async move { client.call_named("read_process", args).await.unwrap() }
+    };
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let r = read(cursor).await;
+        assert_eq!(r["output_lost"], false, "{r}");
+        text.push_str(r["chunk"].as_str().unwrap());
+        cursor = r["cursor"].as_u64().unwrap();
+        if r["eof"] == true {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no eof; so far {text:?}");
+    }
+    let expected: String = (1..=50).map(|i| format!("{i}\n")).collect();
+    assert_eq!(text, expected, "every number once, in order");
+    let status = d.client.call_named("process_status", json!({"process_id": id})).await.unwrap();
+    assert_eq!((status["state"].as_str(), status["termination"].as_str(), status["exit_code"].as_i64()), (Some("exited"), Some("exited"), Some(0)), "{status}");
+    assert_eq!(status["output_total"].as_u64(), Some(expected.len() as u64), "{status}");
+}

@@ -21,7 +21,7 @@ async fn case_p9_stdin_to_exited_process_is_typed() {
     let err = p.write_stdin(&id, b"\x03").await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::ProcessNotRunning);
     assert!(err.to_string().contains("exited with code 0"), "{}", err);
-    let err = p.resize(&id, 10, 10).unwrap_err();
+    let err = p.resize(&id, 10, 10).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::ProcessNotTty);
 
     let unknown = "proc-00000000-0000-0000-0000-000000000000";

@@ -47,13 +47,13 @@ async fn case_p8_pty_resize_reaches_the_program() {
     // The first size line is printed after the trap is set, so the resize cannot come too early.
     let (first, _) = read_until(&p, &id, |out| out.contains("30 100")).await;
     assert!(first.contains("30 100"), "{first:?}");
-    p.resize(&id, 50, 200).unwrap();
+    p.resize(&id, 50, 200).await.unwrap();
     let all = read_all(&p, &id).await;
     let (before, after) = (all.find("30 100").unwrap(), all.find("50 200"));
     assert!(after.is_some_and(|a| a > before), "{all:?}");
     let status = p.wait_exit(&id).await.unwrap();
     assert_eq!((status.termination, status.exit_code), (Some(Termination::Exited), Some(0)));
-    let err = p.resize(&id, 10, 10).unwrap_err();
+    let err = p.resize(&id, 10, 10).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::ProcessNotRunning);
 }
 
