@@ -415,3 +415,66 @@ async fn kill_9_while_a_command_runs_read_process_continues_from_the_old_cursor(
     assert_eq!((status["state"].as_str(), status["termination"].as_str(), status["exit_code"].as_i64()), (Some("exited"), Some("exited"), Some(0)), "{status}");
     assert_eq!(status["output_total"].as_u64(), Some(expected.len() as u64), "{status}");
 }
+
+/// R37: an agent prints one 12 MiB JSON line of `é` (2 bytes each), then a result. One `notice`
+/// says the line was cut (its length, where), its kept start is bounded and cut on a character
+/// boundary (no U+FFFD), and the turn still ends normally.
+#[tokio::test]
+async fn case_r37_a_12_mib_line_is_cut_in_one_notice_and_the_turn_ends_normally() {
+    let body = format!(
+        "printf '{{\"type\":\"item.completed\",\"item\":{{\"id\":\"big\",\"type\":\"agent_message\",\"text\":\"'\n\
+         yes é | head -n 6291456 | tr -d '\\n'\nprintf '\"}}}}\\n'\n{}\n{DONE}",
+        message("after the long line")
+    );
+    let (d, _root, _bin) = fake_daemon(&body).await;
+    let run = start(&d, "openai-codex", None, "print a long line").await;
+    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
+    let events = d.events("s", &run).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&events));
+    let cut: Vec<&Event> =
+        events.iter().filter(|e| e.kind == EventKind::Notice && e.summary.as_deref().unwrap_or("").contains("was cut")).collect();
+    assert_eq!(cut.len(), 1, "{}", describe(&events));
+    let summary = cut[0].summary.as_deref().unwrap_or("");
+    let len = 12 * 1024 * 1024 + r#"{"type":"item.completed","item":{"id":"big","type":"agent_message","text":""}}"#.len();
+    assert!(summary.contains(&format!("a {len}-byte line on stdout")), "{summary}");
+    let kept = cut[0].text.as_deref().unwrap_or("");
+    assert!(kept.len() <= 4096 && kept.len() > 4000, "bounded: {} bytes", kept.len());
+    assert!(!kept.contains('\u{FFFD}'), "cut on a character boundary");
+    assert!(kept.ends_with('é'));
+    assert!(events.iter().any(|e| e.text.as_deref() == Some("after the long line")), "{}", describe(&events));
+}
+
+/// Upgrades: the shim protocol is versioned. A shim refuses a spec or a connection of another
+/// version, saying which versions are involved, instead of misreading it.
+#[tokio::test]
+async fn a_shim_refuses_another_protocol_version_clearly() {
+    use std::io::{BufRead, BufReader, Write};
+    // A spec of version 99 on stdin.
+    let dir = tempfile::tempdir().unwrap();
+    let mut shim = std::process::Command::new(crate::support::spacesd_bin())
+        .arg("shim")
+        .arg(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    shim.stdin.take().unwrap().write_all(br#"{"protocol":99,"gen":1,"turn":1,"argv":["true"],"cwd":"/","env":{},"markers":[],"tag":"t","stdin_pipe":false,"max_line_bytes":65536,"drain_ms":100}"#).unwrap();
+    let out = shim.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success());
+    assert!(said.contains("version 99 is not supported") && said.contains("version 1"), "{said}");
+
+    // A connection that says hello in version 99 to a live shim.
+    let (d, _root, _bin) = fake_daemon("sleep 600").await;
+    let run = start(&d, "openai-codex", None, "wait").await;
+    let state = d.state_dir();
+    let sock = state.join("runs").join(&run).join("shim-1").join("ctl.sock");
+    wait_until("the shim's socket", WAIT, || sock.exists()).await;
+    let mut conn = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    conn.write_all(b"{\"op\":\"hello\",\"protocol\":99}\n").unwrap();
+    let mut reply = String::new();
+    BufReader::new(&conn).read_line(&mut reply).unwrap();
+    assert!(reply.contains("\"ok\":false") && reply.contains("version 99 is not supported"), "{reply}");
+    let r = d.client.space("s").agent_stop(&run).await.unwrap();
+    assert!(r.ok, "{r:?}");
+}
