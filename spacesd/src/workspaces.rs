@@ -55,8 +55,8 @@ pub fn open(cfg: &Config, store: Arc<Store>) -> spaces_codespace::Result<CodeSpa
         0 => None,
         ms => Some(Duration::from_millis(ms)),
     };
-    exec.shims = match self_command() {
-        Ok(command) => Some(ShimSetup { command, env: shim_env(), dir: exec_dir(cfg) }),
+    exec.shims = match crate::supervisor::self_command() {
+        Ok(command) => Some(ShimSetup { command, env: crate::supervisor::shim_env(), dir: exec_dir(cfg) }),
         Err(e) => {
             eprintln!("spacesd: commands will not survive the daemon: cannot tell how to run spacesd shim ({e})");
             None
@@ -65,26 +65,3 @@ pub fn open(cfg: &Config, store: Arc<Store>) -> spaces_codespace::Result<CodeSpa
     CodeSpace::open(&cfg.state_dir.join("codespace.db"), Arc::new(SpaceRegistry { store }), exec)
 }
 
-/// The daemon's own command line: `SPACES_SELF_COMMAND` (a JSON array of strings, set by a
-/// language binding that hosts the daemon) or this executable. The same rule as the
-/// supervisor's `mcp_servers::self_command`, which is private to the supervisor. Errors: the
-/// variable is not a non-empty JSON array of strings, or the executable cannot be found.
-fn self_command() -> std::io::Result<Vec<String>> {
-    const SELF_COMMAND_ENV: &str = "SPACES_SELF_COMMAND";
-    match std::env::var(SELF_COMMAND_ENV) {
-        Ok(json) => match serde_json::from_str::<Vec<String>>(&json) {
-            Ok(cmd) if !cmd.is_empty() => Ok(cmd),
-            _ => Err(std::io::Error::other(format!("{SELF_COMMAND_ENV} must be a non-empty JSON array of strings, not {json:?}"))),
-        },
-        Err(_) => Ok(vec![std::env::current_exe()?.display().to_string()]),
-    }
-}
-
-/// The environment of a command's shim: what finds and runs the daemon's own command (a
-/// binding's interpreter), never the daemon's secrets (the command's own environment is in its
-/// spec). The same list as the agent shims' (`supervisor::proc`).
-fn shim_env() -> std::collections::BTreeMap<String, String> {
-    const SHIM_ENV: &[&str] =
-        &["PATH", "LANG", "LC_ALL", "HOME", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "NODE_PATH", "LD_LIBRARY_PATH"];
-    SHIM_ENV.iter().filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v))).collect()
-}

@@ -83,35 +83,33 @@ impl JournalReader {
     /// line that does not parse (a journal from another release, a damaged file) comes back as a
     /// [`Record::Note`] saying so, never as a silent gap.
     pub fn read_new(&mut self) -> std::io::Result<Vec<(Record, u64)>> {
-        let mut chunk = Vec::new();
-        self.file.read_to_end(&mut chunk)?;
-        self.pending.extend_from_slice(&chunk);
-        let mut out = Vec::new();
-        let mut start = 0;
-        while let Some(nl) = self.pending[start..].iter().position(|b| *b == b'\n') {
-            let line = &self.pending[start..start + nl];
-            self.offset += nl as u64 + 1;
-            let record = serde_json::from_slice(line).unwrap_or_else(|e| Record::Note {
-                text: format!("journal record at offset {} unreadable ({e}); skipped", self.offset - nl as u64 - 1),
-            });
-            out.push((record, self.offset));
-            start += nl + 1;
-        }
-        self.pending.drain(..start);
-        Ok(out)
+        self.read_records(|offset, e| {
+            Some(Record::Note { text: format!("journal record at offset {offset} unreadable ({e}); skipped") })
+        })
     }
 
     /// As [`Self::read_new`] for a raw-mode journal ([`super::protocol::RawRecord`]s); a line
     /// that does not parse is skipped.
     pub fn read_new_raw(&mut self) -> std::io::Result<Vec<(super::protocol::RawRecord, u64)>> {
+        self.read_records(|_, _| None)
+    }
+
+    /// The complete lines since the last call parsed as `T`; a line that does not parse becomes
+    /// `unreadable(its offset, the error)`, or is skipped when that is `None`.
+    fn read_records<T: serde::de::DeserializeOwned>(
+        &mut self,
+        unreadable: impl Fn(u64, serde_json::Error) -> Option<T>,
+    ) -> std::io::Result<Vec<(T, u64)>> {
         let mut chunk = Vec::new();
         self.file.read_to_end(&mut chunk)?;
         self.pending.extend_from_slice(&chunk);
         let mut out = Vec::new();
         let mut start = 0;
         while let Some(nl) = self.pending[start..].iter().position(|b| *b == b'\n') {
+            let at = self.offset;
             self.offset += nl as u64 + 1;
-            if let Ok(record) = serde_json::from_slice(&self.pending[start..start + nl]) {
+            let parsed = serde_json::from_slice(&self.pending[start..start + nl]).or_else(|e| unreadable(at, e).ok_or(()));
+            if let Ok(record) = parsed {
                 out.push((record, self.offset));
             }
             start += nl + 1;

@@ -54,6 +54,8 @@ use actors::Actors;
 
 pub use capabilities::PROTOCOL;
 pub use install::{install as install_harness, locate as locate_harness, Source};
+pub use mcp_servers::self_command;
+pub use proc::shim_env;
 pub use status::accepts_message;
 
 /// Shared state of the supervisor and its actors.

@@ -42,6 +42,11 @@ pub struct LiveProc {
 const SHIM_ENV: &[&str] =
     &["PATH", "LANG", "LC_ALL", "HOME", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "NODE_PATH", "LD_LIBRARY_PATH"];
 
+/// The environment of a shim (an agent's or a command's): [`SHIM_ENV`] as the daemon has it.
+pub fn shim_env() -> BTreeMap<String, String> {
+    SHIM_ENV.iter().filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v))).collect()
+}
+
 /// `<run_dir>/shim-<gen>`.
 pub fn shim_dir(run_dir: &Path, gen: u64) -> PathBuf {
     run_dir.join(format!("shim-{gen}"))
@@ -57,8 +62,7 @@ pub async fn start(run_dir: &Path, spec: &ShimSpec, events: mpsc::UnboundedSende
         .create(&dir)
         .map_err(|e| format!("cannot create the shim directory {}: {e}", dir.display()))?;
     let command = super::mcp_servers::self_command().map_err(|e| format!("cannot tell how to run spacesd shim: {e}"))?;
-    let env: BTreeMap<String, String> =
-        SHIM_ENV.iter().filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v))).collect();
+    let env = shim_env();
     let shim = match ShimClient::spawn(&command, env, &dir, spec).await {
         Ok(shim) => shim,
         Err(why) => {
