@@ -228,7 +228,7 @@ pub enum Followed {
 }
 
 /// Follow the journal in `dir` from byte `from` (a record boundary): every record is sent in
-/// order, woken by the shim's `Watch` stream (and at least every [`FOLLOW_POLL`]). Ends after
+/// order, woken by the shim's `Watch` stream (and at least once a second). Ends after
 /// [`Record::Done`], or with [`Followed::Gone`] once the shim is gone and the journal has
 /// nothing more, or when the receiver is dropped.
 pub fn follow(dir: PathBuf, from: u64) -> mpsc::UnboundedReceiver<Followed> {

@@ -1,6 +1,6 @@
 //! The shim process: `spacesd shim DIR` (see the [module doc](super) for its part in a run).
 //!
-//! Everything happens on one thread in one loop ([`Shim::run`]) that owns all state: output
+//! Everything happens on one thread in one loop (`Shim::run`) that owns all state: output
 //! lines from the two reader tasks, SIGCHLD (reaping every child that reaches it: the agent
 //! and, as a subreaper, every orphaned descendant), SIGTERM (a stop), requests from control
 //! connections, and the drain and sync timers.

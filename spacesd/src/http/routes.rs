@@ -19,7 +19,7 @@ pub struct AppState {
     pub cs: CodeSpace,
 }
 
-/// The API router over `sup` and `cs` (no auth: add [`super::auth::check`] for TCP). Unknown
+/// The API router over `sup` and `cs` (no auth: the listeners add [`super::auth::check_tcp`] or [`super::auth::check_unix`]). Unknown
 /// paths answer 404 and wrong methods 405, in the error envelope.
 pub fn router(sup: Supervisor, cs: CodeSpace) -> Router {
     let service = Service::new(sup, cs);

@@ -133,7 +133,7 @@ pub fn space_tools_server(command: &[String], state_dir: &Path, space: &str) -> 
 /// the interpreter, not `spacesd`.
 pub const SELF_COMMAND_ENV: &str = "SPACES_SELF_COMMAND";
 
-/// The command line that runs this daemon's CLI: [`SELF_COMMAND_ENV`] when a binding set it,
+/// The command line that runs this daemon's CLI: `SPACES_SELF_COMMAND` when a binding set it,
 /// else this process's executable. Errors: the variable is not a non-empty JSON array of
 /// strings, or the executable cannot be found.
 pub fn self_command() -> std::io::Result<Vec<String>> {

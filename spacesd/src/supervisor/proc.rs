@@ -42,7 +42,9 @@ pub struct LiveProc {
 const SHIM_ENV: &[&str] =
     &["PATH", "LANG", "LC_ALL", "HOME", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "NODE_PATH", "LD_LIBRARY_PATH"];
 
-/// The environment of a shim (an agent's or a command's): [`SHIM_ENV`] as the daemon has it.
+/// The environment of a shim (an agent's or a command's): the daemon's own `PATH`, `LANG`, `HOME`
+/// and what finds a binding's interpreter (`PYTHONPATH`, `VIRTUAL_ENV`, `NODE_PATH`, ...), never
+/// its secrets.
 pub fn shim_env() -> BTreeMap<String, String> {
     SHIM_ENV.iter().filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v))).collect()
 }
