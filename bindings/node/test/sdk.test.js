@@ -256,7 +256,8 @@ test('the README example runs exactly as written', async () => {
   const example = section.match(/```js\n([\s\S]*?)```/)[1]
   assert.ok(example.split('\n').filter(Boolean).length <= 10, example)
   const work = tempDir('spaces-node-readme-')
-  const home = path.join(work, 'home')
+  // The state dir lives outside the folder the example registers: a Space may not contain it.
+  const home = tempDir('spaces-node-readme-home-')
   fs.mkdirSync(path.join(work, 'node_modules', '@spaces'), { recursive: true })
   fs.symlinkSync(PKG, path.join(work, 'node_modules', '@spaces', 'sdk'))
   fs.writeFileSync(path.join(work, 'example.js'), example)
@@ -271,6 +272,7 @@ test('the README example runs exactly as written', async () => {
     const pids = await killDaemons(home)
     assert.equal(pids.length, 1, 'the example started one daemon')
     fs.rmSync(work, { recursive: true, force: true })
+    fs.rmSync(home, { recursive: true, force: true })
   }
 })
 
