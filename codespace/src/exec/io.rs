@@ -11,59 +11,30 @@ use tokio::time::Instant;
 
 use super::handle::Handle;
 use super::Termination;
-use crate::process::read_now;
-
-const READ_BUF: usize = 64 * 1024;
-/// At the drain deadline, read at most this much more (a descendant that never stops writing
-/// must not keep collection open forever).
-const FINAL_DRAIN_MAX: usize = 4 * 1024 * 1024;
+use crate::process::{read_output, OutputSink};
 
 /// Read `fd` into the handle's ring until EOF, or until `drain` after `exit` fired (then read
-/// what is ready and stop), then mark collection finished.
+/// what is ready and stop: [`crate::process::read_output`]), then mark collection finished.
 pub(crate) async fn collect(
     handle: Arc<Handle>,
     fd: Arc<AsyncFd<OwnedFd>>,
-    mut exit: oneshot::Receiver<()>,
+    exit: oneshot::Receiver<()>,
     drain: Duration,
 ) {
-    let mut buf = vec![0u8; READ_BUF];
-    let mut deadline: Option<Instant> = None;
-    let mut cut_short = false;
-    loop {
-        tokio::select! {
-            ready = fd.readable() => {
-                let Ok(mut guard) = ready else { break };
-                match read_now(fd.get_ref(), &mut buf) {
-                    Ok(None) => guard.clear_ready(),
-                    Ok(Some(0)) | Err(_) => break,
-                    Ok(Some(n)) => handle.push(&buf[..n]),
-                }
-            }
-            _ = &mut exit, if deadline.is_none() => {
-                deadline = Some(Instant::now() + drain);
-            }
-            _ = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
-                let mut budget = FINAL_DRAIN_MAX;
-                while budget > 0 {
-                    match read_now(fd.get_ref(), &mut buf) {
-                        Ok(Some(n)) if n > 0 => {
-                            handle.push(&buf[..n]);
-                            budget = budget.saturating_sub(n);
-                        }
-                        Ok(Some(0)) | Err(_) => break,
-                        // A descendant still holds the output open: stop here.
-                        Ok(None) | Ok(Some(_)) => {
-                            cut_short = true;
-                            break;
-                        }
-                    }
-                }
-                cut_short |= budget == 0;
-                break;
-            }
-        }
-    }
+    let exited = async move {
+        let _ = exit.await;
+    };
+    let cut_short = read_output(&fd, exited, drain, None, &mut Ring(&handle)).await;
     handle.finish(cut_short);
+}
+
+/// The handle's output ring as a place [`read_output`] writes to.
+struct Ring<'a>(&'a Handle);
+
+impl OutputSink for Ring<'_> {
+    fn push(&mut self, bytes: &[u8]) {
+        self.0.push(bytes);
+    }
 }
 
 /// Reap the child, record its status, then tell the collector.

@@ -50,6 +50,7 @@
 //! Our ends of the child's stdio are `O_NONBLOCK`, ready for tokio's `AsyncFd` or
 //! `tokio::net::unix::pipe`; reads and writes never block the runtime.
 
+mod drain;
 pub mod pty;
 mod scan;
 mod spawn;
@@ -57,6 +58,7 @@ mod spawn;
 #[cfg(test)]
 mod tests;
 
+pub use drain::{read_output, OutputSink, FINAL_DRAIN_MAX};
 pub use scan::{alive_with_env, alive_with_marker, kill_tree, KillReport};
 pub use spawn::{read_now, spawn, SpawnSpec, Spawned, StdinSpec, StdioSpec};
 

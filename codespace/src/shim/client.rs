@@ -189,6 +189,16 @@ impl ShimClient {
     pub async fn ack(&self, offset: u64) -> Result<(), String> {
         self.request(Request::Ack { offset }).await.map(drop)
     }
+
+    /// Wait until the shim in `dir` has exited (its `Watch` stream closes), at most `timeout`.
+    /// Returns at once when no shim answers there.
+    pub async fn wait_gone(dir: &Path, timeout: Duration) {
+        let Ok((mut conn, _)) = Conn::open(dir).await else { return };
+        if !conn.ask(&Request::Watch).await.is_ok_and(|r| r.ok) {
+            return;
+        }
+        let _ = tokio::time::timeout(timeout, async { while let Ok(Some(_)) = conn.lines.next_line().await {} }).await;
+    }
 }
 
 /// Wake-ups from a shim's `Watch` stream: one per growth of its journal or output.

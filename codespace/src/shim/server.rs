@@ -29,7 +29,7 @@ use super::output::OutputWriter;
 use super::protocol::{InputStop, Launch, OutputMode, RawRecord, Record, Reply, Request, ShimSpec, Stream, PROTOCOL};
 use super::{socket_path, tree};
 use crate::exec::io::{write_all, WriteStop};
-use crate::process::{self, pty, read_now, SpawnSpec, StdinSpec, StdioSpec};
+use crate::process::{self, pty, read_output, OutputSink, SpawnSpec, StdinSpec, StdioSpec};
 
 /// Grace for what is left of the tree after the agent exited (tools it left behind).
 const LEFTOVER_GRACE: Duration = Duration::from_millis(500);
@@ -175,99 +175,17 @@ impl Shim {
             .map_err(|e| format!("cannot write the journal: {e}"))?;
         let (output_tx, output_rx) = mpsc::unbounded_channel();
         let (exited_tx, exited_rx) = watch::channel(false);
-        if let Some(writer) = writer {
-            let fds = (spawned.output, spawned.stdin);
-            return Self::start_raw(dir, spec, pid, journal, listener, fds, writer, output_tx, output_rx, exited_tx, exited_rx);
-        }
-        let readers = (|| -> std::io::Result<_> {
-            let out = pipe::Receiver::from_owned_fd(spawned.output)?;
-            let err = spawned.stderr.map(pipe::Receiver::from_owned_fd).transpose()?;
-            let input = spawned.stdin.map(pipe::Sender::from_owned_fd).transpose()?;
-            Ok((out, err, input))
-        })();
-        let (out, err, input) = readers.map_err(|e| {
-            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
-            format!("cannot read the agent's output: {e}")
-        })?;
-        tokio::spawn(read_lines(out, Stream::Out, spec.max_line_bytes, output_tx.clone()));
-        let eofs = match err {
-            Some(err) => {
-                tokio::spawn(read_lines(err, Stream::Err, spec.max_line_bytes, output_tx));
-                0
+        let io = match writer {
+            Some(writer) => {
+                let drain = Duration::from_millis(spec.drain_ms);
+                raw_reader((spawned.output, spawned.stdin), writer, exited_rx, drain, output_tx)
             }
-            None => 1,
-        };
-        let stdin = input.map(|mut pipe| {
-            let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
-            tokio::spawn(async move {
-                while let Some(bytes) = rx.recv().await {
-                    if pipe.write_all(&bytes).await.is_err() {
-                        break;
-                    }
-                }
-            });
-            tx
-        });
-        let (end_tx, _) = watch::channel(Ends { journal: journal.end(), out: 0 });
-        let (asked_tx, asked_rx) = mpsc::unbounded_channel();
-        tokio::spawn(accept(listener, asked_tx, end_tx.subscribe()));
-        ready(Ok(pid));
-        log_to(dir);
-        Ok(Shim {
-            dir: dir.to_owned(),
-            spec,
-            pid,
-            journal,
-            end_tx,
-            output_rx,
-            asked_rx,
-            stdin,
-            raw: None,
-            raw_mode: false,
-            exited_tx,
-            eofs,
-            exit: None,
-            exit_written: false,
-            drain_deadline: None,
-            dropped_lines: 0,
-            done: false,
-            acked: 0,
-        })
-    }
-
-    /// The rest of [`Self::start`] in raw mode: one reader task copies the output (combined
-    /// pipe or PTY master) into the output files; input goes to the same PTY master or the
-    /// stdin pipe.
-    #[allow(clippy::too_many_arguments)]
-    fn start_raw(
-        dir: &Path,
-        spec: ShimSpec,
-        pid: i32,
-        journal: JournalWriter,
-        listener: UnixListener,
-        (output, stdin): (OwnedFd, Option<OwnedFd>),
-        writer: OutputWriter,
-        output_tx: mpsc::UnboundedSender<Output>,
-        output_rx: mpsc::UnboundedReceiver<Output>,
-        exited_tx: watch::Sender<bool>,
-        exited_rx: watch::Receiver<bool>,
-    ) -> Result<Shim, String> {
-        // SAFETY: an `OwnedFd` stays open and keeps its raw fd for as long as the `AsyncFd`
-        // owns it.
-        let register = |fd: OwnedFd| unsafe { AsyncFd::register(fd) }.map(Arc::new);
-        let fds = (|| -> std::io::Result<_> {
-            let output = register(output)?;
-            let input = match stdin {
-                Some(fd) => (register(fd)?, false),
-                None => (output.clone(), true),
-            };
-            Ok((output, input))
-        })();
-        let (output, (input, tty)) = fds.map_err(|e| {
+            None => line_readers((spawned.output, spawned.stderr, spawned.stdin), spec.max_line_bytes, output_tx),
+        }
+        .map_err(|e| {
             let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
             format!("cannot read the process's output: {e}")
         })?;
-        tokio::spawn(read_raw(output, writer, exited_rx, Duration::from_millis(spec.drain_ms), output_tx));
         let (end_tx, _) = watch::channel(Ends { journal: journal.end(), out: 0 });
         let (asked_tx, asked_rx) = mpsc::unbounded_channel();
         tokio::spawn(accept(listener, asked_tx, end_tx.subscribe()));
@@ -281,11 +199,11 @@ impl Shim {
             end_tx,
             output_rx,
             asked_rx,
-            stdin: None,
-            raw: Some(RawInput { fd: input, tty, carried: Arc::default() }),
-            raw_mode: true,
+            stdin: io.stdin,
+            raw_mode: io.raw.is_some(),
+            raw: io.raw,
             exited_tx,
-            eofs: 1,
+            eofs: io.eofs,
             exit: None,
             exit_written: false,
             drain_deadline: None,
@@ -565,6 +483,67 @@ impl Shim {
     }
 }
 
+/// The process's ends as the loop uses them, and how many output streams are at EOF from the
+/// start.
+struct Io {
+    /// Lines mode: the writer task's queue to the stdin pipe.
+    stdin: Option<mpsc::UnboundedSender<Vec<u8>>>,
+    /// Raw mode: where input goes.
+    raw: Option<RawInput>,
+    eofs: u8,
+}
+
+/// Lines mode: a reader task per output stream (stdout, stderr) and a writer task for stdin.
+fn line_readers(
+    (output, stderr, stdin): (OwnedFd, Option<OwnedFd>, Option<OwnedFd>),
+    max_line_bytes: usize,
+    tx: mpsc::UnboundedSender<Output>,
+) -> std::io::Result<Io> {
+    let out = pipe::Receiver::from_owned_fd(output)?;
+    let err = stderr.map(pipe::Receiver::from_owned_fd).transpose()?;
+    let input = stdin.map(pipe::Sender::from_owned_fd).transpose()?;
+    tokio::spawn(read_lines(out, Stream::Out, max_line_bytes, tx.clone()));
+    let eofs = match err {
+        Some(err) => {
+            tokio::spawn(read_lines(err, Stream::Err, max_line_bytes, tx));
+            0
+        }
+        None => 1,
+    };
+    let stdin = input.map(|mut pipe| {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        tokio::spawn(async move {
+            while let Some(bytes) = rx.recv().await {
+                if pipe.write_all(&bytes).await.is_err() {
+                    break;
+                }
+            }
+        });
+        tx
+    });
+    Ok(Io { stdin, raw: None, eofs })
+}
+
+/// Raw mode: one reader task copies the output (combined pipe or PTY master) into the output
+/// files; input goes to the same PTY master or the stdin pipe.
+fn raw_reader(
+    (output, stdin): (OwnedFd, Option<OwnedFd>),
+    writer: OutputWriter,
+    exited: watch::Receiver<bool>,
+    drain: Duration,
+    tx: mpsc::UnboundedSender<Output>,
+) -> std::io::Result<Io> {
+    // SAFETY: an `OwnedFd` stays open and keeps its raw fd for as long as the `AsyncFd` owns it.
+    let register = |fd: OwnedFd| unsafe { AsyncFd::register(fd) }.map(Arc::new);
+    let output = register(output)?;
+    let (input, tty) = match stdin {
+        Some(fd) => (register(fd)?, false),
+        None => (output.clone(), true),
+    };
+    tokio::spawn(read_raw(output, writer, exited, drain, tx));
+    Ok(Io { stdin: None, raw: Some(RawInput { fd: input, tty, carried: Arc::default() }), eofs: 1 })
+}
+
 async fn read_lines(reader: pipe::Receiver, stream: Stream, max: usize, tx: mpsc::UnboundedSender<Output>) {
     let mut lines = LineReader::new(BufReader::with_capacity(64 * 1024, reader), max);
     while let Some(line) = lines.next().await {
@@ -576,71 +555,45 @@ async fn read_lines(reader: pipe::Receiver, stream: Stream, max: usize, tx: mpsc
 }
 
 /// Raw mode: copy the output into the output files until EOF, or until `drain` after the
-/// process was reaped (then copy what is ready, at most [`FINAL_DRAIN_MAX`] more, and stop:
-/// `cut`), reporting the growing total; the newest segment is synced every [`SYNC_EVERY`] and
-/// at the end.
+/// process was reaped (the rule of [`read_output`]; cut short: `cut`), reporting the growing
+/// total; the newest segment is synced every [`SYNC_EVERY`] and at the end.
 async fn read_raw(
     fd: Arc<AsyncFd<OwnedFd>>,
-    mut writer: OutputWriter,
+    writer: OutputWriter,
     mut exited: watch::Receiver<bool>,
     drain: Duration,
     tx: mpsc::UnboundedSender<Output>,
 ) {
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut deadline: Option<Instant> = None;
-    let mut cut = false;
-    let mut sync = tokio::time::interval(SYNC_EVERY);
-    let keep = |writer: &mut OutputWriter, bytes: &[u8]| match writer.append(bytes) {
-        Ok(total) => {
-            let _ = tx.send(Output::Raw(total));
-        }
-        Err(e) => eprintln!("output write failed: {e}"),
+    let reaped = async move {
+        let _ = exited.wait_for(|e| *e).await;
     };
-    loop {
-        tokio::select! {
-            ready = fd.readable() => {
-                let Ok(mut guard) = ready else { break };
-                match read_now(fd.get_ref(), &mut buf) {
-                    Ok(None) => guard.clear_ready(),
-                    Ok(Some(0)) | Err(_) => break,
-                    Ok(Some(n)) => keep(&mut writer, &buf[..n]),
-                }
-            }
-            _ = exited.wait_for(|e| *e), if deadline.is_none() => deadline = Some(Instant::now() + drain),
-            _ = sleep_until(deadline), if deadline.is_some() => {
-                let mut budget = FINAL_DRAIN_MAX;
-                loop {
-                    match read_now(fd.get_ref(), &mut buf) {
-                        Ok(Some(n)) if n > 0 => {
-                            keep(&mut writer, &buf[..n]);
-                            budget = budget.saturating_sub(n);
-                            if budget == 0 {
-                                cut = true;
-                                break;
-                            }
-                        }
-                        Ok(Some(_)) | Err(_) => break,
-                        // A descendant still holds the output open: stop here.
-                        Ok(None) => {
-                            cut = true;
-                            break;
-                        }
-                    }
-                }
-                break;
-            }
-            _ = sync.tick() => {
-                let _ = writer.sync();
-            }
-        }
-    }
-    let _ = writer.sync();
-    let _ = tx.send(Output::RawEof { total: writer.total(), cut });
+    let mut sink = RawSink { writer, tx };
+    let cut = read_output(&fd, reaped, drain, Some(SYNC_EVERY), &mut sink).await;
+    let _ = sink.writer.sync();
+    let _ = sink.tx.send(Output::RawEof { total: sink.writer.total(), cut });
 }
 
-/// At the drain deadline, copy at most this much more (a descendant that never stops writing
-/// must not keep collection open forever).
-const FINAL_DRAIN_MAX: usize = 4 * 1024 * 1024;
+/// The output files as a place [`read_output`] writes to: each chunk appended and its new total
+/// reported to the loop.
+struct RawSink {
+    writer: OutputWriter,
+    tx: mpsc::UnboundedSender<Output>,
+}
+
+impl OutputSink for RawSink {
+    fn push(&mut self, bytes: &[u8]) {
+        match self.writer.append(bytes) {
+            Ok(total) => {
+                let _ = self.tx.send(Output::Raw(total));
+            }
+            Err(e) => eprintln!("output write failed: {e}"),
+        }
+    }
+
+    fn tick(&mut self) {
+        let _ = self.writer.sync();
+    }
+}
 
 async fn accept(listener: UnixListener, asked: mpsc::UnboundedSender<Asked>, end: watch::Receiver<Ends>) {
     while let Ok((conn, _)) = listener.accept().await {

@@ -134,9 +134,9 @@ impl Actor {
                 _ = sleep_until(stall) => self.on_stall().await,
                 _ = sleep_until(drain) => {
                     // A stopped process whose exit never reached the journal: it is gone all the
-                    // same (the stop verified that).
+                    // same (the stop verified that), how it ended is not known.
                     self.drain_deadline = None;
-                    self.finish_process((None, Some(9)), None).await;
+                    self.finish_process((None, None), None).await;
                 }
             }
             self.advance().await;
@@ -314,7 +314,7 @@ impl Actor {
         self.last_output = Instant::now();
         self.stall_noticed = false;
         self.set_state(Status::Running, Phase::Working, "a turn is running");
-        let live_shim = self.proc.as_ref().filter(|p| p.exit.is_none() && p.stdin_open).and_then(|p| p.shim.clone());
+        let live_shim = self.proc.as_ref().filter(|p| p.stdin_open).and_then(|p| p.shim.clone());
         match (self.harness.process_model(), live_shim) {
             (ProcessModel::LongLived, Some(shim)) => {
                 let message = String::from_utf8_lossy(&self.harness.user_message(&text)).into_owned();
@@ -601,22 +601,20 @@ impl Actor {
         if self.stop_requested || self.norm.turn_in_flight() {
             return;
         }
-        let alive = self.proc.as_ref().is_some_and(|p| p.exit.is_none());
-        let can_start = match self.harness.process_model() {
-            ProcessModel::LongLived => self.proc.is_none() || alive,
-            ProcessModel::PerTurn => self.proc.is_none(),
-        };
-        if can_start {
+        // A long-lived process takes the next turn on its stdin (or a new one starts); a per-turn
+        // one must be gone first.
+        let long_lived = self.harness.process_model() == ProcessModel::LongLived;
+        if long_lived || self.proc.is_none() {
             if let Some(next) = self.queue.pop_front() {
                 self.start_turn(next).await;
                 return;
             }
         }
-        if alive
+        if long_lived
+            && self.proc.is_some()
             && !self.closing
             && self.queue.is_empty()
             && self.run.options.exit_when_idle == Some(true)
-            && self.harness.process_model() == ProcessModel::LongLived
             && self.run.turns > 0
         {
             self.closing = true;

@@ -64,7 +64,7 @@ fn installed_version_in(prefix: &Path, spec: &InstallSpec) -> Option<String> {
 /// Variables of the daemon's environment that npm gets, by name: where programs are (`PATH`),
 /// npm's user config and cache (`HOME`, `USER`), locale and temp dir, proxies and CA
 /// certificates for the registry. Anything else (tokens, cloud keys) stays out (case M32).
-const NPM_ENV: &[&str] = &[
+pub const NPM_ENV: &[&str] = &[
     "PATH",
     "HOME",
     "USER",
@@ -83,14 +83,16 @@ const NPM_ENV: &[&str] = &[
     "SSL_CERT_DIR",
 ];
 
-/// npm's environment taken from `vars` (the daemon's): the names in [`NPM_ENV`] and npm's own
-/// settings (`npm_config_*`, any case: a registry or cache set for the host). `PATH` defaults to
+/// Whether npm gets the variable `name` from the daemon's environment: the names in [`NPM_ENV`]
+/// and npm's own settings (`npm_config_*`, any case: a registry or cache set for the host).
+pub fn npm_passes(name: &str) -> bool {
+    NPM_ENV.contains(&name) || name.to_ascii_lowercase().starts_with("npm_config_")
+}
+
+/// npm's environment taken from `vars` (the daemon's): what [`npm_passes`]. `PATH` defaults to
 /// the usual system directories.
 fn npm_env(vars: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String, String> {
-    let mut env: BTreeMap<String, String> = vars
-        .into_iter()
-        .filter(|(k, _)| NPM_ENV.contains(&k.as_str()) || k.to_ascii_lowercase().starts_with("npm_config_"))
-        .collect();
+    let mut env: BTreeMap<String, String> = vars.into_iter().filter(|(k, _)| npm_passes(k)).collect();
     env.entry("PATH".to_owned()).or_insert_with(|| "/usr/local/bin:/usr/bin:/bin".to_owned());
     env
 }

@@ -53,7 +53,7 @@ use actor::Cmd;
 use actors::Actors;
 
 pub use capabilities::PROTOCOL;
-pub use install::{install as install_harness, locate as locate_harness, Source};
+pub use install::{install as install_harness, locate as locate_harness, npm_passes, Source, NPM_ENV};
 pub use mcp_servers::self_command;
 pub use proc::shim_env;
 pub use status::accepts_message;

@@ -25,14 +25,13 @@ pub struct ProcEvent {
     pub what: Followed,
 }
 
-/// Handle on a live process held by the actor.
+/// Handle on a live process held by the actor (dropped when its exit is handled: a held
+/// process has not exited).
 pub struct LiveProc {
     pub gen: u64,
     pub pid: i32,
     /// Its shim; `None` when the shim was found gone at re-adoption (its journal is still read).
     pub shim: Option<Arc<ShimClient>>,
-    /// The exit, once its record was read.
-    pub exit: Option<(Option<i32>, Option<i32>)>,
     /// Whether the agent's stdin is still open (long-lived agents).
     pub stdin_open: bool,
 }
@@ -48,6 +47,9 @@ const SHIM_ENV: &[&str] =
 pub fn shim_env() -> BTreeMap<String, String> {
     SHIM_ENV.iter().filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v))).collect()
 }
+
+/// Longest wait for an acknowledged shim to exit before its directory is removed anyway.
+const SHIM_EXIT_WAIT: Duration = Duration::from_secs(5);
 
 /// `<run_dir>/shim-<gen>`.
 pub fn shim_dir(run_dir: &Path, gen: u64) -> PathBuf {
@@ -74,7 +76,7 @@ pub async fn start(run_dir: &Path, spec: &ShimSpec, events: mpsc::UnboundedSende
     };
     let pid = shim.pid();
     forward(spec.gen, follow(dir, 0), events);
-    Ok(LiveProc { gen: spec.gen, pid, shim: Some(Arc::new(shim)), exit: None, stdin_open: spec.stdin_pipe })
+    Ok(LiveProc { gen: spec.gen, pid, shim: Some(Arc::new(shim)), stdin_open: spec.stdin_pipe })
 }
 
 /// What re-adoption found of generation `gen` after a daemon restart.
@@ -114,7 +116,7 @@ pub async fn adopt(run_dir: &Path, gen: u64, offset: u64, events: mpsc::Unbounde
     }
     let shim = ShimClient::connect(&dir).await.ok().map(Arc::new);
     forward(gen, follow(dir, offset), events);
-    Ok(Adopted { replay, live: Some(LiveProc { gen, pid, shim, exit: None, stdin_open: true }) })
+    Ok(Adopted { replay, live: Some(LiveProc { gen, pid, shim, stdin_open: true }) })
 }
 
 /// Forward the follower's records as [`ProcEvent`]s of generation `gen`.
@@ -135,12 +137,7 @@ pub fn retire(dir: PathBuf) {
         if let Ok(shim) = ShimClient::connect(&dir).await {
             let _ = shim.ack(u64::MAX).await;
             // The shim exits within its leftover grace; give it a bounded time.
-            for _ in 0..100 {
-                if ShimClient::connect(&dir).await.is_err() {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+            ShimClient::wait_gone(&dir, SHIM_EXIT_WAIT).await;
         }
         let _ = std::fs::remove_dir_all(&dir);
     });

@@ -64,42 +64,20 @@ pub fn require_cli(harness: &str, binary_rel: &str) {
     );
 }
 
-/// Variables of the test's own environment that a `spacesd` started by the tests gets, by name:
-/// where programs are, the user and home (the CLIs keep their config there), locale and temp
-/// dir, Rust's logging and backtraces, and what npm needs to reach its registry for a first-use
-/// install (proxies, CA certificates, `npm_config_*`). Nothing else: a stray
+/// Variables of the test's own environment that a `spacesd` started by the tests gets: what the
+/// daemon passes on to npm for a first-use install ([`spacesd::supervisor::npm_passes`]: where
+/// programs are, the user and home, locale and temp dir, proxies, CA certificates,
+/// `npm_config_*`), and Rust's logging and backtraces. Nothing else: a stray
 /// `SPACES_HARNESS_BIN_*`, `SPACES_STALL_MS`, config path or API key in the developer's shell
 /// must not change what a test runs.
-const DAEMON_ENV: &[&str] = &[
-    "PATH",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "LANG",
-    "LC_ALL",
-    "TMPDIR",
-    "RUST_LOG",
-    "RUST_BACKTRACE",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "NODE_EXTRA_CA_CERTS",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-];
+fn daemon_gets(name: &str) -> bool {
+    spacesd::supervisor::npm_passes(name) || ["RUST_LOG", "RUST_BACKTRACE"].contains(&name)
+}
 
-/// The environment a test's `spacesd` starts from: [`DAEMON_ENV`] and `npm_config_*` taken from
-/// `vars` (the test process's environment), plus `SPACES_TOOLS_DIR` = [`tools_dir`].
+/// The environment a test's `spacesd` starts from: what [`daemon_gets`] of `vars` (the test
+/// process's environment), plus `SPACES_TOOLS_DIR` = [`tools_dir`].
 pub fn daemon_env(vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
-    let mut env: Vec<_> = vars
-        .into_iter()
-        .filter(|(k, _)| {
-            k.to_str().is_some_and(|k| DAEMON_ENV.contains(&k) || k.to_ascii_lowercase().starts_with("npm_config_"))
-        })
-        .collect();
+    let mut env: Vec<_> = vars.into_iter().filter(|(k, _)| k.to_str().is_some_and(daemon_gets)).collect();
     env.push(("SPACES_TOOLS_DIR".into(), tools_dir().into()));
     env
 }
