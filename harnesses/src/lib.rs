@@ -58,6 +58,68 @@ pub trait Harness: Send + Sync {
     fn interrupt(&self) -> InterruptRecipe;
     /// A fresh normalizer for one run.
     fn normalizer(&self) -> Box<dyn Normalizer>;
+    /// What a persistent agent's home is for this CLI (API reference `home`; issue "Persistent
+    /// agents and volumes"): the config directory under the run's `home` that is restored before
+    /// the first turn and saved after every turn (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`), the paths in
+    /// it never saved, and where a session's transcript lives.
+    fn persistent_home(&self) -> HomeLayout;
+}
+
+/// Where one CLI keeps what a persistent agent carries between runs and hosts. Paths are
+/// relative to the run's `home` (the agent's `HOME`); patterns are globs relative to
+/// `config_dir`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HomeLayout {
+    /// The CLI's config directory (`.claude`, `.codex`): sessions, memory, settings.
+    pub config_dir: &'static str,
+    /// Globs (relative to `config_dir`) never saved: files the launcher rewrites for every
+    /// process (they may hold MCP secrets) and caches.
+    pub excludes: &'static [&'static str],
+    /// Where the transcript of a session is, and where it must be to resume it.
+    pub sessions: SessionFiles,
+}
+
+/// How a CLI files session transcripts, so a home restored on another host (whose Space folder
+/// differs) still resumes: see [`HomeLayout::sessions`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionFiles {
+    /// Claude Code: `projects/<slug of the cwd>/<session id>.jsonl` (and a `<session id>/`
+    /// directory beside it); `--resume` only looks in the current cwd's project directory
+    /// (another cwd gives "No conversation found"), so a transcript filed under another host's
+    /// folder must be moved to this cwd's slug ([`claude_code::project_slug`]).
+    ByCwd,
+    /// Codex: `sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl`, found by thread id from
+    /// any cwd.
+    ById,
+}
+
+impl SessionFiles {
+    /// True when `rel` (a path relative to the config dir, `/`-separated) is the transcript of
+    /// `session_id`.
+    pub fn is_transcript(self, rel: &str, session_id: &str) -> bool {
+        if session_id.is_empty() {
+            return false;
+        }
+        match self {
+            SessionFiles::ByCwd => {
+                let parts: Vec<&str> = rel.split('/').collect();
+                parts.len() == 3 && parts[0] == "projects" && parts[2] == format!("{session_id}.jsonl")
+            }
+            SessionFiles::ById => {
+                rel.starts_with("sessions/")
+                    && rel.rsplit('/').next().is_some_and(|f| f.starts_with("rollout-") && f.ends_with(&format!("-{session_id}.jsonl")))
+            }
+        }
+    }
+
+    /// The directory (relative to the config dir) where the transcript must be for a process in
+    /// `cwd` to resume it; `None` when anywhere will do.
+    pub fn resume_dir(self, cwd: &std::path::Path) -> Option<String> {
+        match self {
+            SessionFiles::ByCwd => Some(format!("projects/{}", claude_code::project_slug(&cwd.to_string_lossy()))),
+            SessionFiles::ById => None,
+        }
+    }
 }
 
 /// Turns one run's raw output into normalized events. Pure state machine, fed in order.
@@ -92,4 +154,24 @@ pub fn all() -> Vec<&'static dyn Harness> {
 /// The harness with this id, if any.
 pub fn by_id(id: &str) -> Option<&'static dyn Harness> {
     all().into_iter().find(|h| h.id() == id)
+}
+
+#[cfg(test)]
+mod home_tests {
+    use super::SessionFiles;
+
+    #[test]
+    fn transcripts_are_recognised_where_each_cli_files_them() {
+        let by_cwd = SessionFiles::ByCwd;
+        assert!(by_cwd.is_transcript("projects/-tmp-a/abc.jsonl", "abc"));
+        assert!(!by_cwd.is_transcript("projects/-tmp-a/abcd.jsonl", "abc"));
+        assert!(!by_cwd.is_transcript("projects/-tmp-a/sub/abc.jsonl", "abc"));
+        assert!(!by_cwd.is_transcript("projects/-tmp-a/abc.jsonl", ""));
+        assert_eq!(by_cwd.resume_dir(std::path::Path::new("/srv/b")).as_deref(), Some("projects/-srv-b"));
+        let by_id = SessionFiles::ById;
+        assert!(by_id.is_transcript("sessions/2026/11/30/rollout-2026-11-30T10-00-00-t1.jsonl", "t1"));
+        assert!(!by_id.is_transcript("sessions/2026/11/30/rollout-x-t2.jsonl", "t1"));
+        assert!(!by_id.is_transcript("archived/rollout-x-t1.jsonl", "t1"));
+        assert_eq!(by_id.resume_dir(std::path::Path::new("/srv/b")), None);
+    }
 }

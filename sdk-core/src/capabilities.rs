@@ -14,6 +14,8 @@ pub struct Capabilities {
     pub harnesses: Vec<HarnessCapabilities>,
     /// Host environment variable names a run may copy with `env_from_host`.
     pub forwardable_env: Vec<String>,
+    /// Where persistent agents' homes are kept on this host (`spacesd serve --volume`).
+    pub volume: crate::home::VolumeCapabilities,
 }
 
 /// One harness as this host sees it.

@@ -19,6 +19,7 @@ pub mod client;
 pub mod decode;
 pub mod error;
 pub mod event;
+pub mod home;
 #[cfg(feature = "client")]
 pub mod local;
 pub mod mcp_server;
@@ -31,6 +32,10 @@ pub mod tools;
 pub use capabilities::{AuthState, Capabilities, HarnessCapabilities};
 pub use decode::decode;
 pub use error::{ApiError, ErrorCode};
+pub use home::{
+    HomeDeleteReport, HomeExportRequest, HomeImportRequest, HomeLease, HomeRecord, HomeRequest, HomeRestoreRequest,
+    HomeSnapshot, HomeTransferReport, PersistentAgentSendReport, PersistentAgentSendRequest, VolumeCapabilities,
+};
 pub use event::{Category, Event, EventKind, EventsPage, StopReason, ToolStatus};
 pub use mcp_server::{McpHttpServer, McpServer, McpStdioServer};
 pub use op::{ops, Operation, OperationInfo};

@@ -35,6 +35,9 @@ pub enum Audience {
     Tool,
     /// The user's side of steering (`/inbox`): HTTP and SDKs, not an agent's MCP tool.
     Inbox,
+    /// Host management for operators (volumes and persistent agents' homes): HTTP, the CLI and
+    /// the SDKs; not an MCP tool, and refused to tool callers.
+    Operator,
 }
 
 /// What an operation that changes state does, for callers that decide how carefully to call it
@@ -178,6 +181,29 @@ macro_rules! for_each_operation {
             agent_stop: AgentStop, Post "/v1/spaces/{space}/agents/{run_id}/stop",
                 $crate::AgentRunRequest => $crate::ActionReport, false, Tool [Destructive, Idempotent],
                 "Stop the run: signal, grace, then kill of every process it has.";
+
+            // ----- persistent agents and their homes (API reference, "Words": volume) -----
+            persistent_agent_send: PersistentAgentSend, Post "/v1/homes/{name}/send",
+                $crate::home::PersistentAgentSendRequest => $crate::home::PersistentAgentSendReport, false, Tool,
+                "Send to a persistent agent: a follow-up to its live run, or a fresh run with its home restored.";
+            home_list: HomeList, Get "/v1/homes",
+                $crate::Empty => Vec<$crate::home::HomeRecord>, true, Operator,
+                "Every persistent agent's home in this host's volume, with its lease and latest snapshot.";
+            home_snapshots: HomeSnapshots, Get "/v1/homes/{name}/snapshots",
+                $crate::home::HomeRequest => Vec<$crate::home::HomeSnapshot>, true, Operator,
+                "The snapshots of one home, oldest first.";
+            home_export: HomeExport, Post "/v1/homes/{name}/export",
+                $crate::home::HomeExportRequest => $crate::home::HomeTransferReport, false, Operator [Additive],
+                "Write one snapshot of a home as a self-contained .tar.zst file on the daemon's host.";
+            home_import: HomeImport, Post "/v1/homes/{name}/import",
+                $crate::home::HomeImportRequest => $crate::home::HomeTransferReport, false, Operator [Additive],
+                "Make a .tar.zst file on the daemon's host the home's newest snapshot.";
+            home_restore: HomeRestore, Post "/v1/homes/{name}/restore",
+                $crate::home::HomeRestoreRequest => $crate::home::HomeTransferReport, false, Operator [Destructive],
+                "Point-in-time restore: a snapshot into a directory, or back as the home's newest snapshot.";
+            home_delete: HomeDelete, Post "/v1/homes/{name}/delete",
+                $crate::home::HomeRequest => $crate::home::HomeDeleteReport, false, Operator [Destructive],
+                "Delete a home and every snapshot of it (refused while a run holds its lease).";
 
             // ----- CodeSpace tools (API reference, "CodeSpace execution layer") -----
             workspace_info: WorkspaceInfo, Post "/v1/tools/workspace_info",

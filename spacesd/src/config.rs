@@ -13,6 +13,12 @@
 //!   Extra environment for commands is set in `config.json` (`exec_env`), never by clients.
 //! - `SPACES_HTTP_MAX_CONNECTIONS`, `SPACES_HTTP_HEADER_TIMEOUT_MS`, `SPACES_HTTP_BODY_TIMEOUT_MS`:
 //!   the listeners' limits ([`crate::http::listen`]).
+//! - `SPACES_VOLUME` (or `spacesd serve --volume URL`, or `volume` in `config.json`): where
+//!   persistent agents' homes are kept: a local directory (default `<state dir>/volume`) or an
+//!   S3-compatible store `s3://bucket/prefix`, reached with the usual `AWS_ENDPOINT_URL`,
+//!   `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION` and `AWS_ALLOW_HTTP` variables.
+//! - `SPACES_HOST_ID` (or `host_id`): this host's name in leases and snapshots; default the
+//!   machine's hostname plus a random suffix kept in `<state dir>/host-id`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -60,6 +66,10 @@ pub struct ConfigFile {
     pub http_header_timeout_ms: Option<u64>,
     /// Request-body stall limit, ms.
     pub http_body_timeout_ms: Option<u64>,
+    /// Where persistent agents' homes are kept (a path or `s3://bucket/prefix`).
+    pub volume: Option<String>,
+    /// This host's id in leases and snapshots.
+    pub host_id: Option<String>,
 }
 
 /// The resolved configuration of one daemon.
@@ -76,6 +86,10 @@ pub struct Config {
     pub http_max_connections: Option<usize>,
     pub http_header_timeout_ms: u64,
     pub http_body_timeout_ms: u64,
+    /// Where persistent agents' homes are kept: `s3://bucket/prefix`, or a local directory.
+    pub volume: String,
+    /// Set from the config file or `SPACES_HOST_ID`; else [`Config::host_id`] makes one.
+    pub host_id: Option<String>,
 }
 
 /// The environment variable `name` parsed, if set and valid.
@@ -117,7 +131,6 @@ impl Config {
             .or(file.exec_timeout_ms)
             .unwrap_or(DEFAULT_EXEC_TIMEOUT_MS);
         Ok(Config {
-            state_dir,
             tools_dir,
             harness_bin,
             forwardable_env,
@@ -131,7 +144,39 @@ impl Config {
             http_body_timeout_ms: env_num("SPACES_HTTP_BODY_TIMEOUT_MS")
                 .or(file.http_body_timeout_ms)
                 .unwrap_or(DEFAULT_HTTP_BODY_TIMEOUT_MS),
+            volume: std::env::var("SPACES_VOLUME")
+                .ok()
+                .filter(|v| !v.is_empty())
+                .or(file.volume)
+                .unwrap_or_else(|| state_dir.join("volume").display().to_string()),
+            host_id: std::env::var("SPACES_HOST_ID").ok().filter(|v| !v.is_empty()).or(file.host_id),
+            state_dir,
         })
+    }
+
+    /// This host's id in leases and snapshots: the configured one, else the one kept in
+    /// `<state dir>/host-id`, else a new one (hostname plus 6 random hex digits) written there.
+    /// Errors: the file cannot be written.
+    pub fn host_id(&self) -> std::io::Result<String> {
+        if let Some(id) = &self.host_id {
+            return Ok(id.clone());
+        }
+        let path = self.state_dir.join("host-id");
+        if let Ok(id) = std::fs::read_to_string(&path) {
+            if !id.trim().is_empty() {
+                return Ok(id.trim().to_owned());
+            }
+        }
+        let host = nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "host".into());
+        let host: String = host.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').take(40).collect();
+        let id = format!("{host}-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
+        crate::fsutil::write_private(&path, id.as_bytes())?;
+        Ok(id)
+    }
+
+    /// `<state dir>/volume-cache`: this host's stat-cache of saved homes.
+    pub fn volume_cache_dir(&self) -> PathBuf {
+        self.state_dir.join("volume-cache")
     }
 
     /// `<state dir>/spacesd.sock`.

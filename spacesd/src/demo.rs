@@ -69,7 +69,7 @@ pub async fn run(cfg: Config, args: DemoArgs) -> anyhow::Result<()> {
 
     let tmp = tempfile::Builder::new().prefix("spaces-demo-").tempdir()?;
     let base: PathBuf = tmp.path().to_path_buf();
-    let cfg = Config { state_dir: base.join("state"), ..cfg };
+    let cfg = Config { state_dir: base.join("state"), volume: base.join("state").join("volume").display().to_string(), ..cfg };
     let space_dir = match &args.space_dir {
         Some(dir) => std::path::absolute(dir)?,
         None => base.join("space"),

@@ -18,6 +18,7 @@ pub mod demo;
 pub mod error;
 pub mod eventlog;
 pub mod fsutil;
+pub mod homes;
 pub mod http;
 pub mod mcp;
 pub mod serve;

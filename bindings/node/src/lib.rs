@@ -155,6 +155,7 @@ pub fn catalogue() -> Vec<OperationEntry> {
                 audience: match o.audience {
                     Audience::Tool => "tool",
                     Audience::Inbox => "inbox",
+                    Audience::Operator => "operator",
                 }
                 .to_owned(),
                 fields: f,

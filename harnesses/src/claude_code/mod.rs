@@ -19,7 +19,8 @@ pub use launch::{INTERRUPT_REQUEST_ID, MAX_RETRIES_DEFAULT, PLACEHOLDER_API_KEY}
 pub use normalize::ClaudeNormalizer;
 
 use crate::{
-    Harness, InstallSpec, InterruptRecipe, LaunchContext, LaunchPlan, Normalizer, ProcessModel,
+    Harness, HomeLayout, InstallSpec, InterruptRecipe, LaunchContext, LaunchPlan, Normalizer, ProcessModel,
+    SessionFiles,
 };
 
 /// The pinned CLI version.
@@ -78,5 +79,79 @@ impl Harness for ClaudeCode {
 
     fn normalizer(&self) -> Box<dyn Normalizer> {
         Box::new(ClaudeNormalizer::new())
+    }
+
+    /// `CLAUDE_CONFIG_DIR` is `<home>/.claude` ([`launch`]); transcripts are filed by cwd.
+    fn persistent_home(&self) -> HomeLayout {
+        HomeLayout {
+            config_dir: ".claude",
+            excludes: &["statsig/**", "shell-snapshots/**", "debug/**", "*.lock"],
+            sessions: SessionFiles::ByCwd,
+        }
+    }
+}
+
+/// Longest project slug Claude Code uses whole; a longer one is cut and given a hash.
+const SLUG_MAX: usize = 200;
+
+/// The name of the directory under `$CLAUDE_CONFIG_DIR/projects/` where Claude Code files the
+/// sessions of a process whose cwd is `cwd`: every UTF-16 code unit that is not an ASCII letter or
+/// digit becomes `-`; a slug over 200 units keeps its first 200 and gets `-` plus the base-36
+/// absolute value of the 32-bit string hash of `cwd` (`h = 31*h + unit`, wrapping). Read from the
+/// pinned CLI (2.1.197) and checked by the end-to-end test of a home moving to another folder.
+pub fn project_slug(cwd: &str) -> String {
+    let units: Vec<u16> = cwd.encode_utf16().collect();
+    let slug: String = units
+        .iter()
+        .map(|&u| if u < 128 && (u as u8).is_ascii_alphanumeric() { u as u8 as char } else { '-' })
+        .collect();
+    if units.len() <= SLUG_MAX {
+        return slug;
+    }
+    let mut h: i32 = 0;
+    for &u in &units {
+        h = h.wrapping_shl(5).wrapping_sub(h).wrapping_add(i32::from(u));
+    }
+    format!("{}-{}", &slug[..SLUG_MAX], base36(i64::from(h).unsigned_abs()))
+}
+
+fn base36(mut n: u64) -> String {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    if n == 0 {
+        return "0".into();
+    }
+    let mut out = Vec::new();
+    while n > 0 {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod slug_tests {
+    use super::project_slug;
+
+    #[test]
+    fn every_unit_that_is_not_alphanumeric_becomes_a_dash() {
+        assert_eq!(project_slug("/tmp/a.b_c/Space 1"), "-tmp-a-b-c-Space-1");
+        // é is one UTF-16 unit, 😀 two.
+        assert_eq!(project_slug("/é/😀"), "-----");
+    }
+
+    #[test]
+    fn a_long_cwd_is_cut_at_200_and_hashed() {
+        let cwd = format!("/{}", "x".repeat(250));
+        let slug = project_slug(&cwd);
+        assert!(slug.starts_with(&format!("-{}-", "x".repeat(199))), "{slug}");
+        assert!(slug.len() > 201);
+        // The JS hash of "a" is 97; of "ab" is 97*31+98 = 3105.
+        let mut h: i32 = 0;
+        for u in "ab".encode_utf16() {
+            h = h.wrapping_shl(5).wrapping_sub(h).wrapping_add(i32::from(u));
+        }
+        assert_eq!(h, 3105);
+        assert_ne!(project_slug(&format!("/{}", "y".repeat(250))), slug);
     }
 }

@@ -13,7 +13,7 @@ pub mod normalize;
 mod tests;
 
 use crate::plan::{InstallSpec, InterruptRecipe, LaunchContext, LaunchPlan, ProcessModel};
-use crate::{Harness, Normalizer};
+use crate::{Harness, HomeLayout, Normalizer, SessionFiles};
 
 /// The pinned npm package.
 pub const PACKAGE: &str = "@openai/codex@0.171.0";
@@ -90,5 +90,11 @@ impl Harness for OpenAiCodex {
 
     fn normalizer(&self) -> Box<dyn Normalizer> {
         Box::new(normalize::CodexNormalizer::default())
+    }
+
+    /// `CODEX_HOME` is `<home>/.codex` ([`launch::codex_home`]). `config.toml` is rewritten for
+    /// every process (it may hold MCP server secrets), so it is never saved.
+    fn persistent_home(&self) -> HomeLayout {
+        HomeLayout { config_dir: ".codex", excludes: &["config.toml", "log/**", "tmp/**"], sessions: SessionFiles::ById }
     }
 }

@@ -50,9 +50,10 @@ pub enum Principal {
 }
 
 /// True for the operations only an operator may call: registering and listing Spaces, granting
-/// or denying holds, and the user's side of steering (`/inbox`).
+/// or denying holds, the user's side of steering (`/inbox`), persistent agents' homes and
+/// `persistent_agent_send` (a persistent agent is not scoped to one Space).
 pub fn operator_only(info: &OperationInfo) -> bool {
-    info.audience == Audience::Inbox || NOT_OFFERED.contains(&info.name)
+    matches!(info.audience, Audience::Inbox | Audience::Operator) || NOT_OFFERED.contains(&info.name)
 }
 
 impl Caller {

@@ -44,6 +44,10 @@ pub enum AgentCmd {
         /// Stop (resumably) once the prompt is answered.
         #[arg(long)]
         exit_when_idle: bool,
+        /// Run as this persistent agent: its home (the CLI's config, sessions, memory) is
+        /// restored from the volume first and saved after every turn (`spacesd home --help`).
+        #[arg(long, value_name = "NAME")]
+        home: Option<String>,
         /// Then follow the events until the turn ends.
         #[arg(long)]
         follow: bool,
@@ -120,7 +124,7 @@ pub enum AgentCmd {
 /// Run one agent subcommand against the daemon.
 pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
     match cmd {
-        AgentCmd::Start { agent, prompt, prompt_file, space, model, base_url, cwd, env, env_from_host, exit_when_idle, follow } => {
+        AgentCmd::Start { agent, prompt, prompt_file, space, model, base_url, cwd, env, env_from_host, exit_when_idle, home, follow } => {
             let prompt = prompt_text(prompt.as_deref(), prompt_file.as_deref(), "the prompt")?;
             let space = resolve_space(client, space).await?;
             let mut env_map = BTreeMap::new();
@@ -135,6 +139,7 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 model,
                 base_url,
                 exit_when_idle: exit_when_idle.then_some(true),
+                home,
                 ..SpaceAgentOptions::default()
             };
             let report = client.space(&space).agent_start(&agent, &prompt, None, Some(options)).await?;

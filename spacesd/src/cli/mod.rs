@@ -7,6 +7,7 @@
 #![allow(rustdoc::invalid_html_tags)]
 
 mod agent;
+mod home;
 mod print;
 mod run;
 
@@ -45,6 +46,12 @@ pub enum Command {
         /// Bearer token file for --tcp (created 0600 if missing). Default: <state dir>/token.
         #[arg(long)]
         token_file: Option<PathBuf>,
+        /// Where persistent agents' homes are kept: a local directory (default
+        /// <state dir>/volume) or an S3-compatible store, s3://bucket/prefix (endpoint and
+        /// credentials from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+        /// AWS_REGION, AWS_ALLOW_HTTP). Hosts sharing one store share their persistent agents.
+        #[arg(long, value_name = "URL")]
+        volume: Option<String>,
     },
     /// Register or list Spaces (workspaces agents run in).
     #[command(subcommand)]
@@ -56,6 +63,10 @@ pub enum Command {
     /// `max_turns`; 141 the output pipe closed (e.g. `| head`).
     #[command(subcommand)]
     Agent(agent::AgentCmd),
+    /// Persistent agents' homes in this host's volume: list, snapshots, export, import,
+    /// point-in-time restore, delete, and sending a persistent agent a message.
+    #[command(subcommand)]
+    Home(home::HomeCmd),
     /// What every harness is and can do on this host (JSON).
     Capabilities,
     /// Run one operation by name (a CodeSpace tool such as read, find, apply_patch,
@@ -190,7 +201,11 @@ pub struct SpaceArg {
 pub async fn main(cli: Cli) -> anyhow::Result<()> {
     let cfg = Config::load(cli.state_dir.clone())?;
     match cli.command {
-        Command::Serve { tcp, token_file } => {
+        Command::Serve { tcp, token_file, volume } => {
+            let cfg = match volume {
+                Some(volume) => Config { volume, ..cfg },
+                None => cfg,
+            };
             crate::serve::serve(cfg, crate::serve::ServeOptions { tcp, token_file }).await
         }
         Command::Space(SpaceCmd::Add { name, path, read_only, approvals, replace }) => {
@@ -213,6 +228,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Agent(cmd) => agent::run(&client(&cfg), cmd).await,
+        Command::Home(cmd) => home::run(&client(&cfg), cmd).await,
         Command::Tool { name: None, .. } => {
             for op in spaces_sdk::op::catalogue() {
                 println!("{:<20} {}", op.name, op.doc);

@@ -33,7 +33,7 @@ use super::backend::Backend;
 use super::tools::{self, ToolEntry};
 
 /// Tools a scoped server does not offer (see the module doc).
-pub const NOT_OFFERED: [&str; 3] = ["space_list", "space_add", "approval_resolve"];
+pub const NOT_OFFERED: [&str; 4] = ["space_list", "space_add", "approval_resolve", "persistent_agent_send"];
 
 /// The top-level request fields that name a Space.
 pub const SPACE_FIELDS: [&str; 2] = ["workspace_id", "space"];

@@ -28,10 +28,11 @@ impl Service {
         self.sup.space_add(&record, req.replace).map_err(|e| e.to_api())
     }
 
-    /// `agent_start`. Errors: `WORKSPACE_NOT_FOUND`, `HARNESS_UNAVAILABLE`, `INVALID_ARGUMENT`;
-    /// nothing is created on error.
+    /// `agent_start`. Errors: `WORKSPACE_NOT_FOUND`, `HARNESS_UNAVAILABLE`, `INVALID_ARGUMENT`,
+    /// `LEASE_HELD` (with `options.home`, another run holds the persistent agent); nothing is
+    /// created on error.
     pub async fn agent_start(&self, req: AgentStartRequest) -> Result<AgentStartReport> {
-        self.sup.agent_start(&req.space.clone(), &req).map_err(|e| e.to_api())
+        self.sup.agent_start(&req.space.clone(), &req).await.map_err(|e| e.to_api())
     }
 
     /// `agent_list`: newest first. Errors: `WORKSPACE_NOT_FOUND`.

@@ -14,6 +14,7 @@
 
 mod agents;
 pub mod docs;
+mod homes;
 mod schema;
 mod table;
 mod tools;

@@ -113,6 +113,28 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
+    /// The runs started as persistent agent `home` (`options.home`), newest first.
+    pub fn runs_with_home(&self, home: &str) -> Result<Vec<RunRow>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {COLUMNS} FROM runs WHERE json_extract(options_json, '$.home') = ?1 ORDER BY created_ms DESC, rowid DESC"
+        ))?;
+        let rows = stmt.query_map(params![home], from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Runs of persistent agents that may still take a turn (running, idle, failed, crashed):
+    /// their leases are taken again at start.
+    pub fn live_persistent_runs(&self) -> Result<Vec<RunRow>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {COLUMNS} FROM runs WHERE json_extract(options_json, '$.home') IS NOT NULL \
+             AND status IN ('running', 'idle', 'failed', 'crashed') ORDER BY created_ms"
+        ))?;
+        let rows = stmt.query_map([], from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
     /// Runs a previous daemon may have left mid-flight: status `running`, or a recorded agent
     /// process group (used once at start-up).
     pub fn runs_to_recover(&self) -> Result<Vec<RunRow>> {

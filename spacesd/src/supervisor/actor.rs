@@ -22,7 +22,7 @@ use super::launcher::{Binary, Launcher, ProcEnd};
 use super::marker::run_marker;
 use super::proc::{self, LiveProc, ProcEvent};
 use super::secrets::RunSecrets;
-use super::{start, Inner};
+use super::{persist, start, Inner};
 use crate::store::runs::RunRow;
 use crate::store::JournalPos;
 
@@ -349,7 +349,24 @@ impl Actor {
             }
             Err(why) => Err(why),
         };
-        let launch = match binary.and_then(|binary| self.launcher.plan(&self.run, turn, text, &binary)) {
+        let binary = match binary {
+            Ok(binary) => binary,
+            Err(why) => {
+                self.fail_turn_before_start(&why);
+                return;
+            }
+        };
+        if self.run.options.home.is_some() {
+            self.set_state(Status::Running, Phase::Starting, "restoring the persistent agent's home");
+            match persist::prepare(&self.inner, &mut self.run, self.harness).await {
+                Ok(notices) => self.append(notices),
+                Err(why) => {
+                    self.fail_turn_before_start(&why);
+                    return;
+                }
+            }
+        }
+        let launch = match self.launcher.plan(&self.run, turn, text, &binary) {
             Ok(launch) => launch,
             Err(why) => {
                 self.fail_turn_before_start(&why);
@@ -436,6 +453,11 @@ impl Actor {
         let drafts = self.norm.process_exited(&exit);
         self.append_at(drafts, pos);
         proc::retire(proc::shim_dir(&self.inner.cfg.run_dir(&self.run.run_id), p.gen));
+        if self.run.options.home.is_some() && !self.stop_requested && !self.closing {
+            // What the CLI wrote after its turn's last line (Codex's session file) is saved too;
+            // an unchanged home uploads nothing.
+            persist::save(&self.inner, &self.run, self.harness);
+        }
         if self.stop_requested {
             self.finish_stopped();
             return;
@@ -568,6 +590,9 @@ impl Actor {
         if let Err(e) = self.inner.store.turn_end(&self.run.run_id, turn, reason.as_str()) {
             tracing::error!("run {}: cannot record end of turn {turn}: {e}", self.run.run_id);
         }
+        if self.run.options.home.is_some() && !self.stop_requested {
+            persist::save(&self.inner, &self.run, self.harness);
+        }
         if self.stop_requested {
             return;
         }
@@ -628,6 +653,12 @@ impl Actor {
     }
 
     fn set_state(&mut self, status: Status, phase: Phase, reason: &str) {
+        let ending = matches!(status, Status::Stopped | Status::Done) && self.run.status != status;
+        if ending && self.run.options.home.is_some() {
+            // A persistent agent's run that stopped or finished: its home is saved one last
+            // time and its lease released, so another host may take the agent.
+            persist::finish(&self.inner, &self.run, self.harness);
+        }
         self.run.status = status;
         self.run.phase = phase;
         self.run.reason = self.redactor.apply(reason);

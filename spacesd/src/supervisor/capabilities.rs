@@ -11,8 +11,8 @@ use crate::config::Config;
 /// Protocol name reported by `agent_capabilities`.
 pub const PROTOCOL: &str = "spaces/1";
 
-/// The capabilities of this host under `cfg`.
-pub(super) fn capabilities(cfg: &Config) -> Capabilities {
+/// The capabilities of this host under `cfg`, with its volume `volume`.
+pub(super) fn capabilities(cfg: &Config, volume: spaces_sdk::VolumeCapabilities) -> Capabilities {
     let harnesses = spaces_harnesses::all().into_iter().map(|h| harness_capabilities(cfg, h)).collect();
     Capabilities {
         protocol: PROTOCOL.to_owned(),
@@ -20,6 +20,7 @@ pub(super) fn capabilities(cfg: &Config) -> Capabilities {
         event_kinds: EventKind::ALL.iter().map(|k| k.as_str().to_owned()).collect(),
         harnesses,
         forwardable_env: cfg.forwardable_env.clone(),
+        volume,
     }
 }
 

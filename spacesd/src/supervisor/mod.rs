@@ -21,6 +21,8 @@
 //! - `capabilities`: what this host offers, per harness.
 //! - `install`, `journal`, `marker`: CLI installs, the output journal, and the marker that
 //!   names a run's processes.
+//! - `persist`: a persistent agent's run: its home restored first, saved after every turn,
+//!   its lease released at the end (the volume itself: [`crate::homes`]).
 //! - `secrets`, `mcp_servers`: what a run keeps 0600 in its directory (env, MCP server
 //!   secrets), and the run's MCP servers (checked at start, `space_tools` added at launch).
 
@@ -33,6 +35,7 @@ mod journal;
 mod launcher;
 mod marker;
 mod mcp_servers;
+mod persist;
 mod proc;
 mod recover;
 mod registry;
@@ -43,11 +46,16 @@ mod status;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use spaces_sdk::{ActionReport, AgentStartReport, AgentStartRequest, Capabilities, ErrorCode, EventsPage, RunStatus, SpaceRecord};
+use spaces_sdk::{
+    ActionReport, AgentStartReport, AgentStartRequest, Capabilities, ErrorCode, EventsPage, PersistentAgentSendReport, RunStatus,
+    SpaceRecord, Status,
+};
 
 use crate::config::Config;
 use crate::error::{refuse, Result};
 use crate::eventlog::EventLog;
+use crate::homes::meta::AgentMeta;
+use crate::homes::Homes;
 use crate::store::Store;
 use actor::Cmd;
 use actors::Actors;
@@ -63,6 +71,8 @@ pub struct Inner {
     pub cfg: Arc<Config>,
     pub store: Arc<Store>,
     pub log: Arc<EventLog>,
+    /// The volume of persistent agents' homes, and the leases this host holds.
+    pub homes: Arc<Homes>,
     actors: Actors,
     installs: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
@@ -82,14 +92,15 @@ pub struct Supervisor {
 }
 
 impl Supervisor {
-    /// A supervisor over `store`, with `cfg`.
-    pub fn new(cfg: Config, store: Arc<Store>) -> Self {
+    /// A supervisor over `store`, with `cfg`, keeping persistent agents' homes in `homes`.
+    pub fn new(cfg: Config, store: Arc<Store>, homes: Arc<Homes>) -> Self {
         let log = Arc::new(EventLog::new(store.clone()));
         Self {
             inner: Arc::new(Inner {
                 cfg: Arc::new(cfg),
                 store,
                 log,
+                homes,
                 actors: Actors::default(),
                 installs: Mutex::new(HashMap::new()),
             }),
@@ -121,9 +132,79 @@ impl Supervisor {
     /// `agent_start`: validate, record the run, launch its actor, and answer at once.
     /// Errors: `WORKSPACE_NOT_FOUND`, `HARNESS_UNAVAILABLE` (unknown agent), `INVALID_ARGUMENT`
     /// (empty prompt, cwd outside the Space, bad env names). Nothing is created on error.
-    pub fn agent_start(&self, space_name: &str, req: &AgentStartRequest) -> Result<AgentStartReport> {
+    /// With `options.home`, the persistent agent's lease is taken first: `LEASE_HELD` when
+    /// another run (here or on another host) holds it.
+    pub async fn agent_start(&self, space_name: &str, req: &AgentStartRequest) -> Result<AgentStartReport> {
         let space = registry::space(&self.inner.store, space_name)?;
-        start::start(&self.inner, space, req)
+        start::start(&self.inner, space, req).await
+    }
+
+    /// `persistent_agent_send`: `text` as a follow-up to the live run of persistent agent
+    /// `name` on this host, or a fresh run started from its saved record (harness, Space, cwd,
+    /// session, options) with its home restored. Errors: `AGENT_BUSY` while that run's turn is
+    /// in flight; `INVALID_ARGUMENT` (empty text, no such agent in the volume);
+    /// `WORKSPACE_NOT_FOUND` when this host has no Space of the agent's Space name;
+    /// `LEASE_HELD` while another host's run holds the agent.
+    pub async fn persistent_agent_send(&self, name: &str, text: &str) -> Result<PersistentAgentSendReport> {
+        if text.trim().is_empty() {
+            return Err(refuse(ErrorCode::InvalidArgument, "text is empty; give the message for the agent"));
+        }
+        let live = self
+            .inner
+            .store
+            .runs_with_home(name)?
+            .into_iter()
+            .find(|r| matches!(r.status, Status::Running | Status::Idle | Status::Failed | Status::Crashed));
+        if let Some(run) = live {
+            if run.status == Status::Running {
+                return Err(refuse(
+                    ErrorCode::AgentBusy,
+                    format!(
+                        "persistent agent {name:?} is mid-turn in run {}; wait for the turn to end (agent_events) or \
+                         interrupt it, then send again",
+                        run.run_id
+                    ),
+                ));
+            }
+            let run_id = run.run_id.clone();
+            let report =
+                actors::ask(&self.inner, run, |reply| Cmd::Message { text: text.to_owned(), force: false, reply }).await?;
+            if !report.ok {
+                return Err(refuse(ErrorCode::AgentBusy, report.reason));
+            }
+            return Ok(PersistentAgentSendReport { run_id, started: false, restored: false });
+        }
+        let Some(latest) = self.inner.homes.latest(name).await? else {
+            return Err(refuse(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "no persistent agent named {name:?} in this host's volume ({}); start one with agent_start and \
+                     options.home, or see `spacesd home list`",
+                    self.inner.homes.capabilities().url
+                ),
+            ));
+        };
+        let meta = AgentMeta::from_value(&latest.meta);
+        if meta.agent.is_empty() || meta.space.is_empty() {
+            return Err(refuse(
+                ErrorCode::InvalidArgument,
+                format!("the home {name:?} holds no agent record (imported?); start its first run with agent_start and options.home"),
+            ));
+        }
+        let req = AgentStartRequest {
+            space: meta.space.clone(),
+            agent: meta.agent.clone(),
+            prompt: text.to_owned(),
+            show: None,
+            options: Some(meta.options(name)),
+        };
+        let report = self.agent_start(&meta.space, &req).await?;
+        Ok(PersistentAgentSendReport { run_id: report.run_id, started: true, restored: true })
+    }
+
+    /// The volume and leases of persistent agents' homes.
+    pub fn homes(&self) -> &Arc<Homes> {
+        &self.inner.homes
     }
 
     /// `agent_status` with the last `tail` lines of output (the caller applies the contract's
@@ -178,7 +259,7 @@ impl Supervisor {
 
     /// `agent_capabilities`.
     pub fn capabilities(&self) -> Capabilities {
-        capabilities::capabilities(&self.inner.cfg)
+        capabilities::capabilities(&self.inner.cfg, self.inner.homes.capabilities())
     }
 
     /// At daemon start: re-adopt every run whose agent runs under a live shim (its turn goes on;

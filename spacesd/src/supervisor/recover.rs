@@ -9,6 +9,8 @@
 //! - A run cut off mid-turn with no journal to go on (a daemon of an older release) ends
 //!   `crashed`; a follow-up resumes the session. Leftover processes of such runs are ended.
 //!
+//! - A persistent agent's run that may take another turn takes its home's lease back.
+//!
 //! One pass over `/proc` finds leftovers of runs that are not re-adopted, so start-up does not
 //! grow with the number of finished runs.
 
@@ -59,6 +61,15 @@ pub(super) async fn recover(inner: &Arc<Inner>) -> Result<()> {
             run.reason = format!("{why}; a follow-up resumes the session");
         }
         inner.store.run_update(&run)?;
+    }
+    // Persistent agents' runs that may take another turn hold their homes' leases again (a
+    // lease of the same holder is taken back; one another host took after expiry is refused,
+    // and that run's next save says so).
+    for run in inner.store.live_persistent_runs()? {
+        let Some(home) = run.options.home.clone() else { continue };
+        if let Err(e) = inner.homes.claim(&home, &run.run_id).await {
+            tracing::warn!("run {}: the lease of home {home:?} was not taken back: {}", run.run_id, e.to_api().message);
+        }
     }
     // Tool processes of this host's runs whose state needs no change (e.g. orphans of an idle
     // run). Processes of runs this store does not know belong to another daemon.

@@ -45,7 +45,7 @@ pub(super) fn folder_present(folder: &SpaceFolder<'_>) -> Result<()> {
 }
 
 /// Start a run of `req` in `space` (see [`super::Supervisor::agent_start`] for the errors).
-pub(super) fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentStartRequest) -> Result<AgentStartReport> {
+pub(super) async fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentStartRequest) -> Result<AgentStartReport> {
     let harness = harness(&req.agent)?;
     if space.read_only {
         return Err(refuse(
@@ -56,7 +56,7 @@ pub(super) fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentStartRequ
     if req.prompt.trim().is_empty() {
         return Err(refuse(ErrorCode::InvalidArgument, "prompt is empty; give the first turn's text"));
     }
-    let mut options = req.options.clone().unwrap_or_default();
+    let options = req.options.clone().unwrap_or_default();
     let cwd = resolve_cwd(Path::new(&space.root), options.cwd.as_deref())?;
     for name in options.env.keys().chain(options.env_from_host.iter()) {
         if !mcp_servers::valid_env_name(name) {
@@ -69,7 +69,43 @@ pub(super) fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentStartRequ
     notes.extend(ignored_options(req, &options));
 
     let run_id = format!("run-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-    let run_dir = inner.cfg.run_dir(&run_id);
+    if let Some(home) = &options.home {
+        claim_home(inner, harness, home, &run_id).await?;
+    }
+    let created = record(inner, &run_id, &space, harness, cwd, options, notes.clone(), env);
+    let (run, secrets) = match created {
+        Ok(created) => created,
+        Err(e) => {
+            if let Some(home) = req.options.as_ref().and_then(|o| o.home.as_deref()) {
+                inner.homes.release(home, &run_id).await;
+            }
+            return Err(e);
+        }
+    };
+    actors::launch(inner, run, harness, secrets, req.prompt.clone());
+    Ok(AgentStartReport {
+        process_tag: turn_tag(&run_id, 1),
+        run_id,
+        agent: harness.id().to_owned(),
+        space: space.name,
+        notes,
+    })
+}
+
+/// Create the run's directory (0700) with its secrets (0600), and its row. The stored options
+/// keep env and MCP server names but never their values.
+#[allow(clippy::too_many_arguments)]
+fn record(
+    inner: &Inner,
+    run_id: &str,
+    space: &SpaceRecord,
+    harness: &dyn Harness,
+    cwd: PathBuf,
+    mut options: SpaceAgentOptions,
+    notes: Vec<String>,
+    env: BTreeMap<String, String>,
+) -> Result<(RunRow, RunSecrets)> {
+    let run_dir = inner.cfg.run_dir(run_id);
     crate::fsutil::create_private_dir(&run_dir)?;
     let secrets = RunSecrets { env, mcp_servers: options.mcp_servers.clone() };
     secrets.save(&run_dir)?;
@@ -79,7 +115,7 @@ pub(super) fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentStartRequ
     }
     options.mcp_servers = mcp_servers::redacted(&options.mcp_servers);
     let run = RunRow {
-        run_id: run_id.clone(),
+        run_id: run_id.to_owned(),
         space: space.name.clone(),
         agent: harness.id().to_owned(),
         created_ms: now_ms(),
@@ -91,18 +127,35 @@ pub(super) fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentStartRequ
         turns: 0,
         cwd: cwd.display().to_string(),
         options,
-        notes: notes.clone(),
+        notes,
         pgid: None,
     };
     inner.store.run_insert(&run)?;
-    actors::launch(inner, run, harness, secrets, req.prompt.clone());
-    Ok(AgentStartReport {
-        process_tag: turn_tag(&run_id, 1),
-        run_id,
-        agent: harness.id().to_owned(),
-        space: space.name,
-        notes,
-    })
+    Ok((run, secrets))
+}
+
+/// Take the lease of persistent agent `home` for the new run `run_id`, after checking that its
+/// saved home is one `harness` can use. Errors: `LEASE_HELD` (another run, here or on another
+/// host, holds it), `INVALID_ARGUMENT` (a bad name, a home of another harness), `INTERNAL`
+/// (the volume).
+async fn claim_home(inner: &Inner, harness: &dyn Harness, home: &str, run_id: &str) -> Result<()> {
+    inner.homes.claim(home, run_id).await?;
+    let latest = match inner.homes.latest(home).await {
+        Ok(latest) => latest,
+        Err(e) => {
+            inner.homes.release(home, run_id).await;
+            return Err(e);
+        }
+    };
+    let agent = latest.map(|s| crate::homes::meta::AgentMeta::from_value(&s.meta).agent).unwrap_or_default();
+    if !agent.is_empty() && agent != harness.id() {
+        inner.homes.release(home, run_id).await;
+        return Err(refuse(
+            ErrorCode::InvalidArgument,
+            format!("the persistent agent {home:?} is a {agent} agent; start it with agent {agent:?}, or pick another home name"),
+        ));
+    }
+    Ok(())
 }
 
 /// The harness `agent`. Errors: `HARNESS_UNAVAILABLE`, naming the ones this host has.
@@ -141,9 +194,6 @@ fn ignored_options(req: &AgentStartRequest, options: &SpaceAgentOptions) -> Vec<
     }
     if options.repo.is_some() || options.branch.is_some() {
         notes.push("repo/branch were ignored: cloning before the first turn is not available on this host yet".into());
-    }
-    if options.home.is_some() {
-        notes.push("home was ignored: persistent agent homes (volumes) are not available on this host yet".into());
     }
     notes
 }

@@ -5,6 +5,7 @@ mod codespace;
 mod contract;
 mod fake_agents;
 mod harness;
+mod homes;
 mod mcp;
 mod mcp_sdk_clients;
 mod runs;

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod mcp;
+pub mod s3;
 
 /// One test per harness from `async fn name(h: Harness)` functions of the invoking module:
 /// `per_harness!(a, b)` makes `claude_code::a`, `openai_codex::a`, ... calling `super::a` with

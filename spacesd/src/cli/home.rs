@@ -1,0 +1,172 @@
+//! `spacesd home ...`: persistent agents' homes in the daemon's volume (the `home_*`
+//! operations and `persistent_agent_send`). Paths given here are made absolute before they go
+//! to the daemon, which reads and writes them on this host. Long transfers show how long they
+//! have run on stderr (a terminal only); the daemon logs byte counts as they go.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use clap::Subcommand;
+use spaces_sdk::client::Client;
+use spaces_sdk::{
+    Empty, HomeExportRequest, HomeImportRequest, HomeRequest, HomeRestoreRequest, HomeTransferReport,
+    PersistentAgentSendRequest,
+};
+
+use super::text_from;
+
+#[derive(Debug, Subcommand)]
+pub enum HomeCmd {
+    /// Every persistent agent's home: snapshots, the latest one's size, who holds its lease.
+    List {
+        /// Print the JSON records instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The snapshots of NAME's home, oldest first (ids for --at).
+    Snapshots {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a snapshot of NAME's home to FILE as one .tar.zst (replaced atomically).
+    Export {
+        name: String,
+        file: PathBuf,
+        /// The snapshot id (default: the latest).
+        #[arg(long)]
+        at: Option<String>,
+    },
+    /// Make FILE (.tar.zst, from `home export` or a tar of a home) NAME's newest snapshot.
+    /// Refused while a run holds the agent.
+    Import { name: String, file: PathBuf },
+    /// Point-in-time restore. With --to DIR: the snapshot's files into DIR (replaced
+    /// atomically), the volume unchanged. Without: the snapshot becomes NAME's newest again,
+    /// so its next run starts from it (refused while a run holds the agent).
+    Restore {
+        name: String,
+        /// The snapshot id (default: the latest).
+        #[arg(long)]
+        at: Option<String>,
+        #[arg(long, value_name = "DIR")]
+        to: Option<PathBuf>,
+    },
+    /// Delete NAME's home and every snapshot of it (refused while a run holds the agent).
+    Delete { name: String },
+    /// Send TEXT to the persistent agent NAME: a follow-up to its live run on this host, or a
+    /// fresh run with its home restored (refused mid-turn). `-` reads TEXT from stdin, `@FILE`
+    /// from FILE.
+    Send { name: String, text: String },
+}
+
+/// Run one `home` subcommand against the daemon.
+pub async fn run(client: &Client, cmd: HomeCmd) -> anyhow::Result<()> {
+    match cmd {
+        HomeCmd::List { json } => {
+            let homes = client.home_list(&Empty {}).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&homes)?);
+            } else if homes.is_empty() {
+                println!("no persistent agents yet (start one with `spacesd agent start AGENT PROMPT --home NAME`)");
+            } else {
+                println!("{:<24} {:>9} {:>12} {:<16} LEASE", "NAME", "SNAPSHOTS", "SIZE", "AGENT");
+                for h in homes {
+                    let size = h.latest.as_ref().map_or(0, |s| s.bytes);
+                    let agent = h.latest.as_ref().and_then(|s| s.meta.get("agent")).and_then(|a| a.as_str()).unwrap_or("-").to_owned();
+                    let lease = h.lease.map_or("free".to_owned(), |l| format!("{} (until {})", l.holder, l.expires_ms));
+                    println!("{:<24} {:>9} {:>12} {:<16} {lease}", h.name, h.snapshots, bytes(size), agent);
+                }
+            }
+        }
+        HomeCmd::Snapshots { name, json } => {
+            let snaps = client.home_snapshots(&HomeRequest { name }).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&snaps)?);
+            } else {
+                println!("{:<28} {:>15} {:>8} {:>12} {:<20} SESSION", "ID", "CREATED_MS", "FILES", "SIZE", "HOST");
+                for s in snaps {
+                    let session = s.meta.get("session_id").and_then(|v| v.as_str()).unwrap_or("-").to_owned();
+                    println!("{:<28} {:>15} {:>8} {:>12} {:<20} {session}", s.id, s.created_ms, s.files, bytes(s.bytes), s.host);
+                }
+            }
+        }
+        HomeCmd::Export { name, file, at } => {
+            let req = HomeExportRequest { name, at, path: absolute(&file)? };
+            let r = with_ticker("exporting", client.home_export(&req)).await?;
+            done("exported", &r);
+        }
+        HomeCmd::Import { name, file } => {
+            let req = HomeImportRequest { name, path: absolute(&file)? };
+            let r = with_ticker("importing", client.home_import(&req)).await?;
+            done("imported", &r);
+        }
+        HomeCmd::Restore { name, at, to } => {
+            let to = to.as_deref().map(absolute).transpose()?;
+            let req = HomeRestoreRequest { name, at, to };
+            let r = with_ticker("restoring", client.home_restore(&req)).await?;
+            done("restored", &r);
+        }
+        HomeCmd::Delete { name } => {
+            let r = client.home_delete(&HomeRequest { name }).await?;
+            println!("deleted home {:?} ({} objects)", r.name, r.objects);
+        }
+        HomeCmd::Send { name, text } => {
+            let text = text_from(&text, "the message")?;
+            let r = client.persistent_agent_send(&PersistentAgentSendRequest { name, text }).await?;
+            println!("{}", serde_json::to_string_pretty(&r)?);
+        }
+    }
+    Ok(())
+}
+
+fn absolute(path: &Path) -> anyhow::Result<String> {
+    Ok(std::path::absolute(path)?.display().to_string())
+}
+
+/// Await `call`, showing on a terminal's stderr how long it has run, every second.
+async fn with_ticker<T>(verb: &str, call: impl std::future::Future<Output = T>) -> T {
+    if !std::io::stderr().is_terminal() {
+        return call.await;
+    }
+    let started = Instant::now();
+    tokio::pin!(call);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            out = &mut call => {
+                eprint!("\r\x1b[2K");
+                return out;
+            }
+            _ = tick.tick() => eprint!("\r{verb}... {} s", started.elapsed().as_secs()),
+        }
+    }
+}
+
+fn done(verb: &str, r: &HomeTransferReport) {
+    let place = r.path.as_deref().map(|p| format!(" ({p})")).unwrap_or_default();
+    println!(
+        "{verb} home {:?} snapshot {}{place}: {} files, {} in {} ms",
+        r.name,
+        r.snapshot.id,
+        r.snapshot.files,
+        bytes(r.bytes),
+        r.elapsed_ms
+    );
+}
+
+/// `1.2 MiB` style sizes.
+fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}

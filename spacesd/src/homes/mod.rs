@@ -1,0 +1,300 @@
+//! Persistent agents' homes on this host's volume (API reference, "Words": volume, persistent
+//! agent; `home` of `agent_start`).
+//!
+//! [`Homes`] is the daemon's handle on the volume (`spaces_volumes`): a local directory by
+//! default (`<state dir>/volume`), or an S3-compatible store shared by many hosts
+//! (`spacesd serve --volume s3://bucket/prefix`). It holds the **leases** of the homes this
+//! host's runs use, one writer per persistent agent across hosts: taken when a run starts
+//! (refused with `LEASE_HELD` naming the holder and the expiry), renewed every
+//! [`LEASE_TTL`]`/3` while the run lives, released when it stops or finishes. A host that died
+//! loses its leases when they expire, never sooner.
+//!
+//! The run side (restore before the first turn, save after every turn) is in
+//! `supervisor::persist`; the operator's operations (list, snapshots, export, import,
+//! point-in-time restore, delete) are in [`ops`].
+
+pub mod meta;
+pub mod ops;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use spaces_sdk::home::SkippedEntry as SkippedEntryWire;
+use spaces_sdk::{ErrorCode, HomeSnapshot, VolumeCapabilities};
+use spaces_volumes::{Lease, Progress, SaveOptions, SaveReport, SnapshotInfo, Volume, VolumeError, VolumeKind};
+
+use crate::config::Config;
+use crate::error::{refuse, Error, Result};
+
+/// How long a lease lasts unless renewed; renewed every third of it while its run lives.
+pub const LEASE_TTL: Duration = Duration::from_secs(60);
+
+/// The lease holder id of an operator's own transfers (`home_import`, `home_restore`,
+/// `home_delete`) on host `host`.
+fn operator_holder(host: &str) -> String {
+    format!("{host}/operator")
+}
+
+/// A lease this host holds for one of its runs.
+struct Held {
+    run_id: String,
+    lease: Arc<tokio::sync::Mutex<Lease>>,
+}
+
+/// The volume and the leases this host holds.
+pub struct Homes {
+    volume: Volume,
+    host: String,
+    /// Private scratch space for the operator's restores (`<state dir>/volume-staging`).
+    scratch: PathBuf,
+    held: Mutex<HashMap<String, Held>>,
+    /// One save or transfer at a time per home.
+    busy: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl Homes {
+    /// Open the configured volume (`cfg.volume`) with this host's id; S3 settings come from the
+    /// daemon's `AWS_*` environment. Errors: an invalid URL or host id file.
+    pub fn open(cfg: &Config) -> anyhow::Result<Arc<Homes>> {
+        let host = cfg.host_id()?;
+        let env: HashMap<String, String> = std::env::vars().filter(|(k, _)| k.starts_with("AWS_")).collect();
+        let cache = cfg.volume_cache_dir();
+        let volume = Volume::open(&cfg.volume, &env, &cache, &host)
+            .map_err(|e| anyhow::anyhow!("cannot open the volume {}: {e}", cfg.volume))?;
+        let scratch = cfg.state_dir.join("volume-staging");
+        let homes = Arc::new(Homes { volume, host, scratch, held: Mutex::new(HashMap::new()), busy: Mutex::new(HashMap::new()) });
+        Ok(homes)
+    }
+
+    /// Renew every held lease every [`LEASE_TTL`]`/3` until the daemon ends. A lease another
+    /// host took over (this one was gone past its expiry) is dropped, logged: the run's saves
+    /// then fail with `LEASE_HELD` and say so in its events.
+    pub fn spawn_renewals(self: &Arc<Self>) {
+        let homes = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(LEASE_TTL / 3).await;
+                let Some(homes) = homes.upgrade() else { return };
+                let held: Vec<(String, Arc<tokio::sync::Mutex<Lease>>)> =
+                    homes.held_map().iter().map(|(k, h)| (k.clone(), h.lease.clone())).collect();
+                for (home, lease) in held {
+                    if let Err(e) = lease.lock().await.renew().await {
+                        tracing::warn!("home {home}: lease not renewed: {e}");
+                        if matches!(e, VolumeError::LeaseLost { .. }) {
+                            homes.held_map().remove(&home);
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    fn held_map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Held>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn busy_lock(&self, home: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.busy.lock().unwrap_or_else(|p| p.into_inner()).entry(home.to_owned()).or_default().clone()
+    }
+
+    /// What capabilities show: kind, URL (no credentials) and this host's id.
+    pub fn capabilities(&self) -> VolumeCapabilities {
+        let kind = match self.volume.kind() {
+            VolumeKind::Local => "local",
+            VolumeKind::S3 => "s3",
+        };
+        VolumeCapabilities { kind: kind.into(), url: self.volume.url().to_owned(), host: self.host.clone() }
+    }
+
+    /// This host's id.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The lease holder id of run `run_id` on this host: `<host>/<run_id>`.
+    pub fn holder(&self, run_id: &str) -> String {
+        format!("{}/{run_id}", self.host)
+    }
+
+    /// The run of this host holding `home`'s lease, if any.
+    pub fn holding_run(&self, home: &str) -> Option<String> {
+        self.held_map().get(home).map(|h| h.run_id.clone())
+    }
+
+    /// Take `home`'s lease for run `run_id` (a no-op when that run holds it already).
+    /// Errors: `LEASE_HELD` naming the holder and the expiry; `INVALID_ARGUMENT` for a bad name;
+    /// `INTERNAL` when the store cannot be reached.
+    pub async fn claim(&self, home: &str, run_id: &str) -> Result<()> {
+        if self.held_map().get(home).is_some_and(|h| h.run_id == run_id) {
+            return Ok(());
+        }
+        let lease = self.volume.acquire(home, &self.holder(run_id), LEASE_TTL).await.map_err(|e| volume_error(e, home))?;
+        self.held_map().insert(home.to_owned(), Held { run_id: run_id.to_owned(), lease: Arc::new(tokio::sync::Mutex::new(lease)) });
+        Ok(())
+    }
+
+    /// Release `home`'s lease if run `run_id` holds it (written as a new lease record, so
+    /// another host may take it at once). Failures are logged: the lease then ends at expiry.
+    pub async fn release(&self, home: &str, run_id: &str) {
+        let held = {
+            let mut map = self.held_map();
+            match map.get(home) {
+                Some(h) if h.run_id == run_id => map.remove(home),
+                _ => None,
+            }
+        };
+        let Some(held) = held else { return };
+        let _busy = self.busy_lock(home).lock_owned().await;
+        let lease = match Arc::try_unwrap(held.lease) {
+            Ok(m) => m.into_inner(),
+            Err(_) => {
+                tracing::warn!("home {home}: lease still in use; it ends at its expiry");
+                return;
+            }
+        };
+        if let Err(e) = lease.release().await {
+            tracing::warn!("home {home}: lease not released ({e}); it ends at its expiry");
+        }
+    }
+
+    /// The newest snapshot of `home`, if it has any. Errors: `INVALID_ARGUMENT` for a bad
+    /// name, `INTERNAL` for the store.
+    pub async fn latest(&self, home: &str) -> Result<Option<SnapshotInfo>> {
+        match self.volume.latest(home).await {
+            Ok(s) => Ok(s),
+            Err(VolumeError::HomeNotFound { .. }) => Ok(None),
+            Err(e) => Err(volume_error(e, home)),
+        }
+    }
+
+    /// Restore the newest snapshot of `home` into `target` (staged, then swapped in; `target`'s
+    /// parent must exist). `None` when the home has no snapshot yet (a new persistent agent).
+    /// Errors: an unsafe or corrupt snapshot (`INVALID_ARGUMENT` naming the entry), the store.
+    pub async fn restore_latest(&self, home: &str, target: &Path) -> Result<Option<SnapshotInfo>> {
+        let _busy = self.busy_lock(home).lock_owned().await;
+        match self.volume.restore(home, None, target, &LogProgress::new(home, "restore")).await {
+            Ok(report) => Ok(Some(report.snapshot)),
+            Err(VolumeError::HomeNotFound { .. }) => Ok(None),
+            Err(e) => Err(volume_error(e, home)),
+        }
+    }
+
+    /// Save `dir` as `home`'s next snapshot for run `run_id` (which must hold the lease: it is
+    /// taken again if this daemon restarted), leaving out `exclude` globs; `meta` is the
+    /// persistent agent's record. An unchanged home uploads nothing. Errors: `LEASE_HELD`
+    /// (another host took the home over), the store, the files.
+    pub async fn save(&self, home: &str, run_id: &str, dir: &Path, exclude: &[&str], meta: serde_json::Value) -> Result<SaveReport> {
+        self.claim(home, run_id).await?;
+        let _busy = self.busy_lock(home).lock_owned().await;
+        let lease = self.held_map().get(home).filter(|h| h.run_id == run_id).map(|h| h.lease.clone());
+        let Some(lease) = lease else {
+            return Err(refuse(ErrorCode::LeaseHeld, format!("home {home:?}: run {run_id} no longer holds its lease")));
+        };
+        let opts = SaveOptions { meta, exclude: exclude.iter().map(|s| (*s).to_owned()).collect() };
+        let lease = lease.lock().await;
+        self.volume.save(&lease, dir, &opts, &LogProgress::new(home, "save")).await.map_err(|e| {
+            if matches!(e, VolumeError::LeaseLost { .. }) {
+                self.held_map().remove(home);
+            }
+            volume_error(e, home)
+        })
+    }
+
+    /// The volume, for the operator's operations.
+    fn volume(&self) -> &Volume {
+        &self.volume
+    }
+
+    /// The local directory of a local volume (protected from Space roots), if it is one.
+    pub fn local_dir(cfg: &Config) -> Option<PathBuf> {
+        let url = cfg.volume.as_str();
+        if url.starts_with("s3://") {
+            return None;
+        }
+        Some(PathBuf::from(url.strip_prefix("file://").unwrap_or(url)))
+    }
+}
+
+/// A volume error as the caller's error: `LEASE_HELD` naming the holder and when the lease
+/// ends; bad names, unknown homes or snapshots, unsafe or corrupt archives as
+/// `INVALID_ARGUMENT` saying what to do; store and file failures as `INTERNAL`.
+pub fn volume_error(e: VolumeError, home: &str) -> Error {
+    match e {
+        VolumeError::LeaseHeld { holder, expires_ms, .. } => {
+            let left = expires_ms.saturating_sub(crate::store::now_ms()) / 1000;
+            refuse(
+                ErrorCode::LeaseHeld,
+                format!(
+                    "the persistent agent {home:?} is in use: {holder} holds its lease until {expires_ms} (ms since the epoch, \
+                     {left} s from now, renewed while that run lives); stop that run, or wait for the lease to expire"
+                ),
+            )
+        }
+        VolumeError::LeaseLost { .. } => refuse(
+            ErrorCode::LeaseHeld,
+            format!("the lease of the persistent agent {home:?} was taken over by another host (this one was gone past its expiry)"),
+        ),
+        VolumeError::InvalidName { name, why } => {
+            refuse(ErrorCode::InvalidArgument, format!("invalid persistent agent name {name:?}: {why}"))
+        }
+        VolumeError::HomeNotFound { home } => refuse(
+            ErrorCode::InvalidArgument,
+            format!("no persistent agent named {home:?} in this host's volume; `spacesd home list` shows the ones there are"),
+        ),
+        VolumeError::SnapshotNotFound { home, snapshot } => refuse(
+            ErrorCode::InvalidArgument,
+            format!("the home {home:?} has no snapshot {snapshot:?}; `spacesd home snapshots {home}` lists them"),
+        ),
+        VolumeError::Unsafe { entry, why } => {
+            refuse(ErrorCode::InvalidArgument, format!("refused: entry {entry:?} would escape the home ({why}); nothing was changed"))
+        }
+        VolumeError::Corrupt { what, why } => {
+            refuse(ErrorCode::InvalidArgument, format!("refused: {what} is truncated or corrupt ({why}); nothing was changed"))
+        }
+        other => Error::Api(spaces_sdk::ApiError::new(ErrorCode::Internal, format!("volume: {other}"))),
+    }
+}
+
+/// A snapshot as the wire shows it.
+pub fn snapshot_wire(s: SnapshotInfo) -> HomeSnapshot {
+    HomeSnapshot {
+        id: s.id,
+        name: s.home,
+        created_ms: s.created_ms,
+        host: s.host,
+        files: s.files,
+        bytes: s.bytes,
+        layers: s.layers,
+        meta: s.meta,
+        skipped: s.skipped.into_iter().map(|e| SkippedEntryWire { path: e.path, kind: e.kind }).collect(),
+    }
+}
+
+/// Progress of a long transfer in the daemon's log, at most every 2 s.
+pub struct LogProgress {
+    what: String,
+    last: Mutex<Instant>,
+}
+
+impl LogProgress {
+    /// Progress of `step` on `home`.
+    pub fn new(home: &str, step: &str) -> Self {
+        LogProgress { what: format!("home {home}: {step}"), last: Mutex::new(Instant::now()) }
+    }
+}
+
+impl Progress for LogProgress {
+    fn update(&self, step: &str, done_bytes: u64, total_bytes: Option<u64>) {
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        if last.elapsed() < Duration::from_secs(2) {
+            return;
+        }
+        *last = Instant::now();
+        match total_bytes {
+            Some(t) => tracing::info!("{} ({step}): {done_bytes} of {t} bytes", self.what),
+            None => tracing::info!("{} ({step}): {done_bytes} bytes", self.what),
+        }
+    }
+}

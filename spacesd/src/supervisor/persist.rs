@@ -1,0 +1,215 @@
+//! A persistent agent's run (`agent_start` with `home`, API reference "Agent runs"): its home
+//! restored from the volume before its first process, saved after every turn, its lease
+//! released when it stops or finishes.
+//!
+//! The home is the harness's config directory under the run's agent home
+//! (`<run dir>/home/.claude` = `CLAUDE_CONFIG_DIR`, `<run dir>/home/.codex` = `CODEX_HOME`:
+//! [`spaces_harnesses::HomeLayout`]). It is restored only when it does not exist yet (a new run);
+//! a run revived on the same host keeps its own, newer copy. The snapshot's record
+//! ([`AgentMeta`]) carries the CLI's session id: the run resumes it, after moving its transcript
+//! to where the CLI looks from this host's folder ([`spaces_harnesses::SessionFiles`]). A session
+//! whose transcript is missing from the home (case V25) is not resumed: the run starts a fresh
+//! session with clean arguments and a `notice` says the session was reset.
+//!
+//! Saves run beside the run (the next turn never waits for one); they are serialized per home,
+//! and an unchanged home uploads nothing. Each save that stored something, and each one that
+//! failed, is a `notice` of the turn.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use spaces_harnesses::{EventDraft, Harness, HomeLayout};
+use spaces_sdk::EventKind;
+
+use super::Inner;
+use crate::homes::meta::AgentMeta;
+use crate::store::runs::RunRow;
+
+/// Deepest directory level searched for a session transcript.
+const MAX_DEPTH: usize = 6;
+
+/// The agent home of run `run_id` (`HOME` of its processes; the launcher makes the same path
+/// absolute).
+fn agent_home(inner: &Inner, run_id: &str) -> PathBuf {
+    let dir = inner.cfg.run_dir(run_id).join("home");
+    std::path::absolute(&dir).unwrap_or(dir)
+}
+
+/// Before a process of `run` starts: take the home's lease (a no-op while held), and for a new
+/// run restore the home and pick up the saved session. Returns the notices to append.
+/// Errors (the turn fails before start, with this reason): `LEASE_HELD`, a snapshot that cannot
+/// be restored, a home of another harness.
+pub(super) async fn prepare(inner: &Inner, run: &mut RunRow, harness: &dyn Harness) -> Result<Vec<EventDraft>, String> {
+    let Some(home) = run.options.home.clone() else { return Ok(Vec::new()) };
+    inner.homes.claim(&home, &run.run_id).await.map_err(|e| e.to_api().message)?;
+    let layout = harness.persistent_home();
+    let agent_home = agent_home(inner, &run.run_id);
+    let config_dir = agent_home.join(layout.config_dir);
+    if config_dir.exists() {
+        return Ok(Vec::new());
+    }
+    std::fs::create_dir_all(&agent_home).map_err(|e| format!("cannot create the agent home {}: {e}", agent_home.display()))?;
+    let turn = run.turns;
+    let Some(snapshot) = inner.homes.restore_latest(&home, &config_dir).await.map_err(|e| e.to_api().message)? else {
+        return Ok(vec![notice(turn, format!("persistent agent {home:?} is new: its home starts empty and is saved after every turn"))]);
+    };
+    let meta = AgentMeta::from_value(&snapshot.meta);
+    if !meta.agent.is_empty() && meta.agent != harness.id() {
+        return Err(format!(
+            "the persistent agent {home:?} is a {} agent; its home cannot run {}",
+            meta.agent,
+            harness.id()
+        ));
+    }
+    let mut notes = vec![notice(
+        turn,
+        format!(
+            "home of persistent agent {home:?} restored from snapshot {} ({} files, {} bytes, saved on {})",
+            snapshot.id, snapshot.files, snapshot.bytes, snapshot.host
+        ),
+    )];
+    if run.session_id.is_none() {
+        if let Some(sid) = meta.session_id.filter(|s| !s.is_empty()) {
+            match find_transcript(&config_dir, &layout, &sid) {
+                Some(found) => {
+                    relocate(&config_dir, &layout, &found, &PathBuf::from(&run.cwd))
+                        .map_err(|e| format!("cannot place the session transcript for this folder: {e}"))?;
+                    run.session_id = Some(sid);
+                }
+                None => notes.push(notice(
+                    turn,
+                    format!(
+                        "the saved session {sid} has no transcript in the restored home; the session was reset: \
+                         this run starts a fresh session"
+                    ),
+                )),
+            }
+        }
+    }
+    Ok(notes)
+}
+
+/// Save the home of `run` in the background; a `notice` says what was stored, or why nothing
+/// could be.
+pub(super) fn save(inner: &Arc<Inner>, run: &RunRow, harness: &'static dyn Harness) {
+    if let Some(task) = save_task(inner, run, harness) {
+        tokio::spawn(task);
+    }
+}
+
+/// Save the home of `run` one last time, then release its lease (the run stopped or finished).
+pub(super) fn finish(inner: &Arc<Inner>, run: &RunRow, harness: &'static dyn Harness) {
+    let Some(home) = run.options.home.clone() else { return };
+    let task = save_task(inner, run, harness);
+    let inner = inner.clone();
+    let run_id = run.run_id.clone();
+    tokio::spawn(async move {
+        if let Some(task) = task {
+            task.await;
+        }
+        inner.homes.release(&home, &run_id).await;
+    });
+}
+
+fn save_task(inner: &Arc<Inner>, run: &RunRow, harness: &'static dyn Harness) -> Option<impl std::future::Future<Output = ()>> {
+    let home = run.options.home.clone()?;
+    let layout = harness.persistent_home();
+    let config_dir = agent_home(inner, &run.run_id).join(layout.config_dir);
+    if !config_dir.is_dir() {
+        return None;
+    }
+    let cwd = relative_cwd(inner, run);
+    let mut options = run.options.clone();
+    options.cwd = cwd;
+    let meta = AgentMeta::of_run(harness.id(), &run.space, &run.run_id, run.session_id.as_deref(), &options);
+    let inner = inner.clone();
+    let run_id = run.run_id.clone();
+    let turn = run.turns;
+    Some(async move {
+        let result = inner.homes.save(&home, &run_id, &config_dir, layout.excludes, meta.to_value()).await;
+        let draft = match result {
+            Ok(r) if r.unchanged => return,
+            Ok(r) => notice(
+                turn,
+                format!(
+                    "home saved: snapshot {} ({} files, {} bytes uploaded, {} ms)",
+                    r.snapshot.id, r.snapshot.files, r.uploaded_bytes, r.elapsed_ms
+                ),
+            ),
+            Err(e) => notice(turn, format!("home not saved: {}", e.to_api().message)),
+        };
+        if let Err(e) = inner.log.append(&run_id, vec![draft]) {
+            tracing::warn!("run {run_id}: home save notice lost: {e}");
+        }
+    })
+}
+
+/// The run's cwd relative to its Space root (`None`: the root), so another host with its own
+/// folder for the Space resolves it there.
+fn relative_cwd(inner: &Inner, run: &RunRow) -> Option<String> {
+    let space = inner.store.space_get(&run.space).ok().flatten()?;
+    let rel = Path::new(&run.cwd).strip_prefix(&space.root).ok()?;
+    let rel = rel.to_string_lossy().into_owned();
+    (!rel.is_empty()).then_some(rel)
+}
+
+fn notice(turn: u32, text: String) -> EventDraft {
+    EventDraft::new(turn, EventKind::Notice).summary(text)
+}
+
+/// The transcript of session `sid` in `config_dir`, as a path relative to it.
+fn find_transcript(config_dir: &Path, layout: &HomeLayout, sid: &str) -> Option<String> {
+    fn walk(dir: &Path, rel: &str, depth: usize, layout: &HomeLayout, sid: &str) -> Option<String> {
+        let entries = std::fs::read_dir(dir).ok()?;
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let rel = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+            let kind = entry.file_type().ok()?;
+            if kind.is_file() && layout.sessions.is_transcript(&rel, sid) {
+                return Some(rel);
+            }
+            if kind.is_dir() && depth < MAX_DEPTH {
+                if let Some(found) = walk(&entry.path(), &rel, depth + 1, layout, sid) {
+                    return Some(found);
+                }
+            }
+        }
+        None
+    }
+    walk(config_dir, "", 0, layout, sid)
+}
+
+/// Put the transcript `found` where the CLI looks for it from `cwd` (a copy; the original stays
+/// for the folder it came from).
+fn relocate(config_dir: &Path, layout: &HomeLayout, found: &str, cwd: &Path) -> std::io::Result<()> {
+    let Some(want_dir) = layout.sessions.resume_dir(cwd) else { return Ok(()) };
+    let file = Path::new(found).file_name().unwrap_or_default();
+    let target = config_dir.join(&want_dir).join(file);
+    if target.exists() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(config_dir.join(&want_dir))?;
+    let tmp = target.with_extension("jsonl.restoring");
+    std::fs::copy(config_dir.join(found), &tmp)?;
+    std::fs::rename(&tmp, &target)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transcript_filed_under_another_folder_is_copied_to_this_folders_project() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = spaces_harnesses::by_id("claude-code").unwrap().persistent_home();
+        std::fs::create_dir_all(dir.path().join("projects/-host-a-proj")).unwrap();
+        std::fs::write(dir.path().join("projects/-host-a-proj/s-1.jsonl"), "{}\n").unwrap();
+        let found = find_transcript(dir.path(), &layout, "s-1").unwrap();
+        assert_eq!(found, "projects/-host-a-proj/s-1.jsonl");
+        assert_eq!(find_transcript(dir.path(), &layout, "s-2"), None);
+        relocate(dir.path(), &layout, &found, Path::new("/host-b/proj")).unwrap();
+        assert_eq!(std::fs::read_to_string(dir.path().join("projects/-host-b-proj/s-1.jsonl")).unwrap(), "{}\n");
+        assert!(dir.path().join(&found).exists(), "the original stays");
+    }
+}

@@ -1,0 +1,213 @@
+//! Persistent agents (issue 10): one agent, two hosts. Host B is a second `spacesd` with its
+//! own state dir, sharing only the volume with host A; its Space has the same name but its own
+//! folder, as on a real second machine. The real CLI does turn 1 on A; its home is saved; the
+//! agent's next message goes to B, which is refused with `LEASE_HELD` while A's run lives, and
+//! after A stops the run resumes the same session there: the model endpoint's recorded request
+//! holds turn 1's history.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use spaces_sdk::client::ClientError;
+use spaces_sdk::{
+    AgentRunRequest, AgentStartRequest, ErrorCode, EventKind, HomeRequest, PersistentAgentSendRequest, SpaceAgentOptions,
+    StopReason,
+};
+use spaces_testkit::{Reply, Script, ScriptedServer};
+
+use super::harness::{H, CLAUDE, CODEX};
+use crate::support::{describe, require_cli, s3, TestDaemon};
+
+const TURN: Duration = Duration::from_secs(90);
+
+/// Where the two hosts keep homes.
+enum Store {
+    /// One local directory both daemons name with `--volume` (a shared mount).
+    Local(tempfile::TempDir),
+    /// A real S3-compatible server on loopback (conditional writes honoured).
+    S3(s3::S3Server),
+}
+
+impl Store {
+    fn serve_args(&self) -> (Vec<(String, String)>, Vec<String>) {
+        match self {
+            Store::Local(dir) => (Vec::new(), vec!["--volume".into(), dir.path().join("volume").display().to_string()]),
+            Store::S3(server) => (server.env(), vec!["--volume".into(), server.url("homes")]),
+        }
+    }
+}
+
+async fn host(store: &Store) -> TestDaemon {
+    let (env, args) = store.serve_args();
+    let d = TestDaemon::start_with(env, args).await;
+    d.space("s").await;
+    d
+}
+
+fn code_of(e: ClientError) -> (ErrorCode, String) {
+    match e {
+        ClientError::Api(e) => (e.code, e.message),
+        other => panic!("expected a refusal, got {other}"),
+    }
+}
+
+/// The text of every message of a recorded model request, whatever the wire.
+fn request_text(json: &serde_json::Value) -> String {
+    json.to_string()
+}
+
+async fn one_agent_two_hosts(h: H, store: Store) {
+    require_cli(h.id, h.binary);
+    let model = ScriptedServer::start(
+        h.wire,
+        Script::new([Reply::Text("noted: the word is PELICAN".into()), Reply::Text("the word was PELICAN".into())]),
+    )
+    .await
+    .unwrap();
+    let a = host(&store).await;
+    let b = host(&store).await;
+    let name = format!("helper-{}", h.id);
+
+    // Turn 1 on host A, as persistent agent `name`.
+    let req = AgentStartRequest {
+        space: "s".into(),
+        agent: h.id.into(),
+        prompt: "remember the word PELICAN".into(),
+        show: None,
+        options: Some(SpaceAgentOptions { base_url: Some(model.base_url()), home: Some(name.clone()), ..Default::default() }),
+    };
+    let run_a = a.client.agent_start(&req).await.unwrap().run_id;
+    let ended = a.wait_turn_end("s", &run_a, 1, TURN).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{ended:?}");
+    a.wait_for_event("s", &run_a, TURN, |e| e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.starts_with("home saved"))).await;
+    let session_a = a.client.space("s").agent_status(&run_a, None).await.unwrap().session_id.expect("session id on A");
+
+    // While A's run lives, B is refused, naming the holder.
+    let send = PersistentAgentSendRequest { name: name.clone(), text: "which word?".into() };
+    let (code, message) = code_of(b.client.persistent_agent_send(&send).await.unwrap_err());
+    assert_eq!(code, ErrorCode::LeaseHeld, "{message}");
+    assert!(message.contains(&run_a), "the refusal names the holder: {message}");
+
+    // A stops the run: its home is saved a last time and the lease released; B gets it.
+    let stop = a.client.agent_stop(&AgentRunRequest { space: "s".into(), run_id: run_a.clone() }).await.unwrap();
+    assert!(stop.ok, "{stop:?}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let report = loop {
+        match b.client.persistent_agent_send(&send).await {
+            Ok(r) => break r,
+            Err(e) => {
+                let (code, message) = code_of(e);
+                assert_eq!(code, ErrorCode::LeaseHeld, "{message}");
+                assert!(Instant::now() < deadline, "the lease was not released after the stop: {message}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    assert!(report.started && report.restored, "{report:?}");
+    let run_b = report.run_id;
+    let ended = b.wait_turn_end("s", &run_b, 1, TURN).await;
+    let events = b.events("s", &run_b).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&events));
+    assert!(
+        events.iter().any(|e| e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.contains("restored from snapshot"))),
+        "{}",
+        describe(&events)
+    );
+    assert!(!events.iter().any(|e| e.summary.as_deref().is_some_and(|s| s.contains("session was reset"))), "{}", describe(&events));
+
+    // The same session, with turn 1's history in the model request B's CLI made.
+    let status_b = b.client.space("s").agent_status(&run_b, None).await.unwrap();
+    assert_eq!(status_b.session_id.as_deref(), Some(session_a.as_str()), "B resumed A's session");
+    let calls = model.model_calls();
+    let last = calls.last().and_then(|c| c.json.clone()).expect("B's model call");
+    let text = request_text(&last);
+    assert!(text.contains("remember the word PELICAN"), "turn 1's prompt is in B's request: {text}");
+    assert!(text.contains("noted: the word is PELICAN"), "turn 1's answer is in B's request: {text}");
+    assert!(text.contains("which word?"), "{text}");
+
+    // Both hosts see the home's snapshots, saved by both.
+    let snaps = b.client.home_snapshots(&HomeRequest { name: name.clone() }).await.unwrap();
+    let hosts: std::collections::BTreeSet<&str> = snaps.iter().map(|s| s.host.as_str()).collect();
+    assert_eq!(hosts.len(), 2, "both hosts saved a snapshot: {snaps:#?}");
+    b.client.agent_stop(&AgentRunRequest { space: "s".into(), run_id: run_b }).await.unwrap();
+    drop(store);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_agent_moves_between_hosts_over_s3() {
+    one_agent_two_hosts(CLAUDE, Store::S3(s3::S3Server::start().await)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_codex_agent_moves_between_hosts_over_s3() {
+    one_agent_two_hosts(CODEX, Store::S3(s3::S3Server::start().await)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_agent_moves_between_hosts_on_a_shared_directory() {
+    one_agent_two_hosts(CLAUDE, Store::Local(tempfile::tempdir().unwrap())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_codex_agent_moves_between_hosts_on_a_shared_directory() {
+    one_agent_two_hosts(CODEX, Store::Local(tempfile::tempdir().unwrap())).await;
+}
+
+/// Case V25: a home whose saved session has no transcript (deleted from the home) starts a
+/// fresh session with clean arguments, and a `notice` says the session was reset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v25_a_saved_session_without_transcript_is_reset_with_a_notice() {
+    let h = CLAUDE;
+    require_cli(h.id, h.binary);
+    let model = ScriptedServer::start(h.wire, Script::new([Reply::Text("first".into()), Reply::Text("fresh".into())])).await.unwrap();
+    let store = Store::Local(tempfile::tempdir().unwrap());
+    let a = host(&store).await;
+    let start = |prompt: &str| AgentStartRequest {
+        space: "s".into(),
+        agent: h.id.into(),
+        prompt: prompt.into(),
+        show: None,
+        options: Some(SpaceAgentOptions { base_url: Some(model.base_url()), home: Some("v25".into()), ..Default::default() }),
+    };
+    let run1 = a.client.agent_start(&start("one")).await.unwrap().run_id;
+    a.wait_turn_end("s", &run1, 1, TURN).await;
+    // Take the transcript out of the run's home before the last save (at stop).
+    let projects = a.state_dir().join("runs").join(&run1).join("home/.claude/projects");
+    let removed = remove_transcripts(&projects);
+    assert!(removed > 0, "the CLI filed a transcript under {}", projects.display());
+    a.client.agent_stop(&AgentRunRequest { space: "s".into(), run_id: run1.clone() }).await.unwrap();
+    let send = PersistentAgentSendRequest { name: "v25".into(), text: "two".into() };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let report = loop {
+        match a.client.persistent_agent_send(&send).await {
+            Ok(r) => break r,
+            Err(e) => {
+                let (code, message) = code_of(e);
+                assert_eq!(code, ErrorCode::LeaseHeld, "{message}");
+                assert!(Instant::now() < deadline, "{message}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    let ended = a.wait_turn_end("s", &report.run_id, 1, TURN).await;
+    let events = a.events("s", &report.run_id).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&events));
+    assert!(events.iter().any(|e| e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.contains("session was reset"))), "{}", describe(&events));
+    let last = model.model_calls().last().and_then(|c| c.json.clone()).unwrap();
+    assert!(!request_text(&last).contains("\"one\""), "a fresh session carries no old history: {last}");
+}
+
+fn remove_transcripts(dir: &std::path::Path) -> usize {
+    let mut n = 0;
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    for e in entries.flatten() {
+        let p: PathBuf = e.path();
+        if p.is_dir() {
+            n += remove_transcripts(&p);
+        } else if p.extension().is_some_and(|x| x == "jsonl") {
+            std::fs::remove_file(&p).unwrap();
+            n += 1;
+        }
+    }
+    n
+}
