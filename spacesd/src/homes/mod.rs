@@ -7,7 +7,8 @@
 //! host's runs use, one writer per persistent agent across hosts: taken when a run starts
 //! (refused with `LEASE_HELD` naming the holder and the expiry), renewed every
 //! [`LEASE_TTL`]`/3` while the run lives, released when it stops or finishes. A host that died
-//! loses its leases when they expire, never sooner.
+//! loses its leases when they expire, never sooner. A home whose newest snapshot reads more than
+//! [`COMPACT_AFTER_LAYERS`] layers is compacted after the save that made it.
 //!
 //! The run side (restore before the first turn, save after every turn) is in
 //! `supervisor::persist`; the operator's operations (list, snapshots, export, import,
@@ -30,6 +31,13 @@ use crate::error::{refuse, Error, Result};
 
 /// How long a lease lasts unless renewed; renewed every third of it while its run lives.
 pub const LEASE_TTL: Duration = Duration::from_secs(60);
+
+/// A save that leaves the newest snapshot reading more layers than this compacts the home in
+/// the background of that save (one full layer), keeping [`KEEP_SNAPSHOTS`] restorable.
+pub const COMPACT_AFTER_LAYERS: u32 = 16;
+
+/// Snapshots a background compaction keeps restorable (point-in-time restore reaches them).
+pub const KEEP_SNAPSHOTS: usize = 20;
 
 /// The lease holder id of an operator's own transfers (`home_import`, `home_restore`,
 /// `home_delete`) on host `host`.
@@ -194,12 +202,19 @@ impl Homes {
         };
         let opts = SaveOptions { meta, exclude: exclude.iter().map(|s| (*s).to_owned()).collect() };
         let lease = lease.lock().await;
-        self.volume.save(&lease, dir, &opts, &LogProgress::new(home, "save")).await.map_err(|e| {
+        let report = self.volume.save(&lease, dir, &opts, &LogProgress::new(home, "save")).await.map_err(|e| {
             if matches!(e, VolumeError::LeaseLost { .. }) {
                 self.held_map().remove(home);
             }
             volume_error(e, home)
-        })
+        })?;
+        if report.snapshot.layers > COMPACT_AFTER_LAYERS {
+            // Restores read every layer of a snapshot: keep that number small.
+            if let Err(e) = self.volume.compact(&lease, KEEP_SNAPSHOTS).await {
+                tracing::warn!("home {home}: compaction failed ({e}); the next save tries again");
+            }
+        }
+        Ok(report)
     }
 
     /// The volume, for the operator's operations.

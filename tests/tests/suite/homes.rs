@@ -211,3 +211,84 @@ fn remove_transcripts(dir: &std::path::Path) -> usize {
     }
     n
 }
+
+/// The operator's side on one host, through the typed client, HTTP and the CLI: a second run of
+/// the same agent is refused with `LEASE_HELD` naming the first; a home of one harness is refused
+/// to another; list, snapshots, export, import, point-in-time restore (into a directory and back
+/// into the volume) and delete, with delete refused while a run holds the home.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_lists_exports_imports_restores_and_deletes_homes() {
+    let h = CLAUDE;
+    require_cli(h.id, h.binary);
+    let model = ScriptedServer::start(h.wire, Script::new([]).with_fallback(Reply::Text("ok".into()))).await.unwrap();
+    let store = Store::Local(tempfile::tempdir().unwrap());
+    let d = host(&store).await;
+    let start = |agent: &str, home: &str| AgentStartRequest {
+        space: "s".into(),
+        agent: agent.into(),
+        prompt: "hello".into(),
+        show: None,
+        options: Some(SpaceAgentOptions { base_url: Some(model.base_url()), home: Some(home.into()), ..Default::default() }),
+    };
+    let run = d.client.agent_start(&start(h.id, "ops")).await.unwrap().run_id;
+    d.wait_turn_end("s", &run, 1, TURN).await;
+    d.wait_for_event("s", &run, TURN, |e| e.summary.as_deref().is_some_and(|s| s.starts_with("home saved"))).await;
+
+    // One writer: a second run of "ops" is refused, naming the first; so is a delete.
+    let (code, message) = code_of(d.client.agent_start(&start(h.id, "ops")).await.unwrap_err());
+    assert_eq!(code, ErrorCode::LeaseHeld, "{message}");
+    assert!(message.contains(&run), "{message}");
+    let (code, message) = code_of(d.client.home_delete(&HomeRequest { name: "ops".into() }).await.unwrap_err());
+    assert_eq!(code, ErrorCode::LeaseHeld, "{message}");
+    let (status, body) = d.raw("POST", "/v1/homes/ops/delete", Some("{}"));
+    assert_eq!(status, 409, "{body}");
+    // Bad names are refused, naming the rule.
+    let (code, message) = code_of(d.client.agent_start(&start(h.id, "../escape")).await.unwrap_err());
+    assert_eq!(code, ErrorCode::InvalidArgument, "{message}");
+
+    let list = d.client.home_list(&spaces_sdk::Empty {}).await.unwrap();
+    let ops = list.iter().find(|r| r.name == "ops").expect("ops listed");
+    assert_eq!(ops.run_id.as_deref(), Some(run.as_str()));
+    assert!(ops.lease.as_ref().is_some_and(|l| l.holder.ends_with(&run)), "{ops:?}");
+    let (ok, out) = d.cli(&["home", "list"]);
+    assert!(ok && out.contains("ops") && out.contains("claude-code"), "{out}");
+
+    d.client.agent_stop(&AgentRunRequest { space: "s".into(), run_id: run.clone() }).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while d.client.home_list(&spaces_sdk::Empty {}).await.unwrap().iter().any(|r| r.name == "ops" && r.lease.is_some()) {
+        assert!(Instant::now() < deadline, "the lease was not released after the stop");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // A home of one harness is not another's (the lease is free now: the refusal is the harness).
+    let (code, message) = code_of(d.client.agent_start(&start(CODEX.id, "ops")).await.unwrap_err());
+    assert_eq!(code, ErrorCode::InvalidArgument, "{message}");
+    assert!(message.contains("claude-code"), "{message}");
+
+    // Export, then import as another agent; its files come back in a point-in-time restore.
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("ops.tar.zst");
+    let (ok, out) = d.cli(&["home", "export", "ops", file.to_str().unwrap()]);
+    assert!(ok && file.is_file(), "{out}");
+    let (ok, out) = d.cli(&["home", "import", "ops-copy", file.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    let to = work.path().join("restored");
+    let (ok, out) = d.cli(&["home", "restore", "ops-copy", "--to", to.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    assert!(std::fs::read_dir(to.join("projects")).is_ok(), "the restored home holds the CLI's projects: {out}");
+    let snaps = d.client.home_snapshots(&HomeRequest { name: "ops".into() }).await.unwrap();
+    let first = snaps.first().expect("a snapshot").id.clone();
+    let (ok, out) = d.cli(&["home", "restore", "ops", "--at", &first]);
+    assert!(ok, "{out}");
+    let after = d.client.home_snapshots(&HomeRequest { name: "ops".into() }).await.unwrap();
+    assert_eq!(after.len(), snaps.len() + 1, "the restored snapshot is the newest again: {after:#?}");
+    // Relative paths are refused over HTTP (never resolved against the daemon's cwd).
+    let (status, body) = d.raw("POST", "/v1/homes/ops/export", Some(r#"{"path": "rel.tar.zst"}"#));
+    assert_eq!(status, 400, "{body}");
+
+    let (ok, out) = d.cli(&["home", "delete", "ops"]);
+    assert!(ok, "{out}");
+    assert!(!d.client.home_list(&spaces_sdk::Empty {}).await.unwrap().iter().any(|r| r.name == "ops"));
+    let (code, _) = code_of(d.client.persistent_agent_send(&PersistentAgentSendRequest { name: "ops".into(), text: "hi".into() }).await.unwrap_err());
+    assert_eq!(code, ErrorCode::InvalidArgument);
+}
