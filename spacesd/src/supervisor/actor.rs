@@ -75,6 +75,13 @@ pub struct Actor {
     stalled: bool,
     /// When the last stall notice was given.
     last_notice: Instant,
+    /// The live process was started to resume this session and has not finished a turn yet:
+    /// if it fails at once, the session cannot be resumed (case V25).
+    resuming: Option<String>,
+    /// The text of the turn in flight, for a fresh-session retry.
+    turn_text: String,
+    /// The session given up by [`Self::reset_session`] (never resumed again by this actor).
+    dropped_session: Option<String>,
 }
 
 impl Actor {
@@ -105,6 +112,9 @@ impl Actor {
             fast_failures: 0,
             stalled: false,
             last_notice: Instant::now(),
+            resuming: None,
+            turn_text: String::new(),
+            dropped_session: None,
         }
     }
 
@@ -305,6 +315,7 @@ impl Actor {
         // The agent gets the caller's text as is; what is stored is redacted (output lines are
         // redacted as they arrive, reasons in `set_state`).
         let stored = self.redactor.apply(&text);
+        self.turn_text = text.clone();
         if let Err(e) = self.inner.store.turn_start(&self.run.run_id, turn, &stored) {
             tracing::error!("run {}: cannot record turn {turn}: {e}", self.run.run_id);
         }
@@ -374,8 +385,10 @@ impl Actor {
             }
         };
         self.set_state(Status::Running, Phase::Starting, "the agent process is starting");
+        let resuming = self.run.session_id.clone();
         match self.launcher.spawn(launch).await {
             Ok(live) => {
+                self.resuming = resuming;
                 self.run.pgid = Some(live.pid);
                 self.proc = Some(live);
                 self.closing = false;
@@ -453,6 +466,13 @@ impl Actor {
         let drafts = self.norm.process_exited(&exit);
         self.append_at(drafts, pos);
         proc::retire(proc::shim_dir(&self.inner.cfg.run_dir(&self.run.run_id), p.gen));
+        if let Some(session) = self.resuming.take() {
+            let first_reset = self.dropped_session.is_none();
+            if first_reset && code != Some(0) && !self.stop_requested && !self.interrupted && !self.closing {
+                self.reset_session(&session, &exit.stderr_tail);
+                return;
+            }
+        }
         if self.run.options.home.is_some() && !self.stop_requested && !self.closing {
             // What the CLI wrote after its turn's last line (Codex's session file) is saved too;
             // an unchanged home uploads nothing.
@@ -511,6 +531,23 @@ impl Actor {
         };
         let (status, phase) = if signal.is_some() { (Status::Crashed, Phase::Crashed) } else { (Status::Failed, Phase::Failed) };
         self.set_state(status, phase, &format!("{why}; a follow-up restarts it and resumes the session"));
+    }
+
+    /// Case V25: a process started to resume `session` failed before finishing a turn (its
+    /// transcript is gone or unreadable, e.g. a restored home without it). The session is reset:
+    /// the turn's text runs once more, as the next turn of a fresh session with clean arguments,
+    /// and a `notice` says so. Only once: the retry resumes nothing.
+    fn reset_session(&mut self, session: &str, stderr_tail: &str) {
+        let last = stderr_tail.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no output");
+        self.run.session_id = None;
+        self.dropped_session = Some(session.to_owned());
+        self.save();
+        let why = format!("the session {session} could not be resumed ({})", self.redactor.apply(last));
+        self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice)
+            .summary("the session was reset: it could not be resumed; the message runs again in a fresh session")
+            .text(why)]);
+        let text = std::mem::take(&mut self.turn_text);
+        self.queue.push_front(text);
     }
 
     /// The stall rule (`SPACES_STALL_MS`, docs/operations.md): a turn silent for the stall limit
@@ -575,7 +612,7 @@ impl Actor {
         if let Err(e) = self.inner.log.append_at(&self.run.run_id, drafts, pos) {
             tracing::error!("run {}: events not stored: {e}", self.run.run_id);
         }
-        if let Some(sid) = self.norm.session_id() {
+        if let Some(sid) = self.norm.session_id().filter(|sid| self.dropped_session.as_ref() != Some(sid)) {
             if self.run.session_id.as_deref() != Some(sid.as_str()) {
                 self.run.session_id = Some(sid);
                 self.save();
@@ -599,6 +636,7 @@ impl Actor {
         match reason {
             StopReason::EndTurn => {
                 self.fast_failures = 0;
+                self.resuming = None;
                 self.run.result_text = text;
                 self.set_state(Status::Idle, Phase::Waiting, "waiting for a follow-up");
             }

@@ -126,6 +126,7 @@ async fn one_agent_two_hosts(h: H, store: Store) {
     assert!(text.contains("which word?"), "{text}");
 
     // Both hosts see the home's snapshots, saved by both.
+    b.wait_for_event("s", &run_b, TURN, |e| e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.starts_with("home saved"))).await;
     let snaps = b.client.home_snapshots(&HomeRequest { name: name.clone() }).await.unwrap();
     let hosts: std::collections::BTreeSet<&str> = snaps.iter().map(|s| s.host.as_str()).collect();
     assert_eq!(hosts.len(), 2, "both hosts saved a snapshot: {snaps:#?}");
@@ -153,34 +154,13 @@ async fn openai_codex_agent_moves_between_hosts_on_a_shared_directory() {
     one_agent_two_hosts(CODEX, Store::Local(tempfile::tempdir().unwrap())).await;
 }
 
-/// Case V25: a home whose saved session has no transcript (deleted from the home) starts a
-/// fresh session with clean arguments, and a `notice` says the session was reset.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn v25_a_saved_session_without_transcript_is_reset_with_a_notice() {
-    let h = CLAUDE;
-    require_cli(h.id, h.binary);
-    let model = ScriptedServer::start(h.wire, Script::new([Reply::Text("first".into()), Reply::Text("fresh".into())])).await.unwrap();
-    let store = Store::Local(tempfile::tempdir().unwrap());
-    let a = host(&store).await;
-    let start = |prompt: &str| AgentStartRequest {
-        space: "s".into(),
-        agent: h.id.into(),
-        prompt: prompt.into(),
-        show: None,
-        options: Some(SpaceAgentOptions { base_url: Some(model.base_url()), home: Some("v25".into()), ..Default::default() }),
-    };
-    let run1 = a.client.agent_start(&start("one")).await.unwrap().run_id;
-    a.wait_turn_end("s", &run1, 1, TURN).await;
-    // Take the transcript out of the run's home before the last save (at stop).
-    let projects = a.state_dir().join("runs").join(&run1).join("home/.claude/projects");
-    let removed = remove_transcripts(&projects);
-    assert!(removed > 0, "the CLI filed a transcript under {}", projects.display());
-    a.client.agent_stop(&AgentRunRequest { space: "s".into(), run_id: run1.clone() }).await.unwrap();
-    let send = PersistentAgentSendRequest { name: "v25".into(), text: "two".into() };
+/// Sends `text` to persistent agent `name`, waiting out the lease a stopped run is releasing.
+async fn send_when_free(d: &TestDaemon, name: &str, text: &str) -> String {
+    let send = PersistentAgentSendRequest { name: name.into(), text: text.into() };
     let deadline = Instant::now() + Duration::from_secs(30);
-    let report = loop {
-        match a.client.persistent_agent_send(&send).await {
-            Ok(r) => break r,
+    loop {
+        match d.client.persistent_agent_send(&send).await {
+            Ok(r) => return r.run_id,
             Err(e) => {
                 let (code, message) = code_of(e);
                 assert_eq!(code, ErrorCode::LeaseHeld, "{message}");
@@ -188,13 +168,113 @@ async fn v25_a_saved_session_without_transcript_is_reset_with_a_notice() {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
+    }
+}
+
+/// A first run of persistent agent `name` (turn "one"), stopped; returns its daemon's run id.
+async fn first_run(d: &TestDaemon, model: &ScriptedServer, name: &str) -> String {
+    let req = AgentStartRequest {
+        space: "s".into(),
+        agent: CLAUDE.id.into(),
+        prompt: "one".into(),
+        show: None,
+        options: Some(SpaceAgentOptions { base_url: Some(model.base_url()), home: Some(name.into()), ..Default::default() }),
     };
-    let ended = a.wait_turn_end("s", &report.run_id, 1, TURN).await;
-    let events = a.events("s", &report.run_id).await;
-    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&events));
-    assert!(events.iter().any(|e| e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.contains("session was reset"))), "{}", describe(&events));
+    let run = d.client.agent_start(&req).await.unwrap().run_id;
+    d.wait_turn_end("s", &run, 1, TURN).await;
+    run
+}
+
+/// The reset: a `notice` saying the session was reset, then a turn of a fresh session that
+/// ends `end_turn` and carries none of the old session's history.
+async fn assert_reset(d: &TestDaemon, model: &ScriptedServer, run: &str) {
+    let ended = d.wait_for_event("s", run, TURN, |e| e.kind == EventKind::TurnEnded && e.stop_reason == Some(StopReason::EndTurn)).await;
+    let events = d.events("s", run).await;
+    assert!(
+        events.iter().any(|e| e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.contains("session was reset"))),
+        "{}",
+        describe(&events)
+    );
+    let status = d.client.space("s").agent_status(run, None).await.unwrap();
+    assert!(status.session_id.is_some(), "a fresh session: {status:?} after {ended:?}");
     let last = model.model_calls().last().and_then(|c| c.json.clone()).unwrap();
     assert!(!request_text(&last).contains("\"one\""), "a fresh session carries no old history: {last}");
+}
+
+/// Case V25 as written: the home restored for the agent's next run holds no transcript of its
+/// saved session (taken out of the snapshot, re-imported). The run does not resume it: it
+/// starts a fresh session with clean arguments, and a `notice` says the session was reset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v25_a_saved_session_without_transcript_is_reset_with_a_notice() {
+    require_cli(CLAUDE.id, CLAUDE.binary);
+    let model = ScriptedServer::start(CLAUDE.wire, Script::new([]).with_fallback(Reply::Text("ok".into()))).await.unwrap();
+    let store = Store::Local(tempfile::tempdir().unwrap());
+    let d = host(&store).await;
+    let run = first_run(&d, &model, "v25").await;
+    d.client.agent_stop(&AgentRunRequest { space: "s".into(), run_id: run }).await.unwrap();
+    reimport(&d, "v25", |home| assert!(remove_transcripts(&home.join("projects")) > 0, "the CLI filed a transcript in the home")).await;
+    let run = send_when_free(&d, "v25", "two").await;
+    assert_reset(&d, &model, &run).await;
+}
+
+/// Waits until nothing holds persistent agent `name` (a stopped run releases it after its last
+/// save).
+async fn send_when_free_probe(d: &TestDaemon, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while d.client.home_list(&spaces_sdk::Empty {}).await.unwrap().iter().any(|r| r.name == name && r.lease.is_some()) {
+        assert!(Instant::now() < deadline, "the lease of {name} was not released");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The other face of V25: the home holds a transcript of the saved session, but the CLI cannot
+/// resume from it (its content is not a conversation). The resume fails at once; the run retries
+/// once as a fresh session with clean arguments, saying the session was reset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v25_a_session_the_cli_cannot_resume_is_retried_fresh_once() {
+    require_cli(CLAUDE.id, CLAUDE.binary);
+    let model = ScriptedServer::start(CLAUDE.wire, Script::new([]).with_fallback(Reply::Text("ok".into()))).await.unwrap();
+    let store = Store::Local(tempfile::tempdir().unwrap());
+    let d = host(&store).await;
+    let run = first_run(&d, &model, "v25b").await;
+    d.client.agent_stop(&AgentRunRequest { space: "s".into(), run_id: run }).await.unwrap();
+    reimport(&d, "v25b", |home| assert!(garble_transcripts(&home.join("projects")) > 0, "the CLI filed a transcript in the home")).await;
+    let run = send_when_free(&d, "v25b", "two").await;
+    assert_reset(&d, &model, &run).await;
+}
+
+/// Replace persistent agent `name`'s newest snapshot by a copy of it changed by `change` (via
+/// `home restore --to`, `tar --zstd` and `home import`), once nothing holds it.
+async fn reimport(d: &TestDaemon, name: &str, change: impl FnOnce(&std::path::Path)) {
+    send_when_free_probe(d, name).await;
+    let work = tempfile::tempdir().unwrap();
+    let copy = work.path().join("home");
+    let (ok, out) = d.cli(&["home", "restore", name, "--to", copy.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    change(&copy);
+    let archive = work.path().join("home.tar.zst");
+    let tar = std::process::Command::new("tar")
+        .args(["--zstd", "-cf", archive.to_str().unwrap(), "-C", copy.to_str().unwrap(), "."])
+        .status()
+        .unwrap();
+    assert!(tar.success());
+    let (ok, out) = d.cli(&["home", "import", name, archive.to_str().unwrap()]);
+    assert!(ok, "{out}");
+}
+
+fn garble_transcripts(dir: &std::path::Path) -> usize {
+    let mut n = 0;
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    for e in entries.flatten() {
+        let p: PathBuf = e.path();
+        if p.is_dir() {
+            n += garble_transcripts(&p);
+        } else if p.extension().is_some_and(|x| x == "jsonl") {
+            std::fs::write(&p, "not a conversation\n").unwrap();
+            n += 1;
+        }
+    }
+    n
 }
 
 fn remove_transcripts(dir: &std::path::Path) -> usize {
