@@ -54,6 +54,23 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
     Ok(AppState { sup, cs })
 }
 
+/// The credentials of the daemon of `state` ([`Access`]), with `operator_token` if TCP is on;
+/// a process of a run or command is a caller of the run's Space (an agent's tree by its run, a
+/// command's by its process id).
+pub fn access(state: &AppState, operator_token: Option<&str>) -> Arc<Access> {
+    let (sup, cs) = (state.sup.clone(), state.cs.clone());
+    let trees: crate::access::TreeSpaces = Arc::new(move |tag: &str| {
+        if let Some(rest) = tag.strip_prefix("agent/") {
+            let run_id = rest.split('/').next().unwrap_or_default();
+            return sup.run_space(run_id).map(|space| (space, format!("run/{run_id}")));
+        }
+        let process_id = tag.strip_prefix("exec/")?;
+        let status = cs.processes().status(process_id).ok()?;
+        Some((status.workspace_id, tag.to_owned()))
+    });
+    Arc::new(Access::new(&state.sup.config().state_dir, operator_token).with_trees(trees))
+}
+
 /// Serve until SIGINT/SIGTERM.
 pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     let socket = cfg.socket_path();
@@ -92,7 +109,7 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     // the Unix socket accepts its first request: callers wait for the socket.
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let limits = http::Limits::of(sup.config());
-    let access = Arc::new(Access::new(&sup.config().state_dir, tcp_token.as_ref().map(|(_, _, token)| token.as_str())));
+    let access = access(&state, tcp_token.as_ref().map(|(_, _, token)| token.as_str()));
     if let Some((addr, token_file, _)) = tcp_token {
         let listener = bind_tcp(addr).with_context(|| format!("cannot bind {addr}"))?;
         let bound = listener.local_addr()?;

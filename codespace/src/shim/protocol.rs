@@ -218,6 +218,9 @@ pub struct Reply {
     /// Raw mode: the output's length in bytes so far.
     #[serde(default)]
     pub out: u64,
+    /// After [`Request::Hello`]: the tag of what the shim holds ([`ShimSpec::tag`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
 }
 
 impl Reply {

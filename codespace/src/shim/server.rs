@@ -441,7 +441,8 @@ impl Shim {
     async fn on_request(&mut self, req: Request) -> Reply {
         let mut reply = Reply { ok: true, protocol: PROTOCOL, pid: self.pid, ..Reply::default() };
         match req {
-            Request::Hello { .. } | Request::Watch | Request::Status => {}
+            Request::Hello { .. } => reply.tag = Some(self.spec.tag.clone()),
+            Request::Watch | Request::Status => {}
             Request::Stdin { data, turn } => {
                 if let Some(turn) = turn {
                     self.record(&Record::Turn { turn });

@@ -24,7 +24,9 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Semaphore;
 use tower_http::timeout::TimeoutBody;
 
-use super::auth::{self, PeerUid};
+use spaces_codespace::process::held::{self, Holder};
+
+use super::auth::{self, Peer};
 use crate::access::Access;
 use crate::config::Config;
 
@@ -54,15 +56,18 @@ pub fn default_max_connections() -> usize {
     (soft / 4).clamp(16, 1024) as usize
 }
 
-/// One accepted connection and, on the Unix socket, its peer's uid.
+/// A peer's credentials as the connection gives them (Unix socket): uid and pid.
+type Cred = Option<(u32, Option<i32>)>;
+
+/// One accepted connection and, on the Unix socket, its peer's credentials.
 trait Accept: Send + 'static {
     type Io: AsyncRead + AsyncWrite + Send + Unpin + 'static;
-    fn accept(&self) -> impl Future<Output = std::io::Result<(Self::Io, Option<u32>)>> + Send;
+    fn accept(&self) -> impl Future<Output = std::io::Result<(Self::Io, Cred)>> + Send;
 }
 
 impl Accept for TcpListener {
     type Io = tokio::net::TcpStream;
-    async fn accept(&self) -> std::io::Result<(Self::Io, Option<u32>)> {
+    async fn accept(&self) -> std::io::Result<(Self::Io, Cred)> {
         let (stream, _) = TcpListener::accept(self).await?;
         Ok((stream, None))
     }
@@ -70,12 +75,23 @@ impl Accept for TcpListener {
 
 impl Accept for UnixListener {
     type Io = tokio::net::UnixStream;
-    async fn accept(&self) -> std::io::Result<(Self::Io, Option<u32>)> {
+    async fn accept(&self) -> std::io::Result<(Self::Io, Cred)> {
         let (stream, _) = UnixListener::accept(self).await?;
         // A peer whose credentials cannot be read gets no uid: it is refused.
-        let uid = stream.peer_cred().ok().map(|c| c.uid());
-        Ok((stream, uid))
+        let cred = stream.peer_cred().ok().map(|c| (c.uid(), c.pid()));
+        Ok((stream, cred))
     }
+}
+
+/// The peer of a Unix-socket connection: its uid, and the run or command holding its process
+/// (looked up once per connection, off the runtime's threads: it reads `/proc`).
+async fn peer_of(cred: Cred) -> Option<Peer> {
+    let (uid, pid) = cred?;
+    let held = match pid {
+        Some(pid) => tokio::task::spawn_blocking(move || held::holder_of(pid)).await.unwrap_or(Holder::Unknown),
+        None => Holder::Unknown,
+    };
+    Some(Peer { uid, held })
 }
 
 /// Serve `app` on loopback TCP: every request needs a bearer token ([`auth::check_tcp`]).
@@ -107,10 +123,11 @@ async fn serve<L: Accept>(listener: L, app: Router, limits: Limits) -> std::io::
         };
         let app = app.clone();
         tokio::spawn(async move {
+            let peer = peer_of(peer).await;
             let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 let mut req = req.map(|body| axum::body::Body::new(TimeoutBody::new(limits.body_stall, body)));
-                if let Some(uid) = peer {
-                    req.extensions_mut().insert(PeerUid(uid));
+                if let Some(peer) = &peer {
+                    req.extensions_mut().insert(peer.clone());
                 }
                 tower::ServiceExt::oneshot(app.clone(), req)
             });

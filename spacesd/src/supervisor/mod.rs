@@ -176,6 +176,11 @@ impl Supervisor {
         actors::ask(&self.inner, run, |reply| Cmd::Stop { reply }).await
     }
 
+    /// The Space of run `run_id`, if this daemon has that run.
+    pub fn run_space(&self, run_id: &str) -> Option<String> {
+        self.inner.store.run_get(run_id).ok().flatten().map(|r| r.space)
+    }
+
     /// `agent_capabilities`.
     pub fn capabilities(&self) -> Capabilities {
         capabilities::capabilities(&self.inner.cfg)

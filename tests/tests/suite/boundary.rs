@@ -1,0 +1,99 @@
+//! Issue 15, the boundary between the operator and what runs in a Space: a run's or a
+//! command's own processes are callers of their Space, never the operator; children see no
+//! daemon secret and no state-dir path; secrets stay out of storage; every descendant of a
+//! command ends with it; storage stays bounded.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::support::{spacesd_bin, TestDaemon};
+
+async fn tool(d: &TestDaemon, name: &str, args: Value) -> Value {
+    match d.client.call_named(name, args.clone()).await {
+        Ok(v) => v,
+        Err(e) => panic!("{name} {args} failed: {e}"),
+    }
+}
+
+/// Runs `script` with `sh -c` as an `exec_command` in Space `space` and returns its whole
+/// output once it ended (it must end within 60 s).
+async fn run_in(d: &TestDaemon, space: &str, script: &str) -> String {
+    let started = tool(d, "exec_command", json!({"workspace_id": space, "command": ["sh", "-c", script]})).await;
+    let id = started["process_id"].as_str().unwrap().to_owned();
+    let mut out = String::new();
+    let mut cursor = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r = tool(d, "read_process", json!({"process_id": id, "cursor": cursor, "wait_ms": 2000})).await;
+        out.push_str(r["chunk"].as_str().unwrap());
+        cursor = r["cursor"].as_u64().unwrap();
+        if r["eof"] == json!(true) {
+            return out;
+        }
+        assert!(Instant::now() < deadline, "the command did not end within 60 s; output so far:\n{out}");
+    }
+}
+
+/// The section of `out` after the line `== name`, up to the next `== ` line.
+fn section<'a>(out: &'a str, name: &str) -> &'a str {
+    let start = out.find(&format!("== {name}\n")).unwrap_or_else(|| panic!("no section {name} in:\n{out}"));
+    let rest = &out[start + name.len() + 4..];
+    &rest[..rest.find("\n== ").map_or(rest.len(), |i| i + 1)]
+}
+
+#[tokio::test]
+async fn a_commands_processes_are_callers_of_its_space_never_the_operator() {
+    let d = TestDaemon::start_with(vec![], vec!["--tcp".into(), "127.0.0.1:0".into()]).await;
+    let own = d.space("own").await;
+    let other = d.space("other").await;
+    std::fs::write(own.join("f.txt"), "mine\n").unwrap();
+    std::fs::write(other.join("g.txt"), "theirs\n").unwrap();
+    let (bin, state) = (spacesd_bin(), d.state_dir());
+    let (bin, state) = (bin.display(), state.display());
+    let sock = format!("{state}/spacesd.sock");
+    let script = format!(
+        r#"
+B='{bin}'; S='{state}'
+t() {{ name=$1; shift; echo "== $name"; "$@" 2>&1; echo "exit=$?"; }}
+t space_add "$B" --state-dir "$S" space add alias '{other}'
+t re_policy "$B" --state-dir "$S" space add own '{own}' --read-only --replace
+t space_list "$B" --state-dir "$S" space list
+t token_create "$B" --state-dir "$S" token create --space other --scope control
+t other_space "$B" --state-dir "$S" tool read '{{"workspace_id": "other", "path": "g.txt"}}'
+t own_space "$B" --state-dir "$S" tool read '{{"workspace_id": "own", "path": "f.txt"}}'
+t own_implied "$B" --state-dir "$S" tool read '{{"path": "f.txt"}}'
+t escaped setsid env -i "$B" --state-dir "$S" space list
+t operator_token curl -s --unix-socket '{sock}' -H "Authorization: Bearer $(cat "$S/token")" http://localhost/v1/spaces
+( sleep 0.2; "$B" --state-dir "$S" space list >"$S/../orphan.out" 2>&1; echo "exit=$?" >>"$S/../orphan.out" ) &
+echo "== end"
+"#,
+        other = other.display(),
+        own = own.display(),
+    );
+    let out = run_in(&d, "own", &script).await;
+    for refused in ["space_add", "re_policy", "space_list", "token_create", "other_space", "escaped", "operator_token"] {
+        let s = section(&out, refused);
+        assert!(s.contains("FORBIDDEN"), "{refused} was not refused FORBIDDEN:\n{s}\nwhole output:\n{out}");
+    }
+    assert!(section(&out, "own_space").contains("mine"), "{out}");
+    assert!(section(&out, "own_implied").contains("mine"), "{out}");
+    // The orphan it left (reparented to the command's shim) is a caller too.
+    let orphan = d.dir.path().join("orphan.out");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_to_string(&orphan).is_ok_and(|s| s.contains("exit=")) {
+        assert!(Instant::now() < deadline, "the orphan never answered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let orphaned = std::fs::read_to_string(&orphan).unwrap();
+    assert!(orphaned.contains("FORBIDDEN"), "{orphaned}");
+
+    // The same calls from the operator (this test) work, and nothing changed.
+    let spaces = d.client.space_list(&spaces_sdk::Empty {}).await.unwrap();
+    let names: Vec<&str> = spaces.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["other", "own"]);
+    assert!(spaces.iter().all(|s| !s.read_only));
+    let read = d.client.call_named("read", json!({"workspace_id": "other", "path": "g.txt"})).await.unwrap();
+    assert!(read.to_string().contains("theirs"), "{read}");
+    assert!(std::fs::read_to_string(d.state_dir().join("tokens.json")).map_or(true, |t| !t.contains("\"other\"")), "no token was made");
+}
