@@ -83,6 +83,34 @@ pub fn holder_of(pid: i32) -> Holder {
     Holder::Unknown
 }
 
+/// Who holds the process that has the socket `inode` open (`/proc/PID/fd/N` ->
+/// `socket:[inode]`): only the processes of registered trees are looked at, so a socket held
+/// by none of them is [`Holder::Nobody`]. For telling who is at the other end of a loopback TCP
+/// connection (the kernel's `/proc/net/tcp` names the inode).
+pub fn socket_holder(inode: u64) -> Holder {
+    let roots: Vec<i32> = {
+        let held = HELD.lock().unwrap_or_else(|p| p.into_inner());
+        held.as_ref().map(|m| m.keys().copied().collect()).unwrap_or_default()
+    };
+    if roots.is_empty() {
+        return Holder::Nobody;
+    }
+    let wanted = format!("socket:[{inode}]");
+    let mut pids = roots.clone();
+    for root in roots {
+        pids.extend(crate::shim::tree::descendants(root));
+    }
+    for pid in pids {
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { continue };
+        for fd in fds.flatten() {
+            if std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == wanted.as_str()) {
+                return holder_of(pid);
+            }
+        }
+    }
+    Holder::Nobody
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {

@@ -2,7 +2,9 @@
 //! into its extensions, or the request is refused `UNAUTHORIZED` here.
 //!
 //! - TCP ([`check_tcp`]): `Host`/`Origin` must name a loopback host (DNS rebinding, cross-site
-//!   requests), and `Authorization: Bearer` must carry the operator's token or a caller's.
+//!   requests), and `Authorization: Bearer` must carry the operator's token or a caller's; a
+//!   client process that a run or command holds (found by its socket, [`Peer::held`]) is a
+//!   caller of that Space whatever token it read, as on the Unix socket.
 //! - Unix socket ([`check_unix`]): a peer that a run or a command of this daemon holds (its pid,
 //!   `SO_PEERCRED`, has one of the daemon's shims up its parent chain: [`Peer::held`]) is a
 //!   caller of that run's Space ([`Access::by_tree`]) whatever it presents; otherwise a bearer
@@ -22,11 +24,12 @@ use spaces_codespace::process::held::Holder;
 use super::HttpError;
 use crate::access::{Access, Principal, TreeVerdict};
 
-/// A Unix-socket connection's peer (`SO_PEERCRED`), set by the listener ([`super::listen`]) on
-/// every request of the connection.
+/// A connection's peer, set by the listener ([`super::listen`]) on every request of the
+/// connection.
 #[derive(Debug, Clone)]
 pub struct Peer {
-    pub uid: u32,
+    /// Unix socket: the peer's uid (`SO_PEERCRED`).
+    pub uid: Option<u32>,
     /// Which run's or command's tree holds the peer process, if one does
     /// (`spaces_codespace::process::held::holder_of`); [`Holder::Unknown`] when its pid could
     /// not be read (it is refused).
@@ -66,8 +69,15 @@ pub async fn check_tcp(State(access): State<Arc<Access>>, mut req: Request, next
     if !host_ok || !origin_ok {
         return refuse("Host/Origin must be a loopback address");
     }
-    let Some(principal) = bearer(headers).flatten().and_then(|t| access.by_token(t)) else {
-        return refuse(BAD_TOKEN);
+    let Some(token) = bearer(headers).flatten() else { return refuse(BAD_TOKEN) };
+    let Some(principal) = access.by_token(token) else { return refuse(BAD_TOKEN) };
+    let principal = match req.extensions().get::<Peer>().map(|p| &p.held) {
+        Some(Holder::Tree(tag)) => match access.by_tree(tag, Some(token)) {
+            TreeVerdict::Is(principal) => principal,
+            TreeVerdict::Refused(why) => return HttpError(ApiError::new(ErrorCode::Forbidden, why)).into_response(),
+        },
+        Some(Holder::Nobody) => principal,
+        _ => return refuse("the peer of this connection is unknown"),
     };
     req.extensions_mut().insert(principal);
     next.run(req).await
@@ -101,7 +111,7 @@ pub async fn check_unix(State(access): State<Arc<Access>>, mut req: Request, nex
             Some(p) => p,
             None => return refuse(BAD_TOKEN),
         },
-        None => match peer.map(|p| p.uid) {
+        None => match peer.and_then(|p| p.uid) {
             Some(uid) => match access.by_peer_uid(uid) {
                 Some(p) => p,
                 None => {

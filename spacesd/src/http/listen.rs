@@ -24,9 +24,10 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Semaphore;
 use tower_http::timeout::TimeoutBody;
 
-use spaces_codespace::process::held::{self, Holder};
+use spaces_codespace::process::held::Holder;
 
 use super::auth::{self, Peer};
+use super::peer::{self, Accepted};
 use crate::access::Access;
 use crate::config::Config;
 
@@ -56,42 +57,40 @@ pub fn default_max_connections() -> usize {
     (soft / 4).clamp(16, 1024) as usize
 }
 
-/// A peer's credentials as the connection gives them (Unix socket): uid and pid.
-type Cred = Option<(u32, Option<i32>)>;
-
-/// One accepted connection and, on the Unix socket, its peer's credentials.
+/// One accepted connection and who is at its other end.
 trait Accept: Send + 'static {
     type Io: AsyncRead + AsyncWrite + Send + Unpin + 'static;
-    fn accept(&self) -> impl Future<Output = std::io::Result<(Self::Io, Cred)>> + Send;
+    fn accept(&self) -> impl Future<Output = std::io::Result<(Self::Io, Accepted)>> + Send;
 }
 
 impl Accept for TcpListener {
     type Io = tokio::net::TcpStream;
-    async fn accept(&self) -> std::io::Result<(Self::Io, Cred)> {
-        let (stream, _) = TcpListener::accept(self).await?;
-        Ok((stream, None))
+    async fn accept(&self) -> std::io::Result<(Self::Io, Accepted)> {
+        let (stream, peer) = TcpListener::accept(self).await?;
+        let local = stream.local_addr()?;
+        Ok((stream, Accepted::Tcp { peer, local }))
     }
 }
 
 impl Accept for UnixListener {
     type Io = tokio::net::UnixStream;
-    async fn accept(&self) -> std::io::Result<(Self::Io, Cred)> {
+    async fn accept(&self) -> std::io::Result<(Self::Io, Accepted)> {
         let (stream, _) = UnixListener::accept(self).await?;
         // A peer whose credentials cannot be read gets no uid: it is refused.
         let cred = stream.peer_cred().ok().map(|c| (c.uid(), c.pid()));
-        Ok((stream, cred))
+        Ok((stream, Accepted::Unix(cred)))
     }
 }
 
-/// The peer of a Unix-socket connection: its uid, and the run or command holding its process
+/// The peer of a connection: its uid (Unix socket) and the run or command holding its process
 /// (looked up once per connection, off the runtime's threads: it reads `/proc`).
-async fn peer_of(cred: Cred) -> Option<Peer> {
-    let (uid, pid) = cred?;
-    let held = match pid {
-        Some(pid) => tokio::task::spawn_blocking(move || held::holder_of(pid)).await.unwrap_or(Holder::Unknown),
-        None => Holder::Unknown,
+async fn peer_of(accepted: Accepted) -> Peer {
+    let uid = match accepted {
+        Accepted::Unix(Some((uid, _))) => Some(uid),
+        _ => None,
     };
-    Some(Peer { uid, held })
+    let held = tokio::task::spawn_blocking(move || peer::holder(accepted)).await.unwrap_or(Holder::Unknown);
+    Peer { uid, held }
 }
 
 /// Serve `app` on loopback TCP: every request needs a bearer token ([`auth::check_tcp`]).
@@ -126,9 +125,7 @@ async fn serve<L: Accept>(listener: L, app: Router, limits: Limits) -> std::io::
             let peer = peer_of(peer).await;
             let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 let mut req = req.map(|body| axum::body::Body::new(TimeoutBody::new(limits.body_stall, body)));
-                if let Some(peer) = &peer {
-                    req.extensions_mut().insert(peer.clone());
-                }
+                req.extensions_mut().insert(peer.clone());
                 tower::ServiceExt::oneshot(app.clone(), req)
             });
             let served = hyper::server::conn::http1::Builder::new()

@@ -16,6 +16,7 @@
 pub mod auth;
 pub mod listen;
 mod ops;
+mod peer;
 mod routes;
 mod tools;
 

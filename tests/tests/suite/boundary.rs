@@ -65,6 +65,7 @@ t own_space "$B" --state-dir "$S" tool read '{{"workspace_id": "own", "path": "f
 t own_implied "$B" --state-dir "$S" tool read '{{"path": "f.txt"}}'
 t escaped setsid env -i "$B" --state-dir "$S" space list
 t operator_token curl -s --unix-socket '{sock}' -H "Authorization: Bearer $(cat "$S/token")" http://localhost/v1/spaces
+t operator_token_tcp curl -s -H "Authorization: Bearer $(cat "$S/token")" "http://$(cat "$S/tcp.addr")/v1/spaces"
 ( sleep 0.2; "$B" --state-dir "$S" space list >"$S/../orphan.out" 2>&1; echo "exit=$?" >>"$S/../orphan.out" ) &
 echo "== end"
 "#,
@@ -72,7 +73,7 @@ echo "== end"
         own = own.display(),
     );
     let out = run_in(&d, "own", &script).await;
-    for refused in ["space_add", "re_policy", "space_list", "token_create", "other_space", "escaped", "operator_token"] {
+    for refused in ["space_add", "re_policy", "space_list", "token_create", "other_space", "escaped", "operator_token", "operator_token_tcp"] {
         let s = section(&out, refused);
         assert!(s.contains("FORBIDDEN"), "{refused} was not refused FORBIDDEN:\n{s}\nwhole output:\n{out}");
     }
@@ -93,6 +94,10 @@ echo "== end"
     let names: Vec<&str> = spaces.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["other", "own"]);
     assert!(spaces.iter().all(|s| !s.read_only));
+    let addr = std::fs::read_to_string(d.state_dir().join("tcp.addr")).unwrap();
+    let token = std::fs::read_to_string(d.state_dir().join("token")).unwrap();
+    let tcp = spaces_sdk::client::Client::new(spaces_sdk::client::Endpoint::Tcp { addr: addr.trim().into(), token: token.trim().into() });
+    assert_eq!(tcp.space_list(&spaces_sdk::Empty {}).await.unwrap().len(), 2, "the operator's token works for the operator");
     let read = d.client.call_named("read", json!({"workspace_id": "other", "path": "g.txt"})).await.unwrap();
     assert!(read.to_string().contains("theirs"), "{read}");
     assert!(std::fs::read_to_string(d.state_dir().join("tokens.json")).map_or(true, |t| !t.contains("\"other\"")), "no token was made");
