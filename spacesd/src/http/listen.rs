@@ -11,6 +11,8 @@
 //!   MCP streams) is not idle.
 //! - **Body read**: a request body that stalls (no data) for [`Limits::body_stall`] fails; the
 //!   operation is refused `INVALID_ARGUMENT` and nothing runs.
+//! - **Large bodies**: at most a few read at once across listeners ([`super::bodies`]), after
+//!   the credential check.
 //! - An accept error (e.g. `EMFILE`) is logged and retried after a pause, never a busy loop.
 
 use std::future::Future;
@@ -27,6 +29,7 @@ use tower_http::timeout::TimeoutBody;
 use spaces_codespace::process::held::Holder;
 
 use super::auth::{self, Peer};
+use super::bodies;
 use super::peer::{self, Accepted};
 use crate::access::Access;
 use crate::config::Config;
@@ -96,14 +99,14 @@ async fn peer_of(accepted: Accepted) -> Peer {
 /// Serve `app` on loopback TCP: every request needs a bearer token ([`auth::check_tcp`]).
 /// Returns only on a fatal error.
 pub async fn serve_tcp(listener: TcpListener, app: Router, access: Arc<Access>, limits: Limits) -> std::io::Result<()> {
-    let app = app.layer(axum::middleware::from_fn_with_state(access, auth::check_tcp));
+    let app = app.layer(axum::middleware::from_fn(bodies::limit)).layer(axum::middleware::from_fn_with_state(access, auth::check_tcp));
     serve(listener, app, limits).await
 }
 
 /// Serve `app` on the Unix socket: the peer's uid or a bearer token decides
 /// ([`auth::check_unix`]). Returns only on a fatal error.
 pub async fn serve_unix(listener: UnixListener, app: Router, access: Arc<Access>, limits: Limits) -> std::io::Result<()> {
-    let app = app.layer(axum::middleware::from_fn_with_state(access, auth::check_unix));
+    let app = app.layer(axum::middleware::from_fn(bodies::limit)).layer(axum::middleware::from_fn_with_state(access, auth::check_unix));
     serve(listener, app, limits).await
 }
 

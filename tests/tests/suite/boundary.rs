@@ -102,3 +102,56 @@ echo "== end"
     assert!(read.to_string().contains("theirs"), "{read}");
     assert!(std::fs::read_to_string(d.state_dir().join("tokens.json")).map_or(true, |t| !t.contains("\"other\"")), "no token was made");
 }
+
+/// Sends the head of a POST with a `len`-byte body and `sent` bytes of it; the connection is
+/// left open.
+fn start_upload(d: &TestDaemon, len: usize, sent: usize) -> std::os::unix::net::UnixStream {
+    use std::io::Write;
+    let mut s = std::os::unix::net::UnixStream::connect(d.state_dir().join("spacesd.sock")).unwrap();
+    write!(s, "POST /v1/spaces HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {len}\r\n\r\n").unwrap();
+    s.write_all(&vec![b' '; sent]).unwrap();
+    s
+}
+
+fn status_of(s: &mut std::os::unix::net::UnixStream) -> (u16, String) {
+    use std::io::Read;
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = s.read(&mut buf).unwrap_or(0);
+    let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+    (text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0), text)
+}
+
+#[tokio::test]
+async fn a_few_large_bodies_at_a_time_and_small_requests_never_wait() {
+    let d = TestDaemon::start().await;
+    const MIB: usize = 1024 * 1024;
+    // Four slow uploads of 2 MiB hold every large-body slot.
+    let held: Vec<_> = (0..4).map(|_| start_upload(&d, 2 * MIB, 10)).collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let mut fifth = start_upload(&d, 2 * MIB, 10);
+    // A small request answers at once meanwhile.
+    assert_eq!(d.raw("GET", "/v1/health", None).0, 200);
+    assert!(started.elapsed() < Duration::from_secs(2), "a small request waited for large ones");
+    let (status, text) = tokio::task::spawn_blocking(move || status_of(&mut fifth)).await.unwrap();
+    assert_eq!(status, 429, "{text}");
+    assert!(text.contains("RESOURCE_QUEUE_FULL"), "{text}");
+    assert!(started.elapsed() >= Duration::from_secs(4), "it waited for a slot first");
+    drop(held);
+    // With the slots free, a large body is read (and refused for what it is, not for its size).
+    let (status, body) = tokio::task::spawn_blocking({
+        let sock = d.state_dir().join("spacesd.sock");
+        move || {
+            use std::io::Write;
+            let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
+            let body = vec![b' '; 2 * MIB];
+            write!(s, "POST /v1/spaces HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()).unwrap();
+            s.write_all(&body).unwrap();
+            status_of(&mut s)
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(status, 400, "{body}");
+}
