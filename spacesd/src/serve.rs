@@ -96,6 +96,15 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         }
         None => None,
     };
+    // Nothing of the same uid (without CAP_SYS_PTRACE) may ptrace this process or read its
+    // memory and environment through /proc; root still can.
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        eprintln!("spacesd: cannot make the daemon non-dumpable: {e}");
+    }
+    crate::supervisor::learn_host_secrets(&cfg);
+    if let Some((_, _, token)) = &tcp_token {
+        crate::supervisor::learn_secret(token);
+    }
     let secrets: Vec<PathBuf> = tcp_token.iter().map(|(_, file, _)| file.clone()).collect();
     let state = open(cfg, &secrets).await?;
     let sup = state.sup.clone();

@@ -65,7 +65,12 @@ pub fn open(cfg: &Config, store: Arc<Store>) -> spaces_codespace::Result<CodeSpa
         ms => Some(Duration::from_millis(ms)),
     };
     exec.shims = match crate::supervisor::self_command() {
-        Ok(command) => Some(ShimSetup { command, env: crate::supervisor::shim_env(), dir: exec_dir(cfg) }),
+        Ok(command) => Some(ShimSetup {
+            command,
+            env: crate::supervisor::shim_env(),
+            dir: exec_dir(cfg),
+            secrets: crate::supervisor::command_redactions,
+        }),
         Err(e) => {
             eprintln!("spacesd: commands will not survive the daemon: cannot tell how to run spacesd shim ({e})");
             None

@@ -200,6 +200,8 @@ impl Access {
             return Some(Principal::Operator);
         }
         let record = self.book.find(&digest)?;
+        // Known in clear only now: from here on it is redacted like the daemon's own secrets.
+        crate::supervisor::learn_secret(presented);
         let space = record.space.clone();
         Some(Principal::Caller(self.caller(Via::Token(record.id), &record.space, record.scope, || Scope::for_token(space))))
     }

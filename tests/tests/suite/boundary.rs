@@ -155,3 +155,91 @@ async fn a_few_large_bodies_at_a_time_and_small_requests_never_wait() {
     .unwrap();
     assert_eq!(status, 400, "{body}");
 }
+
+/// Every file under `dir` (recursively) holding `needle`, as paths.
+fn files_holding(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
+    let mut hits = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if std::fs::read(&p).is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle)) {
+                hits.push(p.display().to_string());
+            }
+        }
+    }
+    hits
+}
+
+const API_KEY: &str = "sk-ant-daemon-0123456789";
+const PASSWORD: &str = "pa\"ss\\w/ord-é-98765";
+
+#[tokio::test]
+async fn secrets_of_the_daemon_reach_no_stored_file_and_children_inherit_no_fd() {
+    let bin_dir = tempfile::tempdir().unwrap();
+    // A fake Codex: prints the forwarded key, the file of secrets and Python's JSON of the
+    // password as output and inside its JSON events.
+    let agent = bin_dir.path().join("fake-codex");
+    std::fs::write(
+        &agent,
+        r#"#!/bin/sh
+cat >/dev/null
+echo "key on stderr: $ANTHROPIC_API_KEY" >&2
+cat secrets.txt >&2
+python3 -c 'import json,sys; print(json.dumps({"type":"item.completed","item":{"id":"i0","type":"agent_message","text":open("secrets.txt").read()}}))'
+echo '{"type":"thread.started","thread_id":"t1"}'
+echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0,"output_tokens":1}}'
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let env = vec![
+        ("SPACES_HARNESS_BIN_OPENAI_CODEX".to_owned(), agent.display().to_string()),
+        ("ANTHROPIC_API_KEY".to_owned(), API_KEY.to_owned()),
+        ("MY_SERVICE_PASSWORD".to_owned(), PASSWORD.to_owned()),
+    ];
+    let d = TestDaemon::start_leaking_fd(env, vec!["--tcp".into(), "127.0.0.1:0".into()]).await;
+    let token = std::fs::read_to_string(d.state_dir().join("token")).unwrap().trim().to_owned();
+    let root = d.space("s").await;
+    std::fs::write(root.join("secrets.txt"), format!("{API_KEY} {PASSWORD} {token}\n")).unwrap();
+
+    // A command: the file, Python's JSON spelling (\u00e9) and a `\/` spelling; and its fds.
+    let out = run_in(
+        &d,
+        "s",
+        r#"cat secrets.txt; python3 -c 'import json; print(json.dumps(open("secrets.txt").read()))'
+python3 -c 'import json; print(json.dumps(open("secrets.txt").read()).replace("/", "\\/"))'
+echo "== fds"; ls /proc/$$/fd; echo "== end""#,
+    )
+    .await;
+    assert!(out.contains("[redacted] [redacted] [redacted]"), "{out}");
+    let fds: Vec<&str> = section(&out, "fds").lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(fds, ["0", "1", "2"], "only stdio is inherited (the daemon had fd 7 open):\n{out}");
+
+    // A run with the key forwarded.
+    let req = spaces_sdk::AgentStartRequest {
+        space: "s".into(),
+        agent: "openai-codex".into(),
+        prompt: "print them".into(),
+        show: None,
+        options: Some(spaces_sdk::SpaceAgentOptions { env_from_host: vec!["ANTHROPIC_API_KEY".into()], ..Default::default() }),
+    };
+    let run = d.client.agent_start(&req).await.unwrap().run_id;
+    d.wait_turn_end("s", &run, 1, Duration::from_secs(60)).await;
+    let events = d.events("s", &run).await;
+    assert!(format!("{events:?}").contains("[redacted]"), "{}", crate::support::describe(&events));
+
+    // No stored file holds any spelling of any secret, but the two that must: the token file
+    // and the run's 0600 env.json (the forwarded key it relaunches the agent with).
+    let redactor = spaces_harnesses::Redactor::new([API_KEY, PASSWORD, token.as_str()]);
+    for spelling in redactor.spellings() {
+        let hits: Vec<String> = files_holding(&d.state_dir(), spelling.as_bytes())
+            .into_iter()
+            .filter(|p| !p.ends_with("/token") && !p.ends_with("/env.json"))
+            .collect();
+        assert!(hits.is_empty(), "{spelling:?} is stored in {hits:?}");
+    }
+}
