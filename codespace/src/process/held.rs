@@ -83,6 +83,11 @@ pub fn holder_of(pid: i32) -> Holder {
     Holder::Unknown
 }
 
+/// Whether any tree is registered (if none, nobody is held: no need to look further).
+pub fn any() -> bool {
+    HELD.lock().unwrap_or_else(|p| p.into_inner()).as_ref().is_some_and(|m| !m.is_empty())
+}
+
 /// Who holds the process that has the socket `inode` open (`/proc/PID/fd/N` ->
 /// `socket:[inode]`): only the processes of registered trees are looked at, so a socket held
 /// by none of them is [`Holder::Nobody`]. For telling who is at the other end of a loopback TCP

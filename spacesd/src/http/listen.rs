@@ -86,7 +86,8 @@ impl Accept for UnixListener {
 }
 
 /// The peer of a connection: its uid (Unix socket) and the run or command holding its process
-/// (looked up once per connection, off the runtime's threads: it reads `/proc`).
+/// (looked up once per connection, at its first request, off the runtime's threads: it reads
+/// `/proc`).
 async fn peer_of(accepted: Accepted) -> Peer {
     let uid = match accepted {
         Accepted::Unix(Some((uid, _))) => Some(uid),
@@ -125,11 +126,16 @@ async fn serve<L: Accept>(listener: L, app: Router, limits: Limits) -> std::io::
         };
         let app = app.clone();
         tokio::spawn(async move {
-            let peer = peer_of(peer).await;
+            // Looked up at the first request, once: an idle connection costs no /proc reads.
+            let known = Arc::new(tokio::sync::OnceCell::<Peer>::new());
             let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                let mut req = req.map(|body| axum::body::Body::new(TimeoutBody::new(limits.body_stall, body)));
-                req.extensions_mut().insert(peer.clone());
-                tower::ServiceExt::oneshot(app.clone(), req)
+                let (app, known) = (app.clone(), known.clone());
+                async move {
+                    let peer = known.get_or_init(|| peer_of(peer)).await.clone();
+                    let mut req = req.map(|body| axum::body::Body::new(TimeoutBody::new(limits.body_stall, body)));
+                    req.extensions_mut().insert(peer);
+                    tower::ServiceExt::oneshot(app, req).await
+                }
             });
             let served = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())

@@ -22,6 +22,7 @@ pub fn holder(accepted: Accepted) -> Holder {
     match accepted {
         Accepted::Unix(Some((_, Some(pid)))) => held::holder_of(pid),
         Accepted::Unix(_) => Holder::Unknown,
+        Accepted::Tcp { .. } if !held::any() => Holder::Nobody,
         Accepted::Tcp { peer, local } => match tcp_inode(peer, local) {
             Some(inode) => held::socket_holder(inode),
             // No socket table to read (a restricted /proc): the token alone decides.
