@@ -81,7 +81,7 @@ pub async fn run(cfg: Config, args: DemoArgs) -> anyhow::Result<()> {
     let state = crate::serve::open(cfg.clone(), &[]).await?;
     let listener = tokio::net::UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
     let limits = crate::http::Limits::of(&cfg);
-    let access = std::sync::Arc::new(crate::access::Access::new(&cfg.state_dir, None));
+    let access = crate::serve::access(&state, None);
     let app = crate::http::router(state.sup, state.cs);
     tokio::spawn(crate::http::serve_unix(listener, app, access, limits));
     let client = Client::new(Endpoint::Unix(socket));

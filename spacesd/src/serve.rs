@@ -60,6 +60,23 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
     Ok(AppState { sup, cs })
 }
 
+/// The credentials of the daemon of `state` ([`Access`]), with `operator_token` if TCP is on;
+/// a process of a run or command is a caller of the run's Space (an agent's tree by its run, a
+/// command's by its process id).
+pub fn access(state: &AppState, operator_token: Option<&str>) -> Arc<Access> {
+    let (sup, cs) = (state.sup.clone(), state.cs.clone());
+    let trees: crate::access::TreeSpaces = Arc::new(move |tag: &str| {
+        if let Some(rest) = tag.strip_prefix("agent/") {
+            let run_id = rest.split('/').next().unwrap_or_default();
+            return sup.run_space(run_id).map(|space| (space, format!("run/{run_id}")));
+        }
+        let process_id = tag.strip_prefix("exec/")?;
+        let status = cs.processes().status(process_id).ok()?;
+        Some((status.workspace_id, tag.to_owned()))
+    });
+    Arc::new(Access::new(&state.sup.config().state_dir, operator_token).with_trees(trees))
+}
+
 /// Serve until SIGINT/SIGTERM.
 pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     let socket = cfg.socket_path();
@@ -85,6 +102,15 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         }
         None => None,
     };
+    // Nothing of the same uid (without CAP_SYS_PTRACE) may ptrace this process or read its
+    // memory and environment through /proc; root still can.
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        eprintln!("spacesd: cannot make the daemon non-dumpable: {e}");
+    }
+    crate::supervisor::learn_host_secrets(&cfg);
+    if let Some((_, _, token)) = &tcp_token {
+        crate::supervisor::learn_secret(token);
+    }
     let secrets: Vec<PathBuf> = tcp_token.iter().map(|(_, file, _)| file.clone()).collect();
     let state = open(cfg, &secrets).await?;
     let sup = state.sup.clone();
@@ -98,7 +124,7 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     // the Unix socket accepts its first request: callers wait for the socket.
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let limits = http::Limits::of(sup.config());
-    let access = Arc::new(Access::new(&sup.config().state_dir, tcp_token.as_ref().map(|(_, _, token)| token.as_str())));
+    let access = access(&state, tcp_token.as_ref().map(|(_, _, token)| token.as_str()));
     if let Some((addr, token_file, _)) = tcp_token {
         let listener = bind_tcp(addr).with_context(|| format!("cannot bind {addr}"))?;
         let bound = listener.local_addr()?;

@@ -29,10 +29,19 @@ impl WorkspaceRegistry for SpaceRegistry {
     }
 }
 
-/// `SPACES_HOST=<state dir>`: carried by every command this daemon starts, so the next daemon on
-/// the same state dir ends the ones a SIGKILL left behind.
+/// `SPACES_HOST=<host id>`: carried by every command this daemon starts, so the next daemon on
+/// the same state dir ends the ones a SIGKILL left behind. The id is opaque (the first 16 hex
+/// digits of the SHA-256 of the state dir's path): a child must not learn where the state dir,
+/// and so the token file, lives from its environment (issue 15).
 pub fn host_marker(cfg: &Config) -> String {
-    format!("SPACES_HOST={}", cfg.state_dir.display())
+    format!("SPACES_HOST={}", host_id(&cfg.state_dir))
+}
+
+/// The opaque id of the daemon of `state_dir` (see [`host_marker`]).
+fn host_id(state_dir: &std::path::Path) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(state_dir.as_os_str().as_encoded_bytes());
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
 /// `<state dir>/exec`: one directory per `exec_command` held by a shim (see
@@ -56,12 +65,30 @@ pub fn open(cfg: &Config, store: Arc<Store>) -> spaces_codespace::Result<CodeSpa
         ms => Some(Duration::from_millis(ms)),
     };
     exec.shims = match crate::supervisor::self_command() {
-        Ok(command) => Some(ShimSetup { command, env: crate::supervisor::shim_env(), dir: exec_dir(cfg) }),
+        Ok(command) => Some(ShimSetup {
+            command,
+            env: crate::supervisor::shim_env(),
+            dir: exec_dir(cfg),
+            secrets: crate::supervisor::command_redactions,
+        }),
         Err(e) => {
             eprintln!("spacesd: commands will not survive the daemon: cannot tell how to run spacesd shim ({e})");
             None
         }
     };
     CodeSpace::open(&cfg.state_dir.join("codespace.db"), Arc::new(SpaceRegistry { store }), exec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_host_marker_names_no_path() {
+        let id = host_id(std::path::Path::new("/srv/spaces-state"));
+        assert_eq!(id.len(), 16, "{id}");
+        assert!(id.chars().all(|c| c.is_ascii_hexdigit()), "{id}");
+        assert_ne!(host_id(std::path::Path::new("/srv/other")), id, "two state dirs, two ids");
+    }
 }
 

@@ -43,6 +43,9 @@ pub struct ShimSetup {
     /// Where command directories are created (0700; created if missing). Its path plus
     /// `/proc-<uuid>/ctl.sock` must fit a Unix socket address (108 bytes).
     pub dir: PathBuf,
+    /// The secret values the shims redact from commands' output ([`Launch::redact`]), asked
+    /// for at each start (the host may learn more while it runs).
+    pub secrets: fn() -> Vec<String>,
 }
 
 /// What `handle.json` holds: everything a restarted daemon needs to re-adopt the command.
@@ -109,6 +112,7 @@ pub(crate) async fn start(
         return Err(fail(format!("cannot record the command in {}: {e}", dir.display())));
     }
     let launch = Launch {
+        redact: (setup.secrets)(),
         spec: ShimSpec {
             protocol: PROTOCOL,
             gen: 1,

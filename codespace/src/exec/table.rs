@@ -88,6 +88,7 @@ impl Processes {
         }
         let _enter = rt.enter(); // AsyncFd and the child's reaper register with this runtime
         let spawned = spawn::spawn(&spec)?;
+        crate::process::held::hold(spawned.pid, &spec.tag);
         let output = Arc::new(watch_fd(&id, spawned.output)?);
         let (input, master) = match spawned.stdin {
             Some(fd) => (Arc::new(watch_fd(&id, fd)?), None),

@@ -51,6 +51,7 @@
 //! `tokio::net::unix::pipe`; reads and writes never block the runtime.
 
 mod drain;
+pub mod held;
 pub mod pty;
 mod scan;
 mod spawn;

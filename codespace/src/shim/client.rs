@@ -24,14 +24,17 @@ const FOLLOW_POLL: Duration = Duration::from_secs(1);
 struct Conn {
     lines: Lines<BufReader<OwnedReadHalf>>,
     write: OwnedWriteHalf,
+    /// The shim's pid, from the socket's peer credentials.
+    shim_pid: Option<i32>,
 }
 
 impl Conn {
     async fn open(dir: &Path) -> Result<(Conn, Reply), String> {
         let sock = socket_path(dir);
         let stream = UnixStream::connect(&sock).await.map_err(|e| format!("no shim answers at {}: {e}", sock.display()))?;
+        let shim_pid = stream.peer_cred().ok().and_then(|c| c.pid());
         let (read, write) = stream.into_split();
-        let mut conn = Conn { lines: BufReader::new(read).lines(), write };
+        let mut conn = Conn { lines: BufReader::new(read).lines(), write, shim_pid };
         let hello = conn.ask(&Request::Hello { protocol: PROTOCOL }).await?;
         if !hello.ok {
             return Err(hello.error.unwrap_or_else(|| "the shim refused the connection".into()));
@@ -64,7 +67,7 @@ impl ShimClient {
     /// stdin, and wait until it started the agent. Errors: the shim could not start, or it
     /// could not start the agent (its reason, e.g. the program was not found).
     pub async fn spawn(command: &[String], env: BTreeMap<String, String>, dir: &Path, spec: &ShimSpec) -> Result<ShimClient, String> {
-        Self::launch(command, env, dir, &Launch { spec: spec.clone(), output: OutputMode::Lines }).await
+        Self::launch(command, env, dir, &Launch { spec: spec.clone(), output: OutputMode::Lines, redact: Vec::new() }).await
     }
 
     /// [`Self::spawn`] with an output mode: `launch.output` says how the shim keeps the output
@@ -83,6 +86,9 @@ impl ShimClient {
             stdio: StdioSpec::Pipes { stdin: StdinSpec::Pipe },
         };
         let spawned = process::spawn(&shim).map_err(|e| format!("cannot start the shim: {e}"))?;
+        // Before the shim has its spec (and so before the program starts): whatever the tree
+        // does from its first instruction on is known to be the tree's.
+        process::held::hold(spawned.pid, &spec.tag);
         let input = spawned.stdin.ok_or("the shim has no stdin")?;
         let mut input = pipe::Sender::from_owned_fd(input).map_err(|e| e.to_string())?;
         let output = pipe::Receiver::from_owned_fd(spawned.output).map_err(|e| e.to_string())?;
@@ -112,6 +118,9 @@ impl ShimClient {
     /// speaks another protocol version (the reason names both versions).
     pub async fn connect(dir: &Path) -> Result<ShimClient, String> {
         let (conn, hello) = Conn::open(dir).await?;
+        if let (Some(tag), Some(shim)) = (&hello.tag, conn.shim_pid) {
+            process::held::hold(shim, tag);
+        }
         Ok(ShimClient { dir: dir.to_owned(), pid: hello.pid, conn: Mutex::new(Some(conn)) })
     }
 

@@ -57,6 +57,11 @@ pub struct Launch {
     pub spec: ShimSpec,
     #[serde(default)]
     pub output: OutputMode,
+    /// Secret values the shim replaces by `[redacted]` in what it writes (journal lines, output
+    /// files), in every spelling given (the daemon's redactor's, JSON-escaped forms included).
+    /// Handed over on stdin with the spec, never in argv or the environment.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redact: Vec<String>,
 }
 
 /// How a shim keeps its process's output.
@@ -218,6 +223,9 @@ pub struct Reply {
     /// Raw mode: the output's length in bytes so far.
     #[serde(default)]
     pub out: u64,
+    /// After [`Request::Hello`]: the tag of what the shim holds ([`ShimSpec::tag`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
 }
 
 impl Reply {
@@ -271,7 +279,7 @@ mod compat_tests {
         let json = serde_json::to_string(&spec).unwrap();
         assert_eq!(serde_json::from_str::<Launch>(&json).unwrap().output, OutputMode::Lines);
         let raw = OutputMode::Raw { tty: Some((24, 80)), segment_bytes: 4096 };
-        let launch = serde_json::to_string(&Launch { spec, output: raw }).unwrap();
+        let launch = serde_json::to_string(&Launch { spec, output: raw, redact: Vec::new() }).unwrap();
         let back: Launch = serde_json::from_str(&launch).unwrap();
         assert_eq!((back.output, back.spec.tag.as_str()), (raw, "t"));
         let input = serde_json::to_string(&Request::Input { data: vec![0, 255, b'\n'], timeout_ms: 5 }).unwrap();

@@ -30,6 +30,8 @@ use super::protocol::{InputStop, Launch, OutputMode, RawRecord, Record, Reply, R
 use super::{socket_path, tree};
 use crate::exec::io::{write_all, WriteStop};
 use crate::process::{self, pty, read_output, OutputSink, SpawnSpec, StdinSpec, StdioSpec};
+use spaces_harnesses::redact::RedactStream;
+use spaces_harnesses::Redactor;
 
 /// Grace for what is left of the tree after the agent exited (tools it left behind).
 const LEFTOVER_GRACE: Duration = Duration::from_millis(500);
@@ -61,7 +63,8 @@ pub fn main(dir: &Path) -> i32 {
         Err(e) => return ready(Err(format!("no runtime: {e}"))),
     };
     rt.block_on(async move {
-        match Shim::start(dir, launch.spec, launch.output).await {
+        let redactor = spaces_harnesses::Redactor::new(launch.redact);
+        match Shim::start(dir, launch.spec, launch.output, redactor).await {
             Ok(shim) => shim.run().await,
             Err(why) => ready(Err(why)),
         }
@@ -135,11 +138,13 @@ struct Shim {
     dropped_lines: u64,
     done: bool,
     acked: u64,
+    /// What journal lines are redacted with.
+    redactor: Redactor,
 }
 
 impl Shim {
     /// Become a subreaper, open the journal and the socket, start the agent.
-    async fn start(dir: &Path, spec: ShimSpec, mode: OutputMode) -> Result<Shim, String> {
+    async fn start(dir: &Path, spec: ShimSpec, mode: OutputMode, redactor: Redactor) -> Result<Shim, String> {
         nix::sys::prctl::set_child_subreaper(true).map_err(|e| format!("cannot become a child subreaper: {e}"))?;
         let mut journal = JournalWriter::create(dir).map_err(|e| format!("cannot create the journal in {}: {e}", dir.display()))?;
         let sock = socket_path(dir);
@@ -178,6 +183,7 @@ impl Shim {
         let io = match writer {
             Some(writer) => {
                 let drain = Duration::from_millis(spec.drain_ms);
+                let writer = (writer, RedactStream::new(redactor.clone()));
                 raw_reader((spawned.output, spawned.stdin), writer, exited_rx, drain, output_tx)
             }
             None => line_readers((spawned.output, spawned.stderr, spawned.stdin), spec.max_line_bytes, output_tx),
@@ -210,6 +216,7 @@ impl Shim {
             dropped_lines: 0,
             done: false,
             acked: 0,
+            redactor,
         })
     }
 
@@ -327,7 +334,10 @@ impl Shim {
     fn on_output(&mut self, out: Output) {
         match out {
             Output::Line(_, _) if self.exit_written => self.dropped_lines += 1,
-            Output::Line(s, line) => self.record(&Record::Line { s, l: line.text, cut: line.cut }),
+            Output::Line(s, line) => {
+                let l = if self.redactor.is_empty() { line.text } else { self.redactor.apply(&line.text) };
+                self.record(&Record::Line { s, l, cut: line.cut })
+            }
             Output::Eof => self.eofs += 1,
             Output::Raw(total) => self.end_tx.send_modify(|e| e.out = total),
             Output::RawEof { total, cut } => {
@@ -441,7 +451,8 @@ impl Shim {
     async fn on_request(&mut self, req: Request) -> Reply {
         let mut reply = Reply { ok: true, protocol: PROTOCOL, pid: self.pid, ..Reply::default() };
         match req {
-            Request::Hello { .. } | Request::Watch | Request::Status => {}
+            Request::Hello { .. } => reply.tag = Some(self.spec.tag.clone()),
+            Request::Watch | Request::Status => {}
             Request::Stdin { data, turn } => {
                 if let Some(turn) = turn {
                     self.record(&Record::Turn { turn });
@@ -528,7 +539,7 @@ fn line_readers(
 /// files; input goes to the same PTY master or the stdin pipe.
 fn raw_reader(
     (output, stdin): (OwnedFd, Option<OwnedFd>),
-    writer: OutputWriter,
+    writer: (OutputWriter, RedactStream),
     exited: watch::Receiver<bool>,
     drain: Duration,
     tx: mpsc::UnboundedSender<Output>,
@@ -559,7 +570,7 @@ async fn read_lines(reader: pipe::Receiver, stream: Stream, max: usize, tx: mpsc
 /// total; the newest segment is synced every [`SYNC_EVERY`] and at the end.
 async fn read_raw(
     fd: Arc<AsyncFd<OwnedFd>>,
-    writer: OutputWriter,
+    (writer, redact): (OutputWriter, RedactStream),
     mut exited: watch::Receiver<bool>,
     drain: Duration,
     tx: mpsc::UnboundedSender<Output>,
@@ -567,21 +578,30 @@ async fn read_raw(
     let reaped = async move {
         let _ = exited.wait_for(|e| *e).await;
     };
-    let mut sink = RawSink { writer, tx };
+    let mut sink = RawSink { writer, tx, redact, fresh: false };
     let cut = read_output(&fd, reaped, drain, Some(SYNC_EVERY), &mut sink).await;
+    let held = sink.redact.flush();
+    sink.write(&held);
     let _ = sink.writer.sync();
     let _ = sink.tx.send(Output::RawEof { total: sink.writer.total(), cut });
 }
 
-/// The output files as a place [`read_output`] writes to: each chunk appended and its new total
-/// reported to the loop.
+/// The output files as a place [`read_output`] writes to: each chunk redacted, appended and its
+/// new total reported to the loop. The redaction holds back the tail that could start a secret
+/// until more comes, or until a tick passes with nothing new (the output paused).
 struct RawSink {
     writer: OutputWriter,
     tx: mpsc::UnboundedSender<Output>,
+    redact: RedactStream,
+    /// Bytes came since the last tick.
+    fresh: bool,
 }
 
-impl OutputSink for RawSink {
-    fn push(&mut self, bytes: &[u8]) {
+impl RawSink {
+    fn write(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
         match self.writer.append(bytes) {
             Ok(total) => {
                 let _ = self.tx.send(Output::Raw(total));
@@ -589,8 +609,20 @@ impl OutputSink for RawSink {
             Err(e) => eprintln!("output write failed: {e}"),
         }
     }
+}
+
+impl OutputSink for RawSink {
+    fn push(&mut self, bytes: &[u8]) {
+        let ready = self.redact.push(bytes);
+        self.write(&ready);
+        self.fresh = true;
+    }
 
     fn tick(&mut self) {
+        if !std::mem::take(&mut self.fresh) {
+            let held = self.redact.flush();
+            self.write(&held);
+        }
         let _ = self.writer.sync();
     }
 }

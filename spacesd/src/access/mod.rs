@@ -13,6 +13,12 @@
 //!   a scoped MCP server ([`crate::mcp::scope`]: the Space filled in or checked, process and
 //!   work ids looked up, only holds it opened resumed); with `watch` only operations that
 //!   change nothing. Never the operator's operations.
+//! - **A run's or a command's own processes** (an agent, its tools, its `spaces` MCP server,
+//!   what an `exec_command` starts) are callers of their Space with control scope, whatever
+//!   uid they run as ([`Access::by_tree`]): on the Unix socket the peer's pid is followed up its
+//!   parent chain to the shim that holds it (`spaces_codespace::process::held`). A token they
+//!   present may only narrow that: a caller token of the same Space is taken as is, any other
+//!   (the operator's, another Space's) is refused `FORBIDDEN`.
 //! - Refusals: `UNAUTHORIZED` when there is no credential or a wrong one (another uid on the
 //!   Unix socket without a token, an unknown or revoked token), `FORBIDDEN` when the credential
 //!   lacks the right. Messages never repeat the presented credential.
@@ -32,11 +38,21 @@ use crate::mcp::tools::ToolEntry;
 use crate::mcp::Backend;
 pub use tokens::CallerScope;
 
-/// A tool caller: one token's Space and scope, and its scope checks (which remember the
-/// approval holds it opened, for as long as the daemon runs).
+/// What makes a caller one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Via {
+    /// A caller token (its id).
+    Token(String),
+    /// A process of a run or a command held by this daemon (`run/<run_id>`,
+    /// `exec/<process_id>`).
+    Tree(String),
+}
+
+/// A tool caller: one token's (or one run's) Space and scope, and its scope checks (which
+/// remember the approval holds it opened, for as long as the daemon runs).
 #[derive(Debug)]
 pub struct Caller {
-    pub token_id: String,
+    pub via: Via,
     pub space: String,
     pub scope: CallerScope,
     checks: Arc<Scope>,
@@ -60,9 +76,13 @@ impl Caller {
     /// Refuses (`FORBIDDEN`) an operation this caller may never call.
     pub fn allows(&self, info: &OperationInfo) -> Result<(), ApiError> {
         if operator_only(info) {
+            let who = match &self.via {
+                Via::Token(_) => "this token is a tool caller's",
+                Via::Tree(_) => "this process belongs to a run or command, a tool caller",
+            };
             return Err(ApiError::new(
                 ErrorCode::Forbidden,
-                format!("{}: only the operator may call it (this token is a tool caller's for Space {:?})", info.name, self.space),
+                format!("{}: only the operator may call it ({who} for Space {:?})", info.name, self.space),
             ));
         }
         if self.scope == CallerScope::Watch && !info.read_only {
@@ -98,14 +118,30 @@ impl Principal {
     }
 }
 
+/// Which Space a held tree belongs to: from its tag (`agent/<run>/turn-<n>`,
+/// `exec/<process_id>`) to `(Space, caller key)`; `None` for a run or command this daemon does
+/// not know (any more).
+pub type TreeSpaces = Arc<dyn Fn(&str) -> Option<(String, String)> + Send + Sync>;
+
 /// The credentials this daemon accepts.
 pub struct Access {
     daemon_uid: u32,
     /// SHA-256 of the operator's bearer token (TCP on), hex.
     operator_token: Option<String>,
     book: tokens::Book,
-    /// One caller per token id, kept so its approval holds are remembered across requests.
-    callers: Mutex<HashMap<String, Arc<Caller>>>,
+    /// One caller per token id (or per run or command), kept so its approval holds are
+    /// remembered across requests.
+    callers: Mutex<HashMap<Via, Arc<Caller>>>,
+    trees: Option<TreeSpaces>,
+}
+
+/// How a request from a process the daemon holds is taken ([`Access::by_tree`]).
+#[derive(Debug)]
+pub enum TreeVerdict {
+    /// As this caller.
+    Is(Principal),
+    /// Refused `FORBIDDEN` with this message.
+    Refused(String),
 }
 
 impl Access {
@@ -116,6 +152,44 @@ impl Access {
             operator_token: operator_token.map(tokens::digest),
             book: tokens::Book::new(state_dir),
             callers: Mutex::new(HashMap::new()),
+            trees: None,
+        }
+    }
+
+    /// With `trees` to tell which Space a held process belongs to ([`Access::by_tree`]).
+    pub fn with_trees(mut self, trees: TreeSpaces) -> Access {
+        self.trees = Some(trees);
+        self
+    }
+
+    fn caller(&self, via: Via, space: &str, scope: CallerScope, checks: impl FnOnce() -> Arc<Scope>) -> Arc<Caller> {
+        let mut callers = self.callers.lock().unwrap_or_else(|p| p.into_inner());
+        callers
+            .entry(via.clone())
+            .or_insert_with(|| Arc::new(Caller { via, space: space.to_owned(), scope, checks: checks() }))
+            .clone()
+    }
+
+    /// The principal of a process held by this daemon under the tree tagged `tag` (a run's or a
+    /// command's), which presented `token` (if any): the caller of the tree's Space with
+    /// control scope, or the presented caller token when it is of the same Space (it may only
+    /// narrow). Refused: the operator's token or another Space's (a process of a run is never
+    /// the operator), an unknown token, or a tree of a run or command this daemon does not know.
+    pub fn by_tree(&self, tag: &str, token: Option<&str>) -> TreeVerdict {
+        let Some((space, key)) = self.trees.as_ref().and_then(|trees| trees(tag)) else {
+            return TreeVerdict::Refused(
+                "this process belongs to a run or command this daemon no longer knows; it may not call the daemon".into(),
+            );
+        };
+        match token.map(|t| self.by_token(t)) {
+            None => {
+                let caller = self.caller(Via::Tree(key), &space, CallerScope::Control, || Scope::for_tree(space.clone()));
+                TreeVerdict::Is(Principal::Caller(caller))
+            }
+            Some(Some(Principal::Caller(c))) if c.space == space => TreeVerdict::Is(Principal::Caller(c)),
+            Some(_) => TreeVerdict::Refused(format!(
+                "this process belongs to a run or command in Space {space:?}: it acts as that Space's tool caller, and a token may only narrow that (a caller token of Space {space:?})"
+            )),
         }
     }
 
@@ -127,16 +201,10 @@ impl Access {
             return Some(Principal::Operator);
         }
         let record = self.book.find(&digest)?;
-        let mut callers = self.callers.lock().unwrap_or_else(|p| p.into_inner());
-        let caller = callers.entry(record.id.clone()).or_insert_with(|| {
-            Arc::new(Caller {
-                token_id: record.id.clone(),
-                space: record.space.clone(),
-                scope: record.scope,
-                checks: Scope::for_token(record.space.clone()),
-            })
-        });
-        Some(Principal::Caller(caller.clone()))
+        // Known in clear only now: from here on it is redacted like the daemon's own secrets.
+        crate::supervisor::learn_secret(presented);
+        let space = record.space.clone();
+        Some(Principal::Caller(self.caller(Via::Token(record.id), &record.space, record.scope, || Scope::for_token(space))))
     }
 
     /// The principal of a Unix-socket peer without a token: the operator for the daemon's own

@@ -264,10 +264,25 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             }
             crate::mcp::stdio::run(cfg, crate::mcp::stdio::Options { space, no_autostart }).await
         }
-        Command::Token(cmd) => token(&cfg, cmd),
+        Command::Token(cmd) => {
+            operator_check(&cfg).await?;
+            token(&cfg, cmd)
+        }
         Command::Tools(ToolsCmd::Install { harness }) => tools_install(&cfg, harness).await,
         Command::Demo(args) => crate::demo::run(cfg, args).await,
         Command::Shim { .. } => anyhow::bail!("the shim runs before any runtime starts (cli::run)"),
+    }
+}
+
+/// Before managing tokens: when a daemon answers on the state dir's socket, it must take this
+/// process for its operator (a process of a run or command is a caller, and `FORBIDDEN` here).
+/// The token file is the operator's; this check keeps the CLI from being the way in.
+async fn operator_check(cfg: &Config) -> anyhow::Result<()> {
+    match client(cfg).space_list(&Empty {}).await {
+        Err(spaces_sdk::client::ClientError::Api(e)) if e.code == spaces_sdk::ErrorCode::Forbidden => {
+            anyhow::bail!("FORBIDDEN: only the operator manages tokens ({})", e.message)
+        }
+        _ => Ok(()),
     }
 }
 

@@ -2,10 +2,14 @@
 //! into its extensions, or the request is refused `UNAUTHORIZED` here.
 //!
 //! - TCP ([`check_tcp`]): `Host`/`Origin` must name a loopback host (DNS rebinding, cross-site
-//!   requests), and `Authorization: Bearer` must carry the operator's token or a caller's.
-//! - Unix socket ([`check_unix`]): a bearer token, when given, decides as on TCP (a process may
-//!   present a caller's token to act with less); without one, the peer's uid (`SO_PEERCRED`,
-//!   [`PeerUid`]) must be the daemon's or root's.
+//!   requests), and `Authorization: Bearer` must carry the operator's token or a caller's; a
+//!   client process that a run or command holds (found by its socket, [`Peer::held`]) is a
+//!   caller of that Space whatever token it read, as on the Unix socket.
+//! - Unix socket ([`check_unix`]): a peer that a run or a command of this daemon holds (its pid,
+//!   `SO_PEERCRED`, has one of the daemon's shims up its parent chain: [`Peer::held`]) is a
+//!   caller of that run's Space ([`Access::by_tree`]) whatever it presents; otherwise a bearer
+//!   token, when given, decides as on TCP (a process may present a caller's token to act with
+//!   less), and without one the peer's uid must be the daemon's or root's.
 
 use std::sync::Arc;
 
@@ -15,13 +19,22 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use spaces_sdk::{ApiError, ErrorCode};
 
-use super::HttpError;
-use crate::access::{Access, Principal};
+use spaces_codespace::process::held::Holder;
 
-/// The uid of a Unix-socket connection's peer (`SO_PEERCRED`), set by the listener
-/// ([`super::listen`]) on every request of the connection.
-#[derive(Debug, Clone, Copy)]
-pub struct PeerUid(pub u32);
+use super::HttpError;
+use crate::access::{Access, Principal, TreeVerdict};
+
+/// A connection's peer, set by the listener ([`super::listen`]) on every request of the
+/// connection.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    /// Unix socket: the peer's uid (`SO_PEERCRED`).
+    pub uid: Option<u32>,
+    /// Which run's or command's tree holds the peer process, if one does
+    /// (`spaces_codespace::process::held::holder_of`); [`Holder::Unknown`] when its pid could
+    /// not be read (it is refused).
+    pub held: Holder,
+}
 
 fn loopback_host(value: &str) -> bool {
     let host = value.trim();
@@ -56,23 +69,50 @@ pub async fn check_tcp(State(access): State<Arc<Access>>, mut req: Request, next
     if !host_ok || !origin_ok {
         return refuse("Host/Origin must be a loopback address");
     }
-    let Some(principal) = bearer(headers).flatten().and_then(|t| access.by_token(t)) else {
-        return refuse(BAD_TOKEN);
+    let Some(token) = bearer(headers).flatten() else { return refuse(BAD_TOKEN) };
+    let Some(principal) = access.by_token(token) else { return refuse(BAD_TOKEN) };
+    let principal = match req.extensions().get::<Peer>().map(|p| &p.held) {
+        Some(Holder::Tree(tag)) => match access.by_tree(tag, Some(token)) {
+            TreeVerdict::Is(principal) => principal,
+            TreeVerdict::Refused(why) => return HttpError(ApiError::new(ErrorCode::Forbidden, why)).into_response(),
+        },
+        Some(Holder::Nobody) => principal,
+        _ => return refuse("the peer of this connection is unknown"),
     };
     req.extensions_mut().insert(principal);
     next.run(req).await
 }
 
-/// Unix socket: a bearer token decides when given (refused if unknown); without one, the peer
-/// uid must be the daemon's or root's (403 `UNAUTHORIZED` otherwise).
+/// Unix socket: a process of a run or command is that Space's caller (a token may only narrow
+/// it, 403 `FORBIDDEN` otherwise); anyone else: a bearer token decides when given (refused if
+/// unknown); without one, the peer uid must be the daemon's or root's (403 `UNAUTHORIZED`
+/// otherwise).
 pub async fn check_unix(State(access): State<Arc<Access>>, mut req: Request, next: Next) -> Response {
+    let peer = req.extensions().get::<Peer>().cloned();
+    if peer.as_ref().is_some_and(|p| p.held == Holder::Unknown) {
+        return refuse("the peer of this connection is unknown");
+    }
+    if let Some(Holder::Tree(tag)) = peer.as_ref().map(|p| &p.held) {
+        let token = match bearer(req.headers()) {
+            None => None,
+            Some(Some(t)) => Some(t),
+            Some(None) => return refuse(BAD_TOKEN),
+        };
+        match access.by_tree(tag, token) {
+            TreeVerdict::Is(principal) => {
+                req.extensions_mut().insert(principal);
+                return next.run(req).await;
+            }
+            TreeVerdict::Refused(why) => return HttpError(ApiError::new(ErrorCode::Forbidden, why)).into_response(),
+        }
+    }
     let principal: Principal = match bearer(req.headers()) {
         Some(token) => match token.and_then(|t| access.by_token(t)) {
             Some(p) => p,
             None => return refuse(BAD_TOKEN),
         },
-        None => match req.extensions().get::<PeerUid>().copied() {
-            Some(PeerUid(uid)) => match access.by_peer_uid(uid) {
+        None => match peer.and_then(|p| p.uid) {
+            Some(uid) => match access.by_peer_uid(uid) {
                 Some(p) => p,
                 None => {
                     return refuse(&format!(

@@ -11,6 +11,8 @@
 //!   MCP streams) is not idle.
 //! - **Body read**: a request body that stalls (no data) for [`Limits::body_stall`] fails; the
 //!   operation is refused `INVALID_ARGUMENT` and nothing runs.
+//! - **Large bodies**: at most a few read at once across listeners ([`super::bodies`]), after
+//!   the credential check.
 //! - An accept error (e.g. `EMFILE`) is logged and retried after a pause, never a busy loop.
 
 use std::future::Future;
@@ -24,7 +26,11 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Semaphore;
 use tower_http::timeout::TimeoutBody;
 
-use super::auth::{self, PeerUid};
+use spaces_codespace::process::held::Holder;
+
+use super::auth::{self, Peer};
+use super::bodies;
+use super::peer::{self, Accepted};
 use crate::access::Access;
 use crate::config::Config;
 
@@ -54,41 +60,54 @@ pub fn default_max_connections() -> usize {
     (soft / 4).clamp(16, 1024) as usize
 }
 
-/// One accepted connection and, on the Unix socket, its peer's uid.
+/// One accepted connection and who is at its other end.
 trait Accept: Send + 'static {
     type Io: AsyncRead + AsyncWrite + Send + Unpin + 'static;
-    fn accept(&self) -> impl Future<Output = std::io::Result<(Self::Io, Option<u32>)>> + Send;
+    fn accept(&self) -> impl Future<Output = std::io::Result<(Self::Io, Accepted)>> + Send;
 }
 
 impl Accept for TcpListener {
     type Io = tokio::net::TcpStream;
-    async fn accept(&self) -> std::io::Result<(Self::Io, Option<u32>)> {
-        let (stream, _) = TcpListener::accept(self).await?;
-        Ok((stream, None))
+    async fn accept(&self) -> std::io::Result<(Self::Io, Accepted)> {
+        let (stream, peer) = TcpListener::accept(self).await?;
+        let local = stream.local_addr()?;
+        Ok((stream, Accepted::Tcp { peer, local }))
     }
 }
 
 impl Accept for UnixListener {
     type Io = tokio::net::UnixStream;
-    async fn accept(&self) -> std::io::Result<(Self::Io, Option<u32>)> {
+    async fn accept(&self) -> std::io::Result<(Self::Io, Accepted)> {
         let (stream, _) = UnixListener::accept(self).await?;
         // A peer whose credentials cannot be read gets no uid: it is refused.
-        let uid = stream.peer_cred().ok().map(|c| c.uid());
-        Ok((stream, uid))
+        let cred = stream.peer_cred().ok().map(|c| (c.uid(), c.pid()));
+        Ok((stream, Accepted::Unix(cred)))
     }
+}
+
+/// The peer of a connection: its uid (Unix socket) and the run or command holding its process
+/// (looked up once per connection, at its first request, off the runtime's threads: it reads
+/// `/proc`).
+async fn peer_of(accepted: Accepted) -> Peer {
+    let uid = match accepted {
+        Accepted::Unix(Some((uid, _))) => Some(uid),
+        _ => None,
+    };
+    let held = tokio::task::spawn_blocking(move || peer::holder(accepted)).await.unwrap_or(Holder::Unknown);
+    Peer { uid, held }
 }
 
 /// Serve `app` on loopback TCP: every request needs a bearer token ([`auth::check_tcp`]).
 /// Returns only on a fatal error.
 pub async fn serve_tcp(listener: TcpListener, app: Router, access: Arc<Access>, limits: Limits) -> std::io::Result<()> {
-    let app = app.layer(axum::middleware::from_fn_with_state(access, auth::check_tcp));
+    let app = app.layer(axum::middleware::from_fn(bodies::limit)).layer(axum::middleware::from_fn_with_state(access, auth::check_tcp));
     serve(listener, app, limits).await
 }
 
 /// Serve `app` on the Unix socket: the peer's uid or a bearer token decides
 /// ([`auth::check_unix`]). Returns only on a fatal error.
 pub async fn serve_unix(listener: UnixListener, app: Router, access: Arc<Access>, limits: Limits) -> std::io::Result<()> {
-    let app = app.layer(axum::middleware::from_fn_with_state(access, auth::check_unix));
+    let app = app.layer(axum::middleware::from_fn(bodies::limit)).layer(axum::middleware::from_fn_with_state(access, auth::check_unix));
     serve(listener, app, limits).await
 }
 
@@ -107,12 +126,16 @@ async fn serve<L: Accept>(listener: L, app: Router, limits: Limits) -> std::io::
         };
         let app = app.clone();
         tokio::spawn(async move {
+            // Looked up at the first request, once: an idle connection costs no /proc reads.
+            let known = Arc::new(tokio::sync::OnceCell::<Peer>::new());
             let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                let mut req = req.map(|body| axum::body::Body::new(TimeoutBody::new(limits.body_stall, body)));
-                if let Some(uid) = peer {
-                    req.extensions_mut().insert(PeerUid(uid));
+                let (app, known) = (app.clone(), known.clone());
+                async move {
+                    let peer = known.get_or_init(|| peer_of(peer)).await.clone();
+                    let mut req = req.map(|body| axum::body::Body::new(TimeoutBody::new(limits.body_stall, body)));
+                    req.extensions_mut().insert(peer);
+                    tower::ServiceExt::oneshot(app, req).await
                 }
-                tower::ServiceExt::oneshot(app.clone(), req)
             });
             let served = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())

@@ -14,8 +14,10 @@
 //! request values (a body, a query value, a token): only field names and what was expected.
 
 pub mod auth;
+pub mod bodies;
 pub mod listen;
 mod ops;
+mod peer;
 mod routes;
 mod tools;
 

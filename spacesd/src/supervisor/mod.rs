@@ -64,6 +64,7 @@ pub use capabilities::PROTOCOL;
 pub use install::{install as install_harness, locate as locate_harness, npm_passes, Source, NPM_ENV};
 pub use mcp_servers::self_command;
 pub use proc::shim_env;
+pub use secrets::{command_redactions, learn_host_secrets, learn_secret};
 pub use status::accepts_message;
 
 /// Shared state of the supervisor and its actors.
@@ -255,6 +256,11 @@ impl Supervisor {
     pub async fn agent_stop(&self, space: &str, run_id: &str) -> Result<ActionReport> {
         let run = registry::run_in_space(&self.inner.store, space, run_id)?;
         actors::ask(&self.inner, run, |reply| Cmd::Stop { reply }).await
+    }
+
+    /// The Space of run `run_id`, if this daemon has that run.
+    pub fn run_space(&self, run_id: &str) -> Option<String> {
+        self.inner.store.run_get(run_id).ok().flatten().map(|r| r.space)
     }
 
     /// `agent_capabilities`.

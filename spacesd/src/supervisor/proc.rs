@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use spaces_codespace::shim::journal::JournalReader;
-use spaces_codespace::shim::{follow, Followed, Record, ShimClient, ShimSpec};
+use spaces_codespace::shim::{follow, Followed, Launch, OutputMode, Record, ShimClient, ShimSpec};
 use tokio::sync::mpsc;
 
 /// Something the process of generation `gen` did: a journal record (with the offset just past
@@ -67,7 +67,10 @@ pub async fn start(run_dir: &Path, spec: &ShimSpec, events: mpsc::UnboundedSende
         .map_err(|e| format!("cannot create the shim directory {}: {e}", dir.display()))?;
     let command = super::mcp_servers::self_command().map_err(|e| format!("cannot tell how to run spacesd shim: {e}"))?;
     let env = shim_env();
-    let shim = match ShimClient::spawn(&command, env, &dir, spec).await {
+    // The run's secrets and the daemon's, for the shim to redact from the journal.
+    let redact = super::secrets::RunSecrets::load(run_dir).unwrap_or_default().redactor().spellings().to_vec();
+    let launch = Launch { spec: spec.clone(), output: OutputMode::Lines, redact };
+    let shim = match ShimClient::launch(&command, env, &dir, &launch).await {
         Ok(shim) => shim,
         Err(why) => {
             let _ = std::fs::remove_dir_all(&dir);

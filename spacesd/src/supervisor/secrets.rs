@@ -2,9 +2,19 @@
 //! with their env and header values. They live only in the run directory, 0600 (`env.json`,
 //! `mcp_servers.json`), and in the actor's memory; the runs table stores names with
 //! `[redacted]` values. Every value of 8+ characters is redacted from the run's output.
+//!
+//! The daemon's own secrets are redacted too, from every run and command ([`host_secrets`]):
+//! the values of its environment's forwardable variables and of names that look secret
+//! (`*_KEY`, `*_TOKEN`, `*SECRET*`, `*PASSWORD*`, `*PASSWD*`, `*CREDENTIAL*`, so
+//! `AWS_SECRET_ACCESS_KEY` too), secret-looking `exec_env` values, the operator's bearer token,
+//! and each caller token once it has been presented (the daemon keeps only their hashes, so it
+//! cannot know one before). Redaction happens where output is first written: the shim replaces
+//! them in journal lines and output files ([`spaces_codespace::shim::Launch::redact`]), and the
+//! run's redactor again in events, tails and `output.log`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::RwLock;
 
 use spaces_harnesses::Redactor;
 use spaces_sdk::McpServer;
@@ -49,7 +59,7 @@ impl RunSecrets {
     /// A redactor for every secret value: env values, MCP env values and header values (and the
     /// token of an `Authorization: Bearer <token>` style value on its own).
     pub fn redactor(&self) -> Redactor {
-        let mut values: Vec<String> = self.env.values().cloned().collect();
+        let mut values: Vec<String> = self.env.values().cloned().chain(host_secrets()).collect();
         for server in &self.mcp_servers {
             for v in server.secret_values() {
                 values.push(v.to_owned());
@@ -60,6 +70,48 @@ impl RunSecrets {
         }
         Redactor::new(values)
     }
+}
+
+/// The daemon's own secret values (see the module doc).
+static HOST: RwLock<Vec<String>> = RwLock::new(Vec::new());
+
+/// Whether a variable named `name` holds a secret by its name.
+pub fn looks_secret(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    n.ends_with("_KEY")
+        || n.ends_with("_TOKEN")
+        || ["SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"].iter().any(|s| n.contains(s))
+}
+
+/// Learn the daemon's secrets from its environment and configuration (at `serve` start).
+pub fn learn_host_secrets(cfg: &crate::config::Config) {
+    let from_env = std::env::vars().filter(|(k, _)| cfg.forwardable_env.contains(k) || looks_secret(k)).map(|(_, v)| v);
+    let from_exec = cfg.exec_env.iter().filter(|(k, _)| looks_secret(k)).map(|(_, v)| v.clone());
+    for v in from_env.chain(from_exec) {
+        learn_secret(&v);
+    }
+}
+
+/// Learn one more secret value (a token); values under 8 characters are not redacted.
+pub fn learn_secret(value: &str) {
+    if value.chars().count() < spaces_harnesses::redact::REDACT_MIN_LEN {
+        return;
+    }
+    let mut host = HOST.write().unwrap_or_else(|p| p.into_inner());
+    if !host.iter().any(|v| v == value) {
+        host.push(value.to_owned());
+    }
+}
+
+/// The daemon's secret values learned so far.
+pub fn host_secrets() -> Vec<String> {
+    HOST.read().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+/// Every spelling the shim of a command redacts (the daemon's secrets, JSON-escaped forms
+/// too): what `spaces_codespace::exec::ShimSetup::secrets` asks for.
+pub fn command_redactions() -> Vec<String> {
+    Redactor::new(host_secrets()).spellings().to_vec()
 }
 
 #[cfg(test)]
@@ -93,6 +145,16 @@ mod tests {
             r.apply("env-secret-1 mcp-env-secret Bearer header-token-9 and header-token-9 alone"),
             "[redacted] [redacted] [redacted] and [redacted] alone"
         );
+    }
+
+    #[test]
+    fn secret_names_are_told_by_their_shape() {
+        for name in ["ANTHROPIC_API_KEY", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "client_secret", "GOOGLE_APPLICATION_CREDENTIALS"] {
+            assert!(looks_secret(name), "{name}");
+        }
+        for name in ["PATH", "HOME", "KEYBOARD", "TOKENIZERS_PARALLELISM", "SPACES_TOOLS_DIR"] {
+            assert!(!looks_secret(name), "{name}");
+        }
     }
 
     #[test]

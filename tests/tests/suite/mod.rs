@@ -1,5 +1,6 @@
 mod agent_mcp;
 mod bad_input;
+mod boundary;
 mod cli;
 mod codespace;
 mod contract;

@@ -100,6 +100,9 @@ pub struct TestDaemon {
     binary: Option<PathBuf>,
     /// The daemon's soft `RLIMIT_NOFILE` (set by `sh -c 'ulimit -n N; exec spacesd ...'`).
     nofile: Option<u64>,
+    /// Start the daemon with fd 7 open and inherited (not close-on-exec), as a careless parent
+    /// would leave it.
+    leak_fd: bool,
 }
 
 impl TestDaemon {
@@ -120,10 +123,19 @@ impl TestDaemon {
 
     /// [`TestDaemon::start_with`], the daemon's soft file-descriptor limit set to `nofile`.
     pub async fn start_limited(extra_env: Vec<(String, String)>, extra_args: Vec<String>, nofile: Option<u64>) -> TestDaemon {
+        Self::start_full(extra_env, extra_args, nofile, false).await
+    }
+
+    /// [`TestDaemon::start_with`], the daemon started with an inherited fd 7 (not close-on-exec).
+    pub async fn start_leaking_fd(extra_env: Vec<(String, String)>, extra_args: Vec<String>) -> TestDaemon {
+        Self::start_full(extra_env, extra_args, None, true).await
+    }
+
+    async fn start_full(extra_env: Vec<(String, String)>, extra_args: Vec<String>, nofile: Option<u64>, leak_fd: bool) -> TestDaemon {
         let dir = tempfile::Builder::new().prefix("spaces-test-").tempdir().expect("tempdir");
         let state = dir.path().join("state");
         let client = Client::new(Endpoint::Unix(state.join("spacesd.sock")));
-        let mut d = TestDaemon { dir, child: None, client, extra_env, extra_args, binary: None, nofile };
+        let mut d = TestDaemon { dir, child: None, client, extra_env, extra_args, binary: None, nofile, leak_fd };
         d.spawn().await;
         d
     }
@@ -134,12 +146,14 @@ impl TestDaemon {
 
     async fn spawn(&mut self) {
         let bin = self.binary.clone().unwrap_or_else(spacesd_bin);
-        let mut cmd = match self.nofile {
-            None => Command::new(bin),
-            Some(n) => {
+        let mut cmd = match (self.nofile, self.leak_fd) {
+            (None, false) => Command::new(bin),
+            (nofile, leak) => {
                 // `exec` keeps the pid: killing the child kills the daemon.
+                let limit = nofile.map(|n| format!("ulimit -n {n} && ")).unwrap_or_default();
+                let fd = if leak { "exec 7</dev/null && " } else { "" };
                 let mut sh = Command::new("sh");
-                sh.arg("-c").arg(format!("ulimit -n {n} && exec \"$0\" \"$@\"")).arg(bin);
+                sh.arg("-c").arg(format!("{limit}{fd}exec \"$0\" \"$@\"")).arg(bin);
                 sh
             }
         };

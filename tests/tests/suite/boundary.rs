@@ -1,0 +1,245 @@
+//! Issue 15, the boundary between the operator and what runs in a Space: a run's or a
+//! command's own processes are callers of their Space, never the operator; children see no
+//! daemon secret and no state-dir path; secrets stay out of storage; every descendant of a
+//! command ends with it; storage stays bounded.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::support::{spacesd_bin, TestDaemon};
+
+async fn tool(d: &TestDaemon, name: &str, args: Value) -> Value {
+    match d.client.call_named(name, args.clone()).await {
+        Ok(v) => v,
+        Err(e) => panic!("{name} {args} failed: {e}"),
+    }
+}
+
+/// Runs `script` with `sh -c` as an `exec_command` in Space `space` and returns its whole
+/// output once it ended (it must end within 60 s).
+async fn run_in(d: &TestDaemon, space: &str, script: &str) -> String {
+    let started = tool(d, "exec_command", json!({"workspace_id": space, "command": ["sh", "-c", script]})).await;
+    let id = started["process_id"].as_str().unwrap().to_owned();
+    let mut out = String::new();
+    let mut cursor = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r = tool(d, "read_process", json!({"process_id": id, "cursor": cursor, "wait_ms": 2000})).await;
+        out.push_str(r["chunk"].as_str().unwrap());
+        cursor = r["cursor"].as_u64().unwrap();
+        if r["eof"] == json!(true) {
+            return out;
+        }
+        assert!(Instant::now() < deadline, "the command did not end within 60 s; output so far:\n{out}");
+    }
+}
+
+/// The section of `out` after the line `== name`, up to the next `== ` line.
+fn section<'a>(out: &'a str, name: &str) -> &'a str {
+    let start = out.find(&format!("== {name}\n")).unwrap_or_else(|| panic!("no section {name} in:\n{out}"));
+    let rest = &out[start + name.len() + 4..];
+    &rest[..rest.find("\n== ").map_or(rest.len(), |i| i + 1)]
+}
+
+#[tokio::test]
+async fn a_commands_processes_are_callers_of_its_space_never_the_operator() {
+    let d = TestDaemon::start_with(vec![], vec!["--tcp".into(), "127.0.0.1:0".into()]).await;
+    let own = d.space("own").await;
+    let other = d.space("other").await;
+    std::fs::write(own.join("f.txt"), "mine\n").unwrap();
+    std::fs::write(other.join("g.txt"), "theirs\n").unwrap();
+    let (bin, state) = (spacesd_bin(), d.state_dir());
+    let (bin, state) = (bin.display(), state.display());
+    let sock = format!("{state}/spacesd.sock");
+    let script = format!(
+        r#"
+B='{bin}'; S='{state}'
+t() {{ name=$1; shift; echo "== $name"; "$@" 2>&1; echo "exit=$?"; }}
+t space_add "$B" --state-dir "$S" space add alias '{other}'
+t re_policy "$B" --state-dir "$S" space add own '{own}' --read-only --replace
+t space_list "$B" --state-dir "$S" space list
+t token_create "$B" --state-dir "$S" token create --space other --scope control
+t other_space "$B" --state-dir "$S" tool read '{{"workspace_id": "other", "path": "g.txt"}}'
+t own_space "$B" --state-dir "$S" tool read '{{"workspace_id": "own", "path": "f.txt"}}'
+t own_implied "$B" --state-dir "$S" tool read '{{"path": "f.txt"}}'
+t escaped setsid env -i "$B" --state-dir "$S" space list
+t operator_token curl -s --unix-socket '{sock}' -H "Authorization: Bearer $(cat "$S/token")" http://localhost/v1/spaces
+t operator_token_tcp curl -s -H "Authorization: Bearer $(cat "$S/token")" "http://$(cat "$S/tcp.addr")/v1/spaces"
+( sleep 0.2; "$B" --state-dir "$S" space list >"$S/../orphan.out" 2>&1; echo "exit=$?" >>"$S/../orphan.out" ) &
+echo "== end"
+"#,
+        other = other.display(),
+        own = own.display(),
+    );
+    let out = run_in(&d, "own", &script).await;
+    for refused in ["space_add", "re_policy", "space_list", "token_create", "other_space", "escaped", "operator_token", "operator_token_tcp"] {
+        let s = section(&out, refused);
+        assert!(s.contains("FORBIDDEN"), "{refused} was not refused FORBIDDEN:\n{s}\nwhole output:\n{out}");
+    }
+    assert!(section(&out, "own_space").contains("mine"), "{out}");
+    assert!(section(&out, "own_implied").contains("mine"), "{out}");
+    // The orphan it left (reparented to the command's shim) is a caller too.
+    let orphan = d.dir.path().join("orphan.out");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_to_string(&orphan).is_ok_and(|s| s.contains("exit=")) {
+        assert!(Instant::now() < deadline, "the orphan never answered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let orphaned = std::fs::read_to_string(&orphan).unwrap();
+    assert!(orphaned.contains("FORBIDDEN"), "{orphaned}");
+
+    // The same calls from the operator (this test) work, and nothing changed.
+    let spaces = d.client.space_list(&spaces_sdk::Empty {}).await.unwrap();
+    let names: Vec<&str> = spaces.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["other", "own"]);
+    assert!(spaces.iter().all(|s| !s.read_only));
+    let addr = std::fs::read_to_string(d.state_dir().join("tcp.addr")).unwrap();
+    let token = std::fs::read_to_string(d.state_dir().join("token")).unwrap();
+    let tcp = spaces_sdk::client::Client::new(spaces_sdk::client::Endpoint::Tcp { addr: addr.trim().into(), token: token.trim().into() });
+    assert_eq!(tcp.space_list(&spaces_sdk::Empty {}).await.unwrap().len(), 2, "the operator's token works for the operator");
+    let read = d.client.call_named("read", json!({"workspace_id": "other", "path": "g.txt"})).await.unwrap();
+    assert!(read.to_string().contains("theirs"), "{read}");
+    assert!(std::fs::read_to_string(d.state_dir().join("tokens.json")).map_or(true, |t| !t.contains("\"other\"")), "no token was made");
+}
+
+/// Sends the head of a POST with a `len`-byte body and `sent` bytes of it; the connection is
+/// left open.
+fn start_upload(d: &TestDaemon, len: usize, sent: usize) -> std::os::unix::net::UnixStream {
+    use std::io::Write;
+    let mut s = std::os::unix::net::UnixStream::connect(d.state_dir().join("spacesd.sock")).unwrap();
+    write!(s, "POST /v1/spaces HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {len}\r\n\r\n").unwrap();
+    s.write_all(&vec![b' '; sent]).unwrap();
+    s
+}
+
+fn status_of(s: &mut std::os::unix::net::UnixStream) -> (u16, String) {
+    use std::io::Read;
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = s.read(&mut buf).unwrap_or(0);
+    let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+    (text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0), text)
+}
+
+#[tokio::test]
+async fn a_few_large_bodies_at_a_time_and_small_requests_never_wait() {
+    let d = TestDaemon::start().await;
+    const MIB: usize = 1024 * 1024;
+    // Four slow uploads of 2 MiB hold every large-body slot.
+    let held: Vec<_> = (0..4).map(|_| start_upload(&d, 2 * MIB, 10)).collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let mut fifth = start_upload(&d, 2 * MIB, 10);
+    // A small request answers at once meanwhile.
+    assert_eq!(d.raw("GET", "/v1/health", None).0, 200);
+    assert!(started.elapsed() < Duration::from_secs(2), "a small request waited for large ones");
+    let (status, text) = tokio::task::spawn_blocking(move || status_of(&mut fifth)).await.unwrap();
+    assert_eq!(status, 429, "{text}");
+    assert!(text.contains("RESOURCE_QUEUE_FULL"), "{text}");
+    assert!(started.elapsed() >= Duration::from_secs(4), "it waited for a slot first");
+    drop(held);
+    // With the slots free, a large body is read (and refused for what it is, not for its size).
+    let (status, body) = tokio::task::spawn_blocking({
+        let sock = d.state_dir().join("spacesd.sock");
+        move || {
+            use std::io::Write;
+            let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
+            let body = vec![b' '; 2 * MIB];
+            write!(s, "POST /v1/spaces HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()).unwrap();
+            s.write_all(&body).unwrap();
+            status_of(&mut s)
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(status, 400, "{body}");
+}
+
+/// Every file under `dir` (recursively) holding `needle`, as paths.
+fn files_holding(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
+    let mut hits = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if std::fs::read(&p).is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle)) {
+                hits.push(p.display().to_string());
+            }
+        }
+    }
+    hits
+}
+
+const API_KEY: &str = "sk-ant-daemon-0123456789";
+const PASSWORD: &str = "pa\"ss\\w/ord-é-98765";
+
+#[tokio::test]
+async fn secrets_of_the_daemon_reach_no_stored_file_and_children_inherit_no_fd() {
+    let bin_dir = tempfile::tempdir().unwrap();
+    // A fake Codex: prints the forwarded key, the file of secrets and Python's JSON of the
+    // password as output and inside its JSON events.
+    let agent = bin_dir.path().join("fake-codex");
+    std::fs::write(
+        &agent,
+        r#"#!/bin/sh
+cat >/dev/null
+echo "key on stderr: $ANTHROPIC_API_KEY" >&2
+cat secrets.txt >&2
+python3 -c 'import json,sys; print(json.dumps({"type":"item.completed","item":{"id":"i0","type":"agent_message","text":open("secrets.txt").read()}}))'
+echo '{"type":"thread.started","thread_id":"t1"}'
+echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0,"output_tokens":1}}'
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let env = vec![
+        ("SPACES_HARNESS_BIN_OPENAI_CODEX".to_owned(), agent.display().to_string()),
+        ("ANTHROPIC_API_KEY".to_owned(), API_KEY.to_owned()),
+        ("MY_SERVICE_PASSWORD".to_owned(), PASSWORD.to_owned()),
+    ];
+    let d = TestDaemon::start_leaking_fd(env, vec!["--tcp".into(), "127.0.0.1:0".into()]).await;
+    let token = std::fs::read_to_string(d.state_dir().join("token")).unwrap().trim().to_owned();
+    let root = d.space("s").await;
+    std::fs::write(root.join("secrets.txt"), format!("{API_KEY} {PASSWORD} {token}\n")).unwrap();
+
+    // A command: the file, Python's JSON spelling (\u00e9) and a `\/` spelling; and its fds.
+    let out = run_in(
+        &d,
+        "s",
+        r#"cat secrets.txt; python3 -c 'import json; print(json.dumps(open("secrets.txt").read()))'
+python3 -c 'import json; print(json.dumps(open("secrets.txt").read()).replace("/", "\\/"))'
+echo "== fds"; ls /proc/$$/fd; echo "== end""#,
+    )
+    .await;
+    assert!(out.contains("[redacted] [redacted] [redacted]"), "{out}");
+    let fds: Vec<&str> = section(&out, "fds").lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(fds, ["0", "1", "2"], "only stdio is inherited (the daemon had fd 7 open):\n{out}");
+
+    // A run with the key forwarded.
+    let req = spaces_sdk::AgentStartRequest {
+        space: "s".into(),
+        agent: "openai-codex".into(),
+        prompt: "print them".into(),
+        show: None,
+        options: Some(spaces_sdk::SpaceAgentOptions { env_from_host: vec!["ANTHROPIC_API_KEY".into()], ..Default::default() }),
+    };
+    let run = d.client.agent_start(&req).await.unwrap().run_id;
+    d.wait_turn_end("s", &run, 1, Duration::from_secs(60)).await;
+    let events = d.events("s", &run).await;
+    assert!(format!("{events:?}").contains("[redacted]"), "{}", crate::support::describe(&events));
+
+    // No stored file holds any spelling of any secret, but the two that must: the token file
+    // and the run's 0600 env.json (the forwarded key it relaunches the agent with).
+    let redactor = spaces_harnesses::Redactor::new([API_KEY, PASSWORD, token.as_str()]);
+    for spelling in redactor.spellings() {
+        let hits: Vec<String> = files_holding(&d.state_dir(), spelling.as_bytes())
+            .into_iter()
+            .filter(|p| !p.ends_with("/token") && !p.ends_with("/env.json"))
+            .collect();
+        assert!(hits.is_empty(), "{spelling:?} is stored in {hits:?}");
+    }
+}
