@@ -1,4 +1,10 @@
 //! The run's raw output journal (`<run dir>/output.log`, redacted) and `output_tail`.
+//!
+//! Retention: the journal is bounded. When a line would take `output.log` past
+//! [`MAX_JOURNAL_BYTES`] (64 MiB), it is renamed `output.log.1` (replacing an older one) and a
+//! new `output.log` starts, so a run keeps at most the last 64-128 MiB of its raw output
+//! whatever its agent prints. The event log keeps every event; this file is for tails and
+//! inspection.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -6,20 +12,39 @@ use std::path::{Path, PathBuf};
 /// Bytes read from the end of the journal to build a tail.
 const TAIL_WINDOW_BYTES: u64 = 256 * 1024;
 
-/// Append-only journal of one run's output lines.
+/// Size at which `output.log` is rotated to `output.log.1`, in bytes.
+pub const MAX_JOURNAL_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Append-only journal of one run's output lines, rotated at a size limit.
 pub struct Journal {
     path: PathBuf,
     file: Option<std::fs::File>,
+    /// Bytes in the current file.
+    written: u64,
+    max_bytes: u64,
 }
 
 impl Journal {
     /// The journal at `<run_dir>/output.log` (opened lazily, created 0600).
     pub fn new(run_dir: &Path) -> Self {
-        Self { path: journal_path(run_dir), file: None }
+        Self::with_limit(run_dir, MAX_JOURNAL_BYTES)
+    }
+
+    /// The journal of `run_dir`, rotated past `max_bytes`.
+    pub fn with_limit(run_dir: &Path, max_bytes: u64) -> Self {
+        Self { path: journal_path(run_dir), file: None, written: 0, max_bytes }
     }
 
     /// Append one (already redacted) line. Failures are logged, never fatal to the run.
     pub fn append(&mut self, prefix: &str, line: &str) {
+        let len = (prefix.len() + line.len() + 1) as u64;
+        if self.file.is_some() && self.written > 0 && self.written + len > self.max_bytes {
+            self.file = None;
+            let old = self.path.with_extension("log.1");
+            if let Err(e) = std::fs::rename(&self.path, &old) {
+                tracing::warn!("journal {}: not rotated: {e}", self.path.display());
+            }
+        }
         if self.file.is_none() {
             use std::os::unix::fs::OpenOptionsExt;
             self.file = std::fs::OpenOptions::new()
@@ -29,10 +54,13 @@ impl Journal {
                 .open(&self.path)
                 .map_err(|e| tracing::warn!("journal {}: {e}", self.path.display()))
                 .ok();
+            self.written = self.file.as_ref().and_then(|f| f.metadata().ok()).map_or(0, |m| m.len());
         }
         if let Some(f) = self.file.as_mut() {
             // One write per line: the journal is on the output hot path.
-            let _ = f.write_all(format!("{prefix}{line}\n").as_bytes());
+            if f.write_all(format!("{prefix}{line}\n").as_bytes()).is_ok() {
+                self.written += len;
+            }
         }
     }
 }
@@ -59,4 +87,25 @@ pub fn tail(run_dir: &Path, lines: u32) -> Option<String> {
         return None;
     }
     Some(all[from..].join("\n"))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_journal_rotates_at_its_limit_and_keeps_two_files_at_most() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::with_limit(dir.path(), 1000);
+        for i in 0..500 {
+            j.append("o ", &format!("line {i:04} {}", "x".repeat(40)));
+        }
+        let cur = std::fs::metadata(dir.path().join("output.log")).unwrap().len();
+        let old = std::fs::metadata(dir.path().join("output.log.1")).unwrap().len();
+        assert!(cur <= 1000 && old <= 1000, "{cur} {old}");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(tail(dir.path(), 1).unwrap().contains("line 0499"));
+    }
 }

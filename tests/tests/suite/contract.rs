@@ -70,6 +70,13 @@ fn minimal(name: &str, f: &Fixtures) -> (Value, Option<(&'static str, Value)>) {
         "inbox_intent_edit" => (json!({"intent_id": f.get("intent"), "body": "do that", "revision": 1}), Some(("revision", json!("one")))),
         "inbox_intent_queue" => (json!({"intent_id": f.get("intent"), "revision": 2}), Some(("revision", json!("two")))),
         "inbox_intent_cancel" => (json!({"intent_id": f.get("intent")}), None),
+        "persistent_agent_send" => (json!({"name": "h", "text": "again"}), Some(("text", json!(1)))),
+        "home_list" => (json!({}), None),
+        "home_snapshots" => (json!({"name": "h"}), None),
+        "home_export" => (json!({"name": "h", "path": f.get("export_file")}), Some(("at", json!(1)))),
+        "home_import" => (json!({"name": "h2", "path": f.get("export_file")}), None),
+        "home_restore" => (json!({"name": "h", "to": f.get("restore_dir")}), Some(("at", json!(1)))),
+        "home_delete" => (json!({"name": "h2"}), None),
         other => panic!("no minimal request for operation {other:?}: add one to tests/tests/suite/contract.rs"),
     }
 }
@@ -102,6 +109,29 @@ async fn prepare(d: &TestDaemon, name: &str, f: &mut Fixtures) {
             d.client.call_named("inbox_intent_queue", json!({"intent_id": id, "revision": intent["revision"]})).await.unwrap();
             f.ids.insert("claimed_intent", id);
         }
+        "persistent_agent_send" => {
+            // A persistent agent "h" with a saved home: a run of it (the fake writes into its
+            // config dir), stopped, which saves the home and frees the agent.
+            let r = d
+                .client
+                .call_named("agent_start", json!({"space": "s", "agent": "claude-code", "prompt": "hi", "options": {"home": "h"}}))
+                .await
+                .unwrap();
+            let run = r["run_id"].as_str().unwrap().to_owned();
+            d.client.call_named("agent_stop", json!({"space": "s", "run_id": run})).await.unwrap();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let homes = d.client.call_named("home_list", json!({})).await.unwrap();
+                let h = homes.as_array().unwrap().iter().find(|h| h["name"] == "h").cloned();
+                if h.is_some_and(|h| h["lease"].is_null() && h["snapshots"].as_u64() > Some(0)) {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "home h not saved and freed: {homes}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            f.ids.insert("export_file", d.dir.path().join("h.tar.zst").display().to_string());
+            f.ids.insert("restore_dir", d.dir.path().join("h-restored").display().to_string());
+        }
         "inbox_works" => {
             let w = d.client.call_named("work_open", json!({"workspace_id": "s", "title": "inbox"})).await.unwrap();
             f.ids.insert("inbox_work", w["work_id"].as_str().unwrap().to_owned());
@@ -130,7 +160,8 @@ fn refusal(r: Result<Value, ClientError>, what: &str) -> spaces_sdk::ApiError {
 async fn daemon_with_a_silent_claude() -> (TestDaemon, tempfile::TempDir) {
     let bin_dir = tempfile::tempdir().unwrap();
     let fake = bin_dir.path().join("fake-claude");
-    std::fs::write(&fake, "#!/bin/sh\nexec sleep 60\n").unwrap();
+    // It writes into its config dir first, so a persistent agent's home has something to save.
+    std::fs::write(&fake, "#!/bin/sh\nmkdir -p \"$CLAUDE_CONFIG_DIR\" && echo x > \"$CLAUDE_CONFIG_DIR/settings.json\"\nexec sleep 60\n").unwrap();
     std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let d = TestDaemon::start_with_env(vec![("SPACES_HARNESS_BIN_CLAUDE_CODE".into(), fake.display().to_string())]).await;
     (d, bin_dir)
