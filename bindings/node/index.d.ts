@@ -127,6 +127,20 @@ export declare class Spaces {
   agentInterrupt(args: { run_id: any; space: any }): Promise<any>
   /** Stop the run: signal, grace, then kill of every process it has. (`agent_stop`: POST /v1/spaces/{space}/agents/{run_id}/stop) */
   agentStop(args: { run_id: any; space: any }): Promise<any>
+  /** Send to a persistent agent: a follow-up to its live run, or a fresh run with its home restored. (`persistent_agent_send`: POST /v1/homes/{name}/send) */
+  persistentAgentSend(args: { name: any; text: any }): Promise<any>
+  /** Every persistent agent's home in this host's volume, with its lease and latest snapshot. (`home_list`: GET /v1/homes) */
+  homeList(args?: {  }): Promise<any>
+  /** The snapshots of one home, oldest first. (`home_snapshots`: GET /v1/homes/{name}/snapshots) */
+  homeSnapshots(args: { name: any }): Promise<any>
+  /** Write one snapshot of a home as a self-contained .tar.zst file on the daemon's host. (`home_export`: POST /v1/homes/{name}/export) */
+  homeExport(args: { at?: any; name: any; path: any }): Promise<any>
+  /** Make a .tar.zst file on the daemon's host the home's newest snapshot. (`home_import`: POST /v1/homes/{name}/import) */
+  homeImport(args: { name: any; path: any }): Promise<any>
+  /** Point-in-time restore: a snapshot into a directory, or back as the home's newest snapshot. (`home_restore`: POST /v1/homes/{name}/restore) */
+  homeRestore(args: { at?: any; name: any; to?: any }): Promise<any>
+  /** Delete a home and every snapshot of it (refused while a run holds its lease). (`home_delete`: POST /v1/homes/{name}/delete) */
+  homeDelete(args: { name: any }): Promise<any>
   /** What the workspace permits and this host supports: permissions, limits, process lifetime, isolation. (`workspace_info`: POST /v1/tools/workspace_info) */
   workspaceInfo(args: { work_id?: any; workspace_id: any }): Promise<any>
   /** Read a file of the workspace (a window of at most 1 MiB) with its version. (`read`: POST /v1/tools/read) */
