@@ -28,6 +28,20 @@ class Spaces:
         """Every Space registered on this host."""
     async def space_add(self, *, name: str, root: str, approvals: Optional[Any] = None, read_only: Optional[bool] = None, replace: Optional[bool] = None) -> Any:
         """Register a Space (name, directory, policy); the same registration again is a no-op."""
+    async def persistent_agent_send(self, *, name: str, text: str) -> Any:
+        """Send to a persistent agent: a follow-up to its live run, or a fresh run with its home restored."""
+    async def home_list(self) -> Any:
+        """Every persistent agent's home in this host's volume, with its lease and latest snapshot."""
+    async def home_snapshots(self, *, name: str) -> Any:
+        """The snapshots of one home, oldest first."""
+    async def home_export(self, *, name: str, path: str, at: Optional[str] = None) -> Any:
+        """Write one snapshot of a home as a self-contained .tar.zst file on the daemon's host."""
+    async def home_import(self, *, name: str, path: str) -> Any:
+        """Make a .tar.zst file on the daemon's host the home's newest snapshot."""
+    async def home_restore(self, *, name: str, at: Optional[str] = None, to: Optional[str] = None) -> Any:
+        """Point-in-time restore: a snapshot into a directory, or back as the home's newest snapshot."""
+    async def home_delete(self, *, name: str) -> Any:
+        """Delete a home and every snapshot of it (refused while a run holds its lease)."""
     async def inbox_works(self, *, workspace_id: Optional[str] = None) -> Any:
         """The works of this host, optionally of one workspace."""
     async def inbox_work(self, *, work_id: str) -> Any:
