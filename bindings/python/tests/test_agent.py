@@ -106,3 +106,28 @@ async def test_claude_code_run_through_the_sdk(spaces: Spaces, space: Space, mod
     # Followed to the end: the run no longer runs, so the iterator ends on its own.
     tail = [e async for e in space.agent_follow(started.run_id, cursor=cursor)]
     assert all(e["seq"] > cursor for e in tail)
+
+
+async def test_a_persistent_agent_through_the_sdk(spaces: Spaces, space: Space, model_url: str, claude_ready: None) -> None:
+    """A run as persistent agent `py-helper`, stopped; `persistent_agent_send` then starts a fresh
+    run with its home restored (API reference: `Spaces.persistent_agent_send(name, text)`)."""
+    options = SpaceAgentOptions(base_url=model_url, home="py-helper")
+    started = await space.agent_start("claude-code", "Remember the word heron.", options=options)
+    ended, _, seen = await follow_to_turn_end(space, started.run_id, 1, 0)
+    assert ended["stop_reason"] == "end_turn", seen
+    await space.agent_stop(started.run_id)
+    deadline = time.monotonic() + 30
+    while True:  # the stop saves the home once more, then frees the agent
+        try:
+            sent = await spaces.persistent_agent_send(name="py-helper", text="Which word?")
+            break
+        except Exception as e:  # LEASE_HELD until the stopped run has let go
+            assert getattr(e, "code", None) == "LEASE_HELD" and time.monotonic() < deadline, e
+            await asyncio.sleep(0.2)
+    assert sent["started"] and sent["restored"] and sent["run_id"] != started.run_id, sent
+    ended, _, seen = await follow_to_turn_end(space, sent["run_id"], 1, 0)
+    assert ended["stop_reason"] == "end_turn", seen
+    assert any(e["kind"] == "notice" and "restored from snapshot" in (e.get("summary") or "") for e in seen), seen
+    homes = await spaces.home_list()
+    assert any(h["name"] == "py-helper" and h["run_id"] == sent["run_id"] for h in homes), homes
+    await space.agent_stop(sent["run_id"])

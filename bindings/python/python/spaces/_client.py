@@ -116,6 +116,12 @@ class Spaces:
     def __repr__(self) -> str:
         return f"Spaces({self._native.endpoint()!r})"
 
+    @property
+    def _spaces(self) -> "Spaces":
+        # Generated methods call ``self._spaces._call``: a ``Space`` reaches its ``Spaces``,
+        # and ``Spaces``' own generated methods (``inbox_*``, ``home_*``, ...) reach itself.
+        return self
+
     def daemon_command(self) -> List[str]:
         """What starts this state dir's daemon: this package's spacesd under this interpreter."""
         return [sys.executable, "-m", "spaces._daemon", "--state-dir", str(self.state_dir), "serve"]
