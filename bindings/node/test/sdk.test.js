@@ -237,6 +237,15 @@ test('bad input rejects with SpacesError and the right code', async () => {
   await assert.rejects(new Spaces({ url: 'http://127.0.0.1:1', token: 't' }).listSpaces(), { code: 'DAEMON_UNAVAILABLE' })
 })
 
+test('persistent agents and homes are Spaces methods: a home listed, an unknown agent refused', async () => {
+  assert.ok(Array.isArray(await spaces.homeList()))
+  await assert.rejects(
+    spaces.persistentAgentSend({ name: 'nobody-here', text: 'hi' }),
+    (e) => e.code === 'INVALID_ARGUMENT' && e.message.includes('nobody-here'),
+  )
+  await assert.rejects(spaces.homeSnapshots({ name: '../x' }), { code: 'INVALID_ARGUMENT' })
+})
+
 test('the Node main thread is not held while a call waits', async () => {
   const proc = await code.execCommand({ command: ['sleep', '2'] })
   let ticks = 0
