@@ -11,7 +11,7 @@ use spaces_sdk::{AgentStartRequest, Event, EventKind, SpaceAgentOptions, Status,
 use spaces_testkit::{Reply, Script, ScriptedServer};
 
 use super::harness::{H, CLAUDE, CODEX};
-use crate::support::{describe, require_cli, run_processes, settled, TestDaemon};
+use crate::support::{describe, require_cli, run_processes, settled, wait_until, TestDaemon};
 
 const TURN: Duration = Duration::from_secs(90);
 const WAIT: Duration = Duration::from_secs(60);
@@ -46,14 +46,6 @@ fn story(events: &[Event]) -> Vec<EventKind> {
     out
 }
 
-async fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Kill -9 of spacesd while the real CLI runs a tool call: the turn finishes without the
 /// daemon (the tool's file appears, the model is called again); after a restart the events
 /// from cursor 0 hold every event once, tell the same story as an uninterrupted run of the
@@ -85,8 +77,8 @@ async fn kill_9_mid_turn_the_turn_finishes_and_every_event_is_stored_once(h: H) 
     // The turn goes on: the tool runs to its end and the model is called with its result.
     wait_until("the tool's file", TURN, || root.join("tool.txt").exists()).await;
     wait_until("the model's second call", TURN, || server.model_calls().len() >= 2).await;
-    // Let the slow answer finish streaming while no daemon is up.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The slow answer streams to its end while no daemon is up.
+    wait_until("the slow answer to be sent whole", TURN, || server.replies_finished() >= 2).await;
     d.start_again().await;
     let ended = d.wait_turn_end("s", &run, 1, TURN).await;
     assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
@@ -111,7 +103,8 @@ crate::support::per_harness!(kill_9_mid_turn_the_turn_finishes_and_every_event_i
 
 // ----- fake agents: faults forced on purpose -----
 
-fn fake_codex(dir: &Path, body: &str) -> PathBuf {
+/// A fake Codex CLI at `<dir>/fake-codex`: it opens a thread and a turn, then runs `body` (sh).
+pub(super) fn fake_codex(dir: &Path, body: &str) -> PathBuf {
     let p = dir.join("fake-codex");
     let script = format!(
         "#!/bin/sh\necho '{{\"type\":\"thread.started\",\"thread_id\":\"fake-thread\"}}'\necho '{{\"type\":\"turn.started\"}}'\n{body}\n"
@@ -121,13 +114,16 @@ fn fake_codex(dir: &Path, body: &str) -> PathBuf {
     p
 }
 
-const DONE: &str = r#"echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0,"output_tokens":1}}'"#;
+/// The fake Codex's line that ends its turn normally.
+pub(super) const DONE: &str = r#"echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0,"output_tokens":1}}'"#;
 
-fn message(text: &str) -> String {
+/// The fake Codex's line for an agent message `text` (no quotes or backslashes in it).
+pub(super) fn message(text: &str) -> String {
     format!(r#"echo '{{"type":"item.completed","item":{{"id":"m","type":"agent_message","text":"{text}"}}}}'"#)
 }
 
-async fn fake_daemon(body: &str) -> (TestDaemon, PathBuf, tempfile::TempDir) {
+/// A daemon whose `openai-codex` is [`fake_codex`] with `body`, and a Space `s` (its root returned).
+pub(super) async fn fake_daemon(body: &str) -> (TestDaemon, PathBuf, tempfile::TempDir) {
     let bin = tempfile::tempdir().unwrap();
     let agent = fake_codex(bin.path(), body);
     let d = TestDaemon::start_with_env(vec![("SPACES_HARNESS_BIN_OPENAI_CODEX".into(), agent.display().to_string())]).await;
@@ -398,7 +394,7 @@ async fn kill_9_while_a_command_runs_read_process_continues_from_the_old_cursor(
         let client = &d.client;
         async move { client.call_named("read_process", args).await.unwrap() }
     };
-    let deadline = Instant::now() + WAIT;
+    let deadline = Instant::now() + crate::support::scaled(WAIT);
     loop {
         let r = read(cursor).await;
         assert_eq!(r["output_lost"], false, "{r}");
