@@ -8,6 +8,7 @@ mod harness;
 mod homes;
 mod mcp;
 mod mcp_sdk_clients;
+mod promises;
 mod runs;
 mod security;
 mod space_tools;
