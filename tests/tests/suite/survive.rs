@@ -274,7 +274,9 @@ async fn case_r34_a_space_folder_that_is_gone_is_named_and_the_run_resumes_when_
 
 /// P7: an agent command that exits 1 at once, every time. Messages queued behind a failing turn
 /// are dropped with a notice rather than respawning it; the run ends `failed` with the stderr
-/// tail in its reason, and the agent was started once per turn, never in a loop.
+/// tail in its reason, and the agent was started once per turn, never in a loop. Each follow-up
+/// after that retries once and ends `failed` again. (The back-off between those retries is not
+/// asserted yet: a follow-up to a failed run respawns at once today, see docs/testing.md.)
 #[tokio::test]
 async fn case_p7_a_crash_looping_agent_ends_failed_without_a_busy_loop() {
     let (d, root, _bin) = fake_daemon("echo started >> spawns.log\necho 'fatal: config is broken' >&2\nexit 1").await;
@@ -282,18 +284,34 @@ async fn case_p7_a_crash_looping_agent_ends_failed_without_a_busy_loop() {
     for text in ["two", "three", "four"] {
         let _ = d.client.space("s").agent_message(&run, text, None).await.unwrap();
     }
-    let st = d.wait_status("s", &run, WAIT, |s| s.status != Status::Running).await;
-    // Let any respawn that would follow show itself before counting.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let st2 = d.client.space("s").agent_status(&run, None).await.unwrap();
-    assert_eq!(st2.status, Status::Failed, "{st:#?} then {st2:#?}");
-    assert!(st2.reason.contains("fatal: config is broken"), "the stderr tail is the reason: {}", st2.reason);
+    let failed = |s: &spaces_sdk::RunStatus| s.status == Status::Failed;
+    let st = d.wait_status("s", &run, WAIT, failed).await;
+    assert!(st.reason.contains("fatal: config is broken"), "the stderr tail is the reason: {}", st.reason);
+    assert!(st.accepts_message, "{st:#?}");
+    let events = d.events("s", &run).await;
+    let turns = events.iter().filter(|e| e.kind == EventKind::TurnStarted).count();
+    assert!(turns <= 4, "{turns} turns for 4 messages:\n{}", describe(&events));
+    assert!(
+        events.iter().any(|e| e.kind == EventKind::Notice && e.summary.as_deref().unwrap_or("").contains("queued message(s) dropped")),
+        "{}",
+        describe(&events)
+    );
+
+    // Two follow-ups, each after the run has failed again.
+    for _ in 0..2 {
+        let turn = d.client.space("s").agent_status(&run, None).await.unwrap().turns + 1;
+        let r = d.client.space("s").agent_message(&run, "try again", None).await.unwrap();
+        assert!(r.ok, "{r:?}");
+        d.wait_turn_end("s", &run, turn, WAIT).await;
+        d.wait_status("s", &run, WAIT, failed).await;
+    }
     let events = d.events("s", &run).await;
     let turns = events.iter().filter(|e| e.kind == EventKind::TurnStarted).count();
     let spawns = std::fs::read_to_string(root.join("spawns.log")).unwrap().lines().count();
     assert_eq!(spawns, turns, "one process per turn:\n{}", describe(&events));
-    assert!(turns <= 4, "{turns} turns for 4 messages:\n{}", describe(&events));
     assert_eq!(events.iter().filter(|e| e.kind == EventKind::TurnEnded).count(), turns, "{}", describe(&events));
+    let st = d.client.space("s").agent_status(&run, None).await.unwrap();
+    assert_eq!(st.status, Status::Failed, "{st:#?}");
 }
 
 /// The stall rule never ends a turn whose tool call is running silently: it gets notices (one
