@@ -111,6 +111,23 @@ async fn case_p4_mid_turn_message_is_queued(h: H) {
     assert_eq!((st.status, st.result_text.as_deref()), (Status::Idle, Some("second answer")), "{st:#?}");
 }
 
+/// The pinned CLI is the one that ran: capabilities report the pinned version as installed, and
+/// the model calls the scripted endpoint received carry it in their User-Agent.
+async fn the_pinned_cli_is_the_one_that_ran(h: H) {
+    let (d, server, _root) = setup(h, Script::new([Reply::Text("hi".into())])).await;
+    let caps = d.client.agent_capabilities(&spaces_sdk::Empty {}).await.unwrap();
+    let mine = caps.harnesses.iter().find(|c| c.id == h.id).unwrap();
+    assert_eq!(mine.installed_version.as_deref(), Some(h.pinned), "{mine:?}");
+    let run = start(&d, h, &server, "hello").await;
+    d.wait_turn_end("s", &run, 1, TURN).await;
+    let calls = server.model_calls();
+    assert!(!calls.is_empty());
+    for call in calls {
+        let agent = call.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("user-agent")).map(|(_, v)| v.clone()).unwrap_or_default();
+        assert!(agent.contains(h.pinned), "User-Agent {agent:?} names the pinned {}", h.pinned);
+    }
+}
+
 /// Interrupt mid-turn ends that turn `interrupted`; the next follow-up works; an idle interrupt
 /// is a no-op that says so.
 async fn interrupt_then_follow_up(h: H) {
@@ -268,6 +285,7 @@ async fn survives_client_exit_and_daemon_restart(h: H) {
 
 crate::support::per_harness!(
     tool_call_answer_and_follow_up,
+    the_pinned_cli_is_the_one_that_ran,
     case_p4_mid_turn_message_is_queued,
     interrupt_then_follow_up,
     case_p6_stop_leaves_nothing_alive,
