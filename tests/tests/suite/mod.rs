@@ -4,6 +4,7 @@ mod cli;
 mod codespace;
 mod contract;
 mod fake_agents;
+mod gate;
 mod harness;
 mod homes;
 mod mcp;
