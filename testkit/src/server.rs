@@ -1,6 +1,7 @@
 //! [`ScriptedServer`]: an axum server on 127.0.0.1 answering model requests from a [`Script`].
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -55,6 +56,10 @@ struct Shared {
     script: Mutex<Script>,
     responder: Option<Responder>,
     requests: Mutex<Vec<RecordedRequest>>,
+    /// SSE frames handed to the connection so far, over every streamed reply.
+    frames_sent: AtomicUsize,
+    /// Streamed replies whose last frame was handed to the connection.
+    replies_finished: AtomicUsize,
 }
 
 /// A running scripted endpoint. Dropping it stops the server.
@@ -93,6 +98,8 @@ impl ScriptedServer {
             script: Mutex::new(script),
             responder,
             requests: Mutex::new(Vec::new()),
+            frames_sent: AtomicUsize::new(0),
+            replies_finished: AtomicUsize::new(0),
         });
         let app = Router::new().fallback(handle).with_state(shared.clone());
         let task = tokio::spawn(async move {
@@ -128,6 +135,18 @@ impl ScriptedServer {
     /// Only the model calls (requests that consumed a reply).
     pub fn model_calls(&self) -> Vec<RecordedRequest> {
         self.requests().into_iter().filter(|r| r.model_call).collect()
+    }
+
+    /// SSE frames sent so far, over every streamed reply: a test waits on this (say, for a slow
+    /// answer to be partly streamed) instead of sleeping.
+    pub fn frames_sent(&self) -> usize {
+        self.shared.frames_sent.load(Ordering::SeqCst)
+    }
+
+    /// Streamed replies sent to their last frame (a [`Reply::Hang`] never is; an error reply
+    /// is not streamed).
+    pub fn replies_finished(&self) -> usize {
+        self.shared.replies_finished.load(Ordering::SeqCst)
     }
 }
 
@@ -189,17 +208,22 @@ async fn handle(
                 Wire::AnthropicMessages => anthropic::frames(&other, json.as_ref()),
                 Wire::OpenAiResponses => openai::frames(&other, json.as_ref()),
             };
-            let s = stream::unfold(frames.into_iter(), |mut it| async move {
+            let counters = shared.clone();
+            let s = stream::unfold((frames.into_iter().peekable(), counters), |(mut it, counters)| async move {
                 let frame = it.next()?;
                 if !frame.delay.is_zero() {
                     tokio::time::sleep(frame.delay).await;
+                }
+                counters.frames_sent.fetch_add(1, Ordering::SeqCst);
+                if it.peek().is_none() {
+                    counters.replies_finished.fetch_add(1, Ordering::SeqCst);
                 }
                 let mut text = String::new();
                 if let Some(ev) = &frame.event {
                     text.push_str(&format!("event: {ev}\n"));
                 }
                 text.push_str(&format!("data: {}\n\n", frame.data));
-                Some((Ok::<_, std::io::Error>(Bytes::from(text)), it))
+                Some((Ok::<_, std::io::Error>(Bytes::from(text)), (it, counters)))
             });
             sse_response(Body::from_stream(s))
         }

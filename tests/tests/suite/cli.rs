@@ -103,7 +103,7 @@ fn holds_string(v: &serde_json::Value, text: &str) -> bool {
 
 /// Waits until the fake agent's stdin log holds a JSON line carrying `text` verbatim.
 async fn wait_for_prompt(log: &std::path::Path, text: &str) {
-    let deadline = std::time::Instant::now() + WAIT;
+    let deadline = std::time::Instant::now() + crate::support::scaled(WAIT);
     loop {
         let seen = std::fs::read_to_string(log).unwrap_or_default();
         if seen.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()).any(|v| holds_string(&v, text)) {

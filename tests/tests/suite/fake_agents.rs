@@ -159,3 +159,50 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0
     assert!(!tail.contains("SPACES_TOKEN") && !tail.contains("AWS_SECRET"), "{tail}");
     assert!(!tail.contains("value-long-enough"));
 }
+
+/// A Codex fake's opening lines (thread and turn), for the E11 agents below.
+const CODEX_OPENING: &str = r#"echo '{"type":"thread.started","thread_id":"fake-thread"}'
+echo '{"type":"turn.started"}'"#;
+
+/// E11 through the daemon's real line reader (the shim's 64 KiB reads, splitting, UTF-8): 200 KB
+/// of JSONL, then a last line without its newline, then exit 0. Every line becomes an event
+/// before the exit's, the unterminated last one included; with no `turn.completed` the turn
+/// ends `error`, not success.
+#[tokio::test]
+async fn case_e11_200_kb_then_an_unterminated_line_through_the_real_reader() {
+    let filler = format!(r#"{{"type":"item.completed","item":{{"id":"r","type":"reasoning","text":"{}"}}}}"#, "x".repeat(1000));
+    let script = format!(
+        "{CODEX_OPENING}\ni=0; while [ $i -lt 200 ]; do echo '{filler}'; i=$((i+1)); done\n\
+         printf '%s' '{{\"type\":\"item.completed\",\"item\":{{\"id\":\"last\",\"type\":\"agent_message\",\"text\":\"the unterminated tail\"}}}}'\nexit 0"
+    );
+    let (d, _bin) = daemon_with("SPACES_HARNESS_BIN_OPENAI_CODEX", &script, vec![]).await;
+    let run = start(&d, "openai-codex").await;
+    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
+    d.wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::Exited).await;
+    let events = d.events("s", &run).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::Error), "{}", describe(&events));
+    let thoughts: Vec<usize> = events.iter().enumerate().filter(|(_, e)| e.kind == EventKind::Thought).map(|(i, _)| i).collect();
+    assert_eq!(thoughts.len(), 200, "{}", describe(&events));
+    assert!(events.iter().filter(|e| e.kind == EventKind::Thought).all(|e| e.text.as_deref() == Some(&"x".repeat(1000))));
+    let tail = events.iter().position(|e| e.kind == EventKind::Message && e.text.as_deref() == Some("the unterminated tail"));
+    let exited = events.iter().position(|e| e.kind == EventKind::Exited).unwrap();
+    let tail = tail.unwrap_or_else(|| panic!("the unterminated last line is emitted:\n{}", describe(&events)));
+    assert!(*thoughts.last().unwrap() < tail && tail < exited, "every output event before the exit:\n{}", describe(&events));
+}
+
+/// E11, variant: a JSON object cut at byte 65,536 (the reader's buffer size), then exit 0. The
+/// cut line is one `other` event carrying its 65,536 bytes; the turn ends `error`.
+#[tokio::test]
+async fn case_e11_a_json_object_cut_at_byte_65536_becomes_other_with_its_text() {
+    let full = format!(r#"{{"type":"item.completed","item":{{"id":"m","type":"agent_message","text":"{}"}}}}"#, "y".repeat(70_000));
+    let cut = &full[..65_536];
+    let (d, _bin) = daemon_with("SPACES_HARNESS_BIN_OPENAI_CODEX", &format!("{CODEX_OPENING}\nprintf '%s' '{cut}'\nexit 0"), vec![]).await;
+    let run = start(&d, "openai-codex").await;
+    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
+    let events = d.events("s", &run).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::Error), "{}", describe(&events));
+    let others: Vec<&str> = events.iter().filter(|e| e.kind == EventKind::Other).filter_map(|e| e.text.as_deref()).filter(|t| t.starts_with(r#"{"type":"item.completed""#)).collect();
+    assert_eq!(others.len(), 1, "{}", describe(&events));
+    assert_eq!(others[0].len(), 65_536);
+    assert_eq!(others[0], cut);
+}

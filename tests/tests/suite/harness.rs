@@ -11,18 +11,22 @@ pub struct H {
     pub wire: Wire,
     /// Pinned binary relative to `<tools dir>/<id>`.
     pub binary: &'static str,
+    /// The pinned version (the harness crate's install spec), as `installed_version` reports it.
+    pub pinned: &'static str,
 }
 
 pub const CLAUDE: H = H {
     id: "claude-code",
     wire: Wire::AnthropicMessages,
     binary: "node_modules/@anthropic-ai/claude-code-linux-x64/claude",
+    pinned: "2.1.197",
 };
 
 pub const CODEX: H = H {
     id: "openai-codex",
     wire: Wire::OpenAiResponses,
     binary: "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex",
+    pinned: "0.171.0",
 };
 
 impl H {

@@ -156,7 +156,8 @@ impl Setup {
         let t0 = Instant::now();
         let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{label}: could not start {}: {e}", program.display()));
         let pgid = nix::unistd::Pid::from_raw(child.id().expect("pid") as i32);
-        let status = tokio::time::timeout(CLIENT_TIMEOUT, child.wait()).await;
+        let limit = crate::support::scaled(CLIENT_TIMEOUT);
+        let status = tokio::time::timeout(limit, child.wait()).await;
         // The client and whatever it spawned (`spacesd mcp` over stdio) end with the test.
         let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
         let _ = child.wait().await;
@@ -164,7 +165,7 @@ impl Setup {
         let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
         let output = format!("--- {label} stdout:\n{stdout}--- {label} stderr:\n{stderr}--- end of {label}");
         match status {
-            Err(_) => panic!("{label}: no result within {CLIENT_TIMEOUT:?}\n{output}"),
+            Err(_) => panic!("{label}: no result within {limit:?}\n{output}"),
             Ok(Err(e)) => panic!("{label}: wait failed: {e}\n{output}"),
             Ok(Ok(st)) => assert!(st.success() && stdout.contains("PASS"), "{label} failed ({st}):\n{output}"),
         }

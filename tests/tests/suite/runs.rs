@@ -6,7 +6,7 @@ use spaces_sdk::{AgentStartRequest, EventKind, SpaceAgentOptions, Status, StopRe
 use spaces_testkit::{Reply, Script, ScriptedServer};
 
 use super::harness::{H, CLAUDE, CODEX};
-use crate::support::{describe, require_cli, run_processes, settled, RootSampler, TestDaemon};
+use crate::support::{describe, require_cli, run_processes, scaled, settled, RootSampler, TestDaemon};
 
 const TURN: Duration = Duration::from_secs(90);
 
@@ -89,6 +89,8 @@ async fn case_p4_mid_turn_message_is_queued(h: H) {
     let (d, server, _root) = setup(h, script).await;
     let run = start(&d, h, &server, "first").await;
     let sampler = RootSampler::start(&run);
+    // The case's own timing (a follow-up 100 ms after the first message), not a wait for
+    // something to happen: the first turn is still starting or streaming either way.
     tokio::time::sleep(Duration::from_millis(100)).await;
     let r = d.client.space("s").agent_message(&run, "second", None).await.unwrap();
     assert!(r.ok && r.reason.contains("queued"), "{r:?}");
@@ -109,6 +111,23 @@ async fn case_p4_mid_turn_message_is_queued(h: H) {
     assert_eq!((st.status, st.result_text.as_deref()), (Status::Idle, Some("second answer")), "{st:#?}");
 }
 
+/// The pinned CLI is the one that ran: capabilities report the pinned version as installed, and
+/// the model calls the scripted endpoint received carry it in their User-Agent.
+async fn the_pinned_cli_is_the_one_that_ran(h: H) {
+    let (d, server, _root) = setup(h, Script::new([Reply::Text("hi".into())])).await;
+    let caps = d.client.agent_capabilities(&spaces_sdk::Empty {}).await.unwrap();
+    let mine = caps.harnesses.iter().find(|c| c.id == h.id).unwrap();
+    assert_eq!(mine.installed_version.as_deref(), Some(h.pinned), "{mine:?}");
+    let run = start(&d, h, &server, "hello").await;
+    d.wait_turn_end("s", &run, 1, TURN).await;
+    let calls = server.model_calls();
+    assert!(!calls.is_empty());
+    for call in calls {
+        let agent = call.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("user-agent")).map(|(_, v)| v.clone()).unwrap_or_default();
+        assert!(agent.contains(h.pinned), "User-Agent {agent:?} names the pinned {}", h.pinned);
+    }
+}
+
 /// Interrupt mid-turn ends that turn `interrupted`; the next follow-up works; an idle interrupt
 /// is a no-op that says so.
 async fn interrupt_then_follow_up(h: H) {
@@ -118,13 +137,9 @@ async fn interrupt_then_follow_up(h: H) {
     ]);
     let (d, server, _root) = setup(h, script).await;
     let run = start(&d, h, &server, "talk slowly").await;
-    // Interrupt once the model is streaming (the CLI has called the endpoint).
-    let deadline = Instant::now() + TURN;
-    while server.model_calls().is_empty() {
-        assert!(Instant::now() < deadline, "the CLI never called the model");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // Interrupt once the answer is streaming: the scripted server has sent the reply's opening
+    // frames and a few of its slow text chunks (30 s of them in all).
+    crate::support::wait_until("the slow answer to start streaming", TURN, || server.frames_sent() >= 6).await;
     let t0 = Instant::now();
     let r = d.client.space("s").agent_interrupt(&run).await.unwrap();
     assert!(r.ok, "{r:?}");
@@ -145,6 +160,41 @@ async fn interrupt_then_follow_up(h: H) {
     assert_eq!(st.result_text.as_deref(), Some("after the interrupt"));
 }
 
+/// `force: true` mid-turn interrupts the running turn and runs the message next, in the same
+/// session: turn 1 ends `interrupted`, turn 2 answers the forced text, nothing is queued.
+async fn force_true_interrupts_the_turn_and_runs_the_message_next(h: H) {
+    let script = Script::new([
+        Reply::SlowText { text: "a very long answer that will be cut".into(), chunks: 60, delay_ms: 500 },
+        Reply::Text("the urgent answer".into()),
+    ]);
+    let (d, server, _root) = setup(h, script).await;
+    let run = start(&d, h, &server, "talk slowly").await;
+    crate::support::wait_until("the slow answer to start streaming", TURN, || server.frames_sent() >= 6).await;
+    let r = d.client.space("s").agent_message(&run, "urgent: answer this instead", Some(true)).await.unwrap();
+    assert!(r.ok && r.reason.contains("interrupted"), "{r:?}");
+    let ended = d.wait_turn_end("s", &run, 2, TURN).await;
+    let events = d.events("s", &run).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&events));
+    let ends: Vec<_> = events.iter().filter(|e| e.kind == EventKind::TurnEnded).map(|e| (e.turn, e.stop_reason)).collect();
+    assert_eq!(ends, vec![(1, Some(StopReason::Interrupted)), (2, Some(StopReason::EndTurn))], "{}", describe(&events));
+    assert!(
+        !events.iter().any(|e| e.kind == EventKind::Notice && e.summary.as_deref().unwrap_or("").contains("queued")),
+        "a forced message is neither queued nor dropped:\n{}",
+        describe(&events)
+    );
+    let st = d.wait_status("s", &run, TURN, settled).await;
+    assert_eq!((st.status, st.result_text.as_deref()), (Status::Idle, Some("the urgent answer")), "{st:#?}");
+    assert!(body_mentions(server.model_calls().last().unwrap(), "urgent: answer this instead"));
+}
+
+/// `force: true` on Claude Code. Codex is left out until its forced message stops being
+/// dropped: Codex exits 1 on SIGINT and the daemon takes that exit, with the forced message
+/// queued, for a failure (docs/testing.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_true_interrupts_claude_codes_turn_and_runs_the_message_next() {
+    force_true_interrupts_the_turn_and_runs_the_message_next(CLAUDE).await
+}
+
 /// Case P6: stop while the agent's tool runs a busy loop and a sleeper in the background:
 /// SIGTERM to the whole group, grace, SIGKILL; afterwards no process of the run remains.
 async fn case_p6_stop_leaves_nothing_alive(h: H) {
@@ -154,7 +204,7 @@ async fn case_p6_stop_leaves_nothing_alive(h: H) {
     let run = start(&d, h, &server, "run something long").await;
     d.wait_for_event("s", &run, TURN, |e| e.kind == EventKind::ToolCall).await;
     // The shell forks the busy loop first, then `sleep 1000`: once the sleep runs, both exist.
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + scaled(Duration::from_secs(20));
     let sleeping = |pid: &i32| std::fs::read(format!("/proc/{pid}/cmdline")).map(|c| c == b"sleep\x001000\x00").unwrap_or(false);
     while !run_processes(&run).iter().any(sleeping) {
         assert!(Instant::now() < deadline, "the tool's `sleep 1000` never appeared: {:?}", run_processes(&run));
@@ -235,6 +285,7 @@ async fn survives_client_exit_and_daemon_restart(h: H) {
 
 crate::support::per_harness!(
     tool_call_answer_and_follow_up,
+    the_pinned_cli_is_the_one_that_ran,
     case_p4_mid_turn_message_is_queued,
     interrupt_then_follow_up,
     case_p6_stop_leaves_nothing_alive,
@@ -242,30 +293,66 @@ crate::support::per_harness!(
     survives_client_exit_and_daemon_restart
 );
 
-/// First use installs the pinned CLI into an empty tools dir: phase `installing`, `install`
-/// events with progress, then the turn runs on the fresh install.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn first_use_installs_the_pinned_cli() {
+/// First use installs the pinned CLI into an empty tools dir: `install` events (turn 0) with
+/// progress while the phase is `installing`, then the turn runs on the fresh install, which
+/// `installed_version` reports. `extra` is added to the daemon's environment.
+async fn first_use_installs_the_pinned_cli(h: H, extra: Vec<(String, String)>) {
     let tools = tempfile::Builder::new().prefix("spaces-tools-").tempdir().unwrap();
-    let server = ScriptedServer::start(CLAUDE.wire, Script::new([Reply::Text("installed and answering".into())])).await.unwrap();
-    let d = TestDaemon::start_with_env(vec![("SPACES_TOOLS_DIR".into(), tools.path().display().to_string())]).await;
+    let server = ScriptedServer::start(h.wire, Script::new([Reply::Text("installed and answering".into())])).await.unwrap();
+    let mut env = vec![("SPACES_TOOLS_DIR".to_owned(), tools.path().display().to_string())];
+    env.extend(extra);
+    let d = TestDaemon::start_with_env(env).await;
     d.space("s").await;
-    let caps = d.client.agent_capabilities(&spaces_sdk::Empty {}).await.unwrap();
-    let claude = caps.harnesses.iter().find(|h| h.id == "claude-code").unwrap();
-    assert_eq!(claude.installed_version, None, "{claude:?}");
-    let run = start(&d, CLAUDE, &server, "hello").await;
-    let st = d.wait_status("s", &run, TURN, |s| s.phase == spaces_sdk::Phase::Installing || s.status != Status::Running).await;
-    assert_eq!(st.phase, spaces_sdk::Phase::Installing, "{st:#?}");
-    let done = d
-        .wait_for_event("s", &run, Duration::from_secs(300), |e| e.kind == EventKind::Install && e.summary.as_deref().unwrap_or("").starts_with("installed"))
-        .await;
-    assert_eq!(done.turn, 0);
+    let installed = |caps: spaces_sdk::Capabilities| caps.harnesses.into_iter().find(|c| c.id == h.id).unwrap().installed_version;
+    assert_eq!(installed(d.client.agent_capabilities(&spaces_sdk::Empty {}).await.unwrap()), None);
+    let run = start(&d, h, &server, "hello").await;
+    let is_install = |e: &spaces_sdk::Event, what: &str| e.kind == EventKind::Install && e.summary.as_deref().unwrap_or("").starts_with(what);
+    let first = d.wait_for_event("s", &run, TURN, |e| is_install(e, "installing ")).await;
+    // Status first, events second: until the `installed` event is stored, the phase says so.
+    let st = d.client.space("s").agent_status(&run, None).await.unwrap();
+    let so_far = d.events("s", &run).await;
+    assert!(
+        st.phase == spaces_sdk::Phase::Installing || so_far.iter().any(|e| is_install(e, "installed")),
+        "{st:#?}\n{}",
+        describe(&so_far)
+    );
+    let done = d.wait_for_event("s", &run, Duration::from_secs(300), |e| is_install(e, "installed ")).await;
+    assert_eq!((first.turn, done.turn), (0, 0));
     let ended = d.wait_turn_end("s", &run, 1, TURN).await;
-    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
-    let caps = d.client.agent_capabilities(&spaces_sdk::Empty {}).await.unwrap();
-    let claude = caps.harnesses.iter().find(|h| h.id == "claude-code").unwrap();
-    assert_eq!(claude.installed_version.as_deref(), Some("2.1.197"));
-    assert!(tools.path().join("claude-code").join(CLAUDE.binary).is_file());
+    let events = d.events("s", &run).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&events));
+    let session = events.iter().find(|e| e.kind == EventKind::Session).unwrap().seq;
+    assert!(done.seq < session, "installed before the CLI said a word:\n{}", describe(&events));
+    assert_eq!(installed(d.client.agent_capabilities(&spaces_sdk::Empty {}).await.unwrap()).as_deref(), Some(h.pinned));
+    assert!(tools.path().join(h.id).join(h.binary).is_file());
+}
+
+/// Claude Code's first use runs the real `npm install` of the pinned package from the registry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_use_installs_the_pinned_claude_code() {
+    first_use_installs_the_pinned_cli(CLAUDE, Vec::new()).await
+}
+
+/// Codex's first use, with `npm` stood in by a script that links the shared tools dir's pinned
+/// install into the new prefix (Codex's packages weigh over 400 MB; the real `npm install` of
+/// them is what `spacesd tools install` in scripts/test runs). Everything after npm is real:
+/// the daemon's install flow and its events, the binary path it expects, the version it reads,
+/// and the Codex CLI answering the turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_use_installs_the_pinned_openai_codex() {
+    require_cli(CODEX.id, CODEX.binary);
+    let bin = tempfile::tempdir().unwrap();
+    let shared = crate::support::tools_dir().join(CODEX.id).join("node_modules");
+    let npm = format!(
+        "#!/bin/sh\n# Stand-in for `npm install --prefix DIR ...`.\nwhile [ \"$1\" != --prefix ]; do shift; done\n\
+         echo 'npm http fetch GET 200 https://registry.npmjs.org/@openai%2fcodex (stand-in)'\n\
+         ln -s '{}' \"$2/node_modules\"\necho 'added 2 packages in 1s'\n",
+        shared.display()
+    );
+    std::fs::write(bin.path().join("npm"), npm).unwrap();
+    std::fs::set_permissions(bin.path().join("npm"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.path().display(), std::env::var("PATH").unwrap_or_default());
+    first_use_installs_the_pinned_cli(CODEX, vec![("PATH".into(), path)]).await
 }
 
 /// `installed_version` is what the tools dir holds, read from the package, not the pin: an

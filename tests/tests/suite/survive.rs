@@ -11,7 +11,7 @@ use spaces_sdk::{AgentStartRequest, Event, EventKind, SpaceAgentOptions, Status,
 use spaces_testkit::{Reply, Script, ScriptedServer};
 
 use super::harness::{H, CLAUDE, CODEX};
-use crate::support::{describe, require_cli, run_processes, settled, TestDaemon};
+use crate::support::{describe, require_cli, run_processes, settled, wait_until, TestDaemon};
 
 const TURN: Duration = Duration::from_secs(90);
 const WAIT: Duration = Duration::from_secs(60);
@@ -46,14 +46,6 @@ fn story(events: &[Event]) -> Vec<EventKind> {
     out
 }
 
-async fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Kill -9 of spacesd while the real CLI runs a tool call: the turn finishes without the
 /// daemon (the tool's file appears, the model is called again); after a restart the events
 /// from cursor 0 hold every event once, tell the same story as an uninterrupted run of the
@@ -85,8 +77,8 @@ async fn kill_9_mid_turn_the_turn_finishes_and_every_event_is_stored_once(h: H) 
     // The turn goes on: the tool runs to its end and the model is called with its result.
     wait_until("the tool's file", TURN, || root.join("tool.txt").exists()).await;
     wait_until("the model's second call", TURN, || server.model_calls().len() >= 2).await;
-    // Let the slow answer finish streaming while no daemon is up.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The slow answer streams to its end while no daemon is up.
+    wait_until("the slow answer to be sent whole", TURN, || server.replies_finished() >= 2).await;
     d.start_again().await;
     let ended = d.wait_turn_end("s", &run, 1, TURN).await;
     assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
@@ -111,7 +103,8 @@ crate::support::per_harness!(kill_9_mid_turn_the_turn_finishes_and_every_event_i
 
 // ----- fake agents: faults forced on purpose -----
 
-fn fake_codex(dir: &Path, body: &str) -> PathBuf {
+/// A fake Codex CLI at `<dir>/fake-codex`: it opens a thread and a turn, then runs `body` (sh).
+pub(super) fn fake_codex(dir: &Path, body: &str) -> PathBuf {
     let p = dir.join("fake-codex");
     let script = format!(
         "#!/bin/sh\necho '{{\"type\":\"thread.started\",\"thread_id\":\"fake-thread\"}}'\necho '{{\"type\":\"turn.started\"}}'\n{body}\n"
@@ -121,13 +114,16 @@ fn fake_codex(dir: &Path, body: &str) -> PathBuf {
     p
 }
 
-const DONE: &str = r#"echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0,"output_tokens":1}}'"#;
+/// The fake Codex's line that ends its turn normally.
+pub(super) const DONE: &str = r#"echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0,"output_tokens":1}}'"#;
 
-fn message(text: &str) -> String {
+/// The fake Codex's line for an agent message `text` (no quotes or backslashes in it).
+pub(super) fn message(text: &str) -> String {
     format!(r#"echo '{{"type":"item.completed","item":{{"id":"m","type":"agent_message","text":"{text}"}}}}'"#)
 }
 
-async fn fake_daemon(body: &str) -> (TestDaemon, PathBuf, tempfile::TempDir) {
+/// A daemon whose `openai-codex` is [`fake_codex`] with `body`, and a Space `s` (its root returned).
+pub(super) async fn fake_daemon(body: &str) -> (TestDaemon, PathBuf, tempfile::TempDir) {
     let bin = tempfile::tempdir().unwrap();
     let agent = fake_codex(bin.path(), body);
     let d = TestDaemon::start_with_env(vec![("SPACES_HARNESS_BIN_OPENAI_CODEX".into(), agent.display().to_string())]).await;
@@ -278,7 +274,9 @@ async fn case_r34_a_space_folder_that_is_gone_is_named_and_the_run_resumes_when_
 
 /// P7: an agent command that exits 1 at once, every time. Messages queued behind a failing turn
 /// are dropped with a notice rather than respawning it; the run ends `failed` with the stderr
-/// tail in its reason, and the agent was started once per turn, never in a loop.
+/// tail in its reason, and the agent was started once per turn, never in a loop. Each follow-up
+/// after that retries once and ends `failed` again. (The back-off between those retries is not
+/// asserted yet: a follow-up to a failed run respawns at once today, see docs/testing.md.)
 #[tokio::test]
 async fn case_p7_a_crash_looping_agent_ends_failed_without_a_busy_loop() {
     let (d, root, _bin) = fake_daemon("echo started >> spawns.log\necho 'fatal: config is broken' >&2\nexit 1").await;
@@ -286,18 +284,34 @@ async fn case_p7_a_crash_looping_agent_ends_failed_without_a_busy_loop() {
     for text in ["two", "three", "four"] {
         let _ = d.client.space("s").agent_message(&run, text, None).await.unwrap();
     }
-    let st = d.wait_status("s", &run, WAIT, |s| s.status != Status::Running).await;
-    // Let any respawn that would follow show itself before counting.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let st2 = d.client.space("s").agent_status(&run, None).await.unwrap();
-    assert_eq!(st2.status, Status::Failed, "{st:#?} then {st2:#?}");
-    assert!(st2.reason.contains("fatal: config is broken"), "the stderr tail is the reason: {}", st2.reason);
+    let failed = |s: &spaces_sdk::RunStatus| s.status == Status::Failed;
+    let st = d.wait_status("s", &run, WAIT, failed).await;
+    assert!(st.reason.contains("fatal: config is broken"), "the stderr tail is the reason: {}", st.reason);
+    assert!(st.accepts_message, "{st:#?}");
+    let events = d.events("s", &run).await;
+    let turns = events.iter().filter(|e| e.kind == EventKind::TurnStarted).count();
+    assert!(turns <= 4, "{turns} turns for 4 messages:\n{}", describe(&events));
+    assert!(
+        events.iter().any(|e| e.kind == EventKind::Notice && e.summary.as_deref().unwrap_or("").contains("queued message(s) dropped")),
+        "{}",
+        describe(&events)
+    );
+
+    // Two follow-ups, each after the run has failed again.
+    for _ in 0..2 {
+        let turn = d.client.space("s").agent_status(&run, None).await.unwrap().turns + 1;
+        let r = d.client.space("s").agent_message(&run, "try again", None).await.unwrap();
+        assert!(r.ok, "{r:?}");
+        d.wait_turn_end("s", &run, turn, WAIT).await;
+        d.wait_status("s", &run, WAIT, failed).await;
+    }
     let events = d.events("s", &run).await;
     let turns = events.iter().filter(|e| e.kind == EventKind::TurnStarted).count();
     let spawns = std::fs::read_to_string(root.join("spawns.log")).unwrap().lines().count();
     assert_eq!(spawns, turns, "one process per turn:\n{}", describe(&events));
-    assert!(turns <= 4, "{turns} turns for 4 messages:\n{}", describe(&events));
     assert_eq!(events.iter().filter(|e| e.kind == EventKind::TurnEnded).count(), turns, "{}", describe(&events));
+    let st = d.client.space("s").agent_status(&run, None).await.unwrap();
+    assert_eq!(st.status, Status::Failed, "{st:#?}");
 }
 
 /// The stall rule never ends a turn whose tool call is running silently: it gets notices (one
@@ -398,7 +412,7 @@ async fn kill_9_while_a_command_runs_read_process_continues_from_the_old_cursor(
         let client = &d.client;
         async move { client.call_named("read_process", args).await.unwrap() }
     };
-    let deadline = Instant::now() + WAIT;
+    let deadline = Instant::now() + crate::support::scaled(WAIT);
     loop {
         let r = read(cursor).await;
         assert_eq!(r["output_lost"], false, "{r}");

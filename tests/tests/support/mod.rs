@@ -30,6 +30,29 @@ use std::time::{Duration, Instant};
 use spaces_sdk::client::{Client, Endpoint};
 use spaces_sdk::{AgentEventsRequest, Event, RunStatus, SpaceAddRequest, Status};
 
+/// The one knob for wall-clock limits: `SPACES_TEST_TIME_SCALE` (a positive number, default 1)
+/// multiplies every timeout the waits below are given, so a slow or shared machine can run the
+/// suite with `SPACES_TEST_TIME_SCALE=3` instead of editing limits. Limits only: a test never
+/// waits longer than it must, whatever the scale.
+pub fn time_scale() -> f64 {
+    std::env::var("SPACES_TEST_TIME_SCALE").ok().and_then(|s| s.parse::<f64>().ok()).filter(|f| f.is_finite() && *f > 0.0).unwrap_or(1.0)
+}
+
+/// `limit` times [`time_scale`].
+pub fn scaled(limit: Duration) -> Duration {
+    limit.mul_f64(time_scale())
+}
+
+/// Polls `done` every 50 ms until it holds, or panics naming `what` after `timeout` (scaled).
+pub async fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let timeout = scaled(timeout);
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The `spacesd` binary: `$SPACESD_BIN`, else `target/<profile>/spacesd` beside this test binary.
 pub fn spacesd_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("SPACESD_BIN") {
@@ -169,12 +192,12 @@ impl TestDaemon {
             cmd.env(k, v);
         }
         self.child = Some(cmd.spawn().expect("spawn spacesd"));
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + scaled(Duration::from_secs(20));
         loop {
             if self.client.space_list(&spaces_sdk::Empty {}).await.is_ok() {
                 return;
             }
-            assert!(Instant::now() < deadline, "spacesd did not come up within 20 s");
+            assert!(Instant::now() < deadline, "spacesd did not come up within {:?}", scaled(Duration::from_secs(20)));
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -276,7 +299,7 @@ impl TestDaemon {
     }
 
     /// Long-poll the run's events until one matches `pred` (returns it), or panic after
-    /// `timeout` with every event seen.
+    /// `timeout` ([`scaled`]) with every event seen.
     pub async fn wait_for_event(
         &self,
         space: &str,
@@ -284,6 +307,7 @@ impl TestDaemon {
         timeout: Duration,
         pred: impl Fn(&Event) -> bool,
     ) -> Event {
+        let timeout = scaled(timeout);
         let deadline = Instant::now() + timeout;
         let mut cursor = 0;
         let mut seen = Vec::new();
@@ -302,8 +326,9 @@ impl TestDaemon {
         }
     }
 
-    /// Poll the run's status until `pred` holds, or panic after `timeout`.
+    /// Poll the run's status until `pred` holds, or panic after `timeout` ([`scaled`]).
     pub async fn wait_status(&self, space: &str, run: &str, timeout: Duration, pred: impl Fn(&RunStatus) -> bool) -> RunStatus {
+        let timeout = scaled(timeout);
         let deadline = Instant::now() + timeout;
         loop {
             let st = self.client.space(space).agent_status(run, None).await.expect("status");
