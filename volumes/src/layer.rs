@@ -138,8 +138,8 @@ impl LayerWriter {
     }
 }
 
-fn refuse_type(path: &str, t: tar::EntryType) -> VolumeError {
-    VolumeError::unsafe_entry(path, format!("entry type {t:?} is refused (only files, directories and symlinks are restored)"))
+fn refuse_type(path: &str, t: tar::EntryType, allowed: &str) -> VolumeError {
+    VolumeError::unsafe_entry(path, format!("entry type {t:?} is refused ({allowed})"))
 }
 
 fn entry_path(entry: &tar::Entry<'_, impl Read>) -> Result<String> {
@@ -189,7 +189,7 @@ pub(crate) fn unpack_layer(
             let name = entry_path(&entry)?;
             let t = entry.header().entry_type();
             if t != tar::EntryType::Regular && t != tar::EntryType::Continuous {
-                return Err(refuse_type(&name, t));
+                return Err(refuse_type(&name, t, "a layer holds regular files only"));
             }
             check_rel_path(&name)?;
             let Some(targets) = wants.get(&name) else { continue };
@@ -341,7 +341,7 @@ pub(crate) fn unpack_import(
                 tar::EntryType::Directory => Kind::Dir,
                 tar::EntryType::Regular | tar::EntryType::Continuous | tar::EntryType::Link => Kind::File,
                 tar::EntryType::Symlink => Kind::Symlink,
-                other => return Err(refuse_type(&raw, other)),
+                other => return Err(refuse_type(&raw, other, "only files, directories, symlinks and hard links inside the home are imported")),
             };
             let link = if matches!(t, tar::EntryType::Symlink | tar::EntryType::Link) {
                 let l = entry.link_name_bytes().ok_or_else(|| VolumeError::unsafe_entry(raw.as_str(), "link without a target"))?;
