@@ -172,9 +172,7 @@ pub(crate) fn unpack_layer(
     manifest: &Manifest,
     wants: &HashMap<String, Vec<usize>>,
     staging: &Path,
-    progress: &dyn Progress,
-    done: &mut u64,
-    total: u64,
+    meter: &mut Meter<'_>,
 ) -> Result<u64> {
     let what = format!("layer {layer}");
     let corrupt = |why: String| VolumeError::corrupt(what.clone(), why);
@@ -210,8 +208,7 @@ pub(crate) fn unpack_layer(
                 fs::copy(&dest, &other).at(&other)?;
             }
             files += targets.len() as u64;
-            *done += len;
-            progress.update("unpack", *done, Some(total));
+            meter.add("unpack", len);
             written.insert(name);
         }
         let mut dec = archive.into_inner();
@@ -226,6 +223,20 @@ pub(crate) fn unpack_layer(
         return Err(corrupt(format!("lacks {missing:?}")));
     }
     Ok(files)
+}
+
+/// Bytes done of a known total, reported to a [`Progress`].
+pub(crate) struct Meter<'a> {
+    pub progress: &'a dyn Progress,
+    pub done: u64,
+    pub total: u64,
+}
+
+impl Meter<'_> {
+    pub fn add(&mut self, step: &str, n: u64) {
+        self.done += n;
+        self.progress.update(step, self.done, Some(self.total));
+    }
 }
 
 /// Name of the manifest inside an export archive (its first entry).

@@ -432,9 +432,9 @@ impl Volume {
             };
             let (m2, staging2, layer2) = (m.clone(), staging.clone(), layer.clone());
             let (n, d) = stream_into(got.into_stream(), progress, move |reader, progress| {
-                let mut done2 = done;
-                let n = crate::layer::unpack_layer(reader, &layer2, &m2, &wants, &staging2, progress, &mut done2, total)?;
-                Ok((n, done2))
+                let mut meter = crate::layer::Meter { progress, done, total };
+                let n = crate::layer::unpack_layer(reader, &layer2, &m2, &wants, &staging2, &mut meter)?;
+                Ok((n, meter.done))
             })
             .await?;
             files += n;

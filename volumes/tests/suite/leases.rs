@@ -93,7 +93,7 @@ async fn takeover_and_fencing(backend: Backend) {
                 let late = a.save(&la, &home, &SaveOptions::default(), &NoProgress).await;
                 assert!(matches!(late, Err(VolumeError::LeaseLost { .. })), "{late:?}");
                 let ids: Vec<String> = b.snapshots("agent").await.unwrap().into_iter().map(|s| s.id).collect();
-                assert_eq!(ids, [first.snapshot.id.clone()]);
+                assert_eq!(ids, std::slice::from_ref(&first.snapshot.id));
                 assert!(matches!(a.compact(&la, 1).await, Err(VolumeError::LeaseLost { .. })));
                 assert!(matches!(a.import(&la, &home, serde_json::Value::Null, &NoProgress).await, Err(VolumeError::LeaseLost { .. })));
                 assert!(matches!(a.delete(la).await, Err(VolumeError::LeaseLost { .. })));
