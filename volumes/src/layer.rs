@@ -77,11 +77,13 @@ fn encoder(file: fs::File) -> io::Result<Encoder> {
 }
 
 /// Finishes the zstd frame (a dropped encoder leaves it unterminated) and the file.
-fn finish_encoder(enc: Encoder, path: &Path) -> Result<(String, u64)> {
+fn finish_encoder(enc: Encoder, path: &Path, sync: bool) -> Result<(String, u64)> {
     let hw = enc.finish().at(path)?;
     let HashWriter { inner, sha, len } = hw;
     let file = inner.into_inner().map_err(|e| VolumeError::io(path, e.into_error()))?;
-    file.sync_all().at(path)?;
+    if sync {
+        file.sync_all().at(path)?;
+    }
     Ok((hex(&sha.finalize()), len))
 }
 
@@ -133,7 +135,8 @@ impl LayerWriter {
     /// Ends the tar and the zstd frame; returns the temp file, the blob's sha256 and its length.
     pub fn finish(self) -> Result<(tempfile::NamedTempFile, String, u64)> {
         let enc = self.builder.into_inner().at(self.tmp.path())?;
-        let (sha, len) = finish_encoder(enc, self.tmp.path())?;
+        // A temp file: the store makes the uploaded copy durable.
+        let (sha, len) = finish_encoder(enc, self.tmp.path(), false)?;
         Ok((self.tmp, sha, len))
     }
 }
@@ -287,7 +290,7 @@ pub(crate) fn write_export(manifest: &Manifest, staging: &Path, file: &Path, pro
         }
     }
     let enc = b.into_inner().at(&at)?;
-    finish_encoder(enc, &at)?;
+    finish_encoder(enc, &at, true)?;
     tmp.persist(file).map_err(|e| VolumeError::io(file, e.error))?;
     if let Ok(d) = fs::File::open(&parent) {
         let _ = d.sync_all();

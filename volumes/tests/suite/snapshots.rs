@@ -252,3 +252,28 @@ async fn names_and_urls_are_checked() {
     assert_eq!(v.url(), format!("file://{}", f.display()));
     assert!(f.is_dir());
 }
+
+both!(big_layer_goes_up_in_parts_and_streams_back, big_layer);
+async fn big_layer(backend: Backend) {
+    let tv = TestVolume::new(backend);
+    let home = tv.dir("home");
+    // 20 MiB that zstd cannot shrink: the layer is uploaded in parts (multipart above 16 MiB).
+    let mut state: u64 = 0x2545_F491_4F6C_DD1D;
+    let noise: Vec<u8> = (0..20 << 20)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    write(&home.join("model.bin"), &noise);
+    write(&home.join("small.txt"), b"small");
+    let lease = tv.lease("big").await;
+    let r = tv.save(&lease, &home).await;
+    assert!(r.uploaded_bytes > 20 << 20);
+    let target = tv.dir("out").join("big");
+    let r2 = tv.volume.restore("big", None, &target, &NoProgress).await.unwrap();
+    assert_eq!(r2.bytes, (20 << 20) + 5);
+    assert!(std::fs::read(target.join("model.bin")).unwrap() == noise);
+}
