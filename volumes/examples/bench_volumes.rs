@@ -106,7 +106,8 @@ async fn main() {
         m.entry("save").or_default().push(t.elapsed().as_secs_f64());
         sizes.1 = rep.uploaded_bytes;
         // unchanged re-saves (time and bytes sent)
-        for _ in 0..3 {
+        let resaves: usize = std::env::var("BENCH_RESAVES").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+        for _ in 0..resaves {
             let t = Instant::now();
             let again = vol.save(&lease, &home, &SaveOptions::default(), &NoProgress).await.unwrap();
             m.entry("resave").or_default().push(t.elapsed().as_secs_f64());

@@ -89,6 +89,7 @@ async fn v23_sqlite_wal_during_save() {
     }
     // A writer commits rows (and checkpoints) all through the saves.
     let stop = Arc::new(AtomicBool::new(false));
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
     let writer = {
         let (db, stop) = (db.clone(), stop.clone());
         std::thread::spawn(move || {
@@ -99,10 +100,14 @@ async fn v23_sqlite_wal_during_save() {
             while !stop.load(Ordering::Relaxed) || n < 200 {
                 c.execute("INSERT INTO events (body) VALUES (?1)", [format!("event {n} {}", "x".repeat(500))]).unwrap();
                 n += 1;
+                if n == 10 {
+                    started_tx.send(()).unwrap();
+                }
             }
             n
         })
     };
+    started_rx.recv().unwrap(); // the WAL exists and is growing
     let lease = tv.lease("sqlite").await;
     let mut reports = Vec::new();
     for _ in 0..3 {
@@ -136,6 +141,24 @@ async fn v23_sqlite_wal_during_save() {
     let c = rusqlite::Connection::open(target.join("state/agent.db")).unwrap();
     let rows: i64 = c.query_row("SELECT count(*) FROM events", [], |r| r.get(0)).unwrap();
     assert_eq!(rows as u64, written);
+
+    // Rows that live only in the WAL (no checkpoint yet, the writer still open) are in the
+    // snapshot: the database is copied through SQLite, not byte by byte.
+    let live = rusqlite::Connection::open(&db).unwrap();
+    live.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+    live.execute_batch("PRAGMA wal_checkpoint(TRUNCATE); CREATE TABLE only_in_wal (n INTEGER);").unwrap();
+    for n in 0..100 {
+        live.execute("INSERT INTO only_in_wal (n) VALUES (?1)", [n]).unwrap();
+    }
+    assert!(std::fs::metadata(home.join("state/agent.db-wal")).unwrap().len() > 0);
+    let walled = tv.volume.save(&lease, &home, &SaveOptions::default(), &NoProgress).await.unwrap();
+    tv.volume.restore("sqlite", Some(&walled.snapshot.id), &target, &NoProgress).await.unwrap();
+    let c = rusqlite::Connection::open(target.join("state/agent.db")).unwrap();
+    let n: i64 = c.query_row("SELECT count(*) FROM only_in_wal", [], |r| r.get(0)).unwrap();
+    assert_eq!(n, 100);
+    let check: String = c.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(check, "ok");
+    drop(live);
 }
 
 #[tokio::test]
