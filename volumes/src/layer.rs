@@ -77,11 +77,13 @@ fn encoder(file: fs::File) -> io::Result<Encoder> {
 }
 
 /// Finishes the zstd frame (a dropped encoder leaves it unterminated) and the file.
-fn finish_encoder(enc: Encoder, path: &Path) -> Result<(String, u64)> {
+fn finish_encoder(enc: Encoder, path: &Path, sync: bool) -> Result<(String, u64)> {
     let hw = enc.finish().at(path)?;
     let HashWriter { inner, sha, len } = hw;
     let file = inner.into_inner().map_err(|e| VolumeError::io(path, e.into_error()))?;
-    file.sync_all().at(path)?;
+    if sync {
+        file.sync_all().at(path)?;
+    }
     Ok((hex(&sha.finalize()), len))
 }
 
@@ -133,13 +135,14 @@ impl LayerWriter {
     /// Ends the tar and the zstd frame; returns the temp file, the blob's sha256 and its length.
     pub fn finish(self) -> Result<(tempfile::NamedTempFile, String, u64)> {
         let enc = self.builder.into_inner().at(self.tmp.path())?;
-        let (sha, len) = finish_encoder(enc, self.tmp.path())?;
+        // A temp file: the store makes the uploaded copy durable.
+        let (sha, len) = finish_encoder(enc, self.tmp.path(), false)?;
         Ok((self.tmp, sha, len))
     }
 }
 
-fn refuse_type(path: &str, t: tar::EntryType) -> VolumeError {
-    VolumeError::unsafe_entry(path, format!("entry type {t:?} is refused (only files, directories and symlinks are restored)"))
+fn refuse_type(path: &str, t: tar::EntryType, allowed: &str) -> VolumeError {
+    VolumeError::unsafe_entry(path, format!("entry type {t:?} is refused ({allowed})"))
 }
 
 fn entry_path(entry: &tar::Entry<'_, impl Read>) -> Result<String> {
@@ -172,9 +175,7 @@ pub(crate) fn unpack_layer(
     manifest: &Manifest,
     wants: &HashMap<String, Vec<usize>>,
     staging: &Path,
-    progress: &dyn Progress,
-    done: &mut u64,
-    total: u64,
+    meter: &mut Meter<'_>,
 ) -> Result<u64> {
     let what = format!("layer {layer}");
     let corrupt = |why: String| VolumeError::corrupt(what.clone(), why);
@@ -189,7 +190,7 @@ pub(crate) fn unpack_layer(
             let name = entry_path(&entry)?;
             let t = entry.header().entry_type();
             if t != tar::EntryType::Regular && t != tar::EntryType::Continuous {
-                return Err(refuse_type(&name, t));
+                return Err(refuse_type(&name, t, "a layer holds regular files only"));
             }
             check_rel_path(&name)?;
             let Some(targets) = wants.get(&name) else { continue };
@@ -210,8 +211,7 @@ pub(crate) fn unpack_layer(
                 fs::copy(&dest, &other).at(&other)?;
             }
             files += targets.len() as u64;
-            *done += len;
-            progress.update("unpack", *done, Some(total));
+            meter.add("unpack", len);
             written.insert(name);
         }
         let mut dec = archive.into_inner();
@@ -226,6 +226,20 @@ pub(crate) fn unpack_layer(
         return Err(corrupt(format!("lacks {missing:?}")));
     }
     Ok(files)
+}
+
+/// Bytes done of a known total, reported to a [`Progress`].
+pub(crate) struct Meter<'a> {
+    pub progress: &'a dyn Progress,
+    pub done: u64,
+    pub total: u64,
+}
+
+impl Meter<'_> {
+    pub fn add(&mut self, step: &str, n: u64) {
+        self.done += n;
+        self.progress.update(step, self.done, Some(self.total));
+    }
 }
 
 /// Name of the manifest inside an export archive (its first entry).
@@ -276,7 +290,7 @@ pub(crate) fn write_export(manifest: &Manifest, staging: &Path, file: &Path, pro
         }
     }
     let enc = b.into_inner().at(&at)?;
-    finish_encoder(enc, &at)?;
+    finish_encoder(enc, &at, true)?;
     tmp.persist(file).map_err(|e| VolumeError::io(file, e.error))?;
     if let Ok(d) = fs::File::open(&parent) {
         let _ = d.sync_all();
@@ -341,7 +355,7 @@ pub(crate) fn unpack_import(
                 tar::EntryType::Directory => Kind::Dir,
                 tar::EntryType::Regular | tar::EntryType::Continuous | tar::EntryType::Link => Kind::File,
                 tar::EntryType::Symlink => Kind::Symlink,
-                other => return Err(refuse_type(&raw, other)),
+                other => return Err(refuse_type(&raw, other, "only files, directories, symlinks and hard links inside the home are imported")),
             };
             let link = if matches!(t, tar::EntryType::Symlink | tar::EntryType::Link) {
                 let l = entry.link_name_bytes().ok_or_else(|| VolumeError::unsafe_entry(raw.as_str(), "link without a target"))?;

@@ -91,11 +91,22 @@ async fn prune(store: &Store, home: &str, keep_from: u64) {
 /// A held lease on one home. Get one from `Volume::acquire`; keep it alive with
 /// [`Lease::renew`] (well before `expires_ms`); give it back with [`Lease::release`]. Dropping it
 /// without release leaves the lease to expire at `expires_ms`.
-#[derive(Debug)]
 pub struct Lease {
     pub(crate) store: Store,
     pub(crate) host: String,
     pub(crate) rec: Record,
+}
+
+impl std::fmt::Debug for Lease {
+    /// The lease record's public fields only (the store's configuration may hold credentials).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("home", &self.rec.home)
+            .field("holder", &self.rec.holder)
+            .field("epoch", &self.rec.epoch)
+            .field("expires_ms", &self.rec.expires_ms)
+            .finish()
+    }
 }
 
 impl Lease {

@@ -58,3 +58,10 @@ pub use types::{
     VolumeKind,
 };
 pub use volume::Volume;
+
+/// Removes a local home directory and everything in it, read-only directories included (they
+/// are made writable first; symlinks are removed, never followed). A missing path is fine.
+/// Errors: `Io`. Blocking: call it from `spawn_blocking` on a large tree.
+pub fn remove_tree(path: &std::path::Path) -> Result<()> {
+    fsops::force_remove(path)
+}

@@ -71,9 +71,10 @@ pub(crate) struct Prepared {
 }
 
 /// Builds the entries of `walk` (directory `dir`). Contents already held by a layer of `prev`
-/// (by sha256) are referenced; everything else is read consistently and written into one new
-/// layer in `spool` (referenced as [`NEW_LAYER`]).
-pub(crate) fn prepare(dir: &Path, walk: &Walk, cache: Option<&StatCache>, prev: Option<&Manifest>, spool: &Path, progress: &dyn Progress) -> Result<Prepared> {
+/// (by sha256) are referenced; everything else is read consistently (big files and database
+/// copies spooled in `spool`) and written into one new layer in `layer_tmp` (referenced as
+/// [`NEW_LAYER`]).
+pub(crate) fn prepare(dir: &Path, walk: &Walk, cache: Option<&StatCache>, prev: Option<&Manifest>, spool: &Path, layer_tmp: &Path, progress: &dyn Progress) -> Result<Prepared> {
     let mut known: HashMap<String, (String, String)> = HashMap::new();
     if let Some(prev) = prev {
         for e in prev.entries.iter().filter(|e| e.kind == Kind::File) {
@@ -141,7 +142,7 @@ pub(crate) fn prepare(dir: &Path, walk: &Walk, cache: Option<&StatCache>, prev: 
         } else {
             let writer = match layer.as_mut() {
                 Some(l) => l,
-                None => layer.insert(LayerWriter::new(spool)?),
+                None => layer.insert(LayerWriter::new(layer_tmp)?),
             };
             writer.append(&w.path, &content)?;
             known.insert(sha, (NEW_LAYER.to_string(), w.path.clone()));

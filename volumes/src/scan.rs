@@ -228,10 +228,9 @@ pub(crate) struct LastSnapshot {
     pub nonce: String,
     pub digest: String,
     pub info: crate::types::SnapshotInfo,
-    /// Size and modification time of the manifest object: tells a snapshot id reused after a
-    /// delete from the one remembered.
-    pub object_size: u64,
-    pub object_modified_ms: i64,
+    /// The manifest object's ETag (or size when the store gives none): tells a snapshot id
+    /// reused after a delete from the one remembered, from a listing alone.
+    pub object_tag: String,
 }
 
 /// `(path, key, sha256, stored size, hashed_at_ns)`.
@@ -270,9 +269,12 @@ impl StatCache {
         let c = StatCache { format: 1, last, rows, index: HashMap::new() };
         let Some(parent) = file.parent() else { return };
         let _ = fs::create_dir_all(parent);
-        let Ok(mut tmp) = tempfile::NamedTempFile::new_in(parent) else { return };
-        if serde_json::to_writer(&mut tmp, &c).is_ok() && tmp.flush().is_ok() {
-            let _ = tmp.persist(file);
+        let Ok(tmp) = tempfile::NamedTempFile::new_in(parent) else { return };
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, tmp);
+        if serde_json::to_writer(&mut w, &c).is_ok() {
+            if let Ok(tmp) = w.into_inner() {
+                let _ = tmp.persist(file);
+            }
         }
     }
 }

@@ -31,6 +31,8 @@ pub(crate) struct Opened {
     pub store: Store,
     pub kind: VolumeKind,
     pub url: String,
+    /// The directory of a local volume.
+    pub local_root: Option<std::path::PathBuf>,
 }
 
 fn invalid(url: &str, why: impl Into<String>) -> VolumeError {
@@ -75,7 +77,12 @@ pub(crate) fn open(url: &str, env: &HashMap<String, String>) -> Result<Opened> {
         .map_err(|e| invalid(url, e.to_string()))?
         .with_automatic_cleanup(true);
     let shown = dir.trim_end_matches('/');
-    Ok(Opened { store: Arc::new(fs), kind: VolumeKind::Local, url: format!("file://{}", if shown.is_empty() { "/" } else { shown }) })
+    Ok(Opened {
+        store: Arc::new(fs),
+        kind: VolumeKind::Local,
+        url: format!("file://{}", if shown.is_empty() { "/" } else { shown }),
+        local_root: Some(dir.into()),
+    })
 }
 
 fn open_s3(url: &str, rest: &str, env: &HashMap<String, String>) -> Result<Opened> {
@@ -129,7 +136,7 @@ fn open_s3(url: &str, rest: &str, env: &HashMap<String, String>) -> Result<Opene
     let s3 = builder.build().map_err(|e| invalid(url, e.to_string()))?;
     let store: Store = if prefix.is_empty() { Arc::new(s3) } else { Arc::new(PrefixStore::new(s3, prefix)) };
     let shown = if prefix.is_empty() { format!("s3://{bucket}") } else { format!("s3://{bucket}/{prefix}") };
-    Ok(Opened { store, kind: VolumeKind::S3, url: shown })
+    Ok(Opened { store, kind: VolumeKind::S3, url: shown, local_root: None })
 }
 
 /// Checks a home name: `[A-Za-z0-9._-]{1,64}`, not starting with `.`.
@@ -263,26 +270,37 @@ pub(crate) async fn upload_file(store: &Store, path: &Path, file: &FsPath) -> Re
     let upload = store.put_multipart(path).await.map_err(|e| VolumeError::store(format!("put {path}"), e))?;
     let mut writer = object_store::WriteMultipart::new_with_chunk_size(upload, PART);
     let mut sent = 0u64;
-    loop {
+    let failed: VolumeError = loop {
         let mut buf = vec![0u8; PART];
         let mut filled = 0;
+        let mut read_err = None;
         while filled < PART {
-            let n = f.read(&mut buf[filled..]).await.map_err(|e| VolumeError::io(file, e))?;
-            if n == 0 {
-                break;
+            match f.read(&mut buf[filled..]).await {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) => {
+                    read_err = Some(VolumeError::io(file, e));
+                    break;
+                }
             }
-            filled += n;
+        }
+        if let Some(e) = read_err {
+            break e;
         }
         if filled == 0 {
-            break;
+            return match writer.finish().await {
+                Ok(_) => Ok(sent),
+                Err(e) => Err(VolumeError::store(format!("put {path}"), e)),
+            };
         }
         buf.truncate(filled);
         if let Err(e) = writer.wait_for_capacity(4).await {
-            return Err(VolumeError::store(format!("put {path}"), e));
+            break VolumeError::store(format!("put {path}"), e);
         }
         writer.put(bytes::Bytes::from(buf));
         sent += filled as u64;
-    }
-    writer.finish().await.map_err(|e| VolumeError::store(format!("put {path}"), e))?;
-    Ok(sent)
+    };
+    // Leave no half-uploaded parts behind.
+    let _ = writer.abort().await;
+    Err(failed)
 }

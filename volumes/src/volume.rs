@@ -29,6 +29,7 @@ struct Inner {
     url: String,
     cache_dir: PathBuf,
     host: String,
+    local_root: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Volume {
@@ -51,8 +52,12 @@ fn parse_id(home: &str, id: &str) -> Result<u64> {
     id.parse().map_err(|_| not_found())
 }
 
-fn modified_ms(m: &ObjectMeta) -> i64 {
-    m.last_modified.timestamp_millis()
+/// What identifies one version of a manifest object in a listing and in a GET alike.
+fn object_tag(m: &ObjectMeta) -> String {
+    match &m.e_tag {
+        Some(t) => format!("{}:{t}", m.size),
+        None => m.size.to_string(),
+    }
 }
 
 impl Volume {
@@ -76,6 +81,7 @@ impl Volume {
                 url: opened.url,
                 cache_dir: cache_dir.to_path_buf(),
                 host: host.to_string(),
+                local_root: opened.local_root,
             }),
         })
     }
@@ -97,6 +103,36 @@ impl Volume {
 
     fn spool(&self) -> PathBuf {
         self.inner.cache_dir.join("tmp")
+    }
+
+    /// Where a new layer is written before it goes up: on a local volume, inside the volume
+    /// directory (outside `homes/`), so the upload is a rename instead of a copy.
+    fn layer_tmp(&self) -> PathBuf {
+        match &self.inner.local_root {
+            Some(root) => root.join(".spaces-tmp"),
+            None => self.spool(),
+        }
+    }
+
+    /// Puts a finished layer file in the store; returns the bytes sent.
+    async fn put_layer(&self, home: &str, sha: &str, tmp: tempfile::NamedTempFile, len: u64) -> Result<u64> {
+        let path = store::layer_path(home, sha);
+        match &self.inner.local_root {
+            // Same as LocalFileSystem's put (temp file, then rename), minus the copy.
+            Some(root) => {
+                let dest = root.join(path.as_ref());
+                let parent = dest.parent().map(Path::to_path_buf).unwrap_or_else(|| root.clone());
+                tokio::task::spawn_blocking(move || {
+                    std::fs::create_dir_all(&parent).at(&parent)?;
+                    tmp.persist(&dest).map_err(|e| VolumeError::io(&dest, e.error))?;
+                    Ok::<_, VolumeError>(())
+                })
+                .await
+                .map_err(|e| VolumeError::io(root, std::io::Error::other(e.to_string())))??;
+                Ok(len)
+            }
+            None => store::upload_file(self.store(), &path, tmp.path()).await,
+        }
     }
 
     async fn fetch(&self, home: &str, seq: u64) -> Result<Option<Fetched>> {
@@ -251,7 +287,7 @@ impl Volume {
         };
         let walked = walk.entries.len() as u64 + walk.skipped.len() as u64;
         if let (false, Some(quick), Some(last), Some((seq, obj))) = (is_full, &quick, &cache.last, &latest) {
-            if last.id == format!("{seq:020}") && &last.digest == quick && last.object_size == obj.size && last.object_modified_ms == modified_ms(obj) {
+            if last.id == format!("{seq:020}") && &last.digest == quick && last.object_tag == object_tag(obj) {
                 return Ok(SaveReport {
                     snapshot: last.info.clone(),
                     unchanged: true,
@@ -270,12 +306,12 @@ impl Volume {
         let spool = self.spool();
         let prepared = {
             let prev_m = if is_full { None } else { prev.as_ref().map(|p| p.manifest.clone()) };
-            let (dir_abs, spool) = (dir_abs.clone(), spool.clone());
+            let (dir_abs, spool, layer_tmp) = (dir_abs.clone(), spool.clone(), self.layer_tmp());
             let walk = Arc::new(walk);
             let w = walk.clone();
             let p = blocking(progress, move |progress| {
                 std::fs::create_dir_all(&spool).at(&spool)?;
-                save::prepare(&dir_abs, &w, (!is_full).then_some(&cache), prev_m.as_ref(), &spool, progress)
+                save::prepare(&dir_abs, &w, (!is_full).then_some(&cache), prev_m.as_ref(), &spool, &layer_tmp, progress)
             })
             .await?;
             (p, walk)
@@ -303,7 +339,7 @@ impl Volume {
         let mut new_layer = None;
         if let Some((tmp, sha, len)) = prepared.layer.take() {
             progress.update("upload", 0, Some(len));
-            uploaded += store::upload_file(self.store(), &store::layer_path(&home, &sha), tmp.path()).await?;
+            uploaded += self.put_layer(&home, &sha, tmp, len).await?;
             progress.update("upload", len, Some(len));
             new_layer = Some(sha);
         }
@@ -380,8 +416,7 @@ impl Volume {
             nonce: f.manifest.nonce.clone(),
             digest,
             info: f.manifest.info(),
-            object_size: f.object.size,
-            object_modified_ms: modified_ms(&f.object),
+            object_tag: object_tag(&f.object),
         };
         let file = cache_file.to_path_buf();
         let _ = tokio::task::spawn_blocking(move || StatCache::store(&file, Some(last), rows)).await;
@@ -432,9 +467,9 @@ impl Volume {
             };
             let (m2, staging2, layer2) = (m.clone(), staging.clone(), layer.clone());
             let (n, d) = stream_into(got.into_stream(), progress, move |reader, progress| {
-                let mut done2 = done;
-                let n = crate::layer::unpack_layer(reader, &layer2, &m2, &wants, &staging2, progress, &mut done2, total)?;
-                Ok((n, done2))
+                let mut meter = crate::layer::Meter { progress, done, total };
+                let n = crate::layer::unpack_layer(reader, &layer2, &m2, &wants, &staging2, &mut meter)?;
+                Ok((n, meter.done))
             })
             .await?;
             files += n;

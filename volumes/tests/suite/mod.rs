@@ -1,0 +1,5 @@
+mod cases;
+mod hostile;
+mod leases;
+mod snapshots;
+mod support;
