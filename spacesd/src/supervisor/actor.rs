@@ -93,6 +93,7 @@ impl Actor {
         secrets: RunSecrets,
     ) -> Self {
         let redactor = secrets.redactor();
+        let fast_failures = inner.fast_failures(&run.run_id);
         Self {
             launcher: Launcher::new(inner.clone(), &run.run_id, harness, secrets),
             inner,
@@ -109,7 +110,7 @@ impl Actor {
             last_output: Instant::now(),
             stall_noticed: false,
             interrupted: false,
-            fast_failures: 0,
+            fast_failures,
             stalled: false,
             last_notice: Instant::now(),
             resuming: None,
@@ -151,7 +152,9 @@ impl Actor {
             }
             self.advance().await;
             if self.is_dormant() {
-                // No process, no turn, nothing queued: the actor may go; a later command revives it.
+                // No process, no turn, nothing queued: the actor may go; a later command revives it
+                // (with the count of failures in a row, so P7's back-off survives the retirement).
+                self.inner.set_fast_failures(&self.run.run_id, self.fast_failures);
                 if self.inner.actors.retire(&self.run.run_id, &mut cmds) {
                     break;
                 }
@@ -487,10 +490,13 @@ impl Actor {
             self.set_state(Status::Done, Phase::Exited, DONE_REASON);
             return;
         }
-        if std::mem::take(&mut self.interrupted) && self.queue.is_empty() {
-            // The interrupt ended the process (Codex) or it exited right after: the session
-            // stays resumable and the run waits for a follow-up.
-            self.set_state(Status::Idle, Phase::Waiting, "the turn was interrupted; waiting for a follow-up");
+        if std::mem::take(&mut self.interrupted) {
+            // The interrupt ended the process (Codex exits 1 on SIGINT) or it exited right
+            // after: not a failure. The session stays resumable; a message queued behind the
+            // interrupt (`force`) starts next (advance), else the run waits for a follow-up.
+            if self.queue.is_empty() {
+                self.set_state(Status::Idle, Phase::Waiting, "the turn was interrupted; waiting for a follow-up");
+            }
             return;
         }
         let clean = code == Some(0);

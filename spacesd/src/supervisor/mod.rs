@@ -76,6 +76,8 @@ pub struct Inner {
     pub homes: Arc<Homes>,
     actors: Actors,
     installs: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Failed turns in a row of runs whose actor retired (case P7's back-off outlives an actor).
+    failures: Mutex<HashMap<String, u32>>,
 }
 
 impl Inner {
@@ -83,6 +85,21 @@ impl Inner {
     fn install_lock(&self, harness_id: &str) -> Arc<tokio::sync::Mutex<()>> {
         let mut map = self.installs.lock().unwrap_or_else(|p| p.into_inner());
         map.entry(harness_id.to_owned()).or_default().clone()
+    }
+
+    /// Failed turns in a row of run `run_id`, kept while its actor is retired.
+    fn fast_failures(&self, run_id: &str) -> u32 {
+        self.failures.lock().unwrap_or_else(|p| p.into_inner()).get(run_id).copied().unwrap_or(0)
+    }
+
+    /// Keep `n` failed turns in a row for run `run_id` (0 forgets it).
+    fn set_fast_failures(&self, run_id: &str, n: u32) {
+        let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        if n == 0 {
+            map.remove(run_id);
+        } else {
+            map.insert(run_id.to_owned(), n);
+        }
     }
 }
 
@@ -104,6 +121,7 @@ impl Supervisor {
                 homes,
                 actors: Actors::default(),
                 installs: Mutex::new(HashMap::new()),
+                failures: Mutex::new(HashMap::new()),
             }),
         }
     }

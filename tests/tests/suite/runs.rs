@@ -187,12 +187,17 @@ async fn force_true_interrupts_the_turn_and_runs_the_message_next(h: H) {
     assert!(body_mentions(server.model_calls().last().unwrap(), "urgent: answer this instead"));
 }
 
-/// `force: true` on Claude Code. Codex is left out until its forced message stops being
-/// dropped: Codex exits 1 on SIGINT and the daemon takes that exit, with the forced message
-/// queued, for a failure (docs/testing.md).
+/// `force: true` on Claude Code (the interrupt is a control request on stdin; the process stays).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_true_interrupts_claude_codes_turn_and_runs_the_message_next() {
     force_true_interrupts_the_turn_and_runs_the_message_next(CLAUDE).await
+}
+
+/// `force: true` on Codex: SIGINT ends its process with exit 1, which is the interrupt's effect,
+/// not a failure: the forced message runs next instead of being dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_true_interrupts_codexs_turn_and_runs_the_message_next() {
+    force_true_interrupts_the_turn_and_runs_the_message_next(CODEX).await
 }
 
 /// Case P6: stop while the agent's tool runs a busy loop and a sleeper in the background:

@@ -275,11 +275,11 @@ async fn case_r34_a_space_folder_that_is_gone_is_named_and_the_run_resumes_when_
 /// P7: an agent command that exits 1 at once, every time. Messages queued behind a failing turn
 /// are dropped with a notice rather than respawning it; the run ends `failed` with the stderr
 /// tail in its reason, and the agent was started once per turn, never in a loop. Each follow-up
-/// after that retries once and ends `failed` again. (The back-off between those retries is not
-/// asserted yet: a follow-up to a failed run respawns at once today, see docs/testing.md.)
+/// after that retries once, after a back-off (at least 0.5 s, doubling per failure in a row, also
+/// when the run's actor retired between them), and ends `failed` again.
 #[tokio::test]
 async fn case_p7_a_crash_looping_agent_ends_failed_without_a_busy_loop() {
-    let (d, root, _bin) = fake_daemon("echo started >> spawns.log\necho 'fatal: config is broken' >&2\nexit 1").await;
+    let (d, root, _bin) = fake_daemon("date +%s%N >> spawns.log\necho 'fatal: config is broken' >&2\nexit 1").await;
     let run = start(&d, "openai-codex", None, "one").await;
     for text in ["two", "three", "four"] {
         let _ = d.client.space("s").agent_message(&run, text, None).await.unwrap();
@@ -298,12 +298,17 @@ async fn case_p7_a_crash_looping_agent_ends_failed_without_a_busy_loop() {
     );
 
     // Two follow-ups, each after the run has failed again.
+    let now_ns = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
     for _ in 0..2 {
         let turn = d.client.space("s").agent_status(&run, None).await.unwrap().turns + 1;
+        let sent = now_ns();
         let r = d.client.space("s").agent_message(&run, "try again", None).await.unwrap();
         assert!(r.ok, "{r:?}");
         d.wait_turn_end("s", &run, turn, WAIT).await;
         d.wait_status("s", &run, WAIT, failed).await;
+        let spawned: u128 = std::fs::read_to_string(root.join("spawns.log")).unwrap().lines().last().unwrap().trim().parse().unwrap();
+        let waited = Duration::from_nanos((spawned.saturating_sub(sent)) as u64);
+        assert!(waited >= Duration::from_millis(500), "a retry of a failing agent waits its back-off first; it started after {waited:?}");
     }
     let events = d.events("s", &run).await;
     let turns = events.iter().filter(|e| e.kind == EventKind::TurnStarted).count();
