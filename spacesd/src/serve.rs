@@ -146,6 +146,8 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     }
     shutdown.cancel();
     let _ = std::fs::remove_file(&socket);
+    // A stale address would send clients to a port nothing (or something else) listens on.
+    let _ = std::fs::remove_file(sup.config().state_dir.join("tcp.addr"));
     if state.cs.processes().shimmed() {
         eprintln!("spacesd: shutting down; agent runs and running commands go on under their shims and the next start re-adopts them");
     } else {

@@ -51,8 +51,12 @@ pub enum AgentCmd {
         /// Then follow the events until the turn ends.
         #[arg(long)]
         follow: bool,
+        /// Print the start report as JSON.
+        #[arg(long)]
+        json: bool,
     },
-    /// A run's status (JSON).
+    /// A run's status: status, phase, reason, turns, last answer, output tail (--json: the record).
+    /// RUN_ID alone finds its Space; --space is needed only when names are ambiguous.
     Status {
         run_id: String,
         #[command(flatten)]
@@ -60,6 +64,8 @@ pub enum AgentCmd {
         /// Lines of output tail (default 40).
         #[arg(long)]
         tail: Option<u32>,
+        #[arg(long)]
+        json: bool,
     },
     /// A run's events after CURSOR; --follow keeps reading until the run stops running.
     Events {
@@ -101,30 +107,45 @@ pub enum AgentCmd {
         /// Then follow the events until the turn ends.
         #[arg(long)]
         follow: bool,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Cancel the turn in flight (the session stays open).
     Interrupt {
         run_id: String,
         #[command(flatten)]
         space: SpaceArg,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Stop the run: every process of it ends.
     Stop {
         run_id: String,
         #[command(flatten)]
         space: SpaceArg,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
     },
-    /// Every run of the Space, newest first.
+    /// Every run of the Space (or of all with --all), newest first, as a table.
     List {
         #[command(flatten)]
         space: SpaceArg,
+        /// Every run of every Space.
+        #[arg(long)]
+        all: bool,
+        /// The run records as JSON instead of a table.
+        #[arg(long)]
+        json: bool,
     },
 }
 
 /// Run one agent subcommand against the daemon.
 pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
     match cmd {
-        AgentCmd::Start { agent, prompt, prompt_file, space, model, base_url, cwd, env, env_from_host, exit_when_idle, home, follow } => {
+        AgentCmd::Start { agent, prompt, prompt_file, space, model, base_url, cwd, env, env_from_host, exit_when_idle, home, follow, json } => {
             let prompt = prompt_text(prompt.as_deref(), prompt_file.as_deref(), "the prompt")?;
             let space = resolve_space(client, space).await?;
             let mut env_map = BTreeMap::new();
@@ -143,31 +164,46 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 ..SpaceAgentOptions::default()
             };
             let report = client.space(&space).agent_start(&agent, &prompt, None, Some(options)).await?;
-            println!("{}", serde_json::to_string_pretty(&report)?);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                println!("{} started: {} in Space {}", report.run_id, report.agent, report.space);
+                for note in &report.notes {
+                    println!("  note: {note}");
+                }
+                if !follow {
+                    println!("  follow it: spacesd agent events {} --follow", report.run_id);
+                }
+            }
             if follow {
                 let ended = follow_events(client, &space, &report.run_id, 0).await?;
                 turn_outcome(ended)?;
             }
         }
-        AgentCmd::Status { run_id, space, tail } => {
-            let space = resolve_space(client, space).await?;
-            println!("{}", serde_json::to_string_pretty(&client.space(&space).agent_status(&run_id, tail).await?)?);
+        AgentCmd::Status { run_id, space, tail, json } => {
+            let space = resolve_run(client, space, &run_id).await?;
+            let st = client.space(&space).agent_status(&run_id, tail).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&st)?);
+            } else {
+                print_status(&st);
+            }
         }
         AgentCmd::Events { run_id, space, cursor, max, follow, json, raw } => {
-            let space = resolve_space(client, space).await?;
+            let space = resolve_run(client, space, &run_id).await?;
             if follow && !json && max.is_none() {
                 follow_events(client, &space, &run_id, cursor).await?;
             } else {
                 list_events(client, &space, &run_id, cursor, max, follow, json, raw).await?;
             }
         }
-        AgentCmd::Send { run_id, text, prompt_file, space, force, follow } => {
+        AgentCmd::Send { run_id, text, prompt_file, space, force, follow, json } => {
             let text = prompt_text(text.as_deref(), prompt_file.as_deref(), "the message")?;
-            let space = resolve_space(client, space).await?;
+            let space = resolve_run(client, space, &run_id).await?;
             // Only a follow needs the cursor; reading it pages through the whole log.
             let before = if follow { Some(last_cursor(client, &space, &run_id).await?) } else { None };
             let report = client.space(&space).agent_message(&run_id, &text, force.then_some(true)).await?;
-            println!("{}", serde_json::to_string_pretty(&report)?);
+            print_report(&report, json)?;
             if !report.ok {
                 anyhow::bail!("message not delivered: {}", report.reason);
             }
@@ -176,37 +212,88 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 turn_outcome(ended)?;
             }
         }
-        AgentCmd::Interrupt { run_id, space } => {
-            let space = resolve_space(client, space).await?;
+        AgentCmd::Interrupt { run_id, space, json } => {
+            let space = resolve_run(client, space, &run_id).await?;
             let report = client.space(&space).agent_interrupt(&run_id).await?;
-            println!("{}", serde_json::to_string_pretty(&report)?);
+            print_report(&report, json)?;
             if !report.ok {
                 anyhow::bail!("nothing interrupted: {}", report.reason);
             }
         }
-        AgentCmd::Stop { run_id, space } => {
-            let space = resolve_space(client, space).await?;
+        AgentCmd::Stop { run_id, space, json } => {
+            let space = resolve_run(client, space, &run_id).await?;
             let report = client.space(&space).agent_stop(&run_id).await?;
-            println!("{}", serde_json::to_string_pretty(&report)?);
+            print_report(&report, json)?;
             if !report.ok {
                 anyhow::bail!("stop did not complete: {}", report.reason);
             }
         }
-        AgentCmd::List { space } => {
-            let space = resolve_space(client, space).await?;
-            for r in client.space(&space).agent_list().await? {
-                println!(
-                    "{}\t{}\t{}\t{}\t{}",
-                    r.run_id,
-                    r.agent.unwrap_or_default(),
-                    r.status.as_str(),
-                    r.phase.as_str(),
-                    r.reason
-                );
+        AgentCmd::List { space, all, json } => {
+            let spaces = if all {
+                client.space_list(&spaces_sdk::Empty {}).await?.into_iter().map(|s| s.name).collect()
+            } else {
+                vec![resolve_space(client, space).await?]
+            };
+            let mut runs = Vec::new();
+            for space in &spaces {
+                runs.extend(client.space(space).agent_list().await?);
+            }
+            runs.sort_by(|a, b| b.created_ms.cmp(&a.created_ms));
+            if json {
+                println!("{}", serde_json::to_string_pretty(&runs)?);
+            } else if runs.is_empty() {
+                let whose = if all { "any Space".to_owned() } else { format!("Space {}", spaces.join(", ")) };
+                println!("no runs in {whose}; start one with `spacesd agent start AGENT PROMPT`");
+            } else {
+                let rows: Vec<Vec<String>> = runs
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r.run_id.clone(),
+                            r.space.clone(),
+                            r.agent.clone().unwrap_or_default(),
+                            r.status.as_str().to_owned(),
+                            r.turns.to_string(),
+                            super::print::age(r.created_ms),
+                            super::print::excerpt(&r.reason, 60),
+                        ]
+                    })
+                    .collect();
+                super::print::table(&["RUN", "SPACE", "AGENT", "STATUS", "TURNS", "AGE", "REASON"], &rows);
             }
         }
     }
     Ok(())
+}
+
+/// An action report: one line (`ok` or `not done`) and its reason, or the JSON record.
+fn print_report(report: &spaces_sdk::ActionReport, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+    } else {
+        println!("{}: {}", report.run_id, report.reason);
+    }
+    Ok(())
+}
+
+/// A run's status for a person.
+fn print_status(st: &spaces_sdk::RunStatus) {
+    println!("run       {}", st.run_id);
+    println!("agent     {} in Space {}", st.agent.as_deref().unwrap_or("?"), st.space);
+    println!("status    {} ({}): {}", st.status.as_str(), st.phase.as_str(), st.reason);
+    println!("turns     {}   started {} ago   accepts a message: {}", st.turns, super::print::age(st.created_ms), if st.accepts_message { "yes" } else { "no" });
+    if let Some(session) = &st.session_id {
+        println!("session   {session}");
+    }
+    if let Some(text) = &st.result_text {
+        println!("answer    {}", super::print::excerpt(text, 200));
+    }
+    if let Some(tail) = st.output_tail.as_deref().filter(|t| !t.is_empty()) {
+        println!("output tail:");
+        for line in tail.lines() {
+            println!("  {}", super::print::excerpt(line, 160));
+        }
+    }
 }
 
 /// The text of a prompt argument (`-`, `@FILE` or the text) or of `--prompt-file`.
@@ -323,6 +410,25 @@ pub async fn follow_events(client: &Client, space: &str, run_id: &str, mut curso
 /// The `agent_events` request of `run_id` from `cursor`.
 fn events(space: &str, run_id: &str, cursor: u64, max: Option<u32>, wait_ms: Option<u64>, raw: Option<bool>) -> AgentEventsRequest {
     AgentEventsRequest { space: space.to_owned(), run_id: run_id.to_owned(), cursor: Some(cursor), max, wait_ms, raw }
+}
+
+/// The Space of run `run_id`: `--space` when given, else the only registered Space, else the
+/// one Space whose runs include it (a run id names its Space; --space only disambiguates names).
+/// Errors: no Space has the run (`RUN_NOT_FOUND`-style message).
+pub async fn resolve_run(client: &Client, arg: SpaceArg, run_id: &str) -> anyhow::Result<String> {
+    if let Some(s) = arg.space {
+        return Ok(s);
+    }
+    let spaces = client.space_list(&spaces_sdk::Empty {}).await?;
+    if let [one] = spaces.as_slice() {
+        return Ok(one.name.clone());
+    }
+    for space in &spaces {
+        if client.space(&space.name).agent_list().await?.iter().any(|r| r.run_id == run_id) {
+            return Ok(space.name.clone());
+        }
+    }
+    anyhow::bail!("RUN_NOT_FOUND: no Space of this host has a run {run_id:?} (`spacesd agent list --all` lists them)")
 }
 
 /// `--space`, else the only registered Space.

@@ -32,6 +32,14 @@ pub struct Cli {
     /// State dir (database, socket, run dirs). Default: $SPACES_HOME, else <data dir>/spaces.
     #[arg(long, global = true, env = "SPACES_HOME")]
     pub state_dir: Option<PathBuf>,
+    /// Reach the daemon over loopback TCP instead of its Unix socket, e.g.
+    /// http://127.0.0.1:7700 (with the bearer token of --token-file).
+    #[arg(long, global = true, env = "SPACES_URL", value_name = "URL")]
+    pub url: Option<String>,
+    /// Bearer token file: the token `serve --tcp` requires (created 0600 if missing), and the
+    /// one client commands send with --url. Default: <state dir>/token.
+    #[arg(long, global = true, env = "SPACES_TOKEN_FILE", value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -43,9 +51,6 @@ pub enum Command {
         /// Also listen on this loopback address, e.g. 127.0.0.1:7700 (bearer token required).
         #[arg(long)]
         tcp: Option<std::net::SocketAddr>,
-        /// Bearer token file for --tcp (created 0600 if missing). Default: <state dir>/token.
-        #[arg(long)]
-        token_file: Option<PathBuf>,
         /// Where persistent agents' homes are kept: a local directory (default
         /// <state dir>/volume) or an S3-compatible store, s3://bucket/prefix (endpoint and
         /// credentials from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
@@ -69,6 +74,16 @@ pub enum Command {
     Home(home::HomeCmd),
     /// What every harness is and can do on this host (JSON).
     Capabilities,
+    /// This build's version and the pinned agent CLI versions it installs.
+    Version,
+    /// Print a shell completion script: `spacesd completions bash > /etc/bash_completion.d/spacesd`
+    /// (zsh: into a directory on $fpath as `_spacesd`; fish: ~/.config/fish/completions/spacesd.fish).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `spacesd man > ~/.local/share/man/man1/spacesd.1`.
+    Man,
     /// Run one operation by name (a CodeSpace tool such as read, find, apply_patch,
     /// exec_command, read_process, or any other operation such as agent_status) and print its
     /// JSON result, e.g. `spacesd tool read '{"workspace_id":"demo","path":"hello.txt"}'`.
@@ -135,8 +150,11 @@ pub enum SpaceCmd {
         #[arg(long)]
         replace: bool,
     },
-    /// List registered Spaces.
-    List,
+    /// List registered Spaces (a table; --json for the records).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `--approvals off|confirm`.
@@ -200,8 +218,10 @@ pub struct SpaceArg {
 /// Run the CLI.
 pub async fn main(cli: Cli) -> anyhow::Result<()> {
     let cfg = Config::load(cli.state_dir.clone())?;
+    let conn = Connect { url: cli.url.clone(), token_file: cli.token_file.clone() };
     match cli.command {
-        Command::Serve { tcp, token_file, volume } => {
+        Command::Serve { tcp, volume } => {
+            let token_file = cli.token_file.clone();
             let cfg = match volume {
                 Some(volume) => Config { volume, ..cfg },
                 None => cfg,
@@ -215,20 +235,33 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
                 ApprovalsArg::Confirm => Approvals::Confirm,
             };
             let req = SpaceAddRequest { name, root: root.display().to_string(), read_only, approvals, replace };
-            let rec = client(&cfg).space_add(&req).await?;
+            let rec = client(&cfg, &conn)?.space_add(&req).await?;
             println!("{}", serde_json::to_string_pretty(&rec)?);
             Ok(())
         }
-        Command::Space(SpaceCmd::List) => {
-            for s in client(&cfg).space_list(&Empty {}).await? {
-                let ro = if s.read_only { "\t(read-only)" } else { "" };
-                let confirm = if s.approvals == Approvals::Confirm { "\t(approvals: confirm)" } else { "" };
-                println!("{}\t{}{ro}{confirm}", s.name, s.root);
+        Command::Space(SpaceCmd::List { json }) => {
+            let spaces = client(&cfg, &conn)?.space_list(&Empty {}).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&spaces)?);
+            } else if spaces.is_empty() {
+                println!("no Spaces registered; add one with `spacesd space add NAME PATH`");
+            } else {
+                let rows: Vec<Vec<String>> = spaces
+                    .iter()
+                    .map(|s| {
+                        let mut policy = vec![if s.read_only { "read-only" } else { "writable" }];
+                        if s.approvals == Approvals::Confirm {
+                            policy.push("approvals: confirm");
+                        }
+                        vec![s.name.clone(), s.root.clone(), policy.join(", ")]
+                    })
+                    .collect();
+                print::table(&["NAME", "ROOT", "POLICY"], &rows);
             }
             Ok(())
         }
-        Command::Agent(cmd) => agent::run(&client(&cfg), cmd).await,
-        Command::Home(cmd) => home::run(&client(&cfg), cmd).await,
+        Command::Agent(cmd) => agent::run(&client(&cfg, &conn)?, cmd).await,
+        Command::Home(cmd) => home::run(&client(&cfg, &conn)?, cmd).await,
         Command::Tool { name: None, .. } => {
             for op in spaces_sdk::op::catalogue() {
                 println!("{:<20} {}", op.name, op.doc);
@@ -242,7 +275,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             };
             let args: serde_json::Value = serde_json::from_str(&text)
                 .map_err(|e| anyhow::anyhow!("ARGUMENTS must be a JSON object: {e}"))?;
-            match client(&cfg).call_named(&name, args).await {
+            match client(&cfg, &conn)?.call_named(&name, args).await {
                 Ok(v) => {
                     println!("{}", serde_json::to_string_pretty(&v)?);
                     Ok(())
@@ -255,7 +288,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Capabilities => {
-            println!("{}", serde_json::to_string_pretty(&client(&cfg).agent_capabilities(&Empty {}).await?)?);
+            println!("{}", serde_json::to_string_pretty(&client(&cfg, &conn)?.agent_capabilities(&Empty {}).await?)?);
             Ok(())
         }
         Command::Mcp { space, no_autostart } => {
@@ -269,6 +302,23 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             token(&cfg, cmd)
         }
         Command::Tools(ToolsCmd::Install { harness }) => tools_install(&cfg, harness).await,
+        Command::Version => {
+            println!("spacesd {}", env!("CARGO_PKG_VERSION"));
+            for h in spaces_harnesses::all() {
+                println!("{}: {} (pinned: {})", h.id(), h.name(), h.install_spec().packages.join(" "));
+            }
+            Ok(())
+        }
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "spacesd", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?;
+            Ok(())
+        }
         Command::Demo(args) => crate::demo::run(cfg, args).await,
         Command::Shim { .. } => anyhow::bail!("the shim runs before any runtime starts (cli::run)"),
     }
@@ -278,7 +328,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
 /// process for its operator (a process of a run or command is a caller, and `FORBIDDEN` here).
 /// The token file is the operator's; this check keeps the CLI from being the way in.
 async fn operator_check(cfg: &Config) -> anyhow::Result<()> {
-    match client(cfg).space_list(&Empty {}).await {
+    match Client::new(Endpoint::Unix(cfg.socket_path())).space_list(&Empty {}).await {
         Err(spaces_sdk::client::ClientError::Api(e)) if e.code == spaces_sdk::ErrorCode::Forbidden => {
             anyhow::bail!("FORBIDDEN: only the operator manages tokens ({})", e.message)
         }
@@ -314,8 +364,25 @@ fn token(cfg: &Config, cmd: TokenCmd) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn client(cfg: &Config) -> Client {
-    Client::new(Endpoint::Unix(cfg.socket_path()))
+/// Where client commands reach the daemon: `--url` (loopback TCP with the token of
+/// `--token-file`), else the Unix socket of the state dir.
+struct Connect {
+    url: Option<String>,
+    token_file: Option<PathBuf>,
+}
+
+fn client(cfg: &Config, conn: &Connect) -> anyhow::Result<Client> {
+    let Some(url) = &conn.url else {
+        return Ok(Client::new(Endpoint::Unix(cfg.socket_path())));
+    };
+    let addr = url.trim_start_matches("http://").trim_end_matches('/').to_owned();
+    if addr.contains("://") || addr.contains('/') {
+        anyhow::bail!("--url {url:?}: give http://HOST:PORT of a daemon started with `spacesd serve --tcp HOST:PORT`");
+    }
+    let file = conn.token_file.clone().unwrap_or_else(|| cfg.state_dir.join("token"));
+    let token = std::fs::read_to_string(&file)
+        .map_err(|e| anyhow::anyhow!("cannot read the bearer token for --url from {}: {e} (pass --token-file)", file.display()))?;
+    Ok(Client::new(Endpoint::Tcp { addr, token: token.trim().to_owned() }))
 }
 
 async fn tools_install(cfg: &Config, ids: Vec<String>) -> anyhow::Result<()> {
@@ -323,7 +390,12 @@ async fn tools_install(cfg: &Config, ids: Vec<String>) -> anyhow::Result<()> {
         spaces_harnesses::all()
     } else {
         ids.iter()
-            .map(|id| spaces_harnesses::by_id(id).ok_or_else(|| anyhow::anyhow!("unknown harness {id:?}")))
+            .map(|id| {
+                spaces_harnesses::by_id(id).ok_or_else(|| {
+                    let known: Vec<&str> = spaces_harnesses::all().iter().map(|h| h.id()).collect();
+                    anyhow::anyhow!("unknown harness {id:?}; this build has: {}", known.join(", "))
+                })
+            })
             .collect::<anyhow::Result<Vec<_>>>()?
     };
     for h in harnesses {

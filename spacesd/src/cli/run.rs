@@ -53,7 +53,13 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> i32 {
     let code = match runtime.block_on(main(cli)) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("spacesd: {e:#}");
+            match e.downcast_ref::<spaces_sdk::client::ClientError>() {
+                // The OS error once (not again as the error's source), and what to do.
+                Some(spaces_sdk::client::ClientError::Connect { endpoint, source }) => {
+                    eprintln!("spacesd: no daemon answers at {endpoint} ({source}); start it with: spacesd serve")
+                }
+                _ => eprintln!("spacesd: {e:#}"),
+            }
             match e.downcast_ref::<TurnFailed>() {
                 Some(_) => i32::from(TurnFailed::EXIT_CODE),
                 None => 1,

@@ -64,8 +64,12 @@ pub(super) async fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentSta
         }
     }
     mcp_servers::validate(&options)?;
+    if let Some(url) = &options.base_url {
+        check_base_url(url)?;
+    }
     let mut notes = Vec::new();
     let env = run_env(&inner.cfg, &options, &mut notes);
+    notes.extend(auth_note(inner, harness, &options, &env));
     notes.extend(ignored_options(req, &options));
 
     let run_id = format!("run-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
@@ -156,6 +160,45 @@ async fn claim_home(inner: &Inner, harness: &dyn Harness, home: &str, run_id: &s
         ));
     }
     Ok(())
+}
+
+/// `base_url` must be an `http://` or `https://` URL with a host. Errors: `INVALID_ARGUMENT`
+/// naming `options.base_url`, before anything is created (a bad URL would otherwise fail
+/// inside the CLI with a reason that blames it).
+fn check_base_url(url: &str) -> Result<()> {
+    let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://"));
+    let host = rest.map(|r| r.split(['/', '?', '#']).next().unwrap_or(""));
+    let ok = host.is_some_and(|h| !h.is_empty() && !h.contains(char::is_whitespace) && !h.starts_with(':'));
+    if ok {
+        return Ok(());
+    }
+    let mut e = ApiError::new(
+        ErrorCode::InvalidArgument,
+        format!("options.base_url {url:?} is not an http:// or https:// URL with a host (e.g. http://127.0.0.1:8080)"),
+    );
+    e.field = Some("options.base_url".into());
+    Err(Error::Api(e))
+}
+
+/// A note when no provider key reaches the agent: none of the harness's key variables is in
+/// the run's environment, no custom endpoint is set, and the CLI is the pinned install (an
+/// operator's binary, or a persistent home, may carry its own login). The CLI's own advice
+/// (`/login`) cannot work for a detached run, so the note says what does.
+fn auth_note(inner: &Inner, harness: &dyn Harness, options: &SpaceAgentOptions, env: &BTreeMap<String, String>) -> Option<String> {
+    let keys = harness.keys();
+    if options.base_url.is_some() || options.home.is_some() || keys.iter().any(|k| env.contains_key(*k)) {
+        return None;
+    }
+    if matches!(super::install::locate(&inner.cfg, harness).0, super::install::Source::Operator(_)) {
+        return None;
+    }
+    let key = keys.first().copied().unwrap_or("the provider key");
+    Some(format!(
+        "no provider key reaches this agent ({}): start `spacesd serve` with {key} in its environment and pass \
+         --env-from-host {key} (options.env_from_host), or give it with --env {key}=... (options.env), or point \
+         --base-url at an endpoint; the CLI's own `/login` advice cannot work for a detached run",
+        keys.join(", ")
+    ))
 }
 
 /// The harness `agent`. Errors: `HARNESS_UNAVAILABLE`, naming the ones this host has.

@@ -123,7 +123,7 @@ async fn prompts_come_from_stdin_and_files_verbatim() {
     let (d, _bin) = daemon_with_fake_claude(&format!("exec cat >> '{}'", log.display())).await;
     let run_with = |args: &[&str], stdin: Option<&str>| {
         let mut c = cli(&d);
-        c.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+        c.args(args).arg("--json").stdout(Stdio::piped()).stderr(Stdio::piped());
         if stdin.is_some() {
             c.stdin(Stdio::piped());
         }
@@ -156,4 +156,101 @@ async fn prompts_come_from_stdin_and_files_verbatim() {
     let missing = cli(&d).args(["agent", "start", "claude-code", "--prompt-file", "/nonexistent/prompt", "--space", "s"]).output().unwrap();
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/prompt"));
+}
+
+/// The CLI's output of `cmd` (stdout, stderr) and whether it succeeded.
+fn run_cli(c: &mut Command) -> (bool, String, String) {
+    let out = c.output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Issue 14, items 5 and 6: with two Spaces registered a run is addressed by its id alone;
+/// `agent list --all` lists across Spaces; every command takes `--json` and prints JSON; the
+/// default output is for people (tables with a header, an empty list that says so).
+#[tokio::test]
+async fn run_ids_are_global_and_every_command_has_a_json_form() {
+    let (d, _bin) = daemon_with_fake_claude("exec sleep 60").await;
+    d.space("other").await;
+    let (ok, out, err) = run_cli(cli(&d).args(["agent", "list", "--space", "other"]));
+    assert!(ok && out.contains("no runs in Space other"), "{out}{err}");
+    let (ok, out, err) = run_cli(cli(&d).args(["agent", "start", "claude-code", "hi", "--space", "s", "--json"]));
+    assert!(ok, "{err}");
+    let run = serde_json::from_str::<serde_json::Value>(&out).unwrap()["run_id"].as_str().unwrap().to_owned();
+
+    // No --space: the run's id finds its Space.
+    for args in [vec!["agent", "status", &run, "--json"], vec!["agent", "events", &run, "--json"]] {
+        let (ok, out, err) = run_cli(cli(&d).args(&args));
+        assert!(ok, "{args:?}: {err}");
+        for line in out.lines().filter(|l| !l.trim().is_empty()) {
+            serde_json::from_str::<serde_json::Value>(line).or_else(|_| serde_json::from_str::<serde_json::Value>(&out)).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"));
+        }
+    }
+    let (ok, out, _) = run_cli(cli(&d).args(["agent", "status", &run]));
+    assert!(ok && out.starts_with("run ") && out.contains("claude-code in Space s"), "{out}");
+    let (ok, out, err) = run_cli(cli(&d).args(["agent", "status", "run-000000000000"]));
+    assert!(!ok && err.contains("RUN_NOT_FOUND"), "{out}{err}");
+
+    let (ok, out, err) = run_cli(cli(&d).args(["agent", "list", "--all", "--json"]));
+    assert!(ok, "{err}");
+    let all: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(all.len(), 1);
+    let (ok, out, _) = run_cli(cli(&d).args(["agent", "list", "--all"]));
+    assert!(ok && out.lines().count() == 2 && out.contains(&run), "{out}");
+    for args in [vec!["space", "list", "--json"], vec!["home", "list", "--json"], vec!["capabilities"]] {
+        let (ok, out, err) = run_cli(cli(&d).args(&args));
+        assert!(ok, "{args:?}: {err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"));
+    }
+    let (ok, out, _) = run_cli(cli(&d).args(["space", "list"]));
+    assert!(ok && out.starts_with("NAME") && out.contains("other"), "{out}");
+    for args in [vec!["agent", "send", &run, "more", "--json"], vec!["agent", "interrupt", &run, "--json"], vec!["agent", "stop", &run, "--json"]] {
+        let (_, out, err) = run_cli(cli(&d).args(&args));
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}{err}"));
+        assert_eq!(v["run_id"], run.as_str(), "{args:?}");
+    }
+}
+
+/// Issue 14, item 8: the CLI reaches a daemon over TCP with `--url` and `--token-file`; with no
+/// daemon it says so once and how to start one; `tcp.addr` is removed at shutdown.
+#[tokio::test]
+async fn the_cli_reaches_a_remote_daemon_and_says_how_to_start_a_missing_one() {
+    let mut d = TestDaemon::start_with(vec![], vec!["--tcp".into(), "127.0.0.1:0".into()]).await;
+    d.space("s").await;
+    let state = d.state_dir();
+    let addr = std::fs::read_to_string(state.join("tcp.addr")).unwrap().trim().to_owned();
+    // Another state dir: only --url and the token file lead to the daemon.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let mut c = Command::new(spacesd_bin());
+    crate::support::hermetic(&mut c).arg("--state-dir").arg(elsewhere.path()).stdin(Stdio::null());
+    c.args(["--url", &format!("http://{addr}"), "--token-file", state.join("token").to_str().unwrap(), "space", "list", "--json"]);
+    let (ok, out, err) = run_cli(&mut c);
+    assert!(ok, "{err}");
+    assert!(out.contains("\"s\""), "{out}");
+    let mut c = Command::new(spacesd_bin());
+    crate::support::hermetic(&mut c).arg("--state-dir").arg(elsewhere.path()).stdin(Stdio::null());
+    let (ok, _, err) = run_cli(c.args(["--url", &format!("http://{addr}"), "--token-file", "/nonexistent/token", "space", "list"]));
+    assert!(!ok && err.contains("/nonexistent/token"), "{err}");
+
+    d.terminate();
+    assert!(!state.join("tcp.addr").exists(), "a stale tcp.addr is removed at shutdown");
+    let (ok, _, err) = run_cli(cli(&d).args(["agent", "list"]));
+    assert!(!ok, "{err}");
+    assert!(err.contains("start it with: spacesd serve"), "{err}");
+    assert_eq!(err.matches("os error").count(), 1, "the OS error once: {err}");
+}
+
+/// Issue 14, item 9: version, completions and the man page come from the same definition.
+#[test]
+fn version_completions_and_man_page() {
+    let out = Command::new(spacesd_bin()).arg("version").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("claude-code") && text.contains("@openai/codex@"), "{text}");
+    for shell in ["bash", "zsh", "fish"] {
+        let out = Command::new(spacesd_bin()).args(["completions", shell]).output().unwrap();
+        assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("agent"), "{shell}");
+    }
+    let out = Command::new(spacesd_bin()).arg("man").output().unwrap();
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains(".TH spacesd"));
+    let out = Command::new(spacesd_bin()).args(["tools", "install", "nope"]).output().unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("claude-code, openai-codex"));
 }

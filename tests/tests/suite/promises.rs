@@ -251,7 +251,7 @@ async fn env_from_host_forwards_only_names_on_the_forwardable_list() {
     ];
     let names = ["ANTHROPIC_API_KEY", "MY_HOST_SECRET", "OPENAI_BASE_URL"];
     let (d, root, _bin) = env_daemon(host.clone(), &names).await;
-    let mut args = vec!["agent", "start", "openai-codex", "hi", "--space", "s"];
+    let mut args = vec!["agent", "start", "openai-codex", "hi", "--space", "s", "--json"];
     for n in names {
         args.extend(["--env-from-host", n]);
     }
@@ -374,10 +374,17 @@ async fn agent_list_is_newest_first() {
     let list = d.client.space("s").agent_list().await.unwrap();
     assert_eq!(list.iter().map(|r| r.run_id.clone()).collect::<Vec<_>>(), started);
     assert!(list.windows(2).all(|w| w[0].created_ms >= w[1].created_ms), "{list:#?}");
+    let (ok, out) = d.cli(&["agent", "list", "--space", "s", "--json"]);
+    assert!(ok, "{out}");
+    let listed: Vec<Value> = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let ids: Vec<&str> = listed.iter().map(|r| r["run_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, started, "{out}");
+    // The table: a header, then one row per run, newest first.
     let (ok, out) = d.cli(&["agent", "list", "--space", "s"]);
     assert!(ok, "{out}");
-    let ids: Vec<&str> = out.lines().map(|l| l.split('\t').next().unwrap()).collect();
-    assert_eq!(ids, started, "{out}");
+    assert!(out.lines().next().is_some_and(|h| h.starts_with("RUN") && h.contains("STATUS")), "{out}");
+    let rows: Vec<&str> = out.lines().skip(1).map(|l| l.split_whitespace().next().unwrap()).collect();
+    assert_eq!(rows, started, "{out}");
 }
 
 /// `agent events --follow` prints events as they are stored, including ones that land while it
@@ -435,4 +442,33 @@ async fn cli_follow_prints_live_events_until_the_turn_ends() {
     let stored = d.events("s", &run).await;
     let turn_ended = stored.iter().find(|e| e.kind == EventKind::TurnEnded).unwrap().seq;
     assert!((turn_ended..=stored.len() as u64).contains(&(seqs.len() as u64)), "{lines:#?}\n{}", describe(&stored));
+}
+
+/// When no provider key reaches a run of the pinned CLI (none forwarded or given, no custom
+/// endpoint), the start report says what to do with the daemon's environment and
+/// `--env-from-host`, instead of leaving the CLI's `/login` advice as the only hint; with a
+/// `base_url` there is no such note.
+#[tokio::test]
+async fn the_start_report_says_what_to_do_when_no_provider_key_reaches_the_agent() {
+    let d = TestDaemon::start().await;
+    d.space("s").await;
+    let (ok, out) = d.cli(&["agent", "start", "claude-code", "hi", "--space", "s", "--json"]);
+    assert!(ok, "{out}");
+    let report: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let notes: Vec<&str> = report["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    assert!(
+        notes.iter().any(|n| n.starts_with("no provider key reaches this agent") && n.contains("--env-from-host ANTHROPIC_API_KEY")),
+        "{notes:?}"
+    );
+    let run = report["run_id"].as_str().unwrap().to_owned();
+    d.client.space("s").agent_stop(&run).await.unwrap();
+    let (ok, out) = d.cli(&["agent", "start", "claude-code", "hi", "--space", "s", "--base-url", "http://127.0.0.1:9", "--json"]);
+    assert!(ok, "{out}");
+    assert!(!out.contains("no provider key"), "{out}");
+    let run = serde_json::from_str::<Value>(out.trim()).unwrap()["run_id"].as_str().unwrap().to_owned();
+    d.client.space("s").agent_stop(&run).await.unwrap();
+    // A base_url that is not an http(s) URL is refused before anything is created, naming it.
+    let (ok, out) = d.cli(&["agent", "start", "claude-code", "hi", "--space", "s", "--base-url", "localhost:8080"]);
+    assert!(!ok && out.contains("options.base_url"), "{out}");
+    assert_eq!(d.client.space("s").agent_list().await.unwrap().len(), 2);
 }

@@ -262,7 +262,7 @@ async fn survives_client_exit_and_daemon_restart(h: H) {
     let script = Script::new([Reply::Text("first".into()), Reply::Text("after restart".into())]);
     let (mut d, server, _root) = setup(h, script).await;
     let base = server.base_url();
-    let (ok, out) = d.cli(&["agent", "start", h.id, "remember the word kiwi", "--space", "s", "--base-url", &base]);
+    let (ok, out) = d.cli(&["agent", "start", h.id, "remember the word kiwi", "--space", "s", "--base-url", &base, "--json"]);
     assert!(ok, "{out}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
     let run = v["run_id"].as_str().unwrap().to_owned();
