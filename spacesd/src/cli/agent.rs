@@ -238,7 +238,7 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
             for space in &spaces {
                 runs.extend(client.space(space).agent_list().await?);
             }
-            runs.sort_by(|a, b| b.created_ms.cmp(&a.created_ms));
+            runs.sort_by_key(|r| std::cmp::Reverse(r.created_ms));
             if json {
                 println!("{}", serde_json::to_string_pretty(&runs)?);
             } else if runs.is_empty() {
