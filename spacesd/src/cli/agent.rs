@@ -6,7 +6,7 @@ use clap::Subcommand;
 use spaces_sdk::client::Client;
 use spaces_sdk::{AgentEventsRequest, EventKind, SpaceAgentOptions, Status, StopReason};
 
-use super::print::event_line;
+use super::print::{event_lines, View};
 use super::SpaceArg;
 
 /// Long-poll wait of `--follow`, in ms.
@@ -88,6 +88,16 @@ pub enum AgentCmd {
         /// Include each event's original harness line (with --json).
         #[arg(long)]
         raw: bool,
+        /// Prefix each line with its time (UTC).
+        #[arg(long)]
+        timestamps: bool,
+        /// Also show hidden control events (the CLI's own bookkeeping lines).
+        #[arg(long, short)]
+        verbose: bool,
+        /// With --follow: `turn` (default) ends when the run stops running (its turn ended);
+        /// `stopped` follows across turns until the run is stopped or done, like `docker logs -f`.
+        #[arg(long, value_enum, default_value = "turn")]
+        until: Until,
     },
     /// Send a follow-up message (next turn; queued if a turn is running).
     Send {
@@ -142,6 +152,15 @@ pub enum AgentCmd {
     },
 }
 
+/// How long `agent events --follow` follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Until {
+    /// Until the run is no longer running (the turn ended).
+    Turn,
+    /// Across turns, until the run is stopped or done.
+    Stopped,
+}
+
 /// Run one agent subcommand against the daemon.
 pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
     match cmd {
@@ -189,12 +208,13 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 print_status(&st);
             }
         }
-        AgentCmd::Events { run_id, space, cursor, max, follow, json, raw } => {
+        AgentCmd::Events { run_id, space, cursor, max, follow, json, raw, timestamps, verbose, until } => {
             let space = resolve_run(client, space, &run_id).await?;
+            let view = View { timestamps, verbose };
             if follow && !json && max.is_none() {
-                follow_events(client, &space, &run_id, cursor).await?;
+                follow_with(client, &space, &run_id, cursor, view, until).await?;
             } else {
-                list_events(client, &space, &run_id, cursor, max, follow, json, raw).await?;
+                list_events(client, &space, &run_id, cursor, max, follow, json, raw, view).await?;
             }
         }
         AgentCmd::Send { run_id, text, prompt_file, space, force, follow, json } => {
@@ -345,6 +365,7 @@ async fn list_events(
     follow: bool,
     json: bool,
     raw: bool,
+    view: View,
 ) -> anyhow::Result<()> {
     let mut printed: u64 = 0;
     loop {
@@ -359,7 +380,7 @@ async fn list_events(
         if json {
             println!("{}", serde_json::to_string(&page)?);
         } else {
-            page.events.iter().for_each(|e| println!("{}", event_line(e)));
+            page.events.iter().filter_map(|e| event_lines(e, view)).for_each(|l| println!("{l}"));
         }
         printed += page.events.len() as u64;
         cursor = page.cursor;
@@ -384,7 +405,12 @@ async fn last_cursor(client: &Client, space: &str, run_id: &str) -> anyhow::Resu
 
 /// Print events from `cursor` until the run is no longer running and the log is caught up;
 /// returns the cursor reached and the stop reason of the last `turn_ended` seen.
-pub async fn follow_events(client: &Client, space: &str, run_id: &str, mut cursor: u64) -> anyhow::Result<Followed> {
+pub async fn follow_events(client: &Client, space: &str, run_id: &str, cursor: u64) -> anyhow::Result<Followed> {
+    follow_with(client, space, run_id, cursor, View::default(), Until::Turn).await
+}
+
+/// [`follow_events`] shown as `view`, until `until`.
+async fn follow_with(client: &Client, space: &str, run_id: &str, mut cursor: u64, view: View, until: Until) -> anyhow::Result<Followed> {
     let mut last_stop = None;
     // The first read does not wait: a run that is already settled and caught up returns at once.
     let mut wait_ms = 0;
@@ -393,13 +419,19 @@ pub async fn follow_events(client: &Client, space: &str, run_id: &str, mut curso
         wait_ms = FOLLOW_WAIT_MS;
         let page = client.agent_events(&q).await?;
         for e in &page.events {
-            println!("{}", event_line(e));
+            if let Some(line) = event_lines(e, view) {
+                println!("{line}");
+            }
             if e.kind == EventKind::TurnEnded {
                 last_stop = e.stop_reason;
             }
         }
         cursor = page.cursor;
-        if page.caught_up && page.status != Status::Running {
+        let ended = match until {
+            Until::Turn => page.status != Status::Running,
+            Until::Stopped => matches!(page.status, Status::Stopped | Status::Done),
+        };
+        if page.caught_up && ended {
             let st = client.space(space).agent_status(run_id, Some(0)).await?;
             println!("-- status: {} ({}): {}", st.status.as_str(), st.phase.as_str(), st.reason);
             return Ok(Followed { cursor, last_stop });

@@ -1,11 +1,30 @@
 //! Human-readable event lines for the CLI.
 
-use spaces_sdk::{Event, EventKind};
+use spaces_sdk::{Category, Event, EventKind, ToolStatus};
 
-/// One line for `event`: `#seq turn N kind  text-or-summary`.
-pub fn event_line(e: &Event) -> String {
+/// How event lines are shown.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct View {
+    /// Prefix each line with its time (UTC, `HH:MM:SS.mmm`).
+    pub timestamps: bool,
+    /// Also show `hidden` control events (the harness's own bookkeeping lines). Lines the
+    /// harness could not parse (`other`) are always shown: they are never dropped.
+    pub verbose: bool,
+}
+
+/// Lines of a tool's output shown under its line.
+const TOOL_OUTPUT_LINES: usize = 3;
+
+/// The lines for `event`: `#seq turn N kind  text-or-summary`, then up to three lines of a
+/// finished tool call's output and where the rest is; usage as tokens, cost and time. `None`
+/// for a hidden control event unless `view.verbose`.
+pub fn event_lines(e: &Event, view: View) -> Option<String> {
+    if e.category == Category::Hidden && e.kind != EventKind::Other && !view.verbose {
+        return None;
+    }
     let mut detail = match e.kind {
         EventKind::Message | EventKind::UserMessage | EventKind::Thought => e.text.clone().or_else(|| e.summary.clone()),
+        EventKind::Usage => e.usage.as_ref().map(usage_line),
         _ => e.summary.clone().or_else(|| e.text.clone()),
     }
     .unwrap_or_default();
@@ -15,7 +34,58 @@ pub fn event_line(e: &Event) -> String {
     if let Some(stop) = e.stop_reason {
         detail = format!("({}) {detail}", stop.as_str());
     }
-    format!("#{:<4} turn {:<2} {:<16} {}", e.seq, e.turn, e.kind.as_str(), detail.trim_end())
+    let when = if view.timestamps { format!("{} ", clock(e.ts_ms)) } else { String::new() };
+    let mut out = format!("{when}#{:<4} turn {:<2} {:<16} {}", e.seq, e.turn, e.kind.as_str(), detail.trim_end());
+    let tool_done = matches!(e.tool_status, Some(ToolStatus::Completed | ToolStatus::Failed));
+    if tool_done && matches!(e.kind, EventKind::ToolUpdate | EventKind::ToolCall) {
+        if let Some(text) = e.text.as_deref().filter(|t| !t.trim().is_empty()) {
+            let lines: Vec<&str> = text.lines().collect();
+            for line in lines.iter().take(TOOL_OUTPUT_LINES) {
+                out.push_str(&format!("\n        | {}", excerpt(line, 150)));
+            }
+            if lines.len() > TOOL_OUTPUT_LINES {
+                out.push_str(&format!(
+                    "\n        | ... {} more lines (the whole output: `agent events --json`, event #{})",
+                    lines.len() - TOOL_OUTPUT_LINES,
+                    e.seq
+                ));
+            }
+        }
+    }
+    Some(out)
+}
+
+/// `tokens in 1,234 out 56 (cached 1,000) · $0.0123 · 4.2 s` from a usage object of either CLI.
+fn usage_line(u: &serde_json::Value) -> String {
+    let n = |k: &str| u.get(k).and_then(serde_json::Value::as_u64);
+    let mut parts = Vec::new();
+    let cached = n("cached_input_tokens").or_else(|| n("cache_read_input_tokens"));
+    match (n("input_tokens"), n("output_tokens")) {
+        (Some(i), Some(o)) => parts.push(format!(
+            "tokens in {i} out {o}{}",
+            cached.filter(|c| *c > 0).map(|c| format!(" (cached {c})")).unwrap_or_default()
+        )),
+        (Some(i), None) => parts.push(format!("tokens in {i}")),
+        (None, Some(o)) => parts.push(format!("tokens out {o}")),
+        (None, None) => {}
+    }
+    if let Some(cost) = u.get("total_cost_usd").and_then(serde_json::Value::as_f64) {
+        parts.push(format!("${cost:.4}"));
+    }
+    if let Some(ms) = n("duration_ms") {
+        parts.push(format!("{:.1} s", ms as f64 / 1000.0));
+    }
+    if parts.is_empty() {
+        "usage".to_owned()
+    } else {
+        parts.join(" · ")
+    }
+}
+
+/// `HH:MM:SS.mmm` (UTC) of `ms` since the epoch.
+fn clock(ms: u64) -> String {
+    let s = ms / 1000;
+    format!("{:02}:{:02}:{:02}.{:03}", (s / 3600) % 24, (s / 60) % 60, s % 60, ms % 1000)
 }
 
 /// Print `rows` under `header` as left-aligned columns two spaces apart; the last column is not
@@ -66,5 +136,57 @@ pub fn excerpt(text: &str, max: usize) -> String {
         one
     } else {
         format!("{}…", one.chars().take(max.saturating_sub(1)).collect::<String>())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(kind: EventKind, category: Category) -> Event {
+        Event {
+            seq: 7,
+            ts_ms: 3_723_004,
+            turn: 1,
+            kind,
+            category,
+            text: None,
+            tool_id: None,
+            tool_title: None,
+            tool_kind: None,
+            tool_status: None,
+            stop_reason: None,
+            summary: None,
+            usage: None,
+            raw: None,
+        }
+    }
+
+    #[test]
+    fn usage_shows_tokens_cost_and_time() {
+        let mut e = ev(EventKind::Usage, Category::Activity);
+        e.usage = Some(serde_json::json!({"input_tokens": 1200, "output_tokens": 34, "cache_read_input_tokens": 1000, "total_cost_usd": 0.01234, "duration_ms": 4200}));
+        let line = event_lines(&e, View::default()).unwrap_or_default();
+        assert!(line.contains("tokens in 1200 out 34 (cached 1000) · $0.0123 · 4.2 s"), "{line}");
+    }
+
+    #[test]
+    fn a_finished_tool_shows_its_first_lines_and_where_the_rest_is() {
+        let mut e = ev(EventKind::ToolUpdate, Category::Activity);
+        e.tool_status = Some(ToolStatus::Completed);
+        e.summary = Some("Bash: ls".into());
+        e.text = Some("a\nb\nc\nd\ne".into());
+        let out = event_lines(&e, View { timestamps: true, verbose: false }).unwrap_or_default();
+        assert!(out.starts_with("01:02:03.004 #7"), "{out}");
+        assert!(out.contains("| a") && out.contains("| c") && !out.contains("| d"), "{out}");
+        assert!(out.contains("2 more lines"), "{out}");
+    }
+
+    #[test]
+    fn hidden_control_events_only_when_verbose_and_unparsed_lines_always() {
+        let e = ev(EventKind::Session, Category::Hidden);
+        assert!(event_lines(&e, View::default()).is_none());
+        assert!(event_lines(&e, View { timestamps: false, verbose: true }).is_some());
+        assert!(event_lines(&ev(EventKind::Other, Category::Hidden), View::default()).is_some());
     }
 }

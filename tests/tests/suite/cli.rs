@@ -254,3 +254,27 @@ fn version_completions_and_man_page() {
     let out = Command::new(spacesd_bin()).args(["tools", "install", "nope"]).output().unwrap();
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("claude-code, openai-codex"));
 }
+
+/// `agent events --follow --until stopped` follows across turns and ends only when the run is
+/// stopped, like `docker logs -f`; `--timestamps` prefixes each line with its time.
+#[tokio::test]
+async fn follow_until_stopped_outlives_turns_and_ends_with_the_run() {
+    let (d, _bin) = daemon_with_fake_claude("exec sleep 60").await;
+    let run = d.client.space("s").agent_start("claude-code", "hi", None, None).await.unwrap().run_id;
+    let mut child = cli(&d)
+        .args(["agent", "events", &run, "--follow", "--until", "stopped", "--timestamps"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    d.wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::TurnStarted).await;
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(child.try_wait().unwrap().is_none(), "still following a live run");
+    d.client.space("s").agent_stop(&run).await.unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.lines().last().is_some_and(|l| l.starts_with("-- status: stopped")), "{text}");
+    let first = text.lines().next().unwrap_or_default();
+    assert!(first.len() > 13 && first.as_bytes()[2] == b':' && first[13..].starts_with('#'), "HH:MM:SS.mmm #seq ...: {first}");
+}

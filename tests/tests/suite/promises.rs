@@ -387,7 +387,7 @@ async fn agent_list_is_newest_first() {
     assert_eq!(rows, started, "{out}");
 }
 
-/// `agent events --follow` prints events as they are stored, including ones that land while it
+/// `agent events --follow --verbose` prints every event as it is stored, including ones that land while it
 /// runs, and exits 0 once the run is no longer running.
 #[tokio::test]
 async fn cli_follow_prints_live_events_until_the_turn_ends() {
@@ -398,7 +398,7 @@ async fn cli_follow_prints_live_events_until_the_turn_ends() {
     crate::support::hermetic(&mut cmd)
         .arg("--state-dir")
         .arg(d.state_dir())
-        .args(["agent", "events", &run, "--space", "s", "--follow"])
+        .args(["agent", "events", &run, "--space", "s", "--follow", "--verbose"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
