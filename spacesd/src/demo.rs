@@ -63,13 +63,17 @@ fn choose_model(base_url: Option<&str>, api_key_set: bool) -> anyhow::Result<(Sp
     Ok((options, line))
 }
 
-/// Run the demo on a fresh temporary state dir.
-pub async fn run(cfg: Config, args: DemoArgs) -> anyhow::Result<()> {
+/// Run the demo on `state_dir` (the `--state-dir` given on the command line, kept afterwards),
+/// else on a fresh temporary state dir.
+pub async fn run(cfg: Config, args: DemoArgs, state_dir: Option<PathBuf>) -> anyhow::Result<()> {
     let (options, model_line) = choose_model(args.base_url.as_deref(), std::env::var_os("ANTHROPIC_API_KEY").is_some())?;
 
     let tmp = tempfile::Builder::new().prefix("spaces-demo-").tempdir()?;
     let base: PathBuf = tmp.path().to_path_buf();
-    let cfg = Config { state_dir: base.join("state"), volume: base.join("state").join("volume").display().to_string(), ..cfg };
+    let cfg = match state_dir {
+        Some(dir) => Config::load(Some(std::path::absolute(dir)?))?,
+        None => Config { state_dir: base.join("state"), volume: base.join("state").join("volume").display().to_string(), ..cfg },
+    };
     let space_dir = match &args.space_dir {
         Some(dir) => std::path::absolute(dir)?,
         None => base.join("space"),

@@ -32,6 +32,9 @@ pub struct Cli {
     /// State dir (database, socket, run dirs). Default: $SPACES_HOME, else <data dir>/spaces.
     #[arg(long, global = true, env = "SPACES_HOME")]
     pub state_dir: Option<PathBuf>,
+    /// True when `--state-dir` was on the command line (not from `SPACES_HOME`).
+    #[arg(skip)]
+    pub state_dir_given: bool,
     /// Reach the daemon over loopback TCP instead of its Unix socket, e.g.
     /// http://127.0.0.1:7700 (with the bearer token of --token-file).
     #[arg(long, global = true, env = "SPACES_URL", value_name = "URL")]
@@ -219,6 +222,8 @@ pub struct SpaceArg {
 pub async fn main(cli: Cli) -> anyhow::Result<()> {
     let cfg = Config::load(cli.state_dir.clone())?;
     let conn = Connect { url: cli.url.clone(), token_file: cli.token_file.clone() };
+    let cli_state_dir = cli.state_dir.clone();
+    let state_dir_given = cli.state_dir_given;
     match cli.command {
         Command::Serve { tcp, volume } => {
             let token_file = cli.token_file.clone();
@@ -319,7 +324,11 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?;
             Ok(())
         }
-        Command::Demo(args) => crate::demo::run(cfg, args).await,
+        Command::Demo(args) => {
+            // Only a --state-dir given on the command line: SPACES_HOME (the operator's daemon)
+            // is never borrowed by a demo.
+            crate::demo::run(cfg, args, cli_state_dir.filter(|_| state_dir_given)).await
+        }
         Command::Shim { .. } => anyhow::bail!("the shim runs before any runtime starts (cli::run)"),
     }
 }

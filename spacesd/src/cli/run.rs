@@ -5,7 +5,6 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
-use clap::Parser;
 
 use super::{main, Cli, TurnFailed};
 
@@ -22,8 +21,14 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> i32 {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .try_init();
-    let cli = match Cli::try_parse_from(argv) {
-        Ok(cli) => cli,
+    let parsed = <Cli as clap::CommandFactory>::command()
+        .try_get_matches_from(argv)
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m).map(|cli| (cli, m)));
+    let cli = match parsed {
+        Ok((mut cli, m)) => {
+            cli.state_dir_given = m.value_source("state_dir") == Some(clap::parser::ValueSource::CommandLine);
+            cli
+        }
         Err(e) => {
             let _ = e.print();
             return e.exit_code();

@@ -278,3 +278,53 @@ async fn follow_until_stopped_outlives_turns_and_ends_with_the_run() {
     let first = text.lines().next().unwrap_or_default();
     assert!(first.len() > 13 && first.as_bytes()[2] == b':' && first[13..].starts_with('#'), "HH:MM:SS.mmm #seq ...: {first}");
 }
+
+/// Issue 14, item 9: `spacesd demo --state-dir DIR` runs its daemon on DIR (kept afterwards),
+/// not on a temporary one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_honours_state_dir() {
+    crate::support::require_cli("claude-code", "node_modules/@anthropic-ai/claude-code-linux-x64/claude");
+    let model = spaces_testkit::ScriptedServer::start(
+        spaces_testkit::Wire::AnthropicMessages,
+        spaces_testkit::Script::new([]).with_fallback(spaces_testkit::Reply::Text("hello from the demo".into())),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("demo-state");
+    let mut c = Command::new(spacesd_bin());
+    crate::support::hermetic(&mut c).stdin(Stdio::null());
+    c.args(["demo", "--state-dir", state.to_str().unwrap(), "--base-url", &model.base_url(), "--space-dir", dir.path().join("space").to_str().unwrap()]);
+    let out = tokio::task::spawn_blocking(move || c.output().unwrap()).await.unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains(&format!("state dir {}", state.display())), "{text}");
+    assert!(state.join("spaces.db").is_file(), "the demo's state stays in {}", state.display());
+}
+
+/// Issue 14, item 9: the systemd user unit's `ExecStart` line, with its `Environment=`, serves
+/// (`%h` stood in by a temporary home, the binary by this build's).
+#[tokio::test]
+async fn the_systemd_units_command_line_serves() {
+    let unit = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../contrib/systemd/spacesd.service")).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path().display().to_string();
+    let value = |key: &str| unit.lines().find_map(|l| l.strip_prefix(key)).unwrap_or_else(|| panic!("no {key} in the unit")).replace("%h", &h);
+    let exec = value("ExecStart=");
+    let (env_name, env_value) = value("Environment=").split_once('=').map(|(a, b)| (a.to_owned(), b.to_owned())).unwrap();
+    let mut argv = exec.split_whitespace();
+    assert!(argv.next().unwrap().ends_with("/spacesd"), "{exec}");
+    let mut c = Command::new(spacesd_bin());
+    crate::support::hermetic(&mut c).env(&env_name, &env_value).args(argv).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let socket = std::path::Path::new(&env_value).join("spacesd.sock");
+    let client = spaces_sdk::client::Client::new(spaces_sdk::client::Endpoint::Unix(socket.clone()));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while client.space_list(&spaces_sdk::Empty {}).await.is_err() {
+        assert!(std::time::Instant::now() < deadline, "the unit's command did not serve {}", socket.display());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(unit.contains("KillMode=process"), "stopping the unit must not end the runs' shims");
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM);
+    let _ = child.wait();
+}
