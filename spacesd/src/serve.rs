@@ -36,6 +36,8 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
     for secret in secrets {
         store.protect(secret);
     }
+    // Before any run or command starts (re-adopted ones keep the cgroups they have).
+    spaces_codespace::process::cgroup::init(cfg.cgroups, cfg.process_limits(), &crate::workspaces::host_id(&cfg.state_dir));
     let cs = crate::workspaces::open(&cfg, store.clone()).context("cannot open the CodeSpace ledger")?;
     let adopted = cs.adopt_commands().await;
     if adopted > 0 {
@@ -155,6 +157,8 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         }
         eprintln!("spacesd: shutting down; agent runs go on under their shims and the next start re-adopts them");
     }
+    // This daemon's cgroup directories, if no run or command still holds one.
+    spaces_codespace::process::cgroup::release();
     Ok(())
 }
 
