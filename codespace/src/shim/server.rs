@@ -271,7 +271,8 @@ impl Shim {
                         let _ = reply.send(answer);
                     }
                 },
-                _ = sleep_until(self.drain_deadline) => self.drain_deadline = None,
+                // The loop's next `progress` sees the deadline passed (and clears it).
+                _ = sleep_until(self.drain_deadline) => {}
                 _ = sync.tick() => {
                     let _ = self.journal.sync();
                 }
@@ -413,6 +414,7 @@ impl Shim {
                 Some(_) => {}
             }
         }
+        self.drain_deadline = None;
         // Lines already read belong before the exit.
         while let Ok(out) = self.output_rx.try_recv() {
             self.on_output(out);
