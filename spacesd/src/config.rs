@@ -80,6 +80,8 @@ pub struct ConfigFile {
     pub pids_max: Option<u64>,
     /// Most memory per run or command in bytes (cgroup memory limit); 0: no limit.
     pub memory_max_bytes: Option<u64>,
+    /// Size at which a run's `output.log` is rotated to `output.log.1`, bytes.
+    pub output_log_max_bytes: Option<u64>,
 }
 
 /// The resolved configuration of one daemon.
@@ -106,6 +108,8 @@ pub struct Config {
     pub pids_max: u64,
     /// Most memory per run or command, bytes; 0: no limit.
     pub memory_max_bytes: u64,
+    /// Size at which a run's `output.log` is rotated (a run keeps at most twice this).
+    pub output_log_max_bytes: u64,
 }
 
 /// The environment variable `name` parsed, if set and valid.
@@ -173,6 +177,10 @@ impl Config {
                 .unwrap_or(true),
             pids_max: env_num("SPACES_PIDS_MAX").or(file.pids_max).unwrap_or(DEFAULT_PIDS_MAX),
             memory_max_bytes: env_num("SPACES_MEMORY_MAX_BYTES").or(file.memory_max_bytes).unwrap_or(0),
+            output_log_max_bytes: env_num("SPACES_OUTPUT_LOG_MAX_BYTES")
+                .or(file.output_log_max_bytes)
+                .filter(|n| *n > 0)
+                .unwrap_or(crate::supervisor::journal::MAX_JOURNAL_BYTES),
             state_dir,
         })
     }

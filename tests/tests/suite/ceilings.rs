@@ -205,3 +205,113 @@ async fn the_process_limit_stops_a_fork_loop() {
     wait_until("the sleeps to end", Duration::from_secs(10), || with_argv(&m).is_empty()).await;
     wait_until("the cgroup directories to go", Duration::from_secs(10), || dirs.iter().all(|d| !d.exists())).await;
 }
+
+fn fake_agent(dir: &Path, script: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join("fake-codex");
+    std::fs::write(&p, format!("#!/bin/sh\n{script}\n")).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+/// A Codex fake's whole turn (thread, turn, an answer, the end).
+const CODEX_TURN: &str = r#"echo '{"type":"thread.started","thread_id":"fake-thread"}'
+echo '{"type":"turn.started"}'
+echo '{"type":"item.completed","item":{"id":"m","type":"agent_message","text":"done"}}'
+echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0,"output_tokens":1}}'"#;
+
+async fn run_fake(env: Vec<(String, String)>, script: &str) -> (TestDaemon, String, tempfile::TempDir) {
+    let bin_dir = tempfile::tempdir().unwrap();
+    let bin = fake_agent(bin_dir.path(), script);
+    let mut env = env;
+    env.push(("SPACES_HARNESS_BIN_OPENAI_CODEX".into(), bin.display().to_string()));
+    let d = TestDaemon::start_with_env(env).await;
+    d.space("s").await;
+    let req = spaces_sdk::AgentStartRequest {
+        space: "s".into(),
+        agent: "openai-codex".into(),
+        prompt: "hello".into(),
+        show: None,
+        options: Some(spaces_sdk::SpaceAgentOptions::default()),
+    };
+    let run = d.client.agent_start(&req).await.unwrap().run_id;
+    d.wait_status("s", &run, Duration::from_secs(60), crate::support::settled).await;
+    (d, run, bin_dir)
+}
+
+/// An agent run is held like a command: its agent runs in the run's cgroup (where the host has
+/// cgroups), and what it leaves behind (`setsid`, `env -i`) ends with its turn, the cgroup
+/// directory with it.
+#[tokio::test]
+async fn an_agents_leftovers_end_with_its_turn_and_its_cgroup_goes() {
+    let m = marker();
+    let script = format!("echo \"cgroups: $(tr '\\n' ' ' </proc/self/cgroup)\" >&2\n{}\n{CODEX_TURN}", escapes(&m).replace("; exit 0", ""));
+    let (d, run, _bin) = run_fake(Vec::new(), &script).await;
+    let held = containment(&d, "s", true).await;
+    wait_until("the agent's leftovers to end", Duration::from_secs(15), || escaped(&m).is_empty()).await;
+    let st = d.client.space("s").agent_status(&run, Some(200)).await.unwrap();
+    let tail = st.output_tail.unwrap_or_default();
+    let leaf = format!("agent-{run}-turn-1-gen-1");
+    if held["mode"] != "subreaper" {
+        assert!(tail.contains(&format!("/{leaf}")), "the agent was not in its run's cgroup {leaf}: {tail}");
+    }
+    wait_until("the run's cgroup to go", Duration::from_secs(15), || cgroup_dirs(&leaf).is_empty()).await;
+}
+
+/// Sum of the sizes of the files under `dir` (recursively).
+fn du(dir: &Path) -> u64 {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let meta = entry.metadata().unwrap();
+        total += if meta.is_dir() { du(&entry.path()) } else { meta.len() };
+    }
+    total
+}
+
+/// A command printing 300 MB leaves at most its three output segments (about 800 KiB with
+/// the default 256 KiB window) in the state dir; its last bytes are still readable.
+#[tokio::test]
+async fn a_command_printing_300_mb_leaves_bounded_files() {
+    let d = TestDaemon::start().await;
+    d.space("s").await;
+    let id = exec(&d, "s", "head -c 300000000 /dev/zero | tr '\\0' x; echo; echo the-end").await;
+    let status = {
+        let deadline = Instant::now() + scaled(Duration::from_secs(300));
+        loop {
+            let s = tool(&d, "process_status", json!({"process_id": id})).await;
+            if s["state"] == "exited" && s["eof"] == json!(true) {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "300 MB did not pass within 300 s: {s}");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    };
+    assert_eq!(status["exit_code"], json!(0), "{status}");
+    assert_eq!(status["output_total"], json!(300_000_000u64 + 9), "{status}");
+    let dir = d.state_dir().join("exec").join(&id);
+    let stored = du(&dir);
+    assert!(stored < 1024 * 1024, "{stored} bytes under {}", dir.display());
+    let tail = tool(&d, "read_process", json!({"process_id": id, "cursor": 300_000_000u64 - 10})).await;
+    assert!(tail["chunk"].as_str().unwrap().ends_with("xxxx\nthe-end\n"), "{tail}");
+    assert_eq!(tail["output_lost"], json!(true));
+    let total = du(&d.state_dir());
+    assert!(total < 64 * 1024 * 1024, "the whole state dir holds {total} bytes");
+}
+
+/// An agent printing about 2 MB with `output_log_max_bytes` at 64 KiB keeps `output.log` and
+/// one rotated `output.log.1`, both at most the bound (plus one line), and its last line.
+#[tokio::test]
+async fn an_agent_printing_a_lot_keeps_a_bounded_output_log() {
+    let bound = 64 * 1024;
+    let line = "y".repeat(1000);
+    let script = format!("{CODEX_TURN}\ni=0; while [ $i -lt 2000 ]; do echo '{line}' >&2; i=$((i+1)); done\necho last-line >&2");
+    let (d, run, _bin) = run_fake(vec![("SPACES_OUTPUT_LOG_MAX_BYTES".into(), bound.to_string())], &script).await;
+    // The turn ends at `turn.completed`; the rest of the output comes before the exit.
+    d.wait_for_event("s", &run, Duration::from_secs(60), |e| e.kind == spaces_sdk::EventKind::Exited).await;
+    let run_dir = d.state_dir().join("runs").join(&run);
+    let log = std::fs::metadata(run_dir.join("output.log")).map(|m| m.len()).unwrap_or(0);
+    let rotated = std::fs::metadata(run_dir.join("output.log.1")).map(|m| m.len()).unwrap_or(0);
+    assert!(rotated > 0, "output.log was never rotated (output.log: {log} bytes)");
+    assert!(log <= bound + 1100 && rotated <= bound + 1100, "output.log {log}, output.log.1 {rotated}, bound {bound}");
+    assert!(std::fs::read_to_string(run_dir.join("output.log")).unwrap().contains("last-line"));
+}
