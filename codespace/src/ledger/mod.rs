@@ -70,7 +70,7 @@ impl Ledger {
         Self::open_with(path, Retention::default())
     }
 
-    /// [`Ledger::open`] with `retention` instead of the default (see [`retention`]); the open
+    /// [`Ledger::open`] with `retention` instead of the default (see [`Retention`]); the open
     /// prunes what it no longer keeps.
     pub fn open_with(path: &Path, retention: Retention) -> Result<Ledger> {
         let mut conn = crate::sqlite::open(path, "FULL")?;

@@ -51,7 +51,7 @@ pub struct SpawnSpec {
     /// Unique tag, stored as `SPACES_PROCESS_TAG` (set last, so nothing overrides it).
     pub tag: String,
     pub stdio: StdioSpec,
-    /// Cgroup directories the child joins before it execs (at most [`MAX_CGROUPS`], one per
+    /// Cgroup directories the child joins before it execs (at most 4, one per
     /// hierarchy; see [`super::cgroup`]); empty: it stays in this process's.
     pub cgroups: Vec<PathBuf>,
 }
