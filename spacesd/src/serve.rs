@@ -60,6 +60,8 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
     homes.spawn_renewals();
     let sup = Supervisor::new(cfg, store, homes);
     sup.recover().await.context("cannot recover runs")?;
+    // Trees whose shims a crash took are ended by now: their empty cgroups go.
+    spaces_codespace::process::cgroup::sweep();
     Ok(AppState { sup, cs })
 }
 
@@ -158,8 +160,8 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         }
         eprintln!("spacesd: shutting down; agent runs go on under their shims and the next start re-adopts them");
     }
-    // This daemon's cgroup directories, if no run or command still holds one.
-    spaces_codespace::process::cgroup::release();
+    // This daemon's empty cgroup directories (shims still running keep theirs).
+    spaces_codespace::process::cgroup::sweep();
     Ok(())
 }
 

@@ -270,7 +270,10 @@ pub(crate) async fn follow(handle: Arc<Handle>, dir: PathBuf, segment: u64, reta
             // Whatever the shim wrote is on disk now.
             step(&handle, &mut journal, &mut eof, &mut done);
             if handle.exit().is_none() {
-                // The shim was killed under a running command: nobody holds it any more.
+                // The shim was killed under a running command: nobody holds it any more. Its
+                // cgroup (if any) still holds every process of it, markers dropped or not.
+                let tag = handle.tag.clone();
+                let _ = tokio::task::spawn_blocking(move || crate::process::cgroup::end(&tag)).await;
                 let marker = crate::process::tag_marker(&handle.tag);
                 crate::process::kill_tree(None, &marker, grace).await;
                 handle.record_exit_parts(None, None);

@@ -11,7 +11,7 @@
 //!   `/proc/self/mountinfo` and `/proc/self/cgroup`. cgroup v2 is used when this process's own
 //!   v2 cgroup offers the `pids` controller (`memory` too, if a memory limit is set); else v1
 //!   with a writable `pids` hierarchy (and `memory`, when mounted). Trees go under the daemon's
-//!   own cgroup, in `<own>/spaces/<host id>/<tree>`, one directory per hierarchy on v1 (the
+//!   own cgroup, in `<own>/spaces/<host id>-<tree>`, one directory per hierarchy on v1 (the
 //!   hierarchies may place this process differently: `memory` is often nested where `pids` is
 //!   not). On v2 the daemon's cgroup must delegate `pids` and `memory` to its children; a cgroup
 //!   that holds processes cannot (the "no internal processes" rule), so the daemon first moves
@@ -87,8 +87,10 @@ pub struct Cgroup {
 #[derive(Debug, Clone)]
 struct Host {
     mode: Containment,
-    /// Where trees go: `<own>/spaces/<host id>` per hierarchy.
+    /// Where trees go: `<own>/spaces` per hierarchy.
     bases: Vec<(Hierarchy, PathBuf)>,
+    /// What this daemon's tree directories start with: `<host id>-`.
+    prefix: String,
     limits: Limits,
 }
 
@@ -138,16 +140,56 @@ pub fn report() -> ProcessContainment {
 pub fn plan(tag: &str) -> Option<Plan> {
     let host = HOST.get()?.as_ref()?;
     let name = leaf_name(tag);
+    let name = format!("{}{name}", host.prefix);
     Some(Plan { dirs: host.bases.iter().map(|(h, base)| (*h, base.join(&name))).collect(), limits: host.limits })
 }
 
-/// Remove this daemon's directories (`<own>/spaces/<host id>`) if no tree is left in them (a
-/// shutdown while shims go on keeps them). The next [`init`] makes them again.
-pub fn release() {
+/// Remove the empty tree directories of this daemon (`<own>/spaces/<host id>-*`): those a
+/// killed shim left (its processes were ended since, by the next daemon's recovery). A tree
+/// that still holds a process is left alone: its shim may be alive.
+pub fn sweep() {
     let Some(Some(host)) = HOST.get() else { return };
     for (_, base) in &host.bases {
-        let _ = std::fs::remove_dir(base);
+        for entry in std::fs::read_dir(base).into_iter().flatten().flatten() {
+            if !entry.file_name().to_str().is_some_and(|n| n.starts_with(&host.prefix)) {
+                continue;
+            }
+            let path = entry.path();
+            let empty = std::fs::read_to_string(path.join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty());
+            if empty {
+                // Fails (EBUSY) if a process joined meanwhile: then it is in use.
+                let _ = std::fs::remove_dir(&path);
+            }
+        }
     }
+}
+
+/// End everything in the tree tagged `tag` and remove its cgroup (its shim is gone, so nobody
+/// else will). Blocking. False when the host has no cgroups or a directory is left.
+pub fn end(tag: &str) -> bool {
+    match plan(tag) {
+        Some(plan) => Cgroup { dirs: plan.dirs }.remove(),
+        None => false,
+    }
+}
+
+/// [`end`] for every tree of this daemon whose tag starts with `tag_prefix` (all the process
+/// generations of one run: `agent/<run>/`). Blocking. Returns how many trees were ended.
+pub fn end_all(tag_prefix: &str) -> usize {
+    let Some(Some(host)) = HOST.get() else { return 0 };
+    let Some((_, first)) = host.bases.first() else { return 0 };
+    let start = format!("{}{}", host.prefix, leaf_name(tag_prefix));
+    let names: Vec<String> = std::fs::read_dir(first)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .filter(|n| n.starts_with(&start))
+        .collect();
+    for name in &names {
+        Cgroup { dirs: host.bases.iter().map(|(h, b)| (*h, b.join(name))).collect() }.remove();
+    }
+    names.len()
 }
 
 /// A directory name for `tag` (`exec/proc-<uuid>` -> `exec-proc-<uuid>`).
@@ -367,8 +409,11 @@ fn detect(host_id: &str, limits: Limits) -> Result<Host, String> {
         let offered: Vec<&str> = offered.split_whitespace().collect();
         let memory_needed = limits.memory_max_bytes.is_some();
         if offered.contains(&"pids") && (offered.contains(&"memory") || !memory_needed) {
-            match setup_v2(&own, host_id, offered.contains(&"memory")) {
-                Ok(base) => return probe(Host { mode: Containment::CgroupV2, bases: vec![(Hierarchy::Unified, base)], limits }),
+            match setup_v2(&own, offered.contains(&"memory")) {
+                Ok(base) => {
+                    let prefix = format!("{host_id}-");
+                    return probe(Host { mode: Containment::CgroupV2, bases: vec![(Hierarchy::Unified, base)], prefix, limits });
+                }
                 Err(e) => why.push(format!("cgroup v2 at {}: {e}", own.display())),
             }
         } else {
@@ -378,12 +423,12 @@ fn detect(host_id: &str, limits: Limits) -> Result<Host, String> {
     match pids {
         Some(pids) => {
             let mut bases = Vec::new();
-            let base = pids.join("spaces").join(host_id);
+            let base = pids.join("spaces");
             std::fs::create_dir_all(&base).map_err(|e| format!("cannot create {}: {e}", base.display()))?;
             bases.push((Hierarchy::Pids, base));
             match memory {
                 Some(memory) => {
-                    let base = memory.join("spaces").join(host_id);
+                    let base = memory.join("spaces");
                     match std::fs::create_dir_all(&base) {
                         Ok(()) => bases.push((Hierarchy::Memory, base)),
                         Err(e) if limits.memory_max_bytes.is_some() => {
@@ -397,7 +442,7 @@ fn detect(host_id: &str, limits: Limits) -> Result<Host, String> {
                 }
                 None => {}
             }
-            probe(Host { mode: Containment::CgroupV1, bases, limits })
+            probe(Host { mode: Containment::CgroupV1, bases, prefix: format!("{host_id}-"), limits })
         }
         None => {
             why.push("no cgroup v1 pids hierarchy".into());
@@ -406,9 +451,9 @@ fn detect(host_id: &str, limits: Limits) -> Result<Host, String> {
     }
 }
 
-/// v2: let `own` delegate pids (and memory) down to `<own>/spaces/<host id>`, moving this
-/// process into `<own>/spacesd` first when `own` holds processes. Returns the base.
-fn setup_v2(own: &Path, host_id: &str, memory: bool) -> Result<PathBuf, String> {
+/// v2: let `own` delegate pids (and memory) down to `<own>/spaces`, moving this process into
+/// `<own>/spacesd` first when `own` holds processes. Returns the base.
+fn setup_v2(own: &Path, memory: bool) -> Result<PathBuf, String> {
     let controllers = if memory { "+pids +memory" } else { "+pids" };
     let enable = |dir: &Path| {
         std::fs::write(dir.join("cgroup.subtree_control"), controllers)
@@ -424,17 +469,14 @@ fn setup_v2(own: &Path, host_id: &str, memory: bool) -> Result<PathBuf, String> 
     let spaces = own.join("spaces");
     std::fs::create_dir_all(&spaces).map_err(|e| format!("cannot create {}: {e}", spaces.display()))?;
     enable(&spaces)?;
-    let base = spaces.join(host_id);
-    std::fs::create_dir_all(&base).map_err(|e| format!("cannot create {}: {e}", base.display()))?;
-    enable(&base)?;
-    Ok(base)
+    Ok(spaces)
 }
 
-/// Make and remove a probe tree (limits set, this process's pid never moved), and remove the
-/// empty trees a killed shim left behind.
+/// Make and remove a probe tree (limits set, this process's pid never moved), and remove this
+/// daemon's empty trees a killed shim left behind.
 fn probe(host: Host) -> Result<Host, String> {
     let plan = Plan {
-        dirs: host.bases.iter().map(|(h, b)| (*h, b.join(format!("probe-{}", std::process::id())))).collect(),
+        dirs: host.bases.iter().map(|(h, b)| (*h, b.join(format!("{}probe-{}", host.prefix, std::process::id())))).collect(),
         limits: host.limits,
     };
     let made = plan.create()?;
@@ -443,7 +485,7 @@ fn probe(host: Host) -> Result<Host, String> {
     }
     for (_, base) in &host.bases {
         for entry in std::fs::read_dir(base).into_iter().flatten().flatten() {
-            if entry.path().is_dir() {
+            if entry.file_name().to_str().is_some_and(|n| n.starts_with(&host.prefix)) {
                 // Fails (EBUSY) for a tree that still holds processes: a live shim's.
                 let _ = std::fs::remove_dir(entry.path());
             }

@@ -45,8 +45,10 @@ fn host_has_cgroups() -> bool {
     nix::unistd::geteuid().is_root() && (v2 || Path::new("/sys/fs/cgroup/pids/cgroup.procs").exists())
 }
 
-/// Directories named `name` under /sys/fs/cgroup (a bounded walk).
+/// Directories whose name ends with `-<name>` under /sys/fs/cgroup (a bounded walk): a tree's
+/// cgroups are `<host id>-<tree>`.
 fn cgroup_dirs(name: &str) -> Vec<PathBuf> {
+    let suffix = format!("-{name}");
     let mut found = Vec::new();
     let mut todo = vec![(PathBuf::from("/sys/fs/cgroup"), 0)];
     while let Some((dir, depth)) = todo.pop() {
@@ -55,7 +57,7 @@ fn cgroup_dirs(name: &str) -> Vec<PathBuf> {
             if !entry.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
-            if entry.file_name().to_str() == Some(name) {
+            if entry.file_name().to_str().is_some_and(|n| n.ends_with(&suffix)) {
                 found.push(path);
             } else if depth < 8 {
                 todo.push((path, depth + 1));
@@ -253,7 +255,7 @@ async fn an_agents_leftovers_end_with_its_turn_and_its_cgroup_goes() {
     let tail = st.output_tail.unwrap_or_default();
     let leaf = format!("agent-{run}-turn-1-gen-1");
     if held["mode"] != "subreaper" {
-        assert!(tail.contains(&format!("/{leaf}")), "the agent was not in its run's cgroup {leaf}: {tail}");
+        assert!(tail.contains(&format!("-{leaf} ")), "the agent was not in its run's cgroup {leaf}: {tail}");
     }
     wait_until("the run's cgroup to go", Duration::from_secs(15), || cgroup_dirs(&leaf).is_empty()).await;
 }
