@@ -281,6 +281,13 @@ pub enum Error {
         approval_id: String,
     },
 
+    /// A workspace already has [`crate::ledger::Retention::pending_approvals_max`] pending
+    /// holds (`RESOURCE_QUEUE_FULL`). A retry helps once some are resolved.
+    #[error(
+        "workspace {workspace_id:?} already has {limit} pending approval holds; resolve some          (approval_resolve) before holding more"
+    )]
+    ApprovalQueueFull { workspace_id: String, limit: usize },
+
     /// No hold has this id (`APPROVAL_NOT_FOUND`). A retry does not help.
     #[error(
         "no approval hold {approval_id:?}; use the approval_id returned with APPROVAL_REQUIRED \
@@ -534,6 +541,7 @@ impl Error {
             E::Replayed(stored) => stored.code,
             E::ApprovalRequired { .. } => ErrorCode::ApprovalRequired,
             E::ApprovalNotFound { .. } => ErrorCode::ApprovalNotFound,
+            E::ApprovalQueueFull { .. } => ErrorCode::ResourceQueueFull,
             E::ApprovalConflict { .. } => ErrorCode::ApprovalConflict,
             E::ApprovalAmbiguous { .. } => ErrorCode::ApprovalAmbiguous,
             E::EmptyCommand => ErrorCode::InvalidCommand,

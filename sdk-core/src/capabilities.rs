@@ -16,6 +16,9 @@ pub struct Capabilities {
     pub forwardable_env: Vec<String>,
     /// Where persistent agents' homes are kept on this host (`spacesd serve --volume`).
     pub volume: crate::home::VolumeCapabilities,
+    /// What holds every process of a run (and of a command): a cgroup per run with its
+    /// limits, or the run's shim (a subreaper).
+    pub process_containment: crate::tools::ProcessContainment,
 }
 
 /// One harness as this host sees it.

@@ -47,6 +47,10 @@ pub const DEFAULT_HTTP_HEADER_TIMEOUT_MS: u64 = 10_000;
 /// Default time a request body may stall (no data).
 pub const DEFAULT_HTTP_BODY_TIMEOUT_MS: u64 = 30_000;
 
+/// Default most tasks (processes and threads) one run or command may have at once, where the
+/// host gives each a cgroup.
+pub const DEFAULT_PIDS_MAX: u64 = 4096;
+
 /// The optional `config.json` in the state dir. Every field may be omitted.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -70,6 +74,14 @@ pub struct ConfigFile {
     pub volume: Option<String>,
     /// This host's id in leases and snapshots.
     pub host_id: Option<String>,
+    /// A cgroup per run and command where the host allows it (default true).
+    pub cgroups: Option<bool>,
+    /// Most tasks per run or command (cgroup `pids.max`); 0: no limit.
+    pub pids_max: Option<u64>,
+    /// Most memory per run or command in bytes (cgroup memory limit); 0: no limit.
+    pub memory_max_bytes: Option<u64>,
+    /// Size at which a run's `output.log` is rotated to `output.log.1`, bytes.
+    pub output_log_max_bytes: Option<u64>,
 }
 
 /// The resolved configuration of one daemon.
@@ -90,6 +102,14 @@ pub struct Config {
     pub volume: String,
     /// Set from the config file or `SPACES_HOST_ID`; else [`Config::host_id`] makes one.
     pub host_id: Option<String>,
+    /// Try a cgroup per run and command (`SPACES_CGROUPS=0` turns it off).
+    pub cgroups: bool,
+    /// Most tasks per run or command; 0: no limit.
+    pub pids_max: u64,
+    /// Most memory per run or command, bytes; 0: no limit.
+    pub memory_max_bytes: u64,
+    /// Size at which a run's `output.log` is rotated (a run keeps at most twice this).
+    pub output_log_max_bytes: u64,
 }
 
 /// The environment variable `name` parsed, if set and valid.
@@ -150,6 +170,17 @@ impl Config {
                 .or(file.volume)
                 .unwrap_or_else(|| state_dir.join("volume").display().to_string()),
             host_id: std::env::var("SPACES_HOST_ID").ok().filter(|v| !v.is_empty()).or(file.host_id),
+            cgroups: std::env::var("SPACES_CGROUPS")
+                .ok()
+                .map(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "false" | "off" | "no"))
+                .or(file.cgroups)
+                .unwrap_or(true),
+            pids_max: env_num("SPACES_PIDS_MAX").or(file.pids_max).unwrap_or(DEFAULT_PIDS_MAX),
+            memory_max_bytes: env_num("SPACES_MEMORY_MAX_BYTES").or(file.memory_max_bytes).unwrap_or(0),
+            output_log_max_bytes: env_num("SPACES_OUTPUT_LOG_MAX_BYTES")
+                .or(file.output_log_max_bytes)
+                .filter(|n| *n > 0)
+                .unwrap_or(crate::supervisor::journal::MAX_JOURNAL_BYTES),
             state_dir,
         })
     }
@@ -172,6 +203,14 @@ impl Config {
         let id = format!("{host}-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
         crate::fsutil::write_private(&path, id.as_bytes())?;
         Ok(id)
+    }
+
+    /// The ceilings of one run's or command's cgroup (0 = no limit = `None`).
+    pub fn process_limits(&self) -> spaces_codespace::process::cgroup::Limits {
+        spaces_codespace::process::cgroup::Limits {
+            pids_max: (self.pids_max > 0).then_some(self.pids_max),
+            memory_max_bytes: (self.memory_max_bytes > 0).then_some(self.memory_max_bytes),
+        }
     }
 
     /// `<state dir>/volume-cache`: this host's stat-cache of saved homes.

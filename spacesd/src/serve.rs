@@ -36,6 +36,9 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
     for secret in secrets {
         store.protect(secret);
     }
+    crate::supervisor::journal::set_max_bytes(cfg.output_log_max_bytes);
+    // Before any run or command starts (re-adopted ones keep the cgroups they have).
+    spaces_codespace::process::cgroup::init(cfg.cgroups, cfg.process_limits(), &crate::workspaces::host_id(&cfg.state_dir));
     let cs = crate::workspaces::open(&cfg, store.clone()).context("cannot open the CodeSpace ledger")?;
     let adopted = cs.adopt_commands().await;
     if adopted > 0 {
@@ -57,6 +60,8 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
     homes.spawn_renewals();
     let sup = Supervisor::new(cfg, store, homes);
     sup.recover().await.context("cannot recover runs")?;
+    // Trees whose shims a crash took are ended by now: their empty cgroups go.
+    spaces_codespace::process::cgroup::sweep();
     Ok(AppState { sup, cs })
 }
 
@@ -157,6 +162,8 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         }
         eprintln!("spacesd: shutting down; agent runs go on under their shims and the next start re-adopts them");
     }
+    // This daemon's empty cgroup directories (shims still running keep theirs).
+    spaces_codespace::process::cgroup::sweep();
     Ok(())
 }
 

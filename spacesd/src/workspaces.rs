@@ -37,8 +37,9 @@ pub fn host_marker(cfg: &Config) -> String {
     format!("SPACES_HOST={}", host_id(&cfg.state_dir))
 }
 
-/// The opaque id of the daemon of `state_dir` (see [`host_marker`]).
-fn host_id(state_dir: &std::path::Path) -> String {
+/// The opaque id of the daemon of `state_dir` (see [`host_marker`]); also starts the names of
+/// its cgroups (`.../spaces/<id>-<tree>`).
+pub fn host_id(state_dir: &std::path::Path) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(state_dir.as_os_str().as_encoded_bytes());
     digest.iter().take(8).map(|b| format!("{b:02x}")).collect()

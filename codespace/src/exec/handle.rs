@@ -38,6 +38,8 @@ struct State {
     exit: Option<ExitRecord>,
     /// Why we are stopping it, recorded before the first signal.
     cause: Option<Termination>,
+    /// A shim journaled that every process of the tree is gone (or the shim itself is gone).
+    tree_done: bool,
 }
 
 /// How a process is held.
@@ -100,6 +102,7 @@ impl Handle {
             cut_short: false,
             exit: None,
             cause: None,
+            tree_done: false,
         };
         Self {
             id,
@@ -189,6 +192,31 @@ impl Handle {
             st.exit = Some(ExitRecord { termination, exit_code, signal, at: Instant::now() });
         }
         self.bump();
+    }
+
+    /// Every process of the tree is gone (its shim said so, or the shim is gone).
+    pub fn mark_tree_done(&self) {
+        self.lock().tree_done = true;
+        self.bump();
+    }
+
+    /// Resolves once nothing of the command is left: the child was reaped and, under a shim,
+    /// every descendant too (what it left in the background included). A time limit waits for
+    /// this, not for the exit alone, so a background leftover is ended at the limit.
+    pub async fn settled(&self) {
+        let direct = matches!(self.io, Io::Direct { .. });
+        let mut rx = self.changed.subscribe();
+        loop {
+            {
+                let st = self.lock();
+                if st.exit.is_some() && (direct || st.tree_done) {
+                    return;
+                }
+            }
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
     }
 
     /// Whether collection finished.

@@ -44,11 +44,13 @@ pub(crate) async fn reap(handle: Arc<Handle>, mut child: Child, exited: oneshot:
     let _ = exited.send(());
 }
 
-/// Stop the process when `limit` passes (termination `timeout`).
+/// Stop the process when `limit` passes (termination `timeout`). The limit covers the whole
+/// tree: what the process left running in the background when it exited is ended at the limit
+/// too (the recorded exit stays).
 pub(crate) async fn time_limit(handle: Arc<Handle>, limit: Duration, grace: Duration) {
     tokio::select! {
         _ = tokio::time::sleep(limit) => handle.terminate(Termination::Timeout, grace).await,
-        _ = handle.exited() => {}
+        _ = handle.settled() => {}
     }
 }
 

@@ -44,8 +44,12 @@
 //!   ([`Processes::adopt`]) with the same id and cursors; input, resize and stops go through the
 //!   shim's socket with the same answers (E13, E15). A shim keeps the tree after the exit (as a
 //!   direct spawn does); evicting the handle removes its directory, and the shim then ends what
-//!   is left. Without a [`ShimSetup`] (the crate's own tests) processes are spawned directly, as
-//!   described above, and end with this process.
+//!   is left; the time limit covers that tree too (what the command left running in the
+//!   background is ended when the limit passes, its recorded exit kept). Where the host has
+//!   cgroups, the shim starts each command in a cgroup of its own
+//!   ([`crate::process::cgroup`]) with the host's process and memory limits, and a stop ends
+//!   everything in it. Without a [`ShimSetup`] (the crate's own tests) processes are spawned
+//!   directly, as described above, and end with this process.
 //!
 //! Writing to a pipe whose reader is gone raises SIGPIPE in this process unless it is ignored
 //! (Rust binaries ignore it by default); a host that embeds this crate must keep it ignored.

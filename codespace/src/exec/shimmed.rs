@@ -113,6 +113,7 @@ pub(crate) async fn start(
     }
     let launch = Launch {
         redact: (setup.secrets)(),
+        cgroup: crate::process::cgroup::plan(&spec.tag),
         spec: ShimSpec {
             protocol: PROTOCOL,
             gen: 1,
@@ -225,6 +226,7 @@ pub(crate) async fn follow(handle: Arc<Handle>, dir: PathBuf, segment: u64, reta
         Err(_) => {
             handle.record_exit_parts(None, None);
             handle.finish(false);
+            handle.mark_tree_done();
             return;
         }
     };
@@ -235,7 +237,10 @@ pub(crate) async fn follow(handle: Arc<Handle>, dir: PathBuf, segment: u64, reta
             match record {
                 RawRecord::Exit { code, signal } => handle.record_exit_parts(code, signal),
                 RawRecord::Eof { total, cut } => *eof = Some((total, cut)),
-                RawRecord::Done { .. } => *done = true,
+                RawRecord::Done { .. } => {
+                    *done = true;
+                    handle.mark_tree_done();
+                }
                 RawRecord::Start { .. } => {}
             }
         }
@@ -265,7 +270,10 @@ pub(crate) async fn follow(handle: Arc<Handle>, dir: PathBuf, segment: u64, reta
             // Whatever the shim wrote is on disk now.
             step(&handle, &mut journal, &mut eof, &mut done);
             if handle.exit().is_none() {
-                // The shim was killed under a running command: nobody holds it any more.
+                // The shim was killed under a running command: nobody holds it any more. Its
+                // cgroup (if any) still holds every process of it, markers dropped or not.
+                let tag = handle.tag.clone();
+                let _ = tokio::task::spawn_blocking(move || crate::process::cgroup::end(&tag)).await;
                 let marker = crate::process::tag_marker(&handle.tag);
                 crate::process::kill_tree(None, &marker, grace).await;
                 handle.record_exit_parts(None, None);
@@ -273,6 +281,7 @@ pub(crate) async fn follow(handle: Arc<Handle>, dir: PathBuf, segment: u64, reta
             if !handle.finished() {
                 handle.finish(false);
             }
+            handle.mark_tree_done();
             return;
         }
     }
@@ -288,7 +297,8 @@ pub(crate) fn catch_up(handle: &Handle, dir: &Path, segment: u64, retained: usiz
         match record {
             RawRecord::Exit { code, signal } => handle.record_exit_parts(code, signal),
             RawRecord::Eof { total, cut } => eof = Some((total, cut)),
-            RawRecord::Start { .. } | RawRecord::Done { .. } => {}
+            RawRecord::Done { .. } => handle.mark_tree_done(),
+            RawRecord::Start { .. } => {}
         }
     }
     pull(handle, dir, segment, retained, eof.map(|(total, _)| total));

@@ -26,6 +26,7 @@ pub(crate) fn spawn(spec: &ExecSpec) -> Result<Spawned> {
         markers: Vec::new(),
         tag: spec.tag.clone(),
         stdio,
+        cgroups: Vec::new(),
     };
     process::spawn(&spec)
 }

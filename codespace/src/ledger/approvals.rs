@@ -21,7 +21,8 @@ const HOLD_TAG: &str = "spaces.codespace.approval_hold.v1\n";
 impl Ledger {
     /// Open a pending hold `appr-<uuid>` for `tool` with `arguments`, or return the pending or
     /// granted (not yet resumed) hold for the same workspace, tool and canonical arguments (a
-    /// retry reuses its hold). Errors: `INTERNAL`.
+    /// retry reuses its hold). Errors: `RESOURCE_QUEUE_FULL` when the workspace already has
+    /// [`super::Retention::pending_approvals_max`] pending holds; `INTERNAL`.
     pub fn approval_hold(
         &self,
         workspace_id: &str,
@@ -44,9 +45,19 @@ impl Ledger {
                 |r| r.get(0),
             )
             .optional()?;
+        let created = existing.is_none();
         let approval_id = match existing {
             Some(id) => id,
             None => {
+                let pending: i64 = tx.query_row(
+                    "SELECT COUNT(*) FROM approvals WHERE workspace_id = ?1 AND state = 'pending'",
+                    [workspace_id],
+                    |r| r.get(0),
+                )?;
+                let limit = self.retention.pending_approvals_max;
+                if usize::try_from(pending).unwrap_or(usize::MAX) >= limit {
+                    return Err(Error::ApprovalQueueFull { workspace_id: workspace_id.to_owned(), limit });
+                }
                 let id = format!("appr-{}", uuid::Uuid::new_v4());
                 let now = now_ms();
                 tx.execute(
@@ -59,6 +70,10 @@ impl Ledger {
         };
         let stored = load(&tx, &approval_id)?;
         tx.commit()?;
+        drop(conn);
+        if created {
+            self.added();
+        }
         Ok(stored.record)
     }
 

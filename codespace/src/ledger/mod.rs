@@ -30,11 +30,13 @@ mod approvals;
 mod fingerprint;
 mod operation_record;
 mod operations;
+mod retention;
 mod schema;
 #[cfg(test)]
 mod tests;
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::Connection;
@@ -45,6 +47,7 @@ pub use approval_record::{
     ApprovalRecord, ApprovalState, Decision, HoldableTool, ResumeStart, StoredApproval,
 };
 pub use fingerprint::{canonical_json, fingerprint};
+pub use retention::{Pruned, Retention, PRUNE_EVERY};
 pub use operation_record::{
     EventName, Minted, OperationEvent, OperationKind, OperationRecord, OperationRef,
     OperationStatus, StoredOperation,
@@ -54,6 +57,9 @@ pub use operation_record::{
 pub struct Ledger {
     conn: Mutex<Connection>,
     boot_id: String,
+    retention: Retention,
+    /// New records since the last pruning.
+    fresh: AtomicU32,
 }
 
 impl Ledger {
@@ -61,6 +67,12 @@ impl Ledger {
     /// an earlier daemon left unfinished as `unknown` (crash recovery), and mint a fresh
     /// `boot_id`. Errors: [`crate::Error::Db`] when the file cannot be opened or written.
     pub fn open(path: &Path) -> Result<Ledger> {
+        Self::open_with(path, Retention::default())
+    }
+
+    /// [`Ledger::open`] with `retention` instead of the default (see [`Retention`]); the open
+    /// prunes what it no longer keeps.
+    pub fn open_with(path: &Path, retention: Retention) -> Result<Ledger> {
         let mut conn = crate::sqlite::open(path, "FULL")?;
         schema::apply(&conn)?;
         let closed = operations::close_unfinished(&mut conn)?;
@@ -70,7 +82,35 @@ impl Ledger {
                 "ledger: closed operations left unfinished by an earlier daemon as unknown"
             );
         }
-        Ok(Ledger { conn: Mutex::new(conn), boot_id: format!("boot-{}", uuid::Uuid::new_v4()) })
+        let ledger = Ledger { conn: Mutex::new(conn), boot_id: format!("boot-{}", uuid::Uuid::new_v4()), retention, fresh: AtomicU32::new(0) };
+        ledger.prune()?;
+        Ok(ledger)
+    }
+
+    /// What this ledger keeps.
+    pub fn retention(&self) -> &Retention {
+        &self.retention
+    }
+
+    /// Remove the finished operations and terminal holds past the retention now. Errors:
+    /// `INTERNAL` (the database).
+    pub fn prune(&self) -> Result<Pruned> {
+        self.fresh.store(0, Ordering::Relaxed);
+        let pruned = retention::prune(&mut self.conn(), &self.retention, now_ms())?;
+        if pruned != Pruned::default() {
+            tracing::info!(operations = pruned.operations, approvals = pruned.approvals, "ledger: removed records past the retention");
+        }
+        Ok(pruned)
+    }
+
+    /// A record was added: prune after every [`PRUNE_EVERY`]. A failed pruning is logged (the
+    /// record itself is stored).
+    fn added(&self) {
+        if self.fresh.fetch_add(1, Ordering::Relaxed) + 1 >= PRUNE_EVERY {
+            if let Err(e) = self.prune() {
+                tracing::warn!(error = %e, "ledger: pruning failed");
+            }
+        }
     }
 
     /// The id minted for this process's ledger (`boot-<uuid>`); stamps resumes it begins.

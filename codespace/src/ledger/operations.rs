@@ -61,6 +61,8 @@ impl Ledger {
         )?;
         add_event(&tx, &operation_id, now, EventName::Minted, None, None)?;
         tx.commit()?;
+        drop(conn);
+        self.added();
         Ok(Minted::New { operation_id })
     }
 

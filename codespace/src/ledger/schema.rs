@@ -52,6 +52,8 @@ CREATE TABLE IF NOT EXISTS approvals (
     result_json    TEXT
 );
 CREATE INDEX IF NOT EXISTS approvals_by_hold ON approvals (hold_key, state);
+CREATE INDEX IF NOT EXISTS approvals_by_workspace ON approvals (workspace_id, state);
+CREATE INDEX IF NOT EXISTS operations_finished ON operations (workspace_id, finished_at) WHERE finished_at IS NOT NULL;
 "#;
 
 /// Create the tables if missing and stamp the version.

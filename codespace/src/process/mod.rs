@@ -47,9 +47,15 @@
 //!   by tokio in the background, never left a zombie. Orphaned grandchildren are reparented to
 //!   PID 1 (or the nearest subreaper), which reaps them; [`kill_tree`] treats zombies as gone.
 //!
+//! - **Cgroups.** A spec may name cgroup directories ([`SpawnSpec::cgroups`]); the child joins
+//!   each (writes `0` to its `cgroup.procs`, opened before the fork) before anything else, so
+//!   the program and all it starts are inside from the first instruction. A failed join is a
+//!   spawn error. See [`cgroup`] for who makes them and why.
+//!
 //! Our ends of the child's stdio are `O_NONBLOCK`, ready for tokio's `AsyncFd` or
 //! `tokio::net::unix::pipe`; reads and writes never block the runtime.
 
+pub mod cgroup;
 mod drain;
 pub mod held;
 pub mod pty;

@@ -2,7 +2,7 @@
 //! doc of [`crate::process`] for the process model.
 
 use std::collections::BTreeMap;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::process::Stdio;
 
@@ -51,7 +51,13 @@ pub struct SpawnSpec {
     /// Unique tag, stored as `SPACES_PROCESS_TAG` (set last, so nothing overrides it).
     pub tag: String,
     pub stdio: StdioSpec,
+    /// Cgroup directories the child joins before it execs (at most 4, one per
+    /// hierarchy; see [`super::cgroup`]); empty: it stays in this process's.
+    pub cgroups: Vec<PathBuf>,
 }
+
+/// Most cgroup directories one child joins (cgroup v1 `pids` and `memory`, or one v2).
+pub const MAX_CGROUPS: usize = 4;
 
 /// A started process and our ends of its stdio. Every fd is `O_CLOEXEC` and `O_NONBLOCK`.
 #[derive(Debug)]
@@ -114,13 +120,33 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Spawned> {
             (pair.master, None, None, true)
         }
     };
-    // SAFETY: the closure runs in the forked child before exec, with stdio already on fds 0-2.
-    // It only makes async-signal-safe system calls (sigprocmask, signal, setsid, ioctl,
-    // close_range, fcntl, getrlimit) on values on its stack: no allocation, no locks.
-    unsafe {
-        cmd.pre_exec(move || in_child(controlling_tty));
+    if spec.cgroups.len() > MAX_CGROUPS {
+        return Err(fail(std::io::Error::other(format!("at most {MAX_CGROUPS} cgroups can be joined"))));
     }
-    let child = cmd.spawn().map_err(fail)?;
+    // Opened here (close-on-exec), written in the child: the child allocates nothing.
+    let mut joins = Vec::with_capacity(spec.cgroups.len());
+    for dir in &spec.cgroups {
+        let procs = dir.join("cgroup.procs");
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&procs)
+            .map_err(|e| fail(std::io::Error::other(format!("cannot open {}: {e}", procs.display()))))?;
+        joins.push(OwnedFd::from(file));
+    }
+    let mut join_fds = [-1; MAX_CGROUPS];
+    for (slot, fd) in join_fds.iter_mut().zip(&joins) {
+        *slot = fd.as_raw_fd();
+    }
+    // SAFETY: the closure runs in the forked child before exec, with stdio already on fds 0-2.
+    // It only makes async-signal-safe system calls (write, sigprocmask, signal, setsid, ioctl,
+    // close_range, fcntl, getrlimit) on values on its stack: no allocation, no locks. The
+    // cgroup fds it writes stay open in this process until the spawn returned.
+    unsafe {
+        cmd.pre_exec(move || in_child(controlling_tty, &join_fds));
+    }
+    let child = cmd.spawn().map_err(fail);
+    drop(joins);
+    let child = child?;
     drop(cmd); // closes our copies of the child's ends: EOF now means the tree is done with them
     let pid = child
         .id()
@@ -171,13 +197,20 @@ fn nonblocking(fd: &OwnedFd) -> nix::Result<()> {
 /// Signals whose inherited "ignore" would make a stop or an interrupt miss the program.
 const RESET_SIGNALS: [libc::c_int; 4] = [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, libc::SIGTERM];
 
-/// The child's side, between fork and exec: default signals, a new session, the terminal (PTY
-/// mode), every fd above 2 close-on-exec.
-fn in_child(controlling_tty: bool) -> std::io::Result<()> {
+/// The child's side, between fork and exec: into its cgroups (each `cgroup.procs` fd in
+/// `joins`, -1 = none), default signals, a new session, the terminal (PTY mode), every fd above
+/// 2 close-on-exec.
+fn in_child(controlling_tty: bool, joins: &[RawFd; MAX_CGROUPS]) -> std::io::Result<()> {
     let last_error = std::io::Error::last_os_error;
     // SAFETY (all calls below): plain system calls on integers and stack values, each
     // async-signal-safe; see the SAFETY note at the `pre_exec` call.
     unsafe {
+        for &fd in joins.iter().filter(|fd| **fd >= 0) {
+            // `0`: the writing process itself.
+            if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                return Err(last_error());
+            }
+        }
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
         libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());

@@ -32,6 +32,7 @@ fn spec(dir: &TempDir, argv: &[&str], stdio: StdioSpec) -> SpawnSpec {
         markers: Vec::new(),
         tag: format!("test/{}", uuid::Uuid::new_v4()),
         stdio,
+        cgroups: Vec::new(),
     }
 }
 

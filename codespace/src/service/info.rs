@@ -2,9 +2,9 @@
 //! flag true for this host (API reference, `workspace_info`).
 
 use spaces_sdk::tools::{
-    Availability, ConflictPolicy, Enforcement, ExecCommandRequest, ExecutionInfo, ExitedHandles,
+    Availability, ConflictPolicy, Containment, Enforcement, ExecCommandRequest, ExecutionInfo, ExitedHandles,
     FileCapabilities, FileTools, FindRequest, Isolation, LifetimeAction, NetworkInfo,
-    NetworkPolicy, Permissions, ProcessCapabilities, ProcessLifetime, ProcessOwner, ProcessTools,
+    NetworkPolicy, Permissions, ProcessCapabilities, ProcessContainment, ProcessLifetime, ProcessOwner, ProcessTools,
     Profile, ReadRequest, ReadsDuringProcess, RestartRecovery, Serialization, SerializationScope,
     TtyCapabilities, WorkspaceInfoRequest, WorkspaceInfoResult,
 };
@@ -23,7 +23,10 @@ impl CodeSpace {
     /// running. With shims (the daemon's setting) a daemon shutdown or crash keeps them running
     /// and the next daemon re-adopts their handles (`gateway_shutdown: keep_running`,
     /// `restart_recovery: reattach`); without, a shutdown ends them and a restart does not
-    /// restore handles (`terminate`, `none`). Errors: `WORKSPACE_NOT_FOUND`.
+    /// restore handles (`terminate`, `none`). `isolation.process_containment` says what holds a
+    /// command's processes: with shims, a cgroup per command (with its limits) where the host
+    /// allowed one ([`crate::process::cgroup::init`]), else the shim's subreaper; without,
+    /// `process_group`. Errors: `WORKSPACE_NOT_FOUND`.
     pub async fn workspace_info(
         &self,
         req: WorkspaceInfoRequest,
@@ -100,6 +103,11 @@ impl CodeSpace {
                 isolation: Isolation {
                     file_tools_workspace_scoped: true,
                     command_sandbox: "none".to_owned(),
+                    process_containment: if shimmed {
+                        crate::process::cgroup::report()
+                    } else {
+                        ProcessContainment { mode: Containment::ProcessGroup, pids_max: None, memory_max_bytes: None }
+                    },
                 },
                 network: NetworkInfo {
                     policy: NetworkPolicy::Enabled,

@@ -67,7 +67,7 @@ impl ShimClient {
     /// stdin, and wait until it started the agent. Errors: the shim could not start, or it
     /// could not start the agent (its reason, e.g. the program was not found).
     pub async fn spawn(command: &[String], env: BTreeMap<String, String>, dir: &Path, spec: &ShimSpec) -> Result<ShimClient, String> {
-        Self::launch(command, env, dir, &Launch { spec: spec.clone(), output: OutputMode::Lines, redact: Vec::new() }).await
+        Self::launch(command, env, dir, &Launch { spec: spec.clone(), output: OutputMode::Lines, redact: Vec::new(), cgroup: crate::process::cgroup::plan(&spec.tag) }).await
     }
 
     /// [`Self::spawn`] with an output mode: `launch.output` says how the shim keeps the output
@@ -84,6 +84,7 @@ impl ShimClient {
             markers: Vec::new(),
             tag: format!("shim/{}", spec.tag),
             stdio: StdioSpec::Pipes { stdin: StdinSpec::Pipe },
+            cgroups: Vec::new(),
         };
         let spawned = process::spawn(&shim).map_err(|e| format!("cannot start the shim: {e}"))?;
         // Before the shim has its spec (and so before the program starts): whatever the tree

@@ -62,6 +62,10 @@ pub struct Launch {
     /// Handed over on stdin with the spec, never in argv or the environment.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redact: Vec<String>,
+    /// The cgroup the shim makes and starts the process in ([`crate::process::cgroup`]);
+    /// absent: none (the shim's subreaper alone holds the tree).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<crate::process::cgroup::Plan>,
 }
 
 /// How a shim keeps its process's output.
@@ -279,7 +283,7 @@ mod compat_tests {
         let json = serde_json::to_string(&spec).unwrap();
         assert_eq!(serde_json::from_str::<Launch>(&json).unwrap().output, OutputMode::Lines);
         let raw = OutputMode::Raw { tty: Some((24, 80)), segment_bytes: 4096 };
-        let launch = serde_json::to_string(&Launch { spec, output: raw, redact: Vec::new() }).unwrap();
+        let launch = serde_json::to_string(&Launch { spec, output: raw, redact: Vec::new(), cgroup: None }).unwrap();
         let back: Launch = serde_json::from_str(&launch).unwrap();
         assert_eq!((back.output, back.spec.tag.as_str()), (raw, "t"));
         let input = serde_json::to_string(&Request::Input { data: vec![0, 255, b'\n'], timeout_ms: 5 }).unwrap();

@@ -29,6 +29,7 @@ use super::output::OutputWriter;
 use super::protocol::{InputStop, Launch, OutputMode, RawRecord, Record, Reply, Request, ShimSpec, Stream, PROTOCOL};
 use super::{socket_path, tree};
 use crate::exec::io::{write_all, WriteStop};
+use crate::process::cgroup::{Cgroup, Plan};
 use crate::process::{self, pty, read_output, OutputSink, SpawnSpec, StdinSpec, StdioSpec};
 use spaces_harnesses::redact::RedactStream;
 use spaces_harnesses::Redactor;
@@ -64,10 +65,21 @@ pub fn main(dir: &Path) -> i32 {
     };
     rt.block_on(async move {
         let redactor = spaces_harnesses::Redactor::new(launch.redact);
-        match Shim::start(dir, launch.spec, launch.output, redactor).await {
+        let cgroup = match launch.cgroup.as_ref().map(Plan::create).transpose() {
+            Ok(cgroup) => cgroup,
+            Err(why) => return ready(Err(format!("cannot make the process's cgroup: {why}"))),
+        };
+        let code = match Shim::start(dir, launch.spec, launch.output, redactor, cgroup.clone()).await {
             Ok(shim) => shim.run().await,
             Err(why) => ready(Err(why)),
+        };
+        // Whatever is left of the tree goes with its cgroup.
+        if let Some(cgroup) = cgroup {
+            if !cgroup.remove() {
+                eprintln!("cannot remove the cgroup {:?}; still in it: {:?}", cgroup.dirs(), cgroup.pids());
+            }
         }
+        code
     })
 }
 
@@ -140,11 +152,13 @@ struct Shim {
     acked: u64,
     /// What journal lines are redacted with.
     redactor: Redactor,
+    /// The tree's cgroup, when the host has cgroups: ending the tree ends everything in it.
+    cgroup: Option<Cgroup>,
 }
 
 impl Shim {
     /// Become a subreaper, open the journal and the socket, start the agent.
-    async fn start(dir: &Path, spec: ShimSpec, mode: OutputMode, redactor: Redactor) -> Result<Shim, String> {
+    async fn start(dir: &Path, spec: ShimSpec, mode: OutputMode, redactor: Redactor, cgroup: Option<Cgroup>) -> Result<Shim, String> {
         nix::sys::prctl::set_child_subreaper(true).map_err(|e| format!("cannot become a child subreaper: {e}"))?;
         let mut journal = JournalWriter::create(dir).map_err(|e| format!("cannot create the journal in {}: {e}", dir.display()))?;
         let sock = socket_path(dir);
@@ -170,6 +184,7 @@ impl Shim {
             markers: spec.markers.clone(),
             tag: spec.tag.clone(),
             stdio,
+            cgroups: cgroup.as_ref().map(Cgroup::dirs).unwrap_or_default(),
         };
         let spawned = process::spawn(&spawn).map_err(|e| e.to_string())?;
         let pid = spawned.pid;
@@ -217,6 +232,7 @@ impl Shim {
             done: false,
             acked: 0,
             redactor,
+            cgroup,
         })
     }
 
@@ -255,7 +271,8 @@ impl Shim {
                         let _ = reply.send(answer);
                     }
                 },
-                _ = sleep_until(self.drain_deadline) => self.drain_deadline = None,
+                // The loop's next `progress` sees the deadline passed (and clears it).
+                _ = sleep_until(self.drain_deadline) => {}
                 _ = sync.tick() => {
                     let _ = self.journal.sync();
                 }
@@ -376,7 +393,7 @@ impl Shim {
     async fn progress(&mut self) {
         if self.raw_mode {
             // Exit and output are journaled; the tree is not ended but waited for.
-            if self.exit_written && self.eofs >= 2 && !self.done && tree::descendants(std::process::id() as i32).is_empty() {
+            if self.exit_written && self.eofs >= 2 && !self.done && self.tree_gone() {
                 self.record(&Record::Done { killed: Vec::new(), dropped_lines: 0 });
                 let _ = self.journal.sync();
                 self.done = true;
@@ -397,6 +414,7 @@ impl Shim {
                 Some(_) => {}
             }
         }
+        self.drain_deadline = None;
         // Lines already read belong before the exit.
         while let Ok(out) = self.output_rx.try_recv() {
             self.on_output(out);
@@ -410,24 +428,36 @@ impl Shim {
         self.done = true;
     }
 
-    /// SIGTERM to the agent's group and every descendant, `grace`, then SIGKILL until none is
-    /// left (looking again each round: tools may fork meanwhile). Returns every pid signalled;
-    /// reaps as it goes.
+    /// No process of the tree is left: no descendant of the shim, nothing in its cgroup.
+    fn tree_gone(&self) -> bool {
+        tree::descendants(std::process::id() as i32).is_empty() && self.cgroup.as_ref().is_none_or(|c| c.pids().is_empty())
+    }
+
+    /// SIGTERM to the agent's group and every descendant (and everything in the cgroup),
+    /// `grace`, then SIGKILL until none is left (looking again each round: tools may fork
+    /// meanwhile). Returns every pid signalled; reaps as it goes.
     async fn end_tree(&mut self, grace: Duration) -> Vec<i32> {
         let me = std::process::id() as i32;
         let _ = killpg(Pid::from_raw(self.pid), Signal::SIGTERM);
         let mut signalled = tree::signal_all(me, Signal::SIGTERM);
+        if let Some(cgroup) = &self.cgroup {
+            signalled.extend(cgroup.signal(Signal::SIGTERM));
+        }
         let deadline = Instant::now() + grace;
-        while Instant::now() < deadline && !tree::descendants(me).is_empty() {
+        while Instant::now() < deadline && !self.tree_gone() {
             tokio::time::sleep(Duration::from_millis(20)).await;
             self.reap();
         }
         for _ in 0..50 {
-            if tree::descendants(me).is_empty() {
+            if self.tree_gone() {
                 break;
             }
             let _ = killpg(Pid::from_raw(self.pid), Signal::SIGKILL);
-            for pid in tree::signal_all(me, Signal::SIGKILL) {
+            let mut killed = tree::signal_all(me, Signal::SIGKILL);
+            if let Some(cgroup) = &self.cgroup {
+                killed.extend(cgroup.kill());
+            }
+            for pid in killed {
                 if !signalled.contains(&pid) {
                     signalled.push(pid);
                 }
@@ -437,6 +467,7 @@ impl Shim {
         }
         self.reap();
         signalled.sort_unstable();
+        signalled.dedup();
         signalled
     }
 
@@ -445,7 +476,11 @@ impl Shim {
         self.stdin = None;
         self.raw = None;
         self.end_tree(grace).await;
-        tree::descendants(std::process::id() as i32)
+        let mut left = tree::descendants(std::process::id() as i32);
+        left.extend(self.cgroup.as_ref().map(Cgroup::pids).unwrap_or_default());
+        left.sort_unstable();
+        left.dedup();
+        left
     }
 
     async fn on_request(&mut self, req: Request) -> Reply {

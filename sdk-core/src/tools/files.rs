@@ -261,6 +261,42 @@ pub struct Isolation {
     pub file_tools_workspace_scoped: bool,
     /// The sandbox commands run in: `none` or the sandbox's name.
     pub command_sandbox: String,
+    /// What holds every process a command (or an agent run) starts, so that a stop or a time
+    /// limit ends all of them and the limits hold: a cgroup per command and run, or its
+    /// shim's subreaper.
+    pub process_containment: ProcessContainment,
+}
+
+/// `isolation.process_containment` (and `agent_capabilities.process_containment`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProcessContainment {
+    /// `cgroup_v2`, `cgroup_v1` or `subreaper`.
+    pub mode: Containment,
+    /// Most tasks (processes and threads) one command or run may have at once; absent: no
+    /// limit (always absent without a cgroup). Past it, `fork` fails inside the tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids_max: Option<u64>,
+    /// Most memory one command or run may use, in bytes; absent: no limit (always absent
+    /// without a cgroup). Past it, the kernel kills a process of the tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_max_bytes: Option<u64>,
+}
+
+/// What holds a command's or run's processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Containment {
+    /// A cgroup v2 per command and run: every descendant, whatever it does (`setsid`, `env
+    /// -i`, double forks), is in it; a stop kills the cgroup; the limits hold.
+    CgroupV2,
+    /// A cgroup v1 (`pids`, and `memory` where mounted) per command and run, as for v2.
+    CgroupV1,
+    /// No cgroup could be made: the shim (a child subreaper) keeps every descendant while it
+    /// lives and a stop ends its whole tree; no process or memory limit.
+    Subreaper,
+    /// Commands are children of the serving process, found by process group and tag (a host
+    /// without shims, e.g. an embedded service in tests).
+    ProcessGroup,
 }
 
 /// `execution.network`.

@@ -28,11 +28,11 @@ pub use approvals::{
     ApprovalState, Decision, HoldableTool, OperationResumeRequest, OperationResumeResult,
 };
 pub use files::{
-    ApplyPatchRequest, ApplyPatchResult, Availability, ChangeKind, ChangeRecord, ConflictPolicy,
+    ApplyPatchRequest, ApplyPatchResult, Availability, ChangeKind, ChangeRecord, ConflictPolicy, Containment,
     Enforcement, EventName, ExecutionInfo, ExitedHandles, FileCapabilities, FileTools, FindRequest,
     FindResult, Isolation, LifetimeAction, NetworkInfo, NetworkPolicy, OperationEvent,
     OperationKind, OperationRecord, OperationStatus, OperationStatusRequest, Permissions,
-    ProcessCapabilities, ProcessLifetime, ProcessOwner, ProcessTools, Profile, ReadRequest,
+    ProcessCapabilities, ProcessContainment, ProcessLifetime, ProcessOwner, ProcessTools, Profile, ReadRequest,
     ReadResult, ReadsDuringProcess, RestartRecovery, Serialization, SerializationScope,
     TtyCapabilities, WorkspaceInfoRequest, WorkspaceInfoResult,
 };

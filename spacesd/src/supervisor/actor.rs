@@ -454,7 +454,10 @@ impl Actor {
         self.drain_deadline = None;
         self.run.pgid = None;
         if pos.is_none() {
-            // No shim ended the tree: whatever of the run escaped to PID 1 is ended by marker.
+            // No shim ended the tree: its cgroup (where the host has them) holds all of it;
+            // whatever of the run escaped to PID 1 is also ended by marker.
+            let trees = format!("agent/{}/", self.run.run_id);
+            let _ = tokio::task::spawn_blocking(move || spaces_codespace::process::cgroup::end_all(&trees)).await;
             let _ = kill_tree(None, &run_marker(&self.run.run_id), Duration::from_millis(500)).await;
         }
         let was_in_turn = self.norm.turn_in_flight();

@@ -21,6 +21,7 @@ pub(super) fn capabilities(cfg: &Config, volume: spaces_sdk::VolumeCapabilities)
         harnesses,
         forwardable_env: cfg.forwardable_env.clone(),
         volume,
+        process_containment: spaces_codespace::process::cgroup::report(),
     }
 }
 

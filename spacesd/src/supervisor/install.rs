@@ -122,6 +122,7 @@ pub async fn install(
         tag: format!("install/{}/{}", harness.id(), uuid::Uuid::new_v4()),
         // npm's progress is on stderr and its summary on stdout: one stream, nothing unread.
         stdio: StdioSpec::Combined { stdin: StdinSpec::Null },
+        cgroups: Vec::new(),
     };
     let spawned = process::spawn(&spawn_spec).map_err(|e| format!("cannot run npm (is Node.js installed?): {e}"))?;
     let mut child = spawned.child;

@@ -31,7 +31,7 @@ mod actors;
 mod capabilities;
 mod events;
 mod install;
-mod journal;
+pub mod journal;
 mod launcher;
 mod marker;
 mod mcp_servers;

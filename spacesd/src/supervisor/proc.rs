@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use spaces_codespace::process::cgroup;
 use spaces_codespace::shim::journal::JournalReader;
 use spaces_codespace::shim::{follow, Followed, Launch, OutputMode, Record, ShimClient, ShimSpec};
 use tokio::sync::mpsc;
@@ -69,7 +70,7 @@ pub async fn start(run_dir: &Path, spec: &ShimSpec, events: mpsc::UnboundedSende
     let env = shim_env();
     // The run's secrets and the daemon's, for the shim to redact from the journal.
     let redact = super::secrets::RunSecrets::load(run_dir).unwrap_or_default().redactor().spellings().to_vec();
-    let launch = Launch { spec: spec.clone(), output: OutputMode::Lines, redact };
+    let launch = Launch { spec: spec.clone(), output: OutputMode::Lines, redact, cgroup: cgroup::plan(&format!("{}/gen-{}", spec.tag, spec.gen)) };
     let shim = match ShimClient::launch(&command, env, &dir, &launch).await {
         Ok(shim) => shim,
         Err(why) => {

@@ -1,5 +1,6 @@
 mod agent_mcp;
 mod bad_input;
+mod ceilings;
 mod boundary;
 mod cli;
 mod codespace;

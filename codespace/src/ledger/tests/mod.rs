@@ -5,6 +5,7 @@
 mod approvals;
 mod fingerprint;
 mod operations;
+mod retention;
 
 use std::path::PathBuf;
 

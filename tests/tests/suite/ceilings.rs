@@ -1,0 +1,319 @@
+//! Issue 15, resource ceilings: every process a command or a run starts is held (a cgroup per
+//! command and run where the host allows one, else the shim's subreaper), so what it leaves in
+//! the background (`&`, `env -i`, a `setsid` double fork) ends at the command's time limit and
+//! at `terminate_process`; the process limit stops a fork loop; storage stays bounded however
+//! much a command or an agent prints.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::support::{scaled, wait_until, TestDaemon};
+
+async fn tool(d: &TestDaemon, name: &str, args: Value) -> Value {
+    match d.client.call_named(name, args.clone()).await {
+        Ok(v) => v,
+        Err(e) => panic!("{name} {args} failed: {e}"),
+    }
+}
+
+/// A `sleep` duration unique to this call (`600.<digits>`), so that `/proc` finds exactly the
+/// sleeps one test started, whoever else runs on the host.
+fn marker() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    format!("600.{:09}{}", nanos, std::process::id() % 1000)
+}
+
+/// Live processes whose command line holds `needle` (zombies have none).
+fn with_argv(needle: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+        if cmdline.split(|b| *b == 0).any(|arg| arg == needle.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Whether this host lets the daemon make cgroups: root, with a v1 `pids` hierarchy or a v2
+/// hierarchy offering `pids`.
+fn host_has_cgroups() -> bool {
+    let v2 = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers").is_ok_and(|c| c.split_whitespace().any(|c| c == "pids"));
+    nix::unistd::geteuid().is_root() && (v2 || Path::new("/sys/fs/cgroup/pids/cgroup.procs").exists())
+}
+
+/// Directories whose name ends with `-<name>` under /sys/fs/cgroup (a bounded walk): a tree's
+/// cgroups are `<host id>-<tree>`.
+fn cgroup_dirs(name: &str) -> Vec<PathBuf> {
+    let suffix = format!("-{name}");
+    let mut found = Vec::new();
+    let mut todo = vec![(PathBuf::from("/sys/fs/cgroup"), 0)];
+    while let Some((dir, depth)) = todo.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if entry.file_name().to_str().is_some_and(|n| n.ends_with(&suffix)) {
+                found.push(path);
+            } else if depth < 8 {
+                todo.push((path, depth + 1));
+            }
+        }
+    }
+    found
+}
+
+/// Starts `script` with `sh -c` in Space `space`; returns its process id.
+async fn exec(d: &TestDaemon, space: &str, script: &str) -> String {
+    let started = tool(d, "exec_command", json!({"workspace_id": space, "command": ["sh", "-c", script]})).await;
+    started["process_id"].as_str().unwrap().to_owned()
+}
+
+/// The status of command `id` once it exited (within 30 s).
+async fn wait_exited(d: &TestDaemon, id: &str) -> Value {
+    let deadline = Instant::now() + scaled(Duration::from_secs(30));
+    loop {
+        let s = tool(d, "process_status", json!({"process_id": id})).await;
+        if s["state"] == "exited" {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "the command did not exit: {s}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The three ways out of a process group: a plain background job, one with a cleared
+/// environment (no tag marker), and a `setsid` double fork (a new session, reparented).
+fn escapes(m: &str) -> String {
+    format!("sleep {m}1 & env -i sleep {m}2 & setsid sh -c 'sleep {m}3 & exit 0' & sleep 0.2; echo started; exit 0")
+}
+
+fn escaped(m: &str) -> Vec<i32> {
+    [1, 2, 3].iter().flat_map(|k| with_argv(&format!("{m}{k}"))).collect()
+}
+
+/// What `workspace_info` says holds a command's processes, checked against what this host
+/// allows.
+async fn containment(d: &TestDaemon, space: &str, cgroups_on: bool) -> Value {
+    let info = tool(d, "workspace_info", json!({"workspace_id": space})).await;
+    let held = info["execution"]["isolation"]["process_containment"].clone();
+    let mode = held["mode"].as_str().unwrap_or_default().to_owned();
+    if cgroups_on && host_has_cgroups() {
+        assert!(mode == "cgroup_v1" || mode == "cgroup_v2", "this host allows cgroups, yet: {held}");
+    } else {
+        assert_eq!(mode, "subreaper", "{held}");
+        assert_eq!(held, json!({"mode": "subreaper"}), "no limits without a cgroup");
+    }
+    let caps = d.client.agent_capabilities(&spaces_sdk::Empty {}).await.unwrap();
+    assert_eq!(serde_json::to_value(&caps.process_containment).unwrap(), held, "runs are held as commands are");
+    held
+}
+
+/// The command exits at once, leaving three sleeps behind; they are alive until the time limit
+/// (4 s) and gone right after it; the command's own exit is kept.
+async fn leftovers_end_at_the_time_limit(cgroups: &str) {
+    let limit = Duration::from_secs(4);
+    let env = vec![
+        ("SPACES_EXEC_TIMEOUT_MS".to_owned(), limit.as_millis().to_string()),
+        ("SPACES_CGROUPS".to_owned(), cgroups.to_owned()),
+    ];
+    let d = TestDaemon::start_with_env(env).await;
+    d.space("s").await;
+    containment(&d, "s", cgroups == "1").await;
+    let m = marker();
+    let started = Instant::now();
+    let id = exec(&d, "s", &escapes(&m)).await;
+    wait_until("the three background sleeps", Duration::from_secs(10), || escaped(&m).len() == 3).await;
+    let status = wait_exited(&d, &id).await;
+    assert_eq!((status["state"].as_str(), status["exit_code"].as_i64()), (Some("exited"), Some(0)), "{status}");
+    // Before the limit they live (nothing else ends them)...
+    tokio::time::sleep(limit.saturating_sub(started.elapsed() + Duration::from_millis(1500))).await;
+    assert_eq!(escaped(&m).len(), 3, "the leftovers ended before the time limit");
+    // ...and after it (plus the 2 s grace) they are gone.
+    wait_until("the leftovers to end at the time limit", Duration::from_secs(15), || escaped(&m).is_empty()).await;
+    let status = tool(&d, "process_status", json!({"process_id": id})).await;
+    assert_eq!((status["termination"].as_str(), status["exit_code"].as_i64()), (Some("exited"), Some(0)), "the exit is kept: {status}");
+}
+
+#[tokio::test]
+async fn what_a_command_leaves_in_the_background_ends_at_its_time_limit() {
+    leftovers_end_at_the_time_limit("1").await;
+}
+
+#[tokio::test]
+async fn without_cgroups_the_subreaper_still_ends_the_leftovers_at_the_time_limit() {
+    leftovers_end_at_the_time_limit("0").await;
+}
+
+/// `terminate_process` on a command that already exited ends what it left behind, long before
+/// any time limit, and the command's cgroup directory is removed.
+#[tokio::test]
+async fn terminate_process_ends_what_a_command_left_in_the_background() {
+    let d = TestDaemon::start().await;
+    d.space("s").await;
+    let held = containment(&d, "s", true).await;
+    let m = marker();
+    let id = exec(&d, "s", &escapes(&m)).await;
+    wait_until("the three background sleeps", Duration::from_secs(10), || escaped(&m).len() == 3).await;
+    let cgroup = format!("exec-{id}");
+    let dirs = cgroup_dirs(&cgroup);
+    if held["mode"] != "subreaper" {
+        assert!(!dirs.is_empty(), "no cgroup directory {cgroup} under /sys/fs/cgroup");
+        for dir in &dirs {
+            let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap();
+            let inside: Vec<i32> = procs.lines().map(|l| l.parse().unwrap()).collect();
+            for pid in escaped(&m) {
+                assert!(inside.contains(&pid), "sleep {pid} is not in {}: {inside:?}", dir.display());
+            }
+        }
+    }
+    let asked = Instant::now();
+    tool(&d, "terminate_process", json!({"process_id": id})).await;
+    wait_until("the leftovers to end", Duration::from_secs(10), || escaped(&m).is_empty()).await;
+    assert!(asked.elapsed() < scaled(Duration::from_secs(10)));
+    wait_until("the cgroup directories to go", Duration::from_secs(10), || dirs.iter().all(|d| !d.exists())).await;
+}
+
+/// With a process limit of 20, a loop that starts 50 background sleeps stops where `fork`
+/// fails: at most 19 sleeps (the shell is the 20th task), the shell says it cannot fork, and
+/// everything goes at `terminate_process`, its cgroup with it.
+#[tokio::test]
+async fn the_process_limit_stops_a_fork_loop() {
+    let d = TestDaemon::start_with_env(vec![("SPACES_PIDS_MAX".into(), "20".into())]).await;
+    d.space("s").await;
+    let held = containment(&d, "s", true).await;
+    if held["mode"] == "subreaper" {
+        // containment() checked that this host cannot make cgroups: no limit to test here.
+        return;
+    }
+    assert_eq!(held["pids_max"], json!(20), "{held}");
+    let m = marker();
+    let id = exec(&d, "s", &format!("i=0; while [ $i -lt 50 ]; do sleep {m} & i=$((i+1)); done; echo all 50 started")).await;
+    let status = wait_exited(&d, &id).await;
+    let out = tool(&d, "read_process", json!({"process_id": id, "cursor": 0, "wait_ms": 3000})).await;
+    let chunk = out["chunk"].as_str().unwrap();
+    assert!(chunk.to_lowercase().contains("fork"), "the shell did not say it could not fork: {chunk:?}");
+    assert!(!chunk.contains("all 50 started"), "{chunk:?}");
+    assert_ne!(status["exit_code"], json!(0), "{status}");
+    let sleeps = with_argv(&m);
+    assert!(!sleeps.is_empty() && sleeps.len() < 20, "{} sleeps under a limit of 20", sleeps.len());
+    let dirs = cgroup_dirs(&format!("exec-{id}"));
+    assert!(!dirs.is_empty(), "no cgroup for {id}");
+    tool(&d, "terminate_process", json!({"process_id": id})).await;
+    wait_until("the sleeps to end", Duration::from_secs(10), || with_argv(&m).is_empty()).await;
+    wait_until("the cgroup directories to go", Duration::from_secs(10), || dirs.iter().all(|d| !d.exists())).await;
+}
+
+fn fake_agent(dir: &Path, script: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join("fake-codex");
+    std::fs::write(&p, format!("#!/bin/sh\n{script}\n")).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+/// A Codex fake's whole turn (thread, turn, an answer, the end).
+const CODEX_TURN: &str = r#"echo '{"type":"thread.started","thread_id":"fake-thread"}'
+echo '{"type":"turn.started"}'
+echo '{"type":"item.completed","item":{"id":"m","type":"agent_message","text":"done"}}'
+echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0,"output_tokens":1}}'"#;
+
+async fn run_fake(env: Vec<(String, String)>, script: &str) -> (TestDaemon, String, tempfile::TempDir) {
+    let bin_dir = tempfile::tempdir().unwrap();
+    let bin = fake_agent(bin_dir.path(), script);
+    let mut env = env;
+    env.push(("SPACES_HARNESS_BIN_OPENAI_CODEX".into(), bin.display().to_string()));
+    let d = TestDaemon::start_with_env(env).await;
+    d.space("s").await;
+    let req = spaces_sdk::AgentStartRequest {
+        space: "s".into(),
+        agent: "openai-codex".into(),
+        prompt: "hello".into(),
+        show: None,
+        options: Some(spaces_sdk::SpaceAgentOptions::default()),
+    };
+    let run = d.client.agent_start(&req).await.unwrap().run_id;
+    d.wait_status("s", &run, Duration::from_secs(60), crate::support::settled).await;
+    (d, run, bin_dir)
+}
+
+/// An agent run is held like a command: its agent runs in the run's cgroup (where the host has
+/// cgroups), and what it leaves behind (`setsid`, `env -i`) ends with its turn, the cgroup
+/// directory with it.
+#[tokio::test]
+async fn an_agents_leftovers_end_with_its_turn_and_its_cgroup_goes() {
+    let m = marker();
+    let script = format!("echo \"cgroups: $(tr '\\n' ' ' </proc/self/cgroup)\" >&2\n{}\n{CODEX_TURN}", escapes(&m).replace("; exit 0", ""));
+    let (d, run, _bin) = run_fake(Vec::new(), &script).await;
+    let held = containment(&d, "s", true).await;
+    wait_until("the agent's leftovers to end", Duration::from_secs(15), || escaped(&m).is_empty()).await;
+    let st = d.client.space("s").agent_status(&run, Some(200)).await.unwrap();
+    let tail = st.output_tail.unwrap_or_default();
+    let leaf = format!("agent-{run}-turn-1-gen-1");
+    if held["mode"] != "subreaper" {
+        assert!(tail.contains(&format!("-{leaf} ")), "the agent was not in its run's cgroup {leaf}: {tail}");
+    }
+    wait_until("the run's cgroup to go", Duration::from_secs(15), || cgroup_dirs(&leaf).is_empty()).await;
+}
+
+/// Sum of the sizes of the files under `dir` (recursively).
+fn du(dir: &Path) -> u64 {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let meta = entry.metadata().unwrap();
+        total += if meta.is_dir() { du(&entry.path()) } else { meta.len() };
+    }
+    total
+}
+
+/// A command printing 300 MB leaves at most its three output segments (about 800 KiB with
+/// the default 256 KiB window) in the state dir; its last bytes are still readable.
+#[tokio::test]
+async fn a_command_printing_300_mb_leaves_bounded_files() {
+    let d = TestDaemon::start().await;
+    d.space("s").await;
+    let id = exec(&d, "s", "head -c 300000000 /dev/zero | tr '\\0' x; echo; echo the-end").await;
+    let status = {
+        let deadline = Instant::now() + scaled(Duration::from_secs(300));
+        loop {
+            let s = tool(&d, "process_status", json!({"process_id": id})).await;
+            if s["state"] == "exited" && s["eof"] == json!(true) {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "300 MB did not pass within 300 s: {s}");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    };
+    assert_eq!(status["exit_code"], json!(0), "{status}");
+    assert_eq!(status["output_total"], json!(300_000_000u64 + 9), "{status}");
+    let dir = d.state_dir().join("exec").join(&id);
+    let stored = du(&dir);
+    assert!(stored < 1024 * 1024, "{stored} bytes under {}", dir.display());
+    let tail = tool(&d, "read_process", json!({"process_id": id, "cursor": 300_000_000u64 - 10})).await;
+    assert!(tail["chunk"].as_str().unwrap().ends_with("xxxx\nthe-end\n"), "{tail}");
+    assert_eq!(tail["output_lost"], json!(true));
+    let total = du(&d.state_dir());
+    assert!(total < 64 * 1024 * 1024, "the whole state dir holds {total} bytes");
+}
+
+/// An agent printing about 2 MB with `output_log_max_bytes` at 64 KiB keeps `output.log` and
+/// one rotated `output.log.1`, both at most the bound (plus one line), and its last line.
+#[tokio::test]
+async fn an_agent_printing_a_lot_keeps_a_bounded_output_log() {
+    let bound = 64 * 1024;
+    let line = "y".repeat(1000);
+    let script = format!("{CODEX_TURN}\ni=0; while [ $i -lt 2000 ]; do echo '{line}' >&2; i=$((i+1)); done\necho last-line >&2");
+    let (d, run, _bin) = run_fake(vec![("SPACES_OUTPUT_LOG_MAX_BYTES".into(), bound.to_string())], &script).await;
+    // The turn ends at `turn.completed`; the rest of the output comes before the exit.
+    d.wait_for_event("s", &run, Duration::from_secs(60), |e| e.kind == spaces_sdk::EventKind::Exited).await;
+    let run_dir = d.state_dir().join("runs").join(&run);
+    let log = std::fs::metadata(run_dir.join("output.log")).map(|m| m.len()).unwrap_or(0);
+    let rotated = std::fs::metadata(run_dir.join("output.log.1")).map(|m| m.len()).unwrap_or(0);
+    assert!(rotated > 0, "output.log was never rotated (output.log: {log} bytes)");
+    assert!(log <= bound + 1100 && rotated <= bound + 1100, "output.log {log}, output.log.1 {rotated}, bound {bound}");
+    assert!(std::fs::read_to_string(run_dir.join("output.log")).unwrap().contains("last-line"));
+}
