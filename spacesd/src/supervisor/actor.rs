@@ -202,8 +202,9 @@ impl Actor {
                 "the run is being stopped (its processes are ending); it will not take follow-ups: start a new run",
             ));
         }
-        if self.proc.is_none() {
-            // Nothing of the run is running: a new process starts in the run's folder (R34).
+        if self.proc.is_none() || self.harness.process_model() == ProcessModel::PerTurn {
+            // A new process starts in the run's folder for this message (nothing of the run is
+            // running, or a per-turn CLI, whose last process may not have exited yet): R34.
             start::folder_present(&self.folder()).map_err(|e| e.to_api())?;
         }
         if self.norm.turn_in_flight() || self.proc_busy_between_turns() {

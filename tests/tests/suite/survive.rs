@@ -165,6 +165,9 @@ async fn a_tool_that_drops_the_marker_and_calls_setsid_is_stopped() {
     let pid_file = root.join("escaped.pid");
     wait_until("the escaped tool's pid", WAIT, || std::fs::read_to_string(&pid_file).is_ok_and(|s| s.ends_with('\n'))).await;
     let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    // `$!` is `env`, which drops the marker and execs `setsid`, which execs `sleep`: once the
+    // pid runs `sleep`, its environment is the one the tool really has.
+    wait_until("the tool to exec sleep", WAIT, || std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep\0"))).await;
     let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
     assert!(!String::from_utf8_lossy(&environ).contains("SPACES_RUN_ID"), "the tool really dropped the marker");
     let r = d.client.space("s").agent_stop(&run).await.unwrap();
