@@ -15,57 +15,37 @@ use crate::error::Result;
 impl Store {
     /// Append `drafts` to the log of `run_id` in one transaction; returns the stored events (with
     /// `raw` kept as given). With `pos`, the run's journal position is stored in the same
-    /// transaction (the drafts are what the journal holds before it).
+    /// transaction (the drafts are what the journal holds before it). Blocks until committed.
     pub fn events_append(&self, run_id: &str, drafts: Vec<EventDraft>, pos: Option<JournalPos>) -> Result<Vec<Event>> {
         if drafts.is_empty() && pos.is_none() {
             return Ok(Vec::new());
         }
-        let mut conn = self.conn();
-        let tx = conn.transaction()?;
-        if let Some(pos) = pos {
-            tx.prepare_cached("INSERT OR REPLACE INTO journals (run_id, gen, offset) VALUES (?1, ?2, ?3)")?
-                .execute(params![run_id, pos.gen as i64, pos.offset as i64])?;
+        let run_id = run_id.to_owned();
+        self.write(move |conn| append_in(conn, &run_id, drafts, pos))
+    }
+
+    /// [`Store::events_append`] for async callers: the batch joins the writer's next group
+    /// commit; once committed, `after` runs (on the writer thread) with the stored events, then
+    /// they are returned.
+    pub async fn events_append_async(
+        &self,
+        run_id: &str,
+        drafts: Vec<EventDraft>,
+        pos: Option<JournalPos>,
+        after: impl FnOnce(&Vec<Event>) + Send + 'static,
+    ) -> Result<Vec<Event>> {
+        if drafts.is_empty() && pos.is_none() {
+            return Ok(Vec::new());
         }
-        let last: i64 = tx
-            .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?1")?
-            .query_row(params![run_id], |r| r.get(0))?;
-        let ts_ms = now_ms();
-        let mut out = Vec::with_capacity(drafts.len());
-        {
-            let mut stmt =
-                tx.prepare_cached("INSERT INTO events (run_id, seq, body, raw) VALUES (?1, ?2, ?3, ?4)")?;
-            for (i, d) in drafts.into_iter().enumerate() {
-                let mut event = Event {
-                    seq: last as u64 + 1 + i as u64,
-                    ts_ms,
-                    turn: d.turn,
-                    kind: d.kind,
-                    category: d.category,
-                    text: d.text,
-                    tool_id: d.tool_id,
-                    tool_title: d.tool_title,
-                    tool_kind: d.tool_kind,
-                    tool_status: d.tool_status,
-                    stop_reason: d.stop_reason,
-                    summary: d.summary,
-                    usage: d.usage,
-                    raw: None,
-                };
-                let body = serde_json::to_string(&event)?;
-                stmt.execute(params![run_id, event.seq as i64, body, d.raw])?;
-                event.raw = d.raw;
-                out.push(event);
-            }
-        }
-        tx.commit()?;
-        Ok(out)
+        let run_id = run_id.to_owned();
+        self.writer.call_async(move |conn| append_in(conn, &run_id, drafts, pos), after).await
     }
 
     /// The stored journal position of `run_id`, if its agent ever ran under a shim.
     pub fn journal_pos(&self, run_id: &str) -> Result<Option<JournalPos>> {
         use rusqlite::OptionalExtension;
         Ok(self
-            .conn()
+            .reader()?
             .prepare_cached("SELECT gen, offset FROM journals WHERE run_id = ?1")?
             .query_row(params![run_id], |r| {
                 Ok(JournalPos { gen: r.get::<_, i64>(0)? as u64, offset: r.get::<_, i64>(1)? as u64 })
@@ -75,7 +55,7 @@ impl Store {
 
     /// Up to `max` events of `run_id` with `seq > cursor`, in order; `raw` filled when `with_raw`.
     pub fn events_after(&self, run_id: &str, cursor: u64, max: u32, with_raw: bool) -> Result<Vec<Event>> {
-        let conn = self.conn();
+        let conn = self.reader()?;
         let mut stmt = conn.prepare_cached(
             "SELECT body, raw FROM events WHERE run_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
         )?;
@@ -96,11 +76,53 @@ impl Store {
 
     /// The seq of the last event of `run_id` (0 when none).
     pub fn events_last_seq(&self, run_id: &str) -> Result<u64> {
-        let last: i64 = self.conn().query_row(
-            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?1",
-            params![run_id],
-            |r| r.get(0),
-        )?;
+        let last: i64 = self
+            .reader()?
+            .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?1")?
+            .query_row(params![run_id], |r| r.get(0))?;
         Ok(last as u64)
     }
+}
+
+/// Inside the writer's transaction: stores `pos` and numbers and inserts `drafts` after the
+/// run's last seq.
+fn append_in(
+    conn: &rusqlite::Connection,
+    run_id: &str,
+    drafts: Vec<EventDraft>,
+    pos: Option<JournalPos>,
+) -> Result<Vec<Event>> {
+    if let Some(pos) = pos {
+        conn.prepare_cached("INSERT OR REPLACE INTO journals (run_id, gen, offset) VALUES (?1, ?2, ?3)")?
+            .execute(params![run_id, pos.gen as i64, pos.offset as i64])?;
+    }
+    let last: i64 = conn
+        .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?1")?
+        .query_row(params![run_id], |r| r.get(0))?;
+    let ts_ms = now_ms();
+    let mut out = Vec::with_capacity(drafts.len());
+    let mut stmt = conn.prepare_cached("INSERT INTO events (run_id, seq, body, raw) VALUES (?1, ?2, ?3, ?4)")?;
+    for (i, d) in drafts.into_iter().enumerate() {
+        let mut event = Event {
+            seq: last as u64 + 1 + i as u64,
+            ts_ms,
+            turn: d.turn,
+            kind: d.kind,
+            category: d.category,
+            text: d.text,
+            tool_id: d.tool_id,
+            tool_title: d.tool_title,
+            tool_kind: d.tool_kind,
+            tool_status: d.tool_status,
+            stop_reason: d.stop_reason,
+            summary: d.summary,
+            usage: d.usage,
+            raw: None,
+        };
+        let body = serde_json::to_string(&event)?;
+        stmt.execute(params![run_id, event.seq as i64, body, d.raw])?;
+        event.raw = d.raw;
+        out.push(event);
+    }
+    Ok(out)
 }
