@@ -65,9 +65,9 @@ CREATE TABLE IF NOT EXISTS events (
     run_id  TEXT NOT NULL,
     seq     INTEGER NOT NULL,
     body    TEXT NOT NULL,
-    raw     TEXT,
+    raw_z   BLOB,
     PRIMARY KEY (run_id, seq)
-) WITHOUT ROWID;
+);
 CREATE TABLE IF NOT EXISTS journals (
     run_id  TEXT PRIMARY KEY,
     gen     INTEGER NOT NULL,
@@ -142,6 +142,7 @@ fn migrate(conn: &rusqlite::Connection) -> Result<()> {
     if !has_approvals {
         conn.execute_batch("ALTER TABLE spaces ADD COLUMN approvals TEXT NOT NULL DEFAULT 'off'")?;
     }
+    events::migrate_to_lean_rows(conn)?;
     Ok(())
 }
 
