@@ -290,8 +290,12 @@ impl Actor {
                 Err(e) => tracing::warn!("run {}: the shim did not answer a stop ({e}); ending by marker", self.run.run_id),
             }
         }
-        let pgid = self.proc.as_ref().map(|p| p.pid);
-        kill_tree(pgid, &run_marker(&self.run.run_id), grace).await.survivors
+        // No process: nothing of the run is left to end. Its last shim ended the whole tree
+        // when the agent exited, or, gone itself, left it to the marker sweep in
+        // `finish_process`. Scanning every process's environment here would make each stop cost
+        // more the busier the host is.
+        let Some(pgid) = self.proc.as_ref().map(|p| p.pid) else { return Vec::new() };
+        kill_tree(Some(pgid), &run_marker(&self.run.run_id), grace).await.survivors
     }
 
     fn finish_stopped(&mut self) {
