@@ -82,8 +82,15 @@ async fn tail(client: Client, run: String, deadline: Instant) -> Vec<u64> {
                 EventKind::TurnEnded => ended += 1,
                 _ => {}
             }
+            // What follows the last turn's end (the process's exit) depends on when the page
+            // was read: readers compare what they saw up to it.
+            if ended == TURNS {
+                break;
+            }
         }
-        assert_eq!(page.cursor, cursor, "reader of {run}: the page's cursor is not its last event's seq");
+        if ended < TURNS {
+            assert_eq!(page.cursor, cursor, "reader of {run}: the page's cursor is not its last event's seq");
+        }
     }
     assert_eq!(lines_of_turn, vec![LINES; TURNS], "reader of {run}: lines per turn");
     seqs
@@ -149,8 +156,8 @@ async fn v26_streaming_runs_with_tailing_readers_lose_and_repeat_nothing() {
         let unique: HashSet<_> = seqs.iter().collect();
         assert_eq!(unique.len(), seqs.len(), "{run}: a seq came twice");
         let first = seen.iter().find(|(r, _)| r == run).map(|(_, s)| s).unwrap();
-        assert_eq!(seqs, first, "{run}: two readers of one run saw different events");
-        // Nothing stored past what the readers saw, once the turns ended.
+        assert!(seqs == first, "{run}: two readers of one run saw different events ({} and {} of them)", seqs.len(), first.len());
+        // No message stored past the last turn's end.
         let q = AgentEventsRequest { space: "s".into(), run_id: run.clone(), cursor: Some(*seqs.last().unwrap()), max: Some(10), wait_ms: Some(0), raw: None };
         let rest = no_lock_error("agent_events", d.client.agent_events(&q).await);
         assert!(rest.events.iter().all(|e| e.kind != EventKind::Message), "{run}: messages after the readers' last turn_ended: {:?}", rest.events);
