@@ -31,7 +31,7 @@ pub const IDLE_AFTER: Duration = Duration::from_secs(1);
 /// WAL size past which a `TRUNCATE` checkpoint is forced even while busy.
 pub const MAX_WAL_BYTES: u64 = 64 * 1024 * 1024;
 /// How long a forced checkpoint waits for readers (and holds off the writer) at most.
-const BOUNDED_WAIT: Duration = Duration::from_millis(200);
+pub const BOUNDED_WAIT: Duration = Duration::from_millis(200);
 
 /// The checkpointer thread; stops (after one last `TRUNCATE` attempt) when dropped.
 pub(crate) struct Checkpointer {
@@ -72,11 +72,8 @@ fn run(conn: &Connection, wal: &Path, commits: &AtomicU64, stopped: &mpsc::Recei
     let mut seen = commits.load(Ordering::Relaxed);
     let mut last_change = Instant::now();
     let mut truncated = false;
-    loop {
-        match stopped.recv_timeout(TICK) {
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            _ => break,
-        }
+    // Until the store is dropped (the sender goes away).
+    while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(TICK) {
         let now = commits.load(Ordering::Relaxed);
         let wal_bytes = std::fs::metadata(wal).map_or(0, |m| m.len());
         if wal_bytes > MAX_WAL_BYTES {

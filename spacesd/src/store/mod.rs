@@ -17,10 +17,10 @@
 
 pub mod checkpoint;
 pub mod events;
-mod readers;
+pub mod readers;
 pub mod runs;
 pub mod spaces;
-mod writer;
+pub mod writer;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;

@@ -14,7 +14,7 @@ use rusqlite::{Connection, OpenFlags};
 use crate::error::Result;
 
 /// Connections kept open between reads.
-const MAX_IDLE: usize = 8;
+pub const MAX_IDLE: usize = 8;
 
 /// The pool of read-only connections to one database.
 pub(crate) struct Readers {
