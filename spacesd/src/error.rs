@@ -15,6 +15,11 @@ pub enum Error {
     /// A file operation in the state dir failed. Reported as `INTERNAL`.
     #[error("state directory error: {0}")]
     Io(#[from] std::io::Error),
+    /// The event writer's transaction failed (its `BEGIN` or `COMMIT`: disk full, I/O error), or
+    /// the writer thread has stopped. Reported as `INTERNAL`; a retry helps only once the disk
+    /// has room again.
+    #[error("state database write failed: {0}")]
+    Writer(String),
     /// JSON (de)serialization of stored state failed. Reported as `INTERNAL`.
     #[error("stored state is not valid JSON: {0}")]
     Json(#[from] serde_json::Error),

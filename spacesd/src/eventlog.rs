@@ -1,8 +1,12 @@
-//! The event log: durable appends (SQLite) plus wake-ups for long-poll readers.
+//! The event log: durable appends (through the store's one writer) plus wake-ups for long-poll
+//! readers.
 //!
-//! Each run has a `watch` channel holding its last seq; [`EventLog::append`] stores a batch and
-//! then publishes the new last seq, so a reader that subscribed before querying can never miss an
-//! append (subscribe, query, and only then wait).
+//! Each run has a `watch` channel holding its last stored seq. The writer thread publishes a
+//! batch's last seq there right after the batch's transaction commits, before its caller hears
+//! back, so a waiting reader wakes as soon as the events are readable. A reader compares the
+//! channel's value with its cursor: it queries the database (on a read-only connection, off the
+//! async runtime) only when there is something past its cursor, and otherwise waits for the
+//! value to change. It subscribes before looking, so it can never miss an append.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,27 +16,53 @@ use spaces_harnesses::EventDraft;
 use spaces_sdk::Event;
 use tokio::sync::watch;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::store::{JournalPos, Store};
+
+type Watchers = Arc<Mutex<HashMap<String, watch::Sender<u64>>>>;
 
 /// Durable, cursor-readable event logs of every run.
 pub struct EventLog {
     store: Arc<Store>,
-    watchers: Mutex<HashMap<String, watch::Sender<u64>>>,
+    watchers: Watchers,
+}
+
+/// Raise the last seq of `run_id` to `seq` (never lowers it), waking its readers.
+fn publish(watchers: &Watchers, run_id: &str, seq: u64) {
+    let mut map = watchers.lock().unwrap_or_else(|p| p.into_inner());
+    let tx = match map.get(run_id) {
+        Some(tx) => tx,
+        None => map.entry(run_id.to_owned()).or_insert_with(|| watch::channel(0).0),
+    };
+    tx.send_if_modified(|v| {
+        let raise = seq > *v;
+        if raise {
+            *v = seq;
+        }
+        raise
+    });
 }
 
 impl EventLog {
     /// A log over `store`.
     pub fn new(store: Arc<Store>) -> Self {
-        Self { store, watchers: Mutex::new(HashMap::new()) }
+        Self { store, watchers: Arc::new(Mutex::new(HashMap::new())) }
     }
 
-    fn sender(&self, run_id: &str) -> watch::Sender<u64> {
-        let mut map = self.watchers.lock().unwrap_or_else(|p| p.into_inner());
-        map.entry(run_id.to_owned()).or_insert_with(|| watch::channel(0).0).clone()
+    /// The last-seq channel of `run_id`; the first time a run is looked at, its value comes from
+    /// the database (events stored by an earlier daemon).
+    fn watcher(&self, run_id: &str) -> Result<watch::Sender<u64>> {
+        if let Some(tx) = self.watchers.lock().unwrap_or_else(|p| p.into_inner()).get(run_id) {
+            return Ok(tx.clone());
+        }
+        let stored = self.store.events_last_seq(run_id)?;
+        publish(&self.watchers, run_id, stored);
+        let map = self.watchers.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(run_id).cloned().ok_or_else(|| Error::Writer(format!("no watcher for run {run_id}")))
     }
 
-    /// Store `drafts` for `run_id` (one transaction) and wake waiting readers.
+    /// Store `drafts` for `run_id` (one transaction) and wake waiting readers. Blocks until the
+    /// writer committed; the run actor's output path uses [`Self::append_async`].
     pub fn append(&self, run_id: &str, drafts: Vec<EventDraft>) -> Result<Vec<Event>> {
         self.append_at(run_id, drafts, None)
     }
@@ -41,9 +71,22 @@ impl EventLog {
     pub fn append_at(&self, run_id: &str, drafts: Vec<EventDraft>, pos: Option<JournalPos>) -> Result<Vec<Event>> {
         let events = self.store.events_append(run_id, drafts, pos)?;
         if let Some(last) = events.last() {
-            self.sender(run_id).send_replace(last.seq);
+            publish(&self.watchers, run_id, last.seq);
         }
         Ok(events)
+    }
+
+    /// [`Self::append_at`] without blocking: the batch joins the writer's next group commit, and
+    /// readers are woken from the writer thread as soon as it committed.
+    pub async fn append_async(&self, run_id: &str, drafts: Vec<EventDraft>, pos: Option<JournalPos>) -> Result<Vec<Event>> {
+        let watchers = self.watchers.clone();
+        let id = run_id.to_owned();
+        let after = move |events: &Vec<Event>| {
+            if let Some(last) = events.last() {
+                publish(&watchers, &id, last.seq);
+            }
+        };
+        self.store.events_append_async(run_id, drafts, pos, after).await
     }
 
     /// Events with `seq > cursor` (at most `max`). When there are none and `wait` is non-zero,
@@ -56,27 +99,43 @@ impl EventLog {
         wait: Duration,
         with_raw: bool,
     ) -> Result<Vec<Event>> {
-        let mut rx = self.sender(run_id).subscribe();
-        let events = self.store.events_after(run_id, cursor, max, with_raw)?;
-        if !events.is_empty() || wait.is_zero() {
-            return Ok(events);
-        }
+        let mut rx = self.watcher(run_id)?.subscribe();
         let deadline = tokio::time::Instant::now() + wait;
         loop {
-            match tokio::time::timeout_at(deadline, rx.changed()).await {
-                Ok(Ok(())) => {
-                    let events = self.store.events_after(run_id, cursor, max, with_raw)?;
-                    if !events.is_empty() {
-                        return Ok(events);
-                    }
+            let last = *rx.borrow_and_update();
+            if last > cursor {
+                let events = self.fetch(run_id, cursor, max, with_raw).await?;
+                if !events.is_empty() {
+                    return Ok(events);
                 }
+            }
+            if wait.is_zero() {
+                return Ok(Vec::new());
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => {}
                 Ok(Err(_)) | Err(_) => return Ok(Vec::new()),
             }
         }
     }
 
-    /// The last seq stored for `run_id` (0 when none).
+    /// One page from the database, on a blocking thread with a read-only connection.
+    async fn fetch(&self, run_id: &str, cursor: u64, max: u32, with_raw: bool) -> Result<Vec<Event>> {
+        let store = self.store.clone();
+        let run_id = run_id.to_owned();
+        tokio::task::spawn_blocking(move || store.events_after(&run_id, cursor, max, with_raw))
+            .await
+            .map_err(|e| Error::Writer(format!("event read task failed: {e}")))?
+    }
+
+    /// The last seq of `run_id` as published (0 when none). It can trail a commit by the moment
+    /// the writer takes to publish; [`Self::stored_last_seq`] asks the database.
     pub fn last_seq(&self, run_id: &str) -> Result<u64> {
+        Ok(*self.watcher(run_id)?.borrow())
+    }
+
+    /// The last seq stored for `run_id`, read from the database (0 when none).
+    pub fn stored_last_seq(&self, run_id: &str) -> Result<u64> {
         self.store.events_last_seq(run_id)
     }
 }

@@ -64,34 +64,44 @@ pub fn is_zombie_or_gone(pid: i32) -> bool {
 /// (looking again, since tools may have forked meanwhile), and report survivors.
 pub async fn kill_tree(pgid: Option<i32>, marker: &str, grace: Duration) -> KillReport {
     let mut report = KillReport::default();
-    let signal_all = |sig: Signal, report: &mut KillReport| {
+    let signal_all = |sig: Signal, marked: Vec<i32>, report: &mut KillReport| {
         if let Some(g) = pgid.filter(|g| *g > 1) {
             let _ = killpg(Pid::from_raw(g), sig);
         }
-        for pid in alive_with_marker(marker) {
+        for pid in marked {
             let _ = kill(Pid::from_raw(pid), sig);
             if !report.signalled.contains(&pid) {
                 report.signalled.push(pid);
             }
         }
     };
-    signal_all(Signal::SIGTERM, &mut report);
+    signal_all(Signal::SIGTERM, marked(marker).await, &mut report);
     let deadline = tokio::time::Instant::now() + grace;
     while tokio::time::Instant::now() < deadline {
-        if group_gone(pgid) && alive_with_marker(marker).is_empty() {
+        if group_gone(pgid) && marked(marker).await.is_empty() {
             return report;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     for _ in 0..20 {
-        signal_all(Signal::SIGKILL, &mut report);
+        signal_all(Signal::SIGKILL, marked(marker).await, &mut report);
         tokio::time::sleep(Duration::from_millis(25)).await;
-        if group_gone(pgid) && alive_with_marker(marker).is_empty() {
+        if group_gone(pgid) && marked(marker).await.is_empty() {
             return report;
         }
     }
-    report.survivors = alive_with_marker(marker);
+    report.survivors = marked(marker).await;
     report
+}
+
+/// [`alive_with_marker`] on a blocking thread: the scan reads every process's environment,
+/// which on a busy host takes long enough to stall an async worker.
+async fn marked(marker: &str) -> Vec<i32> {
+    let m = marker.to_owned();
+    match tokio::task::spawn_blocking(move || alive_with_marker(&m)).await {
+        Ok(pids) => pids,
+        Err(_) => alive_with_marker(marker),
+    }
 }
 
 fn group_gone(pgid: Option<i32>) -> bool {

@@ -1,17 +1,29 @@
 //! The durable store: one SQLite database (WAL) holding spaces, runs, turns and event logs.
 //!
-//! One connection behind a mutex serves the daemon; every statement is short (indexed point
-//! reads, batched appends in one transaction), so holding the lock is brief. Event appends for a
-//! batch of lines happen in one transaction (see [`events`]).
+//! Three kinds of connection, each with one job:
+//! - **one writer** ([`writer`]): a dedicated thread owns the only write connection and runs
+//!   every write of the daemon, group-committing whatever is queued (event batches of every run,
+//!   journal positions, run rows) in one transaction per wake-up;
+//! - **readers** ([`readers`]): a small pool of read-only connections for event pages, status
+//!   and lists; in WAL mode they never wait for the writer;
+//! - **the checkpointer** ([`checkpoint`]): its own connection and thread, so no commit pays for
+//!   a WAL checkpoint.
+//!
+//! Durability (`synchronous=NORMAL` in WAL mode): a commit is in the WAL (the OS's page cache)
+//! when its caller hears of it, so it survives the daemon being killed. The WAL is fsynced by
+//! each checkpoint, about every [`checkpoint::TICK`] while busy: a power loss or host crash can
+//! cost the commits of the last tick, never the database's consistency, and an event batch and
+//! its journal position are lost or kept together.
 
+pub mod checkpoint;
 pub mod events;
+pub mod readers;
 pub mod runs;
 pub mod spaces;
+pub mod writer;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
-
-use rusqlite::Connection;
+use std::sync::Mutex;
 
 use crate::error::Result;
 
@@ -53,9 +65,9 @@ CREATE TABLE IF NOT EXISTS events (
     run_id  TEXT NOT NULL,
     seq     INTEGER NOT NULL,
     body    TEXT NOT NULL,
-    raw     TEXT,
+    raw_z   BLOB,
     PRIMARY KEY (run_id, seq)
-) WITHOUT ROWID;
+);
 CREATE TABLE IF NOT EXISTS journals (
     run_id  TEXT PRIMARY KEY,
     gen     INTEGER NOT NULL,
@@ -74,19 +86,25 @@ pub struct JournalPos {
 
 /// The open database, and the paths no Space may reach (see [`Store::protected`]).
 pub struct Store {
-    conn: Mutex<Connection>,
+    // Dropped in this order: the checkpointer's last `TRUNCATE` runs after the writer finished.
+    writer: writer::Writer,
+    _checkpointer: checkpoint::Checkpointer,
+    readers: readers::Readers,
     protected: Mutex<Vec<PathBuf>>,
 }
 
 impl Store {
-    /// Open (creating if needed) the database at `path` in WAL mode and apply the schema.
+    /// Open (creating if needed) the database at `path` in WAL mode, apply the schema and start
+    /// the writer and checkpointer threads.
     pub fn open(path: &Path) -> Result<Store> {
         let conn = spaces_codespace::sqlite::open(path, "NORMAL")?;
         conn.execute_batch(SCHEMA)?;
         migrate(&conn)?;
+        let writer = writer::Writer::start(conn)?;
+        let checkpointer = checkpoint::Checkpointer::start(path, writer.commits.clone())?;
         // The database lives in the state dir: that dir is protected from the start.
         let protected = path.parent().map(|p| vec![p.to_path_buf()]).unwrap_or_default();
-        Ok(Store { conn: Mutex::new(conn), protected: Mutex::new(protected) })
+        Ok(Store { writer, _checkpointer: checkpointer, readers: readers::Readers::new(path), protected: Mutex::new(protected) })
     }
 
     /// Adds `path` (a secret the daemon keeps outside its state dir, e.g. `--token-file`) to the
@@ -101,20 +119,30 @@ impl Store {
         self.protected.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// The connection (poisoning is ignored: SQLite keeps its own consistency).
-    pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    /// A read-only connection from the pool.
+    pub(crate) fn reader(&self) -> Result<readers::Reader<'_>> {
+        self.readers.get()
+    }
+
+    /// Runs `f` in the writer's next transaction and waits (blocking) until it committed.
+    pub(crate) fn write<R, F>(&self, f: F) -> Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&rusqlite::Connection) -> Result<R> + Send + 'static,
+    {
+        self.writer.call(f)
     }
 }
 
 /// Brings a database made by an older `spacesd` up to [`SCHEMA`]: columns added since.
-fn migrate(conn: &Connection) -> Result<()> {
+fn migrate(conn: &rusqlite::Connection) -> Result<()> {
     let has_approvals: bool = conn
         .prepare("SELECT 1 FROM pragma_table_info('spaces') WHERE name = 'approvals'")?
         .exists([])?;
     if !has_approvals {
         conn.execute_batch("ALTER TABLE spaces ADD COLUMN approvals TEXT NOT NULL DEFAULT 'off'")?;
     }
+    events::migrate_to_lean_rows(conn)?;
     Ok(())
 }
 

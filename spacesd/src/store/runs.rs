@@ -54,7 +54,9 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
 impl Store {
     /// Insert a new run.
     pub fn run_insert(&self, run: &RunRow) -> Result<()> {
-        self.conn().execute(
+        let run = run.clone();
+        self.write(move |conn| {
+        conn.execute(
             &format!("INSERT INTO runs ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)"),
             params![
                 run.run_id,
@@ -74,13 +76,16 @@ impl Store {
             ],
         )?;
         Ok(())
+        })
     }
 
     /// Write back the mutable fields of `run` (state, result, session, turns, pgid).
     pub fn run_update(&self, run: &RunRow) -> Result<()> {
-        self.conn().execute(
+        let run = run.clone();
+        self.write(move |conn| {
+        conn.prepare_cached(
             "UPDATE runs SET status = ?2, phase = ?3, reason = ?4, result_text = ?5,
-                 session_id = ?6, turns = ?7, pgid = ?8 WHERE run_id = ?1",
+                 session_id = ?6, turns = ?7, pgid = ?8 WHERE run_id = ?1")?.execute(
             params![
                 run.run_id,
                 run.status.as_str(),
@@ -93,19 +98,21 @@ impl Store {
             ],
         )?;
         Ok(())
+        })
     }
 
     /// The run `run_id`, if it exists.
     pub fn run_get(&self, run_id: &str) -> Result<Option<RunRow>> {
         Ok(self
-            .conn()
-            .query_row(&format!("SELECT {COLUMNS} FROM runs WHERE run_id = ?1"), params![run_id], from_row)
+            .reader()?
+            .prepare_cached(&format!("SELECT {COLUMNS} FROM runs WHERE run_id = ?1"))?
+            .query_row(params![run_id], from_row)
             .optional()?)
     }
 
     /// Every run of `space`, newest first.
     pub fn run_list(&self, space: &str) -> Result<Vec<RunRow>> {
-        let conn = self.conn();
+        let conn = self.reader()?;
         let mut stmt = conn.prepare(&format!(
             "SELECT {COLUMNS} FROM runs WHERE space = ?1 ORDER BY created_ms DESC, rowid DESC"
         ))?;
@@ -115,7 +122,7 @@ impl Store {
 
     /// The runs started as persistent agent `home` (`options.home`), newest first.
     pub fn runs_with_home(&self, home: &str) -> Result<Vec<RunRow>> {
-        let conn = self.conn();
+        let conn = self.reader()?;
         let mut stmt = conn.prepare(&format!(
             "SELECT {COLUMNS} FROM runs WHERE json_extract(options_json, '$.home') = ?1 ORDER BY created_ms DESC, rowid DESC"
         ))?;
@@ -126,7 +133,7 @@ impl Store {
     /// Runs of persistent agents that may still take a turn (running, idle, failed, crashed):
     /// their leases are taken again at start.
     pub fn live_persistent_runs(&self) -> Result<Vec<RunRow>> {
-        let conn = self.conn();
+        let conn = self.reader()?;
         let mut stmt = conn.prepare(&format!(
             "SELECT {COLUMNS} FROM runs WHERE json_extract(options_json, '$.home') IS NOT NULL \
              AND status IN ('running', 'idle', 'failed', 'crashed') ORDER BY created_ms"
@@ -138,7 +145,7 @@ impl Store {
     /// Runs a previous daemon may have left mid-flight: status `running`, or a recorded agent
     /// process group (used once at start-up).
     pub fn runs_to_recover(&self) -> Result<Vec<RunRow>> {
-        let conn = self.conn();
+        let conn = self.reader()?;
         let mut stmt = conn.prepare(&format!(
             "SELECT {COLUMNS} FROM runs WHERE status = ?1 OR pgid IS NOT NULL ORDER BY created_ms"
         ))?;
@@ -148,19 +155,25 @@ impl Store {
 
     /// Record that turn `turn` of `run_id` started with `text`.
     pub fn turn_start(&self, run_id: &str, turn: u32, text: &str) -> Result<()> {
-        self.conn().execute(
-            "INSERT OR REPLACE INTO turns (run_id, turn, text, started_ms) VALUES (?1, ?2, ?3, ?4)",
-            params![run_id, turn as i64, text, now_ms() as i64],
-        )?;
-        Ok(())
+        let (run_id, text) = (run_id.to_owned(), text.to_owned());
+        self.write(move |conn| {
+            conn.execute(
+                "INSERT OR REPLACE INTO turns (run_id, turn, text, started_ms) VALUES (?1, ?2, ?3, ?4)",
+                params![run_id, turn as i64, text, now_ms() as i64],
+            )?;
+            Ok(())
+        })
     }
 
     /// Record that turn `turn` of `run_id` ended with `stop_reason`.
     pub fn turn_end(&self, run_id: &str, turn: u32, stop_reason: &str) -> Result<()> {
-        self.conn().execute(
-            "UPDATE turns SET ended_ms = ?3, stop_reason = ?4 WHERE run_id = ?1 AND turn = ?2",
-            params![run_id, turn as i64, now_ms() as i64, stop_reason],
-        )?;
-        Ok(())
+        let (run_id, stop_reason) = (run_id.to_owned(), stop_reason.to_owned());
+        self.write(move |conn| {
+            conn.execute(
+                "UPDATE turns SET ended_ms = ?3, stop_reason = ?4 WHERE run_id = ?1 AND turn = ?2",
+                params![run_id, turn as i64, now_ms() as i64, stop_reason],
+            )?;
+            Ok(())
+        })
     }
 }

@@ -9,30 +9,30 @@ use crate::error::Result;
 impl Store {
     /// Insert or replace the Space `name`.
     pub fn space_put(&self, space: &SpaceRecord) -> Result<()> {
-        self.conn().execute(
+        let space = space.clone();
+        self.write(move |conn| {
+        conn.execute(
             "INSERT INTO spaces (name, root, read_only, approvals, created_ms) VALUES (?1, ?2, ?3, ?4, ?5)
              ON CONFLICT(name) DO UPDATE SET root = excluded.root, read_only = excluded.read_only,
              approvals = excluded.approvals",
             params![space.name, space.root, space.read_only, space.approvals.as_str(), now_ms() as i64],
         )?;
         Ok(())
+        })
     }
 
     /// The Space `name`, if registered.
     pub fn space_get(&self, name: &str) -> Result<Option<SpaceRecord>> {
         Ok(self
-            .conn()
-            .query_row(
-                "SELECT name, root, read_only, approvals FROM spaces WHERE name = ?1",
-                params![name],
-                space_row,
-            )
+            .reader()?
+            .prepare_cached("SELECT name, root, read_only, approvals FROM spaces WHERE name = ?1")?
+            .query_row(params![name], space_row)
             .optional()?)
     }
 
     /// Every Space, by name.
     pub fn space_list(&self) -> Result<Vec<SpaceRecord>> {
-        let conn = self.conn();
+        let conn = self.reader()?;
         let mut stmt = conn.prepare("SELECT name, root, read_only, approvals FROM spaces ORDER BY name")?;
         let rows = stmt.query_map([], |r| {
             space_row(r)

@@ -291,8 +291,12 @@ impl Actor {
                 Err(e) => tracing::warn!("run {}: the shim did not answer a stop ({e}); ending by marker", self.run.run_id),
             }
         }
-        let pgid = self.proc.as_ref().map(|p| p.pid);
-        kill_tree(pgid, &run_marker(&self.run.run_id), grace).await.survivors
+        // No process: nothing of the run is left to end. Its last shim ended the whole tree
+        // when the agent exited, or, gone itself, left it to the marker sweep in
+        // `finish_process`. Scanning every process's environment here would make each stop cost
+        // more the busier the host is.
+        let Some(pgid) = self.proc.as_ref().map(|p| p.pid) else { return Vec::new() };
+        kill_tree(Some(pgid), &run_marker(&self.run.run_id), grace).await.survivors
     }
 
     fn finish_stopped(&mut self) {
@@ -430,7 +434,7 @@ impl Actor {
             self.last_output = Instant::now();
             self.stall_noticed = false;
         }
-        self.append_at(batch.drafts, batch.pos);
+        self.append_batch(batch.drafts, batch.pos).await;
         if self.proc.is_none() {
             return;
         }
@@ -471,7 +475,7 @@ impl Actor {
             stop_requested: self.stop_requested,
         };
         let drafts = self.norm.process_exited(&exit);
-        self.append_at(drafts, pos);
+        self.append_batch(drafts, pos).await;
         proc::retire(proc::shim_dir(&self.inner.cfg.run_dir(&self.run.run_id), p.gen));
         if let Some(session) = self.resuming.take() {
             let first_reset = self.dropped_session.is_none();
@@ -609,19 +613,34 @@ impl Actor {
     }
 
     /// [`Self::append`], storing the journal position `pos` the drafts reach in the same
-    /// transaction.
+    /// transaction. Blocks until committed: for the actor's rare events (notices, turn starts);
+    /// output goes through [`Self::append_batch`].
     fn append_at(&mut self, drafts: Vec<EventDraft>, pos: Option<JournalPos>) {
         if drafts.is_empty() && pos.is_none() {
             return;
         }
-        let ended: Vec<(u32, StopReason, Option<String>)> = drafts
-            .iter()
-            .filter(|d| d.kind == EventKind::TurnEnded)
-            .map(|d| (d.turn, d.stop_reason.unwrap_or(StopReason::Error), d.text.clone()))
-            .collect();
+        let ended = turns_ended(&drafts);
         if let Err(e) = self.inner.log.append_at(&self.run.run_id, drafts, pos) {
             tracing::error!("run {}: events not stored: {e}", self.run.run_id);
         }
+        self.after_append(ended);
+    }
+
+    /// [`Self::append_at`] for a batch of output: it joins the event writer's next group commit
+    /// while the actor awaits it (no runtime thread blocks on the disk).
+    async fn append_batch(&mut self, drafts: Vec<EventDraft>, pos: Option<JournalPos>) {
+        if drafts.is_empty() && pos.is_none() {
+            return;
+        }
+        let ended = turns_ended(&drafts);
+        if let Err(e) = self.inner.log.append_async(&self.run.run_id, drafts, pos).await {
+            tracing::error!("run {}: events not stored: {e}", self.run.run_id);
+        }
+        self.after_append(ended);
+    }
+
+    /// What stored events change: the session id, and turns that ended.
+    fn after_append(&mut self, ended: Vec<(u32, StopReason, Option<String>)>) {
         if let Some(sid) = self.norm.session_id().filter(|sid| self.dropped_session.as_ref() != Some(sid)) {
             if self.run.session_id.as_deref() != Some(sid.as_str()) {
                 self.run.session_id = Some(sid);
@@ -718,6 +737,15 @@ impl Actor {
             tracing::error!("run {}: state not saved: {e}", self.run.run_id);
         }
     }
+}
+
+/// The turns `drafts` end, with how and the final text.
+fn turns_ended(drafts: &[EventDraft]) -> Vec<(u32, StopReason, Option<String>)> {
+    drafts
+        .iter()
+        .filter(|d| d.kind == EventKind::TurnEnded)
+        .map(|d| (d.turn, d.stop_reason.unwrap_or(StopReason::Error), d.text.clone()))
+        .collect()
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

@@ -20,7 +20,11 @@ pub(super) async fn page(
 ) -> Result<EventsPage> {
     // A cursor past the last event names events that never existed: waiting on it would end
     // in a false `caught_up: true` (case C3). Refuse at once and say where the log ends.
-    let last = inner.log.last_seq(run_id)?;
+    let mut last = inner.log.last_seq(run_id)?;
+    if cursor > last {
+        // The published seq can trail a commit by a moment: ask the database before refusing.
+        last = inner.log.stored_last_seq(run_id)?;
+    }
     if cursor > last {
         let mut e = ApiError::new(
             ErrorCode::InvalidArgument,

@@ -9,6 +9,7 @@ mod fake_agents;
 mod gate;
 mod harness;
 mod homes;
+mod load;
 mod mcp;
 mod mcp_sdk_clients;
 mod promises;

@@ -1,0 +1,445 @@
+//! `scripts/bench load`: the hot path under load (issue 12), every figure beside its baseline.
+//!
+//! For each daemon binary given (`SPACESD_BIN`, and `SPACESD_BASE_BIN` when set: the build to
+//! compare with), in interleaved rounds (`SPACES_BENCH_ROUNDS`, default 2), on a fresh state dir
+//! each time:
+//! 1. **idle**: `agent_start` → agent exec'd (10 starts), follow-up → bytes on the agent's stdin
+//!    (10 follow-ups to idle long-lived agents), and a quiet run printing a line every 2 ms read
+//!    by a long-poll reader (line written → page received);
+//! 2. **load**: the same three measures while `SPACES_BENCH_NOISY` (default 20) noisy agents print
+//!    1.6 KB lines as fast as the daemon takes them;
+//! 3. **ingest** (a fresh daemon): `SPACES_BENCH_INGEST_RUNS` (50) agents × 2,000 lines of
+//!    1.6 KB at once; events/s from the first `agent_start` to the last run idle, beside a raw
+//!    rusqlite insert of the same rows (1,000 rows a transaction, a plain rowid table, WAL,
+//!    `synchronous=NORMAL`), and the state database's bytes per event (after a graceful stop)
+//!    beside the row's own bytes (event JSON + raw line).
+//!
+//! The fake agent is this executable, launched as the claude-code CLI: it records its exec time
+//! and the time each user message reached its stdin in `bench-times.log` in its cwd, and prints
+//! what its prompt asks (`mode=idle|quiet|noisy`). Nothing is asserted; figures are printed as
+//! `load:` lines, min and median over the rounds.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+use spaces_sdk::client::{Client, Endpoint};
+use spaces_sdk::{AgentEventsRequest, AgentMessageRequest, AgentStartRequest, AgentStatusRequest, EventKind, SpaceAddRequest, Status};
+
+const SESSION_ID: &str = "00000000-0000-4000-8000-0000000bload";
+const LINE_BYTES: usize = 1600;
+
+fn now_ns() -> u128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos()
+}
+
+fn env_num(key: &str, default: u64) -> u64 {
+    std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--input-format") {
+        fake_agent();
+        return;
+    }
+    let full = args.iter().any(|a| a == "--bench");
+    let mut bins = vec![("new", std::env::var_os("SPACESD_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_spacesd"))))];
+    if let Some(base) = std::env::var_os("SPACESD_BASE_BIN") {
+        bins.insert(0, ("base", PathBuf::from(base)));
+    }
+    let cfg = Cfg {
+        rounds: env_num("SPACES_BENCH_ROUNDS", if full { 2 } else { 1 }),
+        noisy: env_num("SPACES_BENCH_NOISY", if full { 20 } else { 2 }) as usize,
+        ingest_runs: env_num("SPACES_BENCH_INGEST_RUNS", if full { 50 } else { 2 }) as usize,
+        ingest_lines: env_num("SPACES_BENCH_INGEST_LINES", if full { 2000 } else { 50 }),
+        quiet_events: env_num("SPACES_BENCH_EVENTS", if full { 500 } else { 20 }),
+        samples: if full { 10 } else { 2 },
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let mut results: Vec<(String, String, f64)> = Vec::new(); // (bin, measure, value)
+    for round in 0..cfg.rounds {
+        for (name, bin) in &bins {
+            eprintln!("== round {} of {}: {name} ({})", round + 1, cfg.rounds, bin.display());
+            for (measure, v) in rt.block_on(one_round(bin, &cfg)) {
+                println!("load-raw: {name} round={} {measure}={v:.3}", round + 1);
+                results.push((name.to_string(), measure, v));
+            }
+        }
+    }
+    report(&bins.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>(), &results);
+}
+
+struct Cfg {
+    rounds: u64,
+    noisy: usize,
+    ingest_runs: usize,
+    ingest_lines: u64,
+    quiet_events: u64,
+    samples: usize,
+}
+
+// ----- the fake agent -----
+
+fn fake_agent() {
+    let exec_ns = now_ns();
+    let cwd = std::env::current_dir().unwrap();
+    let times = cwd.join("bench-times.log");
+    let record = |line: String| {
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&times).unwrap();
+        f.write_all(format!("{line}\n").as_bytes()).unwrap();
+    };
+    let stdin = std::io::stdin();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut first = true;
+    for line in stdin.lock().lines() {
+        let got_ns = now_ns();
+        let Ok(line) = line else { break };
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else { continue };
+        if msg.get("type").and_then(Value::as_str) != Some("user") {
+            continue;
+        }
+        let prompt = msg.pointer("/message/content/0/text").and_then(Value::as_str).unwrap_or("").to_owned();
+        let word = |key: &str| prompt.split_whitespace().find_map(|w| w.strip_prefix(key).and_then(|v| v.strip_prefix('='))).map(str::to_owned);
+        let num = |key: &str, d: u64| word(key).and_then(|v| v.parse().ok()).unwrap_or(d);
+        let tag = word("tag").unwrap_or_default();
+        if first {
+            record(format!("{tag} exec {exec_ns}"));
+            first = false;
+        }
+        record(format!("{tag} stdin {got_ns}"));
+        let mut emit = |v: Value, flush: bool| {
+            writeln!(out, "{v}").unwrap();
+            if flush {
+                out.flush().unwrap();
+            }
+        };
+        emit(json!({"type": "system", "subtype": "init", "cwd": cwd, "session_id": SESSION_ID, "tools": [], "model": "fake-load-model", "claude_code_version": "bench"}), true);
+        let text_line = |i: u64, text: String| {
+            json!({"type": "assistant", "message": {"id": format!("msg_{i}"), "type": "message", "role": "assistant", "model": "fake-load-model",
+                   "content": [{"type": "text", "text": text}], "stop_reason": null, "usage": {"input_tokens": 1, "output_tokens": 1}},
+                   "parent_tool_use_id": null, "session_id": SESSION_ID})
+        };
+        let mut count = 0;
+        match word("mode").as_deref() {
+            Some("quiet") => {
+                count = num("count", 500);
+                let interval = Duration::from_micros(num("interval_us", 2000));
+                let start = Instant::now();
+                for i in 0..count {
+                    if let Some(w) = (start + interval * i as u32).checked_duration_since(Instant::now()) {
+                        std::thread::sleep(w);
+                    }
+                    emit(text_line(i, format!("t_ns={} i={i}", now_ns())), true);
+                }
+            }
+            Some("noisy") => {
+                let max = num("count", u64::MAX);
+                let stop = cwd.join("stop-noise");
+                let pad = "x".repeat(LINE_BYTES.saturating_sub(330));
+                while count < max {
+                    if count % 200 == 0 && stop.exists() {
+                        break;
+                    }
+                    emit(text_line(count, format!("noise {count} {pad}")), false);
+                    count += 1;
+                }
+            }
+            _ => {}
+        }
+        emit(json!({"type": "result", "subtype": "success", "is_error": false, "num_turns": 1, "result": "done", "stop_reason": "end_turn",
+                    "session_id": SESSION_ID, "usage": {"input_tokens": 1, "output_tokens": count}}), true);
+    }
+}
+
+// ----- one round against one daemon binary -----
+
+struct Daemon {
+    child: Child,
+    client: Client,
+    state: PathBuf,
+    root: PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Daemon {
+    async fn start(bin: &Path) -> Daemon {
+        let tmp = tempfile::Builder::new().prefix("spaces-bench-load-").tempdir().unwrap();
+        let state = tmp.path().join("state");
+        let root = tmp.path().join("space");
+        std::fs::create_dir_all(&root).unwrap();
+        let root = std::fs::canonicalize(root).unwrap();
+        let child = Command::new(bin)
+            .arg("serve")
+            .arg("--state-dir")
+            .arg(&state)
+            .env("SPACES_HARNESS_BIN_CLAUDE_CODE", std::env::current_exe().unwrap())
+            .env("SPACES_TOOLS_DIR", tmp.path().join("tools"))
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("OPENAI_API_KEY")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(tmp.path().join("spacesd.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let client = Client::new(Endpoint::Unix(state.join("spacesd.sock")));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while client.space_list(&spaces_sdk::Empty {}).await.is_err() {
+            assert!(Instant::now() < deadline, "spacesd did not come up");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        client
+            .space_add(&SpaceAddRequest { name: "b".into(), root: root.display().to_string(), read_only: false, approvals: Default::default(), replace: false })
+            .await
+            .unwrap();
+        Daemon { child, client, state, root, _tmp: tmp }
+    }
+
+    async fn start_run(&self, prompt: String) -> String {
+        let req = AgentStartRequest { space: "b".into(), agent: "claude-code".into(), prompt, show: None, options: None };
+        self.client.agent_start(&req).await.unwrap().run_id
+    }
+
+    /// The time the fake agent recorded for `tag`/`what`, waiting for it to appear.
+    async fn recorded(&self, tag: &str, what: &str) -> u128 {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let prefix = format!("{tag} {what} ");
+        loop {
+            let text = std::fs::read_to_string(self.root.join("bench-times.log")).unwrap_or_default();
+            if let Some(t) = text.lines().find_map(|l| l.strip_prefix(&prefix)) {
+                return t.trim().parse().unwrap();
+            }
+            assert!(Instant::now() < deadline, "the agent never recorded {prefix}");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    async fn wait_idle(&self, run: &str) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let st = self.client.agent_status(&AgentStatusRequest { space: "b".into(), run_id: run.into(), tail: Some(0) }).await.unwrap();
+            if st.status == Status::Idle {
+                return;
+            }
+            assert!(Instant::now() < deadline, "run {run} not idle: {:?} {}", st.status, st.reason);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn stop_gracefully(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+static TAGS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+fn tag() -> String {
+    format!("t{}", TAGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+}
+
+/// `agent_start` → exec (ms) and follow-up → stdin (ms), `n` of each.
+async fn start_and_followup(d: &Daemon, n: usize) -> (Vec<f64>, Vec<f64>) {
+    let (mut starts, mut follows) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        let t = tag();
+        let t0 = now_ns();
+        let run = d.start_run(format!("mode=idle tag={t}")).await;
+        starts.push((d.recorded(&t, "exec").await.saturating_sub(t0)) as f64 / 1e6);
+        d.wait_idle(&run).await;
+        let t2 = tag();
+        let t0 = now_ns();
+        let m = AgentMessageRequest { space: "b".into(), run_id: run.clone(), text: format!("mode=idle tag={t2}"), force: None };
+        d.client.agent_message(&m).await.unwrap();
+        follows.push((d.recorded(&t2, "stdin").await.saturating_sub(t0)) as f64 / 1e6);
+        let _ = d.client.space("b").agent_stop(&run).await;
+    }
+    (starts, follows)
+}
+
+/// A quiet run printing `count` lines every 2 ms; line written → page received, ms.
+async fn quiet_latency(d: &Daemon, count: u64) -> Vec<f64> {
+    let run = d.start_run(format!("mode=quiet count={count} interval_us=2000 tag={}", tag())).await;
+    let mut out = Vec::new();
+    let mut cursor = 0;
+    loop {
+        let q = AgentEventsRequest { space: "b".into(), run_id: run.clone(), cursor: Some(cursor), max: Some(1000), wait_ms: Some(5000), raw: None };
+        let page = d.client.agent_events(&q).await.unwrap();
+        let got = now_ns();
+        cursor = page.cursor;
+        for e in &page.events {
+            match e.kind {
+                EventKind::Message => {
+                    if let Some(t) = e.text.as_deref().and_then(|t| t.strip_prefix("t_ns=")).and_then(|t| t.split(' ').next()).and_then(|t| t.parse::<u128>().ok()) {
+                        out.push(got.saturating_sub(t) as f64 / 1e6);
+                    }
+                }
+                EventKind::TurnEnded => {
+                    let _ = d.client.space("b").agent_stop(&run).await;
+                    return out;
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+async fn one_round(bin: &Path, cfg: &Cfg) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    let mut put = |name: &str, mut v: Vec<f64>| {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        if v.is_empty() {
+            return;
+        }
+        out.push((format!("{name}.p50"), pct(&v, 0.50)));
+        out.push((format!("{name}.p99"), pct(&v, 0.99)));
+    };
+    {
+        let d = Daemon::start(bin).await;
+        // idle
+        let (s, f) = start_and_followup(&d, cfg.samples).await;
+        let q = quiet_latency(&d, cfg.quiet_events).await;
+        put("idle.start_exec_ms", s);
+        put("idle.followup_stdin_ms", f);
+        put("idle.quiet_poll_ms", q);
+        // under load
+        let _ = std::fs::remove_file(d.root.join("stop-noise"));
+        let mut noisy = Vec::new();
+        for _ in 0..cfg.noisy {
+            noisy.push(d.start_run(format!("mode=noisy tag={}", tag())).await);
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let q = quiet_latency(&d, cfg.quiet_events).await;
+        let (s, f) = start_and_followup(&d, cfg.samples).await;
+        std::fs::write(d.root.join("stop-noise"), "").unwrap();
+        put("load.start_exec_ms", s);
+        put("load.followup_stdin_ms", f);
+        put("load.quiet_poll_ms", q);
+        for r in &noisy {
+            d.wait_idle(r).await;
+        }
+    }
+    // ingest
+    let mut d = Daemon::start(bin).await;
+    let started = Instant::now();
+    let mut runs = Vec::new();
+    for _ in 0..cfg.ingest_runs {
+        runs.push(d.start_run(format!("mode=noisy count={} tag={}", cfg.ingest_lines, tag())).await);
+    }
+    for r in &runs {
+        d.wait_idle(r).await;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    // Every run's events, counted; one run's rows (JSON + raw) for the raw insert and row size.
+    let mut total = 0u64;
+    let mut rows: Vec<(String, String)> = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        let mut cursor = 0;
+        loop {
+            let q = AgentEventsRequest { space: "b".into(), run_id: r.clone(), cursor: Some(cursor), max: Some(1000), wait_ms: Some(0), raw: Some(i == 0) };
+            let page = d.client.agent_events(&q).await.unwrap();
+            if page.events.is_empty() {
+                break;
+            }
+            cursor = page.cursor;
+            total += page.events.len() as u64;
+            if i == 0 {
+                for mut e in page.events {
+                    let raw = e.raw.take().unwrap_or_default();
+                    rows.push((serde_json::to_string(&e).unwrap(), raw));
+                }
+            }
+        }
+    }
+    out.push(("ingest.events_per_s".into(), total as f64 / secs));
+    out.push(("ingest.raw_insert_events_per_s".into(), raw_insert(&rows, cfg.ingest_runs)));
+    let row_bytes = rows.iter().map(|(b, r)| (b.len() + r.len()) as f64).sum::<f64>() / rows.len().max(1) as f64;
+    d.stop_gracefully().await;
+    let db = d.state.join("spaces.db");
+    let size = |p: PathBuf| std::fs::metadata(p).map_or(0, |m| m.len());
+    let disk = size(db.clone()) + size(PathBuf::from(format!("{}-wal", db.display())));
+    out.push(("ingest.row_bytes".into(), row_bytes));
+    out.push(("ingest.disk_bytes_per_event".into(), disk as f64 / total.max(1) as f64));
+    out
+}
+
+/// The same rows `runs` times over, 1,000 rows a transaction, into a plain rowid table.
+fn raw_insert(rows: &[(String, String)], runs: usize) -> f64 {
+    let tmp = tempfile::tempdir().unwrap();
+    let conn = rusqlite::Connection::open(tmp.path().join("raw.db")).unwrap();
+    conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+    conn.pragma_update(None, "synchronous", "NORMAL").unwrap();
+    conn.execute_batch("CREATE TABLE events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL, raw TEXT, PRIMARY KEY (run_id, seq))").unwrap();
+    let started = Instant::now();
+    let mut n = 0u64;
+    let mut pending = 0;
+    conn.execute_batch("BEGIN").unwrap();
+    {
+        let mut stmt = conn.prepare("INSERT INTO events (run_id, seq, body, raw) VALUES (?1, ?2, ?3, ?4)").unwrap();
+        for run in 0..runs {
+            let run_id = format!("run-{run:032x}");
+            for (i, (body, raw)) in rows.iter().enumerate() {
+                stmt.execute(rusqlite::params![run_id, i as i64 + 1, body, raw]).unwrap();
+                n += 1;
+                pending += 1;
+                if pending == 1000 {
+                    conn.execute_batch("COMMIT; BEGIN").unwrap();
+                    pending = 0;
+                }
+            }
+        }
+    }
+    conn.execute_batch("COMMIT").unwrap();
+    n as f64 / started.elapsed().as_secs_f64()
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    let n = sorted.len();
+    sorted[(((n as f64) * p).ceil() as usize).clamp(1, n) - 1]
+}
+
+fn report(bins: &[String], results: &[(String, String, f64)]) {
+    let mut by: HashMap<(String, String), Vec<f64>> = HashMap::new();
+    let mut measures: Vec<String> = Vec::new();
+    for (b, m, v) in results {
+        by.entry((b.clone(), m.clone())).or_default().push(*v);
+        if !measures.contains(m) {
+            measures.push(m.clone());
+        }
+    }
+    let stat = |b: &str, m: &str| {
+        let mut v = by.get(&(b.to_owned(), m.to_owned())).cloned().unwrap_or_default();
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        if v.is_empty() {
+            return (f64::NAN, f64::NAN);
+        }
+        (v[0], v[(v.len() - 1) / 2])
+    };
+    println!("load: measure | {} (min / median over rounds)", bins.join(" | "));
+    for m in &measures {
+        let cells: Vec<String> = bins.iter().map(|b| { let (mn, md) = stat(b, m); format!("{mn:.3} / {md:.3}") }).collect();
+        println!("load: {m} | {}", cells.join(" | "));
+    }
+    for b in bins {
+        let (_, ing) = stat(b, "ingest.events_per_s");
+        let (_, raw) = stat(b, "ingest.raw_insert_events_per_s");
+        let (_, disk) = stat(b, "ingest.disk_bytes_per_event");
+        let (_, row) = stat(b, "ingest.row_bytes");
+        println!("load: {b}: ingest {:.2}x the raw insert; disk {:.2}x the row's bytes", ing / raw, disk / row);
+    }
+}
