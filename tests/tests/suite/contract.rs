@@ -118,6 +118,13 @@ async fn prepare(d: &TestDaemon, name: &str, f: &mut Fixtures) {
                 .await
                 .unwrap();
             let run = r["run_id"].as_str().unwrap().to_owned();
+            // Stop once the fake has written its config dir (before that, the home has nothing to save).
+            let written = d.state_dir().join("runs").join(&run).join("home/.claude/settings.json");
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !written.is_file() {
+                assert!(Instant::now() < deadline, "the fake agent never wrote {}", written.display());
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
             d.client.call_named("agent_stop", json!({"space": "s", "run_id": run})).await.unwrap();
             let deadline = Instant::now() + Duration::from_secs(30);
             loop {
