@@ -409,34 +409,29 @@ pub async fn follow_events(client: &Client, space: &str, run_id: &str, cursor: u
     follow_with(client, space, run_id, cursor, View::default(), Until::Turn).await
 }
 
-/// [`follow_events`] shown as `view`, until `until`.
-async fn follow_with(client: &Client, space: &str, run_id: &str, mut cursor: u64, view: View, until: Until) -> anyhow::Result<Followed> {
+/// [`follow_events`] shown as `view`, until `until`: the daemon's event stream (SSE), or
+/// long-polls when it answers none ([`spaces_sdk::follow`]).
+async fn follow_with(client: &Client, space: &str, run_id: &str, cursor: u64, view: View, until: Until) -> anyhow::Result<Followed> {
     let mut last_stop = None;
-    // The first read does not wait: a run that is already settled and caught up returns at once.
-    let mut wait_ms = 0;
-    loop {
-        let q = events(space, run_id, cursor, Some(200), Some(wait_ms), None);
-        wait_ms = FOLLOW_WAIT_MS;
-        let page = client.agent_events(&q).await?;
-        for e in &page.events {
-            if let Some(line) = event_lines(e, view) {
-                println!("{line}");
-            }
-            if e.kind == EventKind::TurnEnded {
-                last_stop = e.stop_reason;
-            }
+    let until = match until {
+        Until::Turn => spaces_sdk::follow::Until::Turn,
+        Until::Stopped => spaces_sdk::follow::Until::Stopped,
+    };
+    let mut follow = client.follow(space, run_id, cursor, until);
+    if std::env::var_os("SPACES_FOLLOW_LONG_POLL").is_some() {
+        follow = follow.long_poll_only();
+    }
+    while let Some(e) = follow.next().await? {
+        if let Some(line) = event_lines(&e, view) {
+            println!("{line}");
         }
-        cursor = page.cursor;
-        let ended = match until {
-            Until::Turn => page.status != Status::Running,
-            Until::Stopped => matches!(page.status, Status::Stopped | Status::Done),
-        };
-        if page.caught_up && ended {
-            let st = client.space(space).agent_status(run_id, Some(0)).await?;
-            println!("-- status: {} ({}): {}", st.status.as_str(), st.phase.as_str(), st.reason);
-            return Ok(Followed { cursor, last_stop });
+        if e.kind == EventKind::TurnEnded {
+            last_stop = e.stop_reason;
         }
     }
+    let st = client.space(space).agent_status(run_id, Some(0)).await?;
+    println!("-- status: {} ({}): {}", st.status.as_str(), st.phase.as_str(), st.reason);
+    Ok(Followed { cursor: follow.cursor(), last_stop })
 }
 
 /// The `agent_events` request of `run_id` from `cursor`.

@@ -8,6 +8,7 @@ mod fake_agents;
 mod gate;
 mod harness;
 mod homes;
+mod live;
 mod mcp;
 mod mcp_sdk_clients;
 mod promises;
