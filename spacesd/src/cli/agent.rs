@@ -48,6 +48,18 @@ pub enum AgentCmd {
         /// restored from the volume first and saved after every turn (`spacesd home --help`).
         #[arg(long, value_name = "NAME")]
         home: Option<String>,
+        /// Clone this repository (a URL or path git understands) before the first turn, into a
+        /// new folder of the working directory named after it; the agent works in the clone.
+        #[arg(long)]
+        repo: Option<String>,
+        /// Check out this branch before the first turn (of --repo, or of the working directory's
+        /// repository).
+        #[arg(long)]
+        branch: Option<String>,
+        /// Expose the run to be watched live: the report's notes give the attach command and
+        /// its web URL.
+        #[arg(long)]
+        show: bool,
         /// Then follow the events until the turn ends.
         #[arg(long)]
         follow: bool,
@@ -164,7 +176,7 @@ pub enum Until {
 /// Run one agent subcommand against the daemon.
 pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
     match cmd {
-        AgentCmd::Start { agent, prompt, prompt_file, space, model, base_url, cwd, env, env_from_host, exit_when_idle, home, follow, json } => {
+        AgentCmd::Start { agent, prompt, prompt_file, space, model, base_url, cwd, env, env_from_host, exit_when_idle, home, repo, branch, show, follow, json } => {
             let prompt = prompt_text(prompt.as_deref(), prompt_file.as_deref(), "the prompt")?;
             let space = resolve_space(client, space).await?;
             let mut env_map = BTreeMap::new();
@@ -180,9 +192,11 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 base_url,
                 exit_when_idle: exit_when_idle.then_some(true),
                 home,
+                repo,
+                branch,
                 ..SpaceAgentOptions::default()
             };
-            let report = client.space(&space).agent_start(&agent, &prompt, None, Some(options)).await?;
+            let report = client.space(&space).agent_start(&agent, &prompt, show.then_some(true), Some(options)).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {

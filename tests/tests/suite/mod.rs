@@ -12,6 +12,7 @@ mod live;
 mod mcp;
 mod mcp_sdk_clients;
 mod promises;
+mod repos;
 mod runs;
 mod security;
 mod space_tools;
