@@ -111,6 +111,14 @@ pub enum AgentCmd {
         #[arg(long, value_enum, default_value = "turn")]
         until: Until,
     },
+    /// Watch a run live in this terminal: its transcript, then new events as they land. A typed
+    /// line is sent as a follow-up; Ctrl-C interrupts the turn in flight; a second Ctrl-C or
+    /// `/detach` leaves and the run goes on (`/interrupt`, `/stop` too).
+    Attach {
+        run_id: String,
+        #[command(flatten)]
+        space: SpaceArg,
+    },
     /// Send a follow-up message (next turn; queued if a turn is running).
     Send {
         run_id: String,
@@ -230,6 +238,10 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
             } else {
                 list_events(client, &space, &run_id, cursor, max, follow, json, raw, view).await?;
             }
+        }
+        AgentCmd::Attach { run_id, space } => {
+            let space = resolve_run(client, space, &run_id).await?;
+            super::attach::attach(client, &space, &run_id).await?;
         }
         AgentCmd::Send { run_id, text, prompt_file, space, force, follow, json } => {
             let text = prompt_text(text.as_deref(), prompt_file.as_deref(), "the message")?;
