@@ -83,7 +83,7 @@ fn plausible_url(url: &str) -> bool {
     let schemes = ["https://", "http://", "ssh://", "git://", "file://"];
     schemes.iter().any(|s| url.starts_with(s) && url.len() > s.len())
         || url.starts_with('/')
-        || url.split_once(':').is_some_and(|(host, path)| !host.is_empty() && !host.contains('/') && !path.is_empty())
+        || (!url.contains("://") && url.split_once(':').is_some_and(|(host, path)| !host.is_empty() && !host.contains('/') && !path.is_empty()))
 }
 
 /// A `git` command with a small, predictable environment: no prompt for credentials (a
