@@ -45,6 +45,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once per process: the size of `agent start`'s options costs nothing worth boxing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the daemon: HTTP API on <state dir>/spacesd.sock (0600) and optionally loopback TCP.

@@ -110,7 +110,7 @@ async fn output(mut cmd: tokio::process::Command, limit: Duration) -> std::io::R
 
 /// The last non-empty line of git's stderr.
 fn last_line(stderr: &str) -> String {
-    stderr.lines().map(str::trim).filter(|l| !l.is_empty()).last().unwrap_or("git failed").to_owned()
+    stderr.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or("git failed").to_owned()
 }
 
 /// `agent_start`'s checks of `repo`/`branch` (see the module doc); the run's working directory
@@ -270,7 +270,7 @@ async fn run_clone(mut cmd: tokio::process::Command, notice: &impl Fn(String)) -
         let text = String::from_utf8_lossy(&chunk[..n]);
         all.push_str(&text);
         if last_notice.elapsed() >= Duration::from_secs(1) {
-            if let Some(line) = text.split(['\r', '\n']).map(str::trim).filter(|l| !l.is_empty()).last() {
+            if let Some(line) = text.split(['\r', '\n']).map(str::trim).rfind(|l| !l.is_empty()) {
                 notice(format!("clone: {line}"));
                 last_notice = Instant::now();
             }

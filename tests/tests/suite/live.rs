@@ -174,8 +174,8 @@ async fn sse_heartbeats_while_the_agent_is_quiet() {
             if f.id.is_some() {
                 kinds.push(serde_json::from_str::<Value>(&f.data).unwrap()["kind"].as_str().unwrap_or("").to_owned());
             }
-            if f.event.is_some() {
-                kinds.push(f.event.unwrap());
+            if let Some(event) = f.event {
+                kinds.push(event);
             }
         }
         (heartbeats, kinds, t0.elapsed())
