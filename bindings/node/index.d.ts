@@ -53,7 +53,7 @@ export interface AgentRunStatus {
   /** running, idle, done, failed, crashed, stopped, unknown. */
   status: string
   reason: string
-  /** installing, starting, working, waiting, exited, failed, crashed, unknown. */
+  /** preparing, installing, starting, working, waiting, exited, failed, crashed, unknown. */
   phase: string
   /** The last turn's final text (agentStatus only). */
   resultText: string | null

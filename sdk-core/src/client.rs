@@ -142,12 +142,38 @@ impl Client {
                 ClientError::Protocol(format!("{e}: {}", String::from_utf8_lossy(&answer)))
             })
         } else {
-            match serde_json::from_slice::<ErrorEnvelope>(&answer) {
-                Ok(env) => Err(ClientError::Api(env.error)),
-                Err(_) => Err(ClientError::Protocol(format!(
-                    "HTTP {status}: {}",
-                    String::from_utf8_lossy(&answer)
-                ))),
+            Err(error_of(status, &answer))
+        }
+    }
+
+    /// A `GET` of `path` with `headers` whose answer's body is read as it arrives (an event
+    /// stream): the status, the headers, and the body still streaming.
+    pub(crate) async fn open_stream(
+        &self,
+        path: &str,
+        headers: &[(&str, String)],
+    ) -> Result<hyper::Response<hyper::body::Incoming>, ClientError> {
+        let connect_err = |source| ClientError::Connect { endpoint: self.describe(), source };
+        let mut builder = Request::builder().method(Method::GET).uri(path).header(hyper::header::HOST, "localhost");
+        for (name, value) in headers {
+            builder = builder.header(*name, value);
+        }
+        let proto = |e: hyper::Error| ClientError::Protocol(e.to_string());
+        match &self.endpoint {
+            Endpoint::Unix(p) => {
+                let stream = tokio::net::UnixStream::connect(p).await.map_err(connect_err)?;
+                let req = builder.body(Full::new(Bytes::new())).map_err(|e| ClientError::Protocol(e.to_string()))?;
+                let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(proto)?;
+                tokio::spawn(conn);
+                sender.send_request(req).await.map_err(proto)
+            }
+            Endpoint::Tcp { addr, token } => {
+                let stream = tokio::net::TcpStream::connect(addr).await.map_err(connect_err)?;
+                builder = builder.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
+                let req = builder.body(Full::new(Bytes::new())).map_err(|e| ClientError::Protocol(e.to_string()))?;
+                let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(proto)?;
+                tokio::spawn(conn);
+                sender.send_request(req).await.map_err(proto)
             }
         }
     }
@@ -197,8 +223,16 @@ where
     Ok((status, body))
 }
 
+/// The typed error of a non-2xx answer (the error envelope), or what was not understood.
+pub(crate) fn error_of(status: u16, answer: &[u8]) -> ClientError {
+    match serde_json::from_slice::<ErrorEnvelope>(answer) {
+        Ok(env) => ClientError::Api(env.error),
+        Err(_) => ClientError::Protocol(format!("HTTP {status}: {}", String::from_utf8_lossy(answer))),
+    }
+}
+
 /// Percent-encode a path segment (Space names and run ids are plain, but never trust input).
-fn enc(s: &str) -> String {
+pub(crate) fn enc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {

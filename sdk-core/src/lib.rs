@@ -11,7 +11,8 @@
 //!
 //! The wire types carry no behaviour and do no I/O. The optional [`client`] module (feature
 //! `client`, on by default) is a small async HTTP/1.1 client that talks to a running `spacesd` over
-//! its Unix socket or loopback TCP with a bearer token.
+//! its Unix socket or loopback TCP with a bearer token; [`follow`] follows a run's events live
+//! over the daemon's server-sent event stream (long-polls when there is none).
 
 pub mod capabilities;
 #[cfg(feature = "client")]
@@ -19,6 +20,8 @@ pub mod client;
 pub mod decode;
 pub mod error;
 pub mod event;
+#[cfg(feature = "client")]
+pub mod follow;
 pub mod home;
 #[cfg(feature = "client")]
 pub mod local;

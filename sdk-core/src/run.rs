@@ -18,9 +18,14 @@ pub struct SpaceAgentOptions {
     /// More environment for the agent. Stored 0600 in the run directory; every value of 8+
     /// characters is replaced by `[redacted]` in events, tails and logs.
     pub env: BTreeMap<String, String>,
-    /// A repository to clone before the first turn (not available yet: reported in `notes`).
+    /// A repository to clone before the first turn (a URL or path `git clone` takes): cloned
+    /// into a new folder of the working directory named after it (`.../repo.git` -> `repo`),
+    /// where the agent then works. The folder must not exist or be empty (`INVALID_ARGUMENT`
+    /// naming `options.repo` otherwise, as for a repository that cannot be read).
     pub repo: Option<String>,
-    /// The branch to check out before the first turn (not available yet: reported in `notes`).
+    /// The branch to check out before the first turn: of `repo`, or, without it, of the
+    /// repository the working directory is in. An unknown branch is `INVALID_ARGUMENT` naming
+    /// `options.branch`.
     pub branch: Option<String>,
     /// Working directory relative to the Space root; must stay inside it.
     pub cwd: Option<String>,
@@ -249,6 +254,8 @@ impl Status {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
+    /// Cloning `repo` / checking out `branch` before the first turn (progress in `notice` events).
+    Preparing,
     Installing,
     Starting,
     Working,
@@ -263,6 +270,7 @@ impl Phase {
     /// Wire spelling.
     pub fn as_str(self) -> &'static str {
         match self {
+            Phase::Preparing => "preparing",
             Phase::Installing => "installing",
             Phase::Starting => "starting",
             Phase::Working => "working",
@@ -277,6 +285,7 @@ impl Phase {
     /// Parse the wire spelling; unknown text is [`Phase::Unknown`].
     pub fn parse(s: &str) -> Phase {
         [
+            Phase::Preparing,
             Phase::Installing,
             Phase::Starting,
             Phase::Working,

@@ -48,6 +48,18 @@ pub enum AgentCmd {
         /// restored from the volume first and saved after every turn (`spacesd home --help`).
         #[arg(long, value_name = "NAME")]
         home: Option<String>,
+        /// Clone this repository (a URL or path git understands) before the first turn, into a
+        /// new folder of the working directory named after it; the agent works in the clone.
+        #[arg(long)]
+        repo: Option<String>,
+        /// Check out this branch before the first turn (of --repo, or of the working directory's
+        /// repository).
+        #[arg(long)]
+        branch: Option<String>,
+        /// Expose the run to be watched live: the report's notes give the attach command and
+        /// its web URL.
+        #[arg(long)]
+        show: bool,
         /// Then follow the events until the turn ends.
         #[arg(long)]
         follow: bool,
@@ -98,6 +110,14 @@ pub enum AgentCmd {
         /// `stopped` follows across turns until the run is stopped or done, like `docker logs -f`.
         #[arg(long, value_enum, default_value = "turn")]
         until: Until,
+    },
+    /// Watch a run live in this terminal: its transcript, then new events as they land. A typed
+    /// line is sent as a follow-up; Ctrl-C interrupts the turn in flight; a second Ctrl-C or
+    /// `/detach` leaves and the run goes on (`/interrupt`, `/stop` too).
+    Attach {
+        run_id: String,
+        #[command(flatten)]
+        space: SpaceArg,
     },
     /// Send a follow-up message (next turn; queued if a turn is running).
     Send {
@@ -164,7 +184,7 @@ pub enum Until {
 /// Run one agent subcommand against the daemon.
 pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
     match cmd {
-        AgentCmd::Start { agent, prompt, prompt_file, space, model, base_url, cwd, env, env_from_host, exit_when_idle, home, follow, json } => {
+        AgentCmd::Start { agent, prompt, prompt_file, space, model, base_url, cwd, env, env_from_host, exit_when_idle, home, repo, branch, show, follow, json } => {
             let prompt = prompt_text(prompt.as_deref(), prompt_file.as_deref(), "the prompt")?;
             let space = resolve_space(client, space).await?;
             let mut env_map = BTreeMap::new();
@@ -180,9 +200,11 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 base_url,
                 exit_when_idle: exit_when_idle.then_some(true),
                 home,
+                repo,
+                branch,
                 ..SpaceAgentOptions::default()
             };
-            let report = client.space(&space).agent_start(&agent, &prompt, None, Some(options)).await?;
+            let report = client.space(&space).agent_start(&agent, &prompt, show.then_some(true), Some(options)).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
@@ -216,6 +238,10 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
             } else {
                 list_events(client, &space, &run_id, cursor, max, follow, json, raw, view).await?;
             }
+        }
+        AgentCmd::Attach { run_id, space } => {
+            let space = resolve_run(client, space, &run_id).await?;
+            super::attach::attach(client, &space, &run_id).await?;
         }
         AgentCmd::Send { run_id, text, prompt_file, space, force, follow, json } => {
             let text = prompt_text(text.as_deref(), prompt_file.as_deref(), "the message")?;
@@ -409,34 +435,29 @@ pub async fn follow_events(client: &Client, space: &str, run_id: &str, cursor: u
     follow_with(client, space, run_id, cursor, View::default(), Until::Turn).await
 }
 
-/// [`follow_events`] shown as `view`, until `until`.
-async fn follow_with(client: &Client, space: &str, run_id: &str, mut cursor: u64, view: View, until: Until) -> anyhow::Result<Followed> {
+/// [`follow_events`] shown as `view`, until `until`: the daemon's event stream (SSE), or
+/// long-polls when it answers none ([`spaces_sdk::follow`]).
+async fn follow_with(client: &Client, space: &str, run_id: &str, cursor: u64, view: View, until: Until) -> anyhow::Result<Followed> {
     let mut last_stop = None;
-    // The first read does not wait: a run that is already settled and caught up returns at once.
-    let mut wait_ms = 0;
-    loop {
-        let q = events(space, run_id, cursor, Some(200), Some(wait_ms), None);
-        wait_ms = FOLLOW_WAIT_MS;
-        let page = client.agent_events(&q).await?;
-        for e in &page.events {
-            if let Some(line) = event_lines(e, view) {
-                println!("{line}");
-            }
-            if e.kind == EventKind::TurnEnded {
-                last_stop = e.stop_reason;
-            }
+    let until = match until {
+        Until::Turn => spaces_sdk::follow::Until::Turn,
+        Until::Stopped => spaces_sdk::follow::Until::Stopped,
+    };
+    let mut follow = client.follow(space, run_id, cursor, until);
+    if std::env::var_os("SPACES_FOLLOW_LONG_POLL").is_some() {
+        follow = follow.long_poll_only();
+    }
+    while let Some(e) = follow.next().await? {
+        if let Some(line) = event_lines(&e, view) {
+            println!("{line}");
         }
-        cursor = page.cursor;
-        let ended = match until {
-            Until::Turn => page.status != Status::Running,
-            Until::Stopped => matches!(page.status, Status::Stopped | Status::Done),
-        };
-        if page.caught_up && ended {
-            let st = client.space(space).agent_status(run_id, Some(0)).await?;
-            println!("-- status: {} ({}): {}", st.status.as_str(), st.phase.as_str(), st.reason);
-            return Ok(Followed { cursor, last_stop });
+        if e.kind == EventKind::TurnEnded {
+            last_stop = e.stop_reason;
         }
     }
+    let st = client.space(space).agent_status(run_id, Some(0)).await?;
+    println!("-- status: {} ({}): {}", st.status.as_str(), st.phase.as_str(), st.reason);
+    Ok(Followed { cursor: follow.cursor(), last_stop })
 }
 
 /// The `agent_events` request of `run_id` from `cursor`.

@@ -1,5 +1,5 @@
 //! The `spacesd` command line: the daemon (`serve`), Space registration, the agent operations
-//! of the API (`agent start|status|events|send|interrupt|stop|list`), `capabilities`, `tool`,
+//! of the API (`agent start|status|events|attach|send|interrupt|stop|list`), `capabilities`, `tool`,
 //! `mcp` (the MCP server on stdio), `tools install`, and the offline `demo`. Client commands
 //! talk to a running daemon over its Unix socket.
 // Doc comments here are `--help` texts (clap), where `<state dir>` reads as a placeholder, not
@@ -7,6 +7,7 @@
 #![allow(rustdoc::invalid_html_tags)]
 
 mod agent;
+mod attach;
 mod home;
 mod print;
 mod run;
@@ -47,6 +48,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once per process: the size of `agent start`'s options costs nothing worth boxing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the daemon: HTTP API on <state dir>/spacesd.sock (0600) and optionally loopback TCP.

@@ -6,6 +6,8 @@
 //! - `GET /v1/health` -> `{"ok": true, "version": ...}`
 //! - `GET /v1/openapi.json` -> the OpenAPI 3.1 document of these routes
 //! - `GET /v1/tools` -> `{"tools": [names]}` (the CodeSpace tools)
+//! - `agent_events`' route with `Accept: text/event-stream`: the run's events as server-sent
+//!   events, resumable with `Last-Event-ID` (`sse`).
 //! - anything else: 404 (unknown route) or 405 (wrong method, with `Allow`), in the envelope.
 //!
 //! Who may call what is decided per request ([`auth`], [`crate::access`]): on the Unix socket
@@ -19,6 +21,7 @@ pub mod listen;
 mod ops;
 mod peer;
 mod routes;
+mod sse;
 mod tools;
 
 use axum::http::StatusCode;

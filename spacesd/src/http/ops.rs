@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, RawQuery};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{on, MethodFilter, MethodRouter};
 use axum::{Extension, Json, Router};
@@ -46,6 +46,7 @@ pub fn routes(service: Service) -> Router {
         let handler = move |principal: Option<Extension<Principal>>,
                             path: Result<Path<HashMap<String, String>>, PathRejection>,
                             RawQuery(query): RawQuery,
+                            headers: HeaderMap,
                             body: Result<Bytes, BytesRejection>| {
             let (svc, row, types) = (svc.clone(), row_ref.clone(), scalar_types.clone());
             async move {
@@ -53,6 +54,9 @@ pub fn routes(service: Service) -> Router {
                     return HttpError(ApiError::new(ErrorCode::Unauthorized, "no credential was checked for this request"))
                         .into_response();
                 };
+                if row.info.name == "agent_events" && super::sse::wanted(&headers) {
+                    return super::sse::respond(svc, row, principal, &types, path, query, &headers).await;
+                }
                 let args = match arguments(&row, &types, path, query, body) {
                     Ok(args) => args,
                     Err(response) => return *response,
@@ -82,7 +86,7 @@ pub fn routes(service: Service) -> Router {
 
 /// The kind of JSON value a query-string field converts to.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Scalar {
+pub(super) enum Scalar {
     Integer,
     Number,
     Boolean,
@@ -116,7 +120,7 @@ fn query_types(row: &Row) -> HashMap<String, Scalar> {
 }
 
 /// The row's argument object from body, query and path, or the refusal to send.
-fn arguments(
+pub(super) fn arguments(
     row: &Row,
     types: &HashMap<String, Scalar>,
     path: Result<Path<HashMap<String, String>>, PathRejection>,

@@ -22,7 +22,7 @@ use super::launcher::{Binary, Launcher, ProcEnd};
 use super::marker::run_marker;
 use super::proc::{self, LiveProc, ProcEvent};
 use super::secrets::RunSecrets;
-use super::{persist, start, Inner};
+use super::{persist, prepare, start, Inner};
 use crate::store::runs::RunRow;
 use crate::store::JournalPos;
 
@@ -352,6 +352,13 @@ impl Actor {
     }
 
     async fn spawn_for_turn(&mut self, turn: u32, text: &str) {
+        if prepare::pending(&self.inner, &self.run) {
+            self.set_state(Status::Running, Phase::Preparing, "cloning or checking out the repository");
+            if let Err(why) = prepare::prepare(&self.inner, &self.run, turn).await {
+                self.fail_turn_before_start(&why);
+                return;
+            }
+        }
         if let Err(e) = start::folder_present(&self.folder()) {
             self.fail_turn_before_start(&e.to_api().message);
             return;

@@ -21,6 +21,8 @@
 //! - `capabilities`: what this host offers, per harness.
 //! - `install`, `journal`, `marker`: CLI installs, the output journal, and the marker that
 //!   names a run's processes.
+//! - `prepare`: `repo` and `branch`: checked at `agent_start`, cloned or checked out before
+//!   the first turn (phase `preparing`).
 //! - `persist`: a persistent agent's run: its home restored first, saved after every turn,
 //!   its lease released at the end (the volume itself: [`crate::homes`]).
 //! - `secrets`, `mcp_servers`: what a run keeps 0600 in its directory (env, MCP server
@@ -36,6 +38,7 @@ mod launcher;
 mod marker;
 mod mcp_servers;
 mod persist;
+mod prepare;
 mod proc;
 mod recover;
 mod registry;

@@ -57,7 +57,7 @@ pub(super) async fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentSta
         return Err(refuse(ErrorCode::InvalidArgument, "prompt is empty; give the first turn's text"));
     }
     let options = req.options.clone().unwrap_or_default();
-    let cwd = resolve_cwd(Path::new(&space.root), options.cwd.as_deref())?;
+    let mut cwd = resolve_cwd(Path::new(&space.root), options.cwd.as_deref())?;
     for name in options.env.keys().chain(options.env_from_host.iter()) {
         if !mcp_servers::valid_env_name(name) {
             return Err(refuse(ErrorCode::InvalidArgument, format!("invalid environment variable name {name:?}")));
@@ -67,12 +67,16 @@ pub(super) async fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentSta
     if let Some(url) = &options.base_url {
         check_base_url(url)?;
     }
+    if super::prepare::wanted(&options) {
+        cwd = super::prepare::check(&cwd, &options).await?;
+    }
     let mut notes = Vec::new();
     let env = run_env(&inner.cfg, &options, &mut notes);
     notes.extend(auth_note(inner, harness, &options, &env));
-    notes.extend(ignored_options(req, &options));
-
     let run_id = format!("run-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    if req.show == Some(true) {
+        notes.extend(show_notes(&inner.cfg, &space.name, &run_id));
+    }
     if let Some(home) = &options.home {
         claim_home(inner, harness, home, &run_id).await?;
     }
@@ -229,14 +233,17 @@ fn run_env(cfg: &Config, options: &SpaceAgentOptions, notes: &mut Vec<String>) -
     env
 }
 
-/// Notes for the options this host accepts but does not act on yet.
-fn ignored_options(req: &AgentStartRequest, options: &SpaceAgentOptions) -> Vec<String> {
-    let mut notes = Vec::new();
-    if req.show == Some(true) {
-        notes.push("show was ignored: PTY viewing is not available on this host yet; follow the run with `spacesd agent events --follow`".into());
-    }
-    if options.repo.is_some() || options.branch.is_some() {
-        notes.push("repo/branch were ignored: cloning before the first turn is not available on this host yet".into());
+/// `show`: how to watch the run live: the attach command, and the run's event stream on the
+/// TCP listener when one is on (its address is `<state dir>/tcp.addr`), else how to get one.
+fn show_notes(cfg: &Config, space: &str, run_id: &str) -> Vec<String> {
+    let mut notes = vec![format!("watch it live: spacesd agent attach {run_id}")];
+    match std::fs::read_to_string(cfg.state_dir.join("tcp.addr")).ok().map(|a| a.trim().to_owned()).filter(|a| !a.is_empty()) {
+        Some(addr) => notes.push(format!(
+            "its live events on the web: http://{addr}/v1/spaces/{space}/agents/{run_id}/events (Accept: text/event-stream, \
+             Authorization: Bearer <the token in {}>)",
+            cfg.state_dir.join("token").display()
+        )),
+        None => notes.push("no web URL: this daemon has no TCP listener; start it with `spacesd serve --tcp 127.0.0.1:PORT` for one".into()),
     }
     notes
 }

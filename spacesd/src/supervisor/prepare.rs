@@ -1,0 +1,298 @@
+//! `repo` and `branch`: the run's repository, cloned or checked out before its first turn, with
+//! the `git` CLI (never a git library: the operator's git, its config and credential helpers).
+//!
+//! - **At `agent_start`** ([`check`], answered before anything is created): `repo` must look like
+//!   something `git clone` takes (a URL, `user@host:path`, or an absolute path; never an
+//!   option), its clone target `<cwd>/<name>` (`name` from the URL's last segment, `.git` cut)
+//!   must not exist or be an empty folder, and `git ls-remote` must read it and find `branch`
+//!   on it. `branch` alone names a branch of the repository the working directory is in. Every
+//!   refusal is `INVALID_ARGUMENT` naming `options.repo` or `options.branch`. The run's
+//!   working directory becomes the clone target.
+//! - **Before the first turn** ([`prepare`], phase `preparing`): `git clone --progress` into a
+//!   temporary folder beside the target (`.<name>.clone-<run_id>`), renamed onto the target
+//!   once complete, so a failed or interrupted clone leaves nothing half-cloned where the agent
+//!   works; `branch` alone is `git checkout`. Progress goes out as `notice` events (at most one
+//!   a second); a failure ends the turn before the agent starts, with git's message. A marker
+//!   in the run directory (`prepared`) makes this happen once per run, not per turn.
+//!
+//! User names and passwords in a URL (`https://user:token@host/...`) never appear in messages.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use spaces_harnesses::EventDraft;
+use spaces_sdk::{ApiError, ErrorCode, EventKind, SpaceAgentOptions};
+use tokio::io::AsyncReadExt;
+
+use super::Inner;
+use crate::error::{Error, Result};
+use crate::store::runs::RunRow;
+
+/// Longest wait of `git ls-remote` at `agent_start`.
+const LS_REMOTE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest clone or checkout.
+const CLONE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// Whether `options` ask for preparation.
+pub(super) fn wanted(options: &SpaceAgentOptions) -> bool {
+    options.repo.is_some() || options.branch.is_some()
+}
+
+/// Whether `run` still needs its preparation (asked for, not done yet).
+pub(super) fn pending(inner: &Inner, run: &RunRow) -> bool {
+    wanted(&run.options) && !marker(inner, run).exists()
+}
+
+fn marker(inner: &Inner, run: &RunRow) -> PathBuf {
+    inner.cfg.run_dir(&run.run_id).join("prepared")
+}
+
+fn invalid(field: &str, message: String) -> Error {
+    let mut e = ApiError::new(ErrorCode::InvalidArgument, message);
+    e.field = Some(field.to_owned());
+    Error::Api(e)
+}
+
+/// `url` with any `user:password@` cut (for messages).
+fn shown(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            format!("{scheme}://{host}{path}")
+        }
+        None => url.to_owned(),
+    }
+}
+
+/// The folder name of a clone of `url`: its last path segment without `.git`.
+fn clone_name(url: &str) -> Option<String> {
+    let trimmed = url.trim_end_matches('/');
+    let last = trimmed.rsplit(['/', ':']).next()?;
+    let name = last.strip_suffix(".git").unwrap_or(last);
+    let ok = !name.is_empty() && name != "." && name != ".." && !name.starts_with('-') && !name.contains(['\\', '\0']);
+    ok.then(|| name.to_owned())
+}
+
+/// Whether `url` is something `git clone` takes as a repository (not an option, no spaces).
+fn plausible_url(url: &str) -> bool {
+    if url.is_empty() || url.starts_with('-') || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return false;
+    }
+    let schemes = ["https://", "http://", "ssh://", "git://", "file://"];
+    schemes.iter().any(|s| url.starts_with(s) && url.len() > s.len())
+        || url.starts_with('/')
+        || (!url.contains("://") && url.split_once(':').is_some_and(|(host, path)| !host.is_empty() && !host.contains('/') && !path.is_empty()))
+}
+
+/// A `git` command with a small, predictable environment: no prompt for credentials (a
+/// detached run has nobody to answer), messages in English.
+fn git() -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new("git");
+    cmd.env_clear();
+    for name in ["PATH", "HOME", "SSH_AUTH_SOCK", "GIT_SSH_COMMAND", "XDG_CONFIG_HOME"] {
+        if let Some(v) = std::env::var_os(name) {
+            cmd.env(name, v);
+        }
+    }
+    cmd.env("GIT_TERMINAL_PROMPT", "0").env("LC_ALL", "C").stdin(Stdio::null()).kill_on_drop(true);
+    cmd
+}
+
+/// Run `cmd` to its end within `limit`: (exit code, stderr).
+async fn output(mut cmd: tokio::process::Command, limit: Duration) -> std::io::Result<(Option<i32>, String)> {
+    let out = tokio::time::timeout(limit, cmd.stdout(Stdio::null()).stderr(Stdio::piped()).output())
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no answer within {} s", limit.as_secs())))??;
+    Ok((out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned()))
+}
+
+/// The last non-empty line of git's stderr.
+fn last_line(stderr: &str) -> String {
+    stderr.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or("git failed").to_owned()
+}
+
+/// `agent_start`'s checks of `repo`/`branch` (see the module doc); the run's working directory
+/// (the clone target with `repo`, else `cwd`).
+pub(super) async fn check(cwd: &Path, options: &SpaceAgentOptions) -> Result<PathBuf> {
+    if let Some(branch) = &options.branch {
+        let (code, _) = output(git_args(&["check-ref-format", "--branch", branch]), LS_REMOTE_TIMEOUT).await.map_err(git_missing)?;
+        if branch.starts_with('-') || code != Some(0) {
+            return Err(invalid("options.branch", format!("options.branch {branch:?} is not a valid branch name")));
+        }
+    }
+    let Some(url) = &options.repo else {
+        let branch = options.branch.as_deref().unwrap_or_default();
+        let mut cmd = git_args(&["rev-parse", "--verify", "--quiet"]);
+        cmd.arg(format!("refs/heads/{branch}^{{commit}}")).current_dir(cwd);
+        let local = output(cmd, LS_REMOTE_TIMEOUT).await.map_err(git_missing)?.0 == Some(0);
+        let mut cmd = git_args(&["rev-parse", "--verify", "--quiet"]);
+        cmd.arg(format!("refs/remotes/origin/{branch}^{{commit}}")).current_dir(cwd);
+        let remote = output(cmd, LS_REMOTE_TIMEOUT).await.map_err(git_missing)?.0 == Some(0);
+        if !local && !remote {
+            return Err(invalid(
+                "options.branch",
+                format!(
+                    "options.branch {branch:?}: the working directory {} has no such branch (or is not in a git repository); \
+                     give options.repo to clone one",
+                    cwd.display()
+                ),
+            ));
+        }
+        return Ok(cwd.to_path_buf());
+    };
+    if !plausible_url(url) {
+        return Err(invalid(
+            "options.repo",
+            format!("options.repo {:?} is not a repository git can clone (a URL such as https://host/owner/repo.git, user@host:path, or an absolute path)", shown(url)),
+        ));
+    }
+    let Some(name) = clone_name(url) else {
+        return Err(invalid("options.repo", format!("options.repo {:?} names no folder to clone into", shown(url))));
+    };
+    let target = cwd.join(&name);
+    if target.exists() && !empty_dir(&target) {
+        return Err(invalid(
+            "options.repo",
+            format!(
+                "the clone target {} is not empty: remove it, or start the run with another cwd (options.cwd), \
+                 or without options.repo to work in it as it is",
+                target.display()
+            ),
+        ));
+    }
+    let mut cmd = git_args(&["ls-remote", "--exit-code", "--heads", "--", url]);
+    if let Some(branch) = &options.branch {
+        cmd.arg(format!("refs/heads/{branch}"));
+    }
+    let (code, stderr) = output(cmd, LS_REMOTE_TIMEOUT).await.map_err(|e| invalid("options.repo", format!("options.repo {:?} cannot be read: {e}", shown(url))))?;
+    match code {
+        Some(0) => Ok(target),
+        Some(2) if options.branch.is_some() => Err(invalid(
+            "options.branch",
+            format!("options.branch {:?} is not a branch of {}", options.branch.as_deref().unwrap_or_default(), shown(url)),
+        )),
+        Some(2) => Ok(target), // an empty repository: it clones to an empty folder
+        _ => Err(invalid("options.repo", format!("options.repo {:?} cannot be read: {}", shown(url), last_line(&stderr)))),
+    }
+}
+
+fn git_args(args: &[&str]) -> tokio::process::Command {
+    let mut cmd = git();
+    cmd.args(args);
+    cmd
+}
+
+fn git_missing(e: std::io::Error) -> Error {
+    Error::Api(ApiError::new(ErrorCode::Internal, format!("cannot run git on this host (is it installed and on PATH?): {e}")))
+}
+
+fn empty_dir(path: &Path) -> bool {
+    std::fs::read_dir(path).map(|mut d| d.next().is_none()).unwrap_or(false)
+}
+
+/// Clone or check out before the first turn (see the module doc), once per run. Progress and
+/// the outcome are `notice` events of `turn`; an error is the reason the turn could not start.
+pub(super) async fn prepare(inner: &Inner, run: &RunRow, turn: u32) -> std::result::Result<(), String> {
+    let marker = marker(inner, run);
+    let notice = |text: String| {
+        if let Err(e) = inner.log.append_at(&run.run_id, vec![EventDraft::new(turn, EventKind::Notice).summary(text)], None) {
+            tracing::error!("run {}: events not stored: {e}", run.run_id);
+        }
+    };
+    let target = PathBuf::from(&run.cwd);
+    match &run.options.repo {
+        Some(url) => clone(url, run.options.branch.as_deref(), &target, &run.run_id, &notice).await?,
+        None => {
+            let branch = run.options.branch.as_deref().unwrap_or_default();
+            notice(format!("checking out branch {branch} in {}", target.display()));
+            let mut cmd = git_args(&["checkout", branch, "--"]);
+            cmd.current_dir(&target);
+            let (code, stderr) = output(cmd, CLONE_TIMEOUT).await.map_err(|e| format!("git checkout: {e}"))?;
+            if code != Some(0) {
+                return Err(format!("git checkout {branch} failed: {}", last_line(&stderr)));
+            }
+            notice(format!("checked out branch {branch}"));
+        }
+    }
+    std::fs::write(&marker, b"").map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
+    Ok(())
+}
+
+/// `git clone` of `url` into a temporary folder beside `target`, then renamed onto it.
+async fn clone(url: &str, branch: Option<&str>, target: &Path, run_id: &str, notice: &impl Fn(String)) -> std::result::Result<(), String> {
+    let parent = target.parent().ok_or_else(|| format!("{} has no parent folder", target.display()))?;
+    let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let temp = parent.join(format!(".{name}.clone-{run_id}"));
+    let _ = std::fs::remove_dir_all(&temp);
+    notice(format!("cloning {}{} into {}", shown(url), branch.map(|b| format!(" (branch {b})")).unwrap_or_default(), target.display()));
+    let mut cmd = git_args(&["clone", "--progress"]);
+    if let Some(b) = branch {
+        cmd.args(["--branch", b]);
+    }
+    cmd.arg("--").arg(url).arg(&temp);
+    let outcome = tokio::time::timeout(CLONE_TIMEOUT, run_clone(cmd, notice)).await;
+    let failed = match outcome {
+        Ok(Ok((true, _))) => None,
+        Ok(Ok((false, stderr))) => Some(format!("git clone of {} failed: {}", shown(url), last_line(&stderr))),
+        Ok(Err(e)) => Some(format!("cannot run git clone: {e}")),
+        Err(_) => Some(format!("git clone of {} took longer than {} minutes", shown(url), CLONE_TIMEOUT.as_secs() / 60)),
+    };
+    if let Some(why) = failed {
+        let _ = std::fs::remove_dir_all(&temp);
+        return Err(why);
+    }
+    // rename(2) replaces an empty folder; anything else there now (a race) is refused.
+    if let Err(e) = std::fs::rename(&temp, target) {
+        let _ = std::fs::remove_dir_all(&temp);
+        return Err(format!("the clone could not be moved to {} (is it still empty?): {e}", target.display()));
+    }
+    let mut head = git_args(&["rev-parse", "--abbrev-ref", "HEAD"]);
+    head.current_dir(target);
+    let on = head.stdout(Stdio::piped()).output().await.ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned()).unwrap_or_default();
+    notice(format!("cloned {} into {} (branch {on})", shown(url), target.display()));
+    Ok(())
+}
+
+/// Run a clone, turning its progress lines (split on `\r` and `\n`) into notices at most once a
+/// second; (succeeded, stderr).
+async fn run_clone(mut cmd: tokio::process::Command, notice: &impl Fn(String)) -> std::io::Result<(bool, String)> {
+    let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn()?;
+    let mut stderr = child.stderr.take().ok_or_else(|| std::io::Error::other("no stderr"))?;
+    let (mut all, mut chunk) = (String::new(), [0u8; 4096]);
+    let mut last_notice = Instant::now();
+    loop {
+        let n = stderr.read(&mut chunk).await?;
+        if n == 0 {
+            break;
+        }
+        let text = String::from_utf8_lossy(&chunk[..n]);
+        all.push_str(&text);
+        if last_notice.elapsed() >= Duration::from_secs(1) {
+            if let Some(line) = text.split(['\r', '\n']).map(str::trim).rfind(|l| !l.is_empty()) {
+                notice(format!("clone: {line}"));
+                last_notice = Instant::now();
+            }
+        }
+    }
+    let status = child.wait().await?;
+    Ok((status.success(), all))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clone_names_and_urls() {
+        assert_eq!(clone_name("https://github.com/o/repo.git").as_deref(), Some("repo"));
+        assert_eq!(clone_name("git@github.com:o/repo").as_deref(), Some("repo"));
+        assert_eq!(clone_name("/srv/git/thing.git/").as_deref(), Some("thing"));
+        assert_eq!(clone_name("https://host/.."), None);
+        assert!(plausible_url("https://host/o/r.git") && plausible_url("git@host:o/r") && plausible_url("/srv/r.git"));
+        assert!(!plausible_url("--upload-pack=x") && !plausible_url("not a url") && !plausible_url("relative/path") && !plausible_url("https://"));
+        assert_eq!(shown("https://user:tok@host/o/r.git"), "https://host/o/r.git");
+        assert_eq!(shown("git@host:o/r"), "git@host:o/r");
+    }
+}

@@ -1,0 +1,375 @@
+//! Watching a run live: `agent_events` as server-sent events (resumed with `Last-Event-ID`,
+//! heartbeats, a final `end` event), the SDK's and the CLI's follow on it.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use spaces_sdk::follow::{Transport, Until};
+use spaces_sdk::{AgentStartRequest, Event, EventKind, SpaceAgentOptions};
+
+use super::survive::{fake_daemon, message, DONE};
+use crate::support::{describe, TestDaemon};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// One SSE frame as read off the wire.
+#[derive(Debug, Default, Clone)]
+struct Frame {
+    id: Option<u64>,
+    event: Option<String>,
+    data: String,
+    comment: Option<String>,
+}
+
+/// An SSE connection over the daemon's Unix socket (HTTP/1.0: the body is the bytes up to
+/// the close, no chunking to undo).
+struct Sse {
+    reader: BufReader<UnixStream>,
+    pub status_line: String,
+    pub headers: Vec<String>,
+}
+
+impl Sse {
+    fn open(state: &Path, query: &str, last_event_id: Option<u64>) -> Sse {
+        let mut s = UnixStream::connect(state.join("spacesd.sock")).unwrap();
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        let mut req = format!("GET /v1/spaces/s/agents/{query} HTTP/1.0\r\nHost: localhost\r\nAccept: text/event-stream\r\n");
+        if let Some(id) = last_event_id {
+            req.push_str(&format!("Last-Event-ID: {id}\r\n"));
+        }
+        req.push_str("\r\n");
+        s.write_all(req.as_bytes()).unwrap();
+        let mut reader = BufReader::new(s);
+        let mut status_line = String::new();
+        reader.read_line(&mut status_line).unwrap();
+        let mut headers = Vec::new();
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if line.trim().is_empty() {
+                break;
+            }
+            headers.push(line.trim().to_lowercase());
+        }
+        Sse { reader, status_line, headers }
+    }
+
+    /// The next frame, or `None` at the end of the body.
+    fn next(&mut self) -> Option<Frame> {
+        let mut frame = Frame::default();
+        let mut any = false;
+        loop {
+            let mut line = String::new();
+            if self.reader.read_line(&mut line).unwrap() == 0 {
+                return any.then_some(frame);
+            }
+            let line = line.trim_end_matches(['\r', '\n']);
+            if line.is_empty() {
+                if any {
+                    return Some(frame);
+                }
+                continue;
+            }
+            any = true;
+            if let Some(c) = line.strip_prefix(':') {
+                frame.comment = Some(c.trim().to_owned());
+            } else if let Some(v) = line.strip_prefix("id: ") {
+                frame.id = v.parse().ok();
+            } else if let Some(v) = line.strip_prefix("event: ") {
+                frame.event = Some(v.to_owned());
+            } else if let Some(v) = line.strip_prefix("data: ") {
+                frame.data.push_str(v);
+            }
+        }
+    }
+}
+
+/// A fake Codex turn of `n` messages, `pause` seconds apart.
+fn slow_turn(n: usize, pause: &str) -> String {
+    let mut body = String::from("cat > /dev/null\n");
+    for i in 1..=n {
+        body.push_str(&format!("{}\nsleep {pause}\n", message(&format!("line {i}"))));
+    }
+    body.push_str(DONE);
+    body
+}
+
+async fn start(d: &TestDaemon) -> String {
+    let req = AgentStartRequest {
+        space: "s".into(),
+        agent: "openai-codex".into(),
+        prompt: "hello".into(),
+        show: None,
+        options: Some(SpaceAgentOptions::default()),
+    };
+    d.client.agent_start(&req).await.unwrap().run_id
+}
+
+/// A follower reads the stream mid-turn, drops the connection, and reconnects with
+/// `Last-Event-ID`: together the two connections carry every event of the log exactly once,
+/// in order, and the second ends with `event: end` once the turn is over (`until=turn`).
+#[tokio::test]
+async fn sse_reconnect_with_last_event_id_gets_every_event_once_in_order() {
+    let (d, _root, _bin) = fake_daemon(&slow_turn(10, "0.2")).await;
+    let run = start(&d).await;
+    let state = d.state_dir();
+    let q = format!("{run}/events?until=turn");
+    let (first, second, end) = tokio::task::spawn_blocking(move || {
+        let mut sse = Sse::open(&state, &q, None);
+        assert!(sse.status_line.starts_with("HTTP/1.0 200") || sse.status_line.starts_with("HTTP/1.1 200"), "{}", sse.status_line);
+        assert!(sse.headers.iter().any(|h| h == "content-type: text/event-stream"), "{:?}", sse.headers);
+        let mut first: Vec<(u64, Value)> = Vec::new();
+        // Mid-turn: the first three agent messages, then the follower goes away.
+        while first.iter().filter(|(_, e)| e["kind"] == "message").count() < 3 {
+            let f = sse.next().expect("the stream goes on mid-turn");
+            if let Some(id) = f.id {
+                first.push((id, serde_json::from_str(&f.data).unwrap()));
+            }
+        }
+        drop(sse);
+        let last = first.last().map(|(id, _)| *id);
+        let mut sse = Sse::open(&state, &q, last);
+        let mut second = Vec::new();
+        let mut end = None;
+        while let Some(f) = sse.next() {
+            match (f.id, f.event.as_deref()) {
+                (Some(id), None) => second.push((id, serde_json::from_str::<Value>(&f.data).unwrap())),
+                (None, Some("end")) => end = Some(serde_json::from_str::<Value>(&f.data).unwrap()),
+                (None, None) => {}
+                other => panic!("unexpected frame {other:?}: {f:?}"),
+            }
+        }
+        (first, second, end)
+    })
+    .await
+    .unwrap();
+    let log = d.events("s", &run).await;
+    let got: Vec<(u64, Value)> = first.iter().chain(&second).cloned().collect();
+    let expected: Vec<(u64, Value)> = log.iter().map(|e| (e.seq, serde_json::to_value(e).unwrap())).collect();
+    assert!(!first.iter().any(|(_, e)| e["kind"] == "turn_ended"), "the first connection ended mid-turn:\n{}", describe(&log));
+    assert_eq!(got, expected, "every event once, in order, as the log has it");
+    assert_eq!(end, Some(serde_json::json!({"cursor": log.last().unwrap().seq, "status": "idle"})));
+}
+
+/// A quiet run gets `: heartbeat` comments every `heartbeat_ms`; the stream's first page
+/// errors are ordinary JSON answers (an unknown run is 404 `RUN_NOT_FOUND`).
+#[tokio::test]
+async fn sse_heartbeats_while_the_agent_is_quiet() {
+    let (d, _root, _bin) = fake_daemon(&format!("cat > /dev/null\n{}\nsleep 2\n{DONE}", message("before the pause"))).await;
+    let run = start(&d).await;
+    d.wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::Message).await;
+    let state = d.state_dir();
+    let q = format!("{run}/events?until=turn&heartbeat_ms=200");
+    let (heartbeats, kinds, took) = tokio::task::spawn_blocking(move || {
+        let t0 = Instant::now();
+        let mut sse = Sse::open(&state, &q, None);
+        let (mut heartbeats, mut kinds) = (0, Vec::new());
+        while let Some(f) = sse.next() {
+            if f.comment.as_deref() == Some("heartbeat") {
+                heartbeats += 1;
+            }
+            if f.id.is_some() {
+                kinds.push(serde_json::from_str::<Value>(&f.data).unwrap()["kind"].as_str().unwrap_or("").to_owned());
+            }
+            if let Some(event) = f.event {
+                kinds.push(event);
+            }
+        }
+        (heartbeats, kinds, t0.elapsed())
+    })
+    .await
+    .unwrap();
+    assert!(heartbeats >= 3, "{heartbeats} heartbeats in {took:?}");
+    assert_eq!(kinds.last().map(String::as_str), Some("end"), "{kinds:?}");
+    assert!(kinds.iter().any(|k| k == "turn_ended"), "{kinds:?}");
+    let state = d.state_dir();
+    let (status, body) = tokio::task::spawn_blocking(move || {
+        let mut sse = Sse::open(&state, "run-000000000000/events", None);
+        let mut body = String::new();
+        while let Some(f) = sse.next() {
+            body.push_str(&format!("{f:?}"));
+        }
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut sse.reader, &mut rest);
+        (sse.status_line, body + &rest)
+    })
+    .await
+    .unwrap();
+    assert!(status.contains(" 404 "), "{status} {body}");
+}
+
+/// The SDK's follow reads the stream (not long-polls) and yields what the log holds; the CLI's
+/// `agent events --follow` prints the same lines over SSE as over long-polls.
+#[tokio::test]
+async fn sdk_and_cli_follow_use_the_stream_and_print_the_same_lines() {
+    let (d, _root, _bin) = fake_daemon(&slow_turn(4, "0.1")).await;
+    let run = start(&d).await;
+    let mut follow = d.client.follow("s", &run, 0, Until::Turn);
+    let mut got: Vec<Event> = Vec::new();
+    while let Some(e) = follow.next().await.unwrap() {
+        got.push(e);
+    }
+    assert_eq!(follow.transport(), Transport::Sse);
+    assert_eq!(follow.status(), Some(spaces_sdk::Status::Idle));
+    assert_eq!(got, d.events("s", &run).await);
+    let mut poll = d.client.follow("s", &run, 0, Until::Turn).long_poll_only();
+    let mut polled = Vec::new();
+    while let Some(e) = poll.next().await.unwrap() {
+        polled.push(e);
+    }
+    assert_eq!(polled, got);
+    let (ok, sse_lines) = d.cli(&["agent", "events", &run, "--follow"]);
+    assert!(ok, "{sse_lines}");
+    let out = std::process::Command::new(crate::support::spacesd_bin())
+        .env("SPACES_FOLLOW_LONG_POLL", "1")
+        .arg("--state-dir")
+        .arg(d.state_dir())
+        .args(["agent", "events", &run, "--follow"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), sse_lines);
+    assert!(sse_lines.contains("line 4") && sse_lines.contains("-- status: idle"), "{sse_lines}");
+}
+
+/// Over TCP the stream needs the bearer token and a loopback Origin, like the route.
+#[tokio::test]
+async fn sse_over_tcp_needs_the_token_and_a_loopback_origin() {
+    let bin = tempfile::tempdir().unwrap();
+    let agent = super::survive::fake_codex(bin.path(), &slow_turn(1, "0"));
+    let env = vec![("SPACES_HARNESS_BIN_OPENAI_CODEX".to_owned(), agent.display().to_string())];
+    let d = TestDaemon::start_with(env, vec!["--tcp".into(), "127.0.0.1:0".into()]).await;
+    d.space("s").await;
+    let run = start(&d).await;
+    d.wait_turn_end("s", &run, 1, WAIT).await;
+    let state = d.state_dir();
+    let token = std::fs::read_to_string(state.join("token")).unwrap().trim().to_owned();
+    let addr = std::fs::read_to_string(state.join("tcp.addr")).unwrap().trim().to_owned();
+    let get = move |token: Option<&str>, origin: Option<&str>| {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        let mut req = format!("GET /v1/spaces/s/agents/{run}/events?until=turn HTTP/1.0\r\nHost: {addr}\r\nAccept: text/event-stream\r\n");
+        if let Some(t) = token {
+            req.push_str(&format!("Authorization: Bearer {t}\r\n"));
+        }
+        if let Some(o) = origin {
+            req.push_str(&format!("Origin: {o}\r\n"));
+        }
+        req.push_str("\r\n");
+        s.write_all(req.as_bytes()).unwrap();
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut s, &mut out).unwrap();
+        out
+    };
+    let ok = get(Some(&token), Some("http://localhost"));
+    assert!(ok.contains(" 200 ") && ok.contains("text/event-stream") && ok.contains("event: end"), "{ok}");
+    for (token, origin) in [(None, None), (Some("wrong"), None), (Some(token.as_str()), Some("http://attacker.example"))] {
+        let refused = get(token, origin);
+        assert!(refused.contains(" 403 ") && refused.contains("UNAUTHORIZED") && !refused.contains("event: end"), "{refused}");
+    }
+}
+
+/// A tmux server of its own (socket name unique to the test), killed on drop.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn cmd(&self, args: &[&str]) -> std::process::Output {
+        std::process::Command::new("tmux").args(["-L", &self.socket, "-f", "/dev/null"]).args(args).output().unwrap()
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p", "-t", "attach"]).stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "attach"];
+        args.extend(keys);
+        assert!(self.cmd(&args).status.success());
+    }
+
+    /// Wait until the pane shows what `pred` wants; the screen then.
+    async fn wait_screen(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let s = self.screen();
+            if pred(&s) {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}; the screen:\n{s}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn alive(&self) -> bool {
+        self.cmd(&["has-session", "-t", "attach"]).status.success()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]);
+    }
+}
+
+/// `spacesd agent attach` in a real terminal (tmux): it shows the answer so far, a typed line
+/// is a follow-up whose answer streams in, Ctrl-C interrupts the turn in flight, a resize
+/// redraws at the new width, `/detach` leaves, and the run is still alive (idle, accepting a
+/// message).
+#[tokio::test]
+async fn attach_in_a_terminal_sends_interrupts_and_detaches_leaving_the_run_alive() {
+    if std::process::Command::new("tmux").arg("-V").output().is_err() {
+        panic!("tmux is needed for this test (apt-get install tmux; .ci/run installs it)");
+    }
+    let body = r#"p=$(cat)
+case "$p" in *slow*) sleep 30;; esac
+echo '{"type":"item.completed","item":{"id":"m","type":"agent_message","text":"answer to: '"$p"'"}}'
+"#
+    .to_owned()
+        + DONE;
+    let (d, _root, _bin) = fake_daemon(&body).await;
+    let req = AgentStartRequest {
+        space: "s".into(),
+        agent: "openai-codex".into(),
+        prompt: "first".into(),
+        show: Some(true),
+        options: Some(SpaceAgentOptions::default()),
+    };
+    let report = d.client.agent_start(&req).await.unwrap();
+    let run = report.run_id.clone();
+    assert_eq!(report.notes.first().map(String::as_str), Some(format!("watch it live: spacesd agent attach {run}").as_str()), "{:?}", report.notes);
+    d.wait_turn_end("s", &run, 1, WAIT).await;
+    let tmux = Tmux { socket: format!("spaces-test-{}-{}", std::process::id(), &run) };
+    let command = format!("exec {} --state-dir {} agent attach {run}", crate::support::spacesd_bin().display(), d.state_dir().display());
+    let started = tmux.cmd(&["new-session", "-d", "-x", "100", "-y", "30", "-s", "attach", &command]);
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    tmux.wait_screen("the first answer", |s| s.contains("answer to: first")).await;
+
+    tmux.keys(&["second", "Enter"]);
+    tmux.wait_screen("the follow-up's answer", |s| s.contains("answer to: second") && s.contains("idle (end_turn)")).await;
+
+    tmux.keys(&["slow", "Enter"]);
+    d.wait_for_event("s", &run, WAIT, |e| e.turn == 3 && e.kind == EventKind::UserMessage).await;
+    tmux.wait_screen("the third turn running", |s| s.contains("slow") && s.contains("· running ·")).await;
+    tmux.keys(&["C-c"]);
+    let ended = d.wait_turn_end("s", &run, 3, WAIT).await;
+    assert_eq!(ended.stop_reason, Some(spaces_sdk::StopReason::Interrupted), "{ended:?}");
+    tmux.wait_screen("the interrupted turn", |s| s.contains("idle (interrupted)") && s.contains("Ctrl-C again or /detach")).await;
+
+    assert!(tmux.cmd(&["resize-window", "-t", "attach", "-x", "60", "-y", "20"]).status.success());
+    let narrow = tmux.wait_screen("a redraw at 60 columns", |s| s.lines().count() <= 20 && s.contains("answer to: second")).await;
+    assert!(narrow.lines().all(|l| l.chars().count() <= 60), "{narrow}");
+    assert!(narrow.lines().last().is_some_and(|l| l.starts_with('>')), "the prompt is the last line:\n{narrow}");
+
+    tmux.keys(&["/detach", "Enter"]);
+    let deadline = Instant::now() + WAIT;
+    while tmux.alive() {
+        assert!(Instant::now() < deadline, "attach did not leave:\n{}", tmux.screen());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let st = d.client.space("s").agent_status(&run, Some(0)).await.unwrap();
+    assert_eq!((st.status, st.accepts_message), (spaces_sdk::Status::Idle, true), "the run is still alive: {st:#?}");
+}

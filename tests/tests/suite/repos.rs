@@ -1,0 +1,149 @@
+//! `repo` and `branch`: a run's repository cloned (or its branch checked out) before the first
+//! turn, against local bare repositories; each refusal typed, nothing half-cloned.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use spaces_sdk::client::ClientError;
+use spaces_sdk::{AgentStartRequest, ErrorCode, EventKind, SpaceAgentOptions, Status, StopReason};
+
+use super::survive::{fake_daemon, DONE};
+use crate::support::{describe, settled};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.email=t@example.com", "-c", "user.name=t", "-c", "init.defaultBranch=main"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A bare repository `<dir>/origin.git` with `main` (README) and `feature` (README and
+/// feature.txt), and a branch `broken` whose commit is missing (listed, but it cannot clone).
+fn bare_repo(dir: &Path) -> String {
+    git(dir, &["init", "-q", "--bare", "origin.git"]);
+    git(dir, &["init", "-q", "work"]);
+    let work = dir.join("work");
+    std::fs::write(work.join("README"), "hello\n").unwrap();
+    git(&work, &["add", "README"]);
+    git(&work, &["commit", "-q", "-m", "first"]);
+    git(&work, &["checkout", "-q", "-b", "feature"]);
+    std::fs::write(work.join("feature.txt"), "the feature\n").unwrap();
+    git(&work, &["add", "feature.txt"]);
+    git(&work, &["commit", "-q", "-m", "feature"]);
+    git(&work, &["push", "-q", "../origin.git", "main", "feature"]);
+    std::fs::write(dir.join("origin.git/refs/heads/broken"), "1234567890123456789012345678901234567890\n").unwrap();
+    dir.join("origin.git").display().to_string()
+}
+
+/// The fake agent answers with its working directory's branch and files.
+fn reporting_agent() -> String {
+    format!(
+        "cat > /dev/null\nwhat=\"$(git rev-parse --abbrev-ref HEAD) $(ls | tr '\\n' ' ')in $(basename \"$PWD\")\"\n\
+         echo '{{\"type\":\"item.completed\",\"item\":{{\"id\":\"m\",\"type\":\"agent_message\",\"text\":\"'\"$what\"'\"}}}}'\n{DONE}"
+    )
+}
+
+fn request(repo: Option<&str>, branch: Option<&str>) -> AgentStartRequest {
+    AgentStartRequest {
+        space: "s".into(),
+        agent: "openai-codex".into(),
+        prompt: "which branch?".into(),
+        show: None,
+        options: Some(SpaceAgentOptions { repo: repo.map(Into::into), branch: branch.map(Into::into), ..Default::default() }),
+    }
+}
+
+/// A run started with `repo` and `branch` on a local bare repository works in a clone named
+/// after it with the branch checked out; `preparing` progress is in `notice` events before the
+/// turn's agent starts.
+#[tokio::test]
+async fn repo_and_branch_are_cloned_and_checked_out_before_the_first_turn() {
+    let (d, root, _bin) = fake_daemon(&reporting_agent()).await;
+    let repos = tempfile::tempdir().unwrap();
+    let url = bare_repo(repos.path());
+    let run = d.client.agent_start(&request(Some(&url), Some("feature"))).await.unwrap().run_id;
+    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
+    let events = d.events("s", &run).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&events));
+    let st = d.wait_status("s", &run, WAIT, settled).await;
+    assert_eq!(st.result_text.as_deref().map(str::trim), Some("feature README feature.txt in origin"), "{st:#?}");
+    let notices: Vec<String> = events.iter().filter(|e| e.kind == EventKind::Notice).filter_map(|e| e.summary.clone()).collect();
+    assert!(notices.first().is_some_and(|n| n.starts_with(&format!("cloning {url} (branch feature) into "))), "{notices:?}");
+    assert!(notices.iter().any(|n| n.starts_with("cloned ") && n.ends_with("(branch feature)")), "{notices:?}");
+    let entries: Vec<String> = std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(entries, vec!["origin".to_owned()], "the clone, and no temporary folder beside it");
+    // A follow-up does not clone again.
+    let sent = d.client.agent_message(&spaces_sdk::AgentMessageRequest { space: "s".into(), run_id: run.clone(), text: "again".into(), force: None }).await.unwrap();
+    assert!(sent.ok, "{sent:?}");
+    d.wait_turn_end("s", &run, 2, WAIT).await;
+    let clones = d.events("s", &run).await.iter().filter(|e| e.summary.as_deref().is_some_and(|s| s.starts_with("cloning "))).count();
+    assert_eq!(clones, 1);
+}
+
+/// `branch` alone checks out a branch of the repository the working directory is in.
+#[tokio::test]
+async fn branch_alone_checks_out_in_the_working_directory() {
+    let (d, root, _bin) = fake_daemon(&reporting_agent()).await;
+    let repos = tempfile::tempdir().unwrap();
+    let url = bare_repo(repos.path());
+    let out = Command::new("git").args(["clone", "-q", &url, "checkout"]).current_dir(&root).output().unwrap();
+    assert!(out.status.success());
+    let mut req = request(None, Some("feature"));
+    req.options.as_mut().unwrap().cwd = Some("checkout".into());
+    let run = d.client.agent_start(&req).await.unwrap().run_id;
+    d.wait_turn_end("s", &run, 1, WAIT).await;
+    let st = d.wait_status("s", &run, WAIT, settled).await;
+    assert_eq!(st.result_text.as_deref().map(str::trim), Some("feature README feature.txt in checkout"), "{st:#?}");
+}
+
+fn refusal(r: Result<spaces_sdk::AgentStartReport, ClientError>) -> (ErrorCode, Option<String>, String) {
+    match r {
+        Err(ClientError::Api(e)) => (e.code, e.field, e.message),
+        other => panic!("expected a typed refusal, got {other:?}"),
+    }
+}
+
+/// A bad URL, an unreadable repository, an unknown branch and a target that is not empty are
+/// refused at `agent_start` as `INVALID_ARGUMENT` naming the field, and no run is created; a
+/// clone that fails later (a branch whose commit is missing) fails the turn with git's message
+/// and leaves nothing in the Space.
+#[tokio::test]
+async fn repo_failures_are_typed_and_nothing_is_half_cloned() {
+    let (d, root, _bin) = fake_daemon(&reporting_agent()).await;
+    let repos = tempfile::tempdir().unwrap();
+    let url = bare_repo(repos.path());
+    let cases = [
+        (request(Some("not a url"), None), "options.repo", "is not a repository git can clone"),
+        (request(Some("--upload-pack=touch /tmp/x"), None), "options.repo", "is not a repository git can clone"),
+        (request(Some("/nonexistent/thing.git"), None), "options.repo", "cannot be read"),
+        (request(Some(&url), Some("no-such-branch")), "options.branch", "is not a branch of"),
+        (request(None, Some("feature")), "options.branch", "has no such branch"),
+    ];
+    for (req, field, says) in cases {
+        let (code, got_field, message) = refusal(d.client.agent_start(&req).await);
+        assert_eq!((code, got_field.as_deref()), (ErrorCode::InvalidArgument, Some(field)), "{message}");
+        assert!(message.contains(says), "{message}");
+    }
+    std::fs::create_dir(root.join("origin")).unwrap();
+    std::fs::write(root.join("origin/notes.txt"), "mine").unwrap();
+    let (code, field, message) = refusal(d.client.agent_start(&request(Some(&url), None)).await);
+    assert_eq!((code, field.as_deref()), (ErrorCode::InvalidArgument, Some("options.repo")), "{message}");
+    assert!(message.contains("is not empty"), "{message}");
+    assert!(d.client.space("s").agent_list().await.unwrap().is_empty(), "no run was created");
+    std::fs::remove_dir_all(root.join("origin")).unwrap();
+
+    let run = d.client.agent_start(&request(Some(&url), Some("broken"))).await.unwrap().run_id;
+    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::Error), "{ended:?}");
+    let st = d.wait_status("s", &run, WAIT, settled).await;
+    assert_eq!(st.status, Status::Failed, "{st:#?}");
+    assert!(st.reason.contains("git clone of") && st.reason.contains("failed"), "{}", st.reason);
+    let left: Vec<_> = std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "nothing half-cloned: {left:?}");
+}
