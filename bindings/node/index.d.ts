@@ -127,6 +127,12 @@ export declare class Spaces {
   agentInterrupt(args: { run_id: any; space: any }): Promise<any>
   /** Stop the run: signal, grace, then kill of every process it has. (`agent_stop`: POST /v1/spaces/{space}/agents/{run_id}/stop) */
   agentStop(args: { run_id: any; space: any }): Promise<any>
+  /** Unregister a Space and delete its runs' history (refused while runs live, unless force stops them). (`space_remove`: POST /v1/spaces/{name}/remove) */
+  spaceRemove(args: { force?: any; name: any }): Promise<any>
+  /** Delete a run that is not live: its row, events and run directory. (`agent_remove`: POST /v1/spaces/{space}/agents/{run_id}/remove) */
+  agentRemove(args: { run_id: any; space: any }): Promise<any>
+  /** Delete the Space's runs that are not live and were created more than older_than_ms ago. (`agent_prune`: POST /v1/spaces/{space}/agents/prune) */
+  agentPrune(args: { older_than_ms: any; space: any }): Promise<any>
   /** Send to a persistent agent: a follow-up to its live run, or a fresh run with its home restored. (`persistent_agent_send`: POST /v1/homes/{name}/send) */
   persistentAgentSend(args: { name: any; text: any }): Promise<any>
   /** Every persistent agent's home in this host's volume, with its lease and latest snapshot. (`home_list`: GET /v1/homes) */
@@ -217,6 +223,10 @@ export declare class Space {
   agentList(): Promise<AgentRunStatus[]>
   /** Follows the run's events live from `cursor`, until it no longer runs and all are read. */
   agentFollow(runId: string, cursor?: number, options?: { waitMs?: number; max?: number }): AsyncGenerator<AgentEvent, void, void>
+  /** Delete a run that is not live: its row, events and run directory. (`agent_remove`: POST /v1/spaces/{space}/agents/{run_id}/remove) */
+  agentRemove(args: { run_id: any }): Promise<any>
+  /** Delete the Space's runs that are not live and were created more than older_than_ms ago. (`agent_prune`: POST /v1/spaces/{space}/agents/prune) */
+  agentPrune(args: { older_than_ms: any }): Promise<any>
   /** What the workspace permits and this host supports: permissions, limits, process lifetime, isolation. (`workspace_info`: POST /v1/tools/workspace_info) */
   workspaceInfo(args?: { work_id?: any }): Promise<any>
   /** Read a file of the workspace (a window of at most 1 MiB) with its version. (`read`: POST /v1/tools/read) */

@@ -45,5 +45,6 @@ pub use op::{ops, Operation, OperationInfo};
 pub use run::{
     ActionReport, AgentEventsRequest, AgentListRequest, AgentMessageRequest, AgentRunRequest,
     AgentStartReport, AgentStartRequest, AgentStatusRequest, Approvals, Empty, Phase, RunStatus,
-    SpaceAddRequest, SpaceAgentOptions, SpaceRecord, Status,
+    SpaceAddRequest, SpaceAgentOptions, SpaceRecord, Status, SpaceRemoveRequest, SpaceRemoveReport, AgentPruneRequest,
+    RunsRemovedReport,
 };

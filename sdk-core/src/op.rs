@@ -181,6 +181,15 @@ macro_rules! for_each_operation {
             agent_stop: AgentStop, Post "/v1/spaces/{space}/agents/{run_id}/stop",
                 $crate::AgentRunRequest => $crate::ActionReport, false, Tool [Destructive, Idempotent],
                 "Stop the run: signal, grace, then kill of every process it has.";
+            space_remove: SpaceRemove, Post "/v1/spaces/{name}/remove",
+                $crate::SpaceRemoveRequest => $crate::SpaceRemoveReport, false, Operator [Destructive],
+                "Unregister a Space and delete its runs' history (refused while runs live, unless force stops them).";
+            agent_remove: AgentRemove, Post "/v1/spaces/{space}/agents/{run_id}/remove",
+                $crate::AgentRunRequest => $crate::RunsRemovedReport, false, Operator [Destructive],
+                "Delete a run that is not live: its row, events and run directory.";
+            agent_prune: AgentPrune, Post "/v1/spaces/{space}/agents/prune",
+                $crate::AgentPruneRequest => $crate::RunsRemovedReport, false, Operator [Destructive],
+                "Delete the Space's runs that are not live and were created more than older_than_ms ago.";
 
             // ----- persistent agents and their homes (API reference, "Words": volume) -----
             persistent_agent_send: PersistentAgentSend, Post "/v1/homes/{name}/send",

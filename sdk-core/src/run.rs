@@ -369,3 +369,41 @@ impl Approvals {
         }
     }
 }
+
+/// `space_remove`: unregister a Space and delete its runs' history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpaceRemoveRequest {
+    /// The Space's name.
+    pub name: String,
+    /// Stop its live runs (running or idle) first; without it, live runs refuse the removal.
+    #[serde(default)]
+    pub force: Option<bool>,
+}
+
+/// What `space_remove` did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SpaceRemoveReport {
+    pub name: String,
+    /// Live runs stopped first (`force`).
+    pub stopped: Vec<String>,
+    /// Runs whose rows, events and run directories were deleted.
+    pub runs_removed: u64,
+}
+
+/// `agent_prune`: delete the Space's finished runs older than `older_than_ms`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentPruneRequest {
+    pub space: String,
+    /// Runs created more than this many ms ago (e.g. 604800000 for 7 days).
+    pub older_than_ms: u64,
+}
+
+/// The runs `agent_prune` or `agent_remove` deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RunsRemovedReport {
+    pub space: String,
+    /// Their ids.
+    pub removed: Vec<String>,
+}

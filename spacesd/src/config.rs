@@ -17,6 +17,9 @@
 //!   persistent agents' homes are kept: a local directory (default `<state dir>/volume`) or an
 //!   S3-compatible store `s3://bucket/prefix`, reached with the usual `AWS_ENDPOINT_URL`,
 //!   `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION` and `AWS_ALLOW_HTTP` variables.
+//! - `SPACES_RUN_RETENTION_DAYS` (or `run_retention_days`): runs that are not live and older
+//!   than this many days are deleted at start and hourly (rows, events, run dirs); unset keeps
+//!   them, and `spacesd agent prune --older-than 7d` deletes on demand.
 //! - `SPACES_HOST_ID` (or `host_id`): this host's name in leases and snapshots; default the
 //!   machine's hostname plus a random suffix kept in `<state dir>/host-id`.
 
@@ -72,6 +75,8 @@ pub struct ConfigFile {
     pub http_body_timeout_ms: Option<u64>,
     /// Where persistent agents' homes are kept (a path or `s3://bucket/prefix`).
     pub volume: Option<String>,
+    /// Runs that are not live and older than this many days are deleted (hourly); none: kept.
+    pub run_retention_days: Option<u64>,
     /// This host's id in leases and snapshots.
     pub host_id: Option<String>,
     /// A cgroup per run and command where the host allows it (default true).
@@ -102,6 +107,9 @@ pub struct Config {
     pub volume: String,
     /// Set from the config file or `SPACES_HOST_ID`; else [`Config::host_id`] makes one.
     pub host_id: Option<String>,
+    /// Runs that are not live and older than this many days are deleted, hourly; `None` keeps
+    /// them (`agent prune` deletes them on demand).
+    pub run_retention_days: Option<u64>,
     /// Try a cgroup per run and command (`SPACES_CGROUPS=0` turns it off).
     pub cgroups: bool,
     /// Most tasks per run or command; 0: no limit.
@@ -170,6 +178,7 @@ impl Config {
                 .or(file.volume)
                 .unwrap_or_else(|| state_dir.join("volume").display().to_string()),
             host_id: std::env::var("SPACES_HOST_ID").ok().filter(|v| !v.is_empty()).or(file.host_id),
+            run_retention_days: env_num("SPACES_RUN_RETENTION_DAYS").or(file.run_retention_days).filter(|d| *d > 0),
             cgroups: std::env::var("SPACES_CGROUPS")
                 .ok()
                 .map(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "false" | "off" | "no"))

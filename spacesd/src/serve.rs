@@ -60,6 +60,7 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
     homes.spawn_renewals();
     let sup = Supervisor::new(cfg, store, homes);
     sup.recover().await.context("cannot recover runs")?;
+    sup.spawn_retention();
     // Trees whose shims a crash took are ended by now: their empty cgroups go.
     spaces_codespace::process::cgroup::sweep();
     Ok(AppState { sup, cs })

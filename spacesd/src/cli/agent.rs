@@ -159,6 +159,26 @@ pub enum AgentCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Delete a run that is not live (stop it first): its row, events and run directory.
+    Rm {
+        run_id: String,
+        #[command(flatten)]
+        space: SpaceArg,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete the runs that are not live and are older than --older-than (e.g. 7d, 12h, 30m), in
+    /// the Space or in every Space (--all). The daemon can do this itself: `run_retention_days`.
+    Prune {
+        #[arg(long, value_name = "AGE", value_parser = parse_age)]
+        older_than: u64,
+        #[command(flatten)]
+        space: SpaceArg,
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Every run of the Space (or of all with --all), newest first, as a table.
     List {
         #[command(flatten)]
@@ -272,6 +292,33 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
             print_report(&report, json)?;
             if !report.ok {
                 anyhow::bail!("stop did not complete: {}", report.reason);
+            }
+        }
+        AgentCmd::Rm { run_id, space, json } => {
+            let space = resolve_run(client, space, &run_id).await?;
+            let r = client.agent_remove(&spaces_sdk::AgentRunRequest { space, run_id }).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                println!("removed {} from Space {}", r.removed.join(", "), r.space);
+            }
+        }
+        AgentCmd::Prune { older_than, space, all, json } => {
+            let spaces = if all {
+                client.space_list(&spaces_sdk::Empty {}).await?.into_iter().map(|s| s.name).collect()
+            } else {
+                vec![resolve_space(client, space).await?]
+            };
+            let mut reports = Vec::new();
+            for space in spaces {
+                reports.push(client.agent_prune(&spaces_sdk::AgentPruneRequest { space, older_than_ms: older_than }).await?);
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&reports)?);
+            } else {
+                for r in reports {
+                    println!("Space {}: {} run(s) removed{}", r.space, r.removed.len(), if r.removed.is_empty() { String::new() } else { format!(" ({})", r.removed.join(", ")) });
+                }
             }
         }
         AgentCmd::List { space, all, json } => {
@@ -498,4 +545,19 @@ pub async fn resolve_space(client: &Client, arg: SpaceArg) -> anyhow::Result<Str
             spaces.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
         ),
     }
+}
+
+/// `7d`, `12h`, `30m`, `90s` or plain ms, as ms.
+fn parse_age(s: &str) -> Result<u64, String> {
+    let (num, unit) = s.trim().split_at(s.trim().find(|c: char| !c.is_ascii_digit()).unwrap_or(s.trim().len()));
+    let n: u64 = num.parse().map_err(|_| format!("{s:?}: give an age such as 7d, 12h, 30m or 90s"))?;
+    let factor = match unit {
+        "d" => 86_400_000,
+        "h" => 3_600_000,
+        "m" => 60_000,
+        "s" => 1000,
+        "" | "ms" => 1,
+        _ => return Err(format!("{s:?}: the unit must be d, h, m, s or ms, as in 7d, 12h, 30m")),
+    };
+    n.checked_mul(factor).ok_or_else(|| format!("{s:?} is too long"))
 }

@@ -161,6 +161,15 @@ pub enum SpaceCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Unregister NAME and delete its runs' history (run rows, events, run dirs). Refused while
+    /// runs live (running or idle) unless --force, which stops them first.
+    Remove {
+        name: String,
+        #[arg(long)]
+        force: bool,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `--approvals off|confirm`.
@@ -265,6 +274,17 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
                     })
                     .collect();
                 print::table(&["NAME", "ROOT", "POLICY"], &rows);
+            }
+            Ok(())
+        }
+        Command::Space(SpaceCmd::Remove { name, force, json }) => {
+            let req = spaces_sdk::SpaceRemoveRequest { name, force: force.then_some(true) };
+            let r = client(&cfg, &conn)?.space_remove(&req).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                let stopped = if r.stopped.is_empty() { String::new() } else { format!(", stopped {}", r.stopped.join(", ")) };
+                println!("removed Space {}: {} run(s) deleted{stopped}", r.name, r.runs_removed);
             }
             Ok(())
         }

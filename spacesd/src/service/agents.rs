@@ -73,4 +73,19 @@ impl Service {
     pub async fn agent_stop(&self, req: AgentRunRequest) -> Result<ActionReport> {
         self.sup.agent_stop(&req.space, &req.run_id).await.map_err(|e| e.to_api())
     }
+
+    /// `space_remove`. Errors: `WORKSPACE_NOT_FOUND`, `AGENT_BUSY` (live runs without `force`).
+    pub async fn space_remove(&self, req: spaces_sdk::SpaceRemoveRequest) -> Result<spaces_sdk::SpaceRemoveReport> {
+        self.sup.space_remove(&req.name, req.force.unwrap_or(false)).await.map_err(|e| e.to_api())
+    }
+
+    /// `agent_remove`. Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`, `AGENT_BUSY` (a live run).
+    pub async fn agent_remove(&self, req: AgentRunRequest) -> Result<spaces_sdk::RunsRemovedReport> {
+        self.sup.agent_remove(&req.space, &req.run_id).await.map_err(|e| e.to_api())
+    }
+
+    /// `agent_prune`. Errors: `WORKSPACE_NOT_FOUND`.
+    pub async fn agent_prune(&self, req: spaces_sdk::AgentPruneRequest) -> Result<spaces_sdk::RunsRemovedReport> {
+        self.sup.agent_prune(&req.space, req.older_than_ms).await.map_err(|e| e.to_api())
+    }
 }

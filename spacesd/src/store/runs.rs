@@ -130,6 +130,17 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
+    /// Delete run `run_id` with its turns, events and journal position, in one transaction.
+    pub fn run_delete(&self, run_id: &str) -> Result<()> {
+        let id = run_id.to_owned();
+        self.write(move |conn| {
+            for table in ["events", "turns", "journals", "runs"] {
+                conn.execute(&format!("DELETE FROM {table} WHERE run_id = ?1"), params![id])?;
+            }
+            Ok(())
+        })
+    }
+
     /// Runs of persistent agents that may still take a turn (running, idle, failed, crashed):
     /// their leases are taken again at start.
     pub fn live_persistent_runs(&self) -> Result<Vec<RunRow>> {

@@ -21,6 +21,12 @@ impl Store {
         })
     }
 
+    /// Unregister the Space `name`; false when it was not registered.
+    pub fn space_delete(&self, name: &str) -> Result<bool> {
+        let name = name.to_owned();
+        self.write(move |conn| Ok(conn.execute("DELETE FROM spaces WHERE name = ?1", params![name])? > 0))
+    }
+
     /// The Space `name`, if registered.
     pub fn space_get(&self, name: &str) -> Result<Option<SpaceRecord>> {
         Ok(self

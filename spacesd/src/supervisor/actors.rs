@@ -27,6 +27,11 @@ impl Actors {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// True while run `run_id` has a live actor.
+    pub(super) fn has(&self, run_id: &str) -> bool {
+        self.lock().contains_key(run_id)
+    }
+
     /// Remove the actor of `run_id` if no command is waiting for it. Commands are sent while
     /// holding the same lock, so none can slip in between this check and the removal.
     pub(super) fn retire(&self, run_id: &str, cmds: &mut mpsc::UnboundedReceiver<Cmd>) -> bool {

@@ -23,6 +23,8 @@
 //!   names a run's processes.
 //! - `prepare`: `repo` and `branch`: checked at `agent_start`, cloned or checked out before
 //!   the first turn (phase `preparing`).
+//! - `lifecycle`: removing runs and Spaces (`agent_remove`, `agent_prune`, `space_remove`) and
+//!   the retention setting.
 //! - `persist`: a persistent agent's run: its home restored first, saved after every turn,
 //!   its lease released at the end (the volume itself: [`crate::homes`]).
 //! - `secrets`, `mcp_servers`: what a run keeps 0600 in its directory (env, MCP server
@@ -35,6 +37,7 @@ mod events;
 mod install;
 pub mod journal;
 mod launcher;
+mod lifecycle;
 mod marker;
 mod mcp_servers;
 mod persist;
@@ -222,6 +225,28 @@ impl Supervisor {
         };
         let report = self.agent_start(&meta.space, &req).await?;
         Ok(PersistentAgentSendReport { run_id: report.run_id, started: true, restored: true })
+    }
+
+    /// `space_remove` (see `lifecycle`): refused while runs live unless `force`.
+    pub async fn space_remove(&self, name: &str, force: bool) -> Result<spaces_sdk::SpaceRemoveReport> {
+        lifecycle::remove_space(&self.inner, name, force).await
+    }
+
+    /// `agent_remove`: delete a run that is not live. Errors: `AGENT_BUSY` for a live run.
+    pub async fn agent_remove(&self, space: &str, run_id: &str) -> Result<spaces_sdk::RunsRemovedReport> {
+        lifecycle::remove(&self.inner, space, run_id).await
+    }
+
+    /// `agent_prune`: delete the Space's runs that are not live and older than `older_than_ms`.
+    pub async fn agent_prune(&self, space: &str, older_than_ms: u64) -> Result<spaces_sdk::RunsRemovedReport> {
+        lifecycle::prune(&self.inner, space, older_than_ms).await
+    }
+
+    /// Apply the retention setting (`run_retention_days`) now and every hour, if configured.
+    pub fn spawn_retention(&self) {
+        if let Some(days) = self.inner.cfg.run_retention_days {
+            lifecycle::spawn_retention(self.inner.clone(), days);
+        }
     }
 
     /// The volume and leases of persistent agents' homes.

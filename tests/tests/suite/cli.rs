@@ -328,3 +328,52 @@ async fn the_systemd_units_command_line_serves() {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM);
     let _ = child.wait();
 }
+
+/// Issue 14, item 7: `space remove` refuses while runs live and `--force` stops them first;
+/// `agent rm` refuses a live run and deletes a stopped one (row, events, run dir); `agent prune`
+/// deletes the runs that are not live and old enough.
+#[tokio::test]
+async fn space_remove_agent_rm_and_prune_keep_the_state_dir_bounded() {
+    let (d, _bin) = daemon_with_fake_claude("exec sleep 60").await;
+    let start = |d: &TestDaemon| {
+        let mut c = cli(d);
+        c.args(["agent", "start", "claude-code", "hi", "--space", "s", "--json"]);
+        let (ok, out, err) = run_cli(&mut c);
+        assert!(ok, "{err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["run_id"].as_str().unwrap().to_owned()
+    };
+    let live = start(&d);
+    let (ok, _, err) = run_cli(cli(&d).args(["agent", "rm", &live]));
+    assert!(!ok && err.contains("AGENT_BUSY") && err.contains("stop it first"), "{err}");
+    let (ok, _, err) = run_cli(cli(&d).args(["space", "remove", "s"]));
+    assert!(!ok && err.contains("AGENT_BUSY") && err.contains(&live), "{err}");
+
+    // A stopped run is deleted with its events and directory.
+    let old = start(&d);
+    d.client.space("s").agent_stop(&old).await.unwrap();
+    let dir = d.state_dir().join("runs").join(&old);
+    assert!(dir.is_dir());
+    let (ok, out, err) = run_cli(cli(&d).args(["agent", "rm", &old, "--json"]));
+    assert!(ok, "{out}{err}");
+    assert!(!dir.exists(), "its run dir is gone");
+    let e = d.client.space("s").agent_status(&old, None).await.unwrap_err();
+    assert!(e.to_string().contains("RUN_NOT_FOUND"), "{e}");
+
+    // Prune: a stopped run older than 1 ms goes; the live one stays.
+    let pruned = start(&d);
+    d.client.space("s").agent_stop(&pruned).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let (ok, out, err) = run_cli(cli(&d).args(["agent", "prune", "--older-than", "1ms", "--json"]));
+    assert!(ok, "{err}");
+    assert!(out.contains(&pruned) && !out.contains(&live), "{out}");
+    let (ok, _, err) = run_cli(cli(&d).args(["agent", "prune", "--older-than", "7 days"]));
+    assert!(!ok && err.contains("7d"), "{err}");
+
+    // --force stops the live run, deletes every run and unregisters the Space.
+    let (ok, out, err) = run_cli(cli(&d).args(["space", "remove", "s", "--force", "--json"]));
+    assert!(ok, "{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r["stopped"], serde_json::json!([live]), "{out}");
+    assert!(d.client.space_list(&spaces_sdk::Empty {}).await.unwrap().iter().all(|s| s.name != "s"));
+    assert!(crate::support::run_processes(&live).is_empty(), "the live run's processes ended");
+}

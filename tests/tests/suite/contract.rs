@@ -70,6 +70,9 @@ fn minimal(name: &str, f: &Fixtures) -> (Value, Option<(&'static str, Value)>) {
         "inbox_intent_edit" => (json!({"intent_id": f.get("intent"), "body": "do that", "revision": 1}), Some(("revision", json!("one")))),
         "inbox_intent_queue" => (json!({"intent_id": f.get("intent"), "revision": 2}), Some(("revision", json!("two")))),
         "inbox_intent_cancel" => (json!({"intent_id": f.get("intent")}), None),
+        "space_remove" => (json!({"name": "extra"}), Some(("force", json!("yes")))),
+        "agent_remove" => (json!({"space": "s", "run_id": f.get("stopped_run")}), None),
+        "agent_prune" => (json!({"space": "s", "older_than_ms": 86_400_000}), Some(("older_than_ms", json!("a week")))),
         "persistent_agent_send" => (json!({"name": "h", "text": "again"}), Some(("text", json!(1)))),
         "home_list" => (json!({}), None),
         "home_snapshots" => (json!({"name": "h"}), None),
@@ -108,6 +111,12 @@ async fn prepare(d: &TestDaemon, name: &str, f: &mut Fixtures) {
             let id = intent["intent_id"].as_str().unwrap().to_owned();
             d.client.call_named("inbox_intent_queue", json!({"intent_id": id, "revision": intent["revision"]})).await.unwrap();
             f.ids.insert("claimed_intent", id);
+        }
+        "agent_remove" => {
+            let r = d.client.call_named("agent_start", json!({"space": "s", "agent": "claude-code", "prompt": "to remove"})).await.unwrap();
+            let run = r["run_id"].as_str().unwrap().to_owned();
+            d.client.call_named("agent_stop", json!({"space": "s", "run_id": run})).await.unwrap();
+            f.ids.insert("stopped_run", run);
         }
         "persistent_agent_send" => {
             // A persistent agent "h" with a saved home: a run of it (the fake writes into its

@@ -28,6 +28,12 @@ class Spaces:
         """Every Space registered on this host."""
     async def space_add(self, *, name: str, root: str, approvals: Optional[Any] = None, read_only: Optional[bool] = None, replace: Optional[bool] = None) -> Any:
         """Register a Space (name, directory, policy); the same registration again is a no-op."""
+    async def space_remove(self, *, name: str, force: Optional[bool] = None) -> Any:
+        """Unregister a Space and delete its runs' history (refused while runs live, unless force stops them)."""
+    async def agent_remove(self, *, run_id: str, space: str) -> Any:
+        """Delete a run that is not live: its row, events and run directory."""
+    async def agent_prune(self, *, older_than_ms: int, space: str) -> Any:
+        """Delete the Space's runs that are not live and were created more than older_than_ms ago."""
     async def persistent_agent_send(self, *, name: str, text: str) -> Any:
         """Send to a persistent agent: a follow-up to its live run, or a fresh run with its home restored."""
     async def home_list(self) -> Any:
