@@ -29,6 +29,14 @@ pub(super) fn add(store: &Store, space: &SpaceRecord, replace: bool) -> Result<S
             format!("invalid Space name {:?}: use 1-64 letters, digits, '-', '_' or '.'", space.name),
         ));
     }
+    if !Path::new(&space.root).is_absolute() {
+        // Never resolved against the daemon's working directory, which is not the caller's.
+        return Err(refuse(
+            ErrorCode::InvalidArgument,
+            format!("Space root {:?} is relative; give an absolute path (the CLI makes it absolute for you)", space.root),
+        ));
+    }
+    refuse_home(Path::new(&space.root))?;
     let root = std::fs::canonicalize(&space.root).map_err(|e| {
         refuse(ErrorCode::InvalidArgument, format!("Space root {:?} is not usable: {e}; give an existing directory", space.root))
     })?;
@@ -60,6 +68,28 @@ pub(super) fn add(store: &Store, space: &SpaceRecord, replace: bool) -> Result<S
     }
     store.space_put(&record)?;
     Ok(record)
+}
+
+/// Refuses the daemon user's home directory, or a directory above it, as a Space root: agents
+/// and commands would reach `~/.ssh`, `~/.aws` and every other project. Errors:
+/// `INVALID_ARGUMENT` saying to register a project directory.
+fn refuse_home(root: &Path) -> Result<()> {
+    let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute() && h.parent().is_some()) else {
+        return Ok(());
+    };
+    let home = std::fs::canonicalize(&home).unwrap_or(home);
+    let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    if home.starts_with(&root) {
+        return Err(refuse(
+            ErrorCode::InvalidArgument,
+            format!(
+                "a Space root cannot be {} (the home directory {} or above it: its agents would reach ~/.ssh, ~/.aws and every project); register a project directory",
+                root.display(),
+                home.display()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// True when `a` equals, contains or lies inside `b` (whole path components).

@@ -377,3 +377,27 @@ async fn space_remove_agent_rm_and_prune_keep_the_state_dir_bounded() {
     assert!(d.client.space_list(&spaces_sdk::Empty {}).await.unwrap().iter().all(|s| s.name != "s"));
     assert!(crate::support::run_processes(&live).is_empty(), "the live run's processes ended");
 }
+
+/// Issue 14, item 7: over HTTP a relative Space root is refused (never resolved against the
+/// daemon's working directory), and so are the daemon user's home directory and anything above
+/// it.
+#[tokio::test]
+async fn relative_roots_and_the_home_directory_are_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let home_dir = std::fs::canonicalize(home.path()).unwrap();
+    let d = TestDaemon::start_with_env(vec![("HOME".into(), home_dir.display().to_string())]).await;
+    let (status, body) = d.raw("POST", "/v1/spaces", Some(r#"{"name": "rel", "root": "some/dir"}"#));
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("relative") && body.contains("absolute"), "{body}");
+    for root in [home_dir.clone(), home_dir.parent().unwrap().to_path_buf()] {
+        let req = format!(r#"{{"name": "home", "root": "{}"}}"#, root.display());
+        let (status, body) = d.raw("POST", "/v1/spaces", Some(&req));
+        assert_eq!(status, 400, "{root:?}: {body}");
+        assert!(body.contains("home directory"), "{body}");
+    }
+    let project = home_dir.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let req = format!(r#"{{"name": "project", "root": "{}"}}"#, project.display());
+    let (status, body) = d.raw("POST", "/v1/spaces", Some(&req));
+    assert_eq!(status, 200, "a project inside the home is fine: {body}");
+}
