@@ -304,11 +304,7 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
             }
         }
         AgentCmd::Prune { older_than, space, all, json } => {
-            let spaces = if all {
-                client.space_list(&spaces_sdk::Empty {}).await?.into_iter().map(|s| s.name).collect()
-            } else {
-                vec![resolve_space(client, space).await?]
-            };
+            let spaces = spaces_of(client, space, all).await?;
             let mut reports = Vec::new();
             for space in spaces {
                 reports.push(client.agent_prune(&spaces_sdk::AgentPruneRequest { space, older_than_ms: older_than }).await?);
@@ -322,11 +318,7 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
             }
         }
         AgentCmd::List { space, all, json } => {
-            let spaces = if all {
-                client.space_list(&spaces_sdk::Empty {}).await?.into_iter().map(|s| s.name).collect()
-            } else {
-                vec![resolve_space(client, space).await?]
-            };
+            let spaces = spaces_of(client, space, all).await?;
             let mut runs = Vec::new();
             for space in &spaces {
                 runs.extend(client.space(space).agent_list().await?);
@@ -529,6 +521,14 @@ pub async fn resolve_run(client: &Client, arg: SpaceArg, run_id: &str) -> anyhow
         }
     }
     anyhow::bail!("RUN_NOT_FOUND: no Space of this host has a run {run_id:?} (`spacesd agent list --all` lists them)")
+}
+
+/// Every Space's name with `all`, else the one [`resolve_space`] picks.
+async fn spaces_of(client: &Client, arg: SpaceArg, all: bool) -> anyhow::Result<Vec<String>> {
+    if all {
+        return Ok(client.space_list(&spaces_sdk::Empty {}).await?.into_iter().map(|s| s.name).collect());
+    }
+    Ok(vec![resolve_space(client, arg).await?])
 }
 
 /// `--space`, else the only registered Space.

@@ -263,14 +263,19 @@ async fn reimport(d: &TestDaemon, name: &str, change: impl FnOnce(&std::path::Pa
 }
 
 fn garble_transcripts(dir: &std::path::Path) -> usize {
+    for_each_transcript(dir, &|p| std::fs::write(p, "not a conversation\n").unwrap())
+}
+
+/// Calls `f` on every `.jsonl` file under `dir`; returns how many there were.
+fn for_each_transcript(dir: &std::path::Path, f: &dyn Fn(&std::path::Path)) -> usize {
     let mut n = 0;
     let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
     for e in entries.flatten() {
         let p: PathBuf = e.path();
         if p.is_dir() {
-            n += garble_transcripts(&p);
+            n += for_each_transcript(&p, f);
         } else if p.extension().is_some_and(|x| x == "jsonl") {
-            std::fs::write(&p, "not a conversation\n").unwrap();
+            f(&p);
             n += 1;
         }
     }
@@ -278,18 +283,7 @@ fn garble_transcripts(dir: &std::path::Path) -> usize {
 }
 
 fn remove_transcripts(dir: &std::path::Path) -> usize {
-    let mut n = 0;
-    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
-    for e in entries.flatten() {
-        let p: PathBuf = e.path();
-        if p.is_dir() {
-            n += remove_transcripts(&p);
-        } else if p.extension().is_some_and(|x| x == "jsonl") {
-            std::fs::remove_file(&p).unwrap();
-            n += 1;
-        }
-    }
-    n
+    for_each_transcript(dir, &|p| std::fs::remove_file(p).unwrap())
 }
 
 /// The operator's side on one host, through the typed client, HTTP and the CLI: a second run of

@@ -213,6 +213,9 @@ async fn sse_heartbeats_while_the_agent_is_quiet() {
 async fn sdk_and_cli_follow_use_the_stream_and_print_the_same_lines() {
     let (d, _root, _bin) = fake_daemon(&slow_turn(4, "0.1")).await;
     let run = start(&d).await;
+    // Whole log first: a per-turn CLI's `exited` may land after `until=turn` ends a follow, so the
+    // transports are compared on a settled log (following mid-turn: the reconnect test above).
+    d.wait_for_event("s", &run, Duration::from_secs(60), |e| e.kind == spaces_sdk::EventKind::Exited).await;
     let mut follow = d.client.follow("s", &run, 0, Until::Turn);
     let mut got: Vec<Event> = Vec::new();
     while let Some(e) = follow.next().await.unwrap() {
