@@ -156,8 +156,10 @@ class Spaces:
         return Space(self, name)
 
     async def add_space(self, name: str, path: Union[str, os.PathLike]) -> Dict[str, Any]:
-        """Registers the directory ``path`` as the Space ``name`` (the same again is a no-op)."""
-        return await self._call("space_add", {"name": name, "root": str(path)})
+        """Registers the directory ``path`` as the Space ``name`` (the same again is a no-op). A
+        relative ``path`` is made absolute here, against this process's working directory: the
+        daemon refuses relative roots (its own working directory is not the caller's)."""
+        return await self._call("space_add", {"name": name, "root": os.path.abspath(os.fspath(path))})
 
     async def list_spaces(self) -> List[Dict[str, Any]]:
         """Every Space of this host."""
