@@ -75,8 +75,9 @@ pub struct Actor {
     stalled: bool,
     /// When the last stall notice was given.
     last_notice: Instant,
-    /// The live process was started to resume this session and has not finished a turn yet:
-    /// if it fails at once, the session cannot be resumed (case V25).
+    /// The live process was started to resume this session and has neither opened it (no
+    /// `session` event) nor finished a turn: if it fails now, the session cannot be resumed
+    /// (case V25).
     resuming: Option<String>,
     /// The text of the turn in flight, for a fresh-session retry.
     turn_text: String,
@@ -440,6 +441,11 @@ impl Actor {
         if batch.saw_output {
             self.last_output = Instant::now();
             self.stall_noticed = false;
+        }
+        if batch.drafts.iter().any(|d| d.kind == EventKind::Session) {
+            // The CLI opened the session it was asked to resume: a failure from here on is the
+            // agent's own (case P7), not a session that cannot be resumed (V25).
+            self.resuming = None;
         }
         self.append_batch(batch.drafts, batch.pos).await;
         if self.proc.is_none() {
