@@ -81,7 +81,7 @@ impl Harness for ClaudeCode {
         Box::new(ClaudeNormalizer::new())
     }
 
-    /// `CLAUDE_CONFIG_DIR` is `<home>/.claude` ([`launch`]); transcripts are filed by cwd.
+    /// `CLAUDE_CONFIG_DIR` is `<home>/.claude` (see the `launch` module); transcripts are filed by cwd.
     fn persistent_home(&self) -> HomeLayout {
         HomeLayout {
             config_dir: ".claude",
