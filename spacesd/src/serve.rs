@@ -52,11 +52,11 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
             if leftovers.survivors.is_empty() { String::new() } else { format!("; still alive: {:?}", leftovers.survivors) }
         );
     }
-    if let Some(dir) = crate::homes::Homes::local_dir(&cfg) {
-        // A local volume is daemon state: no Space may contain it.
-        store.protect(&dir);
-    }
     let homes = crate::homes::Homes::open(&cfg).context("cannot open the volume of persistent agents' homes")?;
+    if let Some(dir) = homes.local_dir() {
+        // A local volume is daemon state: no Space may contain it.
+        store.protect(dir);
+    }
     homes.spawn_renewals();
     let sup = Supervisor::new(cfg, store, homes);
     sup.recover().await.context("cannot recover runs")?;

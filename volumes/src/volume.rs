@@ -97,6 +97,11 @@ impl Volume {
         self.inner.kind
     }
 
+    /// The directory of a local volume (`None` on S3).
+    pub fn local_root(&self) -> Option<&Path> {
+        self.inner.local_root.as_deref()
+    }
+
     fn store(&self) -> &Store {
         &self.inner.store
     }

@@ -72,10 +72,6 @@ pub(crate) fn segment_bytes(retained: usize) -> u64 {
 
 const _: () = assert!(KEEP_SEGMENTS >= 3, "two full segments must hold the window plus 3 bytes");
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-}
-
 /// Start `spec` (tag filled in) as process `id` under a new shim. Errors: `PROCESS_SPAWN_FAILED`
 /// (the directory, the shim, or the program could not start: the reason says which).
 pub(crate) async fn start(
@@ -101,7 +97,7 @@ pub(crate) async fn start(
         tag: spec.tag.clone(),
         tty: spec.tty,
         segment_bytes: segment_bytes(retained),
-        started_at_ms: now_ms(),
+        started_at_ms: crate::sqlite::now_ms(),
         timeout_ms: spec.timeout.map(|t| t.as_millis() as u64),
     };
     let written = serde_json::to_vec(&record)
@@ -210,7 +206,7 @@ pub(crate) fn handle(record: &HandleRecord, dir: PathBuf, pid: i32, client: Opti
 /// What is left of the time limit of `record`, if it has one.
 pub(crate) fn time_left(record: &HandleRecord) -> Option<Duration> {
     let limit = record.timeout_ms?;
-    let spent = now_ms().saturating_sub(record.started_at_ms);
+    let spent = crate::sqlite::now_ms().saturating_sub(record.started_at_ms);
     Some(Duration::from_millis(limit.saturating_sub(spent)))
 }
 

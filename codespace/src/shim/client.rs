@@ -130,11 +130,6 @@ impl ShimClient {
         self.pid
     }
 
-    /// The shim's directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// Send `req` and return the reply (reconnecting once if the connection broke). Errors:
     /// the shim is gone, or refused the request (its reason).
     pub async fn request(&self, req: Request) -> Result<Reply, String> {

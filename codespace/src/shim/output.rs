@@ -7,7 +7,7 @@
 //! is created, segment `k - KEEP_SEGMENTS` is removed, so the files of one process never hold
 //! more than [`KEEP_SEGMENTS`] × `segment` bytes, however much it prints; at least
 //! `(KEEP_SEGMENTS - 1) × segment` bytes before the end stay readable. The total is on disk too:
-//! `k_max * segment + len(output.<k_max>)` ([`total`]), so a reader needs no shim.
+//! `k_max * segment + len(output.<k_max>)` ([`extent`]), so a reader needs no shim.
 //!
 //! **fsync policy.** As the journal's ([`super::journal`]): every chunk is written with one
 //! `write(2)` as it is read, so a daemon crash loses nothing; the shim `fdatasync`s the newest
@@ -104,11 +104,6 @@ pub fn extent(dir: &Path, segment: u64) -> std::io::Result<(u64, u64)> {
         Err(e) => return Err(e),
     };
     Ok((first * segment, last * segment + len))
-}
-
-/// Bytes written so far (see [`extent`]).
-pub fn total(dir: &Path, segment: u64) -> std::io::Result<u64> {
-    Ok(extent(dir, segment)?.1)
 }
 
 /// Read the bytes `[from, to)` into `out`. Errors: `NotFound` when a segment they lie in was

@@ -119,8 +119,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) {
 
 /// `12s`, `5m`, `3h`, `2d`: how long ago `ms` (ms since the epoch) was.
 pub fn age(ms: u64) -> String {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-    let s = now.saturating_sub(ms) / 1000;
+    let s = crate::store::now_ms().saturating_sub(ms) / 1000;
     match s {
         0..=59 => format!("{s}s"),
         60..=3599 => format!("{}m", s / 60),

@@ -170,11 +170,7 @@ impl Homes {
     /// The newest snapshot of `home`, if it has any. Errors: `INVALID_ARGUMENT` for a bad
     /// name, `INTERNAL` for the store.
     pub async fn latest(&self, home: &str) -> Result<Option<SnapshotInfo>> {
-        match self.volume.latest(home).await {
-            Ok(s) => Ok(s),
-            Err(VolumeError::HomeNotFound { .. }) => Ok(None),
-            Err(e) => Err(volume_error(e, home)),
-        }
+        self.volume.latest(home).await.map_err(|e| volume_error(e, home))
     }
 
     /// Restore the newest snapshot of `home` into `target` (staged, then swapped in; `target`'s
@@ -222,13 +218,9 @@ impl Homes {
         &self.volume
     }
 
-    /// The local directory of a local volume (protected from Space roots), if it is one.
-    pub fn local_dir(cfg: &Config) -> Option<PathBuf> {
-        let url = cfg.volume.as_str();
-        if url.starts_with("s3://") {
-            return None;
-        }
-        Some(PathBuf::from(url.strip_prefix("file://").unwrap_or(url)))
+    /// The directory of a local volume (protected from Space roots), if it is one.
+    pub fn local_dir(&self) -> Option<&Path> {
+        self.volume.local_root()
     }
 }
 

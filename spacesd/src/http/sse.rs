@@ -29,7 +29,8 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
 use serde_json::{json, Value};
-use spaces_sdk::{AgentEventsRequest, ApiError, ErrorCode, EventsPage, Status};
+use spaces_sdk::follow::Until;
+use spaces_sdk::{AgentEventsRequest, ApiError, ErrorCode, EventsPage};
 
 use super::ops::{arguments, Scalar};
 use super::HttpError;
@@ -40,24 +41,6 @@ use crate::service::{Row, Service};
 pub const HEARTBEAT_MS: u64 = 15_000;
 /// Bounds of `?heartbeat_ms=`, ms.
 pub const HEARTBEAT_MS_RANGE: (u64, u64) = (100, 60_000);
-
-/// When the stream ends (`?until=`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Until {
-    /// Caught up and the run no longer `running`.
-    Turn,
-    /// Caught up and the run `stopped` or `done`.
-    Stopped,
-}
-
-impl Until {
-    fn reached(self, status: Status) -> bool {
-        match self {
-            Until::Turn => status != Status::Running,
-            Until::Stopped => matches!(status, Status::Stopped | Status::Done),
-        }
-    }
-}
 
 /// Whether the request asks for an event stream (`Accept` names `text/event-stream`).
 pub fn wanted(headers: &HeaderMap) -> bool {

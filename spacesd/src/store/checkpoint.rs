@@ -33,7 +33,8 @@ pub const MAX_WAL_BYTES: u64 = 64 * 1024 * 1024;
 /// How long a forced checkpoint waits for readers (and holds off the writer) at most.
 pub const BOUNDED_WAIT: Duration = Duration::from_millis(200);
 
-/// The checkpointer thread; stops (after one last `TRUNCATE` attempt) when dropped.
+/// The checkpointer thread; stops when dropped (what is left in the WAL is checkpointed by the
+/// next open).
 pub(crate) struct Checkpointer {
     stop: Option<mpsc::Sender<()>>,
     thread: Option<JoinHandle<()>>,

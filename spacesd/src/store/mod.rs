@@ -86,7 +86,7 @@ pub struct JournalPos {
 
 /// The open database, and the paths no Space may reach (see [`Store::protected`]).
 pub struct Store {
-    // Dropped in this order: the checkpointer's last `TRUNCATE` runs after the writer finished.
+    // Dropped in this order: the writer finishes its queue before the checkpointer stops.
     writer: writer::Writer,
     _checkpointer: checkpoint::Checkpointer,
     readers: readers::Readers,

@@ -620,26 +620,21 @@ impl Actor {
     // ----- bookkeeping -----
 
     /// Store events and react to the ones that change the run's state. Everything in `drafts`
-    /// is already redacted: output lines on arrival, the caller's text in `start_turn`.
+    /// is already redacted: output lines on arrival, the caller's text in `start_turn`. Blocks
+    /// until committed: for the actor's rare events (notices, turn starts); output, with its
+    /// journal position, goes through [`Self::append_batch`].
     fn append(&mut self, drafts: Vec<EventDraft>) {
-        self.append_at(drafts, None);
-    }
-
-    /// [`Self::append`], storing the journal position `pos` the drafts reach in the same
-    /// transaction. Blocks until committed: for the actor's rare events (notices, turn starts);
-    /// output goes through [`Self::append_batch`].
-    fn append_at(&mut self, drafts: Vec<EventDraft>, pos: Option<JournalPos>) {
-        if drafts.is_empty() && pos.is_none() {
+        if drafts.is_empty() {
             return;
         }
         let ended = turns_ended(&drafts);
-        if let Err(e) = self.inner.log.append_at(&self.run.run_id, drafts, pos) {
+        if let Err(e) = self.inner.log.append_at(&self.run.run_id, drafts, None) {
             tracing::error!("run {}: events not stored: {e}", self.run.run_id);
         }
         self.after_append(ended);
     }
 
-    /// [`Self::append_at`] for a batch of output: it joins the event writer's next group commit
+    /// [`Self::append`] for a batch of output, with the journal position `pos` it reaches: it joins the event writer's next group commit
     /// while the actor awaits it (no runtime thread blocks on the disk).
     async fn append_batch(&mut self, drafts: Vec<EventDraft>, pos: Option<JournalPos>) {
         if drafts.is_empty() && pos.is_none() {

@@ -26,11 +26,12 @@ async fn delete(inner: &Inner, run: &RunRow) -> Result<()> {
     inner.store.run_delete(&run.run_id)?;
     let dir = inner.cfg.run_dir(&run.run_id);
     // An agent home may hold read-only trees (a Go module cache): made writable first.
-    let removed = tokio::task::spawn_blocking(move || if dir.exists() { spaces_volumes::remove_tree(&dir) } else { Ok(()) }).await;
-    match removed {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::warn!("run {}: its directory was not removed: {e}", run.run_id),
-        Err(e) => tracing::warn!("run {}: its directory was not removed: {e}", run.run_id),
+    // (A missing directory is fine: `remove_tree` accepts it.)
+    let removed = tokio::task::spawn_blocking(move || spaces_volumes::remove_tree(&dir).map_err(|e| e.to_string()))
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()));
+    if let Err(e) = removed {
+        tracing::warn!("run {}: its directory was not removed: {e}", run.run_id);
     }
     Ok(())
 }
