@@ -212,10 +212,17 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0
         "s",
         r#"cat secrets.txt; python3 -c 'import json; print(json.dumps(open("secrets.txt").read()))'
 python3 -c 'import json; print(json.dumps(open("secrets.txt").read()).replace("/", "\\/"))'
+echo "== parent"; tr '\0' '\n' </proc/$PPID/environ; cat "$SPACES_HOST/token" 2>&1
 echo "== fds"; ls /proc/$$/fd; echo "== end""#,
     )
     .await;
     assert!(out.contains("[redacted] [redacted] [redacted]"), "{out}");
+    // The issue's own attack: the parent's environment (the shim's allow-list) and the token
+    // file under $SPACES_HOST (an opaque id, no path) give nothing away.
+    let parent = section(&out, "parent");
+    for leak in ["ANTHROPIC_API_KEY", "MY_SERVICE_PASSWORD", API_KEY, PASSWORD, token.as_str()] {
+        assert!(!parent.contains(leak), "{leak:?} reached the command through its parent or $SPACES_HOST:\n{parent}");
+    }
     let fds: Vec<&str> = section(&out, "fds").lines().filter(|l| !l.is_empty()).collect();
     assert_eq!(fds, ["0", "1", "2"], "only stdio is inherited (the daemon had fd 7 open):\n{out}");
 
