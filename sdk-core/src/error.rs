@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 /// `write_stdin` to a process that stopped reading.
 ///
 /// `UNAUTHORIZED`: no credential, or a wrong one (also a mutation of a read-only Space).
+/// `WORKSPACE_EXISTS`: `space_add` of a name already registered differently (a conflict, HTTP
+/// 409; add again with `replace` to change it). Like `FORBIDDEN`, an addition to the contract's list.
 /// `FORBIDDEN`: the credential is known but lacks the right (a tool caller's token asking for
 /// an operator's operation, another Space, or a change with watch scope).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -21,6 +23,8 @@ pub enum ErrorCode {
     Forbidden,
     WorkspaceNotFound,
     WorkspaceBusy,
+    /// A Space of that name is already registered with another root or policy (HTTP 409).
+    WorkspaceExists,
     ResourceQueueFull,
     InvalidPatch,
     InvalidCommand,

@@ -23,7 +23,7 @@ fn family(code: ErrorCode) -> Family {
     match code {
         WorkspaceNotFound | FileNotFound | OperationNotFound | ProcessNotFound | WorkNotFound | IntentNotFound
         | ApprovalNotFound | RunNotFound => Family::NotFound,
-        WorkspaceBusy | ResourceQueueFull | AddFileExists | MoveDestinationExists | VersionConflict
+        WorkspaceBusy | WorkspaceExists | ResourceQueueFull | AddFileExists | MoveDestinationExists | VersionConflict
         | OperationKeyConflict | WorkClosed | IntentAlreadyClaimed | IntentNotEditable | IntentRevisionConflict
         | ApprovalConflict | ApprovalAmbiguous | AgentBusy | LeaseHeld | ProcessNotRunning => Family::Conflict,
         InvalidPatch | InvalidCommand | InvalidArgument | PathEscape | SymlinkRejected | SpecialFileRejected

@@ -362,21 +362,30 @@ fn print_report(report: &spaces_sdk::ActionReport, json: bool) -> anyhow::Result
 }
 
 /// A run's status for a person.
+///
+/// Labelled lines, each cut to the terminal's width ([`super::print::width`]); `--json` has the
+/// whole record.
 fn print_status(st: &spaces_sdk::RunStatus) {
-    println!("run       {}", st.run_id);
-    println!("agent     {} in Space {}", st.agent.as_deref().unwrap_or("?"), st.space);
-    println!("status    {} ({}): {}", st.status.as_str(), st.phase.as_str(), st.reason);
-    println!("turns     {}   started {} ago   accepts a message: {}", st.turns, super::print::age(st.created_ms), if st.accepts_message { "yes" } else { "no" });
+    use super::print::{excerpt, excerpt_line, width};
+    let max = width();
+    let line = |label: &str, value: String| println!("{}", excerpt_line(&format!("{label:<10}{value}"), max));
+    line("run", st.run_id.clone());
+    line("agent", format!("{} in Space {}", st.agent.as_deref().unwrap_or("?"), st.space));
+    line("status", format!("{} ({}): {}", st.status.as_str(), st.phase.as_str(), excerpt(&st.reason, max)));
+    line(
+        "turns",
+        format!("{}   started {} ago   accepts a message: {}", st.turns, super::print::age(st.created_ms), if st.accepts_message { "yes" } else { "no" }),
+    );
     if let Some(session) = &st.session_id {
-        println!("session   {session}");
+        line("session", session.clone());
     }
     if let Some(text) = &st.result_text {
-        println!("answer    {}", super::print::excerpt(text, 200));
+        line("answer", excerpt(text, 200));
     }
     if let Some(tail) = st.output_tail.as_deref().filter(|t| !t.is_empty()) {
         println!("output tail:");
-        for line in tail.lines() {
-            println!("  {}", super::print::excerpt(line, 160));
+        for l in tail.lines() {
+            println!("  {}", excerpt(l, max.saturating_sub(2)));
         }
     }
 }

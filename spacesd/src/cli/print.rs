@@ -88,9 +88,25 @@ fn clock(ms: u64) -> String {
     format!("{:02}:{:02}:{:02}.{:03}", (s / 3600) % 24, (s / 60) % 60, s % 60, ms % 1000)
 }
 
+/// Lines longer than this are cut when stdout is not a terminal (a pipe, a file).
+const PIPE_WIDTH: usize = 120;
+
+/// The width, in characters, that human output is cut to: the terminal's columns when stdout is
+/// a terminal (at least 40), else 120. Cut lines end with `…`; `--json` is never cut.
+pub fn width() -> usize {
+    use std::io::IsTerminal;
+    if std::io::stdout().is_terminal() {
+        if let Ok((cols, _)) = crossterm::terminal::size() {
+            return usize::from(cols).max(40);
+        }
+    }
+    PIPE_WIDTH
+}
+
 /// Print `rows` under `header` as left-aligned columns two spaces apart; the last column is not
-/// padded and is cut to fit 120 characters a line.
+/// padded, and each line is cut to [`width`] with `…`.
 pub fn table(header: &[&str], rows: &[Vec<String>]) {
+    let max = width();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -108,8 +124,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) {
                 out.push_str(cell);
             }
         }
-        let cut: String = out.chars().take(120).collect();
-        cut.trim_end().to_owned()
+        excerpt_line(out.trim_end(), max)
     };
     println!("{}", line(header.to_vec()));
     for row in rows {
@@ -128,13 +143,18 @@ pub fn age(ms: u64) -> String {
     }
 }
 
-/// `text` on one line, cut to `max` characters with `…`.
+/// `text` on one line (runs of whitespace made one space), cut to `max` characters with `…`.
 pub fn excerpt(text: &str, max: usize) -> String {
     let one: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if one.chars().count() <= max {
-        one
+    excerpt_line(&one, max)
+}
+
+/// `line` as it is, or cut to `max` characters with `…` when longer.
+pub fn excerpt_line(line: &str, max: usize) -> String {
+    if line.chars().count() <= max {
+        line.to_owned()
     } else {
-        format!("{}…", one.chars().take(max.saturating_sub(1)).collect::<String>())
+        format!("{}…", line.chars().take(max.saturating_sub(1)).collect::<String>())
     }
 }
 

@@ -51,7 +51,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         Unauthorized | Forbidden => StatusCode::FORBIDDEN,
         WorkspaceNotFound | FileNotFound | OperationNotFound | ProcessNotFound | WorkNotFound
         | IntentNotFound | ApprovalNotFound | RunNotFound => StatusCode::NOT_FOUND,
-        WorkspaceBusy | AddFileExists | MoveDestinationExists | VersionConflict | OperationKeyConflict
+        WorkspaceBusy | WorkspaceExists | AddFileExists | MoveDestinationExists | VersionConflict | OperationKeyConflict
         | IntentAlreadyClaimed | IntentNotEditable | IntentRevisionConflict | ApprovalConflict
         | ApprovalAmbiguous | AgentBusy | LeaseHeld | WorkClosed | ProcessNotRunning => StatusCode::CONFLICT,
         ResourceQueueFull => StatusCode::TOO_MANY_REQUESTS,

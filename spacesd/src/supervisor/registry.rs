@@ -51,7 +51,7 @@ pub(super) fn add(store: &Store, space: &SpaceRecord, replace: bool) -> Result<S
         }
         if !replace {
             return Err(refuse(
-                ErrorCode::InvalidArgument,
+                ErrorCode::WorkspaceExists,
                 format!(
                     "Space {:?} is already registered as {} (read_only: {}, approvals: {}); \
                      to change it, add it again with --replace (HTTP: ?replace=true)",

@@ -96,10 +96,14 @@ async fn re_registering_a_space_differently_needs_replace() {
     assert_eq!(d.client.space_add(&same).await.unwrap(), record(&same), "the same registration again is a no-op");
     let writable_elsewhere = spaces_sdk::SpaceAddRequest { root: other.display().to_string(), ..same.clone() };
     let (c, m) = code(d.client.space_add(&writable_elsewhere).await);
-    assert_eq!(c, ErrorCode::InvalidArgument);
+    assert_eq!(c, ErrorCode::WorkspaceExists, "a name taken is a conflict");
     assert!(m.contains("--replace"), "{m}");
     let read_only = spaces_sdk::SpaceAddRequest { read_only: true, ..same.clone() };
-    assert_eq!(code(d.client.space_add(&read_only).await).0, ErrorCode::InvalidArgument);
+    assert_eq!(code(d.client.space_add(&read_only).await).0, ErrorCode::WorkspaceExists);
+    let body = serde_json::to_string(&writable_elsewhere).unwrap();
+    let (status, text) = d.raw("POST", "/v1/spaces", Some(&body));
+    assert_eq!(status, 409, "a Space name taken answers 409 over HTTP: {text}");
+    assert!(text.contains("WORKSPACE_EXISTS"), "{text}");
     assert_eq!(d.client.space_list(&spaces_sdk::Empty {}).await.unwrap(), vec![record(&same)], "nothing changed");
     let replace = spaces_sdk::SpaceAddRequest { replace: true, ..writable_elsewhere.clone() };
     assert_eq!(d.client.space_add(&replace).await.unwrap(), record(&writable_elsewhere));

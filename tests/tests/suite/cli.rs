@@ -401,3 +401,47 @@ async fn relative_roots_and_the_home_directory_are_refused() {
     let (status, body) = d.raw("POST", "/v1/spaces", Some(&req));
     assert_eq!(status, 200, "a project inside the home is fine: {body}");
 }
+
+/// `agent list` and `agent status` as a person sees them in an 80-column terminal (tmux): a
+/// header and one line per run, every line within 80 columns (long reasons and output cut with
+/// `…`, nothing wrapped), the status as labelled lines.
+#[tokio::test]
+async fn list_and_status_render_as_tables_in_an_80_column_terminal() {
+    let long = "a very long complaint about the configuration of this agent ".repeat(4);
+    let (d, _bin) = daemon_with_fake_claude(&format!("echo '{long}'; echo 'the agent could not start: {long}' >&2; exit 3")).await;
+    let space = d.client.space("s");
+    let mut runs = Vec::new();
+    for prompt in ["first", "second"] {
+        let run = space.agent_start("claude-code", prompt, None, None).await.unwrap().run_id;
+        d.wait_status("s", &run, WAIT, crate::support::settled).await;
+        runs.push(run);
+    }
+    let bin = spacesd_bin();
+    let state = d.state_dir();
+    let command = format!(
+        "{bin} --state-dir {state} agent list; {bin} --state-dir {state} agent status {run}; echo END-OF-OUTPUT; exec sleep 60",
+        bin = bin.display(),
+        state = state.display(),
+        run = runs[0]
+    );
+    let tmux = crate::support::tmux::Tmux::start(&runs[0], 80, 40, &command);
+    tmux.wait_screen(WAIT, "the commands' output", |s| s.contains("END-OF-OUTPUT")).await;
+    let screen = tmux.joined_screen();
+    let lines: Vec<&str> = screen.lines().take_while(|l| !l.starts_with("END-OF-OUTPUT")).collect();
+    for line in &lines {
+        assert!(line.chars().count() <= 80, "a line wider than the terminal ({} columns):\n{line}\n\nthe screen:\n{screen}", line.chars().count());
+    }
+    let header = lines[0];
+    for column in ["RUN", "STATUS", "TURNS", "AGE"] {
+        assert!(header.contains(column), "the header names {column}: {header}");
+    }
+    for run in &runs {
+        let rows: Vec<_> = lines.iter().filter(|l| l.starts_with(run.as_str())).collect();
+        assert_eq!(rows.len(), 1, "one table line per run ({run}):\n{screen}");
+        assert!(rows[0].contains("failed") && rows[0].ends_with('…'), "status and a cut reason: {}", rows[0]);
+    }
+    for label in ["run", "agent", "status", "turns"] {
+        assert!(lines.iter().any(|l| l.starts_with(&format!("{label:<10}"))), "`agent status` has a `{label}` line:\n{screen}");
+    }
+    assert!(lines.iter().any(|l| l.starts_with("status    failed") && l.ends_with('…')), "the long reason is cut:\n{screen}");
+}

@@ -11,6 +11,7 @@ use spaces_sdk::follow::{Transport, Until};
 use spaces_sdk::{AgentStartRequest, Event, EventKind, SpaceAgentOptions};
 
 use super::survive::{fake_daemon, message, DONE};
+use crate::support::tmux::Tmux;
 use crate::support::{describe, TestDaemon};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -280,59 +281,12 @@ async fn sse_over_tcp_needs_the_token_and_a_loopback_origin() {
     }
 }
 
-/// A tmux server of its own (socket name unique to the test), killed on drop.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn cmd(&self, args: &[&str]) -> std::process::Output {
-        std::process::Command::new("tmux").args(["-L", &self.socket, "-f", "/dev/null"]).args(args).output().unwrap()
-    }
-
-    fn screen(&self) -> String {
-        String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p", "-t", "attach"]).stdout).into_owned()
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "attach"];
-        args.extend(keys);
-        assert!(self.cmd(&args).status.success());
-    }
-
-    /// Wait until the pane shows what `pred` wants; the screen then.
-    async fn wait_screen(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let s = self.screen();
-            if pred(&s) {
-                return s;
-            }
-            assert!(Instant::now() < deadline, "timed out waiting for {what}; the screen:\n{s}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    fn alive(&self) -> bool {
-        self.cmd(&["has-session", "-t", "attach"]).status.success()
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.cmd(&["kill-server"]);
-    }
-}
-
 /// `spacesd agent attach` in a real terminal (tmux): it shows the answer so far, a typed line
 /// is a follow-up whose answer streams in, Ctrl-C interrupts the turn in flight, a resize
 /// redraws at the new width, `/detach` leaves, and the run is still alive (idle, accepting a
 /// message).
 #[tokio::test]
 async fn attach_in_a_terminal_sends_interrupts_and_detaches_leaving_the_run_alive() {
-    if std::process::Command::new("tmux").arg("-V").output().is_err() {
-        panic!("tmux is needed for this test (apt-get install tmux; .ci/run installs it)");
-    }
     let body = r#"p=$(cat)
 case "$p" in *slow*) sleep 30;; esac
 echo '{"type":"item.completed","item":{"id":"m","type":"agent_message","text":"answer to: '"$p"'"}}'
@@ -351,25 +305,23 @@ echo '{"type":"item.completed","item":{"id":"m","type":"agent_message","text":"a
     let run = report.run_id.clone();
     assert_eq!(report.notes.first().map(String::as_str), Some(format!("watch it live: spacesd agent attach {run}").as_str()), "{:?}", report.notes);
     d.wait_turn_end("s", &run, 1, WAIT).await;
-    let tmux = Tmux { socket: format!("spaces-test-{}-{}", std::process::id(), &run) };
     let command = format!("exec {} --state-dir {} agent attach {run}", crate::support::spacesd_bin().display(), d.state_dir().display());
-    let started = tmux.cmd(&["new-session", "-d", "-x", "100", "-y", "30", "-s", "attach", &command]);
-    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
-    tmux.wait_screen("the first answer", |s| s.contains("answer to: first")).await;
+    let tmux = Tmux::start(&run, 100, 30, &command);
+    tmux.wait_screen(WAIT, "the first answer", |s| s.contains("answer to: first")).await;
 
     tmux.keys(&["second", "Enter"]);
-    tmux.wait_screen("the follow-up's answer", |s| s.contains("answer to: second") && s.contains("idle (end_turn)")).await;
+    tmux.wait_screen(WAIT, "the follow-up's answer", |s| s.contains("answer to: second") && s.contains("idle (end_turn)")).await;
 
     tmux.keys(&["slow", "Enter"]);
     d.wait_for_event("s", &run, WAIT, |e| e.turn == 3 && e.kind == EventKind::UserMessage).await;
-    tmux.wait_screen("the third turn running", |s| s.contains("slow") && s.contains("· running ·")).await;
+    tmux.wait_screen(WAIT, "the third turn running", |s| s.contains("slow") && s.contains("· running ·")).await;
     tmux.keys(&["C-c"]);
     let ended = d.wait_turn_end("s", &run, 3, WAIT).await;
     assert_eq!(ended.stop_reason, Some(spaces_sdk::StopReason::Interrupted), "{ended:?}");
-    tmux.wait_screen("the interrupted turn", |s| s.contains("idle (interrupted)") && s.contains("Ctrl-C again or /detach")).await;
+    tmux.wait_screen(WAIT, "the interrupted turn", |s| s.contains("idle (interrupted)") && s.contains("Ctrl-C again or /detach")).await;
 
-    assert!(tmux.cmd(&["resize-window", "-t", "attach", "-x", "60", "-y", "20"]).status.success());
-    let narrow = tmux.wait_screen("a redraw at 60 columns", |s| s.lines().count() <= 20 && s.contains("answer to: second")).await;
+    tmux.resize(60, 20);
+    let narrow = tmux.wait_screen(WAIT, "a redraw at 60 columns", |s| s.lines().count() <= 20 && s.contains("answer to: second")).await;
     assert!(narrow.lines().all(|l| l.chars().count() <= 60), "{narrow}");
     assert!(narrow.lines().last().is_some_and(|l| l.starts_with('>')), "the prompt is the last line:\n{narrow}");
 

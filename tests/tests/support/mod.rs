@@ -5,6 +5,7 @@
 
 pub mod mcp;
 pub mod s3;
+pub mod tmux;
 
 /// One test per harness from `async fn name(h: Harness)` functions of the invoking module:
 /// `per_harness!(a, b)` makes `claude_code::a`, `openai_codex::a`, ... calling `super::a` with
