@@ -23,7 +23,6 @@ pub enum ErrorCode {
     Forbidden,
     WorkspaceNotFound,
     WorkspaceBusy,
-    /// A Space of that name is already registered with another root or policy (HTTP 409).
     WorkspaceExists,
     ResourceQueueFull,
     InvalidPatch,
