@@ -86,9 +86,11 @@ pub fn access(state: &AppState, operator_token: Option<&str>) -> Arc<Access> {
 /// Serve until SIGINT/SIGTERM.
 pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     let socket = cfg.socket_path();
+    let activated = activated_listener(&socket)?;
+    let socket_activated = activated.is_some();
     // Refuse before touching state: recovery ends leftover processes, which must never be a
-    // live daemon's.
-    if socket.exists() {
+    // live daemon's. A socket handed over by systemd is ours: nobody else serves it.
+    if activated.is_none() && socket.exists() {
         if tokio::net::UnixStream::connect(&socket).await.is_ok() {
             anyhow::bail!("another spacesd is already serving {}", socket.display());
         }
@@ -140,7 +142,13 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         tasks.spawn(async move { http::serve_tcp(listener, app, access, limits).await.map_err(anyhow::Error::from) });
         eprintln!("spacesd: listening on http://{bound} (operator's bearer token in {})", token_file.display());
     }
-    let unix = tokio::net::UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
+    let unix = match activated {
+        Some(listener) => {
+            listener.set_nonblocking(true)?;
+            tokio::net::UnixListener::from_std(listener)?
+        }
+        None => tokio::net::UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?,
+    };
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
     let app = app.merge(mcp_route(mcp::http::Listener::Unix));
     tasks.spawn(async move { http::serve_unix(unix, app, access, limits).await.map_err(anyhow::Error::from) });
@@ -151,7 +159,9 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         Some(res) = tasks.join_next() => { res??; }
     }
     shutdown.cancel();
-    let _ = std::fs::remove_file(&socket);
+    if !socket_activated {
+        let _ = std::fs::remove_file(&socket);
+    }
     // A stale address would send clients to a port nothing (or something else) listens on.
     let _ = std::fs::remove_file(sup.config().state_dir.join("tcp.addr"));
     if state.cs.processes().shimmed() {
@@ -166,6 +176,34 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     // This daemon's empty cgroup directories (shims still running keep theirs).
     spaces_codespace::process::cgroup::sweep();
     Ok(())
+}
+
+/// The Unix socket systemd (or `systemd-socket-activate`) handed over, when `LISTEN_FDS` names
+/// one: socket activation (docs/operations.md "Under systemd", `contrib/systemd/spacesd.socket`).
+/// The socket must be a listening Unix stream socket bound at `socket` (the path every client
+/// looks at); it is made close-on-exec so no agent or command inherits it, and it is left in
+/// place at shutdown (systemd owns it and keeps queueing connections for the next start).
+/// Errors: a handed-over descriptor that is not such a socket, naming what to set.
+fn activated_listener(socket: &std::path::Path) -> anyhow::Result<Option<std::os::unix::net::UnixListener>> {
+    let mut fds = listenfd::ListenFd::from_env();
+    if fds.len() == 0 {
+        return Ok(None);
+    }
+    let listener = fds
+        .take_unix_listener(0)
+        .context("socket activation: the first passed descriptor is not a listening Unix stream socket (ListenStream= a path)")?
+        .context("socket activation: LISTEN_FDS is set but its first descriptor was already taken")?;
+    let bound = listener.local_addr()?.as_pathname().map(std::path::Path::to_path_buf);
+    if bound.as_deref() != Some(socket) {
+        anyhow::bail!(
+            "socket activation: the passed socket is bound at {:?}, but clients of this state dir look at {}; set ListenStream={} in the socket unit",
+            bound,
+            socket.display(),
+            socket.display()
+        );
+    }
+    nix::fcntl::fcntl(&listener, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))?;
+    Ok(Some(listener))
 }
 
 /// A TCP listener on `addr` whose backlog holds [`TCP_BACKLOG`] connections: past the

@@ -53,6 +53,9 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the daemon: HTTP API on <state dir>/spacesd.sock (0600) and optionally loopback TCP.
+    ///
+    /// Under systemd socket activation (LISTEN_FDS, contrib/systemd/spacesd.socket) the handed-over
+    /// socket is served instead of binding one; it must be <state dir>/spacesd.sock.
     Serve {
         /// Also listen on this loopback address, e.g. 127.0.0.1:7700 (bearer token required).
         #[arg(long)]

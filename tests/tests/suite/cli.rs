@@ -445,3 +445,58 @@ async fn list_and_status_render_as_tables_in_an_80_column_terminal() {
     }
     assert!(lines.iter().any(|l| l.starts_with("status    failed") && l.ends_with('…')), "the long reason is cut:\n{screen}");
 }
+
+/// Socket activation as `contrib/systemd/spacesd.socket` sets it up, driven by systemd's own
+/// `systemd-socket-activate`: the first client connects before any daemon runs, the service's
+/// command starts with the socket handed over (`LISTEN_FDS`), answers, keeps the socket 0600 and
+/// close-on-exec, and leaves it in place at shutdown for the next activation.
+#[tokio::test]
+async fn the_socket_unit_activates_the_daemon_at_the_first_connection() {
+    let contrib = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../contrib/systemd");
+    let socket_unit = std::fs::read_to_string(contrib.join("spacesd.socket")).unwrap();
+    let service = std::fs::read_to_string(contrib.join("spacesd.service")).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path().display().to_string();
+    let value = |unit: &str, key: &str| unit.lines().find_map(|l| l.strip_prefix(key)).unwrap_or_else(|| panic!("no {key} in the unit")).replace("%h", &h);
+    let socket = std::path::PathBuf::from(value(&socket_unit, "ListenStream="));
+    let (env_name, state) = value(&service, "Environment=").split_once('=').map(|(a, b)| (a.to_owned(), b.to_owned())).unwrap();
+    assert_eq!(socket, std::path::Path::new(&state).join("spacesd.sock"), "the socket unit listens where the service's clients look");
+    assert!(socket_unit.contains("SocketMode=0600") && socket_unit.contains("DirectoryMode=0700"));
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let exec = value(&service, "ExecStart=");
+    let mut argv = exec.split_whitespace();
+    assert!(argv.next().unwrap().ends_with("/spacesd"), "{exec}");
+    let mut c = Command::new("systemd-socket-activate");
+    crate::support::hermetic(&mut c)
+        .arg("--listen")
+        .arg(&socket)
+        .arg(format!("--setenv={env_name}={state}"))
+        .arg(format!("--setenv=SPACES_TOOLS_DIR={}", crate::support::tools_dir().display()))
+        .arg(spacesd_bin())
+        .args(argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut activator = c.spawn().expect("systemd-socket-activate (Debian's systemd package)");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !socket.exists() {
+        assert!(std::time::Instant::now() < deadline, "systemd-socket-activate did not listen on {}", socket.display());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // No daemon runs yet; the first call starts it and is answered.
+    let client = spaces_sdk::client::Client::new(spaces_sdk::client::Endpoint::Unix(socket.clone()));
+    let spaces = tokio::time::timeout(Duration::from_secs(30), client.space_list(&spaces_sdk::Empty {})).await.expect("the first call is answered").unwrap();
+    assert!(spaces.is_empty());
+    assert_eq!(std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777, 0o600, "the socket is the operator's alone");
+    // systemd-socket-activate execs the service in place: its pid is the daemon's.
+    let pid = activator.id();
+    let fdinfo = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/3")).unwrap();
+    let flags = fdinfo.lines().find_map(|l| l.strip_prefix("flags:")).map(|f| u32::from_str_radix(f.trim(), 8).unwrap()).unwrap();
+    assert!(flags & 0o2_000_000 != 0, "the handed-over socket is close-on-exec (no agent inherits it): {fdinfo}");
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM);
+    let out = activator.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the daemon ended cleanly: {log}");
+    assert!(socket.exists(), "the activated socket stays for the next start (systemd owns it)");
+}
