@@ -478,7 +478,7 @@ async fn the_socket_unit_activates_the_daemon_at_the_first_connection() {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    let mut activator = c.spawn().expect("systemd-socket-activate (Debian's systemd package)");
+    let activator = c.spawn().expect("systemd-socket-activate (Debian's systemd package)");
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while !socket.exists() {
         assert!(std::time::Instant::now() < deadline, "systemd-socket-activate did not listen on {}", socket.display());
