@@ -23,6 +23,7 @@
 //!   Unix socket without a token, an unknown or revoked token), `FORBIDDEN` when the credential
 //!   lacks the right. Messages never repeat the presented credential.
 
+pub mod sessions;
 pub mod tokens;
 
 use std::collections::HashMap;
@@ -133,6 +134,8 @@ pub struct Access {
     /// remembered across requests.
     callers: Mutex<HashMap<Via, Arc<Caller>>>,
     trees: Option<TreeSpaces>,
+    /// Browser sessions of the web page of runs.
+    sessions: sessions::Sessions,
 }
 
 /// How a request from a process the daemon holds is taken ([`Access::by_tree`]).
@@ -153,6 +156,7 @@ impl Access {
             book: tokens::Book::new(state_dir),
             callers: Mutex::new(HashMap::new()),
             trees: None,
+            sessions: sessions::Sessions::default(),
         }
     }
 
@@ -216,5 +220,10 @@ impl Access {
     /// The daemon's own uid.
     pub fn daemon_uid(&self) -> u32 {
         self.daemon_uid
+    }
+
+    /// The browser sessions of the web page of runs (login tickets, cookies, CSRF tokens).
+    pub fn sessions(&self) -> &sessions::Sessions {
+        &self.sessions
     }
 }
