@@ -5,8 +5,9 @@
 //!   requests), and `Authorization: Bearer` must carry the operator's token or a caller's; a
 //!   client process that a run or command holds (found by its socket, [`Peer::held`]) is a
 //!   caller of that Space whatever token it read, as on the Unix socket.
-//! - TCP without a bearer token: the web page's session cookie ([`browser`]) on `/ui/...` and
-//!   `/v1/...`, as the operator; `/ui/login` (which redeems a one-time ticket) needs no
+//! - TCP without a bearer token: the web page's session cookie on `/ui/...` and `/v1/...`, as
+//!   the operator, from the page's own origin and with its CSRF token on writes (the request
+//!   then carries a [`BrowserSession`]); `/ui/login` (which redeems a one-time ticket) needs no
 //!   credential.
 //! - Unix socket ([`check_unix`]): a peer that a run or a command of this daemon holds (its pid,
 //!   `SO_PEERCRED`, has one of the daemon's shims up its parent chain: [`Peer::held`]) is a
@@ -83,7 +84,7 @@ pub async fn check_tcp(State(access): State<Arc<Access>>, mut req: Request, next
                 req.extensions_mut().insert(session);
                 next.run(req).await
             }
-            Err(refusal) => refusal,
+            Err(refusal) => *refusal,
         };
     };
     let Some(token) = token else { return refuse(BAD_TOKEN) };
@@ -138,45 +139,47 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 /// - a process that a run or command holds may not use it (`FORBIDDEN`): it is the operator's.
 ///
 /// Every other failure is 403 `UNAUTHORIZED`.
-fn browser(access: &Access, req: &Request) -> Result<BrowserSession, Response> {
+fn browser(access: &Access, req: &Request) -> Result<BrowserSession, Box<Response>> {
     let headers = req.headers();
     let path = req.uri().path();
     if !(path.starts_with("/ui/") || path == "/ui" || path.starts_with("/v1/")) {
-        return Err(refuse(BAD_TOKEN));
+        return Err(Box::new(refuse(BAD_TOKEN)));
     }
     let sessions = access.sessions();
-    let Some(value) = cookie(headers, &sessions.cookie_name()) else { return Err(refuse(NO_SESSION)) };
+    let Some(value) = cookie(headers, &sessions.cookie_name()) else { return Err(Box::new(refuse(NO_SESSION))) };
     let Some(session) = sessions.find(value, std::time::Instant::now()) else {
-        return Err(refuse("this session has ended or is unknown: open a new link from `spacesd ui`"));
+        return Err(Box::new(refuse("this session has ended or is unknown: open a new link from `spacesd ui`")));
     };
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
     if let Some(origin) = headers.get(header::ORIGIN) {
         let same = origin.to_str().ok().is_some_and(|o| o.eq_ignore_ascii_case(&format!("http://{host}")));
         if !same {
-            return Err(refuse("a session cookie is taken only from the page's own origin"));
+            return Err(Box::new(refuse("a session cookie is taken only from the page's own origin")));
         }
     }
     if let Some(site) = headers.get("sec-fetch-site") {
         if !matches!(site.to_str().unwrap_or(""), "same-origin" | "none") {
-            return Err(refuse("a session cookie is taken only from the page's own origin"));
+            return Err(Box::new(refuse("a session cookie is taken only from the page's own origin")));
         }
     }
     if !matches!(*req.method(), Method::GET | Method::HEAD) {
         let presented = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
         if !same_secret(presented, &session.csrf) {
-            return Err(refuse("missing or wrong X-CSRF-Token: a state-changing request of the page carries its session's token"));
+            return Err(Box::new(refuse("missing or wrong X-CSRF-Token: a state-changing request of the page carries its session's token")));
         }
     }
     match req.extensions().get::<Peer>().map(|p| &p.held) {
         Some(Holder::Nobody) => {}
         Some(Holder::Tree(_)) => {
-            return Err(HttpError(ApiError::new(
-                ErrorCode::Forbidden,
-                "this process belongs to a run or command: it may not use the operator's browser session",
+            return Err(Box::new(
+                HttpError(ApiError::new(
+                    ErrorCode::Forbidden,
+                    "this process belongs to a run or command: it may not use the operator's browser session",
+                ))
+                .into_response(),
             ))
-            .into_response())
         }
-        _ => return Err(refuse("the peer of this connection is unknown")),
+        _ => return Err(Box::new(refuse("the peer of this connection is unknown"))),
     }
     Ok(BrowserSession { cookie: value.to_owned(), csrf: session.csrf })
 }
