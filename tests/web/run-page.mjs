@@ -7,6 +7,7 @@
 //   --list-open FILE      created here once the list of runs is open (the test then starts the run)
 //   --interrupt-now FILE  created by the test once the third turn's slow answer is streaming
 //   --chromium PATH       the browser (default /usr/bin/chromium)
+//   --wait-ms N           the longest wait for any one thing on the page (default 120000)
 // Prints one line per step and PASS at the end; any failure throws (exit 1).
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -22,13 +23,14 @@ const { values: a } = parseArgs({
     "list-open": { type: "string" },
     "interrupt-now": { type: "string" },
     chromium: { type: "string", default: "/usr/bin/chromium" },
+    "wait-ms": { type: "string", default: "120000" },
   },
 });
 for (const k of ["link", "space", "shots", "list-open", "interrupt-now"]) {
   if (!a[k]) throw new Error(`--${k} is required`);
 }
 const origin = new URL(a.link).origin;
-const WAIT = 120_000;
+const WAIT = Number(a["wait-ms"]);
 
 function step(what) {
   console.log(`step: ${what}`);
@@ -121,8 +123,9 @@ try {
   step("the first turn completes live on the run's page");
   const status = page.locator("#run-status");
   const transcript = page.locator("#transcript");
-  await status.filter({ hasText: /^running$/ }).waitFor();
-  check((await transcript.locator('[data-kind="turn_ended"]').count()) === 0, "the turn was still running when the page opened");
+  await status.filter({ hasText: /^[a-z]+$/ }).waitFor();
+  const first = (await status.textContent()).trim();
+  check(first === "running", `the first turn was still running when its page opened (status ${first}): the scripted answer streams for about 12 s`);
   await transcript.locator('[data-kind="turn_ended"][data-turn="1"]', { hasText: "(end_turn)" }).waitFor();
   await transcript.locator('[data-kind="message"]', { hasText: "First answer, streamed slowly." }).waitFor();
   await status.filter({ hasText: /^idle$/ }).waitFor();

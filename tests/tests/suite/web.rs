@@ -44,7 +44,7 @@ async fn the_web_page_logs_in_once_follows_a_run_live_and_steers_it() {
     let model = ScriptedServer::start(
         CLAUDE.wire,
         Script::new([
-            Reply::SlowText { text: "First answer, streamed slowly.".into(), chunks: 20, delay_ms: 400 },
+            Reply::SlowText { text: "First answer, streamed slowly.".into(), chunks: 30, delay_ms: 400 },
             Reply::Text("Answer to the follow-up.".into()),
             Reply::SlowText { text: "a very long answer that will be cut".into(), chunks: 60, delay_ms: 500 },
         ]),
@@ -67,6 +67,7 @@ async fn the_web_page_logs_in_once_follows_a_run_live_and_steers_it() {
     let mut child = tokio::process::Command::new("node")
         .arg(&script)
         .args(["--link", &link, "--space", "s", "--chromium", CHROMIUM])
+        .args(["--wait-ms", &scaled(TURN).as_millis().to_string()])
         .arg("--shots")
         .arg(&shots)
         .arg("--list-open")
@@ -140,8 +141,8 @@ async fn the_web_page_logs_in_once_follows_a_run_live_and_steers_it() {
     let events = d.events("s", &run).await;
     let ends: Vec<_> = events.iter().filter(|e| e.kind == EventKind::TurnEnded).map(|e| (e.turn, e.stop_reason)).collect();
     assert_eq!(
-        ends[..3],
-        [(1, Some(StopReason::EndTurn)), (2, Some(StopReason::EndTurn)), (3, Some(StopReason::Interrupted))],
+        ends.get(..3),
+        Some(&[(1, Some(StopReason::EndTurn)), (2, Some(StopReason::EndTurn)), (3, Some(StopReason::Interrupted))][..]),
         "{}",
         describe(&events)
     );
