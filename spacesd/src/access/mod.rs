@@ -6,7 +6,8 @@
 //! [`Principal::call`]. A request without a principal never reaches an operation.
 //!
 //! - **Operator**: the daemon's own uid (or root) on the Unix socket, or the daemon's bearer
-//!   token (`<state dir>/token`, `--token-file`). Everything: registering and re-policing Spaces,
+//!   token (`<state dir>/token`, `--token-file`), or a browser session of the web page of runs
+//!   on TCP, opened by a one-time link minted for one of those ([`sessions`]). Everything: registering and re-policing Spaces,
 //!   every run, every tool, `approval_resolve`, `/inbox`.
 //! - **Tool caller**: a token made by `spacesd token create --space NAME --scope control|watch`
 //!   ([`tokens`]), on TCP or the Unix socket. It acts on its one Space only, with the checks of
