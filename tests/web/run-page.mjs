@@ -81,7 +81,7 @@ const context = await chromium.launchPersistentContext(profile, {
     "--disable-component-update",
     "--disable-sync",
   ],
-  viewport: { width: 1100, height: 820 },
+  viewport: { width: 1100, height: 1200 },
 });
 context.setDefaultTimeout(WAIT);
 try {
@@ -120,12 +120,16 @@ try {
   await page.keyboard.press("Enter");
   await page.waitForURL(`**/ui/spaces/${a.space}/runs/${runId}`);
 
-  step("the first turn completes live on the run's page");
+  step("the first turn completes live on the run's page: a tool call on one line, then the answer");
   const status = page.locator("#run-status");
   const transcript = page.locator("#transcript");
   await status.filter({ hasText: /^[a-z]+$/ }).waitFor();
   const first = (await status.textContent()).trim();
   check(first === "running", `the first turn was still running when its page opened (status ${first}): the scripted answer streams for about 12 s`);
+  const tool = transcript.locator(".e-tool");
+  await tool.locator(".tool-status.completed").waitFor();
+  check((await tool.count()) === 1, `one line for the tool call, replaced by its updates: ${await tool.allTextContents()}`);
+  check((await tool.textContent()).startsWith("[completed]"), `the tool line shows its status: ${await tool.textContent()}`);
   await transcript.locator('[data-kind="turn_ended"][data-turn="1"]', { hasText: "(end_turn)" }).waitFor();
   await transcript.locator('[data-kind="message"]', { hasText: "First answer, streamed slowly." }).waitFor();
   await status.filter({ hasText: /^idle$/ }).waitFor();

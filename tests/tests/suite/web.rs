@@ -2,7 +2,8 @@
 //! driven by playwright-core (`tests/web/`, pinned, `npm ci` by scripts/test; it never downloads
 //! a browser). A daemon with a TCP listener, the real Claude Code CLI against the scripted model,
 //! `spacesd ui` for the login link; the script `tests/web/run-page.mjs` logs in (a second use of
-//! the link is refused), watches the run appear in the list and its first turn complete live,
+//! the link is refused), watches the run appear in the list and its first turn complete live
+//! (a tool call on one line that its updates replace, then the answer),
 //! sends a follow-up and sees it answered, interrupts a slow turn, stops the run, and checks that
 //! a request without the cookie, with a foreign Origin or without the CSRF token is refused
 //! (the run is started with `show`, whose notes give its page's URL). Its
@@ -41,18 +42,19 @@ fn browser_script() -> PathBuf {
 async fn the_web_page_logs_in_once_follows_a_run_live_and_steers_it() {
     let script = browser_script();
     require_cli(CLAUDE.id, CLAUDE.binary);
-    let model = ScriptedServer::start(
-        CLAUDE.wire,
-        Script::new([
-            Reply::SlowText { text: "First answer, streamed slowly.".into(), chunks: 30, delay_ms: 400 },
-            Reply::Text("Answer to the follow-up.".into()),
-            Reply::SlowText { text: "a very long answer that will be cut".into(), chunks: 60, delay_ms: 500 },
-        ]),
-    )
-    .await
-    .unwrap();
+    let model = ScriptedServer::start(CLAUDE.wire, Script::new([])).await.unwrap();
     let d = TestDaemon::start_with(vec![], vec!["--tcp".into(), "127.0.0.1:0".into()]).await;
-    d.space("s").await;
+    let root = d.space("s").await;
+    // Turn 1: a tool call, then a slow answer; turn 2: a quick one; turn 3: one slow enough to
+    // interrupt.
+    for reply in [
+        CLAUDE.create_file(&root, "hello.txt", "hello from the agent\n"),
+        Reply::SlowText { text: "First answer, streamed slowly.".into(), chunks: 30, delay_ms: 400 },
+        Reply::Text("Answer to the follow-up.".into()),
+        Reply::SlowText { text: "a very long answer that will be cut".into(), chunks: 60, delay_ms: 500 },
+    ] {
+        model.push(reply);
+    }
     let (ok, link) = d.cli(&["ui"]);
     assert!(ok, "spacesd ui: {link}");
     let link = link.lines().next().unwrap_or_default().trim().to_owned();
@@ -150,6 +152,7 @@ async fn the_web_page_logs_in_once_follows_a_run_live_and_steers_it() {
     assert!(said(2, "What comes next?") && said(3, "Now answer very slowly."), "{}", describe(&events));
     let st = d.client.space("s").agent_status(&run, Some(0)).await.unwrap();
     assert_eq!(st.status, Status::Stopped, "{st:#?}");
+    assert_eq!(std::fs::read_to_string(root.join("hello.txt")).unwrap(), "hello from the agent\n");
 
     let shot = shots.join("ui-run.png");
     assert!(std::fs::metadata(&shot).map(|m| m.len() > 10_000).unwrap_or(false), "a screenshot of the run page at {}", shot.display());
