@@ -112,7 +112,8 @@ export function showRun(main, space, runId) {
       source.close();
       stream.textContent = `The event stream failed: ${m.data}`;
     } else if (source.readyState === EventSource.CLOSED) {
-      stream.textContent = "The event stream was refused (log in again with `spacesd ui`).";
+      stream.textContent = "The event stream was refused: the run is unknown (see its status above) or the session ended (`spacesd ui` prints a new login link).";
+      refresh();
     } else {
       stream.textContent = "Reconnecting…";
     }
