@@ -137,10 +137,18 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         let listener = bind_tcp(addr).with_context(|| format!("cannot bind {addr}"))?;
         let bound = listener.local_addr()?;
         std::fs::write(sup.config().state_dir.join("tcp.addr"), bound.to_string())?;
-        let app = app.clone().merge(mcp_route(mcp::http::Listener::Tcp(bound)));
+        access.sessions().listen_on(bound);
+        let app = app
+            .clone()
+            .merge(mcp_route(mcp::http::Listener::Tcp(bound)))
+            .merge(http::ui::tickets(access.clone()))
+            .merge(http::ui::pages(access.clone()));
         let access = access.clone();
         tasks.spawn(async move { http::serve_tcp(listener, app, access, limits).await.map_err(anyhow::Error::from) });
-        eprintln!("spacesd: listening on http://{bound} (operator's bearer token in {})", token_file.display());
+        eprintln!(
+            "spacesd: listening on http://{bound} (operator's bearer token in {}; `spacesd ui` prints a login link for the web page)",
+            token_file.display()
+        );
     }
     let unix = match activated {
         Some(listener) => {
@@ -150,7 +158,7 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         None => tokio::net::UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?,
     };
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
-    let app = app.merge(mcp_route(mcp::http::Listener::Unix));
+    let app = app.merge(mcp_route(mcp::http::Listener::Unix)).merge(http::ui::tickets(access.clone()));
     tasks.spawn(async move { http::serve_unix(unix, app, access, limits).await.map_err(anyhow::Error::from) });
     eprintln!("spacesd: listening on {}", socket.display());
     tokio::select! {

@@ -6,7 +6,8 @@
 //! [`Principal::call`]. A request without a principal never reaches an operation.
 //!
 //! - **Operator**: the daemon's own uid (or root) on the Unix socket, or the daemon's bearer
-//!   token (`<state dir>/token`, `--token-file`). Everything: registering and re-policing Spaces,
+//!   token (`<state dir>/token`, `--token-file`), or a browser session of the web page of runs
+//!   on TCP, opened by a one-time link minted for one of those ([`sessions`]). Everything: registering and re-policing Spaces,
 //!   every run, every tool, `approval_resolve`, `/inbox`.
 //! - **Tool caller**: a token made by `spacesd token create --space NAME --scope control|watch`
 //!   ([`tokens`]), on TCP or the Unix socket. It acts on its one Space only, with the checks of
@@ -23,6 +24,7 @@
 //!   Unix socket without a token, an unknown or revoked token), `FORBIDDEN` when the credential
 //!   lacks the right. Messages never repeat the presented credential.
 
+pub mod sessions;
 pub mod tokens;
 
 use std::collections::HashMap;
@@ -133,6 +135,8 @@ pub struct Access {
     /// remembered across requests.
     callers: Mutex<HashMap<Via, Arc<Caller>>>,
     trees: Option<TreeSpaces>,
+    /// Browser sessions of the web page of runs.
+    sessions: sessions::Sessions,
 }
 
 /// How a request from a process the daemon holds is taken ([`Access::by_tree`]).
@@ -153,6 +157,7 @@ impl Access {
             book: tokens::Book::new(state_dir),
             callers: Mutex::new(HashMap::new()),
             trees: None,
+            sessions: sessions::Sessions::default(),
         }
     }
 
@@ -216,5 +221,10 @@ impl Access {
     /// The daemon's own uid.
     pub fn daemon_uid(&self) -> u32 {
         self.daemon_uid
+    }
+
+    /// The browser sessions of the web page of runs (login tickets, cookies, CSRF tokens).
+    pub fn sessions(&self) -> &sessions::Sessions {
+        &self.sessions
     }
 }

@@ -1,5 +1,6 @@
 //! The `spacesd` command line: the daemon (`serve`), Space registration, the agent operations
-//! of the API (`agent start|status|events|attach|send|interrupt|stop|list`), `capabilities`, `tool`,
+//! of the API (`agent start|status|events|attach|send|interrupt|stop|list`), `ui` (a login link
+//! for the web page of runs), `capabilities`, `tool`,
 //! `mcp` (the MCP server on stdio), `tools install`, and the offline `demo`. Client commands
 //! talk to a running daemon over its Unix socket.
 // Doc comments here are `--help` texts (clap), where `<state dir>` reads as a placeholder, not
@@ -11,6 +12,7 @@ mod attach;
 mod home;
 mod print;
 mod run;
+mod ui;
 
 pub use agent::{follow_events as agent_follow, TurnFailed};
 pub use run::run;
@@ -125,6 +127,25 @@ pub enum Command {
     /// hashed in <state dir>/tokens.json (0600); the daemon honours changes on the next request.
     #[command(subcommand)]
     Token(TokenCmd),
+    /// Print a one-time login link for the web page of runs (served on the TCP listener).
+    ///
+    /// The page lists the Spaces and their runs with live status; a run's page streams its
+    /// transcript and sends follow-ups, interrupts and stops. It is served by a daemon started
+    /// with `spacesd serve --tcp 127.0.0.1:PORT`, at http://127.0.0.1:PORT/ui/.
+    ///
+    /// The link (http://127.0.0.1:PORT/ui/login?ticket=...) works once, within 60 seconds. Opening
+    /// it sets an HttpOnly, SameSite=Strict session cookie in that browser (a random value, never
+    /// the bearer token; sessions live in the daemon's memory for 12 hours, a restart ends them)
+    /// and goes to the list of runs. The page's state-changing requests carry a per-session CSRF
+    /// token, and the daemon takes the cookie only from the page's own loopback origin.
+    ///
+    /// Only the operator gets a link: run this as the daemon's user (the Unix socket), or with
+    /// --url and the operator's token file. See docs/operations.md, "The web page of runs".
+    Ui {
+        /// Print the daemon's answer as JSON ({"url", "expires_in_ms"}) instead of the link.
+        #[arg(long)]
+        json: bool,
+    },
     /// Install the pinned agent CLIs now (otherwise they are installed on first use).
     #[command(subcommand)]
     Tools(ToolsCmd),
@@ -293,6 +314,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Agent(cmd) => agent::run(&client(&cfg, &conn)?, cmd).await,
         Command::Home(cmd) => home::run(&client(&cfg, &conn)?, cmd).await,
+        Command::Ui { json } => ui::run(&client(&cfg, &conn)?, json).await,
         Command::Tool { name: None, .. } => {
             for op in spaces_sdk::op::catalogue() {
                 println!("{:<20} {}", op.name, op.doc);

@@ -8,6 +8,7 @@
 //! - `GET /v1/tools` -> `{"tools": [names]}` (the CodeSpace tools)
 //! - `agent_events`' route with `Accept: text/event-stream`: the run's events as server-sent
 //!   events, resumable with `Last-Event-ID` (`sse`).
+//! - `POST /v1/ui/tickets` and, on TCP, the web page of runs under `/ui/` ([`ui`]).
 //! - anything else: 404 (unknown route) or 405 (wrong method, with `Allow`), in the envelope.
 //!
 //! Who may call what is decided per request ([`auth`], [`crate::access`]): on the Unix socket
@@ -23,6 +24,7 @@ mod peer;
 mod routes;
 mod sse;
 mod tools;
+pub mod ui;
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};

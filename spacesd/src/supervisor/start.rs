@@ -233,16 +233,20 @@ fn run_env(cfg: &Config, options: &SpaceAgentOptions, notes: &mut Vec<String>) -
     env
 }
 
-/// `show`: how to watch the run live: the attach command, and the run's event stream on the
-/// TCP listener when one is on (its address is `<state dir>/tcp.addr`), else how to get one.
+/// `show`: how to watch the run live: the attach command, and the run's page and event stream
+/// on the TCP listener when one is on (its address is `<state dir>/tcp.addr`), else how to get
+/// one.
 fn show_notes(cfg: &Config, space: &str, run_id: &str) -> Vec<String> {
     let mut notes = vec![format!("watch it live: spacesd agent attach {run_id}")];
     match std::fs::read_to_string(cfg.state_dir.join("tcp.addr")).ok().map(|a| a.trim().to_owned()).filter(|a| !a.is_empty()) {
-        Some(addr) => notes.push(format!(
+        Some(addr) => notes.extend([
+            format!("its page on the web: http://{addr}/ui/spaces/{space}/runs/{run_id} (log the browser in with the link `spacesd ui` prints)"),
+            format!(
             "its live events on the web: http://{addr}/v1/spaces/{space}/agents/{run_id}/events (Accept: text/event-stream, \
              Authorization: Bearer <the token in {}>)",
             cfg.state_dir.join("token").display()
-        )),
+            ),
+        ]),
         None => notes.push("no web URL: this daemon has no TCP listener; start it with `spacesd serve --tcp 127.0.0.1:PORT` for one".into()),
     }
     notes

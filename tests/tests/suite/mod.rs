@@ -21,3 +21,4 @@ mod security;
 mod space_tools;
 mod survive;
 mod tcp;
+mod web;

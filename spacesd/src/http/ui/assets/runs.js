@@ -1,0 +1,83 @@
+// The list page: every Space and its runs (newest first) with their status, refreshed every
+// REFRESH_MS; a run's id links to its page.
+import { call, runPage } from "./api.js";
+
+const REFRESH_MS = 2000;
+
+function el(tag, props = {}, ...children) {
+  const node = Object.assign(document.createElement(tag), props);
+  node.append(...children);
+  return node;
+}
+
+function age(ms) {
+  const s = Math.max(0, Math.floor((Date.now() - ms) / 1000));
+  if (s < 60) return `${s}s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h ago`;
+  return `${Math.floor(s / 86400)}d ago`;
+}
+
+function table(space, runs) {
+  if (runs.length === 0) return el("p", { className: "meta" }, "No runs yet.");
+  const head = el("tr", {}, ...["Run", "Agent", "Status", "Why", "Turns", "Started"].map((h) => el("th", { scope: "col" }, h)));
+  const rows = runs.map((r) => {
+    const link = el("a", { href: runPage(space.name, r.run_id), className: "mono" }, r.run_id);
+    const label = r.label ? el("span", { className: "meta" }, ` ${r.label}`) : "";
+    return el(
+      "tr",
+      { id: `run-${r.run_id}` },
+      el("td", {}, link, label),
+      el("td", {}, r.agent ?? ""),
+      el("td", {}, el("span", { className: `status status-${r.status}` }, r.status)),
+      el("td", {}, r.reason ?? ""),
+      el("td", {}, String(r.turns ?? "")),
+      el("td", {}, r.created_ms ? age(r.created_ms) : ""),
+    );
+  });
+  return el(
+    "table",
+    {},
+    el("caption", { className: "sr-only" }, `Runs of Space ${space.name}, newest first`),
+    el("thead", {}, head),
+    el("tbody", {}, ...rows),
+  );
+}
+
+/** Shows the list in `main` and keeps it current until the page is left. */
+export async function showRuns(main) {
+  document.title = "Spaces: runs";
+  const note = el("p", { className: "meta", role: "status" }, "");
+  const list = el("div", { id: "spaces" });
+  main.replaceChildren(el("h1", {}, "Spaces and their runs"), note, list);
+  let shown = "";
+  for (;;) {
+    try {
+      const spaces = await call("GET", "/v1/spaces");
+      const all = await Promise.all(spaces.map(async (s) => [s, await call("GET", `/v1/spaces/${encodeURIComponent(s.name)}/agents`)]));
+      const key = JSON.stringify(all.map(([s, runs]) => [s, runs.map((r) => [r.run_id, r.status, r.reason, r.turns, r.label])]));
+      if (key !== shown) {
+        shown = key;
+        // Focus stays on the link it was on across a redraw.
+        const focused = document.activeElement?.closest("tr")?.id;
+        const sections = all.map(([s, runs]) =>
+          el(
+            "section",
+            { ariaLabel: `Space ${s.name}` },
+            el("h2", {}, `Space ${s.name}`),
+            el("p", { className: "meta" }, el("span", { className: "mono" }, s.root), s.read_only ? " · read-only" : "", s.approvals === "confirm" ? " · approvals: confirm" : ""),
+            table(s, runs),
+          ),
+        );
+        list.replaceChildren(...(sections.length ? sections : [el("p", {}, "No Spaces registered: add one with `spacesd space add NAME PATH`.")]));
+        if (focused) document.getElementById(focused)?.querySelector("a")?.focus();
+      }
+      note.textContent = `Live: updated every ${REFRESH_MS / 1000} s.`;
+      note.classList.remove("error");
+    } catch (e) {
+      note.textContent = `Cannot list runs: ${e.message}`;
+      note.classList.add("error");
+    }
+    await new Promise((r) => setTimeout(r, REFRESH_MS));
+  }
+}
