@@ -1,4 +1,4 @@
-//! Every shell example of the README (the 5-minute tour and the CodeSpace tools) and the `sh`
+//! Every shell example of the README (the 5-minute tour, the web page's login, the CodeSpace tools) and the `sh`
 //! blocks of docs/codespace.md and docs/operations.md, run as written: each command is read out
 //! of the Markdown, given to `sh -c`, and must succeed and print what the text says it does.
 //!
@@ -96,7 +96,8 @@ impl Reader {
         let server = ScriptedServer::start(CLAUDE.wire, Script::new([]).with_fallback(Reply::Text(ANSWER.into()))).await.unwrap();
         // The tour's `--env-from-host ANTHROPIC_API_KEY` copies the key from the daemon's own
         // environment.
-        let d = TestDaemon::start_with_env(vec![("ANTHROPIC_API_KEY".into(), "sk-ant-reader-key-0123456789".into())]).await;
+        let key = ("ANTHROPIC_API_KEY".to_owned(), "sk-ant-reader-key-0123456789".to_owned());
+        let d = TestDaemon::start_with(vec![key], vec!["--tcp".into(), "127.0.0.1:0".into()]).await;
         let home = tempfile::Builder::new().prefix("spaces-reader-").tempdir().unwrap();
         let project = home.path().join("my-project");
         std::fs::create_dir_all(&project).unwrap();
@@ -112,7 +113,8 @@ impl Reader {
         if first.starts_with("cargo build -p spacesd") || first.starts_with("export SPACES_HOME=") {
             return None;
         }
-        if first.contains("spacesd serve &") {
+        if first.contains("spacesd serve &") || first.contains("spacesd serve --tcp ") {
+            // The daemon of this state dir already serves, with a TCP listener.
             return None;
         }
         let bin = spacesd_bin().display().to_string();
@@ -222,11 +224,13 @@ async fn every_shell_example_of_the_readme_and_docs_runs_as_written() {
     let cwd = r.home.path().to_path_buf();
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
     let blocks = sh_blocks(&readme, Some("## A 5-minute tour"));
-    assert!(blocks.len() >= 2, "the tour and the tools blocks: {blocks:?}");
+    let block = |first: &str| blocks.iter().find(|b| b.contains(first)).unwrap_or_else(|| panic!("a README block with {first:?}")).clone();
+    let (tour, web, tools) = (block("agent start claude-code"), block("spacesd ui"), block("tool exec_command"));
+    assert!(blocks.iter().all(|b| [&tour, &web, &tools].contains(&b) || b.contains("npm install ./bindings/node")), "a README block this test does not run: {blocks:#?}");
 
     // The tour.
     let mut printed = Vec::new();
-    for command in commands(&blocks[0]) {
+    for command in commands(&tour) {
         let out = r.run(&command, &cwd).await;
         printed.push((command, out));
     }
@@ -250,8 +254,20 @@ async fn every_shell_example_of_the_readme_and_docs_runs_as_written() {
         );
     }
 
+    // The web page's login link: it works once and sets an HttpOnly cookie.
+    for command in commands(&web) {
+        let out = r.run(&command, &cwd).await;
+        if command.contains("spacesd ui") {
+            let link = out.split_whitespace().find(|w| w.contains("/ui/login?ticket=")).unwrap_or_else(|| panic!("a login link:\n{out}"));
+            let (ok, headers) = r.sh(&format!("curl -s -o /dev/null -D - '{link}'"), &cwd);
+            assert!(ok && headers.to_ascii_lowercase().contains("set-cookie:") && headers.contains("HttpOnly"), "the link logs in:\n{headers}");
+            let (_, again) = r.sh(&format!("curl -s -o /dev/null -w '%{{http_code}}' '{link}'"), &cwd);
+            assert!(again.starts_with('4'), "a second use is refused: {again}");
+        }
+    }
+
     // The CodeSpace tools.
-    for command in commands(&blocks[1]) {
+    for command in commands(&tools) {
         let out = r.run(&command, &cwd).await;
         if command.contains("tool read '") {
             assert!(out.contains("read by the tour"), "{out}");
