@@ -29,6 +29,8 @@ export interface SpaceAgentOptions {
   home?: string
   mcpServers?: unknown[]
   spaceTools?: boolean
+  /** A name for people, shown by agent list and status (one line, at most 80 characters). */
+  label?: string
   [snakeCase: string]: unknown
 }
 
@@ -63,6 +65,10 @@ export interface AgentRunStatus {
   turns: number
   sessionId: string | null
   createdMs: number
+  /** The run's options.label, if it was given one. */
+  label?: string | null
+  /** The first turn's prompt on one line, secrets redacted, cut to 60 characters. */
+  promptExcerpt?: string | null
   json: string
 }
 

@@ -46,6 +46,15 @@ pub struct SpaceAgentOptions {
     /// `mcp__spaces__read`, ...; a call naming another Space is refused. On by default; the name
     /// `spaces` is then reserved in `mcp_servers`. `false` leaves the server out.
     pub space_tools: Option<bool>,
+    /// A name for people, shown by `agent list` and `agent status` (and their JSON as
+    /// `label`): 1 to [`SpaceAgentOptions::LABEL_MAX`] characters on one line, no control
+    /// characters (`INVALID_ARGUMENT` naming `options.label` otherwise). Not unique, not a key.
+    pub label: Option<String>,
+}
+
+impl SpaceAgentOptions {
+    /// Longest `label`, in characters.
+    pub const LABEL_MAX: usize = 80;
 }
 
 /// `agent_start`: start a run of `agent` in Space `space` with the first turn's `prompt`.
@@ -322,6 +331,30 @@ pub struct RunStatus {
     pub session_id: Option<String>,
     /// Unix ms when the run was created.
     pub created_ms: u64,
+    /// The run's `options.label`, if it was given one.
+    #[serde(default)]
+    pub label: Option<String>,
+    /// The first turn's prompt on one line, with the run's secret values redacted, cut to
+    /// [`RunStatus::PROMPT_EXCERPT_MAX`] characters (a cut one ends with `…`). `None` for a run
+    /// recorded by a `spacesd` older than this field.
+    #[serde(default)]
+    pub prompt_excerpt: Option<String>,
+}
+
+impl RunStatus {
+    /// Longest `prompt_excerpt`, in characters (the `…` of a cut one included).
+    pub const PROMPT_EXCERPT_MAX: usize = 60;
+}
+
+/// `text` on one line (runs of whitespace, newlines included, become one space), cut to `max`
+/// characters with `…` as the last one when it is longer.
+pub fn excerpt(text: &str, max: usize) -> String {
+    let one: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one.chars().count() <= max {
+        one
+    } else {
+        format!("{}…", one.chars().take(max.saturating_sub(1)).collect::<String>())
+    }
 }
 
 /// Result of `agent_message`, `agent_interrupt`, `agent_stop` (`AgentActionReport`).

@@ -126,7 +126,7 @@ test('every operation of the catalogue is a method; CodeSpace tools and agent ru
 })
 
 test('claude-code through Space: follow to turn_ended, follow-up, interrupt a long turn, stop', async () => {
-  const started = await space.agentStart('claude-code', 'Create hello.txt please', null, { baseUrl: model.url })
+  const started = await space.agentStart('claude-code', 'Create hello.txt please', null, { baseUrl: model.url, label: 'file maker' })
   checkRecord(started, START_REPORT)
   assert.equal(started.agent, 'claude-code')
   assert.equal(started.space, 's')
@@ -140,6 +140,8 @@ test('claude-code through Space: follow to turn_ended, follow-up, interrupt a lo
   checkRecord(st, RUN_STATUS)
   assert.equal(st.resultText, 'I created hello.txt.')
   assert.equal(st.status, 'idle')
+  assert.equal(st.label, 'file maker')
+  assert.equal(st.promptExcerpt, 'Create hello.txt please')
   const page = JSON.parse(await space.agentEvents(run, 0, 2))
   assert.deepEqual(Object.keys(page).sort(), ['caught_up', 'cursor', 'events', 'status'])
   assert.equal(page.events.length, 2)

@@ -60,6 +60,10 @@ pub enum AgentCmd {
         /// its web URL.
         #[arg(long)]
         show: bool,
+        /// A name for people, shown by `agent list` and `agent status` (one line, at most 80
+        /// characters).
+        #[arg(long, value_name = "TEXT")]
+        label: Option<String>,
         /// Then follow the events until the turn ends.
         #[arg(long)]
         follow: bool,
@@ -204,7 +208,7 @@ pub enum Until {
 /// Run one agent subcommand against the daemon.
 pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
     match cmd {
-        AgentCmd::Start { agent, prompt, prompt_file, space, model, base_url, cwd, env, env_from_host, exit_when_idle, home, repo, branch, show, follow, json } => {
+        AgentCmd::Start { agent, prompt, prompt_file, space, model, base_url, cwd, env, env_from_host, exit_when_idle, home, repo, branch, show, label, follow, json } => {
             let prompt = prompt_text(prompt.as_deref(), prompt_file.as_deref(), "the prompt")?;
             let space = resolve_space(client, space).await?;
             let mut env_map = BTreeMap::new();
@@ -222,6 +226,7 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 home,
                 repo,
                 branch,
+                label,
                 ..SpaceAgentOptions::default()
             };
             let report = client.space(&space).agent_start(&agent, &prompt, show.then_some(true), Some(options)).await?;
@@ -330,21 +335,7 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 let whose = if all { "any Space".to_owned() } else { format!("Space {}", spaces.join(", ")) };
                 println!("no runs in {whose}; start one with `spacesd agent start AGENT PROMPT`");
             } else {
-                let rows: Vec<Vec<String>> = runs
-                    .iter()
-                    .map(|r| {
-                        vec![
-                            r.run_id.clone(),
-                            r.space.clone(),
-                            r.agent.clone().unwrap_or_default(),
-                            r.status.as_str().to_owned(),
-                            r.turns.to_string(),
-                            super::print::age(r.created_ms),
-                            super::print::excerpt(&r.reason, 60),
-                        ]
-                    })
-                    .collect();
-                super::print::table(&["RUN", "SPACE", "AGENT", "STATUS", "TURNS", "AGE", "REASON"], &rows);
+                list_table(&runs, spaces.len() > 1);
             }
         }
     }
@@ -361,12 +352,57 @@ fn print_report(report: &spaces_sdk::ActionReport, json: bool) -> anyhow::Result
     Ok(())
 }
 
+/// Widest `LABEL` cell of `agent list`'s table, in characters.
+const LABEL_CELL_MAX: usize = 16;
+
+/// `agent list`'s table (80 columns): run, Space (when several are listed), agent, status,
+/// turns, age, label (when a run has one), then as much of the prompt as fits.
+fn list_table(runs: &[spaces_sdk::RunStatus], with_space: bool) {
+    let with_label = runs.iter().any(|r| r.label.is_some());
+    let mut header = vec!["RUN"];
+    if with_space {
+        header.push("SPACE");
+    }
+    header.extend(["AGENT", "STATUS", "TURNS", "AGE"]);
+    if with_label {
+        header.push("LABEL");
+    }
+    header.push("PROMPT");
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|r| {
+            let mut row = vec![r.run_id.clone()];
+            if with_space {
+                row.push(r.space.clone());
+            }
+            row.extend([
+                r.agent.clone().unwrap_or_default(),
+                r.status.as_str().to_owned(),
+                r.turns.to_string(),
+                super::print::age(r.created_ms),
+            ]);
+            if with_label {
+                row.push(super::print::excerpt(r.label.as_deref().unwrap_or("-"), LABEL_CELL_MAX));
+            }
+            row.push(r.prompt_excerpt.clone().unwrap_or_else(|| "-".into()));
+            row
+        })
+        .collect();
+    super::print::table(&header, &rows);
+}
+
 /// A run's status for a person.
 fn print_status(st: &spaces_sdk::RunStatus) {
     println!("run       {}", st.run_id);
+    if let Some(label) = &st.label {
+        println!("label     {label}");
+    }
     println!("agent     {} in Space {}", st.agent.as_deref().unwrap_or("?"), st.space);
     println!("status    {} ({}): {}", st.status.as_str(), st.phase.as_str(), st.reason);
     println!("turns     {}   started {} ago   accepts a message: {}", st.turns, super::print::age(st.created_ms), if st.accepts_message { "yes" } else { "no" });
+    if let Some(prompt) = &st.prompt_excerpt {
+        println!("prompt    {prompt}");
+    }
     if let Some(session) = &st.session_id {
         println!("session   {session}");
     }

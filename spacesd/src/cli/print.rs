@@ -88,9 +88,19 @@ fn clock(ms: u64) -> String {
     format!("{:02}:{:02}:{:02}.{:03}", (s / 3600) % 24, (s / 60) % 60, s % 60, ms % 1000)
 }
 
+/// Width of the terminal the tables are made for, in characters.
+pub const TABLE_WIDTH: usize = 80;
+
 /// Print `rows` under `header` as left-aligned columns two spaces apart; the last column is not
-/// padded and is cut to fit 120 characters a line.
+/// padded and is cut (with `…`) so that a line fits [`TABLE_WIDTH`] characters.
 pub fn table(header: &[&str], rows: &[Vec<String>]) {
+    for line in table_lines(header, rows) {
+        println!("{line}");
+    }
+}
+
+/// The lines [`table`] prints.
+fn table_lines(header: &[&str], rows: &[Vec<String>]) -> Vec<String> {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -105,16 +115,16 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) {
             if i + 1 < cells.len() {
                 out.push_str(&format!("{cell:<w$}  ", w = widths[i]));
             } else {
-                out.push_str(cell);
+                let room = TABLE_WIDTH.saturating_sub(out.chars().count());
+                out.push_str(&excerpt(cell, room));
             }
         }
-        let cut: String = out.chars().take(120).collect();
+        let cut: String = out.chars().take(TABLE_WIDTH).collect();
         cut.trim_end().to_owned()
     };
-    println!("{}", line(header.to_vec()));
-    for row in rows {
-        println!("{}", line(row.iter().map(String::as_str).collect()));
-    }
+    let mut lines = vec![line(header.to_vec())];
+    lines.extend(rows.iter().map(|row| line(row.iter().map(String::as_str).collect())));
+    lines
 }
 
 /// `12s`, `5m`, `3h`, `2d`: how long ago `ms` (ms since the epoch) was.
@@ -128,15 +138,7 @@ pub fn age(ms: u64) -> String {
     }
 }
 
-/// `text` on one line, cut to `max` characters with `…`.
-pub fn excerpt(text: &str, max: usize) -> String {
-    let one: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if one.chars().count() <= max {
-        one
-    } else {
-        format!("{}…", one.chars().take(max.saturating_sub(1)).collect::<String>())
-    }
-}
+pub use spaces_sdk::run::excerpt;
 
 #[cfg(test)]
 mod tests {
@@ -159,6 +161,18 @@ mod tests {
             usage: None,
             raw: None,
         }
+    }
+
+    #[test]
+    fn a_table_fits_80_columns_and_cuts_its_last_column_with_an_ellipsis() {
+        let long = "x".repeat(200);
+        let rows = vec![vec!["run-0123456789ab".to_owned(), "idle".to_owned(), long.clone()], vec!["run-1".into(), "running".into(), "short".into()]];
+        let lines = table_lines(&["RUN", "STATUS", "PROMPT"], &rows);
+        assert_eq!(lines[0], "RUN               STATUS   PROMPT");
+        assert!(lines.iter().all(|l| l.chars().count() <= TABLE_WIDTH), "{lines:#?}");
+        assert_eq!(lines[1].chars().count(), TABLE_WIDTH);
+        assert!(lines[1].ends_with("x…"), "{}", lines[1]);
+        assert!(lines[2].ends_with("running  short"), "{}", lines[2]);
     }
 
     #[test]

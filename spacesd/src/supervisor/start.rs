@@ -64,6 +64,9 @@ pub(super) async fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentSta
         }
     }
     mcp_servers::validate(&options)?;
+    if let Some(label) = &options.label {
+        check_label(label)?;
+    }
     if let Some(url) = &options.base_url {
         check_base_url(url)?;
     }
@@ -80,7 +83,7 @@ pub(super) async fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentSta
     if let Some(home) = &options.home {
         claim_home(inner, harness, home, &run_id).await?;
     }
-    let created = record(inner, &run_id, &space, harness, cwd, options, notes.clone(), env);
+    let created = record(inner, &run_id, &space, harness, cwd, options, notes.clone(), env, &req.prompt);
     let (run, secrets) = match created {
         Ok(created) => created,
         Err(e) => {
@@ -101,7 +104,8 @@ pub(super) async fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentSta
 }
 
 /// Create the run's directory (0700) with its secrets (0600), and its row. The stored options
-/// keep env and MCP server names but never their values.
+/// keep env and MCP server names but never their values; the row keeps an excerpt of `prompt`
+/// with the run's secret values redacted.
 #[allow(clippy::too_many_arguments)]
 fn record(
     inner: &Inner,
@@ -112,11 +116,13 @@ fn record(
     mut options: SpaceAgentOptions,
     notes: Vec<String>,
     env: BTreeMap<String, String>,
+    prompt: &str,
 ) -> Result<(RunRow, RunSecrets)> {
     let run_dir = inner.cfg.run_dir(run_id);
     crate::fsutil::create_private_dir(&run_dir)?;
     let secrets = RunSecrets { env, mcp_servers: options.mcp_servers.clone() };
     secrets.save(&run_dir)?;
+    let prompt_excerpt = spaces_sdk::run::excerpt(&secrets.redactor().apply(prompt), spaces_sdk::RunStatus::PROMPT_EXCERPT_MAX);
     // Stored options keep env and MCP server names but never their values.
     for v in options.env.values_mut() {
         *v = spaces_harnesses::redact::REDACTED.to_owned();
@@ -137,6 +143,7 @@ fn record(
         options,
         notes,
         pgid: None,
+        prompt_excerpt: Some(prompt_excerpt),
     };
     inner.store.run_insert(&run)?;
     Ok((run, secrets))
@@ -164,6 +171,25 @@ async fn claim_home(inner: &Inner, harness: &dyn Harness, home: &str, run_id: &s
         ));
     }
     Ok(())
+}
+
+/// `label` must be 1 to [`SpaceAgentOptions::LABEL_MAX`] characters, not only blanks, with no
+/// control character (a newline would break the tables it is shown in). Errors:
+/// `INVALID_ARGUMENT` naming `options.label`.
+fn check_label(label: &str) -> Result<()> {
+    let len = label.chars().count();
+    let why = if label.trim().is_empty() {
+        "is empty".to_owned()
+    } else if len > SpaceAgentOptions::LABEL_MAX {
+        format!("is {len} characters long; at most {} are allowed", SpaceAgentOptions::LABEL_MAX)
+    } else if label.chars().any(char::is_control) {
+        "holds a control character (a newline, a tab, ...); give one line of text".to_owned()
+    } else {
+        return Ok(());
+    };
+    let mut e = ApiError::new(ErrorCode::InvalidArgument, format!("options.label {why}"));
+    e.field = Some("options.label".into());
+    Err(Error::Api(e))
 }
 
 /// `base_url` must be an `http://` or `https://` URL with a host. Errors: `INVALID_ARGUMENT`

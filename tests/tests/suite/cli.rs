@@ -401,3 +401,53 @@ async fn relative_roots_and_the_home_directory_are_refused() {
     let (status, body) = d.raw("POST", "/v1/spaces", Some(&req));
     assert_eq!(status, 200, "a project inside the home is fine: {body}");
 }
+
+/// Issue 13 (`label`) and issue 14, item 6 (a prompt excerpt): `--label` is stored with the run
+/// and shown by `agent list` (a column) and `agent status` (human and JSON); the list's prompt
+/// column is the first prompt on one line, secrets redacted, cut so a line fits 80 columns; a
+/// label that is too long, empty or holds a newline is refused naming `options.label`.
+#[tokio::test]
+async fn a_label_and_a_prompt_excerpt_show_in_list_and_status() {
+    let (d, _bin) = daemon_with_fake_claude("exec sleep 60").await;
+    let secret = "hunter2-very-secret";
+    let prompt = format!("Fix the flaky\nlogin test, the password is {secret} and then {}", "go on ".repeat(30));
+    let (ok, out, err) = run_cli(cli(&d).args([
+        "agent", "start", "claude-code", &prompt, "--space", "s", "--label", "nightly fix", "--env", &format!("PASSWORD={secret}"), "--json",
+    ]));
+    assert!(ok, "{err}");
+    let run = serde_json::from_str::<serde_json::Value>(&out).unwrap()["run_id"].as_str().unwrap().to_owned();
+    let (ok, out, err) = run_cli(cli(&d).args(["agent", "start", "claude-code", "unlabelled one", "--space", "s", "--json"]));
+    assert!(ok, "{err}");
+    let plain = serde_json::from_str::<serde_json::Value>(&out).unwrap()["run_id"].as_str().unwrap().to_owned();
+
+    let (ok, out, err) = run_cli(cli(&d).args(["agent", "status", &run, "--json"]));
+    assert!(ok, "{err}");
+    let st: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(st["label"], "nightly fix", "{st}");
+    let excerpt = st["prompt_excerpt"].as_str().unwrap();
+    assert_eq!(excerpt.chars().count(), spaces_sdk::RunStatus::PROMPT_EXCERPT_MAX, "{excerpt}");
+    assert!(excerpt.starts_with("Fix the flaky login test, the password is [redacted]") && excerpt.ends_with('…'), "{excerpt}");
+    assert!(!out.contains(secret), "{out}");
+    let (ok, out, _) = run_cli(cli(&d).args(["agent", "status", &run]));
+    assert!(ok && out.contains("label     nightly fix") && out.contains("prompt    Fix the flaky login test"), "{out}");
+
+    let (ok, out, err) = run_cli(cli(&d).args(["agent", "list", "--space", "s"]));
+    assert!(ok, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(lines[0].starts_with("RUN") && lines[0].contains("LABEL") && lines[0].contains("PROMPT") && lines[0].contains("AGE"), "{out}");
+    assert!(lines.iter().all(|l| l.chars().count() <= 80), "{out}");
+    let row = lines.iter().find(|l| l.starts_with(&run)).unwrap();
+    assert!(row.contains("nightly fix") && row.contains("Fix the flaky") && !row.contains(secret), "{row}");
+    let other = lines.iter().find(|l| l.starts_with(&plain)).unwrap();
+    assert!(other.contains("unlabelled one"), "{other}");
+    let (ok, out, _) = run_cli(cli(&d).args(["agent", "list", "--space", "s", "--json"]));
+    let listed: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    assert!(ok && listed.iter().any(|r| r["label"] == "nightly fix") && listed.iter().any(|r| r["label"].is_null()), "{out}");
+
+    for bad in ["x".repeat(81), "two\nlines".into(), "  ".into()] {
+        let (ok, out, err) = run_cli(cli(&d).args(["agent", "start", "claude-code", "hi", "--space", "s", "--label", &bad]));
+        assert!(!ok && err.contains("INVALID_ARGUMENT") && err.contains("options.label"), "{bad:?}: {out}{err}");
+    }
+    assert_eq!(d.client.space("s").agent_list().await.unwrap().len(), 2, "a refused start records no run");
+}
