@@ -31,6 +31,8 @@ export interface SpaceAgentOptions {
   spaceTools?: boolean
   /** A name for people, shown by agent list and status (one line, at most 80 characters). */
   label?: string
+  /** Attachments (8 MiB or less each, base64): written into the run's directory and named in the first prompt. */
+  files?: { name: string; content_base64: string }[]
   [snakeCase: string]: unknown
 }
 

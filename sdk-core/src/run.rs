@@ -50,11 +50,36 @@ pub struct SpaceAgentOptions {
     /// `label`): 1 to [`SpaceAgentOptions::LABEL_MAX`] characters on one line, no control
     /// characters (`INVALID_ARGUMENT` naming `options.label` otherwise). Not unique, not a key.
     pub label: Option<String>,
+    /// Files for the agent, sent with the request (the daemon cannot read the caller's disk):
+    /// each one is written to `<run dir>/files/<name>` before the first turn, and the first
+    /// turn's prompt gets a last line naming their absolute paths. At most
+    /// [`Attachment::MAX_BYTES`] each, decoded. `INVALID_ARGUMENT` naming `options.files[i]` for
+    /// a file too big, a bad name, a name given twice or content that is not base64. The stored
+    /// options (`agent_status`) keep the names, not the content.
+    pub files: Vec<Attachment>,
 }
 
 impl SpaceAgentOptions {
     /// Longest `label`, in characters.
     pub const LABEL_MAX: usize = 80;
+}
+
+/// One file of `options.files`: a plain file name and its bytes in standard base64 (RFC 4648,
+/// with or without padding). The CLI's `--file PATH` reads and encodes a file of the caller.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Attachment {
+    /// The file's name in the run's `files` folder: 1-255 bytes, no `/`, `\` or NUL, not `.`
+    /// or `..`, unique among the run's files.
+    pub name: String,
+    /// The file's bytes, base64 (empty in the stored options of a run).
+    #[serde(default)]
+    pub content_base64: String,
+}
+
+impl Attachment {
+    /// Largest file, bytes (8 MiB), decoded.
+    pub const MAX_BYTES: usize = 8 * 1024 * 1024;
 }
 
 /// `agent_start`: start a run of `agent` in Space `space` with the first turn's `prompt`.

@@ -64,6 +64,10 @@ pub enum AgentCmd {
         /// characters).
         #[arg(long, value_name = "TEXT")]
         label: Option<String>,
+        /// Attach this file (at most 8 MiB; repeat for more): it is copied into the run's
+        /// directory and the first prompt names its path there.
+        #[arg(long = "file", value_name = "PATH")]
+        files: Vec<std::path::PathBuf>,
         /// Then follow the events until the turn ends.
         #[arg(long)]
         follow: bool,
@@ -208,7 +212,7 @@ pub enum Until {
 /// Run one agent subcommand against the daemon.
 pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
     match cmd {
-        AgentCmd::Start { agent, prompt, prompt_file, space, model, base_url, cwd, env, env_from_host, exit_when_idle, home, repo, branch, show, label, follow, json } => {
+        AgentCmd::Start { agent, prompt, prompt_file, space, model, base_url, cwd, env, env_from_host, exit_when_idle, home, repo, branch, show, label, files, follow, json } => {
             let prompt = prompt_text(prompt.as_deref(), prompt_file.as_deref(), "the prompt")?;
             let space = resolve_space(client, space).await?;
             let mut env_map = BTreeMap::new();
@@ -227,6 +231,7 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 repo,
                 branch,
                 label,
+                files: files.iter().map(|p| attachment(p)).collect::<anyhow::Result<_>>()?,
                 ..SpaceAgentOptions::default()
             };
             let report = client.space(&space).agent_start(&agent, &prompt, show.then_some(true), Some(options)).await?;
@@ -350,6 +355,20 @@ fn print_report(report: &spaces_sdk::ActionReport, json: bool) -> anyhow::Result
         println!("{}: {}", report.run_id, report.reason);
     }
     Ok(())
+}
+
+/// `--file PATH` as an attachment: its file name and its bytes in base64. Errors: the file
+/// cannot be read, is larger than [`spaces_sdk::Attachment::MAX_BYTES`] (checked before
+/// reading it) or has no file name.
+fn attachment(path: &std::path::Path) -> anyhow::Result<spaces_sdk::Attachment> {
+    use base64::Engine as _;
+    let name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| anyhow::anyhow!("--file {}: no file name", path.display()))?;
+    let len = std::fs::metadata(path).map_err(|e| anyhow::anyhow!("--file {}: {e}", path.display()))?.len();
+    if len > spaces_sdk::Attachment::MAX_BYTES as u64 {
+        anyhow::bail!("--file {}: {len} bytes is larger than the limit of {} bytes (8 MiB) per file", path.display(), spaces_sdk::Attachment::MAX_BYTES);
+    }
+    let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("--file {}: {e}", path.display()))?;
+    Ok(spaces_sdk::Attachment { name: name.to_owned(), content_base64: base64::engine::general_purpose::STANDARD.encode(bytes) })
 }
 
 /// Widest `LABEL` cell of `agent list`'s table, in characters.

@@ -83,6 +83,9 @@ class SpaceAgentOptions:
     home: Optional[str] = None
     #: A name for people, shown by ``agent list`` and ``agent status`` (one line, at most 80 characters).
     label: Optional[str] = None
+    #: Attachments, each ``{"name": ..., "content_base64": ...}`` (8 MiB or less decoded): written
+    #: into the run's directory and named in the first prompt.
+    files: List[Dict[str, str]] = field(default_factory=list)
 
     def _wire(self) -> Dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v is not None and v != [] and v != {}}
