@@ -24,7 +24,7 @@ pub fn event_lines(e: &Event, view: View) -> Option<String> {
     }
     let mut detail = match e.kind {
         EventKind::Message | EventKind::UserMessage | EventKind::Thought => e.text.clone().or_else(|| e.summary.clone()),
-        EventKind::Usage => e.usage.as_ref().map(usage_line),
+        EventKind::Usage => e.usage.as_ref().map(spaces_harnesses::wording::usage),
         _ => e.summary.clone().or_else(|| e.text.clone()),
     }
     .unwrap_or_default();
@@ -53,33 +53,6 @@ pub fn event_lines(e: &Event, view: View) -> Option<String> {
         }
     }
     Some(out)
-}
-
-/// `tokens in 1,234 out 56 (cached 1,000) · $0.0123 · 4.2 s` from a usage object of either CLI.
-fn usage_line(u: &serde_json::Value) -> String {
-    let n = |k: &str| u.get(k).and_then(serde_json::Value::as_u64);
-    let mut parts = Vec::new();
-    let cached = n("cached_input_tokens").or_else(|| n("cache_read_input_tokens"));
-    match (n("input_tokens"), n("output_tokens")) {
-        (Some(i), Some(o)) => parts.push(format!(
-            "tokens in {i} out {o}{}",
-            cached.filter(|c| *c > 0).map(|c| format!(" (cached {c})")).unwrap_or_default()
-        )),
-        (Some(i), None) => parts.push(format!("tokens in {i}")),
-        (None, Some(o)) => parts.push(format!("tokens out {o}")),
-        (None, None) => {}
-    }
-    if let Some(cost) = u.get("total_cost_usd").and_then(serde_json::Value::as_f64) {
-        parts.push(format!("${cost:.4}"));
-    }
-    if let Some(ms) = n("duration_ms") {
-        parts.push(format!("{:.1} s", ms as f64 / 1000.0));
-    }
-    if parts.is_empty() {
-        "usage".to_owned()
-    } else {
-        parts.join(" · ")
-    }
 }
 
 /// `HH:MM:SS.mmm` (UTC) of `ms` since the epoch.
@@ -187,7 +160,7 @@ mod tests {
     fn a_finished_tool_shows_its_first_lines_and_where_the_rest_is() {
         let mut e = ev(EventKind::ToolUpdate, Category::Activity);
         e.tool_status = Some(ToolStatus::Completed);
-        e.summary = Some("Bash: ls".into());
+        e.summary = Some("Run: ls".into());
         e.text = Some("a\nb\nc\nd\ne".into());
         let out = event_lines(&e, View { timestamps: true, verbose: false }).unwrap_or_default();
         assert!(out.starts_with("01:02:03.004 #7"), "{out}");
@@ -201,5 +174,7 @@ mod tests {
         assert!(event_lines(&e, View::default()).is_none());
         assert!(event_lines(&e, View { timestamps: false, verbose: true }).is_some());
         assert!(event_lines(&ev(EventKind::Other, Category::Hidden), View::default()).is_some());
+        // A control line (Claude's control_response) is a hidden notice: not shown by default.
+        assert!(event_lines(&ev(EventKind::Notice, Category::Hidden), View::default()).is_none());
     }
 }
