@@ -83,6 +83,14 @@ export interface AgentActionReport {
   json: string
 }
 
+/** A live follow of one run (Space.agentFollow): `for await (const ev of follow)`. */
+export interface AgentFollow extends AsyncIterableIterator<AgentEvent> {
+  /** How the events arrive: `sse`, `long_poll`, or `unopened` before the first event. */
+  readonly transport: 'sse' | 'long_poll' | 'unopened'
+  /** The seq of the last event returned (or the starting cursor). */
+  readonly cursor: number
+}
+
 /** One normalized event, as on the wire (docs/api.md, "Events"). */
 export interface AgentEvent {
   seq: number
@@ -229,8 +237,10 @@ export declare class Space {
   agentStop(runId: string): Promise<AgentActionReport>
   /** Every agent run in this Space. */
   agentList(): Promise<AgentRunStatus[]>
-  /** Follows the run's events live from `cursor`, until it no longer runs and all are read. */
-  agentFollow(runId: string, cursor?: number, options?: { waitMs?: number; max?: number }): AsyncGenerator<AgentEvent, void, void>
+  /** Follows the run's events live from `cursor` over the daemon's server-sent event stream
+   * (Last-Event-ID reconnects; long-polls when a daemon answers no stream), until caught up and
+   * `until` is reached: `turn` (default: the run no longer running) or `stopped` (across turns). */
+  agentFollow(runId: string, cursor?: number, options?: { until?: 'turn' | 'stopped' }): AgentFollow
   /** Delete a run that is not live: its row, events and run directory. (`agent_remove`: POST /v1/spaces/{space}/agents/{run_id}/remove) */
   agentRemove(args: { run_id: any }): Promise<any>
   /** Delete the Space's runs that are not live and were created more than older_than_ms ago. (`agent_prune`: POST /v1/spaces/{space}/agents/prune) */
