@@ -12,6 +12,8 @@ use super::SpaceArg;
 /// Long-poll wait of `--follow`, in ms.
 const FOLLOW_WAIT_MS: u64 = 20_000;
 
+// Parsed once per process: the size of `agent start`'s options costs nothing worth boxing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum AgentCmd {
     /// Start AGENT (claude-code, openai-codex) with PROMPT as a detached run; prints the report.
