@@ -21,7 +21,9 @@ pub struct SpaceAgentOptions {
     /// A repository to clone before the first turn (a URL or path `git clone` takes): cloned
     /// into a new folder of the working directory named after it (`.../repo.git` -> `repo`),
     /// where the agent then works. The folder must not exist or be empty (`INVALID_ARGUMENT`
-    /// naming `options.repo` otherwise, as for a repository that cannot be read).
+    /// naming `options.repo` otherwise, as for a repository that cannot be read). Credentials
+    /// in the URL (`https://user:token@host/...`) stay in the run's 0600 secrets: the stored
+    /// options and the events show the URL without them.
     pub repo: Option<String>,
     /// The branch to check out before the first turn: of `repo`, or, without it, of the
     /// repository the working directory is in. An unknown branch is `INVALID_ARGUMENT` naming

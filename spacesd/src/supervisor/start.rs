@@ -125,7 +125,8 @@ fn record(
     let run_dir = inner.cfg.run_dir(run_id);
     let made = (|| -> Result<(RunRow, RunSecrets, String)> {
         crate::fsutil::create_private_dir(&run_dir)?;
-        let secrets = RunSecrets { env, mcp_servers: options.mcp_servers.clone() };
+        let repo_url = options.repo.clone().filter(|url| super::prepare::userinfo(url).is_some());
+        let secrets = RunSecrets { env, mcp_servers: options.mcp_servers.clone(), repo_url };
         secrets.save(&run_dir)?;
         let paths = super::files::write(&run_dir, files)?;
         let row = row(run_id, space, harness, cwd, options, notes, &secrets, prompt);
@@ -157,6 +158,10 @@ fn row(
         *v = spaces_harnesses::redact::REDACTED.to_owned();
     }
     options.mcp_servers = mcp_servers::redacted(&options.mcp_servers);
+    // A repository URL keeps its credentials only among the run's secrets.
+    if let Some(repo) = &mut options.repo {
+        *repo = super::prepare::shown(repo);
+    }
     for file in &mut options.files {
         file.content_base64.clear();
     }
