@@ -451,3 +451,18 @@ async fn a_label_and_a_prompt_excerpt_show_in_list_and_status() {
     }
     assert_eq!(d.client.space("s").agent_list().await.unwrap().len(), 2, "a refused start records no run");
 }
+
+/// `spacesd attach RUN_ID`, the contract's spelling, is `agent attach`: the same help, the same
+/// answer without a terminal (the real terminal test attaches with it:
+/// `live.rs::attach_in_a_terminal_sends_interrupts_and_detaches_leaving_the_run_alive`).
+#[tokio::test]
+async fn attach_at_the_top_level_is_agent_attach() {
+    let (d, _bin) = daemon_with_fake_claude("exec sleep 60").await;
+    let (ok, out, _) = run_cli(cli(&d).args(["attach", "--help"]));
+    assert!(ok && out.contains("Watch a run live") && out.contains("RUN_ID"), "{out}");
+    // Without a terminal both say so, the same way, and how to follow the run instead.
+    let (ok, _, top) = run_cli(cli(&d).args(["attach", "run-000000000000"]));
+    assert!(!ok && top.contains("attach needs a terminal") && top.contains("agent events run-000000000000 --follow"), "{top}");
+    let (ok, _, nested) = run_cli(cli(&d).args(["agent", "attach", "run-000000000000"]));
+    assert!(!ok && nested == top, "{nested}");
+}

@@ -352,7 +352,7 @@ echo '{"type":"item.completed","item":{"id":"m","type":"agent_message","text":"a
     assert_eq!(report.notes.first().map(String::as_str), Some(format!("watch it live: spacesd agent attach {run}").as_str()), "{:?}", report.notes);
     d.wait_turn_end("s", &run, 1, WAIT).await;
     let tmux = Tmux { socket: format!("spaces-test-{}-{}", std::process::id(), &run) };
-    let command = format!("exec {} --state-dir {} agent attach {run}", crate::support::spacesd_bin().display(), d.state_dir().display());
+    let command = format!("exec {} --state-dir {} attach {run}", crate::support::spacesd_bin().display(), d.state_dir().display());
     let started = tmux.cmd(&["new-session", "-d", "-x", "100", "-y", "30", "-s", "attach", &command]);
     assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
     tmux.wait_screen("the first answer", |s| s.contains("answer to: first")).await;
