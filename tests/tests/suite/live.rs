@@ -382,3 +382,77 @@ echo '{"type":"item.completed","item":{"id":"m","type":"agent_message","text":"a
     let st = d.client.space("s").agent_status(&run, Some(0)).await.unwrap();
     assert_eq!((st.status, st.accepts_message), (spaces_sdk::Status::Idle, true), "the run is still alive: {st:#?}");
 }
+
+/// `spacesd attach` on a real Claude Code run against the scripted endpoint, in a real terminal
+/// (tmux): the first turn's Bash call shows folded (three lines and where the rest is) and
+/// `/expand` unfolds its whole output; the answer comes in; a typed follow-up is answered;
+/// Ctrl-C interrupts a slowly streamed answer (the turn ends `interrupted`); `/detach` leaves
+/// and the run is alive (idle, accepting a message).
+#[tokio::test]
+async fn attach_to_a_real_claude_code_run_expands_answers_interrupts_and_detaches() {
+    use super::harness::CLAUDE;
+    use spaces_testkit::{Reply, Script, ScriptedServer};
+    crate::support::require_cli(CLAUDE.id, CLAUDE.binary);
+    if std::process::Command::new("tmux").arg("-V").output().is_err() {
+        panic!("tmux is needed for this test (apt-get install tmux; .ci/run installs it)");
+    }
+    let server = ScriptedServer::start(
+        CLAUDE.wire,
+        Script::new([
+            Reply::ToolCall { name: "Bash".into(), input: serde_json::json!({"command": "seq 1 12", "description": "count"}) },
+            Reply::Text("I counted to twelve.".into()),
+            Reply::Text("The second answer.".into()),
+            Reply::SlowText { text: "a long answer that is cut off by the interrupt".into(), chunks: 60, delay_ms: 500 },
+        ]),
+    )
+    .await
+    .unwrap();
+    let d = TestDaemon::start().await;
+    d.space("s").await;
+    let req = AgentStartRequest {
+        space: "s".into(),
+        agent: CLAUDE.id.into(),
+        prompt: "Count to twelve".into(),
+        show: None,
+        options: Some(SpaceAgentOptions { base_url: Some(server.base_url()), ..Default::default() }),
+    };
+    let run = d.client.agent_start(&req).await.unwrap().run_id;
+    let tmux = Tmux { socket: format!("spaces-test-{}-{}", std::process::id(), &run) };
+    let command = format!("exec {} --state-dir {} attach {run}", crate::support::spacesd_bin().display(), d.state_dir().display());
+    let started = tmux.cmd(&["new-session", "-d", "-x", "100", "-y", "40", "-s", "attach", &command]);
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let folded = tmux
+        .wait_screen("the first answer", |s| s.contains("I counted to twelve.") && s.contains("idle (end_turn)"))
+        .await;
+    assert!(folded.contains("Run: seq 1 12") && folded.contains("| 3") && folded.contains("9 more lines") && !folded.contains("| 12"), "{folded}");
+    tmux.keys(&["/expand", "Enter"]);
+    tmux.wait_screen("the whole output", |s| s.contains("| 12") && !s.contains("9 more lines")).await;
+    tmux.keys(&["/expand", "Enter"]);
+    tmux.wait_screen("the output folded again", |s| s.contains("9 more lines") && !s.contains("| 12")).await;
+
+    tmux.keys(&["Say more", "Enter"]);
+    tmux.wait_screen("the follow-up's answer", |s| s.contains("The second answer.") && s.contains("idle (end_turn)")).await;
+    d.wait_turn_end("s", &run, 2, WAIT).await;
+
+    tmux.keys(&["slow", "Enter"]);
+    d.wait_for_event("s", &run, WAIT, |e| e.turn == 3 && e.kind == EventKind::UserMessage).await;
+    let deadline = Instant::now() + WAIT;
+    while server.frames_sent() < 8 {
+        assert!(Instant::now() < deadline, "the slow answer never streamed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tmux.wait_screen("the third turn running", |s| s.contains("· running ·")).await;
+    tmux.keys(&["C-c"]);
+    let ended = d.wait_turn_end("s", &run, 3, WAIT).await;
+    assert_eq!(ended.stop_reason, Some(spaces_sdk::StopReason::Interrupted), "{ended:?}");
+    tmux.wait_screen("the interrupted turn", |s| s.contains("idle (interrupted)")).await;
+
+    tmux.keys(&["/detach", "Enter"]);
+    let deadline = Instant::now() + WAIT;
+    while tmux.alive() {
+        assert!(Instant::now() < deadline, "attach did not leave:\n{}", tmux.screen());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let st = d.wait_status("s", &run, WAIT, crate::support::settled).await;
+    assert_eq!((st.status, st.accepts_message), (spaces_sdk::Status::Idle, true), "the run is still alive: {st:#?}");
+}
