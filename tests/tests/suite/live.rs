@@ -387,7 +387,9 @@ echo '{"type":"item.completed","item":{"id":"m","type":"agent_message","text":"a
 /// (tmux): the first turn's Bash call shows folded (three lines and where the rest is) and
 /// `/expand` unfolds its whole output; the answer comes in; a typed follow-up is answered;
 /// Ctrl-C interrupts a slowly streamed answer (the turn ends `interrupted`); `/detach` leaves
-/// and the run is alive (idle, accepting a message).
+/// and the run is alive (idle, accepting a message). Then the event wording on the real CLI:
+/// `agent events` shows each turn's usage with its token counts, and the interrupt's
+/// `control_response` only with `--verbose`.
 #[tokio::test]
 async fn attach_to_a_real_claude_code_run_expands_answers_interrupts_and_detaches() {
     use super::harness::CLAUDE;
@@ -455,4 +457,19 @@ async fn attach_to_a_real_claude_code_run_expands_answers_interrupts_and_detache
     }
     let st = d.wait_status("s", &run, WAIT, crate::support::settled).await;
     assert_eq!((st.status, st.accepts_message), (spaces_sdk::Status::Idle, true), "the run is still alive: {st:#?}");
+
+    // Event wording on the real CLI: the CLI's lines show each turn's usage (token counts);
+    // the interrupt's control_response is a hidden notice, shown only with --verbose.
+    let events = d.events("s", &run).await;
+    let usage: Vec<&Event> = events.iter().filter(|e| e.kind == EventKind::Usage).collect();
+    assert!(!usage.is_empty() && usage.iter().all(|e| e.category == spaces_sdk::Category::Activity), "{}", describe(&events));
+    assert!(usage.iter().any(|e| e.usage.as_ref().is_some_and(|u| u["input_tokens"].is_u64() && u["output_tokens"].is_u64())), "{}", describe(&events));
+    let ack = events.iter().find(|e| e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.starts_with("control_response"))).map(|e| e.seq);
+    let (ok, plain) = d.cli(&["agent", "events", &run]);
+    assert!(ok && plain.lines().any(|l| l.contains(" usage ") && l.contains("tokens in ")), "{plain}");
+    assert!(plain.contains("turn 1 finished") && plain.contains("turn 3 ended: interrupted"), "{plain}");
+    let (ok, verbose) = d.cli(&["agent", "events", &run, "--verbose"]);
+    let seq = ack.unwrap_or_else(|| panic!("Claude Code acknowledges the interrupt:\n{}", describe(&events)));
+    assert!(!plain.contains(&format!("#{seq} ")) && ok && verbose.contains("control_response success"), "{plain}\n{verbose}");
+    assert!(!plain.contains("control_response"), "{plain}");
 }
