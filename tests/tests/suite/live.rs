@@ -473,3 +473,47 @@ async fn attach_to_a_real_claude_code_run_expands_answers_interrupts_and_detache
     assert!(!plain.contains(&format!("#{seq} ")) && ok && verbose.contains("control_response success"), "{plain}\n{verbose}");
     assert!(!plain.contains("control_response"), "{plain}");
 }
+
+/// Issue 14, item 6, in a real terminal of 80 columns (tmux): `agent list` is a table whose
+/// rows fit (none wraps: every line after the header is a run's row, its prompt cut with `…`),
+/// and `agent status` is one `key value` line per field.
+#[tokio::test]
+async fn agent_list_and_status_render_as_tables_at_80_columns() {
+    if std::process::Command::new("tmux").arg("-V").output().is_err() {
+        panic!("tmux is needed for this test (apt-get install tmux; .ci/run installs it)");
+    }
+    let (d, _root, _bin) = fake_daemon(&format!("cat > /dev/null\n{}\n{DONE}", message("answered"))).await;
+    let mut runs = Vec::new();
+    for (i, label) in [Some("nightly"), None, Some("a label long enough to be cut in the table")].into_iter().enumerate() {
+        let req = AgentStartRequest {
+            space: "s".into(),
+            agent: "openai-codex".into(),
+            prompt: format!("Run {i}: fix the flaky login test, then look at the build script and {}", "tidy up ".repeat(10)),
+            show: None,
+            options: Some(SpaceAgentOptions { label: label.map(Into::into), ..Default::default() }),
+        };
+        let run = d.client.agent_start(&req).await.unwrap().run_id;
+        d.wait_turn_end("s", &run, 1, WAIT).await;
+        runs.push(run);
+    }
+    let bin = crate::support::spacesd_bin().display().to_string();
+    let state = d.state_dir().display().to_string();
+    let command = format!("{bin} --state-dir {state} agent list; echo LIST-END; {bin} --state-dir {state} agent status {} --tail 0; echo STATUS-END; sleep 60", runs[2]);
+    let tmux = Tmux { socket: format!("spaces-test-{}-{}", std::process::id(), &runs[0]) };
+    let started = tmux.cmd(&["new-session", "-d", "-x", "80", "-y", "40", "-s", "attach", &command]);
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let screen = tmux.wait_screen("both outputs", |s| s.contains("STATUS-END")).await;
+    let lines: Vec<&str> = screen.lines().collect();
+    let end = lines.iter().position(|l| *l == "LIST-END").unwrap();
+    let table = &lines[..end];
+    assert!(table[0].starts_with("RUN ") && table[0].contains("LABEL") && table[0].ends_with("PROMPT"), "{screen}");
+    assert_eq!(table.len(), 1 + runs.len(), "one line per run, none wrapped:\n{screen}");
+    for (row, run) in table[1..].iter().zip(runs.iter().rev()) {
+        assert!(row.starts_with(run.as_str()) && row.ends_with('…') && row.chars().count() <= 80, "{row:?}\n{screen}");
+    }
+    assert!(table[1].contains("a label long en…") && table[3].contains("nightly"), "{screen}");
+    let status = &lines[end + 1..lines.iter().position(|l| *l == "STATUS-END").unwrap()];
+    for key in ["run", "label", "agent", "status", "turns", "prompt"] {
+        assert!(status.iter().any(|l| l.starts_with(&format!("{key:<10}"))), "{key}: {screen}");
+    }
+}
