@@ -29,6 +29,10 @@ export interface SpaceAgentOptions {
   home?: string
   mcpServers?: unknown[]
   spaceTools?: boolean
+  /** A name for people, shown by agent list and status (one line, at most 80 characters). */
+  label?: string
+  /** Attachments (8 MiB or less each, base64): written into the run's directory and named in the first prompt. */
+  files?: { name: string; content_base64: string }[]
   [snakeCase: string]: unknown
 }
 
@@ -63,6 +67,10 @@ export interface AgentRunStatus {
   turns: number
   sessionId: string | null
   createdMs: number
+  /** The run's options.label, if it was given one. */
+  label?: string | null
+  /** The first turn's prompt on one line, secrets redacted, cut to 60 characters. */
+  promptExcerpt?: string | null
   json: string
 }
 
@@ -73,6 +81,14 @@ export interface AgentActionReport {
   ok: boolean
   reason: string
   json: string
+}
+
+/** A live follow of one run (Space.agentFollow): `for await (const ev of follow)`. */
+export interface AgentFollow extends AsyncIterableIterator<AgentEvent> {
+  /** How the events arrive: `sse`, `long_poll`, or `unopened` before the first event. */
+  readonly transport: 'sse' | 'long_poll' | 'unopened'
+  /** The seq of the last event returned (or the starting cursor). */
+  readonly cursor: number
 }
 
 /** One normalized event, as on the wire (docs/api.md, "Events"). */
@@ -221,8 +237,10 @@ export declare class Space {
   agentStop(runId: string): Promise<AgentActionReport>
   /** Every agent run in this Space. */
   agentList(): Promise<AgentRunStatus[]>
-  /** Follows the run's events live from `cursor`, until it no longer runs and all are read. */
-  agentFollow(runId: string, cursor?: number, options?: { waitMs?: number; max?: number }): AsyncGenerator<AgentEvent, void, void>
+  /** Follows the run's events live from `cursor` over the daemon's server-sent event stream
+   * (Last-Event-ID reconnects; long-polls when a daemon answers no stream), until caught up and
+   * `until` is reached: `turn` (default: the run no longer running) or `stopped` (across turns). */
+  agentFollow(runId: string, cursor?: number, options?: { until?: 'turn' | 'stopped' }): AgentFollow
   /** Delete a run that is not live: its row, events and run directory. (`agent_remove`: POST /v1/spaces/{space}/agents/{run_id}/remove) */
   agentRemove(args: { run_id: any }): Promise<any>
   /** Delete the Space's runs that are not live and were created more than older_than_ms ago. (`agent_prune`: POST /v1/spaces/{space}/agents/prune) */

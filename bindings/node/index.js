@@ -194,16 +194,71 @@ class Space {
   }
 
   /**
-   * Follows the run's events live from `cursor` (long-polls agent_events with `waitMs`); ends
-   * once the run no longer runs and every event is read. Yields events as on the wire.
+   * Follows the run's events live from `cursor` over the daemon's server-sent event stream
+   * (reconnecting with Last-Event-ID; long-polls when a daemon answers no stream). Ends once
+   * caught up and `until` is reached: `'turn'` (default: the run no longer running) or
+   * `'stopped'` (across turns, until the run is stopped or done). An async iterator of events
+   * as on the wire, with `transport` (`sse`, `long_poll`, `unopened`) and `cursor`.
    */
-  async *agentFollow(runId, cursor = 0, { waitMs = 5000, max = 100 } = {}) {
-    for (;;) {
-      const page = await this.spaces.call('agent_events', { space: this.name, run_id: runId, cursor, max, wait_ms: waitMs })
-      for (const ev of page.events) yield ev
-      cursor = page.cursor
-      if (page.caught_up && page.status !== 'running') return
+  agentFollow(runId, cursor = 0, options = {}) {
+    const { until = 'turn', ...rest } = options ?? {}
+    const unknown = Object.keys(rest)
+    if (unknown.length) throw new SpacesError('INVALID_ARGUMENT', `INVALID_ARGUMENT: unknown option(s) ${unknown.join(', ')} (until)`, { field: unknown[0] })
+    return new AgentFollow(async () => {
+      const client = await this.spaces._client()
+      try {
+        return client.follow(this.name, runId, cursor, until)
+      } catch (e) {
+        throw fromNative(e)
+      }
+    }, cursor)
+  }
+}
+
+/** A live follow of one run (Space.agentFollow): an async iterator over the native follow. */
+class AgentFollow {
+  constructor(open, cursor) {
+    this._open = open
+    this._native = null
+    this._cursor = cursor
+    this._done = false
+  }
+
+  /** How the events arrive: `sse`, `long_poll`, or `unopened` before the first event. */
+  get transport() {
+    return this._native ? this._native.transport : 'unopened'
+  }
+
+  /** The seq of the last event returned (or the starting cursor). */
+  get cursor() {
+    return this._native ? this._native.cursor : this._cursor
+  }
+
+  [Symbol.asyncIterator]() {
+    return this
+  }
+
+  async next() {
+    if (this._done) return { done: true, value: undefined }
+    if (!this._native) this._native = await this._open()
+    let json
+    try {
+      json = await this._native.next()
+    } catch (e) {
+      this._done = true
+      throw fromNative(e)
     }
+    if (json == null) {
+      this._done = true
+      return { done: true, value: undefined }
+    }
+    return { done: false, value: JSON.parse(json) }
+  }
+
+  /** Leaves early (`break` in `for await`): nothing more is read. */
+  async return() {
+    this._done = true
+    return { done: true, value: undefined }
   }
 }
 

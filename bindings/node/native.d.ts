@@ -16,10 +16,34 @@ export declare class NativeClient {
    * contract's snake_case) and resolves to its result JSON. Rejects with the typed error.
    */
   call(name: string, argsJson: string): Promise<string>
+  /**
+   * Follows run `runId` of Space `space` after `cursor` (0: from the start) until `until`:
+   * `turn` (default; caught up and the run no longer running) or `stopped` (across turns,
+   * until the run is stopped or done). Reads the daemon's server-sent event stream,
+   * reconnecting with `Last-Event-ID`, and long-polls when the daemon answers no stream.
+   * Nothing is sent before the first `next()`. Throws `INVALID_ARGUMENT` for another `until`.
+   */
+  follow(space: string, runId: string, cursor?: number | undefined | null, until?: string | undefined | null): NativeFollow
   /** The local state dir (absent for a TCP client). */
   get stateDir(): string | null
   /** The pid of the daemon this client started (absent when one already answered). */
   get startedPid(): number | null
+}
+
+/**
+ * A live follow of one run's events (`NativeClient.follow`); `index.js` wraps it as an async
+ * iterator.
+ */
+export declare class NativeFollow {
+  /**
+   * The next event as its wire JSON, or `null` once the follow reached its end. Rejects with
+   * the typed error (an unknown run, a cursor past the end, the daemon unreachable).
+   */
+  next(): Promise<string | null>
+  /** How the events arrive: `sse`, `long_poll`, or `unopened` before the first `next()`. */
+  get transport(): string
+  /** The seq of the last event returned (or the starting cursor). */
+  get cursor(): number
 }
 
 /** The operation catalogue (`spaces_sdk::op::catalogue()`), in order. */

@@ -836,6 +836,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.NativeClient = nativeBinding.NativeClient
+module.exports.NativeFollow = nativeBinding.NativeFollow
 module.exports.catalogue = nativeBinding.catalogue
 module.exports.connect = nativeBinding.connect
 module.exports.defaultStateDir = nativeBinding.defaultStateDir

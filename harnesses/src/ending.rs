@@ -85,14 +85,14 @@ pub fn cut_off(turn: u32, stored: &[Event], why: &str) -> Vec<EventDraft> {
                     t.tool_kind.clone(),
                     ToolStatus::Failed,
                 )
-                .summary(format!("{name} failed: the turn was cut off ({why})"))
+                .summary(crate::wording::tool_finished(&name, false, None, Some(&format!("the turn was cut off ({why})"))))
         })
         .collect();
     out.push(
         EventDraft::new(turn, EventKind::TurnEnded)
             .stop(StopReason::Crashed)
             .text(why)
-            .summary(format!("turn {turn} ended: crashed ({why})")),
+            .summary(crate::wording::turn_ended(turn, StopReason::Crashed, Some(why))),
     );
     out
 }

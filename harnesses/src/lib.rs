@@ -24,6 +24,7 @@ pub mod ending;
 pub mod openai_codex;
 pub mod plan;
 pub mod redact;
+pub mod wording;
 
 pub use draft::EventDraft;
 pub use plan::{

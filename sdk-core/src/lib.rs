@@ -43,7 +43,7 @@ pub use event::{Category, Event, EventKind, EventsPage, StopReason, ToolStatus};
 pub use mcp_server::{McpHttpServer, McpServer, McpStdioServer};
 pub use op::{ops, Operation, OperationInfo};
 pub use run::{
-    ActionReport, AgentEventsRequest, AgentListRequest, AgentMessageRequest, AgentRunRequest,
+    ActionReport, AgentEventsRequest, Attachment, AgentListRequest, AgentMessageRequest, AgentRunRequest,
     AgentStartReport, AgentStartRequest, AgentStatusRequest, Approvals, Empty, Phase, RunStatus,
     SpaceAddRequest, SpaceAgentOptions, SpaceRecord, Status, SpaceRemoveRequest, SpaceRemoveReport, AgentPruneRequest,
     RunsRemovedReport,

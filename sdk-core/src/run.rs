@@ -21,7 +21,9 @@ pub struct SpaceAgentOptions {
     /// A repository to clone before the first turn (a URL or path `git clone` takes): cloned
     /// into a new folder of the working directory named after it (`.../repo.git` -> `repo`),
     /// where the agent then works. The folder must not exist or be empty (`INVALID_ARGUMENT`
-    /// naming `options.repo` otherwise, as for a repository that cannot be read).
+    /// naming `options.repo` otherwise, as for a repository that cannot be read). Credentials
+    /// in the URL (`https://user:token@host/...`) stay in the run's 0600 secrets: the stored
+    /// options and the events show the URL without them.
     pub repo: Option<String>,
     /// The branch to check out before the first turn: of `repo`, or, without it, of the
     /// repository the working directory is in. An unknown branch is `INVALID_ARGUMENT` naming
@@ -46,6 +48,40 @@ pub struct SpaceAgentOptions {
     /// `mcp__spaces__read`, ...; a call naming another Space is refused. On by default; the name
     /// `spaces` is then reserved in `mcp_servers`. `false` leaves the server out.
     pub space_tools: Option<bool>,
+    /// A name for people, shown by `agent list` and `agent status` (and their JSON as
+    /// `label`): 1 to [`SpaceAgentOptions::LABEL_MAX`] characters on one line, no control
+    /// characters (`INVALID_ARGUMENT` naming `options.label` otherwise). Not unique, not a key.
+    pub label: Option<String>,
+    /// Files for the agent, sent with the request (the daemon cannot read the caller's disk):
+    /// each one is written to `<run dir>/files/<name>` before the first turn, and the first
+    /// turn's prompt gets a last line naming their absolute paths. At most
+    /// [`Attachment::MAX_BYTES`] each, decoded. `INVALID_ARGUMENT` naming `options.files[i]` for
+    /// a file too big, a bad name, a name given twice or content that is not base64. The stored
+    /// options (`agent_status`) keep the names, not the content.
+    pub files: Vec<Attachment>,
+}
+
+impl SpaceAgentOptions {
+    /// Longest `label`, in characters.
+    pub const LABEL_MAX: usize = 80;
+}
+
+/// One file of `options.files`: a plain file name and its bytes in standard base64 (RFC 4648,
+/// with or without padding). The CLI's `--file PATH` reads and encodes a file of the caller.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Attachment {
+    /// The file's name in the run's `files` folder: 1-255 bytes, no `/`, `\` or NUL, not `.`
+    /// or `..`, unique among the run's files.
+    pub name: String,
+    /// The file's bytes, base64 (empty in the stored options of a run).
+    #[serde(default)]
+    pub content_base64: String,
+}
+
+impl Attachment {
+    /// Largest file, bytes (8 MiB), decoded.
+    pub const MAX_BYTES: usize = 8 * 1024 * 1024;
 }
 
 /// `agent_start`: start a run of `agent` in Space `space` with the first turn's `prompt`.
@@ -322,6 +358,30 @@ pub struct RunStatus {
     pub session_id: Option<String>,
     /// Unix ms when the run was created.
     pub created_ms: u64,
+    /// The run's `options.label`, if it was given one.
+    #[serde(default)]
+    pub label: Option<String>,
+    /// The first turn's prompt on one line, with the run's secret values redacted, cut to
+    /// [`RunStatus::PROMPT_EXCERPT_MAX`] characters (a cut one ends with `…`). `None` for a run
+    /// recorded by a `spacesd` older than this field.
+    #[serde(default)]
+    pub prompt_excerpt: Option<String>,
+}
+
+impl RunStatus {
+    /// Longest `prompt_excerpt`, in characters (the `…` of a cut one included).
+    pub const PROMPT_EXCERPT_MAX: usize = 60;
+}
+
+/// `text` on one line (runs of whitespace, newlines included, become one space), cut to `max`
+/// characters with `…` as the last one when it is longer.
+pub fn excerpt(text: &str, max: usize) -> String {
+    let one: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one.chars().count() <= max {
+        one
+    } else {
+        format!("{}…", one.chars().take(max.saturating_sub(1)).collect::<String>())
+    }
 }
 
 /// Result of `agent_message`, `agent_interrupt`, `agent_stop` (`AgentActionReport`).

@@ -1,6 +1,7 @@
 //! The native half of the Node SDK (`@spaces/sdk`), kept thin (STYLE item 8): one generic async
-//! `call(name, argsJson)` over [`Client::call_named`], the operation catalogue as data, and the
-//! daemon's entry point so that the npm package carries `spacesd` (`daemon.js`). `index.js`
+//! `call(name, argsJson)` over [`Client::call_named`], a run's live events over
+//! [`Client::follow`] (server-sent events, long-poll as the fallback), the operation catalogue
+//! as data, and the daemon's entry point so that the npm package carries `spacesd` (`daemon.js`). `index.js`
 //! builds `Spaces` and `Space` from the catalogue; nothing here names a single operation.
 //!
 //! Async functions run on napi's tokio runtime and resolve Promises: the Node main thread is
@@ -11,9 +12,11 @@ mod error;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use napi_derive::napi;
 use spaces_sdk::client::{Client, Endpoint};
+use spaces_sdk::follow::{EventFollow, Transport, Until};
 use spaces_sdk::op::{Audience, OperationInfo};
 
 use crate::error::Result;
@@ -84,6 +87,23 @@ impl NativeClient {
         Ok(answer.to_string())
     }
 
+    /// Follows run `runId` of Space `space` after `cursor` (0: from the start) until `until`:
+    /// `turn` (default; caught up and the run no longer running) or `stopped` (across turns,
+    /// until the run is stopped or done). Reads the daemon's server-sent event stream,
+    /// reconnecting with `Last-Event-ID`, and long-polls when the daemon answers no stream.
+    /// Nothing is sent before the first `next()`. Throws `INVALID_ARGUMENT` for another `until`.
+    #[napi]
+    pub fn follow(&self, space: String, run_id: String, cursor: Option<i64>, until: Option<String>) -> Result<NativeFollow> {
+        let until = match until.as_deref().unwrap_or("turn") {
+            "turn" => Until::Turn,
+            "stopped" => Until::Stopped,
+            other => return Err(error::invalid(format!("until {other:?}: want \"turn\" or \"stopped\""))),
+        };
+        let cursor = u64::try_from(cursor.unwrap_or(0)).map_err(|_| error::invalid("cursor must be 0 or more".to_owned()))?;
+        let follow = self.client.follow(&space, &run_id, cursor, until);
+        Ok(NativeFollow { follow: Arc::new(tokio::sync::Mutex::new(follow)), seen: Arc::new(std::sync::Mutex::new(Seen { transport: None, cursor })) })
+    }
+
     /// The local state dir (absent for a TCP client).
     #[napi(getter)]
     pub fn state_dir(&self) -> Option<String> {
@@ -94,6 +114,51 @@ impl NativeClient {
     #[napi(getter)]
     pub fn started_pid(&self) -> Option<u32> {
         self.started_pid
+    }
+}
+
+/// What a follow last reported, readable without waiting for a `next()` in flight.
+#[derive(Default, Clone, Copy)]
+struct Seen {
+    transport: Option<Transport>,
+    cursor: u64,
+}
+
+/// A live follow of one run's events (`NativeClient.follow`); `index.js` wraps it as an async
+/// iterator.
+#[napi]
+pub struct NativeFollow {
+    follow: Arc<tokio::sync::Mutex<EventFollow>>,
+    seen: Arc<std::sync::Mutex<Seen>>,
+}
+
+#[napi]
+impl NativeFollow {
+    /// The next event as its wire JSON, or `null` once the follow reached its end. Rejects with
+    /// the typed error (an unknown run, a cursor past the end, the daemon unreachable).
+    #[napi(catch_unwind)]
+    pub async fn next(&self) -> Result<Option<String>> {
+        let mut follow = self.follow.lock().await;
+        let event = follow.next().await.map_err(error::client)?;
+        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = Seen { transport: Some(follow.transport()), cursor: follow.cursor() };
+        event.map(|e| serde_json::to_string(&e).map_err(|e| error::invalid(e.to_string()))).transpose()
+    }
+
+    /// How the events arrive: `sse`, `long_poll`, or `unopened` before the first `next()`.
+    #[napi(getter)]
+    pub fn transport(&self) -> String {
+        match self.seen.lock().unwrap_or_else(|p| p.into_inner()).transport {
+            Some(Transport::Sse) => "sse",
+            Some(Transport::LongPoll) => "long_poll",
+            Some(Transport::Unopened) | None => "unopened",
+        }
+        .to_owned()
+    }
+
+    /// The seq of the last event returned (or the starting cursor).
+    #[napi(getter)]
+    pub fn cursor(&self) -> i64 {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).cursor as i64
     }
 }
 

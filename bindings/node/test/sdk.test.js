@@ -56,7 +56,7 @@ async function followUntil(runId, cursor, pred, what) {
   const deadline = Date.now() + TURN_MS
   const seen = []
   while (Date.now() < deadline) {
-    for await (const ev of space.agentFollow(runId, cursor, { waitMs: 2000 })) {
+    for await (const ev of space.agentFollow(runId, cursor)) {
       cursor = ev.seq
       seen.push(`${ev.turn}:${ev.kind}`)
       if (pred(ev)) return { event: ev, cursor }
@@ -126,7 +126,7 @@ test('every operation of the catalogue is a method; CodeSpace tools and agent ru
 })
 
 test('claude-code through Space: follow to turn_ended, follow-up, interrupt a long turn, stop', async () => {
-  const started = await space.agentStart('claude-code', 'Create hello.txt please', null, { baseUrl: model.url })
+  const started = await space.agentStart('claude-code', 'Create hello.txt please', null, { baseUrl: model.url, label: 'file maker' })
   checkRecord(started, START_REPORT)
   assert.equal(started.agent, 'claude-code')
   assert.equal(started.space, 's')
@@ -140,6 +140,25 @@ test('claude-code through Space: follow to turn_ended, follow-up, interrupt a lo
   checkRecord(st, RUN_STATUS)
   assert.equal(st.resultText, 'I created hello.txt.')
   assert.equal(st.status, 'idle')
+  assert.equal(st.label, 'file maker')
+  assert.equal(st.promptExcerpt, 'Create hello.txt please')
+
+  // agentFollow reads the daemon's event stream (SSE): from 0 every event of the settled turn
+  // once, in order, ending on its own (the run is idle); from a cursor in the middle, the rest.
+  const follow = space.agentFollow(run, 0)
+  assert.equal(follow.transport, 'unopened')
+  const all = []
+  for await (const ev of follow) all.push(ev)
+  assert.equal(follow.transport, 'sse')
+  assert.deepEqual(all.map((e) => e.seq), all.map((_, i) => i + 1))
+  assert.equal(follow.cursor, all[all.length - 1].seq)
+  const middle = all[Math.floor(all.length / 2)].seq
+  const rest = []
+  for await (const ev of space.agentFollow(run, middle)) rest.push(ev)
+  assert.deepEqual(rest, all.slice(middle))
+  await assert.rejects(async () => { for await (const _ of space.agentFollow('run-000000000000')) { /* none */ } }, { code: 'RUN_NOT_FOUND' })
+  await assert.rejects(async () => { for await (const _ of space.agentFollow(run, 0, { until: 'forever' })) { /* none */ } }, { code: 'INVALID_ARGUMENT' })
+  assert.throws(() => space.agentFollow(run, 0, { waitMs: 5 }), { code: 'INVALID_ARGUMENT', field: 'waitMs' })
   const page = JSON.parse(await space.agentEvents(run, 0, 2))
   assert.deepEqual(Object.keys(page).sort(), ['caught_up', 'cursor', 'events', 'status'])
   assert.equal(page.events.length, 2)

@@ -104,6 +104,11 @@ pub fn start_error(e: StartError) -> CallError {
     CallError::new(Family::Unavailable, "DAEMON_START_FAILED", &e.to_string(), None, String::new())
 }
 
+/// An argument the Python layer passed that the daemon would refuse too.
+pub fn invalid(message: &str) -> CallError {
+    CallError::new(Family::Invalid, "INVALID_ARGUMENT", message, None, String::new())
+}
+
 /// Arguments that are not JSON (the Python layer always sends JSON, so this is a bug there).
 pub fn bad_json(e: serde_json::Error) -> CallError {
     CallError::new(Family::Invalid, "INVALID_ARGUMENT", &format!("arguments are not JSON: {e}"), None, String::new())

@@ -1,9 +1,12 @@
 //! `spaces._native`: the thin native half of the Python SDK (`bindings/python/python/spaces`).
 //!
-//! It exposes four things and nothing else (STYLE item 8):
+//! It exposes five things and nothing else (STYLE item 8):
 //! - `NativeClient`: a handle on the typed Rust client with one generic async
 //!   `call(name, args_json) -> result_json` over [`Client::call_named`]; the Python layer builds
 //!   every `Spaces`/`Space` method from the catalogue on top of it.
+//! - `NativeFollow` (`NativeClient.follow`): a run's live events over [`Client::follow`]
+//!   (server-sent events, reconnecting with `Last-Event-ID`; long-polls as the fallback), one
+//!   awaitable `next()` at a time; `spaces.Space.agent_follow` iterates it.
 //! - `catalogue`: the operation catalogue as data (name, doc, route, audience and the JSON
 //!   Schema of each request), so a new operation reaches Python without code written for it.
 //! - `ensure_daemon` / `default_state_dir`: the no-set-up path of `spaces_sdk::local`.
@@ -16,9 +19,11 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 use spaces_sdk::client::{Client, Endpoint};
+use spaces_sdk::follow::{EventFollow, Transport, Until};
 
 mod bridge;
 mod errors;
@@ -60,6 +65,65 @@ impl NativeClient {
             let answer = client.call_named(&name, args).await.map_err(errors::client_error)?;
             Ok(answer.to_string())
         })
+    }
+
+    /// Follows run `run_id` of Space `space` after `cursor` until `until`: `"turn"` (caught up
+    /// and the run no longer running) or `"stopped"` (across turns, until stopped or done).
+    /// Nothing is sent before the first `next()`. Raises `InvalidArgumentError` for another
+    /// `until`.
+    #[pyo3(signature = (space, run_id, cursor = 0, until = "turn"))]
+    fn follow(&self, space: &str, run_id: &str, cursor: u64, until: &str) -> PyResult<NativeFollow> {
+        let until = match until {
+            "turn" => Until::Turn,
+            "stopped" => Until::Stopped,
+            other => {
+                let message = format!("until {other:?}: want \"turn\" or \"stopped\"");
+                return Err(Python::attach(|py| errors::invalid(&message).into_pyerr(py)));
+            }
+        };
+        Ok(NativeFollow {
+            follow: Arc::new(tokio::sync::Mutex::new(self.client.follow(space, run_id, cursor, until))),
+            seen: Arc::new(Mutex::new((None, cursor))),
+        })
+    }
+}
+
+/// A live follow of one run's events (`NativeClient.follow`).
+#[pyclass(frozen, module = "spaces._native")]
+struct NativeFollow {
+    follow: Arc<tokio::sync::Mutex<EventFollow>>,
+    /// The transport and cursor after the last `next()`, readable while one is in flight.
+    seen: Arc<Mutex<(Option<Transport>, u64)>>,
+}
+
+#[pymethods]
+impl NativeFollow {
+    /// The next event as its wire JSON text, or `None` once the follow reached its end; raises
+    /// the typed error (an unknown run, a cursor past the end, the daemon unreachable).
+    fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let (follow, seen) = (self.follow.clone(), self.seen.clone());
+        bridge::awaitable(py, async move {
+            let mut follow = follow.lock().await;
+            let event = follow.next().await.map_err(errors::client_error)?;
+            *seen.lock().unwrap_or_else(|p| p.into_inner()) = (Some(follow.transport()), follow.cursor());
+            event.map(|e| serde_json::to_string(&e).map_err(errors::bad_json)).transpose()
+        })
+    }
+
+    /// How the events arrive: `"sse"`, `"long_poll"`, or `"unopened"` before the first `next()`.
+    #[getter]
+    fn transport(&self) -> &'static str {
+        match self.seen.lock().unwrap_or_else(|p| p.into_inner()).0 {
+            Some(Transport::Sse) => "sse",
+            Some(Transport::LongPoll) => "long_poll",
+            Some(Transport::Unopened) | None => "unopened",
+        }
+    }
+
+    /// The seq of the last event returned (or the starting cursor).
+    #[getter]
+    fn cursor(&self) -> u64 {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).1
     }
 }
 
@@ -123,6 +187,7 @@ fn daemon_main(py: Python<'_>, argv: Vec<OsString>) -> i32 {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeClient>()?;
+    m.add_class::<NativeFollow>()?;
     m.add_function(wrap_pyfunction!(catalogue, m)?)?;
     m.add_function(wrap_pyfunction!(default_state_dir, m)?)?;
     m.add_function(wrap_pyfunction!(socket_path, m)?)?;

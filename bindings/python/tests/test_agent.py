@@ -48,7 +48,7 @@ async def test_claude_code_run_through_the_sdk(spaces: Spaces, space: Space, mod
     assert claude["ready"] and claude["can_interrupt"], claude
     assert "turn_ended" in caps["event_kinds"]
 
-    started = await space.agent_start("claude-code", "Say hello, please.", options=SpaceAgentOptions(base_url=model_url))
+    started = await space.agent_start("claude-code", "Say hello, please.", options=SpaceAgentOptions(base_url=model_url, label="greeter"))
     assert isinstance(started, AgentStartReport)
     assert started.run_id and started.agent == "claude-code" and started.space == "demo" and started.process_tag
     assert isinstance(started.notes, list)
@@ -60,6 +60,21 @@ async def test_claude_code_run_through_the_sdk(spaces: Spaces, space: Space, mod
     assert "turn_started" in kinds and "message" in kinds, kinds
     st = await settled(space, started.run_id)
     assert st.accepts_message and st.status == "idle", st
+
+    # The follow iterator reads the daemon's event stream (SSE): from 0 it gets every event of
+    # the settled turn once, in order, and ends on its own (the run is idle); from a cursor in
+    # the middle it gets exactly the rest.
+    follow = space.agent_follow(started.run_id)
+    assert follow.transport == "unopened"
+    everything = [e async for e in follow]
+    assert follow.transport == "sse", follow.transport
+    assert [e["seq"] for e in everything] == list(range(1, len(everything) + 1)), everything
+    assert follow.cursor == everything[-1]["seq"] and everything[: len(seen)] == seen
+    middle = everything[len(everything) // 2]["seq"]
+    rest = space.agent_follow(started.run_id, cursor=middle)
+    assert [e async for e in rest] == everything[middle:] and rest.transport == "sse"
+    assert st.label == "greeter" and st.prompt_excerpt == "Say hello, please.", st
+    assert [r.label for r in await space.agent_list() if r.run_id == started.run_id] == ["greeter"]
 
     # The run's own `spaces` MCP server (space_tools, on by default) is this package's daemon
     # command, not the interpreter alone: it must start and answer as spacesd's MCP server.

@@ -27,9 +27,11 @@ from conftest import REPO, daemon_pids, kill_daemons
 #: The records' fields as the contract (spec/003, "record" tables) lists them.
 CONTRACT = {
     AgentStartReport: ["run_id", "agent", "space", "process_tag", "notes", "json"],
-    AgentRunStatus: ["run_id", "agent", "status", "reason", "phase", "result_text", "accepts_message", "output_tail", "json"],
+    AgentRunStatus: ["run_id", "agent", "status", "reason", "phase", "result_text", "accepts_message", "output_tail", "json",
+                     "label", "prompt_excerpt"],
     AgentActionReport: ["run_id", "ok", "reason", "json"],
-    SpaceAgentOptions: ["env_from_host", "env", "repo", "branch", "cwd", "model", "base_url", "exit_when_idle", "home"],
+    SpaceAgentOptions: ["env_from_host", "env", "repo", "branch", "cwd", "model", "base_url", "exit_when_idle", "home", "label",
+                        "files"],
 }
 
 
@@ -56,9 +58,10 @@ async def test_record_fields_match_the_wire(space: Space) -> None:
     # Every field but `json` is a key of the record's wire JSON, with the same value.
     await space.agent_list()  # the Space answers
     st = AgentRunStatus._from({"run_id": "r", "agent": None, "space": "demo", "status": "idle", "reason": "x",
-                               "phase": "waiting", "accepts_message": True, "turns": 1, "created_ms": 1})
+                               "phase": "waiting", "accepts_message": True, "turns": 1, "created_ms": 1,
+                               "label": "nightly", "prompt_excerpt": "Fix it"})
     wire = json.loads(st.json)
-    for f in CONTRACT[AgentRunStatus][:-1]:
+    for f in [f for f in CONTRACT[AgentRunStatus] if f != "json"]:
         assert getattr(st, f) == wire.get(f), f
 
 
@@ -72,7 +75,8 @@ def test_every_operation_is_a_method_and_every_method_async() -> None:
         assert inspect.iscoroutinefunction(getattr(Space, name)), name
     for name in ["add_space", "list_spaces", "agent_capabilities"]:
         assert inspect.iscoroutinefunction(getattr(Spaces, name)), name
-    assert inspect.isasyncgenfunction(Space.agent_follow)
+    assert inspect.signature(Space.agent_follow).return_annotation in ("AgentFollow", spaces.AgentFollow)
+    assert hasattr(spaces.AgentFollow, "__anext__") and hasattr(spaces.AgentFollow, "transport")
     assert list(inspect.signature(Space.agent_start).parameters) == ["self", "agent", "prompt", "show", "options"]
 
 
@@ -82,8 +86,11 @@ def test_stubs_match_the_catalogue_and_the_native_module() -> None:
     declared = set(re.findall(r"^(?:class|def) (\w+)", stub, re.M))
     exported = {n for n in dir(_native) if not n.startswith("_")}
     assert declared == exported
-    client_methods = set(re.findall(r"^    def (\w+)", stub, re.M))
-    assert client_methods == {n for n in dir(_native.NativeClient) if not n.startswith("_")}
+    for cls in ["NativeClient", "NativeFollow"]:
+        block = re.search(rf"^class {cls}:\n((?:    .*\n|\n)*)", stub, re.M)
+        assert block, cls
+        methods = set(re.findall(r"^    def (\w+)", block.group(1), re.M))
+        assert methods == {n for n in dir(getattr(_native, cls)) if not n.startswith("_")}, cls
     assert (Path(spaces.__file__).parent / "py.typed").exists()
 
 

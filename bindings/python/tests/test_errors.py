@@ -14,6 +14,16 @@ async def test_unknown_run(space: Space) -> None:
     assert isinstance(e.value, CuaError) and e.value.field is None
 
 
+async def test_following_an_unknown_run_or_with_a_bad_until(space: Space) -> None:
+    with pytest.raises(NotFoundError) as e:
+        async for _ in space.agent_follow("run-000000000000"):
+            pass
+    assert e.value.code == "RUN_NOT_FOUND"
+    with pytest.raises(InvalidError) as e:
+        space.agent_follow("run-000000000000", until="forever")
+    assert e.value.code == "INVALID_ARGUMENT" and "forever" in e.value.message
+
+
 async def test_unknown_space(spaces: Spaces, space: Space) -> None:
     with pytest.raises(NotFoundError) as e:
         await spaces.space("nowhere").agent_list()

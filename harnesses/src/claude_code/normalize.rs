@@ -8,9 +8,13 @@
 //!   "API Error: ..." message after a failed model call), `thinking` becomes `thought`,
 //!   `tool_use` becomes `tool_call` (`in_progress`; `TodoWrite` also gives a `plan`);
 //! - `user` `tool_result` blocks become `tool_update` (`completed`, or `failed` when `is_error`);
-//! - `result` becomes `usage` then exactly one `turn_ended` (see [`stop_reason`]);
-//! - `control_response`, `stream_event`, `rate_limit_event` and other bookkeeping become hidden
-//!   `other` events; an unparseable line or unknown type becomes `other` with the line as text.
+//! - `result` becomes `usage` (tokens, cost, time) then exactly one `turn_ended` (see [`stop_reason`]);
+//! - `control_response` (a failed one is a visible `notice`), `control_request`, `stream_event`,
+//!   `rate_limit_event` and `keep_alive` are control lines nobody needs to read: hidden `notice`
+//!   events ([`wording::control`]); an unparseable line or unknown type becomes `other` with the
+//!   line as text.
+//!
+//! Summaries follow the one style of [`crate::wording`].
 //!
 //! Every non-blank line yields at least one event; the first event of a line carries the line as
 //! `raw`. A trailing `\r` (PTY output) is ignored. Blank lines carry nothing and yield nothing.
@@ -21,8 +25,7 @@ use serde_json::{json, Map, Value};
 use spaces_sdk::{Category, EventKind, StopReason, ToolStatus};
 
 use super::tools;
-use crate::draft::one_line;
-use crate::{ending, EventDraft, ExitInfo, Normalizer};
+use crate::{ending, wording, EventDraft, ExitInfo, Normalizer};
 
 /// How many stderr lines are kept for error reasons when [`ExitInfo::stderr_tail`] is empty.
 const STDERR_TAIL_LINES: usize = 20;
@@ -162,7 +165,7 @@ impl ClaudeNormalizer {
             .summary(&label.title)];
         if name == "TodoWrite" {
             if let Some(plan) = tools::todo_plan(&input) {
-                out.push(self.ev(EventKind::Plan).text(plan).summary("todo list updated"));
+                out.push(self.ev(EventKind::Plan).summary(tools::todo_summary(&input)).text(plan));
             }
         }
         self.open_tools.retain(|t| t.id != id);
@@ -188,11 +191,8 @@ impl ClaudeNormalizer {
                 None => (None, None),
             };
             let name = title.clone().unwrap_or_else(|| format!("tool {id}"));
-            let (status, summary) = if failed {
-                (ToolStatus::Failed, format!("{name} failed: {}", one_line(&text)))
-            } else {
-                (ToolStatus::Completed, format!("{name} done"))
-            };
+            let status = if failed { ToolStatus::Failed } else { ToolStatus::Completed };
+            let summary = wording::tool_finished(&name, !failed, None, Some(&text));
             out.push(
                 self.ev(EventKind::ToolUpdate)
                     .tool(id, title, kind, status)
@@ -212,7 +212,7 @@ impl ClaudeNormalizer {
         if let Some(sid) = str_of(v, "session_id") {
             self.session_id = Some(sid.to_owned());
         }
-        let mut out = vec![self.ev(EventKind::Usage).usage(usage_of(v))];
+        let mut out = vec![wording::usage_event(self.turn, usage_of(v))];
         if !self.in_flight {
             // A result with no turn of ours in flight (the turn already ended): keep, never a
             // second `turn_ended`.
@@ -236,14 +236,11 @@ impl ClaudeNormalizer {
                         Some(tool.kind.to_owned()),
                         ToolStatus::Failed,
                     )
-                    .summary(format!("{} failed: the turn ended before it finished", tool.title)),
+                    .summary(wording::tool_unfinished(&tool.title)),
             );
         }
-        let mut ended = self.ev(EventKind::TurnEnded).stop(reason).summary(format!(
-            "turn {} ended: {}",
-            self.turn,
-            reason.as_str()
-        ));
+        let summary = wording::turn_ended(self.turn, reason, text.as_deref());
+        let mut ended = self.ev(EventKind::TurnEnded).stop(reason).summary(summary);
         if let Some(text) = text {
             ended = ended.text(text);
         }
@@ -274,7 +271,7 @@ impl ClaudeNormalizer {
             }
             other => other.to_owned(),
         };
-        vec![self.ev(EventKind::Other).text(text)]
+        vec![wording::control(self.turn, &text)]
     }
 }
 
@@ -291,7 +288,7 @@ impl Normalizer for ClaudeNormalizer {
         self.in_flight = true;
         self.interrupt_requested = false;
         self.open_tools.clear();
-        out.push(self.ev(EventKind::TurnStarted).summary(format!("turn {turn} started")));
+        out.push(self.ev(EventKind::TurnStarted).summary(wording::turn_started(turn)));
         out.push(self.ev(EventKind::UserMessage).text(text));
         out
     }
@@ -301,7 +298,7 @@ impl Normalizer for ClaudeNormalizer {
             return Vec::new();
         }
         self.interrupt_requested = true;
-        vec![self.ev(EventKind::CancelRequested).summary("interrupt requested")]
+        vec![self.ev(EventKind::CancelRequested).summary(wording::INTERRUPT_REQUESTED)]
     }
 
     fn stdout_line(&mut self, line: &str) -> Vec<EventDraft> {

@@ -8,11 +8,11 @@ use crate::draft::one_line;
 /// stays in `raw`.
 pub const TOOL_TEXT_MAX_CHARS: usize = 8000;
 
-/// How a tool call is shown: `title` (e.g. `Write hello.txt`, `Bash: ls`) and `kind`, one of
+/// How a tool call is shown: `title` (e.g. `Write hello.txt`, `Run: ls`) and `kind`, one of
 /// `edit | execute | read | search | fetch | think | other`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolLabel {
-    /// One line, e.g. `Write hello.txt`, `Bash: ls`, `files: read` (an MCP tool).
+    /// One line, e.g. `Write hello.txt`, `Run: ls`, `files: read` (an MCP tool).
     pub title: String,
     /// `edit | execute | read | search | fetch | think | other`.
     pub kind: &'static str,
@@ -24,7 +24,7 @@ pub fn label(name: &str, input: &Value, cwd: Option<&str>) -> ToolLabel {
     let s = |key: &str| input.get(key).and_then(Value::as_str).map(one_line);
     let path = |key: &str| s(key).map(|p| relative(&p, cwd));
     let (title, kind) = match name {
-        "Bash" => (with(name, ": ", s("command")), "execute"),
+        "Bash" => (crate::wording::run_title(&s("command").unwrap_or_default()), "execute"),
         "BashOutput" | "KillShell" | "KillBash" => (name.to_owned(), "execute"),
         "Write" | "Edit" | "MultiEdit" => (with(name, " ", path("file_path")), "edit"),
         "NotebookEdit" => (with(name, " ", path("notebook_path")), "edit"),
@@ -36,7 +36,7 @@ pub fn label(name: &str, input: &Value, cwd: Option<&str>) -> ToolLabel {
         "Task" | "Agent" => (with(name, ": ", s("description")), "think"),
         "TodoWrite" => ("Update todos".to_owned(), "think"),
         _ => match name.strip_prefix("mcp__").and_then(|rest| rest.split_once("__")) {
-            Some((server, tool)) => (format!("{server}: {tool}"), "other"),
+            Some((server, tool)) => (crate::wording::mcp_title(server, tool), "other"),
             None => (name.to_owned(), "other"),
         },
     };
@@ -70,6 +70,13 @@ pub fn cap(text: &str) -> String {
         out.push('…');
         out
     }
+}
+
+/// The `TodoWrite` list's summary: `plan: D/T done` (D todos `completed` of T).
+pub fn todo_summary(input: &Value) -> String {
+    let todos = input.get("todos").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+    let done = todos.iter().filter(|t| t.get("status").and_then(Value::as_str) == Some("completed")).count();
+    crate::wording::plan(done, todos.len())
 }
 
 /// The `TodoWrite` list as plan text: one `[status] content` line per todo.
@@ -115,7 +122,7 @@ mod tests {
         let cases = [
             ("Write", json!({"file_path": "/w/ws/hello.txt"}), "Write hello.txt", "edit"),
             ("Write", json!({"file_path": "/etc/x"}), "Write /etc/x", "edit"),
-            ("Bash", json!({"command": "ls\nwc"}), "Bash: ls", "execute"),
+            ("Bash", json!({"command": "ls\nwc"}), "Run: ls", "execute"),
             ("Read", json!({"file_path": "/w/ws/a/b.rs"}), "Read a/b.rs", "read"),
             ("Grep", json!({"pattern": "fn main"}), "Grep fn main", "search"),
             ("WebFetch", json!({"url": "https://x.y"}), "Fetch https://x.y", "fetch"),

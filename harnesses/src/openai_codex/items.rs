@@ -20,7 +20,7 @@ pub const OUTPUT_MAX_CHARS: usize = 16 * 1024;
 /// What a tool item looks like in events.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolView {
-    /// `tool_title`, e.g. `Run: ls -la`, `Edit: /w/a.md`, `MCP: docs.search`.
+    /// `tool_title`, e.g. `Run: ls -la`, `Edit /w/a.md`, `docs: search` (an MCP tool).
     pub title: String,
     /// `tool_kind` (ACP tool kinds): `execute`, `edit`, `search`, `other`.
     pub kind: &'static str,
@@ -33,7 +33,7 @@ pub fn tool_view(item: &Value) -> Option<ToolView> {
         "command_execution" => {
             let cmd = str_field(item, "command");
             Some(ToolView {
-                title: format!("Run: {}", display_command(cmd)),
+                title: crate::wording::run_title(&display_command(cmd)),
                 kind: "execute",
             })
         }
@@ -45,7 +45,7 @@ pub fn tool_view(item: &Value) -> Option<ToolView> {
                 paths.join(", ")
             };
             Some(ToolView {
-                title: format!("Edit: {shown}"),
+                title: format!("Edit {shown}"),
                 kind: "edit",
             })
         }
@@ -53,12 +53,12 @@ pub fn tool_view(item: &Value) -> Option<ToolView> {
             let server = str_field(item, "server");
             let tool = str_field(item, "tool");
             Some(ToolView {
-                title: format!("MCP: {server}.{tool}"),
+                title: crate::wording::mcp_title(server, tool),
                 kind: "other",
             })
         }
         "web_search" => Some(ToolView {
-            title: format!("Search: {}", str_field(item, "query")),
+            title: format!("Search {}", str_field(item, "query")),
             kind: "search",
         }),
         _ => None,
@@ -111,22 +111,16 @@ pub fn tool_output(item: &Value) -> Option<String> {
     Some(cut(&text, OUTPUT_MAX_CHARS))
 }
 
-/// A one-line summary of a finished tool: `Ran: ls (exit 0)`, `Failed: Edit: a.md`.
+/// A one-line summary of a finished tool ([`crate::wording::tool_finished`]): `Run: ls done
+/// (exit 0)`, `Edit /w/a.md failed`, `docs: search failed: <the MCP error>`.
 pub fn finished_summary(view: &ToolView, item: &Value, ok: bool) -> String {
-    let exit = item
-        .get("exit_code")
-        .and_then(Value::as_i64)
-        .map(|c| format!(" (exit {c})"))
-        .unwrap_or_default();
-    if ok {
-        format!("Done: {}{exit}", view.title)
-    } else {
-        format!("Failed: {}{exit}", view.title)
-    }
+    let code = item.get("exit_code").and_then(Value::as_i64);
+    let why = item.pointer("/error/message").and_then(Value::as_str);
+    crate::wording::tool_finished(&view.title, ok, code, why)
 }
 
 /// A `todo_list` as text, one `[x] step` / `[ ] step` line per item, and its summary
-/// (`Plan: 1/3 done`).
+/// (`plan: 1/3 done`).
 pub fn plan_text(item: &Value) -> (String, String) {
     let items = item
         .get("items")
@@ -150,7 +144,7 @@ pub fn plan_text(item: &Value) -> (String, String) {
         .collect();
     (
         lines.join("\n"),
-        format!("Plan: {done}/{} done", items.len()),
+        crate::wording::plan(done, items.len()),
     )
 }
 
@@ -260,7 +254,7 @@ mod tests {
             plan_text(&item),
             (
                 "[x] read\n[ ] write".to_owned(),
-                "Plan: 1/2 done".to_owned()
+                "plan: 1/2 done".to_owned()
             )
         );
     }

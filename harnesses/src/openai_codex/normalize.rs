@@ -5,8 +5,8 @@
 //! | line | events |
 //! |---|---|
 //! | `thread.started{thread_id}` | `session` (hidden, `text` = thread id) |
-//! | `turn.started` | hidden `other` (bookkeeping: `turn_started` came from [`Normalizer::begin_turn`]) |
-//! | `item.*` `agent_message` | `message` on completion (`item.started|updated`: hidden `other`) |
+//! | `turn.started` | hidden `notice` (a control line: `turn_started` came from [`Normalizer::begin_turn`]) |
+//! | `item.*` `agent_message` | `message` on completion (`item.started|updated`: hidden `notice`) |
 //! | `item.*` `reasoning` | `thought` on completion |
 //! | `item.*` tools (`command_execution`, `file_change`, `mcp_tool_call`, `web_search`) | `tool_call` in_progress, then `tool_update` completed/failed |
 //! | `item.*` `todo_list` | `plan` |
@@ -29,7 +29,7 @@ use spaces_sdk::{Category, EventKind, StopReason, ToolStatus};
 use super::items::{self, ToolView};
 use crate::draft::EventDraft;
 use crate::plan::ExitInfo;
-use crate::{ending, Normalizer};
+use crate::{ending, wording, Normalizer};
 
 /// Stderr lines kept for error reasons.
 const STDERR_TAIL_LINES: usize = 20;
@@ -72,8 +72,7 @@ impl CodexNormalizer {
         self.last_message = None;
         self.last_error = None;
         self.open.clear();
-        self.ev(EventKind::TurnStarted)
-            .summary(format!("Turn {turn} started"))
+        self.ev(EventKind::TurnStarted).summary(wording::turn_started(turn))
     }
 
     /// Close open tools as `failed` and emit the turn's one `turn_ended`.
@@ -89,14 +88,10 @@ impl CodexNormalizer {
                         ToolStatus::Failed,
                     )
                     .text("the turn ended before this tool finished")
-                    .summary(format!("Failed: {} (unfinished)", t.view.title))
+                    .summary(wording::tool_unfinished(&t.view.title))
             })
             .collect();
-        let summary = match (&reason, &text) {
-            (StopReason::EndTurn, _) => format!("Turn {} finished", self.turn),
-            (StopReason::Error, Some(t)) => format!("Turn {} failed: {t}", self.turn),
-            (r, _) => format!("Turn {} ended: {}", self.turn, r.as_str()),
-        };
+        let summary = wording::turn_ended(self.turn, reason, text.as_deref());
         let mut ended = self.ev(EventKind::TurnEnded).stop(reason).summary(summary);
         if let Some(t) = text {
             ended = ended.text(t);
@@ -132,7 +127,7 @@ impl CodexNormalizer {
                     out.push(self.start_turn(self.turn + 1));
                 }
                 // Bookkeeping: the visible turn start is `begin_turn`'s `turn_started`.
-                out.push(other(self.turn, ty));
+                out.push(wording::control(self.turn, ty));
                 out
             }
             "item.started" | "item.updated" | "item.completed" => match v.get("item") {
@@ -142,7 +137,7 @@ impl CodexNormalizer {
             "turn.completed" => {
                 let mut out = Vec::new();
                 if let Some(usage) = v.get("usage") {
-                    out.push(self.ev(EventKind::Usage).usage(usage.clone()));
+                    out.push(wording::usage_event(self.turn, usage.clone()));
                 }
                 if self.in_flight {
                     // An interrupt that raced a normal finish: the final answer decides.
@@ -206,7 +201,7 @@ impl CodexNormalizer {
                 vec![self.ev(EventKind::Thought).summary(&text).text(text)]
             }
             // Progress of a message or thought shown once it completes: bookkeeping.
-            "agent_message" | "reasoning" => vec![other(self.turn, &format!("{phase} {ty}"))],
+            "agent_message" | "reasoning" => vec![wording::control(self.turn, &format!("{phase} {ty}"))],
             "todo_list" => {
                 let (text, summary) = items::plan_text(item);
                 vec![self.ev(EventKind::Plan).text(text).summary(summary)]
@@ -305,7 +300,7 @@ impl Normalizer for CodexNormalizer {
         self.interrupt = true;
         vec![self
             .ev(EventKind::CancelRequested)
-            .summary("Interrupt requested")]
+            .summary(wording::INTERRUPT_REQUESTED)]
     }
 
     fn stdout_line(&mut self, line: &str) -> Vec<EventDraft> {

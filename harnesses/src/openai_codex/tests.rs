@@ -269,8 +269,10 @@ fn retry_notices_and_error_lines_do_not_end_the_turn_twice() {
         ],
     );
     let kinds: Vec<_> = ev.iter().map(|e| e.kind.as_str()).collect();
-    // `turn.started` is bookkeeping (hidden `other`); the retry is the one notice.
-    assert_eq!(kinds, ["session", "other", "notice", "error", "turn_ended"]);
+    // `turn.started` is a control line (hidden `notice`); the retry is the one visible notice.
+    assert_eq!(kinds, ["session", "notice", "notice", "error", "turn_ended"]);
+    assert_eq!(ev[1].category, Category::Hidden);
+    assert_eq!(ev[2].category, Category::Activity);
     let ev2 = n.process_exited(&exit(1));
     assert_eq!(ends(&ev), [StopReason::Error]);
     assert!(ends(&ev2).is_empty());
@@ -334,7 +336,7 @@ fn todo_lists_are_plans_and_mcp_calls_are_tools() {
     assert_eq!(ev[0].kind, EventKind::Plan);
     assert_eq!(ev[0].text.as_deref(), Some("[ ] a"));
     assert_eq!(ev[1].kind, EventKind::ToolCall);
-    assert_eq!(ev[1].tool_title.as_deref(), Some("MCP: docs.search"));
+    assert_eq!(ev[1].tool_title.as_deref(), Some("docs: search"));
     assert_eq!(ev[2].tool_status, Some(ToolStatus::Completed));
     assert_eq!(ev[2].text.as_deref(), Some("hit"));
 }

@@ -150,10 +150,10 @@ fn bash_tool_results_complete_or_fail() {
     assert_eq!(
         tools,
         [
-            ("Bash: ls".to_owned(), "tool_call(in_progress)".to_owned()),
-            ("Bash: ls".to_owned(), "tool_update(completed)".to_owned()),
-            ("Bash: cat missing.txt".to_owned(), "tool_call(in_progress)".to_owned()),
-            ("Bash: cat missing.txt".to_owned(), "tool_update(failed)".to_owned()),
+            ("Run: ls".to_owned(), "tool_call(in_progress)".to_owned()),
+            ("Run: ls".to_owned(), "tool_update(completed)".to_owned()),
+            ("Run: cat missing.txt".to_owned(), "tool_call(in_progress)".to_owned()),
+            ("Run: cat missing.txt".to_owned(), "tool_update(failed)".to_owned()),
         ]
     );
     insta::assert_json_snapshot!("bash_tool", snapshot_view(&events));
@@ -330,7 +330,7 @@ fn case_e14c_tool_open_at_turn_end_is_closed_failed() {
         r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"make"}}]}}"#,
     );
     assert_eq!(kinds(&call), ["tool_call(in_progress)"]);
-    assert_eq!(call[0].tool_title.as_deref(), Some("Bash: make"));
+    assert_eq!(call[0].tool_title.as_deref(), Some("Run: make"));
     assert_eq!(call[0].tool_kind.as_deref(), Some("execute"));
     let events =
         n.stdout_line(r#"{"type":"result","subtype":"success","is_error":false,"result":"done"}"#);
@@ -361,7 +361,9 @@ fn idle_interrupt_is_not_remembered() {
     let mut n = ClaudeCode.normalizer();
     assert!(n.interrupt_requested().is_empty());
     let ack = n.stdout_line(r#"{"type":"control_response","response":{"subtype":"success","request_id":"spaces-interrupt"}}"#);
-    assert_eq!(kinds(&ack), ["other"]);
+    // The acknowledgement is a control line nobody needs: a hidden notice, not a shown `other`.
+    assert_eq!(kinds(&ack), ["notice"]);
+    assert_eq!(field(&ack[0], "category"), "hidden");
     n.begin_turn(1, "go");
     let events = n.stdout_line(
         r#"{"type":"result","subtype":"error_during_execution","is_error":true,"errors":["boom"]}"#,

@@ -6,8 +6,8 @@
 //! spells the steps in its CLI's own output format; the script runs through a fresh normalizer
 //! of every harness in [`spaces_harnesses::all`] and the same expectations apply to all:
 //!
-//! - the *story* of the run (every event except hidden `other` bookkeeping and `usage`, which the
-//!   CLIs report differently), each as `kind category [tool_status|stop_reason]`, equals the
+//! - the *story* of the run (every event except hidden control lines, `other` or `notice`, and
+//!   `usage`, which the CLIs report differently), each as `kind category [tool_status|stop_reason]`, equals the
 //!   row's `story` exactly;
 //! - the row's `check`, if any (texts such as the final answer or the exit code in a reason);
 //! - the rules every run keeps ([`invariants`]): each non-blank stdout line gives at least one
@@ -368,13 +368,13 @@ fn invariants(events: &[EventDraft]) -> Vec<String> {
     problems
 }
 
-/// The run's story: every event but hidden `other` (bookkeeping lines) and `usage` (reported
-/// per model call by one CLI, per turn by another), as `kind category [status|stop]`.
+/// The run's story: every event but hidden `other` and `notice` (control lines) and `usage`
+/// (reported per model call by one CLI, per turn by another), as `kind category [status|stop]`.
 fn story(events: &[EventDraft]) -> Vec<String> {
     events
         .iter()
         .filter(|e| e.kind != EventKind::Usage)
-        .filter(|e| !(e.kind == EventKind::Other && e.category == Category::Hidden))
+        .filter(|e| !(matches!(e.kind, EventKind::Other | EventKind::Notice) && e.category == Category::Hidden))
         .map(|e| {
             let v = serde_json::to_value(e).unwrap();
             let mut s = format!(
@@ -797,4 +797,67 @@ fn every_harness_has_a_contract_wire() {
             h.id()
         );
     }
+}
+
+/// Issue 13, event wording: the same situation reads the same whichever CLI produced it. The
+/// summaries of turns, interrupts and tools follow `spaces_harnesses::wording` alike (a
+/// finished tool as `<title> done` / `<title> failed`); `usage` is an `activity` event carrying
+/// the token counts, its summary naming them; control lines (Claude's `control_response`,
+/// Codex's `turn.started`) are hidden `notice` events, never a shown `other`.
+#[test]
+fn every_harness_words_its_events_alike() {
+    use Step::*;
+    let scripts: [Vec<Step>; 2] = [
+        vec![Begin(1, "hi"), Init, ToolStart("t1"), ToolDone("t1", true), ToolStart("t2"), ToolDone("t2", false), Text("done"), Result("done"), Exit(End::Code(0))],
+        vec![Begin(1, "hi"), Init, Text("partial"), Interrupt, InterruptTakesEffect],
+    ];
+    let mut failures = Vec::new();
+    for script in &scripts {
+        let mut wordings: Vec<(&str, Vec<String>)> = Vec::new();
+        for h in spaces_harnesses::all() {
+            let events = run(h, script).events;
+            let mut said = Vec::new();
+            let mut counted = 0;
+            for e in &events {
+                let summary = e.summary.clone().unwrap_or_default();
+                match e.kind {
+                    EventKind::TurnStarted | EventKind::TurnEnded | EventKind::CancelRequested | EventKind::ToolCall => {
+                        said.push(format!("{}: {summary}", e.kind.as_str()))
+                    }
+                    EventKind::ToolUpdate => {
+                        let title = e.tool_title.clone().unwrap_or_default();
+                        let done = matches!(e.tool_status, Some(spaces_sdk::ToolStatus::Completed));
+                        let head = format!("{title} {}", if done { "done" } else { "failed" });
+                        if !summary.starts_with(&head) {
+                            failures.push(format!("[{}] tool_update summary {summary:?} does not start with {head:?}", h.id()));
+                        }
+                        said.push(format!("tool_update: {head}"));
+                    }
+                    // Usage is compared by what it carries: an aborted turn's CLI may report
+                    // none (Codex's process just exits), so it is not part of the wording.
+                    EventKind::Usage => {
+                        let u = e.usage.clone().unwrap_or_default();
+                        if e.category != Category::Activity {
+                            failures.push(format!("[{}] usage is {:?}, not activity", h.id(), e.category));
+                        }
+                        if u["input_tokens"].as_u64() == Some(3) && u["output_tokens"].as_u64() == Some(1) && summary.starts_with("tokens in 3 out 1") {
+                            counted += 1;
+                        }
+                    }
+                    EventKind::Other => failures.push(format!("[{}] a known line became other: {:?}", h.id(), e.text)),
+                    _ => {}
+                }
+            }
+            if script.iter().any(|s| matches!(s, Result(_))) && counted != 1 {
+                failures.push(format!("[{}] a finished turn has {counted} usage events with its token counts in usage and summary, not 1", h.id()));
+            }
+            wordings.push((h.id(), said));
+        }
+        for pair in wordings.windows(2) {
+            if pair[0].1 != pair[1].1 {
+                failures.push(format!("{} says {:?}\n  but {} says {:?}", pair[0].0, pair[0].1, pair[1].0, pair[1].1));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -174,6 +174,7 @@ fn exec_command_turn() {
             "tool_call",
             "tool_update",
             "message",
+            "usage",
             "turn_ended",
             "exited"
         ]
@@ -311,7 +312,7 @@ fn sigint_mid_stream_ends_the_turn_interrupted_and_resume_continues() {
             "turn_started",
             "user_message",
             "session",
-            "other",
+            "notice",
             "cancel_requested",
             "turn_ended(interrupted)",
             "exited"
@@ -349,7 +350,7 @@ fn failing_endpoint_ends_the_turn_with_an_error() {
             "turn_started",
             "user_message",
             "session",
-            "other",
+            "notice",
             "error",
             "turn_ended(error)",
             "exited"

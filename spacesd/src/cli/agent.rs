@@ -12,6 +12,8 @@ use super::SpaceArg;
 /// Long-poll wait of `--follow`, in ms.
 const FOLLOW_WAIT_MS: u64 = 20_000;
 
+// Parsed once per process: the size of `agent start`'s options costs nothing worth boxing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum AgentCmd {
     /// Start AGENT (claude-code, openai-codex) with PROMPT as a detached run; prints the report.
@@ -60,6 +62,14 @@ pub enum AgentCmd {
         /// its web URL.
         #[arg(long)]
         show: bool,
+        /// A name for people, shown by `agent list` and `agent status` (one line, at most 80
+        /// characters).
+        #[arg(long, value_name = "TEXT")]
+        label: Option<String>,
+        /// Attach this file (at most 8 MiB; repeat for more): it is copied into the run's
+        /// directory and the first prompt names its path there.
+        #[arg(long = "file", value_name = "PATH")]
+        files: Vec<std::path::PathBuf>,
         /// Then follow the events until the turn ends.
         #[arg(long)]
         follow: bool,
@@ -204,7 +214,7 @@ pub enum Until {
 /// Run one agent subcommand against the daemon.
 pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
     match cmd {
-        AgentCmd::Start { agent, prompt, prompt_file, space, model, base_url, cwd, env, env_from_host, exit_when_idle, home, repo, branch, show, follow, json } => {
+        AgentCmd::Start { agent, prompt, prompt_file, space, model, base_url, cwd, env, env_from_host, exit_when_idle, home, repo, branch, show, label, files, follow, json } => {
             let prompt = prompt_text(prompt.as_deref(), prompt_file.as_deref(), "the prompt")?;
             let space = resolve_space(client, space).await?;
             let mut env_map = BTreeMap::new();
@@ -222,6 +232,8 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 home,
                 repo,
                 branch,
+                label,
+                files: files.iter().map(|p| attachment(p)).collect::<anyhow::Result<_>>()?,
                 ..SpaceAgentOptions::default()
             };
             let report = client.space(&space).agent_start(&agent, &prompt, show.then_some(true), Some(options)).await?;
@@ -330,21 +342,7 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 let whose = if all { "any Space".to_owned() } else { format!("Space {}", spaces.join(", ")) };
                 println!("no runs in {whose}; start one with `spacesd agent start AGENT PROMPT`");
             } else {
-                let rows: Vec<Vec<String>> = runs
-                    .iter()
-                    .map(|r| {
-                        vec![
-                            r.run_id.clone(),
-                            r.space.clone(),
-                            r.agent.clone().unwrap_or_default(),
-                            r.status.as_str().to_owned(),
-                            r.turns.to_string(),
-                            super::print::age(r.created_ms),
-                            super::print::excerpt(&r.reason, 60),
-                        ]
-                    })
-                    .collect();
-                super::print::table(&["RUN", "SPACE", "AGENT", "STATUS", "TURNS", "AGE", "REASON"], &rows);
+                list_table(&runs, spaces.len() > 1);
             }
         }
     }
@@ -361,6 +359,59 @@ fn print_report(report: &spaces_sdk::ActionReport, json: bool) -> anyhow::Result
     Ok(())
 }
 
+/// `--file PATH` as an attachment: its file name and its bytes in base64. Errors: the file
+/// cannot be read, is larger than [`spaces_sdk::Attachment::MAX_BYTES`] (checked before
+/// reading it) or has no file name.
+fn attachment(path: &std::path::Path) -> anyhow::Result<spaces_sdk::Attachment> {
+    use base64::Engine as _;
+    let name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| anyhow::anyhow!("--file {}: no file name", path.display()))?;
+    let len = std::fs::metadata(path).map_err(|e| anyhow::anyhow!("--file {}: {e}", path.display()))?.len();
+    if len > spaces_sdk::Attachment::MAX_BYTES as u64 {
+        anyhow::bail!("--file {}: {len} bytes is larger than the limit of {} bytes (8 MiB) per file", path.display(), spaces_sdk::Attachment::MAX_BYTES);
+    }
+    let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("--file {}: {e}", path.display()))?;
+    Ok(spaces_sdk::Attachment { name: name.to_owned(), content_base64: base64::engine::general_purpose::STANDARD.encode(bytes) })
+}
+
+/// Widest `LABEL` cell of `agent list`'s table, in characters.
+const LABEL_CELL_MAX: usize = 16;
+
+/// `agent list`'s table (cut to the terminal's width): run, Space (when several are listed), agent, status,
+/// turns, age, label (when a run has one), then as much of the prompt as fits.
+fn list_table(runs: &[spaces_sdk::RunStatus], with_space: bool) {
+    let with_label = runs.iter().any(|r| r.label.is_some());
+    let mut header = vec!["RUN"];
+    if with_space {
+        header.push("SPACE");
+    }
+    header.extend(["AGENT", "STATUS", "TURNS", "AGE"]);
+    if with_label {
+        header.push("LABEL");
+    }
+    header.push("PROMPT");
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|r| {
+            let mut row = vec![r.run_id.clone()];
+            if with_space {
+                row.push(r.space.clone());
+            }
+            row.extend([
+                r.agent.clone().unwrap_or_default(),
+                r.status.as_str().to_owned(),
+                r.turns.to_string(),
+                super::print::age(r.created_ms),
+            ]);
+            if with_label {
+                row.push(super::print::excerpt(r.label.as_deref().unwrap_or("-"), LABEL_CELL_MAX));
+            }
+            row.push(r.prompt_excerpt.clone().unwrap_or_else(|| "-".into()));
+            row
+        })
+        .collect();
+    super::print::table(&header, &rows);
+}
+
 /// A run's status for a person.
 ///
 /// Labelled lines, each cut to the terminal's width ([`super::print::width`]); `--json` has the
@@ -370,12 +421,18 @@ fn print_status(st: &spaces_sdk::RunStatus) {
     let max = width();
     let line = |label: &str, value: String| println!("{}", excerpt_line(&format!("{label:<10}{value}"), max));
     line("run", st.run_id.clone());
+    if let Some(label) = &st.label {
+        line("label", label.clone());
+    }
     line("agent", format!("{} in Space {}", st.agent.as_deref().unwrap_or("?"), st.space));
     line("status", format!("{} ({}): {}", st.status.as_str(), st.phase.as_str(), excerpt(&st.reason, max)));
     line(
         "turns",
         format!("{}   started {} ago   accepts a message: {}", st.turns, super::print::age(st.created_ms), if st.accepts_message { "yes" } else { "no" }),
     );
+    if let Some(prompt) = &st.prompt_excerpt {
+        line("prompt", prompt.clone());
+    }
     if let Some(session) = &st.session_id {
         line("session", session.clone());
     }

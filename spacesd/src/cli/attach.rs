@@ -8,7 +8,8 @@
 //!   once with its latest status (and, finished, its first output lines);
 //! - a line typed at the prompt is sent as a follow-up (queued by the daemon mid-turn; the
 //!   answer's reason shows in the status bar); `/interrupt`, `/stop` and `/detach` are
-//!   commands;
+//!   commands, and `/expand` unfolds the last tool call with output to its whole output (as the
+//!   event carries it) and folds it again;
 //! - Ctrl-C interrupts the turn in flight; a second Ctrl-C in a row, or `/detach`, leaves: the
 //!   run goes on;
 //! - every resize redraws the whole screen at the new size (lines wrap at its width).
@@ -23,7 +24,7 @@ use crossterm::{cursor, execute, queue};
 use futures_util::StreamExt;
 use spaces_sdk::client::Client;
 use spaces_sdk::follow::Until;
-use spaces_sdk::{Event, EventKind};
+use spaces_sdk::{Event, EventKind, ToolStatus};
 
 use super::print::{event_lines, View};
 
@@ -34,6 +35,10 @@ struct Screen {
     entries: Vec<String>,
     /// Transcript entry of each tool call, by `tool_id`.
     tools: HashMap<String, usize>,
+    /// The whole output of each tool entry that has one (its line, then every output line).
+    full: HashMap<usize, String>,
+    /// The tool entry shown with its whole output (`/expand`).
+    expanded: Option<usize>,
     status: String,
     note: String,
     input: String,
@@ -52,27 +57,64 @@ impl Screen {
         }
         let Some(line) = event_lines(e, View::default()) else { return };
         let tool = e.tool_id.clone().filter(|_| matches!(e.kind, EventKind::ToolCall | EventKind::ToolUpdate));
-        match tool.as_ref().and_then(|id| self.tools.get(id)) {
-            Some(&i) => self.entries[i] = line,
+        let i = match tool.as_ref().and_then(|id| self.tools.get(id)) {
+            Some(&i) => {
+                self.entries[i] = line;
+                i
+            }
             None => {
-                if let Some(id) = tool {
+                if let Some(id) = tool.clone() {
                     self.tools.insert(id, self.entries.len());
                 }
                 self.entries.push(line);
+                self.entries.len() - 1
+            }
+        };
+        let output = e.text.as_deref().filter(|t| !t.trim().is_empty() && matches!(e.tool_status, Some(ToolStatus::Completed | ToolStatus::Failed)));
+        if let (Some(_), Some(text)) = (tool, output) {
+            let head = self.entries[i].lines().next().unwrap_or_default().to_owned();
+            let body: Vec<String> = text.lines().map(|l| format!("        | {l}")).collect();
+            self.full.insert(i, format!("{head}\n{}", body.join("\n")));
+        }
+    }
+
+    /// `/expand`: unfold the last tool entry with output, or fold the one unfolded. The note
+    /// says what happened.
+    fn toggle_expand(&mut self) {
+        if self.expanded.take().is_some() {
+            self.note = "tool output folded".into();
+            return;
+        }
+        match self.full.keys().max().copied() {
+            Some(i) => {
+                self.expanded = Some(i);
+                self.note = "the last tool's whole output; /expand again to fold it".into();
+            }
+            None => self.note = "no tool output to expand yet".into(),
+        }
+    }
+
+    /// The transcript as screen lines `w` characters wide at most (an unfolded tool entry with
+    /// its whole output).
+    fn transcript(&self, w: usize) -> Vec<String> {
+        let mut lines: Vec<String> = Vec::new();
+        for (i, entry) in self.entries.iter().enumerate() {
+            let entry = match self.expanded.filter(|x| *x == i).and_then(|x| self.full.get(&x)) {
+                Some(full) => full,
+                None => entry,
+            };
+            for line in entry.lines() {
+                lines.extend(wrap(line, w));
             }
         }
+        lines
     }
 
     /// Draw everything at the terminal's size.
     fn draw(&self, out: &mut impl Write) -> std::io::Result<()> {
         let (w, h) = terminal::size().unwrap_or((80, 24));
         let (w, h) = (usize::from(w.max(10)), usize::from(h.max(3)));
-        let mut lines: Vec<String> = Vec::new();
-        for entry in &self.entries {
-            for line in entry.lines() {
-                lines.extend(wrap(line, w));
-            }
-        }
+        let lines = self.transcript(w);
         let room = h - 2;
         let start = lines.len().saturating_sub(room);
         queue!(out, terminal::Clear(ClearType::All))?;
@@ -127,6 +169,7 @@ enum Action {
     Send(String),
     Interrupt,
     Stop,
+    Expand,
     Leave,
 }
 
@@ -150,6 +193,7 @@ fn on_key(screen: &mut Screen, key: KeyEvent) -> Action {
                 "/detach" => Action::Leave,
                 "/interrupt" => Action::Interrupt,
                 "/stop" => Action::Stop,
+                "/expand" => Action::Expand,
                 text => Action::Send(text.to_owned()),
             }
         }
@@ -178,6 +222,8 @@ pub async fn attach(client: &Client, space: &str, run_id: &str) -> anyhow::Resul
         agent: st.agent.clone().unwrap_or_default(),
         entries: Vec::new(),
         tools: HashMap::new(),
+        full: HashMap::new(),
+        expanded: None,
         status: st.status.as_str().to_owned(),
         note: String::new(),
         input: String::new(),
@@ -227,6 +273,7 @@ pub async fn attach(client: &Client, space: &str, run_id: &str) -> anyhow::Resul
                 match action {
                     Action::None => {}
                     Action::Leave => break Ok(()),
+                    Action::Expand => screen.toggle_expand(),
                     Action::Send(text) => {
                         screen.note = match sp.agent_message(run_id, &text, None).await {
                             Ok(r) => r.reason,
@@ -255,4 +302,65 @@ pub async fn attach(client: &Client, space: &str, run_id: &str) -> anyhow::Resul
     left?;
     println!("detached from {run_id}; the run goes on (`spacesd agent attach {run_id}` to come back)");
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use spaces_sdk::Category;
+
+    use super::*;
+
+    fn screen() -> Screen {
+        Screen {
+            run_id: "run-1".into(),
+            agent: "claude-code".into(),
+            entries: Vec::new(),
+            tools: HashMap::new(),
+            full: HashMap::new(),
+            expanded: None,
+            status: "running".into(),
+            note: String::new(),
+            input: String::new(),
+            armed: false,
+        }
+    }
+
+    fn tool(seq: u64, status: ToolStatus, text: Option<&str>) -> Event {
+        Event {
+            seq,
+            ts_ms: 0,
+            turn: 1,
+            kind: if status == ToolStatus::InProgress { EventKind::ToolCall } else { EventKind::ToolUpdate },
+            category: Category::Activity,
+            text: text.map(Into::into),
+            tool_id: Some("t1".into()),
+            tool_title: Some("Run: seq 1 12".into()),
+            tool_kind: Some("execute".into()),
+            tool_status: Some(status),
+            stop_reason: None,
+            summary: Some("Run: seq 1 12".into()),
+            usage: None,
+            raw: None,
+        }
+    }
+
+    #[test]
+    fn expand_unfolds_the_last_tools_whole_output_and_folds_it_again() {
+        let mut s = screen();
+        s.toggle_expand();
+        assert_eq!(s.note, "no tool output to expand yet");
+        let output: String = (1..=12).map(|n| format!("{n}\n")).collect();
+        s.add(&tool(1, ToolStatus::InProgress, Some("seq 1 12")));
+        s.add(&tool(2, ToolStatus::Completed, Some(&output)));
+        let folded = s.transcript(80);
+        assert_eq!(folded.len(), 5, "one line, three of output, where the rest is: {folded:#?}");
+        assert!(folded[4].contains("9 more lines"), "{folded:#?}");
+        s.toggle_expand();
+        let unfolded = s.transcript(80);
+        assert_eq!(unfolded.len(), 13, "{unfolded:#?}");
+        assert!(unfolded[12].ends_with("| 12") && unfolded[0].contains("Run: seq 1 12"), "{unfolded:#?}");
+        s.toggle_expand();
+        assert_eq!(s.transcript(80), folded);
+    }
 }

@@ -79,6 +79,14 @@ pub enum Command {
     /// `max_turns`; 141 the output pipe closed (e.g. `| head`).
     #[command(subcommand)]
     Agent(agent::AgentCmd),
+    /// Watch a run live in this terminal (the same as `spacesd agent attach RUN_ID`): its
+    /// transcript, then new events as they land; a typed line is a follow-up, Ctrl-C interrupts
+    /// the turn, a second Ctrl-C or `/detach` leaves the run going.
+    Attach {
+        run_id: String,
+        #[command(flatten)]
+        space: SpaceArg,
+    },
     /// Persistent agents' homes in this host's volume: list, snapshots, export, import,
     /// point-in-time restore, delete, and sending a persistent agent a message.
     #[command(subcommand)]
@@ -313,6 +321,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Agent(cmd) => agent::run(&client(&cfg, &conn)?, cmd).await,
+        Command::Attach { run_id, space } => agent::run(&client(&cfg, &conn)?, agent::AgentCmd::Attach { run_id, space }).await,
         Command::Home(cmd) => home::run(&client(&cfg, &conn)?, cmd).await,
         Command::Ui { json } => ui::run(&client(&cfg, &conn)?, json).await,
         Command::Tool { name: None, .. } => {

@@ -24,7 +24,7 @@ pub fn event_lines(e: &Event, view: View) -> Option<String> {
     }
     let mut detail = match e.kind {
         EventKind::Message | EventKind::UserMessage | EventKind::Thought => e.text.clone().or_else(|| e.summary.clone()),
-        EventKind::Usage => e.usage.as_ref().map(usage_line),
+        EventKind::Usage => e.usage.as_ref().map(spaces_harnesses::wording::usage),
         _ => e.summary.clone().or_else(|| e.text.clone()),
     }
     .unwrap_or_default();
@@ -55,33 +55,6 @@ pub fn event_lines(e: &Event, view: View) -> Option<String> {
     Some(out)
 }
 
-/// `tokens in 1,234 out 56 (cached 1,000) · $0.0123 · 4.2 s` from a usage object of either CLI.
-fn usage_line(u: &serde_json::Value) -> String {
-    let n = |k: &str| u.get(k).and_then(serde_json::Value::as_u64);
-    let mut parts = Vec::new();
-    let cached = n("cached_input_tokens").or_else(|| n("cache_read_input_tokens"));
-    match (n("input_tokens"), n("output_tokens")) {
-        (Some(i), Some(o)) => parts.push(format!(
-            "tokens in {i} out {o}{}",
-            cached.filter(|c| *c > 0).map(|c| format!(" (cached {c})")).unwrap_or_default()
-        )),
-        (Some(i), None) => parts.push(format!("tokens in {i}")),
-        (None, Some(o)) => parts.push(format!("tokens out {o}")),
-        (None, None) => {}
-    }
-    if let Some(cost) = u.get("total_cost_usd").and_then(serde_json::Value::as_f64) {
-        parts.push(format!("${cost:.4}"));
-    }
-    if let Some(ms) = n("duration_ms") {
-        parts.push(format!("{:.1} s", ms as f64 / 1000.0));
-    }
-    if parts.is_empty() {
-        "usage".to_owned()
-    } else {
-        parts.join(" · ")
-    }
-}
-
 /// `HH:MM:SS.mmm` (UTC) of `ms` since the epoch.
 fn clock(ms: u64) -> String {
     let s = ms / 1000;
@@ -104,9 +77,15 @@ pub fn width() -> usize {
 }
 
 /// Print `rows` under `header` as left-aligned columns two spaces apart; the last column is not
-/// padded, and each line is cut to [`width`] with `…`.
+/// padded and is cut (with `…`) so that a line fits [`width`] characters.
 pub fn table(header: &[&str], rows: &[Vec<String>]) {
-    let max = width();
+    for line in table_lines(header, rows, width()) {
+        println!("{line}");
+    }
+}
+
+/// The lines [`table`] prints, each at most `max` characters.
+fn table_lines(header: &[&str], rows: &[Vec<String>], max: usize) -> Vec<String> {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -121,15 +100,15 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) {
             if i + 1 < cells.len() {
                 out.push_str(&format!("{cell:<w$}  ", w = widths[i]));
             } else {
-                out.push_str(cell);
+                let room = max.saturating_sub(out.chars().count());
+                out.push_str(&excerpt(cell, room));
             }
         }
         excerpt_line(out.trim_end(), max)
     };
-    println!("{}", line(header.to_vec()));
-    for row in rows {
-        println!("{}", line(row.iter().map(String::as_str).collect()));
-    }
+    let mut lines = vec![line(header.to_vec())];
+    lines.extend(rows.iter().map(|row| line(row.iter().map(String::as_str).collect())));
+    lines
 }
 
 /// `12s`, `5m`, `3h`, `2d`: how long ago `ms` (ms since the epoch) was.
@@ -143,11 +122,7 @@ pub fn age(ms: u64) -> String {
     }
 }
 
-/// `text` on one line (runs of whitespace made one space), cut to `max` characters with `…`.
-pub fn excerpt(text: &str, max: usize) -> String {
-    let one: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    excerpt_line(&one, max)
-}
+pub use spaces_sdk::run::excerpt;
 
 /// `line` as it is, or cut to `max` characters with `…` when longer.
 pub fn excerpt_line(line: &str, max: usize) -> String {
@@ -182,6 +157,18 @@ mod tests {
     }
 
     #[test]
+    fn a_table_fits_80_columns_and_cuts_its_last_column_with_an_ellipsis() {
+        let long = "x".repeat(200);
+        let rows = vec![vec!["run-0123456789ab".to_owned(), "idle".to_owned(), long.clone()], vec!["run-1".into(), "running".into(), "short".into()]];
+        let lines = table_lines(&["RUN", "STATUS", "PROMPT"], &rows, 80);
+        assert_eq!(lines[0], "RUN               STATUS   PROMPT");
+        assert!(lines.iter().all(|l| l.chars().count() <= 80), "{lines:#?}");
+        assert_eq!(lines[1].chars().count(), 80);
+        assert!(lines[1].ends_with("x…"), "{}", lines[1]);
+        assert!(lines[2].ends_with("running  short"), "{}", lines[2]);
+    }
+
+    #[test]
     fn usage_shows_tokens_cost_and_time() {
         let mut e = ev(EventKind::Usage, Category::Activity);
         e.usage = Some(serde_json::json!({"input_tokens": 1200, "output_tokens": 34, "cache_read_input_tokens": 1000, "total_cost_usd": 0.01234, "duration_ms": 4200}));
@@ -193,7 +180,7 @@ mod tests {
     fn a_finished_tool_shows_its_first_lines_and_where_the_rest_is() {
         let mut e = ev(EventKind::ToolUpdate, Category::Activity);
         e.tool_status = Some(ToolStatus::Completed);
-        e.summary = Some("Bash: ls".into());
+        e.summary = Some("Run: ls".into());
         e.text = Some("a\nb\nc\nd\ne".into());
         let out = event_lines(&e, View { timestamps: true, verbose: false }).unwrap_or_default();
         assert!(out.starts_with("01:02:03.004 #7"), "{out}");
@@ -207,5 +194,7 @@ mod tests {
         assert!(event_lines(&e, View::default()).is_none());
         assert!(event_lines(&e, View { timestamps: false, verbose: true }).is_some());
         assert!(event_lines(&ev(EventKind::Other, Category::Hidden), View::default()).is_some());
+        // A control line (Claude's control_response) is a hidden notice: not shown by default.
+        assert!(event_lines(&ev(EventKind::Notice, Category::Hidden), View::default()).is_none());
     }
 }

@@ -49,7 +49,8 @@ CREATE TABLE IF NOT EXISTS runs (
     cwd          TEXT NOT NULL,
     options_json TEXT NOT NULL,
     notes_json   TEXT NOT NULL DEFAULT '[]',
-    pgid         INTEGER
+    pgid         INTEGER,
+    prompt_excerpt TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_space ON runs (space, created_ms DESC);
 CREATE TABLE IF NOT EXISTS turns (
@@ -141,6 +142,11 @@ fn migrate(conn: &rusqlite::Connection) -> Result<()> {
         .exists([])?;
     if !has_approvals {
         conn.execute_batch("ALTER TABLE spaces ADD COLUMN approvals TEXT NOT NULL DEFAULT 'off'")?;
+    }
+    let has_excerpt: bool =
+        conn.prepare("SELECT 1 FROM pragma_table_info('runs') WHERE name = 'prompt_excerpt'")?.exists([])?;
+    if !has_excerpt {
+        conn.execute_batch("ALTER TABLE runs ADD COLUMN prompt_excerpt TEXT")?;
     }
     events::migrate_to_lean_rows(conn)?;
     Ok(())

@@ -25,10 +25,13 @@ pub struct RunRow {
     pub notes: Vec<String>,
     /// Process group of the live agent process, if any.
     pub pgid: Option<i32>,
+    /// The first turn's prompt, redacted and cut ([`spaces_sdk::RunStatus::prompt_excerpt`]);
+    /// `None` for runs recorded before the column existed.
+    pub prompt_excerpt: Option<String>,
 }
 
 const COLUMNS: &str = "run_id, space, agent, created_ms, status, phase, reason, result_text, \
-                       session_id, turns, cwd, options_json, notes_json, pgid";
+                       session_id, turns, cwd, options_json, notes_json, pgid, prompt_excerpt";
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
     let options: String = r.get(11)?;
@@ -48,6 +51,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
         options: serde_json::from_str(&options).unwrap_or_default(),
         notes: serde_json::from_str(&notes).unwrap_or_default(),
         pgid: r.get(13)?,
+        prompt_excerpt: r.get(14)?,
     })
 }
 
@@ -57,7 +61,7 @@ impl Store {
         let run = run.clone();
         self.write(move |conn| {
         conn.execute(
-            &format!("INSERT INTO runs ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)"),
+            &format!("INSERT INTO runs ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)"),
             params![
                 run.run_id,
                 run.space,
@@ -73,6 +77,7 @@ impl Store {
                 serde_json::to_string(&run.options)?,
                 serde_json::to_string(&run.notes)?,
                 run.pgid,
+                run.prompt_excerpt,
             ],
         )?;
         Ok(())

@@ -21,6 +21,8 @@
 //! - `capabilities`: what this host offers, per harness.
 //! - `install`, `journal`, `marker`: CLI installs, the output journal, and the marker that
 //!   names a run's processes.
+//! - `files`: `options.files`, checked at `agent_start`, written into the run directory and
+//!   named in the first turn's prompt.
 //! - `prepare`: `repo` and `branch`: checked at `agent_start`, cloned or checked out before
 //!   the first turn (phase `preparing`).
 //! - `lifecycle`: removing runs and Spaces (`agent_remove`, `agent_prune`, `space_remove`) and
@@ -34,6 +36,7 @@ mod actor;
 mod actors;
 mod capabilities;
 mod events;
+mod files;
 mod install;
 pub mod journal;
 mod launcher;

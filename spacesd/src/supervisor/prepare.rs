@@ -54,8 +54,15 @@ fn invalid(field: &str, message: String) -> Error {
     Error::Api(e)
 }
 
-/// `url` with any `user:password@` cut (for messages).
-fn shown(url: &str) -> String {
+/// The `user:password` (or `user`, or `token`) of a `scheme://userinfo@host/...` URL, if any.
+pub(super) fn userinfo(url: &str) -> Option<&str> {
+    let (_, rest) = url.split_once("://")?;
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    authority.rsplit_once('@').map(|(info, _)| info).filter(|i| !i.is_empty())
+}
+
+/// `url` with any `user:password@` cut: for messages, and as the stored options keep it.
+pub(super) fn shown(url: &str) -> String {
     match url.split_once("://") {
         Some((scheme, rest)) => {
             let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
@@ -203,7 +210,11 @@ pub(super) async fn prepare(inner: &Inner, run: &RunRow, turn: u32) -> std::resu
     };
     let target = PathBuf::from(&run.cwd);
     match &run.options.repo {
-        Some(url) => clone(url, run.options.branch.as_deref(), &target, &run.run_id, &notice).await?,
+        Some(url) => {
+            // The stored URL has its credentials cut; the one given is among the run's secrets.
+            let given = super::secrets::RunSecrets::load(&inner.cfg.run_dir(&run.run_id)).ok().and_then(|s| s.repo_url);
+            clone(given.as_deref().unwrap_or(url), run.options.branch.as_deref(), &target, &run.run_id, &notice).await?
+        }
         None => {
             let branch = run.options.branch.as_deref().unwrap_or_default();
             notice(format!("checking out branch {branch} in {}", target.display()));
@@ -294,5 +305,8 @@ mod tests {
         assert!(!plausible_url("--upload-pack=x") && !plausible_url("not a url") && !plausible_url("relative/path") && !plausible_url("https://"));
         assert_eq!(shown("https://user:tok@host/o/r.git"), "https://host/o/r.git");
         assert_eq!(shown("git@host:o/r"), "git@host:o/r");
+        assert_eq!(userinfo("https://user:tok@host/o/r.git"), Some("user:tok"));
+        assert_eq!(userinfo("https://host/o/r@x"), None);
+        assert_eq!(userinfo("git@host:o/r"), None);
     }
 }

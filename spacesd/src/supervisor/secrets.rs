@@ -23,6 +23,7 @@ use crate::error::Result;
 
 const ENV_FILE: &str = "env.json";
 const MCP_FILE: &str = "mcp_servers.json";
+const REPO_FILE: &str = "repo_url";
 
 /// What a run's agent gets that must never be stored in clear outside its run directory.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,6 +32,9 @@ pub struct RunSecrets {
     pub env: BTreeMap<String, String>,
     /// The caller's MCP servers, secrets included.
     pub mcp_servers: Vec<McpServer>,
+    /// `options.repo` as given, when it carries credentials (`https://user:token@host/...`):
+    /// the stored options keep it without them, the clone uses this.
+    pub repo_url: Option<String>,
 }
 
 impl RunSecrets {
@@ -39,6 +43,9 @@ impl RunSecrets {
         crate::fsutil::write_private(&run_dir.join(ENV_FILE), &serde_json::to_vec(&self.env)?)?;
         if !self.mcp_servers.is_empty() {
             crate::fsutil::write_private(&run_dir.join(MCP_FILE), &serde_json::to_vec(&self.mcp_servers)?)?;
+        }
+        if let Some(url) = &self.repo_url {
+            crate::fsutil::write_private(&run_dir.join(REPO_FILE), url.as_bytes())?;
         }
         Ok(())
     }
@@ -53,6 +60,7 @@ impl RunSecrets {
         if let Ok(bytes) = std::fs::read(run_dir.join(MCP_FILE)) {
             secrets.mcp_servers = serde_json::from_slice(&bytes)?;
         }
+        secrets.repo_url = std::fs::read_to_string(run_dir.join(REPO_FILE)).ok();
         Ok(secrets)
     }
 
@@ -60,6 +68,11 @@ impl RunSecrets {
     /// token of an `Authorization: Bearer <token>` style value on its own).
     pub fn redactor(&self) -> Redactor {
         let mut values: Vec<String> = self.env.values().cloned().chain(host_secrets()).collect();
+        // The repository URL's credentials (`user:token@`), should git print them.
+        if let Some(userinfo) = self.repo_url.as_deref().and_then(super::prepare::userinfo) {
+            values.extend(userinfo.split(':').map(str::to_owned));
+            values.push(userinfo.to_owned());
+        }
         for server in &self.mcp_servers {
             for v in server.secret_values() {
                 values.push(v.to_owned());
@@ -133,9 +146,10 @@ mod tests {
                 {"name": "h", "url": "http://h", "headers": {"Authorization": "Bearer header-token-9"}}
             ]))
             .unwrap(),
+            repo_url: Some("https://bob:repo-token-77@git.example/o/r.git".into()),
         };
         secrets.save(dir.path()).unwrap();
-        for f in [ENV_FILE, MCP_FILE] {
+        for f in [ENV_FILE, MCP_FILE, REPO_FILE] {
             let mode = std::fs::metadata(dir.path().join(f)).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o600, "{f}");
         }
@@ -145,6 +159,7 @@ mod tests {
             r.apply("env-secret-1 mcp-env-secret Bearer header-token-9 and header-token-9 alone"),
             "[redacted] [redacted] [redacted] and [redacted] alone"
         );
+        assert_eq!(r.apply("fatal: https://bob:repo-token-77@git.example"), "fatal: https://[redacted]@git.example");
     }
 
     #[test]

@@ -64,6 +64,10 @@ pub(super) async fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentSta
         }
     }
     mcp_servers::validate(&options)?;
+    if let Some(label) = &options.label {
+        check_label(label)?;
+    }
+    let files = super::files::check(&options.files)?;
     if let Some(url) = &options.base_url {
         check_base_url(url)?;
     }
@@ -80,8 +84,8 @@ pub(super) async fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentSta
     if let Some(home) = &options.home {
         claim_home(inner, harness, home, &run_id).await?;
     }
-    let created = record(inner, &run_id, &space, harness, cwd, options, notes.clone(), env);
-    let (run, secrets) = match created {
+    let created = record(inner, &run_id, &space, harness, cwd, options, notes.clone(), env, &req.prompt, &files);
+    let (run, secrets, prompt) = match created {
         Ok(created) => created,
         Err(e) => {
             if let Some(home) = req.options.as_ref().and_then(|o| o.home.as_deref()) {
@@ -90,7 +94,7 @@ pub(super) async fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentSta
             return Err(e);
         }
     };
-    actors::launch(inner, run, harness, secrets, req.prompt.clone());
+    actors::launch(inner, run, harness, secrets, prompt);
     Ok(AgentStartReport {
         process_tag: turn_tag(&run_id, 1),
         run_id,
@@ -101,7 +105,10 @@ pub(super) async fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentSta
 }
 
 /// Create the run's directory (0700) with its secrets (0600), and its row. The stored options
-/// keep env and MCP server names but never their values.
+/// keep env and MCP server names but never their values; the row keeps an excerpt of `prompt`
+/// with the run's secret values redacted, and the names of `files`, written into the run
+/// directory. Returns the row, the secrets and the first turn's prompt (`prompt` naming the
+/// files). On error nothing is left: no row, no run directory.
 #[allow(clippy::too_many_arguments)]
 fn record(
     inner: &Inner,
@@ -109,20 +116,56 @@ fn record(
     space: &SpaceRecord,
     harness: &dyn Harness,
     cwd: PathBuf,
-    mut options: SpaceAgentOptions,
+    options: SpaceAgentOptions,
     notes: Vec<String>,
     env: BTreeMap<String, String>,
-) -> Result<(RunRow, RunSecrets)> {
+    prompt: &str,
+    files: &[super::files::Checked],
+) -> Result<(RunRow, RunSecrets, String)> {
     let run_dir = inner.cfg.run_dir(run_id);
-    crate::fsutil::create_private_dir(&run_dir)?;
-    let secrets = RunSecrets { env, mcp_servers: options.mcp_servers.clone() };
-    secrets.save(&run_dir)?;
+    let made = (|| -> Result<(RunRow, RunSecrets, String)> {
+        crate::fsutil::create_private_dir(&run_dir)?;
+        let repo_url = options.repo.clone().filter(|url| super::prepare::userinfo(url).is_some());
+        let secrets = RunSecrets { env, mcp_servers: options.mcp_servers.clone(), repo_url };
+        secrets.save(&run_dir)?;
+        let paths = super::files::write(&run_dir, files)?;
+        let row = row(run_id, space, harness, cwd, options, notes, &secrets, prompt);
+        inner.store.run_insert(&row)?;
+        Ok((row, secrets, super::files::with_files(prompt, &paths)))
+    })();
+    if made.is_err() {
+        let _ = std::fs::remove_dir_all(&run_dir);
+    }
+    made
+}
+
+/// The new run's row. Its options keep env and MCP server names and attachment names, never
+/// their values or bytes.
+#[allow(clippy::too_many_arguments)]
+fn row(
+    run_id: &str,
+    space: &SpaceRecord,
+    harness: &dyn Harness,
+    cwd: PathBuf,
+    mut options: SpaceAgentOptions,
+    notes: Vec<String>,
+    secrets: &RunSecrets,
+    prompt: &str,
+) -> RunRow {
+    let prompt_excerpt = spaces_sdk::run::excerpt(&secrets.redactor().apply(prompt), spaces_sdk::RunStatus::PROMPT_EXCERPT_MAX);
     // Stored options keep env and MCP server names but never their values.
     for v in options.env.values_mut() {
         *v = spaces_harnesses::redact::REDACTED.to_owned();
     }
     options.mcp_servers = mcp_servers::redacted(&options.mcp_servers);
-    let run = RunRow {
+    // A repository URL keeps its credentials only among the run's secrets.
+    if let Some(repo) = &mut options.repo {
+        *repo = super::prepare::shown(repo);
+    }
+    for file in &mut options.files {
+        file.content_base64.clear();
+    }
+    RunRow {
         run_id: run_id.to_owned(),
         space: space.name.clone(),
         agent: harness.id().to_owned(),
@@ -137,9 +180,8 @@ fn record(
         options,
         notes,
         pgid: None,
-    };
-    inner.store.run_insert(&run)?;
-    Ok((run, secrets))
+        prompt_excerpt: Some(prompt_excerpt),
+    }
 }
 
 /// Take the lease of persistent agent `home` for the new run `run_id`, after checking that its
@@ -164,6 +206,25 @@ async fn claim_home(inner: &Inner, harness: &dyn Harness, home: &str, run_id: &s
         ));
     }
     Ok(())
+}
+
+/// `label` must be 1 to [`SpaceAgentOptions::LABEL_MAX`] characters, not only blanks, with no
+/// control character (a newline would break the tables it is shown in). Errors:
+/// `INVALID_ARGUMENT` naming `options.label`.
+fn check_label(label: &str) -> Result<()> {
+    let len = label.chars().count();
+    let why = if label.trim().is_empty() {
+        "is empty".to_owned()
+    } else if len > SpaceAgentOptions::LABEL_MAX {
+        format!("is {len} characters long; at most {} are allowed", SpaceAgentOptions::LABEL_MAX)
+    } else if label.chars().any(char::is_control) {
+        "holds a control character (a newline, a tab, ...); give one line of text".to_owned()
+    } else {
+        return Ok(());
+    };
+    let mut e = ApiError::new(ErrorCode::InvalidArgument, format!("options.label {why}"));
+    e.field = Some("options.label".into());
+    Err(Error::Api(e))
 }
 
 /// `base_url` must be an `http://` or `https://` URL with a host. Errors: `INVALID_ARGUMENT`

@@ -28,5 +28,7 @@ pub(super) fn status_of(cfg: &Config, run: &RunRow, tail: Option<u32>) -> RunSta
         turns: run.turns,
         session_id: run.session_id.clone(),
         created_ms: run.created_ms,
+        label: run.options.label.clone(),
+        prompt_excerpt: run.prompt_excerpt.clone(),
     }
 }

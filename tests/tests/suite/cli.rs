@@ -402,9 +402,10 @@ async fn relative_roots_and_the_home_directory_are_refused() {
     assert_eq!(status, 200, "a project inside the home is fine: {body}");
 }
 
-/// `agent list` and `agent status` as a person sees them in an 80-column terminal (tmux): a
-/// header and one line per run, every line within 80 columns (long reasons and output cut with
-/// `…`, nothing wrapped), the status as labelled lines.
+/// `agent list` and `agent status` of failed runs as a person sees them in an 80-column terminal
+/// (tmux): a header and one line per run, every line within 80 columns (the long reason and the
+/// long output line cut with `…`, nothing wrapped), the status as labelled lines. Labels and
+/// prompt excerpts: `live.rs::agent_list_and_status_render_as_tables_at_80_columns`.
 #[tokio::test]
 async fn list_and_status_render_as_tables_in_an_80_column_terminal() {
     let long = "a very long complaint about the configuration of this agent ".repeat(4);
@@ -438,7 +439,7 @@ async fn list_and_status_render_as_tables_in_an_80_column_terminal() {
     for run in &runs {
         let rows: Vec<_> = lines.iter().filter(|l| l.starts_with(run.as_str())).collect();
         assert_eq!(rows.len(), 1, "one table line per run ({run}):\n{screen}");
-        assert!(rows[0].contains("failed") && rows[0].ends_with('…'), "status and a cut reason: {}", rows[0]);
+        assert!(rows[0].contains("failed"), "the run's status: {}", rows[0]);
     }
     for label in ["run", "agent", "status", "turns"] {
         assert!(lines.iter().any(|l| l.starts_with(&format!("{label:<10}"))), "`agent status` has a `{label}` line:\n{screen}");
@@ -499,4 +500,69 @@ async fn the_socket_unit_activates_the_daemon_at_the_first_connection() {
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the daemon ended cleanly: {log}");
     assert!(socket.exists(), "the activated socket stays for the next start (systemd owns it)");
+}
+
+/// Issue 13 (`label`) and issue 14, item 6 (a prompt excerpt): `--label` is stored with the run
+/// and shown by `agent list` (a column) and `agent status` (human and JSON); the list's prompt
+/// column is the first prompt on one line, secrets redacted, cut so a line fits 80 columns; a
+/// label that is too long, empty or holds a newline is refused naming `options.label`.
+#[tokio::test]
+async fn a_label_and_a_prompt_excerpt_show_in_list_and_status() {
+    let (d, _bin) = daemon_with_fake_claude("exec sleep 60").await;
+    let secret = "hunter2-very-secret";
+    let prompt = format!("Fix the flaky\nlogin test, the password is {secret} and then {}", "go on ".repeat(30));
+    let (ok, out, err) = run_cli(cli(&d).args([
+        "agent", "start", "claude-code", &prompt, "--space", "s", "--label", "nightly fix", "--env", &format!("PASSWORD={secret}"), "--json",
+    ]));
+    assert!(ok, "{err}");
+    let run = serde_json::from_str::<serde_json::Value>(&out).unwrap()["run_id"].as_str().unwrap().to_owned();
+    let (ok, out, err) = run_cli(cli(&d).args(["agent", "start", "claude-code", "unlabelled one", "--space", "s", "--json"]));
+    assert!(ok, "{err}");
+    let plain = serde_json::from_str::<serde_json::Value>(&out).unwrap()["run_id"].as_str().unwrap().to_owned();
+
+    let (ok, out, err) = run_cli(cli(&d).args(["agent", "status", &run, "--json"]));
+    assert!(ok, "{err}");
+    let st: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(st["label"], "nightly fix", "{st}");
+    let excerpt = st["prompt_excerpt"].as_str().unwrap();
+    assert_eq!(excerpt.chars().count(), spaces_sdk::RunStatus::PROMPT_EXCERPT_MAX, "{excerpt}");
+    assert!(excerpt.starts_with("Fix the flaky login test, the password is [redacted]") && excerpt.ends_with('…'), "{excerpt}");
+    assert!(!out.contains(secret), "{out}");
+    let (ok, out, _) = run_cli(cli(&d).args(["agent", "status", &run]));
+    assert!(ok && out.contains("label     nightly fix") && out.contains("prompt    Fix the flaky login test"), "{out}");
+
+    let (ok, out, err) = run_cli(cli(&d).args(["agent", "list", "--space", "s"]));
+    assert!(ok, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(lines[0].starts_with("RUN") && lines[0].contains("LABEL") && lines[0].contains("PROMPT") && lines[0].contains("AGE"), "{out}");
+    assert!(lines.iter().all(|l| l.chars().count() <= 80), "{out}");
+    let row = lines.iter().find(|l| l.starts_with(&run)).unwrap();
+    assert!(row.contains("nightly fix") && row.contains("Fix the flaky") && !row.contains(secret), "{row}");
+    let other = lines.iter().find(|l| l.starts_with(&plain)).unwrap();
+    assert!(other.contains("unlabelled one"), "{other}");
+    let (ok, out, _) = run_cli(cli(&d).args(["agent", "list", "--space", "s", "--json"]));
+    let listed: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    assert!(ok && listed.iter().any(|r| r["label"] == "nightly fix") && listed.iter().any(|r| r["label"].is_null()), "{out}");
+
+    for bad in ["x".repeat(81), "two\nlines".into(), "  ".into()] {
+        let (ok, out, err) = run_cli(cli(&d).args(["agent", "start", "claude-code", "hi", "--space", "s", "--label", &bad]));
+        assert!(!ok && err.contains("INVALID_ARGUMENT") && err.contains("options.label"), "{bad:?}: {out}{err}");
+    }
+    assert_eq!(d.client.space("s").agent_list().await.unwrap().len(), 2, "a refused start records no run");
+}
+
+/// `spacesd attach RUN_ID`, the contract's spelling, is `agent attach`: the same help, the same
+/// answer without a terminal (the real terminal test attaches with it:
+/// `live.rs::attach_in_a_terminal_sends_interrupts_and_detaches_leaving_the_run_alive`).
+#[tokio::test]
+async fn attach_at_the_top_level_is_agent_attach() {
+    let (d, _bin) = daemon_with_fake_claude("exec sleep 60").await;
+    let (ok, out, _) = run_cli(cli(&d).args(["attach", "--help"]));
+    assert!(ok && out.contains("Watch a run live") && out.contains("RUN_ID"), "{out}");
+    // Without a terminal both say so, the same way, and how to follow the run instead.
+    let (ok, _, top) = run_cli(cli(&d).args(["attach", "run-000000000000"]));
+    assert!(!ok && top.contains("attach needs a terminal") && top.contains("agent events run-000000000000 --follow"), "{top}");
+    let (ok, _, nested) = run_cli(cli(&d).args(["agent", "attach", "run-000000000000"]));
+    assert!(!ok && nested == top, "{nested}");
 }

@@ -305,7 +305,7 @@ echo '{"type":"item.completed","item":{"id":"m","type":"agent_message","text":"a
     let run = report.run_id.clone();
     assert_eq!(report.notes.first().map(String::as_str), Some(format!("watch it live: spacesd agent attach {run}").as_str()), "{:?}", report.notes);
     d.wait_turn_end("s", &run, 1, WAIT).await;
-    let command = format!("exec {} --state-dir {} agent attach {run}", crate::support::spacesd_bin().display(), d.state_dir().display());
+    let command = format!("exec {} --state-dir {} attach {run}", crate::support::spacesd_bin().display(), d.state_dir().display());
     let tmux = Tmux::start(&run, 100, 30, &command);
     tmux.wait_screen(WAIT, "the first answer", |s| s.contains("answer to: first")).await;
 
@@ -333,4 +333,129 @@ echo '{"type":"item.completed","item":{"id":"m","type":"agent_message","text":"a
     }
     let st = d.client.space("s").agent_status(&run, Some(0)).await.unwrap();
     assert_eq!((st.status, st.accepts_message), (spaces_sdk::Status::Idle, true), "the run is still alive: {st:#?}");
+}
+
+/// `spacesd attach` on a real Claude Code run against the scripted endpoint, in a real terminal
+/// (tmux): the first turn's Bash call shows folded (three lines and where the rest is) and
+/// `/expand` unfolds its whole output; the answer comes in; a typed follow-up is answered;
+/// Ctrl-C interrupts a slowly streamed answer (the turn ends `interrupted`); `/detach` leaves
+/// and the run is alive (idle, accepting a message). Then the event wording on the real CLI:
+/// `agent events` shows each turn's usage with its token counts, and the interrupt's
+/// `control_response` only with `--verbose`.
+#[tokio::test]
+async fn attach_to_a_real_claude_code_run_expands_answers_interrupts_and_detaches() {
+    use super::harness::CLAUDE;
+    use spaces_testkit::{Reply, Script, ScriptedServer};
+    crate::support::require_cli(CLAUDE.id, CLAUDE.binary);
+    let server = ScriptedServer::start(
+        CLAUDE.wire,
+        Script::new([
+            Reply::ToolCall { name: "Bash".into(), input: serde_json::json!({"command": "seq 1 12", "description": "count"}) },
+            Reply::Text("I counted to twelve.".into()),
+            Reply::Text("The second answer.".into()),
+            Reply::SlowText { text: "a long answer that is cut off by the interrupt".into(), chunks: 60, delay_ms: 500 },
+        ]),
+    )
+    .await
+    .unwrap();
+    let d = TestDaemon::start().await;
+    d.space("s").await;
+    let req = AgentStartRequest {
+        space: "s".into(),
+        agent: CLAUDE.id.into(),
+        prompt: "Count to twelve".into(),
+        show: None,
+        options: Some(SpaceAgentOptions { base_url: Some(server.base_url()), ..Default::default() }),
+    };
+    let run = d.client.agent_start(&req).await.unwrap().run_id;
+    let command = format!("exec {} --state-dir {} attach {run}", crate::support::spacesd_bin().display(), d.state_dir().display());
+    let tmux = Tmux::start(&run, 100, 40, &command);
+    let folded = tmux
+        .wait_screen(WAIT, "the first answer", |s| s.contains("I counted to twelve.") && s.contains("idle (end_turn)"))
+        .await;
+    assert!(folded.contains("Run: seq 1 12") && folded.contains("| 3") && folded.contains("9 more lines") && !folded.contains("| 12"), "{folded}");
+    tmux.keys(&["/expand", "Enter"]);
+    tmux.wait_screen(WAIT, "the whole output", |s| s.contains("| 12") && !s.contains("9 more lines")).await;
+    tmux.keys(&["/expand", "Enter"]);
+    tmux.wait_screen(WAIT, "the output folded again", |s| s.contains("9 more lines") && !s.contains("| 12")).await;
+
+    tmux.keys(&["Say more", "Enter"]);
+    tmux.wait_screen(WAIT, "the follow-up's answer", |s| s.contains("The second answer.") && s.contains("idle (end_turn)")).await;
+    d.wait_turn_end("s", &run, 2, WAIT).await;
+
+    tmux.keys(&["slow", "Enter"]);
+    d.wait_for_event("s", &run, WAIT, |e| e.turn == 3 && e.kind == EventKind::UserMessage).await;
+    let deadline = Instant::now() + WAIT;
+    while server.frames_sent() < 8 {
+        assert!(Instant::now() < deadline, "the slow answer never streamed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tmux.wait_screen(WAIT, "the third turn running", |s| s.contains("· running ·")).await;
+    tmux.keys(&["C-c"]);
+    let ended = d.wait_turn_end("s", &run, 3, WAIT).await;
+    assert_eq!(ended.stop_reason, Some(spaces_sdk::StopReason::Interrupted), "{ended:?}");
+    tmux.wait_screen(WAIT, "the interrupted turn", |s| s.contains("idle (interrupted)")).await;
+
+    tmux.keys(&["/detach", "Enter"]);
+    let deadline = Instant::now() + WAIT;
+    while tmux.alive() {
+        assert!(Instant::now() < deadline, "attach did not leave:\n{}", tmux.screen());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let st = d.wait_status("s", &run, WAIT, crate::support::settled).await;
+    assert_eq!((st.status, st.accepts_message), (spaces_sdk::Status::Idle, true), "the run is still alive: {st:#?}");
+
+    // Event wording on the real CLI: the CLI's lines show each turn's usage (token counts);
+    // the interrupt's control_response is a hidden notice, shown only with --verbose.
+    let events = d.events("s", &run).await;
+    let usage: Vec<&Event> = events.iter().filter(|e| e.kind == EventKind::Usage).collect();
+    assert!(!usage.is_empty() && usage.iter().all(|e| e.category == spaces_sdk::Category::Activity), "{}", describe(&events));
+    assert!(usage.iter().any(|e| e.usage.as_ref().is_some_and(|u| u["input_tokens"].is_u64() && u["output_tokens"].is_u64())), "{}", describe(&events));
+    let ack = events.iter().find(|e| e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.starts_with("control_response"))).map(|e| e.seq);
+    let (ok, plain) = d.cli(&["agent", "events", &run]);
+    assert!(ok && plain.lines().any(|l| l.contains(" usage ") && l.contains("tokens in ")), "{plain}");
+    assert!(plain.contains("turn 1 finished") && plain.contains("turn 3 ended: interrupted"), "{plain}");
+    let (ok, verbose) = d.cli(&["agent", "events", &run, "--verbose"]);
+    let seq = ack.unwrap_or_else(|| panic!("Claude Code acknowledges the interrupt:\n{}", describe(&events)));
+    assert!(!plain.contains(&format!("#{seq} ")) && ok && verbose.contains("control_response success"), "{plain}\n{verbose}");
+    assert!(!plain.contains("control_response"), "{plain}");
+}
+
+/// Issue 14, item 6, in a real terminal of 80 columns (tmux): `agent list` is a table whose
+/// rows fit (none wraps: every line after the header is a run's row, its prompt cut with `…`),
+/// and `agent status` is one `key value` line per field.
+#[tokio::test]
+async fn agent_list_and_status_render_as_tables_at_80_columns() {
+    let (d, _root, _bin) = fake_daemon(&format!("cat > /dev/null\n{}\n{DONE}", message("answered"))).await;
+    let mut runs = Vec::new();
+    for (i, label) in [Some("nightly"), None, Some("a label long enough to be cut in the table")].into_iter().enumerate() {
+        let req = AgentStartRequest {
+            space: "s".into(),
+            agent: "openai-codex".into(),
+            prompt: format!("Run {i}: fix the flaky login test, then look at the build script and {}", "tidy up ".repeat(10)),
+            show: None,
+            options: Some(SpaceAgentOptions { label: label.map(Into::into), ..Default::default() }),
+        };
+        let run = d.client.agent_start(&req).await.unwrap().run_id;
+        d.wait_turn_end("s", &run, 1, WAIT).await;
+        runs.push(run);
+    }
+    let bin = crate::support::spacesd_bin().display().to_string();
+    let state = d.state_dir().display().to_string();
+    let command = format!("{bin} --state-dir {state} agent list; echo LIST-END; {bin} --state-dir {state} agent status {} --tail 0; echo STATUS-END; sleep 60", runs[2]);
+    let tmux = Tmux::start(&runs[0], 80, 40, &command);
+    let screen = tmux.wait_screen(WAIT, "both outputs", |s| s.contains("STATUS-END")).await;
+    let lines: Vec<&str> = screen.lines().collect();
+    let end = lines.iter().position(|l| *l == "LIST-END").unwrap();
+    let table = &lines[..end];
+    assert!(table[0].starts_with("RUN ") && table[0].contains("LABEL") && table[0].ends_with("PROMPT"), "{screen}");
+    assert_eq!(table.len(), 1 + runs.len(), "one line per run, none wrapped:\n{screen}");
+    for (row, run) in table[1..].iter().zip(runs.iter().rev()) {
+        assert!(row.starts_with(run.as_str()) && row.ends_with('…') && row.chars().count() <= 80, "{row:?}\n{screen}");
+    }
+    assert!(table[1].contains("a label long en…") && table[3].contains("nightly"), "{screen}");
+    let status = &lines[end + 1..lines.iter().position(|l| *l == "STATUS-END").unwrap()];
+    for key in ["run", "label", "agent", "status", "turns", "prompt"] {
+        assert!(status.iter().any(|l| l.starts_with(&format!("{key:<10}"))), "{key}: {screen}");
+    }
 }

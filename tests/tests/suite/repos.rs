@@ -147,3 +147,44 @@ async fn repo_failures_are_typed_and_nothing_is_half_cloned() {
     let left: Vec<_> = std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert!(left.is_empty(), "nothing half-cloned: {left:?}");
 }
+
+/// A repository URL with credentials (`scheme://user:token@host/...`) clones, but nothing the
+/// daemon stores outside the run's 0600 secrets holds the credentials: the runs table (its
+/// options), the events (clone notices show the URL without them), the logs.
+#[tokio::test]
+async fn a_repo_url_with_credentials_clones_and_is_stored_without_them() {
+    let (d, _root, _bin) = fake_daemon(&reporting_agent()).await;
+    let repos = tempfile::tempdir().unwrap();
+    let path = bare_repo(repos.path());
+    // Over a URL git fetches with its protocol, which refuses the deliberately broken ref.
+    std::fs::remove_file(repos.path().join("origin.git/refs/heads/broken")).unwrap();
+    let token = "repo-token-5fe2a9c1";
+    let url = format!("file://bob:{token}@localhost{path}");
+    let run = d.client.agent_start(&request(Some(&url), Some("feature"))).await.unwrap().run_id;
+    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
+    let events = d.events("s", &run).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&events));
+    let st = d.wait_status("s", &run, WAIT, settled).await;
+    assert_eq!(st.result_text.as_deref().map(str::trim), Some("feature README feature.txt in origin"), "{st:#?}");
+    let notices: Vec<String> = events.iter().filter(|e| e.kind == EventKind::Notice).filter_map(|e| e.summary.clone()).collect();
+    assert!(notices.first().is_some_and(|n| n.starts_with(&format!("cloning file://localhost{path} (branch feature)"))), "{notices:?}");
+
+    // Every file of the state dir (database and its WAL, logs, run dirs) but the run's secret.
+    let secret = d.state_dir().join("runs").join(&run).join("repo_url");
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), url);
+    let mut stack = vec![d.state_dir().to_path_buf()];
+    let mut read = 0;
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p != secret && p.is_file() {
+                let bytes = std::fs::read(&p).unwrap_or_default();
+                read += 1;
+                assert!(!bytes.windows(token.len()).any(|w| w == token.as_bytes()), "{} holds the repo's credentials", p.display());
+            }
+        }
+    }
+    assert!(read > 3, "the state dir was read ({read} files)");
+}

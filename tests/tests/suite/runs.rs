@@ -380,3 +380,65 @@ async fn capabilities_report_the_installed_version_not_the_pinned_one() {
     assert_eq!(old.installed_version.as_deref(), Some("1.0.0"), "{old:?}");
     assert!(old.notes.iter().any(|n| n.starts_with("installed version 1.0.0 is not the pinned ")), "{:?}", old.notes);
 }
+
+/// `options.files` (issue 13): `agent start --file` sends each file with the request; the
+/// daemon writes it into the run's `files` folder with the same bytes, and the real Claude Code
+/// CLI's first model call (recorded by the scripted endpoint) carries the prompt naming their
+/// paths. A file over 8 MiB, a name with a separator or `..`, and a name given twice are each
+/// refused with `INVALID_ARGUMENT` naming the file's field, and no run is recorded.
+#[tokio::test]
+async fn attached_files_are_copied_into_the_run_and_named_in_the_first_prompt() {
+    let (d, server, _root) = setup(CLAUDE, Script::new([Reply::Text("I read both.".into())])).await;
+    let src = tempfile::tempdir().unwrap();
+    let notes = src.path().join("notes.md");
+    let blob = src.path().join("data.bin");
+    std::fs::write(&notes, "# Notes\nthe build is flaky on Tuesdays\n").unwrap();
+    let bytes: Vec<u8> = (0..=255u8).cycle().take(300_000).collect();
+    std::fs::write(&blob, &bytes).unwrap();
+    let (ok, out) = d.cli(&[
+        "agent", "start", "claude-code", "Summarise the attached notes", "--space", "s", "--base-url", &server.base_url(),
+        "--file", notes.to_str().unwrap(), "--file", blob.to_str().unwrap(), "--json",
+    ]);
+    assert!(ok, "{out}");
+    let run = serde_json::from_str::<serde_json::Value>(&out).unwrap()["run_id"].as_str().unwrap().to_owned();
+    d.wait_turn_end("s", &run, 1, TURN).await;
+
+    let dir = d.state_dir().join("runs").join(&run).join("files");
+    assert_eq!(std::fs::read(dir.join("notes.md")).unwrap(), std::fs::read(&notes).unwrap());
+    assert_eq!(std::fs::read(dir.join("data.bin")).unwrap(), bytes);
+    let first = server.model_calls().into_iter().next().expect("a model call");
+    for needle in ["Summarise the attached notes", &dir.join("notes.md").display().to_string(), &dir.join("data.bin").display().to_string()] {
+        assert!(body_mentions(&first, needle), "the first prompt names {needle:?}: {:?}", first.json);
+    }
+    let st = d.client.space("s").agent_status(&run, None).await.unwrap();
+    assert_eq!(st.prompt_excerpt.as_deref(), Some("Summarise the attached notes"), "the excerpt is the caller's prompt");
+
+    use base64::Engine as _;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let file = |name: &str, content: &[u8]| spaces_sdk::Attachment { name: name.into(), content_base64: b64(content) };
+    let big = vec![0u8; spaces_sdk::Attachment::MAX_BYTES + 1];
+    let cases: Vec<(Vec<spaces_sdk::Attachment>, &str, &str)> = vec![
+        (vec![file("ok.txt", b"x"), file("huge.iso", &big)], "options.files[1]", "\"huge.iso\" is larger than the limit of 8388608 bytes"),
+        (vec![file("../escape", b"x")], "options.files[0]", "path separator"),
+        (vec![file("..", b"x")], "options.files[0]", "directory"),
+        (vec![file("same", b"1"), file("same", b"2")], "options.files[1]", "twice"),
+    ];
+    for (files, field, says) in cases {
+        let req = AgentStartRequest {
+            space: "s".into(),
+            agent: CLAUDE.id.into(),
+            prompt: "hi".into(),
+            show: None,
+            options: Some(SpaceAgentOptions { base_url: Some(server.base_url()), files, ..Default::default() }),
+        };
+        let spaces_sdk::client::ClientError::Api(e) = d.client.agent_start(&req).await.unwrap_err() else { panic!("not a typed refusal") };
+        assert_eq!((e.code, e.field.as_deref()), (spaces_sdk::ErrorCode::InvalidArgument, Some(field)), "{e:?}");
+        assert!(e.message.contains(says), "{e:?}");
+    }
+    let huge = src.path().join("huge.iso");
+    std::fs::File::create(&huge).unwrap().set_len(spaces_sdk::Attachment::MAX_BYTES as u64 + 1).unwrap();
+    let (ok, out) = d.cli(&["agent", "start", "claude-code", "hi", "--space", "s", "--file", huge.to_str().unwrap()]);
+    assert!(!ok && out.contains("huge.iso") && out.contains("8388608"), "{out}");
+    assert_eq!(d.client.space("s").agent_list().await.unwrap().len(), 1, "refused starts record no run");
+    assert_eq!(std::fs::read_dir(d.state_dir().join("runs")).unwrap().count(), 1, "nor a run directory");
+}

@@ -114,7 +114,7 @@ fn conversation(state: String, seen_env: Arc<Mutex<Vec<(String, String)>>>) -> i
     }
 }
 
-/// The tool name of an event title: `spaces: read` (Claude Code), `MCP: spaces.read` (Codex).
+/// The tool name of an event title: `spaces: read` (an MCP tool, titled alike for every CLI).
 fn tool_name(title: &str) -> &str {
     title.rsplit([':', '.']).next().unwrap_or(title).trim()
 }

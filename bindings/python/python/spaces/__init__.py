@@ -9,13 +9,14 @@
 
 Every method is async and raises ``CuaError`` (``.code``, ``.message``, ``.field``)."""
 
-from ._client import CATALOGUE, Space, Spaces
+from ._client import CATALOGUE, AgentFollow, Space, Spaces
 from ._native import ConflictError, CuaError, InvalidError, NotFoundError, UnavailableError
 from ._records import AgentActionReport, AgentRunStatus, AgentStartReport, SpaceAgentOptions
 
 __all__ = [
     "CATALOGUE",
     "AgentActionReport",
+    "AgentFollow",
     "AgentRunStatus",
     "AgentStartReport",
     "ConflictError",

@@ -30,8 +30,6 @@ CATALOGUE: List[Dict[str, Any]] = json.loads(_native.catalogue())
 # At exit, no tokio thread may still be handing a result to Python (see src/bridge.rs).
 atexit.register(_native.drain)
 
-#: How long one ``agent_events`` long-poll of ``agent_follow`` waits for new events.
-FOLLOW_WAIT_MS = 10_000
 
 
 def _fields(op: Dict[str, Any]) -> Dict[str, bool]:
@@ -206,16 +204,13 @@ class Space:
             args["max"] = max
         return await self._spaces._call_text("agent_events", args)
 
-    async def agent_follow(self, run_id: str, cursor: int = 0, wait_ms: int = FOLLOW_WAIT_MS) -> AsyncIterator[Dict[str, Any]]:
-        """Yields the run's events live from ``cursor`` (long-polls), until it stops running and is caught up."""
-        while True:
-            page = await self._spaces._call("agent_events", {"space": self.name, "run_id": run_id,
-                                                             "cursor": cursor, "wait_ms": wait_ms})
-            for event in page["events"]:
-                yield event
-            cursor = page["cursor"]
-            if page["caught_up"] and page["status"] != "running":
-                return
+    def agent_follow(self, run_id: str, cursor: int = 0, until: str = "turn") -> AgentFollow:
+        """Follows the run's events live from ``cursor`` over the daemon's server-sent event
+        stream (reconnecting with ``Last-Event-ID``; long-polls when a daemon answers no stream).
+        Ends once caught up and ``until`` is reached: ``"turn"`` (the run no longer running) or
+        ``"stopped"`` (across turns, until the run is stopped or done). ``async for ev in
+        space.agent_follow(run_id)`` yields each event as on the wire (a dict)."""
+        return AgentFollow(self._spaces, self.name, run_id, cursor, until)
 
     async def agent_message(self, run_id: str, text: str, force: Optional[bool] = None) -> AgentActionReport:
         """Sends a follow-up message to a run (queued mid-turn; ``force`` interrupts first)."""
@@ -239,3 +234,32 @@ class Space:
 
 _install(Spaces, "Spaces", space_side=False)
 _install(Space, "Space", space_side=True)
+
+
+class AgentFollow:
+    """A live follow of one run (``Space.agent_follow``): an async iterator of its events (dicts,
+    as on the wire), with ``transport`` (``"sse"``, ``"long_poll"``, ``"unopened"``) and
+    ``cursor`` (the seq of the last event returned)."""
+
+    def __init__(self, spaces: Spaces, space: str, run_id: str, cursor: int, until: str) -> None:
+        self._spaces = spaces
+        self._native = spaces._native.follow(space, run_id, cursor, until)
+
+    @property
+    def transport(self) -> str:
+        return self._native.transport
+
+    @property
+    def cursor(self) -> int:
+        return self._native.cursor
+
+    def __aiter__(self) -> "AgentFollow":
+        return self
+
+    async def __anext__(self) -> Dict[str, Any]:
+        if not self._spaces._ready:
+            await self._spaces._ensure()
+        text = await self._native.next()
+        if text is None:
+            raise StopAsyncIteration
+        return json.loads(text)

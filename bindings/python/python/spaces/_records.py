@@ -41,12 +41,16 @@ class AgentRunStatus:
     accepts_message: bool
     output_tail: Optional[str]
     json: str
+    #: The run's ``options.label``, if it was given one.
+    label: Optional[str] = None
+    #: The first turn's prompt on one line, secrets redacted, cut to 60 characters.
+    prompt_excerpt: Optional[str] = None
 
     @classmethod
     def _from(cls, d: Dict[str, Any]) -> "AgentRunStatus":
         return cls(
             d["run_id"], d.get("agent"), d["status"], d["reason"], d["phase"], d.get("result_text"),
-            bool(d["accepts_message"]), d.get("output_tail"), _dumps(d),
+            bool(d["accepts_message"]), d.get("output_tail"), _dumps(d), d.get("label"), d.get("prompt_excerpt"),
         )
 
 
@@ -77,6 +81,11 @@ class SpaceAgentOptions:
     base_url: Optional[str] = None
     exit_when_idle: Optional[bool] = None
     home: Optional[str] = None
+    #: A name for people, shown by ``agent list`` and ``agent status`` (one line, at most 80 characters).
+    label: Optional[str] = None
+    #: Attachments, each ``{"name": ..., "content_base64": ...}`` (8 MiB or less decoded): written
+    #: into the run's directory and named in the first prompt.
+    files: List[Dict[str, str]] = field(default_factory=list)
 
     def _wire(self) -> Dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v is not None and v != [] and v != {}}
