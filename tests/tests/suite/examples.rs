@@ -173,7 +173,7 @@ impl Reader {
         if command.contains(" agent interrupt ") {
             self.turn_in_flight().await;
         }
-        let out = if filled.contains(" agent attach ") {
+        let out = if command.contains(" attach RUN_ID") {
             self.attach(&filled).await
         } else {
             let (ok, out) = self.sh(&filled, cwd);
@@ -243,7 +243,7 @@ async fn every_shell_example_of_the_readme_and_docs_runs_as_written() {
     said("agent list", "RUN");
     said("agent status RUN_ID", "status");
     said("agent events RUN_ID --follow", ANSWER);
-    said("agent attach RUN_ID", ANSWER);
+    said("attach RUN_ID", ANSWER);
     said("agent send RUN_ID", ANSWER);
     said("home list", "ops");
     let model_calls = r.server.model_calls();
