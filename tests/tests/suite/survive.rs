@@ -282,11 +282,16 @@ async fn case_r34_a_space_folder_that_is_gone_is_named_and_the_run_resumes_when_
 /// when the run's actor retired between them), and ends `failed` again.
 #[tokio::test]
 async fn case_p7_a_crash_looping_agent_ends_failed_without_a_busy_loop() {
-    let (d, root, _bin) = fake_daemon("date +%s%N >> spawns.log\necho 'fatal: config is broken' >&2\nexit 1").await;
+    // The first process fails only once the test has queued its messages behind it (the file
+    // `release` in the Space), so they are queued whatever the machine's load; every later
+    // process fails at once.
+    let (d, root, _bin) =
+        fake_daemon("date +%s%N >> spawns.log\nwhile [ ! -f release ]; do sleep 0.02; done\necho 'fatal: config is broken' >&2\nexit 1").await;
     let run = start(&d, "openai-codex", None, "one").await;
     for text in ["two", "three", "four"] {
         let _ = d.client.space("s").agent_message(&run, text, None).await.unwrap();
     }
+    std::fs::write(root.join("release"), "").unwrap();
     let failed = |s: &spaces_sdk::RunStatus| s.status == Status::Failed;
     let st = d.wait_status("s", &run, WAIT, failed).await;
     assert!(st.reason.contains("fatal: config is broken"), "the stderr tail is the reason: {}", st.reason);
