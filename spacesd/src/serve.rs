@@ -145,10 +145,9 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             .merge(http::ui::pages(access.clone()));
         let access = access.clone();
         tasks.spawn(async move { http::serve_tcp(listener, app, access, limits).await.map_err(anyhow::Error::from) });
-        eprintln!(
-            "spacesd: listening on http://{bound} (operator's bearer token in {}; `spacesd ui` prints a login link for the web page)",
-            token_file.display()
-        );
+        // One line scripts parse (URL and token file), then a hint of its own.
+        eprintln!("spacesd: listening on http://{bound} (operator's bearer token in {})", token_file.display());
+        eprintln!("spacesd: the web page of runs is at http://{bound}/ui/; `spacesd ui` prints a one-time login link");
     }
     let unix = match activated {
         Some(listener) => {
