@@ -7,7 +7,9 @@
 //!    (10 follow-ups to idle long-lived agents), and a quiet run printing a line every 2 ms read
 //!    by a long-poll reader (line written → page received);
 //! 2. **load**: the same three measures while `SPACES_BENCH_NOISY` (default 20) noisy agents print
-//!    1.6 KB lines as fast as the daemon takes them;
+//!    turns of 5,000 lines of 1.6 KB as fast as they can, each given its next turn as soon as
+//!    the daemon has taken the last (`keep_noisy`);
+//!    the quiet run is read at once by a long-poll reader and by an SSE follower;
 //! 3. **ingest** (a fresh daemon): `SPACES_BENCH_INGEST_RUNS` (50) agents × 2,000 lines of
 //!    1.6 KB at once; events/s from the first `agent_start` to the last run idle, beside a raw
 //!    rusqlite insert of the same rows (1,000 rows a transaction, a plain rowid table, WAL,
@@ -169,8 +171,18 @@ struct Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
+        let status = self.child.try_wait().ok().flatten();
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            // The temp dir goes with this value: say what the daemon said before it does.
+            let log = std::fs::read_to_string(self._tmp.path().join("spacesd.log")).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            eprintln!("== the daemon (exited: {status:?}) logged, last lines:");
+            for l in &lines[lines.len().saturating_sub(30)..] {
+                eprintln!("{l}");
+            }
+        }
     }
 }
 
@@ -272,9 +284,52 @@ async fn start_and_followup(d: &Daemon, n: usize) -> (Vec<f64>, Vec<f64>) {
     (starts, follows)
 }
 
-/// A quiet run printing `count` lines every 2 ms; line written → page received, ms.
-async fn quiet_latency(d: &Daemon, count: u64) -> Vec<f64> {
+/// The `t_ns=` stamp of a quiet run's line, if `e` is one.
+fn stamp(e: &spaces_sdk::Event) -> Option<u128> {
+    if e.kind != EventKind::Message {
+        return None;
+    }
+    e.text.as_deref()?.strip_prefix("t_ns=")?.split(' ').next()?.parse().ok()
+}
+
+/// A quiet run printing `count` lines every 2 ms, read at once by a long-poll reader and by an
+/// SSE follower (`client.follow`, `Accept: text/event-stream`): line written → page received,
+/// and line written → SSE event received, ms. The SSE list is empty when the daemon has no
+/// stream (a daemon from before issue 13 refuses it, or answers JSON and the follower falls
+/// back to long-polls).
+async fn quiet_latency(d: &Daemon, count: u64) -> (Vec<f64>, Vec<f64>) {
     let run = d.start_run(format!("mode=quiet count={count} interval_us=2000 tag={}", tag())).await;
+    let follower = {
+        let client = d.client.clone();
+        let run = run.clone();
+        tokio::spawn(async move {
+            let mut follow = client.follow("b", &run, 0, spaces_sdk::follow::Until::Turn);
+            let mut out = Vec::new();
+            loop {
+                let e = match follow.next().await {
+                    Ok(Some(e)) => e,
+                    Ok(None) => break,
+                    Err(e) => {
+                        // A daemon from before issue 13 refuses the stream's `until`.
+                        eprintln!("== no SSE figures from this daemon: {e}");
+                        return Vec::new();
+                    }
+                };
+                let got = now_ns();
+                if let Some(t) = stamp(&e) {
+                    out.push(got.saturating_sub(t) as f64 / 1e6);
+                }
+                if e.kind == EventKind::TurnEnded {
+                    break;
+                }
+            }
+            if follow.transport() == spaces_sdk::follow::Transport::Sse {
+                out
+            } else {
+                Vec::new()
+            }
+        })
+    };
     let mut out = Vec::new();
     let mut cursor = 0;
     loop {
@@ -282,21 +337,41 @@ async fn quiet_latency(d: &Daemon, count: u64) -> Vec<f64> {
         let page = d.client.agent_events(&q).await.unwrap();
         let got = now_ns();
         cursor = page.cursor;
+        let mut ended = false;
         for e in &page.events {
-            match e.kind {
-                EventKind::Message => {
-                    if let Some(t) = e.text.as_deref().and_then(|t| t.strip_prefix("t_ns=")).and_then(|t| t.split(' ').next()).and_then(|t| t.parse::<u128>().ok()) {
-                        out.push(got.saturating_sub(t) as f64 / 1e6);
-                    }
-                }
-                EventKind::TurnEnded => {
-                    let _ = d.client.space("b").agent_stop(&run).await;
-                    return out;
-                }
-                _ => {}
+            if let Some(t) = stamp(e) {
+                out.push(got.saturating_sub(t) as f64 / 1e6);
             }
+            ended |= e.kind == EventKind::TurnEnded;
+        }
+        if ended {
+            let sse = follower.await.unwrap();
+            let _ = d.client.space("b").agent_stop(&run).await;
+            return (out, sse);
         }
     }
+}
+
+/// Lines of one noisy turn (the issue's "20 agents each printing 5,000 lines fast").
+const NOISY_TURN_LINES: u64 = 5000;
+
+/// Keeps the noisy runs printing while `keeping`: every 100 ms, a noisy run whose turn is over
+/// gets the next one. Returns how many turns it sent. The agent prints a turn as fast as its
+/// shim journals it; the daemon ingests it at its own pace, so the load is the daemon's
+/// backlog of at most one turn per noisy run.
+async fn keep_noisy(client: Client, runs: Vec<String>, keeping: std::sync::Arc<std::sync::atomic::AtomicBool>) -> u64 {
+    let mut sent = 0;
+    while keeping.load(std::sync::atomic::Ordering::Relaxed) {
+        for run in &runs {
+            let Ok(st) = client.agent_status(&AgentStatusRequest { space: "b".into(), run_id: run.clone(), tail: Some(0) }).await else { continue };
+            if st.status == Status::Idle {
+                let m = AgentMessageRequest { space: "b".into(), run_id: run.clone(), text: format!("mode=noisy count={NOISY_TURN_LINES} tag={}", tag()), force: None };
+                sent += u64::from(client.agent_message(&m).await.is_ok());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    sent
 }
 
 async fn one_round(bin: &Path, cfg: &Cfg) -> Vec<(String, f64)> {
@@ -313,23 +388,30 @@ async fn one_round(bin: &Path, cfg: &Cfg) -> Vec<(String, f64)> {
         let d = Daemon::start(bin).await;
         // idle
         let (s, f) = start_and_followup(&d, cfg.samples).await;
-        let q = quiet_latency(&d, cfg.quiet_events).await;
+        let (q, sse) = quiet_latency(&d, cfg.quiet_events).await;
         put("idle.start_exec_ms", s);
         put("idle.followup_stdin_ms", f);
         put("idle.quiet_poll_ms", q);
+        put("idle.quiet_sse_ms", sse);
         // under load
         let _ = std::fs::remove_file(d.root.join("stop-noise"));
         let mut noisy = Vec::new();
         for _ in 0..cfg.noisy {
-            noisy.push(d.start_run(format!("mode=noisy tag={}", tag())).await);
+            noisy.push(d.start_run(format!("mode=noisy count={NOISY_TURN_LINES} tag={}", tag())).await);
         }
+        let keeping = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let keeper = tokio::spawn(keep_noisy(d.client.clone(), noisy.clone(), keeping.clone()));
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let q = quiet_latency(&d, cfg.quiet_events).await;
+        let (q, sse) = quiet_latency(&d, cfg.quiet_events).await;
         let (s, f) = start_and_followup(&d, cfg.samples).await;
+        keeping.store(false, std::sync::atomic::Ordering::Relaxed);
+        let turns = keeper.await.unwrap();
+        eprintln!("== {turns} noisy turns of {NOISY_TURN_LINES} lines during the load phase");
         std::fs::write(d.root.join("stop-noise"), "").unwrap();
         put("load.start_exec_ms", s);
         put("load.followup_stdin_ms", f);
         put("load.quiet_poll_ms", q);
+        put("load.quiet_sse_ms", sse);
         for r in &noisy {
             d.wait_idle(r).await;
         }
@@ -413,6 +495,18 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
     sorted[(((n as f64) * p).ceil() as usize).clamp(1, n) - 1]
 }
 
+/// The issue's goal for `measure` under load, as (bound, whether a value must stay at or below it).
+fn goal(measure: &str) -> Option<(f64, bool)> {
+    Some(match measure {
+        "load.quiet_poll_ms.p50" => (2.0, true),
+        "load.quiet_poll_ms.p99" => (10.0, true),
+        "load.start_exec_ms.p50" => (30.0, true),
+        "load.followup_stdin_ms.p50" => (5.0, true),
+        "ingest.events_per_s" => (200_000.0, false),
+        _ => return None,
+    })
+}
+
 fn report(bins: &[String], results: &[(String, String, f64)]) {
     let mut by: HashMap<(String, String), Vec<f64>> = HashMap::new();
     let mut measures: Vec<String> = Vec::new();
@@ -430,16 +524,42 @@ fn report(bins: &[String], results: &[(String, String, f64)]) {
         }
         (v[0], v[(v.len() - 1) / 2])
     };
-    println!("load: measure | {} (min / median over rounds)", bins.join(" | "));
+    let last = bins.last().cloned().unwrap_or_default();
+    let ratio_col = if bins.len() > 1 { format!(" | {last} / {} (medians)", bins[0]) } else { String::new() };
+    println!("load: measure | {} (min / median over rounds){ratio_col} | goal under load ({last}, median)", bins.join(" | "));
     for m in &measures {
         let cells: Vec<String> = bins.iter().map(|b| { let (mn, md) = stat(b, m); format!("{mn:.3} / {md:.3}") }).collect();
-        println!("load: {m} | {}", cells.join(" | "));
+        let ratio = if bins.len() > 1 { format!(" | {:.2}x", stat(&last, m).1 / stat(&bins[0], m).1) } else { String::new() };
+        let verdict = match goal(m) {
+            Some((bound, at_most)) => {
+                let v = stat(&last, m).1;
+                let met = if at_most { v <= bound } else { v >= bound };
+                format!("{} {bound}: {}", if at_most { "<=" } else { ">=" }, if met { "met" } else { "MISSED" })
+            }
+            None => "-".to_owned(),
+        };
+        println!("load: {m} | {}{ratio} | {verdict}", cells.join(" | "));
     }
     for b in bins {
         let (_, ing) = stat(b, "ingest.events_per_s");
         let (_, raw) = stat(b, "ingest.raw_insert_events_per_s");
         let (_, disk) = stat(b, "ingest.disk_bytes_per_event");
         let (_, row) = stat(b, "ingest.row_bytes");
-        println!("load: {b}: ingest {:.2}x the raw insert; disk {:.2}x the row's bytes", ing / raw, disk / row);
+        println!(
+            "load: {b}: ingest {:.2}x the raw insert (goal >= 1.0: {}); disk {:.2}x the row's bytes (goal <= 1.5: {})",
+            ing / raw,
+            if ing / raw >= 1.0 { "met" } else { "MISSED" },
+            disk / row,
+            if disk / row <= 1.5 { "met" } else { "MISSED" }
+        );
+        for cond in ["idle", "load"] {
+            for p in ["p50", "p99"] {
+                let (_, sse) = stat(b, &format!("{cond}.quiet_sse_ms.{p}"));
+                let (_, poll) = stat(b, &format!("{cond}.quiet_poll_ms.{p}"));
+                if sse.is_finite() {
+                    println!("load: {b}: {cond} SSE / long-poll delivery {p}: {sse:.3} / {poll:.3} ms = {:.2}x", sse / poll);
+                }
+            }
+        }
     }
 }

@@ -279,13 +279,18 @@ impl Handle {
                 let answer = ReadProcessResult {
                     process_id: self.id.clone(),
                     cursor: r.next,
-                    chunk: String::from_utf8_lossy(&r.bytes).into_owned(),
+                    chunk: String::new(),
                     eof,
                     output_lost: st.ring.retained_from() > 0,
                     retained_from: st.ring.retained_from(),
                 };
-                (answer, fresh)
+                (answer, fresh, r.bytes)
             };
+            // Text is made after the lock is released (the collector keeps pushing meanwhile),
+            // without a copy when the bytes are valid UTF-8 (nearly always).
+            let (mut answer, fresh, bytes) = answer;
+            answer.chunk = String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+            let answer = (answer, fresh);
             match (answer, deadline) {
                 ((answer, true), _) | ((answer, false), None) => return Ok(answer),
                 ((answer, false), Some(deadline)) => {

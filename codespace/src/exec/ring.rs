@@ -84,7 +84,15 @@ impl OutputRing {
         let from = self.retained_from();
         let start = cursor.max(from);
         let offset = usize::try_from(start - from).unwrap_or(usize::MAX).min(self.retained.len());
-        let mut bytes: Vec<u8> = self.retained.range(offset..).copied().collect();
+        // Two slice copies (the deque's halves), not a byte-by-byte iterator.
+        let (front, back) = self.retained.as_slices();
+        let mut bytes = Vec::with_capacity(self.retained.len() - offset);
+        if offset < front.len() {
+            bytes.extend_from_slice(&front[offset..]);
+            bytes.extend_from_slice(back);
+        } else {
+            bytes.extend_from_slice(&back[offset - front.len()..]);
+        }
         if hold_back {
             let cut = incomplete_utf8_tail(&bytes);
             bytes.truncate(bytes.len() - cut);

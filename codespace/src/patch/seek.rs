@@ -7,8 +7,52 @@
 //! pass is an ambiguity and stops the search: a looser pass never breaks a tie of a stricter one.
 //! Codex's `seek_sequence` has the same passes but takes the first hit; Spaces refuses instead,
 //! so a patch never lands on a place its author did not mean.
+//!
+//! The exact pass is the one nearly every hunk ends in. Without an [`Index`] it compares the
+//! pattern at every line after `from` (one pass over the rest of the file per hunk); with one, it
+//! only tries the places where the pattern's rarest line occurs, and finds the same places.
+
+use std::collections::HashMap;
 
 use super::lines::Line;
+
+/// Where each distinct line text of a file occurs (0-based, ascending): the exact pass looks the
+/// pattern's rarest line up here instead of scanning. Built in one pass over the file; worth it
+/// when a file gets several hunks (see `update`).
+pub(crate) struct Index<'a> {
+    at: HashMap<&'a [u8], Vec<usize>>,
+}
+
+impl<'a> Index<'a> {
+    /// The index of `file`'s lines.
+    pub(crate) fn new(file: &[Line<'a>]) -> Self {
+        let mut at: HashMap<&'a [u8], Vec<usize>> = HashMap::with_capacity(file.len());
+        for (i, line) in file.iter().enumerate() {
+            at.entry(line.text).or_default().push(i);
+        }
+        Self { at }
+    }
+
+    /// The starts in `first..=last` where every line of `pattern` equals the file's, ascending:
+    /// what the exact pass's scan of that range finds.
+    fn exact_starts(&self, file: &[Line<'_>], pattern: &[&[u8]], first: usize, last: usize) -> Vec<usize> {
+        let mut rarest: Option<(usize, &[usize])> = None;
+        for (offset, line) in pattern.iter().enumerate() {
+            let Some(places) = self.at.get(line) else { return Vec::new() };
+            if rarest.is_none_or(|(_, r)| places.len() < r.len()) {
+                rarest = Some((offset, places));
+            }
+        }
+        let Some((offset, places)) = rarest else { return Vec::new() };
+        let begin = places.partition_point(|&p| p < first + offset);
+        places[begin..]
+            .iter()
+            .map(|&p| p - offset)
+            .take_while(|&at| at <= last)
+            .filter(|&at| pattern.iter().zip(&file[at..]).all(|(p, l)| l.text == *p))
+            .collect()
+    }
+}
 
 /// Outcome of a search.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,8 +106,22 @@ pub(crate) fn ascii_punctuation(text: &str) -> String {
 /// Where `pattern` (non-empty) occurs in `file` at or after line `from`. With `end_of_file`, only
 /// the place ending at the file's last line counts (case X18a).
 pub(crate) fn seek(file: &[Line<'_>], pattern: &[&[u8]], from: usize, end_of_file: bool) -> Seek {
+    seek_in(file, None, pattern, from, end_of_file)
+}
+
+/// [`seek`], the exact pass through `index` when given (an index of this very `file`).
+pub(crate) fn seek_in(
+    file: &[Line<'_>],
+    index: Option<&Index<'_>>,
+    pattern: &[&[u8]],
+    from: usize,
+    end_of_file: bool,
+) -> Seek {
     for pass in [Pass::Exact, Pass::TrimEnd, Pass::Trim, Pass::Punctuation] {
-        let mut hits = starts(file, pattern, from, end_of_file, pass);
+        let mut hits = match (pass, index) {
+            (Pass::Exact, Some(index)) => indexed(file, index, pattern, from, end_of_file),
+            _ => starts(file, pattern, from, end_of_file, pass),
+        };
         match hits.len() {
             0 => continue,
             1 => return Seek::Found(hits.remove(0)),
@@ -71,6 +129,20 @@ pub(crate) fn seek(file: &[Line<'_>], pattern: &[&[u8]], from: usize, end_of_fil
         }
     }
     Seek::NotFound
+}
+
+fn indexed(file: &[Line<'_>], index: &Index<'_>, pattern: &[&[u8]], from: usize, end_of_file: bool) -> Vec<usize> {
+    let Some(last) = file.len().checked_sub(pattern.len()) else {
+        return Vec::new();
+    };
+    let first = if end_of_file { last.max(from) } else { from };
+    if pattern.is_empty() {
+        return starts(file, pattern, from, end_of_file, Pass::Exact);
+    }
+    if first > last {
+        return Vec::new();
+    }
+    index.exact_starts(file, pattern, first, last)
 }
 
 fn starts(
@@ -165,6 +237,43 @@ mod tests {
         let twice = "a \u{2013} b\nx\na \u{2014} b\n".as_bytes();
         assert_eq!(find(twice, &["a - b"], 0, false), Seek::Ambiguous(vec![0, 2]));
         assert_eq!(ascii_punctuation("\u{201C}q\u{201D}\u{2026}\u{00A0}"), "\"q\"... ");
+    }
+
+    #[test]
+    fn the_index_finds_what_the_scan_finds() {
+        let file = b"a\nb\na\nb\n a\nc\nb\n";
+        let lines = split(file);
+        let index = Index::new(&lines);
+        for pattern in [&["a", "b"][..], &["b"], &["a"], &[" a", "c"], &["c", "b"], &["x"], &["b", "x"], &["a", "b", "a", "b", " a", "c", "b", "b"]] {
+            let pattern: Vec<&[u8]> = pattern.iter().map(|p| p.as_bytes()).collect();
+            for from in 0..=lines.len() + 1 {
+                for eof in [false, true] {
+                    assert_eq!(
+                        seek_in(&lines, Some(&index), &pattern, from, eof),
+                        seek(&lines, &pattern, from, eof),
+                        "{pattern:?} from {from} eof {eof}"
+                    );
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Over random files of few distinct lines (many repeats, so ties and near-ties are
+        /// common), every search through the index has the scan's outcome.
+        #[test]
+        fn indexed_search_agrees_with_the_scan(
+            file in proptest::collection::vec(proptest::sample::select(vec!["a", "b", " a", "a ", "c", ""]), 0..40),
+            pattern in proptest::collection::vec(proptest::sample::select(vec!["a", "b", " a", "a ", "c", ""]), 1..4),
+            from in 0usize..45,
+            eof: bool,
+        ) {
+            let text: String = file.iter().map(|l| format!("{l}\n")).collect();
+            let lines = split(text.as_bytes());
+            let index = Index::new(&lines);
+            let pattern: Vec<&[u8]> = pattern.iter().map(|p| p.as_bytes()).collect();
+            proptest::prop_assert_eq!(seek_in(&lines, Some(&index), &pattern, from, eof), seek(&lines, &pattern, from, eof));
+        }
     }
 
     #[test]

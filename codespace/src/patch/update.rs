@@ -13,17 +13,23 @@
 
 use super::lines::{self, Line, Output};
 use super::parse::{Hunk, HunkLine};
-use super::seek::{near, seek, Seek};
+use super::seek::{near, seek, seek_in, Index, Seek};
 use crate::{Error, Result};
+
+/// Hunks in one file from which its lines are indexed for the search (see [`Index`]).
+const INDEX_FROM_HUNKS: usize = 4;
 
 /// The file's new bytes after `hunks`, or an `INVALID_PATCH` refusal naming the first hunk
 /// that does not match once.
 pub(crate) fn update(path: &str, before: &[u8], hunks: &[Hunk]) -> Result<Vec<u8>> {
     let file = lines::split(before);
+    // One pass to index the file's lines costs about what one hunk's scan of it does: with
+    // several hunks, every exact search goes through the index instead.
+    let index = (hunks.len() >= INDEX_FROM_HUNKS).then(|| Index::new(&file));
     let mut out = Output::new(lines::style(&file));
     let mut next = 0; // first file line not yet copied to `out`
-    for (index, hunk) in hunks.iter().enumerate() {
-        let (at, body) = locate(path, index + 1, &file, hunk, next)?;
+    for (number, hunk) in hunks.iter().enumerate() {
+        let (at, body) = locate(path, number + 1, &file, index.as_ref(), hunk, next)?;
         for line in &file[next..at] {
             out.keep(*line);
         }
@@ -60,13 +66,14 @@ fn locate<'h>(
     path: &str,
     number: usize,
     file: &[Line<'_>],
+    index: Option<&Index<'_>>,
     hunk: &'h Hunk,
     from: usize,
 ) -> Result<(usize, &'h [HunkLine])> {
     let after = from;
     let mut from = from;
     if let Some(header) = &hunk.header {
-        match seek(file, &[header.as_bytes()], from, false) {
+        match seek_in(file, index, &[header.as_bytes()], from, false) {
             Seek::Found(at) => from = at + 1,
             found => {
                 let earlier = out_of_order(file, &[header.as_bytes()], after, false);
@@ -85,7 +92,7 @@ fn locate<'h>(
             };
             return Ok((at, body));
         };
-        match seek(file, &pattern, from, hunk.end_of_file) {
+        match seek_in(file, index, &pattern, from, hunk.end_of_file) {
             Seek::Found(at) => return Ok((at, body)),
             Seek::NotFound if matches!(body.last(), Some(HunkLine::Context(t)) if t.is_empty()) => {
                 body = &body[..body.len() - 1];

@@ -242,12 +242,20 @@ pub enum Followed {
     Gone,
 }
 
+/// Records a follower holds ready for its receiver; past that it stops reading the journal
+/// until the receiver takes some (the journal on disk is the buffer, not the daemon's memory).
+pub const FOLLOW_QUEUE: usize = 256;
+/// Most journal bytes a follower reads at a time.
+const FOLLOW_READ_BYTES: u64 = 256 * 1024;
+
 /// Follow the journal in `dir` from byte `from` (a record boundary): every record is sent in
-/// order, woken by the shim's `Watch` stream (and at least once a second). Ends after
-/// [`Record::Done`], or with [`Followed::Gone`] once the shim is gone and the journal has
-/// nothing more, or when the receiver is dropped.
-pub fn follow(dir: PathBuf, from: u64) -> mpsc::UnboundedReceiver<Followed> {
-    let (tx, rx) = mpsc::unbounded_channel();
+/// order, woken by the shim's `Watch` stream (and at least once a second). The channel holds
+/// [`FOLLOW_QUEUE`] records: a receiver slower than the agent's output holds the follower back,
+/// and memory stays bounded whatever the agent prints. Ends after [`Record::Done`], or with
+/// [`Followed::Gone`] once the shim is gone and the journal has nothing more, or when the
+/// receiver is dropped.
+pub fn follow(dir: PathBuf, from: u64) -> mpsc::Receiver<Followed> {
+    let (tx, rx) = mpsc::channel(FOLLOW_QUEUE);
     tokio::spawn(async move {
         let mut watch = match Conn::open(&dir).await {
             Ok((mut conn, _)) => match conn.ask(&Request::Watch).await {
@@ -257,19 +265,30 @@ pub fn follow(dir: PathBuf, from: u64) -> mpsc::UnboundedReceiver<Followed> {
             Err(_) => None,
         };
         let mut reader = match JournalReader::open(&dir, from) {
-            Ok(r) => r,
+            Ok(r) => r.with_read_limit(FOLLOW_READ_BYTES),
             Err(_) => {
-                let _ = tx.send(Followed::Gone);
+                let _ = tx.send(Followed::Gone).await;
                 return;
             }
         };
-        loop {
-            let records = reader.read_new().unwrap_or_default();
-            for (record, end) in records {
-                let done = matches!(record, Record::Done { .. });
-                if tx.send(Followed::Record(record, end)).is_err() || done {
-                    return;
+        // Sends everything the journal holds now; false once done or the receiver is gone.
+        async fn catch_up(reader: &mut JournalReader, tx: &mpsc::Sender<Followed>) -> bool {
+            loop {
+                let records = reader.read_new().unwrap_or_default();
+                if records.is_empty() {
+                    return true;
                 }
+                for (record, end) in records {
+                    let done = matches!(record, Record::Done { .. });
+                    if tx.send(Followed::Record(record, end)).await.is_err() || done {
+                        return false;
+                    }
+                }
+            }
+        }
+        loop {
+            if !catch_up(&mut reader, &tx).await {
+                return;
             }
             let alive = match watch.as_mut() {
                 Some(lines) => match tokio::time::timeout(FOLLOW_POLL, lines.next_line()).await {
@@ -280,13 +299,9 @@ pub fn follow(dir: PathBuf, from: u64) -> mpsc::UnboundedReceiver<Followed> {
             };
             if !alive {
                 // The shim is gone: whatever it wrote is on disk now.
-                for (record, end) in reader.read_new().unwrap_or_default() {
-                    let done = matches!(record, Record::Done { .. });
-                    if tx.send(Followed::Record(record, end)).is_err() || done {
-                        return;
-                    }
+                if catch_up(&mut reader, &tx).await {
+                    let _ = tx.send(Followed::Gone).await;
                 }
-                let _ = tx.send(Followed::Gone);
                 return;
             }
         }

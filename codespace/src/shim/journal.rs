@@ -68,6 +68,8 @@ pub struct JournalReader {
     file: File,
     offset: u64,
     pending: Vec<u8>,
+    /// Most bytes one read takes from the file ([`Self::with_read_limit`]); `None`: all.
+    limit: Option<u64>,
 }
 
 impl JournalReader {
@@ -76,7 +78,15 @@ impl JournalReader {
     pub fn open(dir: &Path, offset: u64) -> std::io::Result<Self> {
         let mut file = File::open(journal_path(dir))?;
         file.seek(SeekFrom::Start(offset))?;
-        Ok(Self { file, offset, pending: Vec::new() })
+        Ok(Self { file, offset, pending: Vec::new(), limit: None })
+    }
+
+    /// Each read takes at most about `bytes` from the file (more only to finish a record), so
+    /// a reader far behind a fast writer holds a bounded part of the journal in memory at a
+    /// time: call again until a read returns nothing to catch up.
+    pub fn with_read_limit(mut self, bytes: u64) -> Self {
+        self.limit = Some(bytes.max(1));
+        self
     }
 
     /// Every complete record written since the last call, each with the offset just past it. A
@@ -100,22 +110,29 @@ impl JournalReader {
         &mut self,
         unreadable: impl Fn(u64, serde_json::Error) -> Option<T>,
     ) -> std::io::Result<Vec<(T, u64)>> {
-        let mut chunk = Vec::new();
-        self.file.read_to_end(&mut chunk)?;
-        self.pending.extend_from_slice(&chunk);
         let mut out = Vec::new();
-        let mut start = 0;
-        while let Some(nl) = self.pending[start..].iter().position(|b| *b == b'\n') {
-            let at = self.offset;
-            self.offset += nl as u64 + 1;
-            let parsed = serde_json::from_slice(&self.pending[start..start + nl]).or_else(|e| unreadable(at, e).ok_or(()));
-            if let Ok(record) = parsed {
-                out.push((record, self.offset));
+        loop {
+            let read = match self.limit {
+                Some(limit) => (&mut self.file).take(limit).read_to_end(&mut self.pending)?,
+                None => self.file.read_to_end(&mut self.pending)?,
+            };
+            let mut start = 0;
+            while let Some(nl) = self.pending[start..].iter().position(|b| *b == b'\n') {
+                let at = self.offset;
+                self.offset += nl as u64 + 1;
+                let parsed = serde_json::from_slice(&self.pending[start..start + nl]).or_else(|e| unreadable(at, e).ok_or(()));
+                if let Ok(record) = parsed {
+                    out.push((record, self.offset));
+                }
+                start += nl + 1;
             }
-            start += nl + 1;
+            self.pending.drain(..start);
+            // With a limit, a record longer than it takes several reads: go on until one is
+            // complete or the file has nothing more.
+            if self.limit.is_none() || read == 0 || !out.is_empty() {
+                return Ok(out);
+            }
         }
-        self.pending.drain(..start);
-        Ok(out)
     }
 
     /// The offset just past the last complete record read.
@@ -151,5 +168,31 @@ mod tests {
         // A new reader from the first record's end sees only the second.
         let mut again = JournalReader::open(dir.path(), first[0].1).unwrap();
         assert_eq!(again.read_new().unwrap(), second);
+    }
+
+    #[test]
+    fn a_read_limit_takes_the_journal_in_parts_and_every_record_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = JournalWriter::create(dir.path()).unwrap();
+        let line = |l: String| Record::Line { s: Stream::Out, l, cut: None };
+        let written: Vec<Record> = (0..50).map(|i| line(format!("line {i} {}", "y".repeat(if i == 7 { 500 } else { 20 })))).collect();
+        for r in &written {
+            w.append(r).unwrap();
+        }
+        let mut r = JournalReader::open(dir.path(), 0).unwrap().with_read_limit(100);
+        let mut got = Vec::new();
+        let mut reads = 0;
+        loop {
+            let part = r.read_new().unwrap();
+            if part.is_empty() {
+                break;
+            }
+            reads += 1;
+            assert!(part.len() < written.len(), "a limited read takes part of the journal");
+            got.extend(part);
+        }
+        assert!(reads > 5);
+        assert_eq!(got.iter().map(|(rec, _)| rec.clone()).collect::<Vec<_>>(), written, "every record once, whole, in order (one longer than the limit too)");
+        assert_eq!(got.last().map(|(_, end)| *end), Some(w.end()));
     }
 }

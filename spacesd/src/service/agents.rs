@@ -37,13 +37,15 @@ impl Service {
 
     /// `agent_list`: newest first. Errors: `WORKSPACE_NOT_FOUND`.
     pub async fn agent_list(&self, req: AgentListRequest) -> Result<Vec<RunStatus>> {
-        self.sup.agent_list(&req.space).map_err(|e| e.to_api())
+        let sup = self.sup.clone();
+        off_runtime(move || sup.agent_list(&req.space)).await
     }
 
     /// `agent_status` with `tail` lines (default 40, clamped to 10,000). Errors:
     /// `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`.
     pub async fn agent_status(&self, req: AgentStatusRequest) -> Result<RunStatus> {
-        self.sup.agent_status(&req.space, &req.run_id, req.tail_lines()).map_err(|e| e.to_api())
+        let sup = self.sup.clone();
+        off_runtime(move || sup.agent_status(&req.space, &req.run_id, req.tail_lines())).await
     }
 
     /// `agent_events`: `max` clamped to 1..=1000 (default 100), `wait_ms` to 60,000. Errors:
@@ -87,5 +89,14 @@ impl Service {
     /// `agent_prune`. Errors: `WORKSPACE_NOT_FOUND`.
     pub async fn agent_prune(&self, req: spaces_sdk::AgentPruneRequest) -> Result<spaces_sdk::RunsRemovedReport> {
         self.sup.agent_prune(&req.space, req.older_than_ms).await.map_err(|e| e.to_api())
+    }
+}
+
+/// Runs `read` (database reads on a reader connection, an output tail read from disk) on the
+/// blocking pool, so a status or list never holds a runtime worker while it reads.
+async fn off_runtime<T: Send + 'static>(read: impl FnOnce() -> crate::error::Result<T> + Send + 'static) -> Result<T> {
+    match tokio::task::spawn_blocking(read).await {
+        Ok(r) => r.map_err(|e| e.to_api()),
+        Err(e) => Err(ApiError::new(spaces_sdk::ErrorCode::Internal, format!("the read task failed: {e}"))),
     }
 }

@@ -45,7 +45,8 @@ impl Store {
         }
         let run_id = run_id.to_owned();
         let rows = prepare(drafts)?;
-        self.writer.call_async(move |conn| append_in(conn, &run_id, rows, pos), after).await
+        let bytes = rows.iter().map(|r| r.body.len() + r.raw_z.as_ref().map_or(0, Vec::len)).sum();
+        self.writer.call_async(bytes, move |conn| append_in(conn, &run_id, rows, pos), after).await
     }
 
     /// The stored journal position of `run_id`, if its agent ever ran under a shim.

@@ -9,14 +9,20 @@
 //! callers), and only then does its `after` hook run (the event log publishes the run's new
 //! last seq there): nobody is told about a write a reader could not yet see.
 //!
-//! Jobs from one caller run in the order they were sent (the channel is FIFO and the thread
-//! runs a group in order), so a run's events, its journal position and its status keep the
-//! order the run's actor gave them.
+//! Small jobs go first. A group takes every waiting job of at most [`SMALL_JOB_BYTES`] (a
+//! quiet run's line, a status change, a turn start), then the bigger ones (a noisy agent's
+//! batch of output) in arrival order until it holds [`GROUP_BYTES`]; what is left waits for the
+//! next group. So a quiet run's line waits for at most the group being committed, not for every
+//! batch the noisy runs queued before it. Jobs are only reordered across callers: every caller
+//! waits for a job's answer before it sends its next (`Writer::call` blocks,
+//! `Writer::call_async` is awaited), so a run's events, its journal position and its status
+//! keep the order the run's actor gave them.
 //!
 //! The writer never checkpoints (`wal_autocheckpoint=0`): [`super::checkpoint`] does, on its own
 //! connection and thread, so no commit pays for copying the WAL into the database or for the
 //! fsyncs that go with it.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -28,6 +34,10 @@ use crate::error::{Error, Result};
 
 /// Most jobs run in one transaction; more waiting ones go in the next.
 pub const MAX_JOBS_PER_COMMIT: usize = 1024;
+/// A job this size or smaller (its rows' bytes) is small: it goes ahead of bigger ones.
+pub const SMALL_JOB_BYTES: usize = 16 * 1024;
+/// Once a group holds this many bytes of rows, bigger jobs wait for the next one.
+pub const GROUP_BYTES: usize = 256 * 1024;
 
 /// Where a job's answer goes once its transaction is over.
 pub(crate) enum Reply<R> {
@@ -53,9 +63,12 @@ trait Job: Send {
     fn run(&mut self, conn: &Connection) -> bool;
     /// The group's transaction is over: `commit` is its outcome.
     fn finish(self: Box<Self>, commit: std::result::Result<(), &str>);
+    /// About how many bytes the job writes (for the group's size).
+    fn bytes(&self) -> usize;
 }
 
 struct Call<R, F, A> {
+    bytes: usize,
     f: Option<F>,
     result: Option<Result<R>>,
     after: Option<A>,
@@ -93,6 +106,10 @@ where
         };
         reply.send(r);
     }
+
+    fn bytes(&self) -> usize {
+        self.bytes
+    }
 }
 
 /// The handle to the writer thread. Dropping it lets the thread finish the queued jobs and end.
@@ -118,40 +135,51 @@ impl Writer {
 
     /// Queues `f` for the next transaction; once it committed, `after` runs on the writer
     /// thread and the value goes to `reply`.
-    pub(crate) fn submit<R, F, A>(&self, f: F, after: A, reply: Reply<R>)
+    /// `bytes` is about what it writes (its place in the queue: see the module doc).
+    pub(crate) fn submit<R, F, A>(&self, bytes: usize, f: F, after: A, reply: Reply<R>)
     where
         R: Send + 'static,
         F: FnOnce(&Connection) -> Result<R> + Send + 'static,
         A: FnOnce(&R) + Send + 'static,
     {
-        let job: Box<dyn Job> = Box::new(Call { f: Some(f), result: None, after: Some(after), reply });
+        let job: Box<dyn Job> = Box::new(Call { bytes, f: Some(f), result: None, after: Some(after), reply });
         let Some(tx) = self.tx.as_ref() else { return };
         if let Err(mpsc::SendError(job)) = tx.send(job) {
             job.finish(Err("the event writer has stopped"));
         }
     }
 
-    /// Runs `f` in the writer's next transaction and blocks until it committed. For synchronous
-    /// callers and rare writes; the hot path awaits [`Writer::call_async`].
+    /// Runs `f` (a small write) in the writer's next transaction and blocks until it committed.
+    /// For synchronous callers and rare writes; the hot path awaits [`Writer::call_async`]. On
+    /// a worker of a multi-thread tokio runtime the wait is announced (`block_in_place`), so the
+    /// runtime moves its other tasks to another thread meanwhile.
     pub(crate) fn call<R, F>(&self, f: F) -> Result<R>
     where
         R: Send + 'static,
         F: FnOnce(&Connection) -> Result<R> + Send + 'static,
     {
         let (tx, rx) = mpsc::sync_channel(1);
-        self.submit(f, |_: &R| {}, Reply::Blocking(tx));
-        rx.recv().map_err(|_| Error::Writer("the event writer has stopped".to_owned()))?
+        self.submit(0, f, |_: &R| {}, Reply::Blocking(tx));
+        let wait = || rx.recv().map_err(|_| Error::Writer("the event writer has stopped".to_owned()));
+        let on_worker = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if on_worker {
+            tokio::task::block_in_place(wait)?
+        } else {
+            wait()?
+        }
     }
 
-    /// [`Writer::call`] for async callers, with `after` run on the writer thread once committed.
-    pub(crate) async fn call_async<R, F, A>(&self, f: F, after: A) -> Result<R>
+    /// [`Writer::call`] for async callers, with `after` run on the writer thread once committed;
+    /// `bytes` is about what it writes.
+    pub(crate) async fn call_async<R, F, A>(&self, bytes: usize, f: F, after: A) -> Result<R>
     where
         R: Send + 'static,
         F: FnOnce(&Connection) -> Result<R> + Send + 'static,
         A: FnOnce(&R) + Send + 'static,
     {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.submit(f, after, Reply::Async(tx));
+        self.submit(bytes, f, after, Reply::Async(tx));
         rx.await.map_err(|_| Error::Writer("the event writer has stopped".to_owned()))?
     }
 }
@@ -165,17 +193,21 @@ impl Drop for Writer {
     }
 }
 
-/// The writer thread: one transaction per wake-up, over every job waiting.
+/// The writer thread: one transaction per wake-up, over the jobs [`next_group`] picks.
 fn run(conn: Connection, rx: mpsc::Receiver<Box<dyn Job>>, commits: &AtomicU64) {
+    let mut waiting: VecDeque<Box<dyn Job>> = VecDeque::new();
     let mut jobs: Vec<Box<dyn Job>> = Vec::new();
-    while let Ok(first) = rx.recv() {
-        jobs.push(first);
-        while jobs.len() < MAX_JOBS_PER_COMMIT {
-            match rx.try_recv() {
-                Ok(job) => jobs.push(job),
-                Err(_) => break,
+    loop {
+        if waiting.is_empty() {
+            match rx.recv() {
+                Ok(job) => waiting.push_back(job),
+                Err(_) => return,
             }
         }
+        while let Ok(job) = rx.try_recv() {
+            waiting.push_back(job);
+        }
+        next_group(&mut waiting, &mut jobs);
         let outcome = commit_group(&conn, &mut jobs);
         if outcome.is_ok() {
             commits.fetch_add(1, Ordering::Relaxed);
@@ -185,6 +217,32 @@ fn run(conn: Connection, rx: mpsc::Receiver<Box<dyn Job>>, commits: &AtomicU64) 
             job.finish(why.map_or(Ok(()), Err));
         }
     }
+}
+
+/// Moves the next group from `waiting` into `group`: every small job, then bigger ones in
+/// arrival order while the group holds less than [`GROUP_BYTES`] (at least one job), at most
+/// [`MAX_JOBS_PER_COMMIT`] in all.
+fn next_group(waiting: &mut VecDeque<Box<dyn Job>>, group: &mut Vec<Box<dyn Job>>) {
+    let mut bytes = 0;
+    let mut rest = VecDeque::with_capacity(waiting.len());
+    for job in waiting.drain(..) {
+        let size = job.bytes();
+        if group.len() < MAX_JOBS_PER_COMMIT && size <= SMALL_JOB_BYTES {
+            bytes += size;
+            group.push(job);
+        } else {
+            rest.push_back(job);
+        }
+    }
+    while let Some(job) = rest.pop_front() {
+        if group.len() >= MAX_JOBS_PER_COMMIT || (!group.is_empty() && bytes >= GROUP_BYTES) {
+            rest.push_front(job);
+            break;
+        }
+        bytes += job.bytes();
+        group.push(job);
+    }
+    *waiting = rest;
 }
 
 /// Runs `jobs` in one transaction, each in its own savepoint. Errors: the message of a failed
@@ -209,4 +267,60 @@ fn commit_group(conn: &Connection, jobs: &mut [Box<dyn Job>]) -> std::result::Re
         return Err(format!("commit failed: {e}"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    /// A job known by its size alone.
+    struct Weighed(usize);
+
+    impl Job for Weighed {
+        fn run(&mut self, _: &Connection) -> bool {
+            true
+        }
+        fn finish(self: Box<Self>, _: std::result::Result<(), &str>) {}
+        fn bytes(&self) -> usize {
+            self.0
+        }
+    }
+
+    fn sizes(jobs: impl IntoIterator<Item = Box<dyn Job>>) -> Vec<usize> {
+        jobs.into_iter().map(|j| j.bytes()).collect()
+    }
+
+    #[test]
+    fn small_jobs_go_first_and_big_ones_fill_a_group_up_to_its_size_in_arrival_order() {
+        let big = GROUP_BYTES / 2 + 1;
+        let mut waiting: VecDeque<Box<dyn Job>> =
+            [big, 1, big + 1, 2, big + 2].into_iter().map(|b| Box::new(Weighed(b)) as Box<dyn Job>).collect();
+        let mut group = Vec::new();
+        next_group(&mut waiting, &mut group);
+        assert_eq!(sizes(group.drain(..)), vec![1, 2, big, big + 1], "smalls first, then bigs until the group is full");
+        assert_eq!(sizes(waiting.iter().map(|j| Box::new(Weighed(j.bytes())) as Box<dyn Job>)), vec![big + 2]);
+        next_group(&mut waiting, &mut group);
+        assert_eq!(sizes(group.drain(..)), vec![big + 2]);
+        assert!(waiting.is_empty());
+        // A job bigger than a group still goes, alone.
+        waiting.push_back(Box::new(Weighed(GROUP_BYTES * 4)));
+        waiting.push_back(Box::new(Weighed(GROUP_BYTES * 4 + 1)));
+        next_group(&mut waiting, &mut group);
+        assert_eq!(sizes(group.drain(..)), vec![GROUP_BYTES * 4]);
+    }
+
+    #[test]
+    fn a_blocking_write_from_a_runtime_worker_commits_and_answers() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = spaces_codespace::sqlite::open(&dir.path().join("w.db"), "NORMAL").unwrap();
+        conn.execute_batch("CREATE TABLE t (x INTEGER)").unwrap();
+        let writer = Arc::new(Writer::start(conn).unwrap());
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
+        let w = writer.clone();
+        let n = rt.block_on(async move {
+            tokio::spawn(async move { w.call(|c| Ok(c.execute("INSERT INTO t VALUES (1)", [])?)) }).await.unwrap()
+        });
+        assert_eq!(n.unwrap(), 1);
+    }
 }

@@ -30,7 +30,10 @@ use crate::store::runs::RunRow;
 use crate::store::JournalPos;
 
 /// Most events stored in one transaction when output lines queue up.
-const MAX_BATCH_EVENTS: usize = 512;
+const MAX_BATCH_EVENTS: usize = 128;
+/// Journal records waiting for the actor; with the follower's own queue, what one run holds in
+/// memory of an agent's output it has not stored yet.
+const EVENTS_QUEUE: usize = MAX_BATCH_EVENTS;
 /// Lines of stderr kept for error reasons.
 const STDERR_TAIL_LINES: usize = 20;
 /// Longest output line kept whole, in bytes; a longer one becomes a `notice` saying where it
@@ -92,8 +95,10 @@ pub struct Launcher {
     stderr_tail: VecDeque<String>,
     /// Generation of the latest process, so late events of an old one are recognised.
     gen: u64,
-    events_tx: mpsc::UnboundedSender<ProcEvent>,
-    events_rx: mpsc::UnboundedReceiver<ProcEvent>,
+    /// Bounded ([`EVENTS_QUEUE`]): an actor behind its agent's output holds the journal
+    /// follower back instead of buffering the output in memory.
+    events_tx: mpsc::Sender<ProcEvent>,
+    events_rx: mpsc::Receiver<ProcEvent>,
 }
 
 impl Launcher {
@@ -102,7 +107,7 @@ impl Launcher {
         // Absolute: paths in the plan (home, MCP config) are read by an agent whose cwd is the Space.
         let run_dir = inner.cfg.run_dir(run_id);
         let run_dir = std::path::absolute(&run_dir).unwrap_or(run_dir);
-        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let (events_tx, events_rx) = mpsc::channel(EVENTS_QUEUE);
         let inner_gen = inner.store.journal_pos(run_id).ok().flatten().map_or(0, |p| p.gen);
         Self {
             journal: Journal::new(&run_dir),

@@ -59,7 +59,7 @@ pub fn shim_dir(run_dir: &Path, gen: u64) -> PathBuf {
 
 /// Start `spec` under a new shim in `<run_dir>/shim-<gen>` and follow its journal into
 /// `events`. Errors: the shim or the agent could not start (the reason names which).
-pub async fn start(run_dir: &Path, spec: &ShimSpec, events: mpsc::UnboundedSender<ProcEvent>) -> Result<LiveProc, String> {
+pub async fn start(run_dir: &Path, spec: &ShimSpec, events: mpsc::Sender<ProcEvent>) -> Result<LiveProc, String> {
     let dir = shim_dir(run_dir, spec.gen);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::DirBuilder::new()
@@ -97,7 +97,7 @@ pub struct Adopted {
 /// read back what was stored, reconnect to the shim if it still runs, and follow the rest of
 /// the journal into `events` (ending with [`Followed::Gone`] if the shim died before it
 /// finished). Errors: the journal cannot be read.
-pub async fn adopt(run_dir: &Path, gen: u64, offset: u64, events: mpsc::UnboundedSender<ProcEvent>) -> Result<Adopted, String> {
+pub async fn adopt(run_dir: &Path, gen: u64, offset: u64, events: mpsc::Sender<ProcEvent>) -> Result<Adopted, String> {
     let dir = shim_dir(run_dir, gen);
     let mut reader = JournalReader::open(&dir, 0).map_err(|e| format!("cannot read the journal in {}: {e}", dir.display()))?;
     let mut replay = Vec::new();
@@ -124,10 +124,10 @@ pub async fn adopt(run_dir: &Path, gen: u64, offset: u64, events: mpsc::Unbounde
 }
 
 /// Forward the follower's records as [`ProcEvent`]s of generation `gen`.
-fn forward(gen: u64, mut followed: mpsc::UnboundedReceiver<Followed>, events: mpsc::UnboundedSender<ProcEvent>) {
+fn forward(gen: u64, mut followed: mpsc::Receiver<Followed>, events: mpsc::Sender<ProcEvent>) {
     tokio::spawn(async move {
         while let Some(what) = followed.recv().await {
-            if events.send(ProcEvent { gen, what }).is_err() {
+            if events.send(ProcEvent { gen, what }).await.is_err() {
                 return;
             }
         }
