@@ -20,6 +20,9 @@
 //! - `SPACES_RUN_RETENTION_DAYS` (or `run_retention_days`): runs that are not live and older
 //!   than this many days are deleted at start and hourly (rows, events, run dirs); unset keeps
 //!   them, and `spacesd agent prune --older-than 7d` deletes on demand.
+//! - `SPACES_AGENT_NICE` (or `agent_nice`): the nice value agents and commands start with, 0 to
+//!   19 (default 10), so the daemon and its shims answer first on a busy host
+//!   ([`spaces_codespace::process::priority`]); 0 runs them at the daemon's priority.
 //! - `SPACES_HOST_ID` (or `host_id`): this host's name in leases and snapshots; default the
 //!   machine's hostname plus a random suffix kept in `<state dir>/host-id`.
 
@@ -87,6 +90,8 @@ pub struct ConfigFile {
     pub memory_max_bytes: Option<u64>,
     /// Size at which a run's `output.log` is rotated to `output.log.1`, bytes.
     pub output_log_max_bytes: Option<u64>,
+    /// Nice value of agents and commands, 0..=19.
+    pub agent_nice: Option<u64>,
 }
 
 /// The resolved configuration of one daemon.
@@ -118,6 +123,8 @@ pub struct Config {
     pub memory_max_bytes: u64,
     /// Size at which a run's `output.log` is rotated (a run keeps at most twice this).
     pub output_log_max_bytes: u64,
+    /// Nice value agents and commands start with, 0..=19 (default 10).
+    pub agent_nice: i32,
 }
 
 /// The environment variable `name` parsed, if set and valid.
@@ -186,6 +193,9 @@ impl Config {
                 .unwrap_or(true),
             pids_max: env_num("SPACES_PIDS_MAX").or(file.pids_max).unwrap_or(DEFAULT_PIDS_MAX),
             memory_max_bytes: env_num("SPACES_MEMORY_MAX_BYTES").or(file.memory_max_bytes).unwrap_or(0),
+            agent_nice: env_num("SPACES_AGENT_NICE")
+                .or(file.agent_nice)
+                .map_or(spaces_codespace::process::priority::DEFAULT_AGENT_NICE, |n| n.min(19) as i32),
             output_log_max_bytes: env_num("SPACES_OUTPUT_LOG_MAX_BYTES")
                 .or(file.output_log_max_bytes)
                 .filter(|n| *n > 0)

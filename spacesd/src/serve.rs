@@ -38,6 +38,7 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
     }
     crate::supervisor::journal::set_max_bytes(cfg.output_log_max_bytes);
     // Before any run or command starts (re-adopted ones keep the cgroups they have).
+    spaces_codespace::process::priority::set_agent_nice(cfg.agent_nice);
     spaces_codespace::process::cgroup::init(cfg.cgroups, cfg.process_limits(), &crate::workspaces::host_id(&cfg.state_dir));
     let cs = crate::workspaces::open(&cfg, store.clone()).context("cannot open the CodeSpace ledger")?;
     let adopted = cs.adopt_commands().await;

@@ -110,6 +110,7 @@ pub(crate) async fn start(
     let launch = Launch {
         redact: (setup.secrets)(),
         cgroup: crate::process::cgroup::plan(&spec.tag),
+        nice: crate::process::priority::agent_nice(),
         spec: ShimSpec {
             protocol: PROTOCOL,
             gen: 1,

@@ -27,6 +27,7 @@ pub(crate) fn spawn(spec: &ExecSpec) -> Result<Spawned> {
         tag: spec.tag.clone(),
         stdio,
         cgroups: Vec::new(),
+        nice: process::priority::agent_nice(),
     };
     process::spawn(&spec)
 }

@@ -58,6 +58,7 @@
 pub mod cgroup;
 mod drain;
 pub mod held;
+pub mod priority;
 pub mod pty;
 mod scan;
 mod spawn;

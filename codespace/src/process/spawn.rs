@@ -54,6 +54,9 @@ pub struct SpawnSpec {
     /// Cgroup directories the child joins before it execs (at most 4, one per
     /// hierarchy; see [`super::cgroup`]); empty: it stays in this process's.
     pub cgroups: Vec<PathBuf>,
+    /// Nice value the child starts with, 0 (the daemon's priority) to 19; agents and commands
+    /// get [`super::priority::agent_nice`], shims 0.
+    pub nice: i32,
 }
 
 /// Most cgroup directories one child joins (cgroup v1 `pids` and `memory`, or one v2).
@@ -137,12 +140,13 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Spawned> {
     for (slot, fd) in join_fds.iter_mut().zip(&joins) {
         *slot = fd.as_raw_fd();
     }
+    let nice = spec.nice;
     // SAFETY: the closure runs in the forked child before exec, with stdio already on fds 0-2.
     // It only makes async-signal-safe system calls (write, sigprocmask, signal, setsid, ioctl,
     // close_range, fcntl, getrlimit) on values on its stack: no allocation, no locks. The
     // cgroup fds it writes stay open in this process until the spawn returned.
     unsafe {
-        cmd.pre_exec(move || in_child(controlling_tty, &join_fds));
+        cmd.pre_exec(move || in_child(controlling_tty, &join_fds, nice));
     }
     let child = cmd.spawn().map_err(fail);
     drop(joins);
@@ -198,9 +202,9 @@ fn nonblocking(fd: &OwnedFd) -> nix::Result<()> {
 const RESET_SIGNALS: [libc::c_int; 4] = [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, libc::SIGTERM];
 
 /// The child's side, between fork and exec: into its cgroups (each `cgroup.procs` fd in
-/// `joins`, -1 = none), default signals, a new session, the terminal (PTY mode), every fd above
-/// 2 close-on-exec.
-fn in_child(controlling_tty: bool, joins: &[RawFd; MAX_CGROUPS]) -> std::io::Result<()> {
+/// `joins`, -1 = none), default signals, a new session at priority `nice`
+/// ([`super::priority`]), the terminal (PTY mode), every fd above 2 close-on-exec.
+fn in_child(controlling_tty: bool, joins: &[RawFd; MAX_CGROUPS], nice: i32) -> std::io::Result<()> {
     let last_error = std::io::Error::last_os_error;
     // SAFETY (all calls below): plain system calls on integers and stack values, each
     // async-signal-safe; see the SAFETY note at the `pre_exec` call.
@@ -220,6 +224,7 @@ fn in_child(controlling_tty: bool, joins: &[RawFd; MAX_CGROUPS]) -> std::io::Res
         if libc::setsid() < 0 {
             return Err(last_error());
         }
+        super::priority::lower_in_child(nice);
         if controlling_tty && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
             return Err(last_error());
         }

@@ -33,6 +33,7 @@ fn spec(dir: &TempDir, argv: &[&str], stdio: StdioSpec) -> SpawnSpec {
         tag: format!("test/{}", uuid::Uuid::new_v4()),
         stdio,
         cgroups: Vec::new(),
+        nice: 0,
     }
 }
 

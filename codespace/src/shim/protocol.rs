@@ -66,6 +66,10 @@ pub struct Launch {
     /// absent: none (the shim's subreaper alone holds the tree).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<crate::process::cgroup::Plan>,
+    /// The nice value the shim starts the process with ([`crate::process::priority`]); the shim
+    /// itself runs at the daemon's priority. Absent (an older daemon): 0.
+    #[serde(default)]
+    pub nice: i32,
 }
 
 /// How a shim keeps its process's output.
@@ -283,7 +287,7 @@ mod compat_tests {
         let json = serde_json::to_string(&spec).unwrap();
         assert_eq!(serde_json::from_str::<Launch>(&json).unwrap().output, OutputMode::Lines);
         let raw = OutputMode::Raw { tty: Some((24, 80)), segment_bytes: 4096 };
-        let launch = serde_json::to_string(&Launch { spec, output: raw, redact: Vec::new(), cgroup: None }).unwrap();
+        let launch = serde_json::to_string(&Launch { spec, output: raw, redact: Vec::new(), cgroup: None, nice: 0 }).unwrap();
         let back: Launch = serde_json::from_str(&launch).unwrap();
         assert_eq!((back.output, back.spec.tag.as_str()), (raw, "t"));
         let input = serde_json::to_string(&Request::Input { data: vec![0, 255, b'\n'], timeout_ms: 5 }).unwrap();

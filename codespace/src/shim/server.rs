@@ -69,7 +69,7 @@ pub fn main(dir: &Path) -> i32 {
             Ok(cgroup) => cgroup,
             Err(why) => return ready(Err(format!("cannot make the process's cgroup: {why}"))),
         };
-        let code = match Shim::start(dir, launch.spec, launch.output, redactor, cgroup.clone()).await {
+        let code = match Shim::start(dir, launch.spec, launch.output, launch.nice, redactor, cgroup.clone()).await {
             Ok(shim) => shim.run().await,
             Err(why) => ready(Err(why)),
         };
@@ -158,7 +158,7 @@ struct Shim {
 
 impl Shim {
     /// Become a subreaper, open the journal and the socket, start the agent.
-    async fn start(dir: &Path, spec: ShimSpec, mode: OutputMode, redactor: Redactor, cgroup: Option<Cgroup>) -> Result<Shim, String> {
+    async fn start(dir: &Path, spec: ShimSpec, mode: OutputMode, nice: i32, redactor: Redactor, cgroup: Option<Cgroup>) -> Result<Shim, String> {
         nix::sys::prctl::set_child_subreaper(true).map_err(|e| format!("cannot become a child subreaper: {e}"))?;
         let mut journal = JournalWriter::create(dir).map_err(|e| format!("cannot create the journal in {}: {e}", dir.display()))?;
         let sock = socket_path(dir);
@@ -185,6 +185,7 @@ impl Shim {
             tag: spec.tag.clone(),
             stdio,
             cgroups: cgroup.as_ref().map(Cgroup::dirs).unwrap_or_default(),
+            nice,
         };
         let spawned = process::spawn(&spawn).map_err(|e| e.to_string())?;
         let pid = spawned.pid;

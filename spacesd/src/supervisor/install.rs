@@ -123,6 +123,7 @@ pub async fn install(
         // npm's progress is on stderr and its summary on stdout: one stream, nothing unread.
         stdio: StdioSpec::Combined { stdin: StdinSpec::Null },
         cgroups: Vec::new(),
+        nice: process::priority::agent_nice(),
     };
     let spawned = process::spawn(&spawn_spec).map_err(|e| format!("cannot run npm (is Node.js installed?): {e}"))?;
     let mut child = spawned.child;

@@ -70,7 +70,13 @@ pub async fn start(run_dir: &Path, spec: &ShimSpec, events: mpsc::Sender<ProcEve
     let env = shim_env();
     // The run's secrets and the daemon's, for the shim to redact from the journal.
     let redact = super::secrets::RunSecrets::load(run_dir).unwrap_or_default().redactor().spellings().to_vec();
-    let launch = Launch { spec: spec.clone(), output: OutputMode::Lines, redact, cgroup: cgroup::plan(&format!("{}/gen-{}", spec.tag, spec.gen)) };
+    let launch = Launch {
+        spec: spec.clone(),
+        output: OutputMode::Lines,
+        redact,
+        cgroup: cgroup::plan(&format!("{}/gen-{}", spec.tag, spec.gen)),
+        nice: spaces_codespace::process::priority::agent_nice(),
+    };
     let shim = match ShimClient::launch(&command, env, &dir, &launch).await {
         Ok(shim) => shim,
         Err(why) => {

@@ -250,3 +250,34 @@ echo "== fds"; ls /proc/$$/fd; echo "== end""#,
         assert!(hits.is_empty(), "{spelling:?} is stored in {hits:?}");
     }
 }
+
+/// The nice value (field 19 of `/proc/PID/stat`) of process `pid` as `sh` prints it.
+const NICE_OF: &str = "awk '{print $19}' /proc";
+
+/// Issue 12: agents and commands start below the daemon's priority (nice 10 by default, their
+/// session's autogroup too), while the shims that journal their output keep the daemon's, so a
+/// busy agent cannot starve the daemon's answers (`process::priority`).
+#[tokio::test]
+async fn agents_and_commands_run_below_the_daemons_priority() {
+    let body = format!(
+        "cat >/dev/null\n{NICE_OF}/$$/stat > agent-nice\n{NICE_OF}/$PPID/stat > shim-nice; tr '\\0' ' ' < /proc/$PPID/cmdline > parent-cmd\ncat /proc/self/autogroup > agent-autogroup 2>/dev/null || true\n{}\n{}",
+        super::survive::message("measured"),
+        super::survive::DONE
+    );
+    let (d, root, _bin) = super::survive::fake_daemon(&body).await;
+    let req = spaces_sdk::AgentStartRequest { space: "s".into(), agent: "openai-codex".into(), prompt: "hi".into(), show: None, options: None };
+    let run = d.client.agent_start(&req).await.unwrap().run_id;
+    d.wait_turn_end("s", &run, 1, Duration::from_secs(60)).await;
+    let read = |name: &str| std::fs::read_to_string(root.join(name)).unwrap_or_default().trim().to_owned();
+    // The daemon inherits this test's nice value (a suite run under `nice` starts at 10).
+    let ours: i32 = std::fs::read_to_string("/proc/self/stat").unwrap().rsplit(')').next().unwrap().split_whitespace().nth(16).unwrap().parse().unwrap();
+    let expected = ours.max(10).to_string();
+    assert_eq!(read("agent-nice"), expected, "the agent runs at nice 10 (or the daemon's, if lower)");
+    assert_eq!(read("shim-nice"), ours.to_string(), "its shim keeps the daemon's priority (parent: {})", read("parent-cmd"));
+    let autogroup = read("agent-autogroup");
+    if std::path::Path::new("/proc/self/autogroup").exists() {
+        assert!(autogroup.ends_with(&format!("nice {expected}")), "the agent's session autogroup is lowered too: {autogroup:?}");
+    }
+    let out = run_in(&d, "s", &format!("{NICE_OF}/$$/stat")).await;
+    assert_eq!(out.trim(), expected, "a command runs at nice 10 too");
+}
