@@ -167,7 +167,63 @@ fn interrupt_mid_stream_ends_interrupted_and_the_next_turn_works() {
     assert_eq!(field(turn_ends[0], "stop_reason"), "interrupted");
     assert_eq!(field(turn_ends[1], "stop_reason"), "end_turn");
     assert!(kinds(&events).contains(&"cancel_requested".to_owned()));
+    // The pieces streamed before the interrupt are a prefix of the partial answer the CLI
+    // prints as the turn's visible message.
+    let t1: Vec<_> = events.iter().filter(|e| e.turn == 1).collect();
+    let pieces: String = t1.iter().filter(|e| is_delta(e)).filter_map(|e| e.text.clone()).collect();
+    let partial = t1.iter().find(|e| is_answer(e)).and_then(|e| e.text.clone()).unwrap();
+    assert!(partial.starts_with(&pieces), "{pieces:?} is not a prefix of {partial:?}");
     insta::assert_json_snapshot!("interrupt_stream", snapshot_view(&events));
+}
+
+/// A piece of the answer as it streams (`--include-partial-messages`): a hidden `message`.
+fn is_delta(e: &EventDraft) -> bool {
+    field(e, "kind") == "message" && field(e, "category") == "hidden"
+}
+
+/// The visible answer.
+fn is_answer(e: &EventDraft) -> bool {
+    field(e, "kind") == "message" && field(e, "category") == "message"
+}
+
+#[test]
+fn partial_messages_stream_the_answer_as_hidden_pieces_before_the_one_visible_message() {
+    let (events, _) = replay("partial_text");
+    let answer = "The command printed hi, as asked.";
+    let deltas: Vec<&EventDraft> = events.iter().filter(|e| is_delta(e)).collect();
+    assert!(deltas.len() >= 2, "the slow answer comes in pieces: {:?}", kinds(&events));
+    assert!(deltas.iter().all(|e| e.summary.is_none() && e.turn == 1));
+    let joined: String = deltas.iter().filter_map(|e| e.text.clone()).collect();
+    assert_eq!(joined, answer, "the pieces add up to the answer, no more");
+    let answers: Vec<&EventDraft> = events.iter().filter(|e| is_answer(e)).collect();
+    assert_eq!(answers.len(), 1, "one visible message");
+    assert_eq!(answers[0].text.as_deref(), Some(answer));
+    let at = |p: &dyn Fn(&EventDraft) -> bool| events.iter().position(p).unwrap();
+    let last_delta = events.iter().rposition(is_delta).unwrap();
+    assert!(at(&|e| e.tool_status.is_some() && field(e, "kind") == "tool_update") < at(&is_delta));
+    assert!(last_delta < at(&is_answer), "the pieces come before the whole message");
+    // Everything else the stream adds (message_start, input_json_delta, status, ...) is
+    // bookkeeping nobody reads by default.
+    let shown: Vec<String> = events
+        .iter()
+        .filter(|e| field(e, "category") != "hidden")
+        .map(|e| kinds(std::slice::from_ref(e))[0].clone())
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "turn_started",
+            "user_message",
+            "tool_call(in_progress)",
+            "tool_update(completed)",
+            "message",
+            "usage",
+            "turn_ended(end_turn)",
+            "exited"
+        ]
+    );
+    assert_eq!(ended(&events)[0].text.as_deref(), Some(answer));
+    insta::assert_json_snapshot!("partial_text", snapshot_view(&events));
 }
 
 #[test]
