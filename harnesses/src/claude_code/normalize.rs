@@ -274,11 +274,12 @@ impl ClaudeNormalizer {
         let kind = str_of(event, "type").unwrap_or("?");
         let delta = event.get("delta").unwrap_or(&Value::Null);
         let sub_agent = v.get("parent_tool_use_id").is_some_and(|p| !p.is_null());
-        match (kind, str_of(delta, "type"), str_of(delta, "text")) {
-            ("content_block_delta", Some("text_delta"), Some(piece)) if !sub_agent && !piece.is_empty() => {
+        let own_text = !sub_agent && kind == "content_block_delta";
+        match (str_of(delta, "type"), str_of(delta, "text")) {
+            (Some("text_delta"), Some(piece)) if own_text && !piece.is_empty() => {
                 vec![wording::text_delta(self.turn, piece)]
             }
-            (_, Some(delta_type), _) => {
+            (Some(delta_type), _) => {
                 vec![wording::control(self.turn, &format!("stream_event {kind} {delta_type}"))]
             }
             _ => vec![wording::control(self.turn, &format!("stream_event {kind}"))],

@@ -473,6 +473,32 @@ fn thinking_and_todos_become_thought_and_plan() {
 }
 
 #[test]
+fn only_the_agents_own_text_pieces_stream_other_stream_events_are_control_lines() {
+    let mut n = started();
+    let line = |parent: &str, delta: &str| {
+        format!(
+            r#"{{"type":"stream_event","event":{{"type":"content_block_delta","index":0,"delta":{delta}}},"parent_tool_use_id":{parent}}}"#
+        )
+    };
+    let own = n.stdout_line(&line("null", r#"{"type":"text_delta","text":"Hel"}"#));
+    assert!(is_delta(&own[0]) && own[0].text.as_deref() == Some("Hel") && own.len() == 1);
+    // A sub-agent's words are progress of its Task call, never the answer.
+    let sub = n.stdout_line(&line(r#""toolu_1""#, r#"{"type":"text_delta","text":"sub"}"#));
+    let thinking = n.stdout_line(&line("null", r#"{"type":"thinking_delta","thinking":"hmm"}"#));
+    let empty = n.stdout_line(&line("null", r#"{"type":"text_delta","text":""}"#));
+    for (events, summary) in [
+        (&sub, "stream_event content_block_delta text_delta"),
+        (&thinking, "stream_event content_block_delta thinking_delta"),
+        (&empty, "stream_event content_block_delta text_delta"),
+    ] {
+        assert_eq!((kinds(events), field(&events[0], "category")), (vec!["notice".to_owned()], json!("hidden")));
+        assert_eq!(events[0].summary.as_deref(), Some(summary));
+    }
+    let status = n.stdout_line(r#"{"type":"system","subtype":"status","status":"requesting"}"#);
+    assert_eq!((field(&status[0], "category"), status[0].summary.as_deref()), (json!("hidden"), Some("status: requesting")));
+}
+
+#[test]
 fn harness_identity() {
     assert_eq!(ClaudeCode.id(), "claude-code");
     let spec = ClaudeCode.install_spec();
