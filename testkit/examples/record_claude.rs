@@ -29,7 +29,9 @@
 //! Scenarios (all by default): `write_tool` (a Write call, then a text answer), `followup` (two
 //! turns in one process), `bash_tool`, `interrupt_stream` (interrupt mid slow text, then a
 //! follow-up turn), `interrupt_tool` (interrupt a running `sleep`), `http_error` (the endpoint
-//! answers 500), `resume_missing` (`--resume` of an unknown session: the process fails).
+//! answers 500), `resume_missing` (`--resume` of an unknown session: the process fails),
+//! `partial_text` (a Bash call, then an answer streamed in chunks: the `stream_event` lines of
+//! `--include-partial-messages`, text and tool input deltas).
 //! The model server is always started before the CLI.
 
 use std::collections::BTreeMap;
@@ -46,7 +48,7 @@ use spaces_harnesses::{ExitInfo, Harness, InterruptRecipe, LaunchContext, Normal
 use spaces_testkit::{Reply, Script, ScriptedServer, Wire};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
-const ALL: [&str; 7] = [
+const ALL: [&str; 8] = [
     "write_tool",
     "followup",
     "bash_tool",
@@ -54,6 +56,7 @@ const ALL: [&str; 7] = [
     "interrupt_tool",
     "http_error",
     "resume_missing",
+    "partial_text",
 ];
 
 /// Longest wait for any one step.
@@ -187,6 +190,17 @@ fn scenario(name: &str, ws: &Path) -> Option<Scenario> {
             script: Script::new([text("unused")]),
             steps: vec![Step::Turn("Continue.")],
             resume: Some("00000000-0000-4000-8000-000000000000"),
+        },
+        "partial_text" => Scenario {
+            script: Script::new([
+                Reply::ToolCall {
+                    name: "Bash".into(),
+                    input: json!({ "command": "echo hi", "description": "Say hi" }),
+                },
+                Reply::SlowText { text: "The command printed hi, as asked.".into(), chunks: 4, delay_ms: 50 },
+            ]),
+            steps: vec![Step::Turn("Run echo hi, then tell me what it printed."), Step::Results(1)],
+            resume: None,
         },
         _ => return None,
     };

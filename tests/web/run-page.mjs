@@ -130,8 +130,23 @@ try {
   await tool.locator(".tool-status.completed").waitFor();
   check((await tool.count()) === 1, `one line for the tool call, replaced by its updates: ${await tool.allTextContents()}`);
   check((await tool.textContent()).startsWith("[completed]"), `the tool line shows its status: ${await tool.textContent()}`);
+
+  step("the answer streams in: a live line grows before the turn ends, then the whole message replaces it");
+  const answer = "First answer, streamed slowly.";
+  const live = transcript.locator('[data-live="streaming"]');
+  await live.filter({ hasText: /.{3}/ }).waitFor();
+  const partial = await live.textContent();
+  const ended1 = await transcript.locator('[data-kind="turn_ended"][data-turn="1"]').count();
+  check(ended1 === 0, "the turn had not ended while the partial answer was on the page");
+  check(partial.length < answer.length && answer.startsWith(partial), `a prefix of the answer streamed in: ${JSON.stringify(partial)}`);
+  check((await live.getAttribute("aria-busy")) === "true", "the growing line is busy for screen readers");
+  await live.filter({ hasText: new RegExp(`.{${partial.length + 1}}`) }).waitFor();
+  const grown = await live.textContent();
+  check(grown.startsWith(partial) && grown.length > partial.length && answer.startsWith(grown), `the live line grew: ${JSON.stringify(grown)}`);
   await transcript.locator('[data-kind="turn_ended"][data-turn="1"]', { hasText: "(end_turn)" }).waitFor();
-  await transcript.locator('[data-kind="message"]', { hasText: "First answer, streamed slowly." }).waitFor();
+  await transcript.locator('[data-kind="message"]', { hasText: answer }).waitFor();
+  check((await live.count()) === 0, "the whole message replaced the live line");
+  check((await transcript.locator('[data-kind="message"]').count()) === 1, "the answer shows once");
   await status.filter({ hasText: /^idle$/ }).waitFor();
   check((await transcript.getAttribute("aria-live")) === "polite", "the transcript is an aria-live region");
 

@@ -26,9 +26,10 @@ pub const INTERRUPT_REQUEST_ID: &str = "spaces-interrupt";
 pub const MCP_CONFIG_FILE: &str = "claude-mcp.json";
 
 /// The process for a run: `claude -p --input-format stream-json --output-format stream-json
-/// --verbose --dangerously-skip-permissions [--mcp-config FILE --strict-mcp-config] [--model M]
-/// [--resume SID]`, stdin a pipe, the first turn's message as `initial_stdin`. With MCP servers,
-/// FILE is [`MCP_CONFIG_FILE`] in the run directory ([`mcp_config`]) and only those servers are
+/// --verbose --include-partial-messages --dangerously-skip-permissions [--mcp-config FILE
+/// --strict-mcp-config] [--model M] [--resume SID]`, stdin a pipe, the first turn's message as
+/// `initial_stdin`. `--include-partial-messages` adds the model's stream as `stream_event` lines,
+/// so the answer can be shown as it streams (see the normalizer). With MCP servers, FILE is [`MCP_CONFIG_FILE`] in the run directory ([`mcp_config`]) and only those servers are
 /// used (none from the user's or the Space's own configs); their tools need no permission rule,
 /// as `--dangerously-skip-permissions` allows every tool, `mcp__<name>__*` included. Environment: the run's private `HOME` with
 /// `CLAUDE_CONFIG_DIR=$HOME/.claude`, telemetry, autoupdate and nonessential traffic off,
@@ -43,6 +44,7 @@ pub fn plan(ctx: &LaunchContext<'_>) -> LaunchPlan {
         "--output-format".into(),
         "stream-json".into(),
         "--verbose".into(),
+        "--include-partial-messages".into(),
         "--dangerously-skip-permissions".into(),
     ];
     let mut files = Vec::new();
@@ -187,6 +189,7 @@ mod tests {
                 "--output-format",
                 "stream-json",
                 "--verbose",
+                "--include-partial-messages",
                 "--dangerously-skip-permissions",
             ]
         );
@@ -232,7 +235,7 @@ mod tests {
         c.model = Some("claude-sonnet-4-5");
         let plan = ClaudeCode.launch(&c);
         assert_eq!(
-            plan.argv[8..],
+            plan.argv[9..],
             ["--model", "claude-sonnet-4-5", "--resume", "0b5f-sid"].map(String::from)
         );
         assert_eq!(plan.env["CLAUDE_CODE_MAX_RETRIES"], "0");
@@ -260,7 +263,7 @@ mod tests {
         c.model = Some("claude-sonnet-4-5");
         let plan = ClaudeCode.launch(&c);
         assert_eq!(
-            plan.argv[8..],
+            plan.argv[9..],
             ["--mcp-config", "/runs/run-1/claude-mcp.json", "--strict-mcp-config", "--model", "claude-sonnet-4-5"]
                 .map(String::from)
         );

@@ -2,14 +2,22 @@
 //!
 //! Line types (`--output-format stream-json --verbose`, 2.1.197):
 //! - `system` `init` (every turn: `session_id`, `cwd`, `model`, `tools`) becomes `session`
-//!   (hidden); other `system` subtypes (`api_retry`, `task_started`, `task_notification`,
-//!   `status`, `compact_boundary`, ...) become `notice`;
+//!   (hidden); `status` (`requesting`, before each model call) a hidden control line; other
+//!   `system` subtypes (`api_retry`, `task_started`, `task_notification`, `compact_boundary`,
+//!   ...) become `notice`;
 //! - `assistant` content blocks: `text` becomes `message` (or `error` for the CLI's synthetic
 //!   "API Error: ..." message after a failed model call), `thinking` becomes `thought`,
 //!   `tool_use` becomes `tool_call` (`in_progress`; `TodoWrite` also gives a `plan`);
 //! - `user` `tool_result` blocks become `tool_update` (`completed`, or `failed` when `is_error`);
 //! - `result` becomes `usage` (tokens, cost, time) then exactly one `turn_ended` (see [`stop_reason`]);
-//! - `control_response` (a failed one is a visible `notice`), `control_request`, `stream_event`,
+//! - `stream_event` (`--include-partial-messages`: the model's stream, one SSE event a line, as
+//!   `{"type":"stream_event","event":{...},"parent_tool_use_id":...}`): a `content_block_delta`
+//!   with a `text_delta` of the agent itself (not a sub-agent) becomes a hidden `message` with
+//!   the piece as text ([`wording::text_delta`]); the whole text still comes as the visible
+//!   `message` of the `assistant` line that follows the pieces. Every other stream event
+//!   (`message_start`, `content_block_start|stop`, `input_json_delta`, `thinking_delta`,
+//!   `message_delta`, `message_stop`) is a control line, as is `system` `status`;
+//! - `control_response` (a failed one is a visible `notice`), `control_request`,
 //!   `rate_limit_event` and `keep_alive` are control lines nobody needs to read: hidden `notice`
 //!   events ([`wording::control`]); an unparseable line or unknown type becomes `other` with the
 //!   line as text.
@@ -99,6 +107,10 @@ impl ClaudeNormalizer {
             Some(d) => format!("{subtype}: {d}"),
             None => subtype.to_owned(),
         };
+        if subtype == "status" {
+            // `requesting` before every model call (with partial messages): bookkeeping.
+            return vec![wording::control(self.turn, &summary)];
+        }
         vec![self.ev(EventKind::Notice).summary(summary)]
     }
 
@@ -255,6 +267,25 @@ impl ClaudeNormalizer {
         Some(self.open_tools.remove(pos))
     }
 
+    /// A `stream_event` line: the agent's own text pieces become [`wording::text_delta`], the
+    /// rest control lines named by their event (and delta) type.
+    fn stream_event(&self, v: &Value) -> Vec<EventDraft> {
+        let event = v.get("event").unwrap_or(&Value::Null);
+        let kind = str_of(event, "type").unwrap_or("?");
+        let delta = event.get("delta").unwrap_or(&Value::Null);
+        let sub_agent = v.get("parent_tool_use_id").is_some_and(|p| !p.is_null());
+        let own_text = !sub_agent && kind == "content_block_delta";
+        match (str_of(delta, "type"), str_of(delta, "text")) {
+            (Some("text_delta"), Some(piece)) if own_text && !piece.is_empty() => {
+                vec![wording::text_delta(self.turn, piece)]
+            }
+            (Some(delta_type), _) => {
+                vec![wording::control(self.turn, &format!("stream_event {kind} {delta_type}"))]
+            }
+            _ => vec![wording::control(self.turn, &format!("stream_event {kind}"))],
+        }
+    }
+
     fn bookkeeping(&self, kind: &str, v: &Value) -> Vec<EventDraft> {
         let text = match kind {
             "control_response" => {
@@ -312,11 +343,11 @@ impl Normalizer for ClaudeNormalizer {
             Some(("assistant", v)) => self.assistant(v),
             Some(("user", v)) => self.user(v),
             Some(("result", v)) => self.result(v),
+            Some(("stream_event", v)) => self.stream_event(v),
             Some((
                 kind @ ("control_response"
                 | "control_request"
                 | "control_cancel_request"
-                | "stream_event"
                 | "rate_limit_event"
                 | "keep_alive"),
                 v,

@@ -167,7 +167,63 @@ fn interrupt_mid_stream_ends_interrupted_and_the_next_turn_works() {
     assert_eq!(field(turn_ends[0], "stop_reason"), "interrupted");
     assert_eq!(field(turn_ends[1], "stop_reason"), "end_turn");
     assert!(kinds(&events).contains(&"cancel_requested".to_owned()));
+    // The pieces streamed before the interrupt are a prefix of the partial answer the CLI
+    // prints as the turn's visible message.
+    let t1: Vec<_> = events.iter().filter(|e| e.turn == 1).collect();
+    let pieces: String = t1.iter().filter(|e| is_delta(e)).filter_map(|e| e.text.clone()).collect();
+    let partial = t1.iter().find(|e| is_answer(e)).and_then(|e| e.text.clone()).unwrap();
+    assert!(partial.starts_with(&pieces), "{pieces:?} is not a prefix of {partial:?}");
     insta::assert_json_snapshot!("interrupt_stream", snapshot_view(&events));
+}
+
+/// A piece of the answer as it streams (`--include-partial-messages`): a hidden `message`.
+fn is_delta(e: &EventDraft) -> bool {
+    field(e, "kind") == "message" && field(e, "category") == "hidden"
+}
+
+/// The visible answer.
+fn is_answer(e: &EventDraft) -> bool {
+    field(e, "kind") == "message" && field(e, "category") == "message"
+}
+
+#[test]
+fn partial_messages_stream_the_answer_as_hidden_pieces_before_the_one_visible_message() {
+    let (events, _) = replay("partial_text");
+    let answer = "The command printed hi, as asked.";
+    let deltas: Vec<&EventDraft> = events.iter().filter(|e| is_delta(e)).collect();
+    assert!(deltas.len() >= 2, "the slow answer comes in pieces: {:?}", kinds(&events));
+    assert!(deltas.iter().all(|e| e.summary.is_none() && e.turn == 1));
+    let joined: String = deltas.iter().filter_map(|e| e.text.clone()).collect();
+    assert_eq!(joined, answer, "the pieces add up to the answer, no more");
+    let answers: Vec<&EventDraft> = events.iter().filter(|e| is_answer(e)).collect();
+    assert_eq!(answers.len(), 1, "one visible message");
+    assert_eq!(answers[0].text.as_deref(), Some(answer));
+    let at = |p: &dyn Fn(&EventDraft) -> bool| events.iter().position(p).unwrap();
+    let last_delta = events.iter().rposition(is_delta).unwrap();
+    assert!(at(&|e| e.tool_status.is_some() && field(e, "kind") == "tool_update") < at(&is_delta));
+    assert!(last_delta < at(&is_answer), "the pieces come before the whole message");
+    // Everything else the stream adds (message_start, input_json_delta, status, ...) is
+    // bookkeeping nobody reads by default.
+    let shown: Vec<String> = events
+        .iter()
+        .filter(|e| field(e, "category") != "hidden")
+        .map(|e| kinds(std::slice::from_ref(e))[0].clone())
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "turn_started",
+            "user_message",
+            "tool_call(in_progress)",
+            "tool_update(completed)",
+            "message",
+            "usage",
+            "turn_ended(end_turn)",
+            "exited"
+        ]
+    );
+    assert_eq!(ended(&events)[0].text.as_deref(), Some(answer));
+    insta::assert_json_snapshot!("partial_text", snapshot_view(&events));
 }
 
 #[test]
@@ -414,6 +470,32 @@ fn thinking_and_todos_become_thought_and_plan() {
     );
     assert_eq!(kinds(&events), ["tool_call(in_progress)", "plan"]);
     assert_eq!(events[1].text.as_deref(), Some("[completed] a\n[pending] b"));
+}
+
+#[test]
+fn only_the_agents_own_text_pieces_stream_other_stream_events_are_control_lines() {
+    let mut n = started();
+    let line = |parent: &str, delta: &str| {
+        format!(
+            r#"{{"type":"stream_event","event":{{"type":"content_block_delta","index":0,"delta":{delta}}},"parent_tool_use_id":{parent}}}"#
+        )
+    };
+    let own = n.stdout_line(&line("null", r#"{"type":"text_delta","text":"Hel"}"#));
+    assert!(is_delta(&own[0]) && own[0].text.as_deref() == Some("Hel") && own.len() == 1);
+    // A sub-agent's words are progress of its Task call, never the answer.
+    let sub = n.stdout_line(&line(r#""toolu_1""#, r#"{"type":"text_delta","text":"sub"}"#));
+    let thinking = n.stdout_line(&line("null", r#"{"type":"thinking_delta","thinking":"hmm"}"#));
+    let empty = n.stdout_line(&line("null", r#"{"type":"text_delta","text":""}"#));
+    for (events, summary) in [
+        (&sub, "stream_event content_block_delta text_delta"),
+        (&thinking, "stream_event content_block_delta thinking_delta"),
+        (&empty, "stream_event content_block_delta text_delta"),
+    ] {
+        assert_eq!((kinds(events), field(&events[0], "category")), (vec!["notice".to_owned()], json!("hidden")));
+        assert_eq!(events[0].summary.as_deref(), Some(summary));
+    }
+    let status = n.stdout_line(r#"{"type":"system","subtype":"status","status":"requesting"}"#);
+    assert_eq!((field(&status[0], "category"), status[0].summary.as_deref()), (json!("hidden"), Some("status: requesting")));
 }
 
 #[test]

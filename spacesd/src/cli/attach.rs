@@ -6,6 +6,10 @@
 //!   events`), from the first event, then live from the daemon's event stream
 //!   ([`spaces_sdk::follow`]); a tool call is one entry that its updates replace, so it shows
 //!   once with its latest status (and, finished, its first output lines);
+//! - the answer of the turn in flight streams in: its pieces (hidden `message` events, see
+//!   `spaces_harnesses::wording::text_delta`) grow one live line at the bottom of the
+//!   transcript, which the visible `message` with the whole text replaces (as does a tool call
+//!   or the turn's end);
 //! - a line typed at the prompt is sent as a follow-up (queued by the daemon mid-turn; the
 //!   answer's reason shows in the status bar); `/interrupt`, `/stop` and `/detach` are
 //!   commands, and `/expand` unfolds the last tool call with output to its whole output (as the
@@ -24,7 +28,7 @@ use crossterm::{cursor, execute, queue};
 use futures_util::StreamExt;
 use spaces_sdk::client::Client;
 use spaces_sdk::follow::Until;
-use spaces_sdk::{Event, EventKind, ToolStatus};
+use spaces_sdk::{Category, Event, EventKind, ToolStatus};
 
 use super::print::{event_lines, View};
 
@@ -39,6 +43,9 @@ struct Screen {
     full: HashMap<usize, String>,
     /// The tool entry shown with its whole output (`/expand`).
     expanded: Option<usize>,
+    /// The answer of the turn in flight so far (its streamed pieces), until its visible
+    /// `message` lands; with its turn.
+    live: Option<(u32, String)>,
     status: String,
     note: String,
     input: String,
@@ -54,6 +61,17 @@ impl Screen {
                 self.status = format!("idle ({})", e.stop_reason.map(|s| s.as_str()).unwrap_or("ended"));
             }
             _ => {}
+        }
+        if e.kind == EventKind::Message && e.category == Category::Hidden {
+            let piece = e.text.as_deref().unwrap_or_default();
+            match &mut self.live {
+                Some((turn, text)) if *turn == e.turn => text.push_str(piece),
+                live => *live = Some((e.turn, piece.to_owned())),
+            }
+            return;
+        }
+        if matches!(e.kind, EventKind::Message | EventKind::ToolCall | EventKind::TurnStarted | EventKind::TurnEnded | EventKind::Exited) {
+            self.live = None;
         }
         let Some(line) = event_lines(e, View::default()) else { return };
         let tool = e.tool_id.clone().filter(|_| matches!(e.kind, EventKind::ToolCall | EventKind::ToolUpdate));
@@ -103,6 +121,13 @@ impl Screen {
                 Some(full) => full,
                 None => entry,
             };
+            for line in entry.lines() {
+                lines.extend(wrap(line, w));
+            }
+        }
+        if let Some((turn, text)) = self.live.as_ref().filter(|(_, t)| !t.is_empty()) {
+            // Shaped like the message line that will replace it, `…` where its seq will be.
+            let entry = format!("#{:<4} turn {turn:<2} {:<16} {}", "…", "message", text.trim_end());
             for line in entry.lines() {
                 lines.extend(wrap(line, w));
             }
@@ -224,6 +249,7 @@ pub async fn attach(client: &Client, space: &str, run_id: &str) -> anyhow::Resul
         tools: HashMap::new(),
         full: HashMap::new(),
         expanded: None,
+        live: None,
         status: st.status.as_str().to_owned(),
         note: String::new(),
         input: String::new(),
@@ -307,8 +333,6 @@ pub async fn attach(client: &Client, space: &str, run_id: &str) -> anyhow::Resul
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use spaces_sdk::Category;
-
     use super::*;
 
     fn screen() -> Screen {
@@ -319,6 +343,7 @@ mod tests {
             tools: HashMap::new(),
             full: HashMap::new(),
             expanded: None,
+            live: None,
             status: "running".into(),
             note: String::new(),
             input: String::new(),
@@ -343,6 +368,29 @@ mod tests {
             usage: None,
             raw: None,
         }
+    }
+
+    fn message(seq: u64, category: Category, text: &str) -> Event {
+        Event { kind: EventKind::Message, category, text: Some(text.into()), tool_id: None, tool_title: None, tool_kind: None, tool_status: None, summary: None, ..tool(seq, ToolStatus::InProgress, None) }
+    }
+
+    #[test]
+    fn streamed_pieces_grow_one_live_line_that_the_whole_message_replaces() {
+        let mut s = screen();
+        s.add(&message(1, Category::Hidden, "The comma"));
+        s.add(&message(2, Category::Hidden, "nd printed"));
+        let mut notice = message(3, Category::Hidden, "");
+        (notice.kind, notice.text, notice.summary) = (EventKind::Notice, None, Some("stream_event content_block_stop".into()));
+        s.add(&notice);
+        assert_eq!(s.transcript(80), ["#…    turn 1  message          The command printed"]);
+        // Narrow: the live line wraps like any other.
+        assert_eq!(s.transcript(20).len(), 3, "{:#?}", s.transcript(20));
+        s.add(&message(4, Category::Message, "The command printed hi."));
+        assert_eq!(s.transcript(80), ["#4    turn 1  message          The command printed hi."]);
+        // The next answer starts a new live line.
+        s.add(&message(5, Category::Hidden, "Next"));
+        assert_eq!(s.transcript(80).len(), 2);
+        assert!(s.transcript(80)[1].ends_with("message          Next"));
     }
 
     #[test]

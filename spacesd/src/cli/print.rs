@@ -7,8 +7,9 @@ use spaces_sdk::{Category, Event, EventKind, ToolStatus};
 pub struct View {
     /// Prefix each line with its time (UTC, `HH:MM:SS.mmm`).
     pub timestamps: bool,
-    /// Also show `hidden` control events (the harness's own bookkeeping lines). Lines the
-    /// harness could not parse (`other`) are always shown: they are never dropped.
+    /// Also show `hidden` events: the harness's own bookkeeping lines and the pieces of an
+    /// answer as it streams (hidden `message` events; the whole answer is always shown). Lines
+    /// the harness could not parse (`other`) are always shown: they are never dropped.
     pub verbose: bool,
 }
 
@@ -196,5 +197,11 @@ mod tests {
         assert!(event_lines(&ev(EventKind::Other, Category::Hidden), View::default()).is_some());
         // A control line (Claude's control_response) is a hidden notice: not shown by default.
         assert!(event_lines(&ev(EventKind::Notice, Category::Hidden), View::default()).is_none());
+        // A piece of a streaming answer: only with --verbose, as its text.
+        let mut piece = ev(EventKind::Message, Category::Hidden);
+        piece.text = Some("The ans".into());
+        assert!(event_lines(&piece, View::default()).is_none());
+        let shown = event_lines(&piece, View { timestamps: false, verbose: true }).unwrap_or_default();
+        assert!(shown.ends_with("message          The ans"), "{shown}");
     }
 }

@@ -337,22 +337,25 @@ echo '{"type":"item.completed","item":{"id":"m","type":"agent_message","text":"a
 
 /// `spacesd attach` on a real Claude Code run against the scripted endpoint, in a real terminal
 /// (tmux): the first turn's Bash call shows folded (three lines and where the rest is) and
-/// `/expand` unfolds its whole output; the answer comes in; a typed follow-up is answered;
-/// Ctrl-C interrupts a slowly streamed answer (the turn ends `interrupted`); `/detach` leaves
-/// and the run is alive (idle, accepting a message). Then the event wording on the real CLI:
-/// `agent events` shows each turn's usage with its token counts, and the interrupt's
-/// `control_response` only with `--verbose`.
+/// `/expand` unfolds its whole output; the answer comes in; a typed follow-up's answer streams
+/// in (a prefix of it on screen, in one live line, while the event log shows the turn still
+/// running; then the whole message in its place, once); Ctrl-C interrupts a slowly streamed
+/// answer (the turn ends `interrupted`); `/detach` leaves and the run is alive (idle, accepting
+/// a message). Then the event wording on the real CLI: `agent events` shows each turn's usage
+/// with its token counts, and the interrupt's `control_response` and the answer's streamed
+/// pieces only with `--verbose`.
 #[tokio::test]
 async fn attach_to_a_real_claude_code_run_expands_answers_interrupts_and_detaches() {
     use super::harness::CLAUDE;
     use spaces_testkit::{Reply, Script, ScriptedServer};
+    const SECOND: &str = "The second answer, streamed in pieces.";
     crate::support::require_cli(CLAUDE.id, CLAUDE.binary);
     let server = ScriptedServer::start(
         CLAUDE.wire,
         Script::new([
             Reply::ToolCall { name: "Bash".into(), input: serde_json::json!({"command": "seq 1 12", "description": "count"}) },
             Reply::Text("I counted to twelve.".into()),
-            Reply::Text("The second answer.".into()),
+            Reply::SlowText { text: SECOND.into(), chunks: 12, delay_ms: 400 },
             Reply::SlowText { text: "a long answer that is cut off by the interrupt".into(), chunks: 60, delay_ms: 500 },
         ]),
     )
@@ -380,7 +383,23 @@ async fn attach_to_a_real_claude_code_run_expands_answers_interrupts_and_detache
     tmux.wait_screen(WAIT, "the output folded again", |s| s.contains("9 more lines") && !s.contains("| 12")).await;
 
     tmux.keys(&["Say more", "Enter"]);
-    tmux.wait_screen(WAIT, "the follow-up's answer", |s| s.contains("The second answer.") && s.contains("idle (end_turn)")).await;
+    // The live line: `#…    turn 2  message          <the answer so far>`.
+    let streamed = |screen: &str| -> Option<String> {
+        let line = screen.lines().find(|l| l.starts_with("#…") && l.contains(" turn 2 "))?;
+        let text = line.split_once(" message ")?.1.trim().to_owned();
+        Some(text).filter(|t| !t.is_empty() && t.len() < SECOND.len() && SECOND.starts_with(t.as_str()))
+    };
+    let partial = tmux.wait_screen(WAIT, "a prefix of the follow-up's answer", |s| streamed(s).is_some()).await;
+    let events = d.events("s", &run).await;
+    assert!(
+        !events.iter().any(|e| e.turn == 2 && e.kind == EventKind::TurnEnded),
+        "the turn had not ended when its partial answer was on screen:\n{partial}\n{}",
+        describe(&events)
+    );
+    let prefix = streamed(&partial).unwrap_or_default();
+    tmux.wait_screen(WAIT, "the answer growing", |s| streamed(s).is_some_and(|t| t.len() > prefix.len() && t.starts_with(&prefix))).await;
+    let answered = tmux.wait_screen(WAIT, "the follow-up's answer", |s| s.contains(SECOND) && s.contains("idle (end_turn)")).await;
+    assert!(!answered.contains("#…") && answered.matches(SECOND).count() == 1, "the whole message replaced the live line:\n{answered}");
     d.wait_turn_end("s", &run, 2, WAIT).await;
 
     tmux.keys(&["slow", "Enter"]);
@@ -419,6 +438,11 @@ async fn attach_to_a_real_claude_code_run_expands_answers_interrupts_and_detache
     let seq = ack.unwrap_or_else(|| panic!("Claude Code acknowledges the interrupt:\n{}", describe(&events)));
     assert!(!plain.contains(&format!("#{seq} ")) && ok && verbose.contains("control_response success"), "{plain}\n{verbose}");
     assert!(!plain.contains("control_response"), "{plain}");
+    // The streamed pieces of the second answer: hidden messages, printed only with --verbose.
+    let pieces: Vec<&Event> = events.iter().filter(|e| e.turn == 2 && e.kind == EventKind::Message && e.category == spaces_sdk::Category::Hidden).collect();
+    assert_eq!(pieces.iter().filter_map(|e| e.text.as_deref()).collect::<String>(), SECOND, "{}", describe(&events));
+    assert!(pieces.iter().all(|e| !plain.contains(&format!("#{} ", e.seq)) && verbose.contains(&format!("#{} ", e.seq))), "{plain}\n{verbose}");
+    assert_eq!(plain.matches(SECOND).count(), 1, "{plain}");
 }
 
 /// Issue 14, item 6, in a real terminal of 80 columns (tmux): `agent list` is a table whose

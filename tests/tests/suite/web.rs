@@ -3,7 +3,8 @@
 //! a browser). A daemon with a TCP listener, the real Claude Code CLI against the scripted model,
 //! `spacesd ui` for the login link; the script `tests/web/run-page.mjs` logs in (a second use of
 //! the link is refused), watches the run appear in the list and its first turn complete live
-//! (a tool call on one line that its updates replace, then the answer),
+//! (a tool call on one line that its updates replace, then the answer growing in one live line
+//! before the turn ends, which the whole message replaces),
 //! sends a follow-up and sees it answered, interrupts a slow turn, stops the run, and checks that
 //! a request without the cookie, with a foreign Origin or without the CSRF token is refused
 //! (the run is started with `show`, whose notes give its page's URL). Its

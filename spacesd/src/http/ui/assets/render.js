@@ -1,7 +1,10 @@
 // The transcript of a run, as `spacesd agent attach` shows it: assistant text, the user's
 // messages, one line per tool call with its latest status (finished: its output behind a
 // disclosure), turn boundaries and usage. Hidden control events are left out (a line the
-// harness could not parse, kind `other`, is always shown). Text goes in as text, never HTML.
+// harness could not parse, kind `other`, is always shown). The answer of the turn in flight
+// streams in: its pieces (hidden `message` events) grow one live line at the end, which the
+// visible `message` with the whole text replaces (as does a tool call or the turn's end). Text
+// goes in as text, never HTML.
 
 /** `tokens in 1200 out 34 (cached 1000) · $0.0123 · 4.2 s`, from either CLI's usage object. */
 export function usageLine(u) {
@@ -76,15 +79,26 @@ export class Transcript {
     this.list = list;
     this.tools = new Map();
     this.cursor = 0;
+    /** The live line of the answer streaming in, or null. */
+    this.live = null;
   }
 
   /** Adds `e` (events at or below the cursor were shown already). */
   add(e) {
     if (e.seq <= this.cursor) return;
     this.cursor = e.seq;
+    const stick = this.list.scrollTop + this.list.clientHeight >= this.list.scrollHeight - 8;
+    if (e.kind === "message" && e.category === "hidden") {
+      this.grow(e);
+      if (stick) this.list.scrollTop = this.list.scrollHeight;
+      return;
+    }
+    if (this.live && ["message", "tool_call", "turn_started", "turn_ended", "exited"].includes(e.kind)) {
+      this.live.remove();
+      this.live = null;
+    }
     const li = entry(e);
     if (!li) return;
-    const stick = this.list.scrollTop + this.list.clientHeight >= this.list.scrollHeight - 8;
     const tool = (e.kind === "tool_call" || e.kind === "tool_update") && e.tool_id ? e.tool_id : null;
     const old = tool ? this.tools.get(tool) : null;
     if (old) {
@@ -96,6 +110,25 @@ export class Transcript {
       this.list.append(li);
     }
     if (tool) this.tools.set(tool, li);
+    if (this.live) this.list.append(this.live);
     if (stick) this.list.scrollTop = this.list.scrollHeight;
+  }
+
+  /** Appends the piece `e.text` to the live line of turn `e.turn` (a new line for a new turn). */
+  grow(e) {
+    if (this.live && this.live.dataset.turn !== String(e.turn)) {
+      this.live.remove();
+      this.live = null;
+    }
+    if (!this.live) {
+      // Busy while it grows: screen readers announce the whole message that replaces it
+      // rather than every piece.
+      this.live = el("li", "e-message e-live");
+      this.live.dataset.live = "streaming";
+      this.live.dataset.turn = String(e.turn);
+      this.live.setAttribute("aria-busy", "true");
+      this.list.append(this.live);
+    }
+    this.live.textContent += e.text ?? "";
   }
 }
