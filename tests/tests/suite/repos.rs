@@ -59,6 +59,19 @@ fn request(repo: Option<&str>, branch: Option<&str>) -> AgentStartRequest {
     }
 }
 
+/// Start a run with `repo` = `url` and `branch` = `feature`; wait until its first turn ended
+/// normally with the reporting agent's answer from the checked-out clone. Returns the run id and
+/// its events.
+async fn clone_and_answer(d: &crate::support::TestDaemon, url: &str) -> (String, Vec<spaces_sdk::Event>) {
+    let run = d.client.agent_start(&request(Some(url), Some("feature"))).await.unwrap().run_id;
+    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
+    let events = d.events("s", &run).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&events));
+    let st = d.wait_status("s", &run, WAIT, settled).await;
+    assert_eq!(st.result_text.as_deref().map(str::trim), Some("feature README feature.txt in origin"), "{st:#?}");
+    (run, events)
+}
+
 /// A run started with `repo` and `branch` on a local bare repository works in a clone named
 /// after it with the branch checked out; `preparing` progress is in `notice` events before the
 /// turn's agent starts.
@@ -67,12 +80,7 @@ async fn repo_and_branch_are_cloned_and_checked_out_before_the_first_turn() {
     let (d, root, _bin) = fake_daemon(&reporting_agent()).await;
     let repos = tempfile::tempdir().unwrap();
     let url = bare_repo(repos.path());
-    let run = d.client.agent_start(&request(Some(&url), Some("feature"))).await.unwrap().run_id;
-    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
-    let events = d.events("s", &run).await;
-    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&events));
-    let st = d.wait_status("s", &run, WAIT, settled).await;
-    assert_eq!(st.result_text.as_deref().map(str::trim), Some("feature README feature.txt in origin"), "{st:#?}");
+    let (run, events) = clone_and_answer(&d, &url).await;
     let notices: Vec<String> = events.iter().filter(|e| e.kind == EventKind::Notice).filter_map(|e| e.summary.clone()).collect();
     assert!(notices.first().is_some_and(|n| n.starts_with(&format!("cloning {url} (branch feature) into "))), "{notices:?}");
     assert!(notices.iter().any(|n| n.starts_with("cloned ") && n.ends_with("(branch feature)")), "{notices:?}");
@@ -160,12 +168,7 @@ async fn a_repo_url_with_credentials_clones_and_is_stored_without_them() {
     std::fs::remove_file(repos.path().join("origin.git/refs/heads/broken")).unwrap();
     let token = "repo-token-5fe2a9c1";
     let url = format!("file://bob:{token}@localhost{path}");
-    let run = d.client.agent_start(&request(Some(&url), Some("feature"))).await.unwrap().run_id;
-    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
-    let events = d.events("s", &run).await;
-    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&events));
-    let st = d.wait_status("s", &run, WAIT, settled).await;
-    assert_eq!(st.result_text.as_deref().map(str::trim), Some("feature README feature.txt in origin"), "{st:#?}");
+    let (run, events) = clone_and_answer(&d, &url).await;
     let notices: Vec<String> = events.iter().filter(|e| e.kind == EventKind::Notice).filter_map(|e| e.summary.clone()).collect();
     assert!(notices.first().is_some_and(|n| n.starts_with(&format!("cloning file://localhost{path} (branch feature)"))), "{notices:?}");
 
