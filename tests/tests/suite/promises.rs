@@ -345,6 +345,8 @@ async fn seq_continues_after_a_restart() {
     let run = start(&d, "one").await;
     d.wait_turn_end("s", &run, 1, WAIT).await;
     d.wait_status("s", &run, WAIT, settled).await;
+    // A per-turn CLI's `exited` lands just after the turn's end: read the log once it is there.
+    d.wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::Exited).await;
     let before = d.events("s", &run).await;
     let last = before.last().unwrap().seq;
     d.restart().await;
