@@ -158,22 +158,17 @@ impl Client {
         for (name, value) in headers {
             builder = builder.header(*name, value);
         }
-        let proto = |e: hyper::Error| ClientError::Protocol(e.to_string());
         match &self.endpoint {
             Endpoint::Unix(p) => {
                 let stream = tokio::net::UnixStream::connect(p).await.map_err(connect_err)?;
                 let req = builder.body(Full::new(Bytes::new())).map_err(|e| ClientError::Protocol(e.to_string()))?;
-                let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(proto)?;
-                tokio::spawn(conn);
-                sender.send_request(req).await.map_err(proto)
+                open_on(TokioIo::new(stream), req).await
             }
             Endpoint::Tcp { addr, token } => {
                 let stream = tokio::net::TcpStream::connect(addr).await.map_err(connect_err)?;
                 builder = builder.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
                 let req = builder.body(Full::new(Bytes::new())).map_err(|e| ClientError::Protocol(e.to_string()))?;
-                let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(proto)?;
-                tokio::spawn(conn);
-                sender.send_request(req).await.map_err(proto)
+                open_on(TokioIo::new(stream), req).await
             }
         }
     }
@@ -221,6 +216,18 @@ where
     let body = resp.into_body().collect().await.map_err(proto)?.to_bytes();
     driver.abort();
     Ok((status, body))
+}
+
+/// Send `req` on `io` and return the answer with its body still streaming (the connection is
+/// driven until the body is done or dropped).
+async fn open_on<S>(io: TokioIo<S>, req: Request<Full<Bytes>>) -> Result<hyper::Response<hyper::body::Incoming>, ClientError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let proto = |e: hyper::Error| ClientError::Protocol(e.to_string());
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.map_err(proto)?;
+    tokio::spawn(conn);
+    sender.send_request(req).await.map_err(proto)
 }
 
 /// The typed error of a non-2xx answer (the error envelope), or what was not understood.

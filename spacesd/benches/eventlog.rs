@@ -43,7 +43,10 @@ use spacesd::store::Store;
 const TARGET_EVENTS: usize = 1000;
 const PROMPT: &str = "benchmark prompt: list the files and explain them";
 
-/// The events table exactly as `spacesd::store` creates it.
+/// The events table as `spacesd::store` created it before lean rows (`WITHOUT ROWID`, the raw line
+/// as text): the shape these variants were first measured on. The store now uses a rowid table
+/// with the raw line zstd-compressed (`raw_z`); `scripts/bench-rowid.py` and `scripts/bench load`
+/// measure that.
 const EVENTS_TABLE: &str = "CREATE TABLE IF NOT EXISTS events (
     run_id  TEXT NOT NULL,
     seq     INTEGER NOT NULL,

@@ -261,7 +261,7 @@ impl Handle {
         let deadline = wait.map(|w| tokio::time::Instant::now() + w);
         let mut rx = self.changed.subscribe();
         loop {
-            let answer = {
+            let (mut answer, fresh, bytes) = {
                 let st = self.lock();
                 if cursor > st.ring.total() {
                     return Err(Error::invalid(format!(
@@ -288,10 +288,8 @@ impl Handle {
             };
             // Text is made after the lock is released (the collector keeps pushing meanwhile),
             // without a copy when the bytes are valid UTF-8 (nearly always).
-            let (mut answer, fresh, bytes) = answer;
             answer.chunk = String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-            let answer = (answer, fresh);
-            match (answer, deadline) {
+            match ((answer, fresh), deadline) {
                 ((answer, true), _) | ((answer, false), None) => return Ok(answer),
                 ((answer, false), Some(deadline)) => {
                     match tokio::time::timeout_at(deadline, rx.changed()).await {

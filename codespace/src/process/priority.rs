@@ -31,8 +31,8 @@ pub fn set_agent_nice(nice: i32) {
 }
 
 /// In a forked child before exec, after `setsid`: lower this process's priority and its new
-/// autogroup's to `nice` (> 0), or keep the inherited one when it is already lower. Only async-signal-safe system calls on stack values; errors are
-/// ignored (see the module doc).
+/// autogroup's to `nice` (> 0), or keep the inherited one when it is already lower. Only
+/// async-signal-safe system calls on stack values; errors are ignored (see the module doc).
 ///
 /// # Safety
 /// Called between fork and exec only (see [`super::spawn`]'s `pre_exec` note).

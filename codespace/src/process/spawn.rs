@@ -142,8 +142,9 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Spawned> {
     }
     let nice = spec.nice;
     // SAFETY: the closure runs in the forked child before exec, with stdio already on fds 0-2.
-    // It only makes async-signal-safe system calls (write, sigprocmask, signal, setsid, ioctl,
-    // close_range, fcntl, getrlimit) on values on its stack: no allocation, no locks. The
+    // It only makes async-signal-safe system calls (write, sigprocmask, signal, setsid,
+    // getpriority, setpriority, open, close, ioctl, close_range, fcntl, getrlimit) on values on
+    // its stack: no allocation, no locks. The
     // cgroup fds it writes stay open in this process until the spawn returned.
     unsafe {
         cmd.pre_exec(move || in_child(controlling_tty, &join_fds, nice));

@@ -29,7 +29,8 @@ pub const MCP_CONFIG_FILE: &str = "claude-mcp.json";
 /// --verbose --include-partial-messages --dangerously-skip-permissions [--mcp-config FILE
 /// --strict-mcp-config] [--model M] [--resume SID]`, stdin a pipe, the first turn's message as
 /// `initial_stdin`. `--include-partial-messages` adds the model's stream as `stream_event` lines,
-/// so the answer can be shown as it streams (see the normalizer). With MCP servers, FILE is [`MCP_CONFIG_FILE`] in the run directory ([`mcp_config`]) and only those servers are
+/// so the answer can be shown as it streams (see the normalizer). With MCP servers, FILE is
+/// [`MCP_CONFIG_FILE`] in the run directory ([`mcp_config`]) and only those servers are
 /// used (none from the user's or the Space's own configs); their tools need no permission rule,
 /// as `--dangerously-skip-permissions` allows every tool, `mcp__<name>__*` included. Environment: the run's private `HOME` with
 /// `CLAUDE_CONFIG_DIR=$HOME/.claude`, telemetry, autoupdate and nonessential traffic off,

@@ -207,14 +207,6 @@ async fn the_process_limit_stops_a_fork_loop() {
     wait_until("the cgroup directories to go", Duration::from_secs(10), || dirs.iter().all(|d| !d.exists())).await;
 }
 
-fn fake_agent(dir: &Path, script: &str) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let p = dir.join("fake-codex");
-    std::fs::write(&p, format!("#!/bin/sh\n{script}\n")).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-    p
-}
-
 /// A Codex fake's whole turn (thread, turn, an answer, the end).
 const CODEX_TURN: &str = r#"echo '{"type":"thread.started","thread_id":"fake-thread"}'
 echo '{"type":"turn.started"}'
@@ -223,7 +215,7 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0
 
 async fn run_fake(env: Vec<(String, String)>, script: &str) -> (TestDaemon, String, tempfile::TempDir) {
     let bin_dir = tempfile::tempdir().unwrap();
-    let bin = fake_agent(bin_dir.path(), script);
+    let bin = super::fake_agents::fake(bin_dir.path(), "fake-codex", script);
     let mut env = env;
     env.push(("SPACES_HARNESS_BIN_OPENAI_CODEX".into(), bin.display().to_string()));
     let d = TestDaemon::start_with_env(env).await;

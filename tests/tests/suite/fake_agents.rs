@@ -11,7 +11,8 @@ use crate::support::{describe, settled, TestDaemon};
 
 const WAIT: Duration = Duration::from_secs(60);
 
-fn fake(dir: &Path, name: &str, script: &str) -> PathBuf {
+/// The shell script `script` as the executable `dir/name`.
+pub(super) fn fake(dir: &Path, name: &str, script: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, format!("#!/bin/sh\n{script}\n")).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();

@@ -205,7 +205,7 @@ async fn assert_reset(d: &TestDaemon, model: &ScriptedServer, run: &str) {
 /// saved session (taken out of the snapshot, re-imported). The run does not resume it: it
 /// starts a fresh session with clean arguments, and a `notice` says the session was reset.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn v25_a_saved_session_without_transcript_is_reset_with_a_notice() {
+async fn case_v25_a_saved_session_without_transcript_is_reset_with_a_notice() {
     require_cli(CLAUDE.id, CLAUDE.binary);
     let model = ScriptedServer::start(CLAUDE.wire, Script::new([]).with_fallback(Reply::Text("ok".into()))).await.unwrap();
     let store = Store::Local(tempfile::tempdir().unwrap());
@@ -231,7 +231,7 @@ async fn send_when_free_probe(d: &TestDaemon, name: &str) {
 /// resume from it (its content is not a conversation). The resume fails at once; the run retries
 /// once as a fresh session with clean arguments, saying the session was reset.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn v25_a_session_the_cli_cannot_resume_is_retried_fresh_once() {
+async fn case_v25_a_session_the_cli_cannot_resume_is_retried_fresh_once() {
     require_cli(CLAUDE.id, CLAUDE.binary);
     let model = ScriptedServer::start(CLAUDE.wire, Script::new([]).with_fallback(Reply::Text("ok".into()))).await.unwrap();
     let store = Store::Local(tempfile::tempdir().unwrap());

@@ -326,11 +326,7 @@ echo '{"type":"item.completed","item":{"id":"m","type":"agent_message","text":"a
     assert!(narrow.lines().last().is_some_and(|l| l.starts_with('>')), "the prompt is the last line:\n{narrow}");
 
     tmux.keys(&["/detach", "Enter"]);
-    let deadline = Instant::now() + WAIT;
-    while tmux.alive() {
-        assert!(Instant::now() < deadline, "attach did not leave:\n{}", tmux.screen());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    tmux.wait_exit(WAIT, "attach did not leave").await;
     let st = d.client.space("s").agent_status(&run, Some(0)).await.unwrap();
     assert_eq!((st.status, st.accepts_message), (spaces_sdk::Status::Idle, true), "the run is still alive: {st:#?}");
 }
@@ -416,11 +412,7 @@ async fn attach_to_a_real_claude_code_run_expands_answers_interrupts_and_detache
     tmux.wait_screen(WAIT, "the interrupted turn", |s| s.contains("idle (interrupted)")).await;
 
     tmux.keys(&["/detach", "Enter"]);
-    let deadline = Instant::now() + WAIT;
-    while tmux.alive() {
-        assert!(Instant::now() < deadline, "attach did not leave:\n{}", tmux.screen());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    tmux.wait_exit(WAIT, "attach did not leave").await;
     let st = d.wait_status("s", &run, WAIT, crate::support::settled).await;
     assert_eq!((st.status, st.accepts_message), (spaces_sdk::Status::Idle, true), "the run is still alive: {st:#?}");
 

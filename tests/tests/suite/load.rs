@@ -101,7 +101,7 @@ async fn tail(client: Client, run: String, deadline: Instant) -> Vec<u64> {
 /// ever sees `database is locked`; every reader sees every event of its run exactly once, in
 /// order, with no gap; readers of the same run see the same seqs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn v26_streaming_runs_with_tailing_readers_lose_and_repeat_nothing() {
+async fn case_v26_streaming_runs_with_tailing_readers_lose_and_repeat_nothing() {
     let bin_dir = tempfile::tempdir().unwrap();
     let bin = streaming_codex(bin_dir.path());
     let d = TestDaemon::start_with_env(vec![("SPACES_HARNESS_BIN_OPENAI_CODEX".into(), bin.display().to_string())]).await;

@@ -71,6 +71,16 @@ impl Tmux {
     pub fn alive(&self) -> bool {
         self.cmd(&["has-session", "-t", SESSION]).status.success()
     }
+
+    /// Wait (up to `timeout`) until the session's command has exited; panics with `what` and
+    /// the screen when it has not.
+    pub async fn wait_exit(&self, timeout: Duration, what: &str) {
+        let deadline = Instant::now() + timeout;
+        while self.alive() {
+            assert!(Instant::now() < deadline, "{what}:\n{}", self.screen());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
 }
 
 impl Drop for Tmux {

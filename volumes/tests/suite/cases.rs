@@ -41,17 +41,17 @@ async fn v21(backend: Backend) {
 }
 
 #[tokio::test]
-async fn v21_read_only_tree_round_trips() {
+async fn case_v21_read_only_tree_round_trips() {
     v21(Backend::Local).await
 }
 
 #[tokio::test]
-async fn v21_read_only_tree_round_trips_s3() {
+async fn case_v21_read_only_tree_round_trips_s3() {
     v21(Backend::S3).await
 }
 
 #[tokio::test]
-async fn v22_socket_fifo_dangling_symlink() {
+async fn case_v22_socket_fifo_dangling_symlink() {
     let tv = TestVolume::new(Backend::Local);
     let home = tv.dir("home");
     sample_home(&home);
@@ -76,7 +76,7 @@ async fn v22_socket_fifo_dangling_symlink() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn v23_sqlite_wal_during_save() {
+async fn case_v23_sqlite_wal_during_save() {
     let tv = TestVolume::new(Backend::Local);
     let home = tv.dir("home");
     sample_home(&home);
@@ -162,7 +162,7 @@ async fn v23_sqlite_wal_during_save() {
 }
 
 #[tokio::test]
-async fn v24_truncated_and_half_archive_refused() {
+async fn case_v24_truncated_and_half_archive_refused() {
     let tv = TestVolume::new(Backend::Local);
     let home = tv.dir("home");
     sample_home(&home);
