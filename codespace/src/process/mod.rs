@@ -55,6 +55,7 @@
 //! Our ends of the child's stdio are `O_NONBLOCK`, ready for tokio's `AsyncFd` or
 //! `tokio::net::unix::pipe`; reads and writes never block the runtime.
 
+pub mod bulk;
 pub mod cgroup;
 mod drain;
 pub mod held;

@@ -274,9 +274,18 @@ pub fn follow(dir: PathBuf, from: u64) -> mpsc::Receiver<Followed> {
             }
         };
         // Sends everything the journal holds now; false once done or the receiver is gone.
+        // A follower behind its journal (its last read took many records) parses the next
+        // part on the bulk lane, below the daemon's priority (see `crate::process::bulk`).
         async fn catch_up(reader: &mut JournalReader, tx: &mpsc::Sender<Followed>) -> bool {
+            let mut behind = false;
             loop {
-                let records = reader.read_new().unwrap_or_default();
+                let records = if behind {
+                    crate::process::bulk::run(|| reader.read_new())
+                } else {
+                    reader.read_new()
+                };
+                let records = records.unwrap_or_default();
+                behind = records.len() >= crate::process::bulk::BULK_MIN_ITEMS;
                 if records.is_empty() {
                     return true;
                 }

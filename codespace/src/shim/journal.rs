@@ -28,18 +28,28 @@ pub struct JournalWriter {
     file: File,
     end: u64,
     dirty: bool,
+    /// Records appended while held ([`Self::hold`]), not yet written.
+    held: Option<Vec<u8>>,
 }
 
 impl JournalWriter {
     /// Create `<dir>/journal` (0600). Errors if it exists: a journal is never written twice.
     pub fn create(dir: &Path) -> std::io::Result<Self> {
         let file = OpenOptions::new().create_new(true).append(true).mode(0o600).open(journal_path(dir))?;
-        Ok(Self { file, end: 0, dirty: false })
+        Ok(Self { file, end: 0, dirty: false, held: None })
     }
 
     /// Append `record` (a [`Record`], or a [`super::protocol::RawRecord`] in raw mode);
     /// returns the journal's new length.
+    /// While held ([`Self::hold`]) the record is kept in memory until [`Self::release`].
     pub fn append(&mut self, record: &impl serde::Serialize) -> std::io::Result<u64> {
+        if let Some(held) = self.held.as_mut() {
+            let before = held.len();
+            serde_json::to_writer(&mut *held, record).map_err(std::io::Error::other)?;
+            held.push(b'\n');
+            self.end += (held.len() - before) as u64;
+            return Ok(self.end);
+        }
         let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
         line.push(b'\n');
         self.file.write_all(&line)?;
@@ -48,8 +58,37 @@ impl JournalWriter {
         Ok(self.end)
     }
 
-    /// `fdatasync` if anything was written since the last one.
+    /// Keep the records appended from now on in memory until [`Self::release`] writes them
+    /// with one `write(2)`: a burst of lines costs one system call and one wake-up of the
+    /// daemon, not one per line.
+    pub fn hold(&mut self) {
+        self.held.get_or_insert_with(Vec::new);
+    }
+
+    /// Write what was held since [`Self::hold`] and stop holding; returns the journal's length.
+    pub fn release(&mut self) -> std::io::Result<u64> {
+        if let Some(held) = self.held.take() {
+            if !held.is_empty() {
+                self.file.write_all(&held)?;
+                self.dirty = true;
+            }
+        }
+        Ok(self.end)
+    }
+
+    /// Whether appends are held ([`Self::hold`]).
+    pub fn holding(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// `fdatasync` if anything was written since the last one (held records are written
+    /// first).
     pub fn sync(&mut self) -> std::io::Result<()> {
+        if let Some(held) = self.held.as_mut().filter(|h| !h.is_empty()) {
+            self.file.write_all(held)?;
+            held.clear();
+            self.dirty = true;
+        }
         if self.dirty {
             self.file.sync_data()?;
             self.dirty = false;
@@ -117,7 +156,7 @@ impl JournalReader {
                 None => self.file.read_to_end(&mut self.pending)?,
             };
             let mut start = 0;
-            while let Some(nl) = self.pending[start..].iter().position(|b| *b == b'\n') {
+            while let Some(nl) = memchr::memchr(b'\n', &self.pending[start..]) {
                 let at = self.offset;
                 self.offset += nl as u64 + 1;
                 let parsed = serde_json::from_slice(&self.pending[start..start + nl]).or_else(|e| unreadable(at, e).ok_or(()));
@@ -194,5 +233,31 @@ mod tests {
         assert!(reads > 5);
         assert_eq!(got.iter().map(|(rec, _)| rec.clone()).collect::<Vec<_>>(), written, "every record once, whole, in order (one longer than the limit too)");
         assert_eq!(got.last().map(|(_, end)| *end), Some(w.end()));
+    }
+
+    #[test]
+    fn held_records_reach_the_file_in_one_write_at_release_or_at_a_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = JournalWriter::create(dir.path()).unwrap();
+        let line = |l: &str| Record::Line { s: Stream::Out, l: l.into(), cut: None };
+        let mut r = JournalReader::open(dir.path(), 0).unwrap();
+        w.hold();
+        assert!(w.holding());
+        w.append(&line("a")).unwrap();
+        let end = w.append(&line("b")).unwrap();
+        assert_eq!(end, w.end(), "the length counts held records");
+        assert!(r.read_new().unwrap().is_empty(), "nothing is on disk while held");
+        assert_eq!(w.release().unwrap(), end);
+        assert!(!w.holding());
+        let got = r.read_new().unwrap();
+        assert_eq!(got.iter().map(|(rec, _)| rec.clone()).collect::<Vec<_>>(), vec![line("a"), line("b")]);
+        assert_eq!(got[1].1, end);
+        // A sync while held (an exit is synced at once) writes what is held first.
+        w.hold();
+        w.append(&line("c")).unwrap();
+        w.sync().unwrap();
+        assert_eq!(r.read_new().unwrap().len(), 1);
+        assert_eq!(w.release().unwrap(), w.end());
+        assert_eq!(std::fs::metadata(journal_path(dir.path())).unwrap().len(), w.end(), "nothing written twice");
     }
 }

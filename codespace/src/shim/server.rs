@@ -39,6 +39,8 @@ const LEFTOVER_GRACE: Duration = Duration::from_millis(500);
 /// How often the shim checks that its journal still exists; a shim whose run directory was
 /// removed ends its tree and exits instead of waiting forever for an acknowledgement.
 const ORPHAN_CHECK: Duration = Duration::from_secs(5);
+/// Most output lines written to the journal with one `write(2)` (those already read).
+const MAX_LINES_PER_WRITE: usize = 256;
 
 /// Run the shim in `dir`: read the [`Launch`] (a [`ShimSpec`] and its output mode) from stdin, start the agent, answer on stdout
 /// with one [`Reply`] line (ok and the agent's pid, or why it could not start), then serve until
@@ -260,7 +262,21 @@ impl Shim {
                 return 0;
             }
             tokio::select! {
-                Some(out) = self.output_rx.recv() => self.on_output(out),
+                Some(out) = self.output_rx.recv() => {
+                    // The lines already read go to the journal in one write, with one wake-up.
+                    self.journal.hold();
+                    self.on_output(out);
+                    for _ in 1..MAX_LINES_PER_WRITE {
+                        match self.output_rx.try_recv() {
+                            Ok(out) => self.on_output(out),
+                            Err(_) => break,
+                        }
+                    }
+                    match self.journal.release() {
+                        Ok(end) => self.end_tx.send_modify(|e| e.journal = end),
+                        Err(e) => eprintln!("journal write failed: {e}"),
+                    }
+                }
                 _ = sigchld.recv() => self.reap(),
                 _ = sigterm.recv() => {
                     self.stop(Duration::from_secs(3)).await;
@@ -342,6 +358,8 @@ impl Shim {
 
     fn record(&mut self, record: &impl serde::Serialize) {
         match self.journal.append(record) {
+            // While held, the length is told once the records are written (the loop).
+            Ok(_) if self.journal.holding() => {}
             Ok(end) => {
                 self.end_tx.send_modify(|e| e.journal = end);
             }

@@ -4,8 +4,12 @@
 //! - when transactions were committed since its last look, it runs
 //!   `PRAGMA wal_checkpoint(PASSIVE)`: it copies what it can into the database without waiting
 //!   for (or blocking) the writer or any reader, and fsyncs the WAL and the database;
-//! - when the WAL file has grown past [`MAX_WAL_BYTES`] (a burst, or readers kept it from
-//!   restarting), it runs `PASSIVE`, and once that copied every frame, `TRUNCATE`, which waits
+//! - the writer starts the WAL over once a checkpoint copied all of it, and then cuts the file
+//!   back to [`WAL_KEEP_BYTES`] (`journal_size_limit`): under a steady load that is what bounds
+//!   the WAL, without holding off the writer;
+//! - when the WAL file has grown past [`MAX_WAL_BYTES`] all the same (`PASSIVE` could not keep
+//!   up, or readers kept it from restarting), it runs `PASSIVE`, and once that copied every
+//!   frame, `TRUNCATE`, which waits
 //!   for readers of old snapshots (holding off new writes for at most [`BOUNDED_WAIT`]) and
 //!   then empties the WAL file: that is the bound on its size. Only the frames committed
 //!   between the two are copied while the writer is held off (a `TRUNCATE` of the whole WAL
@@ -31,8 +35,12 @@ use crate::error::Result;
 pub const TICK: Duration = Duration::from_millis(500);
 /// Quiet time after which the WAL is truncated.
 pub const IDLE_AFTER: Duration = Duration::from_secs(1);
-/// WAL size past which a `TRUNCATE` checkpoint is forced even while busy.
-pub const MAX_WAL_BYTES: u64 = 64 * 1024 * 1024;
+/// WAL size past which a `TRUNCATE` checkpoint is forced even while busy: `PASSIVE`
+/// checkpoints could not keep up (or readers kept the WAL from starting over).
+pub const MAX_WAL_BYTES: u64 = 256 * 1024 * 1024;
+/// Size the writer cuts the WAL file back to whenever it starts it over
+/// (`journal_size_limit`), which needs no checkpoint that holds off the writer.
+pub const WAL_KEEP_BYTES: u64 = 64 * 1024 * 1024;
 /// How long a forced checkpoint waits for readers (and holds off the writer) at most.
 pub const BOUNDED_WAIT: Duration = Duration::from_millis(200);
 

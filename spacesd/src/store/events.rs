@@ -10,6 +10,7 @@
 //! the writer thread: the writer only numbers and inserts. `seq` is the column's (a body written
 //! before the row was numbered says `0`).
 
+use spaces_codespace::process::bulk;
 use rusqlite::params;
 use spaces_harnesses::EventDraft;
 use spaces_sdk::Event;
@@ -44,7 +45,8 @@ impl Store {
             return Ok(Vec::new());
         }
         let run_id = run_id.to_owned();
-        let rows = prepare(drafts)?;
+        // A noisy run's batch is serialized and compressed below the daemon's priority.
+        let rows = if drafts.len() >= bulk::BULK_MIN_ITEMS { bulk::run(|| prepare(drafts)) } else { prepare(drafts) }?;
         let bytes = rows.iter().map(|r| r.body.len() + r.raw_z.as_ref().map_or(0, Vec::len)).sum();
         self.writer.call_async(bytes, move |conn| append_in(conn, &run_id, rows, pos), after).await
     }
@@ -133,8 +135,21 @@ fn prepare(drafts: Vec<EventDraft>) -> Result<Vec<Row>> {
         .collect()
 }
 
+thread_local! {
+    /// This thread's zstd context for `raw`, made once: a context costs hundreds of KiB to set
+    /// up, more than compressing one line (it was a third of the daemon's CPU under load).
+    static PACKER: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> = const { std::cell::RefCell::new(None) };
+}
+
 fn pack(raw: &str) -> Result<Vec<u8>> {
-    Ok(zstd::bulk::compress(raw.as_bytes(), RAW_LEVEL)?)
+    PACKER.with(|packer| {
+        let mut packer = packer.borrow_mut();
+        let packer = match packer.as_mut() {
+            Some(p) => p,
+            None => packer.insert(zstd::bulk::Compressor::new(RAW_LEVEL)?),
+        };
+        Ok(packer.compress(raw.as_bytes())?)
+    })
 }
 
 fn unpack(z: &[u8]) -> Result<String> {

@@ -9,11 +9,12 @@
 //! callers), and only then does its `after` hook run (the event log publishes the run's new
 //! last seq there): nobody is told about a write a reader could not yet see.
 //!
-//! Small jobs go first. A group takes every waiting job of at most [`SMALL_JOB_BYTES`] (a
-//! quiet run's line, a status change, a turn start), then the bigger ones (a noisy agent's
-//! batch of output) in arrival order until it holds [`GROUP_BYTES`]; what is left waits for the
-//! next group. So a quiet run's line waits for at most the group being committed, not for every
-//! batch the noisy runs queued before it. Jobs are only reordered across callers: every caller
+//! Small jobs go first, in a group of their own. While any job of at most [`SMALL_JOB_BYTES`]
+//! waits (a quiet run's line, a status change, a turn start), a group takes every such job and
+//! nothing else; otherwise it takes the bigger ones (a noisy agent's batch of output) in arrival
+//! order until it holds [`GROUP_BYTES`]; what is left waits for the next group. So a quiet run's
+//! line waits for at most the group being committed (at most about [`GROUP_BYTES`] of rows),
+//! not for every batch the noisy runs queued before it, and its own commit writes no big batch. Jobs are only reordered across callers: every caller
 //! waits for a job's answer before it sends its next (`Writer::call` blocks,
 //! `Writer::call_async` is awaited), so a run's events, its journal position and its status
 //! keep the order the run's actor gave them.
@@ -37,7 +38,7 @@ pub const MAX_JOBS_PER_COMMIT: usize = 1024;
 /// A job this size or smaller (its rows' bytes) is small: it goes ahead of bigger ones.
 pub const SMALL_JOB_BYTES: usize = 16 * 1024;
 /// Once a group holds this many bytes of rows, bigger jobs wait for the next one.
-pub const GROUP_BYTES: usize = 256 * 1024;
+pub const GROUP_BYTES: usize = 64 * 1024;
 
 /// Where a job's answer goes once its transaction is over.
 pub(crate) enum Reply<R> {
@@ -124,6 +125,9 @@ impl Writer {
     /// Starts the writer thread over `conn` (already opened in WAL mode with the schema applied).
     pub(crate) fn start(conn: Connection) -> Result<Writer> {
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        // When the writer starts the WAL over (after a checkpoint copied all of it), the file
+        // is cut back to this size: the WAL stays bounded without a blocking TRUNCATE.
+        conn.pragma_update(None, "journal_size_limit", super::checkpoint::WAL_KEEP_BYTES as i64)?;
         let (tx, rx) = mpsc::channel::<Box<dyn Job>>();
         let commits = Arc::new(AtomicU64::new(0));
         let counter = commits.clone();
@@ -223,17 +227,21 @@ fn run(conn: Connection, rx: mpsc::Receiver<Box<dyn Job>>, commits: &AtomicU64) 
 /// arrival order while the group holds less than [`GROUP_BYTES`] (at least one job), at most
 /// [`MAX_JOBS_PER_COMMIT`] in all.
 fn next_group(waiting: &mut VecDeque<Box<dyn Job>>, group: &mut Vec<Box<dyn Job>>) {
-    let mut bytes = 0;
     let mut rest = VecDeque::with_capacity(waiting.len());
     for job in waiting.drain(..) {
-        let size = job.bytes();
-        if group.len() < MAX_JOBS_PER_COMMIT && size <= SMALL_JOB_BYTES {
-            bytes += size;
+        if group.len() < MAX_JOBS_PER_COMMIT && job.bytes() <= SMALL_JOB_BYTES {
             group.push(job);
         } else {
             rest.push_back(job);
         }
     }
+    if !group.is_empty() {
+        // Small jobs commit on their own: a quiet run's line never waits for a noisy batch's
+        // rows to be written in its own transaction, only for the group being committed.
+        *waiting = rest;
+        return;
+    }
+    let mut bytes = 0;
     while let Some(job) = rest.pop_front() {
         if group.len() >= MAX_JOBS_PER_COMMIT || (!group.is_empty() && bytes >= GROUP_BYTES) {
             rest.push_front(job);
@@ -292,14 +300,20 @@ mod tests {
     }
 
     #[test]
-    fn small_jobs_go_first_and_big_ones_fill_a_group_up_to_its_size_in_arrival_order() {
+    fn small_jobs_go_first_alone_and_big_ones_fill_a_group_up_to_its_size_in_arrival_order() {
         let big = GROUP_BYTES / 2 + 1;
         let mut waiting: VecDeque<Box<dyn Job>> =
             [big, 1, big + 1, 2, big + 2].into_iter().map(|b| Box::new(Weighed(b)) as Box<dyn Job>).collect();
         let mut group = Vec::new();
         next_group(&mut waiting, &mut group);
-        assert_eq!(sizes(group.drain(..)), vec![1, 2, big, big + 1], "smalls first, then bigs until the group is full");
+        assert_eq!(sizes(group.drain(..)), vec![1, 2], "the small jobs first, in a group of their own");
+        next_group(&mut waiting, &mut group);
+        assert_eq!(sizes(group.drain(..)), vec![big, big + 1], "then bigs until the group is full");
         assert_eq!(sizes(waiting.iter().map(|j| Box::new(Weighed(j.bytes())) as Box<dyn Job>)), vec![big + 2]);
+        // A small job that arrived meanwhile goes before the big one left.
+        waiting.push_back(Box::new(Weighed(3)));
+        next_group(&mut waiting, &mut group);
+        assert_eq!(sizes(group.drain(..)), vec![3]);
         next_group(&mut waiting, &mut group);
         assert_eq!(sizes(group.drain(..)), vec![big + 2]);
         assert!(waiting.is_empty());

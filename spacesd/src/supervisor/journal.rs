@@ -11,6 +11,9 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Bytes of lines a journal holds before it writes them out (or at [`Journal::flush`]).
+const BUFFER_BYTES: usize = 64 * 1024;
+
 /// Bytes read from the end of the journal to build a tail.
 const TAIL_WINDOW_BYTES: u64 = 256 * 1024;
 
@@ -26,10 +29,11 @@ pub fn set_max_bytes(max_bytes: u64) {
     MAX_BYTES.store(if max_bytes == 0 { MAX_JOURNAL_BYTES } else { max_bytes }, Ordering::Relaxed);
 }
 
-/// Append-only journal of one run's output lines, rotated at a size limit.
+/// Append-only journal of one run's output lines, rotated at a size limit. Lines are buffered
+/// until [`Journal::flush`] (the launcher flushes after each batch of records).
 pub struct Journal {
     path: PathBuf,
-    file: Option<std::fs::File>,
+    file: Option<std::io::BufWriter<std::fs::File>>,
     /// Bytes in the current file.
     written: u64,
     max_bytes: u64,
@@ -51,6 +55,7 @@ impl Journal {
     pub fn append(&mut self, prefix: &str, line: &str) {
         let len = (prefix.len() + line.len() + 1) as u64;
         if self.file.is_some() && self.written > 0 && self.written + len > self.max_bytes {
+            self.flush();
             self.file = None;
             let old = self.path.with_extension("log.1");
             if let Err(e) = std::fs::rename(&self.path, &old) {
@@ -59,19 +64,30 @@ impl Journal {
         }
         if self.file.is_none() {
             use std::os::unix::fs::OpenOptionsExt;
-            self.file = std::fs::OpenOptions::new()
+            let file = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .mode(0o600)
                 .open(&self.path)
                 .map_err(|e| tracing::warn!("journal {}: {e}", self.path.display()))
                 .ok();
-            self.written = self.file.as_ref().and_then(|f| f.metadata().ok()).map_or(0, |m| m.len());
+            self.written = file.as_ref().and_then(|f| f.metadata().ok()).map_or(0, |m| m.len());
+            self.file = file.map(|f| std::io::BufWriter::with_capacity(BUFFER_BYTES, f));
         }
         if let Some(f) = self.file.as_mut() {
-            // One write per line: the journal is on the output hot path.
-            if f.write_all(format!("{prefix}{line}\n").as_bytes()).is_ok() {
+            let written = f.write_all(prefix.as_bytes()).and_then(|()| f.write_all(line.as_bytes())).and_then(|()| f.write_all(b"\n"));
+            if written.is_ok() {
                 self.written += len;
+            }
+        }
+    }
+
+    /// Write out the buffered lines (one `write(2)` per batch instead of one per line).
+    /// Failures are logged, never fatal to the run.
+    pub fn flush(&mut self) {
+        if let Some(f) = self.file.as_mut() {
+            if let Err(e) = f.flush() {
+                tracing::warn!("journal {}: {e}", self.path.display());
             }
         }
     }
@@ -113,6 +129,7 @@ mod tests {
         for i in 0..500 {
             j.append("o ", &format!("line {i:04} {}", "x".repeat(40)));
         }
+        j.flush();
         let cur = std::fs::metadata(dir.path().join("output.log")).unwrap().len();
         let old = std::fs::metadata(dir.path().join("output.log.1")).unwrap().len();
         assert!(cur <= 1000 && old <= 1000, "{cur} {old}");

@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use spaces_codespace::process::bulk;
 use spaces_codespace::shim::{Followed, Record, ShimSpec, Stream, PROTOCOL};
 use spaces_harnesses::{EventDraft, Harness, LaunchContext, Normalizer, Redactor, StdinMode};
 use spaces_sdk::EventKind;
@@ -260,10 +261,40 @@ impl Launcher {
     /// (under load one commit carries many events; with a slow agent it is one line, so no
     /// latency is added). An exit, or the shim going away, ends the batch. Records of an older
     /// process generation are dropped (they can never reach the current turn).
+    ///
+    /// A large batch (a noisy agent's backlog) is processed on the bulk lane, below the
+    /// daemon's priority ([`spaces_codespace::process::bulk`]); a quiet run's line is processed here.
     pub fn batch(&mut self, first: ProcEvent, turn: u32, redactor: &Redactor, norm: &mut dyn Normalizer) -> Batch {
+        let records = self.waiting(first);
+        if records.len() >= bulk::BULK_MIN_ITEMS {
+            bulk::run(|| self.process(records, turn, redactor, norm))
+        } else {
+            self.process(records, turn, redactor, norm)
+        }
+    }
+
+    /// `first` and the records already waiting behind it, at most [`MAX_BATCH_EVENTS`], up to
+    /// and including an end of the current process (what follows it waits for the next batch).
+    fn waiting(&mut self, first: ProcEvent) -> Vec<ProcEvent> {
+        let mut records = vec![first];
+        while records.len() < MAX_BATCH_EVENTS {
+            let Some(last) = records.last() else { break };
+            let ends = last.gen == self.gen && matches!(last.what, Followed::Record(Record::Exit { .. }, _) | Followed::Gone);
+            if ends {
+                break;
+            }
+            match self.events_rx.try_recv() {
+                Ok(next) => records.push(next),
+                Err(_) => break,
+            }
+        }
+        records
+    }
+
+    /// The events of `records` (from [`Self::waiting`]), in order.
+    fn process(&mut self, records: Vec<ProcEvent>, turn: u32, redactor: &Redactor, norm: &mut dyn Normalizer) -> Batch {
         let mut batch = Batch { drafts: Vec::new(), saw_output: false, pos: None, end: None };
-        let mut next = Some(first);
-        while let Some(ProcEvent { gen, what }) = next.take() {
+        for ProcEvent { gen, what } in records {
             if gen == self.gen {
                 let pos = |offset| JournalPos { gen, offset };
                 match what {
@@ -282,6 +313,7 @@ impl Launcher {
                     }
                     Followed::Record(Record::Exit { code, signal }, offset) => {
                         batch.end = Some(ProcEnd::Exited { code, signal, pos: pos(offset) });
+                        self.journal.flush();
                         return batch;
                     }
                     // Turn starts were applied when the actor started them; `Done` means the
@@ -291,14 +323,13 @@ impl Launcher {
                     }
                     Followed::Gone => {
                         batch.end = Some(ProcEnd::Gone);
+                        self.journal.flush();
                         return batch;
                     }
                 }
             }
-            if batch.drafts.len() < MAX_BATCH_EVENTS {
-                next = self.events_rx.try_recv().ok();
-            }
         }
+        self.journal.flush();
         batch
     }
 

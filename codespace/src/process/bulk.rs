@@ -1,0 +1,99 @@
+//! The bulk lane: CPU-heavy work on a large batch runs on a thread below the daemon's priority.
+//!
+//! Under load most of the daemon's CPU goes to the backlog of a few noisy agents: journal
+//! records parsed, lines normalized, rows serialized and compressed, a batch at a time. Done on
+//! a runtime worker at the daemon's priority, each such batch makes every quiet run's line, every
+//! follow-up and every start wait behind it. [`run`] moves such a batch to a short-lived thread
+//! at nice [`BULK_NICE`] (Linux keeps a nice value per thread): within the daemon's share of the
+//! CPU the kernel then runs a woken runtime worker first, and the batch uses what is left.
+//! Small batches (a quiet run's line) stay where they are: a thread costs tens of µs.
+//!
+//! Measured in docs/benchmarks.md ("The hot path under load").
+
+use nix::libc;
+
+/// The nice value of the bulk lane's threads (the daemon's is usually 0).
+pub const BULK_NICE: i32 = 10;
+
+/// Batches of at least this many records or events go to the bulk lane (a caller's rule of
+/// thumb: a quiet run's batch holds one or two).
+pub const BULK_MIN_ITEMS: usize = 16;
+
+/// Lower the calling thread (only it) to [`BULK_NICE`], or keep its nice value when it is already
+/// lower. Raising a nice value needs no privilege; a failure leaves the thread as it was.
+pub fn lower_this_thread() {
+    // SAFETY: plain system calls on integers.
+    unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        let nice = BULK_NICE.max(libc::getpriority(libc::PRIO_PROCESS, tid));
+        libc::setpriority(libc::PRIO_PROCESS, tid, nice);
+    }
+}
+
+/// Run `work` on a thread of the bulk lane and return what it returns (a panic in it is
+/// resumed here). Called from a worker of a multi-thread tokio runtime, the worker's other
+/// tasks go on meanwhile on another thread (`tokio::task::block_in_place`); anywhere else (a
+/// current-thread runtime, a plain thread) `work` runs here, at the caller's priority, as it
+/// does when no thread can be started.
+pub fn run<R: Send>(work: impl FnOnce() -> R + Send) -> R {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| matches!(h.runtime_flavor(), tokio::runtime::RuntimeFlavor::MultiThread));
+    if !multi_thread {
+        return work();
+    }
+    let mut slot = Some(work);
+    let joined = tokio::task::block_in_place(|| {
+        std::thread::scope(|scope| {
+            let thread = std::thread::Builder::new().name("spacesd-bulk".to_owned()).spawn_scoped(scope, || {
+                lower_this_thread();
+                slot.take().map(|work| work())
+            });
+            thread.map(|t| t.join())
+        })
+    });
+    match joined {
+        Ok(Ok(Some(done))) => done,
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        // The thread could not start (the closure came back unrun): run it here.
+        Ok(Ok(None)) | Err(_) => match slot.take() {
+            Some(work) => work(),
+            None => unreachable!("the bulk lane ran its work but returned nothing"),
+        },
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn my_nice() -> i32 {
+        // SAFETY: plain system calls on integers.
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn work_runs_on_a_lower_priority_thread_and_borrows_what_it_needs() {
+        let before = my_nice();
+        let mut seen = Vec::new();
+        let nice = run(|| {
+            seen.push(1);
+            my_nice()
+        });
+        assert_eq!(seen, [1]);
+        assert!(nice >= BULK_NICE.max(before), "the bulk thread ran at nice {nice}");
+        assert_eq!(my_nice(), before, "the caller's own priority is unchanged");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn on_a_current_thread_runtime_work_runs_in_place() {
+        let here = std::thread::current().id();
+        assert_eq!(run(|| std::thread::current().id()), here);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panic_in_the_work_reaches_the_caller() {
+        let caught = std::panic::catch_unwind(|| run(|| panic!("boom")));
+        assert!(caught.is_err());
+    }
+}
