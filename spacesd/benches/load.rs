@@ -522,7 +522,8 @@ fn report(bins: &[String], results: &[(String, String, f64)]) {
         if v.is_empty() {
             return (f64::NAN, f64::NAN);
         }
-        (v[0], v[(v.len() - 1) / 2])
+        // The median of an even count is the mean of the middle two.
+        (v[0], (v[(v.len() - 1) / 2] + v[v.len() / 2]) / 2.0)
     };
     let last = bins.last().cloned().unwrap_or_default();
     let ratio_col = if bins.len() > 1 { format!(" | {last} / {} (medians)", bins[0]) } else { String::new() };
