@@ -20,9 +20,10 @@
 //! - `SPACES_RUN_RETENTION_DAYS` (or `run_retention_days`): runs that are not live and older
 //!   than this many days are deleted at start and hourly (rows, events, run dirs); unset keeps
 //!   them, and `spacesd agent prune --older-than 7d` deletes on demand.
-//! - `SPACES_AGENT_NICE` (or `agent_nice`): the nice value agents and commands start with, 0 to
-//!   19 (default 10), so the daemon and its shims answer first on a busy host
-//!   ([`spaces_codespace::process::priority`]); 0 runs them at the daemon's priority.
+//! - `SPACES_AGENT_NICE` (or `agent_nice`): the nice value agents and commands are lowered to
+//!   once they keep a CPU busy, 0 to 19 (default 10), so the daemon and its shims answer first on
+//!   a busy host ([`spaces_codespace::process::priority`], [`spaces_codespace::process::demote`]);
+//!   0 runs them at the daemon's priority.
 //! - `SPACES_HOST_ID` (or `host_id`): this host's name in leases and snapshots; default the
 //!   machine's hostname plus a random suffix kept in `<state dir>/host-id`.
 
@@ -123,7 +124,7 @@ pub struct Config {
     pub memory_max_bytes: u64,
     /// Size at which a run's `output.log` is rotated (a run keeps at most twice this).
     pub output_log_max_bytes: u64,
-    /// Nice value agents and commands start with, 0..=19 (default 10).
+    /// Nice value agents and commands are lowered to once CPU-hungry, 0..=19 (default 10).
     pub agent_nice: i32,
 }
 

@@ -93,7 +93,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_panic_in_the_work_reaches_the_caller() {
-        let caught = std::panic::catch_unwind(|| run(|| panic!("boom")));
+        let caught = std::panic::catch_unwind(|| run(|| panic!("a deliberate panic in the bulk lane (this test checks it reaches the caller)")));
         assert!(caught.is_err());
     }
 }

@@ -57,6 +57,7 @@
 
 pub mod bulk;
 pub mod cgroup;
+pub mod demote;
 mod drain;
 pub mod held;
 pub mod priority;

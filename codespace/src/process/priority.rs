@@ -2,12 +2,16 @@
 //!
 //! On a busy host the agents a daemon supervises (and the commands they run) can use every core;
 //! then each hop of a quiet run's line, a follow-up or a start waits for a CPU behind them. So
-//! every agent process and command starts at a lower priority than the daemon and its shims:
-//! `nice` [`agent_nice`] (default [`DEFAULT_AGENT_NICE`]; `SPACES_AGENT_NICE` / `agent_nice`
-//! in the daemon's config, 0 turns it off). Each such process leads its own session, and with
-//! the kernel's autogroup scheduling (`/proc/sys/kernel/sched_autogroup_enabled`) a session's
-//! weight comes from its autogroup, not from `nice`: its autogroup gets the same nice value
-//! (`/proc/self/autogroup`). Raising a nice value needs no privilege; a failure to set it
+//! agents and commands run below the daemon and its shims: at `nice` [`agent_nice`] (default
+//! [`DEFAULT_AGENT_NICE`]; `SPACES_AGENT_NICE` / `agent_nice` in the daemon's config, 0 turns
+//! it off). Under a shim (every run's agent, `exec_command` where shims are available) a process
+//! starts at the daemon's priority and its tree is lowered once it proves CPU-hungry
+//! ([`super::demote`]): one that mostly waits, for the model or for a follow-up, then starts and
+//! answers as fast as the daemon. Without a shim (a command run directly, a harness install) it
+//! starts at [`agent_nice`] (`lower_in_child`, between fork and exec). Each such process leads
+//! its own session, and with the kernel's autogroup scheduling
+//! (`/proc/sys/kernel/sched_autogroup_enabled`) a session's weight comes from its autogroup, not
+//! from `nice`: its autogroup gets the same nice value (`/proc/self/autogroup`). Raising a nice value needs no privilege; a failure to set it
 //! leaves the process at the daemon's priority and is not an error. Measured in
 //! docs/benchmarks.md ("The hot path under load").
 
@@ -20,7 +24,7 @@ pub const DEFAULT_AGENT_NICE: i32 = 10;
 
 static AGENT_NICE: AtomicI32 = AtomicI32::new(DEFAULT_AGENT_NICE);
 
-/// The nice value agents and commands start with: 0 (as the daemon) to 19 (lowest).
+/// The nice value agents and commands run at once lowered: 0 (as the daemon) to 19 (lowest).
 pub fn agent_nice() -> i32 {
     AGENT_NICE.load(Ordering::Relaxed)
 }

@@ -30,6 +30,7 @@ use super::protocol::{InputStop, Launch, OutputMode, RawRecord, Record, Reply, R
 use super::{socket_path, tree};
 use crate::exec::io::{write_all, WriteStop};
 use crate::process::cgroup::{Cgroup, Plan};
+use crate::process::demote::{self, Demoter};
 use crate::process::{self, pty, read_output, OutputSink, SpawnSpec, StdinSpec, StdioSpec};
 use spaces_harnesses::redact::RedactStream;
 use spaces_harnesses::Redactor;
@@ -156,6 +157,8 @@ struct Shim {
     redactor: Redactor,
     /// The tree's cgroup, when the host has cgroups: ending the tree ends everything in it.
     cgroup: Option<Cgroup>,
+    /// Lowers the agent's tree once it proves CPU-hungry.
+    demoter: Demoter,
 }
 
 impl Shim {
@@ -187,7 +190,9 @@ impl Shim {
             tag: spec.tag.clone(),
             stdio,
             cgroups: cgroup.as_ref().map(Cgroup::dirs).unwrap_or_default(),
-            nice,
+            // The agent starts at the daemon's priority; `demoter` lowers its tree to `nice`
+            // once it proves CPU-hungry.
+            nice: 0,
         };
         let spawned = process::spawn(&spawn).map_err(|e| e.to_string())?;
         let pid = spawned.pid;
@@ -236,6 +241,7 @@ impl Shim {
             acked: 0,
             redactor,
             cgroup,
+            demoter: Demoter::new(std::process::id() as i32, nice),
         })
     }
 
@@ -254,6 +260,7 @@ impl Shim {
         };
         let mut sync = tokio::time::interval(SYNC_EVERY);
         let mut orphan_check = tokio::time::interval(ORPHAN_CHECK);
+        let mut demote = tokio::time::interval(demote::WINDOW);
         self.reap();
         loop {
             self.progress().await;
@@ -292,6 +299,9 @@ impl Shim {
                 _ = sleep_until(self.drain_deadline) => {}
                 _ = sync.tick() => {
                     let _ = self.journal.sync();
+                }
+                _ = demote.tick() => {
+                    self.demoter.look();
                 }
                 _ = orphan_check.tick() => {
                     if !journal_path(&self.dir).exists() {

@@ -1,0 +1,209 @@
+//! Lowering a process tree once it proves CPU-hungry.
+//!
+//! A shim starts its agent (or command) at the daemon's priority and watches the tree below it:
+//! every [`WINDOW`] it sums, over each process of the tree, the time the process ran or waited
+//! to run (`/proc/<pid>/schedstat`: a process that always wants a CPU scores its whole window
+//! however many others share the cores; one waiting on the network or for input scores almost
+//! nothing). Once that sum reached [`HOT_SHARE`] of the window in [`HOT_WINDOWS`] windows in a
+//! row, the tree is lowered to `nice` for good ([`super::priority::agent_nice`]): every process
+//! of it, and each one's session autogroup (`/proc/<pid>/autogroup`); its later children
+//! inherit the value, and a process found above it in a later window is lowered too.
+//!
+//! So an agent that mostly waits (for the model, for a follow-up) keeps the daemon's priority
+//! and answers at once, while a busy agent, a noisy printer or a build is lowered within about a
+//! second and leaves the cores to the daemon and to the quiet runs. The tree is walked through
+//! `/proc/<pid>/task/<tid>/children` from the shim (a subreaper: orphans come back to it), so
+//! the cost follows the tree's size, never the host's. Raising a nice value needs no privilege;
+//! failures leave a process as it was. Measured in docs/benchmarks.md ("The hot path under
+//! load").
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use nix::libc;
+
+/// How often the tree is looked at.
+pub const WINDOW: Duration = Duration::from_millis(500);
+/// Share of a window (ran + waited to run, summed over the tree) that counts as hungry.
+pub const HOT_SHARE: f64 = 0.5;
+/// Hungry windows in a row after which the tree is lowered.
+pub const HOT_WINDOWS: u32 = 2;
+
+/// Watches the processes below one root (the shim) and lowers them once they are hungry.
+pub struct Demoter {
+    root: i32,
+    nice: i32,
+    /// Each process's ran + waited nanoseconds at the last look.
+    last: HashMap<i32, u64>,
+    at: Option<Instant>,
+    hot_windows: u32,
+    lowered: bool,
+}
+
+impl Demoter {
+    /// Watch the descendants of `root` (not `root` itself); lower them to `nice` (1..=19) once
+    /// hungry. `nice` 0 never lowers anything.
+    pub fn new(root: i32, nice: i32) -> Self {
+        Self { root, nice: nice.clamp(0, 19), last: HashMap::new(), at: None, hot_windows: 0, lowered: false }
+    }
+
+    /// Whether the tree was lowered.
+    pub fn lowered(&self) -> bool {
+        self.lowered
+    }
+
+    /// Look at the tree once (call every [`WINDOW`]); returns true when this look lowered it.
+    pub fn look(&mut self) -> bool {
+        if self.nice == 0 {
+            return false;
+        }
+        let pids = tree(self.root);
+        if self.lowered {
+            // Once lowered, for good: catch what escaped (a fork between two looks, a new session).
+            for &pid in &pids {
+                lower(pid, self.nice);
+            }
+            return false;
+        }
+        let now = Instant::now();
+        let mut busy_ns = 0u64;
+        let mut seen = HashMap::with_capacity(pids.len());
+        for &pid in &pids {
+            let Some(ns) = demand_ns(pid) else { continue };
+            if let Some(before) = self.last.get(&pid) {
+                busy_ns += ns.saturating_sub(*before);
+            }
+            seen.insert(pid, ns);
+        }
+        self.last = seen;
+        let Some(since) = self.at.replace(now) else { return false };
+        let window_ns = now.duration_since(since).as_nanos().max(1) as f64;
+        if busy_ns as f64 >= HOT_SHARE * window_ns {
+            self.hot_windows += 1;
+        } else {
+            self.hot_windows = 0;
+        }
+        if self.hot_windows < HOT_WINDOWS {
+            return false;
+        }
+        for &pid in &pids {
+            lower(pid, self.nice);
+        }
+        self.lowered = true;
+        true
+    }
+}
+
+/// Time `pid`'s main thread ran plus waited to run, in ns (`/proc/<pid>/schedstat`).
+fn demand_ns(pid: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok()?;
+    let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
+    let ran = fields.next()??;
+    let waited = fields.next()??;
+    Some(ran + waited)
+}
+
+/// Every live descendant of `root`, through the `children` file of each of its threads.
+fn tree(root: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut todo = vec![root];
+    while let Some(pid) = todo.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
+        for task in tasks.flatten() {
+            let Ok(children) = std::fs::read_to_string(task.path().join("children")) else { continue };
+            for child in children.split_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
+                if !out.contains(&child) {
+                    out.push(child);
+                    todo.push(child);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Lower `pid` to `nice` (or keep it where it is, when lower) and its session's autogroup.
+fn lower(pid: i32, nice: i32) {
+    // SAFETY: plain system calls on integers.
+    unsafe {
+        *libc::__errno_location() = 0;
+        let current = libc::getpriority(libc::PRIO_PROCESS, pid as libc::id_t);
+        if *libc::__errno_location() == 0 && current < nice {
+            libc::setpriority(libc::PRIO_PROCESS, pid as libc::id_t, nice);
+        }
+    }
+    let path = format!("/proc/{pid}/autogroup");
+    let lower_group = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| t.rsplit_once("nice ").and_then(|(_, n)| n.trim().parse::<i32>().ok()))
+        .is_some_and(|n| n < nice);
+    if lower_group {
+        let _ = std::fs::write(&path, nice.to_string());
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+
+    fn nice_of(pid: i32) -> i32 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        stat.rsplit(')').next().unwrap().split_whitespace().nth(16).unwrap().parse().unwrap()
+    }
+
+    fn ours() -> i32 {
+        nice_of(std::process::id() as i32)
+    }
+
+    /// A child of this test process in a tree of its own: `sh -c SCRIPT`, with the test as root.
+    fn child(script: &str) -> std::process::Child {
+        Command::new("sh").arg("-c").arg(script).stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap()
+    }
+
+    fn kill_tree(root: &mut std::process::Child) {
+        for pid in tree(root.id() as i32) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
+        let _ = root.kill();
+        let _ = root.wait();
+    }
+
+    #[test]
+    fn a_tree_that_keeps_a_cpu_busy_is_lowered_whole_but_not_its_root() {
+        let target = ours().max(10);
+        // The root stands for the shim: a busy loop and a sleeper below it.
+        let mut root = child("sh -c 'while :; do :; done' & sleep 30 & wait");
+        let mut d = Demoter::new(root.id() as i32, 10);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !d.lowered() && Instant::now() < deadline {
+            d.look();
+            std::thread::sleep(WINDOW);
+        }
+        let pids = tree(root.id() as i32);
+        let nices: Vec<i32> = pids.iter().map(|p| nice_of(*p)).collect();
+        let root_nice = nice_of(root.id() as i32);
+        kill_tree(&mut root);
+        assert!(d.lowered(), "a busy loop keeps a CPU busy: the tree is lowered");
+        assert_eq!(pids.len(), 2, "{pids:?}");
+        assert!(nices.iter().all(|n| *n == target), "every process of the tree, the sleeper too: {nices:?}");
+        assert_eq!(root_nice, ours(), "the root keeps its priority");
+    }
+
+    #[test]
+    fn a_sleeping_tree_keeps_its_priority() {
+        let mut root = child("sleep 30 & wait");
+        let mut d = Demoter::new(root.id() as i32, 10);
+        for _ in 0..(HOT_WINDOWS + 3) {
+            d.look();
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let pids = tree(root.id() as i32);
+        let nices: Vec<i32> = pids.iter().map(|p| nice_of(*p)).collect();
+        kill_tree(&mut root);
+        assert!(!d.lowered());
+        assert_eq!(pids.len(), 1, "{pids:?}");
+        assert_eq!(nices, vec![ours()]);
+    }
+}
