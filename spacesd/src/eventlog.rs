@@ -76,6 +76,21 @@ impl EventLog {
         Ok(events)
     }
 
+    /// [`Self::append`] with `first` run in the same transaction, before the events (see
+    /// [`Store::events_append_with`]). Blocks until committed; fails whole.
+    pub fn append_with(
+        &self,
+        run_id: &str,
+        drafts: Vec<EventDraft>,
+        first: impl FnOnce(&rusqlite::Connection) -> Result<()> + Send + 'static,
+    ) -> Result<Vec<Event>> {
+        let events = self.store.events_append_with(run_id, drafts, first)?;
+        if let Some(last) = events.last() {
+            publish(&self.watchers, run_id, last.seq);
+        }
+        Ok(events)
+    }
+
     /// [`Self::append_at`] without blocking: the batch joins the writer's next group commit, and
     /// readers are woken from the writer thread as soon as it committed.
     pub async fn append_async(&self, run_id: &str, drafts: Vec<EventDraft>, pos: Option<JournalPos>) -> Result<Vec<Event>> {

@@ -31,6 +31,23 @@ impl Store {
         self.write(move |conn| append_in(conn, &run_id, rows, pos))
     }
 
+    /// [`Store::events_append`] with `first` run in the same transaction before the events are
+    /// inserted (a turn's start: its `turns` row and the run's state with its first events, in
+    /// one commit instead of three). Blocks until committed; fails whole.
+    pub fn events_append_with(
+        &self,
+        run_id: &str,
+        drafts: Vec<EventDraft>,
+        first: impl FnOnce(&rusqlite::Connection) -> Result<()> + Send + 'static,
+    ) -> Result<Vec<Event>> {
+        let run_id = run_id.to_owned();
+        let rows = prepare(drafts)?;
+        self.write(move |conn| {
+            first(conn)?;
+            append_in(conn, &run_id, rows, None)
+        })
+    }
+
     /// [`Store::events_append`] for async callers: the batch joins the writer's next group
     /// commit; once committed, `after` runs (on the writer thread) with the stored events, then
     /// they are returned.

@@ -87,23 +87,7 @@ impl Store {
     /// Write back the mutable fields of `run` (state, result, session, turns, pgid).
     pub fn run_update(&self, run: &RunRow) -> Result<()> {
         let run = run.clone();
-        self.write(move |conn| {
-        conn.prepare_cached(
-            "UPDATE runs SET status = ?2, phase = ?3, reason = ?4, result_text = ?5,
-                 session_id = ?6, turns = ?7, pgid = ?8 WHERE run_id = ?1")?.execute(
-            params![
-                run.run_id,
-                run.status.as_str(),
-                run.phase.as_str(),
-                run.reason,
-                run.result_text,
-                run.session_id,
-                run.turns as i64,
-                run.pgid,
-            ],
-        )?;
-        Ok(())
-        })
+        self.write(move |conn| run_update_in(conn, &run))
     }
 
     /// The run `run_id`, if it exists.
@@ -172,13 +156,7 @@ impl Store {
     /// Record that turn `turn` of `run_id` started with `text`.
     pub fn turn_start(&self, run_id: &str, turn: u32, text: &str) -> Result<()> {
         let (run_id, text) = (run_id.to_owned(), text.to_owned());
-        self.write(move |conn| {
-            conn.execute(
-                "INSERT OR REPLACE INTO turns (run_id, turn, text, started_ms) VALUES (?1, ?2, ?3, ?4)",
-                params![run_id, turn as i64, text, now_ms() as i64],
-            )?;
-            Ok(())
-        })
+        self.write(move |conn| turn_start_in(conn, &run_id, turn, &text))
     }
 
     /// Record that turn `turn` of `run_id` ended with `stop_reason`.
@@ -192,4 +170,30 @@ impl Store {
             Ok(())
         })
     }
+}
+
+/// Inside a write: the run row's state columns from `run`.
+pub(crate) fn run_update_in(conn: &rusqlite::Connection, run: &RunRow) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE runs SET status = ?2, phase = ?3, reason = ?4, result_text = ?5,
+             session_id = ?6, turns = ?7, pgid = ?8 WHERE run_id = ?1",
+    )?
+    .execute(params![
+        run.run_id,
+        run.status.as_str(),
+        run.phase.as_str(),
+        run.reason,
+        run.result_text,
+        run.session_id,
+        run.turns as i64,
+        run.pgid,
+    ])?;
+    Ok(())
+}
+
+/// Inside a write: turn `turn` of `run_id` started with `text`.
+pub(crate) fn turn_start_in(conn: &rusqlite::Connection, run_id: &str, turn: u32, text: &str) -> Result<()> {
+    conn.prepare_cached("INSERT OR REPLACE INTO turns (run_id, turn, text, started_ms) VALUES (?1, ?2, ?3, ?4)")?
+        .execute(params![run_id, turn as i64, text, now_ms() as i64])?;
+    Ok(())
 }

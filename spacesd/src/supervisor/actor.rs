@@ -325,15 +325,25 @@ impl Actor {
         // redacted as they arrive, reasons in `set_state`).
         let stored = self.redactor.apply(&text);
         self.turn_text = text.clone();
-        if let Err(e) = self.inner.store.turn_start(&self.run.run_id, turn, &stored) {
-            tracing::error!("run {}: cannot record turn {turn}: {e}", self.run.run_id);
-        }
         let drafts = self.norm.begin_turn(turn, &stored);
-        self.append(drafts);
         self.interrupted = false;
         self.last_output = Instant::now();
         self.stall_noticed = false;
-        self.set_state(Status::Running, Phase::Working, "a turn is running");
+        // The turn's row, its first events and the run's new state: one commit, before the
+        // message goes to the agent (a follow-up waits for one commit, not three).
+        self.run.status = Status::Running;
+        self.run.phase = Phase::Working;
+        self.run.reason = "a turn is running".to_owned();
+        let (run_id, row) = (self.run.run_id.clone(), self.run.clone());
+        let ended = turns_ended(&drafts);
+        let stored_turn = self.inner.log.append_with(&self.run.run_id, drafts, move |conn| {
+            crate::store::runs::turn_start_in(conn, &run_id, turn, &stored)?;
+            crate::store::runs::run_update_in(conn, &row)
+        });
+        if let Err(e) = stored_turn {
+            tracing::error!("run {}: cannot record turn {turn}: {e}", self.run.run_id);
+        }
+        self.after_append(ended);
         let live_shim = self.proc.as_ref().filter(|p| p.stdin_open).and_then(|p| p.shim.clone());
         match (self.harness.process_model(), live_shim) {
             (ProcessModel::LongLived, Some(shim)) => {
