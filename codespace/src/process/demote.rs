@@ -57,7 +57,7 @@ impl Demoter {
         if self.nice == 0 {
             return false;
         }
-        let pids = tree(self.root);
+        let pids = super::children::below(self.root);
         if self.lowered {
             // Once lowered, for good: catch what escaped (a fork between two looks, a new session).
             for &pid in &pids {
@@ -103,25 +103,6 @@ fn demand_ns(pid: i32) -> Option<u64> {
     Some(ran + waited)
 }
 
-/// Every live descendant of `root`, through the `children` file of each of its threads.
-fn tree(root: i32) -> Vec<i32> {
-    let mut out = Vec::new();
-    let mut todo = vec![root];
-    while let Some(pid) = todo.pop() {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
-        for task in tasks.flatten() {
-            let Ok(children) = std::fs::read_to_string(task.path().join("children")) else { continue };
-            for child in children.split_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
-                if !out.contains(&child) {
-                    out.push(child);
-                    todo.push(child);
-                }
-            }
-        }
-    }
-    out
-}
-
 /// Lower `pid` to `nice` (or keep it where it is, when lower) and its session's autogroup.
 fn lower(pid: i32, nice: i32) {
     // SAFETY: plain system calls on integers.
@@ -163,7 +144,7 @@ mod tests {
     }
 
     fn kill_tree(root: &mut std::process::Child) {
-        for pid in tree(root.id() as i32) {
+        for pid in crate::process::children::below(root.id() as i32) {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
         }
         let _ = root.kill();
@@ -181,7 +162,7 @@ mod tests {
             d.look();
             std::thread::sleep(WINDOW);
         }
-        let pids = tree(root.id() as i32);
+        let pids = crate::process::children::below(root.id() as i32);
         let nices: Vec<i32> = pids.iter().map(|p| nice_of(*p)).collect();
         let root_nice = nice_of(root.id() as i32);
         kill_tree(&mut root);
@@ -199,7 +180,7 @@ mod tests {
             d.look();
             std::thread::sleep(Duration::from_millis(100));
         }
-        let pids = tree(root.id() as i32);
+        let pids = crate::process::children::below(root.id() as i32);
         let nices: Vec<i32> = pids.iter().map(|p| nice_of(*p)).collect();
         kill_tree(&mut root);
         assert!(!d.lowered());

@@ -57,6 +57,7 @@
 
 pub mod bulk;
 pub mod cgroup;
+pub mod children;
 pub mod demote;
 mod drain;
 pub mod held;
