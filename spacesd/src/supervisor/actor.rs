@@ -26,6 +26,9 @@ use super::{persist, prepare, start, Inner};
 use crate::store::runs::RunRow;
 use crate::store::JournalPos;
 
+/// The reason of a run whose agent process is starting.
+const STARTING: &str = "the agent process is starting";
+
 /// Grace between SIGTERM and SIGKILL when stopping a run.
 const STOP_GRACE: Duration = Duration::from_secs(3);
 /// How long a stopped process's exit may take to reach the journal before the stop is
@@ -330,10 +333,16 @@ impl Actor {
         self.last_output = Instant::now();
         self.stall_noticed = false;
         // The turn's row, its first events and the run's new state: one commit, before the
-        // message goes to the agent (a follow-up waits for one commit, not three).
+        // message goes to the agent (a follow-up waits for one commit, not three). A turn that
+        // starts a process says so at once (one commit less before the process starts).
+        let live_shim = self.proc.as_ref().filter(|p| p.stdin_open).and_then(|p| p.shim.clone());
+        let delivered = matches!(self.harness.process_model(), ProcessModel::LongLived) && live_shim.is_some();
         self.run.status = Status::Running;
-        self.run.phase = Phase::Working;
-        self.run.reason = "a turn is running".to_owned();
+        (self.run.phase, self.run.reason) = if delivered {
+            (Phase::Working, "a turn is running".to_owned())
+        } else {
+            (Phase::Starting, STARTING.to_owned())
+        };
         let (run_id, row) = (self.run.run_id.clone(), self.run.clone());
         let ended = turns_ended(&drafts);
         let stored_turn = self.inner.log.append_with(&self.run.run_id, drafts, move |conn| {
@@ -344,7 +353,6 @@ impl Actor {
             tracing::error!("run {}: cannot record turn {turn}: {e}", self.run.run_id);
         }
         self.after_append(ended);
-        let live_shim = self.proc.as_ref().filter(|p| p.stdin_open).and_then(|p| p.shim.clone());
         match (self.harness.process_model(), live_shim) {
             (ProcessModel::LongLived, Some(shim)) => {
                 let message = String::from_utf8_lossy(&self.harness.user_message(&text)).into_owned();
@@ -410,7 +418,9 @@ impl Actor {
                 return;
             }
         };
-        self.set_state(Status::Running, Phase::Starting, "the agent process is starting");
+        if self.run.phase != Phase::Starting || self.run.reason != STARTING {
+            self.set_state(Status::Running, Phase::Starting, STARTING);
+        }
         let resuming = self.run.session_id.clone();
         match self.launcher.spawn(launch).await {
             Ok(live) => {
