@@ -89,9 +89,10 @@ fn run(conn: &Connection, wal: &Path, commits: &AtomicU64, stopped: &mpsc::Recei
         let now = commits.load(Ordering::Relaxed);
         let wal_bytes = std::fs::metadata(wal).map_or(0, |m| m.len());
         if wal_bytes > MAX_WAL_BYTES {
-            // PASSIVE first copies the frames without holding off the writer; the TRUNCATE
-            // that follows has only what was committed in between to copy while it blocks.
-            truncated = checkpoint(conn, "PASSIVE") && checkpoint(conn, "TRUNCATE");
+            // PASSIVE first copies the frames without holding off the writer, twice (the second
+            // copies what came during the first); the TRUNCATE that follows has only what was
+            // committed in between to copy and sync while it blocks.
+            truncated = checkpoint(conn, "PASSIVE") && checkpoint(conn, "PASSIVE") && checkpoint(conn, "TRUNCATE");
         } else if now != seen {
             checkpoint(conn, "PASSIVE");
             truncated = false;
