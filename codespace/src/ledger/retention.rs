@@ -49,17 +49,19 @@ pub struct Pruned {
     pub approvals: usize,
 }
 
-/// Finished operations to remove: too old, or past the newest `?2` of their workspace.
+/// Finished operations to remove: too old, or past the newest `?2` of their workspace. Records
+/// of the same millisecond are told apart by insertion order (`rowid`), never by their random
+/// ids: "the newest" is the last written.
 const DOOMED_OPERATIONS: &str = "SELECT operation_id FROM (
         SELECT operation_id, finished_at,
-               ROW_NUMBER() OVER (PARTITION BY workspace_id ORDER BY finished_at DESC, created_at DESC, operation_id) AS n
+               ROW_NUMBER() OVER (PARTITION BY workspace_id ORDER BY finished_at DESC, created_at DESC, rowid DESC) AS n
         FROM operations WHERE finished_at IS NOT NULL)
     WHERE finished_at < ?1 OR n > ?2";
 
 /// Terminal holds to remove, likewise.
 const DOOMED_APPROVALS: &str = "SELECT approval_id FROM (
         SELECT approval_id, updated_at,
-               ROW_NUMBER() OVER (PARTITION BY workspace_id ORDER BY updated_at DESC, created_at DESC, approval_id) AS n
+               ROW_NUMBER() OVER (PARTITION BY workspace_id ORDER BY updated_at DESC, created_at DESC, rowid DESC) AS n
         FROM approvals WHERE state IN ('denied', 'consumed'))
     WHERE updated_at < ?1 OR n > ?2";
 

@@ -52,6 +52,27 @@ fn finished_records_past_the_newest_n_per_workspace_are_pruned() {
     assert_eq!(events, 0, "the removed operation's events are gone too");
 }
 
+/// Records of one millisecond are told apart by the order they were written, never by their
+/// random ids: the last written are the newest and stay.
+#[test]
+fn records_of_the_same_millisecond_keep_the_last_written() {
+    let (_dir, path) = ledger_file();
+    let retention = Retention { keep_max: 2, ..Retention::default() };
+    let ledger = Ledger::open_with(&path, retention).unwrap();
+    let ops: Vec<String> = (0..6).map(|i| mint_finished(&ledger, "a", &format!("k{i}"))).collect();
+    let holds: Vec<String> = (0..6).map(|i| denied_hold(&ledger, "a", i)).collect();
+    let now = crate::sqlite::now_ms() as i64;
+    ledger.conn().execute("UPDATE operations SET created_at = ?1, finished_at = ?1", [now]).unwrap();
+    ledger.conn().execute("UPDATE approvals SET created_at = ?1, updated_at = ?1", [now]).unwrap();
+    assert_eq!(ledger.prune().unwrap(), Pruned { operations: 4, approvals: 4 });
+    for (i, id) in ops.iter().enumerate() {
+        assert_eq!(ledger.operation(OperationRef::Id(id.clone())).is_ok(), i >= 4, "operation {i}");
+    }
+    for (i, id) in holds.iter().enumerate() {
+        assert_eq!(ledger.approval(id).is_ok(), i >= 4, "hold {i}");
+    }
+}
+
 /// Records older than `keep_for` go when the ledger opens.
 #[test]
 fn finished_records_older_than_the_retention_go_at_open() {
