@@ -33,6 +33,16 @@ pub enum Until {
 }
 
 impl Until {
+    /// `"turn"` or `"stopped"` (the SDKs' spelling of the value). Errors: another value, named
+    /// in a message that gives both.
+    pub fn parse(value: &str) -> Result<Until, String> {
+        match value {
+            "turn" => Ok(Until::Turn),
+            "stopped" => Ok(Until::Stopped),
+            other => Err(format!("until {other:?}: want \"turn\" or \"stopped\"")),
+        }
+    }
+
     /// The SSE query value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -59,6 +69,17 @@ pub enum Transport {
     Sse,
     /// Long-polls of the JSON route (the daemon answered no stream).
     LongPoll,
+}
+
+impl Transport {
+    /// `"unopened"`, `"sse"` or `"long_poll"`: how the SDKs report it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Unopened => "unopened",
+            Transport::Sse => "sse",
+            Transport::LongPoll => "long_poll",
+        }
+    }
 }
 
 /// A live follow of one run's events (see the module doc). Made by [`Client::follow`].

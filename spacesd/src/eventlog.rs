@@ -69,22 +69,22 @@ impl EventLog {
 
     /// [`Self::append`], storing the run's journal position `pos` in the same transaction.
     pub fn append_at(&self, run_id: &str, drafts: Vec<EventDraft>, pos: Option<JournalPos>) -> Result<Vec<Event>> {
-        let events = self.store.events_append(run_id, drafts, pos)?;
-        if let Some(last) = events.last() {
-            publish(&self.watchers, run_id, last.seq);
+        if drafts.is_empty() && pos.is_none() {
+            return Ok(Vec::new());
         }
-        Ok(events)
+        self.append_with(run_id, drafts, pos, |_| Ok(()))
     }
 
-    /// [`Self::append`] with `first` run in the same transaction, before the events (see
+    /// [`Self::append_at`] with `first` run in the same transaction, before the events (see
     /// [`Store::events_append_with`]). Blocks until committed; fails whole.
     pub fn append_with(
         &self,
         run_id: &str,
         drafts: Vec<EventDraft>,
+        pos: Option<JournalPos>,
         first: impl FnOnce(&rusqlite::Connection) -> Result<()> + Send + 'static,
     ) -> Result<Vec<Event>> {
-        let events = self.store.events_append_with(run_id, drafts, first)?;
+        let events = self.store.events_append_with(run_id, drafts, pos, first)?;
         if let Some(last) = events.last() {
             publish(&self.watchers, run_id, last.seq);
         }

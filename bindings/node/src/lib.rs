@@ -94,14 +94,10 @@ impl NativeClient {
     /// Nothing is sent before the first `next()`. Throws `INVALID_ARGUMENT` for another `until`.
     #[napi]
     pub fn follow(&self, space: String, run_id: String, cursor: Option<i64>, until: Option<String>) -> Result<NativeFollow> {
-        let until = match until.as_deref().unwrap_or("turn") {
-            "turn" => Until::Turn,
-            "stopped" => Until::Stopped,
-            other => return Err(error::invalid(format!("until {other:?}: want \"turn\" or \"stopped\""))),
-        };
+        let until = Until::parse(until.as_deref().unwrap_or("turn")).map_err(error::invalid)?;
         let cursor = u64::try_from(cursor.unwrap_or(0)).map_err(|_| error::invalid("cursor must be 0 or more".to_owned()))?;
         let follow = self.client.follow(&space, &run_id, cursor, until);
-        Ok(NativeFollow { follow: Arc::new(tokio::sync::Mutex::new(follow)), seen: Arc::new(std::sync::Mutex::new(Seen { transport: None, cursor })) })
+        Ok(NativeFollow { follow: Arc::new(tokio::sync::Mutex::new(follow)), seen: Arc::new(std::sync::Mutex::new(Seen { transport: Transport::Unopened, cursor })) })
     }
 
     /// The local state dir (absent for a TCP client).
@@ -118,9 +114,9 @@ impl NativeClient {
 }
 
 /// What a follow last reported, readable without waiting for a `next()` in flight.
-#[derive(Default, Clone, Copy)]
+#[derive(Clone, Copy)]
 struct Seen {
-    transport: Option<Transport>,
+    transport: Transport,
     cursor: u64,
 }
 
@@ -140,19 +136,14 @@ impl NativeFollow {
     pub async fn next(&self) -> Result<Option<String>> {
         let mut follow = self.follow.lock().await;
         let event = follow.next().await.map_err(error::client)?;
-        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = Seen { transport: Some(follow.transport()), cursor: follow.cursor() };
+        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = Seen { transport: follow.transport(), cursor: follow.cursor() };
         event.map(|e| serde_json::to_string(&e).map_err(|e| error::invalid(e.to_string()))).transpose()
     }
 
     /// How the events arrive: `sse`, `long_poll`, or `unopened` before the first `next()`.
     #[napi(getter)]
     pub fn transport(&self) -> String {
-        match self.seen.lock().unwrap_or_else(|p| p.into_inner()).transport {
-            Some(Transport::Sse) => "sse",
-            Some(Transport::LongPoll) => "long_poll",
-            Some(Transport::Unopened) | None => "unopened",
-        }
-        .to_owned()
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).transport.as_str().to_owned()
     }
 
     /// The seq of the last event returned (or the starting cursor).

@@ -73,17 +73,10 @@ impl NativeClient {
     /// `until`.
     #[pyo3(signature = (space, run_id, cursor = 0, until = "turn"))]
     fn follow(&self, space: &str, run_id: &str, cursor: u64, until: &str) -> PyResult<NativeFollow> {
-        let until = match until {
-            "turn" => Until::Turn,
-            "stopped" => Until::Stopped,
-            other => {
-                let message = format!("until {other:?}: want \"turn\" or \"stopped\"");
-                return Err(Python::attach(|py| errors::invalid(&message).into_pyerr(py)));
-            }
-        };
+        let until = Until::parse(until).map_err(|message| Python::attach(|py| errors::invalid(&message).into_pyerr(py)))?;
         Ok(NativeFollow {
             follow: Arc::new(tokio::sync::Mutex::new(self.client.follow(space, run_id, cursor, until))),
-            seen: Arc::new(Mutex::new((None, cursor))),
+            seen: Arc::new(Mutex::new((Transport::Unopened, cursor))),
         })
     }
 }
@@ -93,7 +86,7 @@ impl NativeClient {
 struct NativeFollow {
     follow: Arc<tokio::sync::Mutex<EventFollow>>,
     /// The transport and cursor after the last `next()`, readable while one is in flight.
-    seen: Arc<Mutex<(Option<Transport>, u64)>>,
+    seen: Arc<Mutex<(Transport, u64)>>,
 }
 
 #[pymethods]
@@ -105,7 +98,7 @@ impl NativeFollow {
         bridge::awaitable(py, async move {
             let mut follow = follow.lock().await;
             let event = follow.next().await.map_err(errors::client_error)?;
-            *seen.lock().unwrap_or_else(|p| p.into_inner()) = (Some(follow.transport()), follow.cursor());
+            *seen.lock().unwrap_or_else(|p| p.into_inner()) = (follow.transport(), follow.cursor());
             event.map(|e| serde_json::to_string(&e).map_err(errors::bad_json)).transpose()
         })
     }
@@ -113,11 +106,7 @@ impl NativeFollow {
     /// How the events arrive: `"sse"`, `"long_poll"`, or `"unopened"` before the first `next()`.
     #[getter]
     fn transport(&self) -> &'static str {
-        match self.seen.lock().unwrap_or_else(|p| p.into_inner()).0 {
-            Some(Transport::Sse) => "sse",
-            Some(Transport::LongPoll) => "long_poll",
-            Some(Transport::Unopened) | None => "unopened",
-        }
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).0.as_str()
     }
 
     /// The seq of the last event returned (or the starting cursor).

@@ -30,15 +30,19 @@ pub fn lower_this_thread() {
     }
 }
 
+/// Whether the caller runs inside a multi-thread tokio runtime, where
+/// `tokio::task::block_in_place` may announce a blocking wait (it panics elsewhere).
+pub fn on_multi_thread_runtime() -> bool {
+    tokio::runtime::Handle::try_current().is_ok_and(|h| matches!(h.runtime_flavor(), tokio::runtime::RuntimeFlavor::MultiThread))
+}
+
 /// Run `work` on a thread of the bulk lane and return what it returns (a panic in it is
 /// resumed here). Called from a worker of a multi-thread tokio runtime, the worker's other
 /// tasks go on meanwhile on another thread (`tokio::task::block_in_place`); anywhere else (a
 /// current-thread runtime, a plain thread) `work` runs here, at the caller's priority, as it
 /// does when no thread can be started.
 pub fn run<R: Send>(work: impl FnOnce() -> R + Send) -> R {
-    let multi_thread = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| matches!(h.runtime_flavor(), tokio::runtime::RuntimeFlavor::MultiThread));
-    if !multi_thread {
+    if !on_multi_thread_runtime() {
         return work();
     }
     let mut slot = Some(work);

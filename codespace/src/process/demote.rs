@@ -52,10 +52,10 @@ impl Demoter {
         self.lowered
     }
 
-    /// Look at the tree once (call every [`WINDOW`]); returns true when this look lowered it.
-    pub fn look(&mut self) -> bool {
+    /// Look at the tree once (call every [`WINDOW`]); [`Self::lowered`] tells the outcome.
+    pub fn look(&mut self) {
         if self.nice == 0 {
-            return false;
+            return;
         }
         let pids = super::children::below(self.root);
         if self.lowered {
@@ -63,7 +63,7 @@ impl Demoter {
             for &pid in &pids {
                 lower(pid, self.nice);
             }
-            return false;
+            return;
         }
         let now = Instant::now();
         let mut busy_ns = 0u64;
@@ -76,7 +76,7 @@ impl Demoter {
             seen.insert(pid, ns);
         }
         self.last = seen;
-        let Some(since) = self.at.replace(now) else { return false };
+        let Some(since) = self.at.replace(now) else { return };
         let window_ns = now.duration_since(since).as_nanos().max(1) as f64;
         if busy_ns as f64 >= HOT_SHARE * window_ns {
             self.hot_windows += 1;
@@ -84,13 +84,12 @@ impl Demoter {
             self.hot_windows = 0;
         }
         if self.hot_windows < HOT_WINDOWS {
-            return false;
+            return;
         }
         for &pid in &pids {
             lower(pid, self.nice);
         }
         self.lowered = true;
-        true
     }
 }
 

@@ -26,9 +26,7 @@ impl Store {
         if drafts.is_empty() && pos.is_none() {
             return Ok(Vec::new());
         }
-        let run_id = run_id.to_owned();
-        let rows = prepare(drafts)?;
-        self.write(move |conn| append_in(conn, &run_id, rows, pos))
+        self.events_append_with(run_id, drafts, pos, |_| Ok(()))
     }
 
     /// [`Store::events_append`] with `first` run in the same transaction before the events are
@@ -38,13 +36,14 @@ impl Store {
         &self,
         run_id: &str,
         drafts: Vec<EventDraft>,
+        pos: Option<JournalPos>,
         first: impl FnOnce(&rusqlite::Connection) -> Result<()> + Send + 'static,
     ) -> Result<Vec<Event>> {
         let run_id = run_id.to_owned();
         let rows = prepare(drafts)?;
         self.write(move |conn| {
             first(conn)?;
-            append_in(conn, &run_id, rows, None)
+            append_in(conn, &run_id, rows, pos)
         })
     }
 

@@ -153,12 +153,6 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    /// Record that turn `turn` of `run_id` started with `text`.
-    pub fn turn_start(&self, run_id: &str, turn: u32, text: &str) -> Result<()> {
-        let (run_id, text) = (run_id.to_owned(), text.to_owned());
-        self.write(move |conn| turn_start_in(conn, &run_id, turn, &text))
-    }
-
     /// Record that turn `turn` of `run_id` ended with `stop_reason`.
     pub fn turn_end(&self, run_id: &str, turn: u32, stop_reason: &str) -> Result<()> {
         let (run_id, stop_reason) = (run_id.to_owned(), stop_reason.to_owned());

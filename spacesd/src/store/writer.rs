@@ -169,9 +169,7 @@ impl Writer {
         let (tx, rx) = mpsc::sync_channel(1);
         self.submit(0, f, |_: &R| {}, Reply::Blocking(tx));
         let wait = || rx.recv().map_err(|_| Error::Writer("the event writer has stopped".to_owned()));
-        let on_worker = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        if on_worker {
+        if spaces_codespace::process::bulk::on_multi_thread_runtime() {
             tokio::task::block_in_place(wait)?
         } else {
             wait()?

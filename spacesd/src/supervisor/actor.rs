@@ -345,7 +345,7 @@ impl Actor {
         };
         let (run_id, row) = (self.run.run_id.clone(), self.run.clone());
         let ended = turns_ended(&drafts);
-        let stored_turn = self.inner.log.append_with(&self.run.run_id, drafts, move |conn| {
+        let stored_turn = self.inner.log.append_with(&self.run.run_id, drafts, None, move |conn| {
             crate::store::runs::turn_start_in(conn, &run_id, turn, &stored)?;
             crate::store::runs::run_update_in(conn, &row)
         });

@@ -291,8 +291,15 @@ impl Launcher {
         records
     }
 
-    /// The events of `records` (from [`Self::waiting`]), in order.
+    /// The events of `records` (from [`Self::waiting`]), in order, their lines written out to
+    /// `output.log`.
     fn process(&mut self, records: Vec<ProcEvent>, turn: u32, redactor: &Redactor, norm: &mut dyn Normalizer) -> Batch {
+        let batch = self.events_of(records, turn, redactor, norm);
+        self.journal.flush();
+        batch
+    }
+
+    fn events_of(&mut self, records: Vec<ProcEvent>, turn: u32, redactor: &Redactor, norm: &mut dyn Normalizer) -> Batch {
         let mut batch = Batch { drafts: Vec::new(), saw_output: false, pos: None, end: None };
         for ProcEvent { gen, what } in records {
             if gen == self.gen {
@@ -313,7 +320,6 @@ impl Launcher {
                     }
                     Followed::Record(Record::Exit { code, signal }, offset) => {
                         batch.end = Some(ProcEnd::Exited { code, signal, pos: pos(offset) });
-                        self.journal.flush();
                         return batch;
                     }
                     // Turn starts were applied when the actor started them; `Done` means the
@@ -323,13 +329,11 @@ impl Launcher {
                     }
                     Followed::Gone => {
                         batch.end = Some(ProcEnd::Gone);
-                        self.journal.flush();
                         return batch;
                     }
                 }
             }
         }
-        self.journal.flush();
         batch
     }
 
