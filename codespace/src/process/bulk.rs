@@ -20,7 +20,9 @@ pub const BULK_NICE: i32 = 10;
 pub const BULK_MIN_ITEMS: usize = 16;
 
 /// Lower the calling thread (only it) to [`BULK_NICE`], or keep its nice value when it is already
-/// lower. Raising a nice value needs no privilege; a failure leaves the thread as it was.
+/// lower, with the kernel's default time slice (not the short one of the daemon's threads it
+/// may inherit: [`super::priority::ask_short_slice`]). Raising a nice value needs no
+/// privilege; a failure leaves the thread as it was.
 pub fn lower_this_thread() {
     // SAFETY: plain system calls on integers.
     unsafe {
@@ -28,6 +30,7 @@ pub fn lower_this_thread() {
         let nice = BULK_NICE.max(libc::getpriority(libc::PRIO_PROCESS, tid));
         libc::setpriority(libc::PRIO_PROCESS, tid, nice);
     }
+    super::priority::ask_default_slice();
 }
 
 /// Whether the caller runs inside a multi-thread tokio runtime, where
@@ -79,14 +82,23 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn work_runs_on_a_lower_priority_thread_and_borrows_what_it_needs() {
         let before = my_nice();
+        // The caller stands for a daemon thread with a short slice; the bulk thread must not keep it.
+        let slice_of = || {
+            let text = std::fs::read_to_string("/proc/thread-self/sched").unwrap_or_default();
+            text.lines().find_map(|l| l.strip_prefix("se.slice")?.split(':').nth(1)?.trim().parse::<u64>().ok())
+        };
+        let short = super::super::priority::ask_short_slice();
         let mut seen = Vec::new();
-        let nice = run(|| {
+        let (nice, slice) = run(|| {
             seen.push(1);
-            my_nice()
+            (my_nice(), slice_of())
         });
         assert_eq!(seen, [1]);
         assert!(nice >= BULK_NICE.max(before), "the bulk thread ran at nice {nice}");
         assert_eq!(my_nice(), before, "the caller's own priority is unchanged");
+        if short {
+            assert_ne!(slice, Some(super::super::priority::SHORT_SLICE_NS), "the bulk thread has the default slice");
+        }
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -5,13 +5,18 @@
 //! to run (`/proc/<pid>/schedstat`: a process that always wants a CPU scores its whole window
 //! however many others share the cores; one waiting on the network or for input scores almost
 //! nothing). Once that sum reached [`HOT_SHARE`] of the window in [`HOT_WINDOWS`] windows in a
-//! row, the tree is lowered to `nice` for good ([`super::priority::agent_nice`]): every process
-//! of it, and each one's session autogroup (`/proc/<pid>/autogroup`); its later children
-//! inherit the value, and a process found above it in a later window is lowered too.
+//! row, the tree is lowered to `nice` for good ([`super::priority::agent_nice`]): the root first
+//! (the shim, whose work of journaling the tree's output grows with it), then every process
+//! of the tree, every thread of each, and each one's session autogroup (`/proc/<pid>/autogroup`);
+//! its later children inherit the value, and a process found above it in a later window is
+//! lowered too.
 //!
 //! So an agent that mostly waits (for the model, for a follow-up) keeps the daemon's priority
 //! and answers at once, while a busy agent, a noisy printer or a build is lowered within about a
-//! second and leaves the cores to the daemon and to the quiet runs. The tree is walked through
+//! second and leaves the cores to the daemon and to the quiet runs. Its shim goes with it: a
+//! shim leads a session of its own, so at the daemon's priority it weighs as much as the whole
+//! daemon with the kernel's autogroup scheduling, and 20 noisy agents' shims outweighed the
+//! daemon's every thread (docs/benchmarks.md). The tree is walked through
 //! `/proc/<pid>/task/<tid>/children` from the shim (a subreaper: orphans come back to it), so
 //! the cost follows the tree's size, never the host's. Raising a nice value needs no privilege;
 //! failures leave a process as it was. Measured in docs/benchmarks.md ("The hot path under
@@ -41,8 +46,8 @@ pub struct Demoter {
 }
 
 impl Demoter {
-    /// Watch the descendants of `root` (not `root` itself); lower them to `nice` (1..=19) once
-    /// hungry. `nice` 0 never lowers anything.
+    /// Watch the descendants of `root` (their demand only, not `root`'s); lower `root` and
+    /// them to `nice` (1..=19) once hungry. `nice` 0 never lowers anything.
     pub fn new(root: i32, nice: i32) -> Self {
         Self { root, nice: nice.clamp(0, 19), last: HashMap::new(), at: None, hot_windows: 0, lowered: false }
     }
@@ -86,6 +91,8 @@ impl Demoter {
         if self.hot_windows < HOT_WINDOWS {
             return;
         }
+        // The root first: once a process of the tree sees itself lowered, its shim is too.
+        lower(self.root, self.nice);
         for &pid in &pids {
             lower(pid, self.nice);
         }
@@ -102,14 +109,22 @@ fn demand_ns(pid: i32) -> Option<u64> {
     Some(ran + waited)
 }
 
-/// Lower `pid` to `nice` (or keep it where it is, when lower) and its session's autogroup.
-fn lower(pid: i32, nice: i32) {
-    // SAFETY: plain system calls on integers.
-    unsafe {
-        *libc::__errno_location() = 0;
-        let current = libc::getpriority(libc::PRIO_PROCESS, pid as libc::id_t);
-        if *libc::__errno_location() == 0 && current < nice {
-            libc::setpriority(libc::PRIO_PROCESS, pid as libc::id_t, nice);
+/// Lower every thread of `pid` to `nice` (or keep one where it is, when lower) and its
+/// session's autogroup. A thread's nice value is its own (`setpriority` on a thread id), so a
+/// multi-threaded agent (Node, a build's workers) is lowered thread by thread
+/// (`/proc/<pid>/task`); threads it starts later inherit the value of the thread starting them.
+pub fn lower(pid: i32, nice: i32) {
+    let tids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|dir| dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_else(|_| vec![pid]);
+    for tid in tids {
+        // SAFETY: plain system calls on integers.
+        unsafe {
+            *libc::__errno_location() = 0;
+            let current = libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t);
+            if *libc::__errno_location() == 0 && current < nice {
+                libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice);
+            }
         }
     }
     let path = format!("/proc/{pid}/autogroup");
@@ -151,7 +166,7 @@ mod tests {
     }
 
     #[test]
-    fn a_tree_that_keeps_a_cpu_busy_is_lowered_whole_but_not_its_root() {
+    fn a_tree_that_keeps_a_cpu_busy_is_lowered_whole_with_its_root() {
         let target = ours().max(10);
         // The root stands for the shim: a busy loop and a sleeper below it.
         let mut root = child("sh -c 'while :; do :; done' & sleep 30 & wait");
@@ -168,7 +183,7 @@ mod tests {
         assert!(d.lowered(), "a busy loop keeps a CPU busy: the tree is lowered");
         assert_eq!(pids.len(), 2, "{pids:?}");
         assert!(nices.iter().all(|n| *n == target), "every process of the tree, the sleeper too: {nices:?}");
-        assert_eq!(root_nice, ours(), "the root keeps its priority");
+        assert_eq!(root_nice, target, "the root (the shim) goes with its tree");
     }
 
     #[test]

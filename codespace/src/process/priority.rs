@@ -2,7 +2,7 @@
 //!
 //! On a busy host the agents a daemon supervises (and the commands they run) can use every core;
 //! then each hop of a quiet run's line, a follow-up or a start waits for a CPU behind them. So
-//! agents and commands run below the daemon and its shims: at `nice` [`agent_nice`] (default
+//! agents and commands run below the daemon and its shims (a busy tree's shim goes with it): at `nice` [`agent_nice`] (default
 //! [`DEFAULT_AGENT_NICE`]; `SPACES_AGENT_NICE` / `agent_nice` in the daemon's config, 0 turns
 //! it off). Under a shim (every run's agent, `exec_command` where shims are available) a process
 //! starts at the daemon's priority and its tree is lowered once it proves CPU-hungry
@@ -56,5 +56,105 @@ pub(super) unsafe fn lower_in_child(nice: i32) {
             libc::write(fd, text.as_ptr().cast(), text.len());
             libc::close(fd);
         }
+    }
+}
+
+/// The time slice asked for by [`ask_short_slice`], in ns: the shortest the kernel allows.
+pub const SHORT_SLICE_NS: u64 = 100_000;
+
+/// Ask the kernel's EEVDF scheduler (Linux 6.12 and later) for a short time slice for the calling
+/// thread (only it): [`SHORT_SLICE_NS`] instead of the default (1.4 ms on 2 cores). A thread
+/// with a shorter slice gets an earlier deadline, so on waking it preempts a CPU-bound task
+/// with a longer one instead of waiting for that task's slice to end; its share of the CPU
+/// stays what its nice value gives. `sched_setattr(2)` with `SCHED_OTHER`, the thread's nice
+/// value unchanged and `sched_runtime` as the slice; it needs no privilege. Threads and
+/// processes it starts inherit the slice: the bulk lane's threads ([`super::bulk`]) and the
+/// processes of [`super::spawn`] take the default back ([`ask_default_slice`]). Returns whether
+/// the kernel took the request; older kernels ignore the slice. A failure leaves the thread as
+/// it was and is not an error.
+pub fn ask_short_slice() -> bool {
+    set_slice(SHORT_SLICE_NS)
+}
+
+/// Give the calling thread the kernel's default time slice back (see [`ask_short_slice`]).
+/// Only system calls on stack values: safe between fork and exec. Returns whether the kernel
+/// took it.
+pub fn ask_default_slice() -> bool {
+    set_slice(0)
+}
+
+/// `sched_setattr(2)` of the calling thread: `SCHED_OTHER` at its current nice value, with
+/// `runtime_ns` as its slice (0: the default).
+fn set_slice(runtime_ns: u64) -> bool {
+    /// `struct sched_attr` as of its first version (`SCHED_ATTR_SIZE_VER0`, 48 bytes).
+    #[repr(C)]
+    struct SchedAttr {
+        size: u32,
+        sched_policy: u32,
+        sched_flags: u64,
+        sched_nice: i32,
+        sched_priority: u32,
+        sched_runtime: u64,
+        sched_deadline: u64,
+        sched_period: u64,
+    }
+    // SAFETY: plain system calls; `attr` is a valid, fully initialised `sched_attr` of the size
+    // it states, alive for the call.
+    unsafe {
+        let tid = libc::gettid();
+        *libc::__errno_location() = 0;
+        let nice = libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t);
+        if *libc::__errno_location() != 0 {
+            return false;
+        }
+        let attr = SchedAttr {
+            size: std::mem::size_of::<SchedAttr>() as u32,
+            sched_policy: libc::SCHED_OTHER as u32,
+            sched_flags: 0,
+            sched_nice: nice,
+            sched_priority: 0,
+            sched_runtime: runtime_ns,
+            sched_deadline: 0,
+            sched_period: 0,
+        };
+        libc::syscall(libc::SYS_sched_setattr, tid, &attr as *const SchedAttr, 0u32) == 0
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// `se.slice` of the calling thread in `/proc/thread-self/sched`, in ns (kernels with EEVDF).
+    fn slice_of_this_thread() -> Option<u64> {
+        let text = std::fs::read_to_string("/proc/thread-self/sched").unwrap();
+        text.lines().find_map(|l| l.strip_prefix("se.slice")?.split(':').nth(1)?.trim().parse().ok())
+    }
+
+    #[test]
+    fn a_thread_that_asks_for_a_short_slice_gets_it_keeps_its_nice_value_and_can_give_it_back() {
+        std::thread::spawn(|| {
+            // SAFETY: plain system calls on integers.
+            let nice_before = unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
+            let default = slice_of_this_thread();
+            let took = ask_short_slice();
+            let nice_after = unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
+            assert_eq!(nice_after, nice_before, "the nice value is unchanged");
+            match default {
+                // An EEVDF kernel shows each thread's slice: the request took, and shows.
+                Some(default) => {
+                    assert!(took, "sched_setattr refused the slice: {}", std::io::Error::last_os_error());
+                    assert_eq!(slice_of_this_thread(), Some(SHORT_SLICE_NS), "the default was {default} ns");
+                    // A thread started from here inherits it, and can give it back.
+                    let child = std::thread::spawn(|| (slice_of_this_thread(), ask_default_slice(), slice_of_this_thread())).join().unwrap();
+                    assert_eq!(child, (Some(SHORT_SLICE_NS), true, Some(default)), "a new thread inherits the slice; the default comes back");
+                }
+                // An older kernel has no per-thread slice to show or to set.
+                None => assert!(!took || slice_of_this_thread().is_none()),
+            }
+        })
+        .join()
+        .unwrap();
     }
 }

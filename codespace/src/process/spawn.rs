@@ -203,7 +203,7 @@ fn nonblocking(fd: &OwnedFd) -> nix::Result<()> {
 const RESET_SIGNALS: [libc::c_int; 4] = [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, libc::SIGTERM];
 
 /// The child's side, between fork and exec: into its cgroups (each `cgroup.procs` fd in
-/// `joins`, -1 = none), default signals, a new session at priority `nice`
+/// `joins`, -1 = none), default signals, the default time slice, a new session at priority `nice`
 /// ([`super::priority`]), the terminal (PTY mode), every fd above 2 close-on-exec.
 fn in_child(controlling_tty: bool, joins: &[RawFd; MAX_CGROUPS], nice: i32) -> std::io::Result<()> {
     let last_error = std::io::Error::last_os_error;
@@ -225,6 +225,8 @@ fn in_child(controlling_tty: bool, joins: &[RawFd; MAX_CGROUPS], nice: i32) -> s
         if libc::setsid() < 0 {
             return Err(last_error());
         }
+        // The daemon's (or a shim's) short slice is theirs, not the program's.
+        super::priority::ask_default_slice();
         super::priority::lower_in_child(nice);
         if controlling_tty && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
             return Err(last_error());

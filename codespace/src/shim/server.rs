@@ -62,6 +62,9 @@ pub fn main(dir: &Path) -> i32 {
         }
         Err(why) => return ready(Err(why)),
     };
+    // The shim's one thread carries every line of its agent and every message to it: a short
+    // slice, as the daemon's threads ([`crate::process::priority::ask_short_slice`]).
+    crate::process::priority::ask_short_slice();
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => return ready(Err(format!("no runtime: {e}"))),

@@ -48,7 +48,15 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> i32 {
             let _ = nix::sys::signal::signal(nix::sys::signal::Signal::SIGPIPE, nix::sys::signal::SigHandler::SigDfl);
         }
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if !cli.command.is_client() {
+        // The daemon's runtime threads wake for every hop of a line, a follow-up or a start:
+        // each asks for a short slice, to run at once rather than after a busy task's slice.
+        builder.on_thread_start(|| {
+            spaces_codespace::process::priority::ask_short_slice();
+        });
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("spacesd: cannot start the tokio runtime: {e}");

@@ -137,7 +137,11 @@ impl Writer {
         let counter = commits.clone();
         let thread = std::thread::Builder::new()
             .name("spacesd-writer".to_owned())
-            .spawn(move || run(conn, rx, &counter))?;
+            .spawn(move || {
+                // Every commit a reader waits for runs here: a short slice, as the runtime's threads.
+                spaces_codespace::process::priority::ask_short_slice();
+                run(conn, rx, &counter)
+            })?;
         Ok(Writer { tx: Some(tx), thread: Some(thread), commits })
     }
 
