@@ -24,6 +24,7 @@ fn live(inner: &Inner, run: &RunRow) -> bool {
 /// Delete one run that is not live (see the module doc).
 async fn delete(inner: &Inner, run: &RunRow) -> Result<()> {
     inner.store.run_delete(&run.run_id)?;
+    inner.log.forget(&run.run_id);
     let dir = inner.cfg.run_dir(&run.run_id);
     // An agent home may hold read-only trees (a Go module cache): made writable first.
     // (A missing directory is fine: `remove_tree` accepts it.)

@@ -6,7 +6,11 @@
 //! back, so a waiting reader wakes as soon as the events are readable. A reader compares the
 //! channel's value with its cursor: it queries the database (on a read-only connection, off the
 //! async runtime) only when there is something past its cursor, and otherwise waits for the
-//! value to change. It subscribes before looking, so it can never miss an append.
+//! value to change. It subscribes before looking, so it can never miss an append. Right before
+//! it publishes, the writer thread keeps the batch's newest events in memory ([`recent`]): a
+//! reader at the tail gets its page from there, without a database read.
+
+mod recent;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -19,7 +23,15 @@ use tokio::sync::watch;
 use crate::error::{Error, Result};
 use crate::store::{JournalPos, Store};
 
-type Watchers = Arc<Mutex<HashMap<String, watch::Sender<u64>>>>;
+/// What the writer thread publishes and readers look at: each run's last-seq channel and its
+/// newest events.
+#[derive(Default)]
+struct Shared {
+    watchers: Mutex<HashMap<String, watch::Sender<u64>>>,
+    recent: Mutex<recent::Recent>,
+}
+
+type Watchers = Arc<Shared>;
 
 /// Durable, cursor-readable event logs of every run.
 pub struct EventLog {
@@ -27,9 +39,16 @@ pub struct EventLog {
     watchers: Watchers,
 }
 
+/// `events` of `run_id` were just committed: keep the newest in memory, then wake the readers.
+fn publish_events(shared: &Shared, run_id: &str, events: &[Event]) {
+    let Some(last) = events.last() else { return };
+    shared.recent.lock().unwrap_or_else(|p| p.into_inner()).push(run_id, events);
+    publish(shared, run_id, last.seq);
+}
+
 /// Raise the last seq of `run_id` to `seq` (never lowers it), waking its readers.
-fn publish(watchers: &Watchers, run_id: &str, seq: u64) {
-    let mut map = watchers.lock().unwrap_or_else(|p| p.into_inner());
+fn publish(shared: &Shared, run_id: &str, seq: u64) {
+    let mut map = shared.watchers.lock().unwrap_or_else(|p| p.into_inner());
     let tx = match map.get(run_id) {
         Some(tx) => tx,
         None => map.entry(run_id.to_owned()).or_insert_with(|| watch::channel(0).0),
@@ -46,18 +65,18 @@ fn publish(watchers: &Watchers, run_id: &str, seq: u64) {
 impl EventLog {
     /// A log over `store`.
     pub fn new(store: Arc<Store>) -> Self {
-        Self { store, watchers: Arc::new(Mutex::new(HashMap::new())) }
+        Self { store, watchers: Arc::default() }
     }
 
     /// The last-seq channel of `run_id`; the first time a run is looked at, its value comes from
     /// the database (events stored by an earlier daemon).
     fn watcher(&self, run_id: &str) -> Result<watch::Sender<u64>> {
-        if let Some(tx) = self.watchers.lock().unwrap_or_else(|p| p.into_inner()).get(run_id) {
+        if let Some(tx) = self.watchers.watchers.lock().unwrap_or_else(|p| p.into_inner()).get(run_id) {
             return Ok(tx.clone());
         }
         let stored = self.store.events_last_seq(run_id)?;
         publish(&self.watchers, run_id, stored);
-        let map = self.watchers.lock().unwrap_or_else(|p| p.into_inner());
+        let map = self.watchers.watchers.lock().unwrap_or_else(|p| p.into_inner());
         map.get(run_id).cloned().ok_or_else(|| Error::Writer(format!("no watcher for run {run_id}")))
     }
 
@@ -85,9 +104,7 @@ impl EventLog {
         first: impl FnOnce(&rusqlite::Connection) -> Result<()> + Send + 'static,
     ) -> Result<Vec<Event>> {
         let events = self.store.events_append_with(run_id, drafts, pos, first)?;
-        if let Some(last) = events.last() {
-            publish(&self.watchers, run_id, last.seq);
-        }
+        publish_events(&self.watchers, run_id, &events);
         Ok(events)
     }
 
@@ -96,11 +113,7 @@ impl EventLog {
     pub async fn append_async(&self, run_id: &str, drafts: Vec<EventDraft>, pos: Option<JournalPos>) -> Result<Vec<Event>> {
         let watchers = self.watchers.clone();
         let id = run_id.to_owned();
-        let after = move |events: &Vec<Event>| {
-            if let Some(last) = events.last() {
-                publish(&watchers, &id, last.seq);
-            }
-        };
+        let after = move |events: &Vec<Event>| publish_events(&watchers, &id, events);
         self.store.events_append_async(run_id, drafts, pos, after).await
     }
 
@@ -119,6 +132,12 @@ impl EventLog {
         loop {
             let last = *rx.borrow_and_update();
             if last > cursor {
+                if !with_raw {
+                    let kept = self.watchers.recent.lock().unwrap_or_else(|p| p.into_inner()).after(run_id, cursor, max, last);
+                    if let Some(events) = kept {
+                        return Ok(events);
+                    }
+                }
                 let events = self.fetch(run_id, cursor, max, with_raw).await?;
                 if !events.is_empty() {
                     return Ok(events);
@@ -149,8 +168,55 @@ impl EventLog {
         Ok(*self.watcher(run_id)?.borrow())
     }
 
+    /// Forget the events of `run_id` kept in memory (the run was deleted).
+    pub fn forget(&self, run_id: &str) {
+        self.watchers.recent.lock().unwrap_or_else(|p| p.into_inner()).forget(run_id);
+    }
+
     /// The last seq stored for `run_id`, read from the database (0 when none).
     pub fn stored_last_seq(&self, run_id: &str) -> Result<u64> {
         self.store.events_last_seq(run_id)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use spaces_sdk::EventKind;
+
+    use super::*;
+
+    fn drafts(n: usize, text_bytes: usize) -> Vec<EventDraft> {
+        (0..n).map(|i| EventDraft::new(1, EventKind::Message).text(format!("{i} {}", "y".repeat(text_bytes))).raw(format!("{{\"i\":{i}}}"))).collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_page_is_the_same_from_memory_as_from_the_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(&dir.path().join("spaces.db")).unwrap());
+        let log = EventLog::new(store.clone());
+        // Small batches, then one larger than what is kept in memory, then small ones again.
+        for batch in [drafts(3, 10), drafts(1, 10), drafts(200, 900), drafts(2, 10), drafts(5, 3000)] {
+            log.append_async("run-a", batch, None).await.unwrap();
+        }
+        log.append("run-a", drafts(2, 10)).unwrap();
+        let last = log.last_seq("run-a").unwrap();
+        assert_eq!(last, 213);
+        let mut from_memory = 0;
+        for cursor in 0..last {
+            for max in [1, 7, 1000] {
+                let page = log.read("run-a", cursor, max, Duration::ZERO, false).await.unwrap();
+                let db = store.events_after("run-a", cursor, max, false).unwrap();
+                assert_eq!(page, db, "cursor {cursor}, max {max}");
+                from_memory += usize::from(log.watchers.recent.lock().unwrap().after("run-a", cursor, max, last).is_some());
+            }
+        }
+        assert!(from_memory > 0, "the tail is served from memory");
+        // `raw` comes from the database.
+        let page = log.read("run-a", last - 1, 10, Duration::ZERO, true).await.unwrap();
+        assert_eq!(page[0].raw.as_deref(), Some("{\"i\":1}"));
+        // A deleted run's events are forgotten.
+        log.forget("run-a");
+        assert!(log.watchers.recent.lock().unwrap().after("run-a", last - 1, 10, last).is_none());
     }
 }
