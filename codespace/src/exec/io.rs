@@ -13,6 +13,18 @@ use super::handle::Handle;
 use super::Termination;
 use crate::process::{read_output, OutputSink};
 
+/// The pipe buffer asked for on a pipe-mode command's output (`F_SETPIPE_SZ`, 1 MiB: the
+/// default `/proc/sys/fs/pipe-max-size`). With the default 64 KiB a fast producer fills the pipe
+/// whenever the collector is off the CPU for a few tens of µs and then blocks, and every such
+/// stall costs it and the collector a wake-up (docs/benchmarks.md, "`read_process` draining a
+/// fast producer"). The collector still reads at most [`COLLECT_READ`] at a time, so one push
+/// never exceeds half of the default window.
+pub(crate) const OUTPUT_PIPE_BYTES: usize = 1024 * 1024;
+
+/// Bytes the collector asks for per `read(2)`: half the default window (256 KiB), so a reader
+/// woken by one push finds it whole in the ring.
+pub(crate) const COLLECT_READ: usize = 128 * 1024;
+
 /// Read `fd` into the handle's ring until EOF, or until `drain` after `exit` fired (then read
 /// what is ready and stop: [`crate::process::read_output`]), then mark collection finished.
 pub(crate) async fn collect(
@@ -24,7 +36,7 @@ pub(crate) async fn collect(
     let exited = async move {
         let _ = exit.await;
     };
-    let cut_short = read_output(&fd, exited, drain, None, &mut Ring(&handle)).await;
+    let cut_short = read_output(&fd, exited, drain, None, COLLECT_READ, &mut Ring(&handle)).await;
     handle.finish(cut_short);
 }
 

@@ -89,6 +89,10 @@ impl Processes {
         let _enter = rt.enter(); // AsyncFd and the child's reaper register with this runtime
         let spawned = spawn::spawn(&spec)?;
         crate::process::held::hold(spawned.pid, &spec.tag);
+        if !spec.tty {
+            // Best effort: a pipe the kernel will not widen keeps its 64 KiB.
+            let _ = crate::process::widen_pipe(&spawned.output, io::OUTPUT_PIPE_BYTES);
+        }
         let output = Arc::new(watch_fd(&id, spawned.output)?);
         let (input, master) = match spawned.stdin {
             Some(fd) => (Arc::new(watch_fd(&id, fd)?), None),
