@@ -41,11 +41,23 @@ pub(crate) async fn collect(
 }
 
 /// The handle's output ring as a place [`read_output`] writes to.
+///
+/// A push that wakes a waiting `read` is followed by `sched_yield(2)`: the collector offers its
+/// CPU so the woken reader runs now, before the collector's next read, not after the rest of
+/// the collector's time slice. Without it, on a machine with fewer free cores than busy threads
+/// (producer, collector, reader) the woken reader waited 1 to 5 ms for a CPU while the
+/// collector went on reading a fast producer at GB/s, and the ring (256 KiB) had moved on by
+/// megabytes when it got there (docs/benchmarks.md, "`read_process` draining a fast
+/// producer"). The yield does not wait for the reader: with nobody else runnable on this CPU it
+/// returns at once, and the collector reads on either way. A reader that is a task on the same
+/// runtime worker runs after this poll anyway; the yield matters for one on another thread.
 struct Ring<'a>(&'a Handle);
 
 impl OutputSink for Ring<'_> {
     fn push(&mut self, bytes: &[u8]) {
-        self.0.push(bytes);
+        if self.0.push(bytes) {
+            std::thread::yield_now();
+        }
     }
 }
 
