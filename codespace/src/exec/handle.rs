@@ -7,6 +7,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::ExitStatus;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -84,6 +85,25 @@ pub(crate) struct Handle {
     pub write_lock: tokio::sync::Mutex<usize>,
     state: Mutex<State>,
     changed: watch::Sender<u64>,
+    /// `read` calls waiting for output past their cursor right now.
+    waiting: AtomicUsize,
+}
+
+/// One `read` waiting for output, counted in [`Handle::waiting`] until it stops waiting
+/// (answered, timed out, or its future dropped).
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn start(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Handle {
@@ -114,6 +134,7 @@ impl Handle {
             write_lock: tokio::sync::Mutex::new(0),
             state: Mutex::new(state),
             changed: watch::channel(0).0,
+            waiting: AtomicUsize::new(0),
         }
     }
 
@@ -127,10 +148,14 @@ impl Handle {
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
     }
 
-    /// Append collected output.
-    pub fn push(&self, bytes: &[u8]) {
+    /// Append collected output. Returns whether a `read` was waiting for output (this push
+    /// woke it).
+    pub fn push(&self, bytes: &[u8]) -> bool {
         self.lock().ring.push(bytes);
+        // Counted before the wake-up: a reader that starts waiting after it sees these bytes.
+        let woke = self.waiting.load(Ordering::SeqCst) > 0;
         self.bump();
+        woke
     }
 
     /// Output up to `offset` is lost (a shim's files no longer hold it): the window restarts
@@ -292,6 +317,7 @@ impl Handle {
             match ((answer, fresh), deadline) {
                 ((answer, true), _) | ((answer, false), None) => return Ok(answer),
                 ((answer, false), Some(deadline)) => {
+                    let _waiting = Waiting::start(&self.waiting);
                     match tokio::time::timeout_at(deadline, rx.changed()).await {
                         Ok(Ok(())) => continue,
                         _ => return Ok(answer),
@@ -340,5 +366,58 @@ impl Handle {
         // it is ours; leftovers are then found by tag.
         kill_tree(group, &marker, grace).await;
         self.exited().await;
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn handle() -> Arc<Handle> {
+        let spec = super::super::ExecSpec {
+            argv: Vec::new(),
+            cwd: PathBuf::new(),
+            env: BTreeMap::new(),
+            tty: false,
+            tty_size: None,
+            owner: "owner".to_owned(),
+            workspace_id: "ws".to_owned(),
+            timeout: None,
+            tag: "tag".to_owned(),
+        };
+        let io = Io::Shim { client: None, dir: PathBuf::new(), tty: false };
+        Arc::new(Handle::new("proc-test".to_owned(), &spec, 1, 64, io))
+    }
+
+    async fn until_waiting(h: &Handle, n: usize) {
+        while h.waiting.load(Ordering::SeqCst) != n {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_push_tells_whether_a_read_was_waiting_for_it() {
+        let h = handle();
+        assert!(!h.push(b"a"), "nobody reads");
+        let reader = tokio::spawn({
+            let h = h.clone();
+            async move { h.read(1, Some(Duration::from_secs(30))).await }
+        });
+        until_waiting(&h, 1).await;
+        assert!(h.push(b"b"), "the long poll was waiting");
+        let r = reader.await.unwrap().unwrap();
+        assert_eq!((r.chunk.as_str(), r.cursor), ("b", 2));
+        assert_eq!(h.waiting.load(Ordering::SeqCst), 0, "answered: no longer waiting");
+
+        // A long poll given up by its caller (its future dropped) stops counting too.
+        let gave_up = tokio::time::timeout(Duration::from_millis(50), h.read(2, Some(Duration::from_secs(30)))).await;
+        assert!(gave_up.is_err());
+        assert_eq!(h.waiting.load(Ordering::SeqCst), 0);
+        assert!(!h.push(b"c"));
+        // A read without a wait never counts.
+        assert_eq!(h.read(3, None).await.unwrap().chunk, "");
+        assert!(!h.push(b"d"));
     }
 }

@@ -12,7 +12,9 @@
 //! - **Collection** (`io.rs`): one task reads the output fd (non-blocking, tokio `AsyncFd`) into
 //!   a ring of the last [`ExecLimits::retained_bytes`] bytes with absolute offsets. `EIO` on a
 //!   PTY master means every slave end is closed: EOF, not an error (case P2,
-//!   [`crate::process::read_now`]). The window starts on a UTF-8 character boundary and a chunk
+//!   [`crate::process::read_now`]). In pipe mode the pipe is widened to 1 MiB (best effort,
+//!   `F_SETPIPE_SZ`) and read up to 128 KiB at a time, so a fast producer does not stall on a
+//!   full pipe each time the collector is off the CPU. The window starts on a UTF-8 character boundary and a chunk
 //!   never ends inside a character, so a `chunk` holds a U+FFFD only where the program printed
 //!   bytes that are not UTF-8 (case R36, `ring.rs`).
 //! - **Reaping**: one task awaits the child (tokio `Child::wait`) and records the exit status the

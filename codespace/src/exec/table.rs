@@ -1,6 +1,6 @@
 //! The process table: ids to handles, one live process per owner, eviction of exited handles.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -20,7 +20,76 @@ struct Inner {
     limits: ExecLimits,
     /// How commands are started under shims; `None`: spawned directly (they end with us).
     shims: Option<ShimSetup>,
-    handles: Mutex<HashMap<String, Arc<Handle>>>,
+    handles: Mutex<Table>,
+}
+
+/// Every handle by id, and which of them are known to have exited, oldest exit first. Every
+/// lookup evicts first ([`Table::evict`]); keeping the exits in order makes that look at the
+/// running handles and the oldest exits only, not at every handle: a `read_process` long-poll
+/// loop against a table full of exited handles (256 by default) otherwise paid a lock of each,
+/// and a sort of them all, per read (measured in docs/benchmarks.md, "`read_process` draining a
+/// fast producer").
+#[derive(Default)]
+struct Table {
+    handles: HashMap<String, Arc<Handle>>,
+    /// Ids not yet seen exited.
+    running: Vec<String>,
+    /// Ids seen exited, by exit time (then id): eviction order.
+    exited: BTreeSet<(Instant, String)>,
+}
+
+impl Table {
+    fn insert(&mut self, id: String, handle: Arc<Handle>) {
+        match handle.exit() {
+            Some(exit) => {
+                self.exited.insert((exit.at, id.clone()));
+            }
+            None => self.running.push(id.clone()),
+        }
+        if let Some(old) = self.handles.insert(id.clone(), handle) {
+            // Ids are fresh uuids; should one repeat, the old handle's place in the order goes.
+            if let Some(exit) = old.exit() {
+                self.exited.remove(&(exit.at, id));
+            }
+        }
+    }
+
+    fn get(&self, id: &str) -> Option<&Arc<Handle>> {
+        self.handles.get(id)
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Arc<Handle>> {
+        self.handles.values()
+    }
+
+    /// Drop exited handles older than `keep_exited_for`, then the oldest exits beyond
+    /// `keep_exited_max`. Running handles are never dropped. Cost: one look at each running
+    /// handle, plus one step per handle dropped.
+    fn evict(&mut self, limits: &ExecLimits, now: Instant) {
+        let (handles, exited) = (&self.handles, &mut self.exited);
+        self.running.retain(|id| match handles.get(id) {
+            Some(h) => match h.exit() {
+                Some(exit) => {
+                    exited.insert((exit.at, id.clone()));
+                    false
+                }
+                None => true,
+            },
+            None => false,
+        });
+        // Exits in order of age: the expired ones come first, then the oldest beyond the cap.
+        while let Some((at, _)) = self.exited.first() {
+            let expired = now.duration_since(*at) >= limits.keep_exited_for;
+            if !expired && self.exited.len() <= limits.keep_exited_max {
+                break;
+            }
+            if let Some((_, id)) = self.exited.pop_first() {
+                if let Some(h) = self.handles.remove(&id) {
+                    forget(&h);
+                }
+            }
+        }
+    }
 }
 
 /// The processes of one host: start them, read them, write to them, stop them. Cheap to clone
@@ -42,14 +111,14 @@ fn os_failure(id: &str, action: &'static str, source: impl Into<std::io::Error>)
 impl Processes {
     /// An empty table with `limits`.
     pub fn new(limits: ExecLimits) -> Processes {
-        Processes { inner: Arc::new(Inner { limits, shims: None, handles: Mutex::new(HashMap::new()) }) }
+        Processes { inner: Arc::new(Inner { limits, shims: None, handles: Mutex::new(Table::default()) }) }
     }
 
     /// An empty table with `limits` whose commands [`Processes::start`] starts under shims
     /// (`setup`), so that they outlive this process and a later one re-adopts them
     /// ([`Processes::adopt`]).
     pub fn with_shims(limits: ExecLimits, setup: ShimSetup) -> Processes {
-        Processes { inner: Arc::new(Inner { limits, shims: Some(setup), handles: Mutex::new(HashMap::new()) }) }
+        Processes { inner: Arc::new(Inner { limits, shims: Some(setup), handles: Mutex::new(Table::default()) }) }
     }
 
     /// Whether commands run under shims (they survive this process).
@@ -57,9 +126,9 @@ impl Processes {
         self.inner.shims.is_some()
     }
 
-    fn table(&self) -> MutexGuard<'_, HashMap<String, Arc<Handle>>> {
+    fn table(&self) -> MutexGuard<'_, Table> {
         let mut table = self.inner.handles.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        evict(&mut table, &self.inner.limits, Instant::now());
+        table.evict(&self.inner.limits, Instant::now());
         table
     }
 
@@ -89,6 +158,10 @@ impl Processes {
         let _enter = rt.enter(); // AsyncFd and the child's reaper register with this runtime
         let spawned = spawn::spawn(&spec)?;
         crate::process::held::hold(spawned.pid, &spec.tag);
+        if !spec.tty {
+            // Best effort: a pipe the kernel will not widen keeps its 64 KiB.
+            let _ = crate::process::widen_pipe(&spawned.output, io::OUTPUT_PIPE_BYTES);
+        }
         let output = Arc::new(watch_fd(&id, spawned.output)?);
         let (input, master) = match spawned.stdin {
             Some(fd) => (Arc::new(watch_fd(&id, fd)?), None),
@@ -385,33 +458,8 @@ fn watch_fd(id: &str, fd: OwnedFd) -> Result<AsyncFd<OwnedFd>> {
     unsafe { AsyncFd::register(fd) }.map_err(|e| os_failure(id, "watching a process fd", e))
 }
 
-fn live(table: &HashMap<String, Arc<Handle>>, owner: &str) -> Option<String> {
+fn live(table: &Table, owner: &str) -> Option<String> {
     table.values().find(|h| h.owner == owner && h.exit().is_none()).map(|h| h.id.clone())
-}
-
-/// Drop exited handles older than `keep_exited_for`, then the oldest exits beyond
-/// `keep_exited_max`. Running handles are never dropped.
-fn evict(table: &mut HashMap<String, Arc<Handle>>, limits: &ExecLimits, now: Instant) {
-    table.retain(|_, h| {
-        let keep = h.exit().is_none_or(|e| now.duration_since(e.at) < limits.keep_exited_for);
-        if !keep {
-            forget(h);
-        }
-        keep
-    });
-    if table.len() <= limits.keep_exited_max {
-        return; // fewer handles than the cap, so fewer exited ones too: the common case
-    }
-    let mut exited: Vec<(Instant, String)> =
-        table.values().filter_map(|h| h.exit().map(|e| (e.at, h.id.clone()))).collect();
-    if exited.len() > limits.keep_exited_max {
-        exited.sort();
-        for (_, id) in exited.iter().take(exited.len() - limits.keep_exited_max) {
-            if let Some(h) = table.remove(id) {
-                forget(h.as_ref());
-            }
-        }
-    }
 }
 
 /// An evicted handle of a shim-held command: its directory goes (the shim, seeing its journal

@@ -13,8 +13,9 @@ use tokio::time::{Instant, Interval};
 
 use super::read_now;
 
-/// Bytes read per `read(2)`.
-const READ_BUF: usize = 64 * 1024;
+/// Bytes a shim asks for per `read(2)` ([`read_output`]'s `read_bytes`): a segment file holds
+/// at least this much.
+pub const READ_BUF: usize = 64 * 1024;
 /// At the drain deadline, read at most this much more (a descendant that never stops writing
 /// must not keep collection open forever).
 pub const FINAL_DRAIN_MAX: usize = 4 * 1024 * 1024;
@@ -28,16 +29,18 @@ pub trait OutputSink {
 }
 
 /// Read the non-blocking `fd` into `sink` until EOF, or until `drain` after `exited` resolved
-/// (see the module doc), calling [`OutputSink::tick`] every `tick` if given. Returns whether the
-/// output was cut short (`false` at EOF or a read error).
+/// (see the module doc), calling [`OutputSink::tick`] every `tick` if given; each `read(2)` asks
+/// for up to `read_bytes` (at least 1), so one [`OutputSink::push`] gets at most that many.
+/// Returns whether the output was cut short (`false` at EOF or a read error).
 pub async fn read_output(
     fd: &AsyncFd<OwnedFd>,
     exited: impl Future<Output = ()>,
     drain: Duration,
     tick: Option<Duration>,
+    read_bytes: usize,
     sink: &mut impl OutputSink,
 ) -> bool {
-    let mut buf = vec![0u8; READ_BUF];
+    let mut buf = vec![0u8; read_bytes.max(1)];
     let mut deadline: Option<Instant> = None;
     let mut ticks = tick.map(tokio::time::interval);
     tokio::pin!(exited);

@@ -69,9 +69,9 @@ mod spawn;
 #[cfg(test)]
 mod tests;
 
-pub use drain::{read_output, OutputSink, FINAL_DRAIN_MAX};
+pub use drain::{read_output, OutputSink, FINAL_DRAIN_MAX, READ_BUF};
 pub use scan::{alive_with_env, alive_with_marker, kill_tree, KillReport};
-pub use spawn::{read_now, spawn, SpawnSpec, Spawned, StdinSpec, StdioSpec};
+pub use spawn::{read_now, spawn, widen_pipe, SpawnSpec, Spawned, StdinSpec, StdioSpec};
 
 /// Environment variable holding a process's tag (unique per spawn, chosen by the caller).
 pub const TAG_ENV: &str = "SPACES_PROCESS_TAG";

@@ -171,6 +171,16 @@ pub fn read_now(fd: impl AsFd, buf: &mut [u8]) -> std::io::Result<Option<usize>>
     }
 }
 
+/// Ask for a pipe buffer of at least `bytes` on the pipe `fd` (`F_SETPIPE_SZ`; the kernel rounds
+/// up to a power of two of pages). Returns the buffer size now in effect, in bytes. Errors:
+/// `EPERM` past `/proc/sys/fs/pipe-max-size` (1 MiB by default) or the user's pipe-page limits
+/// (`pipe-user-pages-soft`) without `CAP_SYS_RESOURCE`; `EBADF` when `fd` is not a pipe (a PTY
+/// master). The pipe keeps its size then (64 KiB by default): callers treat this as best effort.
+pub fn widen_pipe(fd: impl AsFd, bytes: usize) -> nix::Result<usize> {
+    let bytes = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    fcntl(fd, FcntlArg::F_SETPIPE_SZ(bytes)).map(|n| usize::try_from(n).unwrap_or(0))
+}
+
 /// An output pipe `(ours, the child's)`, both ends `O_CLOEXEC`, ours non-blocking.
 fn pipe() -> nix::Result<(OwnedFd, OwnedFd)> {
     let (r, w) = pipe2(OFlag::O_CLOEXEC)?;

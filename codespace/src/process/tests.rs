@@ -206,3 +206,36 @@ fn an_empty_program_is_refused_before_anything_starts() {
     assert!(matches!(spawn(&spec(&dir, &[], COMBINED)), Err(Error::EmptyCommand)));
     assert!(matches!(spawn(&spec(&dir, &[""], COMBINED)), Err(Error::EmptyCommand)));
 }
+
+#[test]
+fn widen_pipe_grows_a_pipe_and_refuses_what_is_not_one() {
+    let (r, _w) = nix::unistd::pipe().unwrap();
+    let size = super::widen_pipe(&r, 1 << 20).unwrap();
+    assert!(size >= 1 << 20, "{size}");
+    let file = tempfile::tempfile().unwrap();
+    assert_eq!(super::widen_pipe(&file, 1 << 20).unwrap_err(), nix::errno::Errno::EBADF);
+}
+
+/// Records every push, to see how `read_output` cut the stream.
+struct Pushes(Vec<Vec<u8>>);
+
+impl super::OutputSink for Pushes {
+    fn push(&mut self, bytes: &[u8]) {
+        self.0.push(bytes.to_vec());
+    }
+}
+
+#[tokio::test]
+async fn read_output_asks_for_at_most_read_bytes_per_read_and_keeps_the_order() {
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+    let data: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(nix::unistd::write(&w, &data).unwrap(), data.len());
+    drop(w);
+    // SAFETY: the `OwnedFd` keeps its fd open until the `AsyncFd` drops it.
+    let fd = unsafe { AsyncFd::register(r) }.unwrap();
+    let mut sink = Pushes(Vec::new());
+    let cut = super::read_output(&fd, std::future::pending(), PATIENCE, None, 1000, &mut sink).await;
+    assert!(!cut, "EOF, not a cut");
+    assert!(sink.0.iter().all(|p| p.len() <= 1000), "{:?}", sink.0.iter().map(Vec::len).collect::<Vec<_>>());
+    assert_eq!(sink.0.concat(), data);
+}

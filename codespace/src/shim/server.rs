@@ -646,7 +646,7 @@ async fn read_raw(
         let _ = exited.wait_for(|e| *e).await;
     };
     let mut sink = RawSink { writer, tx, redact, fresh: false };
-    let cut = read_output(&fd, reaped, drain, Some(SYNC_EVERY), &mut sink).await;
+    let cut = read_output(&fd, reaped, drain, Some(SYNC_EVERY), process::READ_BUF, &mut sink).await;
     let held = sink.redact.flush();
     sink.write(&held);
     let _ = sink.writer.sync();

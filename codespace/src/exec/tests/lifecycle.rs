@@ -45,6 +45,25 @@ async fn case_p9_stdin_to_exited_process_is_typed() {
     p.terminate(&long).await.unwrap();
 }
 
+// The cap evicts by exit time, not by start order: a handle started first but exited last is
+// the one kept.
+#[tokio::test]
+async fn the_exited_handle_cap_evicts_the_oldest_exit_first() {
+    let dir = TempDir::new().unwrap();
+    let p = Processes::new(ExecLimits { keep_exited_max: 1, ..limits() });
+    let slow = p.exec(spec(&dir, &["sleep", "0.3"])).unwrap().process_id;
+    let quick = p.exec(spec(&dir, &["true"])).unwrap().process_id;
+    p.wait_exit(&quick).await.unwrap();
+    assert_eq!(p.status(&quick).unwrap().state, ProcessState::Exited, "one exited handle: kept");
+    p.wait_exit(&slow).await.unwrap();
+    assert_eq!(p.status(&quick).unwrap_err().code(), ErrorCode::ProcessNotFound, "the older exit goes");
+    assert_eq!(p.status(&slow).unwrap().state, ProcessState::Exited);
+    let third = p.exec(spec(&dir, &["true"])).unwrap().process_id;
+    p.wait_exit(&third).await.unwrap();
+    assert_eq!(p.status(&slow).unwrap_err().code(), ErrorCode::ProcessNotFound);
+    assert_eq!(p.status(&third).unwrap().state, ProcessState::Exited);
+}
+
 #[tokio::test]
 async fn exited_handles_expire_after_the_keep_time() {
     let dir = TempDir::new().unwrap();
