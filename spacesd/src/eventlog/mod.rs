@@ -117,6 +117,19 @@ impl EventLog {
         self.store.events_append_async(run_id, drafts, pos, after).await
     }
 
+    /// [`Self::append_async`], but readers are not told: the caller calls [`Self::publish`] with
+    /// the returned events once whatever must be visible with them is stored too (a turn's end
+    /// is published after the run's state says how the turn ended).
+    pub async fn append_async_unpublished(&self, run_id: &str, drafts: Vec<EventDraft>, pos: Option<JournalPos>) -> Result<Vec<Event>> {
+        self.store.events_append_async(run_id, drafts, pos, |_: &Vec<Event>| {}).await
+    }
+
+    /// Tell the readers of `run_id` about `events`, committed by
+    /// [`Self::append_async_unpublished`] (in seq order, the run's newest).
+    pub fn publish(&self, run_id: &str, events: &[Event]) {
+        publish_events(&self.watchers, run_id, events);
+    }
+
     /// Events with `seq > cursor` (at most `max`). When there are none and `wait` is non-zero,
     /// wait up to `wait` for the next append first.
     pub async fn read(

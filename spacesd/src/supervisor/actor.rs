@@ -661,10 +661,26 @@ impl Actor {
             return;
         }
         let ended = turns_ended(&drafts);
-        if let Err(e) = self.inner.log.append_async(&self.run.run_id, drafts, pos).await {
-            tracing::error!("run {}: events not stored: {e}", self.run.run_id);
+        if ended.is_empty() {
+            if let Err(e) = self.inner.log.append_async(&self.run.run_id, drafts, pos).await {
+                tracing::error!("run {}: events not stored: {e}", self.run.run_id);
+            }
+            self.after_append(ended);
+            return;
         }
-        self.after_append(ended);
+        // A turn's end reaches readers only once the run's state says how it ended: a caller
+        // that sees `turn_ended` and then asks for the status gets `idle` (or `failed`), never
+        // the `running` of the turn that just ended.
+        match self.inner.log.append_async_unpublished(&self.run.run_id, drafts, pos).await {
+            Ok(events) => {
+                self.after_append(ended);
+                self.inner.log.publish(&self.run.run_id, &events);
+            }
+            Err(e) => {
+                tracing::error!("run {}: events not stored: {e}", self.run.run_id);
+                self.after_append(ended);
+            }
+        }
     }
 
     /// What stored events change: the session id, and turns that ended.

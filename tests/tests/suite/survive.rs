@@ -505,3 +505,35 @@ async fn a_shim_refuses_another_protocol_version_clearly() {
     let r = d.client.space("s").agent_stop(&run).await.unwrap();
     assert!(r.ok, "{r:?}");
 }
+
+/// A turn's end is visible only with the run's state that follows it: a caller that reads
+/// `turn_ended` and at once asks for the status never gets the `running` of the turn that just
+/// ended, and the page holding `turn_ended` says `idle` too. Over several turns, each read at
+/// the tail by a long-poll (the path served from memory).
+#[tokio::test]
+async fn a_turns_end_is_read_with_the_state_that_follows_it() {
+    let body = format!("cat >/dev/null\n{}\n{}", message("answer"), DONE);
+    let (d, _root, _bin) = fake_daemon(&body).await;
+    let space = d.client.space("s");
+    let req = spaces_sdk::AgentStartRequest { space: "s".into(), agent: "openai-codex".into(), prompt: "hi".into(), show: None, options: None };
+    let run = d.client.agent_start(&req).await.unwrap().run_id;
+    let mut cursor = 0;
+    for turn in 1..=6u32 {
+        if turn > 1 {
+            space.agent_message(&run, "again", None).await.unwrap();
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            assert!(std::time::Instant::now() < deadline, "turn {turn} did not end");
+            let q = spaces_sdk::AgentEventsRequest { space: "s".into(), run_id: run.clone(), cursor: Some(cursor), max: Some(100), wait_ms: Some(5000), raw: None };
+            let page = d.client.agent_events(&q).await.unwrap();
+            cursor = page.cursor;
+            if page.events.iter().any(|e| e.kind == spaces_sdk::EventKind::TurnEnded && e.turn == turn) {
+                let status = space.agent_status(&run, Some(0)).await.unwrap().status;
+                assert_eq!(status, spaces_sdk::Status::Idle, "turn {turn}: the status read right after its turn_ended");
+                assert_eq!(page.status, spaces_sdk::Status::Idle, "turn {turn}: the page holding turn_ended");
+                break;
+            }
+        }
+    }
+}
