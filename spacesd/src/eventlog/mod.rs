@@ -7,7 +7,7 @@
 //! channel's value with its cursor: it queries the database (on a read-only connection, off the
 //! async runtime) only when there is something past its cursor, and otherwise waits for the
 //! value to change. It subscribes before looking, so it can never miss an append. Right before
-//! it publishes, the writer thread keeps the batch's newest events in memory ([`recent`]): a
+//! it publishes, the writer thread keeps the batch's newest events in memory (`recent.rs`): a
 //! reader at the tail gets its page from there, without a database read.
 
 mod recent;
