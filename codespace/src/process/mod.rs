@@ -8,7 +8,8 @@
 //! Process model (Linux):
 //! - **Session and process group.** The child calls `setsid` between fork and exec, so it leads
 //!   a new session and its own process group (sid = pgid = pid) and has no controlling terminal
-//!   of the daemon's. Signals aimed at the daemon's group (a Ctrl-C at the terminal that started
+//!   of the daemon's. The one exception is the shim, started by [`spawn_self_starting`]
+//!   without a fork of the daemon, which calls [`own_session`] itself first thing. Signals aimed at the daemon's group (a Ctrl-C at the terminal that started
 //!   it, a closed client connection) do not reach it; stopping it means signalling the group
 //!   `-pid` ([`kill_tree`]).
 //! - **PTY and controlling terminal.** With [`StdioSpec::Pty`] the child gets a new terminal's
@@ -71,7 +72,7 @@ mod tests;
 
 pub use drain::{read_output, OutputSink, FINAL_DRAIN_MAX, READ_BUF};
 pub use scan::{alive_with_env, alive_with_marker, kill_tree, KillReport};
-pub use spawn::{read_now, spawn, widen_pipe, SpawnSpec, Spawned, StdinSpec, StdioSpec};
+pub use spawn::{own_session, read_now, spawn, spawn_self_starting, widen_pipe, SpawnSpec, Spawned, StdinSpec, StdioSpec};
 
 /// Environment variable holding a process's tag (unique per spawn, chosen by the caller).
 pub const TAG_ENV: &str = "SPACES_PROCESS_TAG";

@@ -14,7 +14,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 
-use super::{read_now, spawn, SpawnSpec, Spawned, StdinSpec, StdioSpec, TAG_ENV};
+use super::{read_now, spawn, spawn_self_starting, SpawnSpec, Spawned, StdinSpec, StdioSpec, TAG_ENV};
 use crate::Error;
 
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -89,6 +89,30 @@ async fn a_child_leads_its_own_session_and_process_group() {
     assert!(status.success());
     let f = stat_fields(&out);
     assert_eq!((f[1], f[2], f[3]), (pid, pid, 0), "pgrp, session = pid; no terminal: {out}");
+}
+
+/// A program that starts itself (the shim) is started without a fork of this process: nothing
+/// runs in the child before `exec`, so it stays in this process's session until it calls
+/// `own_session` itself; what needs the child's side is refused.
+#[tokio::test]
+async fn a_self_starting_program_runs_with_its_environment_and_what_needs_the_childs_side_is_refused() {
+    let dir = TempDir::new().unwrap();
+    let spawned = spawn_self_starting(&spec(&dir, &["sh", "-c", "echo \"$SPACES_PROCESS_TAG\"; cat /proc/self/stat"], COMBINED)).unwrap();
+    let pid = i64::from(spawned.pid);
+    let (out, _, status) = finish(spawned, false).await;
+    assert!(status.success(), "{out}");
+    let (tag, stat) = out.split_once('\n').unwrap();
+    assert!(tag.starts_with("test/"), "the tag is set: {out}");
+    let f = stat_fields(stat);
+    // SAFETY: getsid of the calling process.
+    let ours = i64::from(unsafe { nix::libc::getsid(0) });
+    assert_eq!((f[2], f[1] == pid), (ours, false), "still in this process's session, no group of its own: {out}");
+    let refused = |s: SpawnSpec| matches!(spawn_self_starting(&s), Err(Error::SpawnFailed { .. }));
+    let mut with_cgroup = spec(&dir, &["true"], COMBINED);
+    with_cgroup.cgroups.push(dir.path().to_path_buf());
+    let mut lowered = spec(&dir, &["true"], COMBINED);
+    lowered.nice = 10;
+    assert!(refused(with_cgroup) && refused(lowered) && refused(spec(&dir, &["true"], PTY)));
 }
 
 // P8's precondition: the slave is the controlling terminal and the child's group is its

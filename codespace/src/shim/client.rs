@@ -88,7 +88,9 @@ impl ShimClient {
             // The shim journals its agent's output: it keeps the daemon's priority.
             nice: 0,
         };
-        let spawned = process::spawn(&shim).map_err(|e| format!("cannot start the shim: {e}"))?;
+        // The shim makes its own session (`server::main`), so it is started without a fork of
+        // this (large) process.
+        let spawned = process::spawn_self_starting(&shim).map_err(|e| format!("cannot start the shim: {e}"))?;
         // Before the shim has its spec (and so before the program starts): whatever the tree
         // does from its first instruction on is known to be the tree's.
         process::held::hold(spawned.pid, &spec.tag);

@@ -47,6 +47,10 @@ const MAX_LINES_PER_WRITE: usize = 256;
 /// with one [`Reply`] line (ok and the agent's pid, or why it could not start), then serve until
 /// the tree is gone and the daemon has acknowledged the whole journal. Returns the exit code.
 pub fn main(dir: &Path) -> i32 {
+    // Started by `process::spawn_self_starting`: nothing ran between the daemon's fork and exec.
+    if let Err(e) = crate::process::own_session() {
+        return ready(Err(format!("cannot start a session of its own: {e}")));
+    }
     let mut input = String::new();
     let spec = match std::io::stdin().read_to_string(&mut input) {
         Ok(_) => serde_json::from_str::<Launch>(&input).map_err(|e| format!("the shim spec on stdin is not valid: {e}")),

@@ -261,7 +261,7 @@ const SPIN_UNTIL_LOWERED: &str =
 #[tokio::test]
 async fn agents_and_commands_are_lowered_below_the_daemons_priority_once_cpu_hungry() {
     let body = format!(
-        "cat >/dev/null\n{NICE_OF}/$$/stat > agent-nice-idle\n{NICE_OF}/$PPID/stat > shim-nice; tr '\\0' ' ' < /proc/$PPID/cmdline > parent-cmd\n{SPIN_UNTIL_LOWERED}\n{NICE_OF}/$$/stat > agent-nice\n{NICE_OF}/$PPID/stat > shim-nice-busy\ncat /proc/self/autogroup > agent-autogroup 2>/dev/null || true\n{}\n{}",
+        "cat >/dev/null\n{NICE_OF}/$$/stat > agent-nice-idle\n{NICE_OF}/$PPID/stat > shim-nice; echo \"$PPID $(awk '{{print $6}}' /proc/$PPID/stat)\" > shim-session; tr '\\0' ' ' < /proc/$PPID/cmdline > parent-cmd\n{SPIN_UNTIL_LOWERED}\n{NICE_OF}/$$/stat > agent-nice\n{NICE_OF}/$PPID/stat > shim-nice-busy\ncat /proc/self/autogroup > agent-autogroup 2>/dev/null || true\n{}\n{}",
         super::survive::message("measured"),
         super::survive::DONE
     );
@@ -275,6 +275,10 @@ async fn agents_and_commands_are_lowered_below_the_daemons_priority_once_cpu_hun
     let expected = ours.max(10).to_string();
     assert_eq!(read("agent-nice-idle"), ours.to_string(), "an agent that waits keeps the daemon's priority");
     assert_eq!(read("shim-nice"), ours.to_string(), "its shim keeps the daemon's priority (parent: {})", read("parent-cmd"));
+    // The shim is started without a fork of the daemon and makes its own session: it leads it.
+    let session = read("shim-session");
+    let (shim, sid) = session.split_once(' ').unwrap_or_default();
+    assert_eq!(shim, sid, "the shim leads its own session (pid, session id): {session:?}");
     assert_eq!(read("agent-nice"), expected, "a busy agent is lowered to nice 10 (or the daemon's, if lower)");
     assert_eq!(read("shim-nice-busy"), expected, "its shim is lowered with it (it journals the busy tree's output)");
     let autogroup = read("agent-autogroup");
