@@ -24,12 +24,8 @@ pub const BULK_MIN_ITEMS: usize = 16;
 /// may inherit: [`super::priority::ask_short_slice`]). Raising a nice value needs no
 /// privilege; a failure leaves the thread as it was.
 pub fn lower_this_thread() {
-    // SAFETY: plain system calls on integers.
-    unsafe {
-        let tid = libc::gettid() as libc::id_t;
-        let nice = BULK_NICE.max(libc::getpriority(libc::PRIO_PROCESS, tid));
-        libc::setpriority(libc::PRIO_PROCESS, tid, nice);
-    }
+    // SAFETY: gettid has no preconditions.
+    super::priority::lower_thread(unsafe { libc::gettid() }, BULK_NICE);
     super::priority::ask_default_slice();
 }
 

@@ -25,8 +25,6 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use nix::libc;
-
 /// How often the tree is looked at.
 pub const WINDOW: Duration = Duration::from_millis(500);
 /// Share of a window (ran + waited to run, summed over the tree) that counts as hungry.
@@ -113,19 +111,12 @@ fn demand_ns(pid: i32) -> Option<u64> {
 /// session's autogroup. A thread's nice value is its own (`setpriority` on a thread id), so a
 /// multi-threaded agent (Node, a build's workers) is lowered thread by thread
 /// (`/proc/<pid>/task`); threads it starts later inherit the value of the thread starting them.
-pub fn lower(pid: i32, nice: i32) {
+fn lower(pid: i32, nice: i32) {
     let tids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
         .map(|dir| dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
         .unwrap_or_else(|_| vec![pid]);
     for tid in tids {
-        // SAFETY: plain system calls on integers.
-        unsafe {
-            *libc::__errno_location() = 0;
-            let current = libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t);
-            if *libc::__errno_location() == 0 && current < nice {
-                libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice);
-            }
-        }
+        super::priority::lower_thread(tid, nice);
     }
     let path = format!("/proc/{pid}/autogroup");
     let lower_group = std::fs::read_to_string(&path)

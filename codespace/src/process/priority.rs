@@ -59,6 +59,20 @@ pub(super) unsafe fn lower_in_child(nice: i32) {
     }
 }
 
+/// Lower thread `tid` (a thread id; a process id names its main thread) to `nice`, or keep it
+/// where it is when it is already lower: a priority is never raised. Raising a nice value needs
+/// no privilege; a failure leaves the thread as it was and is not an error.
+pub fn lower_thread(tid: i32, nice: i32) {
+    // SAFETY: plain system calls on integers.
+    unsafe {
+        *libc::__errno_location() = 0;
+        let current = libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t);
+        if *libc::__errno_location() == 0 && current < nice {
+            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice);
+        }
+    }
+}
+
 /// The time slice asked for by [`ask_short_slice`], in ns: the shortest the kernel allows.
 pub const SHORT_SLICE_NS: u64 = 100_000;
 

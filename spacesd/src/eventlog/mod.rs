@@ -31,12 +31,10 @@ struct Shared {
     recent: Mutex<recent::Recent>,
 }
 
-type Watchers = Arc<Shared>;
-
 /// Durable, cursor-readable event logs of every run.
 pub struct EventLog {
     store: Arc<Store>,
-    watchers: Watchers,
+    shared: Arc<Shared>,
 }
 
 /// `events` of `run_id` were just committed: keep the newest in memory, then wake the readers.
@@ -65,18 +63,18 @@ fn publish(shared: &Shared, run_id: &str, seq: u64) {
 impl EventLog {
     /// A log over `store`.
     pub fn new(store: Arc<Store>) -> Self {
-        Self { store, watchers: Arc::default() }
+        Self { store, shared: Arc::default() }
     }
 
     /// The last-seq channel of `run_id`; the first time a run is looked at, its value comes from
     /// the database (events stored by an earlier daemon).
     fn watcher(&self, run_id: &str) -> Result<watch::Sender<u64>> {
-        if let Some(tx) = self.watchers.watchers.lock().unwrap_or_else(|p| p.into_inner()).get(run_id) {
+        if let Some(tx) = self.shared.watchers.lock().unwrap_or_else(|p| p.into_inner()).get(run_id) {
             return Ok(tx.clone());
         }
         let stored = self.store.events_last_seq(run_id)?;
-        publish(&self.watchers, run_id, stored);
-        let map = self.watchers.watchers.lock().unwrap_or_else(|p| p.into_inner());
+        publish(&self.shared, run_id, stored);
+        let map = self.shared.watchers.lock().unwrap_or_else(|p| p.into_inner());
         map.get(run_id).cloned().ok_or_else(|| Error::Writer(format!("no watcher for run {run_id}")))
     }
 
@@ -104,16 +102,16 @@ impl EventLog {
         first: impl FnOnce(&rusqlite::Connection) -> Result<()> + Send + 'static,
     ) -> Result<Vec<Event>> {
         let events = self.store.events_append_with(run_id, drafts, pos, first)?;
-        publish_events(&self.watchers, run_id, &events);
+        publish_events(&self.shared, run_id, &events);
         Ok(events)
     }
 
     /// [`Self::append_at`] without blocking: the batch joins the writer's next group commit, and
     /// readers are woken from the writer thread as soon as it committed.
     pub async fn append_async(&self, run_id: &str, drafts: Vec<EventDraft>, pos: Option<JournalPos>) -> Result<Vec<Event>> {
-        let watchers = self.watchers.clone();
+        let shared = self.shared.clone();
         let id = run_id.to_owned();
-        let after = move |events: &Vec<Event>| publish_events(&watchers, &id, events);
+        let after = move |events: &Vec<Event>| publish_events(&shared, &id, events);
         self.store.events_append_async(run_id, drafts, pos, after).await
     }
 
@@ -127,7 +125,7 @@ impl EventLog {
     /// Tell the readers of `run_id` about `events`, committed by
     /// [`Self::append_async_unpublished`] (in seq order, the run's newest).
     pub fn publish(&self, run_id: &str, events: &[Event]) {
-        publish_events(&self.watchers, run_id, events);
+        publish_events(&self.shared, run_id, events);
     }
 
     /// Events with `seq > cursor` (at most `max`). When there are none and `wait` is non-zero,
@@ -146,7 +144,7 @@ impl EventLog {
             let last = *rx.borrow_and_update();
             if last > cursor {
                 if !with_raw {
-                    let kept = self.watchers.recent.lock().unwrap_or_else(|p| p.into_inner()).after(run_id, cursor, max, last);
+                    let kept = self.shared.recent.lock().unwrap_or_else(|p| p.into_inner()).after(run_id, cursor, max, last);
                     if let Some(events) = kept {
                         return Ok(events);
                     }
@@ -183,7 +181,7 @@ impl EventLog {
 
     /// Forget the events of `run_id` kept in memory (the run was deleted).
     pub fn forget(&self, run_id: &str) {
-        self.watchers.recent.lock().unwrap_or_else(|p| p.into_inner()).forget(run_id);
+        self.shared.recent.lock().unwrap_or_else(|p| p.into_inner()).forget(run_id);
     }
 
     /// The last seq stored for `run_id`, read from the database (0 when none).
@@ -221,7 +219,7 @@ mod tests {
                 let page = log.read("run-a", cursor, max, Duration::ZERO, false).await.unwrap();
                 let db = store.events_after("run-a", cursor, max, false).unwrap();
                 assert_eq!(page, db, "cursor {cursor}, max {max}");
-                from_memory += usize::from(log.watchers.recent.lock().unwrap().after("run-a", cursor, max, last).is_some());
+                from_memory += usize::from(log.shared.recent.lock().unwrap().after("run-a", cursor, max, last).is_some());
             }
         }
         assert!(from_memory > 0, "the tail is served from memory");
@@ -230,6 +228,6 @@ mod tests {
         assert_eq!(page[0].raw.as_deref(), Some("{\"i\":1}"));
         // A deleted run's events are forgotten.
         log.forget("run-a");
-        assert!(log.watchers.recent.lock().unwrap().after("run-a", last - 1, 10, last).is_none());
+        assert!(log.shared.recent.lock().unwrap().after("run-a", last - 1, 10, last).is_none());
     }
 }

@@ -79,14 +79,8 @@ impl Recent {
     pub(crate) fn push(&mut self, run_id: &str, events: &[Event]) {
         let Some(first) = events.first() else { return };
         self.clock += 1;
-        let clock = self.clock;
         let tail = self.runs.entry(run_id.to_owned()).or_default();
-        tail.pushed_at = clock;
-        if tail.events.back().is_some_and(|last| last.seq + 1 != first.seq) {
-            self.bytes -= tail.bytes;
-            tail.events.clear();
-            tail.bytes = 0;
-        }
+        tail.pushed_at = self.clock;
         // The newest events that fit the run's bound, kept in order.
         let mut take = 0;
         let mut bytes = 0;
@@ -98,8 +92,9 @@ impl Recent {
             take += 1;
             bytes += size;
         }
-        if take < events.len() {
-            // What was kept no longer joins the newest events: start over from them.
+        // What was kept must end right before what is kept now: otherwise start over.
+        let joins = take == events.len() && tail.events.back().is_none_or(|last| last.seq + 1 == first.seq);
+        if !joins {
             self.bytes -= tail.bytes;
             tail.events.clear();
             tail.bytes = 0;

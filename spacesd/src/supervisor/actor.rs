@@ -661,25 +661,21 @@ impl Actor {
             return;
         }
         let ended = turns_ended(&drafts);
-        if ended.is_empty() {
-            if let Err(e) = self.inner.log.append_async(&self.run.run_id, drafts, pos).await {
-                tracing::error!("run {}: events not stored: {e}", self.run.run_id);
-            }
-            self.after_append(ended);
-            return;
-        }
         // A turn's end reaches readers only once the run's state says how it ended: a caller
         // that sees `turn_ended` and then asks for the status gets `idle` (or `failed`), never
-        // the `running` of the turn that just ended.
-        match self.inner.log.append_async_unpublished(&self.run.run_id, drafts, pos).await {
-            Ok(events) => {
-                self.after_append(ended);
-                self.inner.log.publish(&self.run.run_id, &events);
-            }
-            Err(e) => {
-                tracing::error!("run {}: events not stored: {e}", self.run.run_id);
-                self.after_append(ended);
-            }
+        // the `running` of the turn that just ended. Other batches wake readers at the commit.
+        let hold = !ended.is_empty();
+        let stored = if hold {
+            self.inner.log.append_async_unpublished(&self.run.run_id, drafts, pos).await
+        } else {
+            self.inner.log.append_async(&self.run.run_id, drafts, pos).await
+        };
+        if let Err(e) = &stored {
+            tracing::error!("run {}: events not stored: {e}", self.run.run_id);
+        }
+        self.after_append(ended);
+        if let (true, Ok(events)) = (hold, &stored) {
+            self.inner.log.publish(&self.run.run_id, events);
         }
     }
 
