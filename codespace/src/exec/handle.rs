@@ -43,6 +43,18 @@ struct State {
     tree_done: bool,
 }
 
+impl State {
+    /// The `eof` of `read_process` and `process_status` (before the cursor test): collection
+    /// finished *and* the process was reaped. The output pipe closes a moment before the exit
+    /// is recorded (and a program may close it and run on), so `finished` alone would tell a
+    /// caller "done" while the process still occupies its workspace and the next
+    /// `exec_command` there answers `WORKSPACE_BUSY`. A read waiting at the end is woken by
+    /// the exit as by new bytes.
+    fn ended(&self) -> bool {
+        self.finished && self.exit.is_some()
+    }
+}
+
 /// How a process is held.
 pub(crate) enum Io {
     /// Spawned by this process: our ends of its stdio.
@@ -276,7 +288,7 @@ impl Handle {
             signal: st.exit.and_then(|e| e.signal),
             output_total: st.ring.total(),
             output_retained_from: st.ring.retained_from(),
-            eof: st.finished,
+            eof: st.ended(),
         }
     }
 
@@ -299,7 +311,7 @@ impl Handle {
                 // what the program printed; after a cut it is ours and never shown.
                 let r = st.ring.read_from(cursor, !st.finished || st.cut_short);
                 let end = st.ring.total() - if st.cut_short { st.ring.incomplete_tail() as u64 } else { 0 };
-                let eof = st.finished && r.next >= end;
+                let eof = st.ended() && r.next >= end;
                 let fresh = !r.bytes.is_empty() || eof || r.skipped;
                 let answer = ReadProcessResult {
                     process_id: self.id.clone(),

@@ -87,7 +87,8 @@ pub struct ReadProcessResult {
     /// Output from the cursor (or from `retained_from` when the cursor's bytes were dropped),
     /// lossy UTF-8.
     pub chunk: String,
-    /// Collection finished and the cursor reached the end: nothing more will come.
+    /// The process exited, collection finished and the cursor reached the end: nothing more
+    /// will come, and the workspace is free for the next command (spec: `read_process`).
     pub eof: bool,
     /// True once the retained window no longer starts at byte 0.
     pub output_lost: bool,
@@ -156,7 +157,7 @@ pub struct ProcessStatus {
     pub output_total: u64,
     /// Output bytes dropped so far (the retained window starts here).
     pub output_retained_from: u64,
-    /// Output collection finished.
+    /// The process exited and output collection finished (then `state` is `exited`).
     pub eof: bool,
 }
 

@@ -438,6 +438,24 @@ async fn one_root_one_busy_slot_and_a_busy_resume_keeps_its_grant() {
     assert_eq!(std::fs::read_to_string(root.join("log")).unwrap(), "held\n");
 }
 
+/// A shim-held command that closes its output and runs on: `read_process` says `eof` only
+/// once it exited, so the next command in the workspace starts at once (the kind of the CI
+/// failure where `eof` came before the exit and the next `exec_command` was `WORKSPACE_BUSY`).
+#[tokio::test]
+async fn after_eof_the_process_has_exited_and_the_next_command_starts() {
+    let d = TestDaemon::start().await;
+    d.space("s").await;
+    for _ in 0..3 {
+        let started = tool(&d, "exec_command", json!({"workspace_id": "s", "command": ["sh", "-c", "echo closing; exec >&- 2>&-; sleep 0.3"]})).await;
+        let id = started["process_id"].as_str().unwrap().to_owned();
+        let (out, _) = drain(&d, &id, 0).await;
+        assert_eq!(out, "closing\n");
+        let status = tool(&d, "process_status", json!({"process_id": id})).await;
+        assert_eq!(status["state"], "exited", "eof was read while the process ran: {status}");
+        assert_eq!(status["eof"], json!(true), "{status}");
+    }
+}
+
 #[tokio::test]
 async fn large_patches_fit_over_http_and_the_cli_reads_arguments_from_a_file() {
     let d = TestDaemon::start().await;

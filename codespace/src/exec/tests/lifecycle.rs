@@ -116,3 +116,24 @@ async fn bad_commands_are_typed() {
         assert!(err.to_string().contains("No such file"), "{}", err);
     }
 }
+
+// A command that closes its output and runs on: `eof` waits for its exit, so a caller that
+// reads to `eof` and then starts the next command never meets `WORKSPACE_BUSY` (the output
+// pipe closes before the exit is recorded; the suite's next `exec_command` raced it).
+#[tokio::test]
+async fn eof_is_read_only_once_the_process_exited_and_its_workspace_is_free() {
+    let dir = TempDir::new().unwrap();
+    let p = Processes::new(limits());
+    let first = spec(&dir, &["sh", "-c", "echo closing; exec >&- 2>&-; sleep 0.3"]);
+    let owner = first.owner.clone();
+    let id = p.exec(first).unwrap().process_id;
+    let (out, eof) = super::support::read_until(&p, &id, |_| false).await;
+    assert!(eof);
+    assert_eq!(out, "closing\n");
+    let status = p.status(&id).unwrap();
+    assert_eq!(status.state, ProcessState::Exited, "eof was read while the process ran: {status:?}");
+    assert!(status.eof);
+    assert_eq!(p.live_for(&owner), None);
+    let next = crate::exec::ExecSpec { owner, ..spec(&dir, &["true"]) };
+    p.exec(next).expect("the workspace is free once eof was read");
+}
