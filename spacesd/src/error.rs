@@ -23,6 +23,10 @@ pub enum Error {
     /// JSON (de)serialization of stored state failed. Reported as `INTERNAL`.
     #[error("stored state is not valid JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// Stored state does not have the shape this daemon wrote (a chunk of events whose line
+    /// count disagrees with its seq range). Reported as `INTERNAL`.
+    #[error("stored state is damaged: {0}")]
+    Damaged(String),
 }
 
 /// `Result` of daemon operations.

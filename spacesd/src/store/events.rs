@@ -3,20 +3,24 @@
 //! `seq` starts at 1 per run and never repeats: a batch is appended in one transaction that reads
 //! the run's current maximum and numbers the batch after it.
 //!
-//! Lean rows: `events` is a plain rowid table (a `WITHOUT ROWID` table pushes rows over about
-//! 1 KB into overflow pages). The event is stored as JSON in `body`, without `raw`; `raw` (the
-//! harness's original line, which repeats the event's text) is stored once, zstd-compressed, in
-//! `raw_z`, and only read back when a caller asks for it. Both are prepared by the caller, off
-//! the writer thread: the writer only numbers and inserts. `seq` is the column's (a body written
-//! before the row was numbered says `0`).
+//! Chunked rows: each appended batch is one row of `event_chunks`, holding events `first_seq
+//! ..= last_seq` of its run. `bodies` is the events' JSON, one event per line (without `raw`; a
+//! body says `seq: 0`, the seq is the chunk's `first_seq` plus the line's index). `raws_z` is
+//! the harness's original lines (which repeat the events' text) as one JSON array of strings or
+//! nulls, zstd-compressed, read back only when a caller asks for it; NULL when no event of the
+//! batch has one. One row per batch instead of one per event: under load a batch is up to 128
+//! events, so the writer inserts one row where it inserted 128, and a batch's raw lines
+//! compress together (docs/benchmarks.md, "Chunked rows"). Both columns are prepared by the
+//! caller, off the writer thread: the writer only numbers and inserts. A reader's page starts
+//! inside a chunk as easily as at its start (the lines before its cursor are skipped unparsed).
 
-use spaces_codespace::process::bulk;
 use rusqlite::params;
+use spaces_codespace::process::bulk;
 use spaces_harnesses::EventDraft;
 use spaces_sdk::Event;
 
 use super::{now_ms, JournalPos, Store};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 impl Store {
     /// Append `drafts` to the log of `run_id` in one transaction; returns the stored events (with
@@ -40,10 +44,10 @@ impl Store {
         first: impl FnOnce(&rusqlite::Connection) -> Result<()> + Send + 'static,
     ) -> Result<Vec<Event>> {
         let run_id = run_id.to_owned();
-        let rows = prepare(drafts)?;
+        let chunk = prepare(drafts)?;
         self.write(move |conn| {
             first(conn)?;
-            append_in(conn, &run_id, rows, pos)
+            append_in(conn, &run_id, chunk, pos)
         })
     }
 
@@ -62,9 +66,9 @@ impl Store {
         }
         let run_id = run_id.to_owned();
         // A noisy run's batch is serialized and compressed below the daemon's priority.
-        let rows = if drafts.len() >= bulk::BULK_MIN_ITEMS { bulk::run(|| prepare(drafts)) } else { prepare(drafts) }?;
-        let bytes = rows.iter().map(|r| r.body.len() + r.raw_z.as_ref().map_or(0, Vec::len)).sum();
-        self.writer.call_async(bytes, move |conn| append_in(conn, &run_id, rows, pos), after).await
+        let chunk = if drafts.len() >= bulk::BULK_MIN_ITEMS { bulk::run(|| prepare(drafts)) } else { prepare(drafts) }?;
+        let bytes = chunk.bodies.len() + chunk.raws_z.as_ref().map_or(0, Vec::len);
+        self.writer.call_async(bytes, move |conn| append_in(conn, &run_id, chunk, pos), after).await
     }
 
     /// The stored journal position of `run_id`, if its agent ever ran under a shim.
@@ -79,157 +83,171 @@ impl Store {
             .optional()?)
     }
 
-    /// Up to `max` events of `run_id` with `seq > cursor`, in order; `raw` filled when `with_raw`.
+    /// Up to `max` events of `run_id` with `seq > cursor`, in order; `raw` filled when
+    /// `with_raw`. Errors: `Damaged` for a chunk whose lines disagree with its seq range.
     pub fn events_after(&self, run_id: &str, cursor: u64, max: u32, with_raw: bool) -> Result<Vec<Event>> {
         let conn = self.reader()?;
         let mut stmt = conn.prepare_cached(
-            "SELECT seq, body, CASE WHEN ?4 THEN raw_z END FROM events WHERE run_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+            "SELECT first_seq, last_seq, bodies, CASE WHEN ?3 THEN raws_z END FROM event_chunks \
+             WHERE run_id = ?1 AND last_seq > ?2 ORDER BY last_seq",
         )?;
-        let rows = stmt.query_map(params![run_id, cursor as i64, max as i64, with_raw], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, Option<Vec<u8>>>(2)?))
-        })?;
+        let mut rows = stmt.query(params![run_id, cursor as i64, with_raw])?;
         let mut out = Vec::new();
-        for row in rows {
-            let (seq, body, raw_z) = row?;
-            let mut event: Event = serde_json::from_str(&body)?;
-            event.seq = seq as u64;
-            if let Some(z) = raw_z {
-                event.raw = Some(unpack(&z)?);
+        while out.len() < max as usize {
+            let Some(row) = rows.next()? else { break };
+            let (first, last): (i64, i64) = (row.get(0)?, row.get(1)?);
+            let (first, last) = (first as u64, last as u64);
+            let bodies: String = row.get(2)?;
+            let raws = match row.get::<_, Option<Vec<u8>>>(3)? {
+                Some(z) => Some(unpack_raws(&z)?),
+                None => None,
+            };
+            let count = bodies.split('\n').count() as u64;
+            if last < first || count != last - first + 1 || raws.as_ref().is_some_and(|r| r.len() as u64 != count) {
+                return Err(Error::Damaged(format!(
+                    "run {run_id}: the chunk of events {first}..={last} holds {count} events"
+                )));
             }
-            out.push(event);
+            let skip = cursor.saturating_sub(first - 1) as usize;
+            let wanted = (max as usize - out.len()).min(count as usize - skip);
+            for (i, body) in bodies.split('\n').enumerate().skip(skip).take(wanted) {
+                let mut event: Event = serde_json::from_str(body)?;
+                event.seq = first + i as u64;
+                if let Some(raws) = &raws {
+                    event.raw = raws[i].clone();
+                }
+                out.push(event);
+            }
         }
         Ok(out)
     }
 
     /// The seq of the last event of `run_id` (0 when none).
     pub fn events_last_seq(&self, run_id: &str) -> Result<u64> {
-        let last: i64 = self
-            .reader()?
-            .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?1")?
-            .query_row(params![run_id], |r| r.get(0))?;
-        Ok(last as u64)
+        Ok(last_seq(&*self.reader()?, run_id)?)
     }
 }
 
-/// An event ready for the writer: everything but its seq.
-pub(crate) struct Row {
-    event: Event,
-    body: String,
-    raw_z: Option<Vec<u8>>,
+fn last_seq(conn: &rusqlite::Connection, run_id: &str) -> rusqlite::Result<u64> {
+    let last: i64 = conn
+        .prepare_cached("SELECT COALESCE(MAX(last_seq), 0) FROM event_chunks WHERE run_id = ?1")?
+        .query_row(params![run_id], |r| r.get(0))?;
+    Ok(last as u64)
 }
 
-/// zstd level for `raw`: the fastest; the lines are short and the writer waits on nothing.
+/// A batch ready for the writer: its events (seq left 0, numbered at insert), their bodies one
+/// per line, and their raw lines compressed (`None` when no event has one).
+pub(crate) struct Chunk {
+    events: Vec<Event>,
+    bodies: String,
+    raws_z: Option<Vec<u8>>,
+}
+
+/// zstd level for the raw lines: the fastest; a batch's lines are alike and compress well even so.
 const RAW_LEVEL: i32 = 1;
 
-/// The rows of `drafts`: body JSON (seq left 0, set when read) and `raw` compressed.
-fn prepare(drafts: Vec<EventDraft>) -> Result<Vec<Row>> {
+/// The chunk of `drafts`: bodies as JSON lines (seq 0, set when read) and the raw lines compressed.
+fn prepare(drafts: Vec<EventDraft>) -> Result<Chunk> {
     let ts_ms = now_ms();
-    drafts
-        .into_iter()
-        .map(|d| {
-            let mut event = Event {
-                seq: 0,
-                ts_ms,
-                turn: d.turn,
-                kind: d.kind,
-                category: d.category,
-                text: d.text,
-                tool_id: d.tool_id,
-                tool_title: d.tool_title,
-                tool_kind: d.tool_kind,
-                tool_status: d.tool_status,
-                stop_reason: d.stop_reason,
-                summary: d.summary,
-                usage: d.usage,
-                raw: None,
-            };
-            let body = serde_json::to_string(&event)?;
-            let raw_z = d.raw.as_deref().map(pack).transpose()?;
-            event.raw = d.raw;
-            Ok(Row { event, body, raw_z })
-        })
-        .collect()
+    let mut bodies = String::new();
+    let mut raws: Vec<Option<String>> = Vec::with_capacity(drafts.len());
+    let mut events = Vec::with_capacity(drafts.len());
+    for d in drafts {
+        let event = Event {
+            seq: 0,
+            ts_ms,
+            turn: d.turn,
+            kind: d.kind,
+            category: d.category,
+            text: d.text,
+            tool_id: d.tool_id,
+            tool_title: d.tool_title,
+            tool_kind: d.tool_kind,
+            tool_status: d.tool_status,
+            stop_reason: d.stop_reason,
+            summary: d.summary,
+            usage: d.usage,
+            raw: None,
+        };
+        if !events.is_empty() {
+            bodies.push('\n');
+        }
+        // serde_json escapes every newline inside a string: one event, one line.
+        bodies.push_str(&serde_json::to_string(&event)?);
+        raws.push(d.raw);
+        events.push(event);
+    }
+    let raws_z = if raws.iter().any(Option::is_some) { Some(pack(&serde_json::to_vec(&raws)?)?) } else { None };
+    for (event, raw) in events.iter_mut().zip(raws) {
+        event.raw = raw;
+    }
+    Ok(Chunk { events, bodies, raws_z })
 }
-
 thread_local! {
-    /// This thread's zstd context for `raw`, made once: a context costs hundreds of KiB to set
-    /// up, more than compressing one line (it was a third of the daemon's CPU under load).
+    /// This thread's zstd context for raw lines, made once: a context costs hundreds of KiB to
+    /// set up, more than compressing one short batch (it was a third of the daemon's CPU under
+    /// load when made per line).
     static PACKER: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> = const { std::cell::RefCell::new(None) };
 }
 
-fn pack(raw: &str) -> Result<Vec<u8>> {
+fn pack(bytes: &[u8]) -> Result<Vec<u8>> {
     PACKER.with(|packer| {
         let mut packer = packer.borrow_mut();
         let packer = match packer.as_mut() {
             Some(p) => p,
             None => packer.insert(zstd::bulk::Compressor::new(RAW_LEVEL)?),
         };
-        Ok(packer.compress(raw.as_bytes())?)
+        Ok(packer.compress(bytes)?)
     })
 }
 
-fn unpack(z: &[u8]) -> Result<String> {
-    let bytes = zstd::stream::decode_all(z)?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+/// The raw lines of a chunk (`raws_z`): one entry per event, `None` for an event without one.
+fn unpack_raws(z: &[u8]) -> Result<Vec<Option<String>>> {
+    Ok(serde_json::from_slice(&zstd::stream::decode_all(z)?)?)
 }
 
-/// Inside the writer's transaction: stores `pos` and numbers and inserts `rows` after the
-/// run's last seq.
-fn append_in(conn: &rusqlite::Connection, run_id: &str, rows: Vec<Row>, pos: Option<JournalPos>) -> Result<Vec<Event>> {
+/// Inside the writer's transaction: stores `pos`, numbers `chunk`'s events after the run's last
+/// seq and inserts them as one row.
+fn append_in(conn: &rusqlite::Connection, run_id: &str, chunk: Chunk, pos: Option<JournalPos>) -> Result<Vec<Event>> {
     if let Some(pos) = pos {
         conn.prepare_cached("INSERT OR REPLACE INTO journals (run_id, gen, offset) VALUES (?1, ?2, ?3)")?
             .execute(params![run_id, pos.gen as i64, pos.offset as i64])?;
     }
-    let last: i64 = conn
-        .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?1")?
-        .query_row(params![run_id], |r| r.get(0))?;
-    let mut out = Vec::with_capacity(rows.len());
-    let mut stmt = conn.prepare_cached("INSERT INTO events (run_id, seq, body, raw_z) VALUES (?1, ?2, ?3, ?4)")?;
-    for (i, row) in rows.into_iter().enumerate() {
-        let mut event = row.event;
-        event.seq = last as u64 + 1 + i as u64;
-        stmt.execute(params![run_id, event.seq as i64, row.body, row.raw_z])?;
-        out.push(event);
+    let mut events = chunk.events;
+    if events.is_empty() {
+        return Ok(events);
     }
-    Ok(out)
+    let first = last_seq(conn, run_id)? + 1;
+    for (i, event) in events.iter_mut().enumerate() {
+        event.seq = first + i as u64;
+    }
+    let last = first + events.len() as u64 - 1;
+    conn.prepare_cached("INSERT INTO event_chunks (run_id, first_seq, last_seq, bodies, raws_z) VALUES (?1, ?2, ?3, ?4, ?5)")?
+        .execute(params![run_id, first as i64, last as i64, chunk.bodies, chunk.raws_z])?;
+    Ok(events)
 }
 
-/// Takes a database whose `events` table has the old shape (`WITHOUT ROWID`, `raw` as text) to
-/// lean rows (a rowid table, `raw_z` compressed), in one transaction: a state dir made by an
-/// older `spacesd` keeps every event, seq and raw line.
-pub(crate) fn migrate_to_lean_rows(conn: &rusqlite::Connection) -> Result<()> {
-    let old: bool = conn.prepare("SELECT 1 FROM pragma_table_info('events') WHERE name = 'raw'")?.exists([])?;
-    if !old {
+/// Events per chunk when older rows are converted (a live batch is at most about this many).
+const MIGRATED_CHUNK: usize = 128;
+
+/// Takes a database with an `events` table (one row per event) to chunked rows, in one
+/// transaction: a state dir made by an older `spacesd` keeps every event, seq and raw line.
+/// Either older shape is read: lean rows (`raw_z`, zstd of one line) or the first (`WITHOUT
+/// ROWID`, `raw` as text). Each run's events become chunks of up to [`MIGRATED_CHUNK`].
+pub(crate) fn migrate_to_chunks(conn: &rusqlite::Connection) -> Result<()> {
+    let column = |name: &str| -> Result<bool> {
+        Ok(conn.prepare("SELECT 1 FROM pragma_table_info('events') WHERE name = ?1")?.exists([name])?)
+    };
+    if !column("seq")? {
         return Ok(());
     }
-    conn.execute_batch(
-        "BEGIN IMMEDIATE;
-         ALTER TABLE events RENAME TO events_old;
-         CREATE TABLE events (
-             run_id  TEXT NOT NULL,
-             seq     INTEGER NOT NULL,
-             body    TEXT NOT NULL,
-             raw_z   BLOB,
-             PRIMARY KEY (run_id, seq)
-         );",
-    )?;
-    let copied = (|| -> Result<u64> {
-        let mut read = conn.prepare("SELECT run_id, seq, body, raw FROM events_old ORDER BY run_id, seq")?;
-        let mut write = conn.prepare("INSERT INTO events (run_id, seq, body, raw_z) VALUES (?1, ?2, ?3, ?4)")?;
-        let mut rows = read.query([])?;
-        let mut n = 0;
-        while let Some(r) = rows.next()? {
-            let raw: Option<String> = r.get(3)?;
-            let raw_z = raw.as_deref().map(pack).transpose()?;
-            write.execute(params![r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?, raw_z])?;
-            n += 1;
-        }
-        Ok(n)
-    })();
+    let compressed = column("raw_z")?;
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let copied = copy_to_chunks(conn, compressed);
     match copied {
         Ok(n) => {
-            conn.execute_batch("DROP TABLE events_old; COMMIT;")?;
-            tracing::info!("state database: {n} events moved to lean rows");
+            conn.execute_batch("DROP TABLE events; COMMIT;")?;
+            tracing::info!("state database: {n} events moved to chunked rows");
             Ok(())
         }
         Err(e) => {
@@ -239,16 +257,65 @@ pub(crate) fn migrate_to_lean_rows(conn: &rusqlite::Connection) -> Result<()> {
     }
 }
 
+/// The copy of [`migrate_to_chunks`]; returns how many events it copied.
+fn copy_to_chunks(conn: &rusqlite::Connection, compressed: bool) -> Result<u64> {
+    let mut read = conn.prepare(if compressed {
+        "SELECT run_id, seq, body, raw_z FROM events ORDER BY run_id, seq"
+    } else {
+        "SELECT run_id, seq, body, raw FROM events ORDER BY run_id, seq"
+    })?;
+    let mut write =
+        conn.prepare("INSERT INTO event_chunks (run_id, first_seq, last_seq, bodies, raws_z) VALUES (?1, ?2, ?3, ?4, ?5)")?;
+    let mut flush = |run: &str, first: i64, lines: &mut Vec<String>, raws: &mut Vec<Option<String>>| -> Result<()> {
+        if lines.is_empty() {
+            return Ok(());
+        }
+        let raws_z = if raws.iter().any(Option::is_some) { Some(pack(&serde_json::to_vec(&raws)?)?) } else { None };
+        write.execute(params![run, first, first + lines.len() as i64 - 1, lines.join("\n"), raws_z])?;
+        lines.clear();
+        raws.clear();
+        Ok(())
+    };
+    let mut rows = read.query([])?;
+    let (mut run, mut first, mut next) = (String::new(), 0i64, 0i64);
+    let (mut lines, mut raws) = (Vec::new(), Vec::new());
+    let mut n = 0;
+    while let Some(r) = rows.next()? {
+        let (id, seq, body): (String, i64, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+        let raw = if compressed {
+            match r.get::<_, Option<Vec<u8>>>(3)? {
+                Some(z) => Some(String::from_utf8_lossy(&zstd::stream::decode_all(&z[..])?).into_owned()),
+                None => None,
+            }
+        } else {
+            r.get::<_, Option<String>>(3)?
+        };
+        // A chunk is contiguous: a new run, a gap in seq or a full chunk starts the next.
+        if id != run || seq != next || lines.len() == MIGRATED_CHUNK {
+            flush(&run, first, &mut lines, &mut raws)?;
+            (run, first) = (id, seq);
+        }
+        next = seq + 1;
+        // A body is compact JSON (serde_json escapes newlines in strings): one line. An old
+        // body carries its seq; it is ignored when read (the seq is the chunk's).
+        lines.push(body);
+        raws.push(raw);
+        n += 1;
+    }
+    flush(&run, first, &mut lines, &mut raws)?;
+    Ok(n)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use spaces_harnesses::EventDraft;
-    use spaces_sdk::EventKind;
+    use spaces_sdk::{Event, EventKind};
 
     use super::super::Store;
 
     /// The `events` table as every `spacesd` before lean rows made it.
-    const OLD_EVENTS_DDL: &str = "CREATE TABLE events (
+    const FIRST_EVENTS_DDL: &str = "CREATE TABLE events (
         run_id  TEXT NOT NULL,
         seq     INTEGER NOT NULL,
         body    TEXT NOT NULL,
@@ -256,45 +323,130 @@ mod tests {
         PRIMARY KEY (run_id, seq)
     ) WITHOUT ROWID;";
 
-    #[test]
-    fn a_state_dir_from_before_lean_rows_keeps_its_events_and_raw_lines() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("spaces.db");
-        {
-            let c = rusqlite::Connection::open(&path).unwrap();
-            c.execute_batch("PRAGMA journal_mode=WAL;").unwrap();
-            c.execute_batch(OLD_EVENTS_DDL).unwrap();
-            // Bodies as the old code wrote them: the event's JSON, its seq inside, `raw` left out.
-            let old_body = |seq: u64, d: EventDraft| {
-                let mut e = super::prepare(vec![d]).unwrap().remove(0).event;
-                e.seq = seq;
-                e.raw = None;
-                serde_json::to_string(&e).unwrap()
-            };
-            let bodies = [
-                (1, old_body(1, EventDraft::new(1, EventKind::Message).text("hello")), Some(r#"{"type":"assistant","text":"hello"}"#)),
-                (2, old_body(2, EventDraft::new(1, EventKind::Notice).summary("no raw")), None),
-            ];
-            for (seq, body, raw) in bodies {
-                c.execute("INSERT INTO events (run_id, seq, body, raw) VALUES ('run-old', ?1, ?2, ?3)", rusqlite::params![seq, body, raw]).unwrap();
-            }
+    /// The `events` table of lean rows (one row per event, `raw` zstd-compressed), the shape
+    /// before chunked rows.
+    const LEAN_EVENTS_DDL: &str = "CREATE TABLE events (
+        run_id  TEXT NOT NULL,
+        seq     INTEGER NOT NULL,
+        body    TEXT NOT NULL,
+        raw_z   BLOB,
+        PRIMARY KEY (run_id, seq)
+    );";
+
+    /// A body as the old code wrote it: the event's JSON, its seq inside, `raw` left out.
+    fn old_body(seq: u64, d: EventDraft) -> String {
+        let mut e = super::prepare(vec![d]).unwrap().events.remove(0);
+        e.seq = seq;
+        e.raw = None;
+        serde_json::to_string(&e).unwrap()
+    }
+
+    /// Writes two events of `run-old` (the first with a raw line, the second without; a second
+    /// run with 300 events, raw lines on every third, so it takes several chunks) in the table
+    /// made by `ddl`, raw lines compressed when `compressed`.
+    fn old_database(path: &std::path::Path, ddl: &str, compressed: bool) {
+        let c = rusqlite::Connection::open(path).unwrap();
+        c.execute_batch("PRAGMA journal_mode=WAL;").unwrap();
+        c.execute_batch(ddl).unwrap();
+        let column = if compressed { "raw_z" } else { "raw" };
+        let insert = |run: &str, seq: u64, body: String, raw: Option<String>| {
+            let raw: Option<rusqlite::types::Value> = raw.map(|r| match compressed {
+                true => zstd::bulk::compress(r.as_bytes(), 1).unwrap().into(),
+                false => r.into(),
+            });
+            c.execute(&format!("INSERT INTO events (run_id, seq, body, {column}) VALUES (?1, ?2, ?3, ?4)"), rusqlite::params![run, seq as i64, body, raw])
+                .unwrap();
+        };
+        insert("run-old", 1, old_body(1, EventDraft::new(1, EventKind::Message).text("hello\nworld")), Some(r#"{"type":"assistant","text":"hello"}"#.into()));
+        insert("run-old", 2, old_body(2, EventDraft::new(1, EventKind::Notice).summary("no raw")), None);
+        for seq in 1..=300u64 {
+            let raw = seq.is_multiple_of(3).then(|| format!("raw line {seq}"));
+            insert("run-long", seq, old_body(seq, EventDraft::new(1, EventKind::Message).text(format!("line {seq}"))), raw);
         }
-        let store = Store::open(&path).unwrap();
+    }
+
+    fn check_migrated(path: &std::path::Path) {
+        let store = Store::open(path).unwrap();
         let events = store.events_after("run-old", 0, 10, true).unwrap();
         assert_eq!(events.len(), 2);
-        assert_eq!((events[0].seq, events[0].kind, events[0].text.as_deref()), (1, EventKind::Message, Some("hello")));
+        assert_eq!((events[0].seq, events[0].kind, events[0].text.as_deref()), (1, EventKind::Message, Some("hello\nworld")));
         assert_eq!(events[0].raw.as_deref(), Some(r#"{"type":"assistant","text":"hello"}"#));
         assert_eq!((events[1].seq, events[1].raw.as_deref()), (2, None));
         assert!(store.events_after("run-old", 0, 10, false).unwrap().iter().all(|e| e.raw.is_none()));
+        let long = store.events_after("run-long", 0, 1000, true).unwrap();
+        assert_eq!(long.len(), 300);
+        for (i, e) in long.iter().enumerate() {
+            let seq = i as u64 + 1;
+            assert_eq!((e.seq, e.text.clone()), (seq, Some(format!("line {seq}"))));
+            assert_eq!(e.raw, seq.is_multiple_of(3).then(|| format!("raw line {seq}")));
+        }
+        assert_eq!(store.events_last_seq("run-long").unwrap(), 300);
         // New events follow the old ones, and come back with their raw lines.
         let draft = EventDraft { raw: Some("the raw line".into()), ..EventDraft::new(2, EventKind::Message).text("new") };
         let stored = store.events_append("run-old", vec![draft], None).unwrap();
         assert_eq!(stored[0].seq, 3);
         let read = store.events_after("run-old", 2, 10, true).unwrap();
         assert_eq!(read, stored);
-        // Opening again finds lean rows and leaves them be.
+        // Opening again finds chunked rows and leaves them be.
         drop(store);
-        let store = Store::open(&path).unwrap();
+        let store = Store::open(path).unwrap();
         assert_eq!(store.events_after("run-old", 0, 10, true).unwrap().len(), 3);
+        assert_eq!(store.events_after("run-long", 0, 1000, false).unwrap().len(), 300);
+    }
+
+    #[test]
+    fn a_state_dir_from_before_lean_rows_keeps_its_events_and_raw_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spaces.db");
+        old_database(&path, FIRST_EVENTS_DDL, false);
+        check_migrated(&path);
+    }
+
+    #[test]
+    fn a_state_dir_of_lean_rows_keeps_its_events_and_raw_lines_in_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spaces.db");
+        old_database(&path, LEAN_EVENTS_DDL, true);
+        check_migrated(&path);
+        let c = rusqlite::Connection::open(&path).unwrap();
+        let chunks: i64 = c.query_row("SELECT COUNT(*) FROM event_chunks WHERE run_id = 'run-long'", [], |r| r.get(0)).unwrap();
+        assert_eq!(chunks, 3, "300 events in chunks of at most 128");
+        let gone: bool = c.prepare("SELECT 1 FROM sqlite_master WHERE name = 'events'").unwrap().exists([]).unwrap();
+        assert!(!gone, "the old table is dropped");
+    }
+
+    /// Batches of 1 to 130 events (some with raw lines, some without, text with newlines):
+    /// every page, from every cursor and for several sizes, is the right slice of the log.
+    #[test]
+    fn every_page_from_every_cursor_is_the_right_slice_across_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("spaces.db")).unwrap();
+        let mut all: Vec<Event> = Vec::new();
+        for (b, size) in [1usize, 3, 130, 1, 2, 64].into_iter().enumerate() {
+            let drafts = (0..size)
+                .map(|i| {
+                    let d = EventDraft::new(b as u32 + 1, EventKind::Message).text(format!("batch {b}\nevent {i}"));
+                    EventDraft { raw: b.is_multiple_of(2).then(|| format!("raw {b}/{i}")), ..d }
+                })
+                .collect();
+            all.extend(store.events_append("run-a", drafts, None).unwrap());
+        }
+        assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=all.len() as u64).collect::<Vec<_>>());
+        assert_eq!(store.events_last_seq("run-a").unwrap(), all.len() as u64);
+        for cursor in 0..=all.len() as u64 + 1 {
+            for max in [1u32, 2, 5, 128, 1000] {
+                for raw in [false, true] {
+                    let page = store.events_after("run-a", cursor, max, raw).unwrap();
+                    let want: Vec<Event> = all
+                        .iter()
+                        .filter(|e| e.seq > cursor)
+                        .take(max as usize)
+                        .map(|e| Event { raw: if raw { e.raw.clone() } else { None }, ..e.clone() })
+                        .collect();
+                    assert_eq!(page, want, "cursor {cursor}, max {max}, raw {raw}");
+                }
+            }
+        }
+        assert!(store.events_after("run-b", 0, 10, true).unwrap().is_empty());
     }
 }

@@ -62,12 +62,13 @@ CREATE TABLE IF NOT EXISTS turns (
     stop_reason TEXT,
     PRIMARY KEY (run_id, turn)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS events (
-    run_id  TEXT NOT NULL,
-    seq     INTEGER NOT NULL,
-    body    TEXT NOT NULL,
-    raw_z   BLOB,
-    PRIMARY KEY (run_id, seq)
+CREATE TABLE IF NOT EXISTS event_chunks (
+    run_id    TEXT NOT NULL,
+    first_seq INTEGER NOT NULL,
+    last_seq  INTEGER NOT NULL,
+    bodies    TEXT NOT NULL,
+    raws_z    BLOB,
+    PRIMARY KEY (run_id, last_seq)
 );
 CREATE TABLE IF NOT EXISTS journals (
     run_id  TEXT PRIMARY KEY,
@@ -148,7 +149,7 @@ fn migrate(conn: &rusqlite::Connection) -> Result<()> {
     if !has_excerpt {
         conn.execute_batch("ALTER TABLE runs ADD COLUMN prompt_excerpt TEXT")?;
     }
-    events::migrate_to_lean_rows(conn)?;
+    events::migrate_to_chunks(conn)?;
     Ok(())
 }
 

@@ -123,7 +123,7 @@ impl Store {
     pub fn run_delete(&self, run_id: &str) -> Result<()> {
         let id = run_id.to_owned();
         self.write(move |conn| {
-            for table in ["events", "turns", "journals", "runs"] {
+            for table in ["event_chunks", "turns", "journals", "runs"] {
                 conn.execute(&format!("DELETE FROM {table} WHERE run_id = ?1"), params![id])?;
             }
             Ok(())
