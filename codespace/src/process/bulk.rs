@@ -1,14 +1,18 @@
-//! The bulk lane: CPU-heavy work on a large batch runs on a thread below the daemon's priority.
+//! The bulk lane: CPU-heavy work on a large batch runs on threads below the daemon's priority.
 //!
 //! Under load most of the daemon's CPU goes to the backlog of a few noisy agents: journal
 //! records parsed, lines normalized, rows serialized and compressed, a batch at a time. Done on
 //! a runtime worker at the daemon's priority, each such batch makes every quiet run's line, every
-//! follow-up and every start wait behind it. [`run`] moves such a batch to a short-lived thread
-//! at nice [`BULK_NICE`] (Linux keeps a nice value per thread): within the daemon's share of the
-//! CPU the kernel then runs a woken runtime worker first, and the batch uses what is left.
-//! Small batches (a quiet run's line) stay where they are: a thread costs tens of µs.
+//! follow-up and every start wait behind it. [`run`] moves such a batch to the lane: a pool of
+//! long-lived threads (one per CPU, `rayon-core`) at nice [`BULK_NICE`] with the kernel's default
+//! time slice (Linux keeps both per thread). Within the daemon's share of the CPU the kernel
+//! then runs a woken runtime worker first, and the batch uses what is left. Small batches (a
+//! quiet run's line) stay where they are.
 //!
-//! Measured in docs/benchmarks.md ("The hot path under load").
+//! The threads live as long as the process: a thread per batch cost its start (a stack mapped
+//! and unmapped, a TLB shootdown on every CPU, the priority set again) and a new zstd context
+//! for every batch, about a seventh of the lane's CPU under load (docs/benchmarks.md, "Chunked
+//! rows and a lasting bulk lane").
 
 use nix::libc;
 
@@ -35,33 +39,33 @@ pub fn on_multi_thread_runtime() -> bool {
     tokio::runtime::Handle::try_current().is_ok_and(|h| matches!(h.runtime_flavor(), tokio::runtime::RuntimeFlavor::MultiThread))
 }
 
+/// The lane's threads, started on first use; `None` when they could not be started.
+fn pool() -> Option<&'static rayon_core::ThreadPool> {
+    static POOL: std::sync::OnceLock<Option<rayon_core::ThreadPool>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        let threads = std::thread::available_parallelism().map_or(2, usize::from);
+        rayon_core::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|_| "spacesd-bulk".to_owned())
+            .start_handler(|_| lower_this_thread())
+            .build()
+            .ok()
+    })
+    .as_ref()
+}
+
 /// Run `work` on a thread of the bulk lane and return what it returns (a panic in it is
 /// resumed here). Called from a worker of a multi-thread tokio runtime, the worker's other
-/// tasks go on meanwhile on another thread (`tokio::task::block_in_place`); anywhere else (a
-/// current-thread runtime, a plain thread) `work` runs here, at the caller's priority, as it
-/// does when no thread can be started.
+/// tasks go on meanwhile on another thread (`tokio::task::block_in_place`) while this caller
+/// waits for the lane; anywhere else (a current-thread runtime, a plain thread) `work` runs
+/// here, at the caller's priority, as it does when the lane's threads could not be started.
 pub fn run<R: Send>(work: impl FnOnce() -> R + Send) -> R {
     if !on_multi_thread_runtime() {
         return work();
     }
-    let mut slot = Some(work);
-    let joined = tokio::task::block_in_place(|| {
-        std::thread::scope(|scope| {
-            let thread = std::thread::Builder::new().name("spacesd-bulk".to_owned()).spawn_scoped(scope, || {
-                lower_this_thread();
-                slot.take().map(|work| work())
-            });
-            thread.map(|t| t.join())
-        })
-    });
-    match joined {
-        Ok(Ok(Some(done))) => done,
-        Ok(Err(panic)) => std::panic::resume_unwind(panic),
-        // The thread could not start (the closure came back unrun): run it here.
-        Ok(Ok(None)) | Err(_) => match slot.take() {
-            Some(work) => work(),
-            None => unreachable!("the bulk lane ran its work but returned nothing"),
-        },
+    match pool() {
+        Some(pool) => tokio::task::block_in_place(|| pool.install(work)),
+        None => work(),
     }
 }
 
@@ -95,6 +99,16 @@ mod tests {
         if short {
             assert_ne!(slice, Some(super::super::priority::SHORT_SLICE_NS), "the bulk thread has the default slice");
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_lanes_threads_last_across_batches() {
+        let mut ids: Vec<std::thread::ThreadId> = (0..20).map(|_| run(|| std::thread::current().id())).collect();
+        ids.sort_by_key(|id| format!("{id:?}"));
+        ids.dedup();
+        let threads = std::thread::available_parallelism().map_or(2, usize::from);
+        assert!(ids.len() <= threads, "20 batches ran on {} threads, not on the lane's {threads}", ids.len());
+        assert!(!ids.contains(&std::thread::current().id()));
     }
 
     #[tokio::test(flavor = "current_thread")]
