@@ -177,7 +177,7 @@ fn prepare(drafts: Vec<EventDraft>) -> Result<Chunk> {
         raws.push(d.raw);
         events.push(event);
     }
-    let raws_z = if raws.iter().any(Option::is_some) { Some(pack(&serde_json::to_vec(&raws)?)?) } else { None };
+    let raws_z = pack_raws(&raws)?;
     for (event, raw) in events.iter_mut().zip(raws) {
         event.raw = raw;
     }
@@ -199,6 +199,15 @@ fn pack(bytes: &[u8]) -> Result<Vec<u8>> {
         };
         Ok(packer.compress(bytes)?)
     })
+}
+
+/// `raws_z` of a chunk: its events' raw lines (`None` for an event without one) as one JSON
+/// array, compressed; `None` when no event has one.
+fn pack_raws(raws: &[Option<String>]) -> Result<Option<Vec<u8>>> {
+    if raws.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    Ok(Some(pack(&serde_json::to_vec(raws)?)?))
 }
 
 /// The raw lines of a chunk (`raws_z`): one entry per event, `None` for an event without one.
@@ -270,7 +279,7 @@ fn copy_to_chunks(conn: &rusqlite::Connection, compressed: bool) -> Result<u64> 
         if lines.is_empty() {
             return Ok(());
         }
-        let raws_z = if raws.iter().any(Option::is_some) { Some(pack(&serde_json::to_vec(&raws)?)?) } else { None };
+        let raws_z = pack_raws(raws)?;
         write.execute(params![run, first, first + lines.len() as i64 - 1, lines.join("\n"), raws_z])?;
         lines.clear();
         raws.clear();
