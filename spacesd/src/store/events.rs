@@ -103,7 +103,7 @@ impl Store {
                 None => None,
             };
             let count = bodies.split('\n').count() as u64;
-            if last < first || count != last - first + 1 || raws.as_ref().is_some_and(|r| r.len() as u64 != count) {
+            if first == 0 || last < first || count != last - first + 1 || raws.as_ref().is_some_and(|r| r.len() as u64 != count) {
                 return Err(Error::Damaged(format!(
                     "run {run_id}: the chunk of events {first}..={last} holds {count} events"
                 )));
@@ -457,5 +457,24 @@ mod tests {
             }
         }
         assert!(store.events_after("run-b", 0, 10, true).unwrap().is_empty());
+    }
+
+    /// A chunk whose lines disagree with its seq range (or that starts at seq 0) is a typed
+    /// error for the reader, never a panic or a wrong page.
+    #[test]
+    fn a_damaged_chunk_is_a_typed_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spaces.db");
+        let store = Store::open(&path).unwrap();
+        let c = rusqlite::Connection::open(&path).unwrap();
+        for (run, first, last) in [("run-short", 1, 3), ("run-zero", 0, 1)] {
+            c.execute(
+                "INSERT INTO event_chunks (run_id, first_seq, last_seq, bodies) VALUES (?1, ?2, ?3, '{}\n{}')",
+                rusqlite::params![run, first, last],
+            )
+            .unwrap();
+            let err = store.events_after(run, 0, 10, false).unwrap_err();
+            assert!(matches!(err, crate::error::Error::Damaged(_)), "{run}: {err}");
+        }
     }
 }
