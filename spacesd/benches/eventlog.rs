@@ -44,9 +44,9 @@ const TARGET_EVENTS: usize = 1000;
 const PROMPT: &str = "benchmark prompt: list the files and explain them";
 
 /// The events table as `spacesd::store` created it before lean rows (`WITHOUT ROWID`, the raw line
-/// as text): the shape these variants were first measured on. The store now uses a rowid table
-/// with the raw line zstd-compressed (`raw_z`); `scripts/bench-rowid.py` and `scripts/bench load`
-/// measure that.
+/// as text): the shape these variants were first measured on. The store now keeps one row per
+/// appended batch (`event_chunks`, `spacesd/src/store/events.rs`); `scripts/bench load` measures
+/// that (`scripts/bench-rowid.py` measured the one-row-per-event shapes before it).
 const EVENTS_TABLE: &str = "CREATE TABLE IF NOT EXISTS events (
     run_id  TEXT NOT NULL,
     seq     INTEGER NOT NULL,

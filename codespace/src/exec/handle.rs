@@ -382,7 +382,7 @@ impl Handle {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
@@ -404,9 +404,12 @@ mod tests {
     }
 
     async fn until_waiting(h: &Handle, n: usize) {
-        while h.waiting.load(Ordering::SeqCst) != n {
-            tokio::task::yield_now().await;
-        }
+        let wait = async {
+            while h.waiting.load(Ordering::SeqCst) != n {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), wait).await.expect("the read never started waiting");
     }
 
     #[tokio::test]

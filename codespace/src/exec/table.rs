@@ -458,8 +458,10 @@ fn watch_fd(id: &str, fd: OwnedFd) -> Result<AsyncFd<OwnedFd>> {
     unsafe { AsyncFd::register(fd) }.map_err(|e| os_failure(id, "watching a process fd", e))
 }
 
+/// A running process of `owner`: only the handles not yet seen exited are looked at (the table
+/// was just swept, [`Processes::table`]).
 fn live(table: &Table, owner: &str) -> Option<String> {
-    table.values().find(|h| h.owner == owner && h.exit().is_none()).map(|h| h.id.clone())
+    table.running.iter().filter_map(|id| table.handles.get(id)).find(|h| h.owner == owner && h.exit().is_none()).map(|h| h.id.clone())
 }
 
 /// An evicted handle of a shim-held command: its directory goes (the shim, seeing its journal

@@ -86,10 +86,9 @@ impl EventLog {
 
     /// [`Self::append`], storing the run's journal position `pos` in the same transaction.
     pub fn append_at(&self, run_id: &str, drafts: Vec<EventDraft>, pos: Option<JournalPos>) -> Result<Vec<Event>> {
-        if drafts.is_empty() && pos.is_none() {
-            return Ok(Vec::new());
-        }
-        self.append_with(run_id, drafts, pos, |_| Ok(()))
+        let events = self.store.events_append(run_id, drafts, pos)?;
+        publish_events(&self.shared, run_id, &events);
+        Ok(events)
     }
 
     /// [`Self::append_at`] with `first` run in the same transaction, before the events (see

@@ -98,11 +98,12 @@ impl Store {
             let (first, last): (i64, i64) = (row.get(0)?, row.get(1)?);
             let (first, last) = (first as u64, last as u64);
             let bodies: String = row.get(2)?;
-            let raws = match row.get::<_, Option<Vec<u8>>>(3)? {
+            let mut raws = match row.get::<_, Option<Vec<u8>>>(3)? {
                 Some(z) => Some(unpack_raws(&z)?),
                 None => None,
             };
-            let count = bodies.split('\n').count() as u64;
+            let lines: Vec<&str> = bodies.split('\n').collect();
+            let count = lines.len() as u64;
             if first == 0 || last < first || count != last - first + 1 || raws.as_ref().is_some_and(|r| r.len() as u64 != count) {
                 return Err(Error::Damaged(format!(
                     "run {run_id}: the chunk of events {first}..={last} holds {count} events"
@@ -110,11 +111,11 @@ impl Store {
             }
             let skip = cursor.saturating_sub(first - 1) as usize;
             let wanted = (max as usize - out.len()).min(count as usize - skip);
-            for (i, body) in bodies.split('\n').enumerate().skip(skip).take(wanted) {
+            for (i, body) in lines.iter().enumerate().skip(skip).take(wanted) {
                 let mut event: Event = serde_json::from_str(body)?;
                 event.seq = first + i as u64;
-                if let Some(raws) = &raws {
-                    event.raw = raws[i].clone();
+                if let Some(raws) = &mut raws {
+                    event.raw = raws[i].take();
                 }
                 out.push(event);
             }
