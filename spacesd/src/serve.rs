@@ -64,6 +64,12 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
     sup.spawn_retention();
     // Trees whose shims a crash took are ended by now: their empty cgroups go.
     spaces_codespace::process::cgroup::sweep();
+    // From now on a shim waits ready for the next run or command (after the sweep: a spare's
+    // cgroup is empty for a moment after it is made).
+    match crate::supervisor::self_command() {
+        Ok(command) => spaces_codespace::shim::spare::keep(command, crate::supervisor::shim_env()),
+        Err(e) => tracing::warn!("no spare shims: cannot tell how to run spacesd shim: {e}"),
+    }
     Ok(AppState { sup, cs })
 }
 
@@ -181,6 +187,7 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         }
         eprintln!("spacesd: shutting down; agent runs go on under their shims and the next start re-adopts them");
     }
+    spaces_codespace::shim::spare::stop();
     // This daemon's empty cgroup directories (shims still running keep theirs).
     spaces_codespace::process::cgroup::sweep();
     Ok(())

@@ -111,6 +111,7 @@ pub(crate) async fn start(
         redact: (setup.secrets)(),
         cgroup: crate::process::cgroup::plan(&spec.tag),
         nice: crate::process::priority::agent_nice(),
+        dir: None,
         spec: ShimSpec {
             protocol: PROTOCOL,
             gen: 1,

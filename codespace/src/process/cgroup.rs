@@ -219,6 +219,15 @@ impl Plan {
         }
         Ok(cgroup)
     }
+
+    /// The planned directories, which exist already (a spare shim's cgroup renamed to them:
+    /// [`crate::shim::spare`]), with the limits set. Errors: the OS's, naming the file.
+    pub fn limit(&self) -> Result<Cgroup, String> {
+        for (hierarchy, dir) in &self.dirs {
+            set_limits(*hierarchy, dir, self.limits)?;
+        }
+        Ok(Cgroup { dirs: self.dirs.clone() })
+    }
 }
 
 fn set_limits(hierarchy: Hierarchy, dir: &Path, limits: Limits) -> Result<(), String> {
@@ -249,6 +258,11 @@ fn set_limits(hierarchy: Hierarchy, dir: &Path, limits: Limits) -> Result<(), St
 }
 
 impl Cgroup {
+    /// The directories with their hierarchies.
+    pub fn hierarchy_dirs(&self) -> &[(Hierarchy, PathBuf)] {
+        &self.dirs
+    }
+
     /// The directories a process joins (one per hierarchy).
     pub fn dirs(&self) -> Vec<PathBuf> {
         self.dirs.iter().map(|(_, d)| d.clone()).collect()

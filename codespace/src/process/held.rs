@@ -83,6 +83,17 @@ pub fn holder_of(pid: i32) -> Holder {
     Holder::Unknown
 }
 
+/// The live roots registered as holding `tag` (a shim re-adopted by a restarted daemon is
+/// registered by [`crate::shim::ShimClient::connect`], from its socket's peer).
+pub fn roots_of(tag: &str) -> Vec<i32> {
+    let held = HELD.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(map) = held.as_ref() else { return Vec::new() };
+    map.iter()
+        .filter(|(pid, (start, t))| t == tag && stat(**pid).is_some_and(|(_, now)| now == *start))
+        .map(|(pid, _)| *pid)
+        .collect()
+}
+
 /// Whether any tree is registered (if none, nobody is held: no need to look further).
 pub fn any() -> bool {
     HELD.lock().unwrap_or_else(|p| p.into_inner()).as_ref().is_some_and(|m| !m.is_empty())

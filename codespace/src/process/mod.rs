@@ -62,6 +62,7 @@ pub mod children;
 pub mod demote;
 mod drain;
 pub mod held;
+pub mod prepared;
 pub mod priority;
 pub mod pty;
 mod scan;

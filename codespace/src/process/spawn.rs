@@ -139,14 +139,14 @@ fn start(spec: &SpawnSpec, in_child_setup: bool) -> Result<Spawned> {
         .kill_on_drop(false);
     let (output, stderr, stdin, controlling_tty) = match spec.stdio {
         StdioSpec::Pipes { stdin } => {
-            let (out_r, out_w) = pipe().map_err(nix_fail)?;
-            let (err_r, err_w) = pipe().map_err(nix_fail)?;
+            let (out_r, out_w) = pipe_pair().map_err(nix_fail)?;
+            let (err_r, err_w) = pipe_pair().map_err(nix_fail)?;
             let stdin = connect_stdin(&mut cmd, stdin).map_err(nix_fail)?;
             cmd.stdout(Stdio::from(out_w)).stderr(Stdio::from(err_w));
             (out_r, Some(err_r), stdin, false)
         }
         StdioSpec::Combined { stdin } => {
-            let (out_r, out_w) = pipe().map_err(nix_fail)?;
+            let (out_r, out_w) = pipe_pair().map_err(nix_fail)?;
             let out_w2 = out_w.try_clone().map_err(fail)?;
             let stdin = connect_stdin(&mut cmd, stdin).map_err(nix_fail)?;
             cmd.stdout(Stdio::from(out_w)).stderr(Stdio::from(out_w2));
@@ -224,7 +224,7 @@ pub fn widen_pipe(fd: impl AsFd, bytes: usize) -> nix::Result<usize> {
 }
 
 /// An output pipe `(ours, the child's)`, both ends `O_CLOEXEC`, ours non-blocking.
-fn pipe() -> nix::Result<(OwnedFd, OwnedFd)> {
+pub(super) fn pipe_pair() -> nix::Result<(OwnedFd, OwnedFd)> {
     let (r, w) = pipe2(OFlag::O_CLOEXEC)?;
     nonblocking(&r)?;
     Ok((r, w))
@@ -238,12 +238,19 @@ fn connect_stdin(cmd: &mut Command, stdin: StdinSpec) -> nix::Result<Option<Owne
             Ok(None)
         }
         StdinSpec::Pipe => {
-            let (r, w) = pipe2(OFlag::O_CLOEXEC)?;
-            nonblocking(&w)?;
+            let (w, r) = stdin_pair()?;
             cmd.stdin(Stdio::from(r));
             Ok(Some(w))
         }
     }
+}
+
+/// A stdin pipe `(ours: the write end, the child's: the read end)`, both `O_CLOEXEC`, ours
+/// non-blocking.
+pub(super) fn stdin_pair() -> nix::Result<(OwnedFd, OwnedFd)> {
+    let (r, w) = pipe2(OFlag::O_CLOEXEC)?;
+    nonblocking(&w)?;
+    Ok((w, r))
 }
 
 fn nonblocking(fd: &OwnedFd) -> nix::Result<()> {
@@ -257,7 +264,7 @@ const RESET_SIGNALS: [libc::c_int; 4] = [libc::SIGHUP, libc::SIGINT, libc::SIGQU
 /// The child's side, between fork and exec: into its cgroups (each `cgroup.procs` fd in
 /// `joins`, -1 = none), default signals, the default time slice, a new session at priority `nice`
 /// ([`super::priority`]), the terminal (PTY mode), every fd above 2 close-on-exec.
-fn in_child(controlling_tty: bool, joins: &[RawFd; MAX_CGROUPS], nice: i32) -> std::io::Result<()> {
+pub(super) fn in_child(controlling_tty: bool, joins: &[RawFd; MAX_CGROUPS], nice: i32) -> std::io::Result<()> {
     let last_error = std::io::Error::last_os_error;
     // SAFETY (all calls below): plain system calls on integers and stack values, each
     // async-signal-safe; see the SAFETY note at the `pre_exec` call.

@@ -167,7 +167,9 @@ impl CodeSpace {
             .processes
             .shim_tags()
             .iter()
-            .flat_map(|tag| crate::process::alive_with_marker(&crate::process::tag_marker(&format!("shim/{tag}"))))
+            // Registered when each was re-adopted: a shim's own environment may not name its
+            // tree (a spare shim is started before it has one).
+            .flat_map(|tag| crate::process::held::roots_of(tag))
             .collect();
         if shims.is_empty() {
             return crate::process::kill_tree(None, marker, grace).await;

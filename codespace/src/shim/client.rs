@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, Mutex};
 
 use super::journal::JournalReader;
 use super::protocol::{Launch, OutputMode, Record, Reply, Request, ShimSpec, PROTOCOL};
-use super::socket_path;
+use super::{socket_path, spare};
 use crate::process::{self, SpawnSpec, StdinSpec, StdioSpec};
 
 /// Longest wait for a new shim to say it started the agent (it may be an interpreter that
@@ -67,50 +67,37 @@ impl ShimClient {
     /// stdin, and wait until it started the agent. Errors: the shim could not start, or it
     /// could not start the agent (its reason, e.g. the program was not found).
     pub async fn spawn(command: &[String], env: BTreeMap<String, String>, dir: &Path, spec: &ShimSpec) -> Result<ShimClient, String> {
-        Self::launch(command, env, dir, &Launch { spec: spec.clone(), output: OutputMode::Lines, redact: Vec::new(), cgroup: crate::process::cgroup::plan(&spec.tag), nice: crate::process::priority::agent_nice() }).await
+        Self::launch(command, env, dir, &Launch { spec: spec.clone(), output: OutputMode::Lines, redact: Vec::new(), cgroup: crate::process::cgroup::plan(&spec.tag), nice: crate::process::priority::agent_nice(), dir: None }).await
     }
 
     /// [`Self::spawn`] with an output mode: `launch.output` says how the shim keeps the output
     /// (raw bytes for `exec_command`). Errors: as [`Self::spawn`].
     pub async fn launch(command: &[String], env: BTreeMap<String, String>, dir: &Path, launch: &Launch) -> Result<ShimClient, String> {
-        let spec = &launch.spec;
-        let mut argv = command.to_vec();
-        argv.push("shim".into());
-        argv.push(dir.display().to_string());
-        let shim = SpawnSpec {
-            argv,
-            cwd: dir.to_owned(),
-            env,
-            markers: Vec::new(),
-            tag: format!("shim/{}", spec.tag),
-            stdio: StdioSpec::Pipes { stdin: StdinSpec::Pipe },
-            cgroups: Vec::new(),
-            // The shim journals its agent's output: it keeps the daemon's priority.
-            nice: 0,
-        };
-        // The shim makes its own session (`server::main`), so it is started without a fork of
-        // this (large) process.
-        let spawned = process::spawn_self_starting(&shim).map_err(|e| format!("cannot start the shim: {e}"))?;
-        // Before the shim has its spec (and so before the program starts): whatever the tree
-        // does from its first instruction on is known to be the tree's.
-        process::held::hold(spawned.pid, &spec.tag);
-        let input = spawned.stdin.ok_or("the shim has no stdin")?;
-        let mut input = pipe::Sender::from_owned_fd(input).map_err(|e| e.to_string())?;
-        let output = pipe::Receiver::from_owned_fd(spawned.output).map_err(|e| e.to_string())?;
-        let _stderr = spawned.stderr;
-        let json = serde_json::to_vec(launch).map_err(|e| e.to_string())?;
-        let answer = async {
-            input.write_all(&json).await.map_err(|e| format!("cannot hand the shim its spec: {e}"))?;
-            drop(input);
-            let mut lines = BufReader::new(output).lines();
-            match lines.next_line().await {
-                Ok(Some(line)) => serde_json::from_str::<Reply>(&line).map_err(|e| format!("the shim said {line:?}: {e}")),
-                _ => Err("the shim exited before it started the agent".to_owned()),
+        let tag = &launch.spec.tag;
+        // A spare did not know its directory: the launch names it (a fresh shim has it already).
+        let json = serde_json::to_vec(&Launch { dir: Some(dir.to_owned()), ..launch.clone() }).map_err(|e| e.to_string())?;
+        let mut started = None;
+        if let Some(spare) = spare::take(command, &env) {
+            let shim = Started { pid: spare.pid, stdin: spare.stdin, stdout: spare.stdout, _stderr: spare.stderr };
+            // Before the shim has its spec (and so before the program starts): whatever the
+            // tree does from its first instruction on is known to be the tree's.
+            process::held::hold(shim.pid, tag);
+            let pid = shim.pid;
+            match shim.hand(&json).await {
+                Ok(shim) => started = Some(shim),
+                // The spare is gone (it read nothing): a fresh shim takes its place.
+                Err(e) => tracing::warn!("the spare shim {pid} is gone ({e}); starting a fresh one"),
+            }
+        }
+        let shim = match started {
+            Some(shim) => shim,
+            None => {
+                let shim = Started::fresh(command, env, dir, tag)?;
+                process::held::hold(shim.pid, tag);
+                shim.hand(&json).await.map_err(|e| format!("cannot hand the shim its spec: {e}"))?
             }
         };
-        // The shim is reaped by tokio whenever it exits (it outlives this call on purpose).
-        drop(spawned.child);
-        let reply = tokio::time::timeout(READY_TIMEOUT, answer)
+        let reply = tokio::time::timeout(READY_TIMEOUT, shim.reply())
             .await
             .map_err(|_| format!("the shim did not answer within {} s", READY_TIMEOUT.as_secs()))??;
         if !reply.ok {
@@ -320,4 +307,67 @@ pub fn follow(dir: PathBuf, from: u64) -> mpsc::Receiver<Followed> {
         }
     });
     rx
+}
+
+/// A shim process waiting for its launch (a spare, or one started just now): our ends of its
+/// stdio.
+struct Started {
+    pid: i32,
+    stdin: std::os::fd::OwnedFd,
+    stdout: std::os::fd::OwnedFd,
+    /// Held until the reply, so the shim's early messages have somewhere to go.
+    _stderr: Option<std::os::fd::OwnedFd>,
+}
+
+/// A shim that has its launch and will answer one [`Reply`] line.
+struct Handed {
+    stdout: pipe::Receiver,
+    _stderr: Option<std::os::fd::OwnedFd>,
+}
+
+impl Started {
+    /// Start `spacesd shim DIR` for the tree tagged `tag`. The shim makes its own session
+    /// (`server::main`), so it is started without a fork of this (large) process.
+    fn fresh(command: &[String], env: BTreeMap<String, String>, dir: &Path, tag: &str) -> Result<Started, String> {
+        let mut argv = command.to_vec();
+        argv.push("shim".into());
+        argv.push(dir.display().to_string());
+        let shim = SpawnSpec {
+            argv,
+            cwd: dir.to_owned(),
+            env,
+            markers: Vec::new(),
+            tag: format!("shim/{tag}"),
+            stdio: StdioSpec::Pipes { stdin: StdinSpec::Pipe },
+            cgroups: Vec::new(),
+            // The shim journals its agent's output: it keeps the daemon's priority.
+            nice: 0,
+        };
+        let spawned = process::spawn_self_starting(&shim).map_err(|e| format!("cannot start the shim: {e}"))?;
+        let stdin = spawned.stdin.ok_or("the shim has no stdin")?;
+        // The shim is reaped by tokio whenever it exits (it outlives the launch on purpose).
+        drop(spawned.child);
+        Ok(Started { pid: spawned.pid, stdin, stdout: spawned.output, _stderr: spawned.stderr })
+    }
+
+    /// Write the launch `json` and close the shim's stdin. Errors: the write failed (the shim
+    /// is gone).
+    async fn hand(self, json: &[u8]) -> Result<Handed, String> {
+        let mut input = pipe::Sender::from_owned_fd(self.stdin).map_err(|e| e.to_string())?;
+        let stdout = pipe::Receiver::from_owned_fd(self.stdout).map_err(|e| e.to_string())?;
+        input.write_all(json).await.map_err(|e| e.to_string())?;
+        drop(input);
+        Ok(Handed { stdout, _stderr: self._stderr })
+    }
+}
+
+impl Handed {
+    /// The shim's one reply line. Errors: it exited first, or the line is not a [`Reply`].
+    async fn reply(self) -> Result<Reply, String> {
+        let mut lines = BufReader::new(self.stdout).lines();
+        match lines.next_line().await {
+            Ok(Some(line)) => serde_json::from_str::<Reply>(&line).map_err(|e| format!("the shim said {line:?}: {e}")),
+            _ => Err("the shim exited before it started the agent".to_owned()),
+        }
+    }
 }

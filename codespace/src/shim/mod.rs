@@ -32,6 +32,7 @@ pub mod lines;
 pub mod output;
 pub mod protocol;
 pub mod server;
+pub mod spare;
 pub mod tree;
 
 use std::path::{Path, PathBuf};

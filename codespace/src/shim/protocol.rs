@@ -70,6 +70,10 @@ pub struct Launch {
     /// itself runs at the daemon's priority. Absent (an older daemon): 0.
     #[serde(default)]
     pub nice: i32,
+    /// The shim's directory, when it differs from the one it was started with: a spare shim
+    /// ([`super::spare`]) is started before its run is known. Absent: the started one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<std::path::PathBuf>,
 }
 
 /// How a shim keeps its process's output.
@@ -287,7 +291,7 @@ mod compat_tests {
         let json = serde_json::to_string(&spec).unwrap();
         assert_eq!(serde_json::from_str::<Launch>(&json).unwrap().output, OutputMode::Lines);
         let raw = OutputMode::Raw { tty: Some((24, 80)), segment_bytes: 4096 };
-        let launch = serde_json::to_string(&Launch { spec, output: raw, redact: Vec::new(), cgroup: None, nice: 0 }).unwrap();
+        let launch = serde_json::to_string(&Launch { spec, output: raw, redact: Vec::new(), cgroup: None, nice: 0, dir: None }).unwrap();
         let back: Launch = serde_json::from_str(&launch).unwrap();
         assert_eq!((back.output, back.spec.tag.as_str()), (raw, "t"));
         let input = serde_json::to_string(&Request::Input { data: vec![0, 255, b'\n'], timeout_ms: 5 }).unwrap();

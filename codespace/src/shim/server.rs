@@ -27,10 +27,11 @@ use super::journal::{journal_path, JournalWriter, SYNC_EVERY};
 use super::lines::LineReader;
 use super::output::OutputWriter;
 use super::protocol::{InputStop, Launch, OutputMode, RawRecord, Record, Reply, Request, ShimSpec, Stream, PROTOCOL};
-use super::{socket_path, tree};
+use super::{socket_path, spare, tree};
 use crate::exec::io::{write_all, WriteStop};
 use crate::process::cgroup::{Cgroup, Plan};
 use crate::process::demote::{self, Demoter};
+use crate::process::prepared::{Prepared, Started};
 use crate::process::{self, pty, read_output, OutputSink, SpawnSpec, StdinSpec, StdioSpec};
 use spaces_harnesses::redact::RedactStream;
 use spaces_harnesses::Redactor;
@@ -51,6 +52,8 @@ pub fn main(dir: &Path) -> i32 {
     if let Err(e) = crate::process::own_session() {
         return ready(Err(format!("cannot start a session of its own: {e}")));
     }
+    // A spare makes its program's cgroup and child now, before its launch comes.
+    let made = spare::Made::from_env();
     let mut input = String::new();
     let spec = match std::io::stdin().read_to_string(&mut input) {
         Ok(_) => serde_json::from_str::<Launch>(&input).map_err(|e| format!("the shim spec on stdin is not valid: {e}")),
@@ -66,6 +69,10 @@ pub fn main(dir: &Path) -> i32 {
         }
         Err(why) => return ready(Err(why)),
     };
+    let dir = launch.dir.clone().unwrap_or_else(|| dir.to_owned());
+    if let Err(e) = std::env::set_current_dir(&dir) {
+        return ready(Err(format!("cannot enter the shim directory {}: {e}", dir.display())));
+    }
     // The shim's one thread carries every line of its agent and every message to it: a short
     // slice, as the daemon's threads ([`crate::process::priority::ask_short_slice`]).
     crate::process::priority::ask_short_slice();
@@ -75,11 +82,15 @@ pub fn main(dir: &Path) -> i32 {
     };
     rt.block_on(async move {
         let redactor = spaces_harnesses::Redactor::new(launch.redact);
-        let cgroup = match launch.cgroup.as_ref().map(Plan::create).transpose() {
-            Ok(cgroup) => cgroup,
+        let made = match made {
+            Some(made) => made.adopt(launch.cgroup.as_ref()),
+            None => launch.cgroup.as_ref().map(Plan::create).transpose().map(|c| (c, None)),
+        };
+        let (cgroup, child) = match made {
+            Ok(made) => made,
             Err(why) => return ready(Err(format!("cannot make the process's cgroup: {why}"))),
         };
-        let code = match Shim::start(dir, launch.spec, launch.output, launch.nice, redactor, cgroup.clone()).await {
+        let code = match Shim::start(&dir, launch.spec, launch.output, launch.nice, redactor, (cgroup.clone(), child)).await {
             Ok(shim) => shim.run().await,
             Err(why) => ready(Err(why)),
         };
@@ -170,7 +181,8 @@ struct Shim {
 
 impl Shim {
     /// Become a subreaper, open the journal and the socket, start the agent.
-    async fn start(dir: &Path, spec: ShimSpec, mode: OutputMode, nice: i32, redactor: Redactor, cgroup: Option<Cgroup>) -> Result<Shim, String> {
+    async fn start(dir: &Path, spec: ShimSpec, mode: OutputMode, nice: i32, redactor: Redactor, held: (Option<Cgroup>, spare::Child)) -> Result<Shim, String> {
+        let (cgroup, child) = held;
         nix::sys::prctl::set_child_subreaper(true).map_err(|e| format!("cannot become a child subreaper: {e}"))?;
         let mut journal = JournalWriter::create(dir).map_err(|e| format!("cannot create the journal in {}: {e}", dir.display()))?;
         let sock = socket_path(dir);
@@ -201,10 +213,27 @@ impl Shim {
             // once it proves CPU-hungry.
             nice: 0,
         };
-        let spawned = process::spawn(&spawn).map_err(|e| e.to_string())?;
+        let spawned = match child {
+            // A spare's child, waiting in the cgroup already (or joining it now).
+            Some((child, joined)) if Prepared::fits(&spawn.stdio) => match child.start(&spawn, joined) {
+                Ok(started) => started,
+                Err(e) => {
+                    // Whatever went wrong with the waiting child, the usual way decides.
+                    eprintln!("spare shim: the prepared child could not start the program ({e}); starting it the usual way");
+                    let spawned = process::spawn(&spawn).map_err(|e| e.to_string())?;
+                    std::mem::forget(spawned.child);
+                    Started { pid: spawned.pid, output: spawned.output, stderr: spawned.stderr, stdin: spawned.stdin }
+                }
+            },
+            child => {
+                drop(child);
+                let spawned = process::spawn(&spawn).map_err(|e| e.to_string())?;
+                // The loop reaps with waitpid(-1): tokio must never reap this child behind its back.
+                std::mem::forget(spawned.child);
+                Started { pid: spawned.pid, output: spawned.output, stderr: spawned.stderr, stdin: spawned.stdin }
+            }
+        };
         let pid = spawned.pid;
-        // The loop reaps with waitpid(-1): tokio must never reap this child behind its back.
-        std::mem::forget(spawned.child);
         journal
             .append(&Record::Start { protocol: PROTOCOL, gen: spec.gen, turn: spec.turn, pid })
             .map_err(|e| format!("cannot write the journal: {e}"))?;

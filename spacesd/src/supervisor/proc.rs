@@ -76,6 +76,7 @@ pub async fn start(run_dir: &Path, spec: &ShimSpec, events: mpsc::Sender<ProcEve
         redact,
         cgroup: cgroup::plan(&format!("{}/gen-{}", spec.tag, spec.gen)),
         nice: spaces_codespace::process::priority::agent_nice(),
+        dir: None,
     };
     let shim = match ShimClient::launch(&command, env, &dir, &launch).await {
         Ok(shim) => shim,

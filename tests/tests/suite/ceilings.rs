@@ -251,6 +251,101 @@ async fn an_agents_leftovers_end_with_its_turn_and_its_cgroup_goes() {
     wait_until("the run's cgroup to go", Duration::from_secs(15), || cgroup_dirs(&leaf).is_empty()).await;
 }
 
+/// The live children of `parent` (from `/proc/*/stat`).
+fn children_of(parent: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // `pid (comm) state ppid ...`: the comm may hold spaces, the fields after `)` do not.
+        let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or_default();
+        let mut fields = after.split_whitespace();
+        let (state, ppid) = (fields.next(), fields.next().and_then(|p| p.parse::<i32>().ok()));
+        if ppid == Some(parent) && state != Some("Z") {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Whether `pid` is a live process (not a zombie).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
+}
+
+/// The daemon's spare shims: its children started with `SPACES_SHIM_SPARE` in their environment.
+fn spares_of(daemon: i32) -> Vec<i32> {
+    children_of(daemon)
+        .into_iter()
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|e| e.split(|b| *b == 0).any(|v| v.starts_with(b"SPACES_SHIM_SPARE="))))
+        .collect()
+}
+
+/// A spare shim waits ready with its program's child already in the spare's cgroup: the next
+/// run's agent is that very child, in the cgroup named after the run's turn (the spare's,
+/// renamed); another spare replaces it; when the daemon stops, the spare exits and its cgroup
+/// goes.
+#[tokio::test]
+async fn a_spare_shim_starts_the_next_run_in_the_runs_cgroup_and_goes_with_the_daemon() {
+    let script = format!("echo \"agent pid: $$ cgroups: $(tr '\\n' ' ' </proc/self/cgroup)\" >&2\n{CODEX_TURN}");
+    let bin_dir = tempfile::tempdir().unwrap();
+    let bin = super::fake_agents::fake(bin_dir.path(), "fake-codex", &script);
+    let mut d = TestDaemon::start_with_env(vec![("SPACES_HARNESS_BIN_OPENAI_CODEX".into(), bin.display().to_string())]).await;
+    d.space("s").await;
+    let held = containment(&d, "s", true).await;
+    let daemon = d.pid().unwrap();
+    let mut spare = 0;
+    let mut waiting = 0;
+    wait_until("a spare shim with its waiting child", Duration::from_secs(20), || {
+        let found = spares_of(daemon);
+        let child = found.first().map(|s| children_of(*s)).unwrap_or_default();
+        match (found.first(), child.first()) {
+            (Some(s), Some(c)) => {
+                (spare, waiting) = (*s, *c);
+                true
+            }
+            _ => false,
+        }
+    })
+    .await;
+    let spare_cgroups = std::fs::read_to_string(format!("/proc/{waiting}/cgroup")).unwrap();
+    if held["mode"] != "subreaper" {
+        assert!(spare_cgroups.contains("-spare-"), "the waiting child is not in the spare's cgroup: {spare_cgroups}");
+    }
+    let req = spaces_sdk::AgentStartRequest {
+        space: "s".into(),
+        agent: "openai-codex".into(),
+        prompt: "hello".into(),
+        show: None,
+        options: Some(spaces_sdk::SpaceAgentOptions::default()),
+    };
+    let run = d.client.agent_start(&req).await.unwrap().run_id;
+    d.wait_status("s", &run, Duration::from_secs(60), crate::support::settled).await;
+    let st = d.client.space("s").agent_status(&run, Some(200)).await.unwrap();
+    let tail = st.output_tail.unwrap_or_default();
+    assert!(tail.contains(&format!("agent pid: {waiting} ")), "the agent is not the spare's waiting child {waiting}: {tail}");
+    if held["mode"] != "subreaper" {
+        let leaf = format!("agent-{run}-turn-1-gen-1");
+        assert!(tail.contains(&format!("-{leaf} ")), "the agent was not in its run's cgroup {leaf}: {tail}");
+        assert!(!tail.contains("-spare-"), "the agent still sits in a spare's cgroup: {tail}");
+    }
+    wait_until("another spare shim", Duration::from_secs(20), || spares_of(daemon).iter().any(|s| *s != spare)).await;
+    let next = spares_of(daemon);
+    let next_child = next.iter().flat_map(|s| children_of(*s)).collect::<Vec<_>>();
+    let next_cgroups: Vec<PathBuf> = next_child
+        .iter()
+        .filter_map(|c| std::fs::read_to_string(format!("/proc/{c}/cgroup")).ok())
+        .flat_map(|text| text.lines().filter_map(|l| l.split(':').nth(2).map(str::to_owned)).collect::<Vec<_>>())
+        .filter(|path| path.contains("-spare-"))
+        .flat_map(|path| cgroup_dirs(&format!("spare-{}", path.split_once("-spare-").unwrap().1)))
+        .collect();
+    assert!(held["mode"] == "subreaper" || !next_cgroups.is_empty(), "the new spare's cgroup was not found");
+    d.terminate();
+    wait_until("the spare shims to exit", Duration::from_secs(20), || next.iter().chain(&next_child).all(|p| !alive(*p))).await;
+    wait_until("the spare's cgroup to go", Duration::from_secs(20), || next_cgroups.iter().all(|d| !d.exists())).await;
+}
+
 /// Sum of the sizes of the files under `dir` (recursively).
 fn du(dir: &Path) -> u64 {
     let mut total = 0;

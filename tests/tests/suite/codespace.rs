@@ -393,11 +393,16 @@ async fn a_daemon_shutdown_keeps_running_commands_and_the_next_daemon_reattaches
     let orphan = tool(&d, "exec_command", json!({"workspace_id": "life", "command": ["sh", "-c", "sleep 1000 & sleep 1000"]})).await;
     let orphan = orphan["process_id"].as_str().unwrap().to_owned();
     let marker = spaces_codespace::process::tag_marker(&format!("exec/{orphan}"));
-    wait_alive(&marker, 2).await;
+    let pids = wait_alive(&marker, 2).await;
     d.kill();
-    let shim = spaces_codespace::process::tag_marker(&format!("shim/exec/{orphan}"));
-    let shims = spaces_codespace::process::alive_with_marker(&shim);
-    assert_eq!(shims.len(), 1, "one shim holds the command");
+    // The shim is the parent of the command's root (the one process of the command whose
+    // parent is not the command's).
+    let parent = |pid: i32| -> i32 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        stat.rsplit_once(')').unwrap().1.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    let shims: Vec<i32> = pids.iter().map(|p| parent(*p)).filter(|pp| !pids.contains(pp)).collect();
+    assert_eq!(shims.len(), 1, "one shim holds the command: {shims:?}");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(shims[0]), nix::sys::signal::Signal::SIGKILL).unwrap();
     d.start_again().await;
     let status = wait_exited(&d, &orphan).await;

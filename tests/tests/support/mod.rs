@@ -221,6 +221,11 @@ impl TestDaemon {
         self.spawn().await;
     }
 
+    /// The daemon's pid, while it runs.
+    pub fn pid(&self) -> Option<i32> {
+        self.child.as_ref().map(|c| c.id() as i32)
+    }
+
     /// SIGTERM the daemon (a graceful shutdown) and wait for it to exit.
     pub fn terminate(&mut self) {
         if let Some(mut c) = self.child.take() {

@@ -1,0 +1,258 @@
+//! A child forked ahead of need, already inside its cgroups, waiting for its program.
+//!
+//! Joining a cgroup is the slow part of starting a contained program: on cgroup v1 the write to
+//! `cgroup.procs` waits for an RCU grace period, 5 to 20 ms on a 2-core host whether it is idle or
+//! busy (`docs/benchmarks.md`, "Spare shims"). A spare shim ([`crate::shim::spare`]) therefore
+//! forks its child with [`prepare`] before it knows the program: the child joins the spare's
+//! cgroups at once, then blocks on its control socket. [`Prepared::start`] later hands it a
+//! [`SpawnSpec`]; it execs the program exactly as [`super::spawn`] would (same environment,
+//! working directory, session, priority and close-on-exec fds), so nothing on the start path
+//! waits for the grace period.
+//!
+//! Protocol on the control socket (a `socketpair`, the child's end close-on-exec): the parent
+//! writes one JSON [`Order`] and shuts its side down; the child answers nothing when the exec
+//! succeeded (its end closes at exec: EOF), or one line saying why it failed (then it exits 127).
+//! A parent that goes away without an order (EOF at once) makes the child exit 0; a parent that
+//! dies kills the waiting child (`PR_SET_PDEATHSIG`, cleared before the exec: the program
+//! outlives its shim as one started by [`super::spawn`] does).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use nix::libc;
+use nix::sys::signal::{kill, Signal};
+use nix::sys::wait::waitpid;
+use nix::unistd::{fork, ForkResult, Pid};
+use serde::{Deserialize, Serialize};
+
+use super::spawn::{in_child, pipe_pair, stdin_pair, MAX_CGROUPS};
+use super::{SpawnSpec, StdinSpec, StdioSpec, TAG_ENV};
+use crate::{Error, Result};
+
+/// A forked child waiting for its program; our ends of its stdin, stdout and stderr pipes.
+/// Dropped without [`Prepared::start`], the child is killed and reaped.
+#[derive(Debug)]
+pub struct Prepared {
+    pid: i32,
+    ctl: Option<UnixStream>,
+    stdin: Option<OwnedFd>,
+    out: Option<OwnedFd>,
+    err: Option<OwnedFd>,
+}
+
+/// A program started through [`Prepared::start`]: as [`super::Spawned`] without a `Child`
+/// handle (the caller reaps it by pid, as a shim does).
+#[derive(Debug)]
+pub struct Started {
+    /// Process id = process group id = session id.
+    pub pid: i32,
+    /// Stdout ([`StdioSpec::Pipes`]), or stdout and stderr as one stream ([`StdioSpec::Combined`]).
+    pub output: OwnedFd,
+    /// Its stderr: with [`StdioSpec::Pipes`] only.
+    pub stderr: Option<OwnedFd>,
+    /// The write end of its stdin: with [`StdinSpec::Pipe`] only.
+    pub stdin: Option<OwnedFd>,
+}
+
+/// What the parent sends the child: the program, as [`SpawnSpec`] says it.
+#[derive(Debug, Serialize, Deserialize)]
+struct Order {
+    argv: Vec<String>,
+    cwd: PathBuf,
+    env: BTreeMap<String, String>,
+    markers: Vec<(String, String)>,
+    tag: String,
+    stdin_pipe: bool,
+    combined: bool,
+    /// Cgroups to join now (those [`prepare`] did not join), at most [`MAX_CGROUPS`].
+    join: Vec<PathBuf>,
+    nice: i32,
+}
+
+/// Fork a child that joins `cgroups` (each directory's `cgroup.procs`) now and then waits for
+/// [`Prepared::start`]. Errors: [`Error::SpawnFailed`] when the pipes or the fork fail. A failed
+/// join is reported by [`Prepared::start`] (the child cannot tell earlier).
+///
+/// # Safety
+/// The calling process must be single-threaded (a shim before its runtime starts): the child
+/// runs ordinary code after the fork, which may allocate.
+pub unsafe fn prepare(cgroups: &[PathBuf]) -> Result<Prepared> {
+    let fail = |source: std::io::Error| Error::SpawnFailed { program: "prepared child".into(), source };
+    let nix_fail = |e: nix::Error| fail(e.into());
+    let (ours, theirs) = UnixStream::pair().map_err(fail)?;
+    let (stdin_w, stdin_r) = stdin_pair().map_err(nix_fail)?;
+    let (out_r, out_w) = pipe_pair().map_err(nix_fail)?;
+    let (err_r, err_w) = pipe_pair().map_err(nix_fail)?;
+    let parent = std::process::id() as i32;
+    // SAFETY: the caller guarantees this process is single-threaded, so the child may run any code.
+    match unsafe { fork() }.map_err(nix_fail)? {
+        ForkResult::Child => {
+            drop((ours, stdin_w, out_r, err_r));
+            child(parent, theirs, (stdin_r, out_w, err_w), cgroups)
+        }
+        ForkResult::Parent { child } => {
+            drop((theirs, stdin_r, out_w, err_w));
+            Ok(Prepared { pid: child.as_raw(), ctl: Some(ours), stdin: Some(stdin_w), out: Some(out_r), err: Some(err_r) })
+        }
+    }
+}
+
+impl Prepared {
+    /// The child's pid (the program's, once started).
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Whether [`Prepared::start`] can start a program with `stdio`: pipes and a combined stream;
+    /// a PTY needs [`super::spawn`].
+    pub fn fits(stdio: &StdioSpec) -> bool {
+        !matches!(stdio, StdioSpec::Pty { .. })
+    }
+
+    /// Hand `spec` to the child, which execs it. `spec.cgroups` are joined only if [`prepare`]
+    /// was not given them (pass them already joined by renaming the directories: see
+    /// [`crate::shim::spare`]); `already_joined` says which. Blocks until the exec happened or
+    /// failed. Errors: [`Error::SpawnFailed`] with the child's reason (program not found, bad
+    /// working directory, a cgroup it could not join); the child is reaped then.
+    pub fn start(mut self, spec: &SpawnSpec, already_joined: bool) -> Result<Started> {
+        let program = spec.argv.first().cloned().unwrap_or_default();
+        let fail = |why: String| Error::SpawnFailed { program: program.clone(), source: std::io::Error::other(why) };
+        if program.is_empty() {
+            return Err(Error::EmptyCommand);
+        }
+        let (stdin_pipe, combined) = match spec.stdio {
+            StdioSpec::Pipes { stdin } => (stdin == StdinSpec::Pipe, false),
+            StdioSpec::Combined { stdin } => (stdin == StdinSpec::Pipe, true),
+            StdioSpec::Pty { .. } => return Err(fail("a prepared child cannot start a program on a terminal".into())),
+        };
+        let join = if already_joined { Vec::new() } else { spec.cgroups.clone() };
+        if join.len() > MAX_CGROUPS {
+            return Err(fail(format!("at most {MAX_CGROUPS} cgroups can be joined")));
+        }
+        let order = Order {
+            argv: spec.argv.clone(),
+            cwd: spec.cwd.clone(),
+            env: spec.env.clone(),
+            markers: spec.markers.clone(),
+            tag: spec.tag.clone(),
+            stdin_pipe,
+            combined,
+            join,
+            nice: spec.nice,
+        };
+        let mut ctl = self.ctl.take().ok_or_else(|| fail("the prepared child was already used".into()))?;
+        let answer = (|| -> std::io::Result<String> {
+            ctl.write_all(&serde_json::to_vec(&order).map_err(std::io::Error::other)?)?;
+            ctl.shutdown(std::net::Shutdown::Write)?;
+            let mut answer = String::new();
+            ctl.read_to_string(&mut answer)?;
+            Ok(answer)
+        })();
+        match answer {
+            Ok(answer) if answer.is_empty() => {}
+            Ok(answer) => return Err(fail(answer.trim().to_owned())),
+            Err(e) => return Err(fail(format!("the prepared child did not take its program: {e}"))),
+        }
+        let pid = self.pid;
+        let output = self.out.take().ok_or_else(|| fail("no output pipe".into()))?;
+        let (stdin, stderr) = (self.stdin.take(), self.err.take());
+        // The program runs now: dropping `self` must not kill it.
+        self.pid = 0;
+        Ok(Started {
+            pid,
+            output,
+            stderr: if combined { None } else { stderr },
+            stdin: if stdin_pipe { stdin } else { None },
+        })
+    }
+}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        if self.pid > 0 {
+            let pid = Pid::from_raw(self.pid);
+            let _ = kill(pid, Signal::SIGKILL);
+            let _ = waitpid(pid, None);
+        }
+    }
+}
+
+/// The child: die with the parent, let go of the parent's stdio, join `cgroups`, wait for the
+/// order and exec it. Never returns.
+fn child(parent: i32, mut ctl: UnixStream, ends: (OwnedFd, OwnedFd, OwnedFd), cgroups: &[PathBuf]) -> ! {
+    // SAFETY: plain system calls on integers.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        if libc::getppid() != parent {
+            libc::_exit(0);
+        }
+    }
+    // The parent's stdin and stdout are the daemon's pipes: holding them would hide the
+    // parent's exit from the daemon.
+    if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
+        for fd in 0..3 {
+            // SAFETY: dup2 onto the standard fds.
+            unsafe { libc::dup2(null.as_raw_fd(), fd) };
+        }
+    }
+    let joined = join(cgroups);
+    let mut order = Vec::new();
+    let why = match ctl.read_to_end(&mut order) {
+        Ok(0) => exit(0),
+        Ok(_) => match serde_json::from_slice::<Order>(&order) {
+            Ok(order) => joined.and_then(|()| join(&order.join)).and_then(|()| exec(order, ends)),
+            Err(e) => Err(format!("the order is not valid: {e}")),
+        },
+        Err(e) => Err(format!("cannot read the order: {e}")),
+    };
+    let _ = writeln!(ctl, "{}", why.err().unwrap_or_default());
+    exit(127)
+}
+
+fn exit(code: i32) -> ! {
+    // SAFETY: `_exit` runs no handler of the parent's copy (no buffers flushed twice).
+    unsafe { libc::_exit(code) }
+}
+
+/// Write `0` (this process) to each directory's `cgroup.procs`.
+fn join(cgroups: &[PathBuf]) -> std::result::Result<(), String> {
+    for dir in cgroups {
+        let procs = dir.join("cgroup.procs");
+        std::fs::write(&procs, "0").map_err(|e| format!("cannot join the cgroup {}: {e}", procs.display()))?;
+    }
+    Ok(())
+}
+
+/// Exec `order` with the pipes' child ends as stdio; returns only on failure.
+fn exec(order: Order, (stdin, out, err): (OwnedFd, OwnedFd, OwnedFd)) -> std::result::Result<(), String> {
+    let Some(program) = order.argv.first() else { return Err("no program".into()) };
+    let mut cmd = Command::new(program);
+    cmd.args(&order.argv[1..])
+        .env_clear()
+        .envs(&order.env)
+        .envs(order.markers.iter().map(|(k, v)| (k, v)))
+        .env(TAG_ENV, &order.tag)
+        .current_dir(&order.cwd);
+    cmd.stdin(if order.stdin_pipe { Stdio::from(stdin) } else { Stdio::null() });
+    if order.combined {
+        let out2 = out.try_clone().map_err(|e| e.to_string())?;
+        cmd.stdout(Stdio::from(out)).stderr(Stdio::from(out2));
+    } else {
+        cmd.stdout(Stdio::from(out)).stderr(Stdio::from(err));
+    }
+    let nice = order.nice;
+    // SAFETY: `in_child` makes async-signal-safe system calls on stack values only.
+    unsafe {
+        cmd.pre_exec(move || in_child(false, &[-1; MAX_CGROUPS], nice));
+    }
+    // The program outlives its shim as any program does (the cgroup ends it): no death signal.
+    // SAFETY: a plain system call on integers.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, 0) };
+    let e = cmd.exec();
+    Err(format!("cannot start {program}: {e}"))
+}

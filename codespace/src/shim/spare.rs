@@ -1,0 +1,253 @@
+//! Spare shims: one shim started ahead of need, so a run or a command starts without waiting for
+//! a shim's exec or for its program's cgroup move.
+//!
+//! Starting a contained program used to cost, on the start path: exec'ing the shim (the daemon's
+//! binary, 2 to 4 ms idle, up to 50 ms under load) and the program's move into its cgroup (on
+//! cgroup v1, an RCU grace period: 5 to 20 ms whether the host is idle or busy). A spare shim does
+//! both before it is needed:
+//!
+//! - **The daemon's side** ([`keep`], [`take`]): the daemon keeps one spare (`spacesd shim /` with
+//!   [`SPARE_ENV`] naming a cgroup of its own, `<host id>-spare-<pid>-<n>`). A launch
+//!   ([`super::ShimClient::launch`]) takes it when its command and environment match, hands it
+//!   the [`super::protocol::Launch`] (with the shim's directory, which the spare did not know), and
+//!   a new spare is started in the background. No spare ready (a burst of starts): the launch
+//!   starts a shim as before. A spare that is gone when its launch is written to it is replaced
+//!   by a fresh shim, so a dead spare never fails a start.
+//! - **The spare's side** ([`Made`]): before it reads its launch, the spare makes its cgroup and
+//!   forks its program's child into it ([`crate::process::prepared`]). When the launch comes,
+//!   the spare renames its cgroup's directories to the ones the launch plans (cgroup v1 allows a
+//!   rename within a parent; on any failure it falls back to making the planned cgroup and
+//!   starting the program the usual way), and the waiting child execs the program. A launch on a
+//!   terminal (PTY) discards the child and starts the program the usual way.
+//! - **Cleanup**: a spare that reads EOF instead of a launch (the daemon exited, or dropped it)
+//!   kills its child and removes its cgroup; its child dies with it (`PR_SET_PDEATHSIG`). A
+//!   leftover empty spare cgroup is removed by the next daemon's sweep ([`crate::process::cgroup::sweep`]).
+
+use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::process::cgroup::{self, Cgroup, Plan};
+use crate::process::prepared::{self, Prepared};
+use crate::process::{self, SpawnSpec, StdinSpec, StdioSpec};
+
+/// The variable that makes `spacesd shim` a spare: a JSON [`SpareSpec`].
+pub const SPARE_ENV: &str = "SPACES_SHIM_SPARE";
+
+/// What a spare prepares before its launch.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SpareSpec {
+    /// Its cgroup (the host's hierarchies, a spare's name); `None`: the host has no cgroups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<Plan>,
+}
+
+// ----- the daemon's side -----
+
+/// A started spare shim waiting for its launch on stdin: our ends of its stdio.
+#[derive(Debug)]
+pub struct Spare {
+    /// The shim's pid.
+    pub pid: i32,
+    /// Where its launch is written.
+    pub stdin: OwnedFd,
+    /// Where its one reply line is read.
+    pub stdout: OwnedFd,
+    /// Held until the reply: the spare writes here before it has a log file.
+    pub stderr: Option<OwnedFd>,
+}
+
+struct Pool {
+    command: Vec<String>,
+    env: BTreeMap<String, String>,
+    spare: Option<Spare>,
+    making: bool,
+}
+
+static POOL: Mutex<Option<Pool>> = Mutex::new(None);
+static SPARES: AtomicU64 = AtomicU64::new(0);
+
+/// From now on, keep one spare shim of `command` (`spacesd`'s own, as [`super::ShimClient`]
+/// starts it) with `env` ready, starting the first now. Call inside a tokio runtime (the spare is
+/// started on its blocking pool). A later call replaces the command and environment (the old
+/// spare exits).
+pub fn keep(command: Vec<String>, env: BTreeMap<String, String>) {
+    if let Ok(mut pool) = POOL.lock() {
+        *pool = Some(Pool { command, env, spare: None, making: false });
+    }
+    refill();
+}
+
+/// Keep no spare any more: the ready one reads EOF and exits, removing its cgroup.
+pub fn stop() {
+    if let Ok(mut pool) = POOL.lock() {
+        *pool = None;
+    }
+}
+
+/// The ready spare of `command` with `env`, if there is one (another is started in the
+/// background). `None`: spares are not kept, none is ready yet, or they are of another command.
+pub fn take(command: &[String], env: &BTreeMap<String, String>) -> Option<Spare> {
+    let spare = {
+        let mut pool = POOL.lock().ok()?;
+        let pool = pool.as_mut()?;
+        if pool.command != command || &pool.env != env {
+            return None;
+        }
+        pool.spare.take()
+    };
+    refill();
+    spare
+}
+
+/// Start a spare in the background unless one is ready or being started.
+fn refill() {
+    let Ok(handle) = tokio::runtime::Handle::try_current() else { return };
+    let (command, env) = {
+        let Ok(mut pool) = POOL.lock() else { return };
+        let Some(pool) = pool.as_mut() else { return };
+        if pool.spare.is_some() || pool.making {
+            return;
+        }
+        pool.making = true;
+        (pool.command.clone(), pool.env.clone())
+    };
+    handle.spawn_blocking(move || {
+        let made = start(&command, &env);
+        if let Err(why) = &made {
+            tracing::warn!("cannot start a spare shim: {why}");
+        }
+        if let Ok(mut pool) = POOL.lock() {
+            if let Some(pool) = pool.as_mut().filter(|p| p.command == command && p.env == env) {
+                pool.making = false;
+                pool.spare = made.ok();
+            }
+        }
+    });
+}
+
+/// Start one spare shim (blocking, about 1 ms: no fork of this process).
+fn start(command: &[String], env: &BTreeMap<String, String>) -> Result<Spare, String> {
+    let n = SPARES.fetch_add(1, Ordering::Relaxed);
+    let spec = SpareSpec { cgroup: cgroup::plan(&format!("spare/{}-{n}", std::process::id())) };
+    let mut env = env.clone();
+    env.insert(SPARE_ENV.to_owned(), serde_json::to_string(&spec).map_err(|e| e.to_string())?);
+    let mut argv = command.to_vec();
+    argv.push("shim".into());
+    // The directory comes with the launch.
+    argv.push("/".into());
+    let shim = SpawnSpec {
+        argv,
+        cwd: PathBuf::from("/"),
+        env,
+        markers: Vec::new(),
+        tag: "shim/spare".into(),
+        stdio: StdioSpec::Pipes { stdin: StdinSpec::Pipe },
+        cgroups: Vec::new(),
+        nice: 0,
+    };
+    let spawned = process::spawn_self_starting(&shim).map_err(|e| e.to_string())?;
+    let stdin = spawned.stdin.ok_or("the spare shim has no stdin")?;
+    // Reaped by tokio whenever it exits.
+    drop(spawned.child);
+    Ok(Spare { pid: spawned.pid, stdin, stdout: spawned.output, stderr: spawned.stderr })
+}
+
+// ----- the spare's side -----
+
+/// What a spare made before its launch: its cgroup and the child waiting in it.
+pub struct Made {
+    cgroup: Option<Cgroup>,
+    child: Option<Prepared>,
+}
+
+/// The prepared child for the program, and whether it already sits in the program's cgroup.
+pub type Child = Option<(Prepared, bool)>;
+
+impl Made {
+    /// In a shim started as a spare ([`SPARE_ENV`] set): make the cgroup and fork the child.
+    /// `None` in an ordinary shim, or when that fails (then the launch goes the usual way).
+    /// Call while the process is single-threaded (before the shim's runtime starts).
+    pub fn from_env() -> Option<Made> {
+        let spec: SpareSpec = serde_json::from_str(&std::env::var(SPARE_ENV).ok()?).ok()?;
+        let cgroup = match spec.cgroup.as_ref().map(Plan::create).transpose() {
+            Ok(cgroup) => cgroup,
+            Err(why) => {
+                eprintln!("spare shim: {why}; the launch goes the usual way");
+                return None;
+            }
+        };
+        let dirs = cgroup.as_ref().map(Cgroup::dirs).unwrap_or_default();
+        // SAFETY: called before the shim starts any thread.
+        match unsafe { prepared::prepare(&dirs) } {
+            Ok(child) => Some(Made { cgroup, child: Some(child) }),
+            Err(e) => {
+                eprintln!("spare shim: {e}; the launch goes the usual way");
+                if let Some(cgroup) = cgroup {
+                    cgroup.remove();
+                }
+                None
+            }
+        }
+    }
+
+    /// Turn what was made into the launch's: the cgroup `plan` plans (the spare's, renamed) and
+    /// the child. Falls back to [`Plan::create`] and no child when the rename fails. Errors:
+    /// [`Plan::create`]'s.
+    pub fn adopt(mut self, plan: Option<&Plan>) -> Result<(Option<Cgroup>, Child), String> {
+        let child = self.child.take();
+        match (self.cgroup.take(), plan) {
+            (None, None) => Ok((None, child.map(|c| (c, true)))),
+            (None, Some(plan)) => Ok((Some(plan.create()?), child.map(|c| (c, false)))),
+            (Some(spare), None) => {
+                drop(child);
+                spare.remove();
+                Ok((None, None))
+            }
+            (Some(spare), Some(plan)) => match rename(&spare, plan) {
+                Ok(cgroup) => Ok((Some(cgroup), child.map(|c| (c, true)))),
+                Err(why) => {
+                    eprintln!("spare shim: {why}; the program's cgroup is made anew");
+                    // The child is killed and reaped first: the directories are empty then.
+                    drop(child);
+                    spare.remove();
+                    Ok((Some(plan.create()?), None))
+                }
+            },
+        }
+    }
+}
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        drop(self.child.take());
+        if let Some(cgroup) = self.cgroup.take() {
+            cgroup.remove();
+        }
+    }
+}
+
+/// Rename each of `spare`'s directories to `plan`'s of the same hierarchy, then set `plan`'s
+/// limits. On failure the spare's directories that were renamed are renamed back.
+fn rename(spare: &Cgroup, plan: &Plan) -> Result<Cgroup, String> {
+    let from = spare.hierarchy_dirs();
+    if from.len() != plan.dirs.len() {
+        return Err("the spare's cgroup has other hierarchies than the launch's".into());
+    }
+    let mut done = Vec::new();
+    for ((h, old), (h2, new)) in from.iter().zip(&plan.dirs) {
+        let moved = if h == h2 { std::fs::rename(old, new).map_err(|e| e.to_string()) } else { Err("hierarchies differ".into()) };
+        if let Err(e) = moved {
+            for (old, new) in done {
+                let _ = std::fs::rename(new, old);
+            }
+            return Err(format!("cannot rename the cgroup {} to {}: {e}", old.display(), new.display()));
+        }
+        done.push((old.clone(), new.clone()));
+    }
+    plan.limit()
+}
