@@ -2,7 +2,9 @@
 //!
 //! For each daemon binary given (`SPACESD_BIN`, and `SPACESD_BASE_BIN` when set: the build to
 //! compare with), in interleaved rounds (`SPACES_BENCH_ROUNDS`, default 2), on a fresh state dir
-//! each time:
+//! each time. The order alternates (base then new, then new then base, ...), and the file
+//! system is synced before each binary's turn: whoever ran second used to pay for the first
+//! one's writeback (an A/A run of one binary read 1.66x on the quiet line under load):
 //! 1. **idle**: `agent_start` → agent exec'd (10 starts), follow-up → bytes on the agent's stdin
 //!    (10 follow-ups to idle long-lived agents), and a quiet run printing a line every 2 ms read
 //!    by a long-poll reader (line written → page received);
@@ -66,7 +68,14 @@ fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let mut results: Vec<(String, String, f64)> = Vec::new(); // (bin, measure, value)
     for round in 0..cfg.rounds {
-        for (name, bin) in &bins {
+        let mut order: Vec<&(&str, PathBuf)> = bins.iter().collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for (name, bin) in order {
+            // The previous binary's writes (its ingest: hundreds of MB) reach the disk now,
+            // not during this one's load phase.
+            nix::unistd::sync();
             eprintln!("== round {} of {}: {name} ({})", round + 1, cfg.rounds, bin.display());
             for (measure, v) in rt.block_on(one_round(bin, &cfg)) {
                 println!("load-raw: {name} round={} {measure}={v:.3}", round + 1);
@@ -193,7 +202,17 @@ impl Daemon {
         let root = tmp.path().join("space");
         std::fs::create_dir_all(&root).unwrap();
         let root = std::fs::canonicalize(root).unwrap();
-        let child = Command::new(bin)
+        let mut cmd = Command::new(bin);
+        // A session (so a scheduler autogroup) of its own, as a service manager starts it: the
+        // daemon's share of the CPU must not depend on the autogroup of whoever runs the bench
+        // (a shell whose autogroup was lowered would lower the daemon with it).
+        // SAFETY: `setsid` is async-signal-safe and touches no memory.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from)
+            });
+        }
+        let child = cmd
             .arg("serve")
             .arg("--state-dir")
             .arg(&state)

@@ -118,6 +118,13 @@ fn lower(pid: i32, nice: i32) {
     for tid in tids {
         super::priority::lower_thread(tid, nice);
     }
+    // A process in the caller's own session shares the caller's autogroup: that one goes only
+    // with the caller itself (the shim, the root). Without this, a tree that did not lead its
+    // own session would lower whatever started the caller (a shell running the tests lowered
+    // every later command of that shell, benches included).
+    if pid != std::process::id() as i32 && nix::unistd::getsid(Some(nix::unistd::Pid::from_raw(pid))).ok() == nix::unistd::getsid(None).ok() {
+        return;
+    }
     let path = format!("/proc/{pid}/autogroup");
     let lower_group = std::fs::read_to_string(&path)
         .ok()
@@ -144,8 +151,18 @@ mod tests {
     }
 
     /// A child of this test process in a tree of its own: `sh -c SCRIPT`, with the test as root.
+    /// It leads a session of its own, as a shim does: lowering its autogroup must never lower
+    /// the session (and so the shell) that runs the tests.
     fn child(script: &str) -> std::process::Child {
-        Command::new("sh").arg("-c").arg(script).stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap()
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(script).stdin(Stdio::null()).stdout(Stdio::null());
+        // SAFETY: `setsid` is async-signal-safe and touches no memory.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from)
+            });
+        }
+        cmd.spawn().unwrap()
     }
 
     fn kill_tree(root: &mut std::process::Child) {
@@ -175,6 +192,31 @@ mod tests {
         assert_eq!(pids.len(), 2, "{pids:?}");
         assert!(nices.iter().all(|n| *n == target), "every process of the tree, the sleeper too: {nices:?}");
         assert_eq!(root_nice, target, "the root (the shim) goes with its tree");
+    }
+
+    /// This process's autogroup nice value.
+    fn our_group() -> Option<i32> {
+        let text = std::fs::read_to_string("/proc/self/autogroup").ok()?;
+        text.rsplit_once("nice ")?.1.trim().parse().ok()
+    }
+
+    #[test]
+    fn a_tree_in_the_callers_session_leaves_the_callers_autogroup_alone() {
+        let before = our_group();
+        // Not a session of its own: the tree shares this process's session and autogroup.
+        let mut root = Command::new("sh").arg("-c").arg("sh -c 'while :; do :; done' & wait").stdin(Stdio::null()).spawn().unwrap();
+        let mut d = Demoter::new(root.id() as i32, 10);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !d.lowered() && Instant::now() < deadline {
+            d.look();
+            std::thread::sleep(WINDOW);
+        }
+        let pids = crate::process::children::below(root.id() as i32);
+        let nices: Vec<i32> = pids.iter().map(|p| nice_of(*p)).collect();
+        kill_tree(&mut root);
+        assert!(d.lowered(), "a busy loop keeps a CPU busy: the tree is lowered");
+        assert!(nices.iter().all(|n| *n >= 10), "the tree's processes are lowered: {nices:?}");
+        assert_eq!(our_group(), before, "the caller's session autogroup is the caller's, not the tree's");
     }
 
     #[test]
