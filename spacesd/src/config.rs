@@ -85,6 +85,8 @@ pub struct ConfigFile {
     pub host_id: Option<String>,
     /// A cgroup per run and command where the host allows it (default true).
     pub cgroups: Option<bool>,
+    /// Keep one shim started ahead of need (default true).
+    pub spare_shims: Option<bool>,
     /// Most tasks per run or command (cgroup `pids.max`); 0: no limit.
     pub pids_max: Option<u64>,
     /// Most memory per run or command in bytes (cgroup memory limit); 0: no limit.
@@ -118,6 +120,9 @@ pub struct Config {
     pub run_retention_days: Option<u64>,
     /// Try a cgroup per run and command (`SPACES_CGROUPS=0` turns it off).
     pub cgroups: bool,
+    /// Keep one shim, and its program's child in a cgroup, started ahead of need, so a start
+    /// waits for neither (`SPACES_SPARE_SHIMS=0` turns it off; docs/architecture.md).
+    pub spare_shims: bool,
     /// Most tasks per run or command; 0: no limit.
     pub pids_max: u64,
     /// Most memory per run or command, bytes; 0: no limit.
@@ -126,6 +131,12 @@ pub struct Config {
     pub output_log_max_bytes: u64,
     /// Nice value agents and commands are lowered to once CPU-hungry, 0..=19 (default 10).
     pub agent_nice: i32,
+}
+
+/// A yes/no setting from the environment: `0`, `false`, `off` or `no` is no, anything else yes;
+/// `None` when unset.
+fn env_flag(key: &str) -> Option<bool> {
+    std::env::var(key).ok().map(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "false" | "off" | "no"))
 }
 
 /// The environment variable `name` parsed, if set and valid.
@@ -187,11 +198,10 @@ impl Config {
                 .unwrap_or_else(|| state_dir.join("volume").display().to_string()),
             host_id: std::env::var("SPACES_HOST_ID").ok().filter(|v| !v.is_empty()).or(file.host_id),
             run_retention_days: env_num("SPACES_RUN_RETENTION_DAYS").or(file.run_retention_days).filter(|d| *d > 0),
-            cgroups: std::env::var("SPACES_CGROUPS")
-                .ok()
-                .map(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "false" | "off" | "no"))
+            cgroups: env_flag("SPACES_CGROUPS")
                 .or(file.cgroups)
                 .unwrap_or(true),
+            spare_shims: env_flag("SPACES_SPARE_SHIMS").or(file.spare_shims).unwrap_or(true),
             pids_max: env_num("SPACES_PIDS_MAX").or(file.pids_max).unwrap_or(DEFAULT_PIDS_MAX),
             memory_max_bytes: env_num("SPACES_MEMORY_MAX_BYTES").or(file.memory_max_bytes).unwrap_or(0),
             agent_nice: env_num("SPACES_AGENT_NICE")

@@ -67,7 +67,8 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
     // From now on a shim waits ready for the next run or command (after the sweep: a spare's
     // cgroup is empty for a moment after it is made).
     match crate::supervisor::self_command() {
-        Ok(command) => spaces_codespace::shim::spare::keep(command, crate::supervisor::shim_env()),
+        Ok(command) if sup.config().spare_shims => spaces_codespace::shim::spare::keep(command, crate::supervisor::shim_env()),
+        Ok(_) => tracing::info!("spare shims are turned off: each run and command starts its shim when it starts"),
         Err(e) => tracing::warn!("no spare shims: cannot tell how to run spacesd shim: {e}"),
     }
     Ok(AppState { sup, cs })

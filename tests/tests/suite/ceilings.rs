@@ -346,6 +346,24 @@ async fn a_spare_shim_starts_the_next_run_in_the_runs_cgroup_and_goes_with_the_d
     wait_until("the spare's cgroup to go", Duration::from_secs(20), || next_cgroups.iter().all(|d| !d.exists())).await;
 }
 
+/// `spare_shims` off (`SPACES_SPARE_SHIMS=0`): no shim waits ahead of need, and a run starts
+/// its shim when it starts, its agent still in the run's cgroup.
+#[tokio::test]
+async fn with_spare_shims_off_no_shim_waits_and_a_run_starts_its_own() {
+    let script = format!("echo \"cgroups: $(tr '\\n' ' ' </proc/self/cgroup)\" >&2\n{CODEX_TURN}");
+    let (d, run, _bin) = run_fake(vec![("SPACES_SPARE_SHIMS".into(), "0".into())], &script).await;
+    let held = containment(&d, "s", true).await;
+    let daemon = d.pid().unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(spares_of(daemon), Vec::<i32>::new(), "a spare shim waits although spare_shims is off");
+    if held["mode"] != "subreaper" {
+        let st = d.client.space("s").agent_status(&run, Some(200)).await.unwrap();
+        let tail = st.output_tail.unwrap_or_default();
+        let leaf = format!("agent-{run}-turn-1-gen-1");
+        assert!(tail.contains(&format!("-{leaf} ")), "the agent was not in its run's cgroup {leaf}: {tail}");
+    }
+}
+
 /// Sum of the sizes of the files under `dir` (recursively).
 fn du(dir: &Path) -> u64 {
     let mut total = 0;
