@@ -3,9 +3,11 @@
 //!
 //! **fsync policy.** Every record is written with one `write(2)` as it happens, so a crash or
 //! `kill -9` of the daemon loses nothing: the page cache holds it and the shim lives on. The file
-//! is `fdatasync`ed at most every [`SYNC_EVERY`] while it grows, and at once after
-//! [`Record::Exit`] and [`Record::Done`]: a power loss or kernel crash can cost at most the
-//! output of the last [`SYNC_EVERY`], and never an exit that was already reported.
+//! is `fdatasync`ed at most every [`SYNC_EVERY`] while it grows, on the shim's sync thread
+//! ([`super::syncer`]: a slow disk never stops the shim reading its agent), and at once, on the
+//! shim's loop, after [`Record::Exit`] and [`Record::Done`]: a power loss or kernel crash can
+//! cost at most the output of the last [`SYNC_EVERY`] plus the time the last sync took, and
+//! never an exit that was already reported.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -30,13 +32,15 @@ pub struct JournalWriter {
     dirty: bool,
     /// Records appended while held ([`Self::hold`]), not yet written.
     held: Option<Vec<u8>>,
+    /// Where the periodic syncs run ([`Self::sync_soon`]).
+    syncer: super::syncer::Syncer,
 }
 
 impl JournalWriter {
     /// Create `<dir>/journal` (0600). Errors if it exists: a journal is never written twice.
     pub fn create(dir: &Path) -> std::io::Result<Self> {
         let file = OpenOptions::new().create_new(true).append(true).mode(0o600).open(journal_path(dir))?;
-        Ok(Self { file, end: 0, dirty: false, held: None })
+        Ok(Self { file, end: 0, dirty: false, held: None, syncer: Default::default() })
     }
 
     /// Append `record` (a [`Record`], or a [`super::protocol::RawRecord`] in raw mode);
@@ -82,16 +86,33 @@ impl JournalWriter {
     }
 
     /// `fdatasync` if anything was written since the last one (held records are written
-    /// first).
+    /// first). Blocks until the data is on disk: for what must be there before it is reported.
     pub fn sync(&mut self) -> std::io::Result<()> {
+        self.write_held()?;
+        if self.dirty {
+            self.file.sync_data()?;
+            self.dirty = false;
+        }
+        Ok(())
+    }
+
+    /// [`Self::sync`] on the shim's sync thread ([`super::syncer`]): returns at once, and the
+    /// records written up to now reach the disk when that sync completes.
+    pub fn sync_soon(&mut self) -> std::io::Result<()> {
+        self.write_held()?;
+        if self.dirty {
+            self.syncer.request(&self.file)?;
+            self.dirty = false;
+        }
+        Ok(())
+    }
+
+    /// Write what is held so far (holding goes on).
+    fn write_held(&mut self) -> std::io::Result<()> {
         if let Some(held) = self.held.as_mut().filter(|h| !h.is_empty()) {
             self.file.write_all(held)?;
             held.clear();
             self.dirty = true;
-        }
-        if self.dirty {
-            self.file.sync_data()?;
-            self.dirty = false;
         }
         Ok(())
     }

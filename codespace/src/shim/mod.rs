@@ -33,6 +33,7 @@ pub mod output;
 pub mod protocol;
 pub mod server;
 pub mod spare;
+pub mod syncer;
 pub mod tree;
 
 use std::path::{Path, PathBuf};

@@ -11,7 +11,8 @@
 //!
 //! **fsync policy.** As the journal's ([`super::journal`]): every chunk is written with one
 //! `write(2)` as it is read, so a daemon crash loses nothing; the shim `fdatasync`s the newest
-//! segment at most every [`super::journal::SYNC_EVERY`] and at the end of the output.
+//! segment at most every [`super::journal::SYNC_EVERY`] (on its sync thread: [`super::syncer`])
+//! and at the end of the output.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -32,6 +33,8 @@ pub struct OutputWriter {
     segment: u64,
     total: u64,
     file: File,
+    /// Where the periodic syncs run ([`Self::sync_soon`]).
+    syncer: super::syncer::Syncer,
     dirty: bool,
 }
 
@@ -40,7 +43,7 @@ impl OutputWriter {
     /// (output is never written twice), or cannot be created.
     pub fn create(dir: &Path, segment: u64) -> std::io::Result<Self> {
         let file = open_new(&segment_path(dir, 0))?;
-        Ok(Self { dir: dir.to_owned(), segment: segment.max(1), total: 0, file, dirty: false })
+        Ok(Self { dir: dir.to_owned(), segment: segment.max(1), total: 0, file, dirty: false, syncer: Default::default() })
     }
 
     /// Append `bytes`; returns the new total.
@@ -61,6 +64,15 @@ impl OutputWriter {
             bytes = &bytes[n..];
         }
         Ok(self.total)
+    }
+
+    /// [`Self::sync`] on the shim's sync thread ([`super::syncer`]): returns at once.
+    pub fn sync_soon(&mut self) -> std::io::Result<()> {
+        if self.dirty {
+            self.syncer.request(&self.file)?;
+            self.dirty = false;
+        }
+        Ok(())
     }
 
     /// `fdatasync` the newest segment if anything was written since the last one.

@@ -334,7 +334,8 @@ impl Shim {
                 // The loop's next `progress` sees the deadline passed (and clears it).
                 _ = sleep_until(self.drain_deadline) => {}
                 _ = sync.tick() => {
-                    let _ = self.journal.sync();
+                    // On the sync thread: the loop goes on reading the agent meanwhile.
+                    let _ = self.journal.sync_soon();
                 }
                 _ = demote.tick() => {
                     self.demoter.look();
@@ -723,7 +724,7 @@ impl OutputSink for RawSink {
             let held = self.redact.flush();
             self.write(&held);
         }
-        let _ = self.writer.sync();
+        let _ = self.writer.sync_soon();
     }
 }
 
