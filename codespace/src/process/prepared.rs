@@ -75,8 +75,10 @@ struct Order {
 }
 
 /// Fork a child that joins `cgroups` (each directory's `cgroup.procs`) now and then waits for
-/// [`Prepared::start`]. Errors: [`Error::SpawnFailed`] when the pipes or the fork fail. A failed
-/// join is reported by [`Prepared::start`] (the child cannot tell earlier).
+/// [`Prepared::start`]. Returns once the child is in its cgroups (on cgroup v1 that takes an
+/// RCU grace period: this is the wait the spare takes off the start path). Errors:
+/// [`Error::SpawnFailed`] when the pipes or the fork fail, or the child died before joining. A
+/// failed join is reported by [`Prepared::start`].
 ///
 /// # Safety
 /// The calling process must be single-threaded (a shim before its runtime starts): the child
@@ -97,7 +99,14 @@ pub unsafe fn prepare(cgroups: &[PathBuf]) -> Result<Prepared> {
         }
         ForkResult::Parent { child } => {
             drop((theirs, stdin_r, out_w, err_w));
-            Ok(Prepared { pid: child.as_raw(), ctl: Some(ours), stdin: Some(stdin_w), out: Some(out_r), err: Some(err_r) })
+            let mut prepared = Prepared { pid: child.as_raw(), ctl: Some(ours), stdin: Some(stdin_w), out: Some(out_r), err: Some(err_r) };
+            // Wait until the child is in its cgroups (one byte), so that nobody renames a
+            // directory it is still about to join.
+            let mut joined = [0u8; 1];
+            if let Some(ctl) = prepared.ctl.as_mut() {
+                ctl.read_exact(&mut joined).map_err(fail)?;
+            }
+            Ok(prepared)
         }
     }
 }
@@ -201,6 +210,8 @@ fn child(parent: i32, mut ctl: UnixStream, ends: (OwnedFd, OwnedFd, OwnedFd), cg
         }
     }
     let joined = join(cgroups);
+    // Tell the parent the joins are done (a failed one is reported with the order).
+    let _ = ctl.write_all(b"j");
     let mut order = Vec::new();
     let why = match ctl.read_to_end(&mut order) {
         Ok(0) => exit(0),
