@@ -173,17 +173,24 @@ mod tests {
         let _ = root.wait();
     }
 
-    #[test]
-    fn a_tree_that_keeps_a_cpu_busy_is_lowered_whole_with_its_root() {
-        let target = ours().max(10);
-        // The root stands for the shim: a busy loop and a sleeper below it.
-        let mut root = child("sh -c 'while :; do :; done' & sleep 30 & wait");
-        let mut d = Demoter::new(root.id() as i32, 10);
+    /// A demoter of the tree below `root` (to nice 10), looking every window until it lowered
+    /// the tree or 20 s passed.
+    fn watched_until_lowered(root: i32) -> Demoter {
+        let mut d = Demoter::new(root, 10);
         let deadline = Instant::now() + Duration::from_secs(20);
         while !d.lowered() && Instant::now() < deadline {
             d.look();
             std::thread::sleep(WINDOW);
         }
+        d
+    }
+
+    #[test]
+    fn a_tree_that_keeps_a_cpu_busy_is_lowered_whole_with_its_root() {
+        let target = ours().max(10);
+        // The root stands for the shim: a busy loop and a sleeper below it.
+        let mut root = child("sh -c 'while :; do :; done' & sleep 30 & wait");
+        let d = watched_until_lowered(root.id() as i32);
         let pids = crate::process::children::below(root.id() as i32);
         let nices: Vec<i32> = pids.iter().map(|p| nice_of(*p)).collect();
         let root_nice = nice_of(root.id() as i32);
@@ -205,12 +212,7 @@ mod tests {
         let before = our_group();
         // Not a session of its own: the tree shares this process's session and autogroup.
         let mut root = Command::new("sh").arg("-c").arg("sh -c 'while :; do :; done' & wait").stdin(Stdio::null()).spawn().unwrap();
-        let mut d = Demoter::new(root.id() as i32, 10);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !d.lowered() && Instant::now() < deadline {
-            d.look();
-            std::thread::sleep(WINDOW);
-        }
+        let d = watched_until_lowered(root.id() as i32);
         let pids = crate::process::children::below(root.id() as i32);
         let nices: Vec<i32> = pids.iter().map(|p| nice_of(*p)).collect();
         kill_tree(&mut root);

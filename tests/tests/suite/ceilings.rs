@@ -213,13 +213,8 @@ echo '{"type":"turn.started"}'
 echo '{"type":"item.completed","item":{"id":"m","type":"agent_message","text":"done"}}'
 echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0,"output_tokens":1}}'"#;
 
-async fn run_fake(env: Vec<(String, String)>, script: &str) -> (TestDaemon, String, tempfile::TempDir) {
-    let bin_dir = tempfile::tempdir().unwrap();
-    let bin = super::fake_agents::fake(bin_dir.path(), "fake-codex", script);
-    let mut env = env;
-    env.push(("SPACES_HARNESS_BIN_OPENAI_CODEX".into(), bin.display().to_string()));
-    let d = TestDaemon::start_with_env(env).await;
-    d.space("s").await;
+/// Start a Codex run saying hello in Space `s`; returns its id once its turn settled.
+async fn start_codex(d: &TestDaemon) -> String {
     let req = spaces_sdk::AgentStartRequest {
         space: "s".into(),
         agent: "openai-codex".into(),
@@ -229,6 +224,17 @@ async fn run_fake(env: Vec<(String, String)>, script: &str) -> (TestDaemon, Stri
     };
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     d.wait_status("s", &run, Duration::from_secs(60), crate::support::settled).await;
+    run
+}
+
+async fn run_fake(env: Vec<(String, String)>, script: &str) -> (TestDaemon, String, tempfile::TempDir) {
+    let bin_dir = tempfile::tempdir().unwrap();
+    let bin = super::fake_agents::fake(bin_dir.path(), "fake-codex", script);
+    let mut env = env;
+    env.push(("SPACES_HARNESS_BIN_OPENAI_CODEX".into(), bin.display().to_string()));
+    let d = TestDaemon::start_with_env(env).await;
+    d.space("s").await;
+    let run = start_codex(&d).await;
     (d, run, bin_dir)
 }
 
@@ -311,15 +317,7 @@ async fn a_spare_shim_starts_the_next_run_in_the_runs_cgroup_and_goes_with_the_d
         }
     })
     .await;
-    let req = spaces_sdk::AgentStartRequest {
-        space: "s".into(),
-        agent: "openai-codex".into(),
-        prompt: "hello".into(),
-        show: None,
-        options: Some(spaces_sdk::SpaceAgentOptions::default()),
-    };
-    let run = d.client.agent_start(&req).await.unwrap().run_id;
-    d.wait_status("s", &run, Duration::from_secs(60), crate::support::settled).await;
+    let run = start_codex(&d).await;
     let st = d.client.space("s").agent_status(&run, Some(200)).await.unwrap();
     let tail = st.output_tail.unwrap_or_default();
     assert!(tail.contains(&format!("agent pid: {waiting} ")), "the agent is not the spare's waiting child {waiting}: {tail}");
