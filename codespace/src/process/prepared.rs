@@ -9,8 +9,9 @@
 //! working directory, session, priority and close-on-exec fds), so nothing on the start path
 //! waits for the grace period.
 //!
-//! Protocol on the control socket (a `socketpair`, the child's end close-on-exec): the parent
-//! writes one JSON [`Order`] and shuts its side down; the child answers nothing when the exec
+//! Protocol on the control socket (a `socketpair`, the child's end close-on-exec): the child
+//! writes one byte once it joined its cgroups; the parent writes one JSON order (the program, as
+//! a [`SpawnSpec`] says it) and shuts its side down; the child answers nothing when the exec
 //! succeeded (its end closes at exec: EOF), or one line saying why it failed (then it exits 127).
 //! A parent that goes away without an order (EOF at once) makes the child exit 0; a parent that
 //! dies kills the waiting child (`PR_SET_PDEATHSIG`, cleared before the exec: the program
