@@ -167,9 +167,14 @@ impl CodeSpace {
             .processes
             .shim_tags()
             .iter()
-            // Registered when each was re-adopted: a shim's own environment may not name its
-            // tree (a spare shim is started before it has one).
-            .flat_map(|tag| crate::process::held::roots_of(tag))
+            // Registered when each was re-adopted (a spare shim's environment cannot name its
+            // tree: it is started before it has one); and by the environment marker, for a
+            // shim started fresh whose reconnection failed.
+            .flat_map(|tag| {
+                let mut roots = crate::process::held::roots_of(tag);
+                roots.extend(crate::process::alive_with_marker(&crate::process::tag_marker(&format!("shim/{tag}"))));
+                roots
+            })
             .collect();
         if shims.is_empty() {
             return crate::process::kill_tree(None, marker, grace).await;

@@ -76,28 +76,33 @@ impl ShimClient {
         let tag = &launch.spec.tag;
         // A spare did not know its directory: the launch names it (a fresh shim has it already).
         let json = serde_json::to_vec(&Launch { dir: Some(dir.to_owned()), ..launch.clone() }).map_err(|e| e.to_string())?;
-        let mut started = None;
-        if let Some(spare) = spare::take(command, &env) {
-            let shim = Started { pid: spare.pid, stdin: spare.stdin, stdout: spare.stdout, _stderr: spare.stderr };
-            // Before the shim has its spec (and so before the program starts): whatever the
-            // tree does from its first instruction on is known to be the tree's.
-            process::held::hold(shim.pid, tag);
-            let pid = shim.pid;
-            match shim.hand(&json).await {
-                Ok(shim) => started = Some(shim),
-                // The spare is gone (it read nothing): a fresh shim takes its place.
-                Err(e) => tracing::warn!("the spare shim {pid} is gone ({e}); starting a fresh one"),
+        let hand_and_reply = async {
+            let mut handed = None;
+            if let Some(mut spare) = spare::take(command, &env).filter(|s| s.pid > 0) {
+                if spare.alive() {
+                    let shim = Started { pid: spare.pid, stdin: spare.stdin, stdout: spare.stdout, _stderr: spare.stderr };
+                    // Before the shim has its spec (and so before the program starts): whatever
+                    // the tree does from its first instruction on is known to be the tree's.
+                    process::held::hold(shim.pid, tag);
+                    let pid = shim.pid;
+                    match shim.hand(&json).await {
+                        Ok(shim) => handed = Some(shim),
+                        // The spare is gone (it read nothing): a fresh shim takes its place.
+                        Err(e) => tracing::warn!("the spare shim {pid} is gone ({e}); starting a fresh one"),
+                    }
+                }
             }
-        }
-        let shim = match started {
-            Some(shim) => shim,
-            None => {
-                let shim = Started::fresh(command, env, dir, tag)?;
-                process::held::hold(shim.pid, tag);
-                shim.hand(&json).await.map_err(|e| format!("cannot hand the shim its spec: {e}"))?
-            }
+            let shim = match handed {
+                Some(shim) => shim,
+                None => {
+                    let shim = Started::fresh(command, env, dir, tag)?;
+                    process::held::hold(shim.pid, tag);
+                    shim.hand(&json).await.map_err(|e| format!("cannot hand the shim its spec: {e}"))?
+                }
+            };
+            shim.reply().await
         };
-        let reply = tokio::time::timeout(READY_TIMEOUT, shim.reply())
+        let reply = tokio::time::timeout(READY_TIMEOUT, hand_and_reply)
             .await
             .map_err(|_| format!("the shim did not answer within {} s", READY_TIMEOUT.as_secs()))??;
         if !reply.ok {

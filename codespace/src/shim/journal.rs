@@ -34,13 +34,16 @@ pub struct JournalWriter {
     held: Option<Vec<u8>>,
     /// Where the periodic syncs run ([`Self::sync_soon`]).
     syncer: super::syncer::Syncer,
+    /// A sync was asked of the syncer since the last [`Self::sync`]: the next one syncs even
+    /// with nothing new written (that one may not have finished).
+    asked: bool,
 }
 
 impl JournalWriter {
     /// Create `<dir>/journal` (0600). Errors if it exists: a journal is never written twice.
     pub fn create(dir: &Path) -> std::io::Result<Self> {
         let file = OpenOptions::new().create_new(true).append(true).mode(0o600).open(journal_path(dir))?;
-        Ok(Self { file, end: 0, dirty: false, held: None, syncer: Default::default() })
+        Ok(Self { file, end: 0, dirty: false, held: None, syncer: Default::default(), asked: false })
     }
 
     /// Append `record` (a [`Record`], or a [`super::protocol::RawRecord`] in raw mode);
@@ -89,9 +92,10 @@ impl JournalWriter {
     /// first). Blocks until the data is on disk: for what must be there before it is reported.
     pub fn sync(&mut self) -> std::io::Result<()> {
         self.write_held()?;
-        if self.dirty {
+        if self.dirty || self.asked {
             self.file.sync_data()?;
             self.dirty = false;
+            self.asked = false;
         }
         Ok(())
     }
@@ -103,6 +107,7 @@ impl JournalWriter {
         if self.dirty {
             self.syncer.request(&self.file)?;
             self.dirty = false;
+            self.asked = true;
         }
         Ok(())
     }

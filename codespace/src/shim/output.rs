@@ -35,6 +35,9 @@ pub struct OutputWriter {
     file: File,
     /// Where the periodic syncs run ([`Self::sync_soon`]).
     syncer: super::syncer::Syncer,
+    /// A sync was asked of the syncer since the last [`Self::sync`]: the next one syncs even
+    /// with nothing new written (that one may not have finished).
+    asked: bool,
     dirty: bool,
 }
 
@@ -43,7 +46,7 @@ impl OutputWriter {
     /// (output is never written twice), or cannot be created.
     pub fn create(dir: &Path, segment: u64) -> std::io::Result<Self> {
         let file = open_new(&segment_path(dir, 0))?;
-        Ok(Self { dir: dir.to_owned(), segment: segment.max(1), total: 0, file, dirty: false, syncer: Default::default() })
+        Ok(Self { dir: dir.to_owned(), segment: segment.max(1), total: 0, file, dirty: false, syncer: Default::default(), asked: false })
     }
 
     /// Append `bytes`; returns the new total.
@@ -71,15 +74,18 @@ impl OutputWriter {
         if self.dirty {
             self.syncer.request(&self.file)?;
             self.dirty = false;
+            self.asked = true;
         }
         Ok(())
     }
 
-    /// `fdatasync` the newest segment if anything was written since the last one.
+    /// `fdatasync` the newest segment if anything was written since the last one (or a sync
+    /// asked of the syncer may not have finished). Blocks until it is on disk.
     pub fn sync(&mut self) -> std::io::Result<()> {
-        if self.dirty {
+        if self.dirty || self.asked {
             self.file.sync_data()?;
             self.dirty = false;
+            self.asked = false;
         }
         Ok(())
     }

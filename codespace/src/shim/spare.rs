@@ -11,8 +11,11 @@
 //!   ([`super::ShimClient::launch`]) takes it when its command and environment match, hands it
 //!   the [`super::protocol::Launch`] (with the shim's directory, which the spare did not know), and
 //!   a new spare is started in the background. No spare ready (a burst of starts): the launch
-//!   starts a shim as before. A spare that is gone when its launch is written to it is replaced
-//!   by a fresh shim, so a dead spare never fails a start.
+//!   starts a shim as before. A spare found exited, or gone when its launch is written to it
+//!   (the write fails), is replaced by a fresh shim; one that dies after it read its launch
+//!   fails that start as a fresh shim dying then would (its program may have started).
+//!   Only on cgroup v1 does a spare make a cgroup (v2 cannot rename one): on v2 its child
+//!   joins the tree's cgroup when its program comes.
 //! - **The spare's side** ([`Made`]): before it reads its launch, the spare makes its cgroup and
 //!   forks its program's child into it ([`crate::process::prepared`]). When the launch comes,
 //!   the spare renames its cgroup's directories to the ones the launch plans (cgroup v1 allows a
@@ -31,7 +34,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use crate::process::cgroup::{self, Cgroup, Plan};
+use crate::process::cgroup::{self, Cgroup, Containment, Plan};
 use crate::process::prepared::{self, Prepared};
 use crate::process::{self, SpawnSpec, StdinSpec, StdioSpec};
 
@@ -59,6 +62,16 @@ pub struct Spare {
     pub stdout: OwnedFd,
     /// Held until the reply: the spare writes here before it has a log file.
     pub stderr: Option<OwnedFd>,
+    /// The process, to tell whether it is still alive before it is handed a launch (its pid
+    /// could be another process's once it is reaped). Not killed when dropped.
+    pub child: tokio::process::Child,
+}
+
+impl Spare {
+    /// Whether the spare still runs (not exited, not reaped).
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
 }
 
 struct Pool {
@@ -133,7 +146,13 @@ fn refill() {
 /// Start one spare shim (blocking, about 1 ms: no fork of this process).
 fn start(command: &[String], env: &BTreeMap<String, String>) -> Result<Spare, String> {
     let n = SPARES.fetch_add(1, Ordering::Relaxed);
-    let spec = SpareSpec { cgroup: cgroup::plan(&format!("spare/{}-{n}", std::process::id())) };
+    // Only cgroup v1 renames a directory: on v2 the child joins the tree's cgroup when its
+    // program comes (the spare still saves the shim's exec).
+    let cgroup = match cgroup::mode() {
+        Containment::CgroupV1 => cgroup::plan(&format!("spare/{}-{n}", std::process::id())),
+        _ => None,
+    };
+    let spec = SpareSpec { cgroup };
     let mut env = env.clone();
     env.insert(SPARE_ENV.to_owned(), serde_json::to_string(&spec).map_err(|e| e.to_string())?);
     let mut argv = command.to_vec();
@@ -152,9 +171,7 @@ fn start(command: &[String], env: &BTreeMap<String, String>) -> Result<Spare, St
     };
     let spawned = process::spawn_self_starting(&shim).map_err(|e| e.to_string())?;
     let stdin = spawned.stdin.ok_or("the spare shim has no stdin")?;
-    // Reaped by tokio whenever it exits.
-    drop(spawned.child);
-    Ok(Spare { pid: spawned.pid, stdin, stdout: spawned.output, stderr: spawned.stderr })
+    Ok(Spare { pid: spawned.pid, stdin, stdout: spawned.output, stderr: spawned.stderr, child: spawned.child })
 }
 
 // ----- the spare's side -----
@@ -174,6 +191,13 @@ impl Made {
     /// Call while the process is single-threaded (before the shim's runtime starts).
     pub fn from_env() -> Option<Made> {
         let spec: SpareSpec = serde_json::from_str(&std::env::var(SPARE_ENV).ok()?).ok()?;
+        // The child runs ordinary code after the fork: only from a process of one thread (a
+        // shim run by a host that already started threads, e.g. the Node binding's, goes the
+        // usual way).
+        let threads = std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0);
+        if threads != 1 {
+            return None;
+        }
         let cgroup = match spec.cgroup.as_ref().map(Plan::create).transpose() {
             Ok(cgroup) => cgroup,
             Err(why) => {

@@ -22,16 +22,16 @@ pub struct Syncer {
 
 impl Syncer {
     /// Ask for an `fdatasync` of `file` (of what was written to it up to now) on the syncer's
-    /// thread, and return at once. One sync may wait while another runs; a request made while
-    /// one waits is already covered by it and is dropped. A sync that fails is logged (the next
-    /// one tries again). Errors: the file could not be duplicated (`dup`); when the thread
+    /// thread, and return at once. Two syncs may wait while another runs; a request made while
+    /// both wait is dropped (the caller's blocking sync at the end covers it: see
+    /// `JournalWriter::sync`). A sync that fails is logged (the next one tries again). Errors: the file could not be duplicated (`dup`); when the thread
     /// cannot start, the sync runs here instead.
     pub fn request(&mut self, file: &File) -> std::io::Result<()> {
         let copy = file.try_clone()?;
         let tx = match &self.tx {
             Some(tx) => tx.clone(),
             None => {
-                let (tx, rx) = sync_channel::<File>(1);
+                let (tx, rx) = sync_channel::<File>(2);
                 let started = std::thread::Builder::new().name("shim-sync".into()).spawn(move || {
                     for file in rx {
                         if let Err(e) = file.sync_data() {

@@ -342,6 +342,31 @@ async fn a_spare_shim_starts_the_next_run_in_the_runs_cgroup_and_goes_with_the_d
     wait_until("the spare's cgroup to go", Duration::from_secs(20), || next_cgroups.iter().all(|d| !d.exists())).await;
 }
 
+/// A spare shim killed while it waits never fails a start: the next run gets a fresh shim (and
+/// a new spare is started after it).
+#[tokio::test]
+async fn a_spare_that_died_never_fails_a_start() {
+    let script = format!("echo \"agent pid: $$\" >&2\n{CODEX_TURN}");
+    let bin_dir = tempfile::tempdir().unwrap();
+    let bin = super::fake_agents::fake(bin_dir.path(), "fake-codex", &script);
+    let d = TestDaemon::start_with_env(vec![("SPACES_HARNESS_BIN_OPENAI_CODEX".into(), bin.display().to_string())]).await;
+    d.space("s").await;
+    let daemon = d.pid().unwrap();
+    let mut spare = 0;
+    wait_until("a spare shim", Duration::from_secs(20), || {
+        spare = spares_of(daemon).first().copied().unwrap_or(0);
+        spare > 0
+    })
+    .await;
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(spare), nix::sys::signal::Signal::SIGKILL).unwrap();
+    wait_until("the killed spare to be gone", Duration::from_secs(10), || !alive(spare)).await;
+    let run = start_codex(&d).await;
+    let st = d.client.space("s").agent_status(&run, Some(200)).await.unwrap();
+    assert_eq!(st.status, spaces_sdk::Status::Idle, "the run's turn ended well: {:?} {}", st.status, st.reason);
+    assert!(st.output_tail.unwrap_or_default().contains("agent pid: "), "the agent ran");
+    wait_until("another spare shim", Duration::from_secs(20), || spares_of(daemon).iter().any(|s| *s != spare)).await;
+}
+
 /// `spare_shims` off (`SPACES_SPARE_SHIMS=0`): no shim waits ahead of need, and a run starts
 /// its shim when it starts, its agent still in the run's cgroup.
 #[tokio::test]
