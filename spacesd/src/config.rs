@@ -198,9 +198,7 @@ impl Config {
                 .unwrap_or_else(|| state_dir.join("volume").display().to_string()),
             host_id: std::env::var("SPACES_HOST_ID").ok().filter(|v| !v.is_empty()).or(file.host_id),
             run_retention_days: env_num("SPACES_RUN_RETENTION_DAYS").or(file.run_retention_days).filter(|d| *d > 0),
-            cgroups: env_flag("SPACES_CGROUPS")
-                .or(file.cgroups)
-                .unwrap_or(true),
+            cgroups: env_flag("SPACES_CGROUPS").or(file.cgroups).unwrap_or(true),
             spare_shims: env_flag("SPACES_SPARE_SHIMS").or(file.spare_shims).unwrap_or(true),
             pids_max: env_num("SPACES_PIDS_MAX").or(file.pids_max).unwrap_or(DEFAULT_PIDS_MAX),
             memory_max_bytes: env_num("SPACES_MEMORY_MAX_BYTES").or(file.memory_max_bytes).unwrap_or(0),

@@ -23,7 +23,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use nix::libc;
 use nix::sys::signal::{kill, Signal};
@@ -31,8 +31,8 @@ use nix::sys::wait::waitpid;
 use nix::unistd::{fork, ForkResult, Pid};
 use serde::{Deserialize, Serialize};
 
-use super::spawn::{in_child, pipe_pair, stdin_pair, MAX_CGROUPS};
-use super::{SpawnSpec, StdinSpec, StdioSpec, TAG_ENV};
+use super::spawn::{base_command, in_child, pipe_pair, stdin_pair, MAX_CGROUPS};
+use super::{SpawnSpec, StdinSpec, StdioSpec};
 use crate::{Error, Result};
 
 /// A forked child waiting for its program; our ends of its stdin, stdout and stderr pipes.
@@ -113,11 +113,6 @@ pub unsafe fn prepare(cgroups: &[PathBuf]) -> Result<Prepared> {
 }
 
 impl Prepared {
-    /// The child's pid (the program's, once started).
-    pub fn pid(&self) -> i32 {
-        self.pid
-    }
-
     /// Whether [`Prepared::start`] can start a program with `stdio`: pipes and a combined stream;
     /// a PTY needs [`super::spawn`].
     pub fn fits(stdio: &StdioSpec) -> bool {
@@ -243,13 +238,7 @@ fn join(cgroups: &[PathBuf]) -> std::result::Result<(), String> {
 /// Exec `order` with the pipes' child ends as stdio; returns only on failure.
 fn exec(order: Order, (stdin, out, err): (OwnedFd, OwnedFd, OwnedFd)) -> std::result::Result<(), String> {
     let Some(program) = order.argv.first() else { return Err("no program".into()) };
-    let mut cmd = Command::new(program);
-    cmd.args(&order.argv[1..])
-        .env_clear()
-        .envs(&order.env)
-        .envs(order.markers.iter().map(|(k, v)| (k, v)))
-        .env(TAG_ENV, &order.tag)
-        .current_dir(&order.cwd);
+    let mut cmd = base_command(&order.argv, &order.env, &order.markers, &order.tag, &order.cwd);
     cmd.stdin(if order.stdin_pipe { Stdio::from(stdin) } else { Stdio::null() });
     if order.combined {
         let out2 = out.try_clone().map_err(|e| e.to_string())?;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
@@ -129,14 +129,8 @@ fn start(spec: &SpawnSpec, in_child_setup: bool) -> Result<Spawned> {
     };
     let fail = |source: std::io::Error| Error::SpawnFailed { program: program.clone(), source };
     let nix_fail = |e: nix::Error| fail(e.into());
-    let mut cmd = Command::new(&program);
-    cmd.args(&spec.argv[1..])
-        .env_clear()
-        .envs(&spec.env)
-        .envs(spec.markers.iter().map(|(k, v)| (k, v)))
-        .env(TAG_ENV, &spec.tag)
-        .current_dir(&spec.cwd)
-        .kill_on_drop(false);
+    let mut cmd = Command::from(base_command(&spec.argv, &spec.env, &spec.markers, &spec.tag, &spec.cwd));
+    cmd.kill_on_drop(false);
     let (output, stderr, stdin, controlling_tty) = match spec.stdio {
         StdioSpec::Pipes { stdin } => {
             let (out_r, out_w) = pipe_pair().map_err(nix_fail)?;
@@ -200,6 +194,26 @@ fn start(spec: &SpawnSpec, in_child_setup: bool) -> Result<Spawned> {
         .and_then(|p| i32::try_from(p).ok())
         .ok_or_else(|| fail(std::io::Error::other("the child exited before its pid was known")))?;
     Ok(Spawned { pid, child, output, stderr, stdin })
+}
+
+/// What every child runs (here and in [`super::prepared`]): `argv` (not empty) with exactly
+/// `env`, then the `markers`, then [`TAG_ENV`] = `tag` (set last, so nothing overrides it), in
+/// `cwd`; stdio and the child's side are the caller's to add.
+pub(super) fn base_command(
+    argv: &[String],
+    env: &BTreeMap<String, String>,
+    markers: &[(String, String)],
+    tag: &str,
+    cwd: &Path,
+) -> std::process::Command {
+    let mut cmd = std::process::Command::new(argv.first().map_or("", String::as_str));
+    cmd.args(argv.iter().skip(1))
+        .env_clear()
+        .envs(env)
+        .envs(markers.iter().map(|(k, v)| (k, v)))
+        .env(TAG_ENV, tag)
+        .current_dir(cwd);
+    cmd
 }
 
 /// One non-blocking read from our end of a child's output. `Ok(None)` = nothing ready now;

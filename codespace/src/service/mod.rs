@@ -162,20 +162,21 @@ impl CodeSpace {
     pub async fn end_leftovers(&self) -> crate::process::KillReport {
         let Some(marker) = &self.inner.exec.host_marker else { return crate::process::KillReport::default() };
         let grace = self.inner.exec.limits.grace;
-        let shims: Vec<i32> = self
-            .inner
-            .processes
-            .shim_tags()
-            .iter()
-            // Registered when each was re-adopted (a spare shim's environment cannot name its
-            // tree: it is started before it has one); and by the environment marker, for a
-            // shim started fresh whose reconnection failed.
-            .flat_map(|tag| {
-                let mut roots = crate::process::held::roots_of(tag);
-                roots.extend(crate::process::alive_with_marker(&crate::process::tag_marker(&format!("shim/{tag}"))));
-                roots
-            })
-            .collect();
+        // The adopted commands' shims: registered when each was re-adopted (a spare shim's
+        // environment cannot name its tree: it is started before it has one), and, for a shim
+        // started fresh whose reconnection failed, by its environment (one scan for all).
+        let tags: std::collections::HashSet<String> = self.inner.processes.shim_tags().into_iter().collect();
+        let mut shims: Vec<i32> = tags.iter().flat_map(|tag| crate::process::held::roots_of(tag)).collect();
+        if !tags.is_empty() {
+            shims.extend(
+                crate::process::alive_with_env(crate::process::TAG_ENV)
+                    .into_iter()
+                    .filter(|(_, tag)| tag.strip_prefix("shim/").is_some_and(|t| tags.contains(t)))
+                    .map(|(pid, _)| pid),
+            );
+        }
+        shims.sort_unstable();
+        shims.dedup();
         if shims.is_empty() {
             return crate::process::kill_tree(None, marker, grace).await;
         }

@@ -78,24 +78,21 @@ impl ShimClient {
         let json = serde_json::to_vec(&Launch { dir: Some(dir.to_owned()), ..launch.clone() }).map_err(|e| e.to_string())?;
         let hand_and_reply = async {
             let mut handed = None;
-            if let Some(mut spare) = spare::take(command, &env).filter(|s| s.pid > 0) {
-                if spare.alive() {
-                    let shim = Started { pid: spare.pid, stdin: spare.stdin, stdout: spare.stdout, _stderr: spare.stderr };
-                    // Before the shim has its spec (and so before the program starts): whatever
-                    // the tree does from its first instruction on is known to be the tree's.
-                    process::held::hold(shim.pid, tag);
-                    let pid = shim.pid;
-                    match shim.hand(&json).await {
-                        Ok(shim) => handed = Some(shim),
-                        // The spare is gone (it read nothing): a fresh shim takes its place.
-                        Err(e) => tracing::warn!("the spare shim {pid} is gone ({e}); starting a fresh one"),
-                    }
+            if let Some(shim) = spare::take(command, &env) {
+                // Before the shim has its spec (and so before the program starts): whatever
+                // the tree does from its first instruction on is known to be the tree's.
+                process::held::hold(shim.pid, tag);
+                let pid = shim.pid;
+                match shim.hand(&json).await {
+                    Ok(shim) => handed = Some(shim),
+                    // The spare is gone (it read nothing): a fresh shim takes its place.
+                    Err(e) => tracing::warn!("the spare shim {pid} is gone ({e}); starting a fresh one"),
                 }
             }
             let shim = match handed {
                 Some(shim) => shim,
                 None => {
-                    let shim = Started::fresh(command, env, dir, tag)?;
+                    let shim = Waiting::start(command, env, dir, format!("shim/{tag}"))?;
                     process::held::hold(shim.pid, tag);
                     shim.hand(&json).await.map_err(|e| format!("cannot hand the shim its spec: {e}"))?
                 }
@@ -314,14 +311,18 @@ pub fn follow(dir: PathBuf, from: u64) -> mpsc::Receiver<Followed> {
     rx
 }
 
-/// A shim process waiting for its launch (a spare, or one started just now): our ends of its
-/// stdio.
-struct Started {
-    pid: i32,
+/// A shim process waiting for its launch on stdin (a spare, or one started just now): our ends
+/// of its stdio.
+#[derive(Debug)]
+pub(super) struct Waiting {
+    pub(super) pid: i32,
     stdin: std::os::fd::OwnedFd,
     stdout: std::os::fd::OwnedFd,
     /// Held until the reply, so the shim's early messages have somewhere to go.
-    _stderr: Option<std::os::fd::OwnedFd>,
+    stderr: Option<std::os::fd::OwnedFd>,
+    /// To tell whether it still runs (its pid could be another process's once it was reaped).
+    /// Not killed when dropped: tokio reaps it whenever it exits (it outlives the launch).
+    child: tokio::process::Child,
 }
 
 /// A shim that has its launch and will answer one [`Reply`] line.
@@ -330,10 +331,11 @@ struct Handed {
     _stderr: Option<std::os::fd::OwnedFd>,
 }
 
-impl Started {
-    /// Start `spacesd shim DIR` for the tree tagged `tag`. The shim makes its own session
-    /// (`server::main`), so it is started without a fork of this (large) process.
-    fn fresh(command: &[String], env: BTreeMap<String, String>, dir: &Path, tag: &str) -> Result<Started, String> {
+impl Waiting {
+    /// Start `spacesd shim DIR` (`command` with `shim DIR` appended) with exactly `env`, tagged
+    /// `tag` (`shim/<tree>`). The shim makes its own session (`server::main`), so it is started
+    /// without a fork of this (large) process. Errors: the spawn's.
+    pub(super) fn start(command: &[String], env: BTreeMap<String, String>, dir: &Path, tag: String) -> Result<Waiting, String> {
         let mut argv = command.to_vec();
         argv.push("shim".into());
         argv.push(dir.display().to_string());
@@ -342,7 +344,7 @@ impl Started {
             cwd: dir.to_owned(),
             env,
             markers: Vec::new(),
-            tag: format!("shim/{tag}"),
+            tag,
             stdio: StdioSpec::Pipes { stdin: StdinSpec::Pipe },
             cgroups: Vec::new(),
             // The shim journals its agent's output: it keeps the daemon's priority.
@@ -350,9 +352,12 @@ impl Started {
         };
         let spawned = process::spawn_self_starting(&shim).map_err(|e| format!("cannot start the shim: {e}"))?;
         let stdin = spawned.stdin.ok_or("the shim has no stdin")?;
-        // The shim is reaped by tokio whenever it exits (it outlives the launch on purpose).
-        drop(spawned.child);
-        Ok(Started { pid: spawned.pid, stdin, stdout: spawned.output, _stderr: spawned.stderr })
+        Ok(Waiting { pid: spawned.pid, stdin, stdout: spawned.output, stderr: spawned.stderr, child: spawned.child })
+    }
+
+    /// Whether the shim still runs (not exited, not reaped).
+    pub(super) fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
     /// Write the launch `json` and close the shim's stdin. Errors: the write failed (the shim
@@ -362,7 +367,7 @@ impl Started {
         let stdout = pipe::Receiver::from_owned_fd(self.stdout).map_err(|e| e.to_string())?;
         input.write_all(json).await.map_err(|e| e.to_string())?;
         drop(input);
-        Ok(Handed { stdout, _stderr: self._stderr })
+        Ok(Handed { stdout, _stderr: self.stderr })
     }
 }
 

@@ -29,21 +29,17 @@ pub fn journal_path(dir: &Path) -> PathBuf {
 pub struct JournalWriter {
     file: File,
     end: u64,
-    dirty: bool,
     /// Records appended while held ([`Self::hold`]), not yet written.
     held: Option<Vec<u8>>,
-    /// Where the periodic syncs run ([`Self::sync_soon`]).
+    /// What was written since the last sync, and where the periodic syncs run.
     syncer: super::syncer::Syncer,
-    /// A sync was asked of the syncer since the last [`Self::sync`]: the next one syncs even
-    /// with nothing new written (that one may not have finished).
-    asked: bool,
 }
 
 impl JournalWriter {
     /// Create `<dir>/journal` (0600). Errors if it exists: a journal is never written twice.
     pub fn create(dir: &Path) -> std::io::Result<Self> {
         let file = OpenOptions::new().create_new(true).append(true).mode(0o600).open(journal_path(dir))?;
-        Ok(Self { file, end: 0, dirty: false, held: None, syncer: Default::default(), asked: false })
+        Ok(Self { file, end: 0, held: None, syncer: Default::default() })
     }
 
     /// Append `record` (a [`Record`], or a [`super::protocol::RawRecord`] in raw mode);
@@ -61,7 +57,7 @@ impl JournalWriter {
         line.push(b'\n');
         self.file.write_all(&line)?;
         self.end += line.len() as u64;
-        self.dirty = true;
+        self.syncer.wrote();
         Ok(self.end)
     }
 
@@ -77,7 +73,7 @@ impl JournalWriter {
         if let Some(held) = self.held.take() {
             if !held.is_empty() {
                 self.file.write_all(&held)?;
-                self.dirty = true;
+                self.syncer.wrote();
             }
         }
         Ok(self.end)
@@ -92,24 +88,14 @@ impl JournalWriter {
     /// first). Blocks until the data is on disk: for what must be there before it is reported.
     pub fn sync(&mut self) -> std::io::Result<()> {
         self.write_held()?;
-        if self.dirty || self.asked {
-            self.file.sync_data()?;
-            self.dirty = false;
-            self.asked = false;
-        }
-        Ok(())
+        self.syncer.now(&self.file)
     }
 
     /// [`Self::sync`] on the shim's sync thread ([`super::syncer`]): returns at once, and the
     /// records written up to now reach the disk when that sync completes.
     pub fn sync_soon(&mut self) -> std::io::Result<()> {
         self.write_held()?;
-        if self.dirty {
-            self.syncer.request(&self.file)?;
-            self.dirty = false;
-            self.asked = true;
-        }
-        Ok(())
+        self.syncer.soon(&self.file)
     }
 
     /// Write what is held so far (holding goes on).
@@ -117,7 +103,7 @@ impl JournalWriter {
         if let Some(held) = self.held.as_mut().filter(|h| !h.is_empty()) {
             self.file.write_all(held)?;
             held.clear();
-            self.dirty = true;
+            self.syncer.wrote();
         }
         Ok(())
     }

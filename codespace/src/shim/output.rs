@@ -33,12 +33,8 @@ pub struct OutputWriter {
     segment: u64,
     total: u64,
     file: File,
-    /// Where the periodic syncs run ([`Self::sync_soon`]).
+    /// What was written since the last sync, and where the periodic syncs run.
     syncer: super::syncer::Syncer,
-    /// A sync was asked of the syncer since the last [`Self::sync`]: the next one syncs even
-    /// with nothing new written (that one may not have finished).
-    asked: bool,
-    dirty: bool,
 }
 
 impl OutputWriter {
@@ -46,7 +42,7 @@ impl OutputWriter {
     /// (output is never written twice), or cannot be created.
     pub fn create(dir: &Path, segment: u64) -> std::io::Result<Self> {
         let file = open_new(&segment_path(dir, 0))?;
-        Ok(Self { dir: dir.to_owned(), segment: segment.max(1), total: 0, file, dirty: false, syncer: Default::default(), asked: false })
+        Ok(Self { dir: dir.to_owned(), segment: segment.max(1), total: 0, file, syncer: Default::default() })
     }
 
     /// Append `bytes`; returns the new total.
@@ -63,7 +59,7 @@ impl OutputWriter {
             let n = bytes.len().min(usize::try_from(room).unwrap_or(usize::MAX));
             self.file.write_all(&bytes[..n])?;
             self.total += n as u64;
-            self.dirty = true;
+            self.syncer.wrote();
             bytes = &bytes[n..];
         }
         Ok(self.total)
@@ -71,23 +67,13 @@ impl OutputWriter {
 
     /// [`Self::sync`] on the shim's sync thread ([`super::syncer`]): returns at once.
     pub fn sync_soon(&mut self) -> std::io::Result<()> {
-        if self.dirty {
-            self.syncer.request(&self.file)?;
-            self.dirty = false;
-            self.asked = true;
-        }
-        Ok(())
+        self.syncer.soon(&self.file)
     }
 
     /// `fdatasync` the newest segment if anything was written since the last one (or a sync
     /// asked of the syncer may not have finished). Blocks until it is on disk.
     pub fn sync(&mut self) -> std::io::Result<()> {
-        if self.dirty || self.asked {
-            self.file.sync_data()?;
-            self.dirty = false;
-            self.asked = false;
-        }
-        Ok(())
+        self.syncer.now(&self.file)
     }
 
     /// Bytes written so far.

@@ -213,20 +213,18 @@ impl Shim {
             // once it proves CPU-hungry.
             nice: 0,
         };
-        let spawned = match child {
-            // A spare's child, waiting in the cgroup already (or joining it now).
-            Some((child, joined)) if Prepared::fits(&spawn.stdio) => match child.start(&spawn, joined) {
-                Ok(started) => started,
-                Err(e) => {
-                    // Whatever went wrong with the waiting child, the usual way decides.
-                    eprintln!("spare shim: the prepared child could not start the program ({e}); starting it the usual way");
-                    let spawned = process::spawn(&spawn).map_err(|e| e.to_string())?;
-                    std::mem::forget(spawned.child);
-                    Started { pid: spawned.pid, output: spawned.output, stderr: spawned.stderr, stdin: spawned.stdin }
-                }
-            },
-            child => {
-                drop(child);
+        // A spare's child, waiting in the cgroup already (or joining it now); a terminal, or
+        // whatever went wrong with it, goes the usual way (the child is killed and reaped).
+        let prepared = match child {
+            Some((child, joined)) if Prepared::fits(&spawn.stdio) => child
+                .start(&spawn, joined)
+                .map_err(|e| eprintln!("spare shim: the prepared child could not start the program ({e}); starting it the usual way"))
+                .ok(),
+            _ => None,
+        };
+        let spawned = match prepared {
+            Some(started) => started,
+            None => {
                 let spawned = process::spawn(&spawn).map_err(|e| e.to_string())?;
                 // The loop reaps with waitpid(-1): tokio must never reap this child behind its back.
                 std::mem::forget(spawned.child);

@@ -6,7 +6,7 @@
 //! cgroup v1, an RCU grace period: 5 to 20 ms whether the host is idle or busy). A spare shim does
 //! both before it is needed:
 //!
-//! - **The daemon's side** ([`keep`], [`take`]): the daemon keeps one spare (`spacesd shim /` with
+//! - **The daemon's side** ([`keep`], `take`): the daemon keeps one spare (`spacesd shim /` with
 //!   [`SPARE_ENV`] naming a cgroup of its own, `<host id>-spare-<pid>-<n>`). A launch
 //!   ([`super::ShimClient::launch`]) takes it when its command and environment match, hands it
 //!   the [`super::protocol::Launch`] (with the shim's directory, which the spare did not know), and
@@ -27,8 +27,7 @@
 //!   leftover empty spare cgroup is removed by the next daemon's sweep ([`crate::process::cgroup::sweep`]).
 
 use std::collections::BTreeMap;
-use std::os::fd::OwnedFd;
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -36,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::process::cgroup::{self, Cgroup, Containment, Plan};
 use crate::process::prepared::{self, Prepared};
-use crate::process::{self, SpawnSpec, StdinSpec, StdioSpec};
+use super::client::Waiting;
 
 /// The variable that makes `spacesd shim` a spare: a JSON [`SpareSpec`].
 pub const SPARE_ENV: &str = "SPACES_SHIM_SPARE";
@@ -51,33 +50,10 @@ pub struct SpareSpec {
 
 // ----- the daemon's side -----
 
-/// A started spare shim waiting for its launch on stdin: our ends of its stdio.
-#[derive(Debug)]
-pub struct Spare {
-    /// The shim's pid.
-    pub pid: i32,
-    /// Where its launch is written.
-    pub stdin: OwnedFd,
-    /// Where its one reply line is read.
-    pub stdout: OwnedFd,
-    /// Held until the reply: the spare writes here before it has a log file.
-    pub stderr: Option<OwnedFd>,
-    /// The process, to tell whether it is still alive before it is handed a launch (its pid
-    /// could be another process's once it is reaped). Not killed when dropped.
-    pub child: tokio::process::Child,
-}
-
-impl Spare {
-    /// Whether the spare still runs (not exited, not reaped).
-    pub fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-}
-
 struct Pool {
     command: Vec<String>,
     env: BTreeMap<String, String>,
-    spare: Option<Spare>,
+    spare: Option<Waiting>,
     making: bool,
 }
 
@@ -102,9 +78,10 @@ pub fn stop() {
     }
 }
 
-/// The ready spare of `command` with `env`, if there is one (another is started in the
-/// background). `None`: spares are not kept, none is ready yet, or they are of another command.
-pub fn take(command: &[String], env: &BTreeMap<String, String>) -> Option<Spare> {
+/// The ready spare of `command` with `env`, if there is one and it still runs (another is
+/// started in the background). `None`: spares are not kept, none is ready yet, the ready one
+/// exited, or they are of another command.
+pub(super) fn take(command: &[String], env: &BTreeMap<String, String>) -> Option<Waiting> {
     let spare = {
         let mut pool = POOL.lock().ok()?;
         let pool = pool.as_mut()?;
@@ -114,7 +91,7 @@ pub fn take(command: &[String], env: &BTreeMap<String, String>) -> Option<Spare>
         pool.spare.take()
     };
     refill();
-    spare
+    spare.and_then(|mut s| s.alive().then_some(s))
 }
 
 /// Start a spare in the background unless one is ready or being started.
@@ -144,7 +121,7 @@ fn refill() {
 }
 
 /// Start one spare shim (blocking, about 1 ms: no fork of this process).
-fn start(command: &[String], env: &BTreeMap<String, String>) -> Result<Spare, String> {
+fn start(command: &[String], env: &BTreeMap<String, String>) -> Result<Waiting, String> {
     let n = SPARES.fetch_add(1, Ordering::Relaxed);
     // Only cgroup v1 renames a directory: on v2 the child joins the tree's cgroup when its
     // program comes (the spare still saves the shim's exec).
@@ -155,23 +132,8 @@ fn start(command: &[String], env: &BTreeMap<String, String>) -> Result<Spare, St
     let spec = SpareSpec { cgroup };
     let mut env = env.clone();
     env.insert(SPARE_ENV.to_owned(), serde_json::to_string(&spec).map_err(|e| e.to_string())?);
-    let mut argv = command.to_vec();
-    argv.push("shim".into());
     // The directory comes with the launch.
-    argv.push("/".into());
-    let shim = SpawnSpec {
-        argv,
-        cwd: PathBuf::from("/"),
-        env,
-        markers: Vec::new(),
-        tag: "shim/spare".into(),
-        stdio: StdioSpec::Pipes { stdin: StdinSpec::Pipe },
-        cgroups: Vec::new(),
-        nice: 0,
-    };
-    let spawned = process::spawn_self_starting(&shim).map_err(|e| e.to_string())?;
-    let stdin = spawned.stdin.ok_or("the spare shim has no stdin")?;
-    Ok(Spare { pid: spawned.pid, stdin, stdout: spawned.output, stderr: spawned.stderr, child: spawned.child })
+    Waiting::start(command, env, Path::new("/"), "shim/spare".into())
 }
 
 // ----- the spare's side -----

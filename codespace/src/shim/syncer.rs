@@ -13,20 +13,53 @@
 use std::fs::File;
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 
-/// A thread that `fdatasync`s the files it is handed, one at a time, started at the first
-/// request.
+/// The syncs of one writer's file: whether anything was written since the last one, whether
+/// one was asked of the thread, and the thread that `fdatasync`s the files it is handed, one at
+/// a time (started at the first request).
 #[derive(Default)]
 pub struct Syncer {
     tx: Option<SyncSender<File>>,
+    /// Written to since the last sync (or request).
+    dirty: bool,
+    /// A sync was asked of the thread since the last [`Self::now`]: the next one syncs even with
+    /// nothing new written (that one may not have finished).
+    asked: bool,
 }
 
 impl Syncer {
+    /// Something was written to the file.
+    pub fn wrote(&mut self) {
+        self.dirty = true;
+    }
+
+    /// The periodic sync: if anything was written since the last one, ask the thread to
+    /// `fdatasync` `file` and return at once.
+    pub fn soon(&mut self, file: &File) -> std::io::Result<()> {
+        if self.dirty {
+            self.request(file)?;
+            self.dirty = false;
+            self.asked = true;
+        }
+        Ok(())
+    }
+
+    /// The sync that guards what is reported next: `fdatasync` `file` here, now, if anything
+    /// was written or a sync asked of the thread may not have finished. Blocks until it is on
+    /// disk.
+    pub fn now(&mut self, file: &File) -> std::io::Result<()> {
+        if self.dirty || self.asked {
+            file.sync_data()?;
+            self.dirty = false;
+            self.asked = false;
+        }
+        Ok(())
+    }
+
     /// Ask for an `fdatasync` of `file` (of what was written to it up to now) on the syncer's
     /// thread, and return at once. Two syncs may wait while another runs; a request made while
-    /// both wait is dropped (the caller's blocking sync at the end covers it: see
-    /// `JournalWriter::sync`). A sync that fails is logged (the next one tries again). Errors: the file could not be duplicated (`dup`); when the thread
+    /// both wait is dropped (the blocking [`Self::now`] at the end covers it). A sync that fails is logged (the next one tries again). Errors: the file could not be duplicated (`dup`); when the thread
     /// cannot start, the sync runs here instead.
-    pub fn request(&mut self, file: &File) -> std::io::Result<()> {
+    fn request(&mut self, file: &File) -> std::io::Result<()> {
         let copy = file.try_clone()?;
         let tx = match &self.tx {
             Some(tx) => tx.clone(),

@@ -216,6 +216,9 @@ fn unpack_raws(z: &[u8]) -> Result<Vec<Option<String>>> {
     Ok(serde_json::from_slice(&zstd::stream::decode_all(z)?)?)
 }
 
+/// One chunk row: `(run_id, first_seq, last_seq, bodies, raws_z)`.
+const INSERT_CHUNK: &str = "INSERT INTO event_chunks (run_id, first_seq, last_seq, bodies, raws_z) VALUES (?1, ?2, ?3, ?4, ?5)";
+
 /// Inside the writer's transaction: stores `pos`, numbers `chunk`'s events after the run's last
 /// seq and inserts them as one row.
 fn append_in(conn: &rusqlite::Connection, run_id: &str, chunk: Chunk, pos: Option<JournalPos>) -> Result<Vec<Event>> {
@@ -232,7 +235,7 @@ fn append_in(conn: &rusqlite::Connection, run_id: &str, chunk: Chunk, pos: Optio
         event.seq = first + i as u64;
     }
     let last = first + events.len() as u64 - 1;
-    conn.prepare_cached("INSERT INTO event_chunks (run_id, first_seq, last_seq, bodies, raws_z) VALUES (?1, ?2, ?3, ?4, ?5)")?
+    conn.prepare_cached(INSERT_CHUNK)?
         .execute(params![run_id, first as i64, last as i64, chunk.bodies, chunk.raws_z])?;
     Ok(events)
 }
@@ -274,8 +277,7 @@ fn copy_to_chunks(conn: &rusqlite::Connection, compressed: bool) -> Result<u64> 
     } else {
         "SELECT run_id, seq, body, raw FROM events ORDER BY run_id, seq"
     })?;
-    let mut write =
-        conn.prepare("INSERT INTO event_chunks (run_id, first_seq, last_seq, bodies, raws_z) VALUES (?1, ?2, ?3, ?4, ?5)")?;
+    let mut write = conn.prepare(INSERT_CHUNK)?;
     let mut flush = |run: &str, first: i64, lines: &mut Vec<String>, raws: &mut Vec<Option<String>>| -> Result<()> {
         if lines.is_empty() {
             return Ok(());
