@@ -144,7 +144,7 @@ impl JournalReader {
     /// line that does not parse (a journal from another release, a damaged file) comes back as a
     /// [`Record::Note`] saying so, never as a silent gap.
     pub fn read_new(&mut self) -> std::io::Result<Vec<(Record, u64)>> {
-        self.read_records(|offset, e| {
+        self.read_records(Record::from_json, |offset, e| {
             Some(Record::Note { text: format!("journal record at offset {offset} unreadable ({e}); skipped") })
         })
     }
@@ -152,13 +152,14 @@ impl JournalReader {
     /// As [`Self::read_new`] for a raw-mode journal ([`super::protocol::RawRecord`]s); a line
     /// that does not parse is skipped.
     pub fn read_new_raw(&mut self) -> std::io::Result<Vec<(super::protocol::RawRecord, u64)>> {
-        self.read_records(|_, _| None)
+        self.read_records(|line| serde_json::from_slice(line), |_, _| None)
     }
 
-    /// The complete lines since the last call parsed as `T`; a line that does not parse becomes
-    /// `unreadable(its offset, the error)`, or is skipped when that is `None`.
-    fn read_records<T: serde::de::DeserializeOwned>(
+    /// The complete lines since the last call parsed as `T` by `parse`; a line that does not
+    /// parse becomes `unreadable(its offset, the error)`, or is skipped when that is `None`.
+    fn read_records<T>(
         &mut self,
+        parse: impl Fn(&[u8]) -> serde_json::Result<T>,
         unreadable: impl Fn(u64, serde_json::Error) -> Option<T>,
     ) -> std::io::Result<Vec<(T, u64)>> {
         let mut out = Vec::new();
@@ -171,7 +172,7 @@ impl JournalReader {
             while let Some(nl) = memchr::memchr(b'\n', &self.pending[start..]) {
                 let at = self.offset;
                 self.offset += nl as u64 + 1;
-                let parsed = serde_json::from_slice(&self.pending[start..start + nl]).or_else(|e| unreadable(at, e).ok_or(()));
+                let parsed = parse(&self.pending[start..start + nl]).or_else(|e| unreadable(at, e).ok_or(()));
                 if let Ok(record) = parsed {
                     out.push((record, self.offset));
                 }
