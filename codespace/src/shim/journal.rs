@@ -1,5 +1,6 @@
-//! The journal of one agent process: `journal` in the shim's directory, one JSON [`Record`]
-//! per line, append-only, written by the shim alone and read by the daemon by byte offset.
+//! The journal of one agent process: `journal` in the shim's directory, one [`Record`] per
+//! line (JSON, or an output line in its plain form: [`Record::write_plain`]), append-only,
+//! written by the shim alone and read by the daemon by byte offset.
 //!
 //! **fsync policy.** Every record is written with one `write(2)` as it happens, so a crash or
 //! `kill -9` of the daemon loses nothing: the page cache holds it and the shim lives on. The file
@@ -46,14 +47,32 @@ impl JournalWriter {
     /// returns the journal's new length.
     /// While held ([`Self::hold`]) the record is kept in memory until [`Self::release`].
     pub fn append(&mut self, record: &impl serde::Serialize) -> std::io::Result<u64> {
+        self.push(|buf| serde_json::to_writer(buf, record).map_err(std::io::Error::other))
+    }
+
+    /// Append the whole line `text` of stream `s` in its plain form ([`Record::write_plain`]);
+    /// as [`Self::append`] otherwise.
+    pub fn append_line(&mut self, s: super::protocol::Stream, text: &str) -> std::io::Result<u64> {
+        self.push(|buf| {
+            Record::write_plain(buf, s, text);
+            Ok(())
+        })
+    }
+
+    /// One record, written by `write` (without its `\n`), held or written at once.
+    fn push(&mut self, write: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>) -> std::io::Result<u64> {
         if let Some(held) = self.held.as_mut() {
             let before = held.len();
-            serde_json::to_writer(&mut *held, record).map_err(std::io::Error::other)?;
+            if let Err(e) = write(held) {
+                held.truncate(before);
+                return Err(e);
+            }
             held.push(b'\n');
             self.end += (held.len() - before) as u64;
             return Ok(self.end);
         }
-        let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+        let mut line = Vec::new();
+        write(&mut line)?;
         line.push(b'\n');
         self.file.write_all(&line)?;
         self.end += line.len() as u64;
@@ -144,7 +163,7 @@ impl JournalReader {
     /// line that does not parse (a journal from another release, a damaged file) comes back as a
     /// [`Record::Note`] saying so, never as a silent gap.
     pub fn read_new(&mut self) -> std::io::Result<Vec<(Record, u64)>> {
-        self.read_records(Record::from_json, |offset, e| {
+        self.read_records(Record::parse, |offset, e| {
             Some(Record::Note { text: format!("journal record at offset {offset} unreadable ({e}); skipped") })
         })
     }

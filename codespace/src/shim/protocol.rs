@@ -6,8 +6,9 @@
 //!   with [`Request::Hello`] naming the [`PROTOCOL`] version the daemon speaks; a shim refuses
 //!   any other version with a reply that names both, so a daemon and a shim of different
 //!   releases never misread each other.
-//! - [`Record`]: one JSON object per line in the journal; a record's byte offset is where the
-//!   daemon's ingest stands.
+//! - [`Record`]: one per line in the journal, a JSON object, or a whole output line in its
+//!   plain form ([`Record::write_plain`]); a record's byte offset is where the daemon's ingest
+//!   stands.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -133,13 +134,39 @@ pub enum Record {
     Note { text: String },
 }
 
+/// First bytes of a whole stdout line in its plain journal form ([`Record::write_plain`]).
+const PLAIN_OUT: &[u8] = b"o|";
+/// First bytes of a whole stderr line in its plain journal form.
+const PLAIN_ERR: &[u8] = b"e|";
+
 impl Record {
-    /// One journal line (without its `\n`) parsed, as `serde_json::from_slice` would parse it.
-    /// A `line` record, nearly every record of a busy journal, is read straight into its fields:
-    /// the derived parse of an internally tagged enum first copies every field, the line's text
-    /// included, into a buffer of its own (measured: most of the daemon's cost of reading a
-    /// journal). Errors: the line is not a record.
-    pub fn from_json(line: &[u8]) -> serde_json::Result<Record> {
+    /// Appends the journal form of a whole line ([`Record::Line`] without `cut`) to `out`,
+    /// without its `\n`: `o|` (stdout) or `e|` (stderr), then the text as printed. A JSON
+    /// record starts with `{`, so the two never mix up. A harness line is itself JSON: as a
+    /// JSON string, every quote in it was escaped by the shim and unescaped by the daemon
+    /// (measured: a third of the shim's work under a fast stream). Text holding a `\n` (which
+    /// a line split at `\n` never does) is written as a JSON record instead.
+    ///
+    /// Daemons read both forms ([`Record::parse`]); a daemon from before the plain form reads
+    /// such a line as an unreadable record, so going back to such a release while runs are live
+    /// is not supported.
+    pub fn write_plain(out: &mut Vec<u8>, s: Stream, text: &str) {
+        if memchr::memchr(b'\n', text.as_bytes()).is_some() {
+            // serde_json writes to a Vec without failing.
+            let _ = serde_json::to_writer(&mut *out, &Record::Line { s, l: text.to_owned(), cut: None });
+            return;
+        }
+        out.extend_from_slice(if s == Stream::Err { PLAIN_ERR } else { PLAIN_OUT });
+        out.extend_from_slice(text.as_bytes());
+    }
+
+    /// One journal line (without its `\n`) parsed: a JSON record as `serde_json::from_slice`
+    /// would parse it, or a line in its plain form ([`Record::write_plain`]). A JSON `line`
+    /// record is read straight into its fields: the derived parse of an internally tagged enum
+    /// first copies every field, the text included, into a buffer of its own (measured: most of
+    /// the daemon's cost of reading a journal). Errors: the line is not a record, or a plain
+    /// line is not UTF-8.
+    pub fn parse(line: &[u8]) -> serde_json::Result<Record> {
         #[derive(Deserialize)]
         #[serde(rename_all = "snake_case")]
         enum LineTag {
@@ -153,6 +180,16 @@ impl Record {
             l: String,
             #[serde(default)]
             cut: Option<u64>,
+        }
+        let plain = |s: Stream, text: &[u8]| match std::str::from_utf8(text) {
+            Ok(text) => Ok(Record::Line { s, l: text.to_owned(), cut: None }),
+            Err(e) => Err(<serde_json::Error as serde::de::Error>::custom(format!("a plain line that is not UTF-8: {e}"))),
+        };
+        if let Some(text) = line.strip_prefix(PLAIN_OUT) {
+            return plain(Stream::Out, text);
+        }
+        if let Some(text) = line.strip_prefix(PLAIN_ERR) {
+            return plain(Stream::Err, text);
         }
         match serde_json::from_slice::<LineFields>(line) {
             Ok(f) => Ok(Record::Line { s: f.s, l: f.l, cut: f.cut }),
@@ -292,8 +329,26 @@ mod tests {
             let json = serde_json::to_string(&r).unwrap();
             assert!(!json.contains('\n'));
             assert_eq!(serde_json::from_str::<Record>(&json).unwrap(), r);
-            assert_eq!(Record::from_json(json.as_bytes()).unwrap(), r);
+            assert_eq!(Record::parse(json.as_bytes()).unwrap(), r);
         }
+    }
+
+    #[test]
+    fn plain_lines_read_back_and_never_pass_for_json_records() {
+        let cases = [
+            (Stream::Out, r#"{"type":"assistant","q":"a \"b\" é"}"#),
+            (Stream::Err, "warning: [stderr] o|e|"),
+            (Stream::Out, ""),
+            (Stream::Out, "{\"k\":\"exit\",\"code\":0,\"signal\":null}"),
+            (Stream::Err, "a\nb"),
+        ];
+        for (s, text) in cases {
+            let mut out = Vec::new();
+            Record::write_plain(&mut out, s, text);
+            assert_eq!(memchr::memchr(b'\n', &out), None, "one journal line: {text:?}");
+            assert_eq!(Record::parse(&out).unwrap(), Record::Line { s, l: text.into(), cut: None }, "{text:?}");
+        }
+        assert!(Record::parse(b"o|\xff").is_err(), "a plain line that is not UTF-8 is an unreadable record");
     }
 
     #[test]
@@ -309,7 +364,7 @@ mod tests {
         ];
         for line in lines {
             let derived = serde_json::from_slice::<Record>(line).map_err(|e| e.classify());
-            assert_eq!(Record::from_json(line).map_err(|e| e.classify()), derived, "{}", String::from_utf8_lossy(line));
+            assert_eq!(Record::parse(line).map_err(|e| e.classify()), derived, "{}", String::from_utf8_lossy(line));
         }
     }
 }

@@ -402,7 +402,18 @@ impl Shim {
     }
 
     fn record(&mut self, record: &impl serde::Serialize) {
-        match self.journal.append(record) {
+        let appended = self.journal.append(record);
+        self.appended(appended);
+    }
+
+    /// A whole output line, journaled in its plain form ([`Record::write_plain`]).
+    fn record_line(&mut self, s: Stream, text: &str) {
+        let appended = self.journal.append_line(s, text);
+        self.appended(appended);
+    }
+
+    fn appended(&mut self, appended: std::io::Result<u64>) {
+        match appended {
             // While held, the length is told once the records are written (the loop).
             Ok(_) if self.journal.holding() => {}
             Ok(end) => {
@@ -417,7 +428,10 @@ impl Shim {
             Output::Line(_, _) if self.exit_written => self.dropped_lines += 1,
             Output::Line(s, line) => {
                 let l = if self.redactor.is_empty() { line.text } else { self.redactor.apply(&line.text) };
-                self.record(&Record::Line { s, l, cut: line.cut })
+                match line.cut {
+                    None => self.record_line(s, &l),
+                    cut => self.record(&Record::Line { s, l, cut }),
+                }
             }
             Output::Eof => self.eofs += 1,
             Output::Raw(total) => self.end_tx.send_modify(|e| e.out = total),
