@@ -92,7 +92,7 @@ pub(super) fn write(run_dir: &Path, files: &[Checked]) -> std::io::Result<Vec<Pa
         paths.push(path);
     }
     // The renames themselves are durable once the folder is.
-    std::fs::File::open(&dir)?.sync_all()?;
+    crate::fsutil::blocking(|| std::fs::File::open(&dir)?.sync_all())?;
     Ok(paths)
 }
 

@@ -397,10 +397,18 @@ fn parent_of(pid: i32) -> Option<i32> {
     stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// Samples [`run_process_roots`] of one run on a thread until stopped; keeps the largest sample.
+/// Samples [`run_process_roots`] of one run on a thread until stopped; keeps the largest sample,
+/// each root described as it was seen (its command line and its parent's).
 pub struct RootSampler {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<(usize, Vec<i32>)>>,
+    thread: Option<std::thread::JoinHandle<(usize, Vec<String>)>>,
+}
+
+/// `pid` as seen now: its pid, command line, parent pid and the parent's command line.
+fn describe_process(pid: i32) -> String {
+    let cmdline = |pid: i32| String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default()).replace('\0', " ");
+    let parent = parent_of(pid).unwrap_or(0);
+    format!("{pid} `{}` (parent {parent} `{}`)", cmdline(pid).trim_end(), cmdline(parent).trim_end())
 }
 
 impl RootSampler {
@@ -412,7 +420,7 @@ impl RootSampler {
             while !flag.load(std::sync::atomic::Ordering::Relaxed) {
                 let roots = run_process_roots(&run);
                 if roots.len() > worst.len() {
-                    worst = roots;
+                    worst = roots.into_iter().map(describe_process).collect();
                 }
                 samples += 1;
                 std::thread::sleep(Duration::from_millis(5));
@@ -422,8 +430,9 @@ impl RootSampler {
         RootSampler { stop, thread: Some(thread) }
     }
 
-    /// Stop sampling: (how many samples were taken, the largest set of roots seen at once).
-    pub fn finish(mut self) -> (usize, Vec<i32>) {
+    /// Stop sampling: (how many samples were taken, the largest set of roots seen at once, each
+    /// described as in [`describe_process`]).
+    pub fn finish(mut self) -> (usize, Vec<String>) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         self.thread.take().map(|t| t.join().expect("sampler")).unwrap_or_default()
     }
