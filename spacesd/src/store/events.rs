@@ -6,10 +6,10 @@
 //! Chunked rows: each appended batch is one row of `event_chunks`, holding events `first_seq
 //! ..= last_seq` of its run. `bodies` is the events' JSON, one event per line (without `raw`; a
 //! body says `seq: 0`, the seq is the chunk's `first_seq` plus the line's index). `raws_z` is
-//! the harness's original lines (which repeat the events' text) as one JSON array of strings or
-//! nulls, zstd-compressed, read back only when a caller asks for it; NULL when no event of the
-//! batch has one. One row per batch instead of one per event: under load a batch is up to 128
-//! events, so the writer inserts one row where it inserted 128, and a batch's raw lines
+//! the harness's original lines (which repeat the events' text), each framed by its length
+//! (`pack_raws`), zstd-compressed, read back only when a caller asks for it; NULL when no event
+//! of the batch has one. One row per batch instead of one per event: under load a batch is up
+//! to 32 events, so the writer inserts one row where it inserted 32, and a batch's raw lines
 //! compress together (docs/benchmarks.md, "Chunked rows"). Both columns are prepared by the
 //! caller, off the writer thread: the writer only numbers and inserts. A reader's page starts
 //! inside a chunk as easily as at its start (the lines before its cursor are skipped unparsed).

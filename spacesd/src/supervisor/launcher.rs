@@ -30,8 +30,11 @@ use super::Inner;
 use crate::store::runs::RunRow;
 use crate::store::JournalPos;
 
-/// Most events stored in one transaction when output lines queue up.
-const MAX_BATCH_EVENTS: usize = 128;
+/// Most events stored in one transaction when output lines queue up. A batch is one writer
+/// transaction, and a quiet run's commit waits for the one in progress: under CPU contention a
+/// batch of 128 noisy lines (about 200 KB) kept the writer long enough to put the quiet line's
+/// p99 at 18 to 49 ms, against 6 to 8 ms with 32 (`scripts/bench load`, docs/benchmarks.md).
+const MAX_BATCH_EVENTS: usize = 32;
 /// Journal records waiting for the actor; with the follower's own queue, what one run holds in
 /// memory of an agent's output it has not stored yet.
 const EVENTS_QUEUE: usize = MAX_BATCH_EVENTS;
