@@ -9,7 +9,8 @@
 //! the harness's original lines (which repeat the events' text), each framed by its length
 //! (`pack_raws`), zstd-compressed, read back only when a caller asks for it; NULL when no event
 //! of the batch has one. One row per batch instead of one per event: under load a batch is up
-//! to 32 events, so the writer inserts one row where it inserted 32, and a batch's raw lines
+//! to 128 events (fewer when they are long: at most about 48 KiB of lines), so the writer
+//! inserts one row where it inserted as many, and a batch's raw lines
 //! compress together (docs/benchmarks.md, "Chunked rows"). Both columns are prepared by the
 //! caller, off the writer thread: the writer only numbers and inserts. A reader's page starts
 //! inside a chunk as easily as at its start (the lines before its cursor are skipped unparsed).

@@ -30,11 +30,15 @@ use super::Inner;
 use crate::store::runs::RunRow;
 use crate::store::JournalPos;
 
-/// Most events stored in one transaction when output lines queue up. A batch is one writer
-/// transaction, and a quiet run's commit waits for the one in progress: under CPU contention a
-/// batch of 128 noisy lines (about 200 KB) kept the writer long enough to put the quiet line's
-/// p99 at 18 to 49 ms, against 6 to 8 ms with 32 (`scripts/bench load`, docs/benchmarks.md).
-const MAX_BATCH_EVENTS: usize = 32;
+/// Most events stored in one transaction when output lines queue up.
+const MAX_BATCH_EVENTS: usize = 128;
+/// Most bytes of output lines in one batch (the line that reaches it is the last): a batch is
+/// one writer transaction, and a quiet run's commit waits for the one in progress. Under CPU
+/// contention a batch of 128 lines of 1.6 KB (about 200 KB) kept the writer long enough to put
+/// the quiet line's p99 at 18 to 49 ms, against 6 to 8 ms with batches of 32 such lines (about
+/// 50 KB of rows); 40 lines (64 KiB) read 22 ms (`scripts/bench load`, docs/benchmarks.md).
+/// Short lines (a streamed answer's pieces) still batch by the hundred.
+const MAX_BATCH_BYTES: usize = 48 * 1024;
 /// Journal records waiting for the actor; with the follower's own queue, what one run holds in
 /// memory of an agent's output it has not stored yet.
 const EVENTS_QUEUE: usize = MAX_BATCH_EVENTS;
@@ -276,22 +280,9 @@ impl Launcher {
         }
     }
 
-    /// `first` and the records already waiting behind it, at most [`MAX_BATCH_EVENTS`], up to
-    /// and including an end of the current process (what follows it waits for the next batch).
+    /// `first` and the records already waiting behind it ([`take_batch`]).
     fn waiting(&mut self, first: ProcEvent) -> Vec<ProcEvent> {
-        let mut records = vec![first];
-        while records.len() < MAX_BATCH_EVENTS {
-            let Some(last) = records.last() else { break };
-            let ends = last.gen == self.gen && matches!(last.what, Followed::Record(Record::Exit { .. }, _) | Followed::Gone);
-            if ends {
-                break;
-            }
-            match self.events_rx.try_recv() {
-                Ok(next) => records.push(next),
-                Err(_) => break,
-            }
-        }
-        records
+        take_batch(first, &mut self.events_rx, self.gen)
     }
 
     /// The events of `records` (from [`Self::waiting`]), in order, their lines written out to
@@ -383,5 +374,67 @@ impl Launcher {
     /// The stderr tail, one line each, for error reasons.
     pub fn stderr_tail(&self) -> String {
         self.stderr_tail.iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+}
+
+/// `first` and the records already waiting in `rx` behind it, at most [`MAX_BATCH_EVENTS`] and
+/// about [`MAX_BATCH_BYTES`] of lines (the line that reaches it is the last), up to and
+/// including an end of generation `gen`'s process (what follows it waits for the next batch).
+fn take_batch(first: ProcEvent, rx: &mut mpsc::Receiver<ProcEvent>, gen: u64) -> Vec<ProcEvent> {
+    let bytes_of = |r: &ProcEvent| match &r.what {
+        Followed::Record(Record::Line { l, .. }, _) => l.len(),
+        _ => 0,
+    };
+    let mut bytes = bytes_of(&first);
+    let mut records = vec![first];
+    while records.len() < MAX_BATCH_EVENTS && bytes < MAX_BATCH_BYTES {
+        let Some(last) = records.last() else { break };
+        let ends = last.gen == gen && matches!(last.what, Followed::Record(Record::Exit { .. }, _) | Followed::Gone);
+        if ends {
+            break;
+        }
+        match rx.try_recv() {
+            Ok(next) => {
+                bytes += bytes_of(&next);
+                records.push(next);
+            }
+            Err(_) => break,
+        }
+    }
+    records
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod batch_tests {
+    use super::*;
+
+    fn line(len: usize, offset: u64) -> ProcEvent {
+        ProcEvent { gen: 1, what: Followed::Record(Record::Line { s: Stream::Out, l: "x".repeat(len), cut: None }, offset) }
+    }
+
+    /// Every record queued, taken batch by batch: the sizes of the batches.
+    fn batches(records: Vec<ProcEvent>) -> Vec<usize> {
+        let (tx, mut rx) = mpsc::channel(records.len() + 1);
+        for r in records {
+            tx.try_send(r).unwrap();
+        }
+        let mut sizes = Vec::new();
+        while let Ok(first) = rx.try_recv() {
+            sizes.push(take_batch(first, &mut rx, 1).len());
+        }
+        sizes
+    }
+
+    #[test]
+    fn long_lines_batch_by_bytes_short_ones_by_count_and_an_exit_ends_a_batch() {
+        // 1.6 KB lines (a noisy agent's): a batch stops at the line that reaches 48 KiB.
+        let per = MAX_BATCH_BYTES.div_ceil(1600);
+        assert_eq!(batches((0..100).map(|i| line(1600, i)).collect()), vec![per, per, per, 100 - 3 * per]);
+        // Short lines (a streamed answer's pieces): by the hundred.
+        assert_eq!(batches((0..300).map(|i| line(40, i)).collect()), vec![MAX_BATCH_EVENTS, MAX_BATCH_EVENTS, 300 - 2 * MAX_BATCH_EVENTS]);
+        // One line over the limit is a batch of its own; an exit of the current process ends one.
+        let exit = ProcEvent { gen: 1, what: Followed::Record(Record::Exit { code: Some(0), signal: None }, 9) };
+        assert_eq!(batches(vec![line(MAX_BATCH_BYTES + 1, 0), line(10, 1), exit, line(10, 2)]), vec![1, 2, 1]);
     }
 }
