@@ -10,7 +10,7 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
-/// Runs `f`, which waits on the disk, as a blocking call: on a worker of a multi-thread tokio
+/// Runs `f`, which waits (on the disk, or on the event writer), as a blocking call: on a worker of a multi-thread tokio
 /// runtime the wait is announced (`block_in_place`), so the worker's other tasks (a quiet run's
 /// readers among them) move to another thread meanwhile; anywhere else `f` just runs. Under
 /// load one `fsync` on ext4 waits for the file system's other dirty data too (tens of ms, and

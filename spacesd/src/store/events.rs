@@ -512,8 +512,6 @@ mod tests {
         assert!(store.events_after("run-b", 0, 10, true).unwrap().is_empty());
     }
 
-    /// A chunk whose lines disagree with its seq range (or that starts at seq 0) is a typed
-    /// error for the reader, never a panic or a wrong page.
     #[test]
     fn raw_lines_read_back_framed_and_from_chunks_written_as_a_json_array() {
         let raws = vec![Some("{\"type\":\"x\",\"q\":\"a \\\"b\\\" é\"}".to_owned()), None, Some(String::new()), Some("\u{1f600}".repeat(3))];
@@ -535,6 +533,8 @@ mod tests {
         }
     }
 
+    /// A chunk whose lines disagree with its seq range (or that starts at seq 0) is a typed
+    /// error for the reader, never a panic or a wrong page.
     #[test]
     fn a_damaged_chunk_is_a_typed_error() {
         let dir = tempfile::tempdir().unwrap();

@@ -172,12 +172,7 @@ impl Writer {
     {
         let (tx, rx) = mpsc::sync_channel(1);
         self.submit(0, f, |_: &R| {}, Reply::Blocking(tx));
-        let wait = || rx.recv().map_err(|_| Error::Writer("the event writer has stopped".to_owned()));
-        if spaces_codespace::process::bulk::on_multi_thread_runtime() {
-            tokio::task::block_in_place(wait)?
-        } else {
-            wait()?
-        }
+        crate::fsutil::blocking(|| rx.recv().map_err(|_| Error::Writer("the event writer has stopped".to_owned())))?
     }
 
     /// [`Writer::call`] for async callers, with `after` run on the writer thread once committed;
