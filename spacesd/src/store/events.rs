@@ -5,7 +5,10 @@
 //!
 //! Chunked rows: each appended batch is one row of `event_chunks`, holding events `first_seq
 //! ..= last_seq` of its run. `bodies` is the events' JSON, one event per line (without `raw`; a
-//! body says `seq: 0`, the seq is the chunk's `first_seq` plus the line's index). `raws_z` is
+//! body says `seq: 0`, the seq is the chunk's `first_seq` plus the line's index), zstd-compressed
+//! (a BLOB; a chunk written before compression holds it as TEXT, and reads the same: `unpack_bodies`).
+//! Compressed, a batch's transaction writes a fraction of the pages it did, and a quiet run's
+//! commit waits that much less behind it (docs/benchmarks.md, "Compressed bodies"). `raws_z` is
 //! the harness's original lines (which repeat the events' text), each framed by its length
 //! (`pack_raws`), zstd-compressed, read back only when a caller asks for it; NULL when no event
 //! of the batch has one. One row per batch instead of one per event: under load a batch is up
@@ -68,7 +71,7 @@ impl Store {
         let run_id = run_id.to_owned();
         // A noisy run's batch is serialized and compressed below the daemon's priority.
         let chunk = if drafts.len() >= bulk::BULK_MIN_ITEMS { bulk::run(|| prepare(drafts)) } else { prepare(drafts) }?;
-        let bytes = chunk.bodies.len() + chunk.raws_z.as_ref().map_or(0, Vec::len);
+        let bytes = chunk.bodies_z.len() + chunk.raws_z.as_ref().map_or(0, Vec::len);
         self.writer.call_async(bytes, move |conn| append_in(conn, &run_id, chunk, pos), after).await
     }
 
@@ -98,7 +101,7 @@ impl Store {
             let Some(row) = rows.next()? else { break };
             let (first, last): (i64, i64) = (row.get(0)?, row.get(1)?);
             let (first, last) = (first as u64, last as u64);
-            let bodies: String = row.get(2)?;
+            let bodies = unpack_bodies(row.get_ref(2)?)?;
             let mut raws = match row.get::<_, Option<Vec<u8>>>(3)? {
                 Some(z) => Some(unpack_raws(&z)?),
                 None => None,
@@ -138,17 +141,19 @@ fn last_seq(conn: &rusqlite::Connection, run_id: &str) -> rusqlite::Result<u64> 
 }
 
 /// A batch ready for the writer: its events (seq left 0, numbered at insert), their bodies one
-/// per line, and their raw lines compressed (`None` when no event has one).
+/// per line compressed, and their raw lines compressed (`None` when no event has one).
 pub(crate) struct Chunk {
     events: Vec<Event>,
-    bodies: String,
+    bodies_z: Vec<u8>,
     raws_z: Option<Vec<u8>>,
 }
 
-/// zstd level for the raw lines: the fastest; a batch's lines are alike and compress well even so.
+/// zstd level for bodies and raw lines: the fastest; a batch's lines are alike and compress well
+/// even so.
 const RAW_LEVEL: i32 = 1;
 
-/// The chunk of `drafts`: bodies as JSON lines (seq 0, set when read) and the raw lines compressed.
+/// The chunk of `drafts`: bodies as JSON lines (seq 0, set when read) and the raw lines, each
+/// compressed.
 fn prepare(drafts: Vec<EventDraft>) -> Result<Chunk> {
     let ts_ms = now_ms();
     let mut bodies = Vec::new();
@@ -183,9 +188,23 @@ fn prepare(drafts: Vec<EventDraft>) -> Result<Chunk> {
     for (event, raw) in events.iter_mut().zip(raws) {
         event.raw = raw;
     }
-    // serde_json writes UTF-8 only.
-    let bodies = String::from_utf8(bodies).map_err(std::io::Error::other)?;
-    Ok(Chunk { events, bodies, raws_z })
+    Ok(Chunk { events, bodies_z: pack(&bodies)?, raws_z })
+}
+
+/// The bodies of a chunk as stored: a BLOB is [`prepare`]'s zstd of the JSON lines, TEXT the lines
+/// themselves (a chunk from before compression). Errors: `Damaged` for anything else, a payload
+/// that does not decompress, or one that is not UTF-8.
+fn unpack_bodies(stored: rusqlite::types::ValueRef<'_>) -> Result<String> {
+    use rusqlite::types::ValueRef;
+    let damaged = |what: &str| Error::Damaged(format!("a chunk's event bodies {what}"));
+    match stored {
+        ValueRef::Text(text) => String::from_utf8(text.to_vec()).map_err(|_| damaged("are not UTF-8")),
+        ValueRef::Blob(z) => {
+            let bytes = zstd::stream::decode_all(z).map_err(|_| damaged("do not decompress"))?;
+            String::from_utf8(bytes).map_err(|_| damaged("are not UTF-8"))
+        }
+        _ => Err(damaged("are neither text nor compressed")),
+    }
 }
 thread_local! {
     /// This thread's zstd context for raw lines, made once: a context costs hundreds of KiB to
@@ -286,7 +305,7 @@ fn append_in(conn: &rusqlite::Connection, run_id: &str, chunk: Chunk, pos: Optio
     }
     let last = first + events.len() as u64 - 1;
     conn.prepare_cached(INSERT_CHUNK)?
-        .execute(params![run_id, first as i64, last as i64, chunk.bodies, chunk.raws_z])?;
+        .execute(params![run_id, first as i64, last as i64, chunk.bodies_z, chunk.raws_z])?;
     Ok(events)
 }
 
@@ -333,7 +352,7 @@ fn copy_to_chunks(conn: &rusqlite::Connection, compressed: bool) -> Result<u64> 
             return Ok(());
         }
         let raws_z = pack_raws(raws)?;
-        write.execute(params![run, first, first + lines.len() as i64 - 1, lines.join("\n"), raws_z])?;
+        write.execute(params![run, first, first + lines.len() as i64 - 1, pack(lines.join("\n").as_bytes())?, raws_z])?;
         lines.clear();
         raws.clear();
         Ok(())
@@ -530,6 +549,43 @@ mod tests {
             let z = zstd::stream::encode_all(bad, 1).unwrap();
             let err = super::unpack_raws(&z).unwrap_err();
             assert!(matches!(err, crate::error::Error::Damaged(_)), "{bad:?}: {err}");
+        }
+    }
+
+    /// Bodies are stored compressed; a chunk written before that (its bodies as TEXT) reads the
+    /// same, and a BLOB that is not a zstd frame of UTF-8 lines is a typed error, never a panic.
+    #[test]
+    fn bodies_read_back_compressed_or_as_text_and_garbage_is_a_typed_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spaces.db");
+        let store = Store::open(&path).unwrap();
+        let text = "a line with \"quotes\", a tab\t and é ".repeat(40);
+        let stored = store.events_append("run-new", vec![EventDraft::new(1, EventKind::Message).text(text.clone())], None).unwrap();
+        let c = rusqlite::Connection::open(&path).unwrap();
+        let (kind, len): (String, i64) =
+            c.query_row("SELECT typeof(bodies), length(bodies) FROM event_chunks WHERE run_id = 'run-new'", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+        assert_eq!(kind, "blob");
+        assert!((len as usize) < text.len() / 4, "{len} bytes stored for a body of {} bytes of text", text.len());
+        assert_eq!(store.events_after("run-new", 0, 10, false).unwrap(), stored);
+        // The same bodies as an older daemon stored them: TEXT.
+        let mut olds = super::prepare(vec![EventDraft::new(1, EventKind::Message).text("old one"), EventDraft::new(1, EventKind::Notice).summary("old two")])
+            .unwrap()
+            .events;
+        let bodies = olds.iter().map(|e| serde_json::to_string(e).unwrap()).collect::<Vec<_>>().join("\n");
+        c.execute("INSERT INTO event_chunks (run_id, first_seq, last_seq, bodies) VALUES ('run-old', 1, 2, ?1)", [&bodies]).unwrap();
+        let (kind,): (String,) = c.query_row("SELECT typeof(bodies) FROM event_chunks WHERE run_id = 'run-old'", [], |r| Ok((r.get(0)?,))).unwrap();
+        assert_eq!(kind, "text");
+        (olds[0].seq, olds[1].seq) = (1, 2);
+        assert_eq!(store.events_after("run-old", 0, 10, false).unwrap(), olds);
+        // Not zstd, or zstd of bytes that are not UTF-8: typed errors.
+        let not_utf8 = zstd::stream::encode_all(&[0xffu8, 0xfe][..], 1).unwrap();
+        for (run, value) in [
+            ("run-junk", rusqlite::types::Value::Blob(b"not zstd".to_vec())),
+            ("run-latin1", rusqlite::types::Value::Blob(not_utf8)),
+        ] {
+            c.execute("INSERT INTO event_chunks (run_id, first_seq, last_seq, bodies) VALUES (?1, 1, 1, ?2)", rusqlite::params![run, value]).unwrap();
+            let err = store.events_after(run, 0, 10, false).unwrap_err();
+            assert!(matches!(err, crate::error::Error::Damaged(_)), "{run}: {err}");
         }
     }
 
