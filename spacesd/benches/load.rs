@@ -367,7 +367,9 @@ async fn quiet_latency(d: &Daemon, count: u64) -> (Vec<f64>, Vec<f64>) {
         let mut ended = false;
         for e in &page.events {
             if let Some(t) = stamp(e) {
-                out.push(got.saturating_sub(t) as f64 / 1e6);
+                let ms = got.saturating_sub(t) as f64 / 1e6;
+                trace_slow(ms);
+                out.push(ms);
             }
             ended |= e.kind == EventKind::TurnEnded;
         }
@@ -376,6 +378,20 @@ async fn quiet_latency(d: &Daemon, count: u64) -> (Vec<f64>, Vec<f64>) {
             let _ = d.client.space("b").agent_stop(&run).await;
             return (out, sse);
         }
+    }
+}
+
+/// With `SPACES_BENCH_TRACE_MS` set: a quiet line that took longer than that many ms is printed
+/// with the `CLOCK_MONOTONIC` time it was received at, to find it in a `perf sched record -k
+/// CLOCK_MONOTONIC` (or `perf record`) trace of the same run.
+fn trace_slow(ms: f64) {
+    static LIMIT: std::sync::OnceLock<Option<f64>> = std::sync::OnceLock::new();
+    let Some(limit) = *LIMIT.get_or_init(|| std::env::var("SPACES_BENCH_TRACE_MS").ok().and_then(|v| v.parse().ok())) else { return };
+    if ms > limit {
+        let mut now = nix::libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime writes the timespec it is given.
+        unsafe { nix::libc::clock_gettime(nix::libc::CLOCK_MONOTONIC, &mut now) };
+        eprintln!("== slow quiet line: {ms:.1} ms, received at {}.{:06} (monotonic)", now.tv_sec, now.tv_nsec / 1000);
     }
 }
 

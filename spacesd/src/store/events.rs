@@ -71,7 +71,7 @@ impl Store {
         let run_id = run_id.to_owned();
         // A noisy run's batch is serialized and compressed below the daemon's priority.
         let chunk = if drafts.len() >= bulk::BULK_MIN_ITEMS { bulk::run(|| prepare(drafts)) } else { prepare(drafts) }?;
-        let bytes = chunk.bodies_z.len() + chunk.raws_z.as_ref().map_or(0, Vec::len);
+        let bytes = chunk.row_bytes;
         self.writer.call_async(bytes, move |conn| append_in(conn, &run_id, chunk, pos), after).await
     }
 
@@ -146,6 +146,10 @@ pub(crate) struct Chunk {
     events: Vec<Event>,
     bodies_z: Vec<u8>,
     raws_z: Option<Vec<u8>>,
+    /// Bytes of the bodies and raw lines before compression: the batch's weight in the writer's
+    /// queue. Compressed, a noisy batch of 1.6 KB lines is about as small as a quiet run's one
+    /// line, and would go ahead with the small jobs, in groups of hundreds (`super::writer`).
+    row_bytes: usize,
 }
 
 /// zstd level for bodies and raw lines: the fastest; a batch's lines are alike and compress well
@@ -185,10 +189,11 @@ fn prepare(drafts: Vec<EventDraft>) -> Result<Chunk> {
         events.push(event);
     }
     let raws_z = pack_raws(&raws)?;
+    let row_bytes = bodies.len() + raws.iter().map(|r| r.as_ref().map_or(0, String::len)).sum::<usize>();
     for (event, raw) in events.iter_mut().zip(raws) {
         event.raw = raw;
     }
-    Ok(Chunk { events, bodies_z: pack(&bodies)?, raws_z })
+    Ok(Chunk { events, bodies_z: pack(&bodies)?, raws_z, row_bytes })
 }
 
 /// The bodies of a chunk as stored: a BLOB is [`prepare`]'s zstd of the JSON lines, TEXT the lines
@@ -587,6 +592,24 @@ mod tests {
             let err = store.events_after(run, 0, 10, false).unwrap_err();
             assert!(matches!(err, crate::error::Error::Damaged(_)), "{run}: {err}");
         }
+    }
+
+    /// A batch weighs its rows' bytes before compression in the writer's queue: a noisy batch of
+    /// long lines compresses to less than a small job, and would otherwise go with the quiet
+    /// runs' lines in groups of hundreds.
+    #[test]
+    fn a_batch_weighs_its_uncompressed_rows_in_the_writers_queue() {
+        let line = format!("noise {}", "x".repeat(1600));
+        let drafts: Vec<EventDraft> =
+            (0..31).map(|_| EventDraft { raw: Some(line.clone()), ..EventDraft::new(1, EventKind::Message).text(line.clone()) }).collect();
+        let chunk = super::prepare(drafts).unwrap();
+        let compressed = chunk.bodies_z.len() + chunk.raws_z.as_ref().map_or(0, Vec::len);
+        assert!(compressed <= crate::store::writer::SMALL_JOB_BYTES, "{compressed} bytes compressed");
+        assert!(chunk.row_bytes >= 31 * 2 * 1600, "{} bytes of rows", chunk.row_bytes);
+        assert!(chunk.row_bytes > crate::store::writer::SMALL_JOB_BYTES);
+        // A quiet run's line stays small.
+        let one = super::prepare(vec![EventDraft { raw: Some("{}".into()), ..EventDraft::new(1, EventKind::Message).text("hi") }]).unwrap();
+        assert!(one.row_bytes <= crate::store::writer::SMALL_JOB_BYTES);
     }
 
     /// A chunk whose lines disagree with its seq range (or that starts at seq 0) is a typed
