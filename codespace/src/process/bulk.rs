@@ -69,6 +69,28 @@ pub fn run<R: Send>(work: impl FnOnce() -> R + Send) -> R {
     }
 }
 
+/// Run `work` on a thread of the bulk lane and await what it returns, without holding the
+/// caller's thread meanwhile: the runtime worker goes on with its other tasks, and no thread
+/// takes over its core (unlike [`run`], whose `block_in_place` hands the core to another thread,
+/// started when none is idle; a thread start waits behind every cgroup move on the host).
+/// `work` must own what it uses: give it its inputs and have it hand them back with its result.
+/// A panic in `work` is resumed here. Outside a multi-thread tokio runtime, or when the lane's
+/// threads could not be started, `work` runs here, at once.
+pub async fn spawn<R: Send + 'static>(work: impl FnOnce() -> R + Send + 'static) -> R {
+    let Some(pool) = pool().filter(|_| on_multi_thread_runtime()) else { return work() };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    pool.spawn(move || {
+        // Caught, so the lane never sees a panic (rayon aborts the process on one).
+        let _ = tx.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)));
+    });
+    match rx.await {
+        Ok(Ok(r)) => r,
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        // The lane dropped the job unrun: it only does so while the process exits.
+        Err(_) => std::future::pending().await,
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -115,6 +137,33 @@ mod tests {
     async fn on_a_current_thread_runtime_work_runs_in_place() {
         let here = std::thread::current().id();
         assert_eq!(run(|| std::thread::current().id()), here);
+    }
+
+    /// While a spawned batch runs on the lane, the only runtime worker goes on with its other
+    /// tasks (it is not blocked, and no other thread took its core), and the batch's result
+    /// and its inputs come back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn spawned_work_leaves_the_worker_free_and_hands_back_what_it_was_given() {
+        let on_worker = || tokio::spawn(async { std::thread::current().id() });
+        let worker = on_worker().await.unwrap();
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        let input = vec![1u32, 2, 3];
+        let batch = tokio::spawn(spawn(move || {
+            wait.recv().unwrap();
+            let sum: u32 = input.iter().sum();
+            (input, sum, std::thread::current().id())
+        }));
+        // The batch waits on the lane; other tasks still run on the same worker thread (with
+        // `block_in_place` its core would have moved to another thread).
+        tokio::task::yield_now().await;
+        assert_eq!(on_worker().await.unwrap(), worker, "the worker's core moved to another thread");
+        release.send(()).unwrap();
+        let (input, sum, lane) = batch.await.unwrap();
+        assert_eq!((input, sum), (vec![1, 2, 3], 6));
+        assert_ne!(lane, worker);
+        assert_eq!(on_worker().await.unwrap(), worker);
+        let caught = tokio::spawn(spawn(|| -> u32 { panic!("a deliberate panic in the bulk lane (this test checks it reaches the awaiting task)") })).await;
+        assert!(caught.unwrap_err().is_panic());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -258,7 +258,7 @@ pub fn follow(dir: PathBuf, from: u64) -> mpsc::Receiver<Followed> {
             Err(_) => None,
         };
         let mut reader = match JournalReader::open(&dir, from) {
-            Ok(r) => r.with_read_limit(FOLLOW_READ_BYTES),
+            Ok(r) => Some(r.with_read_limit(FOLLOW_READ_BYTES)),
             Err(_) => {
                 let _ = tx.send(Followed::Gone).await;
                 return;
@@ -266,15 +266,23 @@ pub fn follow(dir: PathBuf, from: u64) -> mpsc::Receiver<Followed> {
         };
         // Sends everything the journal holds now; false once done or the receiver is gone.
         // A follower behind its journal (its last read took many records) parses the next
-        // part on the bulk lane, below the daemon's priority (see `crate::process::bulk`).
-        async fn catch_up(reader: &mut JournalReader, tx: &mpsc::Sender<Followed>) -> bool {
+        // part on the bulk lane, below the daemon's priority, while its runtime worker goes on
+        // with other tasks (see `crate::process::bulk::spawn`).
+        async fn catch_up(reader: &mut Option<JournalReader>, tx: &mpsc::Sender<Followed>) -> bool {
             let mut behind = false;
             loop {
-                let records = if behind {
-                    crate::process::bulk::run(|| reader.read_new())
+                let Some(mut r) = reader.take() else { return false };
+                let (r, records) = if behind {
+                    crate::process::bulk::spawn(move || {
+                        let records = r.read_new();
+                        (r, records)
+                    })
+                    .await
                 } else {
-                    reader.read_new()
+                    let records = r.read_new();
+                    (r, records)
                 };
+                *reader = Some(r);
                 let records = records.unwrap_or_default();
                 behind = records.len() >= crate::process::bulk::BULK_MIN_ITEMS;
                 if records.is_empty() {

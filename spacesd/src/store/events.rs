@@ -69,8 +69,9 @@ impl Store {
             return Ok(Vec::new());
         }
         let run_id = run_id.to_owned();
-        // A noisy run's batch is serialized and compressed below the daemon's priority.
-        let chunk = if drafts.len() >= bulk::BULK_MIN_ITEMS { bulk::run(|| prepare(drafts)) } else { prepare(drafts) }?;
+        // A noisy run's batch is serialized and compressed below the daemon's priority, while
+        // this task's runtime worker goes on with other tasks.
+        let chunk = if drafts.len() >= bulk::BULK_MIN_ITEMS { bulk::spawn(move || prepare(drafts)).await } else { prepare(drafts) }?;
         let bytes = chunk.row_bytes;
         self.writer.call_async(bytes, move |conn| append_in(conn, &run_id, chunk, pos), after).await
     }
