@@ -9,6 +9,11 @@
 //! then runs a woken runtime worker first, and the batch uses what is left. Small batches (a
 //! quiet run's line) stay where they are.
 //!
+//! Two ways in: [`spawn`] sends owned work and awaits it, so the runtime worker goes on with its
+//! other tasks (the daemon's hot path: a noisy run's journal reads, its batches of lines, its
+//! chunks); [`run`] borrows what it needs and announces its wait with `block_in_place`, which
+//! hands the worker's core to another thread meanwhile.
+//!
 //! The threads live as long as the process: a thread per batch cost its start (a stack mapped
 //! and unmapped, a TLB shootdown on every CPU, the priority set again) and a new zstd context
 //! for every batch, about a seventh of the lane's CPU under load (docs/benchmarks.md, "Chunked

@@ -58,7 +58,8 @@ pub struct Actor {
     run: RunRow,
     harness: &'static dyn Harness,
     norm: Box<dyn Normalizer>,
-    redactor: Redactor,
+    /// Shared with the bulk lane when a large batch goes there.
+    redactor: Arc<Redactor>,
     launcher: Launcher,
     proc: Option<LiveProc>,
     queue: VecDeque<String>,
@@ -96,7 +97,7 @@ impl Actor {
         harness: &'static dyn Harness,
         secrets: RunSecrets,
     ) -> Self {
-        let redactor = secrets.redactor();
+        let redactor = Arc::new(secrets.redactor());
         let fast_failures = inner.fast_failures(&run.run_id);
         Self {
             launcher: Launcher::new(inner.clone(), &run.run_id, harness, secrets),
@@ -457,7 +458,7 @@ impl Actor {
     /// launcher): their events are stored in one transaction with the journal position they
     /// reach, then an exit that followed them is handled.
     async fn on_proc_events(&mut self, first: ProcEvent) {
-        let batch = self.launcher.batch(first, self.run.turns, &self.redactor, self.norm.as_mut());
+        let batch = self.launcher.batch(first, self.run.turns, &self.redactor, &mut self.norm).await;
         if batch.saw_output {
             self.last_output = Instant::now();
             self.stall_noticed = false;

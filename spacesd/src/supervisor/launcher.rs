@@ -99,8 +99,9 @@ pub struct Launcher {
     /// run directory).
     secrets: RunSecrets,
     run_dir: PathBuf,
-    journal: Journal,
-    stderr_tail: VecDeque<String>,
+    /// The output journal and the stderr tail: what a batch of records changes besides the
+    /// normalizer.
+    lines: Lines,
     /// Generation of the latest process, so late events of an old one are recognised.
     gen: u64,
     /// Bounded ([`EVENTS_QUEUE`]): an actor behind its agent's output holds the journal
@@ -118,12 +119,11 @@ impl Launcher {
         let (events_tx, events_rx) = mpsc::channel(EVENTS_QUEUE);
         let inner_gen = inner.store.journal_pos(run_id).ok().flatten().map_or(0, |p| p.gen);
         Self {
-            journal: Journal::new(&run_dir),
+            lines: Lines::new(&run_dir),
             run_dir,
             inner,
             harness,
             secrets,
-            stderr_tail: VecDeque::new(),
             // Generations only grow: a new process never reuses a stored journal position.
             gen: inner_gen,
             events_tx,
@@ -225,7 +225,7 @@ impl Launcher {
         self.gen += 1;
         launch.spec.gen = self.gen;
         let mut live = proc::start(&self.run_dir, &launch.spec, self.events_tx.clone()).await?;
-        self.stderr_tail.clear();
+        self.lines.stderr_tail.clear();
         if let Some(shim) = live.shim.clone() {
             if let Some(bytes) = launch.initial_stdin {
                 shim.stdin(String::from_utf8_lossy(&bytes).into_owned(), None).await?;
@@ -248,7 +248,7 @@ impl Launcher {
         for record in replay {
             match record {
                 Record::Start { turn, .. } | Record::Turn { turn } => drop(norm.begin_turn(turn, "")),
-                Record::Line { s, l, cut: None } => drop(self.normalize(s, &redactor.apply(&l), norm)),
+                Record::Line { s, l, cut: None } => drop(self.lines.normalize(s, &redactor.apply(&l), norm)),
                 _ => {}
             }
         }
@@ -270,14 +270,28 @@ impl Launcher {
     /// process generation are dropped (they can never reach the current turn).
     ///
     /// A large batch (a noisy agent's backlog) is processed on the bulk lane, below the
-    /// daemon's priority ([`spaces_codespace::process::bulk`]); a quiet run's line is processed here.
-    pub fn batch(&mut self, first: ProcEvent, turn: u32, redactor: &Redactor, norm: &mut dyn Normalizer) -> Batch {
+    /// daemon's priority, while the caller's runtime worker goes on with other tasks
+    /// ([`spaces_codespace::process::bulk::spawn`]): the journal, the stderr tail and `norm`
+    /// go there with it and come back. `norm` meanwhile holds a fresh normalizer of the
+    /// harness, which nothing sees: the actor awaits this batch. A quiet run's line is
+    /// processed here.
+    pub async fn batch(&mut self, first: ProcEvent, turn: u32, redactor: &Arc<Redactor>, norm: &mut Box<dyn Normalizer>) -> Batch {
         let records = self.waiting(first);
-        if records.len() >= bulk::BULK_MIN_ITEMS {
-            bulk::run(|| self.process(records, turn, redactor, norm))
-        } else {
-            self.process(records, turn, redactor, norm)
+        let gen = self.gen;
+        if records.len() < bulk::BULK_MIN_ITEMS {
+            return self.lines.process(records, gen, turn, redactor, norm.as_mut());
         }
+        let mut lines = std::mem::replace(&mut self.lines, Lines::new(&self.run_dir));
+        let mut taken = std::mem::replace(norm, self.harness.normalizer());
+        let redactor = redactor.clone();
+        let (lines, taken, batch) = bulk::spawn(move || {
+            let batch = lines.process(records, gen, turn, &redactor, taken.as_mut());
+            (lines, taken, batch)
+        })
+        .await;
+        self.lines = lines;
+        *norm = taken;
+        batch
     }
 
     /// `first` and the records already waiting behind it ([`take_batch`]).
@@ -285,18 +299,42 @@ impl Launcher {
         take_batch(first, &mut self.events_rx, self.gen)
     }
 
-    /// The events of `records` (from [`Self::waiting`]), in order, their lines written out to
-    /// `output.log`.
-    fn process(&mut self, records: Vec<ProcEvent>, turn: u32, redactor: &Redactor, norm: &mut dyn Normalizer) -> Batch {
-        let batch = self.events_of(records, turn, redactor, norm);
+    /// Add the daemon's own `note` to the stderr tail, so the error reason of the process end
+    /// that follows names it (the next stderr line trims the tail again).
+    pub fn note_in_stderr_tail(&mut self, note: String) {
+        self.lines.stderr_tail.push_back(note);
+    }
+
+    /// The stderr tail, one line each, for error reasons.
+    pub fn stderr_tail(&self) -> String {
+        self.lines.stderr_tail.iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+}
+
+/// What a batch of journal records writes besides events: the run's `output.log` and the
+/// stderr tail kept for error reasons. Owned, so a large batch takes it to the bulk lane.
+struct Lines {
+    journal: Journal,
+    stderr_tail: VecDeque<String>,
+}
+
+impl Lines {
+    fn new(run_dir: &Path) -> Self {
+        Self { journal: Journal::new(run_dir), stderr_tail: VecDeque::new() }
+    }
+
+    /// The events of `records` (from [`Launcher::waiting`]; those of generations other than
+    /// `gen` dropped), in order, their lines written out to `output.log`.
+    fn process(&mut self, records: Vec<ProcEvent>, gen: u64, turn: u32, redactor: &Redactor, norm: &mut dyn Normalizer) -> Batch {
+        let batch = self.events_of(records, gen, turn, redactor, norm);
         self.journal.flush();
         batch
     }
 
-    fn events_of(&mut self, records: Vec<ProcEvent>, turn: u32, redactor: &Redactor, norm: &mut dyn Normalizer) -> Batch {
+    fn events_of(&mut self, records: Vec<ProcEvent>, current: u64, turn: u32, redactor: &Redactor, norm: &mut dyn Normalizer) -> Batch {
         let mut batch = Batch { drafts: Vec::new(), saw_output: false, pos: None, end: None };
         for ProcEvent { gen, what } in records {
-            if gen == self.gen {
+            if gen == current {
                 let pos = |offset| JournalPos { gen, offset };
                 match what {
                     Followed::Record(Record::Line { s, l, cut }, offset) => {
@@ -363,17 +401,6 @@ impl Launcher {
         );
         self.journal.append(if stream == Stream::Err { "[stderr] " } else { "" }, &format!("{start} [cut: {len} bytes]"));
         vec![EventDraft::new(turn, EventKind::Notice).summary(summary).text(start)]
-    }
-
-    /// Add the daemon's own `note` to the stderr tail, so the error reason of the process end
-    /// that follows names it (the next stderr line trims the tail again).
-    pub fn note_in_stderr_tail(&mut self, note: String) {
-        self.stderr_tail.push_back(note);
-    }
-
-    /// The stderr tail, one line each, for error reasons.
-    pub fn stderr_tail(&self) -> String {
-        self.stderr_tail.iter().cloned().collect::<Vec<_>>().join("\n")
     }
 }
 
