@@ -273,7 +273,20 @@ async fn every_shell_example_of_the_readme_and_docs_runs_as_written() {
             assert!(out.contains("read by the tour"), "{out}");
         }
         if command.contains("tool read_process") {
-            assert!(out.contains("README.md") && out.contains("hello.txt"), "`ls -la` of my-project:\n{out}");
+            // A cursor read returns what is there when it wakes: on a busy host `ls` may not have
+            // printed everything yet. Read on from the cursor, as the docs say, until the end.
+            let mut all = out.clone();
+            let mut page: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+            while page["eof"] == false && !(all.contains("README.md") && all.contains("hello.txt")) {
+                let next = format!(
+                    "target/debug/spacesd tool read_process '{{\"process_id\": \"proc-...\", \"cursor\": {}, \"wait_ms\": 5000}}'",
+                    page["cursor"]
+                );
+                let more = r.run(&next, &cwd).await;
+                page = serde_json::from_str(&more).unwrap_or_else(|e| panic!("{e}: {more}"));
+                all.push_str(&more);
+            }
+            assert!(all.contains("README.md") && all.contains("hello.txt"), "`ls -la` of my-project:\n{all}");
         }
     }
 
