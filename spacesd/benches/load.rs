@@ -15,8 +15,11 @@
 //! 3. **ingest** (a fresh daemon): `SPACES_BENCH_INGEST_RUNS` (50) agents × 2,000 lines of
 //!    1.6 KB at once; events/s from the first `agent_start` to the last run idle, beside a raw
 //!    rusqlite insert of the same rows (1,000 rows a transaction, a plain rowid table, WAL,
-//!    `synchronous=NORMAL`), and the state database's bytes per event (after a graceful stop)
-//!    beside the row's own bytes (event JSON + raw line).
+//!    `synchronous=NORMAL`), and the state database's bytes per event (after the runs and the
+//!    daemon stopped gracefully) beside the row's own bytes (event JSON + raw line).
+//!
+//! Each daemon is torn down before the next phase starts: its runs stopped, the daemon stopped,
+//! and every process left from its temp dir ended and waited for (`Daemon::teardown`).
 //!
 //! The fake agent is this executable, launched as the claude-code CLI: it records its exec time
 //! and the time each user message reached its stdin in `bench-times.log` in its cwd, and prints
@@ -277,6 +280,34 @@ impl Daemon {
         }
     }
 
+    /// Ends this daemon and everything its runs started, and waits until it is all gone: every
+    /// run stopped through the API, the daemon stopped, then any process still running from
+    /// this daemon's temp dir (a shim names its directory; an agent's cwd is the Space) ended.
+    /// Shims outlive their daemon by design (runs survive a restart): left alone, the last
+    /// phase's 20 to 50 shims and agents wound down during the next phase, another binary's
+    /// as often as not, deleting their files meanwhile.
+    async fn teardown(&mut self) {
+        let space = self.client.space("b");
+        for run in space.agent_list().await.unwrap_or_default() {
+            let _ = space.agent_stop(&run.run_id).await;
+        }
+        self.stop_gracefully().await;
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = leftovers(self._tmp.path());
+            if left.is_empty() {
+                return;
+            }
+            let signal = if Instant::now() < deadline { nix::sys::signal::Signal::SIGTERM } else { nix::sys::signal::Signal::SIGKILL };
+            for pid in left {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     async fn stop_gracefully(&mut self) {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
@@ -285,6 +316,21 @@ impl Daemon {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+}
+
+/// Processes whose command line or working directory is inside `dir`.
+fn leftovers(dir: &Path) -> Vec<i32> {
+    let dir = dir.to_string_lossy().into_owned();
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cwd = std::fs::read_link(entry.path().join("cwd")).map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(&dir) || cwd.starts_with(&dir) {
+            out.push(pid);
+        }
+    }
+    out
 }
 
 static TAGS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -428,7 +474,7 @@ async fn one_round(bin: &Path, cfg: &Cfg) -> Vec<(String, f64)> {
         out.push((format!("{name}.p99"), pct(&v, 0.99)));
     };
     {
-        let d = Daemon::start(bin).await;
+        let mut d = Daemon::start(bin).await;
         // idle
         let (s, f) = start_and_followup(&d, cfg.samples).await;
         let (q, sse) = quiet_latency(&d, cfg.quiet_events).await;
@@ -458,6 +504,7 @@ async fn one_round(bin: &Path, cfg: &Cfg) -> Vec<(String, f64)> {
         for r in &noisy {
             d.wait_idle(r).await;
         }
+        d.teardown().await;
     }
     // ingest
     let mut d = Daemon::start(bin).await;
@@ -494,7 +541,8 @@ async fn one_round(bin: &Path, cfg: &Cfg) -> Vec<(String, f64)> {
     out.push(("ingest.events_per_s".into(), total as f64 / secs));
     out.push(("ingest.raw_insert_events_per_s".into(), raw_insert(&rows, cfg.ingest_runs)));
     let row_bytes = rows.iter().map(|(b, r)| (b.len() + r.len()) as f64).sum::<f64>() / rows.len().max(1) as f64;
-    d.stop_gracefully().await;
+    // The runs stopped (a few events each), the daemon stopped gracefully, nothing left running.
+    d.teardown().await;
     let db = d.state.join("spaces.db");
     let size = |p: PathBuf| std::fs::metadata(p).map_or(0, |m| m.len());
     let disk = size(db.clone()) + size(PathBuf::from(format!("{}-wal", db.display())));
