@@ -3,16 +3,17 @@
 //! Under load most of the daemon's CPU goes to the backlog of a few noisy agents: journal
 //! records parsed, lines normalized, rows serialized and compressed, a batch at a time. Done on
 //! a runtime worker at the daemon's priority, each such batch makes every quiet run's line, every
-//! follow-up and every start wait behind it. [`run`] moves such a batch to the lane: a pool of
+//! follow-up and every start wait behind it. [`spawn`] moves such a batch to the lane: a pool of
 //! long-lived threads (one per CPU, `rayon-core`) at nice [`BULK_NICE`] with the kernel's default
 //! time slice (Linux keeps both per thread). Within the daemon's share of the CPU the kernel
 //! then runs a woken runtime worker first, and the batch uses what is left. Small batches (a
 //! quiet run's line) stay where they are.
 //!
-//! Two ways in: [`spawn`] sends owned work and awaits it, so the runtime worker goes on with its
-//! other tasks (the daemon's hot path: a noisy run's journal reads, its batches of lines, its
-//! chunks); [`run`] borrows what it needs and announces its wait with `block_in_place`, which
-//! hands the worker's core to another thread meanwhile.
+//! The caller sends owned work and awaits it, so its runtime worker goes on with its other tasks
+//! on the same thread (a noisy run's journal reads, its batches of lines, its chunks). The lane
+//! was entered with `block_in_place` before, which hands the worker's core to another thread,
+//! started when none is idle: on a cgroup v1 host a thread start waits behind every cgroup move
+//! (docs/benchmarks.md, "the bulk lane awaited").
 //!
 //! The threads live as long as the process: a thread per batch cost its start (a stack mapped
 //! and unmapped, a TLB shootdown on every CPU, the priority set again) and a new zstd context
@@ -59,26 +60,9 @@ fn pool() -> Option<&'static rayon_core::ThreadPool> {
     .as_ref()
 }
 
-/// Run `work` on a thread of the bulk lane and return what it returns (a panic in it is
-/// resumed here). Called from a worker of a multi-thread tokio runtime, the worker's other
-/// tasks go on meanwhile on another thread (`tokio::task::block_in_place`) while this caller
-/// waits for the lane; anywhere else (a current-thread runtime, a plain thread) `work` runs
-/// here, at the caller's priority, as it does when the lane's threads could not be started.
-pub fn run<R: Send>(work: impl FnOnce() -> R + Send) -> R {
-    if !on_multi_thread_runtime() {
-        return work();
-    }
-    match pool() {
-        Some(pool) => tokio::task::block_in_place(|| pool.install(work)),
-        None => work(),
-    }
-}
-
 /// Run `work` on a thread of the bulk lane and await what it returns, without holding the
 /// caller's thread meanwhile: the runtime worker goes on with its other tasks, and no thread
-/// takes over its core (unlike [`run`], whose `block_in_place` hands the core to another thread,
-/// started when none is idle; a thread start waits behind every cgroup move on the host).
-/// `work` must own what it uses: give it its inputs and have it hand them back with its result.
+/// takes over its core. `work` must own what it uses: give it its inputs and have it hand them back with its result.
 /// A panic in `work` is resumed here. Outside a multi-thread tokio runtime, or when the lane's
 /// threads could not be started, `work` runs here, at once.
 pub async fn spawn<R: Send + 'static>(work: impl FnOnce() -> R + Send + 'static) -> R {
@@ -107,7 +91,7 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn work_runs_on_a_lower_priority_thread_and_borrows_what_it_needs() {
+    async fn work_runs_on_a_lower_priority_thread_and_hands_back_what_it_was_given() {
         let before = my_nice();
         // The caller stands for a daemon thread with a short slice; the bulk thread must not keep it.
         let slice_of = || {
@@ -116,10 +100,11 @@ mod tests {
         };
         let short = super::super::priority::ask_short_slice();
         let mut seen = Vec::new();
-        let (nice, slice) = run(|| {
+        let (seen, nice, slice) = spawn(move || {
             seen.push(1);
-            (my_nice(), slice_of())
-        });
+            (seen, my_nice(), slice_of())
+        })
+        .await;
         assert_eq!(seen, [1]);
         assert!(nice >= BULK_NICE.max(before), "the bulk thread ran at nice {nice}");
         assert_eq!(my_nice(), before, "the caller's own priority is unchanged");
@@ -130,7 +115,10 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_lanes_threads_last_across_batches() {
-        let mut ids: Vec<std::thread::ThreadId> = (0..20).map(|_| run(|| std::thread::current().id())).collect();
+        let mut ids = Vec::new();
+        for _ in 0..20 {
+            ids.push(spawn(|| std::thread::current().id()).await);
+        }
         ids.sort_by_key(|id| format!("{id:?}"));
         ids.dedup();
         let threads = std::thread::available_parallelism().map_or(2, usize::from);
@@ -141,7 +129,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn on_a_current_thread_runtime_work_runs_in_place() {
         let here = std::thread::current().id();
-        assert_eq!(run(|| std::thread::current().id()), here);
+        assert_eq!(spawn(|| std::thread::current().id()).await, here);
     }
 
     /// While a spawned batch runs on the lane, the only runtime worker goes on with its other
@@ -167,13 +155,11 @@ mod tests {
         assert_eq!((input, sum), (vec![1, 2, 3], 6));
         assert_ne!(lane, worker);
         assert_eq!(on_worker().await.unwrap(), worker);
-        let caught = tokio::spawn(spawn(|| -> u32 { panic!("a deliberate panic in the bulk lane (this test checks it reaches the awaiting task)") })).await;
-        assert!(caught.unwrap_err().is_panic());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_panic_in_the_work_reaches_the_caller() {
-        let caught = std::panic::catch_unwind(|| run(|| panic!("a deliberate panic in the bulk lane (this test checks it reaches the caller)")));
-        assert!(caught.is_err());
+        let caught = tokio::spawn(spawn(|| -> u32 { panic!("a deliberate panic in the bulk lane (this test checks it reaches the awaiting task)") })).await;
+        assert!(caught.unwrap_err().is_panic());
     }
 }

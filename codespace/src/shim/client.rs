@@ -258,48 +258,46 @@ pub fn follow(dir: PathBuf, from: u64) -> mpsc::Receiver<Followed> {
             Err(_) => None,
         };
         let mut reader = match JournalReader::open(&dir, from) {
-            Ok(r) => Some(r.with_read_limit(FOLLOW_READ_BYTES)),
+            Ok(r) => r.with_read_limit(FOLLOW_READ_BYTES),
             Err(_) => {
                 let _ = tx.send(Followed::Gone).await;
                 return;
             }
         };
-        // Sends everything the journal holds now; false once done or the receiver is gone.
-        // A follower behind its journal (its last read took many records) parses the next
-        // part on the bulk lane, below the daemon's priority, while its runtime worker goes on
-        // with other tasks (see `crate::process::bulk::spawn`).
-        async fn catch_up(reader: &mut Option<JournalReader>, tx: &mpsc::Sender<Followed>) -> bool {
+        // Sends everything the journal holds now and hands the reader back; `None` once done or
+        // the receiver is gone. A follower behind its journal (its last read took many records)
+        // parses the next part on the bulk lane, below the daemon's priority, while its runtime
+        // worker goes on with other tasks (see `crate::process::bulk::spawn`).
+        async fn catch_up(mut reader: JournalReader, tx: &mpsc::Sender<Followed>) -> Option<JournalReader> {
             let mut behind = false;
             loop {
-                let Some(mut r) = reader.take() else { return false };
-                let (r, records) = if behind {
+                let records;
+                (reader, records) = if behind {
                     crate::process::bulk::spawn(move || {
-                        let records = r.read_new();
-                        (r, records)
+                        let records = reader.read_new();
+                        (reader, records)
                     })
                     .await
                 } else {
-                    let records = r.read_new();
-                    (r, records)
+                    let records = reader.read_new();
+                    (reader, records)
                 };
-                *reader = Some(r);
                 let records = records.unwrap_or_default();
                 behind = records.len() >= crate::process::bulk::BULK_MIN_ITEMS;
                 if records.is_empty() {
-                    return true;
+                    return Some(reader);
                 }
                 for (record, end) in records {
                     let done = matches!(record, Record::Done { .. });
                     if tx.send(Followed::Record(record, end)).await.is_err() || done {
-                        return false;
+                        return None;
                     }
                 }
             }
         }
         loop {
-            if !catch_up(&mut reader, &tx).await {
-                return;
-            }
+            let Some(caught_up) = catch_up(reader, &tx).await else { return };
+            reader = caught_up;
             let alive = match watch.as_mut() {
                 Some(lines) => match tokio::time::timeout(FOLLOW_POLL, lines.next_line()).await {
                     Ok(Ok(Some(_))) | Err(_) => true,
@@ -309,7 +307,7 @@ pub fn follow(dir: PathBuf, from: u64) -> mpsc::Receiver<Followed> {
             };
             if !alive {
                 // The shim is gone: whatever it wrote is on disk now.
-                if catch_up(&mut reader, &tx).await {
+                if catch_up(reader, &tx).await.is_some() {
                     let _ = tx.send(Followed::Gone).await;
                 }
                 return;

@@ -213,7 +213,7 @@ fn unpack_bodies(stored: rusqlite::types::ValueRef<'_>) -> Result<String> {
     }
 }
 thread_local! {
-    /// This thread's zstd context for raw lines, made once: a context costs hundreds of KiB to
+    /// This thread's zstd context for bodies and raw lines, made once: a context costs hundreds of KiB to
     /// set up, more than compressing one short batch (it was a third of the daemon's CPU under
     /// load when made per line).
     static PACKER: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> = const { std::cell::RefCell::new(None) };
