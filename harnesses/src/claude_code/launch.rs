@@ -25,6 +25,14 @@ pub const INTERRUPT_REQUEST_ID: &str = "spaces-interrupt";
 /// servers' secrets).
 pub const MCP_CONFIG_FILE: &str = "claude-mcp.json";
 
+/// Set to `0` when the run has MCP servers: the CLI then connects them (each up to its
+/// `MCP_TIMEOUT`) before the first model request. By default `claude -p` sends the request at
+/// once and a server still starting is missing from it: the model's call is refused "No such
+/// tool available ... is still connecting" (seen with a `spaces` server slowed by 4 s, and once
+/// on a loaded CI host). Read by claude-code's `MCP_CONNECTION_NONBLOCKING` check, where
+/// `0`/`false`/`no`/`off` mean blocking.
+pub const MCP_BLOCKING_VAR: &str = "MCP_CONNECTION_NONBLOCKING";
+
 /// The process for a run: `claude -p --input-format stream-json --output-format stream-json
 /// --verbose --include-partial-messages --dangerously-skip-permissions [--mcp-config FILE
 /// --strict-mcp-config] [--model M] [--resume SID]`, stdin a pipe, the first turn's message as
@@ -35,6 +43,7 @@ pub const MCP_CONFIG_FILE: &str = "claude-mcp.json";
 /// as `--dangerously-skip-permissions` allows every tool, `mcp__<name>__*` included. Environment: the run's private `HOME` with
 /// `CLAUDE_CONFIG_DIR=$HOME/.claude`, telemetry, autoupdate and nonessential traffic off,
 /// `IS_SANDBOX=1` (needed for `--dangerously-skip-permissions` as root), a small retry count;
+/// with MCP servers, [`MCP_BLOCKING_VAR`]`=0` (connect them before the first request);
 /// `ANTHROPIC_BASE_URL` from `base_url`; then every `ctx.env` entry (the caller wins).
 pub fn plan(ctx: &LaunchContext<'_>) -> LaunchPlan {
     let mut argv: Vec<String> = vec![
@@ -74,6 +83,9 @@ pub fn plan(ctx: &LaunchContext<'_>) -> LaunchPlan {
     env.insert("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".to_owned(), "1".to_owned());
     env.insert("IS_SANDBOX".to_owned(), "1".to_owned());
     env.insert("CLAUDE_CODE_MAX_RETRIES".to_owned(), MAX_RETRIES_DEFAULT.to_owned());
+    if !ctx.mcp_servers.is_empty() {
+        env.insert(MCP_BLOCKING_VAR.to_owned(), "0".to_owned());
+    }
     if let Some(url) = ctx.base_url {
         env.insert("ANTHROPIC_BASE_URL".to_owned(), url.trim_end_matches('/').to_owned());
     }

@@ -399,6 +399,7 @@ fn launch_plan_turn_1_with_a_custom_endpoint() {
              check_for_update_on_startup = false\n\
              model = \"gpt-5.5\"\n\
              model_provider = \"spaces_endpoint\"\n\
+             mcp_optional_startup_grace_ms = 30000\n\
              \n\
              [analytics]\n\
              enabled = false\n\

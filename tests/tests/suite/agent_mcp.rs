@@ -34,12 +34,28 @@ fn echo_server() -> McpServer {
     })
 }
 
+/// How long the slow echo server waits before it reads its first message, in ms: far longer than
+/// either CLI waits on its own before its first model request.
+const SLOW_START_MS: u64 = 3000;
+
 /// The model calls the `echo` tool of the run's `echo` MCP server over stdio, then answers. The
 /// call is a `tool_call`/`tool_update completed` pair whose output is redacted; the model's
 /// second request carries the tool's output (so the server got its `env`); the secret is nowhere
 /// in the database; the servers' secrets sit 0600 in the run directory.
 async fn a_stdio_mcp_server_given_to_the_agent_is_called(h: H) {
     echo_call(h, echo_server(), &format!("{PREFIX_SECRET} echo: {SAID}"), PREFIX_SECRET).await;
+}
+
+/// A stdio server that takes [`SLOW_START_MS`] to start (like one fetched by `npx` on first use)
+/// is still offered in the CLI's first model request, and its call works: the CLI waits for its
+/// servers before it asks the model (Claude Code by `MCP_CONNECTION_NONBLOCKING=0`, Codex by
+/// `mcp_optional_startup_grace_ms`). Without that, both CLIs sent the first request at once and
+/// refused the model's call ("still connecting", "unsupported call"), which a loaded host turned
+/// into a flaky run of spacesd's own `spaces` server.
+async fn a_slow_starting_mcp_server_is_offered_from_the_first_request(h: H) {
+    let McpServer::Stdio(mut server) = echo_server() else { unreachable!() };
+    server.env.insert("MCP_ECHO_STARTUP_DELAY_MS".to_owned(), SLOW_START_MS.to_string());
+    echo_call(h, McpServer::Stdio(server), &format!("{PREFIX_SECRET} echo: {SAID}"), PREFIX_SECRET).await;
 }
 
 /// The same over Streamable HTTP (`{name, url, headers}`): the configured header reaches the
@@ -128,7 +144,11 @@ async fn echo_call(h: H, server: McpServer, output: &str, secret: &str) {
 }
 
 
-crate::support::per_harness!(a_stdio_mcp_server_given_to_the_agent_is_called, an_http_mcp_server_given_to_the_agent_is_called);
+crate::support::per_harness!(
+    a_stdio_mcp_server_given_to_the_agent_is_called,
+    a_slow_starting_mcp_server_is_offered_from_the_first_request,
+    an_http_mcp_server_given_to_the_agent_is_called
+);
 
 fn refusal(r: Result<impl std::fmt::Debug, ClientError>) -> spaces_sdk::ApiError {
     match r {
