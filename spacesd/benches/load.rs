@@ -414,7 +414,7 @@ async fn quiet_latency(d: &Daemon, count: u64) -> (Vec<f64>, Vec<f64>) {
         for e in &page.events {
             if let Some(t) = stamp(e) {
                 let ms = got.saturating_sub(t) as f64 / 1e6;
-                trace_slow(ms);
+                trace_slow(ms, (e.ts_ms as f64 - t as f64 / 1e6, got as f64 / 1e6 - e.ts_ms as f64));
                 out.push(ms);
             }
             ended |= e.kind == EventKind::TurnEnded;
@@ -429,15 +429,22 @@ async fn quiet_latency(d: &Daemon, count: u64) -> (Vec<f64>, Vec<f64>) {
 
 /// With `SPACES_BENCH_TRACE_MS` set: a quiet line that took longer than that many ms is printed
 /// with the `CLOCK_MONOTONIC` time it was received at, to find it in a `perf sched record -k
-/// CLOCK_MONOTONIC` (or `perf record`) trace of the same run.
-fn trace_slow(ms: f64) {
+/// CLOCK_MONOTONIC` (or `perf record`) trace of the same run, and its time split in two at the
+/// event's `ts_ms` (when the daemon prepared its chunk for the writer; wall clock, 1 ms steps):
+/// written → prepared (shim, journal, follower, normalizer) and prepared → received (writer,
+/// commit, wake-up, HTTP).
+fn trace_slow(ms: f64, (to_prepared, to_received): (f64, f64)) {
     static LIMIT: std::sync::OnceLock<Option<f64>> = std::sync::OnceLock::new();
     let Some(limit) = *LIMIT.get_or_init(|| std::env::var("SPACES_BENCH_TRACE_MS").ok().and_then(|v| v.parse().ok())) else { return };
     if ms > limit {
         let mut now = nix::libc::timespec { tv_sec: 0, tv_nsec: 0 };
         // SAFETY: clock_gettime writes the timespec it is given.
         unsafe { nix::libc::clock_gettime(nix::libc::CLOCK_MONOTONIC, &mut now) };
-        eprintln!("== slow quiet line: {ms:.1} ms, received at {}.{:06} (monotonic)", now.tv_sec, now.tv_nsec / 1000);
+        eprintln!(
+            "== slow quiet line: {ms:.1} ms ({to_prepared:.0} ms to prepared, {to_received:.0} ms to received), received at {}.{:06} (monotonic)",
+            now.tv_sec,
+            now.tv_nsec / 1000
+        );
     }
 }
 
