@@ -16,7 +16,6 @@ use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 /// The syncs of one writer's file: whether anything was written since the last one, whether
 /// one was asked of the thread, and the thread that `fdatasync`s the files it is handed, one at
 /// a time (started at the first request).
-#[derive(Default)]
 pub struct Syncer {
     tx: Option<SyncSender<File>>,
     /// Written to since the last sync (or request).
@@ -24,6 +23,14 @@ pub struct Syncer {
     /// A sync was asked of the thread since the last [`Self::now`]: the next one syncs even with
     /// nothing new written (that one may not have finished).
     asked: bool,
+    /// What a sync does: `File::sync_data` (`fdatasync`); a test hands in one it can watch.
+    sync: fn(&File) -> std::io::Result<()>,
+}
+
+impl Default for Syncer {
+    fn default() -> Self {
+        Self { tx: None, dirty: false, asked: false, sync: File::sync_data }
+    }
 }
 
 impl Syncer {
@@ -48,7 +55,7 @@ impl Syncer {
     /// disk.
     pub fn now(&mut self, file: &File) -> std::io::Result<()> {
         if self.dirty || self.asked {
-            file.sync_data()?;
+            (self.sync)(file)?;
             self.dirty = false;
             self.asked = false;
         }
@@ -61,19 +68,20 @@ impl Syncer {
     /// cannot start, the sync runs here instead.
     fn request(&mut self, file: &File) -> std::io::Result<()> {
         let copy = file.try_clone()?;
+        let sync = self.sync;
         let tx = match &self.tx {
             Some(tx) => tx.clone(),
             None => {
                 let (tx, rx) = sync_channel::<File>(2);
                 let started = std::thread::Builder::new().name("shim-sync".into()).spawn(move || {
                     for file in rx {
-                        if let Err(e) = file.sync_data() {
+                        if let Err(e) = sync(&file) {
                             eprintln!("fdatasync failed: {e}");
                         }
                     }
                 });
                 if started.is_err() {
-                    return copy.sync_data();
+                    return sync(&copy);
                 }
                 self.tx = Some(tx.clone());
                 tx
@@ -83,7 +91,7 @@ impl Syncer {
             Ok(()) | Err(TrySendError::Full(_)) => Ok(()),
             Err(TrySendError::Disconnected(copy)) => {
                 self.tx = None;
-                copy.sync_data()
+                sync(&copy)
             }
         }
     }
@@ -95,29 +103,90 @@ mod tests {
     use super::*;
     use std::io::Write;
 
+    use std::sync::{Condvar, Mutex};
+
+    /// The threads the watched syncs ran on, in order, and whether syncs may finish yet: a sync
+    /// records its thread's name, then waits until the test lets syncs finish.
+    static SEEN: Mutex<(Vec<String>, bool)> = Mutex::new((Vec::new(), false));
+    static CHANGED: Condvar = Condvar::new();
+
+    /// Marks, in [`SEEN`], the end of a thread that ran a watched sync (the syncer's thread
+    /// ends once its channel is closed and every sync handed to it has run).
+    struct ExitMark;
+    impl Drop for ExitMark {
+        fn drop(&mut self) {
+            if let Ok(mut seen) = SEEN.lock() {
+                seen.0.push(EXITED.to_owned());
+                CHANGED.notify_all();
+            }
+        }
+    }
+    thread_local! { static EXIT_MARK: ExitMark = const { ExitMark }; }
+    const EXITED: &str = "<thread ended>";
+
+    fn watched_sync(_: &File) -> std::io::Result<()> {
+        if std::thread::current().name() == Some("shim-sync") {
+            EXIT_MARK.with(|_| {});
+        }
+        let name = std::thread::current().name().unwrap_or("").to_owned();
+        let mut seen = SEEN.lock().unwrap();
+        seen.0.push(name);
+        CHANGED.notify_all();
+        // Held until the test lets syncs finish, 10 s at most: a sync on the test's own thread
+        // (the fault this test catches) fails the test instead of hanging it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !seen.1 && std::time::Instant::now() < deadline {
+            seen = CHANGED.wait_timeout(seen, std::time::Duration::from_millis(50)).unwrap().0;
+        }
+        seen.1 = true;
+        Ok(())
+    }
+
+    /// Waits (at most 10 s) until `done` holds of what the syncs saw, and returns it.
+    fn seen_when(done: impl Fn(&[String]) -> bool) -> Vec<String> {
+        let mut seen = SEEN.lock().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !done(&seen.0) && std::time::Instant::now() < deadline {
+            seen = CHANGED.wait_timeout(seen, std::time::Duration::from_millis(50)).unwrap().0;
+        }
+        seen.0.clone()
+    }
+
+    /// 50 requests return while the first sync is still running (it is held until the test lets
+    /// it go): no request waits for a sync. The syncs run on the thread `shim-sync`, never on
+    /// the caller's; while one runs, at most two more wait and the rest are dropped (`now`
+    /// covers them). `now` syncs on the caller's thread, once something was asked or written.
     #[test]
     fn a_request_returns_at_once_and_the_sync_runs_on_the_syncers_thread() {
         let dir = tempfile::tempdir().unwrap();
         let mut file = File::create(dir.path().join("f")).unwrap();
-        let mut syncer = Syncer::default();
+        let mut syncer = Syncer { sync: watched_sync, ..Syncer::default() };
         for i in 0..50 {
             writeln!(file, "line {i}").unwrap();
-            syncer.request(&file).unwrap();
+            syncer.wrote();
+            syncer.soon(&file).unwrap();
         }
-        // The thread is the shim's own, named for `ps`/`top` (it names itself as it starts).
-        let names = || -> Vec<String> {
-            std::fs::read_dir("/proc/self/task")
-                .unwrap()
-                .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-                .map(|n| n.trim().to_owned())
-                .collect()
-        };
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !names().iter().any(|t| t == "shim-sync") && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        assert!(names().iter().any(|t| t == "shim-sync"), "{:?}", names());
+        // Every request has returned; the first sync is running, held.
+        let running = seen_when(|s| !s.is_empty());
+        assert_eq!(running, ["shim-sync"], "one sync runs, on the syncer's thread, and holds the others");
+        SEEN.lock().unwrap().1 = true;
+        CHANGED.notify_all();
+        // Dropped, the syncer closes its channel: the thread runs what waits, then ends.
         drop(syncer);
-        assert_eq!(std::fs::read_to_string(dir.path().join("f")).unwrap().lines().count(), 50);
+        let all = seen_when(|s| s.last().is_some_and(|t| t == EXITED));
+        assert_eq!(all.last().map(String::as_str), Some(EXITED), "the syncer's thread ended: {all:?}");
+        let syncs = &all[..all.len() - 1];
+        assert!(syncs.iter().all(|t| t == "shim-sync"), "{all:?}");
+        assert!((1..=3).contains(&syncs.len()), "the one running and at most two waiting, not one per request: {all:?}");
+
+        // `now` syncs on the caller's thread, and only when something was written or asked.
+        let mut syncer = Syncer { sync: watched_sync, ..Syncer::default() };
+        syncer.now(&file).unwrap();
+        let count = SEEN.lock().unwrap().0.len();
+        assert_eq!(count, all.len(), "nothing written or asked: no sync");
+        syncer.wrote();
+        syncer.now(&file).unwrap();
+        let me = std::thread::current().name().unwrap_or("").to_owned();
+        assert_eq!(SEEN.lock().unwrap().0[count..], [me], "now synced once, on the caller's thread");
     }
 }
