@@ -25,8 +25,8 @@ pub const INTERRUPT_REQUEST_ID: &str = "spaces-interrupt";
 /// servers' secrets).
 pub const MCP_CONFIG_FILE: &str = "claude-mcp.json";
 
-/// Set to `0` when the run has MCP servers: the CLI then connects them (each up to its
-/// `MCP_TIMEOUT`) before the first model request. By default `claude -p` sends the request at
+/// Set to `0` when the run has MCP servers: the CLI then connects them (each for up to
+/// `MCP_TIMEOUT`, 30 s by default; one that fails is left out) before the first model request. By default `claude -p` sends the request at
 /// once and a server still starting is missing from it: the model's call is refused "No such
 /// tool available ... is still connecting" (seen with a `spaces` server slowed by 4 s, and once
 /// on a loaded CI host). Read by claude-code's `MCP_CONNECTION_NONBLOCKING` check, where
