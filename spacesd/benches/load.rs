@@ -13,7 +13,8 @@
 //!    the daemon has taken the last (`keep_noisy`);
 //!    the quiet run is read at once by a long-poll reader and by an SSE follower;
 //! 3. **ingest** (a fresh daemon): `SPACES_BENCH_INGEST_RUNS` (50) agents × 2,000 lines of
-//!    1.6 KB at once; events/s from the first `agent_start` to the last run idle, beside a raw
+//!    1.6 KB started at once; when the last `agent_start` was answered (`ingest.starts_ms`);
+//!    events/s from the first `agent_start` to the last run idle, beside a raw
 //!    rusqlite insert of the same rows (1,000 rows a transaction, a plain rowid table, WAL,
 //!    `synchronous=NORMAL`), and the state database's bytes per event (after the runs and the
 //!    daemon stopped gracefully) beside the row's own bytes (event JSON + raw line).

@@ -25,13 +25,23 @@ pub const INTERRUPT_REQUEST_ID: &str = "spaces-interrupt";
 /// servers' secrets).
 pub const MCP_CONFIG_FILE: &str = "claude-mcp.json";
 
-/// Set to `0` when the run has MCP servers: the CLI then connects them (each for up to
-/// `MCP_TIMEOUT`, 30 s by default; one that fails is left out) before the first model request. By default `claude -p` sends the request at
-/// once and a server still starting is missing from it: the model's call is refused "No such
-/// tool available ... is still connecting" (seen with a `spaces` server slowed by 4 s, and once
-/// on a loaded CI host). Read by claude-code's `MCP_CONNECTION_NONBLOCKING` check, where
-/// `0`/`false`/`no`/`off` mean blocking.
-pub const MCP_BLOCKING_VAR: &str = "MCP_CONNECTION_NONBLOCKING";
+/// Set to `0` when the run has MCP servers: the CLI then connects them before the first model
+/// request, waiting for all of them together for up to [`MCP_CONNECT_TIMEOUT_VAR`] (a server
+/// not ready by then is left out of that request and goes on connecting). By default `claude -p`
+/// sends the request at once and a server still starting is missing from it: the model's call
+/// is refused "No such tool available ... is still connecting" (seen with a `spaces` server
+/// slowed by 4 s, and once on a loaded CI host). Read by claude-code's
+/// `MCP_CONNECTION_NONBLOCKING` check, where `0`/`false`/`no`/`off` mean blocking.
+pub const MCP_NONBLOCKING_VAR: &str = "MCP_CONNECTION_NONBLOCKING";
+
+/// How long, in ms, the blocking connect of [`MCP_NONBLOCKING_VAR`] waits for the servers:
+/// [`MCP_CONNECT_TIMEOUT_MS`], set with it. The CLI's own default is 5,000 ms, shorter than
+/// a server fetched by `npx` on first use may take.
+pub const MCP_CONNECT_TIMEOUT_VAR: &str = "MCP_CONNECT_TIMEOUT_MS";
+
+/// The wait written to [`MCP_CONNECT_TIMEOUT_VAR`], in ms: as long as Codex's
+/// (`crate::openai_codex::launch::MCP_STARTUP_GRACE_MS`).
+pub const MCP_CONNECT_TIMEOUT_MS: u64 = 30_000;
 
 /// The process for a run: `claude -p --input-format stream-json --output-format stream-json
 /// --verbose --include-partial-messages --dangerously-skip-permissions [--mcp-config FILE
@@ -43,7 +53,8 @@ pub const MCP_BLOCKING_VAR: &str = "MCP_CONNECTION_NONBLOCKING";
 /// as `--dangerously-skip-permissions` allows every tool, `mcp__<name>__*` included. Environment: the run's private `HOME` with
 /// `CLAUDE_CONFIG_DIR=$HOME/.claude`, telemetry, autoupdate and nonessential traffic off,
 /// `IS_SANDBOX=1` (needed for `--dangerously-skip-permissions` as root), a small retry count;
-/// with MCP servers, [`MCP_BLOCKING_VAR`]`=0` (connect them before the first request);
+/// with MCP servers, [`MCP_NONBLOCKING_VAR`]`=0` and [`MCP_CONNECT_TIMEOUT_VAR`] (connect them,
+/// for up to 30 s, before the first request);
 /// `ANTHROPIC_BASE_URL` from `base_url`; then every `ctx.env` entry (the caller wins).
 pub fn plan(ctx: &LaunchContext<'_>) -> LaunchPlan {
     let mut argv: Vec<String> = vec![
@@ -84,7 +95,8 @@ pub fn plan(ctx: &LaunchContext<'_>) -> LaunchPlan {
     env.insert("IS_SANDBOX".to_owned(), "1".to_owned());
     env.insert("CLAUDE_CODE_MAX_RETRIES".to_owned(), MAX_RETRIES_DEFAULT.to_owned());
     if !ctx.mcp_servers.is_empty() {
-        env.insert(MCP_BLOCKING_VAR.to_owned(), "0".to_owned());
+        env.insert(MCP_NONBLOCKING_VAR.to_owned(), "0".to_owned());
+        env.insert(MCP_CONNECT_TIMEOUT_VAR.to_owned(), MCP_CONNECT_TIMEOUT_MS.to_string());
     }
     if let Some(url) = ctx.base_url {
         env.insert("ANTHROPIC_BASE_URL".to_owned(), url.trim_end_matches('/').to_owned());

@@ -36,8 +36,8 @@ pub const NO_PHONE_HOME: &str = "\n[analytics]\nenabled = false\n\n[feedback]\ne
 
 /// How long `codex exec` waits for its MCP servers to start before the first model request, in
 /// ms (`mcp_optional_startup_grace_ms`, written at the top of the run's `config.toml`). It waits
-/// only while a server is still starting; a server that fails or passes its own
-/// `startup_timeout_sec` (10 s by default) is left out as before. Without it a server slower than
+/// only while a server is still starting (a 12 s server is in the first request); a server that
+/// fails is left out as before. Without it a server slower than
 /// the CLI's own short grace is missing from the first request, and the model's call is refused
 /// `unsupported call` (seen with a `spaces` server slowed by 4 s, and once on a loaded CI host).
 pub const MCP_STARTUP_GRACE_MS: u64 = 30_000;

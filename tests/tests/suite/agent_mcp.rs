@@ -34,9 +34,11 @@ fn echo_server() -> McpServer {
     })
 }
 
-/// How long the slow echo server waits before it reads its first message, in ms: far longer than
-/// either CLI waits on its own before its first model request.
-const SLOW_START_MS: u64 = 3000;
+/// How long the slow echo server waits before it reads its first message, in ms: longer than
+/// either CLI waits on its own before its first model request (Codex left out a server that
+/// took 4 s; Claude Code, even when told to wait, let a 6 s server in and left a 12 s one out
+/// unless `MCP_CONNECT_TIMEOUT_MS` says more), and within the 30 s spacesd has both wait.
+const SLOW_START_MS: u64 = 12000;
 
 /// The model calls the `echo` tool of the run's `echo` MCP server over stdio, then answers. The
 /// call is a `tool_call`/`tool_update completed` pair whose output is redacted; the model's
@@ -48,8 +50,8 @@ async fn a_stdio_mcp_server_given_to_the_agent_is_called(h: H) {
 
 /// A stdio server that takes [`SLOW_START_MS`] to start (like one fetched by `npx` on first use)
 /// is still offered in the CLI's first model request, and its call works: the CLI waits for its
-/// servers before it asks the model (Claude Code by `MCP_CONNECTION_NONBLOCKING=0`, Codex by
-/// `mcp_optional_startup_grace_ms`). Without that, both CLIs sent the first request at once and
+/// servers before it asks the model (Claude Code by `MCP_CONNECTION_NONBLOCKING=0` with
+/// `MCP_CONNECT_TIMEOUT_MS=30000`, Codex by `mcp_optional_startup_grace_ms`). Without that, both CLIs sent the first request at once and
 /// refused the model's call ("still connecting", "unsupported call"), which a loaded host turned
 /// into a flaky run of spacesd's own `spaces` server.
 async fn a_slow_starting_mcp_server_is_offered_from_the_first_request(h: H) {
