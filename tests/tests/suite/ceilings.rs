@@ -354,7 +354,7 @@ async fn a_spare_shim_starts_the_next_run_in_the_runs_cgroup_and_goes_with_the_d
 /// a new spare is started after it).
 #[tokio::test]
 async fn a_spare_that_died_never_fails_a_start() {
-    let script = format!("echo \"agent pid: $$\" >&2\n{CODEX_TURN}");
+    let script = format!("echo \"agent pid: $$ shim pid: $PPID \" >&2\n{CODEX_TURN}");
     let bin_dir = tempfile::tempdir().unwrap();
     let bin = super::fake_agents::fake(bin_dir.path(), "fake-codex", &script);
     let d = TestDaemon::start_with_env(vec![("SPACES_HARNESS_BIN_OPENAI_CODEX".into(), bin.display().to_string())]).await;
@@ -371,8 +371,17 @@ async fn a_spare_that_died_never_fails_a_start() {
     let run = start_codex(&d).await;
     let st = d.client.space("s").agent_status(&run, Some(200)).await.unwrap();
     assert_eq!(st.status, spaces_sdk::Status::Idle, "the run's turn ended well: {:?} {}", st.status, st.reason);
-    assert!(st.output_tail.unwrap_or_default().contains("agent pid: "), "the agent ran");
-    wait_until("another spare shim", Duration::from_secs(20), || spares_of(daemon).iter().any(|s| *s != spare)).await;
+    let tail = st.output_tail.unwrap_or_default();
+    let run_shim: i32 = tail
+        .split("shim pid: ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("the agent ran and named its shim: {tail}"));
+    assert_ne!(run_shim, spare, "the run's shim is not the spare that was killed");
+    // The run's shim may be a spare taken for it (its environment still says spare): only a
+    // shim that is neither counts as the replacement.
+    wait_until("another spare shim", Duration::from_secs(20), || spares_of(daemon).iter().any(|s| *s != spare && *s != run_shim)).await;
 }
 
 /// `spare_shims` off (`SPACES_SPARE_SHIMS=0`): no shim waits ahead of need, and a run starts
