@@ -79,6 +79,12 @@ pub struct LaunchContext<'a> {
     pub mcp_servers: &'a [McpServer],
 }
 
+/// How long each CLI is told to wait for its MCP servers ([`LaunchContext::mcp_servers`]) to
+/// start before its first model request, in ms. Left to themselves `claude -p` and `codex exec`
+/// send that request at once, without a server still starting, and the model's call to it is
+/// refused (docs/harnesses.md, "MCP servers").
+pub const MCP_STARTUP_WAIT_MS: u64 = 30_000;
+
 /// One process to spawn.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LaunchPlan {

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 use spaces_sdk::McpServer;
 
+use crate::plan::MCP_STARTUP_WAIT_MS;
 use crate::{LaunchContext, LaunchPlan, StdinMode};
 
 /// `CLAUDE_CODE_MAX_RETRIES` unless the caller sets it: the CLI's default backoff retries a
@@ -35,13 +36,9 @@ pub const MCP_CONFIG_FILE: &str = "claude-mcp.json";
 pub const MCP_NONBLOCKING_VAR: &str = "MCP_CONNECTION_NONBLOCKING";
 
 /// How long, in ms, the blocking connect of [`MCP_NONBLOCKING_VAR`] waits for the servers:
-/// [`MCP_CONNECT_TIMEOUT_MS`], set with it. The CLI's own default is 5,000 ms, shorter than
-/// a server fetched by `npx` on first use may take.
+/// [`MCP_STARTUP_WAIT_MS`], set with it. The CLI's own default is 5,000 ms, shorter than a
+/// server fetched by `npx` on first use may take.
 pub const MCP_CONNECT_TIMEOUT_VAR: &str = "MCP_CONNECT_TIMEOUT_MS";
-
-/// The wait written to [`MCP_CONNECT_TIMEOUT_VAR`], in ms: as long as Codex's
-/// (`crate::openai_codex::launch::MCP_STARTUP_GRACE_MS`).
-pub const MCP_CONNECT_TIMEOUT_MS: u64 = 30_000;
 
 /// The process for a run: `claude -p --input-format stream-json --output-format stream-json
 /// --verbose --include-partial-messages --dangerously-skip-permissions [--mcp-config FILE
@@ -96,7 +93,7 @@ pub fn plan(ctx: &LaunchContext<'_>) -> LaunchPlan {
     env.insert("CLAUDE_CODE_MAX_RETRIES".to_owned(), MAX_RETRIES_DEFAULT.to_owned());
     if !ctx.mcp_servers.is_empty() {
         env.insert(MCP_NONBLOCKING_VAR.to_owned(), "0".to_owned());
-        env.insert(MCP_CONNECT_TIMEOUT_VAR.to_owned(), MCP_CONNECT_TIMEOUT_MS.to_string());
+        env.insert(MCP_CONNECT_TIMEOUT_VAR.to_owned(), MCP_STARTUP_WAIT_MS.to_string());
     }
     if let Some(url) = ctx.base_url {
         env.insert("ANTHROPIC_BASE_URL".to_owned(), url.trim_end_matches('/').to_owned());

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use spaces_sdk::McpServer;
 
-use crate::plan::{LaunchContext, LaunchPlan, StdinMode};
+use crate::plan::{LaunchContext, LaunchPlan, StdinMode, MCP_STARTUP_WAIT_MS};
 
 /// Model used with a custom endpoint when the caller names none. It must be a slug Codex knows:
 /// with an unknown slug Codex falls back to generic model settings and drops `apply_patch`.
@@ -33,14 +33,6 @@ pub const PLACEHOLDER_KEY: &str = "spaces-no-key";
 /// to the model endpoint. `--strict-config` accepts every key.
 pub const NO_PHONE_HOME: &str = "\n[analytics]\nenabled = false\n\n[feedback]\nenabled = false\n\n\
     [features]\nplugins = false\nremote_plugin = false\napps = false\nin_app_updates = false\n";
-
-/// How long `codex exec` waits for its MCP servers to start before the first model request, in
-/// ms (`mcp_optional_startup_grace_ms`, written at the top of the run's `config.toml`). It waits
-/// only while a server is still starting (a 12 s server is in the first request); a server that
-/// fails is left out as before. Without it a server slower than
-/// the CLI's own short grace is missing from the first request, and the model's call is refused
-/// `unsupported call` (seen with a `spaces` server slowed by 4 s, and once on a loaded CI host).
-pub const MCP_STARTUP_GRACE_MS: u64 = 30_000;
 
 /// `CODEX_HOME` of a run: `<home>/.codex` (the CLI's own default under `HOME`).
 pub fn codex_home(home: &Path) -> PathBuf {
@@ -94,8 +86,11 @@ pub fn plan(ctx: &LaunchContext<'_>) -> LaunchPlan {
     }
 }
 
-/// The run-local `config.toml`: no update checks; up to [`MCP_STARTUP_GRACE_MS`] of waiting for
-/// MCP servers that are still starting; no analytics, feedback uploads, plugin or app syncs
+/// The run-local `config.toml`: no update checks; up to [`MCP_STARTUP_WAIT_MS`] of waiting for
+/// MCP servers that are still starting (`mcp_optional_startup_grace_ms`: Codex waits only while
+/// a server is starting, and leaves out one that fails; without it a server slower than its own
+/// short grace is missing from the first request and the model's call is refused `unsupported
+/// call`); no analytics, feedback uploads, plugin or app syncs
 /// ([`NO_PHONE_HOME`]); with a
 /// custom endpoint (`base_url` without `/v1`), a Responses provider with retries off and a known
 /// model slug unless `model` is given (then `-m` names it); and one `[mcp_servers.<name>]` table
@@ -112,7 +107,7 @@ pub fn config_toml(base_url: Option<&str>, model: Option<&str>, mcp_servers: &[M
         }
         out.push_str(&format!("model_provider = {}\n", toml_str(PROVIDER_ID)));
     }
-    out.push_str(&format!("mcp_optional_startup_grace_ms = {MCP_STARTUP_GRACE_MS}\n"));
+    out.push_str(&format!("mcp_optional_startup_grace_ms = {MCP_STARTUP_WAIT_MS}\n"));
     out.push_str(NO_PHONE_HOME);
     if let Some(base) = base_url {
         let base = format!("{}/v1", base.trim_end_matches('/').trim_end_matches("/v1"));

@@ -25,13 +25,14 @@ const PREFIX_SECRET: &str = "mcp-env-secret-42";
 const HEADER_SECRET: &str = "http-header-secret-7";
 const SAID: &str = "ping from the model";
 
-fn echo_server() -> McpServer {
-    McpServer::Stdio(McpStdioServer {
+/// The `mcp-echo` binary as the stdio server `echo`, its prefix the secret [`PREFIX_SECRET`].
+fn echo_server() -> McpStdioServer {
+    McpStdioServer {
         name: "echo".into(),
         command: env!("CARGO_BIN_EXE_mcp-echo").into(),
         args: vec![],
         env: [("MCP_ECHO_PREFIX".to_owned(), PREFIX_SECRET.to_owned())].into(),
-    })
+    }
 }
 
 /// How long the slow echo server waits before it reads its first message, in ms: longer than
@@ -45,17 +46,18 @@ const SLOW_START_MS: u64 = 12000;
 /// second request carries the tool's output (so the server got its `env`); the secret is nowhere
 /// in the database; the servers' secrets sit 0600 in the run directory.
 async fn a_stdio_mcp_server_given_to_the_agent_is_called(h: H) {
-    echo_call(h, echo_server(), &format!("{PREFIX_SECRET} echo: {SAID}"), PREFIX_SECRET).await;
+    echo_call(h, McpServer::Stdio(echo_server()), &format!("{PREFIX_SECRET} echo: {SAID}"), PREFIX_SECRET).await;
 }
 
 /// A stdio server that takes [`SLOW_START_MS`] to start (like one fetched by `npx` on first use)
 /// is still offered in the CLI's first model request, and its call works: the CLI waits for its
 /// servers before it asks the model (Claude Code by `MCP_CONNECTION_NONBLOCKING=0` with
-/// `MCP_CONNECT_TIMEOUT_MS=30000`, Codex by `mcp_optional_startup_grace_ms`). Without that, both CLIs sent the first request at once and
-/// refused the model's call ("still connecting", "unsupported call"), which a loaded host turned
-/// into a flaky run of spacesd's own `spaces` server.
+/// `MCP_CONNECT_TIMEOUT_MS=30000`, Codex by `mcp_optional_startup_grace_ms`). Without that,
+/// both CLIs sent the first request at once and refused the model's call ("still connecting",
+/// "unsupported call"), which a loaded host turned into a flaky run of spacesd's own `spaces`
+/// server.
 async fn a_slow_starting_mcp_server_is_offered_from_the_first_request(h: H) {
-    let McpServer::Stdio(mut server) = echo_server() else { unreachable!() };
+    let mut server = echo_server();
     server.env.insert("MCP_ECHO_STARTUP_DELAY_MS".to_owned(), SLOW_START_MS.to_string());
     echo_call(h, McpServer::Stdio(server), &format!("{PREFIX_SECRET} echo: {SAID}"), PREFIX_SECRET).await;
 }
