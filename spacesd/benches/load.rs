@@ -17,7 +17,10 @@
 //!    events/s from the first `agent_start` to the last run idle, beside a raw
 //!    rusqlite insert of the same rows (1,000 rows a transaction, a plain rowid table, WAL,
 //!    `synchronous=NORMAL`), and the state database's bytes per event (after the runs and the
-//!    daemon stopped gracefully) beside the row's own bytes (event JSON + raw line).
+//!    daemon stopped gracefully) beside the row's own bytes (event JSON + raw line); then the
+//!    same agents and lines through the ingest floor (`load/floor.rs`: the least work a daemon
+//!    of this design does, no service around it), `ingest.floor_events_per_s`. `--floor` runs
+//!    the floor alone.
 //!
 //! Each daemon is torn down before the next phase starts: its runs stopped, the daemon stopped,
 //! and every process left from its temp dir ended and waited for (`Daemon::teardown`).
@@ -36,6 +39,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
+
+#[path = "load/floor.rs"]
+mod floor;
 use spaces_sdk::client::{Client, Endpoint};
 use spaces_sdk::{AgentEventsRequest, AgentMessageRequest, AgentStartRequest, AgentStatusRequest, EventKind, SpaceAddRequest, Status};
 
@@ -56,6 +62,15 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--input-format") {
         fake_agent();
+        return;
+    }
+    if args.iter().any(|a| a == "--floor") {
+        // The floor alone: `SPACES_BENCH_ROUNDS` rounds of the ingest phase's agents and lines.
+        let runs = env_num("SPACES_BENCH_INGEST_RUNS", 50) as usize;
+        let lines = env_num("SPACES_BENCH_INGEST_LINES", 2000);
+        for round in 0..env_num("SPACES_BENCH_ROUNDS", 3) {
+            println!("load-raw: floor round={} ingest.floor_events_per_s={:.0}", round + 1, floor::events_per_s(runs, lines));
+        }
         return;
     }
     let full = args.iter().any(|a| a == "--bench");
@@ -559,6 +574,8 @@ async fn one_round(bin: &Path, cfg: &Cfg) -> Vec<(String, f64)> {
     let disk = size(db.clone()) + size(PathBuf::from(format!("{}-wal", db.display())));
     out.push(("ingest.row_bytes".into(), row_bytes));
     out.push(("ingest.disk_bytes_per_event".into(), disk as f64 / total.max(1) as f64));
+    // The same agents and lines through the least work this design needs (`load/floor.rs`).
+    out.push(("ingest.floor_events_per_s".into(), floor::events_per_s(cfg.ingest_runs, cfg.ingest_lines)));
     out
 }
 
@@ -648,6 +665,8 @@ fn report(bins: &[String], results: &[(String, String, f64)]) {
         let (_, raw) = stat(b, "ingest.raw_insert_events_per_s");
         let (_, disk) = stat(b, "ingest.disk_bytes_per_event");
         let (_, row) = stat(b, "ingest.row_bytes");
+        let (_, floor) = stat(b, "ingest.floor_events_per_s");
+        println!("load: {b}: ingest {:.2}x the floor ({floor:.0} events/s: the least work of this design, `load/floor.rs`)", ing / floor);
         println!(
             "load: {b}: ingest {:.2}x the raw insert (goal >= 1.0: {}); disk {:.2}x the row's bytes (goal <= 1.5: {})",
             ing / raw,

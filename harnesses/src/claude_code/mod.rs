@@ -12,6 +12,7 @@
 //! `testkit/examples/record_claude.rs`).
 
 mod launch;
+mod fast;
 mod normalize;
 mod tools;
 
