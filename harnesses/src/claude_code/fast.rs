@@ -81,10 +81,15 @@ pub(super) struct Delta<'a> {
 /// general read, which decides as it always did.
 const MAX_OPENINGS: usize = 100;
 
-/// `line` read typed, when it is an `assistant` or `stream_event` line as the CLI prints them
-/// (the type first) and every field read has the type described here. `None` otherwise.
+/// How the two types read here are spelled in a compact line. The CLI prints `type` first, so
+/// the search ends at once; a line written with its keys in another order (sorted, as
+/// `serde_json::Value` writes them) is found as well.
+const KINDS: [&str; 2] = [r#""type":"assistant""#, r#""type":"stream_event""#];
+
+/// `line` read typed, when it looks like an `assistant` or `stream_event` line and every field
+/// read has the type described here. `None` otherwise.
 pub(super) fn read(line: &str) -> Option<Line<'_>> {
-    if !(line.starts_with(r#"{"type":"assistant""#) || line.starts_with(r#"{"type":"stream_event""#)) {
+    if !(line.starts_with('{') && KINDS.iter().any(|kind| line.contains(kind))) {
         return None;
     }
     if line.bytes().filter(|b| matches!(b, b'[' | b'{')).nth(MAX_OPENINGS).is_some() {

@@ -620,6 +620,8 @@ mod tests {
             r#"{"type":"assistant","message":{"content":[]}} trailing"#,
             r#"{"type":"assistant","message":{"content":[{"type":"text","text":"\ud800"}]}}"#,
             r#"{"type":"assistant","message":{"content":[{"type":"text","text":"x"}],"usage":{"a":[1,{"b":null}]},"id":"m"},"session_id":"s","uuid":"u"}"#,
+            r#"{"message":{"content":[{"text":"keys sorted","type":"text"}]},"parent_tool_use_id":null,"type":"assistant"}"#,
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"assistant"}]}]}}"#,
             r#"{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"piece"}}}"#,
             r#"{"type":"stream_event","event":{"type":"content_block_delta","delta":{"type":"text_delta","text":"sub"}},"parent_tool_use_id":"t"}"#,
             r#"{"type":"stream_event","event":{"type":"content_block_delta","delta":{"type":"text_delta","text":""}}}"#,
