@@ -249,15 +249,6 @@ const FOLLOW_READ_BYTES: u64 = 256 * 1024;
 /// receiver is dropped.
 pub fn follow(dir: PathBuf, from: u64) -> mpsc::Receiver<Followed> {
     let (tx, rx) = mpsc::channel(FOLLOW_QUEUE);
-    follow_into(dir, from, tx, |followed| followed);
-    rx
-}
-
-/// [`follow`] into a channel of the caller's: each [`Followed`] is sent as `wrap` makes it (a
-/// run actor's own event type), with no task between the follower and its receiver. The
-/// channel's bound is the caller's, and holds the follower back as [`follow`]'s does.
-pub fn follow_into<T: Send + 'static>(dir: PathBuf, from: u64, tx: mpsc::Sender<T>, wrap: impl Fn(Followed) -> T + Send + Sync + 'static) {
-    let tx = Wrapped { tx, wrap };
     tokio::spawn(async move {
         let mut watch = match Conn::open(&dir).await {
             Ok((mut conn, _)) => match conn.ask(&Request::Watch).await {
@@ -277,7 +268,7 @@ pub fn follow_into<T: Send + 'static>(dir: PathBuf, from: u64, tx: mpsc::Sender<
         // the receiver is gone. A follower behind its journal (its last read took many records)
         // parses the next part on the bulk lane, below the daemon's priority, while its runtime
         // worker goes on with other tasks (see `crate::process::bulk::spawn`).
-        async fn catch_up<T, W: Fn(Followed) -> T>(mut reader: JournalReader, tx: &Wrapped<T, W>) -> Option<JournalReader> {
+        async fn catch_up(mut reader: JournalReader, tx: &mpsc::Sender<Followed>) -> Option<JournalReader> {
             let mut behind = false;
             loop {
                 let records;
@@ -323,19 +314,7 @@ pub fn follow_into<T: Send + 'static>(dir: PathBuf, from: u64, tx: mpsc::Sender<
             }
         }
     });
-}
-
-/// A follower's sender: what it follows, made into the receiver's type.
-struct Wrapped<T, W> {
-    tx: mpsc::Sender<T>,
-    wrap: W,
-}
-
-impl<T, W: Fn(Followed) -> T> Wrapped<T, W> {
-    /// Errors when the receiver is gone.
-    async fn send(&self, followed: Followed) -> Result<(), ()> {
-        self.tx.send((self.wrap)(followed)).await.map_err(|_| ())
-    }
+    rx
 }
 
 /// A shim process waiting for its launch on stdin (a spare, or one started just now): our ends

@@ -38,7 +38,7 @@ pub mod tree;
 
 use std::path::{Path, PathBuf};
 
-pub use client::{follow, follow_into, Followed, ShimClient, Watcher};
+pub use client::{follow, Followed, ShimClient, Watcher};
 pub use protocol::{InputStop, Launch, OutputMode, RawRecord, Record, Reply, Request, ShimSpec, Stream, PROTOCOL};
 
 /// `<dir>/ctl.sock`: the shim's control socket.

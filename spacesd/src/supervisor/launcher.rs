@@ -39,10 +39,9 @@ const MAX_BATCH_EVENTS: usize = 128;
 /// 50 KB of rows); 40 lines (64 KiB) read 22 ms (`scripts/bench load`, docs/benchmarks.md).
 /// Short lines (a streamed answer's pieces) still batch by the hundred.
 const MAX_BATCH_BYTES: usize = 48 * 1024;
-/// Journal records waiting for the actor: what one run holds in memory of an agent's output it
-/// has not stored yet. The follower sends into this channel itself (`follow_into`); it is as
-/// large as the follower's own queue and the actor's used to be together.
-const EVENTS_QUEUE: usize = MAX_BATCH_EVENTS + spaces_codespace::shim::client::FOLLOW_QUEUE;
+/// Journal records waiting for the actor; with the follower's own queue, what one run holds in
+/// memory of an agent's output it has not stored yet.
+const EVENTS_QUEUE: usize = MAX_BATCH_EVENTS;
 /// Lines of stderr kept for error reasons.
 const STDERR_TAIL_LINES: usize = 20;
 /// Longest output line kept whole, in bytes; a longer one becomes a `notice` saying where it

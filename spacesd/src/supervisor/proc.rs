@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use spaces_codespace::process::cgroup;
 use spaces_codespace::shim::journal::JournalReader;
-use spaces_codespace::shim::{follow_into, Followed, Launch, OutputMode, Record, ShimClient, ShimSpec};
+use spaces_codespace::shim::{follow, Followed, Launch, OutputMode, Record, ShimClient, ShimSpec};
 use tokio::sync::mpsc;
 
 /// Something the process of generation `gen` did: a journal record (with the offset just past
@@ -86,8 +86,7 @@ pub async fn start(run_dir: &Path, spec: &ShimSpec, events: mpsc::Sender<ProcEve
         }
     };
     let pid = shim.pid();
-    let gen = spec.gen;
-    follow_into(dir, 0, events, move |what| ProcEvent { gen, what });
+    forward(spec.gen, follow(dir, 0), events);
     Ok(LiveProc { gen: spec.gen, pid, shim: Some(Arc::new(shim)), stdin_open: spec.stdin_pipe })
 }
 
@@ -127,8 +126,19 @@ pub async fn adopt(run_dir: &Path, gen: u64, offset: u64, events: mpsc::Sender<P
         return Ok(Adopted { replay, live: None });
     }
     let shim = ShimClient::connect(&dir).await.ok().map(Arc::new);
-    follow_into(dir, offset, events, move |what| ProcEvent { gen, what });
+    forward(gen, follow(dir, offset), events);
     Ok(Adopted { replay, live: Some(LiveProc { gen, pid, shim, stdin_open: true }) })
+}
+
+/// Forward the follower's records as [`ProcEvent`]s of generation `gen`.
+fn forward(gen: u64, mut followed: mpsc::Receiver<Followed>, events: mpsc::Sender<ProcEvent>) {
+    tokio::spawn(async move {
+        while let Some(what) = followed.recv().await {
+            if events.send(ProcEvent { gen, what }).await.is_err() {
+                return;
+            }
+        }
+    });
 }
 
 /// The exit of the process in `dir` is stored: tell its shim (which then exits once the tree is
