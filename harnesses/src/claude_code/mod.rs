@@ -12,7 +12,7 @@
 //! `testkit/examples/record_claude.rs`).
 
 mod launch;
-mod fast;
+mod typed_read;
 mod normalize;
 mod tools;
 

@@ -32,7 +32,7 @@ use std::collections::VecDeque;
 use serde_json::{json, Map, Value};
 use spaces_sdk::{Category, EventKind, StopReason, ToolStatus};
 
-use super::{fast, tools};
+use super::{tools, typed_read};
 use crate::{ending, wording, EventDraft, ExitInfo, Normalizer};
 
 /// How many stderr lines are kept for error reasons when [`ExitInfo::stderr_tail`] is empty.
@@ -168,19 +168,19 @@ impl ClaudeNormalizer {
     }
 
     /// An `assistant` line of text and thinking blocks, or a `stream_event` line, read typed
-    /// ([`fast`]). `None` for any other line or block: the caller reads it as a `Value`.
-    fn typed(&self, line: fast::Line<'_>) -> Option<Vec<EventDraft>> {
+    /// ([`typed_read`]). `None` for any other line or block: the caller reads it as a `Value`.
+    fn typed(&self, line: typed_read::Line<'_>) -> Option<Vec<EventDraft>> {
         let sub_agent = line.parent_tool_use_id.is_some();
-        match line.kind.as_str() {
+        match line.kind.as_ref()?.as_str() {
             "assistant" => {
                 let model = line.message.as_ref().and_then(|m| m.model.as_ref());
                 let api_error = line.error.is_some() || model.is_some_and(|m| m.as_str() == "<synthetic>");
                 let blocks = line.message.and_then(|m| m.content).unwrap_or_default();
                 let mut out = Vec::with_capacity(blocks.len());
                 for block in blocks {
-                    match block.kind.as_ref().map(fast::Text::as_str) {
-                        Some("text") => out.extend(self.text_block(fast::owned(block.text), api_error, sub_agent)),
-                        Some("thinking") => out.push(self.thinking_block(fast::owned(block.thinking))),
+                    match block.kind.as_ref().map(typed_read::Text::as_str) {
+                        Some("text") => out.extend(self.text_block(typed_read::owned(block.text), api_error, sub_agent)),
+                        Some("thinking") => out.push(self.thinking_block(typed_read::owned(block.thinking))),
                         Some("redacted_thinking") => out.push(self.redacted_thinking_block()),
                         _ => return None,
                     }
@@ -189,10 +189,10 @@ impl ClaudeNormalizer {
             }
             "stream_event" => {
                 let event = line.event?;
-                let kind = event.kind.as_ref().map_or("?", fast::Text::as_str);
+                let kind = event.kind.as_ref().map_or("?", typed_read::Text::as_str);
                 let delta = event.delta.as_ref();
-                let delta_type = delta.and_then(|d| d.kind.as_ref()).map(fast::Text::as_str);
-                let piece = delta.and_then(|d| d.text.as_ref()).map(fast::Text::as_str);
+                let delta_type = delta.and_then(|d| d.kind.as_ref()).map(typed_read::Text::as_str);
+                let piece = delta.and_then(|d| d.text.as_ref()).map(typed_read::Text::as_str);
                 Some(self.stream_piece(kind, delta_type, piece, sub_agent))
             }
             _ => None,
@@ -408,7 +408,7 @@ impl Normalizer for ClaudeNormalizer {
         if line.trim().is_empty() {
             return Vec::new();
         }
-        let mut out = match fast::read(line).and_then(|typed| self.typed(typed)) {
+        let mut out = match typed_read::read(line).and_then(|typed| self.typed(typed)) {
             Some(out) => out,
             None => self.general(line),
         };
@@ -556,7 +556,7 @@ mod tests {
     /// For `line` in the state `norm` is in: the typed read's events and state, when it takes
     /// the line, must be the general read's. Returns whether the typed read took it.
     fn same_either_way(norm: &ClaudeNormalizer, line: &str) -> bool {
-        let Some(typed) = fast::read(line) else { return false };
+        let Some(typed) = typed_read::read(line) else { return false };
         let mut by_type = norm.clone();
         let Some(events) = by_type.typed(typed) else { return false };
         let mut general = norm.clone();
@@ -634,13 +634,38 @@ mod tests {
             r#"{"type":"stream_event","event":null}"#,
             r#"{"type":"stream_event"}"#,
             &deep,
+            // Arrays where objects are read: serde_json offers a derived struct an array too.
+            r#"{"type":"assistant","message":{"content":[["text","hi",null]]}}"#,
+            r#"{"type":"assistant","message":[null,[{"type":"text","text":"x"}]]}"#,
+            r#"{"type":"stream_event","event":["content_block_delta",["text_delta","hi"]]}"#,
+            r#"{"type":"stream_event","event":{"type":"content_block_delta","delta":["text_delta","hi"]}}"#,
+            // What the Value parse refuses in a field the typed read skips.
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"x"}],"usage":{"n":1e400}}}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"x"}]},"uuid":"\ud800"}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"x"}]},"usage":{"\ud800":1}}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"x"}]},"parent_tool_use_id":"\udfff"}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"x"}]},"n":1e4}"#,
+            // Escaped keys, and sub-agent ids of every type.
+            r#"{"type":"assistant","message":{"content":[{"type":"text","t\u0065xt":"escaped key"}]}}"#,
+            r#"{"t\u0079pe":"assistant","type":"user","message":{"content":[{"type":"text","text":"x"}]}}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"x"}]},"parent_tool_use_id":""}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"x"}]},"parent_tool_use_id":false}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"x"}]},"parent_tool_use_id":{}}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"x"}],"model":null},"error":null,"type2":"tool_use"}"#,
         ];
-        let mut norm = ClaudeNormalizer::new();
-        norm.begin_turn(1, "go");
+        // `typed` takes `&self`, so today only the events can differ; the state is compared all
+        // the same, for the day a block the typed read takes changes the normalizer's state.
+        let mut idle = ClaudeNormalizer::new();
+        let mut in_turn = ClaudeNormalizer::new();
+        in_turn.begin_turn(1, "go");
+        let mut ended = in_turn.clone();
+        ended.stdout_line(r#"{"type":"result","subtype":"success","is_error":false,"result":"done"}"#);
         let mut crafted_typed = 0;
-        for line in crafted {
-            crafted_typed += usize::from(same_either_way(&norm, line));
+        for norm in [&mut idle, &mut in_turn, &mut ended] {
+            for line in &crafted {
+                crafted_typed += usize::from(same_either_way(norm, line));
+            }
         }
-        assert!(crafted_typed >= 15, "{crafted_typed} crafted lines read typed");
+        assert!(crafted_typed >= 3 * 20, "{crafted_typed} crafted lines read typed over the three states");
     }
 }
