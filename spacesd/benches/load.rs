@@ -39,11 +39,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
+use spaces_sdk::client::{Client, Endpoint};
+use spaces_sdk::{AgentEventsRequest, AgentMessageRequest, AgentStartRequest, AgentStatusRequest, EventKind, SpaceAddRequest, Status};
 
 #[path = "load/floor.rs"]
 mod floor;
-use spaces_sdk::client::{Client, Endpoint};
-use spaces_sdk::{AgentEventsRequest, AgentMessageRequest, AgentStartRequest, AgentStatusRequest, EventKind, SpaceAddRequest, Status};
 
 const SESSION_ID: &str = "00000000-0000-4000-8000-0000000bload";
 const LINE_BYTES: usize = 1600;
@@ -574,7 +574,9 @@ async fn one_round(bin: &Path, cfg: &Cfg) -> Vec<(String, f64)> {
     let disk = size(db.clone()) + size(PathBuf::from(format!("{}-wal", db.display())));
     out.push(("ingest.row_bytes".into(), row_bytes));
     out.push(("ingest.disk_bytes_per_event".into(), disk as f64 / total.max(1) as f64));
-    // The same agents and lines through the least work this design needs (`load/floor.rs`).
+    // The same agents and lines through the least work this design needs (`load/floor.rs`),
+    // after the daemon's writes reached the disk.
+    nix::unistd::sync();
     out.push(("ingest.floor_events_per_s".into(), floor::events_per_s(cfg.ingest_runs, cfg.ingest_lines)));
     out
 }
