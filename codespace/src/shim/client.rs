@@ -235,21 +235,19 @@ pub enum Followed {
     Gone,
 }
 
-/// Reads a follower holds ready for its receiver (each at most [`FOLLOW_READ_BYTES`] of
-/// records); past that it stops reading the journal until the receiver takes one (the journal
-/// on disk is the buffer, not the daemon's memory).
-pub const FOLLOW_QUEUE: usize = 2;
-/// Most journal bytes a follower reads at a time (the record that crosses it is read whole).
-pub const FOLLOW_READ_BYTES: u64 = 256 * 1024;
+/// Records a follower holds ready for its receiver; past that it stops reading the journal
+/// until the receiver takes some (the journal on disk is the buffer, not the daemon's memory).
+pub const FOLLOW_QUEUE: usize = 256;
+/// Most journal bytes a follower reads at a time.
+const FOLLOW_READ_BYTES: u64 = 256 * 1024;
 
 /// Follow the journal in `dir` from byte `from` (a record boundary): every record is sent in
-/// order, woken by the shim's `Watch` stream (and at least once a second), the records of one
-/// read in one message (never empty): a noisy agent's backlog costs the daemon one channel
-/// hand-off per read, not one per line. The channel holds [`FOLLOW_QUEUE`] reads: a receiver
-/// slower than the agent's output holds the follower back, and memory stays bounded whatever the
-/// agent prints. Ends after [`Record::Done`], or with [`Followed::Gone`] once the shim is gone
-/// and the journal has nothing more, or when the receiver is dropped.
-pub fn follow(dir: PathBuf, from: u64) -> mpsc::Receiver<Vec<Followed>> {
+/// order, woken by the shim's `Watch` stream (and at least once a second). The channel holds
+/// [`FOLLOW_QUEUE`] records: a receiver slower than the agent's output holds the follower back,
+/// and memory stays bounded whatever the agent prints. Ends after [`Record::Done`], or with
+/// [`Followed::Gone`] once the shim is gone and the journal has nothing more, or when the
+/// receiver is dropped.
+pub fn follow(dir: PathBuf, from: u64) -> mpsc::Receiver<Followed> {
     let (tx, rx) = mpsc::channel(FOLLOW_QUEUE);
     tokio::spawn(async move {
         let mut watch = match Conn::open(&dir).await {
@@ -262,7 +260,7 @@ pub fn follow(dir: PathBuf, from: u64) -> mpsc::Receiver<Vec<Followed>> {
         let mut reader = match JournalReader::open(&dir, from) {
             Ok(r) => r.with_read_limit(FOLLOW_READ_BYTES),
             Err(_) => {
-                let _ = tx.send(vec![Followed::Gone]).await;
+                let _ = tx.send(Followed::Gone).await;
                 return;
             }
         };
@@ -270,7 +268,7 @@ pub fn follow(dir: PathBuf, from: u64) -> mpsc::Receiver<Vec<Followed>> {
         // the receiver is gone. A follower behind its journal (its last read took many records)
         // parses the next part on the bulk lane, below the daemon's priority, while its runtime
         // worker goes on with other tasks (see `crate::process::bulk::spawn`).
-        async fn catch_up(mut reader: JournalReader, tx: &mpsc::Sender<Vec<Followed>>) -> Option<JournalReader> {
+        async fn catch_up(mut reader: JournalReader, tx: &mpsc::Sender<Followed>) -> Option<JournalReader> {
             let mut behind = false;
             loop {
                 let records;
@@ -289,11 +287,11 @@ pub fn follow(dir: PathBuf, from: u64) -> mpsc::Receiver<Vec<Followed>> {
                 if records.is_empty() {
                     return Some(reader);
                 }
-                // Nothing follows `Done`: the records after it (none, from a shim) are dropped.
-                let done = records.iter().position(|(record, _)| matches!(record, Record::Done { .. }));
-                let read: Vec<Followed> = records.into_iter().take(done.map_or(usize::MAX, |i| i + 1)).map(|(r, end)| Followed::Record(r, end)).collect();
-                if tx.send(read).await.is_err() || done.is_some() {
-                    return None;
+                for (record, end) in records {
+                    let done = matches!(record, Record::Done { .. });
+                    if tx.send(Followed::Record(record, end)).await.is_err() || done {
+                        return None;
+                    }
                 }
             }
         }
@@ -310,7 +308,7 @@ pub fn follow(dir: PathBuf, from: u64) -> mpsc::Receiver<Vec<Followed>> {
             if !alive {
                 // The shim is gone: whatever it wrote is on disk now.
                 if catch_up(reader, &tx).await.is_some() {
-                    let _ = tx.send(vec![Followed::Gone]).await;
+                    let _ = tx.send(Followed::Gone).await;
                 }
                 return;
             }

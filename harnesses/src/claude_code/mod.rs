@@ -12,7 +12,6 @@
 //! `testkit/examples/record_claude.rs`).
 
 mod launch;
-mod typed_read;
 mod normalize;
 mod tools;
 

@@ -39,10 +39,9 @@ const MAX_BATCH_EVENTS: usize = 128;
 /// 50 KB of rows); 40 lines (64 KiB) read 22 ms (`scripts/bench load`, docs/benchmarks.md).
 /// Short lines (a streamed answer's pieces) still batch by the hundred.
 const MAX_BATCH_BYTES: usize = 48 * 1024;
-/// Journal reads (each at most `FOLLOW_READ_BYTES` of records) waiting for the actor; with the
-/// follower's own queue and the read being taken apart ([`Launcher::pending`]), what one run
-/// holds in memory of an agent's output it has not stored yet: about 1.5 MiB at most.
-const EVENTS_QUEUE: usize = 2;
+/// Journal records waiting for the actor; with the follower's own queue, what one run holds in
+/// memory of an agent's output it has not stored yet.
+const EVENTS_QUEUE: usize = MAX_BATCH_EVENTS;
 /// Lines of stderr kept for error reasons.
 const STDERR_TAIL_LINES: usize = 20;
 /// Longest output line kept whole, in bytes; a longer one becomes a `notice` saying where it
@@ -107,10 +106,8 @@ pub struct Launcher {
     gen: u64,
     /// Bounded ([`EVENTS_QUEUE`]): an actor behind its agent's output holds the journal
     /// follower back instead of buffering the output in memory.
-    events_tx: mpsc::Sender<Vec<ProcEvent>>,
-    events_rx: mpsc::Receiver<Vec<ProcEvent>>,
-    /// The rest of the read the last record was taken from, taken before the next read.
-    pending: VecDeque<ProcEvent>,
+    events_tx: mpsc::Sender<ProcEvent>,
+    events_rx: mpsc::Receiver<ProcEvent>,
 }
 
 impl Launcher {
@@ -131,7 +128,6 @@ impl Launcher {
             gen: inner_gen,
             events_tx,
             events_rx,
-            pending: VecDeque::new(),
         }
     }
 
@@ -264,13 +260,7 @@ impl Launcher {
     /// The next thing a process of this run did (never `None` while the launcher lives: it
     /// holds a sender itself).
     pub async fn next_event(&mut self) -> Option<ProcEvent> {
-        if let Some(next) = self.pending.pop_front() {
-            return Some(next);
-        }
-        // Cancel-safe (the actor selects on it): a read received is taken apart in this poll.
-        let read = self.events_rx.recv().await?;
-        self.pending.extend(read);
-        self.pending.pop_front()
+        self.events_rx.recv().await
     }
 
     /// `first` and every record already waiting behind it: lines are redacted, appended to
@@ -306,7 +296,7 @@ impl Launcher {
 
     /// `first` and the records already waiting behind it ([`take_batch`]).
     fn waiting(&mut self, first: ProcEvent) -> Vec<ProcEvent> {
-        take_batch(first, &mut self.pending, &mut self.events_rx, self.gen)
+        take_batch(first, &mut self.events_rx, self.gen)
     }
 
     /// Add the daemon's own `note` to the stderr tail, so the error reason of the process end
@@ -417,7 +407,7 @@ impl Lines {
 /// `first` and the records already waiting in `rx` behind it, at most [`MAX_BATCH_EVENTS`] and
 /// about [`MAX_BATCH_BYTES`] of lines (the line that reaches it is the last), up to and
 /// including an end of generation `gen`'s process (what follows it waits for the next batch).
-fn take_batch(first: ProcEvent, pending: &mut VecDeque<ProcEvent>, rx: &mut mpsc::Receiver<Vec<ProcEvent>>, gen: u64) -> Vec<ProcEvent> {
+fn take_batch(first: ProcEvent, rx: &mut mpsc::Receiver<ProcEvent>, gen: u64) -> Vec<ProcEvent> {
     let bytes_of = |r: &ProcEvent| match &r.what {
         Followed::Record(Record::Line { l, .. }, _) => l.len(),
         _ => 0,
@@ -430,15 +420,13 @@ fn take_batch(first: ProcEvent, pending: &mut VecDeque<ProcEvent>, rx: &mut mpsc
         if ends {
             break;
         }
-        if pending.is_empty() {
-            match rx.try_recv() {
-                Ok(read) => pending.extend(read),
-                Err(_) => break,
+        match rx.try_recv() {
+            Ok(next) => {
+                bytes += bytes_of(&next);
+                records.push(next);
             }
+            Err(_) => break,
         }
-        let Some(next) = pending.pop_front() else { continue };
-        bytes += bytes_of(&next);
-        records.push(next);
     }
     records
 }
@@ -452,41 +440,28 @@ mod batch_tests {
         ProcEvent { gen: 1, what: Followed::Record(Record::Line { s: Stream::Out, l: "x".repeat(len), cut: None }, offset) }
     }
 
-    /// Every record queued, in reads of `per_read` records, taken batch by batch (as the actor
-    /// takes them: the first record, then the batch behind it): the sizes of the batches.
-    fn batches(records: Vec<ProcEvent>, per_read: usize) -> Vec<usize> {
+    /// Every record queued, taken batch by batch: the sizes of the batches.
+    fn batches(records: Vec<ProcEvent>) -> Vec<usize> {
         let (tx, mut rx) = mpsc::channel(records.len() + 1);
-        let mut records = records.into_iter().peekable();
-        while records.peek().is_some() {
-            tx.try_send(records.by_ref().take(per_read).collect::<Vec<_>>()).unwrap();
+        for r in records {
+            tx.try_send(r).unwrap();
         }
-        let mut pending = VecDeque::new();
         let mut sizes = Vec::new();
-        loop {
-            if pending.is_empty() {
-                let Ok(read) = rx.try_recv() else { break };
-                pending.extend(read);
-            }
-            let Some(first) = pending.pop_front() else { continue };
-            sizes.push(take_batch(first, &mut pending, &mut rx, 1).len());
+        while let Ok(first) = rx.try_recv() {
+            sizes.push(take_batch(first, &mut rx, 1).len());
         }
         sizes
     }
 
     #[test]
     fn long_lines_batch_by_bytes_short_ones_by_count_and_an_exit_ends_a_batch() {
-        // However the follower's reads cut the records (one a read, a few, all in one), the
-        // batches are the same.
-        for per_read in [1, 7, 1000] {
-            // 1.6 KB lines (a noisy agent's): a batch stops at the line that reaches 48 KiB.
-            let per = MAX_BATCH_BYTES.div_ceil(1600);
-            assert_eq!(batches((0..100).map(|i| line(1600, i)).collect(), per_read), vec![per, per, per, 100 - 3 * per]);
-            // Short lines (a streamed answer's pieces): by the hundred.
-            let short = batches((0..300).map(|i| line(40, i)).collect(), per_read);
-            assert_eq!(short, vec![MAX_BATCH_EVENTS, MAX_BATCH_EVENTS, 300 - 2 * MAX_BATCH_EVENTS]);
-            // One line over the limit is a batch of its own; an exit of the current process ends one.
-            let exit = ProcEvent { gen: 1, what: Followed::Record(Record::Exit { code: Some(0), signal: None }, 9) };
-            assert_eq!(batches(vec![line(MAX_BATCH_BYTES + 1, 0), line(10, 1), exit, line(10, 2)], per_read), vec![1, 2, 1]);
-        }
+        // 1.6 KB lines (a noisy agent's): a batch stops at the line that reaches 48 KiB.
+        let per = MAX_BATCH_BYTES.div_ceil(1600);
+        assert_eq!(batches((0..100).map(|i| line(1600, i)).collect()), vec![per, per, per, 100 - 3 * per]);
+        // Short lines (a streamed answer's pieces): by the hundred.
+        assert_eq!(batches((0..300).map(|i| line(40, i)).collect()), vec![MAX_BATCH_EVENTS, MAX_BATCH_EVENTS, 300 - 2 * MAX_BATCH_EVENTS]);
+        // One line over the limit is a batch of its own; an exit of the current process ends one.
+        let exit = ProcEvent { gen: 1, what: Followed::Record(Record::Exit { code: Some(0), signal: None }, 9) };
+        assert_eq!(batches(vec![line(MAX_BATCH_BYTES + 1, 0), line(10, 1), exit, line(10, 2)]), vec![1, 2, 1]);
     }
 }

@@ -1,7 +1,6 @@
 //! One agent process of a run, held by its shim (`spaces_codespace::shim`): started
 //! ([`start`]) or re-adopted after a daemon restart ([`adopt`]), its journal followed, and
-//! everything it did delivered to the run actor as [`ProcEvent`]s on one channel (the records of
-//! one journal read in one message), tagged with
+//! everything it did delivered to the run actor as [`ProcEvent`]s on one channel, tagged with
 //! the process generation so records of an old process are never mistaken for the current one's.
 //!
 //! Files: the shim of generation `g` lives in `<run dir>/shim-<g>/` (0700: its journal, control
@@ -60,7 +59,7 @@ pub fn shim_dir(run_dir: &Path, gen: u64) -> PathBuf {
 
 /// Start `spec` under a new shim in `<run_dir>/shim-<gen>` and follow its journal into
 /// `events`. Errors: the shim or the agent could not start (the reason names which).
-pub async fn start(run_dir: &Path, spec: &ShimSpec, events: mpsc::Sender<Vec<ProcEvent>>) -> Result<LiveProc, String> {
+pub async fn start(run_dir: &Path, spec: &ShimSpec, events: mpsc::Sender<ProcEvent>) -> Result<LiveProc, String> {
     let dir = shim_dir(run_dir, spec.gen);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::DirBuilder::new()
@@ -105,7 +104,7 @@ pub struct Adopted {
 /// read back what was stored, reconnect to the shim if it still runs, and follow the rest of
 /// the journal into `events` (ending with [`Followed::Gone`] if the shim died before it
 /// finished). Errors: the journal cannot be read.
-pub async fn adopt(run_dir: &Path, gen: u64, offset: u64, events: mpsc::Sender<Vec<ProcEvent>>) -> Result<Adopted, String> {
+pub async fn adopt(run_dir: &Path, gen: u64, offset: u64, events: mpsc::Sender<ProcEvent>) -> Result<Adopted, String> {
     let dir = shim_dir(run_dir, gen);
     let mut reader = JournalReader::open(&dir, 0).map_err(|e| format!("cannot read the journal in {}: {e}", dir.display()))?;
     let mut replay = Vec::new();
@@ -131,11 +130,11 @@ pub async fn adopt(run_dir: &Path, gen: u64, offset: u64, events: mpsc::Sender<V
     Ok(Adopted { replay, live: Some(LiveProc { gen, pid, shim, stdin_open: true }) })
 }
 
-/// Forward the follower's reads as [`ProcEvent`]s of generation `gen`, one message per read.
-fn forward(gen: u64, mut followed: mpsc::Receiver<Vec<Followed>>, events: mpsc::Sender<Vec<ProcEvent>>) {
+/// Forward the follower's records as [`ProcEvent`]s of generation `gen`.
+fn forward(gen: u64, mut followed: mpsc::Receiver<Followed>, events: mpsc::Sender<ProcEvent>) {
     tokio::spawn(async move {
-        while let Some(read) = followed.recv().await {
-            if events.send(read.into_iter().map(|what| ProcEvent { gen, what }).collect()).await.is_err() {
+        while let Some(what) = followed.recv().await {
+            if events.send(ProcEvent { gen, what }).await.is_err() {
                 return;
             }
         }
