@@ -6,11 +6,13 @@
 //! - **agents**: the bench's own fake agent, `count` lines of 1.6 KB each, as in the ingest phase;
 //! - **journal** (the shim's part): a thread per agent (not a process: no address-space switch)
 //!   reads its stdout 64 KiB at a time and appends every whole line read, prefixed `o|`, to the
-//!   agent's journal file with **one** `write(2)` per read (the shim: one per line), so a daemon
-//!   crash loses nothing; it tells the ingest side the new end over a channel (the shim: a socket);
+//!   agent's journal file with **one** `write(2)` per read (the shim: one per batch of the lines
+//!   its reader task handed over, each line checked as UTF-8 first), so a daemon crash loses
+//!   nothing; it tells the ingest side the new end over a channel (the shim: a socket);
 //! - **ingest** (the daemon's part): one thread per CPU takes every journal end it was told of,
 //!   reads each journal's new bytes, parses each line with a typed, borrowing parse of the fields
-//!   an event needs (as the daemon's typed read of Claude Code lines), writes one small event
+//!   an event needs (the daemon parses each line into a `serde_json::Value`: a typed read was
+//!   tried and taken back, docs/benchmarks.md, session 14), writes one small event
 //!   JSON per line, and compresses the events and the raw lines with zstd level 1 into a chunk
 //!   per journal per wake-up, of at most 128 lines (the daemon's batches: at most 128 lines or
 //!   48 KiB);
@@ -155,11 +157,20 @@ struct Chunk {
     raws: Vec<u8>,
 }
 
+/// Where an ingest thread stands in one journal.
+struct Journal {
+    file: File,
+    /// Bytes read so far.
+    read_to: u64,
+    /// The seq of the last line read (lines count from 1; 0 before the first).
+    seq: u64,
+}
+
 /// Reads the journals it is told about and sends their lines as chunks; returns the lines read.
 fn ingest(dir: &Path, told: mpsc::Receiver<(usize, u64)>, to_writer: mpsc::Sender<Chunk>) -> u64 {
     let mut zstd = zstd::bulk::Compressor::new(1).unwrap();
-    let mut files: HashMap<usize, (File, u64, u64)> = HashMap::new(); // run -> (journal, read up to, last seq)
-    let mut buf = Vec::new();
+    let mut journals: HashMap<usize, Journal> = HashMap::new();
+    let (mut buf, mut bodies, mut raws) = (Vec::new(), Vec::new(), Vec::new());
     let mut total = 0;
     while let Ok(first) = told.recv() {
         // Every end told so far, the newest per journal: one read and one chunk run per wake-up.
@@ -169,49 +180,52 @@ fn ingest(dir: &Path, told: mpsc::Receiver<(usize, u64)>, to_writer: mpsc::Sende
             *e = (*e).max(end);
         }
         for (run, end) in ends {
-            total += ingest_one(dir, &mut files, run, end, &mut buf, &mut zstd, &to_writer);
+            let j = journals.entry(run).or_insert_with(|| Journal { file: File::open(dir.join(format!("journal-{run}"))).unwrap(), read_to: 0, seq: 0 });
+            if end <= j.read_to {
+                continue;
+            }
+            buf.resize((end - j.read_to) as usize, 0);
+            j.file.read_exact_at(&mut buf, j.read_to).unwrap();
+            j.read_to = end;
+            let mut first = j.seq + 1;
+            for line in buf.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+                let raw = &line[2..];
+                let parsed: Line = serde_json::from_slice(raw).unwrap();
+                let text = parsed.message.as_ref().and_then(|m| m.content.first()).and_then(|c| c.text.as_deref()).unwrap_or("");
+                j.seq += 1;
+                let event = Event { seq: j.seq, kind: if parsed.kind == "assistant" { "message" } else { "system" }, text };
+                framed(&mut bodies, |out| serde_json::to_writer(out, &event).unwrap());
+                framed(&mut raws, |out| out.extend_from_slice(raw));
+                total += 1;
+                if j.seq + 1 - first == CHUNK_LINES as u64 {
+                    send(&to_writer, &mut zstd, run, (first, j.seq), &mut bodies, &mut raws);
+                    first = j.seq + 1;
+                }
+            }
+            if !bodies.is_empty() {
+                send(&to_writer, &mut zstd, run, (first, j.seq), &mut bodies, &mut raws);
+            }
         }
     }
     total
 }
 
-/// Reads journal `run` up to `end` and sends its new lines as chunks; returns the lines read.
-fn ingest_one(dir: &Path, files: &mut HashMap<usize, (File, u64, u64)>, run: usize, end: u64, buf: &mut Vec<u8>, zstd: &mut zstd::bulk::Compressor, to_writer: &mpsc::Sender<Chunk>) -> u64 {
-    let mut total = 0;
-    {
-        let (file, at, seq) = files.entry(run).or_insert_with(|| (File::open(dir.join(format!("journal-{run}"))).unwrap(), 0, 0));
-        if end <= *at {
-            return 0;
-        }
-        buf.resize((end - *at) as usize, 0);
-        file.read_exact_at(buf, *at).unwrap();
-        *at = end;
-        let (mut bodies, mut raws) = (Vec::new(), Vec::new());
-        let mut first = *seq + 1;
-        for line in buf.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-            let raw = &line[2..];
-            let parsed: Line = serde_json::from_slice(raw).unwrap();
-            let text = parsed.message.as_ref().and_then(|m| m.content.first()).and_then(|c| c.text.as_deref()).unwrap_or("");
-            *seq += 1;
-            let event = Event { seq: *seq, kind: if parsed.kind == "assistant" { "message" } else { "system" }, text };
-            let before = bodies.len();
-            bodies.extend_from_slice(&[0; 4]);
-            serde_json::to_writer(&mut bodies, &event).unwrap();
-            let len = (bodies.len() - before - 4) as u32;
-            bodies[before..before + 4].copy_from_slice(&len.to_le_bytes());
-            raws.extend_from_slice(&(raw.len() as u32).to_le_bytes());
-            raws.extend_from_slice(raw);
-            total += 1;
-            if *seq + 1 - first == CHUNK_LINES as u64 {
-                send(to_writer, zstd, run, first, *seq, &mut bodies, &mut raws);
-                first = *seq + 1;
-            }
-        }
-        if !bodies.is_empty() {
-            send(to_writer, zstd, run, first, *seq, &mut bodies, &mut raws);
-        }
-    }
-    total
+/// Appends what `write` writes to `out`, after its length as a little-endian `u32`.
+fn framed(out: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>)) {
+    let at = out.len();
+    out.extend_from_slice(&[0; 4]);
+    write(out);
+    let len = (out.len() - at - 4) as u32;
+    out[at..at + 4].copy_from_slice(&len.to_le_bytes());
+}
+
+/// Sends the lines `first_seq..=last_seq` of journal `run` (their framed `bodies` and `raws`,
+/// compressed) to the writer, and empties both buffers for the next chunk.
+fn send(to: &mpsc::Sender<Chunk>, zstd: &mut zstd::bulk::Compressor, run: usize, (first_seq, last_seq): (u64, u64), bodies: &mut Vec<u8>, raws: &mut Vec<u8>) {
+    let chunk = Chunk { run, first_seq, last_seq, bodies: zstd.compress(bodies).unwrap(), raws: zstd.compress(raws).unwrap() };
+    bodies.clear();
+    raws.clear();
+    to.send(chunk).unwrap();
 }
 
 /// The event a line becomes (the daemon's has more fields, most of them absent).
@@ -220,13 +234,6 @@ struct Event<'a> {
     seq: u64,
     kind: &'a str,
     text: &'a str,
-}
-
-fn send(to: &mpsc::Sender<Chunk>, zstd: &mut zstd::bulk::Compressor, run: usize, first_seq: u64, last_seq: u64, bodies: &mut Vec<u8>, raws: &mut Vec<u8>) {
-    let chunk = Chunk { run, first_seq, last_seq, bodies: zstd.compress(bodies).unwrap(), raws: zstd.compress(raws).unwrap() };
-    bodies.clear();
-    raws.clear();
-    to.send(chunk).unwrap();
 }
 
 /// Inserts chunks, one transaction per wake-up, until every sender is gone.
