@@ -44,6 +44,7 @@ async fn exec_and_drain(p: &Processes, dir: &std::path::Path) -> (u64, u64) {
         workspace_id: "bench".to_owned(),
         timeout: None,
         tag: String::new(),
+        sandbox: None,
     };
     let id = p.exec(spec).unwrap().process_id;
     let mut cursor = 0;

@@ -24,8 +24,13 @@
 //!   once they keep a CPU busy, 0 to 19 (default 10), so the daemon and its shims answer first on
 //!   a busy host ([`spaces_codespace::process::priority`], [`spaces_codespace::process::demote`]);
 //!   0 runs them at the daemon's priority.
+//! - `SPACES_SANDBOX` (or `sandbox`): `off` starts agents and commands without the sandbox
+//!   (default on: bubblewrap must be installed; [`crate::sandbox`]).
 //! - `SPACES_HOST_ID` (or `host_id`): this host's name in leases and snapshots; default the
 //!   machine's hostname plus a random suffix kept in `<state dir>/host-id`.
+//! - `SPACES_ALLOW_LOCAL_REPOS=1` (or `allow_local_repos`): a run's `options.repo` may be a path
+//!   on this host or a `file://` URL; by default only `https`, `ssh`, `git` and `user@host:path`
+//!   are cloned ([`crate::supervisor`]'s `prepare`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -85,6 +90,9 @@ pub struct ConfigFile {
     pub host_id: Option<String>,
     /// A cgroup per run and command where the host allows it (default true).
     pub cgroups: Option<bool>,
+    /// Run every agent and command in a sandbox (default true; false: unsandboxed, see
+    /// docs/operations.md "Security model").
+    pub sandbox: Option<bool>,
     /// Keep one shim started ahead of need (default true).
     pub spare_shims: Option<bool>,
     /// Most tasks per run or command (cgroup `pids.max`); 0: no limit.
@@ -95,6 +103,8 @@ pub struct ConfigFile {
     pub output_log_max_bytes: Option<u64>,
     /// Nice value of agents and commands, 0..=19.
     pub agent_nice: Option<u64>,
+    /// A run's `options.repo` may be a host path or `file://` URL (default false).
+    pub allow_local_repos: Option<bool>,
 }
 
 /// The resolved configuration of one daemon.
@@ -120,6 +130,10 @@ pub struct Config {
     pub run_retention_days: Option<u64>,
     /// Try a cgroup per run and command (`SPACES_CGROUPS=0` turns it off).
     pub cgroups: bool,
+    /// Start every agent run and command in a sandbox (`spaces_os::sandbox`); `SPACES_SANDBOX=off`
+    /// (or `"sandbox": false`) runs them unsandboxed, which the daemon says at start and in
+    /// every run's notes.
+    pub sandbox: bool,
     /// Keep one shim, and its program's child in a cgroup, started ahead of need, so a start
     /// waits for neither (`SPACES_SPARE_SHIMS=0` turns it off; docs/architecture.md).
     pub spare_shims: bool,
@@ -131,6 +145,10 @@ pub struct Config {
     pub output_log_max_bytes: u64,
     /// Nice value agents and commands are lowered to once CPU-hungry, 0..=19 (default 10).
     pub agent_nice: i32,
+    /// A run's `options.repo` may name a repository on this host (a path, `file://`): off by
+    /// default, since the daemon would read any of its uid's directories for a caller
+    /// (`SPACES_ALLOW_LOCAL_REPOS=1` or `"allow_local_repos": true` turns it on).
+    pub allow_local_repos: bool,
 }
 
 /// A yes/no setting from the environment: `0`, `false`, `off` or `no` is no, anything else yes;
@@ -199,6 +217,7 @@ impl Config {
             host_id: std::env::var("SPACES_HOST_ID").ok().filter(|v| !v.is_empty()).or(file.host_id),
             run_retention_days: env_num("SPACES_RUN_RETENTION_DAYS").or(file.run_retention_days).filter(|d| *d > 0),
             cgroups: env_flag("SPACES_CGROUPS").or(file.cgroups).unwrap_or(true),
+            sandbox: env_flag("SPACES_SANDBOX").or(file.sandbox).unwrap_or(true),
             spare_shims: env_flag("SPACES_SPARE_SHIMS").or(file.spare_shims).unwrap_or(true),
             pids_max: env_num("SPACES_PIDS_MAX").or(file.pids_max).unwrap_or(DEFAULT_PIDS_MAX),
             memory_max_bytes: env_num("SPACES_MEMORY_MAX_BYTES").or(file.memory_max_bytes).unwrap_or(0),
@@ -209,6 +228,7 @@ impl Config {
                 .or(file.output_log_max_bytes)
                 .filter(|n| *n > 0)
                 .unwrap_or(crate::supervisor::journal::MAX_JOURNAL_BYTES),
+            allow_local_repos: env_flag("SPACES_ALLOW_LOCAL_REPOS").or(file.allow_local_repos).unwrap_or(false),
             state_dir,
         })
     }

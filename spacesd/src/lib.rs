@@ -21,6 +21,7 @@ pub mod fsutil;
 pub mod homes;
 pub mod http;
 pub mod mcp;
+pub mod sandbox;
 pub mod serve;
 pub mod service;
 pub mod store;

@@ -58,6 +58,10 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
         // A local volume is daemon state: no Space may contain it.
         store.protect(dir);
     }
+    // Before any run starts (re-adopted commands keep the sandbox they have); what the store
+    // protects is what every sandbox hides.
+    let level = crate::sandbox::init(&cfg, &store)?;
+    tracing::info!(sandbox = level.as_str(), "runs and commands start in a sandbox");
     homes.spawn_renewals();
     let sup = Supervisor::new(cfg, store, homes);
     sup.recover().await.context("cannot recover runs")?;
@@ -74,21 +78,9 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
     Ok(AppState { sup, cs })
 }
 
-/// The credentials of the daemon of `state` ([`Access`]), with `operator_token` if TCP is on;
-/// a process of a run or command is a caller of the run's Space (an agent's tree by its run, a
-/// command's by its process id).
+/// The credentials of the daemon of `state` ([`Access`]), with `operator_token` if TCP is on.
 pub fn access(state: &AppState, operator_token: Option<&str>) -> Arc<Access> {
-    let (sup, cs) = (state.sup.clone(), state.cs.clone());
-    let trees: crate::access::TreeSpaces = Arc::new(move |tag: &str| {
-        if let Some(rest) = tag.strip_prefix("agent/") {
-            let run_id = rest.split('/').next().unwrap_or_default();
-            return sup.run_space(run_id).map(|space| (space, format!("run/{run_id}")));
-        }
-        let process_id = tag.strip_prefix("exec/")?;
-        let status = cs.processes().status(process_id).ok()?;
-        Some((status.workspace_id, tag.to_owned()))
-    });
-    Arc::new(Access::new(&state.sup.config().state_dir, operator_token).with_trees(trees))
+    Arc::new(Access::new(&state.sup.config().state_dir, operator_token))
 }
 
 /// Serve until SIGINT/SIGTERM.
@@ -166,6 +158,17 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     };
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
     let app = app.merge(mcp_route(mcp::http::Listener::Unix)).merge(http::ui::tickets(access.clone()));
+    // Each run's own socket: the API without the operator's pages, every request that run.
+    let run_app = app.clone();
+    let run_access = access.clone();
+    sup.serve_run_sockets(Arc::new(move |listener, run_id: String, space: String| {
+        let (app, principal) = (run_app.clone(), run_access.for_run(&run_id, &space));
+        Box::pin(async move {
+            if let Err(e) = http::serve_run(listener, app, principal, limits).await {
+                tracing::warn!("run {run_id}: its API socket stopped: {e}");
+            }
+        })
+    }));
     tasks.spawn(async move { http::serve_unix(unix, app, access, limits).await.map_err(anyhow::Error::from) });
     eprintln!("spacesd: listening on {}", socket.display());
     tokio::select! {

@@ -27,6 +27,13 @@ impl WorkspaceRegistry for SpaceRegistry {
             approvals: s.approvals,
         }))
     }
+
+    /// A command's sandbox: its Space's root writable, every other Space and the daemon's state
+    /// hidden ([`crate::sandbox::policy`]). Commands get no API socket.
+    fn sandbox(&self, ws: &WorkspacePolicy) -> spaces_codespace::Result<Option<spaces_os::sandbox::Policy>> {
+        crate::sandbox::policy(&self.store, &ws.root, ws.read_only, crate::sandbox::Extra::default())
+            .map_err(|e| spaces_codespace::Error::Registry(Box::new(e)))
+    }
 }
 
 /// `SPACES_HOST=<host id>`: carried by every command this daemon starts, so the next daemon on

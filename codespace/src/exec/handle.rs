@@ -398,6 +398,7 @@ mod tests {
             workspace_id: "ws".to_owned(),
             timeout: None,
             tag: "tag".to_owned(),
+            sandbox: None,
         };
         let io = Io::Shim { client: None, dir: PathBuf::new(), tty: false };
         Arc::new(Handle::new("proc-test".to_owned(), &spec, 1, 64, io))

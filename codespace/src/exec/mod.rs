@@ -105,6 +105,9 @@ pub struct ExecSpec {
     /// Unique tag stored as `SPACES_PROCESS_TAG`; descendants carry it, so termination finds
     /// them even outside the process group. Empty = `exec/<process_id>`.
     pub tag: String,
+    /// The sandbox it starts in (`spaces_os::sandbox`); `None`: none (the operator turned it
+    /// off). A sandbox needs a shim: without [`ShimSetup`] such a spec is refused.
+    pub sandbox: Option<spaces_os::sandbox::Policy>,
 }
 
 /// Retention and timing limits of the process table.

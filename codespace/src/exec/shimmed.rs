@@ -112,6 +112,7 @@ pub(crate) async fn start(
         cgroup: crate::process::cgroup::plan(&spec.tag),
         nice: crate::process::priority::agent_nice(),
         dir: None,
+        sandbox: spec.sandbox.clone(),
         spec: ShimSpec {
             protocol: PROTOCOL,
             gen: 1,
@@ -200,6 +201,7 @@ pub(crate) fn handle(record: &HandleRecord, dir: PathBuf, pid: i32, client: Opti
         workspace_id: record.workspace_id.clone(),
         timeout: None,
         tag: record.tag.clone(),
+        sandbox: None,
     };
     let io = Io::Shim { client: client.map(Arc::new), dir, tty: record.tty };
     Handle::new(record.process_id.clone(), &spec, pid, retained, io)

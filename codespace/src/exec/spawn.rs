@@ -28,6 +28,7 @@ pub(crate) fn spawn(spec: &ExecSpec) -> Result<Spawned> {
         stdio,
         cgroups: Vec::new(),
         nice: process::priority::agent_nice(),
+        sandboxed: false,
     };
     process::spawn(&spec)
 }

@@ -155,6 +155,11 @@ impl Processes {
         if spec.tag.is_empty() {
             spec.tag = format!("exec/{id}");
         }
+        if spec.sandbox.is_some() {
+            let program = spec.argv.first().cloned().unwrap_or_default();
+            let why = "a sandboxed command needs a shim, and this host starts commands without one";
+            return Err(Error::SpawnFailed { program, source: std::io::Error::other(why) });
+        }
         let _enter = rt.enter(); // AsyncFd and the child's reaper register with this runtime
         let spawned = spawn::spawn(&spec)?;
         crate::process::held::hold(spawned.pid, &spec.tag);

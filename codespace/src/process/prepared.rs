@@ -73,6 +73,9 @@ struct Order {
     /// Cgroups to join now (those [`prepare`] did not join), at most [`MAX_CGROUPS`].
     join: Vec<PathBuf>,
     nice: i32,
+    /// [`SpawnSpec::sandboxed`].
+    #[serde(default)]
+    sandboxed: bool,
 }
 
 /// Fork a child that joins `cgroups` (each directory's `cgroup.procs`) now and then waits for
@@ -149,6 +152,7 @@ impl Prepared {
             combined,
             join,
             nice: spec.nice,
+            sandboxed: spec.sandboxed,
         };
         let mut ctl = self.ctl.take().ok_or_else(|| fail("the prepared child was already used".into()))?;
         let answer = (|| -> std::io::Result<String> {
@@ -246,10 +250,10 @@ fn exec(order: Order, (stdin, out, err): (OwnedFd, OwnedFd, OwnedFd)) -> std::re
     } else {
         cmd.stdout(Stdio::from(out)).stderr(Stdio::from(err));
     }
-    let nice = order.nice;
+    let (nice, sandboxed) = (order.nice, order.sandboxed);
     // SAFETY: `in_child` makes async-signal-safe system calls on stack values only.
     unsafe {
-        cmd.pre_exec(move || in_child(false, &[-1; MAX_CGROUPS], nice));
+        cmd.pre_exec(move || in_child(false, &[-1; MAX_CGROUPS], nice, sandboxed));
     }
     // The program outlives its shim as any program does (the cgroup ends it): no death signal.
     // SAFETY: a plain system call on integers.

@@ -57,6 +57,11 @@ pub struct SpawnSpec {
     /// Nice value the child starts with, 0 (the daemon's priority) to 19; agents and commands
     /// get [`super::priority::agent_nice`], shims 0.
     pub nice: i32,
+    /// The program is bubblewrap starting a sandbox (`spaces_os::sandbox`): it starts with
+    /// SIGHUP, SIGINT, SIGQUIT and SIGTERM ignored (a stop or a Ctrl-C aimed at the group must
+    /// not kill bubblewrap's outer process), and the sandbox's helper gives the program their
+    /// default action back. `false`: they start at their default action.
+    pub sandboxed: bool,
 }
 
 /// Most cgroup directories one child joins (cgroup v1 `pids` and `memory`, or one v2).
@@ -175,6 +180,7 @@ fn start(spec: &SpawnSpec, in_child_setup: bool) -> Result<Spawned> {
         *slot = fd.as_raw_fd();
     }
     let nice = spec.nice;
+    let sandboxed = spec.sandboxed;
     // SAFETY: the closure runs in the forked child before exec, with stdio already on fds 0-2.
     // It only makes async-signal-safe system calls (write, sigprocmask, signal, setsid,
     // getpriority, setpriority, open, close, ioctl, close_range, fcntl, getrlimit) on values on
@@ -182,7 +188,7 @@ fn start(spec: &SpawnSpec, in_child_setup: bool) -> Result<Spawned> {
     // cgroup fds it writes stay open in this process until the spawn returned.
     if in_child_setup {
         unsafe {
-            cmd.pre_exec(move || in_child(controlling_tty, &join_fds, nice));
+            cmd.pre_exec(move || in_child(controlling_tty, &join_fds, nice, sandboxed));
         }
     }
     let child = cmd.spawn().map_err(fail);
@@ -276,9 +282,10 @@ fn nonblocking(fd: &OwnedFd) -> nix::Result<()> {
 const RESET_SIGNALS: [libc::c_int; 4] = [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, libc::SIGTERM];
 
 /// The child's side, between fork and exec: into its cgroups (each `cgroup.procs` fd in
-/// `joins`, -1 = none), default signals, the default time slice, a new session at priority `nice`
-/// ([`super::priority`]), the terminal (PTY mode), every fd above 2 close-on-exec.
-pub(super) fn in_child(controlling_tty: bool, joins: &[RawFd; MAX_CGROUPS], nice: i32) -> std::io::Result<()> {
+/// `joins`, -1 = none), default signals (ignored for a sandbox's bubblewrap: `sandboxed`), the
+/// default time slice, a new session at priority `nice` ([`super::priority`]), the terminal (PTY
+/// mode), every fd above 2 close-on-exec.
+pub(super) fn in_child(controlling_tty: bool, joins: &[RawFd; MAX_CGROUPS], nice: i32, sandboxed: bool) -> std::io::Result<()> {
     let last_error = std::io::Error::last_os_error;
     // SAFETY (all calls below): plain system calls on integers and stack values, each
     // async-signal-safe; see the SAFETY note at the `pre_exec` call.
@@ -290,6 +297,11 @@ pub(super) fn in_child(controlling_tty: bool, joins: &[RawFd; MAX_CGROUPS], nice
             }
         }
         new_session()?;
+        if sandboxed {
+            for sig in RESET_SIGNALS {
+                libc::signal(sig, libc::SIG_IGN);
+            }
+        }
         // The daemon's (or a shim's) short slice is theirs, not the program's.
         super::priority::ask_default_slice();
         super::priority::lower_in_child(nice);

@@ -34,6 +34,7 @@ fn spec(dir: &TempDir, argv: &[&str], stdio: StdioSpec) -> SpawnSpec {
         stdio,
         cgroups: Vec::new(),
         nice: 0,
+        sandboxed: false,
     }
 }
 

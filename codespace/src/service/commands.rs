@@ -59,6 +59,7 @@ impl CodeSpace {
             workspace_id: ws.workspace_id.clone(),
             timeout: self.inner.exec.timeout,
             tag: String::new(),
+            sandbox: self.inner.registry.sandbox(&ws)?,
         };
         let gate = self.gate(&root);
         let _held = gate.lock().await;

@@ -62,6 +62,13 @@ pub trait WorkspaceRegistry: Send + Sync + 'static {
     /// The workspace `workspace_id`, or `None` when no such Space is registered. Errors: the
     /// registry could not be read ([`Error::Registry`]).
     fn workspace(&self, workspace_id: &str) -> Result<Option<WorkspacePolicy>>;
+
+    /// The sandbox a command of `ws` starts in (`spaces_os::sandbox`), `None` for none (the
+    /// default: a registry that knows no sandbox). Errors: the registry could not be read.
+    fn sandbox(&self, ws: &WorkspacePolicy) -> Result<Option<spaces_os::sandbox::Policy>> {
+        let _ = ws;
+        Ok(None)
+    }
 }
 
 /// Operator settings for commands (`exec_command`): the environment every command gets and its

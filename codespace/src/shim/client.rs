@@ -67,7 +67,7 @@ impl ShimClient {
     /// stdin, and wait until it started the agent. Errors: the shim could not start, or it
     /// could not start the agent (its reason, e.g. the program was not found).
     pub async fn spawn(command: &[String], env: BTreeMap<String, String>, dir: &Path, spec: &ShimSpec) -> Result<ShimClient, String> {
-        Self::launch(command, env, dir, &Launch { spec: spec.clone(), output: OutputMode::Lines, redact: Vec::new(), cgroup: crate::process::cgroup::plan(&spec.tag), nice: crate::process::priority::agent_nice(), dir: None }).await
+        Self::launch(command, env, dir, &Launch { spec: spec.clone(), output: OutputMode::Lines, redact: Vec::new(), cgroup: crate::process::cgroup::plan(&spec.tag), nice: crate::process::priority::agent_nice(), dir: None, sandbox: None }).await
     }
 
     /// [`Self::spawn`] with an output mode: `launch.output` says how the shim keeps the output
@@ -355,6 +355,7 @@ impl Waiting {
             cgroups: Vec::new(),
             // The shim journals its agent's output: it keeps the daemon's priority.
             nice: 0,
+            sandboxed: false,
         };
         let spawned = process::spawn_self_starting(&shim).map_err(|e| format!("cannot start the shim: {e}"))?;
         let stdin = spawned.stdin.ok_or("the shim has no stdin")?;

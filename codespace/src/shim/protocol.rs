@@ -75,6 +75,10 @@ pub struct Launch {
     /// ([`super::spare`]) is started before its run is known. Absent: the started one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dir: Option<std::path::PathBuf>,
+    /// The sandbox the process starts in (`spaces_os::sandbox`): the shim runs it under
+    /// bubblewrap with this policy. Absent: no sandbox (the operator turned it off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<spaces_os::sandbox::Policy>,
 }
 
 /// How a shim keeps its process's output.
@@ -392,7 +396,7 @@ mod compat_tests {
         let json = serde_json::to_string(&spec).unwrap();
         assert_eq!(serde_json::from_str::<Launch>(&json).unwrap().output, OutputMode::Lines);
         let raw = OutputMode::Raw { tty: Some((24, 80)), segment_bytes: 4096 };
-        let launch = serde_json::to_string(&Launch { spec, output: raw, redact: Vec::new(), cgroup: None, nice: 0, dir: None }).unwrap();
+        let launch = serde_json::to_string(&Launch { spec, output: raw, redact: Vec::new(), cgroup: None, nice: 0, dir: None, sandbox: None }).unwrap();
         let back: Launch = serde_json::from_str(&launch).unwrap();
         assert_eq!((back.output, back.spec.tag.as_str()), (raw, "t"));
         let input = serde_json::to_string(&Request::Input { data: vec![0, 255, b'\n'], timeout_ms: 5 }).unwrap();

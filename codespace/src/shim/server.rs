@@ -90,7 +90,7 @@ pub fn main(dir: &Path) -> i32 {
             Ok(made) => made,
             Err(why) => return ready(Err(format!("cannot make the process's cgroup: {why}"))),
         };
-        let code = match Shim::start(&dir, launch.spec, launch.output, launch.nice, redactor, (cgroup.clone(), child)).await {
+        let code = match Shim::start(&dir, launch.spec, launch.output, (launch.nice, launch.sandbox), redactor, (cgroup.clone(), child)).await {
             Ok(shim) => shim.run().await,
             Err(why) => ready(Err(why)),
         };
@@ -105,6 +105,22 @@ pub fn main(dir: &Path) -> i32 {
 }
 
 /// Answer the daemon on stdout, once; then stdout and stderr go to `shim.log`.
+/// The command that started this shim, without its `shim DIR`: the daemon's own command, which
+/// a sandbox enters through (`... sandbox-exec -- PROGRAM`).
+fn own_command() -> Vec<String> {
+    let mut args: Vec<String> = std::env::args().collect();
+    args.truncate(args.len().saturating_sub(2));
+    if let Some(first) = args.first_mut() {
+        // A relative argv[0] would not be found from the program's working directory.
+        if let Ok(exe) = std::env::current_exe() {
+            if !first.contains('/') || std::path::Path::new(first.as_str()).is_relative() {
+                *first = exe.display().to_string();
+            }
+        }
+    }
+    args
+}
+
 fn ready(result: Result<i32, String>) -> i32 {
     let reply = match &result {
         Ok(pid) => Reply { ok: true, protocol: PROTOCOL, pid: *pid, ..Reply::default() },
@@ -175,13 +191,22 @@ struct Shim {
     redactor: Redactor,
     /// The tree's cgroup, when the host has cgroups: ending the tree ends everything in it.
     cgroup: Option<Cgroup>,
+    /// The process is bubblewrap around the program (`spaces_os::sandbox`).
+    sandboxed: bool,
     /// Lowers the agent's tree once it proves CPU-hungry.
     demoter: Demoter,
 }
 
 impl Shim {
     /// Become a subreaper, open the journal and the socket, start the agent.
-    async fn start(dir: &Path, spec: ShimSpec, mode: OutputMode, nice: i32, redactor: Redactor, held: (Option<Cgroup>, spare::Child)) -> Result<Shim, String> {
+    async fn start(
+        dir: &Path,
+        spec: ShimSpec,
+        mode: OutputMode,
+        (nice, sandbox): (i32, Option<spaces_os::sandbox::Policy>),
+        redactor: Redactor,
+        held: (Option<Cgroup>, spare::Child),
+    ) -> Result<Shim, String> {
         let (cgroup, child) = held;
         nix::sys::prctl::set_child_subreaper(true).map_err(|e| format!("cannot become a child subreaper: {e}"))?;
         let mut journal = JournalWriter::create(dir).map_err(|e| format!("cannot create the journal in {}: {e}", dir.display()))?;
@@ -201,8 +226,13 @@ impl Shim {
                 (stdio, Some(writer))
             }
         };
+        // In a sandbox, the program is bubblewrap, which ends in `sandbox-exec` and the program.
+        let argv = match &sandbox {
+            Some(policy) => spaces_os::sandbox::command(policy, &own_command(), &spec.argv, &spec.cwd).map_err(|e| e.to_string())?,
+            None => spec.argv.clone(),
+        };
         let spawn = SpawnSpec {
-            argv: spec.argv.clone(),
+            argv,
             cwd: spec.cwd.clone(),
             env: spec.env.clone(),
             markers: spec.markers.clone(),
@@ -212,6 +242,7 @@ impl Shim {
             // The agent starts at the daemon's priority; `demoter` lowers its tree to `nice`
             // once it proves CPU-hungry.
             nice: 0,
+            sandboxed: sandbox.is_some(),
         };
         // A spare's child, waiting in the cgroup already (or joining it now); a terminal, or
         // whatever went wrong with it, goes the usual way (the child is killed and reaped).
@@ -276,6 +307,7 @@ impl Shim {
             redactor,
             cgroup,
             demoter: Demoter::new(std::process::id() as i32, nice),
+            sandboxed: sandbox.is_some(),
         })
     }
 
@@ -448,7 +480,13 @@ impl Shim {
     fn reap(&mut self) {
         loop {
             match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::Exited(pid, code)) if pid.as_raw() == self.pid => self.exit = Some((Some(code), None)),
+                // Bubblewrap reports a program killed by signal N as exit 128 + N.
+                Ok(WaitStatus::Exited(pid, code)) if pid.as_raw() == self.pid => {
+                    self.exit = match spaces_os::sandbox::signal_of_exit(code).filter(|_| self.sandboxed) {
+                        Some(sig) => Some((None, Some(sig))),
+                        None => Some((Some(code), None)),
+                    }
+                }
                 Ok(WaitStatus::Signaled(pid, sig, _)) if pid.as_raw() == self.pid => {
                     self.exit = Some((None, Some(sig as i32)))
                 }

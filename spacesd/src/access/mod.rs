@@ -14,12 +14,12 @@
 //!   a scoped MCP server ([`crate::mcp::scope`]: the Space filled in or checked, process and
 //!   work ids looked up, only holds it opened resumed); with `watch` only operations that
 //!   change nothing. Never the operator's operations.
-//! - **A run's or a command's own processes** (an agent, its tools, its `spaces` MCP server,
-//!   what an `exec_command` starts) are callers of their Space with control scope, whatever
-//!   uid they run as ([`Access::by_tree`]): on the Unix socket the peer's pid is followed up its
-//!   parent chain to the shim that holds it (`spaces_codespace::process::held`). A token they
-//!   present may only narrow that: a caller token of the same Space is taken as is, any other
-//!   (the operator's, another Space's) is refused `FORBIDDEN`.
+//! - **A run's own processes** (an agent, its tools, its `spaces` MCP server) are callers of
+//!   their Space with control scope ([`Access::for_run`]), by construction: they run in a
+//!   sandbox where the operator's socket and token do not exist, and reach the daemon only
+//!   through their run's own socket, on which every connection is that run
+//!   (`crate::supervisor::api`). A command's processes (`exec_command`) have no socket at all.
+//!   Nothing is guessed from a peer's process (its parent chain, its open sockets).
 //! - Refusals: `UNAUTHORIZED` when there is no credential or a wrong one (another uid on the
 //!   Unix socket without a token, an unknown or revoked token), `FORBIDDEN` when the credential
 //!   lacks the right. Messages never repeat the presented credential.
@@ -45,8 +45,7 @@ pub use tokens::CallerScope;
 pub enum Via {
     /// A caller token (its id).
     Token(String),
-    /// A process of a run or a command held by this daemon (`run/<run_id>`,
-    /// `exec/<process_id>`).
+    /// A run's own socket (`run/<run_id>`).
     Tree(String),
 }
 
@@ -120,11 +119,6 @@ impl Principal {
     }
 }
 
-/// Which Space a held tree belongs to: from its tag (`agent/<run>/turn-<n>`,
-/// `exec/<process_id>`) to `(Space, caller key)`; `None` for a run or command this daemon does
-/// not know (any more).
-pub type TreeSpaces = Arc<dyn Fn(&str) -> Option<(String, String)> + Send + Sync>;
-
 /// The credentials this daemon accepts.
 pub struct Access {
     daemon_uid: u32,
@@ -134,18 +128,8 @@ pub struct Access {
     /// One caller per token id (or per run or command), kept so its approval holds are
     /// remembered across requests.
     callers: Mutex<HashMap<Via, Arc<Caller>>>,
-    trees: Option<TreeSpaces>,
     /// Browser sessions of the web page of runs.
     sessions: sessions::Sessions,
-}
-
-/// How a request from a process the daemon holds is taken ([`Access::by_tree`]).
-#[derive(Debug)]
-pub enum TreeVerdict {
-    /// As this caller.
-    Is(Principal),
-    /// Refused `FORBIDDEN` with this message.
-    Refused(String),
 }
 
 impl Access {
@@ -156,15 +140,8 @@ impl Access {
             operator_token: operator_token.map(tokens::digest),
             book: tokens::Book::new(state_dir),
             callers: Mutex::new(HashMap::new()),
-            trees: None,
             sessions: sessions::Sessions::default(),
         }
-    }
-
-    /// With `trees` to tell which Space a held process belongs to ([`Access::by_tree`]).
-    pub fn with_trees(mut self, trees: TreeSpaces) -> Access {
-        self.trees = Some(trees);
-        self
     }
 
     fn caller(&self, via: Via, space: &str, scope: CallerScope, checks: impl FnOnce() -> Arc<Scope>) -> Arc<Caller> {
@@ -175,27 +152,12 @@ impl Access {
             .clone()
     }
 
-    /// The principal of a process held by this daemon under the tree tagged `tag` (a run's or a
-    /// command's), which presented `token` (if any): the caller of the tree's Space with
-    /// control scope, or the presented caller token when it is of the same Space (it may only
-    /// narrow). Refused: the operator's token or another Space's (a process of a run is never
-    /// the operator), an unknown token, or a tree of a run or command this daemon does not know.
-    pub fn by_tree(&self, tag: &str, token: Option<&str>) -> TreeVerdict {
-        let Some((space, key)) = self.trees.as_ref().and_then(|trees| trees(tag)) else {
-            return TreeVerdict::Refused(
-                "this process belongs to a run or command this daemon no longer knows; it may not call the daemon".into(),
-            );
-        };
-        match token.map(|t| self.by_token(t)) {
-            None => {
-                let caller = self.caller(Via::Tree(key), &space, CallerScope::Control, || Scope::for_tree(space.clone()));
-                TreeVerdict::Is(Principal::Caller(caller))
-            }
-            Some(Some(Principal::Caller(c))) if c.space == space => TreeVerdict::Is(Principal::Caller(c)),
-            Some(_) => TreeVerdict::Refused(format!(
-                "this process belongs to a run or command in Space {space:?}: it acts as that Space's tool caller, and a token may only narrow that (a caller token of Space {space:?})"
-            )),
-        }
+    /// The principal of run `run_id` of Space `space` (its own socket's connections): the caller
+    /// of that Space with control scope, the same one for every connection of the run (so the
+    /// approval holds it opened are remembered).
+    pub fn for_run(&self, run_id: &str, space: &str) -> Principal {
+        let owned = space.to_owned();
+        Principal::Caller(self.caller(Via::Tree(format!("run/{run_id}")), space, CallerScope::Control, || Scope::for_tree(owned)))
     }
 
     /// The principal of a presented bearer token: the operator's, or a caller's from the

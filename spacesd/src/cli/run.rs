@@ -8,11 +8,28 @@ use std::time::Duration;
 
 use super::{main, Cli, TurnFailed};
 
+/// The internal word that enters a sandbox (`spacesd sandbox-exec [--max-processes N] -- PROGRAM`),
+/// written by shims into bubblewrap's command line (`spaces_os::sandbox::command`).
+const SANDBOX_EXEC: &str = "sandbox-exec";
+
 /// Runs `spacesd` with `argv` (the program name first) to its end and returns the exit code:
 /// 0 done, 1 failed, 2 a followed turn failed ([`TurnFailed`]) or a usage error (clap's code).
 /// Logs go to stderr only (stdout is `spacesd mcp`'s JSON-RPC channel): level from `SPACES_LOG`,
 /// else `RUST_LOG`, else `warn`; colours only on a terminal.
 pub fn run(argv: impl IntoIterator<Item = OsString>) -> i32 {
+    let argv: Vec<OsString> = argv.into_iter().collect();
+    // Inside a sandbox, before the program (`spaces_os::sandbox::enter`): on every start of an
+    // agent or a command, so before logging and parsing, and never a runtime.
+    if argv.get(1).is_some_and(|a| a == SANDBOX_EXEC) {
+        let rest: Option<Vec<String>> = argv[2..].iter().map(|a| a.clone().into_string().ok()).collect();
+        return match rest {
+            Some(rest) => spaces_os::sandbox::enter::main(&rest),
+            None => {
+                eprintln!("sandbox-exec: the program's arguments must be UTF-8");
+                127
+            }
+        };
+    }
     let filter = tracing_subscriber::EnvFilter::try_from_env("SPACES_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| "warn".into());

@@ -2,18 +2,19 @@
 //! into its extensions, or the request is refused `UNAUTHORIZED` here.
 //!
 //! - TCP ([`check_tcp`]): `Host`/`Origin` must name a loopback host (DNS rebinding, cross-site
-//!   requests), and `Authorization: Bearer` must carry the operator's token or a caller's; a
-//!   client process that a run or command holds (found by its socket, [`Peer::held`]) is a
-//!   caller of that Space whatever token it read, as on the Unix socket.
+//!   requests), and `Authorization: Bearer` must carry the operator's token or a caller's.
 //! - TCP without a bearer token: the web page's session cookie on `/ui/...` and `/v1/...`, as
 //!   the operator, from the page's own origin and with its CSRF token on writes (the request
 //!   then carries a [`BrowserSession`]); `/ui/login` (which redeems a one-time ticket) needs no
 //!   credential.
-//! - Unix socket ([`check_unix`]): a peer that a run or a command of this daemon holds (its pid,
-//!   `SO_PEERCRED`, has one of the daemon's shims up its parent chain: [`Peer::held`]) is a
-//!   caller of that run's Space ([`Access::by_tree`]) whatever it presents; otherwise a bearer
-//!   token, when given, decides as on TCP (a process may present a caller's token to act with
-//!   less), and without one the peer's uid must be the daemon's or root's.
+//! - Unix socket ([`check_unix`]): a bearer token, when given, decides as on TCP (a process may
+//!   present a caller's token to act with less); without one the peer's uid must be the
+//!   daemon's or root's.
+//! - A run's own socket ([`as_run`]): every request is that run, a caller of its Space.
+//!
+//! Nothing here guesses who a process is: a process of a run or command is in a sandbox where
+//! neither the operator's socket nor the token file exists (`spaces_os::sandbox`), and reaches
+//! the daemon only through its run's socket.
 
 use std::sync::Arc;
 
@@ -23,11 +24,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use spaces_sdk::{ApiError, ErrorCode};
 
-use spaces_codespace::process::held::Holder;
-
 use super::HttpError;
 use crate::access::sessions::same_secret;
-use crate::access::{Access, Principal, TreeVerdict};
+use crate::access::{Access, Principal};
 
 /// A connection's peer, set by the listener ([`super::listen`]) on every request of the
 /// connection.
@@ -35,10 +34,6 @@ use crate::access::{Access, Principal, TreeVerdict};
 pub struct Peer {
     /// Unix socket: the peer's uid (`SO_PEERCRED`).
     pub uid: Option<u32>,
-    /// Which run's or command's tree holds the peer process, if one does
-    /// (`spaces_codespace::process::held::holder_of`); [`Holder::Unknown`] when its pid could
-    /// not be read (it is refused).
-    pub held: Holder,
 }
 
 fn loopback_host(value: &str) -> bool {
@@ -89,14 +84,6 @@ pub async fn check_tcp(State(access): State<Arc<Access>>, mut req: Request, next
     };
     let Some(token) = token else { return refuse(BAD_TOKEN) };
     let Some(principal) = access.by_token(token) else { return refuse(BAD_TOKEN) };
-    let principal = match req.extensions().get::<Peer>().map(|p| &p.held) {
-        Some(Holder::Tree(tag)) => match access.by_tree(tag, Some(token)) {
-            TreeVerdict::Is(principal) => principal,
-            TreeVerdict::Refused(why) => return HttpError(ApiError::new(ErrorCode::Forbidden, why)).into_response(),
-        },
-        Some(Holder::Nobody) => principal,
-        _ => return refuse("the peer of this connection is unknown"),
-    };
     req.extensions_mut().insert(principal);
     next.run(req).await
 }
@@ -135,8 +122,7 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 /// - `Origin`, when sent, must be this very origin (`http://` + `Host`): another port of the
 ///   same loopback host is another site's page; `Sec-Fetch-Site`, when sent, must be
 ///   `same-origin` or `none` (typed or opened from outside the browser);
-/// - a method other than `GET`/`HEAD` must carry the session's CSRF token in `X-CSRF-Token`;
-/// - a process that a run or command holds may not use it (`FORBIDDEN`): it is the operator's.
+/// - a method other than `GET`/`HEAD` must carry the session's CSRF token in `X-CSRF-Token`.
 ///
 /// Every other failure is 403 `UNAUTHORIZED`.
 fn browser(access: &Access, req: &Request) -> Result<BrowserSession, Box<Response>> {
@@ -168,45 +154,13 @@ fn browser(access: &Access, req: &Request) -> Result<BrowserSession, Box<Respons
             return Err(Box::new(refuse("missing or wrong X-CSRF-Token: a state-changing request of the page carries its session's token")));
         }
     }
-    match req.extensions().get::<Peer>().map(|p| &p.held) {
-        Some(Holder::Nobody) => {}
-        Some(Holder::Tree(_)) => {
-            return Err(Box::new(
-                HttpError(ApiError::new(
-                    ErrorCode::Forbidden,
-                    "this process belongs to a run or command: it may not use the operator's browser session",
-                ))
-                .into_response(),
-            ))
-        }
-        _ => return Err(Box::new(refuse("the peer of this connection is unknown"))),
-    }
     Ok(BrowserSession { cookie: value.to_owned(), csrf: session.csrf })
 }
 
-/// Unix socket: a process of a run or command is that Space's caller (a token may only narrow
-/// it, 403 `FORBIDDEN` otherwise); anyone else: a bearer token decides when given (refused if
-/// unknown); without one, the peer uid must be the daemon's or root's (403 `UNAUTHORIZED`
-/// otherwise).
+/// Unix socket: a bearer token decides when given (refused if unknown); without one, the peer
+/// uid must be the daemon's or root's (403 `UNAUTHORIZED` otherwise).
 pub async fn check_unix(State(access): State<Arc<Access>>, mut req: Request, next: Next) -> Response {
     let peer = req.extensions().get::<Peer>().cloned();
-    if peer.as_ref().is_some_and(|p| p.held == Holder::Unknown) {
-        return refuse("the peer of this connection is unknown");
-    }
-    if let Some(Holder::Tree(tag)) = peer.as_ref().map(|p| &p.held) {
-        let token = match bearer(req.headers()) {
-            None => None,
-            Some(Some(t)) => Some(t),
-            Some(None) => return refuse(BAD_TOKEN),
-        };
-        match access.by_tree(tag, token) {
-            TreeVerdict::Is(principal) => {
-                req.extensions_mut().insert(principal);
-                return next.run(req).await;
-            }
-            TreeVerdict::Refused(why) => return HttpError(ApiError::new(ErrorCode::Forbidden, why)).into_response(),
-        }
-    }
     let principal: Principal = match bearer(req.headers()) {
         Some(token) => match token.and_then(|t| access.by_token(t)) {
             Some(p) => p,
@@ -225,6 +179,14 @@ pub async fn check_unix(State(access): State<Arc<Access>>, mut req: Request, nex
             None => return refuse("the peer of this connection is unknown"),
         },
     };
+    req.extensions_mut().insert(principal);
+    next.run(req).await
+}
+
+/// A run's own socket (`crate::supervisor::api`): the request is `principal`, that run, a
+/// caller of its Space, whatever credential it presents (the connection itself says who it
+/// is).
+pub async fn as_run(State(principal): State<Principal>, mut req: Request, next: Next) -> Response {
     req.extensions_mut().insert(principal);
     next.run(req).await
 }
@@ -265,8 +227,8 @@ mod tests {
 
     impl Fixture {
         /// One request through the TCP check to a `/v1/x` route (GET and POST answer `ok`),
-        /// `/mcp` (likewise), the page and the ticket route; the peer held by `held`.
-        async fn send_as(&self, held: Holder, method: &str, path: &str, headers: &[(&str, &str)]) -> Answer {
+        /// `/mcp` (likewise), the page and the ticket route.
+        async fn send(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Answer {
             let ok = || async { "ok" };
             let app = Router::new()
                 .route("/v1/x", get(ok).post(ok))
@@ -279,15 +241,11 @@ mod tests {
                 req = req.header(*k, *v);
             }
             let mut req = req.body(Body::empty()).unwrap();
-            req.extensions_mut().insert(Peer { uid: None, held });
+            req.extensions_mut().insert(Peer { uid: None });
             let res = app.oneshot(req).await.unwrap();
             let (status, headers) = (res.status(), res.headers().clone());
             let bytes = axum::body::to_bytes(res.into_body(), usize::MAX).await.unwrap();
             Answer { status, headers, body: String::from_utf8_lossy(&bytes).into_owned() }
-        }
-
-        async fn send(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Answer {
-            self.send_as(Holder::Nobody, method, path, headers).await
         }
 
         /// A login link minted with the operator's token.
@@ -355,10 +313,8 @@ mod tests {
             refused(&f.send("GET", "/v1/x", &[c, ("origin", origin)]).await, "UNAUTHORIZED");
         }
         refused(&f.send("GET", "/v1/x", &[c, ("sec-fetch-site", "same-site")]).await, "UNAUTHORIZED");
-        // Not on other routes, and not for a process of a run.
+        // Not on other routes.
         refused(&f.send("GET", "/mcp", &[c]).await, "UNAUTHORIZED");
-        refused(&f.send_as(Holder::Tree("agent/run-1/turn-1".into()), "GET", "/v1/x", &[c]).await, "FORBIDDEN");
-        refused(&f.send_as(Holder::Unknown, "GET", "/v1/x", &[c]).await, "UNAUTHORIZED");
         // A session mints no tickets; logging out ends it.
         refused(&f.send("POST", "/v1/ui/tickets", &[c, ("x-csrf-token", &csrf)]).await, "FORBIDDEN");
         refused(&f.send("POST", "/ui/logout", &[c]).await, "UNAUTHORIZED");

@@ -26,12 +26,10 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Semaphore;
 use tower_http::timeout::TimeoutBody;
 
-use spaces_codespace::process::held::Holder;
-
 use super::auth::{self, Peer};
 use super::bodies;
-use super::peer::{self, Accepted};
-use crate::access::Access;
+use super::peer::Accepted;
+use crate::access::{Access, Principal};
 use crate::config::Config;
 
 /// The limits of one listener (see the module doc).
@@ -69,9 +67,8 @@ trait Accept: Send + 'static {
 impl Accept for TcpListener {
     type Io = tokio::net::TcpStream;
     async fn accept(&self) -> std::io::Result<(Self::Io, Accepted)> {
-        let (stream, peer) = TcpListener::accept(self).await?;
-        let local = stream.local_addr()?;
-        Ok((stream, Accepted::Tcp { peer, local }))
+        let (stream, _) = TcpListener::accept(self).await?;
+        Ok((stream, Accepted::Tcp))
     }
 }
 
@@ -85,16 +82,15 @@ impl Accept for UnixListener {
     }
 }
 
-/// The peer of a connection: its uid (Unix socket) and the run or command holding its process
-/// (looked up once per connection, at its first request, off the runtime's threads: it reads
-/// `/proc`).
-async fn peer_of(accepted: Accepted) -> Peer {
+/// The peer of a connection: its uid on the Unix socket (`SO_PEERCRED`). Nothing is guessed
+/// from the peer's process: a process of a run reaches the daemon only through its run's own
+/// socket ([`serve_run`]).
+fn peer_of(accepted: Accepted) -> Peer {
     let uid = match accepted {
         Accepted::Unix(Some((uid, _))) => Some(uid),
         _ => None,
     };
-    let held = tokio::task::spawn_blocking(move || peer::holder(accepted)).await.unwrap_or(Holder::Unknown);
-    Peer { uid, held }
+    Peer { uid }
 }
 
 /// Serve `app` on loopback TCP: every request needs a bearer token ([`auth::check_tcp`]).
@@ -108,6 +104,14 @@ pub async fn serve_tcp(listener: TcpListener, app: Router, access: Arc<Access>, 
 /// ([`auth::check_unix`]). Returns only on a fatal error.
 pub async fn serve_unix(listener: UnixListener, app: Router, access: Arc<Access>, limits: Limits) -> std::io::Result<()> {
     let app = app.layer(axum::middleware::from_fn(bodies::limit)).layer(axum::middleware::from_fn_with_state(access, auth::check_unix));
+    serve(listener, app, limits).await
+}
+
+/// Serve `app` on one run's own socket (`crate::supervisor::api`): every request is `principal`
+/// (that run, a caller of its Space), whatever it presents ([`auth::as_run`]). Returns only on
+/// a fatal error.
+pub async fn serve_run(listener: UnixListener, app: Router, principal: Principal, limits: Limits) -> std::io::Result<()> {
+    let app = app.layer(axum::middleware::from_fn(bodies::limit)).layer(axum::middleware::from_fn_with_state(principal, auth::as_run));
     serve(listener, app, limits).await
 }
 
@@ -126,12 +130,11 @@ async fn serve<L: Accept>(listener: L, app: Router, limits: Limits) -> std::io::
         };
         let app = app.clone();
         tokio::spawn(async move {
-            // Looked up at the first request, once: an idle connection costs no /proc reads.
-            let known = Arc::new(tokio::sync::OnceCell::<Peer>::new());
+            let known = peer_of(peer);
             let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 let (app, known) = (app.clone(), known.clone());
                 async move {
-                    let peer = known.get_or_init(|| peer_of(peer)).await.clone();
+                    let peer = known;
                     let mut req = req.map(|body| axum::body::Body::new(TimeoutBody::new(limits.body_stall, body)));
                     req.extensions_mut().insert(peer);
                     tower::ServiceExt::oneshot(app, req).await

@@ -32,7 +32,7 @@ use axum::Json;
 use spaces_sdk::error::ErrorEnvelope;
 use spaces_sdk::{ApiError, ErrorCode};
 
-pub use listen::{serve_tcp, serve_unix, Limits};
+pub use listen::{serve_run, serve_tcp, serve_unix, Limits};
 pub use ops::MAX_BODY_BYTES;
 pub use routes::{router, AppState};
 

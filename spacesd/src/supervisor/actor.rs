@@ -762,6 +762,10 @@ impl Actor {
 
     fn set_state(&mut self, status: Status, phase: Phase, reason: &str) {
         let ending = matches!(status, Status::Stopped | Status::Done) && self.run.status != status;
+        if ending {
+            // Nothing of the run may call the daemon any more.
+            self.inner.api.close(&self.run.run_id, &self.inner.cfg.run_dir(&self.run.run_id));
+        }
         if ending && self.run.options.home.is_some() {
             // A persistent agent's run that stopped or finished: its home is saved one last
             // time and its lease released, so another host may take the agent.

@@ -124,6 +124,7 @@ pub async fn install(
         stdio: StdioSpec::Combined { stdin: StdinSpec::Null },
         cgroups: Vec::new(),
         nice: process::priority::agent_nice(),
+        sandboxed: false,
     };
     let spawned = process::spawn(&spawn_spec).map_err(|e| format!("cannot run npm (is Node.js installed?): {e}"))?;
     let mut child = spawned.child;

@@ -66,6 +66,8 @@ pub struct Launch {
     initial_stdin: Option<Vec<u8>>,
     /// Close stdin after `initial_stdin` ([`StdinMode::Once`]).
     close_stdin: bool,
+    /// The sandbox the agent starts in ([`crate::sandbox`]); `None` when it is off.
+    sandbox: Option<spaces_os::sandbox::Policy>,
 }
 
 /// How a process of the current generation ended, as its journal tells.
@@ -98,6 +100,7 @@ pub struct Launcher {
     /// The run's own environment and MCP servers (secrets included; never stored outside the
     /// run directory).
     secrets: RunSecrets,
+    run_id: String,
     run_dir: PathBuf,
     /// The output journal and the stderr tail: what a batch of records changes besides the
     /// normalizer.
@@ -120,6 +123,7 @@ impl Launcher {
         let inner_gen = inner.store.journal_pos(run_id).ok().flatten().map_or(0, |p| p.gen);
         Self {
             lines: Lines::new(&run_dir),
+            run_id: run_id.to_owned(),
             run_dir,
             inner,
             harness,
@@ -173,7 +177,14 @@ impl Launcher {
         let home = self.run_dir.join("home");
         std::fs::create_dir_all(&home).map_err(|e| format!("cannot create the agent home {}: {e}", home.display()))?;
         let cwd = PathBuf::from(&run.cwd);
-        let state_dir = std::path::absolute(&self.inner.cfg.state_dir).unwrap_or_else(|_| self.inner.cfg.state_dir.clone());
+        // In a sandbox the state dir is not there: the `spaces` server reaches the daemon through
+        // the run's own socket (`spacesd --state-dir /run/spaces`, see `super::api`).
+        let state_dir = match spaces_os::sandbox::level() {
+            spaces_os::sandbox::Level::Bubblewrap => PathBuf::from(spaces_os::sandbox::API_DIR),
+            spaces_os::sandbox::Level::Off => {
+                std::path::absolute(&self.inner.cfg.state_dir).unwrap_or_else(|_| self.inner.cfg.state_dir.clone())
+            }
+        };
         let servers = mcp_servers::for_launch(
             &self.secrets.mcp_servers,
             &run.options,
@@ -216,7 +227,27 @@ impl Launcher {
             max_line_bytes: MAX_LINE_BYTES,
             drain_ms: DRAIN_AFTER_EXIT_MS,
         };
-        Ok(Launch { spec, initial_stdin: plan.initial_stdin.clone(), close_stdin: plan.stdin == StdinMode::Once })
+        let sandbox = self.sandbox(run, &home, plan.files.iter().map(|(p, _)| p.clone()).chain([binary.to_path_buf()]))?;
+        Ok(Launch { spec, initial_stdin: plan.initial_stdin.clone(), close_stdin: plan.stdin == StdinMode::Once, sandbox })
+    }
+
+    /// The sandbox of a turn of `run`: its Space's root and `home` writable, the attached
+    /// files and `readonly` (the harness's files, the agent's binary) read-only, the run's API
+    /// directory at `/run/spaces`; everything else of the daemon's hidden.
+    fn sandbox(&self, run: &RunRow, home: &Path, readonly: impl Iterator<Item = PathBuf>) -> Result<Option<spaces_os::sandbox::Policy>, String> {
+        let space = match self.inner.store.space_get(&run.space) {
+            Ok(Some(space)) => space,
+            Ok(None) => return Err(format!("the Space {:?} of this run is no longer registered", run.space)),
+            Err(e) => return Err(format!("cannot read the Space registry: {e}")),
+        };
+        let api_dir = super::api::dir(&self.run_dir);
+        let mut extra = crate::sandbox::Extra {
+            writable: vec![home.to_path_buf()],
+            readonly: readonly.collect(),
+            api_dir: Some(api_dir),
+        };
+        extra.readonly.push(self.run_dir.join(super::files::FOLDER));
+        crate::sandbox::policy(&self.inner.store, Path::new(&space.root), space.read_only, extra).map_err(|e| e.to_string())
     }
 
     /// Start `launch` under a shim as the next process generation; its journal arrives through
@@ -224,7 +255,8 @@ impl Launcher {
     pub async fn spawn(&mut self, mut launch: Launch) -> Result<LiveProc, String> {
         self.gen += 1;
         launch.spec.gen = self.gen;
-        let mut live = proc::start(&self.run_dir, &launch.spec, self.events_tx.clone()).await?;
+        self.open_api()?;
+        let mut live = proc::start(&self.run_dir, &launch.spec, launch.sandbox, self.events_tx.clone()).await?;
         self.lines.stderr_tail.clear();
         if let Some(shim) = live.shim.clone() {
             if let Some(bytes) = launch.initial_stdin {
@@ -244,6 +276,7 @@ impl Launcher {
     /// [`Self::next_event`]. Returns the live process, or `None` when its exit was stored.
     pub async fn adopt(&mut self, gen: u64, offset: u64, redactor: &Redactor, norm: &mut dyn Normalizer) -> Result<Option<LiveProc>, String> {
         self.gen = gen;
+        self.open_api()?;
         let Adopted { replay, live } = proc::adopt(&self.run_dir, gen, offset, self.events_tx.clone()).await?;
         for record in replay {
             match record {
@@ -253,6 +286,13 @@ impl Launcher {
             }
         }
         Ok(live)
+    }
+
+    /// The run's own API socket ([`super::api`]), open before its process starts.
+    fn open_api(&self) -> Result<(), String> {
+        let run = self.inner.store.run_get(&self.run_id).map_err(|e| e.to_string())?;
+        let space = run.map(|r| r.space).ok_or_else(|| format!("run {} is not in the store", self.run_id))?;
+        self.inner.api.open(&self.run_id, &space, &self.run_dir)
     }
 
     // ----- back: output lines -----

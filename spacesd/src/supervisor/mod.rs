@@ -34,6 +34,7 @@
 
 mod actor;
 mod actors;
+pub mod api;
 mod capabilities;
 mod events;
 mod files;
@@ -87,6 +88,8 @@ pub struct Inner {
     installs: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Failed turns in a row of runs whose actor retired (case P7's back-off outlives an actor).
     failures: Mutex<HashMap<String, u32>>,
+    /// Each live run's own API socket ([`api`]).
+    pub api: api::RunSockets,
 }
 
 impl Inner {
@@ -131,11 +134,17 @@ impl Supervisor {
                 actors: Actors::default(),
                 installs: Mutex::new(HashMap::new()),
                 failures: Mutex::new(HashMap::new()),
+                api: api::RunSockets::default(),
             }),
         }
     }
 
     /// The configuration.
+    pub fn serve_run_sockets(&self, server: api::Server) {
+        self.inner.api.set_server(server);
+    }
+
+    /// The daemon's configuration.
     pub fn config(&self) -> &Config {
         &self.inner.cfg
     }

@@ -59,7 +59,12 @@ pub fn shim_dir(run_dir: &Path, gen: u64) -> PathBuf {
 
 /// Start `spec` under a new shim in `<run_dir>/shim-<gen>` and follow its journal into
 /// `events`. Errors: the shim or the agent could not start (the reason names which).
-pub async fn start(run_dir: &Path, spec: &ShimSpec, events: mpsc::Sender<ProcEvent>) -> Result<LiveProc, String> {
+pub async fn start(
+    run_dir: &Path,
+    spec: &ShimSpec,
+    sandbox: Option<spaces_os::sandbox::Policy>,
+    events: mpsc::Sender<ProcEvent>,
+) -> Result<LiveProc, String> {
     let dir = shim_dir(run_dir, spec.gen);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::DirBuilder::new()
@@ -77,6 +82,7 @@ pub async fn start(run_dir: &Path, spec: &ShimSpec, events: mpsc::Sender<ProcEve
         cgroup: cgroup::plan(&format!("{}/gen-{}", spec.tag, spec.gen)),
         nice: spaces_codespace::process::priority::agent_nice(),
         dir: None,
+        sandbox,
     };
     let shim = match ShimClient::launch(&command, env, &dir, &launch).await {
         Ok(shim) => shim,

@@ -40,6 +40,7 @@ pub fn spec(dir: &TempDir, argv: &[&str]) -> ExecSpec {
         workspace_id: format!("ws-{unique}"),
         timeout: None,
         tag: format!("test/{unique}"),
+        sandbox: None,
     }
 }
 

@@ -1,0 +1,102 @@
+//! A [`Policy`] as a bubblewrap command line (bubblewrap(1); `bwrap --help` lists the options).
+//!
+//! The mounts, in order (bubblewrap applies them in the order given, so a later one shows
+//! through an earlier one):
+//! 1. `--ro-bind / /`: the host read-only, submounts included;
+//! 2. `--dev /dev` (a minimal `/dev`), `--proc /proc` (the new pid namespace's), private
+//!    tmpfs on `/tmp`, `/dev/shm` and `/run` (`/run` holds the host's service sockets: systemd's,
+//!    D-Bus's, a container engine's; none is for a sandbox);
+//! 3. each hidden path: an empty tmpfs (a file: `/dev/null` bound read-only);
+//! 4. each read-only path, then each writable path, bound at the same path (missing ones
+//!    skipped: `--ro-bind-try`, `--bind-try`);
+//! 5. the run's API directory at [`super::API_DIR`].
+//!
+//! Namespaces: pid, ipc, uts, cgroup (when the kernel has them), mount (always, bubblewrap's
+//! own), user (a non-root daemon), net (`network: false`). Bubblewrap drops every capability of
+//! the program (root's too) and sets `no_new_privs`.
+
+use std::path::Path;
+
+use super::{Error, Policy, API_DIR};
+
+/// The bubblewrap command line that runs `argv` in `cwd` under `policy`, entering through
+/// `helper` (the daemon's own command; `sandbox-exec` is appended). Errors:
+/// [`Error::Unavailable`] for a path that is not UTF-8 (the command line is text).
+pub fn command(policy: &Policy, helper: &[String], argv: &[String], cwd: &Path) -> Result<Vec<String>, Error> {
+    let text = |p: &Path| -> Result<String, Error> {
+        p.to_str()
+            .map(str::to_owned)
+            .ok_or_else(|| Error::Unavailable(format!("the path {} is not UTF-8; the sandbox cannot mount it", p.display())))
+    };
+    let mut out = vec![text(&policy.bwrap)?];
+    if policy.user_namespace {
+        out.push("--unshare-user".into());
+    }
+    out.extend(["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"].map(String::from));
+    if !policy.network {
+        out.push("--unshare-net".into());
+    }
+    out.extend(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"].map(String::from));
+    for private in ["/tmp", "/dev/shm", "/run"] {
+        out.extend(["--tmpfs".to_owned(), private.to_owned()]);
+    }
+    for path in &policy.hidden {
+        match std::fs::metadata(path) {
+            Ok(m) if m.is_dir() => out.extend(["--tmpfs".to_owned(), text(path)?]),
+            Ok(_) => out.extend(["--ro-bind".to_owned(), "/dev/null".to_owned(), text(path)?]),
+            Err(_) => {} // nothing there to hide
+        }
+    }
+    for path in &policy.readonly {
+        out.extend(["--ro-bind-try".to_owned(), text(path)?, text(path)?]);
+    }
+    for path in &policy.writable {
+        out.extend(["--bind-try".to_owned(), text(path)?, text(path)?]);
+    }
+    if let Some(dir) = &policy.api_dir {
+        out.extend(["--bind".to_owned(), text(dir)?, API_DIR.to_owned()]);
+    }
+    out.extend(["--chdir".to_owned(), text(cwd)?]);
+    out.push("--".into());
+    out.extend(helper.iter().cloned());
+    out.push("sandbox-exec".into());
+    if let Some(n) = policy.max_processes {
+        out.extend(["--max-processes".to_owned(), n.to_string()]);
+    }
+    out.push("--".into());
+    out.extend(argv.iter().cloned());
+    Ok(out)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn mounts_come_in_the_order_that_lets_later_paths_show_through() {
+        let state = tempfile::tempdir().unwrap();
+        let home = state.path().join("runs/r1/home");
+        std::fs::create_dir_all(&home).unwrap();
+        let policy = Policy {
+            bwrap: "/usr/bin/bwrap".into(),
+            writable: vec![PathBuf::from("/srv/space"), home.clone()],
+            readonly: vec![PathBuf::from("/opt/tools")],
+            hidden: vec![state.path().to_path_buf(), PathBuf::from("/no/such/dir")],
+            api_dir: Some(state.path().join("runs/r1/api")),
+            network: false,
+            max_processes: Some(64),
+            user_namespace: true,
+        };
+        let argv = command(&policy, &["/bin/spacesd".into()], &["sh".into(), "-c".into(), "true".into()], Path::new("/srv/space")).unwrap();
+        let line = argv.join(" ");
+        let at = |needle: &str| line.find(needle).unwrap_or_else(|| panic!("{needle:?} not in {line}"));
+        assert!(at("--unshare-user") < at("--ro-bind / /"));
+        assert!(line.contains("--unshare-net"));
+        assert!(at("--tmpfs /run") < at(&format!("--tmpfs {}", state.path().display())));
+        assert!(at(&format!("--tmpfs {}", state.path().display())) < at(&format!("--bind-try {0} {0}", home.display())));
+        assert!(!line.contains("/no/such/dir"), "a missing path is not mounted: {line}");
+        assert!(line.ends_with("-- /bin/spacesd sandbox-exec --max-processes 64 -- sh -c true"), "{line}");
+    }
+}

@@ -1,0 +1,92 @@
+//! `sandbox-exec`: the program's side of the sandbox, run inside it by bubblewrap as the
+//! daemon's own command (`spacesd sandbox-exec [--max-processes N] -- PROGRAM ARGS...`), then
+//! replaced by the program (`execvp`: a relative program is found in `PATH`).
+//!
+//! In order: the signals the shim kept from bubblewrap ([`super::IGNORED_SIGNALS`]) back to
+//! their default action and none blocked; the process ceiling (`RLIMIT_NPROC`, counted in the
+//! sandbox's user namespace, which exists by now); the seccomp filter with `no_new_privs`
+//! ([`super::seccomp`]); the exec. A failure prints one line on stderr (the program's output,
+//! so it reaches the journal) and exits 127, as a shell does for a program it cannot run.
+
+use std::os::unix::process::CommandExt;
+
+use nix::libc;
+use nix::sys::resource::{setrlimit, Resource};
+
+use super::Error;
+
+/// What `sandbox-exec` was asked.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Args {
+    pub max_processes: Option<u64>,
+    pub argv: Vec<String>,
+}
+
+/// Parses the arguments after `sandbox-exec`. Errors: [`Error::Usage`].
+pub fn parse(args: &[String]) -> Result<Args, Error> {
+    let mut max_processes = None;
+    let mut rest = args;
+    loop {
+        match rest {
+            [flag, n, tail @ ..] if flag == "--max-processes" => {
+                max_processes = Some(n.parse().map_err(|_| Error::Usage(format!("--max-processes takes a number, not {n:?}")))?);
+                rest = tail;
+            }
+            [dash, argv @ ..] if dash == "--" && !argv.is_empty() => {
+                return Ok(Args { max_processes, argv: argv.to_vec() })
+            }
+            _ => return Err(Error::Usage("usage: sandbox-exec [--max-processes N] -- PROGRAM [ARGS...]".into())),
+        }
+    }
+}
+
+/// Runs `sandbox-exec` with `args` (those after the word): never returns when the program
+/// starts; returns 127 (after saying why on stderr) when it cannot.
+pub fn main(args: &[String]) -> i32 {
+    let err = match parse(args).and_then(|a| enter(&a)) {
+        Ok(never) => match never {},
+        Err(e) => e,
+    };
+    eprintln!("{err}");
+    127
+}
+
+/// The steps of the module doc, then the exec. Returns only on failure.
+fn enter(args: &Args) -> Result<std::convert::Infallible, Error> {
+    // SAFETY: plain system calls on stack values, before any thread of ours exists.
+    unsafe {
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        for sig in super::IGNORED_SIGNALS {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+    }
+    if let Some(n) = args.max_processes {
+        setrlimit(Resource::RLIMIT_NPROC, n, n).map_err(|e| Error::Enter { what: "set the process ceiling", source: e.into() })?;
+    }
+    let program = super::seccomp::filter().map_err(|e| Error::Enter { what: "build the seccomp filter", source: std::io::Error::other(e) })?;
+    seccompiler::apply_filter(&program)
+        .map_err(|e| Error::Enter { what: "load the seccomp filter", source: std::io::Error::other(e.to_string()) })?;
+    let source = std::process::Command::new(&args.argv[0]).args(&args.argv[1..]).exec();
+    Err(Error::Enter { what: "start the program", source })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_parse_and_mistakes_are_refused() {
+        let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            parse(&s(&["--max-processes", "9", "--", "sh", "-c", "x"])).unwrap(),
+            Args { max_processes: Some(9), argv: s(&["sh", "-c", "x"]) }
+        );
+        assert_eq!(parse(&s(&["--", "true"])).unwrap(), Args { max_processes: None, argv: s(&["true"]) });
+        assert!(matches!(parse(&s(&["--"])), Err(Error::Usage(_))));
+        assert!(matches!(parse(&s(&["--max-processes", "x", "--", "true"])), Err(Error::Usage(_))));
+        assert!(matches!(parse(&s(&["true"])), Err(Error::Usage(_))));
+    }
+}
