@@ -34,7 +34,7 @@ pub mod tools;
 
 pub use capabilities::{AuthState, Capabilities, HarnessCapabilities};
 pub use decode::decode;
-pub use error::{ApiError, ErrorCode};
+pub use error::{bounded, ApiError, ErrorCode};
 pub use home::{
     HomeDeleteReport, HomeExportRequest, HomeImportRequest, HomeLease, HomeRecord, HomeRequest, HomeRestoreRequest,
     HomeSnapshot, HomeTransferReport, PersistentAgentSendReport, PersistentAgentSendRequest, VolumeCapabilities,

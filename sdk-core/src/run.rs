@@ -18,7 +18,9 @@ pub struct SpaceAgentOptions {
     /// More environment for the agent. Stored 0600 in the run directory; every value of 8+
     /// characters is replaced by `[redacted]` in events, tails and logs.
     pub env: BTreeMap<String, String>,
-    /// A repository to clone before the first turn (a URL or path `git clone` takes): cloned
+    /// A repository to clone before the first turn: an `https`, `http`, `ssh` or `git` URL, or
+    /// `user@host:path` (a path on the daemon's host or `file://` only where the operator allows
+    /// local repositories; never a `<transport>::` helper such as `ext::`): cloned
     /// into a new folder of the working directory named after it (`.../repo.git` -> `repo`),
     /// where the agent then works. The folder must not exist or be empty (`INVALID_ARGUMENT`
     /// naming `options.repo` otherwise, as for a repository that cannot be read). Credentials

@@ -1,9 +1,14 @@
 //! `repo` and `branch`: the run's repository, cloned or checked out before its first turn, with
 //! the `git` CLI (never a git library: the operator's git, its config and credential helpers).
 //!
-//! - **At `agent_start`** ([`check`], answered before anything is created): `repo` must look like
-//!   something `git clone` takes (a URL, `user@host:path`, or an absolute path; never an
-//!   option), its clone target `<cwd>/<name>` (`name` from the URL's last segment, `.git` cut)
+//! - **At `agent_start`** ([`check`], answered before anything is created): `repo` must be a
+//!   repository elsewhere: an `https://`, `http://`, `ssh://` or `git://` URL, or scp-like
+//!   `user@host:path` (never an option, never git's `<transport>::` helpers such as `ext::`,
+//!   which run programs). A path on this host or a `file://` URL is taken only when the operator
+//!   allows it ([`crate::config::Config::allow_local_repos`]): a caller must not have the daemon
+//!   read another Space or its own state dir for it. Without that setting every `git` that
+//!   reads the repository gets `-c protocol.file.allow=never` (and a clone `--no-local`), so no
+//!   redirect or alternate reaches a local one either. Its clone target `<cwd>/<name>` (`name` from the URL's last segment, `.git` cut)
 //!   must not exist or be an empty folder, and `git ls-remote` must read it and find `branch`
 //!   on it. `branch` alone names a branch of the repository the working directory is in. Every
 //!   refusal is `INVALID_ARGUMENT` naming `options.repo` or `options.branch`. The run's
@@ -22,7 +27,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use spaces_harnesses::EventDraft;
-use spaces_sdk::{ApiError, ErrorCode, EventKind, SpaceAgentOptions};
+use spaces_sdk::{bounded, ApiError, ErrorCode, EventKind, SpaceAgentOptions};
 use tokio::io::AsyncReadExt;
 
 use super::Inner;
@@ -82,16 +87,49 @@ fn clone_name(url: &str) -> Option<String> {
     ok.then(|| name.to_owned())
 }
 
-/// Whether `url` is something `git clone` takes as a repository (not an option, no spaces).
-fn plausible_url(url: &str) -> bool {
-    if url.is_empty() || url.starts_with('-') || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return false;
-    }
-    let schemes = ["https://", "http://", "ssh://", "git://", "file://"];
-    schemes.iter().any(|s| url.starts_with(s) && url.len() > s.len())
-        || url.starts_with('/')
-        || (!url.contains("://") && url.split_once(':').is_some_and(|(host, path)| !host.is_empty() && !host.contains('/') && !path.is_empty()))
+/// Where a `repo` value points, as git reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RepoKind {
+    /// Another host: `https`, `http`, `ssh`, `git` URL or scp-like `user@host:path`.
+    Remote,
+    /// This host: an absolute path or a `file://` URL.
+    Local,
 }
+
+/// What `url` is to git, or why it is refused: an option, spaces, a `<transport>::` helper
+/// (`ext::` runs a program), an unknown scheme, a relative path.
+fn repo_kind(url: &str) -> std::result::Result<RepoKind, &'static str> {
+    if url.is_empty() || url.starts_with('-') || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("is not a repository git can clone");
+    }
+    // git's `<transport>::<address>` (ext::, fd::, any remote helper): a program, not a place.
+    if let Some((transport, _)) = url.split_once("::") {
+        if !transport.is_empty() && transport.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')) {
+            return Err("uses a git transport helper (`<transport>::`, such as ext::), which runs programs on this host; give a URL");
+        }
+    }
+    if let Some((scheme, rest)) = url.split_once("://") {
+        if rest.is_empty() {
+            return Err("is not a repository git can clone");
+        }
+        return match scheme.to_ascii_lowercase().as_str() {
+            "https" | "http" | "ssh" | "git" | "git+ssh" | "ssh+git" => Ok(RepoKind::Remote),
+            "file" => Ok(RepoKind::Local),
+            _ => Err("is not a repository git can clone"),
+        };
+    }
+    if url.starts_with('/') {
+        return Ok(RepoKind::Local);
+    }
+    // scp-like `[user@]host:path`: git reads it so only when no `/` comes before the first `:`.
+    match url.split_once(':') {
+        Some((host, path)) if !host.is_empty() && !host.contains('/') && !path.is_empty() => Ok(RepoKind::Remote),
+        _ => Err("is not a repository git can clone"),
+    }
+}
+
+/// The examples a refusal of `options.repo` gives.
+const REPO_FORMS: &str = "a URL such as https://host/owner/repo.git, ssh://host/repo.git, git://host/repo, or user@host:path";
 
 /// A `git` command with a small, predictable environment: no prompt for credentials (a
 /// detached run has nobody to answer), messages in English.
@@ -122,11 +160,12 @@ fn last_line(stderr: &str) -> String {
 
 /// `agent_start`'s checks of `repo`/`branch` (see the module doc); the run's working directory
 /// (the clone target with `repo`, else `cwd`).
-pub(super) async fn check(cwd: &Path, options: &SpaceAgentOptions) -> Result<PathBuf> {
+/// `allow_local`: [`crate::config::Config::allow_local_repos`].
+pub(super) async fn check(cwd: &Path, options: &SpaceAgentOptions, allow_local: bool) -> Result<PathBuf> {
     if let Some(branch) = &options.branch {
         let (code, _) = output(git_args(&["check-ref-format", "--branch", branch]), LS_REMOTE_TIMEOUT).await.map_err(git_missing)?;
         if branch.starts_with('-') || code != Some(0) {
-            return Err(invalid("options.branch", format!("options.branch {branch:?} is not a valid branch name")));
+            return Err(invalid("options.branch", format!("options.branch {:?} is not a valid branch name", bounded(branch))));
         }
     }
     let Some(url) = &options.repo else {
@@ -141,22 +180,34 @@ pub(super) async fn check(cwd: &Path, options: &SpaceAgentOptions) -> Result<Pat
             return Err(invalid(
                 "options.branch",
                 format!(
-                    "options.branch {branch:?}: the working directory {} has no such branch (or is not in a git repository); \
+                    "options.branch {:?}: the working directory {} has no such branch (or is not in a git repository); \
                      give options.repo to clone one",
-                    cwd.display()
+                    bounded(branch),
+                    bounded(&cwd.display().to_string())
                 ),
             ));
         }
         return Ok(cwd.to_path_buf());
     };
-    if !plausible_url(url) {
-        return Err(invalid(
-            "options.repo",
-            format!("options.repo {:?} is not a repository git can clone (a URL such as https://host/owner/repo.git, user@host:path, or an absolute path)", shown(url)),
-        ));
+    match repo_kind(url) {
+        Err(why) => {
+            let forms = if allow_local { format!("{REPO_FORMS}, or an absolute path") } else { REPO_FORMS.to_owned() };
+            return Err(invalid("options.repo", format!("options.repo {:?} {why} ({forms})", bounded(&shown(url)))));
+        }
+        Ok(RepoKind::Local) if !allow_local => {
+            return Err(invalid(
+                "options.repo",
+                format!(
+                    "options.repo {:?} is a repository on this host (a path or file:// URL), which this daemon does not clone for \
+                     a caller; give {REPO_FORMS} (the operator may allow local repositories: allow_local_repos)",
+                    bounded(&shown(url))
+                ),
+            ));
+        }
+        Ok(_) => {}
     }
     let Some(name) = clone_name(url) else {
-        return Err(invalid("options.repo", format!("options.repo {:?} names no folder to clone into", shown(url))));
+        return Err(invalid("options.repo", format!("options.repo {:?} names no folder to clone into", bounded(&shown(url)))));
     };
     let target = cwd.join(&name);
     if target.exists() && !empty_dir(&target) {
@@ -165,28 +216,41 @@ pub(super) async fn check(cwd: &Path, options: &SpaceAgentOptions) -> Result<Pat
             format!(
                 "the clone target {} is not empty: remove it, or start the run with another cwd (options.cwd), \
                  or without options.repo to work in it as it is",
-                target.display()
+                bounded(&target.display().to_string())
             ),
         ));
     }
-    let mut cmd = git_args(&["ls-remote", "--exit-code", "--heads", "--", url]);
+    let mut cmd = git_reading(allow_local, &["ls-remote", "--exit-code", "--heads", "--", url]);
     if let Some(branch) = &options.branch {
         cmd.arg(format!("refs/heads/{branch}"));
     }
-    let (code, stderr) = output(cmd, LS_REMOTE_TIMEOUT).await.map_err(|e| invalid("options.repo", format!("options.repo {:?} cannot be read: {e}", shown(url))))?;
+    let (code, stderr) = output(cmd, LS_REMOTE_TIMEOUT).await.map_err(|e| invalid("options.repo", format!("options.repo {:?} cannot be read: {e}", bounded(&shown(url)))))?;
     match code {
         Some(0) => Ok(target),
         Some(2) if options.branch.is_some() => Err(invalid(
             "options.branch",
-            format!("options.branch {:?} is not a branch of {}", options.branch.as_deref().unwrap_or_default(), shown(url)),
+            format!("options.branch {:?} is not a branch of {}", bounded(options.branch.as_deref().unwrap_or_default()), bounded(&shown(url))),
         )),
         Some(2) => Ok(target), // an empty repository: it clones to an empty folder
-        _ => Err(invalid("options.repo", format!("options.repo {:?} cannot be read: {}", shown(url), last_line(&stderr)))),
+        _ => Err(invalid("options.repo", format!("options.repo {:?} cannot be read: {}", bounded(&shown(url)), bounded(&last_line(&stderr))))),
     }
 }
 
 fn git_args(args: &[&str]) -> tokio::process::Command {
     let mut cmd = git();
+    cmd.args(args);
+    cmd
+}
+
+/// A `git` that reads a caller's repository: unless `allow_local`, the `file` protocol (paths,
+/// `file://`, and so a local repository reached through a redirect or an alternate) is off,
+/// and so is `ext` (programs as transports), whatever the host's git config says.
+fn git_reading(allow_local: bool, args: &[&str]) -> tokio::process::Command {
+    let mut cmd = git();
+    cmd.args(["-c", "protocol.ext.allow=never"]);
+    if !allow_local {
+        cmd.args(["-c", "protocol.file.allow=never"]);
+    }
     cmd.args(args);
     cmd
 }
@@ -213,7 +277,8 @@ pub(super) async fn prepare(inner: &Inner, run: &RunRow, turn: u32) -> std::resu
         Some(url) => {
             // The stored URL has its credentials cut; the one given is among the run's secrets.
             let given = super::secrets::RunSecrets::load(&inner.cfg.run_dir(&run.run_id)).ok().and_then(|s| s.repo_url);
-            clone(given.as_deref().unwrap_or(url), run.options.branch.as_deref(), &target, &run.run_id, &notice).await?
+            let allow_local = inner.cfg.allow_local_repos;
+            clone(given.as_deref().unwrap_or(url), run.options.branch.as_deref(), &target, &run.run_id, allow_local, &notice).await?
         }
         None => {
             let branch = run.options.branch.as_deref().unwrap_or_default();
@@ -232,13 +297,16 @@ pub(super) async fn prepare(inner: &Inner, run: &RunRow, turn: u32) -> std::resu
 }
 
 /// `git clone` of `url` into a temporary folder beside `target`, then renamed onto it.
-async fn clone(url: &str, branch: Option<&str>, target: &Path, run_id: &str, notice: &impl Fn(String)) -> std::result::Result<(), String> {
+async fn clone(url: &str, branch: Option<&str>, target: &Path, run_id: &str, allow_local: bool, notice: &impl Fn(String)) -> std::result::Result<(), String> {
     let parent = target.parent().ok_or_else(|| format!("{} has no parent folder", target.display()))?;
     let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let temp = parent.join(format!(".{name}.clone-{run_id}"));
     let _ = std::fs::remove_dir_all(&temp);
     notice(format!("cloning {}{} into {}", shown(url), branch.map(|b| format!(" (branch {b})")).unwrap_or_default(), target.display()));
-    let mut cmd = git_args(&["clone", "--progress"]);
+    let mut cmd = git_reading(allow_local, &["clone", "--progress"]);
+    if !allow_local {
+        cmd.arg("--no-local");
+    }
     if let Some(b) = branch {
         cmd.args(["--branch", b]);
     }
@@ -301,8 +369,16 @@ mod tests {
         assert_eq!(clone_name("git@github.com:o/repo").as_deref(), Some("repo"));
         assert_eq!(clone_name("/srv/git/thing.git/").as_deref(), Some("thing"));
         assert_eq!(clone_name("https://host/.."), None);
-        assert!(plausible_url("https://host/o/r.git") && plausible_url("git@host:o/r") && plausible_url("/srv/r.git"));
-        assert!(!plausible_url("--upload-pack=x") && !plausible_url("not a url") && !plausible_url("relative/path") && !plausible_url("https://"));
+        for remote in ["https://host/o/r.git", "http://host/r", "ssh://git@host/r.git", "git://host/r", "git@host:o/r", "host:r", "ssh://[::1]/r"] {
+            assert_eq!(repo_kind(remote), Ok(RepoKind::Remote), "{remote}");
+        }
+        for local in ["/srv/r.git", "file:///srv/r.git", "FILE://localhost/srv/r"] {
+            assert_eq!(repo_kind(local), Ok(RepoKind::Local), "{local}");
+        }
+        for bad in ["--upload-pack=x", "not a url", "relative/path", "./r:x", "https://", "ext::sh", "ext::sh%20-c%20touch", "fd::3", "gopher://h/r", ""] {
+            assert!(repo_kind(bad).is_err(), "{bad}");
+        }
+        assert!(repo_kind("ext::x").unwrap_err().contains("transport helper"));
         assert_eq!(shown("https://user:tok@host/o/r.git"), "https://host/o/r.git");
         assert_eq!(shown("git@host:o/r"), "git@host:o/r");
         assert_eq!(userinfo("https://user:tok@host/o/r.git"), Some("user:tok"));

@@ -72,7 +72,7 @@ pub(super) async fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentSta
         check_base_url(url)?;
     }
     if super::prepare::wanted(&options) {
-        cwd = super::prepare::check(&cwd, &options).await?;
+        cwd = super::prepare::check(&cwd, &options, inner.cfg.allow_local_repos).await?;
     }
     let mut notes = Vec::new();
     let env = run_env(&inner.cfg, &options, &mut notes);

@@ -8,8 +8,8 @@ use std::time::Duration;
 use spaces_sdk::client::ClientError;
 use spaces_sdk::{AgentStartRequest, ErrorCode, EventKind, SpaceAgentOptions, Status, StopReason};
 
-use super::survive::{fake_daemon, DONE};
-use crate::support::{describe, settled};
+use super::survive::{fake_codex, DONE};
+use crate::support::{describe, settled, TestDaemon};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -39,6 +39,25 @@ fn bare_repo(dir: &Path) -> String {
     git(&work, &["push", "-q", "../origin.git", "main", "feature"]);
     std::fs::write(dir.join("origin.git/refs/heads/broken"), "1234567890123456789012345678901234567890\n").unwrap();
     dir.join("origin.git").display().to_string()
+}
+
+/// A daemon with the fake Codex agent running `body` and a Space `s`, where the operator allows
+/// local repositories (`SPACES_ALLOW_LOCAL_REPOS=1`, as these tests clone bare repositories of
+/// a temp dir) unless `allow_local` is false.
+async fn repo_daemon(body: &str, allow_local: bool) -> (TestDaemon, std::path::PathBuf, tempfile::TempDir) {
+    let bin = tempfile::tempdir().unwrap();
+    let agent = fake_codex(bin.path(), body);
+    let mut env = vec![("SPACES_HARNESS_BIN_OPENAI_CODEX".to_owned(), agent.display().to_string())];
+    if allow_local {
+        env.push(("SPACES_ALLOW_LOCAL_REPOS".to_owned(), "1".to_owned()));
+    }
+    let d = TestDaemon::start_with_env(env).await;
+    let root = d.space("s").await;
+    (d, root, bin)
+}
+
+async fn fake_daemon(body: &str) -> (TestDaemon, std::path::PathBuf, tempfile::TempDir) {
+    repo_daemon(body, true).await
 }
 
 /// The fake agent answers with its working directory's branch and files.
@@ -190,4 +209,39 @@ async fn a_repo_url_with_credentials_clones_and_is_stored_without_them() {
         }
     }
     assert!(read > 3, "the state dir was read ({read} files)");
+}
+
+/// By default a caller's `repo` is a repository elsewhere: a path on the daemon's host, a
+/// `file://` URL (even one that reads fine) and git's `ext::` helper are refused at
+/// `agent_start`, naming `options.repo`, and nothing runs or is created; a URL of another host
+/// passes that check (here it then cannot be read). With `allow_local_repos` the same path clones
+/// (the tests above).
+#[tokio::test]
+async fn a_host_path_repo_is_refused_unless_the_operator_allows_local_repositories() {
+    let (d, root, _bin) = repo_daemon(&reporting_agent(), false).await;
+    let repos = tempfile::tempdir().unwrap();
+    let path = bare_repo(repos.path());
+    let marker = repos.path().join("ext-ran");
+    let ext = format!("ext::sh -c touch% {}", marker.display());
+    let cases = [
+        (path.clone(), "is a repository on this host"),
+        (format!("file://{path}"), "is a repository on this host"),
+        (format!("FILE://localhost{path}"), "is a repository on this host"),
+        (ext.clone(), "is not a repository git can clone"),
+        ("ext::git-upload-pack%20/tmp".to_owned(), "transport helper"),
+        (format!("fd::0,1/{path}"), "transport helper"),
+        ("relative/origin.git".to_owned(), "is not a repository git can clone"),
+    ];
+    for (url, says) in cases {
+        let (code, field, message) = refusal(d.client.agent_start(&request(Some(&url), None)).await);
+        assert_eq!((code, field.as_deref()), (ErrorCode::InvalidArgument, Some("options.repo")), "{url}: {message}");
+        assert!(message.contains(says), "{url}: {message}");
+    }
+    assert!(!marker.exists(), "no transport helper ran");
+    // Another host's URL passes the check; nothing listens there, so it cannot be read.
+    let (code, field, message) = refusal(d.client.agent_start(&request(Some("https://127.0.0.1:9/o/origin.git"), None)).await);
+    assert_eq!((code, field.as_deref()), (ErrorCode::InvalidArgument, Some("options.repo")), "{message}");
+    assert!(message.contains("cannot be read"), "{message}");
+    assert!(d.client.space("s").agent_list().await.unwrap().is_empty(), "no run was created");
+    assert_eq!(std::fs::read_dir(&root).unwrap().count(), 0, "nothing was cloned");
 }
