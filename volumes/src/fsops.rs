@@ -2,19 +2,26 @@
 //! contents (directories last, deepest first), the atomic swap, and removal of trees that hold
 //! read-only directories.
 
+use std::ffi::CString;
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-use nix::sys::stat::{utimensat, UtimensatFlags};
-use nix::sys::time::TimeSpec;
+use nix::errno::Errno;
+use nix::fcntl::{openat, OFlag};
+use nix::sys::stat::{fchmod, fchmodat, fstat, FchmodatFlags, Mode};
+use nix::unistd::{unlinkat, UnlinkatFlags};
 
+use crate::beneath::Beneath;
 use crate::error::{IoContext, Result, VolumeError};
 use crate::manifest::{Kind, Root};
 
 /// A fresh, private (0700) directory `.<name>.<what>-<nonce>` beside `target`, on the same file
-/// system so the final rename is atomic.
-pub(crate) fn staging_beside(target: &Path, what: &str) -> Result<PathBuf> {
+/// system so the final rename is atomic; returned with a [`Beneath`] of it (everything built in
+/// it goes through that descriptor, never through its path).
+pub(crate) fn staging_beside(target: &Path, what: &str) -> Result<(PathBuf, Beneath)> {
     let parent = match target.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -24,13 +31,22 @@ pub(crate) fn staging_beside(target: &Path, what: &str) -> Result<PathBuf> {
         return Err(VolumeError::io(parent, std::io::Error::new(std::io::ErrorKind::NotFound, "the target's parent directory does not exist")));
     }
     let staging = parent.join(format!(".{name}.{what}-{}", crate::lease::nonce()));
-    fs::create_dir(&staging).at(&staging)?;
-    fs::set_permissions(&staging, fs::Permissions::from_mode(0o700)).at(&staging)?;
-    Ok(staging)
+    fs::DirBuilder::new().mode(0o700).create(&staging).at(&staging)?;
+    let root = Beneath::open(&staging)?;
+    root.set_root_mode(0o700)?;
+    Ok((staging, root))
 }
 
+fn errno_io(path: &Path, e: Errno) -> VolumeError {
+    VolumeError::io(path, std::io::Error::from_raw_os_error(e as i32))
+}
+
+const DIR_FLAGS: OFlag = OFlag::O_RDONLY.union(OFlag::O_DIRECTORY).union(OFlag::O_NOFOLLOW).union(OFlag::O_CLOEXEC);
+
 /// Removes `path` whatever it is, making directories writable first (a 0555 directory holding
-/// files cannot be emptied otherwise). Never follows symlinks. A missing path is fine.
+/// files cannot be emptied otherwise). Never follows symlinks, and changes no mode outside the
+/// tree: every directory is opened `O_NOFOLLOW` from its parent's descriptor. A missing path is
+/// fine.
 pub(crate) fn force_remove(path: &Path) -> Result<()> {
     let md = match fs::symlink_metadata(path) {
         Ok(md) => md,
@@ -40,24 +56,59 @@ pub(crate) fn force_remove(path: &Path) -> Result<()> {
     if !md.is_dir() {
         return fs::remove_file(path).at(path);
     }
-    if md.permissions().mode() & 0o700 != 0o700 {
-        fs::set_permissions(path, fs::Permissions::from_mode(0o700)).at(path)?;
-    }
-    for ent in fs::read_dir(path).at(path)? {
-        force_remove(&ent.at(path)?.path())?;
-    }
+    let dir = match openat(nix::fcntl::AT_FDCWD, path, DIR_FLAGS, Mode::empty()) {
+        Ok(fd) => fd,
+        // Replaced by a symlink meanwhile: remove the link, follow nothing.
+        Err(Errno::ELOOP | Errno::ENOTDIR) => return fs::remove_file(path).at(path),
+        Err(Errno::ENOENT) => return Ok(()),
+        Err(Errno::EACCES) => {
+            fchmodat(nix::fcntl::AT_FDCWD, path, Mode::from_bits_truncate(0o700), FchmodatFlags::NoFollowSymlink).map_err(|e| errno_io(path, e))?;
+            openat(nix::fcntl::AT_FDCWD, path, DIR_FLAGS, Mode::empty()).map_err(|e| errno_io(path, e))?
+        }
+        Err(e) => return Err(errno_io(path, e)),
+    };
+    empty_dir(&dir, path)?;
     fs::remove_dir(path).at(path)
 }
 
-fn ts(ns: i64) -> TimeSpec {
-    TimeSpec::new(ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000))
-}
-
-/// Sets mtime (and atime to the same) of `path` without following a final symlink.
-pub(crate) fn set_mtime(path: &Path, mtime_ns: i64) -> Result<()> {
-    let t = ts(mtime_ns);
-    utimensat(nix::fcntl::AT_FDCWD, path, &t, &t, UtimensatFlags::NoFollowSymlink)
-        .map_err(|e| VolumeError::io(path, std::io::Error::from_raw_os_error(e as i32)))
+/// Removes everything in the open directory `dir` (shown as `shown` in errors).
+fn empty_dir(dir: &OwnedFd, shown: &Path) -> Result<()> {
+    let st = fstat(dir).map_err(|e| errno_io(shown, e))?;
+    if st.st_mode & 0o700 != 0o700 {
+        fchmod(dir, Mode::from_bits_truncate(0o700)).map_err(|e| errno_io(shown, e))?;
+    }
+    let listing = dir.try_clone().map_err(|e| VolumeError::io(shown, e))?;
+    let mut names: Vec<CString> = Vec::new();
+    let mut listed = nix::dir::Dir::from_fd(listing).map_err(|e| errno_io(shown, e))?;
+    for ent in listed.iter() {
+        let ent = ent.map_err(|e| errno_io(shown, e))?;
+        let n = ent.file_name();
+        if n.to_bytes() != b"." && n.to_bytes() != b".." {
+            names.push(n.to_owned());
+        }
+    }
+    for name in names {
+        let here = shown.join(std::ffi::OsStr::from_bytes(name.as_bytes()));
+        let opened = match openat(dir, name.as_c_str(), DIR_FLAGS, Mode::empty()) {
+            Err(Errno::EACCES) => {
+                // A directory without read or search permission for its owner: give it back
+                // (never through a symlink: refused for one).
+                fchmodat(dir, name.as_c_str(), Mode::from_bits_truncate(0o700), FchmodatFlags::NoFollowSymlink).map_err(|e| errno_io(&here, e))?;
+                openat(dir, name.as_c_str(), DIR_FLAGS, Mode::empty())
+            }
+            other => other,
+        };
+        match opened {
+            Ok(sub) => {
+                empty_dir(&sub, &here)?;
+                unlinkat(dir, name.as_c_str(), UnlinkatFlags::RemoveDir).map_err(|e| errno_io(&here, e))?;
+            }
+            Err(Errno::ELOOP | Errno::ENOTDIR) => unlinkat(dir, name.as_c_str(), UnlinkatFlags::NoRemoveDir).map_err(|e| errno_io(&here, e))?,
+            Err(Errno::ENOENT) => {}
+            Err(e) => return Err(errno_io(&here, e)),
+        }
+    }
+    Ok(())
 }
 
 /// One entry whose metadata is applied after all contents are in place.
@@ -69,24 +120,18 @@ pub(crate) struct Finish {
 }
 
 /// Applies modes and times: files and symlinks first, then directories deepest first, then the
-/// root, so writing into a directory never happens after it became read-only.
-pub(crate) fn apply_metadata(staging: &Path, root: Root, entries: &mut [Finish]) -> Result<()> {
+/// root, so writing into a directory never happens after it became read-only. Every entry is
+/// reached beneath `staging` without following a symlink ([`Beneath::finish`]).
+pub(crate) fn apply_metadata(staging: &Beneath, root: Root, entries: &mut [Finish]) -> Result<()> {
     for e in entries.iter().filter(|e| e.kind != Kind::Dir) {
-        let p = staging.join(&e.path);
-        if e.kind == Kind::File {
-            fs::set_permissions(&p, fs::Permissions::from_mode(e.mode & crate::scan::MODE_MASK)).at(&p)?;
-        }
-        set_mtime(&p, e.mtime_ns)?;
+        staging.finish(&e.path, e.kind, e.mode, e.mtime_ns)?;
     }
     let mut dirs: Vec<&Finish> = entries.iter().filter(|e| e.kind == Kind::Dir).collect();
     dirs.sort_by_key(|e| std::cmp::Reverse(e.path.matches('/').count()));
     for e in dirs {
-        let p = staging.join(&e.path);
-        fs::set_permissions(&p, fs::Permissions::from_mode(e.mode & crate::scan::MODE_MASK)).at(&p)?;
-        set_mtime(&p, e.mtime_ns)?;
+        staging.finish(&e.path, Kind::Dir, e.mode, e.mtime_ns)?;
     }
-    fs::set_permissions(staging, fs::Permissions::from_mode(root.mode & crate::scan::MODE_MASK)).at(staging)?;
-    set_mtime(staging, root.mtime_ns)
+    staging.finish_root(root.mode, root.mtime_ns)
 }
 
 /// Puts `staging` in place of `target`: target → backup, staging → target, then the backup is

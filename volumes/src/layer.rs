@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use crate::beneath::Beneath;
 use crate::error::{IoContext, Result, VolumeError};
 use crate::manifest::{check_rel_path, Entry, Guard, Kind, Manifest};
 use crate::scan::{hex, Content};
@@ -150,12 +151,12 @@ fn entry_path(entry: &tar::Entry<'_, impl Read>) -> Result<String> {
     String::from_utf8(raw.to_vec()).map_err(|_| VolumeError::unsafe_entry(String::from_utf8_lossy(&raw).into_owned(), "path is not UTF-8"))
 }
 
-/// Copies `r` into a new file `dest` (never an existing one: `O_EXCL`, so never through a
-/// symlink), hashing it. Returns (sha256, bytes).
-fn write_new(dest: &Path, r: &mut dyn Read) -> Result<(String, u64)> {
-    let mut f = fs::OpenOptions::new().write(true).create_new(true).open(dest).at(dest)?;
+/// Copies `r` into the new file `rel` beneath `root` (never an existing one, never through or
+/// at a symlink: [`Beneath::create_file`]), hashing it. Returns (sha256, bytes).
+fn write_new(root: &Beneath, rel: &str, r: &mut dyn Read) -> Result<(String, u64)> {
+    let mut f = root.create_file(rel)?;
     let mut h = HashReader::new(r);
-    io::copy(&mut h, &mut f).at(dest)?;
+    io::copy(&mut h, &mut f).map_err(|e| VolumeError::io(root.path().join(rel), e))?;
     Ok((hex(&h.sha.finalize()), h.len))
 }
 
@@ -174,7 +175,7 @@ pub(crate) fn unpack_layer(
     layer: &str,
     manifest: &Manifest,
     wants: &HashMap<String, Vec<usize>>,
-    staging: &Path,
+    staging: &Beneath,
     meter: &mut Meter<'_>,
 ) -> Result<u64> {
     let what = format!("layer {layer}");
@@ -195,20 +196,16 @@ pub(crate) fn unpack_layer(
             check_rel_path(&name)?;
             let Some(targets) = wants.get(&name) else { continue };
             let first = &manifest.entries[targets[0]];
-            let dest = staging.join(&first.path);
-            let (sha, len) = match write_new(&dest, &mut entry) {
+            let (sha, len) = match write_new(staging, &first.path, &mut entry) {
                 Ok(v) => v,
-                Err(VolumeError::Io { source, .. }) if source.kind() != io::ErrorKind::AlreadyExists && source.raw_os_error().is_none() => {
-                    return Err(corrupt(format!("{name}: {source}")))
-                }
+                Err(VolumeError::Io { source, .. }) if source.raw_os_error().is_none() => return Err(corrupt(format!("{name}: {source}"))),
                 Err(e) => return Err(e),
             };
             if Some(&sha) != first.sha256.as_ref() || len != first.size {
                 return Err(corrupt(format!("{name}: contents do not match the manifest (sha256 {sha}, {len} bytes)")));
             }
             for &i in &targets[1..] {
-                let other = staging.join(&manifest.entries[i].path);
-                fs::copy(&dest, &other).at(&other)?;
+                staging.copy_file(&first.path, &manifest.entries[i].path)?;
             }
             files += targets.len() as u64;
             meter.add("unpack", len);
@@ -247,7 +244,7 @@ pub(crate) const EXPORT_MANIFEST: &str = ".spaces-snapshot.json";
 
 /// Writes the export archive of a restored snapshot: the manifest first, then every entry in
 /// manifest order, with its real mode and mtime. Temp file + fsync + rename.
-pub(crate) fn write_export(manifest: &Manifest, staging: &Path, file: &Path, progress: &dyn Progress) -> Result<()> {
+pub(crate) fn write_export(manifest: &Manifest, staging: &Beneath, file: &Path, progress: &dyn Progress) -> Result<()> {
     let parent = match file.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -279,8 +276,7 @@ pub(crate) fn write_export(manifest: &Manifest, staging: &Path, file: &Path, pro
                 b.append_link(&mut h, &e.path, e.target.as_deref().unwrap_or_default()).at(&at)?;
             }
             Kind::File => {
-                let src = staging.join(&e.path);
-                let mut f = fs::File::open(&src).at(&src)?;
+                let mut f = staging.open_file(&e.path)?;
                 h.set_entry_type(tar::EntryType::Regular);
                 h.set_size(e.size);
                 b.append_data(&mut h, &e.path, &mut f).at(&at)?;
@@ -304,7 +300,7 @@ pub(crate) fn write_export(manifest: &Manifest, staging: &Path, file: &Path, pro
 /// finish (modes, times) and the archive's root directory metadata if it had one.
 pub(crate) fn unpack_import(
     file: &Path,
-    staging: &Path,
+    staging: &Beneath,
     progress: &dyn Progress,
 ) -> Result<(Vec<crate::fsops::Finish>, Option<crate::manifest::Root>)> {
     let what = file.display().to_string();
@@ -317,6 +313,7 @@ pub(crate) fn unpack_import(
     let mut root = None;
     let mut manifest: Option<Manifest> = None;
     let mut hashes: HashMap<String, String> = HashMap::new();
+    let mut links: HashMap<String, String> = HashMap::new();
     let mut first = true;
     {
         let dec = zstd::stream::read::Decoder::new(&mut counted).map_err(|e| corrupt(e.to_string()))?;
@@ -366,25 +363,25 @@ pub(crate) fn unpack_import(
             // Parents the archive did not list become plain directories.
             for parent in guard.missing_parents(path) {
                 guard.dir(&parent)?;
-                let p = staging.join(&parent);
-                fs::create_dir(&p).at(&p)?;
-                fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o700)).at(&p)?;
+                staging.mkdir(&parent)?;
+                finish.push(crate::fsops::Finish { path: parent, kind: Kind::Dir, mode: 0o700, mtime_ns });
             }
             match t {
                 tar::EntryType::Directory => {
                     let fresh = !guard.is_placed(path);
                     guard.dir(path)?;
-                    let p = staging.join(path);
                     if fresh {
-                        fs::create_dir(&p).at(&p)?;
-                        fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o700)).at(&p)?;
+                        staging.mkdir(path)?;
+                    } else {
+                        // Listed again (or made as a parent first): its own metadata wins.
+                        finish.retain(|f| f.path != path);
                     }
                 }
                 tar::EntryType::Symlink => {
                     let target = link.unwrap_or_default();
                     guard.symlink(path, &target)?;
-                    let p = staging.join(path);
-                    std::os::unix::fs::symlink(&target, &p).at(&p)?;
+                    staging.symlink(path, &target)?;
+                    links.insert(path.to_string(), target);
                 }
                 tar::EntryType::Link => {
                     let mut target = link.unwrap_or_default();
@@ -392,16 +389,14 @@ pub(crate) fn unpack_import(
                         target = rest.to_string();
                     }
                     guard.hardlink(path, &target)?;
-                    let (from, to) = (staging.join(&target), staging.join(path));
-                    fs::copy(&from, &to).at(&to)?;
+                    staging.copy_file(&target, path)?;
                     if let Some(h) = hashes.get(&target).cloned() {
                         hashes.insert(path.to_string(), h);
                     }
                 }
                 _ => {
                     guard.file(path)?;
-                    let dest = staging.join(path);
-                    let (sha, _) = write_new(&dest, &mut entry).map_err(|e| match e {
+                    let (sha, _) = write_new(staging, path, &mut entry).map_err(|e| match e {
                         VolumeError::Io { source, .. } if source.raw_os_error().is_none() => corrupt(format!("{path}: {source}")),
                         e => e,
                     })?;
@@ -415,6 +410,8 @@ pub(crate) fn unpack_import(
         drain(&mut dec, &what)?;
     }
     drain(&mut counted, &what)?;
+    // Whatever the order the entries came in: no link resolves outside through the others.
+    crate::manifest::check_tree(finish.iter().map(|f| (f.path.as_str(), f.kind, links.get(&f.path).map(String::as_str))))?;
     if let Some(m) = manifest {
         check_against(&m, &hashes, &finish).map_err(corrupt)?;
         // The manifest's nanosecond times and exact modes win over the tar header's.

@@ -30,6 +30,14 @@
 //! layer's hash, applies modes after contents (read-only trees restore), and swaps the result in
 //! with renames. Any failure leaves the target as it was. Imports obey the same refusals.
 //!
+//! "Leaving the home" is decided twice (case V41). Over the whole set of entries, whatever their
+//! order: every symlink is resolved through the other symlinks as the kernel would (`notes ->
+//! loop/loop/../../x` with `loop -> .` leaves, though it reads as inside), and every parent of
+//! an entry must be a directory entry. And physically: everything is created from a descriptor
+//! of the staging directory, one component at a time with `O_NOFOLLOW`, so no write, mode or
+//! time ever goes through a symlink (`beneath`). A save lists symlinks that resolve outside as
+//! skipped (`symlink_outside`), so what it stores always restores.
+//!
 //! # Leases
 //! See [`Lease`]: epoch records written Create-only, a TTL, renewal, release by a new record,
 //! takeover only after expiry, and fencing of every commit.
@@ -39,6 +47,7 @@
 //! errors or records, never deletes a layer a kept snapshot needs, and never runs tar, zstd or
 //! file walks on the async threads (they run in `spawn_blocking`).
 
+mod beneath;
 mod bridge;
 mod error;
 mod fsops;

@@ -128,8 +128,91 @@ impl Manifest {
                 Kind::Symlink => guard.symlink(&e.path, e.target.as_deref().unwrap_or_default())?,
             }
         }
-        Ok(())
+        check_tree(self.entries.iter().map(|e| (e.path.as_str(), e.kind, e.target.as_deref())))
     }
+}
+
+/// Most symlinks followed while resolving one link (Linux's own limit).
+const MAX_HOPS: u32 = 40;
+
+/// Where a symlink at `link` with `target` ends up, resolved as the kernel would through the
+/// other symlinks of `tree` (path → (kind, target)): `Err(why)` when it leaves the home (an
+/// absolute target, or more `..` than levels once links are followed: `notes ->
+/// loop/loop/../../x` with `loop -> .`) or needs more than [`MAX_HOPS`] links. A part that is
+/// not in the tree is taken as a directory (as the text says).
+pub(crate) fn resolve_link(tree: &HashMap<&str, (Kind, Option<&str>)>, link: &str, target: &str) -> std::result::Result<(), String> {
+    if target.is_empty() || target.contains('\0') {
+        return Err(format!("symlink target {target:?} is empty or holds a NUL"));
+    }
+    let mut cur: Vec<&str> = link.split('/').collect();
+    cur.pop();
+    let absolute = |t: &str| format!("symlink to {target:?} leads to the absolute path {t:?}, outside the home");
+    if target.starts_with('/') {
+        return Err(absolute(target));
+    }
+    // Parts still to walk, the next one last.
+    let mut pending: Vec<&str> = target.split('/').rev().collect();
+    let mut hops = 0;
+    while let Some(part) = pending.pop() {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if cur.pop().is_none() {
+                    return Err(format!("symlink to {target:?} resolves outside the home (following the symlinks on its way)"));
+                }
+            }
+            name => {
+                cur.push(name);
+                if let Some((Kind::Symlink, t)) = tree.get(cur.join("/").as_str()) {
+                    hops += 1;
+                    if hops > MAX_HOPS {
+                        return Err(format!("symlink to {target:?} does not resolve: more than {MAX_HOPS} symlinks on its way"));
+                    }
+                    cur.pop();
+                    let t = t.unwrap_or_default();
+                    if t.is_empty() {
+                        return Err(format!("symlink to {target:?} passes through a symlink with an empty target"));
+                    }
+                    if t.starts_with('/') {
+                        return Err(absolute(t));
+                    }
+                    pending.extend(t.split('/').rev());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The rules over a whole set of entries, whatever their order: every symlink resolves inside
+/// the home through the others ([`resolve_link`]), and every parent of an entry is a directory
+/// entry of the set (never a symlink, a file, or missing). Checked before anything is made.
+pub(crate) fn check_tree<'a>(entries: impl Iterator<Item = (&'a str, Kind, Option<&'a str>)>) -> Result<()> {
+    let list: Vec<(&str, Kind, Option<&str>)> = entries.collect();
+    let tree: HashMap<&str, (Kind, Option<&str>)> = list.iter().map(|(p, k, t)| (*p, (*k, *t))).collect();
+    for (path, kind, target) in &list {
+        if *kind == Kind::Symlink {
+            resolve_link(&tree, path, target.unwrap_or_default()).map_err(|why| VolumeError::unsafe_entry(*path, why))?;
+        }
+    }
+    for (path, _, _) in &list {
+        let mut end = 0;
+        let parts: Vec<&str> = path.split('/').collect();
+        for part in &parts[..parts.len().saturating_sub(1)] {
+            end += part.len();
+            let prefix = &path[..end];
+            match tree.get(prefix) {
+                Some((Kind::Dir, _)) => {}
+                Some((Kind::Symlink, _)) => {
+                    return Err(VolumeError::unsafe_entry(*path, format!("lies beneath the symlink {prefix:?}: it would be written through it")))
+                }
+                Some((Kind::File, _)) => return Err(VolumeError::unsafe_entry(*path, format!("{prefix:?} is a file, not a directory"))),
+                None => return Err(VolumeError::unsafe_entry(*path, format!("its parent {prefix:?} is not a directory of the snapshot"))),
+            }
+            end += 1;
+        }
+    }
+    Ok(())
 }
 
 /// Refuses paths that are empty, absolute, or hold `.`, `..` or empty parts, NULs or backslash

@@ -95,7 +95,31 @@ pub(crate) fn walk(dir: &Path, exclude: &GlobSet) -> Result<Walk> {
     let root = Root { mode: md.mode() & MODE_MASK, mtime_ns: mtime_ns(&md) };
     let mut w = Walk { root, entries: Vec::new(), skipped: Vec::new() };
     walk_dir(dir, "", exclude, &mut w)?;
+    skip_links_leaving(&mut w);
     Ok(w)
+}
+
+/// Symlinks that read as inside yet resolve outside through other symlinks of the home (`up ->
+/// loop/..` with `loop -> .`), or through too many, are listed as `symlink_outside`, as a
+/// restore would refuse them ([`crate::manifest::resolve_link`]). Leaving them out changes no
+/// other link's resolution: a link that passed through one of them left the home too.
+fn skip_links_leaving(w: &mut Walk) {
+    let leaving: std::collections::HashSet<String> = {
+        let tree: HashMap<&str, (Kind, Option<&str>)> = w.entries.iter().map(|e| (e.path.as_str(), (e.kind, e.target.as_deref()))).collect();
+        w.entries
+            .iter()
+            .filter(|e| e.kind == Kind::Symlink)
+            .filter(|e| crate::manifest::resolve_link(&tree, &e.path, e.target.as_deref().unwrap_or_default()).is_err())
+            .map(|e| e.path.clone())
+            .collect()
+    };
+    if leaving.is_empty() {
+        return;
+    }
+    w.entries.retain(|e| !leaving.contains(&e.path));
+    let mut paths: Vec<String> = leaving.into_iter().collect();
+    paths.sort();
+    w.skipped.extend(paths.into_iter().map(|path| SkippedEntry { path, kind: "symlink_outside".into() }));
 }
 
 fn walk_dir(abs: &Path, rel: &str, exclude: &GlobSet, w: &mut Walk) -> Result<()> {

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use object_store::{ObjectMeta, ObjectStoreExt};
 
+use crate::beneath::Beneath;
 use crate::bridge::{blocking, stream_into};
 use crate::error::{IoContext, Result, VolumeError};
 use crate::fsops::{self, Finish};
@@ -427,22 +428,24 @@ impl Volume {
         let _ = tokio::task::spawn_blocking(move || StatCache::store(&file, Some(last), rows)).await;
     }
 
-    /// Builds snapshot `m` in the empty directory `staging`: directories and symlinks, then each
-    /// layer streamed and unpacked with every check, then modes and times (directories last,
-    /// deepest first). Returns (files, bytes).
-    async fn build(&self, m: Arc<Manifest>, staging: PathBuf, progress: &dyn Progress) -> Result<(u64, u64)> {
+    /// Builds snapshot `m` in the empty directory `staging` (checked as a whole first: no link
+    /// resolving outside through others, no entry beneath a symlink, in any order): directories
+    /// and symlinks, parents first, then each layer streamed and unpacked with every check, then
+    /// modes and times (directories last, deepest first). Everything is made through the
+    /// staging directory's descriptor, never through a symlink ([`Beneath`]). Returns (files,
+    /// bytes).
+    async fn build(&self, m: Arc<Manifest>, staging: Arc<Beneath>, progress: &dyn Progress) -> Result<(u64, u64)> {
+        m.check()?;
         let total: u64 = m.entries.iter().filter(|e| e.kind == Kind::File).map(|e| e.size).sum();
         {
             let (m, staging) = (m.clone(), staging.clone());
             blocking(progress, move |_| {
-                for e in &m.entries {
-                    let p = staging.join(&e.path);
+                let mut made: Vec<&crate::manifest::Entry> = m.entries.iter().filter(|e| e.kind != Kind::File).collect();
+                made.sort_by_key(|e| e.path.matches('/').count());
+                for e in made {
                     match e.kind {
-                        Kind::Dir => {
-                            std::fs::create_dir(&p).at(&p)?;
-                            std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o700)).at(&p)?;
-                        }
-                        Kind::Symlink => std::os::unix::fs::symlink(e.target.as_deref().unwrap_or_default(), &p).at(&p)?,
+                        Kind::Dir => staging.mkdir(&e.path)?,
+                        Kind::Symlink => staging.symlink(&e.path, e.target.as_deref().unwrap_or_default())?,
                         Kind::File => {}
                     }
                 }
@@ -515,9 +518,10 @@ impl Volume {
         loop {
             attempt += 1;
             let f = self.resolve(home, at).await?;
-            let staging = fsops::staging_beside(target, "restore")?;
+            let (staging, root) = fsops::staging_beside(target, "restore")?;
             let m = Arc::new(f.manifest.clone());
-            match self.build(m.clone(), staging.clone(), progress).await {
+            let built = self.build(m.clone(), Arc::new(root), progress).await;
+            match built {
                 Ok((files, bytes)) => {
                     let (s2, t2) = (staging.clone(), target.to_path_buf());
                     let swapped = blocking(progress, move |_| fsops::swap_in(&s2, &t2)).await;
@@ -567,12 +571,13 @@ impl Volume {
     /// Written to a temp file beside `file`, fsynced, renamed. Errors: as `restore`.
     pub async fn export(&self, home: &str, at: Option<&str>, file: &Path, progress: &dyn Progress) -> Result<SnapshotInfo> {
         let f = self.resolve(home, at).await?;
-        let staging = fsops::staging_beside(file, "export")?;
+        let (staging, root) = fsops::staging_beside(file, "export")?;
+        let root = Arc::new(root);
         let m = Arc::new(f.manifest);
-        let built = self.build(m.clone(), staging.clone(), progress).await;
+        let built = self.build(m.clone(), root.clone(), progress).await;
         let result = match built {
             Ok(_) => {
-                let (m2, s2, file2) = (m.clone(), staging.clone(), file.to_path_buf());
+                let (m2, s2, file2) = (m.clone(), root, file.to_path_buf());
                 blocking(progress, move |p| crate::layer::write_export(&m2, &s2, &file2, p)).await
             }
             Err(e) => Err(e),
@@ -590,14 +595,22 @@ impl Volume {
         lease.check(Duration::ZERO).await?;
         let spool = self.spool();
         std::fs::create_dir_all(&spool).at(&spool)?;
-        let staging = fsops::staging_beside(&spool.join("import"), "import")?;
-        let result = self.import_from(lease, file, &staging, meta, progress).await;
+        let (staging, root) = fsops::staging_beside(&spool.join("import"), "import")?;
+        let result = self.import_from(lease, file, &staging, root, meta, progress).await;
         self.discard(staging).await;
         result
     }
 
-    async fn import_from(&self, lease: &Lease, file: &Path, staging: &Path, meta: serde_json::Value, progress: &dyn Progress) -> Result<SnapshotInfo> {
-        let (file2, s2) = (file.to_path_buf(), staging.to_path_buf());
+    async fn import_from(
+        &self,
+        lease: &Lease,
+        file: &Path,
+        staging: &Path,
+        s2: Beneath,
+        meta: serde_json::Value,
+        progress: &dyn Progress,
+    ) -> Result<SnapshotInfo> {
+        let file2 = file.to_path_buf();
         blocking(progress, move |p| {
             let (mut fin, root) = crate::layer::unpack_import(&file2, &s2, p)?;
             let root = root.unwrap_or(Root { mode: 0o700, mtime_ns: scan::now_ns() });
@@ -646,9 +659,9 @@ impl Volume {
         if latest.manifest.layers.len() > 1 {
             let spool = self.spool();
             std::fs::create_dir_all(&spool).at(&spool)?;
-            let staging = fsops::staging_beside(&spool.join("compact"), "compact")?;
+            let (staging, root) = fsops::staging_beside(&spool.join("compact"), "compact")?;
             let progress = NoProgress;
-            let built = self.build(Arc::new(latest.manifest.clone()), staging.clone(), &progress).await;
+            let built = self.build(Arc::new(latest.manifest.clone()), Arc::new(root), &progress).await;
             let saved = match built {
                 Ok(_) => {
                     self.save_as(lease, &staging, latest.manifest.meta.clone(), &[], Some(latest.manifest.skipped.clone()), &progress).await

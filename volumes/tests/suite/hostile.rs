@@ -88,35 +88,6 @@ async fn hostile_archives_refused_by_import() {
     assert!(matches!(tv.volume.snapshots("victim").await, Err(VolumeError::HomeNotFound { .. })));
 }
 
-/// Commits a crafted snapshot (manifest entries + one layer) straight into a local volume.
-fn plant(store: &Path, home: &str, seq: u64, entries: Value, layer: &[u8]) {
-    let sha = sha256_hex(layer);
-    let dir = store.join("homes").join(home);
-    write(&dir.join(format!("layers/{sha}.tar.zst")), layer);
-    let entries: Vec<Value> = entries
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            let mut e = e.clone();
-            if e["kind"] == "file" {
-                e["layer"] = json!(sha);
-            }
-            e
-        })
-        .collect();
-    let m = json!({
-        "format": 1, "id": format!("{seq:020}"), "home": home, "created_ms": 1, "host": "evil",
-        "nonce": "n", "meta": null, "skipped": [], "root": {"mode": 0o755, "mtime_ns": 0},
-        "layers": [sha], "entries": entries,
-    });
-    write(&dir.join(format!("snapshots/{seq:020}.json")), &serde_json::to_vec(&m).unwrap());
-}
-
-fn file_entry(path: &str, data: &[u8]) -> Value {
-    json!({"path": path, "kind": "file", "mode": 0o644, "size": data.len(), "mtime_ns": 0, "sha256": sha256_hex(data)})
-}
-
 #[tokio::test]
 async fn hostile_archives_refused_by_restore() {
     let tv = TestVolume::new(Backend::Local);

@@ -3,3 +3,4 @@ mod hostile;
 mod leases;
 mod snapshots;
 mod support;
+mod v41;

@@ -10,6 +10,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
+use serde_json::{json, Value};
 use spaces_volumes::{Lease, NoProgress, SaveOptions, SaveReport, Volume};
 
 /// Which store a test runs on.
@@ -237,4 +238,33 @@ pub fn names(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_str().unwrap().to_string()).collect();
     v.sort();
     v
+}
+
+/// Commits a crafted snapshot (manifest entries + one layer) straight into a local volume.
+pub fn plant(store: &Path, home: &str, seq: u64, entries: Value, layer: &[u8]) {
+    let sha = sha256_hex(layer);
+    let dir = store.join("homes").join(home);
+    write(&dir.join(format!("layers/{sha}.tar.zst")), layer);
+    let entries: Vec<Value> = entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let mut e = e.clone();
+            if e["kind"] == "file" {
+                e["layer"] = json!(sha);
+            }
+            e
+        })
+        .collect();
+    let m = json!({
+        "format": 1, "id": format!("{seq:020}"), "home": home, "created_ms": 1, "host": "evil",
+        "nonce": "n", "meta": null, "skipped": [], "root": {"mode": 0o755, "mtime_ns": 0},
+        "layers": [sha], "entries": entries,
+    });
+    write(&dir.join(format!("snapshots/{seq:020}.json")), &serde_json::to_vec(&m).unwrap());
+}
+
+pub fn file_entry(path: &str, data: &[u8]) -> Value {
+    json!({"path": path, "kind": "file", "mode": 0o644, "size": data.len(), "mtime_ns": 0, "sha256": sha256_hex(data)})
 }
