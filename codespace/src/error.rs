@@ -284,9 +284,27 @@ pub enum Error {
     /// A workspace already has [`crate::ledger::Retention::pending_approvals_max`] pending
     /// holds (`RESOURCE_QUEUE_FULL`). A retry helps once some are resolved.
     #[error(
-        "workspace {workspace_id:?} already has {limit} pending approval holds; resolve some          (approval_resolve) before holding more"
+        "workspace {workspace_id:?} already has {limit} pending approval holds; resolve some \
+         (approval_resolve) before holding more"
     )]
     ApprovalQueueFull { workspace_id: String, limit: usize },
+
+    /// The workspace's pending holds keep `held` bytes of requests, and this one (`adding`
+    /// bytes) would take them past [`crate::ledger::Retention::pending_approvals_max_bytes`]
+    /// (`RESOURCE_QUEUE_FULL`). A retry helps once some are resolved; a request larger than
+    /// the limit alone never fits.
+    #[error(
+        "workspace {workspace_id:?} holds {held} bytes of requests awaiting approval, and this \
+         one ({adding} bytes) would pass the limit of {limit} bytes; resolve some holds \
+         (approval_resolve) before holding more{}",
+        if *adding > *limit { ", or send a smaller request: this one alone is over the limit" } else { "" }
+    )]
+    ApprovalQueueTooLarge {
+        workspace_id: String,
+        held: u64,
+        adding: u64,
+        limit: u64,
+    },
 
     /// No hold has this id (`APPROVAL_NOT_FOUND`). A retry does not help.
     #[error(
@@ -541,7 +559,7 @@ impl Error {
             E::Replayed(stored) => stored.code,
             E::ApprovalRequired { .. } => ErrorCode::ApprovalRequired,
             E::ApprovalNotFound { .. } => ErrorCode::ApprovalNotFound,
-            E::ApprovalQueueFull { .. } => ErrorCode::ResourceQueueFull,
+            E::ApprovalQueueFull { .. } | E::ApprovalQueueTooLarge { .. } => ErrorCode::ResourceQueueFull,
             E::ApprovalConflict { .. } => ErrorCode::ApprovalConflict,
             E::ApprovalAmbiguous { .. } => ErrorCode::ApprovalAmbiguous,
             E::EmptyCommand => ErrorCode::InvalidCommand,

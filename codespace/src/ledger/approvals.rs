@@ -22,7 +22,8 @@ impl Ledger {
     /// Open a pending hold `appr-<uuid>` for `tool` with `arguments`, or return the pending or
     /// granted (not yet resumed) hold for the same workspace, tool and canonical arguments (a
     /// retry reuses its hold). Errors: `RESOURCE_QUEUE_FULL` when the workspace already has
-    /// [`super::Retention::pending_approvals_max`] pending holds; `INTERNAL`.
+    /// [`super::Retention::pending_approvals_max`] pending holds, or their requests and this one
+    /// would be more than [`super::Retention::pending_approvals_max_bytes`]; `INTERNAL`.
     pub fn approval_hold(
         &self,
         workspace_id: &str,
@@ -58,12 +59,30 @@ impl Ledger {
                 if usize::try_from(pending).unwrap_or(usize::MAX) >= limit {
                     return Err(Error::ApprovalQueueFull { workspace_id: workspace_id.to_owned(), limit });
                 }
+                let arguments_json = canonical_json(arguments);
+                let held: i64 = tx.query_row(
+                    "SELECT COALESCE(SUM(LENGTH(CAST(arguments_json AS BLOB))), 0) FROM approvals
+                     WHERE workspace_id = ?1 AND state = 'pending'",
+                    [workspace_id],
+                    |r| r.get(0),
+                )?;
+                let held = u64::try_from(held).unwrap_or(0);
+                let adding = arguments_json.len() as u64;
+                let limit_bytes = self.retention.pending_approvals_max_bytes;
+                if held.saturating_add(adding) > limit_bytes {
+                    return Err(Error::ApprovalQueueTooLarge {
+                        workspace_id: workspace_id.to_owned(),
+                        held,
+                        adding,
+                        limit: limit_bytes,
+                    });
+                }
                 let id = format!("appr-{}", uuid::Uuid::new_v4());
                 let now = now_ms();
                 tx.execute(
                     "INSERT INTO approvals (approval_id, workspace_id, tool, arguments_json, hold_key, state, created_at, updated_at)
                      VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?6)",
-                    params![id, workspace_id, tool, canonical_json(arguments), hold_key, now],
+                    params![id, workspace_id, tool, arguments_json, hold_key, now],
                 )?;
                 id
             }

@@ -5,7 +5,10 @@
 //! [`Retention::keep_max`] (10,000) of each kind per workspace. Unfinished operations and
 //! pending, granted or resuming holds are never removed: they still decide what a retry does.
 //! Pending holds are capped instead: a workspace with [`Retention::pending_approvals_max`]
-//! (1,000) of them gets `RESOURCE_QUEUE_FULL` for one more.
+//! (1,000) of them gets `RESOURCE_QUEUE_FULL` for one more, and so does a hold whose request
+//! would take the workspace's pending requests past [`Retention::pending_approvals_max_bytes`]
+//! (128 MiB of stored arguments): a count alone would let 1,000 holds of 64 MiB patches each
+//! fill the disk.
 //!
 //! What removal means for a caller: an `operation_status` or `approval_id` past the retention
 //! answers `OPERATION_NOT_FOUND` / `APPROVAL_NOT_FOUND`, and an `operation_key` whose operation
@@ -34,11 +37,22 @@ pub struct Retention {
     pub keep_max: usize,
     /// Most pending holds per workspace.
     pub pending_approvals_max: usize,
+    /// Most bytes of held requests (their stored arguments) across a workspace's pending holds.
+    pub pending_approvals_max_bytes: u64,
 }
+
+/// Default [`Retention::pending_approvals_max_bytes`]: 128 MiB, two of the largest requests
+/// the daemon reads.
+pub const PENDING_APPROVALS_MAX_BYTES: u64 = 128 * 1024 * 1024;
 
 impl Default for Retention {
     fn default() -> Self {
-        Retention { keep_for: Duration::from_secs(7 * 24 * 3600), keep_max: 10_000, pending_approvals_max: 1_000 }
+        Retention {
+            keep_for: Duration::from_secs(7 * 24 * 3600),
+            keep_max: 10_000,
+            pending_approvals_max: 1_000,
+            pending_approvals_max_bytes: PENDING_APPROVALS_MAX_BYTES,
+        }
     }
 }
 

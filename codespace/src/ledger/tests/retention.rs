@@ -104,3 +104,30 @@ fn pending_holds_are_capped_per_workspace() {
     ledger.approval_resolve(&first, Decision::Deny).unwrap();
     hold("a", 3).unwrap();
 }
+
+/// Pending holds are capped by the bytes of their requests too: a workspace whose pending
+/// requests would pass `pending_approvals_max_bytes` gets `RESOURCE_QUEUE_FULL` for a new hold
+/// (far below the count cap), and so does one request larger than the limit alone; a retry of
+/// an existing hold, another workspace, and a new hold after a resolve are fine.
+#[test]
+fn pending_holds_are_capped_by_the_size_of_their_requests() {
+    let (_dir, path) = ledger_file();
+    let retention = Retention { pending_approvals_max_bytes: 10_000, ..Retention::default() };
+    let ledger = Ledger::open_with(&path, retention).unwrap();
+    let hold = |ws: &str, n: u32, size: usize| {
+        ledger.approval_hold(ws, HoldableTool::ApplyPatch, &json!({"patch": "x".repeat(size), "n": n}))
+    };
+    let first = hold("a", 1, 4_000).unwrap().approval_id;
+    hold("a", 2, 4_000).unwrap();
+    let full = hold("a", 3, 4_000).unwrap_err();
+    assert_eq!(full.code(), ErrorCode::ResourceQueueFull, "{full}");
+    assert!(full.to_string().contains("limit of 10000 bytes"), "{full}");
+    assert_eq!(hold("a", 1, 4_000).unwrap().approval_id, first, "a retry reuses its hold");
+    hold("a", 4, 100).unwrap();
+    hold("b", 3, 4_000).unwrap();
+    let alone = hold("b", 5, 20_000).unwrap_err();
+    assert_eq!(alone.code(), ErrorCode::ResourceQueueFull, "{alone}");
+    assert!(alone.to_string().contains("this one alone is over the limit"), "{alone}");
+    ledger.approval_resolve(&first, Decision::Deny).unwrap();
+    hold("a", 3, 4_000).unwrap();
+}
