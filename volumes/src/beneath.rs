@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::fcntl::{openat, AtFlags, OFlag};
-use nix::sys::stat::{fchmod, fstat, fstatat, futimens, mkdirat, utimensat, Mode, SFlag, UtimensatFlags};
+use nix::sys::stat::{fchmod, fstat, fstatat, futimens, mkdirat, utimensat, FileStat, Mode, SFlag, UtimensatFlags};
 use nix::sys::time::TimeSpec;
 
 use crate::error::{Result, VolumeError};
@@ -41,7 +41,7 @@ fn errno_io(path: &Path, e: Errno) -> VolumeError {
     VolumeError::io(path, std::io::Error::from_raw_os_error(e as i32))
 }
 
-const DIR_FLAGS: OFlag = OFlag::O_RDONLY.union(OFlag::O_DIRECTORY).union(OFlag::O_NOFOLLOW).union(OFlag::O_CLOEXEC);
+pub(crate) const DIR_FLAGS: OFlag = OFlag::O_RDONLY.union(OFlag::O_DIRECTORY).union(OFlag::O_NOFOLLOW).union(OFlag::O_CLOEXEC);
 
 fn ts(ns: i64) -> TimeSpec {
     TimeSpec::new(ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000))
@@ -115,6 +115,34 @@ impl Beneath {
             end += 1;
         }
         Ok((cur, name))
+    }
+
+    /// The root directory's descriptor.
+    pub fn root_fd(&self) -> BorrowedFd<'_> {
+        self.root.as_fd()
+    }
+
+    /// `lstat` of entry `rel`, reached without following a symlink on the way.
+    pub fn lstat(&self, rel: &str) -> Result<FileStat> {
+        let (parent, name) = self.parent(rel)?;
+        fstatat(parent.fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW).map_err(|e| errno_io(&self.abs(rel), e))
+    }
+
+    /// Whether the path of entry `rel` (`path()/rel`, as a library that only takes paths would
+    /// resolve it, symlinks followed) names, right now, the directory reached beneath the root
+    /// without following any: same device and inode. For SQLite, checked before and after it
+    /// reads a database by path.
+    pub fn path_is_beneath(&self, rel: &str) -> bool {
+        let Ok((parent, _)) = self.parent(rel) else { return false };
+        let Ok(mine) = fstat(parent.fd()) else { return false };
+        let dir = match rel.rsplit_once('/') {
+            Some((d, _)) => self.path.join(d),
+            None => self.path.clone(),
+        };
+        match nix::sys::stat::stat(&dir) {
+            Ok(theirs) => theirs.st_dev == mine.st_dev && theirs.st_ino == mine.st_ino,
+            Err(_) => false,
+        }
     }
 
     /// Makes directory `rel` (0700 until its metadata is applied).

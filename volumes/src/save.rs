@@ -2,10 +2,11 @@
 //! stat-cache and the previous snapshot's contents, and write what is new into one layer.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
+use crate::beneath::Beneath;
 use crate::error::Result;
 use crate::layer::LayerWriter;
 use crate::manifest::{Entry, Kind, Manifest, Root};
@@ -74,7 +75,7 @@ pub(crate) struct Prepared {
 /// (by sha256) are referenced; everything else is read consistently (big files and database
 /// copies spooled in `spool`) and written into one new layer in `layer_tmp` (referenced as
 /// [`NEW_LAYER`]).
-pub(crate) fn prepare(dir: &Path, walk: &Walk, cache: Option<&StatCache>, prev: Option<&Manifest>, spool: &Path, layer_tmp: &Path, progress: &dyn Progress) -> Result<Prepared> {
+pub(crate) fn prepare(dir: &Beneath, walk: &Walk, cache: Option<&StatCache>, prev: Option<&Manifest>, spool: &Path, layer_tmp: &Path, progress: &dyn Progress) -> Result<Prepared> {
     let mut known: HashMap<String, (String, String)> = HashMap::new();
     if let Some(prev) = prev {
         for e in prev.entries.iter().filter(|e| e.kind == Kind::File) {
@@ -93,7 +94,6 @@ pub(crate) fn prepare(dir: &Path, walk: &Walk, cache: Option<&StatCache>, prev: 
             continue;
         }
         done += w.size;
-        let abs: PathBuf = dir.join(&w.path);
         let cached = cache.and_then(|c| c.lookup(&w.path, &w.key)).map(|(s, n)| (s.to_string(), n));
         if let Some((sha, size)) = &cached {
             if let Some((l, src)) = known.get(sha) {
@@ -108,15 +108,15 @@ pub(crate) fn prepare(dir: &Path, walk: &Walk, cache: Option<&StatCache>, prev: 
         // Read it: consistently, and a live SQLite database through SQLite itself.
         let hashed_at = scan::now_ns();
         let (content, sha, key) = if w.sqlite_wal {
-            match scan::sqlite_copy(&abs, spool) {
+            match scan::sqlite_copy(dir, &w.path, spool) {
                 Some((c, sha)) => (c, sha, w.key),
-                None => match scan::read_stable(&abs, spool)? {
+                None => match scan::read_stable(dir, &w.path, spool)? {
                     Some(v) => v,
                     None => continue,
                 },
             }
         } else {
-            match scan::read_stable(&abs, spool)? {
+            match scan::read_stable(dir, &w.path, spool)? {
                 Some(v) => v,
                 None => continue,
             }

@@ -4,13 +4,18 @@
 use std::collections::HashMap;
 use std::fs;
 use std::io::{Read, Write};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use nix::fcntl::{openat, readlinkat, AtFlags, OFlag};
+use nix::sys::stat::{fstat, fstatat, FileStat, Mode, SFlag};
+
+use crate::beneath::{Beneath, DIR_FLAGS};
 use crate::error::{IoContext, Result, VolumeError};
 use crate::manifest::{Kind, Root};
 use crate::types::SkippedEntry;
@@ -80,23 +85,171 @@ pub(crate) fn excludes(patterns: &[String]) -> Result<GlobSet> {
 
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
-fn is_sqlite(path: &Path) -> bool {
+/// Whether `name` in directory `dir` is a SQLite database (opened without following a link).
+fn is_sqlite(dir: BorrowedFd<'_>, name: &str) -> bool {
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    let Ok(fd) = openat(dir, name, flags, Mode::empty()) else { return false };
     let mut head = [0u8; 16];
-    fs::File::open(path).and_then(|mut f| f.read_exact(&mut head)).is_ok() && &head == SQLITE_MAGIC
+    fs::File::from(fd).read_exact(&mut head).is_ok() && &head == SQLITE_MAGIC
 }
 
-/// Walks `dir` once (lstat only; no contents read except 16 bytes of SQLite candidates).
-/// Entries come parents first, children of a directory sorted by name.
-pub(crate) fn walk(dir: &Path, exclude: &GlobSet) -> Result<Walk> {
-    let md = fs::symlink_metadata(dir).at(dir)?;
-    if !md.is_dir() {
-        return Err(VolumeError::io(dir, std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory")));
+/// What a walk keeps of an `lstat`.
+struct Stat {
+    fmt: SFlag,
+    mode: u32,
+    key: StatKey,
+}
+
+fn stat_of(st: &FileStat) -> Stat {
+    Stat { fmt: SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT, mode: st.st_mode & MODE_MASK, key: key_of_stat(st) }
+}
+
+/// The stat-cache key of a raw `stat` (the same fields as [`key_of`]).
+pub(crate) fn key_of_stat(st: &FileStat) -> StatKey {
+    StatKey {
+        size: st.st_size.max(0) as u64,
+        mtime_ns: st.st_mtime.saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec),
+        ctime_ns: st.st_ctime.saturating_mul(1_000_000_000).saturating_add(st.st_ctime_nsec),
+        ino: st.st_ino,
+        aux: 0,
     }
-    let root = Root { mode: md.mode() & MODE_MASK, mtime_ns: mtime_ns(&md) };
+}
+
+fn errno_io(path: &Path, e: nix::errno::Errno) -> VolumeError {
+    VolumeError::io(path, std::io::Error::from_raw_os_error(e as i32))
+}
+
+/// Walks the home `dir` once (lstat only; no contents read except 16 bytes of SQLite
+/// candidates), from its descriptor: every directory is opened `O_NOFOLLOW` from its parent's,
+/// so a directory swapped for a symlink while the walk runs is never entered (it is left out of
+/// this snapshot). Entries come parents first, children of a directory sorted by name.
+pub(crate) fn walk(dir: &Beneath, exclude: &GlobSet) -> Result<Walk> {
+    let st = fstat(dir.root_fd()).map_err(|e| errno_io(dir.path(), e))?;
+    let st = stat_of(&st);
+    let root = Root { mode: st.mode, mtime_ns: st.key.mtime_ns };
     let mut w = Walk { root, entries: Vec::new(), skipped: Vec::new() };
-    walk_dir(dir, "", exclude, &mut w)?;
+    walk_dir(dir.root_fd(), dir.path(), "", exclude, &mut w)?;
     skip_links_leaving(&mut w);
     Ok(w)
+}
+
+fn walk_dir(fd: BorrowedFd<'_>, abs: &Path, rel: &str, exclude: &GlobSet, w: &mut Walk) -> Result<()> {
+    let mut names: Vec<String> = Vec::new();
+    {
+        let listing = fd.try_clone_to_owned().at(abs)?;
+        let mut dir = nix::dir::Dir::from_fd(listing).map_err(|e| errno_io(abs, e))?;
+        for ent in dir.iter() {
+            let ent = ent.map_err(|e| errno_io(abs, e))?;
+            let raw = ent.file_name().to_bytes();
+            if raw == b"." || raw == b".." {
+                continue;
+            }
+            match std::str::from_utf8(raw) {
+                Ok(n) => names.push(n.to_string()),
+                Err(_) => {
+                    let shown = String::from_utf8_lossy(raw);
+                    let path = if rel.is_empty() { shown.into_owned() } else { format!("{rel}/{shown}") };
+                    w.skipped.push(SkippedEntry { path, kind: "unsupported_name".into() });
+                }
+            }
+        }
+    }
+    names.sort();
+    let present: std::collections::HashSet<&str> = names.iter().map(String::as_str).collect();
+    // SQLite side files: `X-wal`/`X-shm` beside a database `X` are folded into X's copy.
+    let mut side: HashMap<String, &'static str> = HashMap::new();
+    let mut with_wal: std::collections::HashSet<String> = Default::default();
+    for n in &names {
+        for (suffix, kind) in [("-wal", "sqlite_wal"), ("-shm", "sqlite_shm")] {
+            if let Some(base) = n.strip_suffix(suffix) {
+                if present.contains(base) && is_sqlite(fd, base) {
+                    side.insert(n.clone(), kind);
+                    if suffix == "-wal" {
+                        with_wal.insert(base.to_string());
+                    }
+                }
+            }
+        }
+    }
+    for name in &names {
+        let path = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
+        if exclude.is_match(&path) {
+            w.skipped.push(SkippedEntry { path, kind: "excluded".into() });
+            continue;
+        }
+        let p = abs.join(name);
+        let st = match fstatat(fd, name.as_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) => stat_of(&st),
+            // Gone between readdir and lstat: it is simply not part of this snapshot.
+            Err(nix::errno::Errno::ENOENT) => continue,
+            Err(e) => return Err(errno_io(&p, e)),
+        };
+        let base = |st: &Stat, kind, target, sqlite_wal| Walked {
+            path: path.clone(),
+            kind,
+            mode: st.mode,
+            size: if kind == Kind::File { st.key.size } else { 0 },
+            mtime_ns: st.key.mtime_ns,
+            key: st.key,
+            target,
+            sqlite_wal,
+        };
+        if st.fmt == SFlag::S_IFDIR {
+            let sub = match openat(fd, name.as_str(), DIR_FLAGS, Mode::empty()) {
+                Ok(sub) => sub,
+                // Replaced (by a symlink, a file) or gone since the lstat: not in this snapshot.
+                Err(nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR | nix::errno::Errno::ENOENT) => continue,
+                Err(e) => return Err(errno_io(&p, e)),
+            };
+            // What is walked is the directory opened, whatever the name pointed at before.
+            let st = stat_of(&fstat(&sub).map_err(|e| errno_io(&p, e))?);
+            w.entries.push(base(&st, Kind::Dir, None, false));
+            walk_dir(sub.as_fd(), &p, &path, exclude, w)?;
+        } else if st.fmt == SFlag::S_IFREG {
+            if let Some(kind) = side.get(name) {
+                w.skipped.push(SkippedEntry { path, kind: (*kind).into() });
+                continue;
+            }
+            let mut e = base(&st, Kind::File, None, with_wal.contains(name));
+            if e.sqlite_wal {
+                if let Ok(wal) = fstatat(fd, format!("{name}-wal").as_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+                    let k = key_of_stat(&wal);
+                    let mut h = Sha256::new();
+                    for v in [k.size as i64, k.mtime_ns, k.ctime_ns, k.ino as i64] {
+                        h.update(v.to_le_bytes());
+                    }
+                    let d = h.finalize();
+                    e.key.aux = u64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]]) | 1;
+                }
+            }
+            w.entries.push(e);
+        } else if st.fmt == SFlag::S_IFLNK {
+            let target = match readlinkat(fd, name.as_str()) {
+                Ok(t) => t,
+                Err(nix::errno::Errno::ENOENT | nix::errno::Errno::EINVAL) => continue,
+                Err(e) => return Err(errno_io(&p, e)),
+            };
+            match target.into_string() {
+                Ok(t) if crate::manifest::symlink_inside(&path, &t) => w.entries.push(base(&st, Kind::Symlink, Some(t), false)),
+                Ok(_) => w.skipped.push(SkippedEntry { path, kind: "symlink_outside".into() }),
+                Err(_) => w.skipped.push(SkippedEntry { path, kind: "unsupported_name".into() }),
+            }
+        } else {
+            let kind = if st.fmt == SFlag::S_IFSOCK {
+                "socket"
+            } else if st.fmt == SFlag::S_IFIFO {
+                "fifo"
+            } else if st.fmt == SFlag::S_IFCHR {
+                "char_device"
+            } else if st.fmt == SFlag::S_IFBLK {
+                "block_device"
+            } else {
+                "unknown"
+            };
+            w.skipped.push(SkippedEntry { path, kind: kind.into() });
+        }
+    }
+    Ok(())
 }
 
 /// Symlinks that read as inside yet resolve outside through other symlinks of the home (`up ->
@@ -120,107 +273,6 @@ fn skip_links_leaving(w: &mut Walk) {
     let mut paths: Vec<String> = leaving.into_iter().collect();
     paths.sort();
     w.skipped.extend(paths.into_iter().map(|path| SkippedEntry { path, kind: "symlink_outside".into() }));
-}
-
-fn walk_dir(abs: &Path, rel: &str, exclude: &GlobSet, w: &mut Walk) -> Result<()> {
-    let mut names: Vec<(String, PathBuf)> = Vec::new();
-    for ent in fs::read_dir(abs).at(abs)? {
-        let ent = ent.at(abs)?;
-        let name = ent.file_name();
-        let p = ent.path();
-        match name.into_string() {
-            Ok(n) => names.push((n, p)),
-            Err(os) => {
-                let shown = os.to_string_lossy();
-                let path = if rel.is_empty() { shown.into_owned() } else { format!("{rel}/{shown}") };
-                w.skipped.push(SkippedEntry { path, kind: "unsupported_name".into() });
-            }
-        }
-    }
-    names.sort();
-    let present: std::collections::HashSet<&str> = names.iter().map(|(n, _)| n.as_str()).collect();
-    // SQLite side files: `X-wal`/`X-shm` beside a database `X` are folded into X's copy.
-    let mut side: HashMap<String, &'static str> = HashMap::new();
-    let mut with_wal: std::collections::HashSet<String> = Default::default();
-    for (n, _) in &names {
-        for (suffix, kind) in [("-wal", "sqlite_wal"), ("-shm", "sqlite_shm")] {
-            if let Some(base) = n.strip_suffix(suffix) {
-                if present.contains(base) && is_sqlite(&abs.join(base)) {
-                    side.insert(n.clone(), kind);
-                    if suffix == "-wal" {
-                        with_wal.insert(base.to_string());
-                    }
-                }
-            }
-        }
-    }
-    for (name, p) in &names {
-        let path = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
-        if exclude.is_match(&path) {
-            w.skipped.push(SkippedEntry { path, kind: "excluded".into() });
-            continue;
-        }
-        let md = match fs::symlink_metadata(p) {
-            Ok(md) => md,
-            // Gone between readdir and lstat: it is simply not part of this snapshot.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(VolumeError::io(p, e)),
-        };
-        let ft = md.file_type();
-        let base = |kind, target, sqlite_wal| Walked {
-            path: path.clone(),
-            kind,
-            mode: md.mode() & MODE_MASK,
-            size: if kind == Kind::File { md.len() } else { 0 },
-            mtime_ns: mtime_ns(&md),
-            key: key_of(&md),
-            target,
-            sqlite_wal,
-        };
-        if ft.is_dir() {
-            w.entries.push(base(Kind::Dir, None, false));
-            walk_dir(p, &path, exclude, w)?;
-        } else if ft.is_file() {
-            if let Some(kind) = side.get(name) {
-                w.skipped.push(SkippedEntry { path, kind: (*kind).into() });
-                continue;
-            }
-            let mut e = base(Kind::File, None, with_wal.contains(name));
-            if e.sqlite_wal {
-                if let Ok(wal) = fs::symlink_metadata(abs.join(format!("{name}-wal"))) {
-                    let k = key_of(&wal);
-                    let mut h = Sha256::new();
-                    for v in [k.size as i64, k.mtime_ns, k.ctime_ns, k.ino as i64] {
-                        h.update(v.to_le_bytes());
-                    }
-                    let d = h.finalize();
-                    e.key.aux = u64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]]) | 1;
-                }
-            }
-            w.entries.push(e);
-        } else if ft.is_symlink() {
-            let target = fs::read_link(p).at(p)?;
-            match target.into_os_string().into_string() {
-                Ok(t) if crate::manifest::symlink_inside(&path, &t) => w.entries.push(base(Kind::Symlink, Some(t), false)),
-                Ok(_) => w.skipped.push(SkippedEntry { path, kind: "symlink_outside".into() }),
-                Err(_) => w.skipped.push(SkippedEntry { path, kind: "unsupported_name".into() }),
-            }
-        } else {
-            let kind = if ft.is_socket() {
-                "socket"
-            } else if ft.is_fifo() {
-                "fifo"
-            } else if ft.is_char_device() {
-                "char_device"
-            } else if ft.is_block_device() {
-                "block_device"
-            } else {
-                "unknown"
-            };
-            w.skipped.push(SkippedEntry { path, kind: kind.into() });
-        }
-    }
-    Ok(())
 }
 
 /// Nanoseconds since the Unix epoch, now.
@@ -327,19 +379,19 @@ const ATTEMPTS: usize = 6;
 /// retry while size/mtime/ctime/inode moved. Returns the bytes, their sha256 and the key seen.
 /// A file still changing after several attempts fails the save with an `Io` error (a torn copy is
 /// never stored). A file that vanished returns `Ok(None)`.
-pub(crate) fn read_stable(abs: &Path, spool_dir: &Path) -> Result<Option<(Content, String, StatKey)>> {
+pub(crate) fn read_stable(home: &Beneath, rel: &str, spool_dir: &Path) -> Result<Option<(Content, String, StatKey)>> {
+    let abs = &home.path().join(rel);
     for attempt in 0..ATTEMPTS {
         if attempt > 0 {
             std::thread::sleep(std::time::Duration::from_millis(20 << attempt));
         }
-        let mut f = match fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-            .open(abs)
-        {
+        // Reached beneath the home without following a symlink; one that became a symlink (or
+        // sits beneath one now) is, like a vanished file, not part of this snapshot.
+        let mut f = match home.open_file(rel) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(VolumeError::io(abs, e)),
+            Err(VolumeError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(VolumeError::Unsafe { .. }) => return Ok(None),
+            Err(e) => return Err(e),
         };
         let before = f.metadata().at(abs)?;
         if !before.is_file() {
@@ -365,14 +417,14 @@ pub(crate) fn read_stable(abs: &Path, spool_dir: &Path) -> Result<Option<(Conten
             tmp.flush().at(tmp.path())?;
             Content::Spool(tmp)
         };
-        let after = fs::symlink_metadata(abs);
+        let after = home.lstat(rel);
         let len = match &content {
             Content::Mem(b) => b.len() as u64,
             Content::Spool(t) => t.as_file().metadata().at(t.path())?.len(),
         };
         let k0 = key_of(&before);
         if let Ok(after) = after {
-            if key_of(&after) == k0 && len == k0.size {
+            if key_of_stat(&after) == k0 && len == k0.size {
                 return Ok(Some((content, hex(&h.finalize()), k0)));
             }
         }
@@ -383,17 +435,25 @@ pub(crate) fn read_stable(abs: &Path, spool_dir: &Path) -> Result<Option<(Conten
     ))
 }
 
-use std::os::unix::fs::OpenOptionsExt;
-
 /// A consistent copy of a live SQLite database in WAL mode: `VACUUM INTO` a temp file from a
 /// read-only connection (one read transaction: the committed state, WAL included; the
 /// database's own files are not changed, and no checkpoint runs). `None` if SQLite cannot read
 /// it (then the caller stores the files as they are).
-pub(crate) fn sqlite_copy(db: &Path, spool_dir: &Path) -> Option<(Content, String)> {
+///
+/// SQLite takes a path: it is used only while it names the directory reached beneath the home
+/// without following a symlink, checked before and after the copy, and the database itself is
+/// opened `SQLITE_OPEN_NOFOLLOW` (else `None`: the caller reads the file through its
+/// descriptor instead).
+pub(crate) fn sqlite_copy(home: &Beneath, rel: &str, spool_dir: &Path) -> Option<(Content, String)> {
     use rusqlite::OpenFlags;
+    let db = home.path().join(rel);
+    if !home.path_is_beneath(rel) {
+        return None;
+    }
     let dir = tempfile::tempdir_in(spool_dir).ok()?;
     let out = dir.path().join("copy.db");
-    let conn = rusqlite::Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX).ok()?;
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+    let conn = rusqlite::Connection::open_with_flags(&db, flags).ok()?;
     conn.busy_timeout(std::time::Duration::from_secs(10)).ok()?;
     let target = out.to_str()?;
     if let Err(e) = conn.execute("VACUUM INTO ?1", [target]) {
@@ -401,6 +461,9 @@ pub(crate) fn sqlite_copy(db: &Path, spool_dir: &Path) -> Option<(Content, Strin
         return None;
     }
     drop(conn);
+    if !home.path_is_beneath(rel) {
+        return None;
+    }
     let mut tmp = tempfile::NamedTempFile::new_in(spool_dir).ok()?;
     let mut src = fs::File::open(&out).ok()?;
     let mut h = Sha256::new();
@@ -421,5 +484,36 @@ impl StatCache {
     /// When the row of `path` was hashed (ns), if there is one.
     pub fn row_time(&self, path: &str) -> Option<i64> {
         self.index.get(path).map(|&i| self.rows[i].4)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    /// A directory swapped for a symlink to another place after the walk: the save reads nothing
+    /// through it (the file is left out of the snapshot), and a walk never enters it.
+    #[test]
+    fn a_save_never_reads_through_a_directory_swapped_for_a_symlink() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (home, outside, spool) = (tmp.path().join("home"), tmp.path().join("outside"), tmp.path().join("spool"));
+        for d in [&home.join("d"), &outside, &spool] {
+            fs::create_dir_all(d).unwrap();
+        }
+        fs::write(home.join("d/notes.txt"), b"inside").unwrap();
+        fs::write(outside.join("notes.txt"), b"OUTSIDE").unwrap();
+        let root = Beneath::open(&home).unwrap();
+        let w = walk(&root, &excludes(&[]).unwrap()).unwrap();
+        assert_eq!(w.entries.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(), ["d", "d/notes.txt"]);
+
+        fs::rename(home.join("d"), tmp.path().join("d.old")).unwrap();
+        std::os::unix::fs::symlink(&outside, home.join("d")).unwrap();
+        assert!(read_stable(&root, "d/notes.txt", &spool).unwrap().is_none());
+        assert!(sqlite_copy(&root, "d/notes.txt", &spool).is_none());
+        assert!(!root.path_is_beneath("d/notes.txt"));
+        let w = walk(&root, &excludes(&[]).unwrap()).unwrap();
+        assert!(w.entries.iter().all(|e| !e.path.starts_with("d/")), "the walk entered the symlink");
+        assert_eq!(w.skipped.iter().map(|s| s.kind.as_str()).collect::<Vec<_>>(), ["symlink_outside"]);
     }
 }

@@ -277,17 +277,19 @@ impl Volume {
 
         // One walk; with a warm cache and the same latest snapshot, this alone decides "unchanged".
         progress.update("walk", 0, None);
-        let (walk, cache, quick) = {
+        let (walk, cache, quick, home_dir) = {
             let (dir_abs, cache_file, meta) = (dir_abs.clone(), cache_file.clone(), meta.clone());
             let full_skipped = full.clone();
             blocking(progress, move |_| {
-                let mut walk = scan::walk(&dir_abs, &globs)?;
+                // Opened once: the walk and every read go beneath this descriptor.
+                let home_dir = Arc::new(Beneath::open(&dir_abs)?);
+                let mut walk = scan::walk(&home_dir, &globs)?;
                 if let Some(s) = full_skipped {
                     walk.skipped = s;
                 }
                 let cache = if is_full { StatCache::default() } else { StatCache::load(&cache_file) };
                 let quick = save::cached_entries(&walk, &cache).map(|e| save::digest(&walk.root, &e, &walk.skipped, &meta));
-                Ok((walk, cache, quick))
+                Ok((walk, cache, quick, home_dir))
             })
             .await?
         };
@@ -312,12 +314,12 @@ impl Volume {
         let spool = self.spool();
         let prepared = {
             let prev_m = if is_full { None } else { prev.as_ref().map(|p| p.manifest.clone()) };
-            let (dir_abs, spool, layer_tmp) = (dir_abs.clone(), spool.clone(), self.layer_tmp());
+            let (spool, layer_tmp) = (spool.clone(), self.layer_tmp());
             let walk = Arc::new(walk);
             let w = walk.clone();
             let p = blocking(progress, move |progress| {
                 std::fs::create_dir_all(&spool).at(&spool)?;
-                save::prepare(&dir_abs, &w, (!is_full).then_some(&cache), prev_m.as_ref(), &spool, &layer_tmp, progress)
+                save::prepare(&home_dir, &w, (!is_full).then_some(&cache), prev_m.as_ref(), &spool, &layer_tmp, progress)
             })
             .await?;
             (p, walk)
