@@ -40,18 +40,20 @@ pub fn command(policy: &Policy, helper: &[String], argv: &[String], cwd: &Path) 
     for private in ["/tmp", "/dev/shm", "/run"] {
         out.extend(["--tmpfs".to_owned(), private.to_owned()]);
     }
-    for path in &policy.hidden {
-        match std::fs::metadata(path) {
-            Ok(m) if m.is_dir() => out.extend(["--tmpfs".to_owned(), text(path)?]),
-            Ok(_) => out.extend(["--ro-bind".to_owned(), "/dev/null".to_owned(), text(path)?]),
+    // Each path where it really is: a bind or a tmpfs at a path through a symlink would land
+    // on (or fail to make) the link's parent, not its target.
+    for path in policy.hidden.iter().filter_map(|p| real(p)) {
+        match std::fs::metadata(&path) {
+            Ok(m) if m.is_dir() => out.extend(["--tmpfs".to_owned(), text(&path)?]),
+            Ok(_) => out.extend(["--ro-bind".to_owned(), "/dev/null".to_owned(), text(&path)?]),
             Err(_) => {} // nothing there to hide
         }
     }
-    for path in &policy.readonly {
-        out.extend(["--ro-bind-try".to_owned(), text(path)?, text(path)?]);
+    for path in policy.readonly.iter().filter_map(|p| real(p)) {
+        out.extend(["--ro-bind-try".to_owned(), text(&path)?, text(&path)?]);
     }
-    for path in &policy.writable {
-        out.extend(["--bind-try".to_owned(), text(path)?, text(path)?]);
+    for path in policy.writable.iter().filter_map(|p| real(p)) {
+        out.extend(["--bind-try".to_owned(), text(&path)?, text(&path)?]);
     }
     if let Some(dir) = &policy.api_dir {
         out.extend(["--bind".to_owned(), text(dir)?, API_DIR.to_owned()]);
@@ -68,6 +70,11 @@ pub fn command(policy: &Policy, helper: &[String], argv: &[String], cwd: &Path) 
     Ok(out)
 }
 
+/// `path` with every symlink resolved; `None` when it does not exist (nothing to mount).
+fn real(path: &Path) -> Option<std::path::PathBuf> {
+    std::fs::canonicalize(path).ok()
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -81,14 +88,15 @@ mod tests {
         std::fs::create_dir_all(&home).unwrap();
         let policy = Policy {
             bwrap: "/usr/bin/bwrap".into(),
-            writable: vec![PathBuf::from("/srv/space"), home.clone()],
-            readonly: vec![PathBuf::from("/opt/tools")],
+            writable: vec![state.path().join("space"), home.clone()],
+            readonly: vec![PathBuf::from("/opt/no-such-tools")],
             hidden: vec![state.path().to_path_buf(), PathBuf::from("/no/such/dir")],
             api_dir: Some(state.path().join("runs/r1/api")),
             network: false,
             max_processes: Some(64),
             user_namespace: true,
         };
+        std::fs::create_dir_all(state.path().join("space")).unwrap();
         let argv = command(&policy, &["/bin/spacesd".into()], &["sh".into(), "-c".into(), "true".into()], Path::new("/srv/space")).unwrap();
         let line = argv.join(" ");
         let at = |needle: &str| line.find(needle).unwrap_or_else(|| panic!("{needle:?} not in {line}"));
@@ -96,7 +104,7 @@ mod tests {
         assert!(line.contains("--unshare-net"));
         assert!(at("--tmpfs /run") < at(&format!("--tmpfs {}", state.path().display())));
         assert!(at(&format!("--tmpfs {}", state.path().display())) < at(&format!("--bind-try {0} {0}", home.display())));
-        assert!(!line.contains("/no/such/dir"), "a missing path is not mounted: {line}");
+        assert!(!line.contains("/no/such/dir") && !line.contains("no-such-tools"), "a missing path is not mounted: {line}");
         assert!(line.ends_with("-- /bin/spacesd sandbox-exec --max-processes 64 -- sh -c true"), "{line}");
     }
 }

@@ -74,9 +74,13 @@ fn space_servers(state: &str) -> Vec<(String, String)> {
         let dir = entry.path();
         let Ok(cmd) = std::fs::read(dir.join("cmdline")) else { continue };
         let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        if cmd.contains(" mcp ") && cmd.contains("--space") && cmd.contains(state) {
+        // In the run's sandbox the server reaches the daemon through the run's own socket
+        // (`--state-dir /run/spaces`); its HOME, the run's home, is under this daemon's state dir.
+        if cmd.contains(" mcp ") && cmd.contains("--space") && cmd.contains("--state-dir /run/spaces ") {
             let env = std::fs::read(dir.join("environ")).map(|e| String::from_utf8_lossy(&e).replace('\0', "\n")).unwrap_or_default();
-            out.push((cmd, env));
+            if env.contains(state) {
+                out.push((cmd, env));
+            }
         }
     }
     out

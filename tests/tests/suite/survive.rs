@@ -164,10 +164,19 @@ async fn a_tool_that_drops_the_marker_and_calls_setsid_is_stopped() {
     let run = start(&d, "openai-codex", None, "escape").await;
     let pid_file = root.join("escaped.pid");
     wait_until("the escaped tool's pid", WAIT, || std::fs::read_to_string(&pid_file).is_ok_and(|s| s.ends_with('\n'))).await;
-    let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
-    // `$!` is `env`, which drops the marker and execs `setsid`, which execs `sleep`: once the
-    // pid runs `sleep`, its environment is the one the tool really has.
-    wait_until("the tool to exec sleep", WAIT, || std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep\0"))).await;
+    // `$!` is the tool's pid in the run's sandbox (a pid namespace of its own): the host's pid is
+    // the `sleep 600` working in this Space that leads a session of its own (`setsid`). `env`
+    // drops the marker and execs `setsid`, which execs `sleep`: once it runs `sleep`, its
+    // environment is the one the tool really has.
+    let escaped = || {
+        std::fs::read_dir("/proc").unwrap().flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()).find(|&pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == b"sleep\0600\0")
+                && std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c == root)
+                && nix::unistd::getsid(Some(nix::unistd::Pid::from_raw(pid))).is_ok_and(|sid| sid.as_raw() == pid)
+        })
+    };
+    wait_until("the tool to exec sleep", WAIT, || escaped().is_some()).await;
+    let pid = escaped().unwrap();
     let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
     assert!(!String::from_utf8_lossy(&environ).contains("SPACES_RUN_ID"), "the tool really dropped the marker");
     let r = d.client.space("s").agent_stop(&run).await.unwrap();
