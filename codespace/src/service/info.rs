@@ -17,8 +17,9 @@ impl CodeSpace {
     /// `workspace_info{workspace_id}` -> `{workspace_id, root, profile, execution}`.
     ///
     /// `profile` is `read_only` or `read_write`. A read-only workspace reports `patch` and
-    /// `process` unavailable (and omits process capabilities). Commands run without a sandbox
-    /// (`command_sandbox: none`) and the network is not restricted (`policy: enabled,
+    /// `process` unavailable (and omits process capabilities). Commands run in the host's
+    /// sandbox (`command_sandbox: bubblewrap`, `spaces_os::sandbox`; `none` when the operator
+    /// turned it off) and the network is not restricted (`policy: enabled,
     /// enforcement: none`). Processes belong to the daemon: a client disconnect keeps them
     /// running. With shims (the daemon's setting) a daemon shutdown or crash keeps them running
     /// and the next daemon re-adopts their handles (`gateway_shutdown: keep_running`,
@@ -102,7 +103,10 @@ impl CodeSpace {
                 },
                 isolation: Isolation {
                     file_tools_workspace_scoped: true,
-                    command_sandbox: "none".to_owned(),
+                    command_sandbox: match spaces_os::sandbox::level() {
+                        spaces_os::sandbox::Level::Bubblewrap if shimmed => "bubblewrap".to_owned(),
+                        _ => "none".to_owned(),
+                    },
                     process_containment: if shimmed {
                         crate::process::cgroup::report()
                     } else {

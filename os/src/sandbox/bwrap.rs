@@ -11,7 +11,7 @@
 //!    skipped: `--ro-bind-try`, `--bind-try`);
 //! 5. the run's API directory at [`super::API_DIR`].
 //!
-//! Namespaces: pid, ipc, uts, cgroup (when the kernel has them), mount (always, bubblewrap's
+//! Namespaces: pid, ipc, uts, mount (always, bubblewrap's
 //! own), user (a non-root daemon), net (`network: false`). Bubblewrap drops every capability of
 //! the program (root's too) and sets `no_new_privs`.
 
@@ -32,7 +32,7 @@ pub fn command(policy: &Policy, helper: &[String], argv: &[String], cwd: &Path) 
     if policy.user_namespace {
         out.push("--unshare-user".into());
     }
-    out.extend(["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"].map(String::from));
+    out.extend(["--unshare-pid", "--unshare-ipc", "--unshare-uts"].map(String::from));
     if !policy.network {
         out.push("--unshare-net".into());
     }

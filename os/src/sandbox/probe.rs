@@ -28,7 +28,7 @@ pub fn check(bwrap: &Path, user_namespace: bool) -> Result<(), Error> {
     if user_namespace {
         cmd.arg("--unshare-user");
     }
-    cmd.args(["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"])
+    cmd.args(["--unshare-pid", "--unshare-ipc", "--unshare-uts"])
         .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/run"])
         .args(["--", "true"])
         .stdin(Stdio::null())

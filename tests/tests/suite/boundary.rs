@@ -42,16 +42,26 @@ fn section<'a>(out: &'a str, name: &str) -> &'a str {
     &rest[..rest.find("\n== ").map_or(rest.len(), |i| i + 1)]
 }
 
-#[tokio::test]
-async fn a_commands_processes_are_callers_of_its_space_never_the_operator() {
-    let d = TestDaemon::start_with(vec![], vec!["--tcp".into(), "127.0.0.1:0".into()]).await;
+/// Issue 28's attacks from inside a command, against a root daemon and an unprivileged one:
+/// the operator's socket, its token, the state dir (another run's `env.json`), another Space's
+/// files and processes are not in the command's sandbox, and an escapee that leaves the
+/// command's process tree (`setsid env -i`, its parent killed) is still inside it.
+async fn a_commands_processes_reach_nothing_of_the_operator(d: TestDaemon) {
     let own = d.space("own").await;
     let other = d.space("other").await;
     std::fs::write(own.join("f.txt"), "mine\n").unwrap();
     std::fs::write(other.join("g.txt"), "theirs\n").unwrap();
+    // Another run's secrets, where the daemon keeps them.
+    let other_run = d.state_dir().join("runs").join("run-other");
+    std::fs::create_dir_all(&other_run).unwrap();
+    std::fs::write(other_run.join("env.json"), "{\"KEY\": \"ENVJSON-MARKER\"}").unwrap();
+    // A process of the other Space, to be killed from this one.
+    let victim = tool(&d, "exec_command", json!({"workspace_id": "other", "command": ["sleep", "120"]})).await;
+    let victim = victim["process_id"].as_str().unwrap().to_owned();
+    let host_pid = wait_for_pid(&other, b"sleep\0120\0").await;
     let (bin, state) = (spacesd_bin(), d.state_dir());
     let (bin, state) = (bin.display(), state.display());
-    let sock = format!("{state}/spacesd.sock");
+    let token = std::fs::read_to_string(d.state_dir().join("token")).unwrap();
     let script = format!(
         r#"
 B='{bin}'; S='{state}'
@@ -60,47 +70,116 @@ t space_add "$B" --state-dir "$S" space add alias '{other}'
 t re_policy "$B" --state-dir "$S" space add own '{own}' --read-only --replace
 t space_list "$B" --state-dir "$S" space list
 t token_create "$B" --state-dir "$S" token create --space other --scope control
+t token cat "$S/token"
+t env_json cat "$S/runs/run-other/env.json"
+t other_file cat '{other}/g.txt'
 t other_space "$B" --state-dir "$S" tool read '{{"workspace_id": "other", "path": "g.txt"}}'
-t own_space "$B" --state-dir "$S" tool read '{{"workspace_id": "own", "path": "f.txt"}}'
-t own_implied "$B" --state-dir "$S" tool read '{{"path": "f.txt"}}'
-t escaped setsid env -i "$B" --state-dir "$S" space list
-t operator_token curl -s --unix-socket '{sock}' -H "Authorization: Bearer $(cat "$S/token")" http://localhost/v1/spaces
-t operator_token_tcp curl -s -H "Authorization: Bearer $(cat "$S/token")" "http://$(cat "$S/tcp.addr")/v1/spaces"
-( sleep 0.2; "$B" --state-dir "$S" space list >"$S/../orphan.out" 2>&1; echo "exit=$?" >>"$S/../orphan.out" ) &
+t operator_socket curl -s --unix-socket "$S/spacesd.sock" http://localhost/v1/spaces
+t kill_other kill -9 {host_pid}
+t pkill_other pkill -9 -f 'sleep 120'
 echo "== end"
+setsid env -i sh -c '"$0" --state-dir "$1" space add own "$2" --read-only --replace >"$2/escapee.out" 2>&1; echo "exit=$?" >>"$2/escapee.out"' "$B" "$S" '{own}' &
+sleep 0.3; kill -9 $PPID
 "#,
         other = other.display(),
         own = own.display(),
     );
     let out = run_in(&d, "own", &script).await;
-    for refused in ["space_add", "re_policy", "space_list", "token_create", "other_space", "escaped", "operator_token", "operator_token_tcp"] {
+    for refused in ["space_add", "re_policy", "space_list", "token_create", "token", "env_json", "other_file", "other_space", "operator_socket", "kill_other"] {
         let s = section(&out, refused);
-        assert!(s.contains("FORBIDDEN"), "{refused} was not refused FORBIDDEN:\n{s}\nwhole output:\n{out}");
+        assert!(!s.contains("exit=0\n"), "{refused} succeeded from inside a command:\n{s}\nwhole output:\n{out}");
     }
-    assert!(section(&out, "own_space").contains("mine"), "{out}");
-    assert!(section(&out, "own_implied").contains("mine"), "{out}");
-    // The orphan it left (reparented to the command's shim) is a caller too.
-    let orphan = d.dir.path().join("orphan.out");
+    assert!(!out.contains("theirs") && !out.contains("ENVJSON-MARKER") && !out.contains(token.trim()), "{out}");
+    // The escapee (reparented away from the command, its environment dropped) is still inside.
+    let escapee = own.join("escapee.out");
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !std::fs::read_to_string(&orphan).is_ok_and(|s| s.contains("exit=")) {
-        assert!(Instant::now() < deadline, "the orphan never answered");
+    while !std::fs::read_to_string(&escapee).is_ok_and(|s| s.contains("exit=")) {
+        assert!(Instant::now() < deadline, "the escapee never finished");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let orphaned = std::fs::read_to_string(&orphan).unwrap();
-    assert!(orphaned.contains("FORBIDDEN"), "{orphaned}");
+    let escaped = std::fs::read_to_string(&escapee).unwrap();
+    assert!(!escaped.contains("exit=0"), "{escaped}");
 
-    // The same calls from the operator (this test) work, and nothing changed.
+    // Nothing changed: the operator (this test) sees both Spaces as they were, the other
+    // Space's command still runs, and the operator's token still works.
     let spaces = d.client.space_list(&spaces_sdk::Empty {}).await.unwrap();
     let names: Vec<&str> = spaces.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["other", "own"]);
     assert!(spaces.iter().all(|s| !s.read_only));
+    let status = tool(&d, "process_status", json!({"process_id": victim})).await;
+    assert_eq!(status["status"], "running", "the other Space's process was killed: {status}");
     let addr = std::fs::read_to_string(d.state_dir().join("tcp.addr")).unwrap();
-    let token = std::fs::read_to_string(d.state_dir().join("token")).unwrap();
     let tcp = spaces_sdk::client::Client::new(spaces_sdk::client::Endpoint::Tcp { addr: addr.trim().into(), token: token.trim().into() });
     assert_eq!(tcp.space_list(&spaces_sdk::Empty {}).await.unwrap().len(), 2, "the operator's token works for the operator");
-    let read = d.client.call_named("read", json!({"workspace_id": "other", "path": "g.txt"})).await.unwrap();
-    assert!(read.to_string().contains("theirs"), "{read}");
     assert!(std::fs::read_to_string(d.state_dir().join("tokens.json")).map_or(true, |t| !t.contains("\"other\"")), "no token was made");
+    tool(&d, "terminate_process", json!({"process_id": victim})).await;
+}
+
+/// The host pid of the process whose command line is `cmdline` and whose working directory is
+/// `cwd` (a command's pid inside its sandbox is not the host's).
+async fn wait_for_pid(cwd: &std::path::Path, cmdline: &[u8]) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let found = std::fs::read_dir("/proc").unwrap().flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()).find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == cmdline)
+                && std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c == cwd)
+        });
+        if let Some(pid) = found {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "no process {:?} in {}", String::from_utf8_lossy(cmdline), cwd.display());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn case_28_a_commands_processes_reach_nothing_of_the_operator_root_daemon() {
+    let d = TestDaemon::start_with(vec![], vec!["--tcp".into(), "127.0.0.1:0".into()]).await;
+    a_commands_processes_reach_nothing_of_the_operator(d).await
+}
+
+#[tokio::test]
+async fn case_28_a_commands_processes_reach_nothing_of_the_operator_unprivileged_daemon() {
+    let d = TestDaemon::start_unprivileged(vec![], vec!["--tcp".into(), "127.0.0.1:0".into()]).await;
+    a_commands_processes_reach_nothing_of_the_operator(d).await
+}
+
+/// A fork bomb in a command of an unprivileged daemon (no cgroups) stops at the sandbox's
+/// process ceiling (`SPACES_PIDS_MAX`, `RLIMIT_NPROC` in its user namespace), the daemon answers
+/// `/v1/health` within a second throughout, and ending the command ends every process of it.
+/// Bounded twice: the ceiling under test, and `prlimit --nproc` around the whole daemon.
+#[tokio::test]
+async fn case_28_a_fork_bomb_in_an_unprivileged_daemons_command_is_bounded() {
+    let d = TestDaemon::start_unprivileged(vec![("SPACES_PIDS_MAX".into(), "48".into())], vec![]).await;
+    let root = d.space("s").await;
+    let started = tool(&d, "exec_command", json!({"workspace_id": "s", "command": ["bash", "-c", "b() { b & b & wait; }; b"]})).await;
+    let id = started["process_id"].as_str().unwrap().to_owned();
+    let in_space = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c == root))
+            .count()
+    };
+    let mut most = 0;
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        let asked = Instant::now();
+        assert_eq!(d.raw("GET", "/v1/health", None).0, 200);
+        assert!(asked.elapsed() < Duration::from_secs(1), "/v1/health took {:?} during the bomb", asked.elapsed());
+        most = most.max(in_space());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(most > 10, "the bomb never got going ({most} processes)");
+    // The ceiling, bubblewrap's outer process and the namespace's init.
+    assert!(most <= 48 + 2, "{most} processes in the sandbox, over its ceiling of 48");
+    tool(&d, "terminate_process", json!({"process_id": id})).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while in_space() > 0 {
+        assert!(Instant::now() < deadline, "{} processes of the bomb outlived its end", in_space());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Sends the head of a POST with a `len`-byte body and `sent` bytes of it; the connection is
@@ -258,29 +337,65 @@ const NICE_OF: &str = "awk '{print $19}' /proc";
 const SPIN_UNTIL_LOWERED: &str =
     "i=0; while [ $i -lt 1000000 ]; do read -r l < /proc/$$/stat; set -- $l; [ \"${19}\" -ge 10 ] && break; i=$((i+1)); done";
 
+/// The agent's shim, seen from the host (the agent's sandbox has a pid namespace of its own, so
+/// `$PPID` inside is not the shim): the parent of the bubblewrap process working in `root`.
+fn shim_of_agent_in(root: &std::path::Path) -> Option<i32> {
+    let chdir = format!("--chdir\0{}\0", root.display());
+    std::fs::read_dir("/proc").ok()?.flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()).find_map(|pid| {
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let cmd = String::from_utf8_lossy(&cmd).into_owned();
+        if !(cmd.contains("bwrap\0") && cmd.contains(&chdir) && cmd.contains("sandbox-exec")) {
+            return None;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+    })
+}
+
+/// `(nice, session id)` of `pid`, from `/proc/PID/stat`.
+fn nice_and_session(pid: i32) -> (String, i32) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<String> = stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().map(String::from).collect()).unwrap_or_default();
+    (fields.get(16).cloned().unwrap_or_default(), fields.get(3).and_then(|s| s.parse().ok()).unwrap_or(0))
+}
+
 #[tokio::test]
 async fn agents_and_commands_are_lowered_below_the_daemons_priority_once_cpu_hungry() {
     let body = format!(
-        "cat >/dev/null\n{NICE_OF}/$$/stat > agent-nice-idle\n{NICE_OF}/$PPID/stat > shim-nice; echo \"$PPID $(awk '{{print $6}}' /proc/$PPID/stat)\" > shim-session; tr '\\0' ' ' < /proc/$PPID/cmdline > parent-cmd\n{SPIN_UNTIL_LOWERED}\n{NICE_OF}/$$/stat > agent-nice\n{NICE_OF}/$PPID/stat > shim-nice-busy\ncat /proc/self/autogroup > agent-autogroup 2>/dev/null || true\n{}\n{}",
+        "cat >/dev/null\n{NICE_OF}/$$/stat > agent-nice-idle\n{SPIN_UNTIL_LOWERED}\n{NICE_OF}/$$/stat > agent-nice\ncat /proc/self/autogroup > agent-autogroup 2>/dev/null || true\nwhile [ ! -e release ]; do sleep 0.05; done\n{}\n{}",
         super::survive::message("measured"),
         super::survive::DONE
     );
     let (d, root, _bin) = super::survive::fake_daemon(&body).await;
     let req = spaces_sdk::AgentStartRequest { space: "s".into(), agent: "openai-codex".into(), prompt: "hi".into(), show: None, options: None };
     let run = d.client.agent_start(&req).await.unwrap().run_id;
-    d.wait_turn_end("s", &run, 1, Duration::from_secs(60)).await;
     let read = |name: &str| std::fs::read_to_string(root.join(name)).unwrap_or_default().trim().to_owned();
+    let wait_file = |name: &'static str| {
+        let path = root.join(name);
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !std::fs::read_to_string(&path).is_ok_and(|s| s.ends_with('\n')) {
+                assert!(Instant::now() < deadline, "the agent never wrote {name}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    wait_file("agent-nice-idle").await;
+    let shim = shim_of_agent_in(&root).expect("the agent's shim");
+    let (shim_idle, sid) = nice_and_session(shim);
+    wait_file("agent-nice").await;
+    let (shim_busy, _) = nice_and_session(shim);
+    std::fs::write(root.join("release"), "").unwrap();
+    d.wait_turn_end("s", &run, 1, Duration::from_secs(60)).await;
     // The daemon inherits this test's nice value (a suite run under `nice` starts at 10).
     let ours: i32 = std::fs::read_to_string("/proc/self/stat").unwrap().rsplit(')').next().unwrap().split_whitespace().nth(16).unwrap().parse().unwrap();
     let expected = ours.max(10).to_string();
     assert_eq!(read("agent-nice-idle"), ours.to_string(), "an agent that waits keeps the daemon's priority");
-    assert_eq!(read("shim-nice"), ours.to_string(), "its shim keeps the daemon's priority (parent: {})", read("parent-cmd"));
+    assert_eq!(shim_idle, ours.to_string(), "its shim keeps the daemon's priority");
     // The shim is started without a fork of the daemon and makes its own session: it leads it.
-    let session = read("shim-session");
-    let (shim, sid) = session.split_once(' ').unwrap_or_default();
-    assert_eq!(shim, sid, "the shim leads its own session (pid, session id): {session:?}");
+    assert_eq!(shim, sid, "the shim leads its own session");
     assert_eq!(read("agent-nice"), expected, "a busy agent is lowered to nice 10 (or the daemon's, if lower)");
-    assert_eq!(read("shim-nice-busy"), expected, "its shim is lowered with it (it journals the busy tree's output)");
+    assert_eq!(shim_busy, expected, "its shim is lowered with it (it journals the busy tree's output)");
     let autogroup = read("agent-autogroup");
     if std::path::Path::new("/proc/self/autogroup").exists() {
         assert!(autogroup.ends_with(&format!("nice {expected}")), "the busy agent's session autogroup is lowered too: {autogroup:?}");

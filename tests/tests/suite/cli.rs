@@ -118,9 +118,11 @@ async fn wait_for_prompt(log: &std::path::Path, text: &str) {
 /// for `agent start` and `agent send`.
 #[tokio::test]
 async fn prompts_come_from_stdin_and_files_verbatim() {
+    // In the Space (the agent's working folder): the only place outside its home the agent's
+    // sandbox lets it write that this test can read.
+    let (d, _bin) = daemon_with_fake_claude("exec cat >> stdin.jsonl").await;
+    let log = std::fs::canonicalize(d.dir.path().join("space-s")).unwrap().join("stdin.jsonl");
     let logs = tempfile::tempdir().unwrap();
-    let log = logs.path().join("stdin.jsonl");
-    let (d, _bin) = daemon_with_fake_claude(&format!("exec cat >> '{}'", log.display())).await;
     let run_with = |args: &[&str], stdin: Option<&str>| {
         let mut c = cli(&d);
         c.args(args).arg("--json").stdout(Stdio::piped()).stderr(Stdio::piped());

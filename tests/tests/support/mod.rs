@@ -113,6 +113,9 @@ pub fn hermetic(cmd: &mut Command) -> &mut Command {
     cmd.env_clear().envs(daemon_env(std::env::vars_os()))
 }
 
+/// The unprivileged uid a root test run starts daemons as (`nobody`).
+const NOBODY: u32 = 65534;
+
 /// A real daemon on a temp state dir; killed on drop.
 pub struct TestDaemon {
     pub dir: tempfile::TempDir,
@@ -127,6 +130,9 @@ pub struct TestDaemon {
     /// Start the daemon with fd 7 open and inherited (not close-on-exec), as a careless parent
     /// would leave it.
     leak_fd: bool,
+    /// Run the daemon as this unprivileged uid (the tests run as root; see
+    /// [`TestDaemon::start_unprivileged`]).
+    user: Option<u32>,
 }
 
 impl TestDaemon {
@@ -159,9 +165,32 @@ impl TestDaemon {
         let dir = tempfile::Builder::new().prefix("spaces-test-").tempdir().expect("tempdir");
         let state = dir.path().join("state");
         let client = Client::new(Endpoint::Unix(state.join("spacesd.sock")));
-        let mut d = TestDaemon { dir, child: None, client, extra_env, extra_args, binary: None, nofile, leak_fd };
+        let mut d = TestDaemon { dir, child: None, client, extra_env, extra_args, binary: None, nofile, leak_fd, user: None };
         d.spawn().await;
         d
+    }
+
+    /// A daemon that is not root, as the default install is: when the tests run as root, it
+    /// runs as `nobody` (uid 65534, no cgroups) under `prlimit --nproc` (so whatever it starts
+    /// stays bounded however the sandbox fares); otherwise as the tests' own uid. Its temp dir
+    /// (state, Spaces made by [`Self::space`]) belongs to that uid.
+    pub async fn start_unprivileged(extra_env: Vec<(String, String)>, extra_args: Vec<String>) -> TestDaemon {
+        let dir = tempfile::Builder::new().prefix("spaces-test-").tempdir().expect("tempdir");
+        let user = nix::unistd::geteuid().is_root().then_some(NOBODY);
+        if let Some(uid) = user {
+            let owner = Some(nix::unistd::Uid::from_raw(uid));
+            nix::unistd::chown(dir.path(), owner, Some(nix::unistd::Gid::from_raw(uid))).expect("chown the temp dir");
+        }
+        let state = dir.path().join("state");
+        let client = Client::new(Endpoint::Unix(state.join("spacesd.sock")));
+        let mut d = TestDaemon { dir, child: None, client, extra_env, extra_args, binary: None, nofile: None, leak_fd: false, user };
+        d.spawn().await;
+        d
+    }
+
+    /// The uid the daemon runs as when it is not the tests' own.
+    pub fn user(&self) -> Option<u32> {
+        self.user
     }
 
     pub fn state_dir(&self) -> PathBuf {
@@ -171,6 +200,12 @@ impl TestDaemon {
     async fn spawn(&mut self) {
         let bin = self.binary.clone().unwrap_or_else(spacesd_bin);
         let mut cmd = match (self.nofile, self.leak_fd) {
+            (None, false) if self.user.is_some() => {
+                let uid = self.user.unwrap_or(NOBODY).to_string();
+                let mut cmd = Command::new("setpriv");
+                cmd.args(["--reuid", &uid, "--regid", &uid, "--clear-groups", "--", "prlimit", "--nproc=2048", "--"]).arg(bin);
+                cmd
+            }
             (None, false) => Command::new(bin),
             (nofile, leak) => {
                 // `exec` keeps the pid: killing the child kills the daemon.
@@ -191,6 +226,9 @@ impl TestDaemon {
             .stderr(Stdio::inherit());
         for (k, v) in &self.extra_env {
             cmd.env(k, v);
+        }
+        if self.user.is_some() {
+            cmd.env("HOME", self.dir.path());
         }
         self.child = Some(cmd.spawn().expect("spawn spacesd"));
         let deadline = Instant::now() + scaled(Duration::from_secs(20));
@@ -247,6 +285,9 @@ impl TestDaemon {
     pub async fn space(&self, name: &str) -> PathBuf {
         let root = self.dir.path().join(format!("space-{name}"));
         std::fs::create_dir_all(&root).unwrap();
+        if let Some(uid) = self.user {
+            nix::unistd::chown(&root, Some(nix::unistd::Uid::from_raw(uid)), Some(nix::unistd::Gid::from_raw(uid))).unwrap();
+        }
         let root = std::fs::canonicalize(root).unwrap();
         self.client
             .space_add(&SpaceAddRequest { name: name.into(), root: root.display().to_string(), read_only: false, approvals: Default::default(), replace: false })
