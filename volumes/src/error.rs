@@ -78,6 +78,16 @@ pub enum VolumeError {
         /// What was wrong.
         why: String,
     },
+    /// A save found one of the caller's secret values (`SaveOptions::refuse`) in a file of the
+    /// home (or in a path or symlink target); nothing was stored. Retrying helps once the file
+    /// no longer holds it.
+    #[error("refused to save {path:?}: it holds the value of {name}, a secret; nothing was saved")]
+    Secret {
+        /// The file (or entry), relative to the saved directory.
+        path: String,
+        /// The secret's name (never its value).
+        name: String,
+    },
     /// The object store failed (network, permissions, missing object, ...). Retrying may help.
     /// `message` never holds credentials.
     #[error("object store {op} failed: {message}")]

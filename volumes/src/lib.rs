@@ -56,6 +56,7 @@ mod lease;
 mod manifest;
 mod save;
 mod scan;
+mod secrets;
 mod store;
 mod types;
 mod volume;
@@ -63,7 +64,7 @@ mod volume;
 pub use error::{Result, VolumeError};
 pub use lease::Lease;
 pub use types::{
-    DeleteReport, HomeSummary, LeaseInfo, NoProgress, Progress, RestoreReport, SaveOptions, SaveReport, SkippedEntry, SnapshotInfo,
+    DeleteReport, HomeSummary, LeaseInfo, NoProgress, Progress, RestoreReport, SaveOptions, SaveReport, SecretValue, SkippedEntry, SnapshotInfo,
     VolumeKind,
 };
 pub use volume::Volume;

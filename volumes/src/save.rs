@@ -7,10 +7,11 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use crate::beneath::Beneath;
-use crate::error::Result;
+use crate::error::{Result, VolumeError};
 use crate::layer::LayerWriter;
 use crate::manifest::{Entry, Kind, Manifest, Root};
 use crate::scan::{self, hex, Row, StatCache, Walk, Walked};
+use crate::secrets::Scanner;
 use crate::types::{Progress, SkippedEntry};
 
 /// Marks entries whose contents go into the layer being written (its name is known only at the end).
@@ -74,8 +75,28 @@ pub(crate) struct Prepared {
 /// Builds the entries of `walk` (directory `dir`). Contents already held by a layer of `prev`
 /// (by sha256) are referenced; everything else is read consistently (big files and database
 /// copies spooled in `spool`) and written into one new layer in `layer_tmp` (referenced as
-/// [`NEW_LAYER`]).
-pub(crate) fn prepare(dir: &Beneath, walk: &Walk, cache: Option<&StatCache>, prev: Option<&Manifest>, spool: &Path, layer_tmp: &Path, progress: &dyn Progress) -> Result<Prepared> {
+/// [`NEW_LAYER`]). Every path and symlink target, and every file read, is searched for the
+/// values of `secrets`: one found fails the save with `Secret` naming the entry.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn prepare(
+    dir: &Beneath,
+    walk: &Walk,
+    cache: Option<&StatCache>,
+    prev: Option<&Manifest>,
+    spool: &Path,
+    layer_tmp: &Path,
+    secrets: &Scanner,
+    progress: &dyn Progress,
+) -> Result<Prepared> {
+    if !secrets.is_empty() {
+        let names = walk.entries.iter().map(|w| (w.path.as_str(), w.target.as_deref())).chain(walk.skipped.iter().map(|s| (s.path.as_str(), None)));
+        for (path, target) in names {
+            let found = secrets.in_bytes(path.as_bytes()).or_else(|| target.and_then(|t| secrets.in_bytes(t.as_bytes())));
+            if let Some(name) = found {
+                return Err(secrets.refusal(path, name));
+            }
+        }
+    }
     let mut known: HashMap<String, (String, String)> = HashMap::new();
     if let Some(prev) = prev {
         for e in prev.entries.iter().filter(|e| e.kind == Kind::File) {
@@ -123,6 +144,9 @@ pub(crate) fn prepare(dir: &Beneath, walk: &Walk, cache: Option<&StatCache>, pre
         };
         out.hashed += 1;
         progress.update("hash", done, Some(total));
+        if let Some(name) = secrets.in_content(&content).map_err(|e| VolumeError::io(dir.path().join(&w.path), e))? {
+            return Err(secrets.refusal(&w.path, name));
+        }
         let size = match &content {
             scan::Content::Mem(b) => b.len() as u64,
             scan::Content::Spool(t) => t.as_file().metadata().map(|m| m.len()).unwrap_or(0),

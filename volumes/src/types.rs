@@ -85,6 +85,28 @@ pub struct SaveOptions {
     /// `/`-separated, e.g. `cache/**` or `**/*.tmp`. Matching entries are listed in
     /// `SnapshotInfo::skipped` as `excluded`; a pattern `D/**` excludes the directory `D` itself.
     pub exclude: Vec<String>,
+    /// Secret values no saved file may hold (a run's secrets, each spelling a value of its own):
+    /// a save that reads a file holding one, or lists a path or symlink target holding one,
+    /// fails with `VolumeError::Secret` naming the file and the secret's name, and stores
+    /// nothing. Files unchanged since the snapshot the directory last matched are not read
+    /// again (they are already stored). Never serialized; `Debug` never shows the values.
+    #[serde(skip)]
+    pub refuse: Vec<SecretValue>,
+}
+
+/// A secret a save refuses to store: its name (what an error says) and its bytes.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretValue {
+    /// What to call it, e.g. the environment variable's name. Shown in errors.
+    pub name: String,
+    /// The bytes to look for. Never shown.
+    pub value: Vec<u8>,
+}
+
+impl std::fmt::Debug for SecretValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretValue").field("name", &self.name).field("value", &"[redacted]").finish()
+    }
 }
 
 /// What a save did.

@@ -251,7 +251,7 @@ impl Volume {
     /// deleted again. The manifest is written Create-only, so two writers never commit the same
     /// sequence number. Errors: `LeaseLost` (nothing committed), `Io`, `Store`, `Corrupt`.
     pub async fn save(&self, lease: &Lease, dir: &Path, opts: &SaveOptions, progress: &dyn Progress) -> Result<SaveReport> {
-        self.save_as(lease, dir, opts.meta.clone(), &opts.exclude, None, progress).await
+        self.save_as(lease, dir, opts, None, progress).await
     }
 
     /// `save`, or with `full` set (import, compact): no stat-cache, no reuse of earlier layers,
@@ -260,8 +260,7 @@ impl Volume {
         &self,
         lease: &Lease,
         dir: &Path,
-        meta: serde_json::Value,
-        exclude: &[String],
+        opts: &SaveOptions,
         full: Option<Vec<SkippedEntry>>,
         progress: &dyn Progress,
     ) -> Result<SaveReport> {
@@ -272,7 +271,7 @@ impl Volume {
         let list = store::list_numbered(self.store(), &store::snapshots_dir(&home)).await?;
         let latest = list.last().cloned();
         let cache_file = StatCache::file(&self.inner.cache_dir, self.url(), &home, &dir_abs);
-        let globs = scan::excludes(exclude)?;
+        let (meta, globs) = (opts.meta.clone(), scan::excludes(&opts.exclude)?);
         let is_full = full.is_some();
 
         // One walk; with a warm cache and the same latest snapshot, this alone decides "unchanged".
@@ -315,11 +314,12 @@ impl Volume {
         let prepared = {
             let prev_m = if is_full { None } else { prev.as_ref().map(|p| p.manifest.clone()) };
             let (spool, layer_tmp) = (spool.clone(), self.layer_tmp());
+            let secrets = crate::secrets::Scanner::new(&opts.refuse);
             let walk = Arc::new(walk);
             let w = walk.clone();
             let p = blocking(progress, move |progress| {
                 std::fs::create_dir_all(&spool).at(&spool)?;
-                save::prepare(&home_dir, &w, (!is_full).then_some(&cache), prev_m.as_ref(), &spool, &layer_tmp, progress)
+                save::prepare(&home_dir, &w, (!is_full).then_some(&cache), prev_m.as_ref(), &spool, &layer_tmp, &secrets, progress)
             })
             .await?;
             (p, walk)
@@ -619,7 +619,7 @@ impl Volume {
             fsops::apply_metadata(&s2, root, &mut fin)
         })
         .await?;
-        let report = self.save_as(lease, staging, meta, &[], Some(Vec::new()), progress).await?;
+        let report = self.save_as(lease, staging, &SaveOptions { meta, ..SaveOptions::default() }, Some(Vec::new()), progress).await?;
         Ok(report.snapshot)
     }
 
@@ -666,7 +666,8 @@ impl Volume {
             let built = self.build(Arc::new(latest.manifest.clone()), Arc::new(root), &progress).await;
             let saved = match built {
                 Ok(_) => {
-                    self.save_as(lease, &staging, latest.manifest.meta.clone(), &[], Some(latest.manifest.skipped.clone()), &progress).await
+                    let opts = SaveOptions { meta: latest.manifest.meta.clone(), ..SaveOptions::default() };
+                    self.save_as(lease, &staging, &opts, Some(latest.manifest.skipped.clone()), &progress).await
                 }
                 Err(e) => Err(e),
             };

@@ -196,7 +196,7 @@ impl Homes {
         let Some(lease) = lease else {
             return Err(refuse(ErrorCode::LeaseHeld, format!("home {home:?}: run {run_id} no longer holds its lease")));
         };
-        let opts = SaveOptions { meta, exclude: exclude.iter().map(|s| (*s).to_owned()).collect() };
+        let opts = SaveOptions { meta, exclude: exclude.iter().map(|s| (*s).to_owned()).collect(), ..Default::default() };
         let lease = lease.lock().await;
         let report = self.volume.save(&lease, dir, &opts, &LogProgress::new(home, "save")).await.map_err(|e| {
             if matches!(e, VolumeError::LeaseLost { .. }) {

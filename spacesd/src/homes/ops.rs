@@ -98,7 +98,7 @@ impl Homes {
             let staging = tempfile::Builder::new().prefix(".restore-").tempdir_in(self.scratch_dir()?)?;
             let target = staging.path().join("home");
             let r = self.volume().restore(&req.name, req.at.as_deref(), &target, &progress).await.map_err(|e| volume_error(e, &req.name))?;
-            let opts = spaces_volumes::SaveOptions { meta: r.snapshot.meta.clone(), exclude: Vec::new() };
+            let opts = spaces_volumes::SaveOptions { meta: r.snapshot.meta.clone(), ..Default::default() };
             let saved = self.volume().save(&lease, &target, &opts, &progress).await.map_err(|e| volume_error(e, &req.name))?;
             Ok::<_, crate::error::Error>((saved.snapshot, r.bytes))
         }

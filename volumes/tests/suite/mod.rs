@@ -1,6 +1,7 @@
 mod cases;
 mod hostile;
 mod leases;
+mod secrets;
 mod snapshots;
 mod support;
 mod v41;

@@ -108,7 +108,7 @@ async fn meta_excludes(backend: Backend) {
     write(&home.join("x.tmp"), b"t");
     let lease = tv.lease("h").await;
     tokio::time::sleep(Duration::from_millis(60)).await; // files older than the stat-cache racy window
-    let opts = SaveOptions { meta: json!({"session": "s1"}), exclude: vec!["cache/**".into(), "**/*.tmp".into()] };
+    let opts = SaveOptions { meta: json!({"session": "s1"}), exclude: vec!["cache/**".into(), "**/*.tmp".into()], ..SaveOptions::default() };
     let r = tv.volume.save(&lease, &home, &opts, &NoProgress).await.unwrap();
     assert_eq!(r.snapshot.meta, json!({"session": "s1"}));
     let mut skipped: Vec<(String, String)> = r.snapshot.skipped.iter().map(|s| (s.path.clone(), s.kind.clone())).collect();
