@@ -623,6 +623,28 @@ impl Volume {
         Ok(report.snapshot)
     }
 
+    /// Commits a new snapshot of the lease's home with the latest snapshot's entries and layers
+    /// and `meta` instead of its meta (the owner's record changed): no file is read, no layer
+    /// written. Errors: `LeaseLost`, `HomeNotFound`, `Store`, `Corrupt`.
+    pub async fn set_meta(&self, lease: &Lease, meta: serde_json::Value) -> Result<SnapshotInfo> {
+        lease.check(Duration::ZERO).await?;
+        let home = lease.home().to_string();
+        let latest = self.resolve(&home, None).await?;
+        let seq = parse_id(&home, &latest.manifest.id)? + 1;
+        let manifest = Manifest {
+            id: format!("{seq:020}"),
+            created_ms: now_ms(),
+            host: self.inner.host.clone(),
+            parent: Some(latest.manifest.id.clone()),
+            lease_epoch: lease.info().epoch,
+            nonce: lease::nonce(),
+            meta,
+            ..latest.manifest
+        };
+        self.commit(lease, &manifest).await?;
+        Ok(manifest.info())
+    }
+
     /// Deletes every object of the lease's home (manifests, then layers), then releases the
     /// lease: a `released` record is written and older lease records removed (the last record
     /// stays so a stale holder can never reuse an old epoch). Errors: `LeaseLost`, `Store`.

@@ -124,6 +124,18 @@ async fn meta_excludes(backend: Backend) {
     let target = tv.dir("out").join("h");
     tv.volume.restore("h", None, &target, &NoProgress).await.unwrap();
     assert!(!target.join("cache").exists() && !target.join("x.tmp").exists());
+    // A new record alone (set_meta): a new snapshot of the same entries and layers, nothing read.
+    let r3 = tv.volume.set_meta(&lease, json!({"session": "s2", "space": "other"})).await.unwrap();
+    assert!(r3.id > r2.snapshot.id);
+    assert_eq!((r3.files, r3.bytes, r3.layers, &r3.skipped), (r2.snapshot.files, r2.snapshot.bytes, 1, &r2.snapshot.skipped));
+    assert_eq!(tv.volume.latest("h").await.unwrap().unwrap().meta, json!({"session": "s2", "space": "other"}));
+    let moved = tv.dir("out").join("moved");
+    tv.volume.restore("h", None, &moved, &NoProgress).await.unwrap();
+    assert_eq!(tree(&moved), tree(&target));
+    // Only under the current lease.
+    let stale = tv.lease("h").await;
+    assert!(matches!(tv.volume.set_meta(&lease, json!(null)).await, Err(VolumeError::LeaseLost { .. })));
+    drop(stale);
 }
 
 both!(export_import_round_trip, export_import);
