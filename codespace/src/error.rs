@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use spaces_sdk::tools::{HoldableTool, WorkState};
-use spaces_sdk::{ApiError, ErrorCode};
+use spaces_sdk::{bounded, ApiError, ErrorCode};
 
 use crate::ledger::OperationRef;
 
@@ -27,7 +27,7 @@ pub enum Error {
     // --- workspaces and policy -------------------------------------------------------------
     /// No Space named `workspace_id` is registered on this host (`WORKSPACE_NOT_FOUND`). A
     /// retry does not help: register the Space or fix the id.
-    #[error("no workspace {workspace_id:?} is registered on this host")]
+    #[error("no workspace {workspace_id:?} is registered on this host", workspace_id = bounded(workspace_id))]
     WorkspaceNotFound { workspace_id: String },
 
     /// The host's workspace registry could not be read (`INTERNAL`). A retry may help once the
@@ -37,7 +37,7 @@ pub enum Error {
 
     /// `tool` would change a read-only workspace (`UNAUTHORIZED`). A retry does not help:
     /// `read` and `find` stay available.
-    #[error("workspace {workspace_id:?} is read-only: {tool} is not available (read and find are)")]
+    #[error("workspace {workspace_id:?} is read-only: {tool} is not available (read and find are)", workspace_id = bounded(workspace_id))]
     ReadOnly {
         workspace_id: String,
         tool: &'static str,
@@ -48,7 +48,8 @@ pub enum Error {
     /// refused resume). Retry once the process has exited or was terminated.
     #[error(
         "workspace {workspace_id:?} is busy: process {process_id} is still running; wait for it \
-         (process_status) or end it (terminate_process), then retry; read and find stay available"
+         (process_status) or end it (terminate_process), then retry; read and find stay available",
+        workspace_id = bounded(workspace_id), process_id = bounded(process_id)
     )]
     WorkspaceBusy {
         workspace_id: String,
@@ -69,40 +70,41 @@ pub enum Error {
     /// The path is empty, absolute, holds a NUL or a `..` component, or resolves outside the
     /// root (`PATH_ESCAPE`; `why` says which). A retry does not help: give a path inside the
     /// root.
-    #[error("{path:?} {why}; give a path relative to the workspace root, inside it")]
+    #[error("{path:?} {why}; give a path relative to the workspace root, inside it", path = bounded(path))]
     PathEscape { path: String, why: &'static str },
 
     /// A symlink is the file or one of its parents; symlinks are never followed
     /// (`SYMLINK_REJECTED`). A retry does not help: use the real path.
     #[error(
         "{path}: a symlink is on the path (the file or a parent directory); symlinks are never \
-         followed in a workspace, use the real path"
+         followed in a workspace, use the real path",
+        path = bounded(path)
     )]
     SymlinkRejected { path: String },
 
     /// The path is a FIFO, device or socket (`SPECIAL_FILE_REJECTED`). A retry does not help:
     /// only regular files are read or patched.
-    #[error("{path} is a FIFO, device or socket; only regular files are read or patched")]
+    #[error("{path} is a FIFO, device or socket; only regular files are read or patched", path = bounded(path))]
     SpecialFileRejected { path: String },
 
     /// The file (or the directory) does not exist (`FILE_NOT_FOUND`); `hint` says what to do.
     /// A retry helps only once it exists.
-    #[error("{path} does not exist{hint}")]
+    #[error("{path} does not exist{hint}", path = bounded(path))]
     FileNotFound { path: String, hint: &'static str },
 
     /// The path, or one of its parents, is not a directory (`PATH_NOT_DIRECTORY`). A retry does
     /// not help: check the path with `find`.
-    #[error("{path} is not a directory (or a parent of it is not)")]
+    #[error("{path} is not a directory (or a parent of it is not)", path = bounded(path))]
     PathNotDirectory { path: String },
 
     /// `read` or a patch named a directory where a file belongs (`INVALID_ARGUMENT`). A retry
     /// does not help: list it with `find`.
-    #[error("{path} is a directory, not a file; list it with find")]
+    #[error("{path} is a directory, not a file; list it with find", path = bounded(path))]
     IsDirectory { path: String },
 
     /// A system call on `path` failed for another reason: permissions, a full disk, an I/O
     /// error (`FILE_OPERATION_FAILED`). A retry may help once the cause is fixed.
-    #[error("{path}: {action} failed ({source})")]
+    #[error("{path}: {action} failed ({source})", path = bounded(path))]
     FileOperationFailed {
         path: String,
         action: &'static str,
@@ -122,7 +124,8 @@ pub enum Error {
     #[error(
         "invalid patch: hunk {hunk} of {path} (starting {first_line:?}) does not match the file{}; \
          read the file again and rebuild the hunk",
-        near_lines(near)
+        near_lines(near),
+        path = bounded(path), first_line = bounded(first_line)
     )]
     ContextNotFound {
         path: String,
@@ -137,7 +140,8 @@ pub enum Error {
     #[error(
         "invalid patch: hunk {hunk} of {path} (starting {first_line:?}) matches at lines {}; \
          add context lines or an `@@` header so it matches once",
-        list(candidates)
+        list(candidates),
+        path = bounded(path), first_line = bounded(first_line)
     )]
     AmbiguousContext {
         path: String,
@@ -154,7 +158,8 @@ pub enum Error {
         "invalid patch: hunk {hunk} of {path} (starting {first_line:?}) matches at line {line}, \
          before the end of hunk {} (line {after}): hunks must follow the file's order; \
          reorder them",
-        hunk - 1
+        hunk - 1,
+        path = bounded(path), first_line = bounded(first_line)
     )]
     HunkOutOfOrder {
         path: String,
@@ -166,12 +171,12 @@ pub enum Error {
 
     /// `*** Add File:` names an existing file (`ADD_FILE_EXISTS`). A retry does not help: use
     /// `*** Update File:`, or delete it first.
-    #[error("{path} already exists; update it instead of adding it")]
+    #[error("{path} already exists; update it instead of adding it", path = bounded(path))]
     AddFileExists { path: String },
 
     /// `*** Move to:` names an existing file (`MOVE_DESTINATION_EXISTS`). A retry helps only
     /// once that file is gone.
-    #[error("cannot move {path} to {to}: {to} already exists")]
+    #[error("cannot move {path} to {to}: {to} already exists", path = bounded(path), to = bounded(to))]
     MoveDestinationExists { path: String, to: String },
 
     /// The file is at `current`, not at the `expected` version the caller (or the plan) started
@@ -179,7 +184,8 @@ pub enum Error {
     /// never force the old one.
     #[error(
         "{path} changed: expected version {expected}, current version {current}; read it again \
-         and rebuild the patch"
+         and rebuild the patch",
+        path = bounded(path), expected = bounded(expected), current = bounded(current)
     )]
     VersionConflict {
         path: String,
@@ -190,7 +196,7 @@ pub enum Error {
     /// After a commit, `path` is not at the planned version on disk (`FILE_OPERATION_FAILED`):
     /// something else wrote it meanwhile, or the write was lost. A retry does not help: read it
     /// and repair it.
-    #[error("{path} is at version {actual} on disk, expected {expected}; read it and repair it")]
+    #[error("{path} is at version {actual} on disk, expected {expected}; read it and repair it", path = bounded(path), expected = bounded(expected), actual = bounded(actual))]
     VerifyMismatch {
         path: String,
         expected: String,
@@ -227,7 +233,8 @@ pub enum Error {
     #[error(
         "operation_key {operation_key:?} belongs to different arguments (operation \
          {operation_id}); inspect that request with operation_status, and use a new key for a \
-         different request (a preview and its apply need different keys)"
+         different request (a preview and its apply need different keys)",
+        operation_key = bounded(operation_key), operation_id = bounded(operation_id)
     )]
     OperationKeyConflict {
         operation_key: String,
@@ -248,7 +255,8 @@ pub enum Error {
     /// inspect it with `operation_status`.
     #[error(
         "operation {operation_id} is already finished; its recorded outcome stands, inspect it \
-         with operation_status"
+         with operation_status",
+        operation_id = bounded(operation_id)
     )]
     OperationFinished { operation_id: String },
 
@@ -273,7 +281,8 @@ pub enum Error {
     #[error(
         "workspace {workspace_id:?} requires approval for {}: grant it with approval_resolve \
          {{approval_id: {approval_id:?}, decision: grant}}, then run it with operation_resume",
-        tool.as_str()
+        tool.as_str(),
+        workspace_id = bounded(workspace_id), approval_id = bounded(approval_id)
     )]
     ApprovalRequired {
         workspace_id: String,
@@ -285,7 +294,8 @@ pub enum Error {
     /// holds (`RESOURCE_QUEUE_FULL`). A retry helps once some are resolved.
     #[error(
         "workspace {workspace_id:?} already has {limit} pending approval holds; resolve some \
-         (approval_resolve) before holding more"
+         (approval_resolve) before holding more",
+        workspace_id = bounded(workspace_id)
     )]
     ApprovalQueueFull { workspace_id: String, limit: usize },
 
@@ -297,7 +307,8 @@ pub enum Error {
         "workspace {workspace_id:?} holds {held} bytes of requests awaiting approval, and this \
          one ({adding} bytes) would pass the limit of {limit} bytes; resolve some holds \
          (approval_resolve) before holding more{}",
-        if *adding > *limit { ", or send a smaller request: this one alone is over the limit" } else { "" }
+        if *adding > *limit { ", or send a smaller request: this one alone is over the limit" } else { "" },
+        workspace_id = bounded(workspace_id)
     )]
     ApprovalQueueTooLarge {
         workspace_id: String,
@@ -309,13 +320,14 @@ pub enum Error {
     /// No hold has this id (`APPROVAL_NOT_FOUND`). A retry does not help.
     #[error(
         "no approval hold {approval_id:?}; use the approval_id returned with APPROVAL_REQUIRED \
-         or approval_create"
+         or approval_create",
+        approval_id = bounded(approval_id)
     )]
     ApprovalNotFound { approval_id: String },
 
     /// The hold's state does not allow this step (`APPROVAL_CONFLICT`; `why` names the state).
     /// A retry helps only for a resume still in progress.
-    #[error("approval {approval_id} cannot do that: {why}")]
+    #[error("approval {approval_id} cannot do that: {why}", approval_id = bounded(approval_id))]
     ApprovalConflict { approval_id: String, why: String },
 
     /// The resume of a held command was interrupted by a daemon stop, so whether it started is
@@ -339,7 +351,8 @@ pub enum Error {
     /// the cause named in `source`.
     #[error(
         "could not start {program:?}: {source}; check that the program exists in PATH and is \
-         executable"
+         executable",
+        program = bounded(program)
     )]
     SpawnFailed {
         program: String,
@@ -350,26 +363,28 @@ pub enum Error {
     /// not help.
     #[error(
         "no process {process_id}: the id is unknown or its handle expired after exit; do not \
-         retry with it"
+         retry with it",
+        process_id = bounded(process_id)
     )]
     ProcessNotFound { process_id: String },
 
     /// A resize of a process started without a terminal (`PROCESS_NOT_TTY`). A retry does not
     /// help.
-    #[error("process {process_id} has no terminal (started without tty); nothing to resize")]
+    #[error("process {process_id} has no terminal (started without tty); nothing to resize", process_id = bounded(process_id))]
     ProcessNotTty { process_id: String },
 
     /// Input or a resize sent to a process that has ended (`PROCESS_NOT_RUNNING`); `how` says
     /// how it ended. A retry does not help: read its output or start a new command.
     #[error(
         "process {process_id} {how}; it takes no more input: read its output or start a new \
-         command"
+         command",
+        process_id = bounded(process_id)
     )]
     ProcessNotRunning { process_id: String, how: String },
 
     /// The process closed its input (the pipe's reader is gone) after `written` of `total`
     /// bytes, though it still runs (`PROCESS_NOT_RUNNING`). A retry does not help.
-    #[error("process {process_id} closed its input after {written} of {total} bytes")]
+    #[error("process {process_id} closed its input after {written} of {total} bytes", process_id = bounded(process_id))]
     StdinClosed {
         process_id: String,
         written: usize,
@@ -384,7 +399,8 @@ pub enum Error {
         "process {process_id} took only {written} of {total} bytes in {} ms: it is not reading its \
          input; treat the write as interrupted and inspect partial effects (the process keeps \
          running: read its output, or terminate it)",
-        waited.as_millis()
+        waited.as_millis(),
+        process_id = bounded(process_id)
     )]
     StdinTimeout {
         process_id: String,
@@ -395,7 +411,7 @@ pub enum Error {
 
     /// Writing the input failed unexpectedly after `written` of `total` bytes (`INTERNAL`). A
     /// retry may help: treat the write as interrupted and inspect its partial effects first.
-    #[error("writing to process {process_id} failed after {written} of {total} bytes: {source}")]
+    #[error("writing to process {process_id} failed after {written} of {total} bytes: {source}", process_id = bounded(process_id))]
     StdinFailed {
         process_id: String,
         written: usize,
@@ -415,7 +431,7 @@ pub enum Error {
 
     /// An OS call on a process's terminal or pipes failed unexpectedly (`INTERNAL`). A retry
     /// may help.
-    #[error("process {process_id}: {action} failed: {source}")]
+    #[error("process {process_id}: {action} failed: {source}", process_id = bounded(process_id))]
     ProcessIo {
         process_id: String,
         action: &'static str,
@@ -429,25 +445,25 @@ pub enum Error {
 
     // --- coordination (works and intents) ----------------------------------------------------
     /// No work has this id (`WORK_NOT_FOUND`). A retry does not help: call `work_open`.
-    #[error("no work {work_id:?}; call work_open or list works at /inbox")]
+    #[error("no work {work_id:?}; call work_open or list works at /inbox", work_id = bounded(work_id))]
     WorkNotFound { work_id: String },
 
     /// The work was closed or stopped (`WORK_CLOSED`). A retry does not help: open a new work.
-    #[error("work {work_id:?} is {}; open a new work with work_open", state.as_str())]
+    #[error("work {work_id:?} is {}; open a new work with work_open", state.as_str(), work_id = bounded(work_id))]
     WorkClosed { work_id: String, state: WorkState },
 
     /// No intent has this id (`INTENT_NOT_FOUND`). A retry does not help.
-    #[error("no intent {intent_id:?}; list the work's intents at /inbox")]
+    #[error("no intent {intent_id:?}; list the work's intents at /inbox", intent_id = bounded(intent_id))]
     IntentNotFound { intent_id: String },
 
     /// The intent belongs to another work than the one named (`INTENT_NOT_FOUND`). A retry does
     /// not help.
-    #[error("intent {intent_id:?} does not belong to work {work_id:?}")]
+    #[error("intent {intent_id:?} does not belong to work {work_id:?}", work_id = bounded(work_id), intent_id = bounded(intent_id))]
     IntentNotInWork { intent_id: String, work_id: String },
 
     /// The agent has claimed the intent, so the user can no longer change it
     /// (`INTENT_ALREADY_CLAIMED`; `doing` is the refused change). A retry does not help.
-    #[error("intent {intent_id:?} is claimed by the agent; it can no longer be {doing}")]
+    #[error("intent {intent_id:?} is claimed by the agent; it can no longer be {doing}", intent_id = bounded(intent_id))]
     IntentAlreadyClaimed {
         intent_id: String,
         doing: &'static str,
@@ -455,12 +471,12 @@ pub enum Error {
 
     /// The intent's state does not allow the change (`INTENT_NOT_EDITABLE`; `reason` names the
     /// state and what to do). A retry does not help.
-    #[error("intent {intent_id:?} is {reason}")]
+    #[error("intent {intent_id:?} is {reason}", intent_id = bounded(intent_id))]
     IntentNotEditable { intent_id: String, reason: String },
 
     /// The intent was edited since the caller read it: it is at `current`, not `given`
     /// (`INTENT_REVISION_CONFLICT`). Reload it and retry with the current revision.
-    #[error("intent {intent_id:?} is at revision {current}, not {given}; reload it and retry")]
+    #[error("intent {intent_id:?} is at revision {current}, not {given}; reload it and retry", intent_id = bounded(intent_id))]
     IntentRevisionConflict {
         intent_id: String,
         current: u64,
@@ -468,7 +484,7 @@ pub enum Error {
     },
 
     /// `steer_complete` on an intent not claimed yet (`INVALID_ARGUMENT`). Claim it first.
-    #[error("intent {intent_id:?} is not claimed; claim it with steer_claim_next first")]
+    #[error("intent {intent_id:?} is not claimed; claim it with steer_claim_next first", intent_id = bounded(intent_id))]
     IntentNotClaimed { intent_id: String },
 
     // --- requests and internals --------------------------------------------------------------
@@ -656,8 +672,8 @@ impl From<&Error> for ApiError {
 /// `operation_id "op-…"` or `operation_key "…"`.
 fn describe(by: &OperationRef) -> String {
     match by {
-        OperationRef::Id(id) => format!("operation_id {id:?}"),
-        OperationRef::Key(key) => format!("operation_key {key:?}"),
+        OperationRef::Id(id) => format!("operation_id {:?}", bounded(id)),
+        OperationRef::Key(key) => format!("operation_key {:?}", bounded(key)),
     }
 }
 
@@ -739,6 +755,27 @@ mod tests {
         assert_eq!(e.code(), ErrorCode::InvalidPatch);
         assert_eq!(e.to_string(), "line 1");
         assert_eq!(ApiError::from(e), stored);
+    }
+
+    #[test]
+    fn messages_show_request_values_bounded() {
+        let huge = "a/".repeat(1 << 20);
+        let errors = [
+            Error::FileNotFound { path: huge.clone(), hint: "" },
+            Error::PathEscape { path: huge.clone(), why: "is absolute" },
+            Error::FileOperationFailed { path: huge.clone(), action: "open", source: std::io::Error::other("too long") },
+            Error::MoveDestinationExists { path: huge.clone(), to: huge.clone() },
+            Error::WorkspaceNotFound { workspace_id: huge.clone() },
+            Error::SpawnFailed { program: huge.clone(), source: std::io::Error::other("no") },
+            Error::ProcessNotFound { process_id: huge.clone() },
+            Error::OperationNotFound { by: OperationRef::Key(huge.clone()) },
+            Error::ContextNotFound { path: huge.clone(), hunk: 1, first_line: huge.clone(), near: vec![] },
+        ];
+        for e in errors {
+            let message = e.to_api().message;
+            assert!(message.len() < 1000, "{}", &message[..1000]);
+            assert!(message.contains(&format!("({} bytes)", huge.len())), "{message}");
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! `incomplete`. Hidden files and directories (`.git` too) are listed like any other. The full
 //! sorted match list is hashed into `listing_version`, then one page of it is returned.
 
+use spaces_sdk::bounded;
 use std::os::fd::{AsFd, OwnedFd};
 
 use globset::{GlobBuilder, GlobMatcher};
@@ -95,7 +96,8 @@ fn compile(glob: &str) -> Result<GlobMatcher> {
         .map(|g| g.compile_matcher())
         .map_err(|e| {
             Error::invalid(format!(
-                "invalid glob {glob:?}: {e}; use e.g. `*.rs` (top level) or `**/*.rs`"
+                "invalid glob {:?}: {e}; use e.g. `*.rs` (top level) or `**/*.rs`",
+                bounded(glob)
             ))
         })
 }

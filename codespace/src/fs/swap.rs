@@ -6,6 +6,7 @@
 //! directory (`O_CREAT | O_EXCL | O_NOFOLLOW`, permission bits set, `fsync`), then `renameat`
 //! swaps it in. Removal is `unlinkat`. Directories are `fsync`ed at the end.
 
+use spaces_sdk::bounded;
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -32,7 +33,8 @@ pub(crate) fn split(path: &str) -> Result<(String, String)> {
     match comps.split_last() {
         Some((leaf, parents)) => Ok((parents.join("/"), (*leaf).to_owned())),
         None => Err(Error::invalid(format!(
-            "{path:?} names the workspace root, not a file"
+            "{:?} names the workspace root, not a file",
+            bounded(path)
         ))),
     }
 }

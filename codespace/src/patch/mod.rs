@@ -33,6 +33,7 @@ mod cases;
 #[cfg(test)]
 mod proptests;
 
+use spaces_sdk::bounded;
 use std::collections::BTreeMap;
 
 use crate::{Error, Result};
@@ -88,7 +89,8 @@ pub fn plan(
         if let Some(other) = expected.insert(normal.clone(), version.clone()) {
             if &other != version {
                 return Err(Error::invalid(format!(
-                    "expected_versions names {path:?} twice (as spellings of one file) with different versions"
+                    "expected_versions names {:?} twice (as spellings of one file) with different versions",
+                    bounded(path)
                 )));
             }
         }

@@ -27,6 +27,7 @@
 //! A `\r` before each `\n` of the patch text is dropped: line endings are the file's business,
 //! never the patch's.
 
+use spaces_sdk::bounded;
 use crate::{Error, Result};
 
 /// A parsed patch: file operations in the order they appear (and are applied).
@@ -174,7 +175,7 @@ fn path_of(rest: &str, line: usize, marker: &str) -> Result<String> {
     }
     let normal = normalize_path(path);
     if normal.is_empty() {
-        return Err(err(line, format!("`{marker}` names the workspace root ({path:?}), not a file")));
+        return Err(err(line, format!("`{marker}` names the workspace root ({:?}), not a file", bounded(path))));
     }
     Ok(normal)
 }
@@ -384,7 +385,7 @@ impl<'a> Parser<'a> {
             }
         }
         if hunks.is_empty() && move_to.is_none() {
-            return Err(err(header_no, format!("`{UPDATE} {path}` has no hunk")));
+            return Err(err(header_no, format!("`{UPDATE} {}` has no hunk", bounded(&path))));
         }
         Ok(FileOp::Update {
             path,

@@ -1,6 +1,7 @@
 //! User-side calls (HTTP `/inbox`): list works and intents, draft, edit, queue, cancel, reorder,
 //! stop a work. Rules: see the `steer` module docs.
 
+use spaces_sdk::bounded;
 use std::collections::HashSet;
 
 use rusqlite::params;
@@ -193,8 +194,9 @@ impl Steering {
             let got: HashSet<&str> = intent_ids.iter().map(String::as_str).collect();
             if got.len() != intent_ids.len() || got != want {
                 return Err(Error::invalid(format!(
-                    "intent_ids must list each open (draft or queued) intent of work {work_id:?} \
+                    "intent_ids must list each open (draft or queued) intent of work {:?} \
                      exactly once; it has {} open intents",
+                    bounded(work_id),
                     open.len()
                 )));
             }
