@@ -37,9 +37,16 @@ pub enum AgentCmd {
         /// Working directory relative to the Space root.
         #[arg(long)]
         cwd: Option<String>,
-        /// Extra environment for the agent, NAME=VALUE (values of 8+ chars are redacted).
-        #[arg(long = "env", value_name = "NAME=VALUE")]
+        /// Extra environment for the agent: NAME=VALUE, or NAME alone to take the value from
+        /// this shell's environment, so no secret is in the command line (values of 8+ chars
+        /// are redacted). Repeatable; wins over --env-file.
+        #[arg(long = "env", value_name = "NAME[=VALUE]")]
         env: Vec<String>,
+        /// Read extra environment for the agent from FILE: one NAME=VALUE a line (`export `
+        /// before it, quotes around the value, blank lines and `#` comments allowed).
+        /// Repeatable; later files win.
+        #[arg(long = "env-file", value_name = "FILE")]
+        env_file: Vec<std::path::PathBuf>,
         /// Copy this variable from the host's environment (must be on the forwardable list).
         #[arg(long = "env-from-host", value_name = "NAME")]
         env_from_host: Vec<String>,
@@ -214,14 +221,10 @@ pub enum Until {
 /// Run one agent subcommand against the daemon.
 pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
     match cmd {
-        AgentCmd::Start { agent, prompt, prompt_file, space, model, base_url, cwd, env, env_from_host, exit_when_idle, home, repo, branch, show, label, files, follow, json } => {
+        AgentCmd::Start { agent, prompt, prompt_file, space, model, base_url, cwd, env, env_file, env_from_host, exit_when_idle, home, repo, branch, show, label, files, follow, json } => {
             let prompt = prompt_text(prompt.as_deref(), prompt_file.as_deref(), "the prompt")?;
+            let env_map = agent_env(&env, &env_file, |name| std::env::var_os(name))?;
             let space = resolve_space(client, space).await?;
-            let mut env_map = BTreeMap::new();
-            for kv in env {
-                let (k, v) = kv.split_once('=').ok_or_else(|| anyhow::anyhow!("--env wants NAME=VALUE, got {kv:?}"))?;
-                env_map.insert(k.to_owned(), v.to_owned());
-            }
             let options = SpaceAgentOptions {
                 env_from_host,
                 env: env_map,
@@ -613,6 +616,74 @@ pub async fn resolve_space(client: &Client, arg: SpaceArg) -> anyhow::Result<Str
     }
 }
 
+/// The agent's extra environment from `--env-file` `files` (in order), then `--env` `given`
+/// (`NAME=VALUE`, or `NAME` read with `lookup` from this CLI's environment). Errors name the
+/// flag, the variable or the file and line, never a value (it may be a secret): a variable that
+/// is not set or not UTF-8, an invalid name, an unreadable file, a line that is not
+/// `NAME=VALUE`.
+fn agent_env(
+    given: &[String],
+    files: &[std::path::PathBuf],
+    lookup: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut env = BTreeMap::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("--env-file {}: cannot read it: {e}", file.display()))?;
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let line = line.strip_prefix("export ").map(str::trim_start).unwrap_or(line);
+            let at = || format!("--env-file {}, line {}", file.display(), n + 1);
+            let (name, value) = line.split_once('=').ok_or_else(|| anyhow::anyhow!("{}: expected NAME=VALUE", at()))?;
+            let name = name.trim_end();
+            if !env_name_ok(name) {
+                anyhow::bail!("{}: the name is not a variable name (letters, digits and _, not starting with a digit)", at());
+            }
+            env.insert(name.to_owned(), unquote(value).ok_or_else(|| anyhow::anyhow!("{}: the value's quote is not closed", at()))?);
+        }
+    }
+    for item in given {
+        let (name, value) = match item.split_once('=') {
+            Some((name, value)) => (name, value.to_owned()),
+            None => {
+                let value = lookup(item).ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "--env {}: no such variable in this shell's environment; export it first, or give --env NAME=VALUE or --env-file FILE",
+                        spaces_sdk::bounded(item)
+                    )
+                })?;
+                let value = value.into_string().map_err(|_| anyhow::anyhow!("--env {}: its value is not UTF-8", spaces_sdk::bounded(item)))?;
+                (item.as_str(), value)
+            }
+        };
+        if !env_name_ok(name) {
+            anyhow::bail!(
+                "--env {:?}: not a variable name (letters, digits and _, not starting with a digit); give NAME or NAME=VALUE",
+                spaces_sdk::bounded(name)
+            );
+        }
+        env.insert(name.to_owned(), value);
+    }
+    Ok(env)
+}
+
+fn env_name_ok(name: &str) -> bool {
+    !name.is_empty() && !name.starts_with(|c: char| c.is_ascii_digit()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// An env file's value: as written, or without the `"` or `'` around it (`None`: an opening
+/// quote that is not closed at the end).
+fn unquote(value: &str) -> Option<String> {
+    for q in ['"', '\''] {
+        if let Some(rest) = value.strip_prefix(q) {
+            return rest.strip_suffix(q).map(str::to_owned);
+        }
+    }
+    Some(value.to_owned())
+}
+
 /// `7d`, `12h`, `30m`, `90s` or plain ms, as ms.
 fn parse_age(s: &str) -> Result<u64, String> {
     let (num, unit) = s.trim().split_at(s.trim().find(|c: char| !c.is_ascii_digit()).unwrap_or(s.trim().len()));
@@ -626,4 +697,39 @@ fn parse_age(s: &str) -> Result<u64, String> {
         _ => return Err(format!("{s:?}: the unit must be d, h, m, s or ms, as in 7d, 12h, 30m")),
     };
     n.checked_mul(factor).ok_or_else(|| format!("{s:?} is too long"))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn lookup(name: &str) -> Option<std::ffi::OsString> {
+        (name == "FROM_SHELL").then(|| "shell-secret".into())
+    }
+
+    #[test]
+    fn env_comes_from_flags_the_shell_and_files_without_echoing_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("agent.env");
+        std::fs::write(&file, "# keys\n\nexport A=1\nB=\"two words\"\nC='x=y'\nD=from-file\n").unwrap();
+        let env = agent_env(&["FROM_SHELL".into(), "D=flag".into(), "E=".into()], std::slice::from_ref(&file), lookup).unwrap();
+        let want: BTreeMap<String, String> = [("A", "1"), ("B", "two words"), ("C", "x=y"), ("D", "flag"), ("E", ""), ("FROM_SHELL", "shell-secret")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        assert_eq!(env, want);
+
+        let missing = agent_env(&["NOT_SET".into()], &[], lookup).unwrap_err().to_string();
+        assert!(missing.contains("--env NOT_SET: no such variable"), "{missing}");
+        let unreadable = agent_env(&[], &[dir.path().join("nope.env")], lookup).unwrap_err().to_string();
+        assert!(unreadable.contains("nope.env: cannot read it"), "{unreadable}");
+        for (text, says) in [("A=1\nsk-secret-value\n", "line 2: expected NAME=VALUE"), ("1A=sk-secret-value\n", "line 1: the name"), ("A=\"sk-secret-value\n", "quote is not closed")] {
+            std::fs::write(&file, text).unwrap();
+            let e = agent_env(&[], std::slice::from_ref(&file), lookup).unwrap_err().to_string();
+            assert!(e.contains(says) && !e.contains("sk-secret"), "{text:?}: {e}");
+        }
+        let bad = agent_env(&["BAD-NAME".into()], &[], |_| Some("v".into())).unwrap_err().to_string();
+        assert!(bad.contains("not a variable name"), "{bad}");
+    }
 }
