@@ -14,7 +14,9 @@
 //! Who may call what is decided per request ([`auth`], [`crate::access`]): on the Unix socket
 //! (0600) the peer's uid or a bearer token, on TCP a bearer token and a loopback
 //! `Host`/`Origin`. The listeners and their limits: [`listen`]. Error messages never repeat
-//! request values (a body, a query value, a token): only field names and what was expected.
+//! request values (a body, a query value, a token): only field names and what was expected;
+//! a path, a name or an id an operation refuses is shown cut to 200 characters
+//! ([`spaces_sdk::bounded`]), and every error body to [`spaces_sdk::error::MAX_MESSAGE_BYTES`].
 
 pub mod auth;
 pub mod bodies;
@@ -39,9 +41,11 @@ pub use routes::{router, AppState};
 /// An error answer: the envelope, with the status of its code.
 pub struct HttpError(pub ApiError);
 
-/// The envelope of `e` with an explicit `status` (404/405 for routes, 413 for a large body).
+/// The envelope of `e` with an explicit `status` (404/405 for routes, 413 for a large body),
+/// its message cut to [`spaces_sdk::error::MAX_MESSAGE_BYTES`] ([`ApiError::capped`]): the one
+/// door every HTTP error body goes out through.
 pub fn error_response(e: ApiError, status: StatusCode) -> Response {
-    (status, Json(ErrorEnvelope { error: e })).into_response()
+    (status, Json(ErrorEnvelope { error: e.capped() })).into_response()
 }
 
 /// The HTTP status of an error code (API reference, "Error codes"): 404 for `*_NOT_FOUND`, 409

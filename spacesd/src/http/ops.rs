@@ -167,7 +167,8 @@ pub(super) fn arguments(
         for (key, raw) in pairs {
             let kind = types.get(&key).copied().unwrap_or(Scalar::Text);
             let value = convert(kind, &raw).map_err(|expected| {
-                refuse(format!("invalid value for `{key}`: expected {expected}"), Some(key.clone()))
+                let shown: String = key.chars().take(spaces_sdk::decode::MAX_KEY_CHARS).collect();
+                refuse(format!("invalid value for `{shown}`: expected {expected}"), Some(shown))
             })?;
             if args.insert(key.clone(), value).is_some() {
                 let shown: String = key.chars().take(spaces_sdk::decode::MAX_KEY_CHARS).collect();
@@ -180,7 +181,8 @@ pub(super) fn arguments(
         match args.get(&key) {
             Some(Value::String(v)) if *v == value => {}
             Some(_) => {
-                return Err(refuse(format!("`{key}` differs between the path and the request"), Some(key)));
+                let shown: String = key.chars().take(spaces_sdk::decode::MAX_KEY_CHARS).collect();
+                return Err(refuse(format!("`{shown}` differs between the path and the request"), Some(shown)));
             }
             None => {
                 args.insert(key, Value::String(value));

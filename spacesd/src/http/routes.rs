@@ -6,7 +6,7 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
 use spaces_codespace::service::CodeSpace;
-use spaces_sdk::{ApiError, ErrorCode};
+use spaces_sdk::{bounded, ApiError, ErrorCode};
 
 use super::error_response;
 use crate::service::{table, Service};
@@ -47,7 +47,8 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Response {
     let e = ApiError::new(
         ErrorCode::InvalidArgument,
         format!(
-            "{method} is not allowed on this route{}",
+            "{} is not allowed on this route{}",
+            bounded(method.as_str()),
             if allowed.is_empty() { String::new() } else { format!(": use {}", allowed.join(" or ")) }
         ),
     );

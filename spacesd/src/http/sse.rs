@@ -121,7 +121,7 @@ pub async fn respond(
             Ok(page) => f.frames(page),
             Err(e) => {
                 f.done = true;
-                Bytes::from(format!("event: error\ndata: {}\n\n", serde_json::to_string(&e).unwrap_or_default()))
+                Bytes::from(format!("event: error\ndata: {}\n\n", serde_json::to_string(&e.capped()).unwrap_or_default()))
             }
         };
         Some((Ok::<Bytes, Infallible>(frames), f))

@@ -13,7 +13,7 @@ use rmcp::model::{
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
-use spaces_sdk::{ApiError, ErrorCode};
+use spaces_sdk::{bounded, ApiError, ErrorCode};
 use tokio_util::sync::CancellationToken;
 
 use super::backend::Backend;
@@ -76,7 +76,7 @@ impl<B: Backend> SpacesMcp<B> {
         progress: Option<(Peer<RoleServer>, ProgressToken)>,
     ) -> Result<Option<CallToolResult>, McpError> {
         let Some(entry) = self.tool_entry(name) else {
-            return Err(McpError::invalid_params(format!("unknown tool {name:?}; tools/list names them"), None));
+            return Err(McpError::invalid_params(format!("unknown tool {:?}; tools/list names them", bounded(name)), None));
         };
         let call = async {
             match (asker, &self.scope) {
@@ -130,8 +130,10 @@ fn asker(context: &RequestContext<RoleServer>) -> Asker {
     }
 }
 
-/// A refusal as MCP wants it: `isError`, the wire error's JSON as text, no structured content.
+/// A refusal as MCP wants it: `isError`, the wire error's JSON as text, no structured content;
+/// its message cut like every error body ([`ApiError::capped`]).
 pub fn refusal(e: &ApiError) -> CallToolResult {
+    let e = &e.clone().capped();
     let text = serde_json::to_string(e).unwrap_or_else(|_| format!("{{\"code\":\"INTERNAL\",\"message\":{:?}}}", e.message));
     CallToolResult::error(vec![ContentBlock::text(text)])
 }

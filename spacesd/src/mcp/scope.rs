@@ -27,7 +27,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Map, Value};
-use spaces_sdk::{ApiError, ErrorCode};
+use spaces_sdk::{bounded, ApiError, ErrorCode};
 
 use super::backend::Backend;
 use super::tools::{self, ToolEntry};
@@ -119,15 +119,16 @@ impl Scope {
         }
         if let Some(Value::String(work_id)) = args.get("work_id") {
             let work = backend.call("inbox_work", json!({ "work_id": work_id })).await?;
-            self.owned(&work["work"], "workspace_id", &format!("work {work_id:?}"))?;
+            self.owned(&work["work"], "workspace_id", &format!("work {:?}", bounded(work_id)))?;
         }
         if name == "operation_resume" {
             if let Some(Value::String(approval_id)) = args.get("approval_id") {
                 if !self.saw_hold(approval_id) {
                     return Err(self.refuse(format!(
-                        "{}: {} cannot tell which Space the hold {approval_id:?} belongs to; it resumes only holds it saw opened for Space {:?} (the approval_id of its own approval_create, apply_patch or exec_command)",
+                        "{}: {} cannot tell which Space the hold {:?} belongs to; it resumes only holds it saw opened for Space {:?} (the approval_id of its own approval_create, apply_patch or exec_command)",
                         self.scoped(),
                         self.holder,
+                        bounded(approval_id),
                         self.space
                     )));
                 }
@@ -146,7 +147,7 @@ impl Scope {
         let value = result?;
         if name == "operation_status" {
             let id = value.get("operation_id").and_then(Value::as_str).unwrap_or("?");
-            self.owned(&value, "workspace_id", &format!("operation {id:?}"))?;
+            self.owned(&value, "workspace_id", &format!("operation {:?}", bounded(id)))?;
         }
         Ok(value)
     }
@@ -166,8 +167,9 @@ impl Scope {
             Some(Value::String(s)) if *s == self.space => Ok(()),
             Some(Value::String(other)) => {
                 let mut e = self.refuse(format!(
-                    "{}: {path} {other:?} names another Space; leave it out or name {:?}",
+                    "{}: {path} {:?} names another Space; leave it out or name {:?}",
                     self.scoped(),
+                    bounded(other),
                     self.space
                 ));
                 e.field = Some(path.to_owned());

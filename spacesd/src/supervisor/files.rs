@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
-use spaces_sdk::{ApiError, Attachment, ErrorCode};
+use spaces_sdk::{bounded, ApiError, Attachment, ErrorCode};
 
 use crate::error::{Error, Result};
 
@@ -32,14 +32,14 @@ pub(super) fn check(files: &[Attachment]) -> Result<Vec<Checked>> {
     let mut out: Vec<Checked> = Vec::with_capacity(files.len());
     for (i, file) in files.iter().enumerate() {
         let field = format!("options.files[{i}]");
-        check_name(&file.name).map_err(|why| refused(&field, format!("{field}.name {:?} {why}", file.name)))?;
+        check_name(&file.name).map_err(|why| refused(&field, format!("{field}.name {:?} {why}", bounded(&file.name))))?;
         if out.iter().any(|c| c.name == file.name) {
-            return Err(refused(&field, format!("{field}: the file name {:?} is given twice; each file needs its own name", file.name)));
+            return Err(refused(&field, format!("{field}: the file name {:?} is given twice; each file needs its own name", bounded(&file.name))));
         }
         let too_big = || {
             refused(
                 &field,
-                format!("{field}: the file {:?} is larger than the limit of {} bytes (8 MiB) per file", file.name, Attachment::MAX_BYTES),
+                format!("{field}: the file {:?} is larger than the limit of {} bytes (8 MiB) per file", bounded(&file.name), Attachment::MAX_BYTES),
             )
         };
         // Four base64 characters carry three bytes: a longer text cannot fit, whatever it holds.
@@ -47,7 +47,7 @@ pub(super) fn check(files: &[Attachment]) -> Result<Vec<Checked>> {
             return Err(too_big());
         }
         let bytes = ENGINE.decode(file.content_base64.trim_end()).map_err(|e| {
-            refused(&field, format!("{field}.content_base64 of {:?} is not standard base64: {e}", file.name))
+            refused(&field, format!("{field}.content_base64 of {:?} is not standard base64: {e}", bounded(&file.name)))
         })?;
         if bytes.len() > Attachment::MAX_BYTES {
             return Err(too_big());

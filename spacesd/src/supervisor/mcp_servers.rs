@@ -18,7 +18,7 @@
 use std::path::Path;
 
 use spaces_harnesses::redact::REDACTED;
-use spaces_sdk::{ApiError, ErrorCode, McpServer, McpStdioServer, SpaceAgentOptions};
+use spaces_sdk::{bounded, ApiError, ErrorCode, McpServer, McpStdioServer, SpaceAgentOptions};
 
 use crate::error::{Error, Result};
 
@@ -42,11 +42,11 @@ pub fn validate(options: &SpaceAgentOptions) -> Result<()> {
         {
             return Err(invalid(
                 at("name"),
-                format!("MCP server name {name:?} must be 1-{NAME_MAX} letters, digits, '_' or '-' (the CLI calls its tools mcp__<name>__<tool>)"),
+                format!("MCP server name {:?} must be 1-{NAME_MAX} letters, digits, '_' or '-' (the CLI calls its tools mcp__<name>__<tool>)", bounded(name)),
             ));
         }
         if !seen.insert(name) {
-            return Err(invalid(at("name"), format!("MCP server name {name:?} is given twice; names must be unique")));
+            return Err(invalid(at("name"), format!("MCP server name {:?} is given twice; names must be unique", bounded(name))));
         }
         if name == SPACE_TOOLS_SERVER && space_tools_wanted(options) {
             return Err(invalid(
@@ -60,11 +60,11 @@ pub fn validate(options: &SpaceAgentOptions) -> Result<()> {
                     .iter()
                     .any(|p| s.url.len() > p.len() && s.url[..p.len()].eq_ignore_ascii_case(p));
                 if !scheme_ok || s.url.chars().any(char::is_whitespace) {
-                    return Err(invalid(at("url"), format!("MCP server url {:?} must be an http:// or https:// URL", s.url)));
+                    return Err(invalid(at("url"), format!("MCP server url {:?} must be an http:// or https:// URL", bounded(&s.url))));
                 }
                 for header in s.headers.keys() {
                     if header.is_empty() || !header.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
-                        return Err(invalid(at("headers"), format!("invalid HTTP header name {header:?}")));
+                        return Err(invalid(at("headers"), format!("invalid HTTP header name {:?}", bounded(header))));
                     }
                 }
             }
@@ -77,7 +77,7 @@ pub fn validate(options: &SpaceAgentOptions) -> Result<()> {
                 }
                 for var in s.env.keys() {
                     if !valid_env_name(var) {
-                        return Err(invalid(at("env"), format!("invalid environment variable name {var:?}")));
+                        return Err(invalid(at("env"), format!("invalid environment variable name {:?}", bounded(var))));
                     }
                 }
             }

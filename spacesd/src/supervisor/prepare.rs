@@ -36,6 +36,10 @@ use crate::store::runs::RunRow;
 
 /// Longest wait of `git ls-remote` at `agent_start`.
 const LS_REMOTE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest `repo` taken, in bytes.
+const MAX_URL_BYTES: usize = 4096;
+/// Longest `branch` taken, in bytes (git's ref names stay far below).
+const MAX_BRANCH_BYTES: usize = 255;
 /// Longest clone or checkout.
 const CLONE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
@@ -162,6 +166,12 @@ fn last_line(stderr: &str) -> String {
 /// (the clone target with `repo`, else `cwd`).
 /// `allow_local`: [`crate::config::Config::allow_local_repos`].
 pub(super) async fn check(cwd: &Path, options: &SpaceAgentOptions, allow_local: bool) -> Result<PathBuf> {
+    if let Some(url) = options.repo.as_deref().filter(|u| u.len() > MAX_URL_BYTES) {
+        return Err(invalid("options.repo", format!("options.repo is {} bytes long; at most {MAX_URL_BYTES} are allowed", url.len())));
+    }
+    if let Some(branch) = options.branch.as_deref().filter(|b| b.len() > MAX_BRANCH_BYTES) {
+        return Err(invalid("options.branch", format!("options.branch is {} bytes long; at most {MAX_BRANCH_BYTES} are allowed", branch.len())));
+    }
     if let Some(branch) = &options.branch {
         let (code, _) = output(git_args(&["check-ref-format", "--branch", branch]), LS_REMOTE_TIMEOUT).await.map_err(git_missing)?;
         if branch.starts_with('-') || code != Some(0) {
@@ -378,7 +388,7 @@ mod tests {
         for bad in ["--upload-pack=x", "not a url", "relative/path", "./r:x", "https://", "ext::sh", "ext::sh%20-c%20touch", "fd::3", "gopher://h/r", ""] {
             assert!(repo_kind(bad).is_err(), "{bad}");
         }
-        assert!(repo_kind("ext::x").unwrap_err().contains("transport helper"));
+        assert!(repo_kind("ext::x").is_err_and(|why| why.contains("transport helper")));
         assert_eq!(shown("https://user:tok@host/o/r.git"), "https://host/o/r.git");
         assert_eq!(shown("git@host:o/r"), "git@host:o/r");
         assert_eq!(userinfo("https://user:tok@host/o/r.git"), Some("user:tok"));

@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use spaces_sdk::{Approvals, ErrorCode, SpaceRecord};
+use spaces_sdk::{bounded, Approvals, ErrorCode, SpaceRecord};
 
 use crate::error::{refuse, Result};
 use crate::store::runs::RunRow;
@@ -26,19 +26,19 @@ pub(super) fn add(store: &Store, space: &SpaceRecord, replace: bool) -> Result<S
     if !name_ok {
         return Err(refuse(
             ErrorCode::InvalidArgument,
-            format!("invalid Space name {:?}: use 1-64 letters, digits, '-', '_' or '.'", space.name),
+            format!("invalid Space name {:?}: use 1-64 letters, digits, '-', '_' or '.'", bounded(&space.name)),
         ));
     }
     if !Path::new(&space.root).is_absolute() {
         // Never resolved against the daemon's working directory, which is not the caller's.
         return Err(refuse(
             ErrorCode::InvalidArgument,
-            format!("Space root {:?} is relative; give an absolute path (the CLI makes it absolute for you)", space.root),
+            format!("Space root {:?} is relative; give an absolute path (the CLI makes it absolute for you)", bounded(&space.root)),
         ));
     }
     refuse_home(Path::new(&space.root))?;
     let root = std::fs::canonicalize(&space.root).map_err(|e| {
-        refuse(ErrorCode::InvalidArgument, format!("Space root {:?} is not usable: {e}; give an existing directory", space.root))
+        refuse(ErrorCode::InvalidArgument, format!("Space root {:?} is not usable: {e}; give an existing directory", bounded(&space.root)))
     })?;
     if !root.is_dir() {
         return Err(refuse(ErrorCode::InvalidArgument, format!("Space root {} is not a directory", root.display())));
@@ -160,7 +160,7 @@ pub(super) fn list(store: &Store) -> Result<Vec<SpaceRecord>> {
 /// The Space `name`. Errors: `WORKSPACE_NOT_FOUND`, naming the command that registers it.
 pub(super) fn space(store: &Store, name: &str) -> Result<SpaceRecord> {
     store.space_get(name)?.ok_or_else(|| {
-        refuse(ErrorCode::WorkspaceNotFound, format!("no Space named {name:?} on this host; register it with `spacesd space add {name} PATH`"))
+        refuse(ErrorCode::WorkspaceNotFound, format!("no Space named {:?} on this host; register it with `spacesd space add NAME PATH`", bounded(name)))
     })
 }
 
@@ -170,7 +170,7 @@ pub(super) fn run_in_space(store: &Store, space: &str, run_id: &str) -> Result<R
     self::space(store, space)?;
     match store.run_get(run_id)? {
         Some(run) if run.space == space => Ok(run),
-        _ => Err(refuse(ErrorCode::RunNotFound, format!("no run {run_id:?} in Space {space:?}; list runs with `spacesd agent list --space {space}`"))),
+        _ => Err(refuse(ErrorCode::RunNotFound, format!("no run {:?} in Space {:?}; list runs with `spacesd agent list --space {}`", bounded(run_id), bounded(space), bounded(space)))),
     }
 }
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use spaces_harnesses::Harness;
-use spaces_sdk::{SpaceAgentOptions, AgentStartReport, AgentStartRequest, ApiError, ErrorCode, Phase, SpaceRecord, Status};
+use spaces_sdk::{bounded, SpaceAgentOptions, AgentStartReport, AgentStartRequest, ApiError, ErrorCode, Phase, SpaceRecord, Status};
 
 use super::marker::turn_tag;
 use super::secrets::RunSecrets;
@@ -60,7 +60,7 @@ pub(super) async fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentSta
     let mut cwd = resolve_cwd(Path::new(&space.root), options.cwd.as_deref())?;
     for name in options.env.keys().chain(options.env_from_host.iter()) {
         if !mcp_servers::valid_env_name(name) {
-            return Err(refuse(ErrorCode::InvalidArgument, format!("invalid environment variable name {name:?}")));
+            return Err(refuse(ErrorCode::InvalidArgument, format!("invalid environment variable name {:?}", bounded(name))));
         }
     }
     mcp_servers::validate(&options)?;
@@ -82,7 +82,7 @@ pub(super) async fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentSta
         notes.extend(show_notes(&inner.cfg, &space.name, &run_id));
     }
     if let Some(home) = &options.home {
-        claim_home(inner, harness, home, &run_id).await?;
+        claim_home(inner, harness, home, &run_id, &space.name).await?;
     }
     let created = record(inner, &run_id, &space, harness, cwd, options, notes.clone(), env, &req.prompt, &files);
     let (run, secrets, prompt) = match created {
@@ -184,12 +184,12 @@ fn row(
     }
 }
 
-/// Take the lease of persistent agent `home` for the new run `run_id`, after checking that its
-/// saved home is one `harness` can use. Errors: `LEASE_HELD` (another run, here or on another
-/// host, holds it), `INVALID_ARGUMENT` (a bad name, a home of another harness), `INTERNAL`
-/// (the volume).
-async fn claim_home(inner: &Inner, harness: &dyn Harness, home: &str, run_id: &str) -> Result<()> {
-    inner.homes.claim(home, run_id).await?;
+/// Take the lease of persistent agent `home` for the new run `run_id` in Space `space`, after
+/// checking that its saved home is one `harness` can use. Errors: `FORBIDDEN` (the home belongs
+/// to another Space, or to none), `LEASE_HELD` (another run, here or on another host, holds
+/// it), `INVALID_ARGUMENT` (a bad name, a home of another harness), `INTERNAL` (the volume).
+async fn claim_home(inner: &Inner, harness: &dyn Harness, home: &str, run_id: &str, space: &str) -> Result<()> {
+    inner.homes.claim(home, run_id, space).await?;
     let latest = match inner.homes.latest(home).await {
         Ok(latest) => latest,
         Err(e) => {
@@ -202,7 +202,7 @@ async fn claim_home(inner: &Inner, harness: &dyn Harness, home: &str, run_id: &s
         inner.homes.release(home, run_id).await;
         return Err(refuse(
             ErrorCode::InvalidArgument,
-            format!("the persistent agent {home:?} is a {agent} agent; start it with agent {agent:?}, or pick another home name"),
+            format!("the persistent agent {:?} is a {agent} agent; start it with agent {agent:?}, or pick another home name", bounded(home)),
         ));
     }
     Ok(())
@@ -239,7 +239,7 @@ fn check_base_url(url: &str) -> Result<()> {
     }
     let mut e = ApiError::new(
         ErrorCode::InvalidArgument,
-        format!("options.base_url {url:?} is not an http:// or https:// URL with a host (e.g. http://127.0.0.1:8080)"),
+        format!("options.base_url {:?} is not an http:// or https:// URL with a host (e.g. http://127.0.0.1:8080)", bounded(url)),
     );
     e.field = Some("options.base_url".into());
     Err(Error::Api(e))
@@ -270,7 +270,7 @@ fn auth_note(inner: &Inner, harness: &dyn Harness, options: &SpaceAgentOptions, 
 fn harness(agent: &str) -> Result<&'static dyn Harness> {
     spaces_harnesses::by_id(agent).ok_or_else(|| {
         let known: Vec<&str> = spaces_harnesses::all().iter().map(|h| h.id()).collect();
-        refuse(ErrorCode::HarnessUnavailable, format!("unknown agent {agent:?}; this host has: {}", known.join(", ")))
+        refuse(ErrorCode::HarnessUnavailable, format!("unknown agent {:?}; this host has: {}", bounded(agent), known.join(", ")))
     })
 }
 
@@ -325,7 +325,7 @@ fn resolve_cwd(root: &Path, cwd: Option<&str>) -> Result<PathBuf> {
     let root = spaces_codespace::fs::Root::open(root).map_err(|e| Error::Api(e.into()))?;
     root.check_dir(rel).map_err(|e| {
         let mut e = ApiError::from(e);
-        e.message = format!("cwd {rel:?}: {}", e.message);
+        e.message = format!("cwd {:?}: {}", bounded(rel), e.message);
         Error::Api(e)
     })
 }

@@ -18,6 +18,7 @@ mod promises;
 mod repos;
 mod runs;
 mod security;
+mod small_holes;
 mod space_tools;
 mod survive;
 mod tcp;
