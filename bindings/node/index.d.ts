@@ -163,6 +163,8 @@ export declare class Spaces {
   homeRestore(args: { at?: any; name: any; to?: any }): Promise<any>
   /** Delete a home and every snapshot of it (refused while a run holds its lease). (`home_delete`: POST /v1/homes/{name}/delete) */
   homeDelete(args: { name: any }): Promise<any>
+  /** Give a home to another Space: only that Space's runs may use it from then on. (`home_move`: POST /v1/homes/{name}/move) */
+  homeMove(args: { name: any; space: any }): Promise<any>
   /** What the workspace permits and this host supports: permissions, limits, process lifetime, isolation. (`workspace_info`: POST /v1/tools/workspace_info) */
   workspaceInfo(args: { work_id?: any; workspace_id: any }): Promise<any>
   /** Read a file of the workspace (a window of at most 1 MiB) with its version. (`read`: POST /v1/tools/read) */
@@ -245,6 +247,8 @@ export declare class Space {
   agentRemove(args: { run_id: any }): Promise<any>
   /** Delete the Space's runs that are not live and were created more than older_than_ms ago. (`agent_prune`: POST /v1/spaces/{space}/agents/prune) */
   agentPrune(args: { older_than_ms: any }): Promise<any>
+  /** Give a home to another Space: only that Space's runs may use it from then on. (`home_move`: POST /v1/homes/{name}/move) */
+  homeMove(args: { name: any }): Promise<any>
   /** What the workspace permits and this host supports: permissions, limits, process lifetime, isolation. (`workspace_info`: POST /v1/tools/workspace_info) */
   workspaceInfo(args?: { work_id?: any }): Promise<any>
   /** Read a file of the workspace (a window of at most 1 MiB) with its version. (`read`: POST /v1/tools/read) */

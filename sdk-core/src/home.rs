@@ -4,7 +4,9 @@
 //! A persistent agent is a name. Its home (the harness's config directory: sessions, memory,
 //! settings) is kept as snapshots in the host's **volume** (a local directory, or an
 //! S3-compatible store shared by many hosts) and restored before its run's first turn; one host
-//! at a time holds its **lease**.
+//! at a time holds its **lease**. A home belongs to the Space whose run created it (the `space`
+//! of its newest snapshot's record): runs of another Space are refused it (`FORBIDDEN`) until
+//! the operator moves it (`home_move`).
 
 use serde::{Deserialize, Serialize};
 
@@ -73,12 +75,36 @@ pub struct HomeRestoreRequest {
     pub to: Option<String>,
 }
 
+/// `home_move`: the home belongs to `space` from now on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HomeMoveRequest {
+    pub name: String,
+    /// The Space that gets the home: registered on this host.
+    pub space: String,
+}
+
+/// What `home_move` did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HomeMoveReport {
+    pub name: String,
+    /// The Space it belongs to now.
+    pub space: String,
+    /// The Space it belonged to before; `null` when none (an archive imported without a record).
+    pub from: Option<String>,
+    /// The newest snapshot, whose record names `space` (a new snapshot of the same files, or the
+    /// same one when the home already belonged to `space`).
+    pub snapshot: HomeSnapshot,
+}
+
 /// A file-system entry a snapshot lists but does not hold.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SkippedEntry {
     /// Path relative to the home.
     pub path: String,
-    /// `socket`, `fifo`, `char_device`, `block_device` or `excluded`.
+    /// `socket`, `fifo`, `char_device`, `block_device`, `excluded`, `symlink_outside` (it resolves
+    /// outside the home, through other symlinks or not), `sqlite_wal`/`sqlite_shm` or
+    /// `unsupported_name`.
     pub kind: String,
 }
 
@@ -100,7 +126,8 @@ pub struct HomeSnapshot {
     pub layers: u32,
     /// The persistent agent's record at that time: `agent`, `space`, `session_id`, ...
     pub meta: serde_json::Value,
-    /// Entries listed but not saved (sockets, FIFOs, devices, excluded caches).
+    /// Entries listed but not saved (sockets, FIFOs, devices, excluded caches, symlinks that
+    /// resolve outside the home).
     pub skipped: Vec<SkippedEntry>,
 }
 

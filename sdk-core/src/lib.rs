@@ -36,8 +36,8 @@ pub use capabilities::{AuthState, Capabilities, HarnessCapabilities};
 pub use decode::decode;
 pub use error::{bounded, ApiError, ErrorCode};
 pub use home::{
-    HomeDeleteReport, HomeExportRequest, HomeImportRequest, HomeLease, HomeRecord, HomeRequest, HomeRestoreRequest,
-    HomeSnapshot, HomeTransferReport, PersistentAgentSendReport, PersistentAgentSendRequest, VolumeCapabilities,
+    HomeDeleteReport, HomeExportRequest, HomeImportRequest, HomeLease, HomeMoveReport, HomeMoveRequest, HomeRecord, HomeRequest,
+    HomeRestoreRequest, HomeSnapshot, HomeTransferReport, PersistentAgentSendReport, PersistentAgentSendRequest, VolumeCapabilities,
 };
 pub use event::{Category, Event, EventKind, EventsPage, StopReason, ToolStatus};
 pub use mcp_server::{McpHttpServer, McpServer, McpStdioServer};

@@ -213,6 +213,9 @@ macro_rules! for_each_operation {
             home_delete: HomeDelete, Post "/v1/homes/{name}/delete",
                 $crate::home::HomeRequest => $crate::home::HomeDeleteReport, false, Operator [Destructive],
                 "Delete a home and every snapshot of it (refused while a run holds its lease).";
+            home_move: HomeMove, Post "/v1/homes/{name}/move",
+                $crate::home::HomeMoveRequest => $crate::home::HomeMoveReport, false, Operator [Idempotent],
+                "Give a home to another Space: only that Space's runs may use it from then on.";
 
             // ----- CodeSpace tools (API reference, "CodeSpace execution layer") -----
             workspace_info: WorkspaceInfo, Post "/v1/tools/workspace_info",

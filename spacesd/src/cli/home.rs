@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use clap::Subcommand;
 use spaces_sdk::client::Client;
 use spaces_sdk::{
-    Empty, HomeExportRequest, HomeImportRequest, HomeRequest, HomeRestoreRequest, HomeTransferReport,
+    Empty, HomeExportRequest, HomeImportRequest, HomeMoveRequest, HomeRequest, HomeRestoreRequest, HomeTransferReport,
     PersistentAgentSendRequest,
 };
 
@@ -54,6 +54,13 @@ pub enum HomeCmd {
     },
     /// Delete NAME's home and every snapshot of it (refused while a run holds the agent).
     Delete { name: String },
+    /// Give NAME's home to Space SPACE: only that Space's runs may use it from then on (a home
+    /// belongs to the Space that created it). Refused while a run holds the agent.
+    Move {
+        name: String,
+        #[arg(long, value_name = "SPACE")]
+        space: String,
+    },
     /// Send TEXT to the persistent agent NAME: a follow-up to its live run on this host, or a
     /// fresh run with its home restored (refused mid-turn). `-` reads TEXT from stdin, `@FILE`
     /// from FILE.
@@ -70,12 +77,13 @@ pub async fn run(client: &Client, cmd: HomeCmd) -> anyhow::Result<()> {
             } else if homes.is_empty() {
                 println!("no persistent agents yet (start one with `spacesd agent start AGENT PROMPT --home NAME`)");
             } else {
-                println!("{:<24} {:>9} {:>12} {:<16} LEASE", "NAME", "SNAPSHOTS", "SIZE", "AGENT");
+                println!("{:<24} {:<16} {:>9} {:>12} {:<16} LEASE", "NAME", "SPACE", "SNAPSHOTS", "SIZE", "AGENT");
                 for h in homes {
                     let size = h.latest.as_ref().map_or(0, |s| s.bytes);
-                    let agent = h.latest.as_ref().and_then(|s| s.meta.get("agent")).and_then(|a| a.as_str()).unwrap_or("-").to_owned();
+                    let field = |k: &str| h.latest.as_ref().and_then(|s| s.meta.get(k)).and_then(|a| a.as_str()).filter(|a| !a.is_empty());
+                    let (agent, space) = (field("agent").unwrap_or("-").to_owned(), field("space").unwrap_or("(none)").to_owned());
                     let lease = h.lease.map_or("free".to_owned(), |l| format!("{} (until {})", l.holder, l.expires_ms));
-                    println!("{:<24} {:>9} {:>12} {:<16} {lease}", h.name, h.snapshots, bytes(size), agent);
+                    println!("{:<24} {:<16} {:>9} {:>12} {:<16} {lease}", h.name, space, h.snapshots, bytes(size), agent);
                 }
             }
         }
@@ -110,6 +118,19 @@ pub async fn run(client: &Client, cmd: HomeCmd) -> anyhow::Result<()> {
         HomeCmd::Delete { name } => {
             let r = client.home_delete(&HomeRequest { name }).await?;
             println!("deleted home {:?} ({} objects)", r.name, r.objects);
+        }
+        HomeCmd::Move { name, space } => {
+            let r = client.home_move(&HomeMoveRequest { name, space }).await?;
+            match r.from.as_deref() {
+                Some(from) if from == r.space => println!("home {:?} already belongs to Space {:?}", r.name, r.space),
+                from => println!(
+                    "home {:?} now belongs to Space {:?} (was {}; snapshot {})",
+                    r.name,
+                    r.space,
+                    from.map_or("no Space".to_owned(), |f| format!("{f:?}")),
+                    r.snapshot.id
+                ),
+            }
         }
         HomeCmd::Send { name, text } => {
             let text = text_from(&text, "the message")?;

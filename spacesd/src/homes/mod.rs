@@ -10,9 +10,22 @@
 //! loses its leases when they expire, never sooner. A home whose newest snapshot reads more than
 //! [`COMPACT_AFTER_LAYERS`] layers is compacted after the save that made it.
 //!
+//! A home **belongs to a Space**: the one named in its newest snapshot's record
+//! ([`meta::AgentMeta::space`]), that is the Space of the run that created it (or of the last
+//! explicit move). Only runs of that Space may take its lease ([`Homes::claim`]): a run of
+//! another Space, whoever asks for it (a tool caller's token, a run's own process, the operator),
+//! is refused `FORBIDDEN`. A home whose newest record names no Space (an archive imported under
+//! a new name) belongs to no Space and is refused the same way until the operator gives it one
+//! with `home_move` ([`ops`]). A home with no snapshot yet is new: the first run that saves it
+//! makes it its Space's.
+//!
+//! Saves refuse the run's secret values ([`Homes::save`]'s `secrets`: the run's `env` values,
+//! forwarded provider keys, MCP server secrets, the daemon's own secrets): a file of the home
+//! holding one is not uploaded, and the save fails naming the file.
+//!
 //! The run side (restore before the first turn, save after every turn) is in
 //! `supervisor::persist`; the operator's operations (list, snapshots, export, import,
-//! point-in-time restore, delete) are in [`ops`].
+//! point-in-time restore, delete, move) are in [`ops`].
 
 pub mod meta;
 pub mod ops;
@@ -43,6 +56,41 @@ pub const KEEP_SNAPSHOTS: usize = 20;
 /// `home_delete`) on host `host`.
 fn operator_holder(host: &str) -> String {
     format!("{host}/operator")
+}
+
+/// Who a home belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    /// No snapshot yet: the Space of the first run that saves it will own it.
+    New,
+    /// The Space named in its newest snapshot's record.
+    Space(String),
+    /// Its newest snapshot's record names no Space (imported under a new name): nobody's until
+    /// the operator moves it to a Space.
+    Nobody,
+}
+
+/// The Space a snapshot's record names, if any.
+pub fn space_of(meta: &serde_json::Value) -> Option<&str> {
+    meta.get("space").and_then(serde_json::Value::as_str).filter(|s| !s.is_empty())
+}
+
+/// Refuses (`FORBIDDEN`) a run of Space `space` using home `home` of owner `owner`. The message
+/// never names the owning Space (the caller may be another Space's).
+fn check_owner(home: &str, owner: &Owner, space: &str) -> Result<()> {
+    let why = match owner {
+        Owner::New => return Ok(()),
+        Owner::Space(s) if s == space => return Ok(()),
+        Owner::Space(_) => "belongs to another Space: a persistent agent's home stays with the Space that created it",
+        Owner::Nobody => "belongs to no Space yet (its newest snapshot was imported without an agent record)",
+    };
+    Err(refuse(
+        ErrorCode::Forbidden,
+        format!(
+            "the persistent agent {home:?} {why}; it cannot run in Space {space:?} unless the operator moves it there \
+             (`spacesd home move {home} --space {space}`)"
+        ),
+    ))
 }
 
 /// A lease this host holds for one of its runs.
@@ -131,14 +179,37 @@ impl Homes {
         self.held_map().get(home).map(|h| h.run_id.clone())
     }
 
-    /// Take `home`'s lease for run `run_id` (a no-op when that run holds it already).
-    /// Errors: `LEASE_HELD` naming the holder and the expiry; `INVALID_ARGUMENT` for a bad name;
+    /// Who `home` belongs to. Errors: `INVALID_ARGUMENT` for a bad name, `INTERNAL` for the
+    /// store.
+    pub async fn owner(&self, home: &str) -> Result<Owner> {
+        Ok(match self.latest(home).await? {
+            None => Owner::New,
+            Some(s) => space_of(&s.meta).map_or(Owner::Nobody, |s| Owner::Space(s.to_owned())),
+        })
+    }
+
+    /// Take `home`'s lease for run `run_id` of Space `space` (a no-op when that run holds it
+    /// already). The home must be new or belong to `space`: checked before the lease is taken
+    /// (so another Space's caller learns nothing of its holder) and again once it is held (so
+    /// a move cannot slip in between). Errors: `FORBIDDEN` (another Space's home, or nobody's);
+    /// `LEASE_HELD` naming the holder and the expiry; `INVALID_ARGUMENT` for a bad name;
     /// `INTERNAL` when the store cannot be reached.
-    pub async fn claim(&self, home: &str, run_id: &str) -> Result<()> {
+    pub async fn claim(&self, home: &str, run_id: &str, space: &str) -> Result<()> {
         if self.held_map().get(home).is_some_and(|h| h.run_id == run_id) {
             return Ok(());
         }
+        check_owner(home, &self.owner(home).await?, space)?;
         let lease = self.volume.acquire(home, &self.holder(run_id), LEASE_TTL).await.map_err(|e| volume_error(e, home))?;
+        let owned = match self.owner(home).await {
+            Ok(owner) => check_owner(home, &owner, space),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = owned {
+            if let Err(le) = lease.release().await {
+                tracing::warn!("home {home}: lease not released ({le}); it ends at its expiry");
+            }
+            return Err(e);
+        }
         self.held_map().insert(home.to_owned(), Held { run_id: run_id.to_owned(), lease: Arc::new(tokio::sync::Mutex::new(lease)) });
         Ok(())
     }
@@ -186,17 +257,28 @@ impl Homes {
     }
 
     /// Save `dir` as `home`'s next snapshot for run `run_id` (which must hold the lease: it is
-    /// taken again if this daemon restarted), leaving out `exclude` globs; `meta` is the
-    /// persistent agent's record. An unchanged home uploads nothing. Errors: `LEASE_HELD`
-    /// (another host took the home over), the store, the files.
-    pub async fn save(&self, home: &str, run_id: &str, dir: &Path, exclude: &[&str], meta: serde_json::Value) -> Result<SaveReport> {
-        self.claim(home, run_id).await?;
+    /// taken again if this daemon restarted, for the Space its record names), leaving out
+    /// `exclude` globs; `meta` is the persistent agent's record. A file (or path) holding one of
+    /// the `secrets` values is not uploaded: the save fails naming it, and stores nothing. An
+    /// unchanged home uploads nothing. Errors: `LEASE_HELD` (another host took the home over),
+    /// `FORBIDDEN` (the home was moved to another Space), `INVALID_ARGUMENT` (a secret value
+    /// in a file), the store, the files.
+    pub async fn save(
+        &self,
+        home: &str,
+        run_id: &str,
+        dir: &Path,
+        exclude: &[&str],
+        meta: serde_json::Value,
+        secrets: Vec<spaces_volumes::SecretValue>,
+    ) -> Result<SaveReport> {
+        self.claim(home, run_id, space_of(&meta).unwrap_or_default()).await?;
         let _busy = self.busy_lock(home).lock_owned().await;
         let lease = self.held_map().get(home).filter(|h| h.run_id == run_id).map(|h| h.lease.clone());
         let Some(lease) = lease else {
             return Err(refuse(ErrorCode::LeaseHeld, format!("home {home:?}: run {run_id} no longer holds its lease")));
         };
-        let opts = SaveOptions { meta, exclude: exclude.iter().map(|s| (*s).to_owned()).collect(), ..Default::default() };
+        let opts = SaveOptions { meta, exclude: exclude.iter().map(|s| (*s).to_owned()).collect(), refuse: secrets };
         let lease = lease.lock().await;
         let report = self.volume.save(&lease, dir, &opts, &LogProgress::new(home, "save")).await.map_err(|e| {
             if matches!(e, VolumeError::LeaseLost { .. }) {
@@ -257,6 +339,13 @@ pub fn volume_error(e: VolumeError, home: &str) -> Error {
         VolumeError::Unsafe { entry, why } => {
             refuse(ErrorCode::InvalidArgument, format!("refused: entry {entry:?} would escape the home ({why}); nothing was changed"))
         }
+        VolumeError::Secret { path, name } => refuse(
+            ErrorCode::InvalidArgument,
+            format!(
+                "the file {path:?} of the home holds the value of {name}, a secret of the run; the home was not saved \
+                 (nothing was uploaded) until that file no longer holds it"
+            ),
+        ),
         VolumeError::Corrupt { what, why } => {
             refuse(ErrorCode::InvalidArgument, format!("refused: {what} is truncated or corrupt ({why}); nothing was changed"))
         }

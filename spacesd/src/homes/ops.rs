@@ -1,5 +1,10 @@
 //! The operator's operations on persistent agents' homes (`home_list`, `home_snapshots`,
-//! `home_export`, `home_import`, `home_restore`, `home_delete`; `spacesd home ...`).
+//! `home_export`, `home_import`, `home_restore`, `home_delete`, `home_move`; `spacesd home
+//! ...`).
+//!
+//! Ownership (see [`super`]): an import keeps the home's owner (a new name imported from an
+//! archive belongs to no Space until moved); a point-in-time restore back into the volume
+//! rewinds files and session but keeps the current owner; `home_move` alone changes it.
 //!
 //! Paths are on the daemon's host and must be absolute (a relative path would be resolved
 //! against the daemon's working directory, which is never what the caller meant). Changing a
@@ -11,11 +16,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use spaces_sdk::{
-    ErrorCode, HomeDeleteReport, HomeExportRequest, HomeImportRequest, HomeLease, HomeRecord, HomeRestoreRequest,
-    HomeSnapshot, HomeTransferReport,
+    ErrorCode, HomeDeleteReport, HomeExportRequest, HomeImportRequest, HomeLease, HomeMoveReport, HomeRecord,
+    HomeRestoreRequest, HomeSnapshot, HomeTransferReport,
 };
 
-use super::{operator_holder, snapshot_wire, volume_error, Homes, LogProgress, LEASE_TTL};
+use super::{operator_holder, snapshot_wire, space_of, volume_error, Homes, LogProgress, LEASE_TTL};
 use crate::error::{refuse, Result};
 
 impl Homes {
@@ -95,10 +100,13 @@ impl Homes {
         }
         let lease = self.operator_lease(&req.name).await?;
         let result = async {
+            // The owner stays the current one: a restore rewinds files and session, not who may
+            // use the home.
+            let owner = self.latest(&req.name).await?.and_then(|s| space_of(&s.meta).map(str::to_owned));
             let staging = tempfile::Builder::new().prefix(".restore-").tempdir_in(self.scratch_dir()?)?;
             let target = staging.path().join("home");
             let r = self.volume().restore(&req.name, req.at.as_deref(), &target, &progress).await.map_err(|e| volume_error(e, &req.name))?;
-            let opts = spaces_volumes::SaveOptions { meta: r.snapshot.meta.clone(), ..Default::default() };
+            let opts = spaces_volumes::SaveOptions { meta: with_owner(r.snapshot.meta.clone(), owner.as_deref()), ..Default::default() };
             let saved = self.volume().save(&lease, &target, &opts, &progress).await.map_err(|e| volume_error(e, &req.name))?;
             Ok::<_, crate::error::Error>((saved.snapshot, r.bytes))
         }
@@ -119,6 +127,37 @@ impl Homes {
         Ok(HomeDeleteReport { name: r.home, objects: r.objects })
     }
 
+    /// `home_move`: the home of `name` belongs to Space `space` from now on (a new snapshot of
+    /// the same files whose record names `space`; its `cwd` is dropped: the new Space's root).
+    /// Nothing is written when it already belongs to `space`. Takes the home's lease for the
+    /// call. Errors: `LEASE_HELD` (a run holds it), `INVALID_ARGUMENT` (no such home),
+    /// `INTERNAL`.
+    pub async fn move_to(&self, name: &str, space: &str) -> Result<HomeMoveReport> {
+        if self.latest(name).await?.is_none() {
+            return Err(volume_error(spaces_volumes::VolumeError::HomeNotFound { home: name.to_owned() }, name));
+        }
+        let lease = self.operator_lease(name).await?;
+        let result = async {
+            let latest = self.latest(name).await?.ok_or_else(|| {
+                volume_error(spaces_volumes::VolumeError::HomeNotFound { home: name.to_owned() }, name)
+            })?;
+            let from = space_of(&latest.meta).map(str::to_owned);
+            if from.as_deref() == Some(space) {
+                return Ok((from, latest));
+            }
+            let mut meta = with_owner(latest.meta.clone(), Some(space));
+            if let Some(m) = meta.as_object_mut() {
+                m.remove("cwd");
+            }
+            let snap = self.volume().set_meta(&lease, meta).await.map_err(|e| volume_error(e, name))?;
+            Ok::<_, crate::error::Error>((from, snap))
+        }
+        .await;
+        let _ = lease.release().await;
+        let (from, snap) = result?;
+        Ok(HomeMoveReport { name: name.to_owned(), space: space.to_owned(), from, snapshot: snapshot_wire(snap) })
+    }
+
     async fn operator_lease(&self, name: &str) -> Result<spaces_volumes::Lease> {
         self.volume().acquire(name, &operator_holder(self.host()), LEASE_TTL).await.map_err(|e| volume_error(e, name))
     }
@@ -128,6 +167,21 @@ impl Homes {
         crate::fsutil::create_private_dir(&self.scratch)?;
         Ok(self.scratch.clone())
     }
+}
+
+/// A snapshot's record naming `owner` as its Space (none: no `space`). A record that is not an
+/// object (an imported archive's) becomes one.
+fn with_owner(meta: serde_json::Value, owner: Option<&str>) -> serde_json::Value {
+    let mut m = match (meta, owner) {
+        (serde_json::Value::Object(m), _) => m,
+        (other, None) => return other,
+        (_, Some(_)) => serde_json::Map::new(),
+    };
+    match owner {
+        Some(s) => m.insert("space".to_owned(), serde_json::Value::String(s.to_owned())),
+        None => m.remove("space"),
+    };
+    serde_json::Value::Object(m)
 }
 
 fn absolute(field: &str, path: &str) -> Result<PathBuf> {

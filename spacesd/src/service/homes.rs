@@ -3,8 +3,8 @@
 //! ([`crate::homes`]).
 
 use spaces_sdk::{
-    ApiError, Empty, HomeDeleteReport, HomeExportRequest, HomeImportRequest, HomeRecord, HomeRequest, HomeRestoreRequest,
-    HomeSnapshot, HomeTransferReport, PersistentAgentSendReport, PersistentAgentSendRequest,
+    ApiError, Empty, HomeDeleteReport, HomeExportRequest, HomeImportRequest, HomeMoveReport, HomeMoveRequest, HomeRecord,
+    HomeRequest, HomeRestoreRequest, HomeSnapshot, HomeTransferReport, PersistentAgentSendReport, PersistentAgentSendRequest,
 };
 
 use super::Service;
@@ -48,5 +48,11 @@ impl Service {
     /// home).
     pub async fn home_delete(&self, req: HomeRequest) -> Result<HomeDeleteReport> {
         self.sup.homes().delete(&req.name).await.map_err(|e| e.to_api())
+    }
+
+    /// `home_move`. Errors: `WORKSPACE_NOT_FOUND` (no such Space here), `LEASE_HELD` (a run
+    /// holds the home), `INVALID_ARGUMENT` (no such home).
+    pub async fn home_move(&self, req: HomeMoveRequest) -> Result<HomeMoveReport> {
+        self.sup.home_move(&req.name, &req.space).await.map_err(|e| e.to_api())
     }
 }

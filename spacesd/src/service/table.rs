@@ -87,6 +87,7 @@ pub fn table() -> &'static [Row] {
             HomeImport => home_import,
             HomeRestore => home_restore,
             HomeDelete => home_delete,
+            HomeMove => home_move,
             WorkspaceInfo => workspace_info,
             Read => read,
             Find => find,

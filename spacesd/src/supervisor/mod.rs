@@ -266,6 +266,13 @@ impl Supervisor {
         &self.inner.homes
     }
 
+    /// `home_move`: persistent agent `name`'s home belongs to Space `space` (registered here)
+    /// from now on. Errors: `WORKSPACE_NOT_FOUND`, `LEASE_HELD`, `INVALID_ARGUMENT` (no such home).
+    pub async fn home_move(&self, name: &str, space: &str) -> Result<spaces_sdk::HomeMoveReport> {
+        let space = registry::space(&self.inner.store, space)?;
+        self.inner.homes.move_to(name, &space.name).await
+    }
+
     /// `agent_status` with the last `tail` lines of output (the caller applies the contract's
     /// default, `AgentStatusRequest::tail_lines`). Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`.
     pub fn agent_status(&self, space: &str, run_id: &str, tail: u32) -> Result<RunStatus> {

@@ -12,8 +12,10 @@
 //! session with clean arguments and a `notice` says the session was reset.
 //!
 //! Saves run beside the run (the next turn never waits for one); they are serialized per home,
-//! and an unchanged home uploads nothing. Each save that stored something, and each one that
-//! failed, is a `notice` of the turn.
+//! and an unchanged home uploads nothing. A file of the home holding one of the run's secret
+//! values (its `env` values, forwarded provider keys, MCP server secrets, the daemon's own) is
+//! never uploaded: that save fails, naming the file. Each save that stored something, and each
+//! one that failed, is a `notice` of the turn.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,7 +43,7 @@ fn agent_home(inner: &Inner, run_id: &str) -> PathBuf {
 /// be restored, a home of another harness.
 pub(super) async fn prepare(inner: &Inner, run: &mut RunRow, harness: &dyn Harness) -> Result<Vec<EventDraft>, String> {
     let Some(home) = run.options.home.clone() else { return Ok(Vec::new()) };
-    inner.homes.claim(&home, &run.run_id).await.map_err(|e| e.to_api().message)?;
+    inner.homes.claim(&home, &run.run_id, &run.space).await.map_err(|e| e.to_api().message)?;
     let layout = harness.persistent_home();
     let agent_home = agent_home(inner, &run.run_id);
     let config_dir = agent_home.join(layout.config_dir);
@@ -126,7 +128,14 @@ fn save_task(inner: &Arc<Inner>, run: &RunRow, harness: &'static dyn Harness) ->
     let run_id = run.run_id.clone();
     let turn = run.turns;
     Some(async move {
-        let result = inner.homes.save(&home, &run_id, &config_dir, layout.excludes, meta.to_value()).await;
+        // The run's secret values are never uploaded: a file holding one fails the save.
+        let result = match super::secrets::RunSecrets::load(&inner.cfg.run_dir(&run_id)) {
+            Ok(secrets) => inner.homes.save(&home, &run_id, &config_dir, layout.excludes, meta.to_value(), secrets.refused_in_home()).await,
+            Err(e) => Err(crate::error::refuse(
+                spaces_sdk::ErrorCode::Internal,
+                format!("the run's secrets cannot be read to check the home against them ({e})"),
+            )),
+        };
         let draft = match result {
             Ok(r) if r.unchanged => return,
             Ok(r) => notice(

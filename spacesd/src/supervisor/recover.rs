@@ -67,7 +67,7 @@ pub(super) async fn recover(inner: &Arc<Inner>) -> Result<()> {
     // and that run's next save says so).
     for run in inner.store.live_persistent_runs()? {
         let Some(home) = run.options.home.clone() else { continue };
-        if let Err(e) = inner.homes.claim(&home, &run.run_id).await {
+        if let Err(e) = inner.homes.claim(&home, &run.run_id, &run.space).await {
             tracing::warn!("run {}: the lease of home {home:?} was not taken back: {}", run.run_id, e.to_api().message);
         }
     }

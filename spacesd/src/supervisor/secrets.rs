@@ -85,6 +85,42 @@ impl RunSecrets {
     }
 }
 
+impl RunSecrets {
+    /// Every secret value of the run with what to call it (never the value): its environment's
+    /// values by variable name (`options.env`, forwarded provider keys), MCP server secrets, the
+    /// repository URL's credentials, and the daemon's own secrets. Values under 8 characters are
+    /// left out, as redaction leaves them.
+    pub fn named_values(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = self.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        for server in &self.mcp_servers {
+            for v in server.secret_values() {
+                out.push((format!("a secret of MCP server {:?}", server.name()), v.to_owned()));
+                if let Some((_, token)) = v.split_once(' ') {
+                    out.push((format!("a secret of MCP server {:?}", server.name()), token.trim().to_owned()));
+                }
+            }
+        }
+        if let Some(userinfo) = self.repo_url.as_deref().and_then(super::prepare::userinfo) {
+            out.extend(userinfo.split(':').map(|p| ("the repository URL's credentials".to_owned(), p.to_owned())));
+        }
+        out.extend(host_secrets().into_iter().map(|v| ("a secret of the daemon".to_owned(), v)));
+        out.retain(|(_, v)| v.chars().count() >= spaces_harnesses::redact::REDACT_MIN_LEN);
+        out
+    }
+
+    /// What a save of the run's persistent home refuses to store: every value of
+    /// [`Self::named_values`] in each spelling the redactor knows (as written, JSON-escaped).
+    pub fn refused_in_home(&self) -> Vec<spaces_volumes::SecretValue> {
+        let mut out = Vec::new();
+        for (name, value) in self.named_values() {
+            for spelling in Redactor::new([value]).spellings() {
+                out.push(spaces_volumes::SecretValue { name: name.clone(), value: spelling.as_bytes().to_vec() });
+            }
+        }
+        out
+    }
+}
+
 /// The daemon's own secret values (see the module doc).
 static HOST: RwLock<Vec<String>> = RwLock::new(Vec::new());
 

@@ -80,6 +80,8 @@ fn minimal(name: &str, f: &Fixtures) -> (Value, Option<(&'static str, Value)>) {
         "home_import" => (json!({"name": "h2", "path": f.get("export_file")}), None),
         "home_restore" => (json!({"name": "h", "to": f.get("restore_dir")}), Some(("at", json!(1)))),
         "home_delete" => (json!({"name": "h2"}), None),
+        // "h" was made by a run of Space "s": already its, so the move changes nothing.
+        "home_move" => (json!({"name": "h", "space": "s"}), Some(("space", json!(1)))),
         other => panic!("no minimal request for operation {other:?}: add one to tests/tests/suite/contract.rs"),
     }
 }

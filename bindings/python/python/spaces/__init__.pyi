@@ -48,6 +48,8 @@ class Spaces:
         """Point-in-time restore: a snapshot into a directory, or back as the home's newest snapshot."""
     async def home_delete(self, *, name: str) -> Any:
         """Delete a home and every snapshot of it (refused while a run holds its lease)."""
+    async def home_move(self, *, name: str, space: str) -> Any:
+        """Give a home to another Space: only that Space's runs may use it from then on."""
     async def inbox_works(self, *, workspace_id: Optional[str] = None) -> Any:
         """The works of this host, optionally of one workspace."""
     async def inbox_work(self, *, work_id: str) -> Any:
