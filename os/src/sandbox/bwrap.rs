@@ -9,7 +9,8 @@
 //! 3. each hidden path: an empty tmpfs (a file: `/dev/null` bound read-only);
 //! 4. each read-only path, then each writable path, bound at the same path (missing ones
 //!    skipped: `--ro-bind-try`, `--bind-try`);
-//! 5. the run's API directory at [`super::API_DIR`].
+//! 5. the run's API directory at [`super::API_DIR`];
+//! 6. the hidden folders' stand-ins and `/run` remounted read-only.
 //!
 //! Namespaces: pid, ipc, uts, mount (always, bubblewrap's
 //! own), user (a non-root daemon), net (`network: false`). Bubblewrap drops every capability of
@@ -58,6 +59,13 @@ pub fn command(policy: &Policy, helper: &[String], argv: &[String], cwd: &Path) 
     if let Some(dir) = &policy.api_dir {
         out.extend(["--bind".to_owned(), text(dir)?, API_DIR.to_owned()]);
     }
+    // The empty folders standing in for hidden ones (and `/run`) read-only, last: what is
+    // bound beneath them keeps its own mode, and nothing written there could mislead a program
+    // into thinking it reached the daemon's state.
+    for path in policy.hidden.iter().filter_map(|p| real(p)).filter(|p| p.is_dir()) {
+        out.extend(["--remount-ro".to_owned(), text(&path)?]);
+    }
+    out.extend(["--remount-ro".to_owned(), "/run".to_owned()]);
     out.extend(["--chdir".to_owned(), text(cwd)?]);
     out.push("--".into());
     out.extend(helper.iter().cloned());

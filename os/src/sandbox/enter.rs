@@ -11,7 +11,7 @@
 use std::os::unix::process::CommandExt;
 
 use nix::libc;
-use nix::sys::resource::{setrlimit, Resource};
+use nix::sys::resource::{getrlimit, setrlimit, Resource};
 
 use super::Error;
 
@@ -63,6 +63,9 @@ fn enter(args: &Args) -> Result<std::convert::Infallible, Error> {
         }
     }
     if let Some(n) = args.max_processes {
+        // Never above the ceiling the daemon itself was given (raising a hard limit is refused).
+        let hard = getrlimit(Resource::RLIMIT_NPROC).map_or(n, |(_, hard)| hard);
+        let n = n.min(hard);
         setrlimit(Resource::RLIMIT_NPROC, n, n).map_err(|e| Error::Enter { what: "set the process ceiling", source: e.into() })?;
     }
     let program = super::seccomp::filter().map_err(|e| Error::Enter { what: "build the seccomp filter", source: std::io::Error::other(e) })?;
