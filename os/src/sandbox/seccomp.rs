@@ -54,6 +54,7 @@ const DENIED: &[i64] = &[
 ];
 
 /// `ioctl` requests refused: faking terminal input.
+#[allow(clippy::unnecessary_cast)] // the constants are c_ulong: u64 here, u32 elsewhere
 const DENIED_IOCTLS: &[u64] = &[libc::TIOCSTI as u64, libc::TIOCLINUX as u64];
 
 /// The filter for this machine's architecture. Errors: the architecture is not one seccompiler
