@@ -29,6 +29,9 @@
 
 pub mod meta;
 pub mod ops;
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

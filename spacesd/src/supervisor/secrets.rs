@@ -209,6 +209,26 @@ mod tests {
     }
 
     #[test]
+    fn a_home_save_refuses_every_secret_of_the_run_in_every_spelling_by_name() {
+        learn_secret("daemon-secret-for-homes-1");
+        let secrets = RunSecrets {
+            env: [("API_KEY".to_owned(), "quote\"and/slash-1".to_owned()), ("SHORT".to_owned(), "tiny".to_owned())].into(),
+            mcp_servers: serde_json::from_value(json!([{"name": "h", "url": "http://h", "headers": {"Authorization": "Bearer header-token-9"}}]))
+                .unwrap(),
+            repo_url: Some("https://bob:repo-token-77@git.example/o/r.git".into()),
+        };
+        let refused = secrets.refused_in_home();
+        let has = |name: &str, value: &str| refused.iter().any(|s| s.name == name && s.value == value.as_bytes());
+        assert!(has("API_KEY", "quote\"and/slash-1"));
+        assert!(has("API_KEY", "quote\\\"and/slash-1"), "the JSON spelling");
+        assert!(has("API_KEY", "quote\\\"and\\/slash-1"), "the JSON spelling with an escaped slash");
+        assert!(has("a secret of MCP server \"h\"", "header-token-9"));
+        assert!(has("the repository URL's credentials", "repo-token-77"));
+        assert!(has("a secret of the daemon", "daemon-secret-for-homes-1"));
+        assert!(!refused.iter().any(|s| s.name == "SHORT"), "values under 8 characters are not secrets here either");
+    }
+
+    #[test]
     fn a_run_without_files_has_no_secrets() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(RunSecrets::load(dir.path()).unwrap(), RunSecrets::default());
