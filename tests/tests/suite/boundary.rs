@@ -57,7 +57,7 @@ async fn a_commands_processes_reach_nothing_of_the_operator(d: TestDaemon) {
     // A process of the other Space, to be killed from this one.
     let victim = tool(&d, "exec_command", json!({"workspace_id": "other", "command": ["sleep", "120"]})).await;
     let victim = victim["process_id"].as_str().unwrap().to_owned();
-    let host_pid = wait_for_pid(&other, b"sleep\0120\0").await;
+    let host_pid = wait_for_pid(&other, b"sleep\x00120\x00").await;
     let (bin, state) = (spacesd_bin(), d.state_dir());
     let (bin, state) = (bin.display(), state.display());
     let token = std::fs::read_to_string(d.state_dir().join("token")).unwrap();

@@ -67,7 +67,7 @@ async fn acceptance_loop_over_http() {
     assert_eq!(ex["files"]["patch"]["available"], true);
     assert_eq!(ex["process"]["available"], true);
     assert_eq!(ex["process"]["capabilities"]["lifetime"]["client_disconnect"], "keep_running");
-    assert_eq!(ex["isolation"]["command_sandbox"], "none");
+    assert_eq!(ex["isolation"]["command_sandbox"], "bubblewrap", "commands start in the host's sandbox");
     assert_eq!(ex["approvals"], "off");
 
     // read -> preview -> apply -> read back

@@ -170,7 +170,7 @@ async fn a_tool_that_drops_the_marker_and_calls_setsid_is_stopped() {
     // environment is the one the tool really has.
     let escaped = || {
         std::fs::read_dir("/proc").unwrap().flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()).find(|&pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == b"sleep\0600\0")
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == b"sleep\x00600\x00")
                 && std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c == root)
                 && nix::unistd::getsid(Some(nix::unistd::Pid::from_raw(pid))).is_ok_and(|sid| sid.as_raw() == pid)
         })

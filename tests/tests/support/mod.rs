@@ -188,10 +188,6 @@ impl TestDaemon {
         d
     }
 
-    /// The uid the daemon runs as when it is not the tests' own.
-    pub fn user(&self) -> Option<u32> {
-        self.user
-    }
 
     pub fn state_dir(&self) -> PathBuf {
         self.dir.path().join("state")
