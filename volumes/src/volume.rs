@@ -173,8 +173,9 @@ impl Volume {
             .ok_or_else(|| VolumeError::SnapshotNotFound { home: home.to_string(), snapshot: format!("{seq:020}") })
     }
 
-    /// Every home in the volume that has a snapshot or a live lease, sorted by name.
-    /// Errors: `Store`, `Corrupt` (an unreadable manifest).
+    /// Every home in the volume that has a snapshot or a live lease, sorted by name; a home
+    /// whose newest manifest is unreadable or refused is listed with `latest: None`.
+    /// Errors: `Store`.
     pub async fn homes(&self) -> Result<Vec<HomeSummary>> {
         let root = store::homes_root();
         let listed = self
@@ -196,8 +197,14 @@ impl Volume {
             if list.is_empty() && lease.is_none() {
                 continue;
             }
+            // A newest snapshot that cannot be read or is refused (corrupt, hostile) leaves the
+            // home listed without one, so the others stay listable and it can be deleted.
             let latest = match list.last() {
-                Some((seq, _)) => self.fetch(&name, *seq).await?.map(|f| f.manifest.info()),
+                Some((seq, _)) => match self.fetch(&name, *seq).await {
+                    Ok(f) => f.map(|f| f.manifest.info()),
+                    Err(VolumeError::Corrupt { .. } | VolumeError::Unsafe { .. }) => None,
+                    Err(e) => return Err(e),
+                },
                 None => None,
             };
             out.push(HomeSummary { name, snapshots: list.len() as u64, latest, lease });

@@ -116,11 +116,16 @@ impl Homes {
         Ok(report(&req.name, snap, None, bytes, started))
     }
 
-    /// `home_delete`: every snapshot and layer of the home. Errors: `LEASE_HELD` (a run holds
-    /// it), `INVALID_ARGUMENT` (no such home), `INTERNAL`.
+    /// `home_delete`: every snapshot and layer of the home (one whose newest snapshot is corrupt
+    /// or refused included). Errors: `LEASE_HELD` (a run holds it), `INVALID_ARGUMENT` (no such
+    /// home), `INTERNAL`.
     pub async fn delete(&self, name: &str) -> Result<HomeDeleteReport> {
-        if self.latest(name).await?.is_none() {
-            return Err(volume_error(spaces_volumes::VolumeError::HomeNotFound { home: name.to_owned() }, name));
+        use spaces_volumes::VolumeError;
+        // A home whose newest snapshot is corrupt or refused (hostile) can be deleted too.
+        match self.volume().latest(name).await {
+            Ok(None) => return Err(volume_error(VolumeError::HomeNotFound { home: name.to_owned() }, name)),
+            Ok(Some(_)) | Err(VolumeError::Corrupt { .. } | VolumeError::Unsafe { .. }) => {}
+            Err(e) => return Err(volume_error(e, name)),
         }
         let lease = self.operator_lease(name).await?;
         let r = self.volume().delete(lease).await.map_err(|e| volume_error(e, name))?;

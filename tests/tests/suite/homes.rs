@@ -366,3 +366,282 @@ async fn the_operator_lists_exports_imports_restores_and_deletes_homes() {
     let (code, _) = code_of(d.client.persistent_agent_send(&PersistentAgentSendRequest { name: "ops".into(), text: "hi".into() }).await.unwrap_err());
     assert_eq!(code, ErrorCode::InvalidArgument);
 }
+
+// ----- Issue 28: homes stay with their Space (fake `claude-code`, no model needed) -----
+
+/// A daemon with TCP on whose `claude-code` is a fake: it writes `settings.json` into its config
+/// dir (and, when `LEAK` is set, that value into `leak.txt`), then sleeps. Returns the daemon, its
+/// TCP address and the fake's directory (kept alive with it).
+async fn fake_claude_daemon() -> (TestDaemon, String, tempfile::TempDir) {
+    let bin_dir = tempfile::tempdir().unwrap();
+    let fake = bin_dir.path().join("fake-claude");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\nmkdir -p \"$CLAUDE_CONFIG_DIR\" && echo x > \"$CLAUDE_CONFIG_DIR/settings.json\"\n\
+         if [ -n \"$LEAK\" ]; then printf 'key=%s\\n' \"$LEAK\" > \"$CLAUDE_CONFIG_DIR/leak.txt\"; fi\nexec sleep 60\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let env = vec![("SPACES_HARNESS_BIN_CLAUDE_CODE".to_owned(), fake.display().to_string())];
+    let d = TestDaemon::start_with(env, vec!["--tcp".into(), "127.0.0.1:0".into()]).await;
+    let addr = std::fs::read_to_string(d.state_dir().join("tcp.addr")).unwrap().trim().to_owned();
+    (d, addr, bin_dir)
+}
+
+/// A caller token of `space` (control scope) made with the CLI, as a client over TCP.
+fn caller(d: &TestDaemon, addr: &str, space: &str) -> spaces_sdk::client::Client {
+    let (ok, out) = d.cli(&["token", "create", "--space", space, "--scope", "control"]);
+    assert!(ok, "token create: {out}");
+    let token = out.lines().next().unwrap().trim().to_owned();
+    spaces_sdk::client::Client::new(spaces_sdk::client::Endpoint::Tcp { addr: addr.to_owned(), token })
+}
+
+fn start_json(space: &str, home: &str) -> serde_json::Value {
+    serde_json::json!({"space": space, "agent": "claude-code", "prompt": "hi", "options": {"home": home}})
+}
+
+fn refused(r: Result<serde_json::Value, ClientError>) -> (ErrorCode, String) {
+    match r {
+        Err(e) => code_of(e),
+        Ok(v) => panic!("expected a refusal, got {v}"),
+    }
+}
+
+/// Waits for the fake to write its config dir, stops the run, and waits until its home is saved
+/// and its lease released.
+async fn stop_and_wait_saved(d: &TestDaemon, space: &str, run: &str, home: &str) {
+    let written = d.state_dir().join("runs").join(run).join("home/.claude/settings.json");
+    crate::support::wait_until("the fake to write its config dir", Duration::from_secs(30), || written.is_file()).await;
+    d.client.agent_stop(&AgentRunRequest { space: space.into(), run_id: run.into() }).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let homes = d.client.home_list(&spaces_sdk::Empty {}).await.unwrap();
+        if homes.iter().any(|h| h.name == home && h.lease.is_none() && h.snapshots > 0) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "home {home} not saved and freed: {homes:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Issue 28, "Homes stay with their Space": a persistent agent's home made by a run of Space `s`
+/// is refused (`FORBIDDEN`) to a caller of Space `t` (and to the operator starting it in `t`),
+/// with every home operation; `s`'s own caller uses it. The operator moves it with `home move`,
+/// after which it is `t`'s and no longer `s`'s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_home_stays_with_its_space_until_the_operator_moves_it() {
+    let (d, addr, _bin) = fake_claude_daemon().await;
+    d.space("s").await;
+    d.space("t").await;
+    let run = d.client.call_named("agent_start", start_json("s", "owned")).await.unwrap()["run_id"].as_str().unwrap().to_owned();
+    stop_and_wait_saved(&d, "s", &run, "owned").await;
+    let (s_caller, t_caller) = (caller(&d, &addr, "s"), caller(&d, &addr, "t"));
+
+    let (code, message) = refused(t_caller.call_named("agent_start", start_json("t", "owned")).await);
+    assert_eq!(code, ErrorCode::Forbidden, "{message}");
+    assert!(message.contains("another Space") && message.contains("home move"), "{message}");
+    for (op, args) in [
+        ("persistent_agent_send", serde_json::json!({"name": "owned", "text": "hi"})),
+        ("home_move", serde_json::json!({"name": "owned", "space": "t"})),
+        ("home_export", serde_json::json!({"name": "owned", "path": "/tmp/x.tar.zst"})),
+        ("home_list", serde_json::json!({})),
+    ] {
+        let (code, message) = refused(t_caller.call_named(op, args).await);
+        assert_eq!(code, ErrorCode::Forbidden, "{op}: {message}");
+    }
+    // Not the operator either, in another Space: a home moves only explicitly.
+    let (code, message) = refused(d.client.call_named("agent_start", start_json("t", "owned")).await);
+    assert_eq!(code, ErrorCode::Forbidden, "{message}");
+    let homes = d.client.home_list(&spaces_sdk::Empty {}).await.unwrap();
+    assert!(homes.iter().any(|h| h.name == "owned" && h.lease.is_none()), "a refused start took no lease: {homes:?}");
+
+    // Its own Space's caller uses it.
+    let run = s_caller.call_named("agent_start", start_json("s", "owned")).await.unwrap()["run_id"].as_str().unwrap().to_owned();
+    stop_and_wait_saved(&d, "s", &run, "owned").await;
+
+    // The operator moves it: now it is t's, and s's caller is refused.
+    let (ok, out) = d.cli(&["home", "move", "owned", "--space", "t"]);
+    assert!(ok && out.contains("now belongs to Space \"t\""), "{out}");
+    let (ok, out) = d.cli(&["home", "list"]);
+    assert!(ok && out.lines().any(|l| l.starts_with("owned") && l.split_whitespace().nth(1) == Some("t")), "{out}");
+    let (code, message) = refused(s_caller.call_named("agent_start", start_json("s", "owned")).await);
+    assert_eq!(code, ErrorCode::Forbidden, "{message}");
+    let run = t_caller.call_named("agent_start", start_json("t", "owned")).await.unwrap()["run_id"].as_str().unwrap().to_owned();
+    stop_and_wait_saved(&d, "t", &run, "owned").await;
+    let latest = d.client.home_snapshots(&HomeRequest { name: "owned".into() }).await.unwrap().pop().unwrap();
+    assert_eq!(latest.meta["space"], "t", "{:?}", latest.meta);
+    // A move to a Space this host does not have is refused.
+    let (ok, out) = d.cli(&["home", "move", "owned", "--space", "nowhere"]);
+    assert!(!ok && out.contains("nowhere"), "{out}");
+}
+
+/// Issue 28: a save never uploads a file of the home holding one of the run's secret values (here
+/// an `env` value the agent wrote into its config dir): the save fails with a `notice` naming the
+/// file and the variable (never the value), and the volume holds no snapshot of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_save_holding_the_runs_secret_value_fails_naming_the_file() {
+    let (d, _addr, _bin) = fake_claude_daemon().await;
+    d.space("s").await;
+    let mut req = start_json("s", "leaky");
+    req["options"]["env"] = serde_json::json!({"LEAK": "leaked-secret-value-42"});
+    let run = d.client.call_named("agent_start", req).await.unwrap()["run_id"].as_str().unwrap().to_owned();
+    let leak = d.state_dir().join("runs").join(&run).join("home/.claude/leak.txt");
+    crate::support::wait_until("the fake to write leak.txt", Duration::from_secs(30), || leak.is_file()).await;
+    d.client.agent_stop(&AgentRunRequest { space: "s".into(), run_id: run.clone() }).await.unwrap();
+    let notice = d
+        .wait_for_event("s", &run, Duration::from_secs(30), |e| {
+            e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.starts_with("home not saved"))
+        })
+        .await;
+    let text = notice.summary.unwrap_or_default();
+    assert!(text.contains("leak.txt") && text.contains("LEAK"), "{text}");
+    let all = describe(&d.events("s", &run).await);
+    assert!(!all.contains("leaked-secret-value-42"), "{all}");
+    let volume = d.state_dir().join("volume/homes/leaky/snapshots");
+    assert!(std::fs::read_dir(&volume).map(|r| r.count()).unwrap_or(0) == 0, "a snapshot was stored");
+}
+
+/// One tar entry (old header, any name, nothing normalised): the kind of archive `tar` itself
+/// would never write.
+fn raw_tar_entry(out: &mut Vec<u8>, name: &str, kind: u8, link: &str, data: &[u8]) {
+    let mut h = [0u8; 512];
+    h[..name.len()].copy_from_slice(name.as_bytes());
+    let octal = |h: &mut [u8; 512], at: usize, len: usize, v: u64| {
+        let s = format!("{v:0w$o}\0", w = len - 1);
+        h[at..at + len].copy_from_slice(s.as_bytes());
+    };
+    octal(&mut h, 100, 8, 0o644);
+    octal(&mut h, 108, 8, 0);
+    octal(&mut h, 116, 8, 0);
+    octal(&mut h, 124, 12, data.len() as u64);
+    octal(&mut h, 136, 12, 1_700_000_000);
+    h[156] = kind;
+    h[157..157 + link.len()].copy_from_slice(link.as_bytes());
+    h[148..156].copy_from_slice(b"        ");
+    let sum: u32 = h.iter().map(|b| u32::from(*b)).sum();
+    h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+    out.extend_from_slice(&h);
+    out.extend_from_slice(data);
+    out.extend(std::iter::repeat_n(0u8, (512 - data.len() % 512) % 512));
+}
+
+/// `bytes` through a command's stdin, its stdout back.
+fn pipe(cmd: &str, args: &[&str], bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut child = std::process::Command::new(cmd)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(bytes).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{cmd}");
+    out.stdout
+}
+
+fn zstd(tar: &mut Vec<u8>) -> Vec<u8> {
+    tar.extend(std::iter::repeat_n(0u8, 1024));
+    pipe("zstd", &["-q", "-c"], tar)
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    String::from_utf8(pipe("sha256sum", &[], bytes)).unwrap().split_whitespace().next().unwrap().to_owned()
+}
+
+const V41_TARGET: &str = "loop/loop/loop/loop/../../../../tmp/v41-out";
+
+/// Case V41 as a snapshot planted straight into the daemon's local volume (as a hostile store
+/// would hold it), owned by Space `s`: `notes/todo.txt`, `loop -> .`, `notes -> V41_TARGET`.
+fn plant_v41(volume: &std::path::Path, home: &str) {
+    let data = b"todo";
+    let mut layer = Vec::new();
+    raw_tar_entry(&mut layer, "notes/todo.txt", b'0', "", data);
+    let layer = zstd(&mut layer);
+    let sha = sha256(&layer);
+    let dir = volume.join("homes").join(home);
+    std::fs::create_dir_all(dir.join("layers")).unwrap();
+    std::fs::create_dir_all(dir.join("snapshots")).unwrap();
+    std::fs::write(dir.join(format!("layers/{sha}.tar.zst")), &layer).unwrap();
+    let m = serde_json::json!({
+        "format": 1, "id": format!("{:020}", 1), "home": home, "created_ms": 1, "host": "evil", "nonce": "n",
+        "meta": {"agent": "claude-code", "space": "s"}, "skipped": [], "root": {"mode": 0o700, "mtime_ns": 0},
+        "layers": [sha],
+        "entries": [
+            {"path": "notes/todo.txt", "kind": "file", "mode": 0o644, "size": data.len(), "mtime_ns": 0, "sha256": sha256(data), "layer": sha},
+            {"path": "loop", "kind": "symlink", "mode": 0o777, "mtime_ns": 0, "target": "."},
+            {"path": "notes", "kind": "symlink", "mode": 0o777, "mtime_ns": 0, "target": V41_TARGET},
+        ],
+    });
+    std::fs::write(dir.join(format!("snapshots/{:020}.json", 1)), serde_json::to_vec(&m).unwrap()).unwrap();
+}
+
+/// What `/tmp/v41-out` holds (made if missing, so a broken restore would write into it).
+fn v41_out() -> Vec<(String, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let out = std::path::Path::new("/tmp/v41-out");
+    let _ = std::fs::create_dir(out);
+    let mut v: Vec<(String, u32)> = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.file_name().to_string_lossy().into_owned(), e.metadata().unwrap().permissions().mode())
+        })
+        .collect();
+    v.push((".".into(), std::fs::metadata(out).unwrap().permissions().mode()));
+    v.sort();
+    v
+}
+
+/// Case V41 end to end: `agent_start --home` of a planted V41 snapshot is refused naming the
+/// entry, with no run and no home made; `home export` of it and `home import` of V41
+/// archives (the symlink kind and the hard-link kind, entries in the case's order) are refused
+/// naming the entry; nothing appears or changes in `/tmp/v41-out`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn case_v41_agent_start_home_export_and_import_refuse_and_create_nothing_outside() {
+    let (d, _addr, _bin) = fake_claude_daemon().await;
+    d.space("s").await;
+    let before = v41_out();
+    plant_v41(&d.state_dir().join("volume"), "v41");
+
+    // Refused at once (the snapshot is checked whole before anything is made): no run.
+    let (code, message) = refused(d.client.call_named("agent_start", start_json("s", "v41")).await);
+    assert_eq!(code, ErrorCode::InvalidArgument, "{message}");
+    assert!(message.contains("\"notes\"") && message.contains("outside the home"), "{message}");
+    assert!(d.client.space("s").agent_list().await.unwrap().is_empty(), "a run was made");
+    assert_eq!(v41_out(), before);
+
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("v41.tar.zst");
+    let (ok, out) = d.cli(&["home", "export", "v41", file.to_str().unwrap()]);
+    assert!(!ok && out.contains("\"notes\""), "{out}");
+    assert!(std::fs::read_dir(work.path()).unwrap().next().is_none(), "export left a file");
+
+    let mut symlinks = Vec::new();
+    raw_tar_entry(&mut symlinks, "notes/todo.txt", b'0', "", b"todo");
+    raw_tar_entry(&mut symlinks, "loop", b'2', ".", b"");
+    raw_tar_entry(&mut symlinks, "notes", b'2', V41_TARGET, b"");
+    let mut links_first = Vec::new();
+    raw_tar_entry(&mut links_first, "loop", b'2', ".", b"");
+    raw_tar_entry(&mut links_first, "notes", b'2', V41_TARGET, b"");
+    raw_tar_entry(&mut links_first, "notes/todo.txt", b'0', "", b"todo");
+    let mut hard = Vec::new();
+    raw_tar_entry(&mut hard, "todo.txt", b'0', "", b"todo");
+    raw_tar_entry(&mut hard, "loop", b'2', ".", b"");
+    raw_tar_entry(&mut hard, "notes", b'1', "loop/loop/todo.txt", b"");
+    for (what, mut tar, entry) in [("V41", symlinks, "\"notes\""), ("links first", links_first, "\"notes"), ("hard link", hard, "\"notes\"")] {
+        let archive = work.path().join("in.tar.zst");
+        std::fs::write(&archive, zstd(&mut tar)).unwrap();
+        let (ok, out) = d.cli(&["home", "import", "v41-import", archive.to_str().unwrap()]);
+        assert!(!ok && out.contains(entry), "{what}: {out}");
+        assert_eq!(v41_out(), before, "{what}");
+    }
+    // The hostile home stays listable (without a snapshot to show) and can be deleted.
+    let homes = d.client.home_list(&spaces_sdk::Empty {}).await.unwrap();
+    assert!(!homes.iter().any(|h| h.name == "v41-import"), "{homes:?}");
+    assert!(homes.iter().any(|h| h.name == "v41" && h.latest.is_none()), "{homes:?}");
+    let (ok, out) = d.cli(&["home", "delete", "v41"]);
+    assert!(ok, "{out}");
+    assert!(!d.client.home_list(&spaces_sdk::Empty {}).await.unwrap().iter().any(|h| h.name == "v41"));
+    assert_eq!(v41_out(), before);
+}

@@ -209,6 +209,13 @@ async fn case_v41_restore_and_export_refuse_links_resolving_outside_in_any_order
         assert!(!fresh.exists(), "fresh restore, {what}: the home was created");
         outside.unchanged(&format!("fresh restore, {what}"));
     }
+    // Every one of them is still listed (without a snapshot to show), so each can be deleted.
+    let homes = tv.volume.homes().await.unwrap();
+    assert_eq!(homes.len(), variants(2, false).len());
+    assert!(homes.iter().all(|h| h.latest.is_none() && h.snapshots == 1), "{homes:?}");
+    let lease = tv.lease("v41-0").await;
+    tv.volume.delete(lease).await.unwrap();
+    assert_eq!(tv.volume.homes().await.unwrap().len(), variants(2, false).len() - 1);
 }
 
 #[tokio::test]
