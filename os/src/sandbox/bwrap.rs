@@ -37,6 +37,9 @@ pub fn command(policy: &Policy, helper: &[String], argv: &[String], cwd: &Path) 
     if !policy.network {
         out.push("--unshare-net".into());
     }
+    if policy.die_with_parent {
+        out.push("--die-with-parent".into());
+    }
     out.extend(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"].map(String::from));
     for private in ["/tmp", "/dev/shm", "/run"] {
         out.extend(["--tmpfs".to_owned(), private.to_owned()]);
@@ -103,6 +106,7 @@ mod tests {
             network: false,
             max_processes: Some(64),
             user_namespace: true,
+            die_with_parent: false,
         };
         std::fs::create_dir_all(state.path().join("space")).unwrap();
         let argv = command(&policy, &["/bin/spacesd".into()], &["sh".into(), "-c".into(), "true".into()], Path::new("/srv/space")).unwrap();

@@ -116,6 +116,11 @@ pub struct Policy {
     /// Make a user namespace (a non-root daemon must; root need not).
     #[serde(default)]
     pub user_namespace: bool,
+    /// The sandbox ends when the process that started bubblewrap does (`--die-with-parent`):
+    /// for the daemon's own short commands (its `git`). A shim's tree does not set it: what a
+    /// command leaves running is waited for (or ended) by the shim, as without a sandbox.
+    #[serde(default)]
+    pub die_with_parent: bool,
 }
 
 fn yes() -> bool {
@@ -189,6 +194,7 @@ impl Host {
             network: tree.network,
             max_processes: if root { None } else { self.max_processes },
             user_namespace: !root,
+            die_with_parent: false,
         })
     }
 }

@@ -21,6 +21,12 @@
 //!   in the run directory (`prepared`) makes this happen once per run, not per turn.
 //!
 //! User names and passwords in a URL (`https://user:token@host/...`) never appear in messages.
+//!
+//! **Every `git` runs in the Space's sandbox** ([`Jail`], `spaces_os::sandbox`), never on the
+//! host as the daemon: a repository's own config (`core.fsmonitor`, `core.hooksPath`, hooks in
+//! `.git/hooks`) runs its programs where a run's agent would, with the Space writable and the
+//! daemon's state, token and other Spaces out of reach (issue 28). A local repository the
+//! operator allows (`allow_local_repos`) is mounted read-only for the clone.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -135,10 +141,63 @@ fn repo_kind(url: &str) -> std::result::Result<RepoKind, &'static str> {
 /// The examples a refusal of `options.repo` gives.
 const REPO_FORMS: &str = "a URL such as https://host/owner/repo.git, ssh://host/repo.git, git://host/repo, or user@host:path";
 
-/// A `git` command with a small, predictable environment: no prompt for credentials (a
-/// detached run has nobody to answer), messages in English.
-fn git() -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new("git");
+/// Where the daemon's `git` commands run: the sandbox of one Space (see the module doc), or the
+/// host when the operator turned the sandbox off.
+pub(super) struct Jail {
+    /// The sandbox and the daemon's own command (which enters it); `None`: no sandbox.
+    sandbox: Option<(spaces_os::sandbox::Policy, Vec<String>)>,
+}
+
+impl Jail {
+    /// The sandbox of the Space whose root is `root` (writable unless `read_only`), with
+    /// `readonly` paths added (an allowed local repository). Errors: `INTERNAL` when the Space
+    /// registry cannot be read or the daemon cannot name its own command.
+    pub(super) fn for_space(inner: &Inner, root: &Path, read_only: bool, readonly: Vec<PathBuf>) -> Result<Jail> {
+        let extra = crate::sandbox::Extra { readonly, ..Default::default() };
+        let Some(mut policy) = crate::sandbox::policy(&inner.store, root, read_only, extra)? else { return Ok(Jail { sandbox: None }) };
+        // A `git` whose daemon-side wait ends (time limit, the daemon exits) takes its sandbox along.
+        policy.die_with_parent = true;
+        let helper = super::mcp_servers::self_command()
+            .map_err(|e| Error::Api(ApiError::new(ErrorCode::Internal, format!("cannot tell how to run spacesd for git's sandbox: {e}"))))?;
+        Ok(Jail { sandbox: Some((policy, helper)) })
+    }
+
+    /// The Space of run `run` ([`Jail::for_space`]), as a message for the turn's reason.
+    fn for_run(inner: &Inner, run: &RunRow, readonly: Vec<PathBuf>) -> std::result::Result<Jail, String> {
+        let space = match inner.store.space_get(&run.space) {
+            Ok(Some(space)) => space,
+            Ok(None) => return Err(format!("the Space {:?} of this run is no longer registered", run.space)),
+            Err(e) => return Err(format!("cannot read the Space registry: {e}")),
+        };
+        Jail::for_space(inner, Path::new(&space.root), space.read_only, readonly).map_err(|e| e.to_string())
+    }
+
+    /// `git` working in `cwd`: inside the sandbox when there is one.
+    fn git(&self, cwd: &Path) -> tokio::process::Command {
+        let argv = match &self.sandbox {
+            Some((policy, helper)) => spaces_os::sandbox::command(policy, helper, &["git".to_owned()], cwd).ok(),
+            None => None,
+        };
+        let mut cmd = match argv.as_deref() {
+            Some([program, args @ ..]) => {
+                let mut cmd = tokio::process::Command::new(program);
+                cmd.args(args);
+                cmd
+            }
+            // No sandbox, or a path the sandbox cannot mount (not UTF-8): git refuses such a
+            // sandboxed start below rather than run on the host.
+            _ if self.sandbox.is_some() => tokio::process::Command::new("/nonexistent/a-path-the-sandbox-cannot-mount"),
+            _ => tokio::process::Command::new("git"),
+        };
+        cmd.current_dir(cwd);
+        cmd
+    }
+}
+
+/// A `git` command (in `jail`, working in `cwd`) with a small, predictable environment: no
+/// prompt for credentials (a detached run has nobody to answer), messages in English.
+fn git(jail: &Jail, cwd: &Path) -> tokio::process::Command {
+    let mut cmd = jail.git(cwd);
     cmd.env_clear();
     for name in ["PATH", "HOME", "SSH_AUTH_SOCK", "GIT_SSH_COMMAND", "XDG_CONFIG_HOME"] {
         if let Some(v) = std::env::var_os(name) {
@@ -165,7 +224,8 @@ fn last_line(stderr: &str) -> String {
 /// `agent_start`'s checks of `repo`/`branch` (see the module doc); the run's working directory
 /// (the clone target with `repo`, else `cwd`).
 /// `allow_local`: [`crate::config::Config::allow_local_repos`].
-pub(super) async fn check(cwd: &Path, options: &SpaceAgentOptions, allow_local: bool) -> Result<PathBuf> {
+/// `jail`: the Space's sandbox ([`Jail::for_space`]), where every `git` runs.
+pub(super) async fn check(cwd: &Path, options: &SpaceAgentOptions, allow_local: bool, jail: &Jail) -> Result<PathBuf> {
     if let Some(url) = options.repo.as_deref().filter(|u| u.len() > MAX_URL_BYTES) {
         return Err(invalid("options.repo", format!("options.repo is {} bytes long; at most {MAX_URL_BYTES} are allowed", url.len())));
     }
@@ -173,17 +233,17 @@ pub(super) async fn check(cwd: &Path, options: &SpaceAgentOptions, allow_local: 
         return Err(invalid("options.branch", format!("options.branch is {} bytes long; at most {MAX_BRANCH_BYTES} are allowed", branch.len())));
     }
     if let Some(branch) = &options.branch {
-        let (code, _) = output(git_args(&["check-ref-format", "--branch", branch]), LS_REMOTE_TIMEOUT).await.map_err(git_missing)?;
+        let (code, _) = output(git_args(jail, cwd, &["check-ref-format", "--branch", branch]), LS_REMOTE_TIMEOUT).await.map_err(git_missing)?;
         if branch.starts_with('-') || code != Some(0) {
             return Err(invalid("options.branch", format!("options.branch {:?} is not a valid branch name", bounded(branch))));
         }
     }
     let Some(url) = &options.repo else {
         let branch = options.branch.as_deref().unwrap_or_default();
-        let mut cmd = git_args(&["rev-parse", "--verify", "--quiet"]);
+        let mut cmd = git_args(jail, cwd, &["rev-parse", "--verify", "--quiet"]);
         cmd.arg(format!("refs/heads/{branch}^{{commit}}")).current_dir(cwd);
         let local = output(cmd, LS_REMOTE_TIMEOUT).await.map_err(git_missing)?.0 == Some(0);
-        let mut cmd = git_args(&["rev-parse", "--verify", "--quiet"]);
+        let mut cmd = git_args(jail, cwd, &["rev-parse", "--verify", "--quiet"]);
         cmd.arg(format!("refs/remotes/origin/{branch}^{{commit}}")).current_dir(cwd);
         let remote = output(cmd, LS_REMOTE_TIMEOUT).await.map_err(git_missing)?.0 == Some(0);
         if !local && !remote {
@@ -230,7 +290,7 @@ pub(super) async fn check(cwd: &Path, options: &SpaceAgentOptions, allow_local: 
             ),
         ));
     }
-    let mut cmd = git_reading(allow_local, &["ls-remote", "--exit-code", "--heads", "--", url]);
+    let mut cmd = git_reading(jail, cwd, allow_local, &["ls-remote", "--exit-code", "--heads", "--", url]);
     if let Some(branch) = &options.branch {
         cmd.arg(format!("refs/heads/{branch}"));
     }
@@ -246,8 +306,8 @@ pub(super) async fn check(cwd: &Path, options: &SpaceAgentOptions, allow_local: 
     }
 }
 
-fn git_args(args: &[&str]) -> tokio::process::Command {
-    let mut cmd = git();
+fn git_args(jail: &Jail, cwd: &Path, args: &[&str]) -> tokio::process::Command {
+    let mut cmd = git(jail, cwd);
     cmd.args(args);
     cmd
 }
@@ -255,8 +315,8 @@ fn git_args(args: &[&str]) -> tokio::process::Command {
 /// A `git` that reads a caller's repository: unless `allow_local`, the `file` protocol (paths,
 /// `file://`, and so a local repository reached through a redirect or an alternate) is off,
 /// and so is `ext` (programs as transports), whatever the host's git config says.
-fn git_reading(allow_local: bool, args: &[&str]) -> tokio::process::Command {
-    let mut cmd = git();
+fn git_reading(jail: &Jail, cwd: &Path, allow_local: bool, args: &[&str]) -> tokio::process::Command {
+    let mut cmd = git(jail, cwd);
     cmd.args(["-c", "protocol.ext.allow=never"]);
     if !allow_local {
         cmd.args(["-c", "protocol.file.allow=never"]);
@@ -267,6 +327,20 @@ fn git_reading(allow_local: bool, args: &[&str]) -> tokio::process::Command {
 
 fn git_missing(e: std::io::Error) -> Error {
     Error::Api(ApiError::new(ErrorCode::Internal, format!("cannot run git on this host (is it installed and on PATH?): {e}")))
+}
+
+/// The local repository a clone of `url` reads (an allowed host path or `file://` URL), to be
+/// mounted read-only in git's sandbox; nothing for a remote URL.
+pub(super) fn local_source(url: &str, allow_local: bool) -> Vec<PathBuf> {
+    if !allow_local || !matches!(repo_kind(url), Ok(RepoKind::Local)) {
+        return Vec::new();
+    }
+    // `file://[user@]host/path`: the path starts at the first `/` after the authority.
+    let path = match url.strip_prefix("file://") {
+        Some(rest) => rest.find('/').map_or(rest, |i| &rest[i..]),
+        None => url,
+    };
+    vec![PathBuf::from(path)]
 }
 
 fn empty_dir(path: &Path) -> bool {
@@ -288,12 +362,15 @@ pub(super) async fn prepare(inner: &Inner, run: &RunRow, turn: u32) -> std::resu
             // The stored URL has its credentials cut; the one given is among the run's secrets.
             let given = super::secrets::RunSecrets::load(&inner.cfg.run_dir(&run.run_id)).ok().and_then(|s| s.repo_url);
             let allow_local = inner.cfg.allow_local_repos;
-            clone(given.as_deref().unwrap_or(url), run.options.branch.as_deref(), &target, &run.run_id, allow_local, &notice).await?
+            let url = given.as_deref().unwrap_or(url);
+            let jail = Jail::for_run(inner, run, local_source(url, allow_local))?;
+            clone(url, run.options.branch.as_deref(), &target, (&run.run_id, &jail), allow_local, &notice).await?
         }
         None => {
             let branch = run.options.branch.as_deref().unwrap_or_default();
             notice(format!("checking out branch {branch} in {}", target.display()));
-            let mut cmd = git_args(&["checkout", branch, "--"]);
+            let jail = Jail::for_run(inner, run, Vec::new())?;
+            let mut cmd = git_args(&jail, &target, &["checkout", branch, "--"]);
             cmd.current_dir(&target);
             let (code, stderr) = output(cmd, CLONE_TIMEOUT).await.map_err(|e| format!("git checkout: {e}"))?;
             if code != Some(0) {
@@ -307,13 +384,20 @@ pub(super) async fn prepare(inner: &Inner, run: &RunRow, turn: u32) -> std::resu
 }
 
 /// `git clone` of `url` into a temporary folder beside `target`, then renamed onto it.
-async fn clone(url: &str, branch: Option<&str>, target: &Path, run_id: &str, allow_local: bool, notice: &impl Fn(String)) -> std::result::Result<(), String> {
+async fn clone(
+    url: &str,
+    branch: Option<&str>,
+    target: &Path,
+    (run_id, jail): (&str, &Jail),
+    allow_local: bool,
+    notice: &impl Fn(String),
+) -> std::result::Result<(), String> {
     let parent = target.parent().ok_or_else(|| format!("{} has no parent folder", target.display()))?;
     let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let temp = parent.join(format!(".{name}.clone-{run_id}"));
     let _ = std::fs::remove_dir_all(&temp);
     notice(format!("cloning {}{} into {}", shown(url), branch.map(|b| format!(" (branch {b})")).unwrap_or_default(), target.display()));
-    let mut cmd = git_reading(allow_local, &["clone", "--progress"]);
+    let mut cmd = git_reading(jail, parent, allow_local, &["clone", "--progress"]);
     if !allow_local {
         cmd.arg("--no-local");
     }
@@ -337,7 +421,7 @@ async fn clone(url: &str, branch: Option<&str>, target: &Path, run_id: &str, all
         let _ = std::fs::remove_dir_all(&temp);
         return Err(format!("the clone could not be moved to {} (is it still empty?): {e}", target.display()));
     }
-    let mut head = git_args(&["rev-parse", "--abbrev-ref", "HEAD"]);
+    let mut head = git_args(jail, target, &["rev-parse", "--abbrev-ref", "HEAD"]);
     head.current_dir(target);
     let on = head.stdout(Stdio::piped()).output().await.ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned()).unwrap_or_default();
     notice(format!("cloned {} into {} (branch {on})", shown(url), target.display()));

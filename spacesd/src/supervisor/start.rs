@@ -72,7 +72,9 @@ pub(super) async fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentSta
         check_base_url(url)?;
     }
     if super::prepare::wanted(&options) {
-        cwd = super::prepare::check(&cwd, &options, inner.cfg.allow_local_repos).await?;
+        let local = options.repo.as_deref().map(|u| super::prepare::local_source(u, inner.cfg.allow_local_repos)).unwrap_or_default();
+        let jail = super::prepare::Jail::for_space(inner, Path::new(&space.root), space.read_only, local)?;
+        cwd = super::prepare::check(&cwd, &options, inner.cfg.allow_local_repos, &jail).await?;
     }
     let mut notes = Vec::new();
     let env = run_env(&inner.cfg, &options, &mut notes);

@@ -245,3 +245,40 @@ async fn a_host_path_repo_is_refused_unless_the_operator_allows_local_repositori
     assert!(d.client.space("s").agent_list().await.unwrap().is_empty(), "no run was created");
     assert_eq!(std::fs::read_dir(&root).unwrap().count(), 0, "nothing was cloned");
 }
+
+/// Issue 28: the daemon runs nothing of a Space's on the host. A repository whose hook and
+/// `core.fsmonitor` try to read the daemon's token and write outside the Space, checked out by
+/// `branch`: git runs in the Space's sandbox, so the hook runs, but finds no token and cannot
+/// write outside; the checkout itself works.
+#[tokio::test]
+async fn case_28_a_spaces_git_hooks_run_in_its_sandbox_never_as_the_operator() {
+    let (d, root, _bin) = fake_daemon(&reporting_agent()).await;
+    let repos = tempfile::tempdir().unwrap();
+    let url = bare_repo(repos.path());
+    let out = Command::new("git").args(["clone", "-q", &url, "checkout"]).current_dir(&root).output().unwrap();
+    assert!(out.status.success());
+    let outside = repos.path().join("outside.txt");
+    let token = d.state_dir().join("token");
+    std::fs::write(&token, "operator-token-value\n").unwrap();
+    let hook = format!(
+        "#!/bin/sh\necho ran > \"{root}/checkout/hook-ran\"\ncat \"{token}\" >> \"{root}/checkout/hook-ran\" 2>&1\necho escaped > \"{outside}\"\nexit 0\n",
+        root = root.display(),
+        token = token.display(),
+        outside = outside.display()
+    );
+    let hooks = root.join("checkout/.git/hooks");
+    for name in ["post-checkout", "fsmonitor"] {
+        std::fs::write(hooks.join(name), &hook).unwrap();
+        std::fs::set_permissions(hooks.join(name), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    git(&root.join("checkout"), &["config", "core.fsmonitor", &hooks.join("fsmonitor").display().to_string()]);
+    let mut req = request(None, Some("feature"));
+    req.options.as_mut().unwrap().cwd = Some("checkout".into());
+    let run = d.client.agent_start(&req).await.unwrap().run_id;
+    d.wait_turn_end("s", &run, 1, WAIT).await;
+    let st = d.wait_status("s", &run, WAIT, settled).await;
+    assert_eq!(st.result_text.as_deref().map(str::trim).map(|t| t.starts_with("feature ")), Some(true), "{st:#?}");
+    let ran = std::fs::read_to_string(root.join("checkout/hook-ran")).expect("the hook ran (in the sandbox)");
+    assert!(ran.starts_with("ran") && !ran.contains("operator-token-value"), "the hook read the operator's token: {ran}");
+    assert!(!outside.exists(), "the hook wrote outside the Space: {}", outside.display());
+}
