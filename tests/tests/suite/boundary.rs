@@ -74,15 +74,17 @@ t env_json cat "$S/runs/run-other/env.json"
 t other_file cat '{other}/g.txt'
 t other_space "$B" --state-dir "$S" tool read '{{"workspace_id": "other", "path": "g.txt"}}'
 t operator_socket curl -s --unix-socket "$S/spacesd.sock" http://localhost/v1/spaces
+t tcp_no_token curl -s -f http://{addr}/v1/spaces
 t kill_other kill -9 {host_pid}
 t pkill_other pkill -9 -f 'sleep 120'
 echo "== end"
 "#,
         other = other.display(),
         own = own.display(),
+        addr = std::fs::read_to_string(d.state_dir().join("tcp.addr")).unwrap().trim(),
     );
     let out = run_in(&d, "own", &script).await;
-    for refused in ["space_add", "re_policy", "space_list", "token_create", "token", "env_json", "other_file", "other_space", "operator_socket", "kill_other"] {
+    for refused in ["space_add", "re_policy", "space_list", "token_create", "token", "env_json", "other_file", "other_space", "operator_socket", "tcp_no_token", "kill_other"] {
         let s = section(&out, refused);
         assert!(!s.contains("exit=0\n"), "{refused} succeeded from inside a command:\n{s}\nwhole output:\n{out}");
     }
@@ -100,6 +102,42 @@ echo "== end"
     assert_eq!(tcp.space_list(&spaces_sdk::Empty {}).await.unwrap().len(), 2, "the operator's token works for the operator");
     assert!(std::fs::read_to_string(d.state_dir().join("tokens.json")).map_or(true, |t| !t.contains("\"other\"")), "no token was made");
     tool(&d, "terminate_process", json!({"process_id": victim})).await;
+}
+
+/// Issue 28's first attack, "kill your own shim": a command starts an escapee (`setsid env -i`,
+/// in the background) and kills its parent; the escapee then calls the daemon as the operator
+/// would. In the sandbox its parent is the pid namespace's init, which a kill from inside does
+/// not reach, and the escapee is still in the sandbox: no operator socket, nothing changes.
+async fn an_escapee_that_kills_its_parent_is_still_inside(d: TestDaemon) {
+    let own = d.space("own").await;
+    let (bin, state) = (spacesd_bin(), d.state_dir());
+    let script = format!(
+        "setsid env -i sh -c 'sleep 0.5; \"$0\" --state-dir \"$1\" space add own \"$2\" --read-only --replace >\"$2/escapee.out\" 2>&1; echo \"exit=$?\" >>\"$2/escapee.out\"' '{bin}' '{state}' '{own}' </dev/null >/dev/null 2>&1 &\nsleep 0.2; kill -9 $PPID; echo \"kill=$?\"",
+        bin = bin.display(),
+        state = state.display(),
+        own = own.display()
+    );
+    let out = run_in(&d, "own", &script).await;
+    let escapee = own.join("escapee.out");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&escapee).is_ok_and(|s| s.contains("exit=")) {
+        assert!(Instant::now() < deadline, "the escapee never finished; the command said: {out}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let escaped = std::fs::read_to_string(&escapee).unwrap();
+    assert!(!escaped.contains("exit=0"), "the escapee reached the daemon: {escaped}");
+    let spaces = d.client.space_list(&spaces_sdk::Empty {}).await.unwrap();
+    assert!(spaces.iter().all(|s| !s.read_only), "the escapee changed a Space's policy: {spaces:?}");
+}
+
+#[tokio::test]
+async fn case_28_an_escapee_that_kills_its_parent_is_still_inside_root_daemon() {
+    an_escapee_that_kills_its_parent_is_still_inside(TestDaemon::start().await).await
+}
+
+#[tokio::test]
+async fn case_28_an_escapee_that_kills_its_parent_is_still_inside_unprivileged_daemon() {
+    an_escapee_that_kills_its_parent_is_still_inside(TestDaemon::start_unprivileged(vec![], vec![]).await).await
 }
 
 /// The host pid of the process whose command line is `cmdline` and whose working directory is
