@@ -80,8 +80,9 @@ fn minimal(name: &str, f: &Fixtures) -> (Value, Option<(&'static str, Value)>) {
         "home_import" => (json!({"name": "h2", "path": f.get("export_file")}), None),
         "home_restore" => (json!({"name": "h", "to": f.get("restore_dir")}), Some(("at", json!(1)))),
         "home_delete" => (json!({"name": "h2"}), None),
-        // "h" was made by a run of Space "s": already its, so the move changes nothing.
-        "home_move" => (json!({"name": "h", "space": "s"}), Some(("space", json!(1)))),
+        // "h3", imported from an archive, belongs to no Space until moved (set up in `prepare`;
+        // "h" is held by the run `persistent_agent_send` started).
+        "home_move" => (json!({"name": "h3", "space": "s"}), Some(("space", json!(1)))),
         other => panic!("no minimal request for operation {other:?}: add one to tests/tests/suite/contract.rs"),
     }
 }
@@ -149,6 +150,9 @@ async fn prepare(d: &TestDaemon, name: &str, f: &mut Fixtures) {
             }
             f.ids.insert("export_file", d.dir.path().join("h.tar.zst").display().to_string());
             f.ids.insert("restore_dir", d.dir.path().join("h-restored").display().to_string());
+        }
+        "home_move" => {
+            d.client.call_named("home_import", json!({"name": "h3", "path": f.get("export_file")})).await.unwrap();
         }
         "inbox_works" => {
             let w = d.client.call_named("work_open", json!({"workspace_id": "s", "title": "inbox"})).await.unwrap();
