@@ -62,6 +62,7 @@ pub fn policy(store: &Store, root: &Path, read_only: bool, extra: Extra) -> crat
         writable: extra.writable,
         readonly: extra.readonly,
         api_dir: extra.api_dir,
+        home: extra.home,
         network: true,
     }))
 }
@@ -72,6 +73,8 @@ pub struct Extra {
     pub writable: Vec<PathBuf>,
     pub readonly: Vec<PathBuf>,
     pub api_dir: Option<PathBuf>,
+    /// The run's home, mounted at `spaces_os::sandbox::HOME_DIR`.
+    pub home: Option<PathBuf>,
 }
 
 fn absolute(p: &Path) -> PathBuf {

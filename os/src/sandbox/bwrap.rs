@@ -9,7 +9,7 @@
 //! 3. each hidden path: an empty tmpfs (a file: `/dev/null` bound read-only);
 //! 4. each read-only path, then each writable path, bound at the same path (missing ones
 //!    skipped: `--ro-bind-try`, `--bind-try`);
-//! 5. the run's API directory at [`super::API_DIR`];
+//! 5. the run's API directory at [`super::API_DIR`], its home at [`super::HOME_DIR`];
 //! 6. the hidden folders' stand-ins and `/run` remounted read-only.
 //!
 //! Namespaces: pid, ipc, uts, mount (always, bubblewrap's
@@ -18,7 +18,7 @@
 
 use std::path::Path;
 
-use super::{Error, Policy, API_DIR};
+use super::{Error, Policy, API_DIR, HOME_DIR};
 
 /// The bubblewrap command line that runs `argv` in `cwd` under `policy`, entering through
 /// `helper` (the daemon's own command; `sandbox-exec` is appended). Errors:
@@ -62,6 +62,9 @@ pub fn command(policy: &Policy, helper: &[String], argv: &[String], cwd: &Path) 
     if let Some(dir) = &policy.api_dir {
         out.extend(["--bind".to_owned(), text(dir)?, API_DIR.to_owned()]);
     }
+    if let Some(dir) = policy.home.as_deref().and_then(real) {
+        out.extend(["--bind".to_owned(), text(&dir)?, HOME_DIR.to_owned()]);
+    }
     // The empty folders standing in for hidden ones (and `/run`) read-only, last: what is
     // bound beneath them keeps its own mode, and nothing written there could mislead a program
     // into thinking it reached the daemon's state.
@@ -103,6 +106,7 @@ mod tests {
             readonly: vec![PathBuf::from("/opt/no-such-tools")],
             hidden: vec![state.path().to_path_buf(), PathBuf::from("/no/such/dir")],
             api_dir: Some(state.path().join("runs/r1/api")),
+            home: None,
             network: false,
             max_processes: Some(64),
             user_namespace: true,

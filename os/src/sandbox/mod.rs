@@ -41,6 +41,11 @@ pub use bwrap::command;
 /// listens on `API_DIR/spacesd.sock` for that run alone, so `spacesd --state-dir /run/spaces` reaches it.
 pub const API_DIR: &str = "/run/spaces";
 
+/// Where a run's home is mounted inside its sandbox (read-write), the agent's `HOME`: the same
+/// path on every host and in every run, so what a CLI writes into its home about itself
+/// (Codex keeps absolute paths of its session files) still holds after the home moves.
+pub const HOME_DIR: &str = "/run/home";
+
 /// The socket file inside [`API_DIR`].
 pub const API_SOCKET: &str = "spacesd.sock";
 
@@ -104,6 +109,9 @@ pub struct Policy {
     /// Mounted read-write at [`API_DIR`]: the run's own API socket's directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_dir: Option<PathBuf>,
+    /// Mounted read-write at [`HOME_DIR`]: the run's home.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home: Option<PathBuf>,
     /// `false`: a network namespace of its own (loopback only; no provider reachable).
     #[serde(default = "yes")]
     pub network: bool,
@@ -156,6 +164,8 @@ pub struct Tree<'a> {
     pub readonly: Vec<PathBuf>,
     /// The run's API directory ([`API_DIR`] inside).
     pub api_dir: Option<PathBuf>,
+    /// The run's home ([`HOME_DIR`] inside).
+    pub home: Option<PathBuf>,
     pub network: bool,
 }
 
@@ -191,6 +201,7 @@ impl Host {
             readonly,
             hidden,
             api_dir: tree.api_dir,
+            home: tree.home,
             network: tree.network,
             max_processes: if root { None } else { self.max_processes },
             user_namespace: !root,

@@ -178,13 +178,16 @@ impl Launcher {
         std::fs::create_dir_all(&home).map_err(|e| format!("cannot create the agent home {}: {e}", home.display()))?;
         let cwd = PathBuf::from(&run.cwd);
         // In a sandbox the state dir is not there: the `spaces` server reaches the daemon through
-        // the run's own socket (`spacesd --state-dir /run/spaces`, see `super::api`).
-        let state_dir = match spaces_os::sandbox::level() {
-            spaces_os::sandbox::Level::Bubblewrap => PathBuf::from(spaces_os::sandbox::API_DIR),
-            spaces_os::sandbox::Level::Off => {
-                std::path::absolute(&self.inner.cfg.state_dir).unwrap_or_else(|_| self.inner.cfg.state_dir.clone())
-            }
+        // the run's own socket (`spacesd --state-dir /run/spaces`, see `super::api`), and the
+        // agent's home is at the same path on every host (`/run/home`), which is what the
+        // harness is told; the files it asks for there are written to the home on this host.
+        let sandboxed = spaces_os::sandbox::level() == spaces_os::sandbox::Level::Bubblewrap;
+        let state_dir = if sandboxed {
+            PathBuf::from(spaces_os::sandbox::API_DIR)
+        } else {
+            std::path::absolute(&self.inner.cfg.state_dir).unwrap_or_else(|_| self.inner.cfg.state_dir.clone())
         };
+        let seen_home = if sandboxed { PathBuf::from(spaces_os::sandbox::HOME_DIR) } else { home.clone() };
         let servers = mcp_servers::for_launch(
             &self.secrets.mcp_servers,
             &run.options,
@@ -199,7 +202,7 @@ impl Launcher {
             session_id: run.session_id.as_deref(),
             binary,
             cwd: &cwd,
-            home: &home,
+            home: &seen_home,
             run_dir: &self.run_dir,
             model: run.options.model.as_deref(),
             base_url: run.options.base_url.as_deref(),
@@ -207,8 +210,16 @@ impl Launcher {
             mcp_servers: &servers,
         };
         let plan = self.harness.launch(&ctx);
+        let on_host = |path: &Path| match path.strip_prefix(&seen_home) {
+            Ok(rest) => home.join(rest),
+            Err(_) => path.to_path_buf(),
+        };
         for (path, content) in &plan.files {
-            crate::fsutil::write_private(path, content.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            let path = on_host(path);
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            }
+            crate::fsutil::write_private(&path, content.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         }
         let mut env = BTreeMap::new();
         env.insert("PATH".to_owned(), std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()));
@@ -227,13 +238,15 @@ impl Launcher {
             max_line_bytes: MAX_LINE_BYTES,
             drain_ms: DRAIN_AFTER_EXIT_MS,
         };
-        let sandbox = self.sandbox(run, &home, plan.files.iter().map(|(p, _)| p.clone()).chain([binary.to_path_buf()]))?;
+        let files = plan.files.iter().map(|(p, _)| on_host(p)).filter(|p| !p.starts_with(&home));
+        let sandbox = self.sandbox(run, &home, files.chain([binary.to_path_buf()]))?;
         Ok(Launch { spec, initial_stdin: plan.initial_stdin.clone(), close_stdin: plan.stdin == StdinMode::Once, sandbox })
     }
 
-    /// The sandbox of a turn of `run`: its Space's root and `home` writable, the attached
-    /// files and `readonly` (the harness's files, the agent's binary) read-only, the run's API
-    /// directory at `/run/spaces`; everything else of the daemon's hidden.
+    /// The sandbox of a turn of `run`: its Space's root writable, `home` writable at
+    /// `/run/home`, the attached files and `readonly` (the harness's files, the agent's binary)
+    /// read-only, the run's API directory at `/run/spaces`; everything else of the daemon's
+    /// hidden.
     fn sandbox(&self, run: &RunRow, home: &Path, readonly: impl Iterator<Item = PathBuf>) -> Result<Option<spaces_os::sandbox::Policy>, String> {
         let space = match self.inner.store.space_get(&run.space) {
             Ok(Some(space)) => space,
@@ -242,9 +255,10 @@ impl Launcher {
         };
         let api_dir = super::api::dir(&self.run_dir);
         let mut extra = crate::sandbox::Extra {
-            writable: vec![home.to_path_buf()],
+            writable: Vec::new(),
             readonly: readonly.collect(),
             api_dir: Some(api_dir),
+            home: Some(home.to_path_buf()),
         };
         extra.readonly.push(self.run_dir.join(super::files::FOLDER));
         crate::sandbox::policy(&self.inner.store, Path::new(&space.root), space.read_only, extra).map_err(|e| e.to_string())

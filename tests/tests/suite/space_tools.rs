@@ -68,17 +68,17 @@ fn cursor(text: &str) -> Option<u64> {
 }
 
 /// `spacesd mcp` processes serving `state` with `--space`, as (cmdline, environ) pairs.
-fn space_servers(state: &str) -> Vec<(String, String)> {
+fn space_servers(root: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let dir = entry.path();
         let Ok(cmd) = std::fs::read(dir.join("cmdline")) else { continue };
         let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
         // In the run's sandbox the server reaches the daemon through the run's own socket
-        // (`--state-dir /run/spaces`); its HOME, the run's home, is under this daemon's state dir.
+        // (`--state-dir /run/spaces`); it works in this test's Space (`root`).
         if cmd.contains(" mcp ") && cmd.contains("--space") && cmd.contains("--state-dir /run/spaces ") {
-            let env = std::fs::read(dir.join("environ")).map(|e| String::from_utf8_lossy(&e).replace('\0', "\n")).unwrap_or_default();
-            if env.contains(state) {
+            if std::fs::read_link(dir.join("cwd")).is_ok_and(|c| c.display().to_string() == root) {
+                let env = std::fs::read(dir.join("environ")).map(|e| String::from_utf8_lossy(&e).replace('\0', "\n")).unwrap_or_default();
                 out.push((cmd, env));
             }
         }
@@ -129,7 +129,7 @@ fn tool_name(title: &str) -> &str {
 /// the file as `read` returned it and the command's output as `read_process` returned it; the
 /// calls are `tool_call`/`tool_update` events; the refusal reached the model with its code and
 /// nothing of the other Space did; the `spaces` server ran with the agent's environment (its
-/// `HOME` is the run's) and without the daemon's secrets.
+/// `HOME` is the run's, at `/run/home` in the sandbox) and without the daemon's secrets.
 async fn the_agent_works_its_space_through_spacesds_own_tools(h: H) {
     require_cli(h.id, h.binary);
     let d = TestDaemon::start_with_env(vec![
@@ -142,7 +142,7 @@ async fn the_agent_works_its_space_through_spacesds_own_tools(h: H) {
     std::fs::write(root.join(FILE), BEFORE).unwrap();
     let other = d.space("other").await;
     std::fs::write(other.join("secret.txt"), OTHER_CONTENT).unwrap();
-    let state = d.state_dir().display().to_string();
+    let state = root.display().to_string();
     let seen_env = Arc::new(Mutex::new(Vec::new()));
     let model = ScriptedServer::start_with_responder(h.wire, Script::default(), conversation(state, seen_env.clone())).await.unwrap();
 
@@ -225,11 +225,12 @@ async fn the_agent_works_its_space_through_spacesds_own_tools(h: H) {
     // The server ran with the agent's environment and none of the daemon's.
     let servers = seen_env.lock().unwrap().clone();
     assert!(!servers.is_empty(), "a `spacesd mcp --space` process served the run's CLI");
-    let home = d.state_dir().join("runs").join(&run).join("home");
+    // The agent's home, as the sandbox shows it (the run's home is mounted there).
+    let home = std::path::PathBuf::from("/run/home");
     for (cmd, env) in &servers {
         assert!(cmd.contains("--space s ") && cmd.contains("--no-autostart"), "{cmd}");
         assert!(!env.contains(DAEMON_SECRET), "the daemon's secret reached the spaces server: {env}");
-        let home_var = format!("HOME={}\n", std::path::absolute(&home).unwrap().display());
+        let home_var = format!("HOME={}\n", home.display());
         assert!(env.contains(&home_var), "the server has the agent's HOME ({home_var:?}): {env}");
     }
 }
