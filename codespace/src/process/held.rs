@@ -1,12 +1,15 @@
-//! The process trees this host holds, so that the daemon can tell a request from inside one of
-//! them (an agent, its tools, a command) from its operator's.
+//! The process trees this host holds: each shim (or directly spawned command) registered as the
+//! root of a tree with its tag, so the daemon can find the shims of a run or command when it
+//! ends leftovers ([`roots_of`]).
 //!
 //! Each tree is registered by its root: a shim's pid (it is a child subreaper, so orphans and
 //! processes that called `setsid` or dropped their environment stay under it) or, without shims,
 //! a directly spawned command's pid; with the root's start time (`/proc/PID/stat` field 22), so
 //! a pid reused after the root exited never counts, and the tag of what it holds
-//! (`agent/<run>/turn-<n>`, `exec/<process_id>`). A process belongs to the tree of the nearest
-//! registered root on its parent chain ([`holder_of`]).
+//! (`agent/<run>/turn-<n>`, `exec/<process_id>`).
+//!
+//! This is never used to decide who a caller of the daemon is (issue 28): a run's processes are
+//! in a sandbox and reach the daemon only through their run's own socket.
 //!
 //! Roots are registered before the tree's program starts ([`crate::shim::ShimClient::launch`]
 //! registers the shim before it hands over the spec), and again whenever a restarted daemon
@@ -20,9 +23,6 @@ use std::sync::Mutex;
 
 /// Root pid -> (its start time, the tag of what it holds).
 static HELD: Mutex<Option<HashMap<i32, (u64, String)>>> = Mutex::new(None);
-
-/// Longest parent chain followed (a loop guard; real chains are a few links).
-const MAX_DEPTH: usize = 256;
 
 /// `(ppid, start time)` of `pid`, from `/proc/PID/stat`; `None` when it is gone.
 fn stat(pid: i32) -> Option<(i32, u64)> {
@@ -46,43 +46,6 @@ pub fn hold(pid: i32, tag: &str) {
     map.insert(pid, (start, tag.to_owned()));
 }
 
-/// Who holds a process ([`holder_of`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Holder {
-    /// The tree with this tag.
-    Tree(String),
-    /// No tree of this host (e.g. the operator's shell).
-    Nobody,
-    /// The process is gone (or its parent chain could not be read): nothing can be said.
-    Unknown,
-}
-
-/// Who holds `pid`: the tree of the nearest registered root on its parent chain (`pid` itself
-/// included). A chain that breaks while it is read (an ancestor exited and the process was
-/// reparented) is read again.
-pub fn holder_of(pid: i32) -> Holder {
-    let held = HELD.lock().unwrap_or_else(|p| p.into_inner());
-    let empty = HashMap::new();
-    let map = held.as_ref().unwrap_or(&empty);
-    'walk: for _ in 0..3 {
-        let mut at = pid;
-        for _ in 0..MAX_DEPTH {
-            if at <= 1 {
-                return Holder::Nobody;
-            }
-            let Some((ppid, start)) = stat(at) else { continue 'walk };
-            if let Some((s, tag)) = map.get(&at) {
-                if *s == start {
-                    return Holder::Tree(tag.clone());
-                }
-            }
-            at = ppid;
-        }
-        return Holder::Nobody;
-    }
-    Holder::Unknown
-}
-
 /// The live roots registered as holding `tag` (a shim re-adopted by a restarted daemon is
 /// registered by [`crate::shim::ShimClient::connect`], from its socket's peer).
 pub fn roots_of(tag: &str) -> Vec<i32> {
@@ -94,70 +57,20 @@ pub fn roots_of(tag: &str) -> Vec<i32> {
         .collect()
 }
 
-/// Whether any tree is registered (if none, nobody is held: no need to look further).
-pub fn any() -> bool {
-    HELD.lock().unwrap_or_else(|p| p.into_inner()).as_ref().is_some_and(|m| !m.is_empty())
-}
-
-/// Who holds the process that has the socket `inode` open (`/proc/PID/fd/N` ->
-/// `socket:[inode]`): only the processes of registered trees are looked at, so a socket held
-/// by none of them is [`Holder::Nobody`]. For telling who is at the other end of a loopback TCP
-/// connection (the kernel's `/proc/net/tcp` names the inode).
-pub fn socket_holder(inode: u64) -> Holder {
-    let roots: Vec<i32> = {
-        let held = HELD.lock().unwrap_or_else(|p| p.into_inner());
-        held.as_ref().map(|m| m.keys().copied().collect()).unwrap_or_default()
-    };
-    if roots.is_empty() {
-        return Holder::Nobody;
-    }
-    let wanted = format!("socket:[{inode}]");
-    let mut pids = roots.clone();
-    for root in roots {
-        pids.extend(crate::shim::tree::descendants(root));
-    }
-    for pid in pids {
-        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { continue };
-        for fd in fds.flatten() {
-            if std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == wanted.as_str()) {
-                return holder_of(pid);
-            }
-        }
-    }
-    Holder::Nobody
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_descendant_belongs_to_the_nearest_registered_root() {
-        // sh (root) -> sh -> sleep: the grandchild is found through its parent chain.
-        let mut child = std::process::Command::new("sh")
-            .args(["-c", "sh -c 'sleep 30' & wait"])
-            .spawn()
-            .unwrap();
+    fn a_tree_is_found_by_its_tag_while_its_root_lives() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         let root = child.id() as i32;
         hold(root, "exec/test-root");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        let grandchild = loop {
-            let kids = crate::shim::tree::descendants(root);
-            if kids.len() >= 2 {
-                break *kids.iter().max().unwrap();
-            }
-            assert!(std::time::Instant::now() < deadline, "no grandchild");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        };
-        assert_eq!(holder_of(grandchild), Holder::Tree("exec/test-root".into()));
-        assert_eq!(holder_of(root), Holder::Tree("exec/test-root".into()));
-        assert_eq!(holder_of(std::process::id() as i32), Holder::Nobody, "the test itself is held by nobody");
-        for pid in crate::shim::tree::descendants(root) {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
-        }
+        assert_eq!(roots_of("exec/test-root"), vec![root]);
+        assert_eq!(roots_of("exec/other"), Vec::<i32>::new());
         let _ = child.kill();
         let _ = child.wait();
-        assert_eq!(holder_of(root), Holder::Unknown, "a root that is gone holds nothing");
+        assert_eq!(roots_of("exec/test-root"), Vec::<i32>::new(), "a root that is gone holds nothing");
     }
 }

@@ -125,6 +125,23 @@ pub fn own_session() -> std::io::Result<()> {
     Ok(())
 }
 
+/// Close every fd above 2 of this process (`close_range(3, ~0)`, or one by one up to the soft
+/// `RLIMIT_NOFILE` on kernels before 5.9): for the shim, first thing, so nothing a careless
+/// parent of the daemon left open (and the daemon passed on) is held for the life of a run.
+/// Call it before anything of this process opens a file.
+pub fn close_inherited_fds() {
+    // SAFETY: plain system calls on integers; no fd above 2 is in use yet (see the contract).
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, 3 as libc::c_long, libc::c_long::from(u32::MAX), 0 as libc::c_long) < 0 {
+            let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            let last = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 { limit.rlim_cur.min(1 << 20) as libc::c_int } else { 1024 };
+            for fd in 3..last {
+                libc::close(fd);
+            }
+        }
+    }
+}
+
 /// [`spawn`] and [`spawn_self_starting`]: `in_child_setup` says whether the child's side
 /// ([`in_child`]) runs between fork and exec.
 fn start(spec: &SpawnSpec, in_child_setup: bool) -> Result<Spawned> {

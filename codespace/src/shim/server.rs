@@ -52,6 +52,8 @@ pub fn main(dir: &Path) -> i32 {
     if let Err(e) = crate::process::own_session() {
         return ready(Err(format!("cannot start a session of its own: {e}")));
     }
+    // Nothing inherited beyond stdio is the shim's to hold (issue 28).
+    crate::process::close_inherited_fds();
     // A spare makes its program's cgroup and child now, before its launch comes.
     let made = spare::Made::from_env();
     let mut input = String::new();

@@ -187,7 +187,15 @@ impl Launcher {
         } else {
             std::path::absolute(&self.inner.cfg.state_dir).unwrap_or_else(|_| self.inner.cfg.state_dir.clone())
         };
-        let seen_home = if sandboxed { PathBuf::from(spaces_os::sandbox::HOME_DIR) } else { home.clone() };
+        // Likewise the run directory the harness writes its files to (Claude Code's MCP config)
+        // is the run's API directory, at `/run/spaces`: no path given to the agent names the
+        // state dir.
+        let api_dir = super::api::dir(&self.run_dir);
+        let (seen_home, seen_run_dir) = if sandboxed {
+            (PathBuf::from(spaces_os::sandbox::HOME_DIR), PathBuf::from(spaces_os::sandbox::API_DIR))
+        } else {
+            (home.clone(), self.run_dir.clone())
+        };
         let servers = mcp_servers::for_launch(
             &self.secrets.mcp_servers,
             &run.options,
@@ -203,16 +211,17 @@ impl Launcher {
             binary,
             cwd: &cwd,
             home: &seen_home,
-            run_dir: &self.run_dir,
+            run_dir: &seen_run_dir,
             model: run.options.model.as_deref(),
             base_url: run.options.base_url.as_deref(),
             env: &self.secrets.env,
             mcp_servers: &servers,
         };
         let plan = self.harness.launch(&ctx);
-        let on_host = |path: &Path| match path.strip_prefix(&seen_home) {
-            Ok(rest) => home.join(rest),
-            Err(_) => path.to_path_buf(),
+        let on_host = |path: &Path| match (path.strip_prefix(&seen_home), path.strip_prefix(&seen_run_dir)) {
+            (Ok(rest), _) => home.join(rest),
+            (_, Ok(rest)) if sandboxed => api_dir.join(rest),
+            _ => path.to_path_buf(),
         };
         for (path, content) in &plan.files {
             let path = on_host(path);
@@ -238,7 +247,7 @@ impl Launcher {
             max_line_bytes: MAX_LINE_BYTES,
             drain_ms: DRAIN_AFTER_EXIT_MS,
         };
-        let files = plan.files.iter().map(|(p, _)| on_host(p)).filter(|p| !p.starts_with(&home));
+        let files = plan.files.iter().map(|(p, _)| on_host(p)).filter(|p| !p.starts_with(&home) && !p.starts_with(&api_dir));
         let sandbox = self.sandbox(run, &home, files.chain([binary.to_path_buf()]))?;
         Ok(Launch { spec, initial_stdin: plan.initial_stdin.clone(), close_stdin: plan.stdin == StdinMode::Once, sandbox })
     }

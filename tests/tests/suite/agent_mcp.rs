@@ -137,7 +137,8 @@ async fn echo_call(h: H, server: McpServer, output: &str, secret: &str) {
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&run_dir.join("mcp_servers.json")), 0o600);
     let cli_config = match h.id {
-        "claude-code" => run_dir.join("claude-mcp.json"),
+        // In the run's API directory: `/run/spaces` in its sandbox.
+        "claude-code" => run_dir.join("api/claude-mcp.json"),
         _ => run_dir.join("home/.codex/config.toml"),
     };
     assert_eq!(mode(&cli_config), 0o600, "{}", cli_config.display());

@@ -76,11 +76,13 @@ fn space_servers(root: &str) -> Vec<(String, String)> {
         let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
         // In the run's sandbox the server reaches the daemon through the run's own socket
         // (`--state-dir /run/spaces`); it works in this test's Space (`root`).
-        if cmd.contains(" mcp ") && cmd.contains("--space") && cmd.contains("--state-dir /run/spaces ") {
-            if std::fs::read_link(dir.join("cwd")).is_ok_and(|c| c.display().to_string() == root) {
-                let env = std::fs::read(dir.join("environ")).map(|e| String::from_utf8_lossy(&e).replace('\0', "\n")).unwrap_or_default();
-                out.push((cmd, env));
-            }
+        if cmd.contains(" mcp ")
+            && cmd.contains("--space")
+            && cmd.contains("--state-dir /run/spaces ")
+            && std::fs::read_link(dir.join("cwd")).is_ok_and(|c| c.display().to_string() == root)
+        {
+            let env = std::fs::read(dir.join("environ")).map(|e| String::from_utf8_lossy(&e).replace('\0', "\n")).unwrap_or_default();
+            out.push((cmd, env));
         }
     }
     out
