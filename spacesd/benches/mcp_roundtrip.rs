@@ -22,7 +22,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -31,23 +30,13 @@ use serde_json::{json, Value};
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{busy, ms, pct, post, post_raw, ratio};
+use common::{ms, pct, post, post_raw, ratio};
 
 const VARIANTS: [&str; 3] = ["plain_http", "mcp_stdio", "mcp_http"];
 
-fn env_num(key: &str, default: usize) -> usize {
-    std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if args.iter().any(|a| a == "--busy") {
-        busy(Duration::from_secs(600));
-        return;
-    }
-    let full = args.iter().any(|a| a == "--bench");
-    let rounds = env_num("SPACES_BENCH_ROUNDS", if full { 5 } else { 1 });
-    let calls = env_num("SPACES_BENCH_CALLS", if full { 200 } else { 10 });
+    let Some((rounds, calls)) = common::counts((200, 10)) else { return };
     let mut bench = Bench::start();
     for _ in 0..(calls / 4).max(5) {
         for v in 0..VARIANTS.len() {
@@ -65,7 +54,7 @@ fn main() {
 const FILE: &str = "fn main() {\n    println!(\"hello from a small file\");\n}\n";
 
 fn spacesd_bin() -> PathBuf {
-    std::env::var_os("SPACESD_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_spacesd")))
+    common::spacesd_bin(env!("CARGO_BIN_EXE_spacesd"))
 }
 
 struct Bench {
@@ -96,26 +85,7 @@ impl Bench {
         std::fs::create_dir_all(&root).unwrap();
         std::fs::write(root.join("small.rs"), FILE).unwrap();
         let root = std::fs::canonicalize(root).unwrap();
-        let log = std::fs::File::create(tmp.path().join("spacesd.log")).unwrap();
-        let daemon = Command::new(spacesd_bin())
-            .arg("--state-dir")
-            .arg(&state)
-            .arg("serve")
-            .env_remove("SPACES_LOG")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let socket = state.join("spacesd.sock");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while UnixStream::connect(&socket).is_err() {
-            assert!(Instant::now() < deadline, "spacesd did not come up within 20 s");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let (status, body) = post(&socket, "/v1/spaces", &[], &json!({"name": "bench", "root": root.display().to_string()}));
-        assert_eq!(status, 200, "{body}");
+        let (daemon, socket) = common::start_daemon(&spacesd_bin(), tmp.path(), &[], &root);
 
         let mut stdio = Command::new(spacesd_bin())
             .arg("--state-dir")

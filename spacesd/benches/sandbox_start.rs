@@ -21,25 +21,21 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{busy, ms, pct, post, ratio};
+use common::{ms, pct, post, ratio};
 
 const WHAT: [&str; 2] = ["agent_start", "exec_command"];
 
-fn env_num(key: &str, default: usize) -> usize {
-    std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 fn spacesd_bin() -> PathBuf {
-    std::env::var_os("SPACESD_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_spacesd")))
+    common::spacesd_bin(env!("CARGO_BIN_EXE_spacesd"))
 }
 
 /// The fake Codex: its first command stamps the time into the Space, then it ends its turn.
@@ -52,14 +48,7 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0
 "#;
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if args.iter().any(|a| a == "--busy") {
-        busy(Duration::from_secs(600));
-        return;
-    }
-    let full = args.iter().any(|a| a == "--bench");
-    let rounds = env_num("SPACES_BENCH_ROUNDS", if full { 5 } else { 1 });
-    let calls = env_num("SPACES_BENCH_CALLS", if full { 20 } else { 3 });
+    let Some((rounds, calls)) = common::counts((20, 3)) else { return };
     let daemons = [Daemon::start(false), Daemon::start(true)];
     for d in &daemons {
         d.agent_start();
@@ -133,35 +122,15 @@ impl Drop for Daemon {
 impl Daemon {
     fn start(sandbox: bool) -> Daemon {
         let tmp = tempfile::Builder::new().prefix("spaces-bench-sandbox-").tempdir().unwrap();
-        let state = tmp.path().join("state");
         let root = tmp.path().join("space");
         std::fs::create_dir_all(&root).unwrap();
         let root = std::fs::canonicalize(root).unwrap();
         let fake = tmp.path().join("fake-codex");
         std::fs::write(&fake, FAKE_CODEX).unwrap();
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let log = std::fs::File::create(tmp.path().join("spacesd.log")).unwrap();
-        let child = Command::new(spacesd_bin())
-            .arg("--state-dir")
-            .arg(&state)
-            .arg("serve")
-            .env("SPACES_SANDBOX", if sandbox { "on" } else { "off" })
-            .env("SPACES_HARNESS_BIN_OPENAI_CODEX", &fake)
-            .env_remove("SPACES_LOG")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let socket = state.join("spacesd.sock");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while UnixStream::connect(&socket).is_err() {
-            assert!(Instant::now() < deadline, "spacesd did not come up within 20 s (see {}/spacesd.log)", tmp.path().display());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let (status, body) = post(&socket, "/v1/spaces", &[], &json!({"name": "bench", "root": root.display().to_string()}));
-        assert_eq!(status, 200, "{body}");
+        let fake = fake.display().to_string();
+        let env = [("SPACES_SANDBOX", if sandbox { "on" } else { "off" }), ("SPACES_HARNESS_BIN_OPENAI_CODEX", fake.as_str())];
+        let (child, socket) = common::start_daemon(&spacesd_bin(), tmp.path(), &env, &root);
         Daemon { _tmp: tmp, child, socket, root }
     }
 

@@ -6,10 +6,51 @@
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{json, Value};
+
+/// What a run of an end-to-end bench was asked: `None` when it is the spinner child
+/// (`--busy`: it spun and is done); else `(rounds, calls)` from `SPACES_BENCH_ROUNDS` and
+/// `SPACES_BENCH_CALLS`, defaulting to 5 rounds of `calls.0` calls under `--bench` and to one
+/// round of `calls.1` (a smoke) without it.
+pub fn counts(calls: (usize, usize)) -> Option<(usize, usize)> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--busy") {
+        busy(Duration::from_secs(600));
+        return None;
+    }
+    let full = args.iter().any(|a| a == "--bench");
+    let num = |key: &str, default: usize| std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    Some((num("SPACES_BENCH_ROUNDS", if full { 5 } else { 1 }), num("SPACES_BENCH_CALLS", if full { calls.0 } else { calls.1 })))
+}
+
+/// The `spacesd` to measure: `SPACESD_BIN`, else `fallback` (the bench's own build).
+pub fn spacesd_bin(fallback: &str) -> PathBuf {
+    std::env::var_os("SPACESD_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(fallback))
+}
+
+/// `spacesd` (`bin`) serving the state dir `<dir>/state` with `env` added, its log in
+/// `<dir>/spacesd.log`, and a Space `bench` registered at `root`: the daemon and its socket.
+pub fn start_daemon(bin: &Path, dir: &Path, env: &[(&str, &str)], root: &Path) -> (Child, PathBuf) {
+    let state = dir.join("state");
+    let log = std::fs::File::create(dir.join("spacesd.log")).unwrap();
+    let mut cmd = Command::new(bin);
+    cmd.arg("--state-dir").arg(&state).arg("serve").env_remove("SPACES_LOG").env_remove("RUST_LOG");
+    cmd.envs(env.iter().copied());
+    let daemon = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log).spawn().unwrap();
+    let socket = state.join("spacesd.sock");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while UnixStream::connect(&socket).is_err() {
+        assert!(Instant::now() < deadline, "spacesd did not come up within 20 s (see {}/spacesd.log)", dir.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (status, body) = post(&socket, "/v1/spaces", &[], &json!({"name": "bench", "root": root.display().to_string()}));
+    assert_eq!(status, 200, "{body}");
+    (daemon, socket)
+}
 
 /// Spins one core until `limit` passes (or it is killed).
 pub fn busy(limit: Duration) {
