@@ -53,7 +53,8 @@ function daemonPids(stateDir) {
     } catch {
       continue
     }
-    if (argv.some((a) => a.endsWith('daemon.js')) && argv.includes(stateDir)) pids.push(Number(ent))
+    // `serve`: not the sandboxes of its runs and commands, whose command lines name both.
+    if (argv.some((a) => a.endsWith('daemon.js')) && argv.includes(stateDir) && argv.includes('serve')) pids.push(Number(ent))
   }
   return pids
 }

@@ -44,7 +44,8 @@ def daemon_pids(state_dir: Path) -> List[int]:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"spaces._daemon" in argv and str(state_dir).encode() in argv:
+        # `serve`: not the sandboxes of its runs and commands, whose command lines name both.
+        if b"spaces._daemon" in argv and str(state_dir).encode() in argv and b"serve" in argv:
             pids.append(int(proc.name))
     return pids
 

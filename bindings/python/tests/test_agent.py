@@ -78,7 +78,8 @@ async def test_claude_code_run_through_the_sdk(spaces: Spaces, space: Space, mod
 
     # The run's own `spaces` MCP server (space_tools, on by default) is this package's daemon
     # command, not the interpreter alone: it must start and answer as spacesd's MCP server.
-    mcp_config = json.loads((spaces.state_dir / "runs" / started.run_id / "claude-mcp.json").read_text())
+    # Written to the run's API directory, which its sandbox shows at /run/spaces.
+    mcp_config = json.loads((spaces.state_dir / "runs" / started.run_id / "api" / "claude-mcp.json").read_text())
     server = mcp_config["mcpServers"]["spaces"]
     assert server["command"] == sys.executable and server["args"][:3] == ["-m", "spaces._daemon", "mcp"], server
     probe = subprocess.run([server["command"], *server["args"], "--help"], capture_output=True, text=True, timeout=60)

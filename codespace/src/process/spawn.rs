@@ -125,17 +125,22 @@ pub fn own_session() -> std::io::Result<()> {
     Ok(())
 }
 
-/// Close every fd above 2 of this process (`close_range(3, ~0)`, or one by one up to the soft
-/// `RLIMIT_NOFILE` on kernels before 5.9): for the shim, first thing, so nothing a careless
-/// parent of the daemon left open (and the daemon passed on) is held for the life of a run.
-/// Call it before anything of this process opens a file.
+/// Close every fd above 2 that this process inherited open across its `exec` (those without
+/// `FD_CLOEXEC`): for the shim, first thing, so nothing a careless parent of the daemon left
+/// open (and the daemon passed on) is held for the life of a run. Fds the process opened itself
+/// are close-on-exec (Rust's, Python's and Node's runtimes open every fd so; a shim may run
+/// inside either, `spacesd shim` carried by a binding), and stay.
 pub fn close_inherited_fds() {
-    // SAFETY: plain system calls on integers; no fd above 2 is in use yet (see the contract).
-    unsafe {
-        if libc::syscall(libc::SYS_close_range, 3 as libc::c_long, libc::c_long::from(u32::MAX), 0 as libc::c_long) < 0 {
-            let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-            let last = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 { limit.rlim_cur.min(1 << 20) as libc::c_int } else { 1024 };
-            for fd in 3..last {
+    let fds: Vec<i32> = match std::fs::read_dir("/proc/self/fd") {
+        Ok(dir) => dir.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).filter(|fd| *fd > 2).collect(),
+        Err(_) => return,
+    };
+    for fd in fds {
+        // SAFETY: plain system calls on an integer; an fd that is gone (the directory's own)
+        // fails F_GETFD and is left alone.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
                 libc::close(fd);
             }
         }

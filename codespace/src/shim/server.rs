@@ -49,11 +49,12 @@ const MAX_LINES_PER_WRITE: usize = 256;
 /// the tree is gone and the daemon has acknowledged the whole journal. Returns the exit code.
 pub fn main(dir: &Path) -> i32 {
     // Started by `process::spawn_self_starting`: nothing ran between the daemon's fork and exec.
+    // Nothing inherited beyond stdio is the shim's to hold (issue 28); before `own_session`,
+    // which marks every fd close-on-exec.
+    crate::process::close_inherited_fds();
     if let Err(e) = crate::process::own_session() {
         return ready(Err(format!("cannot start a session of its own: {e}")));
     }
-    // Nothing inherited beyond stdio is the shim's to hold (issue 28).
-    crate::process::close_inherited_fds();
     // A spare makes its program's cgroup and child now, before its launch comes.
     let made = spare::Made::from_env();
     let mut input = String::new();

@@ -3,7 +3,7 @@
 //! replaced by the program (`execvp`: a relative program is found in `PATH`).
 //!
 //! In order: the signals the shim kept from bubblewrap ([`super::IGNORED_SIGNALS`]) back to
-//! their default action and none blocked; the process ceiling (`RLIMIT_NPROC`, counted in the
+//! their default action and none blocked; stdio not close-on-exec; the process ceiling (`RLIMIT_NPROC`, counted in the
 //! sandbox's user namespace, which exists by now); the seccomp filter with `no_new_privs`
 //! ([`super::seccomp`]); the exec. A failure prints one line on stderr (the program's output,
 //! so it reaches the journal) and exits 127, as a shell does for a program it cannot run.
@@ -60,6 +60,14 @@ fn enter(args: &Args) -> Result<std::convert::Infallible, Error> {
         libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
         for sig in super::IGNORED_SIGNALS {
             libc::signal(sig, libc::SIG_DFL);
+        }
+        // Stdio goes to the program: a runtime hosting this helper (Node marks its stdio
+        // close-on-exec) must not take it along.
+        for fd in 0..=2 {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 && flags & libc::FD_CLOEXEC != 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+            }
         }
     }
     if let Some(n) = args.max_processes {
