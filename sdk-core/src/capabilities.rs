@@ -19,6 +19,16 @@ pub struct Capabilities {
     /// What holds every process of a run (and of a command): a cgroup per run with its
     /// limits, or the run's shim (a subreaper).
     pub process_containment: crate::tools::ProcessContainment,
+    /// The sandbox every run and command starts in: `bubblewrap` (namespaces, seccomp, a
+    /// process ceiling; docs/operations.md "Security model"), or `none` when the operator
+    /// turned it off (`SPACES_SANDBOX=off`). A daemon from before the sandbox reports nothing
+    /// (read as `none`).
+    #[serde(default = "no_sandbox")]
+    pub sandbox: String,
+}
+
+fn no_sandbox() -> String {
+    "none".to_owned()
 }
 
 /// One harness as this host sees it.

@@ -22,6 +22,15 @@ pub(super) fn capabilities(cfg: &Config, volume: spaces_sdk::VolumeCapabilities)
         forwardable_env: cfg.forwardable_env.clone(),
         volume,
         process_containment: spaces_codespace::process::cgroup::report(),
+        sandbox: sandbox_name().to_owned(),
+    }
+}
+
+/// The sandbox in force as the API names it (`bubblewrap`, or `none` when it is off).
+fn sandbox_name() -> &'static str {
+    match spaces_os::sandbox::level() {
+        spaces_os::sandbox::Level::Bubblewrap => "bubblewrap",
+        spaces_os::sandbox::Level::Off => "none",
     }
 }
 

@@ -79,6 +79,13 @@ pub(super) async fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentSta
     let mut notes = Vec::new();
     let env = run_env(&inner.cfg, &options, &mut notes);
     notes.extend(auth_note(inner, harness, &options, &env));
+    if spaces_os::sandbox::level() == spaces_os::sandbox::Level::Off {
+        notes.push(
+            "unsandboxed: this daemon runs agents without a sandbox (SPACES_SANDBOX=off), so this run can do whatever the \
+             daemon's user can, operator's socket and token included (docs/operations.md, \"Security model\")"
+                .to_owned(),
+        );
+    }
     let run_id = format!("run-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     if req.show == Some(true) {
         notes.extend(show_notes(&inner.cfg, &space.name, &run_id));

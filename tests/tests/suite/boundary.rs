@@ -430,3 +430,25 @@ async fn agents_and_commands_are_lowered_below_the_daemons_priority_once_cpu_hun
     let out = run_in(&d, "s", &format!("{SPIN_UNTIL_LOWERED}; echo \"${{19}}\"")).await;
     assert_eq!(out.trim(), expected, "a busy command is lowered to nice 10 too");
 }
+
+/// The sandbox level is said where an operator or caller looks: `agent_capabilities.sandbox`,
+/// `workspace_info`'s `command_sandbox`, and, when the operator turned it off, every run's notes.
+#[tokio::test]
+async fn case_28_the_sandbox_in_force_is_reported_and_running_without_it_is_said() {
+    let bin = tempfile::tempdir().unwrap();
+    let agent = super::fake_agents::fake(bin.path(), "fake-codex", "cat >/dev/null");
+    for (setting, level) in [("on", "bubblewrap"), ("off", "none")] {
+        let env = vec![("SPACES_SANDBOX".to_owned(), setting.to_owned()), ("SPACES_HARNESS_BIN_OPENAI_CODEX".to_owned(), agent.display().to_string())];
+        let d = TestDaemon::start_with_env(env).await;
+        d.space("s").await;
+        let caps = d.client.agent_capabilities(&spaces_sdk::Empty {}).await.unwrap();
+        assert_eq!(caps.sandbox, level, "SPACES_SANDBOX={setting}");
+        let info = tool(&d, "workspace_info", json!({"workspace_id": "s"})).await;
+        assert_eq!(info["execution"]["isolation"]["command_sandbox"], level, "{info}");
+        let req = spaces_sdk::AgentStartRequest { space: "s".into(), agent: "openai-codex".into(), prompt: "hi".into(), show: None, options: None };
+        let report = d.client.agent_start(&req).await.unwrap();
+        let warned = report.notes.iter().any(|n| n.starts_with("unsandboxed:"));
+        assert_eq!(warned, setting == "off", "SPACES_SANDBOX={setting}: {:?}", report.notes);
+        d.client.space("s").agent_stop(&report.run_id).await.unwrap();
+    }
+}
