@@ -29,7 +29,7 @@ use serde_json::{json, Value};
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{ms, pct, post, ratio};
+use common::{get, ms, pct, post, ratio};
 
 const WHAT: [&str; 2] = ["agent_start", "exec_command"];
 
@@ -143,14 +143,18 @@ impl Daemon {
     /// `agent_start` -> the fake agent's first command; waits for the run to be idle after.
     fn agent_start(&self) -> Duration {
         let sent = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
-        let report = self.tool("agent_start", json!({"space": "bench", "agent": "openai-codex", "prompt": "hi"}));
+        let (status, body) = post(&self.socket, "/v1/spaces/bench/agents", &[], &json!({"agent": "openai-codex", "prompt": "hi"}));
+        assert_eq!(status, 200, "agent_start: {body}");
+        let report: Value = serde_json::from_str(&body).unwrap();
         let run = report["run_id"].as_str().unwrap().to_owned();
         let stamp = self.root.join(format!(".started-{run}"));
         let started = wait_for(&stamp);
         let at = Duration::from_secs_f64(started.trim().parse::<f64>().unwrap());
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let st = self.tool("agent_status", json!({"space": "bench", "run_id": run, "tail": 0}));
+            let (status, body) = get(&self.socket, &format!("/v1/spaces/bench/agents/{run}?tail=0"));
+            assert_eq!(status, 200, "agent_status: {body}");
+            let st: Value = serde_json::from_str(&body).unwrap();
             if st["status"] == "idle" {
                 break;
             }

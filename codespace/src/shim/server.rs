@@ -108,8 +108,22 @@ pub fn main(dir: &Path) -> i32 {
 }
 
 /// Answer the daemon on stdout, once; then stdout and stderr go to `shim.log`.
-/// The command that started this shim, without its `shim DIR`: the daemon's own command, which
-/// a sandbox enters through (`... sandbox-exec -- PROGRAM`).
+/// What a sandbox enters through (`... sandbox-exec -- PROGRAM`): the small
+/// `spaces-sandbox-exec` beside this shim's executable when it is there (it starts in a
+/// fraction of a millisecond), else the daemon's own command ([`own_command`]: `spacesd`, or a
+/// binding's interpreter and script).
+fn sandbox_helper() -> Vec<String> {
+    let small = std::env::current_exe().ok().and_then(|exe| Some(exe.parent()?.join(SANDBOX_HELPER))).filter(|p| p.is_file());
+    match small {
+        Some(path) => vec![path.display().to_string()],
+        None => own_command(),
+    }
+}
+
+/// The file name of the small helper ([`sandbox_helper`]).
+pub const SANDBOX_HELPER: &str = "spaces-sandbox-exec";
+
+/// The command that started this shim, without its `shim DIR`: the daemon's own command.
 fn own_command() -> Vec<String> {
     let mut args: Vec<String> = std::env::args().collect();
     args.truncate(args.len().saturating_sub(2));
@@ -231,7 +245,7 @@ impl Shim {
         };
         // In a sandbox, the program is bubblewrap, which ends in `sandbox-exec` and the program.
         let argv = match &sandbox {
-            Some(policy) => spaces_os::sandbox::command(policy, &own_command(), &spec.argv, &spec.cwd).map_err(|e| e.to_string())?,
+            Some(policy) => spaces_os::sandbox::command(policy, &sandbox_helper(), &spec.argv, &spec.cwd).map_err(|e| e.to_string())?,
             None => spec.argv.clone(),
         };
         let spawn = SpawnSpec {

@@ -86,16 +86,26 @@ pub fn post(socket: &Path, path: &str, headers: &[(&str, &str)], body: &Value) -
 
 /// One POST: status, raw header block, body (chunked transfer decoded).
 pub fn post_raw(socket: &Path, path: &str, headers: &[(&str, &str)], body: &Value) -> (u16, String, String) {
-    let body = body.to_string();
+    send(socket, "POST", path, headers, &body.to_string())
+}
+
+/// One GET over the Unix socket (a fresh connection): status and body.
+pub fn get(socket: &Path, path: &str) -> (u16, String) {
+    let (status, _, body) = send(socket, "GET", path, &[], "");
+    (status, body)
+}
+
+/// One request: status, raw header block, body (chunked transfer decoded).
+fn send(socket: &Path, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String, String) {
     let mut req = format!(
-        "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nConnection: close\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
     req.push_str("\r\n");
-    req.push_str(&body);
+    req.push_str(body);
     let mut s = UnixStream::connect(socket).unwrap();
     s.write_all(req.as_bytes()).unwrap();
     let mut raw = Vec::new();
