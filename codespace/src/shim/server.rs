@@ -120,7 +120,8 @@ fn sandbox_helper() -> Vec<String> {
     }
 }
 
-/// The file name of the small helper ([`sandbox_helper`]).
+/// The file name of the small helper a shim enters each sandbox through, when it stands beside
+/// the shim's executable (`spacesd/src/bin/spaces-sandbox-exec.rs`).
 pub const SANDBOX_HELPER: &str = "spaces-sandbox-exec";
 
 /// The command that started this shim, without its `shim DIR`: the daemon's own command.

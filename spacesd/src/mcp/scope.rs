@@ -66,10 +66,10 @@ impl Scope {
         Self::build(space.into(), "this token", ErrorCode::Forbidden)
     }
 
-    /// The scope of a run's or command's own processes ([`crate::access::Access::by_tree`]):
+    /// The scope of a run's own processes, on the run's own socket ([`crate::access::Access::for_run`]):
     /// the same checks, refused `FORBIDDEN`.
     pub fn for_tree(space: impl Into<String>) -> Arc<Scope> {
-        Self::build(space.into(), "this run's or command's process", ErrorCode::Forbidden)
+        Self::build(space.into(), "this run's process", ErrorCode::Forbidden)
     }
 
     fn build(space: String, holder: &'static str, refusal: ErrorCode) -> Arc<Scope> {
