@@ -9,7 +9,7 @@
 //! and the daemon's own program (the sandbox's helper, a run's `spaces` MCP server).
 //!
 //! Per tree ([`policy`]): its Space's root writable, every other Space's root hidden, plus what
-//! the caller adds (a run's home, its harness's files, its API directory).
+//! the caller adds (read-only paths, a run's home and its API directory).
 
 use std::path::{Path, PathBuf};
 
@@ -63,7 +63,6 @@ pub fn policy(store: &Store, root: &Path, read_only: bool, extra: Extra) -> crat
         root,
         read_only,
         other_roots,
-        writable: extra.writable,
         readonly: extra.readonly,
         api_dir: extra.api_dir,
         home: extra.home,
@@ -74,7 +73,6 @@ pub fn policy(store: &Store, root: &Path, read_only: bool, extra: Extra) -> crat
 /// What a tree has besides its Space ([`policy`]).
 #[derive(Debug, Default)]
 pub struct Extra {
-    pub writable: Vec<PathBuf>,
     pub readonly: Vec<PathBuf>,
     pub api_dir: Option<PathBuf>,
     /// The run's home, mounted at `spaces_os::sandbox::HOME_DIR`.

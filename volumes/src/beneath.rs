@@ -37,7 +37,7 @@ impl std::fmt::Debug for Beneath {
     }
 }
 
-fn errno_io(path: &Path, e: Errno) -> VolumeError {
+pub(crate) fn errno_io(path: &Path, e: Errno) -> VolumeError {
     VolumeError::io(path, std::io::Error::from_raw_os_error(e as i32))
 }
 

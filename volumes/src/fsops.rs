@@ -10,7 +10,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
-use nix::fcntl::{openat, OFlag};
+use nix::fcntl::openat;
 use nix::sys::stat::{fchmod, fchmodat, fstat, FchmodatFlags, Mode};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
@@ -37,11 +37,7 @@ pub(crate) fn staging_beside(target: &Path, what: &str) -> Result<(PathBuf, Bene
     Ok((staging, root))
 }
 
-fn errno_io(path: &Path, e: Errno) -> VolumeError {
-    VolumeError::io(path, std::io::Error::from_raw_os_error(e as i32))
-}
-
-const DIR_FLAGS: OFlag = OFlag::O_RDONLY.union(OFlag::O_DIRECTORY).union(OFlag::O_NOFOLLOW).union(OFlag::O_CLOEXEC);
+use crate::beneath::{errno_io, DIR_FLAGS};
 
 /// Removes `path` whatever it is, making directories writable first (a 0555 directory holding
 /// files cannot be emptied otherwise). Never follows symlinks, and changes no mode outside the

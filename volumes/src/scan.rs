@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use nix::fcntl::{openat, readlinkat, AtFlags, OFlag};
 use nix::sys::stat::{fstat, fstatat, FileStat, Mode, SFlag};
 
-use crate::beneath::{Beneath, DIR_FLAGS};
+use crate::beneath::{errno_io, Beneath, DIR_FLAGS};
 use crate::error::{IoContext, Result, VolumeError};
 use crate::manifest::{Kind, Root};
 use crate::types::SkippedEntry;
@@ -113,10 +113,6 @@ pub(crate) fn key_of_stat(st: &FileStat) -> StatKey {
         ino: st.st_ino,
         aux: 0,
     }
-}
-
-fn errno_io(path: &Path, e: nix::errno::Errno) -> VolumeError {
-    VolumeError::io(path, std::io::Error::from_raw_os_error(e as i32))
 }
 
 /// Walks the home `dir` once (lstat only; no contents read except 16 bytes of SQLite

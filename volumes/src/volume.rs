@@ -441,10 +441,9 @@ impl Volume {
     /// resolving outside through others, no entry beneath a symlink, in any order): directories
     /// and symlinks, parents first, then each layer streamed and unpacked with every check, then
     /// modes and times (directories last, deepest first). Everything is made through the
-    /// staging directory's descriptor, never through a symlink ([`Beneath`]). Returns (files,
-    /// bytes).
+    /// staging directory's descriptor, never through a symlink ([`Beneath`]). `m` was checked
+    /// when it was parsed (`Manifest::parse` runs `Manifest::check`). Returns (files, bytes).
     async fn build(&self, m: Arc<Manifest>, staging: Arc<Beneath>, progress: &dyn Progress) -> Result<(u64, u64)> {
-        m.check()?;
         let total: u64 = m.entries.iter().filter(|e| e.kind == Kind::File).map(|e| e.size).sum();
         {
             let (m, staging) = (m.clone(), staging.clone());

@@ -50,22 +50,18 @@ impl Ledger {
         let approval_id = match existing {
             Some(id) => id,
             None => {
-                let pending: i64 = tx.query_row(
-                    "SELECT COUNT(*) FROM approvals WHERE workspace_id = ?1 AND state = 'pending'",
+                // The pending holds' count and the bytes of their requests, in one pass.
+                let (pending, held): (i64, i64) = tx.query_row(
+                    "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(arguments_json AS BLOB))), 0) FROM approvals
+                     WHERE workspace_id = ?1 AND state = 'pending'",
                     [workspace_id],
-                    |r| r.get(0),
+                    |r| Ok((r.get(0)?, r.get(1)?)),
                 )?;
                 let limit = self.retention.pending_approvals_max;
                 if usize::try_from(pending).unwrap_or(usize::MAX) >= limit {
                     return Err(Error::ApprovalQueueFull { workspace_id: workspace_id.to_owned(), limit });
                 }
                 let arguments_json = canonical_json(arguments);
-                let held: i64 = tx.query_row(
-                    "SELECT COALESCE(SUM(LENGTH(CAST(arguments_json AS BLOB))), 0) FROM approvals
-                     WHERE workspace_id = ?1 AND state = 'pending'",
-                    [workspace_id],
-                    |r| r.get(0),
-                )?;
                 let held = u64::try_from(held).unwrap_or(0);
                 let adding = arguments_json.len() as u64;
                 let limit_bytes = self.retention.pending_approvals_max_bytes;

@@ -47,7 +47,7 @@ pub use approval_record::{
     ApprovalRecord, ApprovalState, Decision, HoldableTool, ResumeStart, StoredApproval,
 };
 pub use fingerprint::{canonical_json, fingerprint};
-pub use retention::{Pruned, Retention, PENDING_APPROVALS_MAX_BYTES, PRUNE_EVERY};
+pub use retention::{Pruned, Retention, PRUNE_EVERY};
 pub use operation_record::{
     EventName, Minted, OperationEvent, OperationKind, OperationRecord, OperationRef,
     OperationStatus, StoredOperation,

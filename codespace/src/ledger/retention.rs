@@ -43,7 +43,7 @@ pub struct Retention {
 
 /// Default [`Retention::pending_approvals_max_bytes`]: 128 MiB, two of the largest requests
 /// the daemon reads.
-pub const PENDING_APPROVALS_MAX_BYTES: u64 = 128 * 1024 * 1024;
+const PENDING_APPROVALS_MAX_BYTES: u64 = 128 * 1024 * 1024;
 
 impl Default for Retention {
     fn default() -> Self {

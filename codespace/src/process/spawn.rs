@@ -301,7 +301,7 @@ fn nonblocking(fd: &OwnedFd) -> nix::Result<()> {
 }
 
 /// Signals whose inherited "ignore" would make a stop or an interrupt miss the program.
-const RESET_SIGNALS: [libc::c_int; 4] = [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, libc::SIGTERM];
+const RESET_SIGNALS: [libc::c_int; 4] = spaces_os::sandbox::IGNORED_SIGNALS;
 
 /// The child's side, between fork and exec: into its cgroups (each `cgroup.procs` fd in
 /// `joins`, -1 = none), default signals (ignored for a sandbox's bubblewrap: `sandboxed`), the

@@ -16,7 +16,7 @@
 //! own), user (a non-root daemon), net (`network: false`). Bubblewrap drops every capability of
 //! the program (root's too) and sets `no_new_privs`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{Error, Policy, API_DIR, HOME_DIR};
 
@@ -46,11 +46,14 @@ pub fn command(policy: &Policy, helper: &[String], argv: &[String], cwd: &Path) 
     }
     // Each path where it really is: a bind or a tmpfs at a path through a symlink would land
     // on (or fail to make) the link's parent, not its target.
-    for path in policy.hidden.iter().filter_map(|p| real(p)) {
-        match std::fs::metadata(&path) {
-            Ok(m) if m.is_dir() => out.extend(["--tmpfs".to_owned(), text(&path)?]),
-            Ok(_) => out.extend(["--ro-bind".to_owned(), "/dev/null".to_owned(), text(&path)?]),
-            Err(_) => {} // nothing there to hide
+    // (real path, is a folder) of each hidden path that exists: nothing else is there to hide.
+    let hidden: Vec<(PathBuf, bool)> =
+        policy.hidden.iter().filter_map(|p| real(p)).filter_map(|p| std::fs::metadata(&p).ok().map(|m| (p, m.is_dir()))).collect();
+    for (path, dir) in &hidden {
+        if *dir {
+            out.extend(["--tmpfs".to_owned(), text(path)?]);
+        } else {
+            out.extend(["--ro-bind".to_owned(), "/dev/null".to_owned(), text(path)?]);
         }
     }
     for path in policy.readonly.iter().filter_map(|p| real(p)) {
@@ -68,8 +71,8 @@ pub fn command(policy: &Policy, helper: &[String], argv: &[String], cwd: &Path) 
     // The empty folders standing in for hidden ones (and `/run`) read-only, last: what is
     // bound beneath them keeps its own mode, and nothing written there could mislead a program
     // into thinking it reached the daemon's state.
-    for path in policy.hidden.iter().filter_map(|p| real(p)).filter(|p| p.is_dir()) {
-        out.extend(["--remount-ro".to_owned(), text(&path)?]);
+    for (path, _) in hidden.iter().filter(|(_, dir)| *dir) {
+        out.extend(["--remount-ro".to_owned(), text(path)?]);
     }
     out.extend(["--remount-ro".to_owned(), "/run".to_owned()]);
     out.extend(["--chdir".to_owned(), text(cwd)?]);
@@ -85,7 +88,7 @@ pub fn command(policy: &Policy, helper: &[String], argv: &[String], cwd: &Path) 
 }
 
 /// `path` with every symlink resolved; `None` when it does not exist (nothing to mount).
-fn real(path: &Path) -> Option<std::path::PathBuf> {
+fn real(path: &Path) -> Option<PathBuf> {
     std::fs::canonicalize(path).ok()
 }
 
@@ -93,7 +96,6 @@ fn real(path: &Path) -> Option<std::path::PathBuf> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
 
     #[test]
     fn mounts_come_in_the_order_that_lets_later_paths_show_through() {

@@ -49,7 +49,9 @@ pub const HOME_DIR: &str = "/run/home";
 /// The socket file inside [`API_DIR`].
 pub const API_SOCKET: &str = "spacesd.sock";
 
-/// Signals the shim starts bubblewrap with ignored, and the helper resets to their default.
+/// The signals a stop, an interrupt or a closed terminal sends: every child starts with them at
+/// their default action (a daemon started in the background may have inherited them ignored),
+/// except bubblewrap, which the shim starts with them ignored, and whose helper resets them.
 pub const IGNORED_SIGNALS: [i32; 4] = [nix::libc::SIGHUP, nix::libc::SIGINT, nix::libc::SIGQUIT, nix::libc::SIGTERM];
 
 /// Errors of the sandbox.
@@ -158,8 +160,6 @@ pub struct Tree<'a> {
     pub read_only: bool,
     /// Other Spaces' roots (hidden unless inside `root`).
     pub other_roots: Vec<PathBuf>,
-    /// More read-write paths (the run's home).
-    pub writable: Vec<PathBuf>,
     /// More read-only paths (files the harness wrote, the agent's binary).
     pub readonly: Vec<PathBuf>,
     /// The run's API directory ([`API_DIR`] inside).
@@ -188,11 +188,11 @@ impl Host {
         let hidden = kept;
         let mut readonly = self.readonly.clone();
         readonly.extend(tree.readonly);
-        let mut writable = tree.writable;
+        let mut writable = Vec::new();
         if tree.read_only {
             readonly.push(tree.root.to_path_buf());
         } else {
-            writable.insert(0, tree.root.to_path_buf());
+            writable.push(tree.root.to_path_buf());
         }
         let root = nix::unistd::geteuid().is_root();
         Some(Policy {

@@ -167,11 +167,11 @@ pub(super) fn arguments(
         for (key, raw) in pairs {
             let kind = types.get(&key).copied().unwrap_or(Scalar::Text);
             let value = convert(kind, &raw).map_err(|expected| {
-                let shown: String = key.chars().take(spaces_sdk::decode::MAX_KEY_CHARS).collect();
+                let shown = shown_key(&key);
                 refuse(format!("invalid value for `{shown}`: expected {expected}"), Some(shown))
             })?;
             if args.insert(key.clone(), value).is_some() {
-                let shown: String = key.chars().take(spaces_sdk::decode::MAX_KEY_CHARS).collect();
+                let shown = shown_key(&key);
                 return Err(refuse(format!("`{shown}` is given twice"), Some(shown)));
             }
         }
@@ -181,7 +181,7 @@ pub(super) fn arguments(
         match args.get(&key) {
             Some(Value::String(v)) if *v == value => {}
             Some(_) => {
-                let shown: String = key.chars().take(spaces_sdk::decode::MAX_KEY_CHARS).collect();
+                let shown = shown_key(&key);
                 return Err(refuse(format!("`{shown}` differs between the path and the request"), Some(shown)));
             }
             None => {
@@ -217,3 +217,7 @@ fn convert(kind: Scalar, raw: &str) -> Result<Value, &'static str> {
     }
 }
 
+/// A request key as an error message shows it: its first `MAX_KEY_CHARS` characters.
+fn shown_key(key: &str) -> String {
+    key.chars().take(spaces_sdk::decode::MAX_KEY_CHARS).collect()
+}

@@ -103,7 +103,7 @@ impl<B: Backend> SpacesMcp<B> {
         };
         Ok(Some(match outcome {
             Ok(value) => CallToolResult::structured(tools::structured(entry, value)),
-            Err(e) => refusal(&e),
+            Err(e) => refusal(e),
         }))
     }
 }
@@ -132,8 +132,8 @@ fn asker(context: &RequestContext<RoleServer>) -> Asker {
 
 /// A refusal as MCP wants it: `isError`, the wire error's JSON as text, no structured content;
 /// its message cut like every error body ([`ApiError::capped`]).
-pub fn refusal(e: &ApiError) -> CallToolResult {
-    let e = &e.clone().capped();
+pub fn refusal(e: ApiError) -> CallToolResult {
+    let e = &e.capped();
     let text = serde_json::to_string(e).unwrap_or_else(|_| format!("{{\"code\":\"INTERNAL\",\"message\":{:?}}}", e.message));
     CallToolResult::error(vec![ContentBlock::text(text)])
 }

@@ -264,7 +264,6 @@ impl Launcher {
         };
         let api_dir = super::api::dir(&self.run_dir);
         let mut extra = crate::sandbox::Extra {
-            writable: Vec::new(),
             readonly: readonly.collect(),
             api_dir: Some(api_dir),
             home: Some(home.to_path_buf()),

@@ -172,32 +172,25 @@ impl Jail {
         Jail::for_space(inner, Path::new(&space.root), space.read_only, readonly).map_err(|e| e.to_string())
     }
 
-    /// `git` working in `cwd`: inside the sandbox when there is one.
-    fn git(&self, cwd: &Path) -> tokio::process::Command {
+    /// `git` working in `cwd`: inside the sandbox when there is one. Errors: a path the
+    /// sandbox cannot mount (not UTF-8); git never runs on the host instead.
+    fn git(&self, cwd: &Path) -> std::io::Result<tokio::process::Command> {
         let argv = match &self.sandbox {
-            Some((policy, helper)) => spaces_os::sandbox::command(policy, helper, &["git".to_owned()], cwd).ok(),
-            None => None,
-        };
-        let mut cmd = match argv.as_deref() {
-            Some([program, args @ ..]) => {
-                let mut cmd = tokio::process::Command::new(program);
-                cmd.args(args);
-                cmd
+            Some((policy, helper)) => {
+                spaces_os::sandbox::command(policy, helper, &["git".to_owned()], cwd).map_err(std::io::Error::other)?
             }
-            // No sandbox, or a path the sandbox cannot mount (not UTF-8): git refuses such a
-            // sandboxed start below rather than run on the host.
-            _ if self.sandbox.is_some() => tokio::process::Command::new("/nonexistent/a-path-the-sandbox-cannot-mount"),
-            _ => tokio::process::Command::new("git"),
+            None => vec!["git".to_owned()],
         };
-        cmd.current_dir(cwd);
-        cmd
+        let mut cmd = tokio::process::Command::new(&argv[0]);
+        cmd.args(&argv[1..]).current_dir(cwd);
+        Ok(cmd)
     }
 }
 
 /// A `git` command (in `jail`, working in `cwd`) with a small, predictable environment: no
 /// prompt for credentials (a detached run has nobody to answer), messages in English.
-fn git(jail: &Jail, cwd: &Path) -> tokio::process::Command {
-    let mut cmd = jail.git(cwd);
+fn git(jail: &Jail, cwd: &Path) -> std::io::Result<tokio::process::Command> {
+    let mut cmd = jail.git(cwd)?;
     cmd.env_clear();
     for name in ["PATH", "HOME", "SSH_AUTH_SOCK", "GIT_SSH_COMMAND", "XDG_CONFIG_HOME"] {
         if let Some(v) = std::env::var_os(name) {
@@ -205,7 +198,7 @@ fn git(jail: &Jail, cwd: &Path) -> tokio::process::Command {
         }
     }
     cmd.env("GIT_TERMINAL_PROMPT", "0").env("LC_ALL", "C").stdin(Stdio::null()).kill_on_drop(true);
-    cmd
+    Ok(cmd)
 }
 
 /// Run `cmd` to its end within `limit`: (exit code, stderr).
@@ -233,17 +226,17 @@ pub(super) async fn check(cwd: &Path, options: &SpaceAgentOptions, allow_local: 
         return Err(invalid("options.branch", format!("options.branch is {} bytes long; at most {MAX_BRANCH_BYTES} are allowed", branch.len())));
     }
     if let Some(branch) = &options.branch {
-        let (code, _) = output(git_args(jail, cwd, &["check-ref-format", "--branch", branch]), LS_REMOTE_TIMEOUT).await.map_err(git_missing)?;
+        let (code, _) = output(git_args(jail, cwd, &["check-ref-format", "--branch", branch]).map_err(git_missing)?, LS_REMOTE_TIMEOUT).await.map_err(git_missing)?;
         if branch.starts_with('-') || code != Some(0) {
             return Err(invalid("options.branch", format!("options.branch {:?} is not a valid branch name", bounded(branch))));
         }
     }
     let Some(url) = &options.repo else {
         let branch = options.branch.as_deref().unwrap_or_default();
-        let mut cmd = git_args(jail, cwd, &["rev-parse", "--verify", "--quiet"]);
+        let mut cmd = git_args(jail, cwd, &["rev-parse", "--verify", "--quiet"]).map_err(git_missing)?;
         cmd.arg(format!("refs/heads/{branch}^{{commit}}")).current_dir(cwd);
         let local = output(cmd, LS_REMOTE_TIMEOUT).await.map_err(git_missing)?.0 == Some(0);
-        let mut cmd = git_args(jail, cwd, &["rev-parse", "--verify", "--quiet"]);
+        let mut cmd = git_args(jail, cwd, &["rev-parse", "--verify", "--quiet"]).map_err(git_missing)?;
         cmd.arg(format!("refs/remotes/origin/{branch}^{{commit}}")).current_dir(cwd);
         let remote = output(cmd, LS_REMOTE_TIMEOUT).await.map_err(git_missing)?.0 == Some(0);
         if !local && !remote {
@@ -290,7 +283,7 @@ pub(super) async fn check(cwd: &Path, options: &SpaceAgentOptions, allow_local: 
             ),
         ));
     }
-    let mut cmd = git_reading(jail, cwd, allow_local, &["ls-remote", "--exit-code", "--heads", "--", url]);
+    let mut cmd = git_reading(jail, cwd, allow_local, &["ls-remote", "--exit-code", "--heads", "--", url]).map_err(git_missing)?;
     if let Some(branch) = &options.branch {
         cmd.arg(format!("refs/heads/{branch}"));
     }
@@ -306,23 +299,23 @@ pub(super) async fn check(cwd: &Path, options: &SpaceAgentOptions, allow_local: 
     }
 }
 
-fn git_args(jail: &Jail, cwd: &Path, args: &[&str]) -> tokio::process::Command {
-    let mut cmd = git(jail, cwd);
+fn git_args(jail: &Jail, cwd: &Path, args: &[&str]) -> std::io::Result<tokio::process::Command> {
+    let mut cmd = git(jail, cwd)?;
     cmd.args(args);
-    cmd
+    Ok(cmd)
 }
 
 /// A `git` that reads a caller's repository: unless `allow_local`, the `file` protocol (paths,
 /// `file://`, and so a local repository reached through a redirect or an alternate) is off,
 /// and so is `ext` (programs as transports), whatever the host's git config says.
-fn git_reading(jail: &Jail, cwd: &Path, allow_local: bool, args: &[&str]) -> tokio::process::Command {
-    let mut cmd = git(jail, cwd);
+fn git_reading(jail: &Jail, cwd: &Path, allow_local: bool, args: &[&str]) -> std::io::Result<tokio::process::Command> {
+    let mut cmd = git(jail, cwd)?;
     cmd.args(["-c", "protocol.ext.allow=never"]);
     if !allow_local {
         cmd.args(["-c", "protocol.file.allow=never"]);
     }
     cmd.args(args);
-    cmd
+    Ok(cmd)
 }
 
 fn git_missing(e: std::io::Error) -> Error {
@@ -370,7 +363,7 @@ pub(super) async fn prepare(inner: &Inner, run: &RunRow, turn: u32) -> std::resu
             let branch = run.options.branch.as_deref().unwrap_or_default();
             notice(format!("checking out branch {branch} in {}", target.display()));
             let jail = Jail::for_run(inner, run, Vec::new())?;
-            let mut cmd = git_args(&jail, &target, &["checkout", branch, "--"]);
+            let mut cmd = git_args(&jail, &target, &["checkout", branch, "--"]).map_err(|e| format!("git checkout: {e}"))?;
             cmd.current_dir(&target);
             let (code, stderr) = output(cmd, CLONE_TIMEOUT).await.map_err(|e| format!("git checkout: {e}"))?;
             if code != Some(0) {
@@ -397,7 +390,7 @@ async fn clone(
     let temp = parent.join(format!(".{name}.clone-{run_id}"));
     let _ = std::fs::remove_dir_all(&temp);
     notice(format!("cloning {}{} into {}", shown(url), branch.map(|b| format!(" (branch {b})")).unwrap_or_default(), target.display()));
-    let mut cmd = git_reading(jail, parent, allow_local, &["clone", "--progress"]);
+    let mut cmd = git_reading(jail, parent, allow_local, &["clone", "--progress"]).map_err(|e| format!("cannot run git clone: {e}"))?;
     if !allow_local {
         cmd.arg("--no-local");
     }
@@ -421,7 +414,7 @@ async fn clone(
         let _ = std::fs::remove_dir_all(&temp);
         return Err(format!("the clone could not be moved to {} (is it still empty?): {e}", target.display()));
     }
-    let mut head = git_args(jail, target, &["rev-parse", "--abbrev-ref", "HEAD"]);
+    let mut head = git_args(jail, target, &["rev-parse", "--abbrev-ref", "HEAD"]).map_err(|e| format!("git rev-parse: {e}"))?;
     head.current_dir(target);
     let on = head.stdout(Stdio::piped()).output().await.ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned()).unwrap_or_default();
     notice(format!("cloned {} into {} (branch {on})", shown(url), target.display()));

@@ -64,32 +64,21 @@ impl RunSecrets {
         Ok(secrets)
     }
 
-    /// A redactor for every secret value: env values, MCP env values and header values (and the
-    /// token of an `Authorization: Bearer <token>` style value on its own).
+    /// A redactor for every secret value of the run ([`Self::named_values`]): env values, MCP
+    /// env values and header values (and the token of an `Authorization: Bearer <token>` style
+    /// value on its own), the repository URL's credentials, the daemon's own secrets.
     pub fn redactor(&self) -> Redactor {
-        let mut values: Vec<String> = self.env.values().cloned().chain(host_secrets()).collect();
-        // The repository URL's credentials (`user:token@`), should git print them.
-        if let Some(userinfo) = self.repo_url.as_deref().and_then(super::prepare::userinfo) {
-            values.extend(userinfo.split(':').map(str::to_owned));
-            values.push(userinfo.to_owned());
-        }
-        for server in &self.mcp_servers {
-            for v in server.secret_values() {
-                values.push(v.to_owned());
-                if let Some((_, token)) = v.split_once(' ') {
-                    values.push(token.trim().to_owned());
-                }
-            }
-        }
-        Redactor::new(values)
+        // Also the whole `user:token`, as git may print it.
+        let userinfo = self.repo_url.as_deref().and_then(super::prepare::userinfo).map(str::to_owned);
+        Redactor::new(self.named_values().into_iter().map(|(_, v)| v).chain(userinfo))
     }
 }
 
 impl RunSecrets {
     /// Every secret value of the run with what to call it (never the value): its environment's
     /// values by variable name (`options.env`, forwarded provider keys), MCP server secrets, the
-    /// repository URL's credentials, and the daemon's own secrets. Values under 8 characters are
-    /// left out, as redaction leaves them.
+    /// repository URL's credentials, and the daemon's own secrets. Values too short to redact
+    /// are left out by the redactor and by the save's scan alike.
     pub fn named_values(&self) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> = self.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         for server in &self.mcp_servers {
@@ -100,11 +89,11 @@ impl RunSecrets {
                 }
             }
         }
+        // The repository URL's credentials (`user:token@`), should git print them.
         if let Some(userinfo) = self.repo_url.as_deref().and_then(super::prepare::userinfo) {
             out.extend(userinfo.split(':').map(|p| ("the repository URL's credentials".to_owned(), p.to_owned())));
         }
         out.extend(host_secrets().into_iter().map(|v| ("a secret of the daemon".to_owned(), v)));
-        out.retain(|(_, v)| v.chars().count() >= spaces_harnesses::redact::REDACT_MIN_LEN);
         out
     }
 

@@ -289,16 +289,19 @@ fn spares_of(daemon: i32) -> Vec<i32> {
 }
 
 /// A spare shim waits ready with its program's child already in the spare's cgroup: the next
-/// run's agent is that very child, in the cgroup named after the run's turn (the spare's,
-/// renamed); another spare replaces it; when the daemon stops, the spare exits and its cgroup
-/// goes.
+/// run's sandbox (bubblewrap, running the agent) is that very child, in the cgroup named after
+/// the run's turn (the spare's, renamed); another spare replaces it; when the daemon stops, the
+/// spare exits and its cgroup goes.
 #[tokio::test]
 async fn a_spare_shim_starts_the_next_run_in_the_runs_cgroup_and_goes_with_the_daemon() {
-    let script = format!("echo \"agent pid: $$ cgroups: $(tr '\\n' ' ' </proc/self/cgroup)\" >&2\n{CODEX_TURN}");
+    // The agent waits for `release` in its Space, so its sandbox can be seen from the host.
+    let script = format!(
+        "echo \"agent pid: $$ cgroups: $(tr '\\n' ' ' </proc/self/cgroup)\" >&2\nwhile [ ! -e release ]; do sleep 0.05; done\n{CODEX_TURN}"
+    );
     let bin_dir = tempfile::tempdir().unwrap();
     let bin = super::fake_agents::fake(bin_dir.path(), "fake-codex", &script);
     let mut d = TestDaemon::start_with_env(vec![("SPACES_HARNESS_BIN_OPENAI_CODEX".into(), bin.display().to_string())]).await;
-    d.space("s").await;
+    let root = d.space("s").await;
     let held = containment(&d, "s", true).await;
     let daemon = d.pid().unwrap();
     let mut spare = 0;
@@ -317,12 +320,24 @@ async fn a_spare_shim_starts_the_next_run_in_the_runs_cgroup_and_goes_with_the_d
         }
     })
     .await;
-    let run = start_codex(&d).await;
+    let req = spaces_sdk::AgentStartRequest {
+        space: "s".into(),
+        agent: "openai-codex".into(),
+        prompt: "hello".into(),
+        show: None,
+        options: Some(spaces_sdk::SpaceAgentOptions::default()),
+    };
+    let run = d.client.agent_start(&req).await.unwrap().run_id;
+    // The waiting child execs bubblewrap (the agent's sandbox), whose sandbox runs the agent as
+    // the first program of its pid namespace (pid 2, after bubblewrap's init).
+    wait_until("the spare's waiting child to run the agent's sandbox", Duration::from_secs(30), || {
+        std::fs::read(format!("/proc/{waiting}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).split('\0').next().is_some_and(|p| p.ends_with("/bwrap")))
+    })
+    .await;
+    std::fs::write(root.join("release"), "").unwrap();
+    d.wait_status("s", &run, Duration::from_secs(60), crate::support::settled).await;
     let st = d.client.space("s").agent_status(&run, Some(200)).await.unwrap();
     let tail = st.output_tail.unwrap_or_default();
-    // The waiting child execs bubblewrap, whose sandbox runs the agent as the first program of
-    // its pid namespace (pid 2, after bubblewrap's init); its cgroup, checked below, is the run's.
-    let _ = waiting;
     assert!(tail.contains("agent pid: 2 "), "the agent did not start as its sandbox's first program: {tail}");
     if held["mode"] != "subreaper" {
         let leaf = format!("agent-{run}-turn-1-gen-1");
