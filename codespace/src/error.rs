@@ -654,6 +654,17 @@ impl Error {
     }
 }
 
+/// A process that did not start ([`spaces_os::process::spawn`]) as this crate's error:
+/// `INVALID_COMMAND` or `PROCESS_SPAWN_FAILED`.
+impl From<spaces_os::process::Error> for Error {
+    fn from(e: spaces_os::process::Error) -> Self {
+        match e {
+            spaces_os::process::Error::EmptyCommand => Error::EmptyCommand,
+            spaces_os::process::Error::SpawnFailed { program, source } => Error::SpawnFailed { program, source },
+        }
+    }
+}
+
 impl From<Error> for ApiError {
     fn from(e: Error) -> ApiError {
         match e {

@@ -1,8 +1,7 @@
 //! # spaces-codespace: the CodeSpace execution layer
 //!
-//! Theory of operation: this crate owns what touches the OS on behalf of a Space (a workspace):
-//! - [`process`]: detached processes in their own session and process group, tagged so that
-//!   every descendant can be found and ended (agent runs launch through it).
+//! Theory of operation: this crate is the tools an agent loop calls on a Space (a workspace);
+//! processes, shims and the sandbox beneath them are the OS layer's (`spaces-os`):
 //! - [`patch`]: the pure V4A patch engine: parse, check versions, plan in memory.
 //! - [`fs`]: a workspace root with confinement at open time (`read`, `find`, the patch source,
 //!   and the atomic commit of a planned patch).
@@ -10,8 +9,6 @@
 //!   status, stdin, resize, termination.
 //! - [`ledger`]: the SQLite operations ledger (idempotent `apply_patch`), approval holds.
 //! - [`steer`]: works and intents (the steering inbox).
-//! - [`shim`]: the per-run shim that holds an agent process across daemon restarts, and its
-//!   journal.
 //! - [`service`]: the tools themselves (`call(name, arguments)`), policy checks and the
 //!   per-workspace gate, shared by every transport.
 //!
@@ -27,9 +24,7 @@ pub mod exec;
 pub mod fs;
 pub mod ledger;
 pub mod patch;
-pub mod process;
 pub mod service;
-pub mod shim;
 pub mod sqlite;
 pub mod steer;
 

@@ -23,14 +23,12 @@ pub mod draft;
 pub mod ending;
 pub mod openai_codex;
 pub mod plan;
-pub mod redact;
 pub mod wording;
 
 pub use draft::EventDraft;
 pub use plan::{
     ExitInfo, InstallSpec, InterruptRecipe, LaunchContext, LaunchPlan, ProcessModel, StdinMode,
 };
-pub use redact::Redactor;
 
 /// One agent CLI adapter. Implementations are stateless; per-run state lives in the
 /// [`Normalizer`] they create.

@@ -1,4 +1,4 @@
-//! # spaces-os: the OS layer's sandbox
+//! # spaces-os: the OS layer
 //!
 //! Theory of operation: every agent run and every `exec_command` starts inside a **sandbox**
 //! that its shim sets up before the program runs ([`sandbox`]): new mount, pid, ipc and uts
@@ -14,6 +14,19 @@
 //! the policy into a command line ([`sandbox::command`]); the program's first instructions run
 //! in [`sandbox::enter`], inside the sandbox, before its `exec`.
 //!
-//! (`process/` and `shim/` still live in `spaces-codespace`; they move here with issue 29.)
+//! The crate's parts, bottom up:
+//! - [`process`]: the one place the host starts a process ([`process::spawn`]) and the one that
+//!   ends process trees ([`process::kill_tree`]); PTYs, cgroups, priorities, the bulk lane.
+//! - [`sandbox`]: the policy and the bubblewrap command line above.
+//! - [`shim`]: the per-run shim that holds an agent process (or an `exec_command`) across
+//!   daemon restarts, its versioned control protocol, and its journal.
+//! - [`redact`]: secret values replaced in everything stored or shown; the shim redacts what
+//!   it journals and the daemon what it stores, with the same [`redact::Redactor`].
+//!
+//! Errors: each part has its own type ([`process::Error`], [`sandbox::Error`]); callers map
+//! them to the wire once (`spaces-codespace` for commands, `spacesd` for runs).
 
+pub mod process;
+pub mod redact;
 pub mod sandbox;
+pub mod shim;

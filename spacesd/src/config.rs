@@ -22,7 +22,7 @@
 //!   them, and `spacesd agent prune --older-than 7d` deletes on demand.
 //! - `SPACES_AGENT_NICE` (or `agent_nice`): the nice value agents and commands are lowered to
 //!   once they keep a CPU busy, 0 to 19 (default 10), so the daemon and its shims answer first on
-//!   a busy host ([`spaces_codespace::process::priority`], [`spaces_codespace::process::demote`]);
+//!   a busy host ([`spaces_os::process::priority`], [`spaces_os::process::demote`]);
 //!   0 runs them at the daemon's priority.
 //! - `SPACES_SANDBOX` (or `sandbox`): `off` starts agents and commands without the sandbox
 //!   (default on: bubblewrap must be installed; [`crate::sandbox`]).
@@ -223,7 +223,7 @@ impl Config {
             memory_max_bytes: env_num("SPACES_MEMORY_MAX_BYTES").or(file.memory_max_bytes).unwrap_or(0),
             agent_nice: env_num("SPACES_AGENT_NICE")
                 .or(file.agent_nice)
-                .map_or(spaces_codespace::process::priority::DEFAULT_AGENT_NICE, |n| n.min(19) as i32),
+                .map_or(spaces_os::process::priority::DEFAULT_AGENT_NICE, |n| n.min(19) as i32),
             output_log_max_bytes: env_num("SPACES_OUTPUT_LOG_MAX_BYTES")
                 .or(file.output_log_max_bytes)
                 .filter(|n| *n > 0)
@@ -254,8 +254,8 @@ impl Config {
     }
 
     /// The ceilings of one run's or command's cgroup (0 = no limit = `None`).
-    pub fn process_limits(&self) -> spaces_codespace::process::cgroup::Limits {
-        spaces_codespace::process::cgroup::Limits {
+    pub fn process_limits(&self) -> spaces_os::process::cgroup::Limits {
+        spaces_os::process::cgroup::Limits {
             pids_max: (self.pids_max > 0).then_some(self.pids_max),
             memory_max_bytes: (self.memory_max_bytes > 0).then_some(self.memory_max_bytes),
         }

@@ -16,7 +16,7 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 /// load one `fsync` on ext4 waits for the file system's other dirty data too (tens of ms, and
 /// more), and a task woken last on a blocked worker cannot be taken by another worker.
 pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
-    if spaces_codespace::process::bulk::on_multi_thread_runtime() {
+    if spaces_os::process::bulk::on_multi_thread_runtime() {
         tokio::task::block_in_place(f)
     } else {
         f()

@@ -39,7 +39,7 @@ pub fn init(cfg: &Config, store: &Store) -> anyhow::Result<Level> {
     }
     // The small helper shims start in each sandbox, beside the daemon's executable.
     if let Some(dir) = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf)) {
-        readonly.push(dir.join(spaces_codespace::shim::server::SANDBOX_HELPER));
+        readonly.push(dir.join(spaces_os::shim::server::SANDBOX_HELPER));
     }
     let hidden = store.protected().iter().map(|p| absolute(p)).collect();
     Ok(sandbox::init(Host { level: Level::Bubblewrap, bwrap, hidden, readonly, max_processes: cfg.process_limits().pids_max }))

@@ -38,8 +38,8 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
     }
     crate::supervisor::journal::set_max_bytes(cfg.output_log_max_bytes);
     // Before any run or command starts (re-adopted ones keep the cgroups they have).
-    spaces_codespace::process::priority::set_agent_nice(cfg.agent_nice);
-    spaces_codespace::process::cgroup::init(cfg.cgroups, cfg.process_limits(), &crate::workspaces::host_id(&cfg.state_dir));
+    spaces_os::process::priority::set_agent_nice(cfg.agent_nice);
+    spaces_os::process::cgroup::init(cfg.cgroups, cfg.process_limits(), &crate::workspaces::host_id(&cfg.state_dir));
     let cs = crate::workspaces::open(&cfg, store.clone()).context("cannot open the CodeSpace ledger")?;
     let adopted = cs.adopt_commands().await;
     if adopted > 0 {
@@ -67,11 +67,11 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
     sup.recover().await.context("cannot recover runs")?;
     sup.spawn_retention();
     // Trees whose shims a crash took are ended by now: their empty cgroups go.
-    spaces_codespace::process::cgroup::sweep();
+    spaces_os::process::cgroup::sweep();
     // From now on a shim waits ready for the next run or command (after the sweep: a spare's
     // cgroup is empty for a moment after it is made).
     match crate::supervisor::self_command() {
-        Ok(command) if sup.config().spare_shims => spaces_codespace::shim::spare::keep(command, crate::supervisor::shim_env()),
+        Ok(command) if sup.config().spare_shims => spaces_os::shim::spare::keep(command, crate::supervisor::shim_env()),
         Ok(_) => tracing::info!("spare shims are turned off: each run and command starts its shim when it starts"),
         Err(e) => tracing::warn!("no spare shims: cannot tell how to run spacesd shim: {e}"),
     }
@@ -191,9 +191,9 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         }
         eprintln!("spacesd: shutting down; agent runs go on under their shims and the next start re-adopts them");
     }
-    spaces_codespace::shim::spare::stop();
+    spaces_os::shim::spare::stop();
     // This daemon's empty cgroup directories (shims still running keep theirs).
-    spaces_codespace::process::cgroup::sweep();
+    spaces_os::process::cgroup::sweep();
     Ok(())
 }
 

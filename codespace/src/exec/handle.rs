@@ -16,8 +16,8 @@ use tokio::sync::watch;
 
 use super::ring::OutputRing;
 use super::{ProcessState, ProcessStatus, ReadProcessResult, Termination};
-use crate::process::kill_tree;
-use crate::shim::ShimClient;
+use spaces_os::process::kill_tree;
+use spaces_os::shim::ShimClient;
 use crate::{Error, Result};
 
 /// How the process ended.
@@ -365,7 +365,7 @@ impl Handle {
             }
             st.exit.is_none()
         };
-        let marker = crate::process::tag_marker(&self.tag);
+        let marker = spaces_os::process::tag_marker(&self.tag);
         let mut group = running.then_some(self.pid);
         if let Io::Shim { client: Some(shim), .. } = &self.io {
             // The shim ends every process it holds (its subreaper tree) and journals the exit;

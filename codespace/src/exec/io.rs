@@ -7,11 +7,10 @@ use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::process::Child;
 use tokio::sync::oneshot;
-use tokio::time::Instant;
 
 use super::handle::Handle;
 use super::Termination;
-use crate::process::{read_output, OutputSink};
+use spaces_os::process::{read_output, OutputSink};
 
 /// The pipe buffer asked for on a pipe-mode command's output (`F_SETPIPE_SZ`, 1 MiB: the
 /// default `/proc/sys/fs/pipe-max-size`). With the default 64 KiB a fast producer fills the pipe
@@ -26,7 +25,7 @@ pub(crate) const OUTPUT_PIPE_BYTES: usize = 1024 * 1024;
 pub(crate) const COLLECT_READ: usize = 128 * 1024;
 
 /// Read `fd` into the handle's ring until EOF, or until `drain` after `exit` fired (then read
-/// what is ready and stop: [`crate::process::read_output`]), then mark collection finished.
+/// what is ready and stop: [`spaces_os::process::read_output`]), then mark collection finished.
 pub(crate) async fn collect(
     handle: Arc<Handle>,
     fd: Arc<AsyncFd<OwnedFd>>,
@@ -76,37 +75,4 @@ pub(crate) async fn time_limit(handle: Arc<Handle>, limit: Duration, grace: Dura
         _ = tokio::time::sleep(limit) => handle.terminate(Termination::Timeout, grace).await,
         _ = handle.settled() => {}
     }
-}
-
-/// Why [`write_all`] stopped before the end.
-#[derive(Debug)]
-pub(crate) enum WriteStop {
-    /// The deadline passed while the fd was full (the process is not reading).
-    TimedOut,
-    /// The write failed (`EPIPE` when the reader is gone).
-    Failed(std::io::Error),
-}
-
-/// Write all of `data` to a non-blocking fd, waiting for room as needed (partial writes are
-/// continued, case E13) but not past `deadline`. `written` counts the bytes that went through,
-/// so the caller knows them however the write ends (also when the future is dropped).
-pub(crate) async fn write_all(
-    fd: &AsyncFd<OwnedFd>,
-    data: &[u8],
-    written: &mut usize,
-    deadline: Instant,
-) -> Result<(), WriteStop> {
-    while *written < data.len() {
-        let mut guard = match tokio::time::timeout_at(deadline, fd.writable()).await {
-            Ok(ready) => ready.map_err(WriteStop::Failed)?,
-            Err(_) => return Err(WriteStop::TimedOut),
-        };
-        match nix::unistd::write(fd.get_ref(), &data[*written..]) {
-            Ok(n) => *written += n,
-            Err(nix::errno::Errno::EAGAIN) => guard.clear_ready(),
-            Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => return Err(WriteStop::Failed(e.into())),
-        }
-    }
-    Ok(())
 }

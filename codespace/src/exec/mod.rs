@@ -2,7 +2,7 @@
 //! `read_process`, `process_status`, `write_stdin`, `process_resize`, `terminate_process`).
 //!
 //! Theory of operation:
-//! - **Spawn** (`spawn.rs`, through the one spawner [`crate::process::spawn`], whose module doc
+//! - **Spawn** (`spawn.rs`, through the one spawner [`spaces_os::process::spawn`], whose module doc
 //!   explains sessions, the controlling terminal, close-on-exec and reaping): no shell, argv as
 //!   given; a new session, so the process leads its own process group (pgid = pid); the
 //!   environment is exactly [`ExecSpec::env`] plus `SPACES_PROCESS_TAG=<tag>`. Pipe mode: stdout
@@ -12,7 +12,7 @@
 //! - **Collection** (`io.rs`): one task reads the output fd (non-blocking, tokio `AsyncFd`) into
 //!   a ring of the last [`ExecLimits::retained_bytes`] bytes with absolute offsets. `EIO` on a
 //!   PTY master means every slave end is closed: EOF, not an error (case P2,
-//!   [`crate::process::read_now`]). In pipe mode the pipe is widened to 1 MiB (best effort,
+//!   [`spaces_os::process::read_now`]). In pipe mode the pipe is widened to 1 MiB (best effort,
 //!   `F_SETPIPE_SZ`) and read up to 128 KiB at a time, so a fast producer does not stall on a
 //!   full pipe each time the collector is off the CPU. The window starts on a UTF-8 character boundary and a chunk
 //!   never ends inside a character, so a `chunk` holds a U+FFFD only where the program printed
@@ -39,7 +39,7 @@
 //!   process keeps running, and the caller treats the write as interrupted.
 //!
 //! - **Shims** (`shimmed.rs`, when the host gives a [`ShimSetup`]: `spacesd` does): the process
-//!   is started by a shim in raw mode ([`crate::shim`]), which owns its pipe or PTY, writes the
+//!   is started by a shim in raw mode ([`spaces_os::shim`]), which owns its pipe or PTY, writes the
 //!   output to bounded files whose byte offsets are the cursors (at most three segments of
 //!   `max(retained_bytes + 4, 64 KiB)`), and journals the exit when it reaps it. The handle's
 //!   ring is fed from those files, so a daemon that was killed or stopped re-adopts the command
@@ -49,7 +49,7 @@
 //!   is left; the time limit covers that tree too (what the command left running in the
 //!   background is ended when the limit passes, its recorded exit kept). Where the host has
 //!   cgroups, the shim starts each command in a cgroup of its own
-//!   ([`crate::process::cgroup`]) with the host's process and memory limits, and a stop ends
+//!   ([`spaces_os::process::cgroup`]) with the host's process and memory limits, and a stop ends
 //!   everything in it. Without a [`ShimSetup`] (the crate's own tests) processes are spawned
 //!   directly, as described above, and end with this process.
 //!

@@ -1,9 +1,9 @@
-//! Commands held by shims ([`crate::shim`] in raw mode): started, followed, and re-adopted
+//! Commands held by shims ([`spaces_os::shim`] in raw mode): started, followed, and re-adopted
 //! after a daemon restart.
 //!
 //! Files: each command has a directory `<shims dir>/<process_id>` (0700) holding `handle.json`
 //! (its [`HandleRecord`], written before the shim starts), the shim's `journal`, `ctl.sock`,
-//! `shim.log` and the output segments `output.<k>` ([`crate::shim::output`]; at most three
+//! `shim.log` and the output segments `output.<k>` ([`spaces_os::shim::output`]; at most three
 //! segments of [`segment_bytes`] each, however much the command prints). The directory is the
 //! durable record of the handle: it is removed when the handle is evicted from the table (10
 //! minutes after the exit, or the 256-exited cap), and the shim, seeing its journal gone, ends
@@ -24,9 +24,9 @@ use serde::{Deserialize, Serialize};
 
 use super::handle::{Handle, Io};
 use super::ExecSpec;
-use crate::shim::journal::JournalReader;
-use crate::shim::output::{extent, read_range, KEEP_SEGMENTS};
-use crate::shim::{Launch, OutputMode, RawRecord, ShimClient, ShimSpec, Watcher, PROTOCOL};
+use spaces_os::shim::journal::JournalReader;
+use spaces_os::shim::output::{extent, read_range, KEEP_SEGMENTS};
+use spaces_os::shim::{Launch, OutputMode, RawRecord, ShimClient, ShimSpec, Watcher, PROTOCOL};
 use crate::{Error, Result};
 
 /// A follower looks at the files at least this often, even without a wake-up.
@@ -109,8 +109,8 @@ pub(crate) async fn start(
     }
     let launch = Launch {
         redact: (setup.secrets)(),
-        cgroup: crate::process::cgroup::plan(&spec.tag),
-        nice: crate::process::priority::agent_nice(),
+        cgroup: spaces_os::process::cgroup::plan(&spec.tag),
+        nice: spaces_os::process::priority::agent_nice(),
         dir: None,
         sandbox: spec.sandbox.clone(),
         spec: ShimSpec {
@@ -273,9 +273,9 @@ pub(crate) async fn follow(handle: Arc<Handle>, dir: PathBuf, segment: u64, reta
                 // The shim was killed under a running command: nobody holds it any more. Its
                 // cgroup (if any) still holds every process of it, markers dropped or not.
                 let tag = handle.tag.clone();
-                let _ = tokio::task::spawn_blocking(move || crate::process::cgroup::end(&tag)).await;
-                let marker = crate::process::tag_marker(&handle.tag);
-                crate::process::kill_tree(None, &marker, grace).await;
+                let _ = tokio::task::spawn_blocking(move || spaces_os::process::cgroup::end(&tag)).await;
+                let marker = spaces_os::process::tag_marker(&handle.tag);
+                spaces_os::process::kill_tree(None, &marker, grace).await;
                 handle.record_exit_parts(None, None);
             }
             if !handle.finished() {

@@ -1,9 +1,9 @@
-//! Starting an `exec_command` process through the one spawner ([`crate::process::spawn`]): one
+//! Starting an `exec_command` process through the one spawner ([`spaces_os::process::spawn`]): one
 //! pipe for combined stdout+stderr plus a stdin pipe, or a PTY (write to its master); the process
 //! layer's errors are the answers.
 
 use super::ExecSpec;
-use crate::process::{self, SpawnSpec, Spawned, StdinSpec, StdioSpec};
+use spaces_os::process::{self, SpawnSpec, Spawned, StdinSpec, StdioSpec};
 use crate::Result;
 
 /// Initial PTY size when the spec names none (API.md: "PTY at 24x80").
@@ -30,5 +30,5 @@ pub(crate) fn spawn(spec: &ExecSpec) -> Result<Spawned> {
         nice: process::priority::agent_nice(),
         sandboxed: false,
     };
-    process::spawn(&spec)
+    Ok(process::spawn(&spec)?)
 }

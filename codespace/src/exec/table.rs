@@ -11,9 +11,10 @@ use tokio::sync::oneshot;
 use super::handle::{Handle, Io};
 use super::shimmed::{self, ShimSetup};
 use super::{DispatchStatus, ExecCommandResult, ProcessStatus, ReadProcessResult, Termination};
-use super::io::{self, WriteStop};
+use super::io;
+use spaces_os::process::feed::{self, WriteStop};
 use super::{spawn, ExecLimits, ExecSpec};
-use crate::process::pty;
+use spaces_os::process::pty;
 use crate::{Error, Result};
 
 struct Inner {
@@ -162,10 +163,10 @@ impl Processes {
         }
         let _enter = rt.enter(); // AsyncFd and the child's reaper register with this runtime
         let spawned = spawn::spawn(&spec)?;
-        crate::process::held::hold(spawned.pid, &spec.tag);
+        spaces_os::process::held::hold(spawned.pid, &spec.tag);
         if !spec.tty {
             // Best effort: a pipe the kernel will not widen keeps its 64 KiB.
-            let _ = crate::process::widen_pipe(&spawned.output, io::OUTPUT_PIPE_BYTES);
+            let _ = spaces_os::process::widen_pipe(&spawned.output, io::OUTPUT_PIPE_BYTES);
         }
         let output = Arc::new(watch_fd(&id, spawned.output)?);
         let (input, master) = match spawned.stdin {
@@ -222,7 +223,7 @@ impl Processes {
         record: &shimmed::HandleRecord,
         dir: std::path::PathBuf,
         pid: i32,
-        client: Option<crate::shim::ShimClient>,
+        client: Option<spaces_os::shim::ShimClient>,
         limit: Option<Duration>,
     ) {
         let limits = &self.inner.limits;
@@ -323,7 +324,7 @@ impl Processes {
         }
         let mut written = 0;
         let result = tokio::select! {
-            r = io::write_all(input, data, &mut written, deadline) => r,
+            r = feed::write_all(input, data, &mut written, deadline) => r,
             _ = h.exited() => Err(WriteStop::Failed(std::io::Error::other("the process exited"))),
         };
         // What went through is in the terminal: its unterminated line goes on from there.
@@ -354,12 +355,12 @@ impl Processes {
     async fn write_through_shim(
         &self,
         h: &Handle,
-        shim: &crate::shim::ShimClient,
+        shim: &spaces_os::shim::ShimClient,
         data: &[u8],
         left: Duration,
         waited: Duration,
     ) -> Result<()> {
-        use crate::shim::InputStop;
+        use spaces_os::shim::InputStop;
         let id = &h.id;
         let reply = match shim.input(data.to_vec(), left).await {
             Ok(reply) => reply,

@@ -26,7 +26,7 @@ impl CodeSpace {
     /// `restart_recovery: reattach`); without, a shutdown ends them and a restart does not
     /// restore handles (`terminate`, `none`). `isolation.process_containment` says what holds a
     /// command's processes: with shims, a cgroup per command (with its limits) where the host
-    /// allowed one ([`crate::process::cgroup::init`]), else the shim's subreaper; without,
+    /// allowed one ([`spaces_os::process::cgroup::init`]), else the shim's subreaper; without,
     /// `process_group`. Errors: `WORKSPACE_NOT_FOUND`.
     pub async fn workspace_info(
         &self,
@@ -108,7 +108,7 @@ impl CodeSpace {
                         _ => "none".to_owned(),
                     },
                     process_containment: if shimmed {
-                        crate::process::cgroup::report()
+                        spaces_os::process::cgroup::report()
                     } else {
                         ProcessContainment { mode: Containment::ProcessGroup, pids_max: None, memory_max_bytes: None }
                     },

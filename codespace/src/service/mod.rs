@@ -166,17 +166,17 @@ impl CodeSpace {
     /// earlier daemon spawned directly, or whose shim was killed): SIGTERM, the table's grace,
     /// SIGKILL. Call it once at start-up, after [`CodeSpace::adopt_commands`] and before any
     /// command runs. Returns the pids signalled and any survivors.
-    pub async fn end_leftovers(&self) -> crate::process::KillReport {
-        let Some(marker) = &self.inner.exec.host_marker else { return crate::process::KillReport::default() };
+    pub async fn end_leftovers(&self) -> spaces_os::process::KillReport {
+        let Some(marker) = &self.inner.exec.host_marker else { return spaces_os::process::KillReport::default() };
         let grace = self.inner.exec.limits.grace;
         // The adopted commands' shims: registered when each was re-adopted (a spare shim's
         // environment cannot name its tree: it is started before it has one), and, for a shim
         // started fresh whose reconnection failed, by its environment (one scan for all).
         let tags: std::collections::HashSet<String> = self.inner.processes.shim_tags().into_iter().collect();
-        let mut shims: Vec<i32> = tags.iter().flat_map(|tag| crate::process::held::roots_of(tag)).collect();
+        let mut shims: Vec<i32> = tags.iter().flat_map(|tag| spaces_os::process::held::roots_of(tag)).collect();
         if !tags.is_empty() {
             shims.extend(
-                crate::process::alive_with_env(crate::process::TAG_ENV)
+                spaces_os::process::alive_with_env(spaces_os::process::TAG_ENV)
                     .into_iter()
                     .filter(|(_, tag)| tag.strip_prefix("shim/").is_some_and(|t| tags.contains(t)))
                     .map(|(pid, _)| pid),
@@ -185,11 +185,11 @@ impl CodeSpace {
         shims.sort_unstable();
         shims.dedup();
         if shims.is_empty() {
-            return crate::process::kill_tree(None, marker, grace).await;
+            return spaces_os::process::kill_tree(None, marker, grace).await;
         }
-        let held: std::collections::HashSet<i32> = shims.iter().flat_map(|s| crate::shim::tree::descendants(*s)).collect();
+        let held: std::collections::HashSet<i32> = shims.iter().flat_map(|s| spaces_os::shim::tree::descendants(*s)).collect();
         let leftovers = || -> Vec<i32> {
-            crate::process::alive_with_marker(marker).into_iter().filter(|p| !held.contains(p)).collect()
+            spaces_os::process::alive_with_marker(marker).into_iter().filter(|p| !held.contains(p)).collect()
         };
         end_pids(leftovers, grace).await
     }
@@ -262,11 +262,11 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
 
 /// SIGTERM to every pid `find` returns, up to `grace` for them to go, then SIGKILL to what
 /// `find` still returns (looking again each round: they may fork meanwhile).
-async fn end_pids(find: impl Fn() -> Vec<i32>, grace: Duration) -> crate::process::KillReport {
+async fn end_pids(find: impl Fn() -> Vec<i32>, grace: Duration) -> spaces_os::process::KillReport {
     use nix::sys::signal::{kill, Signal};
     use nix::unistd::Pid;
-    let mut report = crate::process::KillReport::default();
-    let signal = |sig: Signal, report: &mut crate::process::KillReport| {
+    let mut report = spaces_os::process::KillReport::default();
+    let signal = |sig: Signal, report: &mut spaces_os::process::KillReport| {
         let pids = find();
         for pid in &pids {
             let _ = kill(Pid::from_raw(*pid), sig);

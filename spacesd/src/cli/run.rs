@@ -52,8 +52,8 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> i32 {
         }
     };
     if let super::Command::Shim { dir } = &cli.command {
-        // Its own single-threaded runtime, and no daemon state: see `spaces_codespace::shim`.
-        return spaces_codespace::shim::server::main(dir);
+        // Its own single-threaded runtime, and no daemon state: see `spaces_os::shim`.
+        return spaces_os::shim::server::main(dir);
     }
     if cli.command.is_client() {
         // A client command whose output pipe closes (`spacesd agent events RUN | head -3`) ends
@@ -70,7 +70,7 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> i32 {
         // The daemon's runtime threads wake for every hop of a line, a follow-up or a start:
         // each asks for a short slice, to run at once rather than after a busy task's slice.
         builder.on_thread_start(|| {
-            spaces_codespace::process::priority::ask_short_slice();
+            spaces_os::process::priority::ask_short_slice();
         });
     }
     let runtime = match builder.enable_all().build() {

@@ -19,7 +19,7 @@
 //! inside a chunk as easily as at its start (the lines before its cursor are skipped unparsed).
 
 use rusqlite::params;
-use spaces_codespace::process::bulk;
+use spaces_os::process::bulk;
 use spaces_harnesses::EventDraft;
 use spaces_sdk::Event;
 

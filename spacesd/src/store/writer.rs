@@ -139,7 +139,7 @@ impl Writer {
             .name("spacesd-writer".to_owned())
             .spawn(move || {
                 // Every commit a reader waits for runs here: a short slice, as the runtime's threads.
-                spaces_codespace::process::priority::ask_short_slice();
+                spaces_os::process::priority::ask_short_slice();
                 run(conn, rx, &counter)
             })?;
         Ok(Writer { tx: Some(tx), thread: Some(thread), commits })

@@ -12,8 +12,9 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use spaces_codespace::process::kill_tree;
-use spaces_harnesses::{EventDraft, ExitInfo, Harness, InterruptRecipe, Normalizer, ProcessModel, Redactor};
+use spaces_os::process::kill_tree;
+use spaces_harnesses::{EventDraft, ExitInfo, Harness, InterruptRecipe, Normalizer, ProcessModel};
+use spaces_os::redact::Redactor;
 use spaces_sdk::{ActionReport, ApiError, ErrorCode, EventKind, Phase, Status, StopReason};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -496,7 +497,7 @@ impl Actor {
             // No shim ended the tree: its cgroup (where the host has them) holds all of it;
             // whatever of the run escaped to PID 1 is also ended by marker.
             let trees = format!("agent/{}/", self.run.run_id);
-            let _ = tokio::task::spawn_blocking(move || spaces_codespace::process::cgroup::end_all(&trees)).await;
+            let _ = tokio::task::spawn_blocking(move || spaces_os::process::cgroup::end_all(&trees)).await;
             let _ = kill_tree(None, &run_marker(&self.run.run_id), Duration::from_millis(500)).await;
         }
         let was_in_turn = self.norm.turn_in_flight();

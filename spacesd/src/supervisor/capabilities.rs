@@ -21,7 +21,7 @@ pub(super) fn capabilities(cfg: &Config, volume: spaces_sdk::VolumeCapabilities)
         harnesses,
         forwardable_env: cfg.forwardable_env.clone(),
         volume,
-        process_containment: spaces_codespace::process::cgroup::report(),
+        process_containment: spaces_os::process::cgroup::report(),
         sandbox: sandbox_name().to_owned(),
     }
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use spaces_codespace::process::{self, SpawnSpec, StdinSpec, StdioSpec};
+use spaces_os::process::{self, SpawnSpec, StdinSpec, StdioSpec};
 use spaces_harnesses::{Harness, InstallSpec};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::unix::pipe;

@@ -14,9 +14,10 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use spaces_codespace::process::bulk;
-use spaces_codespace::shim::{Followed, Record, ShimSpec, Stream, PROTOCOL};
-use spaces_harnesses::{EventDraft, Harness, LaunchContext, Normalizer, Redactor, StdinMode};
+use spaces_os::process::bulk;
+use spaces_os::shim::{Followed, Record, ShimSpec, Stream, PROTOCOL};
+use spaces_harnesses::{EventDraft, Harness, LaunchContext, Normalizer, StdinMode};
+use spaces_os::redact::Redactor;
 use spaces_sdk::EventKind;
 use tokio::sync::{mpsc, OwnedMutexGuard};
 
@@ -333,7 +334,7 @@ impl Launcher {
     ///
     /// A large batch (a noisy agent's backlog) is processed on the bulk lane, below the
     /// daemon's priority, while the caller's runtime worker goes on with other tasks
-    /// ([`spaces_codespace::process::bulk::spawn`]): the journal, the stderr tail and `norm`
+    /// ([`spaces_os::process::bulk::spawn`]): the journal, the stderr tail and `norm`
     /// go there with it and come back. `norm` meanwhile holds a fresh normalizer of the
     /// harness, which nothing sees: the actor awaits this batch. A quiet run's line is
     /// processed here.

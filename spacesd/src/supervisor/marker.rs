@@ -6,7 +6,7 @@
 //! is the one place that decides which marker means "a run". The variable name is also a contract
 //! with operators and the end-to-end tests (they look for `SPACES_RUN_ID=<run>` in `/proc`).
 
-use spaces_codespace::process::env_marker;
+use spaces_os::process::env_marker;
 
 /// Environment variable holding the run id of an agent process and its descendants.
 pub const RUN_ENV: &str = "SPACES_RUN_ID";

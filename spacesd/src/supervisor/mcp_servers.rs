@@ -17,7 +17,7 @@
 
 use std::path::Path;
 
-use spaces_harnesses::redact::REDACTED;
+use spaces_os::redact::REDACTED;
 use spaces_sdk::{bounded, ApiError, ErrorCode, McpServer, McpStdioServer, SpaceAgentOptions};
 
 use crate::error::{Error, Result};

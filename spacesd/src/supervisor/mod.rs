@@ -3,7 +3,7 @@
 //!
 //! Actors are started on `agent_start` and retire when their run has no process, no turn in
 //! flight and nothing queued; a later message, interrupt or stop revives one from the stored run.
-//! Agent processes run under per-run shims (`spaces_codespace::shim`), so they outlive the
+//! Agent processes run under per-run shims (`spaces_os::shim`), so they outlive the
 //! daemon: [`Supervisor::recover`] re-adopts them at start and resumes ingest where the stored
 //! journal offset says, each event exactly once.
 //!

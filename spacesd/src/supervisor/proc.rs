@@ -1,4 +1,4 @@
-//! One agent process of a run, held by its shim (`spaces_codespace::shim`): started
+//! One agent process of a run, held by its shim (`spaces_os::shim`): started
 //! ([`start`]) or re-adopted after a daemon restart ([`adopt`]), its journal followed, and
 //! everything it did delivered to the run actor as [`ProcEvent`]s on one channel, tagged with
 //! the process generation so records of an old process are never mistaken for the current one's.
@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use spaces_codespace::process::cgroup;
-use spaces_codespace::shim::journal::JournalReader;
-use spaces_codespace::shim::{follow, Followed, Launch, OutputMode, Record, ShimClient, ShimSpec};
+use spaces_os::process::cgroup;
+use spaces_os::shim::journal::JournalReader;
+use spaces_os::shim::{follow, Followed, Launch, OutputMode, Record, ShimClient, ShimSpec};
 use tokio::sync::mpsc;
 
 /// Something the process of generation `gen` did: a journal record (with the offset just past
@@ -80,7 +80,7 @@ pub async fn start(
         output: OutputMode::Lines,
         redact,
         cgroup: cgroup::plan(&format!("{}/gen-{}", spec.tag, spec.gen)),
-        nice: spaces_codespace::process::priority::agent_nice(),
+        nice: spaces_os::process::priority::agent_nice(),
         dir: None,
         sandbox,
     };

@@ -18,8 +18,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use spaces_codespace::process::{alive_with_env, kill_tree};
-use spaces_codespace::shim::journal::journal_path;
+use spaces_os::process::{alive_with_env, kill_tree};
+use spaces_os::shim::journal::journal_path;
 use spaces_harnesses::EventDraft;
 use spaces_sdk::{EventKind, Phase, Status, StopReason};
 

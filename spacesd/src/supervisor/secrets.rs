@@ -9,14 +9,14 @@
 //! `AWS_SECRET_ACCESS_KEY` too), secret-looking `exec_env` values, the operator's bearer token,
 //! and each caller token once it has been presented (the daemon keeps only their hashes, so it
 //! cannot know one before). Redaction happens where output is first written: the shim replaces
-//! them in journal lines and output files ([`spaces_codespace::shim::Launch::redact`]), and the
+//! them in journal lines and output files ([`spaces_os::shim::Launch::redact`]), and the
 //! run's redactor again in events, tails and `output.log`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::RwLock;
 
-use spaces_harnesses::Redactor;
+use spaces_os::redact::Redactor;
 use spaces_sdk::McpServer;
 
 use crate::error::Result;
@@ -132,7 +132,7 @@ pub fn learn_host_secrets(cfg: &crate::config::Config) {
 
 /// Learn one more secret value (a token); values under 8 characters are not redacted.
 pub fn learn_secret(value: &str) {
-    if value.chars().count() < spaces_harnesses::redact::REDACT_MIN_LEN {
+    if value.chars().count() < spaces_os::redact::REDACT_MIN_LEN {
         return;
     }
     let mut host = HOST.write().unwrap_or_else(|p| p.into_inner());

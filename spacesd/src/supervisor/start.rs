@@ -164,7 +164,7 @@ fn row(
     let prompt_excerpt = spaces_sdk::run::excerpt(&secrets.redactor().apply(prompt), spaces_sdk::RunStatus::PROMPT_EXCERPT_MAX);
     // Stored options keep env and MCP server names but never their values.
     for v in options.env.values_mut() {
-        *v = spaces_harnesses::redact::REDACTED.to_owned();
+        *v = spaces_os::redact::REDACTED.to_owned();
     }
     options.mcp_servers = mcp_servers::redacted(&options.mcp_servers);
     // A repository URL keeps its credentials only among the run's secrets.

@@ -345,7 +345,7 @@ echo "== fds"; ls /proc/$$/fd; echo "== end""#,
 
     // No stored file holds any spelling of any secret, but the two that must: the token file
     // and the run's 0600 env.json (the forwarded key it relaunches the agent with).
-    let redactor = spaces_harnesses::Redactor::new([API_KEY, PASSWORD, token.as_str()]);
+    let redactor = spaces_os::redact::Redactor::new([API_KEY, PASSWORD, token.as_str()]);
     for spelling in redactor.spellings() {
         let hits: Vec<String> = files_holding(&d.state_dir(), spelling.as_bytes())
             .into_iter()

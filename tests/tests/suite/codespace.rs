@@ -334,7 +334,7 @@ async fn read_only_workspace_reads_but_never_writes_or_runs() {
 async fn wait_alive(marker: &str, n: usize) -> Vec<i32> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let pids = spaces_codespace::process::alive_with_marker(marker);
+        let pids = spaces_os::process::alive_with_marker(marker);
         if pids.len() >= n {
             return pids;
         }
@@ -359,11 +359,11 @@ async fn a_daemon_shutdown_keeps_running_commands_and_the_next_daemon_reattaches
         "patch": "*** Begin Patch\n*** Add File: a.txt\n+a\n*** End Patch\n"})).await;
     let run = tool(&d, "exec_command", json!({"workspace_id": "life", "command": ["sh", "-c", "sleep 1000 & sleep 1000"]})).await;
     let pid = run["process_id"].as_str().unwrap().to_owned();
-    let marker = spaces_codespace::process::tag_marker(&format!("exec/{pid}"));
+    let marker = spaces_os::process::tag_marker(&format!("exec/{pid}"));
     let pids = wait_alive(&marker, 2).await;
 
     d.terminate();
-    let alive = spaces_codespace::process::alive_with_marker(&marker);
+    let alive = spaces_os::process::alive_with_marker(&marker);
     assert!(pids.iter().all(|p| alive.contains(p)), "a shutdown leaves commands running under their shims: {}", ps(&alive));
     d.start_again().await;
     let info = tool(&d, "workspace_info", json!({"workspace_id": "life"})).await;
@@ -379,7 +379,7 @@ async fn a_daemon_shutdown_keeps_running_commands_and_the_next_daemon_reattaches
     assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "a\n");
     // terminate_process reaches a re-adopted command and all of its processes
     tool(&d, "terminate_process", json!({"process_id": pid})).await;
-    let alive = spaces_codespace::process::alive_with_marker(&marker);
+    let alive = spaces_os::process::alive_with_marker(&marker);
     assert!(alive.is_empty(), "terminate ends every process of the command: {}", ps(&alive));
     let status = wait_exited(&d, &pid).await;
     assert_eq!(status["termination"], "terminated", "{status}");
@@ -392,7 +392,7 @@ async fn a_daemon_shutdown_keeps_running_commands_and_the_next_daemon_reattaches
     // daemon ends it, and its handle reads exited with an unknown status
     let orphan = tool(&d, "exec_command", json!({"workspace_id": "life", "command": ["sh", "-c", "sleep 1000 & sleep 1000"]})).await;
     let orphan = orphan["process_id"].as_str().unwrap().to_owned();
-    let marker = spaces_codespace::process::tag_marker(&format!("exec/{orphan}"));
+    let marker = spaces_os::process::tag_marker(&format!("exec/{orphan}"));
     let pids = wait_alive(&marker, 2).await;
     d.kill();
     // The shim is the parent of the command's root (the one process of the command whose
@@ -407,7 +407,7 @@ async fn a_daemon_shutdown_keeps_running_commands_and_the_next_daemon_reattaches
     d.start_again().await;
     let status = wait_exited(&d, &orphan).await;
     assert_eq!(status["termination"], "unknown", "{status}");
-    let alive = spaces_codespace::process::alive_with_marker(&marker);
+    let alive = spaces_os::process::alive_with_marker(&marker);
     assert!(alive.is_empty(), "leftover commands end at start-up: {}", ps(&alive));
 }
 

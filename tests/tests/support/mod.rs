@@ -416,7 +416,7 @@ pub fn settled(st: &RunStatus) -> bool {
 /// (`spacesd/src/supervisor/marker.rs`), written out here because it is a contract of the daemon,
 /// not of the codespace process layer that only looks for it.
 pub fn run_processes(run: &str) -> Vec<i32> {
-    spaces_codespace::process::alive_with_marker(&spaces_codespace::process::env_marker("SPACES_RUN_ID", run))
+    spaces_os::process::alive_with_marker(&spaces_os::process::env_marker("SPACES_RUN_ID", run))
 }
 
 /// The run's agent processes: processes of the run (see [`run_processes`]) whose parent is not

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tempfile::TempDir;
 
 use crate::exec::{ExecLimits, ExecSpec, Processes};
-use crate::process::alive_with_marker;
+use spaces_os::process::alive_with_marker;
 
 /// Upper bound for anything a test waits for; reached only when something is broken.
 pub const PATIENCE: Duration = Duration::from_secs(30);
@@ -51,7 +51,7 @@ pub fn tty_spec(dir: &TempDir, argv: &[&str]) -> ExecSpec {
 
 /// Pids of live processes carrying `tag`.
 pub fn tagged(tag: &str) -> Vec<i32> {
-    alive_with_marker(&crate::process::tag_marker(tag))
+    alive_with_marker(&spaces_os::process::tag_marker(tag))
 }
 
 /// Read from cursor 0 until `done(output so far)` or EOF; returns the output and whether EOF

@@ -12,7 +12,7 @@ use nix::unistd::pipe2;
 use tokio::process::{Child, Command};
 
 use super::{pty, TAG_ENV};
-use crate::{Error, Result};
+use super::{Error, Result};
 
 /// What the child's stdin is (pipe modes; a PTY's stdin is the terminal).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +57,7 @@ pub struct SpawnSpec {
     /// Nice value the child starts with, 0 (the daemon's priority) to 19; agents and commands
     /// get [`super::priority::agent_nice`], shims 0.
     pub nice: i32,
-    /// The program is bubblewrap starting a sandbox (`spaces_os::sandbox`): it starts with
+    /// The program is bubblewrap starting a sandbox (`crate::sandbox`): it starts with
     /// SIGHUP, SIGINT, SIGQUIT and SIGTERM ignored (a stop or a Ctrl-C aimed at the group must
     /// not kill bubblewrap's outer process), and the sandbox's helper gives the program their
     /// default action back. `false`: they start at their default action.
@@ -301,7 +301,7 @@ fn nonblocking(fd: &OwnedFd) -> nix::Result<()> {
 }
 
 /// Signals whose inherited "ignore" would make a stop or an interrupt miss the program.
-const RESET_SIGNALS: [libc::c_int; 4] = spaces_os::sandbox::IGNORED_SIGNALS;
+const RESET_SIGNALS: [libc::c_int; 4] = crate::sandbox::IGNORED_SIGNALS;
 
 /// The child's side, between fork and exec: into its cgroups (each `cgroup.procs` fd in
 /// `joins`, -1 = none), default signals (ignored for a sandbox's bubblewrap: `sandboxed`), the

@@ -1,7 +1,7 @@
 //! The one place the host starts a process, and the one that ends process trees.
 //!
 //! Every process the host starts goes through [`spawn`]: agent runs (the daemon's launcher),
-//! `exec_command` ([`crate::exec`]) and the npm installs of the agent CLIs. A [`SpawnSpec`] says
+//! `exec_command` (`spaces-codespace`'s `exec`) and the npm installs of the agent CLIs. A [`SpawnSpec`] says
 //! everything about the start (argv, cwd, the complete environment, markers, tag, how stdio is
 //! connected); nothing is taken from the daemon implicitly.
 //!
@@ -61,6 +61,8 @@ pub mod cgroup;
 pub mod children;
 pub mod demote;
 mod drain;
+mod error;
+pub mod feed;
 pub mod held;
 pub mod prepared;
 pub mod priority;
@@ -71,6 +73,7 @@ mod spawn;
 #[cfg(test)]
 mod tests;
 
+pub use error::{Error, Result};
 pub use drain::{read_output, OutputSink, FINAL_DRAIN_MAX, READ_BUF};
 pub use scan::{alive_with_env, alive_with_marker, kill_tree, KillReport};
 pub use spawn::{close_inherited_fds, own_session, read_now, spawn, spawn_self_starting, widen_pipe, SpawnSpec, Spawned, StdinSpec, StdioSpec};

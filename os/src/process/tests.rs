@@ -15,7 +15,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 
 use super::{read_now, spawn, spawn_self_starting, SpawnSpec, Spawned, StdinSpec, StdioSpec, TAG_ENV};
-use crate::Error;
+use super::Error;
 
 const PATIENCE: Duration = Duration::from_secs(30);
 const COMBINED: StdioSpec = StdioSpec::Combined { stdin: StdinSpec::Null };

@@ -75,10 +75,10 @@ pub struct Launch {
     /// ([`super::spare`]) is started before its run is known. Absent: the started one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dir: Option<std::path::PathBuf>,
-    /// The sandbox the process starts in (`spaces_os::sandbox`): the shim runs it under
+    /// The sandbox the process starts in (`crate::sandbox`): the shim runs it under
     /// bubblewrap with this policy. Absent: no sandbox (the operator turned it off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sandbox: Option<spaces_os::sandbox::Policy>,
+    pub sandbox: Option<crate::sandbox::Policy>,
 }
 
 /// How a shim keeps its process's output.

@@ -28,13 +28,13 @@ use super::lines::LineReader;
 use super::output::OutputWriter;
 use super::protocol::{InputStop, Launch, OutputMode, RawRecord, Record, Reply, Request, ShimSpec, Stream, PROTOCOL};
 use super::{socket_path, spare, tree};
-use crate::exec::io::{write_all, WriteStop};
+use crate::process::feed::{write_all, WriteStop};
 use crate::process::cgroup::{Cgroup, Plan};
 use crate::process::demote::{self, Demoter};
 use crate::process::prepared::{Prepared, Started};
 use crate::process::{self, pty, read_output, OutputSink, SpawnSpec, StdinSpec, StdioSpec};
-use spaces_harnesses::redact::RedactStream;
-use spaces_harnesses::Redactor;
+use crate::redact::RedactStream;
+use crate::redact::Redactor;
 
 /// Grace for what is left of the tree after the agent exited (tools it left behind).
 const LEFTOVER_GRACE: Duration = Duration::from_millis(500);
@@ -84,7 +84,7 @@ pub fn main(dir: &Path) -> i32 {
         Err(e) => return ready(Err(format!("no runtime: {e}"))),
     };
     rt.block_on(async move {
-        let redactor = spaces_harnesses::Redactor::new(launch.redact);
+        let redactor = Redactor::new(launch.redact);
         let made = match made {
             Some(made) => made.adopt(launch.cgroup.as_ref()),
             None => launch.cgroup.as_ref().map(Plan::create).transpose().map(|c| (c, None)),
@@ -209,7 +209,7 @@ struct Shim {
     redactor: Redactor,
     /// The tree's cgroup, when the host has cgroups: ending the tree ends everything in it.
     cgroup: Option<Cgroup>,
-    /// The process is bubblewrap around the program (`spaces_os::sandbox`).
+    /// The process is bubblewrap around the program (`crate::sandbox`).
     sandboxed: bool,
     /// Lowers the agent's tree once it proves CPU-hungry.
     demoter: Demoter,
@@ -221,7 +221,7 @@ impl Shim {
         dir: &Path,
         spec: ShimSpec,
         mode: OutputMode,
-        (nice, sandbox): (i32, Option<spaces_os::sandbox::Policy>),
+        (nice, sandbox): (i32, Option<crate::sandbox::Policy>),
         redactor: Redactor,
         held: (Option<Cgroup>, spare::Child),
     ) -> Result<Shim, String> {
@@ -246,7 +246,7 @@ impl Shim {
         };
         // In a sandbox, the program is bubblewrap, which ends in `sandbox-exec` and the program.
         let argv = match &sandbox {
-            Some(policy) => spaces_os::sandbox::command(policy, &sandbox_helper(), &spec.argv, &spec.cwd).map_err(|e| e.to_string())?,
+            Some(policy) => crate::sandbox::command(policy, &sandbox_helper(), &spec.argv, &spec.cwd).map_err(|e| e.to_string())?,
             None => spec.argv.clone(),
         };
         let spawn = SpawnSpec {
@@ -500,7 +500,7 @@ impl Shim {
             match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
                 // Bubblewrap reports a program killed by signal N as exit 128 + N.
                 Ok(WaitStatus::Exited(pid, code)) if pid.as_raw() == self.pid => {
-                    self.exit = match spaces_os::sandbox::signal_of_exit(code).filter(|_| self.sandboxed) {
+                    self.exit = match crate::sandbox::signal_of_exit(code).filter(|_| self.sandboxed) {
                         Some(sig) => Some((None, Some(sig))),
                         None => Some((Some(code), None)),
                     }

@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use super::spawn::{base_command, in_child, pipe_pair, stdin_pair, MAX_CGROUPS};
 use super::{SpawnSpec, StdinSpec, StdioSpec};
-use crate::{Error, Result};
+use super::{Error, Result};
 
 /// A forked child waiting for its program; our ends of its stdin, stdout and stderr pipes.
 /// Dropped without [`Prepared::start`], the child is killed and reaped.
