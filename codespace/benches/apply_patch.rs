@@ -8,10 +8,10 @@
 //!
 //! Variants (criterion group `apply_patch`; throughput in bytes of the V4A text for `parse`, of
 //! the original file for the others):
-//! - `parse`: `patch::parse` of the V4A text alone;
-//! - `plan`: `patch::plan` against an in-memory source (parse, match every hunk, build the new
+//! - `parse`: `spaces_v4a::parse` of the V4A text alone;
+//! - `plan`: `spaces_v4a::plan` against an in-memory source (parse, match every hunk, build the new
 //!   content);
-//! - `plan_write`: read the file from disk, `patch::plan`, then write the result atomically
+//! - `plan_write`: read the file from disk, `spaces_v4a::plan`, then write the result atomically
 //!   (temp file in the same directory, `fsync`, rename over the file, `fsync` of the directory);
 //! - `git_apply`: the baseline, `git apply` of the unified diff on a copy of the file in a temp
 //!   dir (outside any repository; one process spawn per iteration).
@@ -35,7 +35,6 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, SamplingMode, Throughput};
 use spaces_codespace::fs::{CommitStatus, Root};
-use spaces_codespace::patch;
 
 /// Lines in the generated file (about 10 MB at ~52 bytes a line).
 const LINES: usize = 200_000;
@@ -191,7 +190,7 @@ fn bench(c: &mut Criterion) {
 
     group.throughput(Throughput::Bytes(w.v4a.len() as u64));
     group.bench_function("parse", |b| {
-        b.iter(|| patch::parse(black_box(&w.v4a)).unwrap())
+        b.iter(|| spaces_v4a::parse(black_box(&w.v4a)).unwrap())
     });
 
     group.throughput(Throughput::Bytes(w.original.len() as u64));
@@ -199,7 +198,7 @@ fn bench(c: &mut Criterion) {
     let source = BTreeMap::from([(FILE_NAME.to_owned(), w.original.clone())]);
     let none = BTreeMap::new();
     group.bench_function("plan", |b| {
-        b.iter(|| patch::plan(black_box(&w.v4a), &none, &source).unwrap())
+        b.iter(|| spaces_v4a::plan(black_box(&w.v4a), &none, &source).unwrap())
     });
 
     let dir = tempfile::tempdir().unwrap();

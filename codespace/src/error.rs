@@ -112,72 +112,13 @@ pub enum Error {
     },
 
     // --- patches -----------------------------------------------------------------------------
-    /// The text is not V4A (`INVALID_PATCH`); `line` is 1-based in the patch text. A retry does
-    /// not help: fix the patch at that line.
-    #[error("invalid patch, line {line}: {message}")]
-    InvalidPatch { line: usize, message: String },
-
-    /// Hunk number `hunk` (1-based within its file) of `path` matches nowhere after the previous
-    /// hunk, even ignoring whitespace (`INVALID_PATCH`). `first_line` is its first context (or
-    /// `@@` header) line; `near` lists 1-based file lines equal to it ignoring whitespace. A
-    /// retry does not help: read the file again and rebuild the hunk.
-    #[error(
-        "invalid patch: hunk {hunk} of {path} (starting {first_line:?}) does not match the file{}; \
-         read the file again and rebuild the hunk",
-        near_lines(near),
-        path = bounded(path), first_line = bounded(first_line)
-    )]
-    ContextNotFound {
-        path: String,
-        hunk: usize,
-        first_line: String,
-        near: Vec<usize>,
-    },
-
-    /// Hunk number `hunk` of `path` matches at several places (`candidates`: 1-based first file
-    /// lines; `INVALID_PATCH`). A retry does not help: add context lines or an `@@` header so it
-    /// matches once.
-    #[error(
-        "invalid patch: hunk {hunk} of {path} (starting {first_line:?}) matches at lines {}; \
-         add context lines or an `@@` header so it matches once",
-        list(candidates),
-        path = bounded(path), first_line = bounded(first_line)
-    )]
-    AmbiguousContext {
-        path: String,
-        hunk: usize,
-        first_line: String,
-        candidates: Vec<usize>,
-    },
-
-    /// Hunk number `hunk` of `path` matches only before where hunk `hunk - 1` ended (its first
-    /// line is at file line `line`; the previous hunk ended at line `after`; `INVALID_PATCH`,
-    /// case X40). A retry does not help: reorder the hunks to follow the file, or split them
-    /// into separate patches.
-    #[error(
-        "invalid patch: hunk {hunk} of {path} (starting {first_line:?}) matches at line {line}, \
-         before the end of hunk {} (line {after}): hunks must follow the file's order; \
-         reorder them",
-        hunk - 1,
-        path = bounded(path), first_line = bounded(first_line)
-    )]
-    HunkOutOfOrder {
-        path: String,
-        hunk: usize,
-        first_line: String,
-        line: usize,
-        after: usize,
-    },
-
-    /// `*** Add File:` names an existing file (`ADD_FILE_EXISTS`). A retry does not help: use
-    /// `*** Update File:`, or delete it first.
-    #[error("{path} already exists; update it instead of adding it", path = bounded(path))]
-    AddFileExists { path: String },
-
-    /// `*** Move to:` names an existing file (`MOVE_DESTINATION_EXISTS`). A retry helps only
-    /// once that file is gone.
-    #[error("cannot move {path} to {to}: {to} already exists", path = bounded(path), to = bounded(to))]
-    MoveDestinationExists { path: String, to: String },
+    /// The V4A engine refused the patch (`INVALID_PATCH`, `ADD_FILE_EXISTS`,
+    /// `MOVE_DESTINATION_EXISTS`: [`spaces_v4a::Error::code`]); the inner error says why and
+    /// whether a retry helps. Its `FILE_NOT_FOUND`, `VERSION_CONFLICT` and `expected_versions`
+    /// refusals become this crate's [`Error::FileNotFound`], [`Error::VersionConflict`] and
+    /// [`Error::InvalidArgument`], which the committer also raises.
+    #[error(transparent)]
+    Patch(spaces_v4a::Error),
 
     /// The file is at `current`, not at the `expected` version the caller (or the plan) started
     /// from (`VERSION_CONFLICT`). A retry does not help: read it again and build a new patch;
@@ -562,11 +503,7 @@ impl Error {
             E::FileOperationFailed { .. } | E::VerifyMismatch { .. } | E::CommitFailed { .. } => {
                 ErrorCode::FileOperationFailed
             }
-            E::InvalidPatch { .. } | E::ContextNotFound { .. } | E::AmbiguousContext { .. } | E::HunkOutOfOrder { .. } => {
-                ErrorCode::InvalidPatch
-            }
-            E::AddFileExists { .. } => ErrorCode::AddFileExists,
-            E::MoveDestinationExists { .. } => ErrorCode::MoveDestinationExists,
+            E::Patch(refusal) => refusal.code(),
             E::VersionConflict { .. } => ErrorCode::VersionConflict,
             E::RollbackFailed { cause, .. } => cause.code(),
             E::OperationKeyConflict { .. } => ErrorCode::OperationKeyConflict,
@@ -680,32 +617,23 @@ impl From<&Error> for ApiError {
     }
 }
 
+/// The patch engine's refusal as this crate's error (see [`Error::Patch`]).
+impl From<spaces_v4a::Error> for Error {
+    fn from(e: spaces_v4a::Error) -> Self {
+        match e {
+            spaces_v4a::Error::FileNotFound { path } => Error::FileNotFound { path, hint: "" },
+            spaces_v4a::Error::VersionConflict { path, expected, current } => Error::VersionConflict { path, expected, current },
+            refusal @ spaces_v4a::Error::ExpectedTwice { .. } => Error::InvalidArgument { message: refusal.to_string(), field: Some("expected_versions".to_owned()) },
+            refusal => Error::Patch(refusal),
+        }
+    }
+}
+
 /// `operation_id "op-…"` or `operation_key "…"`.
 fn describe(by: &OperationRef) -> String {
     match by {
         OperationRef::Id(id) => format!("operation_id {:?}", bounded(id)),
         OperationRef::Key(key) => format!("operation_key {:?}", bounded(key)),
-    }
-}
-
-/// Lists at most 10 line numbers: "3, 9, 14".
-fn list(lines: &[usize]) -> String {
-    const MAX: usize = 10;
-    let mut shown: Vec<String> = lines.iter().take(MAX).map(usize::to_string).collect();
-    if lines.len() > MAX {
-        shown.push(format!("and {} more", lines.len() - MAX));
-    }
-    shown.join(", ")
-}
-
-fn near_lines(near: &[usize]) -> String {
-    match near {
-        [] => String::new(),
-        [one] => format!(" (its first line is at line {one}, the lines after it differ)"),
-        many => format!(
-            " (its first line is at lines {}, the lines after them differ)",
-            list(many)
-        ),
     }
 }
 
@@ -775,12 +703,12 @@ mod tests {
             Error::FileNotFound { path: huge.clone(), hint: "" },
             Error::PathEscape { path: huge.clone(), why: "is absolute" },
             Error::FileOperationFailed { path: huge.clone(), action: "open", source: std::io::Error::other("too long") },
-            Error::MoveDestinationExists { path: huge.clone(), to: huge.clone() },
+            Error::Patch(spaces_v4a::Error::MoveDestinationExists { path: huge.clone(), to: huge.clone() }),
             Error::WorkspaceNotFound { workspace_id: huge.clone() },
             Error::SpawnFailed { program: huge.clone(), source: std::io::Error::other("no") },
             Error::ProcessNotFound { process_id: huge.clone() },
             Error::OperationNotFound { by: OperationRef::Key(huge.clone()) },
-            Error::ContextNotFound { path: huge.clone(), hunk: 1, first_line: huge.clone(), near: vec![] },
+            Error::Patch(spaces_v4a::Error::ContextNotFound { path: huge.clone(), hunk: 1, first_line: huge.clone(), near: vec![] }),
         ];
         for e in errors {
             let message = e.to_api().message;

@@ -2,7 +2,7 @@
 //!
 //! Theory of operation: this crate is the tools an agent loop calls on a Space (a workspace);
 //! processes, shims and the sandbox beneath them are the OS layer's (`spaces-os`):
-//! - [`patch`]: the pure V4A patch engine: parse, check versions, plan in memory.
+//! - the V4A patch engine is its own crate, `spaces-v4a` (pure: parse, check versions, plan).
 //! - [`fs`]: a workspace root with confinement at open time (`read`, `find`, the patch source,
 //!   and the atomic commit of a planned patch).
 //! - [`exec`]: `exec_command` and its handles: PTY or pipes, retained output read by cursor,
@@ -23,7 +23,6 @@ pub mod error;
 pub mod exec;
 pub mod fs;
 pub mod ledger;
-pub mod patch;
 pub mod service;
 pub mod sqlite;
 pub mod steer;

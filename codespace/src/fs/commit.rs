@@ -21,10 +21,10 @@
 
 use std::collections::BTreeMap;
 
-use super::report::{ChangeRecord, CommitReport, CommitStatus};
+use super::report::{CommitReport, CommitStatus};
 use super::swap::{self, Dirs};
 use super::Root;
-use crate::patch::{version_of, ChangeKind, Plan};
+use spaces_v4a::{version_of, ChangeKind, Plan};
 use crate::{Error, Result};
 
 /// A point of a commit where a test can inject a failure.
@@ -89,7 +89,7 @@ impl Root {
 
     /// [`Root::commit`] with a `fault` hook called before every step (tests inject failures).
     pub(crate) fn commit_with(&self, plan: &Plan, fault: Fault<'_>) -> CommitReport {
-        let changes = plan.changes.iter().map(ChangeRecord::from).collect();
+        let changes = plan.changes.iter().map(crate::fs::change_record).collect();
         let (status, error) = match self.run(&Ends::of(plan), fault) {
             Ok(()) => (CommitStatus::Applied, None),
             Err((status, e)) => (status, Some(e)),

@@ -16,7 +16,6 @@ use nix::fcntl::{openat, AtFlags, OFlag};
 use nix::sys::stat::{fstatat, Mode, SFlag};
 use spaces_sdk::tools::{FindRequest, FindResult};
 use super::{confine, Root};
-use crate::patch;
 use crate::{Error, Result};
 
 /// Most paths one `find` page returns (API.md `find_max_paths`): the SDK's
@@ -71,7 +70,7 @@ impl Root {
         let mut all = walk.found;
         all.sort();
         let listing: Vec<u8> = all.iter().flat_map(|p| p.bytes().chain([b'\n'])).collect();
-        let listing_version = patch::version(&listing);
+        let listing_version = spaces_v4a::version(&listing);
         let skip = usize::try_from(offset.unwrap_or(0))
             .unwrap_or(usize::MAX)
             .min(all.len());

@@ -9,7 +9,7 @@
 //!
 //! - [`Root::read`]: a window of one regular file (<= 1 MiB) with the whole file's version.
 //! - [`Root::find`]: a no-follow walk listing regular files matching a glob, sorted, paged.
-//! - [`Root::plan_patch`]: the pure V4A engine ([`crate::patch`]) planned against the confined
+//! - [`Root::plan_patch`]: the pure V4A engine ([`spaces_v4a`]) planned against the confined
 //!   source, so a patch naming an escaping path is refused before anything is written.
 //! - [`Root::commit`]: writes a plan atomically (re-check, stage temps, swap, verify), rolling
 //!   back from the in-memory `before` bytes on failure.
@@ -30,13 +30,12 @@ use std::path::{Path, PathBuf};
 
 use nix::fcntl::{open, OFlag};
 use nix::sys::stat::Mode;
-use crate::patch;
 use crate::{Error, Result};
 
 pub use find::{FIND_MAX_PATHS, FIND_MAX_VISITS};
 pub use read::READ_MAX_BYTES;
 pub use spaces_sdk::tools::{FindResult, ReadResult};
-pub use report::{ChangeRecord, CommitReport, CommitStatus};
+pub use report::{change_record, ChangeRecord, CommitReport, CommitStatus};
 
 /// A workspace root: the descriptor every confined open starts from, and its canonical path.
 #[derive(Debug)]
@@ -86,14 +85,14 @@ impl Root {
     /// Plans `patch` against the current files, read through the confined source (API.md,
     /// `apply_patch`: the whole patch is checked before any write). Nothing is written.
     ///
-    /// Errors: those of [`patch::plan`], and the refusals of a path the workspace refuses
+    /// Errors: those of [`spaces_v4a::plan`], and the refusals of a path the workspace refuses
     /// (`PATH_ESCAPE`, `SYMLINK_REJECTED`, `SPECIAL_FILE_REJECTED`, ...).
     pub fn plan_patch(
         &self,
         patch: &str,
         expected: &BTreeMap<String, String>,
-    ) -> Result<patch::Plan> {
-        patch::plan(patch, expected, self)
+    ) -> Result<spaces_v4a::Plan> {
+        spaces_v4a::plan(patch, expected, self)
     }
 
     fn fd(&self) -> BorrowedFd<'_> {
@@ -119,7 +118,9 @@ impl Root {
 
 /// The confined source of the patch engine: a missing file is `None`; a refused path is the
 /// refusal itself (`PATH_ESCAPE`, `SYMLINK_REJECTED`, ...).
-impl patch::Source for Root {
+impl spaces_v4a::Source for Root {
+    type Error = Error;
+
     fn read(&self, path: &str) -> Result<Option<Vec<u8>>> {
         self.load(path).map(|found| found.map(|(bytes, _)| bytes))
     }

@@ -90,9 +90,9 @@ impl Root {
             ),
         };
         Ok(ReadResult {
-            path: crate::patch::normalize_path(path),
+            path: spaces_v4a::normalize_path(path),
             content,
-            version: crate::patch::version_of_digest(&hasher.finalize()),
+            version: spaces_v4a::version_of_digest(&hasher.finalize()),
             truncated,
             byte_count: total,
             offset,

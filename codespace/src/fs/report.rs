@@ -7,11 +7,11 @@ use spaces_sdk::tools::ChangeKind as WireKind;
 /// One entry of `apply_patch`'s `changes[]` (API.md, `apply_patch`), defined in the SDK.
 pub use spaces_sdk::tools::ChangeRecord;
 
-use crate::patch::{Change, ChangeKind};
+use spaces_v4a::{Change, ChangeKind};
 use crate::Error;
 
-impl From<&Change> for ChangeRecord {
-    fn from(change: &Change) -> Self {
+/// One planned change as its wire record (`changes[]` of `apply_patch`).
+pub fn change_record(change: &Change) -> ChangeRecord {
         ChangeRecord {
             path: change.path.clone(),
             kind: match change.kind {
@@ -27,7 +27,6 @@ impl From<&Change> for ChangeRecord {
             before_version: change.before_version(),
             after_version: change.after_version(),
         }
-    }
 }
 
 /// How a commit ended (the `apply_patch` statuses a commit can produce).

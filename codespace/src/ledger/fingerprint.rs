@@ -57,7 +57,7 @@ pub(crate) fn sha256_hex(tag: &str, body: &str) -> String {
     let mut hasher = Sha256::new();
     hasher.update(tag.as_bytes());
     hasher.update(body.as_bytes());
-    crate::patch::hex(&hasher.finalize())
+    spaces_v4a::hex(&hasher.finalize())
 }
 
 /// The `apply_patch` idempotency fingerprint (API.md "Idempotency"): lowercase hex SHA-256 (64

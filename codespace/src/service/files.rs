@@ -11,7 +11,7 @@ use spaces_sdk::{ApiError, Approvals};
 use super::{blocking, busy, refuse_read_only, CodeSpace};
 use crate::fs::{ChangeRecord, CommitStatus};
 use crate::ledger::{Minted, OperationRef, OperationStatus, StoredOperation};
-use crate::patch::Plan;
+use spaces_v4a::Plan;
 use crate::{Error, Result};
 
 /// Whether a call may still need an approval hold, or runs because a hold was granted.
@@ -229,7 +229,7 @@ pub(super) fn stored_error(e: &Error) -> Value {
 
 /// The `changes` of a preview: what the commit would do.
 fn planned_changes(plan: &Plan) -> Vec<ChangeRecord> {
-    plan.changes.iter().map(ChangeRecord::from).collect()
+    plan.changes.iter().map(crate::fs::change_record).collect()
 }
 
 /// `v` as JSON (results stored in the ledger, held arguments). Errors: [`Error::Json`].

@@ -20,7 +20,7 @@
 //!   and the spawn (or the patch commit) one step, so a command never starts mid-commit.
 //!
 //! Files go through [`crate::fs::Root`] (confinement at open time), patches through the pure
-//! engine ([`crate::patch`]) and the ledger ([`crate::ledger`]: the row is written before the
+//! engine ([`spaces_v4a`]) and the ledger ([`crate::ledger`]: the row is written before the
 //! commit, so a crash leaves `unknown`, never a silent re-apply), commands through
 //! [`crate::exec::Processes`], coordination through [`crate::steer::Steering`].
 //!

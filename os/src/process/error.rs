@@ -4,6 +4,8 @@
 //! `INVALID_COMMAND` or `PROCESS_SPAWN_FAILED`, API reference "Error codes"); the display text
 //! here is for logs and the shim's own replies, so it does not echo a long program name whole.
 
+use spaces_sdk::bounded;
+
 /// A start refused before or by the OS.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -14,7 +16,7 @@ pub enum Error {
     /// The OS refused to start `program` (missing binary or interpreter, permissions, a missing
     /// working directory, no PTY left, a cgroup that could not be joined); `source` names the
     /// cause. A retry helps only after fixing it.
-    #[error("could not start {}: {source}", short(program))]
+    #[error("could not start {program}: {source}", program = bounded(program))]
     SpawnFailed {
         /// The program (argv\[0\]) as given.
         program: String,
@@ -25,12 +27,3 @@ pub enum Error {
 
 /// `Result` with [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
-
-/// At most 200 characters of `s`, quoted, with the length of what was left out.
-fn short(s: &str) -> String {
-    const MAX: usize = 200;
-    match s.char_indices().nth(MAX) {
-        None => format!("{s:?}"),
-        Some((cut, _)) => format!("{:?}... ({} more bytes)", &s[..cut], s.len() - cut),
-    }
-}

@@ -22,7 +22,7 @@ async fn case_e13_300kb_over_a_pipe_arrives_byte_exact() {
     let data: Vec<u8> =
         (0u32..300_000).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
     p.write_stdin(&id, &data).await.unwrap();
-    let want = crate::patch::hex(&Sha256::digest(&data));
+    let want = spaces_v4a::hex(&Sha256::digest(&data));
     let out = read_all(&p, &id).await;
     assert_eq!(out, format!("{want}  -\n"));
 }

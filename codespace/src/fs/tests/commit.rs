@@ -12,7 +12,6 @@ use super::{put, snapshot, workspace};
 use crate::fs::commit::Step;
 use crate::Error;
 use crate::fs::{ChangeRecord, CommitStatus, Root};
-use crate::patch;
 
 fn patch_text(body: &str) -> String {
     format!("*** Begin Patch\n{body}*** End Patch\n")
@@ -92,7 +91,7 @@ fn add_move_delete_are_committed_and_verified() {
          *** Delete File: gone.txt\n\
          *** Update File: run.sh\n@@\n-echo 1\n+echo 2\n",
     );
-    let expected = BTreeMap::from([("new/dir/n.txt".to_owned(), patch::ABSENT.to_owned())]);
+    let expected = BTreeMap::from([("new/dir/n.txt".to_owned(), spaces_v4a::ABSENT.to_owned())]);
     let plan = root.plan_patch(&text, &expected).unwrap();
     let report = root.commit(&plan);
     assert_eq!(report.status, CommitStatus::Applied, "{:?}", report.error);
@@ -102,8 +101,8 @@ fn add_move_delete_are_committed_and_verified() {
             path: "old.txt".into(),
             kind: spaces_sdk::tools::ChangeKind::Move,
             to: Some("moved/old.txt".into()),
-            before_version: Some(patch::version(b"old\n")),
-            after_version: Some(patch::version(b"OLD\n")),
+            before_version: Some(spaces_v4a::version(b"old\n")),
+            after_version: Some(spaces_v4a::version(b"OLD\n")),
         }
     );
     let kinds: Vec<&str> = report.changes.iter().map(|c| c.kind.as_str()).collect();
@@ -149,7 +148,7 @@ fn a_file_changed_after_planning_is_rejected_untouched() {
     let err = report.error.unwrap();
     assert_eq!(err.code(), ErrorCode::VersionConflict);
     assert!(
-        err.to_string().contains(&patch::version(b"v1\nappended\n")),
+        err.to_string().contains(&spaces_v4a::version(b"v1\nappended\n")),
         "{err}"
     );
     assert_eq!(bytes(dir.path(), "n.md"), b"v1\nappended\n");
@@ -164,7 +163,7 @@ fn a_file_changed_after_planning_is_rejected_untouched() {
 }
 
 /// A workspace and a patch touching every kind of change, for the failure tests.
-fn rollback_fixture() -> (tempfile::TempDir, Root, patch::Plan) {
+fn rollback_fixture() -> (tempfile::TempDir, Root, spaces_v4a::Plan) {
     let (dir, root) = workspace();
     put(dir.path(), "a.txt", b"a\r\nline\r\n");
     put(dir.path(), "b.txt", b"b\nno final newline");

@@ -15,7 +15,6 @@ use tempfile::TempDir;
 use super::{put, snapshot, workspace};
 use crate::fs::confine::{self, components, via_openat2, via_walk};
 use crate::fs::CommitStatus;
-use crate::patch;
 
 type Opener = fn(BorrowedFd, &[&str], OFlag) -> Result<OwnedFd, Errno>;
 
@@ -158,7 +157,7 @@ fn case_x33_symlink_escapes_are_refused() {
 
     // A plan made elsewhere (an in-memory source) is refused again by the committer.
     let text = "*** Begin Patch\n*** Add File: outbox/pwned.txt\n+pwned\n*** End Patch\n";
-    let plan = patch::plan(text, &BTreeMap::new(), &BTreeMap::<String, Vec<u8>>::new()).unwrap();
+    let plan = spaces_v4a::plan(text, &BTreeMap::new(), &BTreeMap::<String, Vec<u8>>::new()).unwrap();
     let report = root.commit(&plan);
     assert_eq!(report.status, CommitStatus::Rejected);
     assert_eq!(report.error.unwrap().code(), ErrorCode::SymlinkRejected);

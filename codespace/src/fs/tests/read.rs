@@ -7,7 +7,6 @@ use spaces_sdk::ErrorCode;
 use super::{put, workspace};
 use crate::fs::read::{char_boundary, READ_MAX_BYTES};
 use crate::fs::ReadResult;
-use crate::patch;
 
 #[test]
 fn whole_small_file() {
@@ -19,7 +18,7 @@ fn whole_small_file() {
         ReadResult {
             path: "src/a.txt".into(),
             content: "hello\r\nworld".into(),
-            version: patch::version(b"hello\r\nworld"),
+            version: spaces_v4a::version(b"hello\r\nworld"),
             truncated: false,
             byte_count: 12,
             offset: None,
@@ -41,7 +40,7 @@ fn window_reports_the_whole_file_and_where_to_continue() {
         ("wor", true, Some(9))
     );
     assert_eq!((got.offset, got.byte_count), (Some(6), 11));
-    assert_eq!(got.version, patch::version(b"hello world"));
+    assert_eq!(got.version, spaces_v4a::version(b"hello world"));
     let rest = root.read("f", got.next_offset, None).unwrap();
     assert_eq!(
         (rest.content.as_str(), rest.truncated, rest.next_offset),
@@ -83,7 +82,7 @@ fn non_utf8_is_lossy_and_versioned_by_raw_bytes() {
     let got = root.read("bin", None, None).unwrap();
     assert_eq!(got.content, "\u{fffd}a\u{fffd}");
     assert_eq!(got.content_lossy, Some(true));
-    assert_eq!(got.version, patch::version(&[0xff, b'a', 0xfe]));
+    assert_eq!(got.version, spaces_v4a::version(&[0xff, b'a', 0xfe]));
 }
 
 #[test]
@@ -99,7 +98,7 @@ fn limit_is_clamped_to_one_mebibyte() {
     );
     assert_eq!(
         (got.byte_count, got.version),
-        (big.len() as u64, patch::version(&big))
+        (big.len() as u64, spaces_v4a::version(&big))
     );
     assert_eq!(
         root.read("big", None, Some(0)).unwrap_err().code(),

@@ -1,4 +1,7 @@
-//! The V4A patch engine behind `apply_patch`: parse, check versions, plan. Pure: no filesystem.
+//! # spaces-v4a: the V4A patch engine behind `apply_patch`
+//!
+//! Parse, check versions, plan. Pure: no filesystem, no processes; fuzzed (`scripts/fuzz`) and
+//! property-tested. Its one error type is [`Error`] ([`error`]).
 //!
 //! Theory of operation. V4A is the text patch format of Codex's `apply_patch` (`*** Begin Patch`,
 //! `*** Add File:`, `*** Update File:` with optional `*** Move to:`, `*** Delete File:`, `@@`
@@ -22,6 +25,7 @@
 //! a final newline keeps lacking one. Patch text is UTF-8; files may hold any bytes.
 
 mod apply;
+pub mod error;
 mod lines;
 mod parse;
 mod seek;
@@ -33,13 +37,11 @@ mod cases;
 #[cfg(test)]
 mod proptests;
 
-use spaces_sdk::bounded;
 use std::collections::BTreeMap;
-
-use crate::{Error, Result};
 
 pub use apply::{apply, Change, ChangeKind, Source};
 pub use parse::{normalize_path, parse, FileOp, Hunk, HunkLine, Patch};
+pub use error::{Error, Result};
 pub use version::{check_expected_versions, hex, version, version_of, version_of_digest, ABSENT};
 
 /// A checked, planned patch: what a committer writes.
@@ -73,25 +75,18 @@ impl Plan {
 
 /// Parses `patch`, checks `expected_versions`, and plans every change against `source`.
 ///
-/// Errors: parse errors ([`Error::InvalidPatch`]) come first, then version conflicts
-/// ([`Error::VersionConflict`]; `INVALID_ARGUMENT` when `expected_versions` names one file twice
-/// with different versions), then refusals from planning and the source's own errors. On error
-/// nothing is planned.
-pub fn plan(
-    patch: &str,
-    expected_versions: &BTreeMap<String, String>,
-    source: &dyn Source,
-) -> Result<Plan> {
+/// Errors, all as the source's error type: parse errors ([`Error::InvalidPatch`]) come first,
+/// then version conflicts ([`Error::VersionConflict`]; [`Error::ExpectedTwice`] when
+/// `expected_versions` names one file twice with different versions), then refusals from
+/// planning and the source's own errors. On error nothing is planned.
+pub fn plan<S: Source + ?Sized>(patch: &str, expected_versions: &BTreeMap<String, String>, source: &S) -> Result<Plan, S::Error> {
     let patch = parse(patch)?;
     let mut expected = BTreeMap::new();
     for (path, version) in expected_versions {
         let normal = normalize_path(path);
         if let Some(other) = expected.insert(normal.clone(), version.clone()) {
             if &other != version {
-                return Err(Error::invalid(format!(
-                    "expected_versions names {:?} twice (as spellings of one file) with different versions",
-                    bounded(path)
-                )));
+                return Err(Error::ExpectedTwice { path: path.clone() }.into());
             }
         }
     }

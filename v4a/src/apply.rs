@@ -13,16 +13,23 @@ use crate::{Error, Result};
 
 /// Where the current contents of files come from.
 ///
-/// `read` returns `Ok(None)` for a missing file. A real source (the workspace committer) opens
-/// files confined to the workspace root and reports what it refuses (`PATH_ESCAPE`,
-/// `SYMLINK_REJECTED`, ...) as its own [`crate::Error`]s, which refuse the whole patch.
+/// `read` returns `Ok(None)` for a missing file. A real source (the workspace's confined root in
+/// `spaces-codespace`) opens files confined to the workspace root and reports what it refuses
+/// (`PATH_ESCAPE`, `SYMLINK_REJECTED`, ...) as its own [`Source::Error`], which refuses the
+/// whole patch; the engine's refusals ([`Error`]) convert into that type, so every function
+/// that reads a source returns `Result<_, S::Error>`.
 pub trait Source {
+    /// The source's error; the engine's own refusals become one through `From`.
+    type Error: From<Error>;
+
     /// The whole current content of `path` (relative to the root, as written in the patch).
-    fn read(&self, path: &str) -> Result<Option<Vec<u8>>>;
+    fn read(&self, path: &str) -> Result<Option<Vec<u8>>, Self::Error>;
 }
 
-/// An in-memory tree: path -> content. Handy for previews and tests.
+/// An in-memory tree: path -> content. Handy for previews and tests; never fails.
 impl Source for BTreeMap<String, Vec<u8>> {
+    type Error = Error;
+
     fn read(&self, path: &str) -> Result<Option<Vec<u8>>> {
         Ok(self.get(path).cloned())
     }
@@ -84,9 +91,10 @@ impl Change {
 ///
 /// Errors (the whole patch is refused, nothing is planned): [`Error::AddFileExists`],
 /// [`Error::MoveDestinationExists`], [`Error::FileNotFound`] (update or delete of a
-/// missing file), [`Error::ContextNotFound`] / [`Error::AmbiguousContext`] (a hunk
-/// that does not match exactly once), or the source's own error.
-pub fn apply(patch: &Patch, source: &dyn Source) -> Result<Vec<Change>> {
+/// missing file), [`Error::ContextNotFound`] / [`Error::AmbiguousContext`] /
+/// [`Error::HunkOutOfOrder`] (a hunk that does not match exactly once, in order), each as the
+/// source's error type, or the source's own error.
+pub fn apply<S: Source + ?Sized>(patch: &Patch, source: &S) -> Result<Vec<Change>, S::Error> {
     let mut tree = Overlay {
         source,
         planned: BTreeMap::new(),
@@ -96,7 +104,7 @@ pub fn apply(patch: &Patch, source: &dyn Source) -> Result<Vec<Change>> {
         let change = match op {
             FileOp::Add { path, lines } => {
                 if tree.read(path)?.is_some() {
-                    return Err(Error::AddFileExists { path: path.clone() });
+                    return Err(Error::AddFileExists { path: path.clone() }.into());
                 }
                 let after = lines
                     .iter()
@@ -124,14 +132,15 @@ pub fn apply(patch: &Patch, source: &dyn Source) -> Result<Vec<Change>> {
                 hunks,
             } => {
                 let before = tree.existing(path)?;
-                let after = update(path, &before, hunks)?;
+                let after = update(path, &before, hunks).map_err(S::Error::from)?;
                 let kind = match move_to {
                     Some(to) if to != path => {
                         if tree.read(to)?.is_some() {
                             return Err(Error::MoveDestinationExists {
                                 path: path.clone(),
                                 to: to.clone(),
-                            });
+                            }
+                            .into());
                         }
                         ChangeKind::Move { to: to.clone() }
                     }
@@ -152,24 +161,21 @@ pub fn apply(patch: &Patch, source: &dyn Source) -> Result<Vec<Change>> {
 }
 
 /// The source with the changes planned so far laid over it.
-struct Overlay<'s> {
-    source: &'s dyn Source,
+struct Overlay<'s, S: ?Sized> {
+    source: &'s S,
     planned: BTreeMap<String, Option<Vec<u8>>>,
 }
 
-impl Overlay<'_> {
-    fn read(&self, path: &str) -> Result<Option<Vec<u8>>> {
+impl<S: Source + ?Sized> Overlay<'_, S> {
+    fn read(&self, path: &str) -> Result<Option<Vec<u8>>, S::Error> {
         match self.planned.get(path) {
             Some(content) => Ok(content.clone()),
             None => self.source.read(path),
         }
     }
 
-    fn existing(&self, path: &str) -> Result<Vec<u8>> {
-        self.read(path)?.ok_or_else(|| Error::FileNotFound {
-            path: path.to_owned(),
-            hint: "",
-        })
+    fn existing(&self, path: &str) -> Result<Vec<u8>, S::Error> {
+        self.read(path)?.ok_or_else(|| Error::FileNotFound { path: path.to_owned() }.into())
     }
 
     fn plan(&mut self, change: &Change) {

@@ -38,12 +38,9 @@ pub fn version_of(content: Option<&[u8]>) -> String {
 /// Checks every `path -> version` in `expected` against `source`, in path order.
 ///
 /// Errors: [`Error::VersionConflict`] for the first path whose current version differs
-/// (carrying the current one: read the file again and rebuild the patch), or the error the
-/// source gave when reading.
-pub fn check_expected_versions(
-    expected: &BTreeMap<String, String>,
-    source: &dyn Source,
-) -> Result<()> {
+/// (carrying the current one: read the file again and rebuild the patch), as the source's
+/// error type, or the error the source gave when reading.
+pub fn check_expected_versions<S: Source + ?Sized>(expected: &BTreeMap<String, String>, source: &S) -> Result<(), S::Error> {
     for (path, want) in expected {
         let current = version_of(source.read(path)?.as_deref());
         if &current != want {
@@ -51,7 +48,8 @@ pub fn check_expected_versions(
                 path: path.clone(),
                 expected: want.clone(),
                 current,
-            });
+            }
+            .into());
         }
     }
     Ok(())

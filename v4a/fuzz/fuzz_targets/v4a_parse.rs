@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 
 use libfuzzer_sys::fuzz_target;
-use spaces_codespace::patch::{self, FileOp, Patch};
+use spaces_v4a::{FileOp, Patch};
 
 type Tree = BTreeMap<String, Vec<u8>>;
 

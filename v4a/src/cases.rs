@@ -334,20 +334,35 @@ fn plan_parses_checks_versions_then_applies() {
     );
 }
 
+/// A source's own error type: its refusals pass through whole, and the engine's refusals
+/// become values of it.
 #[test]
-fn source_errors_pass_through_with_their_code() {
-    struct Refusing;
+fn source_errors_pass_through_in_the_sources_own_type() {
+    #[derive(Debug, PartialEq)]
+    enum Refusal {
+        Symlink(String),
+        Engine(Error),
+    }
+    impl From<Error> for Refusal {
+        fn from(e: Error) -> Self {
+            Refusal::Engine(e)
+        }
+    }
+    struct Refusing(bool);
     impl Source for Refusing {
-        fn read(&self, path: &str) -> Result<Option<Vec<u8>>> {
-            Err(Error::SymlinkRejected {
-                path: path.to_owned(),
-            })
+        type Error = Refusal;
+        fn read(&self, path: &str) -> std::result::Result<Option<Vec<u8>>, Refusal> {
+            match self.0 {
+                true => Err(Refusal::Symlink(path.to_owned())),
+                false => Ok(Some(b"there\n".to_vec())),
+            }
         }
     }
     let patch = parse(&patch_of("*** Add File: outbox/pwned.txt\n+x\n")).unwrap();
+    assert_eq!(apply(&patch, &Refusing(true)).unwrap_err(), Refusal::Symlink("outbox/pwned.txt".to_owned()));
     assert_eq!(
-        apply(&patch, &Refusing).unwrap_err().code(),
-        ErrorCode::SymlinkRejected
+        apply(&patch, &Refusing(false)).unwrap_err(),
+        Refusal::Engine(Error::AddFileExists { path: "outbox/pwned.txt".to_owned() })
     );
 }
 
