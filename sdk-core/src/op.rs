@@ -50,6 +50,9 @@ pub enum Hint {
     Additive,
     /// The same call again has no further effect (`idempotentHint: true`).
     Idempotent,
+    /// Its HTTP route also answers `Accept: text/event-stream`, with its pages as server-sent
+    /// events (API reference, `agent_events`; `spacesd/src/http/sse.rs`). Not an MCP annotation.
+    EventStream,
 }
 
 /// One operation of the contract. Implemented by the marker types in [`ops`].
@@ -117,6 +120,11 @@ impl OperationInfo {
         self.hints.contains(&Hint::Idempotent)
     }
 
+    /// True for [`Hint::EventStream`]: the route streams when asked.
+    pub fn event_stream(&self) -> bool {
+        self.hints.contains(&Hint::EventStream)
+    }
+
     /// The `{field}` names of the route template, in order.
     pub fn path_params(&self) -> Vec<&'static str> {
         path_params(self.path)
@@ -170,7 +178,7 @@ macro_rules! for_each_operation {
                 $crate::AgentStatusRequest => $crate::RunStatus, true, Tool,
                 "One run's status, phase, reason, last result and output tail.";
             agent_events: AgentEvents, Get "/v1/spaces/{space}/agents/{run_id}/events",
-                $crate::AgentEventsRequest => $crate::EventsPage, true, Tool,
+                $crate::AgentEventsRequest => $crate::EventsPage, true, Tool [EventStream],
                 "A page of the run's normalized events after a cursor, optionally long-polling.";
             agent_message: AgentMessage, Post "/v1/spaces/{space}/agents/{run_id}/message",
                 $crate::AgentMessageRequest => $crate::ActionReport, false, Tool,

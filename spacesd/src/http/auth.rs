@@ -9,12 +9,14 @@
 //!   credential.
 //! - Unix socket ([`check_unix`]): a bearer token, when given, decides as on TCP (a process may
 //!   present a caller's token to act with less); without one the peer's uid must be the
-//!   daemon's or root's.
+//!   daemon's or root's, except at the Landlock level, where the operator's token is needed
+//!   (clients send `<state dir>/token` when it is there).
 //! - A run's own socket ([`as_run`]): every request is that run, a caller of its Space.
 //!
 //! Nothing here guesses who a process is: a process of a run or command is in a sandbox where
 //! neither the operator's socket nor the token file exists (`spaces_os::sandbox`), and reaches
-//! the daemon only through its run's socket.
+//! the daemon only through its run's socket. At the Landlock level the socket's path is there
+//! (no mount namespace) but the token file is not readable, so the uid is no credential there.
 
 use std::sync::Arc;
 
@@ -58,6 +60,10 @@ fn bearer(headers: &HeaderMap) -> Option<Option<&str>> {
     Some(value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")).map(str::trim))
 }
 
+/// The web page's login route, the one `/ui` route that takes no credential (it redeems a
+/// one-time ticket); the page's router ([`super::ui`]) serves it.
+pub const LOGIN_PATH: &str = "/ui/login";
+
 const BAD_TOKEN: &str = "missing or wrong bearer token: use the operator's token (the daemon's token file) or a caller's token from `spacesd token create`";
 
 /// TCP: refuse a non-loopback `Host`/`Origin` or a missing or unknown bearer token (403
@@ -70,7 +76,7 @@ pub async fn check_tcp(State(access): State<Arc<Access>>, mut req: Request, next
         return refuse("Host/Origin must be a loopback address");
     }
     let Some(token) = bearer(headers) else {
-        if req.uri().path() == super::ui::LOGIN_PATH {
+        if req.uri().path() == LOGIN_PATH {
             return next.run(req).await;
         }
         return match browser(&access, &req) {
@@ -169,6 +175,12 @@ pub async fn check_unix(State(access): State<Arc<Access>>, mut req: Request, nex
         None => match peer.and_then(|p| p.uid) {
             Some(uid) => match access.by_peer_uid(uid) {
                 Some(p) => p,
+                None if !access.uid_trusted() => {
+                    return refuse(
+                        "this daemon's sandbox is Landlock, so its socket takes the operator's bearer token (the daemon's token \
+                         file, <state dir>/token, which spacesd's clients send when they can read it), not the peer's uid",
+                    )
+                }
                 None => {
                     return refuse(&format!(
                         "uid {uid} is not this daemon's (uid {}): present a caller's token (`spacesd token create`) as a bearer token",

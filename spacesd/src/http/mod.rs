@@ -18,6 +18,7 @@
 //! a path, a name or an id an operation refuses is shown cut to 200 characters
 //! ([`spaces_sdk::bounded`]), and every error body to [`spaces_sdk::error::MAX_MESSAGE_BYTES`].
 
+mod args;
 pub mod auth;
 pub mod bodies;
 pub mod listen;
@@ -35,7 +36,7 @@ use spaces_sdk::error::ErrorEnvelope;
 use spaces_sdk::{ApiError, ErrorCode};
 
 pub use listen::{serve_run, serve_tcp, serve_unix, Limits};
-pub use ops::MAX_BODY_BYTES;
+pub use args::MAX_BODY_BYTES;
 pub use routes::{router, AppState};
 
 /// An error answer: the envelope, with the status of its code.

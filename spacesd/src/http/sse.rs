@@ -32,7 +32,7 @@ use serde_json::{json, Value};
 use spaces_sdk::follow::Until;
 use spaces_sdk::{AgentEventsRequest, ApiError, ErrorCode, EventsPage};
 
-use super::ops::{arguments, Scalar};
+use super::args::{arguments, Scalar};
 use super::HttpError;
 use crate::access::Principal;
 use crate::service::{Row, Service};
@@ -105,7 +105,7 @@ pub async fn respond(
     args.insert("max".into(), Value::from(AgentEventsRequest::MAX_LIMIT));
     args.remove("wait_ms");
     let cursor = args.get("cursor").and_then(Value::as_u64).unwrap_or(0);
-    let mut follower = Follower { svc, principal, args, cursor, until, heartbeat: Duration::from_millis(heartbeat), done: false };
+    let mut follower = Follower { svc, operation: row.info.name, principal, args, cursor, until, heartbeat: Duration::from_millis(heartbeat), done: false };
     // The first page does not wait: its error is the route's ordinary answer.
     let first = match follower.page(0).await {
         Ok(page) => page,
@@ -138,6 +138,8 @@ pub async fn respond(
 /// One stream's position and the principal it reads as.
 struct Follower {
     svc: Service,
+    /// The operation called for each page (the row's name: `agent_events`).
+    operation: &'static str,
     principal: Principal,
     args: serde_json::Map<String, Value>,
     cursor: u64,
@@ -152,7 +154,7 @@ impl Follower {
         let mut args = self.args.clone();
         args.insert("cursor".into(), Value::from(self.cursor));
         args.insert("wait_ms".into(), Value::from(wait_ms));
-        let value = self.principal.call(&self.svc, "agent_events", Value::Object(args)).await?;
+        let value = self.principal.call(&self.svc, self.operation, Value::Object(args)).await?;
         serde_json::from_value(value).map_err(|e| ApiError::new(ErrorCode::Internal, format!("agent_events page: {e}")))
     }
 

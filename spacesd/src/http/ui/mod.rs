@@ -26,12 +26,10 @@ use axum::routing::{get, post};
 use axum::{Extension, Router};
 use spaces_sdk::{ApiError, ErrorCode};
 
+pub use super::auth::LOGIN_PATH;
 use super::auth::BrowserSession;
 use super::{error_response, HttpError};
 use crate::access::Access;
-
-/// The login route, the one `/ui` route that takes no credential (it redeems a ticket).
-pub const LOGIN_PATH: &str = "/ui/login";
 
 /// The page's own files: name, content type, text.
 const ASSETS: &[(&str, &str, &str)] = &[
