@@ -26,7 +26,7 @@ pub struct EventDraft {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<serde_json::Value>,
+    pub usage: Option<spaces_sdk::Usage>,
     /// The harness's original line (redacted); stored, returned only when asked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub raw: Option<String>,
@@ -97,7 +97,7 @@ impl EventDraft {
     }
 
     /// Set `usage`.
-    pub fn usage(mut self, usage: serde_json::Value) -> Self {
+    pub fn usage(mut self, usage: spaces_sdk::Usage) -> Self {
         self.usage = Some(usage);
         self
     }

@@ -15,7 +15,7 @@
 //! `notice` events: [`control`]. A line the harness could not parse stays a (shown) `other`.
 //! A piece of the answer as it streams is a hidden `message`: [`text_delta`].
 
-use spaces_sdk::{Category, EventKind, StopReason};
+use spaces_sdk::{Category, EventKind, StopReason, Usage};
 
 use crate::draft::{one_line, EventDraft};
 
@@ -59,19 +59,17 @@ pub fn tool_unfinished(title: &str) -> String {
 
 /// A `usage` event: category `activity` (a person reads it; the CLI shows it) with the CLI's
 /// usage object as `usage` and [`usage`] as its summary.
-pub fn usage_event(turn: u32, usage: serde_json::Value) -> EventDraft {
+pub fn usage_event(turn: u32, usage: Usage) -> EventDraft {
     let summary = self::usage(&usage);
     EventDraft::new(turn, EventKind::Usage).category(Category::Activity).summary(summary).usage(usage)
 }
 
-/// `tokens in 1234 out 56 (cached 1000) · $0.0123 · 4.2 s` from a usage object of either CLI
-/// (`input_tokens`, `output_tokens`, `cached_input_tokens` or `cache_read_input_tokens`,
-/// `total_cost_usd`, `duration_ms`; what is missing is left out; `usage` when nothing is known).
-pub fn usage(u: &serde_json::Value) -> String {
-    let n = |k: &str| u.get(k).and_then(serde_json::Value::as_u64);
+/// `tokens in 1234 out 56 (cached 1000) · $0.0123 · 4.2 s` from a [`Usage`] (what is missing
+/// is left out; `usage` when nothing is known).
+pub fn usage(u: &Usage) -> String {
     let mut parts = Vec::new();
-    let cached = n("cached_input_tokens").or_else(|| n("cache_read_input_tokens"));
-    match (n("input_tokens"), n("output_tokens")) {
+    let cached = u.cached_input_tokens;
+    match (u.input_tokens, u.output_tokens) {
         (Some(i), Some(o)) => parts.push(format!(
             "tokens in {i} out {o}{}",
             cached.filter(|c| *c > 0).map(|c| format!(" (cached {c})")).unwrap_or_default()
@@ -80,10 +78,10 @@ pub fn usage(u: &serde_json::Value) -> String {
         (None, Some(o)) => parts.push(format!("tokens out {o}")),
         (None, None) => {}
     }
-    if let Some(cost) = u.get("total_cost_usd").and_then(serde_json::Value::as_f64) {
+    if let Some(cost) = u.total_cost_usd {
         parts.push(format!("${cost:.4}"));
     }
-    if let Some(ms) = n("duration_ms") {
+    if let Some(ms) = u.duration_ms {
         parts.push(format!("{:.1} s", ms as f64 / 1000.0));
     }
     if parts.is_empty() {
@@ -146,11 +144,11 @@ mod tests {
         assert_eq!(tool_unfinished("Edit a.md"), "Edit a.md failed: the turn ended before it finished");
         assert_eq!(plan(1, 3), "plan: 1/3 done");
         assert_eq!(run_title("ls\nwc"), "Run: ls");
-        let u = usage_event(1, serde_json::json!({"input_tokens": 1200, "output_tokens": 34, "cache_read_input_tokens": 1000, "total_cost_usd": 0.01234, "duration_ms": 4200}));
+        let u = usage_event(1, Usage::from_json(&serde_json::json!({"input_tokens": 1200, "output_tokens": 34, "cache_read_input_tokens": 1000, "total_cost_usd": 0.01234, "duration_ms": 4200})));
         assert_eq!((u.kind, u.category), (EventKind::Usage, Category::Activity));
         assert_eq!(u.summary.as_deref(), Some("tokens in 1200 out 34 (cached 1000) · $0.0123 · 4.2 s"));
-        assert_eq!(usage(&serde_json::json!({"input_tokens": 5, "cached_input_tokens": 0, "output_tokens": 2})), "tokens in 5 out 2");
-        assert_eq!(usage(&serde_json::json!({})), "usage");
+        assert_eq!(usage(&Usage::from_json(&serde_json::json!({"input_tokens": 5, "cached_input_tokens": 0, "output_tokens": 2}))), "tokens in 5 out 2");
+        assert_eq!(usage(&Usage::default()), "usage");
         let c = control(3, "control_response success");
         assert_eq!((c.kind, c.category, c.turn), (EventKind::Notice, Category::Hidden, 3));
         let d = text_delta(2, "The ans");

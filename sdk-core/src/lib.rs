@@ -39,7 +39,7 @@ pub use home::{
     HomeDeleteReport, HomeExportRequest, HomeImportRequest, HomeLease, HomeMoveReport, HomeMoveRequest, HomeRecord, HomeRequest,
     HomeRestoreRequest, HomeSnapshot, HomeTransferReport, PersistentAgentSendReport, PersistentAgentSendRequest, VolumeCapabilities,
 };
-pub use event::{Category, Event, EventKind, EventsPage, StopReason, ToolStatus};
+pub use event::{Category, Event, EventKind, EventsPage, StopReason, ToolStatus, Usage};
 pub use mcp_server::{McpHttpServer, McpServer, McpStdioServer};
 pub use op::{ops, Operation, OperationInfo};
 pub use run::{

@@ -29,8 +29,8 @@
 
 use std::collections::VecDeque;
 
-use serde_json::{json, Map, Value};
-use spaces_sdk::{Category, EventKind, StopReason, ToolStatus};
+use serde_json::Value;
+use spaces_sdk::{Category, EventKind, StopReason, ToolStatus, Usage};
 
 use super::tools;
 use crate::{ending, wording, EventDraft, ExitInfo, Normalizer};
@@ -463,23 +463,18 @@ pub fn stop_reason(v: &Value, interrupt_requested: bool) -> (StopReason, Option<
     (StopReason::Error, Some(why))
 }
 
-/// The `usage` payload of a `result`: its `usage` object (tokens of this turn) plus
-/// `total_cost_usd` (cumulative for the process, USD), `num_turns` (model steps of this turn),
-/// `duration_ms` and `duration_api_ms` when present.
-fn usage_of(v: &Value) -> Value {
-    let mut u: Map<String, Value> = match v.get("usage") {
-        Some(Value::Object(m)) => m.clone(),
-        _ => Map::new(),
-    };
-    for key in ["total_cost_usd", "num_turns", "duration_ms", "duration_api_ms"] {
-        if let Some(x) = v.get(key) {
-            u.insert(key.to_owned(), x.clone());
-        }
-    }
-    if u.is_empty() {
-        json!({})
-    } else {
-        Value::Object(u)
+/// The `usage` of a `result`: its `usage` object (tokens of this turn) plus `total_cost_usd`
+/// (cumulative for the process, USD), `num_turns` (model calls of this turn), `duration_ms` and
+/// `duration_api_ms` when present.
+fn usage_of(v: &Value) -> Usage {
+    let tokens = v.get("usage").map(Usage::from_json).unwrap_or_default();
+    let totals = Usage::from_json(v);
+    Usage {
+        total_cost_usd: totals.total_cost_usd,
+        num_turns: totals.num_turns,
+        duration_ms: totals.duration_ms,
+        duration_api_ms: totals.duration_api_ms,
+        ..tokens
     }
 }
 

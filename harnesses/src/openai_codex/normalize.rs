@@ -24,7 +24,7 @@
 use std::collections::VecDeque;
 
 use serde_json::Value;
-use spaces_sdk::{Category, EventKind, StopReason, ToolStatus};
+use spaces_sdk::{Category, EventKind, StopReason, ToolStatus, Usage};
 
 use super::items::{self, ToolView};
 use crate::draft::EventDraft;
@@ -137,7 +137,7 @@ impl CodexNormalizer {
             "turn.completed" => {
                 let mut out = Vec::new();
                 if let Some(usage) = v.get("usage") {
-                    out.push(wording::usage_event(self.turn, usage.clone()));
+                    out.push(wording::usage_event(self.turn, Usage::from_json(usage)));
                 }
                 if self.in_flight {
                     // An interrupt that raced a normal finish: the final answer decides.

@@ -840,7 +840,7 @@ fn every_harness_words_its_events_alike() {
                         if e.category != Category::Activity {
                             failures.push(format!("[{}] usage is {:?}, not activity", h.id(), e.category));
                         }
-                        if u["input_tokens"].as_u64() == Some(3) && u["output_tokens"].as_u64() == Some(1) && summary.starts_with("tokens in 3 out 1") {
+                        if u.input_tokens == Some(3) && u.output_tokens == Some(1) && summary.starts_with("tokens in 3 out 1") {
                             counted += 1;
                         }
                     }

@@ -172,7 +172,7 @@ mod tests {
     #[test]
     fn usage_shows_tokens_cost_and_time() {
         let mut e = ev(EventKind::Usage, Category::Activity);
-        e.usage = Some(serde_json::json!({"input_tokens": 1200, "output_tokens": 34, "cache_read_input_tokens": 1000, "total_cost_usd": 0.01234, "duration_ms": 4200}));
+        e.usage = Some(spaces_sdk::Usage { input_tokens: Some(1200), output_tokens: Some(34), cached_input_tokens: Some(1000), total_cost_usd: Some(0.01234), duration_ms: Some(4200), ..Default::default() });
         let line = event_lines(&e, View::default()).unwrap_or_default();
         assert!(line.contains("tokens in 1200 out 34 (cached 1000) · $0.0123 · 4.2 s"), "{line}");
     }

@@ -421,7 +421,7 @@ async fn attach_to_a_real_claude_code_run_expands_answers_interrupts_and_detache
     let events = d.events("s", &run).await;
     let usage: Vec<&Event> = events.iter().filter(|e| e.kind == EventKind::Usage).collect();
     assert!(!usage.is_empty() && usage.iter().all(|e| e.category == spaces_sdk::Category::Activity), "{}", describe(&events));
-    assert!(usage.iter().any(|e| e.usage.as_ref().is_some_and(|u| u["input_tokens"].is_u64() && u["output_tokens"].is_u64())), "{}", describe(&events));
+    assert!(usage.iter().any(|e| e.usage.as_ref().is_some_and(|u| u.input_tokens.is_some() && u.output_tokens.is_some())), "{}", describe(&events));
     let ack = events.iter().find(|e| e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.starts_with("control_response"))).map(|e| e.seq);
     let (ok, plain) = d.cli(&["agent", "events", &run]);
     assert!(ok && plain.lines().any(|l| l.contains(" usage ") && l.contains("tokens in ")), "{plain}");
