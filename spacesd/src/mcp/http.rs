@@ -13,6 +13,9 @@
 //!   tool caller (one caller token, one run's socket). A request or `DELETE` naming a session
 //!   with another credential is refused `FORBIDDEN` (403) before rmcp sees it, and the session
 //!   goes on for its owner; a session id this layer does not know is 404, as rmcp answers.
+//! - A `GET` with `Last-Event-ID` resumes a stream only from an event its session was sent;
+//!   another id (never sent, another session's, malformed, of a stream no longer kept) is a
+//!   `400` JSON-RPC error, never an empty `200` stream ([`super::resume`], case M44).
 //! - The daemon's shutdown token ends every session and stream.
 
 use std::collections::HashMap;
@@ -78,7 +81,7 @@ pub fn router(service: Service, listener: Listener, shutdown: CancellationToken)
     sessions.session_config.keep_alive = Some(SESSION_IDLE);
     let mcp = StreamableHttpService::new(
         move || Ok(SpacesMcp::new(service.clone(), shutdown.clone())),
-        Arc::new(sessions),
+        Arc::new(super::resume::Resumable::new(sessions)),
         config,
     );
     Router::new()
@@ -149,8 +152,9 @@ impl Owners {
 /// The session rules around rmcp (see the module doc): a session named by a request must be
 /// the request's credential's, and a new session is recorded as its. rmcp answers a session's
 /// `DELETE` with 202; clients (the Python SDK among them) expect 200 or 204 and log a failure
-/// otherwise, so the answer to a `DELETE` becomes 200. Every other answer passes unchanged (202
-/// stays the answer to a POSTed notification, as the protocol says).
+/// otherwise, so the answer to a `DELETE` becomes 200. A `GET` whose `Last-Event-ID` was refused
+/// ([`super::resume`]) is answered with that refusal instead of rmcp's empty stream. Every other
+/// answer passes unchanged (202 stays the answer to a POSTed notification, as the protocol says).
 async fn owned_sessions(
     axum::extract::State(owners): axum::extract::State<Arc<Owners>>,
     req: axum::extract::Request,
@@ -181,7 +185,10 @@ async fn owned_sessions(
             }
         }
     }
-    let mut res = next.run(req).await;
+    let (mut res, refused) = super::resume::capture(next.run(req)).await;
+    if let Some(refusal) = refused {
+        return super::resume::refusal_response(&refusal);
+    }
     match &session {
         None => {
             if let Some(id) = res.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {

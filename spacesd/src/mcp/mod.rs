@@ -32,6 +32,7 @@ pub mod backend;
 pub mod docs;
 mod handler;
 pub mod http;
+pub mod resume;
 pub mod scope;
 pub mod stdio;
 pub mod tools;

@@ -394,3 +394,79 @@ async fn stdio_starts_the_daemon_when_none_runs() {
     assert_eq!(e["code"], "FILE_NOT_FOUND");
     again.ok("terminate_process", json!({"process_id": pid}));
 }
+
+/// A `GET /mcp` with `last_event_id` must be refused at once with `400` in the JSON-RPC error
+/// shape (`-32600`, `id: null`) naming the id, and the connection ended: never a `200` stream.
+fn assert_refused_resume(h: &HttpMcp, last_event_id: &str) {
+    let (reply, ended) = h.get(&[("Last-Event-ID", last_event_id)], Duration::from_secs(10));
+    assert_eq!(reply.status, 400, "Last-Event-ID {last_event_id:?}: {reply:?}");
+    assert!(ended, "Last-Event-ID {last_event_id:?}: the answer did not end: {reply:?}");
+    assert!(reply.header("content-type").is_some_and(|t| t.starts_with("application/json")), "{reply:?}");
+    let body: Value = serde_json::from_str(&reply.body).unwrap_or_else(|e| panic!("{e}: {reply:?}"));
+    assert_eq!((&body["jsonrpc"], &body["id"], &body["error"]["code"]), (&json!("2.0"), &Value::Null, &json!(-32600)), "{body}");
+    assert_eq!(body["error"]["data"]["code"], "INVALID_ARGUMENT", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains(&format!("{last_event_id:?}")), "{message}");
+}
+
+/// A session's `tools/list` (answered as an SSE stream): the event ids it carried.
+fn listed_ids(h: &mut HttpMcp, id: u64) -> Vec<String> {
+    let reply = h.post(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}), &[]);
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let ids = HttpMcp::event_ids(&reply);
+    assert!(ids.iter().any(|i| i.contains('/')), "a request's stream carries `N/R` ids: {reply:?}");
+    ids
+}
+
+/// Case M44: over Streamable HTTP (TCP and the Unix socket), a `GET /mcp` with a valid session
+/// and a `Last-Event-ID` this session was never sent (`9999`, past its last event, another
+/// session's request stream, a finished request's stream rmcp no longer keeps) is a definite
+/// `400` JSON-RPC error, never an empty `200` stream that hangs. The session goes on working, and
+/// its common stream still resumes from `0`.
+#[tokio::test]
+async fn case_m44_a_last_event_id_never_sent_is_a_definite_error_not_an_empty_stream() {
+    let (d, dial) = tcp_daemon().await;
+    for dial in [dial, Dial::Unix(d.state_dir().join("spacesd.sock"))] {
+        let mut a = HttpMcp::new(dial.clone());
+        a.initialize();
+        let a_ids = listed_ids(&mut a, 1);
+        let mut b = HttpMcp::new(dial.clone());
+        b.initialize();
+        let mut b_ids = Vec::new();
+        for id in 1..=3 {
+            b_ids = listed_ids(&mut b, id);
+        }
+        let theirs = b_ids.last().unwrap().clone();
+        assert!(!a_ids.contains(&theirs), "{a_ids:?} / {theirs}");
+        let mine = a_ids.last().unwrap().clone();
+        let (index, request) = mine.split_once('/').unwrap();
+        let past = format!("{}/{request}", index.parse::<u64>().unwrap() + 1);
+        for never in ["9999", "9999/0", past.as_str(), theirs.as_str()] {
+            assert_refused_resume(&a, never);
+        }
+        // An id it was sent, of a request whose stream has ended: rmcp keeps no finished
+        // request's stream, so that too is a definite refusal, saying so.
+        assert_refused_resume(&a, &mine);
+        // Still a working session, whose common stream resumes from the priming event `0` every
+        // `initialize` answer carries: a live `200` event stream.
+        assert_eq!(a.list_tools().len(), b.list_tools().len());
+        let (stream, ended) = a.get(&[("Last-Event-ID", "0")], Duration::from_secs(1));
+        assert_eq!(stream.status, 200, "{stream:?}");
+        assert!(!ended && stream.header("content-type").is_some_and(|t| t.starts_with("text/event-stream")), "{stream:?}");
+    }
+}
+
+/// M44's kind with other ids: a `Last-Event-ID` that is no event id of this server at all
+/// (empty after the name, words, a negative or huge number, a malformed `N/R`) is refused the
+/// same way, before rmcp parses it.
+#[tokio::test]
+async fn a_malformed_last_event_id_is_a_definite_error() {
+    let (d, _dial) = tcp_daemon().await;
+    let mut h = HttpMcp::new(Dial::Unix(d.state_dir().join("spacesd.sock")));
+    h.initialize();
+    listed_ids(&mut h, 1);
+    for bad in ["abc", "-1", "1/x", "/0", "1/2/3", "99999999999999999999999"] {
+        assert_refused_resume(&h, bad);
+    }
+    assert!(!h.list_tools().is_empty());
+}

@@ -348,6 +348,57 @@ impl HttpMcp {
         parse_reply(&raw)
     }
 
+    /// `GET /mcp` (the SSE stream of this client's session) with `extra` headers, e.g.
+    /// `Last-Event-ID`. A stream may stay open for ever, so the answer is read for at most
+    /// `within`: the reply read so far, and whether the server ended it by then.
+    pub fn get(&self, extra: &[(&str, &str)], within: Duration) -> (Reply, bool) {
+        let mut req = format!("GET /mcp HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\nConnection: close\r\n", self.host);
+        if let Dial::Tcp { token, .. } = &self.dial {
+            req.push_str(&format!("Authorization: Bearer {token}\r\n"));
+        }
+        if let Some(s) = &self.session {
+            req.push_str(&format!("Mcp-Session-Id: {s}\r\nMCP-Protocol-Version: {PROTOCOL}\r\n"));
+        }
+        for (k, v) in extra {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        fn read_for<S: Read + Write>(mut s: S, req: &str, within: Duration, timeout: impl Fn(&S, Duration)) -> (Vec<u8>, bool) {
+            s.write_all(req.as_bytes()).unwrap();
+            let deadline = Instant::now() + within;
+            let mut out = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return (out, false);
+                }
+                timeout(&s, left);
+                match s.read(&mut buf) {
+                    Ok(0) => return (out, true),
+                    Ok(n) => out.extend_from_slice(&buf[..n]),
+                    Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => return (out, false),
+                    Err(e) => panic!("reading GET /mcp: {e}"),
+                }
+            }
+        }
+        let (raw, ended) = match &self.dial {
+            Dial::Tcp { addr, .. } => read_for(std::net::TcpStream::connect(addr).unwrap(), &req, within, |s, t| {
+                s.set_read_timeout(Some(t)).unwrap()
+            }),
+            Dial::Unix(p) => read_for(std::os::unix::net::UnixStream::connect(p).unwrap(), &req, within, |s, t| {
+                s.set_read_timeout(Some(t)).unwrap()
+            }),
+        };
+        assert!(raw.windows(4).any(|w| w == b"\r\n\r\n"), "no answer to GET /mcp within {within:?}: {:?}", String::from_utf8_lossy(&raw));
+        (parse_reply(&raw), ended)
+    }
+
+    /// The SSE event ids (`id:` fields) of a streamed reply, in order.
+    pub fn event_ids(reply: &Reply) -> Vec<String> {
+        reply.body.lines().filter_map(|l| l.strip_prefix("id:")).map(|id| id.trim().to_owned()).collect()
+    }
+
     /// `initialize` (keeps the session id) then `notifications/initialized`.
     pub fn initialize(&mut self) -> Value {
         let reply = self.post(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": initialize_params()}), &[]);
