@@ -129,6 +129,12 @@ pub struct HomeSnapshot {
     /// Entries listed but not saved (sockets, FIFOs, devices, excluded caches, symlinks that
     /// resolve outside the home).
     pub skipped: Vec<SkippedEntry>,
+    /// Set only in `home_snapshots`, for a snapshot whose manifest cannot be read (truncated,
+    /// corrupt, refused as unsafe, or not returned by the store): why, naming the object. The
+    /// other fields are then empty (`0`, `""`, `null`, `[]`) and a restore or export of it is
+    /// refused the same way. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broken: Option<String>,
 }
 
 /// Who holds a home's lease (one writer per persistent agent across hosts).
@@ -152,6 +158,12 @@ pub struct HomeRecord {
     pub lease: Option<HomeLease>,
     /// This host's live run of the agent, if any.
     pub run_id: Option<String>,
+    /// Why part of this home cannot be read, when a part cannot: its newest snapshot's manifest
+    /// is truncated, corrupt or refused as unsafe (then `latest` is `null`), its lease record is
+    /// unreadable (then `lease` is `null`), or the volume failed reading one of its objects. The
+    /// text names the object and the cause. `null` for a home read whole. One broken home never
+    /// fails `home_list`; it can still be deleted, or restored `--at` an older snapshot.
+    pub broken: Option<String>,
 }
 
 /// What a `home_restore` or `home_import` produced.

@@ -64,7 +64,7 @@ mod volume;
 pub use error::{Result, VolumeError};
 pub use lease::Lease;
 pub use types::{
-    DeleteReport, HomeSummary, LeaseInfo, NoProgress, Progress, RestoreReport, SaveOptions, SaveReport, SecretValue, SkippedEntry, SnapshotInfo,
+    DeleteReport, HomeSummary, LeaseInfo, ListedSnapshot, NoProgress, Progress, RestoreReport, SaveOptions, SaveReport, SecretValue, SkippedEntry, SnapshotInfo,
     VolumeKind,
 };
 pub use volume::Volume;

@@ -71,8 +71,39 @@ pub struct HomeSummary {
     pub snapshots: u64,
     /// The newest snapshot, if any.
     pub latest: Option<SnapshotInfo>,
-    /// The live lease, if any.
+    /// The live lease, if any (`None` too when its record cannot be read: see `broken`).
     pub lease: Option<LeaseInfo>,
+    /// Why part of this home could not be read, when a part could not: its newest manifest is
+    /// truncated, corrupt or refused as unsafe (then `latest` is `None`), its lease record is
+    /// unreadable (then `lease` is `None`), or the store failed reading one of its objects. The
+    /// text names the object and the cause. A listing never fails for one home's sake.
+    pub broken: Option<String>,
+}
+
+/// One entry of a home's snapshot listing ([`crate::Volume::snapshot_listing`]): the snapshot, or
+/// the id of one whose manifest cannot be read and why.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub enum ListedSnapshot {
+    /// A snapshot whose manifest reads and passes its checks.
+    Readable(SnapshotInfo),
+    /// A snapshot whose manifest is truncated, corrupt or refused as unsafe, or that the store
+    /// failed to return: a restore or export of it is refused the same way.
+    Broken {
+        /// The snapshot's id (20 decimal digits, from its object's name).
+        id: String,
+        /// What is wrong, naming the object (the `Display` of the error that reading it gave).
+        why: String,
+    },
+}
+
+impl ListedSnapshot {
+    /// The snapshot's id, readable or not.
+    pub fn id(&self) -> &str {
+        match self {
+            ListedSnapshot::Readable(s) => &s.id,
+            ListedSnapshot::Broken { id, .. } => id,
+        }
+    }
 }
 
 /// How to save a home.

@@ -173,9 +173,12 @@ impl Volume {
             .ok_or_else(|| VolumeError::SnapshotNotFound { home: home.to_string(), snapshot: format!("{seq:020}") })
     }
 
-    /// Every home in the volume that has a snapshot or a live lease, sorted by name; a home
-    /// whose newest manifest is unreadable or refused is listed with `latest: None`.
-    /// Errors: `Store`.
+    /// Every home in the volume that has a snapshot or a live lease, sorted by name. A home that
+    /// cannot be read whole is listed all the same, with what could be read and `broken` naming
+    /// what could not (its newest manifest truncated, corrupt or unsafe: `latest: None`; its
+    /// lease record unreadable: `lease: None`; the store failing on one of its objects), so the
+    /// other homes stay listable and it can still be deleted. Errors: `Store` (listing the
+    /// volume's homes itself failed).
     pub async fn homes(&self) -> Result<Vec<HomeSummary>> {
         let root = store::homes_root();
         let listed = self
@@ -192,29 +195,60 @@ impl Volume {
         names.sort();
         let mut out = Vec::new();
         for name in names {
-            let list = store::list_numbered(self.store(), &store::snapshots_dir(&name)).await?;
-            let lease = lease::info(self.store(), &name).await?;
-            if list.is_empty() && lease.is_none() {
+            let mut broken = Vec::new();
+            let list = match store::list_numbered(self.store(), &store::snapshots_dir(&name)).await {
+                Ok(list) => list,
+                Err(e) => {
+                    broken.push(e.to_string());
+                    Vec::new()
+                }
+            };
+            let lease = match lease::info(self.store(), &name).await {
+                Ok(lease) => lease,
+                Err(e) => {
+                    broken.push(e.to_string());
+                    None
+                }
+            };
+            if list.is_empty() && lease.is_none() && broken.is_empty() {
                 continue;
             }
-            // A newest snapshot that cannot be read or is refused (corrupt, hostile) leaves the
-            // home listed without one, so the others stay listable and it can be deleted.
             let latest = match list.last() {
                 Some((seq, _)) => match self.fetch(&name, *seq).await {
                     Ok(f) => f.map(|f| f.manifest.info()),
-                    Err(VolumeError::Corrupt { .. } | VolumeError::Unsafe { .. }) => None,
-                    Err(e) => return Err(e),
+                    Err(e) => {
+                        broken.push(format!("newest snapshot: {e}"));
+                        None
+                    }
                 },
                 None => None,
             };
-            out.push(HomeSummary { name, snapshots: list.len() as u64, latest, lease });
+            let broken = (!broken.is_empty()).then(|| broken.join("; "));
+            out.push(HomeSummary { name, snapshots: list.len() as u64, latest, lease, broken });
         }
         Ok(out)
     }
 
-    /// The snapshots of `home`, oldest first. Errors: `InvalidName`, `HomeNotFound` (no
-    /// snapshot), `Store`, `Corrupt`.
+    /// The snapshots of `home`, oldest first; any one that cannot be read fails the whole call
+    /// ([`Volume::snapshot_listing`] lists it instead). Errors: `InvalidName`, `HomeNotFound` (no
+    /// snapshot), `Store`, `Corrupt`, `Unsafe`.
     pub async fn snapshots(&self, home: &str) -> Result<Vec<SnapshotInfo>> {
+        self.snapshot_listing(home)
+            .await?
+            .into_iter()
+            .map(|l| match l {
+                ListedSnapshot::Readable(s) => Ok(s),
+                ListedSnapshot::Broken { id, why } => Err(VolumeError::corrupt(format!("snapshot {id} of home {home:?}"), why)),
+            })
+            .collect()
+    }
+
+    /// Every snapshot of `home`, oldest first, each readable or [`ListedSnapshot::Broken`] with
+    /// why (a truncated, corrupt or unsafe manifest, or the store failing to return it): one
+    /// broken manifest never hides the others. A snapshot dropped by a concurrent compaction is
+    /// left out. Errors: `InvalidName`, `HomeNotFound` (no snapshot), `Store` (listing the
+    /// home's snapshots failed).
+    pub async fn snapshot_listing(&self, home: &str) -> Result<Vec<ListedSnapshot>> {
         store::check_home(home)?;
         let list = store::list_numbered(self.store(), &store::snapshots_dir(home)).await?;
         if list.is_empty() {
@@ -222,9 +256,10 @@ impl Volume {
         }
         let mut out = Vec::with_capacity(list.len());
         for (seq, _) in list {
-            // A snapshot dropped by a concurrent compaction is simply gone.
-            if let Some(f) = self.fetch(home, seq).await? {
-                out.push(f.manifest.info());
+            match self.fetch(home, seq).await {
+                Ok(Some(f)) => out.push(ListedSnapshot::Readable(f.manifest.info())),
+                Ok(None) => {}
+                Err(e) => out.push(ListedSnapshot::Broken { id: format!("{seq:020}"), why: e.to_string() }),
             }
         }
         Ok(out)

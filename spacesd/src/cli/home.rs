@@ -18,13 +18,15 @@ use super::text_from;
 
 #[derive(Debug, Subcommand)]
 pub enum HomeCmd {
-    /// Every persistent agent's home: snapshots, the latest one's size, who holds its lease.
+    /// Every persistent agent's home: snapshots, the latest one's size, who holds its lease; a
+    /// home that cannot be read whole is listed with a BROKEN line saying why.
     List {
         /// Print the JSON records instead of a table.
         #[arg(long)]
         json: bool,
     },
-    /// The snapshots of NAME's home, oldest first (ids for --at).
+    /// The snapshots of NAME's home, oldest first (ids for --at); one whose manifest cannot be
+    /// read says BROKEN and why.
     Snapshots {
         name: String,
         #[arg(long)]
@@ -84,6 +86,9 @@ pub async fn run(client: &Client, cmd: HomeCmd) -> anyhow::Result<()> {
                     let (agent, space) = (field("agent").unwrap_or("-").to_owned(), field("space").unwrap_or("(none)").to_owned());
                     let lease = h.lease.map_or("free".to_owned(), |l| format!("{} (until {})", l.holder, l.expires_ms));
                     println!("{:<24} {:<16} {:>9} {:>12} {:<16} {lease}", h.name, space, h.snapshots, bytes(size), agent);
+                    if let Some(why) = &h.broken {
+                        println!("  BROKEN {}: {why}", h.name);
+                    }
                 }
             }
         }
@@ -94,6 +99,10 @@ pub async fn run(client: &Client, cmd: HomeCmd) -> anyhow::Result<()> {
             } else {
                 println!("{:<28} {:>15} {:>8} {:>12} {:<20} SESSION", "ID", "CREATED_MS", "FILES", "SIZE", "HOST");
                 for s in snaps {
+                    if let Some(why) = &s.broken {
+                        println!("{:<28} BROKEN: {why}", s.id);
+                        continue;
+                    }
                     let session = s.meta.get("session_id").and_then(|v| v.as_str()).unwrap_or("-").to_owned();
                     println!("{:<28} {:>15} {:>8} {:>12} {:<20} {session}", s.id, s.created_ms, s.files, bytes(s.bytes), s.host);
                 }

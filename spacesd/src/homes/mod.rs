@@ -368,6 +368,24 @@ pub fn snapshot_wire(s: SnapshotInfo) -> HomeSnapshot {
         layers: s.layers,
         meta: s.meta,
         skipped: s.skipped.into_iter().map(|e| SkippedEntryWire { path: e.path, kind: e.kind }).collect(),
+        broken: None,
+    }
+}
+
+/// A snapshot of `home` whose manifest cannot be read, on the wire: its id and why, every other
+/// field empty ([`HomeSnapshot::broken`]).
+pub fn broken_snapshot_wire(home: &str, id: String, why: String) -> HomeSnapshot {
+    HomeSnapshot {
+        id,
+        name: home.to_owned(),
+        created_ms: 0,
+        host: String::new(),
+        files: 0,
+        bytes: 0,
+        layers: 0,
+        meta: serde_json::Value::Null,
+        skipped: Vec::new(),
+        broken: Some(why),
     }
 }
 

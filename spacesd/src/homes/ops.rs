@@ -25,7 +25,9 @@ use crate::error::{refuse, Result};
 
 impl Homes {
     /// `home_list`: every home in the volume, with its lease and latest snapshot, and this
-    /// host's run of it. Errors: `INTERNAL` (the store).
+    /// host's run of it. A home the volume cannot read whole is listed with what could be read
+    /// and `broken` saying what could not ([`spaces_volumes::Volume::homes`]). Errors:
+    /// `INTERNAL` (listing the volume itself failed).
     pub async fn list(&self) -> Result<Vec<HomeRecord>> {
         let homes = self.volume().homes().await.map_err(|e| volume_error(e, "*"))?;
         Ok(homes
@@ -35,15 +37,25 @@ impl Homes {
                 snapshots: h.snapshots,
                 latest: h.latest.map(snapshot_wire),
                 lease: h.lease.map(|l| HomeLease { holder: l.holder, expires_ms: l.expires_ms }),
+                broken: h.broken,
                 name: h.name,
             })
             .collect())
     }
 
-    /// `home_snapshots`: oldest first. Errors: `INVALID_ARGUMENT` (no such home, bad name).
+    /// `home_snapshots`: oldest first; a snapshot whose manifest cannot be read is listed with
+    /// its id and `broken` saying why. Errors: `INVALID_ARGUMENT` (no such home, bad name),
+    /// `INTERNAL` (listing the home's snapshots failed).
     pub async fn snapshots(&self, name: &str) -> Result<Vec<HomeSnapshot>> {
-        let list = self.volume().snapshots(name).await.map_err(|e| volume_error(e, name))?;
-        Ok(list.into_iter().map(snapshot_wire).collect())
+        use spaces_volumes::ListedSnapshot;
+        let list = self.volume().snapshot_listing(name).await.map_err(|e| volume_error(e, name))?;
+        Ok(list
+            .into_iter()
+            .map(|l| match l {
+                ListedSnapshot::Readable(s) => snapshot_wire(s),
+                ListedSnapshot::Broken { id, why } => super::broken_snapshot_wire(name, id, why),
+            })
+            .collect())
     }
 
     /// `home_export`: snapshot `at` (default: the latest) as one `.tar.zst` at `path`, written

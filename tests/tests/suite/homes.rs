@@ -645,3 +645,158 @@ async fn case_v41_agent_start_home_export_and_import_refuse_and_create_nothing_o
     assert!(!d.client.home_list(&spaces_sdk::Empty {}).await.unwrap().iter().any(|h| h.name == "v41"));
     assert_eq!(v41_out(), before);
 }
+
+// ----- Case V46: one broken home never hides the others -----
+
+impl Store {
+    /// The object `key` of the daemon's volume (`homes/<name>/...`), read behind its back.
+    fn get(&self, key: &str) -> Vec<u8> {
+        match self {
+            Store::Local(dir) => std::fs::read(dir.path().join("volume").join(key)).unwrap(),
+            Store::S3(server) => server.get_object(&format!("homes/{key}")),
+        }
+    }
+
+    /// Replaces the object `key` of the daemon's volume behind its back.
+    fn put(&self, key: &str, bytes: &[u8]) {
+        match self {
+            Store::Local(dir) => std::fs::write(dir.path().join("volume").join(key), bytes).unwrap(),
+            Store::S3(server) => server.put_object(&format!("homes/{key}"), bytes),
+        }
+    }
+}
+
+/// A daemon on `store` whose `claude-code` is a fake that writes a fresh `stamp` into its config
+/// dir (so each run's save is a new snapshot), then sleeps. The fake's directory lives as long
+/// as the daemon is used.
+async fn stamping_daemon(store: &Store) -> (TestDaemon, tempfile::TempDir) {
+    let bin_dir = tempfile::tempdir().unwrap();
+    let fake = bin_dir.path().join("fake-claude");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\nmkdir -p \"$CLAUDE_CONFIG_DIR\" && date +%s%N > \"$CLAUDE_CONFIG_DIR/stamp\"\nexec sleep 60\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (mut env, args) = store.serve_args();
+    env.push(("SPACES_HARNESS_BIN_CLAUDE_CODE".to_owned(), fake.display().to_string()));
+    let d = TestDaemon::start_with(env, args).await;
+    d.space("s").await;
+    (d, bin_dir)
+}
+
+/// One run of persistent agent `home` in Space `s`, stopped once its fake wrote the stamp; waits
+/// until the home is saved with `snapshots` snapshots and its lease is free.
+async fn one_saved_run(d: &TestDaemon, home: &str, snapshots: u64) {
+    let run = d.client.call_named("agent_start", start_json("s", home)).await.unwrap()["run_id"].as_str().unwrap().to_owned();
+    let stamp = d.state_dir().join("runs").join(&run).join("home/.claude/stamp");
+    crate::support::wait_until("the fake to write its stamp", Duration::from_secs(30), || stamp.is_file()).await;
+    d.client.agent_stop(&AgentRunRequest { space: "s".into(), run_id: run }).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let homes = d.client.home_list(&spaces_sdk::Empty {}).await.unwrap();
+        if homes.iter().any(|h| h.name == home && h.lease.is_none() && h.snapshots == snapshots) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "home {home} not saved ({snapshots} snapshots) and freed: {homes:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Case V46: three homes, the newest manifest of `b` truncated. `home list` (client, HTTP and
+/// CLI) lists all three and marks `b` broken, naming the manifest; `a` and `c` restore (into a
+/// directory, and for a new run) and save as before; `home snapshots b` names the broken one;
+/// `b` can still be deleted.
+async fn v46(store: Store) {
+    let (d, _bin) = stamping_daemon(&store).await;
+    for name in ["a", "b", "c"] {
+        one_saved_run(&d, name, 1).await;
+    }
+    let id = d.client.home_snapshots(&HomeRequest { name: "b".into() }).await.unwrap().pop().unwrap().id;
+    let key = format!("homes/b/snapshots/{id}.json");
+    let whole = store.get(&key);
+    store.put(&key, &whole[..whole.len() / 2]);
+
+    let homes = d.client.home_list(&spaces_sdk::Empty {}).await.unwrap();
+    assert_eq!(homes.iter().map(|h| h.name.as_str()).collect::<Vec<_>>(), ["a", "b", "c"], "{homes:#?}");
+    let why = homes[1].broken.clone().expect("b is marked broken");
+    assert!(why.contains(&key) && why.contains("corrupt"), "{why}");
+    assert!(homes[1].latest.is_none(), "{homes:#?}");
+    for h in [&homes[0], &homes[2]] {
+        assert!(h.broken.is_none() && h.latest.as_ref().is_some_and(|l| l.meta["space"] == "s"), "{h:#?}");
+    }
+    let (status, body) = d.raw("GET", "/v1/homes", None);
+    assert_eq!(status, 200, "{body}");
+    let listed: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(listed.as_array().map(Vec::len), Some(3), "{body}");
+    assert_eq!(listed[1]["broken"], serde_json::json!(why), "{body}");
+    let (ok, out) = d.cli(&["home", "list"]);
+    assert!(ok, "{out}");
+    for name in ["a", "b", "c"] {
+        assert!(out.lines().any(|l| l.starts_with(&format!("{name} "))), "{name} missing: {out}");
+    }
+    assert!(out.contains(&format!("BROKEN b: {why}")), "{out}");
+
+    // The other two restore and save as before.
+    let work = tempfile::tempdir().unwrap();
+    for name in ["a", "c"] {
+        let to = work.path().join(name);
+        let (ok, out) = d.cli(&["home", "restore", name, "--to", to.to_str().unwrap()]);
+        assert!(ok && to.join("stamp").is_file(), "{out}");
+        one_saved_run(&d, name, 2).await;
+        let snaps = d.client.home_snapshots(&HomeRequest { name: name.into() }).await.unwrap();
+        assert!(snaps.iter().all(|s| s.broken.is_none() && s.files > 0), "{snaps:#?}");
+    }
+
+    // b: its snapshot listing names the broken manifest; a run of it is refused naming it; it
+    // can be deleted.
+    let snaps = d.client.home_snapshots(&HomeRequest { name: "b".into() }).await.unwrap();
+    assert_eq!(snaps.len(), 1, "{snaps:#?}");
+    assert!(snaps[0].id == id && snaps[0].broken.as_deref().is_some_and(|w| w.contains(&key)), "{snaps:#?}");
+    let (ok, out) = d.cli(&["home", "snapshots", "b"]);
+    assert!(ok && out.lines().any(|l| l.starts_with(&id) && l.contains("BROKEN: ") && l.contains(&key)), "{out}");
+    let (_, message) = refused(d.client.call_named("agent_start", start_json("s", "b")).await);
+    assert!(message.contains(&key), "{message}");
+    let (ok, out) = d.cli(&["home", "delete", "b"]);
+    assert!(ok, "{out}");
+    let names: Vec<String> = d.client.home_list(&spaces_sdk::Empty {}).await.unwrap().into_iter().map(|h| h.name).collect();
+    assert_eq!(names, ["a", "c"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn case_v46_one_broken_home_is_listed_and_named_and_the_others_work_on_a_local_volume() {
+    v46(Store::Local(tempfile::tempdir().unwrap())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn case_v46_one_broken_home_is_listed_and_named_and_the_others_work_over_s3() {
+    v46(Store::S3(s3::S3Server::start().await)).await;
+}
+
+/// V46's kind with another broken object: the lease record of a home held by a live run is
+/// garbled. `home list` still answers with every home, that one's lease `null` and `broken`
+/// naming the record; the other home is listed whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_garbled_lease_record_is_named_and_hides_no_other_home() {
+    let store = Store::Local(tempfile::tempdir().unwrap());
+    let (d, _bin) = stamping_daemon(&store).await;
+    one_saved_run(&d, "fine", 1).await;
+    let run = d.client.call_named("agent_start", start_json("s", "held")).await.unwrap()["run_id"].as_str().unwrap().to_owned();
+    let held = d.client.home_list(&spaces_sdk::Empty {}).await.unwrap();
+    assert!(held.iter().any(|h| h.name == "held" && h.lease.is_some()), "{held:#?}");
+    let Store::Local(dir) = &store else { unreachable!() };
+    let records = dir.path().join("volume/homes/held/lease");
+    let newest = std::fs::read_dir(&records).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).max().unwrap();
+    let key = format!("homes/held/lease/{newest}");
+    store.put(&key, b"{\"home\": \"held\", truncated");
+
+    let homes = d.client.home_list(&spaces_sdk::Empty {}).await.unwrap();
+    assert_eq!(homes.len(), 2, "{homes:#?}");
+    let held = homes.iter().find(|h| h.name == "held").unwrap();
+    assert!(held.lease.is_none() && held.run_id.as_deref() == Some(run.as_str()), "{held:#?}");
+    assert!(held.broken.as_deref().is_some_and(|w| w.contains(&key) && w.contains("corrupt")), "{held:#?}");
+    let fine = homes.iter().find(|h| h.name == "fine").unwrap();
+    assert!(fine.broken.is_none() && fine.latest.is_some(), "{fine:#?}");
+    let (ok, out) = d.cli(&["home", "list"]);
+    assert!(ok && out.contains("BROKEN held:") && out.lines().any(|l| l.starts_with("fine ")), "{out}");
+}

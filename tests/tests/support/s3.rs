@@ -76,6 +76,56 @@ impl S3Server {
         ]
     }
 
+    /// The object at `key` in [`BUCKET`] (e.g. `homes/homes/a/snapshots/...json` for a volume
+    /// `s3://spaces-test/homes`), read behind the daemon's back.
+    pub fn get_object(&self, key: &str) -> Vec<u8> {
+        let (status, body) = self.object_request("GET", key, b"");
+        assert_eq!(status, 200, "GET {key}: {}", String::from_utf8_lossy(&body));
+        body
+    }
+
+    /// Replaces the object at `key` with `bytes` behind the daemon's back (as a damaged store
+    /// would hold it).
+    pub fn put_object(&self, key: &str, bytes: &[u8]) {
+        let (status, body) = self.object_request("PUT", key, bytes);
+        assert_eq!(status, 200, "PUT {key}: {}", String::from_utf8_lossy(&body));
+    }
+
+    /// One request for an object, as the test credentials' (moto checks no signature but
+    /// answers an anonymous caller 403): status and body.
+    fn object_request(&self, method: &str, key: &str, body: &[u8]) -> (u16, Vec<u8>) {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(
+            s,
+            "{method} /{BUCKET}/{key} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\nConnection: close\r\n\
+             Authorization: AWS4-HMAC-SHA256 Credential=spaces-test/20250101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0\r\n\r\n",
+            self.port,
+            body.len()
+        )
+        .unwrap();
+        s.write_all(body).unwrap();
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).unwrap();
+        let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP answer");
+        let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
+        let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let mut body = raw[split + 4..].to_vec();
+        if head.contains("transfer-encoding: chunked") {
+            let (mut rest, mut out) = (&body[..], Vec::new());
+            while let Some(eol) = rest.windows(2).position(|w| w == b"\r\n") {
+                let size = usize::from_str_radix(String::from_utf8_lossy(&rest[..eol]).trim(), 16).unwrap_or(0);
+                if size == 0 {
+                    break;
+                }
+                out.extend_from_slice(&rest[eol + 2..(eol + 2 + size).min(rest.len())]);
+                rest = &rest[(eol + 4 + size).min(rest.len())..];
+            }
+            body = out;
+        }
+        (status, body)
+    }
+
     /// One unsigned HTTP/1.1 request; its status.
     fn request(&self, method: &str, path: &str) -> std::io::Result<u16> {
         let mut s = TcpStream::connect(("127.0.0.1", self.port))?;

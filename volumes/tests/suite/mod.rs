@@ -5,3 +5,4 @@ mod secrets;
 mod snapshots;
 mod support;
 mod v41;
+mod v46;

@@ -68,6 +68,70 @@ impl TestVolume {
     pub async fn save(&self, lease: &Lease, dir: &Path) -> SaveReport {
         self.volume.save(lease, dir, &SaveOptions::default(), &NoProgress).await.unwrap()
     }
+
+    /// The object `key` (relative to the volume, e.g. `homes/a/snapshots/...json`) as stored,
+    /// read behind the volume's back: the file of a local volume, a plain GET on moto.
+    pub fn get_raw(&self, key: &str) -> Vec<u8> {
+        match &self.store_dir {
+            Some(dir) => std::fs::read(dir.join(key)).unwrap(),
+            None => {
+                let (status, body) = self.s3_request("GET", key, b"");
+                assert_eq!(status, 200, "GET {key}: {}", String::from_utf8_lossy(&body));
+                body
+            }
+        }
+    }
+
+    /// Replaces the object `key` with `bytes` behind the volume's back (as a damaged or hostile
+    /// store would hold it).
+    pub fn put_raw(&self, key: &str, bytes: &[u8]) {
+        match &self.store_dir {
+            Some(dir) => std::fs::write(dir.join(key), bytes).unwrap(),
+            None => {
+                let (status, body) = self.s3_request("PUT", key, bytes);
+                assert_eq!(status, 200, "PUT {key}: {}", String::from_utf8_lossy(&body));
+            }
+        }
+    }
+
+    /// One request for `key` under the S3 volume's bucket and prefix, as the test credentials' (moto
+    /// checks no signature, but answers an anonymous caller 403): status and body.
+    fn s3_request(&self, method: &str, key: &str, body: &[u8]) -> (u16, Vec<u8>) {
+        let path = self.url.strip_prefix("s3://").unwrap();
+        let port = moto().port;
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let head = format!(
+            "{method} /{path}/{key} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\nConnection: close\r\n\
+             Authorization: AWS4-HMAC-SHA256 Credential=testing/20250101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0\r\n\r\n",
+            body.len()
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        s.write_all(body).unwrap();
+        let mut resp = Vec::new();
+        s.read_to_end(&mut resp).unwrap();
+        let split = resp.windows(4).position(|w| w == b"\r\n\r\n").expect("an HTTP answer");
+        let head = String::from_utf8_lossy(&resp[..split]).into_owned();
+        let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let mut body = resp[split + 4..].to_vec();
+        if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+            body = dechunk(&body);
+        }
+        (status, body)
+    }
+}
+
+/// The body of a chunked HTTP answer.
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(eol) = b.windows(2).position(|w| w == b"\r\n") {
+        let size = usize::from_str_radix(String::from_utf8_lossy(&b[..eol]).split(';').next().unwrap_or("0").trim(), 16).unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        out.extend_from_slice(&b[eol + 2..(eol + 2 + size).min(b.len())]);
+        b = &b[(eol + 4 + size).min(b.len())..];
+    }
+    out
 }
 
 /// The moto server shared by the tests of this binary. Its launcher exits when the binary does
