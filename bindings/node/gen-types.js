@@ -25,12 +25,12 @@ function method(op, filled) {
 function generate() {
   const onSpaces = catalogue().filter((op) => !SEED_SPACES.has(camel(op.name)))
   const onSpace = catalogue().filter(
-    (op) => (op.fields.includes('space') || op.path.startsWith('/v1/tools/')) && !SEED_SPACE.has(camel(op.name)),
+    (op) => op.onSpace && !SEED_SPACE.has(camel(op.name)),
   )
   const head = fs.readFileSync(path.join(__dirname, 'index.d.ts.in'), 'utf8')
   return head
     .replace('  // @generated Spaces operations', onSpaces.map((op) => method(op, [])).join('\n'))
-    .replace('  // @generated Space operations', onSpace.map((op) => method(op, ['space', 'workspace_id'])).join('\n'))
+    .replace('  // @generated Space operations', onSpace.map((op) => method(op, op.spaceField ? [op.spaceField] : [])).join('\n'))
 }
 
 module.exports = { generate }

@@ -243,12 +243,6 @@ export declare class Space {
    * (Last-Event-ID reconnects; long-polls when a daemon answers no stream), until caught up and
    * `until` is reached: `turn` (default: the run no longer running) or `stopped` (across turns). */
   agentFollow(runId: string, cursor?: number, options?: { until?: 'turn' | 'stopped' }): AgentFollow
-  /** Delete a run that is not live: its row, events and run directory. (`agent_remove`: POST /v1/spaces/{space}/agents/{run_id}/remove) */
-  agentRemove(args: { run_id: any }): Promise<any>
-  /** Delete the Space's runs that are not live and were created more than older_than_ms ago. (`agent_prune`: POST /v1/spaces/{space}/agents/prune) */
-  agentPrune(args: { older_than_ms: any }): Promise<any>
-  /** Give a home to another Space: only that Space's runs may use it from then on. (`home_move`: POST /v1/homes/{name}/move) */
-  homeMove(args: { name: any }): Promise<any>
   /** What the workspace permits and this host supports: permissions, limits, process lifetime, isolation. (`workspace_info`: POST /v1/tools/workspace_info) */
   workspaceInfo(args?: { work_id?: any }): Promise<any>
   /** Read a file of the workspace (a window of at most 1 MiB) with its version. (`read`: POST /v1/tools/read) */

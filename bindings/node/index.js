@@ -136,11 +136,11 @@ class Space {
     this.name = name
   }
 
-  // The generic call with the Space's name filled in where the operation has the field.
+  // The generic call with the Space's name filled in where the operation takes it
+  // (`op.spaceField`, from the catalogue: the rule the Python SDK reads too).
   _call(op, args = {}) {
     const filled = { ...args }
-    if (op.fields.includes('space') && filled.space === undefined) filled.space = this.name
-    if (op.fields.includes('workspace_id') && filled.workspace_id === undefined) filled.workspace_id = this.name
+    if (op.spaceField && filled[op.spaceField] === undefined) filled[op.spaceField] = this.name
     return this.spaces.call(op.name, filled)
   }
 
@@ -273,8 +273,7 @@ for (const op of catalogue) {
       configurable: true,
     })
   }
-  const forSpace = op.fields.includes('space') || op.path.startsWith('/v1/tools/')
-  if (forSpace && !SEED_SPACE.has(name) && !(name in Space.prototype)) {
+  if (op.onSpace && !SEED_SPACE.has(name) && !(name in Space.prototype)) {
     Object.defineProperty(Space.prototype, name, {
       value: { [name](args = {}) { return this._call(op, args) } }[name],
       writable: true,

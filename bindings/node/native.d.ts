@@ -46,7 +46,7 @@ export declare class NativeFollow {
   get cursor(): number
 }
 
-/** The operation catalogue (`spaces_sdk::op::catalogue()`), in order. */
+/** The operation catalogue as the SDKs see it (`spaces_sdk::methods::methods()`), in order. */
 export declare function catalogue(): Array<OperationEntry>
 
 /**
@@ -91,6 +91,13 @@ export interface OperationEntry {
   fields: Array<string>
   /** The fields the request requires. */
   required: Array<string>
+  /**
+   * True when the operation sits on a `Space` (`spaces_sdk::methods`, the rule the Python SDK
+   * reads too).
+   */
+  onSpace: boolean
+  /** The field a `Space` fills with its name (`space` or `workspace_id`), if any. */
+  spaceField?: string
 }
 
 /**

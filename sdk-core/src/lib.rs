@@ -26,6 +26,7 @@ pub mod home;
 #[cfg(feature = "client")]
 pub mod local;
 pub mod mcp_server;
+pub mod methods;
 pub mod op;
 pub mod run;
 #[cfg(feature = "client")]

@@ -340,6 +340,13 @@ macro_rules! define_operations {
         pub fn catalogue() -> Vec<OperationInfo> {
             vec![$(OperationInfo::of::<ops::$marker>()),*]
         }
+
+        /// Every operation with the JSON Schema (draft 2020-12, definitions inline under
+        /// `$defs`) of its request, in catalogue order: the one place a request schema is made
+        /// outside the daemon ([`crate::methods`] and the SDK bindings build on it).
+        pub fn request_schemas() -> Vec<(OperationInfo, schemars::Schema)> {
+            vec![$((OperationInfo::of::<ops::$marker>(), schemars::schema_for!($req))),*]
+        }
     };
 }
 

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use napi_derive::napi;
 use spaces_sdk::client::{Client, Endpoint};
 use spaces_sdk::follow::{EventFollow, Transport, Until};
-use spaces_sdk::op::{Audience, OperationInfo};
+use spaces_sdk::op::Audience;
 
 use crate::error::Result;
 
@@ -170,38 +170,20 @@ pub struct OperationEntry {
     pub fields: Vec<String>,
     /// The fields the request requires.
     pub required: Vec<String>,
+    /// True when the operation sits on a `Space` (`spaces_sdk::methods`, the rule the Python SDK
+    /// reads too).
+    pub on_space: bool,
+    /// The field a `Space` fills with its name (`space` or `workspace_id`), if any.
+    pub space_field: Option<String>,
 }
 
-macro_rules! request_fields {
-    ($( $name:ident: $marker:ident, $method:ident $path:literal,
-        $req:ty => $res:ty, $ro:literal, $aud:ident $([$($hint:ident),*])?, $doc:literal; )*) => {
-        /// `(name, fields, required)` of every operation's request.
-        fn request_fields() -> Vec<(&'static str, Vec<String>, Vec<String>)> {
-            vec![$((stringify!($name), schema_fields(schemars::schema_for!($req)).0, schema_fields(schemars::schema_for!($req)).1)),*]
-        }
-    };
-}
-spaces_sdk::for_each_operation!(request_fields);
-
-fn schema_fields(schema: schemars::Schema) -> (Vec<String>, Vec<String>) {
-    let v = schema.as_value();
-    let fields = v.get("properties").and_then(|p| p.as_object()).map(|p| p.keys().cloned().collect()).unwrap_or_default();
-    let required = v
-        .get("required")
-        .and_then(|r| r.as_array())
-        .map(|r| r.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
-        .unwrap_or_default();
-    (fields, required)
-}
-
-/// The operation catalogue (`spaces_sdk::op::catalogue()`), in order.
+/// The operation catalogue as the SDKs see it (`spaces_sdk::methods::methods()`), in order.
 #[napi]
 pub fn catalogue() -> Vec<OperationEntry> {
-    let fields = request_fields();
-    spaces_sdk::op::catalogue()
+    spaces_sdk::methods::methods()
         .into_iter()
-        .map(|o: OperationInfo| {
-            let (f, r) = fields.iter().find(|(n, _, _)| *n == o.name).map(|(_, f, r)| (f.clone(), r.clone())).unwrap_or_default();
+        .map(|m| {
+            let o = m.info;
             OperationEntry {
                 name: o.name.to_owned(),
                 doc: o.doc.to_owned(),
@@ -214,8 +196,10 @@ pub fn catalogue() -> Vec<OperationEntry> {
                     Audience::Operator => "operator",
                 }
                 .to_owned(),
-                fields: f,
-                required: r,
+                fields: m.fields,
+                required: m.required,
+                on_space: m.on_space,
+                space_field: m.space_field.map(str::to_owned),
             }
         })
         .collect()

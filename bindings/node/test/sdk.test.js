@@ -116,8 +116,12 @@ test('every operation of the catalogue is a method; CodeSpace tools and agent ru
   const camel = (s) => s.replace(/_([a-z])/g, (_, c) => c.toUpperCase())
   for (const op of catalogue) {
     assert.equal(typeof Spaces.prototype[camel(op.name)], 'function', op.name)
-    if (op.path.startsWith('/v1/tools/') || op.fields.includes('space')) {
+    // The catalogue says which sit on Space (spaces_sdk::methods, the rule Python reads too):
+    // an operator operation that names a space (agent_remove) stays on Spaces only.
+    if (op.onSpace) {
       assert.equal(typeof Space.prototype[camel(op.name)], 'function', `Space.${camel(op.name)}`)
+    } else {
+      assert.equal(Space.prototype[camel(op.name)], undefined, `Space.${camel(op.name)} is not a Space operation`)
     }
   }
   for (const m of ['read', 'find', 'applyPatch', 'execCommand', 'readProcess', 'agentStart', 'agentFollow']) {

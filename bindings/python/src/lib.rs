@@ -116,29 +116,36 @@ impl NativeFollow {
     }
 }
 
-macro_rules! catalogue_json {
-    ($( $name:ident: $marker:ident, $method:ident $path:literal,
-        $req:ty => $res:ty, $ro:literal, $aud:ident $([$($hint:ident),*])?, $doc:literal; )*) => {
-        fn catalogue_value() -> serde_json::Value {
-            serde_json::Value::Array(vec![$(
+/// The catalogue as JSON, from the one description the SDKs share
+/// ([`spaces_sdk::methods::methods`]).
+fn catalogue_value() -> serde_json::Value {
+    let methods = spaces_sdk::methods::methods();
+    serde_json::Value::Array(
+        methods
+            .into_iter()
+            .map(|m| {
                 serde_json::json!({
-                    "name": stringify!($name),
-                    "doc": $doc,
-                    "method": stringify!($method).to_uppercase(),
-                    "path": $path,
-                    "read_only": $ro,
-                    "audience": stringify!($aud).to_lowercase(),
-                    "request": schemars::schema_for!($req),
+                    "name": m.info.name,
+                    "doc": m.info.doc,
+                    "method": m.info.method.as_str(),
+                    "path": m.info.path,
+                    "read_only": m.info.read_only,
+                    "audience": format!("{:?}", m.info.audience).to_lowercase(),
+                    "request": m.request,
+                    "fields": m.fields,
+                    "required": m.required,
+                    "on_space": m.on_space,
+                    "space_field": m.space_field,
                 })
-            ),*])
-        }
-    };
+            })
+            .collect(),
+    )
 }
 
-spaces_sdk::for_each_operation!(catalogue_json);
-
 /// Every operation of the catalogue as JSON text: a list of `{name, doc, method, path,
-/// read_only, audience, request}` where `request` is the JSON Schema of its request.
+/// read_only, audience, request, fields, required, on_space, space_field}` where `request` is
+/// the JSON Schema of its request and `on_space`/`space_field` say whether it sits on a `Space`
+/// and which field that fills ([`spaces_sdk::methods`]).
 #[pyfunction]
 fn catalogue() -> String {
     catalogue_value().to_string()

@@ -34,25 +34,19 @@ atexit.register(_native.drain)
 
 def _fields(op: Dict[str, Any]) -> Dict[str, bool]:
     """The request fields of ``op`` -> required."""
-    schema = op["request"]
-    required = set(schema.get("required", []))
-    return {name: name in required for name in schema.get("properties", {})}
+    required = set(op["required"])
+    return {name: name in required for name in op["fields"]}
 
 
 def on_space(op: Dict[str, Any]) -> bool:
-    """True for a ``Space`` method: an agent operation of one Space, or a CodeSpace tool."""
-    return op["audience"] == "tool" and (op["path"].startswith("/v1/tools/") or "space" in _fields(op))
+    """True for a ``Space`` method: an agent operation of one Space, or a CodeSpace tool (the
+    catalogue says, ``spaces_sdk::methods``; the Node SDK reads the same)."""
+    return bool(op["on_space"])
 
 
 def scope_of(op: Dict[str, Any]) -> Optional[str]:
     """The field a ``Space`` fills with its name (``space``, ``workspace_id``), if any."""
-    if not on_space(op):
-        return None
-    fields = _fields(op)
-    for key in ("space", "workspace_id"):
-        if key in fields:
-            return key
-    return None
+    return op["space_field"]
 
 
 def _generated(op: Dict[str, Any], owner: str) -> Any:
