@@ -66,6 +66,36 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// Nothing is at the workspace's registered path any more (its folder was removed, or
+    /// renamed: a workspace is bound to its path and never follows a folder to its new name)
+    /// (`WORKSPACE_NOT_FOUND`). Nothing was read or changed. A retry helps once a folder is at
+    /// that path again (or the Space is registered at the folder's new path).
+    #[error(
+        "the workspace folder {} is gone (removed, or renamed: a Space is bound to its path and never follows a \
+         folder to its new name); make the folder again at that path, or register the Space at its new path \
+         (`spacesd space add NAME PATH --replace`)",
+        root.display()
+    )]
+    RootGone { root: PathBuf },
+
+    /// A symlink now stands at the workspace's registered path, or on its way (the folder was
+    /// replaced by a link to somewhere else) (`SYMLINK_REJECTED`). A workspace is bound to the
+    /// directory at its path and never follows it elsewhere: nothing was read or changed, at
+    /// either place. A retry helps once a directory is back at that path (or the Space is
+    /// registered at the folder meant).
+    #[error(
+        "the workspace folder {} is now a symlink or lies beneath one{}: a Space is bound to the directory at its \
+         registered path and never follows a link elsewhere; put a directory back at that path, or register the \
+         Space at the folder you mean (`spacesd space add NAME PATH --replace`)",
+        root.display(),
+        now.as_ref().map(|n| format!(" (it leads to {})", n.display())).unwrap_or_default()
+    )]
+    RootRedirected {
+        root: PathBuf,
+        /// Where the path leads now, when it resolves.
+        now: Option<PathBuf>,
+    },
+
     // --- paths and files ---------------------------------------------------------------------
     /// The path is empty, absolute, holds a NUL or a `..` component, or resolves outside the
     /// root (`PATH_ESCAPE`; `why` says which). A retry does not help: give a path inside the
@@ -496,7 +526,8 @@ impl Error {
                 _ => ErrorCode::FileOperationFailed,
             },
             E::PathEscape { .. } => ErrorCode::PathEscape,
-            E::SymlinkRejected { .. } => ErrorCode::SymlinkRejected,
+            E::SymlinkRejected { .. } | E::RootRedirected { .. } => ErrorCode::SymlinkRejected,
+            E::RootGone { .. } => ErrorCode::WorkspaceNotFound,
             E::SpecialFileRejected { .. } => ErrorCode::SpecialFileRejected,
             E::FileNotFound { .. } => ErrorCode::FileNotFound,
             E::PathNotDirectory { .. } => ErrorCode::PathNotDirectory,

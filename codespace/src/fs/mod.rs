@@ -1,8 +1,11 @@
 //! The workspace filesystem: a root directory and the file tools of the CodeSpace execution
 //! layer (API.md, "CodeSpace execution layer": `read`, `find`, Paths, `apply_patch`'s commit).
 //!
-//! Theory of operation. [`Root::open`] canonicalizes the workspace directory once and keeps an
-//! `O_PATH | O_DIRECTORY` descriptor of it. Every later access goes through that descriptor:
+//! Theory of operation. [`Root::open_bound`] opens a Space's folder at its registered path (no
+//! symlink on the way) and keeps an `O_PATH | O_DIRECTORY` descriptor of it; the service opens
+//! one per call, so a folder replaced at its path is the new one and a renamed folder is never
+//! followed to its new name (case R43). ([`Root::open`] canonicalizes a path once instead, for
+//! callers with no registered path.) Every access goes through that descriptor:
 //! paths are opened by the kernel with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` (or a
 //! no-follow walk on old kernels), so a symlink anywhere on a path, `..`, an absolute path or
 //! a FIFO/device is refused at open time, never by string tests alone (see the `confine` module).
@@ -63,6 +66,50 @@ impl Root {
             fd,
             path: canonical,
         })
+    }
+
+    /// Opens the folder registered at `path` as a workspace root **bound to that path** (case
+    /// R43): `path` must be absolute and lead to the directory with no symlink on its way (the
+    /// daemon registers Spaces by their canonical path), and is opened now, never followed
+    /// elsewhere. Each tool call opens its Space's root this way, so a folder renamed away and
+    /// replaced by another at the registered path is the new one from the next call on (the
+    /// renamed folder is never touched again), and a folder gone, or a symlink put in its place,
+    /// is refused naming the change. The open refuses symlinks in the kernel
+    /// (`openat2(RESOLVE_NO_SYMLINKS)` from `/`, or a no-follow walk on old kernels), so no check
+    /// and open can be raced apart.
+    ///
+    /// Errors: [`Error::RootGone`] (nothing at `path`, or a parent missing: `WORKSPACE_NOT_FOUND`),
+    /// [`Error::RootRedirected`] (a symlink at `path` or on its way: `SYMLINK_REJECTED`),
+    /// [`Error::RootUnavailable`] (not a directory: `PATH_NOT_DIRECTORY`; anything else:
+    /// `FILE_OPERATION_FAILED`).
+    pub fn open_bound(path: &Path) -> Result<Root> {
+        let text = path.to_str().unwrap_or_default();
+        let unavailable = |source: std::io::Error| Error::RootUnavailable {
+            root: path.to_path_buf(),
+            source,
+        };
+        let Some(rel) = text.strip_prefix('/') else {
+            return Err(unavailable(std::io::Error::other("the registered path is not absolute UTF-8")));
+        };
+        let comps = confine::components(if rel.is_empty() { "." } else { rel })
+            .map_err(|_| unavailable(std::io::Error::other("the registered path holds a `..` component")))?;
+        let fs_root = open(Path::new("/"), OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())
+            .map_err(|e| unavailable(e.into()))?;
+        let flags = OFlag::O_PATH | OFlag::O_DIRECTORY;
+        match confine::open_beneath(fs_root.as_fd(), &comps, flags) {
+            Ok(fd) => Ok(Root {
+                fd,
+                path: path.to_path_buf(),
+            }),
+            Err(nix::errno::Errno::ENOENT) => Err(Error::RootGone {
+                root: path.to_path_buf(),
+            }),
+            Err(nix::errno::Errno::ELOOP) => Err(Error::RootRedirected {
+                root: path.to_path_buf(),
+                now: std::fs::canonicalize(path).ok(),
+            }),
+            Err(e) => Err(unavailable(e.into())),
+        }
     }
 
     /// The canonical absolute path of the root.

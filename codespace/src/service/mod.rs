@@ -125,8 +125,6 @@ struct Inner {
     steering: Steering,
     processes: Processes,
     exec: ExecSettings,
-    /// Open roots by workspace id (re-opened when the registered root changes).
-    roots: Mutex<HashMap<String, Arc<Root>>>,
     /// Per-workspace gate: busy check + spawn, and busy check + patch commit, are one step.
     gates: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
@@ -148,7 +146,6 @@ impl CodeSpace {
                 steering,
                 processes,
                 exec,
-                roots: Mutex::new(HashMap::new()),
                 gates: Mutex::new(HashMap::new()),
             }),
         })
@@ -206,17 +203,14 @@ impl CodeSpace {
         })
     }
 
-    /// The open root of `ws` (opened on first use, re-opened when its path changed).
+    /// The root of `ws`: the directory at its registered path, opened for this call
+    /// ([`Root::open_bound`]). Nothing is held between calls, so a folder renamed away and
+    /// replaced by another at that path is the new one from the next call on, and the renamed
+    /// folder is never touched again (case R43). Errors: `WORKSPACE_NOT_FOUND` (nothing at the
+    /// path: removed or renamed), `SYMLINK_REJECTED` (a symlink now at the path or on its way),
+    /// `PATH_NOT_DIRECTORY`, `FILE_OPERATION_FAILED`.
     fn root(&self, ws: &WorkspacePolicy) -> Result<Arc<Root>> {
-        let mut roots = self.inner.roots.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(root) = roots.get(&ws.workspace_id) {
-            if root.path() == ws.root {
-                return Ok(root.clone());
-            }
-        }
-        let root = Arc::new(Root::open(&ws.root)?);
-        roots.insert(ws.workspace_id.clone(), root.clone());
-        Ok(root)
+        Ok(Arc::new(Root::open_bound(&ws.root)?))
     }
 
     /// The gate of the directory tree `root`. Keyed by the root's canonical path, not the

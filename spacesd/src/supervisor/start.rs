@@ -28,10 +28,15 @@ pub(super) struct SpaceFolder<'a> {
 /// Case R34: refuse at once with `WORKSPACE_NOT_FOUND` naming the folder when it is gone (moved,
 /// renamed or deleted since the Space was registered), instead of letting the agent CLI fail to
 /// start in it with a reason that blames the CLI. The run is untouched: once the folder is back,
-/// a follow-up resumes it.
+/// a follow-up resumes it. Case R43: a folder is its path, looked at now
+/// (`codespace::fs::Root::open_bound`): one renamed away and replaced by another directory there
+/// is the new one, and a symlink put in its place (or on its way) is refused `SYMLINK_REJECTED`,
+/// never followed to where it leads.
 pub(super) fn folder_present(folder: &SpaceFolder<'_>) -> Result<()> {
-    if folder.path.is_dir() {
-        return Ok(());
+    match spaces_codespace::fs::Root::open_bound(folder.path) {
+        Ok(_) => return Ok(()),
+        Err(e @ spaces_codespace::Error::RootRedirected { .. }) => return Err(Error::Api(e.into())),
+        Err(_) => {}
     }
     let whose = folder.space.map(|s| format!(" of Space {s:?}")).unwrap_or_default();
     Err(refuse(
@@ -331,7 +336,7 @@ fn resolve_cwd(root: &Path, cwd: Option<&str>) -> Result<PathBuf> {
     let Some(rel) = cwd.filter(|c| !c.is_empty() && *c != ".") else {
         return Ok(root.to_path_buf());
     };
-    let root = spaces_codespace::fs::Root::open(root).map_err(|e| Error::Api(e.into()))?;
+    let root = spaces_codespace::fs::Root::open_bound(root).map_err(|e| Error::Api(e.into()))?;
     root.check_dir(rel).map_err(|e| {
         let mut e = ApiError::from(e);
         e.message = format!("cwd {:?}: {}", bounded(rel), e.message);

@@ -23,3 +23,4 @@ mod space_tools;
 mod survive;
 mod tcp;
 mod web;
+mod folders;

@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod bound;
 mod commit;
 mod confine;
 mod find;
