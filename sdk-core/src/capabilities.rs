@@ -20,8 +20,9 @@ pub struct Capabilities {
     /// limits, or the run's shim (a subreaper).
     pub process_containment: crate::tools::ProcessContainment,
     /// The sandbox every run and command starts in: `bubblewrap` (namespaces, seccomp, a
-    /// process ceiling; docs/operations.md "Security model"), or `none` when the operator
-    /// turned it off (`SPACES_SANDBOX=off`). A daemon from before the sandbox reports nothing
+    /// process ceiling; docs/operations.md "Security model"), `landlock` (where bubblewrap
+    /// cannot make one: Landlock and seccomp without namespaces, weaker; each run's notes say
+    /// how), or `none` when the operator turned it off (`SPACES_SANDBOX=off`). A daemon from before the sandbox reports nothing
     /// (read as `none`).
     #[serde(default = "no_sandbox")]
     pub sandbox: String,

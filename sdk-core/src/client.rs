@@ -22,7 +22,11 @@ use crate::op::{HttpMethod, Operation, OperationInfo};
 /// Where the daemon listens.
 #[derive(Debug, Clone)]
 pub enum Endpoint {
-    /// The daemon's Unix socket (`<state dir>/spacesd.sock`).
+    /// The daemon's Unix socket (`<state dir>/spacesd.sock`). Requests go without a bearer
+    /// token (the peer's uid decides); once the daemon refuses that (`UNAUTHORIZED`: a daemon
+    /// whose sandbox is Landlock takes only the operator's token on its socket) and the token
+    /// file beside the socket (`<state dir>/token`) is readable, the request is sent again with
+    /// its token, and every later one of this client carries it.
     Unix(PathBuf),
     /// Loopback TCP (`127.0.0.1:PORT`) with the bearer token from the daemon's token file.
     Tcp { addr: String, token: String },
@@ -46,12 +50,37 @@ pub enum ClientError {
 #[derive(Debug, Clone)]
 pub struct Client {
     endpoint: Endpoint,
+    /// The daemon refused this client's uid on its Unix socket: the token beside the socket
+    /// goes with every request ([`Endpoint::Unix`]). Shared by clones.
+    token_needed: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Client {
     /// A client for `endpoint`. No connection is made until the first call.
     pub fn new(endpoint: Endpoint) -> Self {
-        Self { endpoint }
+        Self { endpoint, token_needed: Default::default() }
+    }
+
+    /// The bearer token a Unix-socket request carries: the one beside the socket once the
+    /// daemon asked for it.
+    fn unix_token(&self, socket: &std::path::Path) -> Option<String> {
+        if self.token_needed.load(std::sync::atomic::Ordering::Relaxed) {
+            token_beside(socket)
+        } else {
+            None
+        }
+    }
+
+    /// After an answer of `status` to a request sent without a token: the token to send it
+    /// again with, when the daemon refused the uid and the token beside its socket is readable.
+    fn retry_token(&self, status: u16, sent_token: bool) -> Option<String> {
+        let Endpoint::Unix(socket) = &self.endpoint else { return None };
+        if sent_token || !(status == 401 || status == 403) {
+            return None;
+        }
+        let token = token_beside(socket)?;
+        self.token_needed.store(true, std::sync::atomic::Ordering::Relaxed);
+        Some(token)
     }
 
     /// Where this client connects.
@@ -153,6 +182,24 @@ impl Client {
         path: &str,
         headers: &[(&str, String)],
     ) -> Result<hyper::Response<hyper::body::Incoming>, ClientError> {
+        let token = match &self.endpoint {
+            Endpoint::Unix(p) => self.unix_token(p),
+            Endpoint::Tcp { .. } => None,
+        };
+        let resp = self.open_stream_once(path, headers, token.as_deref()).await?;
+        match self.retry_token(resp.status().as_u16(), token.is_some()) {
+            Some(token) => self.open_stream_once(path, headers, Some(&token)).await,
+            None => Ok(resp),
+        }
+    }
+
+    /// One try of [`Self::open_stream`], a Unix-socket request with `unix_token` if given.
+    async fn open_stream_once(
+        &self,
+        path: &str,
+        headers: &[(&str, String)],
+        unix_token: Option<&str>,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, ClientError> {
         let connect_err = |source| ClientError::Connect { endpoint: self.describe(), source };
         let mut builder = Request::builder().method(Method::GET).uri(path).header(hyper::header::HOST, "localhost");
         for (name, value) in headers {
@@ -161,6 +208,9 @@ impl Client {
         match &self.endpoint {
             Endpoint::Unix(p) => {
                 let stream = tokio::net::UnixStream::connect(p).await.map_err(connect_err)?;
+                if let Some(token) = unix_token {
+                    builder = builder.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
+                }
                 let req = builder.body(Full::new(Bytes::new())).map_err(|e| ClientError::Protocol(e.to_string()))?;
                 open_on(TokioIo::new(stream), req).await
             }
@@ -174,16 +224,33 @@ impl Client {
     }
 
     async fn send(&self, method: Method, path: &str, body: Vec<u8>) -> Result<(u16, Bytes), ClientError> {
+        let body = Bytes::from(body);
+        let token = match &self.endpoint {
+            Endpoint::Unix(p) => self.unix_token(p),
+            Endpoint::Tcp { .. } => None,
+        };
+        let (status, answer) = self.send_once(method.clone(), path, body.clone(), token.as_deref()).await?;
+        match self.retry_token(status, token.is_some()) {
+            Some(token) => self.send_once(method, path, body, Some(&token)).await,
+            None => Ok((status, answer)),
+        }
+    }
+
+    /// One try of [`Self::send`], a Unix-socket request with `unix_token` if given.
+    async fn send_once(&self, method: Method, path: &str, body: Bytes, unix_token: Option<&str>) -> Result<(u16, Bytes), ClientError> {
         let connect_err = |source| ClientError::Connect { endpoint: self.describe(), source };
         let mut builder = Request::builder()
             .method(method)
             .uri(path)
             .header(hyper::header::HOST, "localhost")
             .header(hyper::header::CONTENT_TYPE, "application/json");
-        let req_body = Full::new(Bytes::from(body));
+        let req_body = Full::new(body);
         match &self.endpoint {
             Endpoint::Unix(p) => {
                 let stream = tokio::net::UnixStream::connect(p).await.map_err(connect_err)?;
+                if let Some(token) = unix_token {
+                    builder = builder.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
+                }
                 let req = builder.body(req_body).map_err(|e| ClientError::Protocol(e.to_string()))?;
                 exchange(TokioIo::new(stream), req).await
             }
@@ -202,6 +269,15 @@ impl Client {
             Endpoint::Tcp { addr, .. } => addr.clone(),
         }
     }
+}
+
+/// The operator's token in the `token` file beside the socket `socket`, when readable and not
+/// empty ([`Endpoint::Unix`]). Read at each request: a daemon may make it after the client, or
+/// a new one.
+fn token_beside(socket: &std::path::Path) -> Option<String> {
+    let token = std::fs::read_to_string(socket.with_file_name("token")).ok()?;
+    let token = token.trim();
+    (!token.is_empty()).then(|| token.to_owned())
 }
 
 async fn exchange<S>(io: TokioIo<S>, req: Request<Full<Bytes>>) -> Result<(u16, Bytes), ClientError>

@@ -32,14 +32,15 @@ pub struct Method {
     pub space_field: Option<&'static str>,
 }
 
-/// Every operation as a method, in catalogue order.
-pub fn methods() -> Vec<Method> {
-    request_schemas().into_iter().map(|(info, schema)| method(info, schema.to_value())).collect()
+/// Every operation as a method, in catalogue order (made once per process).
+pub fn methods() -> &'static [Method] {
+    static METHODS: std::sync::OnceLock<Vec<Method>> = std::sync::OnceLock::new();
+    METHODS.get_or_init(|| request_schemas().into_iter().map(|(info, schema)| method(info, schema.to_value())).collect())
 }
 
 /// The method of operation `name`, if the catalogue has one.
-pub fn method_of(name: &str) -> Option<Method> {
-    request_schemas().into_iter().find(|(info, _)| info.name == name).map(|(info, schema)| method(info, schema.to_value()))
+pub fn method_of(name: &str) -> Option<&'static Method> {
+    methods().iter().find(|m| m.info.name == name)
 }
 
 fn method(info: OperationInfo, request: serde_json::Value) -> Method {

@@ -24,8 +24,10 @@
 //!   once they keep a CPU busy, 0 to 19 (default 10), so the daemon and its shims answer first on
 //!   a busy host ([`spaces_os::process::priority`], [`spaces_os::process::demote`]);
 //!   0 runs them at the daemon's priority.
-//! - `SPACES_SANDBOX` (or `sandbox`): `off` starts agents and commands without the sandbox
-//!   (default on: bubblewrap must be installed; [`crate::sandbox`]).
+//! - `SPACES_SANDBOX` (or `sandbox`): which sandbox agents and commands start in ([`Sandbox`],
+//!   [`crate::sandbox`]): `auto` (default; also `on`, `true`, `1`) bubblewrap, else Landlock
+//!   where bubblewrap cannot make a sandbox; `bubblewrap` or `landlock` only that one (the
+//!   daemon refuses to start without it); `off` (also `false`, `0`, `no`) none.
 //! - `SPACES_HOST_ID` (or `host_id`): this host's name in leases and snapshots; default the
 //!   machine's hostname plus a random suffix kept in `<state dir>/host-id`.
 //! - `SPACES_ALLOW_LOCAL_REPOS=1` (or `allow_local_repos`): a run's `options.repo` may be a path
@@ -90,9 +92,9 @@ pub struct ConfigFile {
     pub host_id: Option<String>,
     /// A cgroup per run and command where the host allows it (default true).
     pub cgroups: Option<bool>,
-    /// Run every agent and command in a sandbox (default true; false: unsandboxed, see
-    /// docs/operations.md "Security model").
-    pub sandbox: Option<bool>,
+    /// Which sandbox every agent and command starts in: `true`/`false` or a [`Sandbox`] name
+    /// (default `auto`; see docs/operations.md "Security model").
+    pub sandbox: Option<serde_json::Value>,
     /// Keep one shim started ahead of need (default true).
     pub spare_shims: Option<bool>,
     /// Most tasks per run or command (cgroup `pids.max`); 0: no limit.
@@ -130,10 +132,10 @@ pub struct Config {
     pub run_retention_days: Option<u64>,
     /// Try a cgroup per run and command (`SPACES_CGROUPS=0` turns it off).
     pub cgroups: bool,
-    /// Start every agent run and command in a sandbox (`spaces_os::sandbox`); `SPACES_SANDBOX=off`
-    /// (or `"sandbox": false`) runs them unsandboxed, which the daemon says at start and in
-    /// every run's notes.
-    pub sandbox: bool,
+    /// Which sandbox every agent run and command starts in (`spaces_os::sandbox`);
+    /// `SPACES_SANDBOX=off` (or `"sandbox": false`) runs them unsandboxed, which the daemon says
+    /// at start and in every run's notes.
+    pub sandbox: Sandbox,
     /// Keep one shim, and its program's child in a cgroup, started ahead of need, so a start
     /// waits for neither (`SPACES_SPARE_SHIMS=0` turns it off; docs/architecture.md).
     pub spare_shims: bool,
@@ -153,6 +155,38 @@ pub struct Config {
 
 /// A yes/no setting from the environment: `0`, `false`, `off` or `no` is no, anything else yes;
 /// `None` when unset.
+/// Which sandbox the operator asked for (`SPACES_SANDBOX`, `config.json` `sandbox`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sandbox {
+    /// Bubblewrap where it makes a sandbox, else Landlock; neither: the daemon refuses to start.
+    Auto,
+    /// Bubblewrap only (the daemon refuses to start where it cannot make a sandbox).
+    Bubblewrap,
+    /// Landlock only, even where bubblewrap works (for tests, and hosts where bubblewrap is
+    /// unwanted); the daemon refuses to start where the kernel has no Landlock.
+    Landlock,
+    /// No sandbox at all.
+    Off,
+}
+
+impl Sandbox {
+    /// The names [`Sandbox::parse`] takes, for messages.
+    pub const NAMES: &'static str = "auto, bubblewrap, landlock or off";
+
+    /// `value` as a setting: a name, or a boolean spelling (`on`/`true`/`1`/`yes` is `auto`,
+    /// `off`/`false`/`0`/`no` is `off`), any case. Errors: anything else (the message lists
+    /// the names).
+    pub fn parse(value: &str) -> Result<Sandbox, String> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" | "on" | "true" | "1" | "yes" => Ok(Sandbox::Auto),
+            "bubblewrap" | "bwrap" => Ok(Sandbox::Bubblewrap),
+            "landlock" => Ok(Sandbox::Landlock),
+            "off" | "false" | "0" | "no" => Ok(Sandbox::Off),
+            other => Err(format!("{other:?} is not a sandbox: give {}", Self::NAMES)),
+        }
+    }
+}
+
 fn env_flag(key: &str) -> Option<bool> {
     std::env::var(key).ok().map(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "false" | "off" | "no"))
 }
@@ -217,7 +251,15 @@ impl Config {
             host_id: std::env::var("SPACES_HOST_ID").ok().filter(|v| !v.is_empty()).or(file.host_id),
             run_retention_days: env_num("SPACES_RUN_RETENTION_DAYS").or(file.run_retention_days).filter(|d| *d > 0),
             cgroups: env_flag("SPACES_CGROUPS").or(file.cgroups).unwrap_or(true),
-            sandbox: env_flag("SPACES_SANDBOX").or(file.sandbox).unwrap_or(true),
+            sandbox: match std::env::var("SPACES_SANDBOX") {
+                Ok(v) => Sandbox::parse(&v).map_err(|e| anyhow::anyhow!("SPACES_SANDBOX: {e}"))?,
+                Err(_) => match &file.sandbox {
+                    None => Sandbox::Auto,
+                    Some(serde_json::Value::Bool(on)) => if *on { Sandbox::Auto } else { Sandbox::Off },
+                    Some(serde_json::Value::String(v)) => Sandbox::parse(v).map_err(|e| anyhow::anyhow!("config.json sandbox: {e}"))?,
+                    Some(other) => anyhow::bail!("config.json sandbox: {other} is neither true/false nor a name ({})", Sandbox::NAMES),
+                },
+            },
             spare_shims: env_flag("SPACES_SPARE_SHIMS").or(file.spare_shims).unwrap_or(true),
             pids_max: env_num("SPACES_PIDS_MAX").or(file.pids_max).unwrap_or(DEFAULT_PIDS_MAX),
             memory_max_bytes: env_num("SPACES_MEMORY_MAX_BYTES").or(file.memory_max_bytes).unwrap_or(0),
@@ -299,5 +341,22 @@ fn read_config_file(path: &Path) -> anyhow::Result<ConfigFile> {
             .map_err(|e| anyhow::anyhow!("invalid config file {}: {e}", path.display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ConfigFile::default()),
         Err(e) => Err(anyhow::anyhow!("cannot read config file {}: {e}", path.display())),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::Sandbox;
+
+    #[test]
+    fn sandbox_settings_keep_the_old_spellings_and_refuse_unknown_ones() {
+        for (value, want) in [("", Sandbox::Auto), ("on", Sandbox::Auto), ("1", Sandbox::Auto), ("AUTO", Sandbox::Auto), ("bwrap", Sandbox::Bubblewrap),
+            ("bubblewrap", Sandbox::Bubblewrap), (" landlock ", Sandbox::Landlock), ("off", Sandbox::Off), ("false", Sandbox::Off), ("0", Sandbox::Off)]
+        {
+            assert_eq!(Sandbox::parse(value).unwrap(), want, "{value:?}");
+        }
+        let err = Sandbox::parse("firejail").unwrap_err();
+        assert!(err.contains("auto, bubblewrap, landlock or off"), "{err}");
     }
 }

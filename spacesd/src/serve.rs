@@ -104,7 +104,7 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         Some(addr) => {
             crate::fsutil::create_private_dir(&cfg.state_dir)
                 .with_context(|| format!("cannot create state dir {}", cfg.state_dir.display()))?;
-            let token_file = opts.token_file.unwrap_or_else(|| cfg.state_dir.join("token"));
+            let token_file = opts.token_file.clone().unwrap_or_else(|| cfg.state_dir.join("token"));
             let token = read_or_create_token(&token_file)?;
             Some((addr, token_file, token))
         }
@@ -119,8 +119,22 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     if let Some((_, _, token)) = &tcp_token {
         crate::supervisor::learn_secret(token);
     }
-    let secrets: Vec<PathBuf> = tcp_token.iter().map(|(_, file, _)| file.clone()).collect();
+    let mut secrets: Vec<PathBuf> = tcp_token.iter().map(|(_, file, _)| file.clone()).collect();
+    // A token file kept elsewhere is hidden from every tree even without TCP: the Landlock
+    // level needs the token on the Unix socket too (below).
+    secrets.extend(opts.token_file.clone().filter(|f| !secrets.contains(f)));
+    let token_file = opts.token_file.clone().unwrap_or_else(|| cfg.state_dir.join("token"));
     let state = open(cfg, &secrets).await?;
+    // At the Landlock level a tree can reach the Unix socket by its path: the operator proves
+    // itself with the token there ([`crate::access::Access::uid_trusted`]).
+    let landlock_token = match (&tcp_token, spaces_os::sandbox::level()) {
+        (None, spaces_os::sandbox::Level::Landlock) => {
+            let token = read_or_create_token(&token_file)?;
+            crate::supervisor::learn_secret(&token);
+            Some(token)
+        }
+        _ => None,
+    };
     let sup = state.sup.clone();
     let app = http::router(state.sup.clone(), state.cs.clone());
     // `/mcp` on each listener (its accepted `Host` values differ), ended with the daemon.
@@ -132,7 +146,7 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     // the Unix socket accepts its first request: callers wait for the socket.
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let limits = http::Limits::of(sup.config());
-    let access = access(&state, tcp_token.as_ref().map(|(_, _, token)| token.as_str()));
+    let access = access(&state, tcp_token.as_ref().map(|(_, _, token)| token.as_str()).or(landlock_token.as_deref()));
     if let Some((addr, token_file, _)) = tcp_token {
         let listener = bind_tcp(addr).with_context(|| format!("cannot bind {addr}"))?;
         let bound = listener.local_addr()?;

@@ -181,7 +181,7 @@ pub struct OperationEntry {
 #[napi]
 pub fn catalogue() -> Vec<OperationEntry> {
     spaces_sdk::methods::methods()
-        .into_iter()
+        .iter()
         .map(|m| {
             let o = m.info;
             OperationEntry {
@@ -196,8 +196,8 @@ pub fn catalogue() -> Vec<OperationEntry> {
                     Audience::Operator => "operator",
                 }
                 .to_owned(),
-                fields: m.fields,
-                required: m.required,
+                fields: m.fields.clone(),
+                required: m.required.clone(),
                 on_space: m.on_space,
                 space_field: m.space_field.map(str::to_owned),
             }

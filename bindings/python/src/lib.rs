@@ -122,7 +122,7 @@ fn catalogue_value() -> serde_json::Value {
     let methods = spaces_sdk::methods::methods();
     serde_json::Value::Array(
         methods
-            .into_iter()
+            .iter()
             .map(|m| {
                 serde_json::json!({
                     "name": m.info.name,
@@ -131,9 +131,9 @@ fn catalogue_value() -> serde_json::Value {
                     "path": m.info.path,
                     "read_only": m.info.read_only,
                     "audience": format!("{:?}", m.info.audience).to_lowercase(),
-                    "request": m.request,
-                    "fields": m.fields,
-                    "required": m.required,
+                    "request": &m.request,
+                    "fields": &m.fields,
+                    "required": &m.required,
                     "on_space": m.on_space,
                     "space_field": m.space_field,
                 })

@@ -18,7 +18,7 @@ impl CodeSpace {
     ///
     /// `profile` is `read_only` or `read_write`. A read-only workspace reports `patch` and
     /// `process` unavailable (and omits process capabilities). Commands run in the host's
-    /// sandbox (`command_sandbox: bubblewrap`, `spaces_os::sandbox`; `none` when the operator
+    /// sandbox (`command_sandbox: bubblewrap` or `landlock`, `spaces_os::sandbox`; `none` when the operator
     /// turned it off) and the network is not restricted (`policy: enabled,
     /// enforcement: none`). Processes belong to the daemon: a client disconnect keeps them
     /// running. With shims (the daemon's setting) a daemon shutdown or crash keeps them running
@@ -104,7 +104,8 @@ impl CodeSpace {
                 isolation: Isolation {
                     file_tools_workspace_scoped: true,
                     command_sandbox: match spaces_os::sandbox::level() {
-                        spaces_os::sandbox::Level::Bubblewrap if shimmed => "bubblewrap".to_owned(),
+                        spaces_os::sandbox::Level::Off => "none".to_owned(),
+                        level if shimmed => level.as_str().to_owned(),
                         _ => "none".to_owned(),
                     },
                     process_containment: if shimmed {

@@ -103,12 +103,14 @@ mod tests {
         let home = state.path().join("runs/r1/home");
         std::fs::create_dir_all(&home).unwrap();
         let policy = Policy {
+            level: crate::sandbox::Level::Bubblewrap,
             bwrap: "/usr/bin/bwrap".into(),
             writable: vec![state.path().join("space"), home.clone()],
             readonly: vec![PathBuf::from("/opt/no-such-tools")],
             hidden: vec![state.path().to_path_buf(), PathBuf::from("/no/such/dir")],
             api_dir: Some(state.path().join("runs/r1/api")),
             home: None,
+            tmp: None,
             network: false,
             max_processes: Some(64),
             user_namespace: true,

@@ -1,10 +1,15 @@
 //! `sandbox-exec`: the program's side of the sandbox, run inside it by bubblewrap as the
-//! daemon's own command (`spacesd sandbox-exec [--max-processes N] -- PROGRAM ARGS...`), then
-//! replaced by the program (`execvp`: a relative program is found in `PATH`).
+//! daemon's own command (`spacesd sandbox-exec [--max-processes N] -- PROGRAM ARGS...`), or by
+//! the shim itself at the Landlock level (`sandbox-exec --landlock POLICY-JSON [--report] --
+//! PROGRAM ARGS...`), then replaced by the program (`execvp`: a relative program is found in
+//! `PATH`).
 //!
 //! In order: the signals the shim kept from bubblewrap ([`super::IGNORED_SIGNALS`]) back to
 //! their default action and none blocked; stdio not close-on-exec; the process ceiling (`RLIMIT_NPROC`, counted in the
-//! sandbox's user namespace, which exists by now); the seccomp filter with `no_new_privs`
+//! sandbox's user namespace, which exists by now); at the Landlock level, root's capabilities
+//! dropped for good (bubblewrap drops them at its level) and the ruleset applied
+//! ([`super::landlock::restrict`]; `--report` prints what it reached, one JSON line on stdout,
+//! for the daemon's start-up probe); the seccomp filter with `no_new_privs`
 //! ([`super::seccomp`]); the exec. A failure prints one line on stderr (the program's output,
 //! so it reaches the journal) and exits 127, as a shell does for a program it cannot run.
 
@@ -13,29 +18,48 @@ use std::os::unix::process::CommandExt;
 use nix::libc;
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 
-use super::Error;
+use super::{Error, Policy};
 
 /// What `sandbox-exec` was asked.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Args {
+    /// `RLIMIT_NPROC` to set (`--max-processes N`).
     pub max_processes: Option<u64>,
+    /// The Landlock level's policy (`--landlock JSON`).
+    pub landlock: Option<Policy>,
+    /// Print what Landlock reached before the exec (`--report`).
+    pub report: bool,
+    /// The program and its arguments.
     pub argv: Vec<String>,
 }
 
 /// Parses the arguments after `sandbox-exec`. Errors: [`Error::Usage`].
 pub fn parse(args: &[String]) -> Result<Args, Error> {
-    let mut max_processes = None;
+    let mut out = Args { max_processes: None, landlock: None, report: false, argv: Vec::new() };
     let mut rest = args;
     loop {
         match rest {
             [flag, n, tail @ ..] if flag == "--max-processes" => {
-                max_processes = Some(n.parse().map_err(|_| Error::Usage(format!("--max-processes takes a number, not {n:?}")))?);
+                out.max_processes = Some(n.parse().map_err(|_| Error::Usage(format!("--max-processes takes a number, not {n:?}")))?);
+                rest = tail;
+            }
+            [flag, json, tail @ ..] if flag == "--landlock" => {
+                out.landlock = Some(serde_json::from_str(json).map_err(|e| Error::Usage(format!("--landlock takes a policy: {e}")))?);
+                rest = tail;
+            }
+            [flag, tail @ ..] if flag == "--report" => {
+                out.report = true;
                 rest = tail;
             }
             [dash, argv @ ..] if dash == "--" && !argv.is_empty() => {
-                return Ok(Args { max_processes, argv: argv.to_vec() })
+                out.argv = argv.to_vec();
+                return Ok(out);
             }
-            _ => return Err(Error::Usage("usage: sandbox-exec [--max-processes N] -- PROGRAM [ARGS...]".into())),
+            _ => {
+                return Err(Error::Usage(
+                    "usage: sandbox-exec [--max-processes N] [--landlock POLICY-JSON [--report]] -- PROGRAM [ARGS...]".into(),
+                ))
+            }
         }
     }
 }
@@ -76,11 +100,51 @@ fn enter(args: &Args) -> Result<std::convert::Infallible, Error> {
         let n = n.min(hard);
         setrlimit(Resource::RLIMIT_NPROC, n, n).map_err(|e| Error::Enter { what: "set the process ceiling", source: e.into() })?;
     }
+    if let Some(policy) = &args.landlock {
+        if nix::unistd::geteuid().is_root() {
+            drop_capabilities()?;
+        }
+        let reached = super::landlock::restrict(policy)?;
+        if args.report {
+            let line = serde_json::to_string(&reached).unwrap_or_default();
+            println!("{line}");
+        }
+    }
     let program = super::seccomp::filter().map_err(|e| Error::Enter { what: "build the seccomp filter", source: std::io::Error::other(e) })?;
     seccompiler::apply_filter(&program)
         .map_err(|e| Error::Enter { what: "load the seccomp filter", source: std::io::Error::other(e.to_string()) })?;
     let source = std::process::Command::new(&args.argv[0]).args(&args.argv[1..]).exec();
     Err(Error::Enter { what: "start the program", source })
+}
+
+/// Root keeps no capability across the exec: none in the bounding set, no ambient ones, and
+/// `SECBIT_NOROOT` (locked), so uid 0 gets none from executing a program (capabilities(7)).
+/// Bubblewrap does the same at its level. Errors: [`Error::Enter`] (the daemon lacks
+/// `CAP_SETPCAP`).
+fn drop_capabilities() -> Result<(), Error> {
+    let fail = |source: std::io::Error| Error::Enter { what: "drop root's capabilities", source };
+    // SAFETY: prctl with integer arguments only.
+    unsafe {
+        if libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 {
+            return Err(fail(std::io::Error::last_os_error()));
+        }
+        // Up to the last capability this kernel knows (EINVAL past it).
+        for cap in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EINVAL) {
+                    break;
+                }
+                return Err(fail(e));
+            }
+        }
+        const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
+        const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
+        if libc::prctl(libc::PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED, 0, 0, 0) != 0 {
+            return Err(fail(std::io::Error::last_os_error()));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -93,9 +157,16 @@ mod tests {
         let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
             parse(&s(&["--max-processes", "9", "--", "sh", "-c", "x"])).unwrap(),
-            Args { max_processes: Some(9), argv: s(&["sh", "-c", "x"]) }
+            Args { max_processes: Some(9), landlock: None, report: false, argv: s(&["sh", "-c", "x"]) }
         );
-        assert_eq!(parse(&s(&["--", "true"])).unwrap(), Args { max_processes: None, argv: s(&["true"]) });
+        assert_eq!(parse(&s(&["--", "true"])).unwrap(), Args { max_processes: None, landlock: None, report: false, argv: s(&["true"]) });
+        let policy = Policy { level: super::super::Level::Landlock, ..Default::default() };
+        let json = serde_json::to_string(&policy).unwrap();
+        assert_eq!(
+            parse(&s(&["--landlock", &json, "--report", "--", "true"])).unwrap(),
+            Args { max_processes: None, landlock: Some(policy), report: true, argv: s(&["true"]) }
+        );
+        assert!(matches!(parse(&s(&["--landlock", "{", "--", "true"])), Err(Error::Usage(_))));
         assert!(matches!(parse(&s(&["--"])), Err(Error::Usage(_))));
         assert!(matches!(parse(&s(&["--max-processes", "x", "--", "true"])), Err(Error::Usage(_))));
         assert!(matches!(parse(&s(&["true"])), Err(Error::Usage(_))));

@@ -1,17 +1,21 @@
 //! The sandbox around every agent run and command (issue 28; docs/operations.md, "Security
 //! model").
 //!
-//! Three parts, in the order a start goes through them:
+//! Two levels ([`Level`]): bubblewrap's namespaces (below), or, where bubblewrap cannot make a
+//! sandbox, Landlock applied by the helper itself ([`landlock`], which says what that level
+//! does not give). Three parts, in the order a start goes through them:
 //! - **The daemon** builds a [`Policy`] per tree ([`Host::policy`]): what is writable (the Space
 //!   root unless the Space is read-only, the run's home), what is read-only on top of the
 //!   host's read-only view (the CLI install, files the harness wrote), what is hidden (the
 //!   state dir, the token file, the other Spaces' roots, `/run`), the run's own API directory
 //!   ([`API_DIR`] inside), whether the network is open, and the process ceiling.
-//! - **The shim** turns it into a bubblewrap command line ([`command`]) that ends in the daemon's
-//!   own command with `sandbox-exec` ([`enter`]) and the program.
+//! - **The shim** turns it into a command line ([`command`]): bubblewrap's ([`bwrap::command`])
+//!   ending in the daemon's own command with `sandbox-exec` ([`enter`]) and the program, or at
+//!   the Landlock level the helper alone, carrying the policy ([`landlock::command`]).
 //! - **Inside**, [`enter::main`] resets the signals the shim kept away from bubblewrap, sets the
-//!   process ceiling inside the user namespace, loads the seccomp filter ([`seccomp`], with
-//!   `no_new_privs`) and execs the program.
+//!   process ceiling inside the user namespace, at the Landlock level drops root's capabilities
+//!   and applies the ruleset, loads the seccomp filter ([`seccomp`], with `no_new_privs`) and
+//!   execs the program.
 //!
 //! Why a helper inside and not bubblewrap alone: bubblewrap's outer process shares the
 //! program's process group and would die of the SIGINT/SIGTERM a stop, an interrupt or a
@@ -27,6 +31,7 @@
 
 pub mod bwrap;
 pub mod enter;
+pub mod landlock;
 pub mod probe;
 pub mod seccomp;
 
@@ -35,7 +40,6 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-pub use bwrap::command;
 
 /// Where a run's own API directory is mounted inside its sandbox (read-write): the daemon
 /// listens on `API_DIR/spacesd.sock` for that run alone, so `spacesd --state-dir /run/spaces` reaches it.
@@ -57,8 +61,9 @@ pub const IGNORED_SIGNALS: [i32; 4] = [nix::libc::SIGHUP, nix::libc::SIGINT, nix
 /// Errors of the sandbox.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Bubblewrap cannot make a sandbox on this host (not installed, user namespaces off): the
-    /// message says which and how to fix it. A retry does not help.
+    /// The sandbox asked for cannot be made on this host (bubblewrap not installed, user
+    /// namespaces off; no Landlock in the kernel): the message says which and how to fix it. A
+    /// retry does not help.
     #[error("no sandbox on this host: {0}")]
     Unavailable(String),
     /// `sandbox-exec` was given arguments it does not take (a bug: the shim writes them).
@@ -70,11 +75,17 @@ pub enum Error {
 }
 
 /// How trees are contained on this host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Level {
     /// Bubblewrap namespaces + seccomp + `no_new_privs` (+ a process ceiling when not root).
+    /// The default of a [`Policy`] that does not say (the strongest).
+    #[default]
     Bubblewrap,
+    /// Landlock + seccomp + `no_new_privs`, applied by the helper without namespaces, where
+    /// bubblewrap cannot make a sandbox or the operator chose it ([`landlock`]); what the
+    /// kernel gives of it is in [`Host::landlock`].
+    Landlock,
     /// No sandbox: the operator turned it off (`SPACES_SANDBOX=off`). Every process of a run
     /// or command can do what the daemon's uid can, operator's socket and token included.
     Off,
@@ -85,6 +96,7 @@ impl Level {
     pub fn as_str(self) -> &'static str {
         match self {
             Level::Bubblewrap => "bubblewrap",
+            Level::Landlock => "landlock",
             Level::Off => "off",
         }
     }
@@ -96,7 +108,11 @@ impl Level {
 /// earlier (a Space root inside a hidden folder, the CLI install inside the state dir).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Policy {
-    /// The bubblewrap program (absolute, found by [`probe::find`]).
+    /// How the tree is confined: [`Level::Bubblewrap`] (the default of a policy that does not
+    /// say) or [`Level::Landlock`].
+    #[serde(default)]
+    pub level: Level,
+    /// The bubblewrap program (absolute, found by [`probe::find`]); empty at the Landlock level.
     pub bwrap: PathBuf,
     /// Read-write at the same path: the Space root (unless read-only), the run's home.
     #[serde(default)]
@@ -111,9 +127,15 @@ pub struct Policy {
     /// Mounted read-write at [`API_DIR`]: the run's own API socket's directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_dir: Option<PathBuf>,
-    /// Mounted read-write at [`HOME_DIR`]: the run's home.
+    /// Mounted read-write at [`HOME_DIR`]: the run's home. At the Landlock level, nothing is
+    /// mounted: `api_dir` and `home` are writable where they are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub home: Option<PathBuf>,
+    /// Landlock level: the tree's private temporary directory, writable, its `TMPDIR` (the shim
+    /// makes one in its own directory, [`landlock::TMP_DIR`], and removes it when it ends).
+    /// Bubblewrap gives every tree a private `/tmp` instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmp: Option<PathBuf>,
     /// `false`: a network namespace of its own (loopback only; no provider reachable).
     #[serde(default = "yes")]
     pub network: bool,
@@ -140,6 +162,7 @@ fn yes() -> bool {
 /// The host's part of every policy, set once at the daemon's start ([`init`]).
 #[derive(Debug, Clone)]
 pub struct Host {
+    /// The level every tree gets.
     pub level: Level,
     /// The bubblewrap program ([`probe::find`]); empty when [`Level::Off`].
     pub bwrap: PathBuf,
@@ -148,8 +171,11 @@ pub struct Host {
     /// Read-only in every tree (shown through a hidden folder): the CLI installs, the daemon's
     /// own program (the helper and the `spaces` MCP server run it).
     pub readonly: Vec<PathBuf>,
-    /// The process ceiling of a non-root daemon's trees ([`Policy::max_processes`]).
+    /// The process ceiling of a non-root daemon's trees ([`Policy::max_processes`]); bubblewrap
+    /// only (without a user namespace `RLIMIT_NPROC` would count every process of the uid).
     pub max_processes: Option<u64>,
+    /// What the Landlock probe reached at start ([`landlock::Reached`]), at that level.
+    pub landlock: Option<landlock::Reached>,
 }
 
 /// What one tree is, for [`Host::policy`].
@@ -195,16 +221,19 @@ impl Host {
             writable.push(tree.root.to_path_buf());
         }
         let root = nix::unistd::geteuid().is_root();
+        let bubblewrap = self.level == Level::Bubblewrap;
         Some(Policy {
+            level: self.level,
             bwrap: self.bwrap.clone(),
             writable,
             readonly,
             hidden,
             api_dir: tree.api_dir,
             home: tree.home,
+            tmp: None,
             network: tree.network,
-            max_processes: if root { None } else { self.max_processes },
-            user_namespace: !root,
+            max_processes: if root || !bubblewrap { None } else { self.max_processes },
+            user_namespace: !root && bubblewrap,
             die_with_parent: false,
         })
     }
@@ -226,6 +255,22 @@ pub fn host() -> Option<&'static Host> {
 /// The level in force: [`Level::Off`] until [`init`].
 pub fn level() -> Level {
     HOST.get().map_or(Level::Off, |h| h.level)
+}
+
+/// The command line that runs `argv` in `cwd` under `policy`, entering through `helper` (the
+/// daemon's own command; `sandbox-exec` is appended): bubblewrap's ([`bwrap::command`]) or the
+/// helper's alone at the Landlock level ([`landlock::command`]; the caller sets `cwd`). Errors:
+/// [`Error::Unavailable`] for a path bubblewrap cannot mount (not UTF-8).
+pub fn command(policy: &Policy, helper: &[String], argv: &[String], cwd: &Path) -> Result<Vec<String>, Error> {
+    match policy.level {
+        Level::Landlock => landlock::command(policy, helper, argv),
+        _ => bwrap::command(policy, helper, argv, cwd),
+    }
+}
+
+/// What the Landlock level reached at start, when it is the level in force.
+pub fn landlock_reached() -> Option<landlock::Reached> {
+    HOST.get().filter(|h| h.level == Level::Landlock).and_then(|h| h.landlock)
 }
 
 /// The signal a sandboxed program died of, from bubblewrap's exit code (`128 + N`, as a shell

@@ -97,6 +97,8 @@ pub fn main(dir: &Path) -> i32 {
             Ok(shim) => shim.run().await,
             Err(why) => ready(Err(why)),
         };
+        // The Landlock level's temporary directory goes with its tree.
+        let _ = std::fs::remove_dir_all(dir.join(crate::sandbox::landlock::TMP_DIR));
         // Whatever is left of the tree goes with its cgroup.
         if let Some(cgroup) = cgroup {
             if !cgroup.remove() {
@@ -244,7 +246,22 @@ impl Shim {
                 (stdio, Some(writer))
             }
         };
-        // In a sandbox, the program is bubblewrap, which ends in `sandbox-exec` and the program.
+        // At the Landlock level the tree gets a private temporary directory here (bubblewrap
+        // gives a private `/tmp`), removed when the shim ends ([`run`]).
+        let mut sandbox = sandbox;
+        let mut env = spec.env.clone();
+        if let Some(policy) = sandbox.as_mut().filter(|p| p.level == crate::sandbox::Level::Landlock) {
+            let tmp = dir.join(crate::sandbox::landlock::TMP_DIR);
+            std::fs::create_dir_all(&tmp)
+                .and_then(|()| std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o700)))
+                .map_err(|e| format!("cannot make the sandbox's temporary directory {}: {e}", tmp.display()))?;
+            env.insert("TMPDIR".to_owned(), tmp.display().to_string());
+            policy.tmp = Some(tmp);
+        }
+        // Bubblewrap's outer process stands between the shim and the program (see `sandboxed`).
+        let bubblewrap = sandbox.as_ref().is_some_and(|p| p.level == crate::sandbox::Level::Bubblewrap);
+        // In a sandbox, the program is bubblewrap, which ends in `sandbox-exec` and the program
+        // (at the Landlock level: `sandbox-exec` alone).
         let argv = match &sandbox {
             Some(policy) => crate::sandbox::command(policy, &sandbox_helper(), &spec.argv, &spec.cwd).map_err(|e| e.to_string())?,
             None => spec.argv.clone(),
@@ -252,7 +269,7 @@ impl Shim {
         let spawn = SpawnSpec {
             argv,
             cwd: spec.cwd.clone(),
-            env: spec.env.clone(),
+            env,
             markers: spec.markers.clone(),
             tag: spec.tag.clone(),
             stdio,
@@ -260,7 +277,7 @@ impl Shim {
             // The agent starts at the daemon's priority; `demoter` lowers its tree to `nice`
             // once it proves CPU-hungry.
             nice: 0,
-            sandboxed: sandbox.is_some(),
+            sandboxed: bubblewrap,
         };
         // A spare's child, waiting in the cgroup already (or joining it now); a terminal, or
         // whatever went wrong with it, goes the usual way (the child is killed and reaped).
@@ -325,7 +342,7 @@ impl Shim {
             redactor,
             cgroup,
             demoter: Demoter::new(std::process::id() as i32, nice),
-            sandboxed: sandbox.is_some(),
+            sandboxed: bubblewrap,
         })
     }
 

@@ -122,6 +122,10 @@ impl Principal {
 /// The credentials this daemon accepts.
 pub struct Access {
     daemon_uid: u32,
+    /// The peer's uid on the operator's socket makes it the operator (false at the Landlock
+    /// level, where a tree of the daemon's uid can reach that socket by its path: the operator
+    /// then presents the token).
+    uid_trusted: bool,
     /// SHA-256 of the operator's bearer token (TCP on), hex.
     operator_token: Option<String>,
     book: tokens::Book,
@@ -137,6 +141,7 @@ impl Access {
     pub fn new(state_dir: &Path, operator_token: Option<&str>) -> Access {
         Access {
             daemon_uid: nix::unistd::geteuid().as_raw(),
+            uid_trusted: spaces_os::sandbox::level() != spaces_os::sandbox::Level::Landlock,
             operator_token: operator_token.map(tokens::digest),
             book: tokens::Book::new(state_dir),
             callers: Mutex::new(HashMap::new()),
@@ -177,7 +182,14 @@ impl Access {
     /// The principal of a Unix-socket peer without a token: the operator for the daemon's own
     /// uid and root, `None` for any other uid.
     pub fn by_peer_uid(&self, uid: u32) -> Option<Principal> {
-        (uid == self.daemon_uid || uid == 0).then_some(Principal::Operator)
+        (self.uid_trusted && (uid == self.daemon_uid || uid == 0)).then_some(Principal::Operator)
+    }
+
+    /// Whether a peer's uid is a credential on the operator's socket ([`Access::by_peer_uid`]):
+    /// not at the Landlock level (`spaces_os::sandbox::landlock`), where the trees run as the
+    /// daemon's uid without a mount namespace to keep the socket's path from them.
+    pub fn uid_trusted(&self) -> bool {
+        self.uid_trusted
     }
 
     /// The daemon's own uid.

@@ -58,6 +58,11 @@ pub enum Command {
     ///
     /// Under systemd socket activation (LISTEN_FDS, contrib/systemd/spacesd.socket) the handed-over
     /// socket is served instead of binding one; it must be <state dir>/spacesd.sock.
+    ///
+    /// Every agent and command starts in a sandbox, chosen by SPACES_SANDBOX (or "sandbox" in
+    /// config.json): auto (default) bubblewrap, else Landlock where bubblewrap cannot make one
+    /// (no user namespaces); bubblewrap or landlock for that one only; off for none. It refuses
+    /// to start when the chosen sandbox is not possible here, and says which is in force.
     Serve {
         /// Also listen on this loopback address, e.g. 127.0.0.1:7700 (bearer token required).
         #[arg(long)]

@@ -10,7 +10,8 @@
 //! - Unix socket ([`check_unix`]): a bearer token, when given, decides as on TCP (a process may
 //!   present a caller's token to act with less); without one the peer's uid must be the
 //!   daemon's or root's, except at the Landlock level, where the operator's token is needed
-//!   (clients send `<state dir>/token` when it is there).
+//!   (`spacesd`'s clients, refused on their uid, send again with the token of `<state
+//!   dir>/token` when they can read it).
 //! - A run's own socket ([`as_run`]): every request is that run, a caller of its Space.
 //!
 //! Nothing here guesses who a process is: a process of a run or command is in a sandbox where

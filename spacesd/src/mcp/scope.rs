@@ -4,8 +4,9 @@
 //! - **Tools offered**: every tool of [`super::tools`] except `space_list` and `space_add` (a
 //!   scoped agent neither sees nor registers other Spaces) and `approval_resolve` (an agent does
 //!   not grant or deny its own holds; the user does, over HTTP, the CLI or an unscoped client).
-//! - **Named Space** ([`SPACE_FIELDS`]): `workspace_id` of the CodeSpace tools, `space` of the
-//!   agent operations, and `arguments.workspace_id` of `approval_create`. Left out (or `null`), it
+//! - **Named Space** (the catalogue's [`spaces_sdk::methods::Method::space_field`], the field a
+//!   `Space` of either SDK fills): `workspace_id` of the CodeSpace tools, `space` of the agent
+//!   operations, and `arguments.workspace_id` of `approval_create`. Left out (or `null`), it
 //!   is filled in with the scope; naming another Space is refused. In the offered input schemas
 //!   the field is therefore not `required`, and its description says so.
 //! - **Ids**: the daemon is asked what an id belongs to before the call runs: a `process_id`
@@ -34,9 +35,6 @@ use super::tools::{self, ToolEntry};
 
 /// Tools a scoped server does not offer (see the module doc).
 pub const NOT_OFFERED: [&str; 4] = ["space_list", "space_add", "approval_resolve", "persistent_agent_send"];
-
-/// The top-level request fields that name a Space.
-pub const SPACE_FIELDS: [&str; 2] = ["workspace_id", "space"];
 
 /// Holds whose tool arguments name a workspace.
 const HOLDING_TOOLS: [&str; 3] = ["apply_patch", "exec_command", "approval_create"];
@@ -103,10 +101,8 @@ impl Scope {
             // Not an object: the operation's own decoding refuses it.
             return backend.call(name, args).await;
         };
-        for field in SPACE_FIELDS {
-            if has_property(self.tool(name), field) {
-                self.fill_or_check(&mut args, field, field)?;
-            }
+        if let Some(field) = spaces_sdk::methods::method_of(name).and_then(|m| m.space_field) {
+            self.fill_or_check(&mut args, field, field)?;
         }
         if name == "approval_create" {
             if let Some(Value::Object(held)) = args.get_mut("arguments") {
@@ -196,18 +192,13 @@ impl Scope {
     }
 }
 
-/// True when the input schema of `entry` has the top-level property `field`.
-fn has_property(entry: Option<&ToolEntry>, field: &str) -> bool {
-    entry.is_some_and(|t| t.tool.input_schema.get("properties").and_then(|p| p.get(field)).is_some())
-}
-
 /// `entry` as a scoped server offers it: a Space field is no longer `required`, and its
 /// description (and that of `approval_create`'s `arguments`) says the scope fills it in.
 fn scoped_entry(entry: &ToolEntry, space: &str) -> ToolEntry {
     let mut entry = entry.clone();
     let mut schema = (*entry.tool.input_schema).clone();
     let note = format!("This server is scoped to Space {space:?}: leave it out (it is filled in) or name {space:?}; another Space is refused (UNAUTHORIZED).");
-    let scoped_fields: Vec<&str> = SPACE_FIELDS.iter().copied().filter(|f| property(&schema, f).is_some()).collect();
+    let scoped_fields: Vec<&str> = spaces_sdk::methods::method_of(&entry.tool.name).and_then(|m| m.space_field).into_iter().collect();
     if entry.tool.name == "approval_create" {
         if let Some(p) = property_mut(&mut schema, "arguments") {
             describe(p, &format!("Its `workspace_id` may be left out. {note}"));
@@ -226,10 +217,6 @@ fn scoped_entry(entry: &ToolEntry, space: &str) -> ToolEntry {
     }
     entry.tool.input_schema = Arc::new(schema);
     entry
-}
-
-fn property<'a>(schema: &'a Map<String, Value>, field: &str) -> Option<&'a Value> {
-    schema.get("properties").and_then(|p| p.get(field))
 }
 
 fn property_mut<'a>(schema: &'a mut Map<String, Value>, field: &str) -> Option<&'a mut Value> {

@@ -26,10 +26,12 @@ pub(super) fn capabilities(cfg: &Config, volume: spaces_sdk::VolumeCapabilities)
     }
 }
 
-/// The sandbox in force as the API names it (`bubblewrap`, or `none` when it is off).
+/// The sandbox in force as the API names it (`bubblewrap`, `landlock`, or `none` when it is
+/// off).
 fn sandbox_name() -> &'static str {
     match spaces_os::sandbox::level() {
         spaces_os::sandbox::Level::Bubblewrap => "bubblewrap",
+        spaces_os::sandbox::Level::Landlock => "landlock",
         spaces_os::sandbox::Level::Off => "none",
     }
 }

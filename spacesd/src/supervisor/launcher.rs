@@ -182,20 +182,25 @@ impl Launcher {
         // the run's own socket (`spacesd --state-dir /run/spaces`, see `super::api`), and the
         // agent's home is at the same path on every host (`/run/home`), which is what the
         // harness is told; the files it asks for there are written to the home on this host.
-        let sandboxed = spaces_os::sandbox::level() == spaces_os::sandbox::Level::Bubblewrap;
-        let state_dir = if sandboxed {
-            PathBuf::from(spaces_os::sandbox::API_DIR)
-        } else {
-            std::path::absolute(&self.inner.cfg.state_dir).unwrap_or_else(|_| self.inner.cfg.state_dir.clone())
-        };
+        // At the Landlock level nothing is mounted: the same two directories, where they are
+        // (the operator's socket must not be the one the `spaces` server is given).
+        let level = spaces_os::sandbox::level();
+        let sandboxed = level != spaces_os::sandbox::Level::Off;
         // Likewise the run directory the harness writes its files to (Claude Code's MCP config)
         // is the run's API directory, at `/run/spaces`: no path given to the agent names the
-        // state dir.
+        // state dir (at the Landlock level, only unreadable paths under it).
         let api_dir = super::api::dir(&self.run_dir);
-        let (seen_home, seen_run_dir) = if sandboxed {
-            (PathBuf::from(spaces_os::sandbox::HOME_DIR), PathBuf::from(spaces_os::sandbox::API_DIR))
-        } else {
-            (home.clone(), self.run_dir.clone())
+        let (state_dir, seen_home, seen_run_dir) = match level {
+            spaces_os::sandbox::Level::Bubblewrap => {
+                let api = PathBuf::from(spaces_os::sandbox::API_DIR);
+                (api.clone(), PathBuf::from(spaces_os::sandbox::HOME_DIR), api)
+            }
+            spaces_os::sandbox::Level::Landlock => (api_dir.clone(), home.clone(), api_dir.clone()),
+            spaces_os::sandbox::Level::Off => (
+                std::path::absolute(&self.inner.cfg.state_dir).unwrap_or_else(|_| self.inner.cfg.state_dir.clone()),
+                home.clone(),
+                self.run_dir.clone(),
+            ),
         };
         let servers = mcp_servers::for_launch(
             &self.secrets.mcp_servers,
