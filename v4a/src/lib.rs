@@ -35,6 +35,8 @@ mod version;
 #[cfg(test)]
 mod cases;
 #[cfg(test)]
+mod parse_cases;
+#[cfg(test)]
 mod proptests;
 
 use std::collections::BTreeMap;
