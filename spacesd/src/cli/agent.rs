@@ -1,16 +1,13 @@
 //! `spacesd agent ...`: the agent operations of the API from the command line.
 
-use std::collections::BTreeMap;
-
 use clap::Subcommand;
 use spaces_sdk::client::Client;
-use spaces_sdk::{AgentEventsRequest, EventKind, SpaceAgentOptions, Status, StopReason};
+use spaces_sdk::SpaceAgentOptions;
 
-use super::print::{event_lines, View};
+use super::env_args::agent_env;
+use super::follow::{follow_events, follow_with, last_cursor, list_events, turn_outcome, Until};
+use super::print::View;
 use super::SpaceArg;
-
-/// Long-poll wait of `--follow`, in ms.
-const FOLLOW_WAIT_MS: u64 = 20_000;
 
 // Parsed once per process: the size of `agent start`'s options costs nothing worth boxing.
 #[allow(clippy::large_enum_variant)]
@@ -207,15 +204,6 @@ pub enum AgentCmd {
         #[arg(long)]
         json: bool,
     },
-}
-
-/// How long `agent events --follow` follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Until {
-    /// Until the run is no longer running (the turn ended).
-    Turn,
-    /// Across turns, until the run is stopped or done.
-    Stopped,
 }
 
 /// Run one agent subcommand against the daemon.
@@ -459,120 +447,6 @@ fn prompt_text(given: Option<&str>, file: Option<&std::path::Path>, what: &str) 
     }
 }
 
-/// Where a follow ended.
-#[derive(Debug, Clone, Copy)]
-pub struct Followed {
-    /// The cursor reached.
-    pub cursor: u64,
-    /// The stop reason of the last `turn_ended` seen, if any.
-    pub last_stop: Option<StopReason>,
-}
-
-/// A followed turn that ended `error`, `crashed` or `max_turns`: the command exits with
-/// [`TurnFailed::EXIT_CODE`] (documented in `spacesd agent --help`).
-#[derive(Debug, thiserror::Error)]
-#[error("the turn ended {}", .0.as_str())]
-pub struct TurnFailed(pub StopReason);
-
-impl TurnFailed {
-    /// The exit code of a command whose followed turn failed.
-    pub const EXIT_CODE: u8 = 2;
-}
-
-fn turn_outcome(followed: Followed) -> anyhow::Result<()> {
-    match followed.last_stop {
-        Some(reason @ (StopReason::Error | StopReason::Crashed | StopReason::MaxTurns)) => Err(TurnFailed(reason).into()),
-        _ => Ok(()),
-    }
-}
-
-/// Print the run's events from `cursor`: every page up to now (or, with `follow`, until the
-/// run stops running), at most `max` events; when `max` cuts the list, say on stderr where it
-/// stopped and how to go on.
-#[allow(clippy::too_many_arguments)]
-async fn list_events(
-    client: &Client,
-    space: &str,
-    run_id: &str,
-    mut cursor: u64,
-    max: Option<u64>,
-    follow: bool,
-    json: bool,
-    raw: bool,
-    view: View,
-) -> anyhow::Result<()> {
-    let mut printed: u64 = 0;
-    loop {
-        let left = max.map(|m| m.saturating_sub(printed));
-        if left == Some(0) {
-            eprintln!("-- stopped after {printed} events at cursor {cursor}; go on with --cursor {cursor}");
-            return Ok(());
-        }
-        let page_size = left.map(|l| l.min(u64::from(AgentEventsRequest::MAX_LIMIT)) as u32).or(Some(AgentEventsRequest::MAX_LIMIT));
-        let q = events(space, run_id, cursor, page_size, follow.then_some(FOLLOW_WAIT_MS), Some(raw));
-        let page = client.agent_events(&q).await?;
-        if json {
-            println!("{}", serde_json::to_string(&page)?);
-        } else {
-            page.events.iter().filter_map(|e| event_lines(e, view)).for_each(|l| println!("{l}"));
-        }
-        printed += page.events.len() as u64;
-        cursor = page.cursor;
-        let done = if follow { page.caught_up && page.status != Status::Running } else { page.caught_up };
-        if done {
-            return Ok(());
-        }
-    }
-}
-
-/// The seq of the run's last event now.
-async fn last_cursor(client: &Client, space: &str, run_id: &str) -> anyhow::Result<u64> {
-    let mut cursor = 0;
-    loop {
-        let page = client.agent_events(&events(space, run_id, cursor, Some(1000), None, None)).await?;
-        cursor = page.cursor;
-        if page.caught_up {
-            return Ok(cursor);
-        }
-    }
-}
-
-/// Print events from `cursor` until the run is no longer running and the log is caught up;
-/// returns the cursor reached and the stop reason of the last `turn_ended` seen.
-pub async fn follow_events(client: &Client, space: &str, run_id: &str, cursor: u64) -> anyhow::Result<Followed> {
-    follow_with(client, space, run_id, cursor, View::default(), Until::Turn).await
-}
-
-/// [`follow_events`] shown as `view`, until `until`: the daemon's event stream (SSE), or
-/// long-polls when it answers none ([`spaces_sdk::follow`]).
-async fn follow_with(client: &Client, space: &str, run_id: &str, cursor: u64, view: View, until: Until) -> anyhow::Result<Followed> {
-    let mut last_stop = None;
-    let until = match until {
-        Until::Turn => spaces_sdk::follow::Until::Turn,
-        Until::Stopped => spaces_sdk::follow::Until::Stopped,
-    };
-    let mut follow = client.follow(space, run_id, cursor, until);
-    if std::env::var_os("SPACES_FOLLOW_LONG_POLL").is_some() {
-        follow = follow.long_poll_only();
-    }
-    while let Some(e) = follow.next().await? {
-        if let Some(line) = event_lines(&e, view) {
-            println!("{line}");
-        }
-        if e.kind == EventKind::TurnEnded {
-            last_stop = e.stop_reason;
-        }
-    }
-    let st = client.space(space).agent_status(run_id, Some(0)).await?;
-    println!("-- status: {} ({}): {}", st.status.as_str(), st.phase.as_str(), st.reason);
-    Ok(Followed { cursor: follow.cursor(), last_stop })
-}
-
-/// The `agent_events` request of `run_id` from `cursor`.
-fn events(space: &str, run_id: &str, cursor: u64, max: Option<u32>, wait_ms: Option<u64>, raw: Option<bool>) -> AgentEventsRequest {
-    AgentEventsRequest { space: space.to_owned(), run_id: run_id.to_owned(), cursor: Some(cursor), max, wait_ms, raw }
-}
-
 /// The Space of run `run_id`: `--space` when given, else the only registered Space, else the
 /// one Space whose runs include it (a run id names its Space; --space only disambiguates names).
 /// Errors: no Space has the run (`RUN_NOT_FOUND`-style message).
@@ -616,74 +490,6 @@ pub async fn resolve_space(client: &Client, arg: SpaceArg) -> anyhow::Result<Str
     }
 }
 
-/// The agent's extra environment from `--env-file` `files` (in order), then `--env` `given`
-/// (`NAME=VALUE`, or `NAME` read with `lookup` from this CLI's environment). Errors name the
-/// flag, the variable or the file and line, never a value (it may be a secret): a variable that
-/// is not set or not UTF-8, an invalid name, an unreadable file, a line that is not
-/// `NAME=VALUE`.
-fn agent_env(
-    given: &[String],
-    files: &[std::path::PathBuf],
-    lookup: impl Fn(&str) -> Option<std::ffi::OsString>,
-) -> anyhow::Result<BTreeMap<String, String>> {
-    let mut env = BTreeMap::new();
-    for file in files {
-        let text = std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("--env-file {}: cannot read it: {e}", file.display()))?;
-        for (n, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let line = line.strip_prefix("export ").map(str::trim_start).unwrap_or(line);
-            let at = || format!("--env-file {}, line {}", file.display(), n + 1);
-            let (name, value) = line.split_once('=').ok_or_else(|| anyhow::anyhow!("{}: expected NAME=VALUE", at()))?;
-            let name = name.trim_end();
-            if !env_name_ok(name) {
-                anyhow::bail!("{}: the name is not a variable name (letters, digits and _, not starting with a digit)", at());
-            }
-            env.insert(name.to_owned(), unquote(value).ok_or_else(|| anyhow::anyhow!("{}: the value's quote is not closed", at()))?);
-        }
-    }
-    for item in given {
-        let (name, value) = match item.split_once('=') {
-            Some((name, value)) => (name, value.to_owned()),
-            None => {
-                let value = lookup(item).ok_or_else(|| {
-                    anyhow::anyhow!(
-                        "--env {}: no such variable in this shell's environment; export it first, or give --env NAME=VALUE or --env-file FILE",
-                        spaces_sdk::bounded(item)
-                    )
-                })?;
-                let value = value.into_string().map_err(|_| anyhow::anyhow!("--env {}: its value is not UTF-8", spaces_sdk::bounded(item)))?;
-                (item.as_str(), value)
-            }
-        };
-        if !env_name_ok(name) {
-            anyhow::bail!(
-                "--env {:?}: not a variable name (letters, digits and _, not starting with a digit); give NAME or NAME=VALUE",
-                spaces_sdk::bounded(name)
-            );
-        }
-        env.insert(name.to_owned(), value);
-    }
-    Ok(env)
-}
-
-fn env_name_ok(name: &str) -> bool {
-    !name.is_empty() && !name.starts_with(|c: char| c.is_ascii_digit()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// An env file's value: as written, or without the `"` or `'` around it (`None`: an opening
-/// quote that is not closed at the end).
-fn unquote(value: &str) -> Option<String> {
-    for q in ['"', '\''] {
-        if let Some(rest) = value.strip_prefix(q) {
-            return rest.strip_suffix(q).map(str::to_owned);
-        }
-    }
-    Some(value.to_owned())
-}
-
 /// `7d`, `12h`, `30m`, `90s` or plain ms, as ms.
 fn parse_age(s: &str) -> Result<u64, String> {
     let (num, unit) = s.trim().split_at(s.trim().find(|c: char| !c.is_ascii_digit()).unwrap_or(s.trim().len()));
@@ -697,39 +503,4 @@ fn parse_age(s: &str) -> Result<u64, String> {
         _ => return Err(format!("{s:?}: the unit must be d, h, m, s or ms, as in 7d, 12h, 30m")),
     };
     n.checked_mul(factor).ok_or_else(|| format!("{s:?} is too long"))
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
-mod tests {
-    use super::*;
-
-    fn lookup(name: &str) -> Option<std::ffi::OsString> {
-        (name == "FROM_SHELL").then(|| "shell-secret".into())
-    }
-
-    #[test]
-    fn env_comes_from_flags_the_shell_and_files_without_echoing_values() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("agent.env");
-        std::fs::write(&file, "# keys\n\nexport A=1\nB=\"two words\"\nC='x=y'\nD=from-file\n").unwrap();
-        let env = agent_env(&["FROM_SHELL".into(), "D=flag".into(), "E=".into()], std::slice::from_ref(&file), lookup).unwrap();
-        let want: BTreeMap<String, String> = [("A", "1"), ("B", "two words"), ("C", "x=y"), ("D", "flag"), ("E", ""), ("FROM_SHELL", "shell-secret")]
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect();
-        assert_eq!(env, want);
-
-        let missing = agent_env(&["NOT_SET".into()], &[], lookup).unwrap_err().to_string();
-        assert!(missing.contains("--env NOT_SET: no such variable"), "{missing}");
-        let unreadable = agent_env(&[], &[dir.path().join("nope.env")], lookup).unwrap_err().to_string();
-        assert!(unreadable.contains("nope.env: cannot read it"), "{unreadable}");
-        for (text, says) in [("A=1\nsk-secret-value\n", "line 2: expected NAME=VALUE"), ("1A=sk-secret-value\n", "line 1: the name"), ("A=\"sk-secret-value\n", "quote is not closed")] {
-            std::fs::write(&file, text).unwrap();
-            let e = agent_env(&[], std::slice::from_ref(&file), lookup).unwrap_err().to_string();
-            assert!(e.contains(says) && !e.contains("sk-secret"), "{text:?}: {e}");
-        }
-        let bad = agent_env(&["BAD-NAME".into()], &[], |_| Some("v".into())).unwrap_err().to_string();
-        assert!(bad.contains("not a variable name"), "{bad}");
-    }
 }

@@ -9,12 +9,14 @@
 
 mod agent;
 mod attach;
+mod env_args;
+pub mod follow;
 mod home;
 mod print;
 mod run;
 mod ui;
 
-pub use agent::{follow_events as agent_follow, TurnFailed};
+pub use follow::TurnFailed;
 pub use run::run;
 
 use std::path::PathBuf;
