@@ -84,6 +84,7 @@ pub(super) async fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentSta
     let mut notes = Vec::new();
     let env = run_env(&inner.cfg, &options, &mut notes);
     notes.extend(auth_note(inner, harness, &options, &env));
+    notes.extend(crate::sandbox::landlock_note());
     if spaces_os::sandbox::level() == spaces_os::sandbox::Level::Off {
         notes.push(
             "unsandboxed: this daemon runs agents without a sandbox (SPACES_SANDBOX=off), so this run can do whatever the \

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::support::{spacesd_bin, TestDaemon};
 
-async fn tool(d: &TestDaemon, name: &str, args: Value) -> Value {
+pub(super) async fn tool(d: &TestDaemon, name: &str, args: Value) -> Value {
     match d.client.call_named(name, args.clone()).await {
         Ok(v) => v,
         Err(e) => panic!("{name} {args} failed: {e}"),
@@ -18,7 +18,7 @@ async fn tool(d: &TestDaemon, name: &str, args: Value) -> Value {
 
 /// Runs `script` with `sh -c` as an `exec_command` in Space `space` and returns its whole
 /// output once it ended (it must end within 60 s).
-async fn run_in(d: &TestDaemon, space: &str, script: &str) -> String {
+pub(super) async fn run_in(d: &TestDaemon, space: &str, script: &str) -> String {
     let started = tool(d, "exec_command", json!({"workspace_id": space, "command": ["sh", "-c", script]})).await;
     let id = started["process_id"].as_str().unwrap().to_owned();
     let mut out = String::new();
@@ -36,7 +36,7 @@ async fn run_in(d: &TestDaemon, space: &str, script: &str) -> String {
 }
 
 /// The section of `out` after the line `== name`, up to the next `== ` line.
-fn section<'a>(out: &'a str, name: &str) -> &'a str {
+pub(super) fn section<'a>(out: &'a str, name: &str) -> &'a str {
     let start = out.find(&format!("== {name}\n")).unwrap_or_else(|| panic!("no section {name} in:\n{out}"));
     let rest = &out[start + name.len() + 4..];
     &rest[..rest.find("\n== ").map_or(rest.len(), |i| i + 1)]
@@ -45,7 +45,7 @@ fn section<'a>(out: &'a str, name: &str) -> &'a str {
 /// Issue 28's attacks from inside a command, against a root daemon and an unprivileged one:
 /// the operator's socket, its token, the state dir (another run's `env.json`), another Space's
 /// files and processes are not in the command's sandbox.
-async fn a_commands_processes_reach_nothing_of_the_operator(d: TestDaemon) {
+pub(super) async fn a_commands_processes_reach_nothing_of_the_operator(d: TestDaemon) {
     let own = d.space("own").await;
     let other = d.space("other").await;
     std::fs::write(own.join("f.txt"), "mine\n").unwrap();
@@ -73,7 +73,7 @@ t token cat "$S/token"
 t env_json cat "$S/runs/run-other/env.json"
 t other_file cat '{other}/g.txt'
 t other_space "$B" --state-dir "$S" tool read '{{"workspace_id": "other", "path": "g.txt"}}'
-t operator_socket curl -s --unix-socket "$S/spacesd.sock" http://localhost/v1/spaces
+t operator_socket curl -s -f --unix-socket "$S/spacesd.sock" http://localhost/v1/spaces
 t tcp_no_token curl -s -f http://{addr}/v1/spaces
 t kill_other kill -9 {host_pid}
 t pkill_other pkill -9 -f 'sleep 120'
@@ -108,7 +108,7 @@ echo "== end"
 /// in the background) and kills its parent; the escapee then calls the daemon as the operator
 /// would. In the sandbox its parent is the pid namespace's init, which a kill from inside does
 /// not reach, and the escapee is still in the sandbox: no operator socket, nothing changes.
-async fn an_escapee_that_kills_its_parent_is_still_inside(d: TestDaemon) {
+pub(super) async fn an_escapee_that_kills_its_parent_is_still_inside(d: TestDaemon) {
     let own = d.space("own").await;
     let (bin, state) = (spacesd_bin(), d.state_dir());
     let script = format!(
@@ -437,7 +437,7 @@ async fn agents_and_commands_are_lowered_below_the_daemons_priority_once_cpu_hun
 async fn case_28_the_sandbox_in_force_is_reported_and_running_without_it_is_said() {
     let bin = tempfile::tempdir().unwrap();
     let agent = super::fake_agents::fake(bin.path(), "fake-codex", "cat >/dev/null");
-    for (setting, level) in [("on", "bubblewrap"), ("off", "none")] {
+    for (setting, level) in [("on", "bubblewrap"), ("landlock", "landlock"), ("off", "none")] {
         let env = vec![("SPACES_SANDBOX".to_owned(), setting.to_owned()), ("SPACES_HARNESS_BIN_OPENAI_CODEX".to_owned(), agent.display().to_string())];
         let d = TestDaemon::start_with_env(env).await;
         d.space("s").await;
@@ -449,6 +449,8 @@ async fn case_28_the_sandbox_in_force_is_reported_and_running_without_it_is_said
         let report = d.client.agent_start(&req).await.unwrap();
         let warned = report.notes.iter().any(|n| n.starts_with("unsandboxed:"));
         assert_eq!(warned, setting == "off", "SPACES_SANDBOX={setting}: {:?}", report.notes);
+        let weaker = report.notes.iter().any(|n| n.starts_with("landlock:") && n.contains("no pid namespace"));
+        assert_eq!(weaker, setting == "landlock", "SPACES_SANDBOX={setting}: {:?}", report.notes);
         d.client.space("s").agent_stop(&report.run_id).await.unwrap();
     }
 }

@@ -10,6 +10,7 @@ mod fake_agents;
 mod gate;
 mod harness;
 mod homes;
+mod landlock;
 mod load;
 mod live;
 mod mcp;
