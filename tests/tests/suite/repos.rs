@@ -45,9 +45,15 @@ fn bare_repo(dir: &Path) -> String {
 /// local repositories (`SPACES_ALLOW_LOCAL_REPOS=1`, as these tests clone bare repositories of
 /// a temp dir) unless `allow_local` is false.
 async fn repo_daemon(body: &str, allow_local: bool) -> (TestDaemon, std::path::PathBuf, tempfile::TempDir) {
+    repo_daemon_with(body, allow_local, Vec::new()).await
+}
+
+/// [`repo_daemon`] with more environment for the daemon (`SPACES_SANDBOX=landlock`).
+async fn repo_daemon_with(body: &str, allow_local: bool, more: Vec<(String, String)>) -> (TestDaemon, std::path::PathBuf, tempfile::TempDir) {
     let bin = tempfile::tempdir().unwrap();
     let agent = fake_codex(bin.path(), body);
     let mut env = vec![("SPACES_HARNESS_BIN_OPENAI_CODEX".to_owned(), agent.display().to_string())];
+    env.extend(more);
     if allow_local {
         env.push(("SPACES_ALLOW_LOCAL_REPOS".to_owned(), "1".to_owned()));
     }
@@ -252,14 +258,28 @@ async fn a_host_path_repo_is_refused_unless_the_operator_allows_local_repositori
 /// write outside; the checkout itself works.
 #[tokio::test]
 async fn case_28_a_spaces_git_hooks_run_in_its_sandbox_never_as_the_operator() {
-    let (d, root, _bin) = fake_daemon(&reporting_agent()).await;
+    a_spaces_git_hooks_run_in_its_sandbox_never_as_the_operator(Vec::new()).await
+}
+
+/// The same at the Landlock level (no namespaces: git runs under the helper's ruleset).
+#[tokio::test]
+async fn case_28_landlock_a_spaces_git_hooks_run_in_its_sandbox_never_as_the_operator() {
+    a_spaces_git_hooks_run_in_its_sandbox_never_as_the_operator(vec![("SPACES_SANDBOX".to_owned(), "landlock".to_owned())]).await
+}
+
+async fn a_spaces_git_hooks_run_in_its_sandbox_never_as_the_operator(env: Vec<(String, String)>) {
+    let (d, root, _bin) = repo_daemon_with(&reporting_agent(), true, env).await;
     let repos = tempfile::tempdir().unwrap();
     let url = bare_repo(repos.path());
     let out = Command::new("git").args(["clone", "-q", &url, "checkout"]).current_dir(&root).output().unwrap();
     assert!(out.status.success());
     let outside = repos.path().join("outside.txt");
     let token = d.state_dir().join("token");
-    std::fs::write(&token, "operator-token-value\n").unwrap();
+    // The daemon's own token where it keeps one (the Landlock level always does), else a stand-in.
+    if !token.exists() {
+        std::fs::write(&token, "operator-token-value\n").unwrap();
+    }
+    let secret = std::fs::read_to_string(&token).unwrap().trim().to_owned();
     let hook = format!(
         "#!/bin/sh\necho ran > \"{root}/checkout/hook-ran\"\ncat \"{token}\" >> \"{root}/checkout/hook-ran\" 2>&1\necho escaped > \"{outside}\"\nexit 0\n",
         root = root.display(),
@@ -279,6 +299,6 @@ async fn case_28_a_spaces_git_hooks_run_in_its_sandbox_never_as_the_operator() {
     let st = d.wait_status("s", &run, WAIT, settled).await;
     assert_eq!(st.result_text.as_deref().map(str::trim).map(|t| t.starts_with("feature ")), Some(true), "{st:#?}");
     let ran = std::fs::read_to_string(root.join("checkout/hook-ran")).expect("the hook ran (in the sandbox)");
-    assert!(ran.starts_with("ran") && !ran.contains("operator-token-value"), "the hook read the operator's token: {ran}");
+    assert!(ran.starts_with("ran") && !ran.contains(&secret), "the hook read the operator's token: {ran}");
     assert!(!outside.exists(), "the hook wrote outside the Space: {}", outside.display());
 }
