@@ -1,5 +1,5 @@
 //! The CodeSpace tool service: one entry point per tool of the API reference ("CodeSpace
-//! execution layer"), shared by every transport (HTTP `POST /v1/tools/{name}` now, MCP later).
+//! execution layer"), shared by every transport (HTTP `POST /v1/tools/{name}`, the MCP tools, the CLI and both SDKs).
 //!
 //! Each tool is a typed async method taking its request and returning its result, both from
 //! `spaces_sdk::tools` (`read(ReadRequest) -> ReadResult`, ...), or a [`crate::Error`] that the
