@@ -121,14 +121,14 @@ export declare class Spaces {
   /** The Space `name` (not checked until a call). */
   space(name: string): Space
   /** Registers the directory `path` as the Space `name`. */
-  addSpace(name: string, path: string): Promise<{ name: string; root: string; read_only: boolean; approvals: string }>
-  listSpaces(): Promise<Array<{ name: string; root: string; read_only: boolean; approvals: string }>>
+  addSpace(name: string, path: string): Promise<{ name: string; root: string; read_only: boolean; approvals: string; network: string }>
+  listSpaces(): Promise<Array<{ name: string; root: string; read_only: boolean; approvals: string; network: string }>>
   /** What every agent harness is and cannot do, as JSON. */
   agentCapabilities(): Promise<string>
   /** Every Space registered on this host. (`space_list`: GET /v1/spaces) */
   spaceList(args?: {  }): Promise<any>
   /** Register a Space (name, directory, policy); the same registration again is a no-op. (`space_add`: POST /v1/spaces) */
-  spaceAdd(args: { approvals?: any; name: any; read_only?: any; replace?: any; root: any }): Promise<any>
+  spaceAdd(args: { approvals?: any; name: any; network?: any; read_only?: any; replace?: any; root: any }): Promise<any>
   /** Start an agent run with a prompt; answers as soon as the run is launched. (`agent_start`: POST /v1/spaces/{space}/agents) */
   agentStart(args: { agent: any; options?: any; prompt: any; show?: any; space: any }): Promise<any>
   /** Every run of a Space, newest first, whoever started it. (`agent_list`: GET /v1/spaces/{space}/agents) */

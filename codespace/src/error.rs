@@ -43,6 +43,21 @@ pub enum Error {
         tool: &'static str,
     },
 
+    /// The workspace's network is `none` and this host runs commands without a sandbox
+    /// (`SPACES_SANDBOX=off`), so nothing would keep `tool`'s command off the network
+    /// (`UNAUTHORIZED`). A retry does not help: the operator turns the sandbox on, or registers
+    /// the Space with `network: enabled`.
+    #[error(
+        "workspace {workspace_id:?} has network: none, and this host runs commands without a sandbox \
+         (SPACES_SANDBOX=off), so nothing would keep the command off the network: {tool} is refused; the operator \
+         turns the sandbox on, or registers the Space with network: enabled",
+        workspace_id = bounded(workspace_id)
+    )]
+    NetworkUnenforced {
+        workspace_id: String,
+        tool: &'static str,
+    },
+
     /// A live command (`process_id`) occupies the workspace, so `apply_patch`, a second
     /// `exec_command` or a resume must wait (`WORKSPACE_BUSY`; carries the `approval_id` of a
     /// refused resume). Retry once the process has exited or was terminated.
@@ -518,7 +533,7 @@ impl Error {
         use Error as E;
         match self {
             E::WorkspaceNotFound { .. } => ErrorCode::WorkspaceNotFound,
-            E::ReadOnly { .. } => ErrorCode::Unauthorized,
+            E::ReadOnly { .. } | E::NetworkUnenforced { .. } => ErrorCode::Unauthorized,
             E::WorkspaceBusy { .. } => ErrorCode::WorkspaceBusy,
             E::RootUnavailable { source, .. } => match source.kind() {
                 std::io::ErrorKind::NotFound => ErrorCode::FileNotFound,

@@ -46,6 +46,6 @@ pub use op::{ops, Operation, OperationInfo};
 pub use run::{
     ActionReport, AgentEventsRequest, Attachment, AgentListRequest, AgentMessageRequest, AgentRunRequest,
     AgentStartReport, AgentStartRequest, AgentStatusRequest, Approvals, Empty, Phase, RunStatus,
-    SpaceAddRequest, SpaceAgentOptions, SpaceRecord, Status, SpaceRemoveRequest, SpaceRemoveReport, AgentPruneRequest,
+    SpaceAddRequest, SpaceAgentOptions, SpaceNetwork, SpaceRecord, Status, SpaceRemoveRequest, SpaceRemoveReport, AgentPruneRequest,
     RunsRemovedReport,
 };

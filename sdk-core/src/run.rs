@@ -225,6 +225,10 @@ pub struct SpaceAddRequest {
     /// Approval policy for mutations: `off` (default) or `confirm`.
     #[serde(default)]
     pub approvals: Approvals,
+    /// Network of the Space's agents and commands: `enabled` (default: agents must reach their
+    /// model provider) or `none` (a network namespace of their own, loopback only).
+    #[serde(default)]
+    pub network: SpaceNetwork,
     /// Replace an existing registration of this name whose root or policy differs (without
     /// it such a change is refused).
     #[serde(default)]
@@ -409,6 +413,10 @@ pub struct SpaceRecord {
     /// at once; `confirm` holds each one (`APPROVAL_REQUIRED`) until granted and resumed.
     #[serde(default)]
     pub approvals: Approvals,
+    /// Network of the Space's agents and commands: `enabled` (default) or `none` (a network
+    /// namespace of their own, loopback only).
+    #[serde(default)]
+    pub network: SpaceNetwork,
 }
 
 /// The operator's approval setting of a Space (API reference, "Approvals"). Not a client grant.
@@ -429,6 +437,42 @@ impl Approvals {
             Approvals::Off => "off",
             Approvals::Confirm => "confirm",
         }
+    }
+}
+
+/// The operator's network setting of a Space (`space_add`'s `network`; API reference, "Words":
+/// a Space's policy includes its network). Not a client grant: no request can change it.
+///
+/// `workspace_info` reports it as `network.policy` in the contract's words: `enabled` is
+/// `enabled`, `none` is `restricted` (with `enforcement: enforced` while the sandbox is on).
+/// The registration says `none`, not `restricted`, because that is exactly what it gives: no
+/// network at all, not a filtered one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SpaceNetwork {
+    /// Agents and commands reach the network as the host does (the default: an agent must
+    /// reach its model provider).
+    #[default]
+    Enabled,
+    /// Agents and commands start in a network namespace of their own: loopback only, no host
+    /// address, no provider (at the sandbox's Landlock level: no TCP). A run's own API socket (`/run/spaces`, a Unix socket) still works.
+    /// A daemon without a sandbox (`SPACES_SANDBOX=off`) cannot enforce it and refuses to run
+    /// anything in such a Space (`UNAUTHORIZED`).
+    None,
+}
+
+impl SpaceNetwork {
+    /// `enabled | none`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpaceNetwork::Enabled => "enabled",
+            SpaceNetwork::None => "none",
+        }
+    }
+
+    /// True for `enabled`.
+    pub fn is_enabled(self) -> bool {
+        self == SpaceNetwork::Enabled
     }
 }
 

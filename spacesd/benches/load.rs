@@ -259,7 +259,7 @@ impl Daemon {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         client
-            .space_add(&SpaceAddRequest { name: "b".into(), root: root.display().to_string(), read_only: false, approvals: Default::default(), replace: false })
+            .space_add(&SpaceAddRequest { name: "b".into(), root: root.display().to_string(), read_only: false, approvals: Default::default(), network: Default::default(), replace: false })
             .await
             .unwrap();
         Daemon { child, client, state, root, _tmp: tmp }

@@ -154,7 +154,7 @@ async fn measure(count: u64, interval_us: u64) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     client
-        .space_add(&SpaceAddRequest { name: "bench".into(), root: space_root.display().to_string(), read_only: false, approvals: Default::default(), replace: false })
+        .space_add(&SpaceAddRequest { name: "bench".into(), root: space_root.display().to_string(), read_only: false, approvals: Default::default(), network: Default::default(), replace: false })
         .await
         .unwrap();
     let req = AgentStartRequest {

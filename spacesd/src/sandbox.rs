@@ -9,12 +9,15 @@
 //! What every tree sees read-only even inside a hidden folder: the CLI installs (the tools dir)
 //! and the daemon's own program (the sandbox's helper, a run's `spaces` MCP server).
 //!
-//! Per tree ([`policy`]): its Space's root writable, every other Space's root hidden, plus what
-//! the caller adds (read-only paths, a run's home and its API directory).
+//! Per tree ([`policy`]): its Space's root writable, every other Space's root hidden, its own
+//! network namespace when the Space's network is `none`, plus what the caller adds (read-only
+//! paths, a run's home and its API directory).
 
 use std::path::{Path, PathBuf};
 
 use spaces_os::sandbox::{self, Host, Level, Policy, Tree};
+
+use spaces_sdk::{ErrorCode, SpaceNetwork};
 
 use crate::config::{Config, Sandbox};
 use crate::store::Store;
@@ -82,14 +85,18 @@ fn bubblewrap() -> Result<PathBuf, sandbox::Error> {
     Ok(bwrap)
 }
 
-/// The policy of a tree of Space `space` (`root`, `read_only`) with `extra` paths, every other
-/// registered Space hidden; `None` when the sandbox is off. Errors: the Space registry cannot
-/// be read.
-pub fn policy(store: &Store, root: &Path, read_only: bool, extra: Extra) -> crate::error::Result<Option<Policy>> {
-    let Some(host) = sandbox::host() else { return Ok(None) };
-    if host.level == Level::Off {
-        return Ok(None);
-    }
+/// The policy of a tree of Space `space` (`root`, `read_only`, `network`) with `extra` paths,
+/// every other registered Space hidden; `None` when the sandbox is off. Errors: the Space
+/// registry cannot be read; `UNAUTHORIZED` when the Space's network is `none` and the sandbox is
+/// off (nothing could keep the tree off the network, so it must not start: [`network_refusal`]).
+pub fn policy(store: &Store, root: &Path, read_only: bool, network: SpaceNetwork, extra: Extra) -> crate::error::Result<Option<Policy>> {
+    let host = sandbox::host().filter(|h| h.level != Level::Off);
+    let Some(host) = host else {
+        return match network {
+            SpaceNetwork::Enabled => Ok(None),
+            SpaceNetwork::None => Err(crate::error::refuse(ErrorCode::Unauthorized, network_refusal(root))),
+        };
+    };
     let other_roots = store
         .space_list()?
         .into_iter()
@@ -103,8 +110,18 @@ pub fn policy(store: &Store, root: &Path, read_only: bool, extra: Extra) -> crat
         readonly: extra.readonly,
         api_dir: extra.api_dir,
         home: extra.home,
-        network: true,
+        network: network.is_enabled(),
     }))
+}
+
+/// Why nothing runs in a `network: none` Space (its root `root`) while the sandbox is off.
+pub fn network_refusal(root: &Path) -> String {
+    format!(
+        "the Space at {} has network: none, and this daemon runs without a sandbox (SPACES_SANDBOX=off), so nothing would \
+         keep its agents and commands off the network; start the daemon with the sandbox on, or register the Space with \
+         network: enabled (--replace)",
+        root.display()
+    )
 }
 
 /// What a tree has besides its Space ([`policy`]).

@@ -25,13 +25,15 @@ impl WorkspaceRegistry for SpaceRegistry {
             root: PathBuf::from(s.root),
             read_only: s.read_only,
             approvals: s.approvals,
+            network: s.network,
         }))
     }
 
     /// A command's sandbox: its Space's root writable, every other Space and the daemon's state
-    /// hidden ([`crate::sandbox::policy`]). Commands get no API socket.
+    /// hidden, its own network namespace for a `network: none` Space
+    /// ([`crate::sandbox::policy`]). Commands get no API socket.
     fn sandbox(&self, ws: &WorkspacePolicy) -> spaces_codespace::Result<Option<spaces_os::sandbox::Policy>> {
-        crate::sandbox::policy(&self.store, &ws.root, ws.read_only, crate::sandbox::Extra::default())
+        crate::sandbox::policy(&self.store, &ws.root, ws.read_only, ws.network, crate::sandbox::Extra::default())
             .map_err(|e| spaces_codespace::Error::Registry(Box::new(e)))
     }
 }

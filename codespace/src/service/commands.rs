@@ -17,9 +17,11 @@ impl CodeSpace {
     /// `exec_command{workspace_id, command, tty?}` -> `{process_id, dispatch_status}`.
     ///
     /// No shell unless `command` starts one; cwd = the workspace root; the operator's clean
-    /// environment (plus `TERM` for a PTY) and time limit; a PTY starts at 24x80. Errors:
-    /// `WORKSPACE_NOT_FOUND`, `UNAUTHORIZED` (read-only), `APPROVAL_REQUIRED` (approvals
-    /// `confirm`), `WORKSPACE_BUSY`, `INVALID_COMMAND`, `PROCESS_SPAWN_FAILED`.
+    /// environment (plus `TERM` for a PTY) and time limit; a PTY starts at 24x80; in a
+    /// `network: none` workspace, a network namespace of its own (the registry's sandbox).
+    /// Errors: `WORKSPACE_NOT_FOUND`, `UNAUTHORIZED` (read-only; or `network: none` on a host
+    /// without a sandbox), `APPROVAL_REQUIRED` (approvals `confirm`), `WORKSPACE_BUSY`,
+    /// `INVALID_COMMAND`, `PROCESS_SPAWN_FAILED`.
     pub async fn exec_command(&self, req: ExecCommandRequest) -> Result<ExecCommandResult> {
         self.exec_command_as(req, Approval::Check).await
     }
@@ -32,6 +34,9 @@ impl CodeSpace {
         let ws = self.workspace(&args.workspace_id)?;
         if ws.read_only {
             return Err(refuse_read_only(&ws, "exec_command"));
+        }
+        if super::network_unenforced(&ws) {
+            return Err(Error::NetworkUnenforced { workspace_id: ws.workspace_id, tool: "exec_command" });
         }
         if args.command.first().is_none_or(|p| p.is_empty()) {
             return Err(Error::EmptyCommand);

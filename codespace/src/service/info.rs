@@ -8,7 +8,7 @@ use spaces_sdk::tools::{
     Profile, ReadRequest, ReadsDuringProcess, RestartRecovery, Serialization, SerializationScope,
     TtyCapabilities, WorkspaceInfoRequest, WorkspaceInfoResult,
 };
-use spaces_sdk::ErrorCode;
+use spaces_sdk::{ErrorCode, SpaceNetwork};
 
 use super::CodeSpace;
 use crate::Result;
@@ -19,8 +19,12 @@ impl CodeSpace {
     /// `profile` is `read_only` or `read_write`. A read-only workspace reports `patch` and
     /// `process` unavailable (and omits process capabilities). Commands run in the host's
     /// sandbox (`command_sandbox: bubblewrap` or `landlock`, `spaces_os::sandbox`; `none` when the operator
-    /// turned it off) and the network is not restricted (`policy: enabled,
-    /// enforcement: none`). Processes belong to the daemon: a client disconnect keeps them
+    /// turned it off). `network` is the Space's setting in the contract's words: `enabled`
+    /// (`enforcement: none`, nothing to enforce), or for `network: none` `restricted`, with
+    /// `enforcement: enforced` when commands run in the sandbox (bubblewrap: a network
+    /// namespace of their own; Landlock: no TCP, or no start) and `none` when the host has no
+    /// sandbox; such a host refuses the workspace's commands, so it also reports `exec` and
+    /// `process` unavailable. Processes belong to the daemon: a client disconnect keeps them
     /// running. With shims (the daemon's setting) a daemon shutdown or crash keeps them running
     /// and the next daemon re-adopts their handles (`gateway_shutdown: keep_running`,
     /// `restart_recovery: reattach`); without, a shutdown ends them and a restart does not
@@ -34,9 +38,19 @@ impl CodeSpace {
     ) -> Result<WorkspaceInfoResult> {
         let ws = self.workspace(&req.workspace_id)?;
         let writable = !ws.read_only;
+        let sandboxed = spaces_os::sandbox::level() != spaces_os::sandbox::Level::Off && self.inner.processes.shimmed();
+        let network = match ws.network {
+            SpaceNetwork::Enabled => NetworkInfo { policy: NetworkPolicy::Enabled, enforcement: Enforcement::None, client_may_escalate: false },
+            SpaceNetwork::None => NetworkInfo {
+                policy: NetworkPolicy::Restricted,
+                enforcement: if sandboxed { Enforcement::Enforced } else { Enforcement::None },
+                client_may_escalate: false,
+            },
+        };
+        let can_exec = writable && !super::network_unenforced(&ws);
         let limits = &self.inner.exec.limits;
         let shimmed = self.inner.processes.shimmed();
-        let capabilities = writable.then(|| ProcessCapabilities {
+        let capabilities = can_exec.then(|| ProcessCapabilities {
             handles: true,
             survives_request_end: true,
             write_stdin: true,
@@ -76,7 +90,7 @@ impl CodeSpace {
                 permissions: Permissions {
                     read: true,
                     write: writable,
-                    exec: writable,
+                    exec: can_exec,
                 },
                 files: FileTools {
                     read: Availability { available: true },
@@ -92,7 +106,7 @@ impl CodeSpace {
                     },
                 },
                 process: ProcessTools {
-                    available: writable,
+                    available: can_exec,
                     capabilities,
                 },
                 serialization: Serialization {
@@ -114,11 +128,7 @@ impl CodeSpace {
                         ProcessContainment { mode: Containment::ProcessGroup, pids_max: None, memory_max_bytes: None }
                     },
                 },
-                network: NetworkInfo {
-                    policy: NetworkPolicy::Enabled,
-                    enforcement: Enforcement::None,
-                    client_may_escalate: false,
-                },
+                network,
                 approvals: ws.approvals,
             },
         })

@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use spaces_sdk::Approvals;
+use spaces_sdk::{Approvals, SpaceNetwork};
 
 use crate::exec::{ExecLimits, Processes, ShimSetup};
 use crate::fs::Root;
@@ -55,6 +55,9 @@ pub struct WorkspacePolicy {
     pub root: PathBuf,
     pub read_only: bool,
     pub approvals: Approvals,
+    /// The Space's network: `none` gives each command a network namespace of its own, which
+    /// only the sandbox makes (commands are refused without one: [`Error::NetworkUnenforced`]).
+    pub network: SpaceNetwork,
 }
 
 /// Where workspaces come from (the daemon's Space registry).
@@ -238,6 +241,12 @@ fn refuse_read_only(ws: &WorkspacePolicy, tool: &'static str) -> Error {
         workspace_id: ws.workspace_id.clone(),
         tool,
     }
+}
+
+/// True when a command of `ws` could not be kept off the network: its network is `none` and
+/// this host runs commands without a sandbox (`spaces_os::sandbox`).
+fn network_unenforced(ws: &WorkspacePolicy) -> bool {
+    ws.network == SpaceNetwork::None && spaces_os::sandbox::level() == spaces_os::sandbox::Level::Off
 }
 
 /// `WORKSPACE_BUSY` naming the live process.

@@ -6,21 +6,23 @@ use std::sync::Arc;
 
 use serde_json::json;
 use spaces_sdk::tools::{ApplyPatchRequest, ApplyPatchResult, ApprovalCreateRequest, OperationStatus, ReadRequest, WorkOpenRequest};
-use spaces_sdk::{ApiError, Approvals, ErrorCode};
+use spaces_sdk::{ApiError, Approvals, ErrorCode, SpaceNetwork};
 use tempfile::TempDir;
 
 use super::{CodeSpace, ExecSettings, WorkspacePolicy, WorkspaceRegistry};
 
-/// One workspace, `demo`, at `<dir>/demo`.
+/// The test registry ([`WorkspaceRegistry`] below).
 struct Demo(PathBuf);
 
+/// One workspace, `demo`, at `<dir>/demo`; `offline` is the same folder with `network: none`.
 impl WorkspaceRegistry for Demo {
     fn workspace(&self, id: &str) -> crate::Result<Option<WorkspacePolicy>> {
-        Ok((id == "demo").then(|| WorkspacePolicy {
+        Ok(matches!(id, "demo" | "offline").then(|| WorkspacePolicy {
             workspace_id: id.to_owned(),
             root: self.0.clone(),
             read_only: false,
             approvals: Approvals::Off,
+            network: if id == "offline" { SpaceNetwork::None } else { SpaceNetwork::Enabled },
         }))
     }
 }
@@ -193,4 +195,34 @@ async fn case_x19_stale_version_conflicts_and_a_retried_key_replays_once() {
     let err = cs.apply_patch(other).await.unwrap_err();
     assert_eq!(err.code(), ErrorCode::OperationKeyConflict, "{err}");
     assert_eq!(std::fs::read_to_string(root.join("n.md")).unwrap(), "v1\nonce\nappended elsewhere\n");
+}
+
+#[tokio::test]
+async fn without_a_sandbox_a_network_none_workspace_refuses_commands_and_says_so() {
+    use spaces_sdk::tools::{Enforcement, ExecCommandRequest, NetworkPolicy, WorkspaceInfoRequest};
+    // This test process never sets up a sandbox: the level is `off`, as with SPACES_SANDBOX=off.
+    assert_eq!(spaces_os::sandbox::level(), spaces_os::sandbox::Level::Off);
+    let (_dir, root, cs) = service();
+    let info = |id: &str| cs.workspace_info(WorkspaceInfoRequest { workspace_id: id.into(), work_id: None });
+    let offline = info("offline").await.unwrap().execution;
+    assert_eq!((offline.network.policy, offline.network.enforcement), (NetworkPolicy::Restricted, Enforcement::None));
+    assert!(!offline.network.client_may_escalate);
+    assert!(!offline.permissions.exec && !offline.process.available && offline.process.capabilities.is_none(), "{offline:?}");
+    assert!(offline.permissions.write, "files stay writable: only commands need the network kept off");
+    let open = info("demo").await.unwrap().execution;
+    assert_eq!((open.network.policy, open.network.enforcement), (NetworkPolicy::Enabled, Enforcement::None));
+    assert!(open.permissions.exec && open.process.available);
+
+    let touch = |id: &str| ExecCommandRequest {
+        workspace_id: id.into(),
+        command: vec!["touch".into(), "ran".into()],
+        tty: false,
+        work_id: None,
+    };
+    let e = cs.exec_command(touch("offline")).await.unwrap_err();
+    assert!(matches!(&e, crate::Error::NetworkUnenforced { tool: "exec_command", .. }), "{e:?}");
+    let wire = e.to_api();
+    assert_eq!(wire.code, ErrorCode::Unauthorized);
+    assert!(wire.message.contains("network: none") && wire.message.contains("SPACES_SANDBOX=off"), "{}", wire.message);
+    assert!(!root.join("ran").exists(), "nothing ran");
 }

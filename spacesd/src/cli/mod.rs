@@ -23,7 +23,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use spaces_sdk::client::{Client, Endpoint};
-use spaces_sdk::{Approvals, Empty, SpaceAddRequest};
+use spaces_sdk::{Approvals, Empty, SpaceAddRequest, SpaceNetwork};
 
 use crate::config::Config;
 
@@ -191,6 +191,11 @@ pub enum SpaceCmd {
         /// each until granted (`approval_resolve`) and resumed (`operation_resume`).
         #[arg(long, value_enum, default_value = "off")]
         approvals: ApprovalsArg,
+        /// Network of its agents and commands: `enabled` (they reach the network as this host
+        /// does; agents need it for their model provider), `none` (a network namespace of their
+        /// own, loopback only; needs the sandbox).
+        #[arg(long, value_enum, default_value = "enabled")]
+        network: NetworkArg,
         /// Change an existing Space of this name (root or policy) instead of refusing.
         #[arg(long)]
         replace: bool,
@@ -209,6 +214,13 @@ pub enum SpaceCmd {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `--network enabled|none`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum NetworkArg {
+    Enabled,
+    None,
 }
 
 /// `--approvals off|confirm`.
@@ -284,13 +296,17 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
             };
             crate::serve::serve(cfg, crate::serve::ServeOptions { tcp, token_file }).await
         }
-        Command::Space(SpaceCmd::Add { name, path, read_only, approvals, replace }) => {
+        Command::Space(SpaceCmd::Add { name, path, read_only, approvals, network, replace }) => {
             let root = std::fs::canonicalize(&path).unwrap_or(path);
             let approvals = match approvals {
                 ApprovalsArg::Off => Approvals::Off,
                 ApprovalsArg::Confirm => Approvals::Confirm,
             };
-            let req = SpaceAddRequest { name, root: root.display().to_string(), read_only, approvals, replace };
+            let network = match network {
+                NetworkArg::Enabled => SpaceNetwork::Enabled,
+                NetworkArg::None => SpaceNetwork::None,
+            };
+            let req = SpaceAddRequest { name, root: root.display().to_string(), read_only, approvals, network, replace };
             let rec = client(&cfg, &conn)?.space_add(&req).await?;
             println!("{}", serde_json::to_string_pretty(&rec)?);
             Ok(())
@@ -308,6 +324,9 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
                         let mut policy = vec![if s.read_only { "read-only" } else { "writable" }];
                         if s.approvals == Approvals::Confirm {
                             policy.push("approvals: confirm");
+                        }
+                        if s.network == SpaceNetwork::None {
+                            policy.push("network: none");
                         }
                         vec![s.name.clone(), s.root.clone(), policy.join(", ")]
                     })

@@ -24,7 +24,7 @@ impl Service {
     /// `space_add`. Errors: `INVALID_ARGUMENT` (bad name, root not a directory, a changed
     /// registration without `replace`).
     pub async fn space_add(&self, req: SpaceAddRequest) -> Result<SpaceRecord> {
-        let record = SpaceRecord { name: req.name, root: req.root, read_only: req.read_only, approvals: req.approvals };
+        let record = SpaceRecord { name: req.name, root: req.root, read_only: req.read_only, approvals: req.approvals, network: req.network };
         self.sup.space_add(&record, req.replace).map_err(|e| e.to_api())
     }
 

@@ -33,7 +33,8 @@ CREATE TABLE IF NOT EXISTS spaces (
     root        TEXT NOT NULL,
     read_only   INTEGER NOT NULL DEFAULT 0,
     approvals   TEXT NOT NULL DEFAULT 'off',
-    created_ms  INTEGER NOT NULL
+    created_ms  INTEGER NOT NULL,
+    network     TEXT NOT NULL DEFAULT 'enabled'
 );
 CREATE TABLE IF NOT EXISTS runs (
     run_id       TEXT PRIMARY KEY,
@@ -143,6 +144,11 @@ fn migrate(conn: &rusqlite::Connection) -> Result<()> {
         .exists([])?;
     if !has_approvals {
         conn.execute_batch("ALTER TABLE spaces ADD COLUMN approvals TEXT NOT NULL DEFAULT 'off'")?;
+    }
+    // Spaces registered before the network setting keep the network they had: `enabled`.
+    let has_network: bool = conn.prepare("SELECT 1 FROM pragma_table_info('spaces') WHERE name = 'network'")?.exists([])?;
+    if !has_network {
+        conn.execute_batch("ALTER TABLE spaces ADD COLUMN network TEXT NOT NULL DEFAULT 'enabled'")?;
     }
     let has_excerpt: bool =
         conn.prepare("SELECT 1 FROM pragma_table_info('runs') WHERE name = 'prompt_excerpt'")?.exists([])?;

@@ -1,7 +1,7 @@
 //! Registered Spaces.
 
 use rusqlite::{params, OptionalExtension};
-use spaces_sdk::{Approvals, SpaceRecord};
+use spaces_sdk::{Approvals, SpaceNetwork, SpaceRecord};
 
 use super::{now_ms, Store};
 use crate::error::Result;
@@ -12,10 +12,10 @@ impl Store {
         let space = space.clone();
         self.write(move |conn| {
         conn.execute(
-            "INSERT INTO spaces (name, root, read_only, approvals, created_ms) VALUES (?1, ?2, ?3, ?4, ?5)
+            "INSERT INTO spaces (name, root, read_only, approvals, network, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
              ON CONFLICT(name) DO UPDATE SET root = excluded.root, read_only = excluded.read_only,
-             approvals = excluded.approvals",
-            params![space.name, space.root, space.read_only, space.approvals.as_str(), now_ms() as i64],
+             approvals = excluded.approvals, network = excluded.network",
+            params![space.name, space.root, space.read_only, space.approvals.as_str(), space.network.as_str(), now_ms() as i64],
         )?;
         Ok(())
         })
@@ -31,7 +31,7 @@ impl Store {
     pub fn space_get(&self, name: &str) -> Result<Option<SpaceRecord>> {
         Ok(self
             .reader()?
-            .prepare_cached("SELECT name, root, read_only, approvals FROM spaces WHERE name = ?1")?
+            .prepare_cached("SELECT name, root, read_only, approvals, network FROM spaces WHERE name = ?1")?
             .query_row(params![name], space_row)
             .optional()?)
     }
@@ -39,7 +39,7 @@ impl Store {
     /// Every Space, by name.
     pub fn space_list(&self) -> Result<Vec<SpaceRecord>> {
         let conn = self.reader()?;
-        let mut stmt = conn.prepare("SELECT name, root, read_only, approvals FROM spaces ORDER BY name")?;
+        let mut stmt = conn.prepare("SELECT name, root, read_only, approvals, network FROM spaces ORDER BY name")?;
         let rows = stmt.query_map([], |r| {
             space_row(r)
         })?;
@@ -47,13 +47,16 @@ impl Store {
     }
 }
 
-/// A `spaces` row (`name, root, read_only, approvals`) as a record.
+/// A `spaces` row (`name, root, read_only, approvals, network`) as a record. A `network` other
+/// than `enabled` reads as `none`: an unknown word never opens the network.
 fn space_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SpaceRecord> {
     let approvals: String = r.get(3)?;
+    let network: String = r.get(4)?;
     Ok(SpaceRecord {
         name: r.get(0)?,
         root: r.get(1)?,
         read_only: r.get(2)?,
         approvals: if approvals == "confirm" { Approvals::Confirm } else { Approvals::Off },
+        network: if network == "enabled" { SpaceNetwork::Enabled } else { SpaceNetwork::None },
     })
 }

@@ -275,7 +275,7 @@ impl Launcher {
             home: Some(home.to_path_buf()),
         };
         extra.readonly.push(self.run_dir.join(super::files::FOLDER));
-        crate::sandbox::policy(&self.inner.store, Path::new(&space.root), space.read_only, extra).map_err(|e| e.to_string())
+        crate::sandbox::policy(&self.inner.store, Path::new(&space.root), space.read_only, space.network, extra).map_err(|e| e.to_string())
     }
 
     /// Start `launch` under a shim as the next process generation; its journal arrives through

@@ -168,7 +168,9 @@ impl Supervisor {
 
     /// `agent_start`: validate, record the run, launch its actor, and answer at once.
     /// Errors: `WORKSPACE_NOT_FOUND`, `HARNESS_UNAVAILABLE` (unknown agent), `INVALID_ARGUMENT`
-    /// (empty prompt, cwd outside the Space, bad env names). Nothing is created on error.
+    /// (empty prompt, cwd outside the Space, bad env names), `UNAUTHORIZED` (a `network: none`
+    /// Space on a daemon without a sandbox). Nothing is created on error. A `network: none`
+    /// Space's run says in its notes that its agent has no network.
     /// With `options.home`, the persistent agent's lease is taken first: `LEASE_HELD` when
     /// another run (here or on another host) holds it.
     pub async fn agent_start(&self, space_name: &str, req: &AgentStartRequest) -> Result<AgentStartReport> {

@@ -33,7 +33,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use spaces_harnesses::EventDraft;
-use spaces_sdk::{bounded, ApiError, ErrorCode, EventKind, SpaceAgentOptions};
+use spaces_sdk::{bounded, ApiError, ErrorCode, EventKind, SpaceAgentOptions, SpaceRecord};
 use tokio::io::AsyncReadExt;
 
 use super::Inner;
@@ -149,12 +149,14 @@ pub(super) struct Jail {
 }
 
 impl Jail {
-    /// The sandbox of the Space whose root is `root` (writable unless `read_only`), with
+    /// The sandbox of Space `space` (its root writable unless read-only, its network), with
     /// `readonly` paths added (an allowed local repository). Errors: `INTERNAL` when the Space
-    /// registry cannot be read or the daemon cannot name its own command.
-    pub(super) fn for_space(inner: &Inner, root: &Path, read_only: bool, readonly: Vec<PathBuf>) -> Result<Jail> {
+    /// registry cannot be read or the daemon cannot name its own command; `UNAUTHORIZED` for a
+    /// `network: none` Space when the sandbox is off ([`crate::sandbox::policy`]).
+    pub(super) fn for_space(inner: &Inner, space: &SpaceRecord, readonly: Vec<PathBuf>) -> Result<Jail> {
         let extra = crate::sandbox::Extra { readonly, ..Default::default() };
-        let Some(mut policy) = crate::sandbox::policy(&inner.store, root, read_only, extra)? else { return Ok(Jail { sandbox: None }) };
+        let root = Path::new(&space.root);
+        let Some(mut policy) = crate::sandbox::policy(&inner.store, root, space.read_only, space.network, extra)? else { return Ok(Jail { sandbox: None }) };
         // A `git` whose daemon-side wait ends (time limit, the daemon exits) takes its sandbox along.
         policy.die_with_parent = true;
         let helper = super::mcp_servers::self_command()
@@ -169,7 +171,7 @@ impl Jail {
             Ok(None) => return Err(format!("the Space {:?} of this run is no longer registered", run.space)),
             Err(e) => return Err(format!("cannot read the Space registry: {e}")),
         };
-        Jail::for_space(inner, Path::new(&space.root), space.read_only, readonly).map_err(|e| e.to_string())
+        Jail::for_space(inner, &space, readonly).map_err(|e| e.to_string())
     }
 
     /// `git` working in `cwd`: inside the sandbox when there is one. Errors: a path the

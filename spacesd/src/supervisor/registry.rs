@@ -7,12 +7,12 @@
 //! directories; a `--token-file` outside it): through such a Space `read` would hand out the
 //! daemon's secrets. A root that equals, contains or lies inside another Space's root must be at
 //! least as strict as that Space (read-only if it is read-only, `approvals: confirm` if it
-//! confirms), so a second name cannot lift a policy; only `replace` (an operator's deliberate
-//! choice) registers a laxer overlap.
+//! confirms, `network: none` if its network is off), so a second name cannot lift a policy;
+//! only `replace` (an operator's deliberate choice) registers a laxer overlap.
 
 use std::path::{Path, PathBuf};
 
-use spaces_sdk::{bounded, Approvals, ErrorCode, SpaceRecord};
+use spaces_sdk::{bounded, Approvals, ErrorCode, SpaceNetwork, SpaceRecord};
 
 use crate::error::{refuse, Result};
 use crate::store::runs::RunRow;
@@ -44,7 +44,13 @@ pub(super) fn add(store: &Store, space: &SpaceRecord, replace: bool) -> Result<S
         return Err(refuse(ErrorCode::InvalidArgument, format!("Space root {} is not a directory", root.display())));
     }
     refuse_protected(&root, &store.protected())?;
-    let record = SpaceRecord { name: space.name.clone(), root: root.display().to_string(), read_only: space.read_only, approvals: space.approvals };
+    let record = SpaceRecord {
+        name: space.name.clone(),
+        root: root.display().to_string(),
+        read_only: space.read_only,
+        approvals: space.approvals,
+        network: space.network,
+    };
     if let Some(existing) = store.space_get(&record.name)? {
         if existing == record {
             return Ok(record);
@@ -53,12 +59,11 @@ pub(super) fn add(store: &Store, space: &SpaceRecord, replace: bool) -> Result<S
             return Err(refuse(
                 ErrorCode::WorkspaceExists,
                 format!(
-                    "Space {:?} is already registered as {} (read_only: {}, approvals: {}); \
+                    "Space {:?} is already registered as {} ({}); \
                      to change it, add it again with --replace (HTTP: ?replace=true)",
                     existing.name,
                     existing.root,
-                    existing.read_only,
-                    existing.approvals.as_str()
+                    policy(&existing)
                 ),
             ));
         }
@@ -121,9 +126,16 @@ fn refuse_protected(root: &Path, protected: &[PathBuf]) -> Result<()> {
 }
 
 /// True when `a`'s policy is at least as strict as `b`'s: read-only if `b` is, confirming if `b`
-/// confirms.
+/// confirms, without network if `b` is.
 fn at_least_as_strict(a: &SpaceRecord, b: &SpaceRecord) -> bool {
-    (a.read_only || !b.read_only) && (a.approvals == Approvals::Confirm || b.approvals == Approvals::Off)
+    (a.read_only || !b.read_only)
+        && (a.approvals == Approvals::Confirm || b.approvals == Approvals::Off)
+        && (a.network == SpaceNetwork::None || b.network == SpaceNetwork::Enabled)
+}
+
+/// A Space's policy for a message: `read_only: B, approvals: A, network: N`.
+fn policy(s: &SpaceRecord) -> String {
+    format!("read_only: {}, approvals: {}, network: {}", s.read_only, s.approvals.as_str(), s.network.as_str())
 }
 
 /// Refuses `record` (rooted at `root`) when it overlaps another Space of `spaces` with a
@@ -138,15 +150,13 @@ fn refuse_laxer_overlap(record: &SpaceRecord, root: &Path, spaces: &[SpaceRecord
         Some(s) => Err(refuse(
             ErrorCode::InvalidArgument,
             format!(
-                "Space root {} overlaps Space {:?} ({}, read_only: {}, approvals: {}), and this policy (read_only: {}, approvals: {}) is laxer: \
+                "Space root {} overlaps Space {:?} ({}, {}), and this policy ({}) is laxer: \
                  a Space's policy belongs to its directory; register at least as strict a policy, or (operator) add it with --replace (HTTP: ?replace=true) to accept the overlap",
                 root.display(),
                 s.name,
                 s.root,
-                s.read_only,
-                s.approvals.as_str(),
-                record.read_only,
-                record.approvals.as_str()
+                policy(s),
+                policy(record)
             ),
         )),
     }
@@ -180,7 +190,7 @@ mod tests {
     use super::*;
 
     fn record(name: &str, root: &Path, read_only: bool, approvals: Approvals) -> SpaceRecord {
-        SpaceRecord { name: name.into(), root: root.display().to_string(), read_only, approvals }
+        SpaceRecord { name: name.into(), root: root.display().to_string(), read_only, approvals, network: SpaceNetwork::Enabled }
     }
 
     /// A store in `<tmp>/state` and a project dir `<tmp>/work/proj` with `sub/` inside.
@@ -234,5 +244,28 @@ mod tests {
         // The operator's replace accepts the overlap.
         add(&store, &record("alias", &proj, false, Approvals::Off), true).unwrap();
         assert!(!store.space_get("alias").unwrap().unwrap().read_only);
+    }
+
+    #[test]
+    fn a_spaces_network_is_stored_and_an_overlap_may_not_open_it() {
+        let (_tmp, store, base) = setup();
+        let proj = base.join("work/proj");
+        let offline = SpaceRecord { network: SpaceNetwork::None, ..record("offline", &proj, false, Approvals::Off) };
+        add(&store, &offline, false).unwrap();
+        assert_eq!(store.space_get("offline").unwrap().unwrap().network, SpaceNetwork::None);
+        assert_eq!(add(&store, &offline, false).unwrap(), offline, "the same registration again is a no-op");
+        // The same name with the network on is a change: refused without replace, naming both.
+        let online = SpaceRecord { network: SpaceNetwork::Enabled, ..offline.clone() };
+        let e = add(&store, &online, false).unwrap_err().to_api();
+        assert_eq!(e.code, ErrorCode::WorkspaceExists, "{}", e.message);
+        assert!(e.message.contains("network: none"), "{}", e.message);
+        // Another name over the same directory or inside it, with the network on: laxer.
+        for (name, root) in [("alias", &proj), ("inner", &proj.join("sub"))] {
+            let msg = refused(add(&store, &record(name, root, false, Approvals::Off), false));
+            assert!(msg.contains("laxer") && msg.contains("network: enabled"), "{msg}");
+        }
+        add(&store, &SpaceRecord { network: SpaceNetwork::None, ..record("inner", &proj.join("sub"), false, Approvals::Off) }, false).unwrap();
+        add(&store, &online, true).unwrap();
+        assert_eq!(store.space_get("offline").unwrap().unwrap().network, SpaceNetwork::Enabled, "replace changes it");
     }
 }

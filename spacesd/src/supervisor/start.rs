@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use spaces_harnesses::Harness;
-use spaces_sdk::{bounded, SpaceAgentOptions, AgentStartReport, AgentStartRequest, ApiError, ErrorCode, Phase, SpaceRecord, Status};
+use spaces_sdk::{bounded, SpaceAgentOptions, AgentStartReport, AgentStartRequest, ApiError, ErrorCode, Phase, SpaceNetwork, SpaceRecord, Status};
 
 use super::marker::turn_tag;
 use super::secrets::RunSecrets;
@@ -49,6 +49,12 @@ pub(super) fn folder_present(folder: &SpaceFolder<'_>) -> Result<()> {
     ))
 }
 
+/// The note of a run in a `network: none` Space: why its agent's model calls fail.
+const NETWORK_NONE_NOTE: &str = "network: none: this Space's agents and commands are kept off the network (the sandbox's \
+     own loopback at most), so the agent cannot reach its model provider or any --base-url, the host's 127.0.0.1 included: \
+     expect connection errors from it; its own API socket (/run/spaces) still works. Register the Space with network: \
+     enabled (--replace) to give agents the network";
+
 /// Start a run of `req` in `space` (see [`super::Supervisor::agent_start`] for the errors).
 pub(super) async fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentStartRequest) -> Result<AgentStartReport> {
     let harness = harness(&req.agent)?;
@@ -57,6 +63,10 @@ pub(super) async fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentSta
             ErrorCode::InvalidArgument,
             format!("Space {:?} is read-only: agents run commands and write files, so they cannot run in it; register a writable Space", space.name),
         ));
+    }
+    let unsandboxed = spaces_os::sandbox::level() == spaces_os::sandbox::Level::Off;
+    if space.network == SpaceNetwork::None && unsandboxed {
+        return Err(refuse(ErrorCode::Unauthorized, crate::sandbox::network_refusal(Path::new(&space.root))));
     }
     if req.prompt.trim().is_empty() {
         return Err(refuse(ErrorCode::InvalidArgument, "prompt is empty; give the first turn's text"));
@@ -78,14 +88,17 @@ pub(super) async fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentSta
     }
     if super::prepare::wanted(&options) {
         let local = options.repo.as_deref().map(|u| super::prepare::local_source(u, inner.cfg.allow_local_repos)).unwrap_or_default();
-        let jail = super::prepare::Jail::for_space(inner, Path::new(&space.root), space.read_only, local)?;
+        let jail = super::prepare::Jail::for_space(inner, &space, local)?;
         cwd = super::prepare::check(&cwd, &options, inner.cfg.allow_local_repos, &jail).await?;
     }
     let mut notes = Vec::new();
     let env = run_env(&inner.cfg, &options, &mut notes);
     notes.extend(auth_note(inner, harness, &options, &env));
     notes.extend(crate::sandbox::landlock_note());
-    if spaces_os::sandbox::level() == spaces_os::sandbox::Level::Off {
+    if space.network == SpaceNetwork::None {
+        notes.push(NETWORK_NONE_NOTE.to_owned());
+    }
+    if unsandboxed {
         notes.push(
             "unsandboxed: this daemon runs agents without a sandbox (SPACES_SANDBOX=off), so this run can do whatever the \
              daemon's user can, operator's socket and token included (docs/operations.md, \"Security model\")"

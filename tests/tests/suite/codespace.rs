@@ -201,7 +201,7 @@ async fn approvals_hold_grant_resume_once() {
     let root = d.dir.path().join("held");
     std::fs::create_dir_all(&root).unwrap();
     d.client
-        .space_add(&SpaceAddRequest { name: "held".into(), root: root.display().to_string(), read_only: false, approvals: Approvals::Confirm, replace: false })
+        .space_add(&SpaceAddRequest { name: "held".into(), root: root.display().to_string(), read_only: false, approvals: Approvals::Confirm, network: Default::default(), replace: false })
         .await
         .unwrap();
     let info = tool(&d, "workspace_info", json!({"workspace_id": "held"})).await;
@@ -310,7 +310,7 @@ async fn read_only_workspace_reads_but_never_writes_or_runs() {
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(root.join("f.txt"), "f\n").unwrap();
     d.client
-        .space_add(&SpaceAddRequest { name: "ro".into(), root: root.display().to_string(), read_only: true, approvals: Approvals::Off, replace: false })
+        .space_add(&SpaceAddRequest { name: "ro".into(), root: root.display().to_string(), read_only: true, approvals: Approvals::Off, network: Default::default(), replace: false })
         .await
         .unwrap();
     let info = tool(&d, "workspace_info", json!({"workspace_id": "ro"})).await;
@@ -417,7 +417,7 @@ async fn one_root_one_busy_slot_and_a_busy_resume_keeps_its_grant() {
     let root = d.space("one").await;
     // a second name for the same directory, with approvals on
     d.client
-        .space_add(&SpaceAddRequest { name: "alias".into(), root: root.display().to_string(), read_only: false, approvals: Approvals::Confirm, replace: false })
+        .space_add(&SpaceAddRequest { name: "alias".into(), root: root.display().to_string(), read_only: false, approvals: Approvals::Confirm, network: Default::default(), replace: false })
         .await
         .unwrap();
     let hold = tool_err(&d, "exec_command", json!({"workspace_id": "alias", "command": ["sh", "-c", "echo held >> log"]})).await;

@@ -136,7 +136,7 @@ async fn case_v26_streaming_runs_with_tailing_readers_lose_and_repeat_nothing() 
             loop {
                 let dir = root.join(format!("space-c{n}"));
                 std::fs::create_dir_all(&dir).unwrap();
-                let add = SpaceAddRequest { name: format!("c{n}"), root: dir.display().to_string(), read_only: false, approvals: Default::default(), replace: false };
+                let add = SpaceAddRequest { name: format!("c{n}"), root: dir.display().to_string(), read_only: false, approvals: Default::default(), network: Default::default(), replace: false };
                 no_lock_error("space_add", client.space_add(&add).await);
                 let st = AgentStatusRequest { space: "s".into(), run_id: runs[n % RUNS].clone(), tail: Some(0) };
                 no_lock_error("agent_status", client.agent_status(&st).await);

@@ -15,6 +15,7 @@ mod load;
 mod live;
 mod mcp;
 mod mcp_sdk_clients;
+mod network;
 mod promises;
 mod repos;
 mod runs;

@@ -286,7 +286,7 @@ impl TestDaemon {
         }
         let root = std::fs::canonicalize(root).unwrap();
         self.client
-            .space_add(&SpaceAddRequest { name: name.into(), root: root.display().to_string(), read_only: false, approvals: Default::default(), replace: false })
+            .space_add(&SpaceAddRequest { name: name.into(), root: root.display().to_string(), read_only: false, approvals: Default::default(), network: Default::default(), replace: false })
             .await
             .expect("space add");
         root

@@ -26,7 +26,7 @@ class Spaces:
     async def agent_capabilities(self) -> str: ...
     async def space_list(self) -> Any:
         """Every Space registered on this host."""
-    async def space_add(self, *, name: str, root: str, approvals: Optional[Any] = None, read_only: Optional[bool] = None, replace: Optional[bool] = None) -> Any:
+    async def space_add(self, *, name: str, root: str, approvals: Optional[Any] = None, network: Optional[Any] = None, read_only: Optional[bool] = None, replace: Optional[bool] = None) -> Any:
         """Register a Space (name, directory, policy); the same registration again is a no-op."""
     async def space_remove(self, *, name: str, force: Optional[bool] = None) -> Any:
         """Unregister a Space and delete its runs' history (refused while runs live, unless force stops them)."""

@@ -65,7 +65,7 @@ export async function showRuns(main) {
             "section",
             { ariaLabel: `Space ${s.name}` },
             el("h2", {}, `Space ${s.name}`),
-            el("p", { className: "meta" }, el("span", { className: "mono" }, s.root), s.read_only ? " · read-only" : "", s.approvals === "confirm" ? " · approvals: confirm" : ""),
+            el("p", { className: "meta" }, el("span", { className: "mono" }, s.root), s.read_only ? " · read-only" : "", s.approvals === "confirm" ? " · approvals: confirm" : "", s.network === "none" ? " · network: none" : ""),
             table(s, runs),
           ),
         );
