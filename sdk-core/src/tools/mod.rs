@@ -19,6 +19,7 @@ mod approvals;
 mod files;
 mod process;
 mod steer;
+mod workspace;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -28,13 +29,14 @@ pub use approvals::{
     ApprovalState, Decision, HoldableTool, OperationResumeRequest, OperationResumeResult,
 };
 pub use files::{
-    ApplyPatchRequest, ApplyPatchResult, Availability, ChangeKind, ChangeRecord, ConflictPolicy, Containment,
-    Enforcement, EventName, ExecutionInfo, ExitedHandles, FileCapabilities, FileTools, FindRequest,
-    FindResult, Isolation, LifetimeAction, NetworkInfo, NetworkPolicy, OperationEvent,
-    OperationKind, OperationRecord, OperationStatus, OperationStatusRequest, Permissions,
-    ProcessCapabilities, ProcessContainment, ProcessLifetime, ProcessOwner, ProcessTools, Profile, ReadRequest,
-    ReadResult, ReadsDuringProcess, RestartRecovery, Serialization, SerializationScope,
-    TtyCapabilities, WorkspaceInfoRequest, WorkspaceInfoResult,
+    ApplyPatchRequest, ApplyPatchResult, ChangeKind, ChangeRecord, EventName, FindRequest, FindResult, OperationEvent,
+    OperationKind, OperationRecord, OperationStatus, OperationStatusRequest, ReadRequest, ReadResult,
+};
+pub use workspace::{
+    Availability, ConflictPolicy, Containment, Enforcement, ExecutionInfo, ExitedHandles, FileCapabilities, FileTools,
+    Isolation, LifetimeAction, NetworkInfo, NetworkPolicy, Permissions, ProcessCapabilities, ProcessContainment,
+    ProcessLifetime, ProcessOwner, ProcessTools, Profile, ReadsDuringProcess, RestartRecovery, Serialization,
+    SerializationScope, TtyCapabilities, WorkspaceInfoRequest, WorkspaceInfoResult,
 };
 pub use process::{
     DispatchStatus, ExecCommandRequest, ExecCommandResult, OkResult, ProcessResizeRequest,
