@@ -91,73 +91,157 @@ async fn prune(store: &Store, home: &str, keep_from: u64) {
 /// A held lease on one home. Get one from `Volume::acquire`; keep it alive with
 /// [`Lease::renew`] (well before `expires_ms`); give it back with [`Lease::release`]. Dropping it
 /// without release leaves the lease to expire at `expires_ms`.
+///
+/// Every method takes `&self` but `release`: a renewal may run while a save holds the same
+/// lease (the save's fencing checks read the record the renewal wrote). A renewal cut off
+/// before its answer (a timeout around [`Lease::renew`], a lost reply) is not forgotten: the
+/// records this holder wrote but never saw confirmed are kept, and whichever of them the store
+/// holds as the current record is recognised as this holder's own by the next renewal or check,
+/// so an outage never turns into "lost" by itself.
 pub struct Lease {
     pub(crate) store: Store,
     pub(crate) host: String,
-    pub(crate) rec: Record,
+    home: String,
+    ttl_ms: u64,
+    state: std::sync::Mutex<State>,
+}
+
+/// What a holder knows of its lease.
+struct State {
+    /// The newest record of this holder known to be stored.
+    rec: Record,
+    /// Records written (or being written) after `rec` whose write was not seen to land.
+    unconfirmed: Vec<Record>,
 }
 
 impl std::fmt::Debug for Lease {
     /// The lease record's public fields only (the store's configuration may hold credentials).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let rec = self.state().rec.clone();
         f.debug_struct("Lease")
-            .field("home", &self.rec.home)
-            .field("holder", &self.rec.holder)
-            .field("epoch", &self.rec.epoch)
-            .field("expires_ms", &self.rec.expires_ms)
+            .field("home", &rec.home)
+            .field("holder", &rec.holder)
+            .field("epoch", &rec.epoch)
+            .field("expires_ms", &rec.expires_ms)
             .finish()
     }
 }
 
 impl Lease {
+    fn new(store: Store, host: String, rec: Record) -> Lease {
+        Lease { store, host, home: rec.home.clone(), ttl_ms: rec.ttl_ms, state: std::sync::Mutex::new(State { rec, unconfirmed: Vec::new() }) }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The TTL this lease was taken with, in milliseconds.
+    pub(crate) fn ttl_ms(&self) -> u64 {
+        self.ttl_ms
+    }
+
     /// The home this lease is on.
     pub fn home(&self) -> &str {
-        &self.rec.home
+        &self.home
     }
 
-    /// The lease as last written by this holder (epoch and expiry of its latest record).
+    /// The lease as last written by this holder (epoch and expiry of its latest record known
+    /// to be stored).
     pub fn info(&self) -> LeaseInfo {
-        self.rec.info()
+        self.state().rec.info()
     }
 
-    /// Extends the lease by its TTL from now by writing the next epoch. Errors: `LeaseLost` when a
-    /// newer record exists (someone took it over after expiry, or it was released), `Store`.
-    pub async fn renew(&mut self) -> Result<()> {
-        let next = self.next_record(false)?;
-        self.rec = next_write(&self.store, next, &self.rec).await?;
-        let keep_from = self.rec.epoch.saturating_sub(1);
-        prune(&self.store, &self.rec.home, keep_from).await;
+    /// Extends the lease by its TTL from now by writing the next epoch. Safe to cut off (e.g.
+    /// by a timeout) and call again: a record an earlier call wrote is recognised as this
+    /// holder's. A lease whose expiry passed is renewed too while no one else wrote a newer
+    /// record (nobody else could have saved meanwhile). Errors: `LeaseLost` when a newer
+    /// record of someone else exists (taken over after expiry, released, or the same holder
+    /// acquired it again), `Store` (retrying may help).
+    pub async fn renew(&self) -> Result<()> {
+        let rec = self.advance(false).await?;
+        prune(&self.store, &rec.home, rec.epoch.saturating_sub(1)).await;
         Ok(())
     }
 
     /// Releases the lease by writing a `released` record as the next epoch (there is no
     /// conditional delete). Errors: `LeaseLost` when someone else's record came first, `Store`.
     pub async fn release(self) -> Result<()> {
-        let next = self.next_record(true)?;
-        let rec = next_write(&self.store, next, &self.rec).await?;
+        let rec = self.advance(true).await?;
         prune(&self.store, &rec.home, rec.epoch.saturating_sub(1)).await;
         Ok(())
     }
 
-    fn next_record(&self, released: bool) -> Result<Record> {
+    /// The next record after `rec` (not written yet), remembered as unconfirmed.
+    fn next_record(&self, released: bool) -> Record {
         let now = now_ms();
-        Ok(Record {
-            epoch: self.rec.epoch + 1,
-            expires_ms: if released { now } else { now + self.rec.ttl_ms },
+        let mut st = self.state();
+        let next = Record {
+            epoch: st.rec.epoch + 1,
+            expires_ms: if released { now } else { now + st.rec.ttl_ms },
             released,
             written_ms: now,
             host: self.host.clone(),
             nonce: nonce(),
-            ..self.rec.clone()
-        })
+            ..st.rec.clone()
+        };
+        st.unconfirmed.push(next.clone());
+        next
+    }
+
+    /// Whether `cur` (the store's current record) is this holder's own: its known record, or
+    /// one it wrote without seeing the write land (then that one becomes the known record).
+    fn own(&self, cur: &Record) -> bool {
+        let mut st = self.state();
+        if cur.epoch == st.rec.epoch && cur.nonce == st.rec.nonce {
+            return true;
+        }
+        match st.unconfirmed.iter().position(|r| r.epoch == cur.epoch && r.nonce == cur.nonce) {
+            Some(i) => {
+                st.rec = st.unconfirmed.swap_remove(i);
+                st.unconfirmed.clear();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `next` landed: it is the known record now.
+    fn confirm(&self, next: &Record) {
+        let mut st = self.state();
+        if next.epoch > st.rec.epoch {
+            st.rec = next.clone();
+        }
+        st.unconfirmed.clear();
+    }
+
+    /// Writes the next epoch (a renewal, or a release) if the current record is this holder's.
+    async fn advance(&self, released: bool) -> Result<Record> {
+        let lost = || VolumeError::LeaseLost { home: self.home.clone() };
+        // A `Taken` write may be an earlier, cut-off write of ours landing late: look again.
+        for _ in 0..4 {
+            match current(&self.store, &self.home).await? {
+                Some(cur) if self.own(&cur) => {}
+                _ => return Err(lost()),
+            }
+            let next = self.next_record(released);
+            match write(&self.store, &next).await? {
+                Created::Mine => {
+                    self.confirm(&next);
+                    return Ok(next);
+                }
+                Created::Taken => continue,
+            }
+        }
+        Err(lost())
     }
 
     /// Fencing check: Ok when this lease is still the current record and has at least `margin`
     /// left before expiry; `LeaseLost` otherwise.
     pub(crate) async fn check(&self, margin: Duration) -> Result<()> {
-        let lost = || VolumeError::LeaseLost { home: self.rec.home.clone() };
-        match current(&self.store, &self.rec.home).await? {
-            Some(cur) if cur.epoch == self.rec.epoch && cur.nonce == self.rec.nonce && !cur.released => {
+        let lost = || VolumeError::LeaseLost { home: self.home.clone() };
+        match current(&self.store, &self.home).await? {
+            Some(cur) if !cur.released && self.own(&cur) => {
                 if cur.expires_ms > now_ms() + margin.as_millis() as u64 {
                     Ok(())
                 } else {
@@ -166,19 +250,6 @@ impl Lease {
             }
             _ => Err(lost()),
         }
-    }
-}
-
-/// Writes `next` (epoch = ours + 1) if ours is still the current record.
-async fn next_write(store: &Store, next: Record, ours: &Record) -> Result<Record> {
-    let lost = || VolumeError::LeaseLost { home: ours.home.clone() };
-    match current(store, &ours.home).await? {
-        Some(cur) if cur.epoch == ours.epoch && cur.nonce == ours.nonce => {}
-        _ => return Err(lost()),
-    }
-    match write(store, &next).await? {
-        Created::Mine => Ok(next),
-        Created::Taken => Err(lost()),
     }
 }
 
@@ -208,7 +279,7 @@ pub(crate) async fn acquire(store: &Store, host: &str, home: &str, holder: &str,
         match write(store, &rec).await? {
             Created::Mine => {
                 prune(store, home, epoch.saturating_sub(1)).await;
-                return Ok(Lease { store: store.clone(), host: host.to_string(), rec });
+                return Ok(Lease::new(store.clone(), host.to_string(), rec));
             }
             // Someone wrote this epoch first: look again (they may hold it now).
             Created::Taken => continue,
@@ -230,8 +301,7 @@ pub(crate) async fn info(store: &Store, home: &str) -> Result<Option<LeaseInfo>>
 /// Writes a `released` record after the current one and prunes every older record (used by
 /// `Volume::delete`). Returns how many records were deleted.
 pub(crate) async fn release_and_prune(lease: &Lease) -> Result<u64> {
-    let next = lease.next_record(true)?;
-    let rec = next_write(&lease.store, next, &lease.rec).await?;
+    let rec = lease.advance(true).await?;
     let mut n = 0;
     for (epoch, meta) in store::list_numbered(&lease.store, &store::lease_dir(&rec.home)).await? {
         if epoch < rec.epoch {
@@ -240,4 +310,72 @@ pub(crate) async fn release_and_prune(lease: &Lease) -> Result<u64> {
         }
     }
     Ok(n)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::sync::Arc;
+
+    use object_store::local::LocalFileSystem;
+
+    use super::*;
+
+    fn local() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Store = Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+        (dir, store)
+    }
+
+    /// A renewal cut off after its record landed (a timeout around `renew`, a lost reply): the
+    /// next renewal and the fencing check know that record as the holder's own.
+    #[tokio::test]
+    async fn a_renewal_whose_record_landed_unseen_is_recognised_as_ours() {
+        let (_dir, store) = local();
+        let lease = acquire(&store, "host-a", "agent", "host-a/run-1", Duration::from_secs(30)).await.unwrap();
+        let landed = lease.next_record(false);
+        assert_eq!(write(&store, &landed).await.unwrap(), Created::Mine);
+        assert_eq!(lease.info().epoch, 1, "the holder never saw it land");
+
+        lease.check(Duration::ZERO).await.unwrap();
+        assert_eq!(lease.info().epoch, 2, "the check adopted the landed record");
+        lease.renew().await.unwrap();
+        assert_eq!(lease.info().epoch, 3);
+        assert_eq!(current(&store, "agent").await.unwrap().unwrap().nonce, lease.state().rec.nonce);
+    }
+
+    /// Two cut-off renewals, the second of which landed: the next one continues from it.
+    #[tokio::test]
+    async fn of_several_unseen_renewals_the_one_stored_is_adopted() {
+        let (_dir, store) = local();
+        let lease = acquire(&store, "host-a", "agent", "host-a/run-1", Duration::from_secs(30)).await.unwrap();
+        let _never_landed = lease.next_record(false);
+        let landed = lease.next_record(false);
+        assert_eq!(write(&store, &landed).await.unwrap(), Created::Mine);
+        lease.renew().await.unwrap();
+        assert_eq!(lease.info().epoch, 3);
+    }
+
+    /// Someone else's newer record is never mistaken for ours, whatever we tried to write.
+    #[tokio::test]
+    async fn another_holders_record_is_lost_not_adopted() {
+        let (_dir, store) = local();
+        let lease = acquire(&store, "host-a", "agent", "host-a/run-1", Duration::from_secs(30)).await.unwrap();
+        let _tried = lease.next_record(false);
+        let theirs = Record { holder: "host-b/run-2".into(), host: "host-b".into(), nonce: nonce(), ..lease.next_record(false) };
+        assert_eq!(write(&store, &theirs).await.unwrap(), Created::Mine);
+        assert!(matches!(lease.renew().await, Err(VolumeError::LeaseLost { .. })));
+        assert!(matches!(lease.check(Duration::ZERO).await, Err(VolumeError::LeaseLost { .. })));
+    }
+
+    /// An expired lease nobody took is renewed (no one else could have written meanwhile).
+    #[tokio::test]
+    async fn an_expired_lease_nobody_took_is_renewed() {
+        let (_dir, store) = local();
+        let lease = acquire(&store, "host-a", "agent", "host-a/run-1", Duration::from_millis(50)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(80)).await;
+        assert!(matches!(lease.check(Duration::ZERO).await, Err(VolumeError::LeaseLost { .. })));
+        lease.renew().await.unwrap();
+        lease.check(Duration::ZERO).await.unwrap();
+    }
 }

@@ -441,7 +441,7 @@ impl Volume {
     async fn commit(&self, lease: &Lease, manifest: &Manifest) -> Result<u64> {
         let home = &manifest.home;
         let lost = || VolumeError::LeaseLost { home: home.clone() };
-        let ttl = lease.rec.ttl_ms;
+        let ttl = lease.ttl_ms();
         lease.check(Duration::from_millis((ttl / 4).min(5_000))).await?;
         let body = serde_json::to_vec(manifest).map_err(|e| VolumeError::corrupt("manifest", e.to_string()))?;
         let len = body.len() as u64;

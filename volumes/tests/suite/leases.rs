@@ -32,7 +32,7 @@ async fn held_renew_release(backend: Backend) {
     let a = &tv.volume;
     let b = tv.other_host("host-b");
     assert_eq!(a.lease_info("agent").await.unwrap(), None);
-    let mut la = a.acquire("agent", "host-a/run-1", Duration::from_secs(30)).await.unwrap();
+    let la = a.acquire("agent", "host-a/run-1", Duration::from_secs(30)).await.unwrap();
     let info = la.info();
     assert_eq!((info.home.as_str(), info.holder.as_str(), info.epoch), ("agent", "host-a/run-1", 1));
     assert_eq!(b.lease_info("agent").await.unwrap(), Some(info.clone()));
