@@ -1,7 +1,8 @@
 //! Issue 28, a Space's network: open by default (agents must reach their provider), and a
 //! `network: none` Space's commands and agents start in a network namespace of their own
-//! (loopback only), against a root daemon and an unprivileged one. Without a sandbox such a
-//! Space runs nothing. The test's own TCP listener on 127.0.0.1 is what they try to reach.
+//! (loopback only; at the Landlock level, no TCP), against a root daemon and an unprivileged
+//! one. Without a sandbox such a Space runs nothing. The test's own TCP listener on 127.0.0.1
+//! is what they try to reach.
 
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
@@ -80,7 +81,9 @@ async fn offline_space(d: &TestDaemon, name: &str) -> std::path::PathBuf {
     root
 }
 
-async fn a_network_none_spaces_commands_reach_no_network(d: TestDaemon) {
+/// `namespaced`: the sandbox makes a network namespace (bubblewrap), so only `lo` is seen;
+/// at the Landlock level the host's interfaces stay visible and TCP is refused instead.
+async fn a_network_none_spaces_commands_reach_no_network(d: TestDaemon, namespaced: bool) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -94,9 +97,12 @@ async fn a_network_none_spaces_commands_reach_no_network(d: TestDaemon) {
     let out = run_in(&d, "open", &probe(port)).await;
     assert_eq!(section(&out, "tcp"), "connected", "{out}");
     assert_eq!(accepted(&listener), 1, "the open Space's command reached the listener:\n{out}");
-    // `none`: its own namespace, loopback alone, and 127.0.0.1 is not the host's.
+    // `none`: its own namespace, loopback alone, and 127.0.0.1 is not the host's (Landlock:
+    // no TCP connect).
     let out = run_in(&d, "offline", &probe(port)).await;
-    assert_eq!(section(&out, "dev"), "lo", "only a loopback inside:\n{out}");
+    if namespaced {
+        assert_eq!(section(&out, "dev"), "lo", "only a loopback inside:\n{out}");
+    }
     assert_eq!(section(&out, "tcp"), "refused", "{out}");
     assert_eq!(accepted(&listener), 0, "nothing of the offline Space reached the listener:\n{out}");
 
@@ -112,12 +118,26 @@ async fn a_network_none_spaces_commands_reach_no_network(d: TestDaemon) {
 
 #[tokio::test]
 async fn case_28_a_network_none_spaces_commands_reach_no_network_root_daemon() {
-    a_network_none_spaces_commands_reach_no_network(TestDaemon::start().await).await
+    a_network_none_spaces_commands_reach_no_network(TestDaemon::start().await, true).await
 }
 
 #[tokio::test]
 async fn case_28_a_network_none_spaces_commands_reach_no_network_unprivileged_daemon() {
-    a_network_none_spaces_commands_reach_no_network(TestDaemon::start_unprivileged(vec![], vec![]).await).await
+    a_network_none_spaces_commands_reach_no_network(TestDaemon::start_unprivileged(vec![], vec![]).await, true).await
+}
+
+fn landlock() -> Vec<(String, String)> {
+    vec![("SPACES_SANDBOX".to_owned(), "landlock".to_owned())]
+}
+
+#[tokio::test]
+async fn case_28_landlock_a_network_none_spaces_commands_reach_no_network_root_daemon() {
+    a_network_none_spaces_commands_reach_no_network(TestDaemon::start_with_env(landlock()).await, false).await
+}
+
+#[tokio::test]
+async fn case_28_landlock_a_network_none_spaces_commands_reach_no_network_unprivileged_daemon() {
+    a_network_none_spaces_commands_reach_no_network(TestDaemon::start_unprivileged(landlock(), vec![]).await, false).await
 }
 
 /// A fake Codex in a `network: none` Space: its run's notes say the network is off; inside, it
