@@ -1,6 +1,6 @@
 //! Is a sandbox possible here? [`find`] looks for bubblewrap, [`check`] makes one sandbox with
 //! the namespaces every tree gets and runs `true` in it, so a host without user namespaces (or
-//! with a broken bubblewrap) is found at the daemon's start, not at a run's. [`landlock`] enters
+//! with a broken bubblewrap) is found at the daemon's start, not at a run's. [`landlock()`] enters
 //! the Landlock level through the real helper and checks that a hidden file cannot be read.
 
 use std::path::{Path, PathBuf};
