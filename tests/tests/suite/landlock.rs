@@ -137,3 +137,42 @@ async fn case_28_landlock_a_claude_code_run_works() {
     );
     assert_eq!(st.result_text.as_deref(), Some("I created hello.txt."), "{st:#?}\n{}", describe(&events));
 }
+
+/// A `bwrap` that cannot make a sandbox, as in a container without user namespaces, first on
+/// `PATH` (the real one stays behind it): returns the dir holding it and that `PATH`.
+fn broken_bubblewrap() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let bwrap = dir.path().join("bwrap");
+    std::fs::write(&bwrap, "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n").unwrap();
+    std::fs::set_permissions(&bwrap, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", dir.path().display(), std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()));
+    (dir, path)
+}
+
+/// `auto` (the default) falls back to Landlock where bubblewrap cannot make a sandbox, says so,
+/// and commands are confined; `bubblewrap` asked for explicitly refuses to start there, naming
+/// bubblewrap's words and the fix.
+#[tokio::test]
+async fn case_28_landlock_is_the_fallback_where_bubblewrap_cannot_make_a_sandbox() {
+    let (_bin, path) = broken_bubblewrap();
+    let d = TestDaemon::start_with_env(vec![("PATH".to_owned(), path.clone())]).await;
+    let caps = d.client.agent_capabilities(&spaces_sdk::Empty {}).await.unwrap();
+    assert_eq!(caps.sandbox, "landlock");
+    d.space("s").await;
+    let out = run_in(&d, "s", &format!("cat '{}/token' && echo read", d.state_dir().display())).await;
+    assert!(!out.contains("read"), "{out}");
+
+    let state = tempfile::tempdir().unwrap();
+    let out = crate::support::hermetic(&mut std::process::Command::new(crate::support::spacesd_bin()))
+        .args(["serve", "--state-dir"])
+        .arg(state.path().join("state"))
+        .env("PATH", &path)
+        .env("SPACES_SANDBOX", "bubblewrap")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("No permissions to create new namespace") && said.contains("SPACES_SANDBOX=off"), "{said}");
+    assert!(!state.path().join("state/spacesd.sock").exists());
+}
