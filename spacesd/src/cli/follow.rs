@@ -1,7 +1,7 @@
 //! Following a run's events from the command line: `agent events [--follow]`, `agent start
 //! --follow`, `agent send --follow` and the demo. Over the daemon's event stream (SSE), or
 //! long-polls when it answers none ([`spaces_sdk::follow`]); each event printed as
-//! [`super::print`] words it.
+//! `cli/print.rs` words it.
 
 use spaces_sdk::client::Client;
 use spaces_sdk::{AgentEventsRequest, EventKind, Status, StopReason};
