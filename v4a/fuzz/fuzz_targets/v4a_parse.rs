@@ -1,6 +1,6 @@
 //! Fuzz target `v4a_parse`: arbitrary UTF-8 through the V4A engine must never panic.
 //!
-//! The input is parsed with `patch::parse`; when it parses, it is planned with `patch::plan`
+//! The input is parsed with `spaces_v4a::parse`; when it parses, it is planned with `spaces_v4a::plan`
 //! against three small in-memory trees, so both matching and refusing paths get exercised:
 //!
 //! 1. fixed files only (`a.txt` LF, `crlf.txt`, `no_eol.txt` without a final newline, `empty.txt`);
@@ -54,7 +54,7 @@ fn with_targets(patch: &Patch, content: impl Fn(&FileOp) -> Vec<u8>) -> Tree {
 }
 
 fn plan_against(text: &str, tree: &Tree) {
-    if let Ok(plan) = patch::plan(text, &BTreeMap::new(), tree) {
+    if let Ok(plan) = spaces_v4a::plan(text, &BTreeMap::new(), tree) {
         let _ = plan.files();
         for change in &plan.changes {
             let _ = (change.before_version(), change.after_version());
@@ -66,7 +66,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let Ok(parsed) = patch::parse(text) else {
+    let Ok(parsed) = spaces_v4a::parse(text) else {
         return;
     };
     plan_against(text, &fixed());
