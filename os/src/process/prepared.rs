@@ -31,7 +31,7 @@ use nix::sys::wait::waitpid;
 use nix::unistd::{fork, ForkResult, Pid};
 use serde::{Deserialize, Serialize};
 
-use super::spawn::{base_command, in_child, pipe_pair, stdin_pair, MAX_CGROUPS};
+use super::spawn::{base_command, in_child, pipe_pair, stdin_pair, stdout_apart, MAX_CGROUPS};
 use super::{SpawnSpec, StdinSpec, StdioSpec};
 use super::{Error, Result};
 
@@ -244,16 +244,22 @@ fn exec(order: Order, (stdin, out, err): (OwnedFd, OwnedFd, OwnedFd)) -> std::re
     let Some(program) = order.argv.first() else { return Err("no program".into()) };
     let mut cmd = base_command(&order.argv, &order.env, &order.markers, &order.tag, &order.cwd);
     cmd.stdin(if order.stdin_pipe { Stdio::from(stdin) } else { Stdio::null() });
+    // Under bubblewrap the program's stdout goes apart from bubblewrap's ([`stdout_apart`]).
+    let mut keep = None;
     if order.combined {
         let out2 = out.try_clone().map_err(|e| e.to_string())?;
         cmd.stdout(Stdio::from(out)).stderr(Stdio::from(out2));
+    } else if order.sandboxed {
+        keep = Some(stdout_apart(&mut cmd, out).map_err(|e| format!("cannot set the program's stdout apart: {e}"))?);
+        cmd.stderr(Stdio::from(err));
     } else {
         cmd.stdout(Stdio::from(out)).stderr(Stdio::from(err));
     }
     let (nice, sandboxed) = (order.nice, order.sandboxed);
+    let kept = keep.as_ref().map_or(-1, |fd| fd.as_raw_fd());
     // SAFETY: `in_child` makes async-signal-safe system calls on stack values only.
     unsafe {
-        cmd.pre_exec(move || in_child(false, &[-1; MAX_CGROUPS], nice, sandboxed));
+        cmd.pre_exec(move || in_child(false, &[-1; MAX_CGROUPS], nice, sandboxed, kept));
     }
     // The program outlives its shim as any program does (the cgroup ends it): no death signal.
     // SAFETY: a plain system call on integers.

@@ -2,7 +2,7 @@
 //! doc of [`crate::process`] for the process model.
 
 use std::collections::BTreeMap;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -158,12 +158,21 @@ fn start(spec: &SpawnSpec, in_child_setup: bool) -> Result<Spawned> {
     let nix_fail = |e: nix::Error| fail(e.into());
     let mut cmd = Command::from(base_command(&spec.argv, &spec.env, &spec.markers, &spec.tag, &spec.cwd));
     cmd.kill_on_drop(false);
+    // Bubblewrap's stdout apart from the program's ([`stdout_apart`]): the fd the child keeps.
+    let (mut keep, mut kept): (RawFd, Option<OwnedFd>) = (-1, None);
     let (output, stderr, stdin, controlling_tty) = match spec.stdio {
         StdioSpec::Pipes { stdin } => {
             let (out_r, out_w) = pipe_pair().map_err(nix_fail)?;
             let (err_r, err_w) = pipe_pair().map_err(nix_fail)?;
             let stdin = connect_stdin(&mut cmd, stdin).map_err(nix_fail)?;
-            cmd.stdout(Stdio::from(out_w)).stderr(Stdio::from(err_w));
+            if spec.sandboxed {
+                let apart = stdout_apart(cmd.as_std_mut(), out_w).map_err(fail)?;
+                keep = apart.as_raw_fd();
+                kept = Some(apart);
+                cmd.stderr(Stdio::from(err_w));
+            } else {
+                cmd.stdout(Stdio::from(out_w)).stderr(Stdio::from(err_w));
+            }
             (out_r, Some(err_r), stdin, false)
         }
         StdioSpec::Combined { stdin } => {
@@ -210,11 +219,12 @@ fn start(spec: &SpawnSpec, in_child_setup: bool) -> Result<Spawned> {
     // cgroup fds it writes stay open in this process until the spawn returned.
     if in_child_setup {
         unsafe {
-            cmd.pre_exec(move || in_child(controlling_tty, &join_fds, nice, sandboxed));
+            cmd.pre_exec(move || in_child(controlling_tty, &join_fds, nice, sandboxed, keep));
         }
     }
     let child = cmd.spawn().map_err(fail);
     drop(joins);
+    drop(kept);
     let child = child?;
     drop(cmd); // closes our copies of the child's ends: EOF now means the tree is done with them
     let pid = child
@@ -222,6 +232,34 @@ fn start(spec: &SpawnSpec, in_child_setup: bool) -> Result<Spawned> {
         .and_then(|p| i32::try_from(p).ok())
         .ok_or_else(|| fail(std::io::Error::other("the child exited before its pid was known")))?;
     Ok(Spawned { pid, child, output, stderr, stdin })
+}
+
+/// The environment variable naming the fd on which a sandbox's program finds its stdout
+/// ([`StdioSpec::Pipes`] under bubblewrap); the sandbox's helper moves it to fd 1 and removes
+/// the variable before the program starts (`crate::sandbox::enter`).
+///
+/// Why: bubblewrap's outer process and its init in the sandbox keep fds 0-2 open for as long as
+/// the sandbox lives. Were the program's stdout bubblewrap's fd 1, a program that closes its
+/// output and runs on (case R42) would never be seen at EOF. Bubblewrap closes every other fd
+/// it inherited in both of its own processes and passes them on to the program, so the
+/// program's stdout goes there; bubblewrap's own fd 1 is `/dev/null` (its messages go to
+/// stderr, which stays the program's stderr).
+pub const STDOUT_APART_ENV: &str = "SPACES_SANDBOX_STDOUT_FD";
+
+/// Lowest fd number a program's stdout is moved to for [`STDOUT_APART_ENV`]: above what a
+/// program's runtime (or std's exec-error pipe) takes first.
+const STDOUT_APART_MIN_FD: RawFd = 10;
+
+/// Put `out_w` (the program's stdout) on an fd of its own above [`STDOUT_APART_MIN_FD`]
+/// (close-on-exec until the child's side clears it: see `in_child`'s `keep`), name it in
+/// [`STDOUT_APART_ENV`], and give the started process `/dev/null` as stdout. Held by this
+/// process until the spawn returned, so no other fd of the spawn takes its number.
+pub(super) fn stdout_apart(cmd: &mut std::process::Command, out_w: OwnedFd) -> std::io::Result<OwnedFd> {
+    let apart = fcntl(out_w.as_fd(), FcntlArg::F_DUPFD_CLOEXEC(STDOUT_APART_MIN_FD)).map_err(std::io::Error::from)?;
+    // SAFETY: `fcntl` just returned this fd, owned by nothing else.
+    let apart = unsafe { OwnedFd::from_raw_fd(apart) };
+    cmd.env(STDOUT_APART_ENV, apart.as_raw_fd().to_string()).stdout(Stdio::null());
+    Ok(apart)
 }
 
 /// What every child runs (here and in [`super::prepared`]): `argv` (not empty) with exactly
@@ -306,8 +344,9 @@ const RESET_SIGNALS: [libc::c_int; 4] = crate::sandbox::IGNORED_SIGNALS;
 /// The child's side, between fork and exec: into its cgroups (each `cgroup.procs` fd in
 /// `joins`, -1 = none), default signals (ignored for a sandbox's bubblewrap: `sandboxed`), the
 /// default time slice, a new session at priority `nice` ([`super::priority`]), the terminal (PTY
-/// mode), every fd above 2 close-on-exec.
-pub(super) fn in_child(controlling_tty: bool, joins: &[RawFd; MAX_CGROUPS], nice: i32, sandboxed: bool) -> std::io::Result<()> {
+/// mode), every fd above 2 close-on-exec but `keep` (-1: none; the program's stdout apart from
+/// bubblewrap's: [`STDOUT_APART_ENV`]).
+pub(super) fn in_child(controlling_tty: bool, joins: &[RawFd; MAX_CGROUPS], nice: i32, sandboxed: bool, keep: RawFd) -> std::io::Result<()> {
     let last_error = std::io::Error::last_os_error;
     // SAFETY (all calls below): plain system calls on integers and stack values, each
     // async-signal-safe; see the SAFETY note at the `pre_exec` call.
@@ -331,6 +370,9 @@ pub(super) fn in_child(controlling_tty: bool, joins: &[RawFd; MAX_CGROUPS], nice
             return Err(last_error());
         }
         fds_above_2_close_on_exec();
+        if keep >= 0 && libc::fcntl(keep, libc::F_SETFD, 0) < 0 {
+            return Err(last_error());
+        }
     }
     Ok(())
 }

@@ -85,6 +85,8 @@ fn enter(args: &Args) -> Result<std::convert::Infallible, Error> {
         for sig in super::IGNORED_SIGNALS {
             libc::signal(sig, libc::SIG_DFL);
         }
+        // The program's stdout back on fd 1 when the shim set it apart from bubblewrap's.
+        stdout_back();
         // Stdio goes to the program: a runtime hosting this helper (Node marks its stdio
         // close-on-exec) must not take it along.
         for fd in 0..=2 {
@@ -145,6 +147,24 @@ fn drop_capabilities() -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// Under bubblewrap the shim gives the program its stdout on an fd of its own, named in
+/// [`crate::process::STDOUT_APART_ENV`] (bubblewrap's own processes keep their fd 1 for the
+/// sandbox's life, so a program that closes its output would never be seen at EOF: case R42).
+/// Move it to fd 1 and forget the variable, so the program's environment is exactly its own.
+/// Without the variable (the Landlock level, a command's combined output), nothing changes.
+fn stdout_back() {
+    let Some(fd) = std::env::var(crate::process::STDOUT_APART_ENV).ok().and_then(|v| v.parse::<i32>().ok()) else { return };
+    std::env::remove_var(crate::process::STDOUT_APART_ENV);
+    if fd > 2 {
+        // SAFETY: plain system calls on integers, before any thread of ours exists.
+        unsafe {
+            if libc::dup2(fd, 1) == 1 {
+                libc::close(fd);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -147,6 +147,12 @@ impl ShimClient {
         self.request(Request::Stdin { data, turn }).await.map(drop)
     }
 
+    /// The shim's state (the agent's pid, the journal's length, its exit once known, whether
+    /// its stdout is closed). Errors: the shim is gone.
+    pub async fn status(&self) -> Result<Reply, String> {
+        self.request(Request::Status).await
+    }
+
     /// Close the agent's stdin.
     pub async fn close_stdin(&self) -> Result<(), String> {
         self.request(Request::CloseStdin).await.map(drop)

@@ -136,6 +136,12 @@ pub enum Record {
     Done { killed: Vec<i32>, dropped_lines: u64 },
     /// Something the shim itself wants recorded (a failed stdin write, say).
     Note { text: String },
+    /// The agent's output stream `s` reached EOF: the agent closed it (or exited). Written once
+    /// per stream, before [`Record::Exit`]; none after it. A stdout at EOF while the agent runs
+    /// on is an agent that can no longer report anything (case R42): what that means for the
+    /// run is the daemon's to decide. (A daemon from before this record reads it as an
+    /// unreadable record, a `notice`.)
+    Eof { s: Stream },
 }
 
 /// First bytes of a whole stdout line in its plain journal form ([`Record::write_plain`]).
@@ -307,6 +313,9 @@ pub struct Reply {
     /// After [`Request::Hello`]: the tag of what the shim holds ([`ShimSpec::tag`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tag: Option<String>,
+    /// Lines mode: the agent's stdout is at EOF ([`Record::Eof`] was written for it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub out_closed: bool,
 }
 
 impl Reply {
@@ -328,6 +337,7 @@ mod tests {
             Record::Line { s: Stream::Err, l: "a \"quoted\"\nline".into(), cut: None },
             Record::Line { s: Stream::Out, l: "é".into(), cut: Some(12) },
             Record::Exit { code: None, signal: Some(9) },
+            Record::Eof { s: Stream::Out },
         ];
         for r in recs {
             let json = serde_json::to_string(&r).unwrap();

@@ -161,7 +161,8 @@ fn log_to(dir: &Path) {
 
 enum Output {
     Line(Stream, super::lines::Line),
-    Eof,
+    /// Lines mode: the stream reached EOF.
+    Eof(Stream),
     /// Raw mode: the output files hold `total` bytes now.
     Raw(u64),
     /// Raw mode: the output is complete ([`RawRecord::Eof`]).
@@ -201,6 +202,8 @@ struct Shim {
     /// Raw mode: the agent was reaped (the output reader starts its drain).
     exited_tx: watch::Sender<bool>,
     eofs: u8,
+    /// Lines mode: the agent's stdout reached EOF ([`Record::Eof`]).
+    out_closed: bool,
     exit: Option<(Option<i32>, Option<i32>)>,
     exit_written: bool,
     drain_deadline: Option<Instant>,
@@ -333,6 +336,7 @@ impl Shim {
             raw: io.raw,
             exited_tx,
             eofs: io.eofs,
+            out_closed: false,
             exit: None,
             exit_written: false,
             drain_deadline: None,
@@ -500,7 +504,16 @@ impl Shim {
                     cut => self.record(&Record::Line { s, l, cut }),
                 }
             }
-            Output::Eof => self.eofs += 1,
+            Output::Eof(s) => {
+                self.eofs += 1;
+                if s == Stream::Out {
+                    self.out_closed = true;
+                }
+                // After the exit nothing more is journaled but `Done`.
+                if !self.exit_written {
+                    self.record(&Record::Eof { s });
+                }
+            }
             Output::Raw(total) => self.end_tx.send_modify(|e| e.out = total),
             Output::RawEof { total, cut } => {
                 self.end_tx.send_modify(|e| e.out = total);
@@ -676,6 +689,7 @@ impl Shim {
         reply.end = self.journal.end();
         reply.exit = self.exit;
         reply.done = self.done;
+        reply.out_closed = self.out_closed;
         reply
     }
 }
@@ -748,7 +762,7 @@ async fn read_lines(reader: pipe::Receiver, stream: Stream, max: usize, tx: mpsc
             return;
         }
     }
-    let _ = tx.send(Output::Eof);
+    let _ = tx.send(Output::Eof(stream));
 }
 
 /// Raw mode: copy the output into the output files until EOF, or until `drain` after the

@@ -92,6 +92,8 @@ pub struct Batch {
     pub pos: Option<JournalPos>,
     /// An end that followed the records; handle it after their events are stored.
     pub end: Option<ProcEnd>,
+    /// The agent's stdout reached EOF ([`Record::Eof`]) among the records (case R42).
+    pub stdout_closed: bool,
 }
 
 /// Launches the agent processes of one run and reads their output.
@@ -400,7 +402,7 @@ impl Lines {
     }
 
     fn events_of(&mut self, records: Vec<ProcEvent>, current: u64, turn: u32, redactor: &Redactor, norm: &mut dyn Normalizer) -> Batch {
-        let mut batch = Batch { drafts: Vec::new(), saw_output: false, pos: None, end: None };
+        let mut batch = Batch { drafts: Vec::new(), saw_output: false, pos: None, end: None, stdout_closed: false };
         for ProcEvent { gen, what } in records {
             if gen == current {
                 let pos = |offset| JournalPos { gen, offset };
@@ -416,6 +418,10 @@ impl Lines {
                     }
                     Followed::Record(Record::Note { text }, offset) => {
                         batch.drafts.push(EventDraft::new(turn, EventKind::Notice).summary(redactor.apply(&text)));
+                        batch.pos = Some(pos(offset));
+                    }
+                    Followed::Record(Record::Eof { s }, offset) => {
+                        batch.stdout_closed |= s == Stream::Out;
                         batch.pos = Some(pos(offset));
                     }
                     Followed::Record(Record::Exit { code, signal }, offset) => {
