@@ -648,6 +648,18 @@ impl From<spaces_os::process::Error> for Error {
     }
 }
 
+/// The patch engine's refusal as this crate's error (see [`Error::Patch`]).
+impl From<spaces_v4a::Error> for Error {
+    fn from(e: spaces_v4a::Error) -> Self {
+        match e {
+            spaces_v4a::Error::FileNotFound { path } => Error::FileNotFound { path, hint: "" },
+            spaces_v4a::Error::VersionConflict { path, expected, current } => Error::VersionConflict { path, expected, current },
+            refusal @ spaces_v4a::Error::ExpectedTwice { .. } => Error::InvalidArgument { message: refusal.to_string(), field: Some("expected_versions".to_owned()) },
+            refusal => Error::Patch(refusal),
+        }
+    }
+}
+
 impl From<Error> for ApiError {
     fn from(e: Error) -> ApiError {
         match e {
@@ -660,18 +672,6 @@ impl From<Error> for ApiError {
 impl From<&Error> for ApiError {
     fn from(e: &Error) -> ApiError {
         e.to_api()
-    }
-}
-
-/// The patch engine's refusal as this crate's error (see [`Error::Patch`]).
-impl From<spaces_v4a::Error> for Error {
-    fn from(e: spaces_v4a::Error) -> Self {
-        match e {
-            spaces_v4a::Error::FileNotFound { path } => Error::FileNotFound { path, hint: "" },
-            spaces_v4a::Error::VersionConflict { path, expected, current } => Error::VersionConflict { path, expected, current },
-            refusal @ spaces_v4a::Error::ExpectedTwice { .. } => Error::InvalidArgument { message: refusal.to_string(), field: Some("expected_versions".to_owned()) },
-            refusal => Error::Patch(refusal),
-        }
     }
 }
 
