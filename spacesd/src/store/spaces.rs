@@ -60,3 +60,29 @@ fn space_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SpaceRecord> {
         network: if network == "enabled" { SpaceNetwork::Enabled } else { SpaceNetwork::None },
     })
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    /// A state dir from before the network setting: its Spaces keep the network they had
+    /// (`enabled`); a word this daemon does not know reads as `none`, never as open.
+    #[test]
+    fn a_space_registered_before_the_network_setting_keeps_the_network_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spaces.db");
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute_batch(
+                "CREATE TABLE spaces (name TEXT PRIMARY KEY, root TEXT NOT NULL, read_only INTEGER NOT NULL DEFAULT 0,
+                 approvals TEXT NOT NULL DEFAULT 'off', created_ms INTEGER NOT NULL);
+                 INSERT INTO spaces VALUES ('old', '/srv/old', 0, 'off', 1);",
+            )
+            .unwrap();
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.space_get("old").unwrap().unwrap().network, SpaceNetwork::Enabled);
+        store.write(|conn| Ok(conn.execute("UPDATE spaces SET network = 'wide-open' WHERE name = 'old'", [])?)).unwrap();
+        assert_eq!(store.space_get("old").unwrap().unwrap().network, SpaceNetwork::None);
+    }
+}
