@@ -35,6 +35,11 @@ const STOP_GRACE: Duration = Duration::from_secs(3);
 /// How long a stopped process's exit may take to reach the journal before the stop is
 /// considered done without it.
 const EXIT_AFTER_STOP: Duration = Duration::from_secs(5);
+/// How long an agent may run on after closing its stdout before its process is ended (case
+/// R42): an agent that exits closes its output first, and its exit follows within moments.
+const OUTPUT_CLOSED_GRACE: Duration = Duration::from_secs(5);
+/// Why an agent that closed its stdout and ran on was ended (the turn's error names it).
+const OUTPUT_CLOSED: &str = "the agent closed its output (stdout) but kept running, so it could report nothing more";
 /// Status reason of an `exit_when_idle` run whose agent exited after answering.
 const DONE_REASON: &str =
     "the prompt was answered and the agent exited (exit_when_idle); a follow-up resumes the session";
@@ -76,8 +81,12 @@ pub struct Actor {
     interrupted: bool,
     /// Consecutive turns whose process failed at once (for back-off, case P7).
     fast_failures: u32,
-    /// The stall rule ended the current process: its end is an `error`, not a crash.
-    stalled: bool,
+    /// A rule of the daemon ended the current process (the stall limit, a closed output): its
+    /// end is an `error` (not a crash) for the reason held here.
+    ended_by: Option<String>,
+    /// The current process closed its stdout at this moment plus [`OUTPUT_CLOSED_GRACE`] and
+    /// has not exited: when it passes, the process is ended (case R42).
+    output_closed_deadline: Option<Instant>,
     /// When the last stall notice was given.
     last_notice: Instant,
     /// The live process was started to resume this session and has neither opened it (no
@@ -117,7 +126,8 @@ impl Actor {
             stall_noticed: false,
             interrupted: false,
             fast_failures,
-            stalled: false,
+            ended_by: None,
+            output_closed_deadline: None,
             last_notice: Instant::now(),
             resuming: None,
             turn_text: String::new(),
@@ -130,7 +140,34 @@ impl Actor {
     pub async fn adopt(mut self, pos: JournalPos) -> Result<Self, String> {
         self.proc = self.launcher.adopt(pos.gen, pos.offset, &self.redactor, self.norm.as_mut()).await?;
         self.last_output = Instant::now();
+        if let Some(p) = &self.proc {
+            if p.out_closed {
+                self.output_closed_deadline = Some(Instant::now() + OUTPUT_CLOSED_GRACE);
+            }
+            if self.run.pgid.is_none() {
+                // Adopted before the previous daemon stored that its process had started.
+                self.run.pgid = Some(p.pid);
+                if self.run.status == Status::Running {
+                    self.set_state(Status::Running, Phase::Working, "a turn is running");
+                } else {
+                    self.save();
+                }
+            }
+        }
         Ok(self)
+    }
+
+    /// After a daemon restart: turn `run.turns` was recorded as started, but the previous daemon
+    /// died before any process of it started (no shim directory of it is left). The turn starts
+    /// its process now with `text` (its events so far are stored: the normalizer learns of the
+    /// turn without storing them again), then [`Self::run`].
+    pub async fn restart_turn(mut self, text: String) -> Self {
+        let turn = self.run.turns;
+        drop(self.norm.begin_turn(turn, ""));
+        self.turn_text = text.clone();
+        self.last_output = Instant::now();
+        self.spawn_for_turn(turn, &text).await;
+        self
     }
 
     /// Run the actor: start `first` (the first prompt, or a follow-up that revived the run), then
@@ -149,6 +186,7 @@ impl Actor {
                 },
                 Some(ev) = self.launcher.next_event() => self.on_proc_events(ev).await,
                 _ = sleep_until(stall) => self.on_stall().await,
+                _ = sleep_until(self.output_closed_deadline) => self.on_output_closed().await,
                 _ = sleep_until(drain) => {
                     // A stopped process whose exit never reached the journal: it is gone all the
                     // same (the stop verified that), how it ended is not known.
@@ -254,6 +292,20 @@ impl Actor {
         self.append(drafts);
         self.interrupted = true;
         let shim = self.proc.as_ref().and_then(|p| p.shim.clone());
+        let known = self.proc.as_ref().is_some_and(|p| p.out_closed);
+        if output_closed(known, shim.as_deref()).await {
+            // It could neither take the interrupt nor say it did (case R42): it is ended.
+            self.ended_by = Some(format!("{OUTPUT_CLOSED}; it was ended by the interrupt"));
+            self.launcher.note_in_stderr_tail(format!("{OUTPUT_CLOSED}; it was ended by the interrupt"));
+            let survivors = self.end_processes(STOP_GRACE).await;
+            if !survivors.is_empty() {
+                return self.report(false, format!("{OUTPUT_CLOSED}; ending it failed: processes {survivors:?} are still alive"));
+            }
+            return self.report(
+                true,
+                format!("{OUTPUT_CLOSED}: its process was ended instead of interrupted; turn {} ends interrupted", self.run.turns),
+            );
+        }
         match (self.harness.interrupt(), shim) {
             (InterruptRecipe::Stdin(bytes), Some(shim)) => {
                 if shim.stdin(String::from_utf8_lossy(&bytes).into_owned(), None).await.is_err() {
@@ -473,6 +525,13 @@ impl Actor {
         if self.proc.is_none() {
             return;
         }
+        if batch.stdout_closed && batch.end.is_none() {
+            // Its exit usually follows at once; if it does not, the agent is ended (R42).
+            if let Some(p) = self.proc.as_mut() {
+                p.out_closed = true;
+            }
+            self.output_closed_deadline.get_or_insert(Instant::now() + OUTPUT_CLOSED_GRACE);
+        }
         match batch.end {
             Some(ProcEnd::Exited { code, signal, pos }) => self.finish_process((code, signal), Some(pos)).await,
             Some(ProcEnd::Gone) => {
@@ -492,6 +551,7 @@ impl Actor {
     async fn finish_process(&mut self, (code, signal): (Option<i32>, Option<i32>), pos: Option<JournalPos>) {
         let Some(p) = self.proc.take() else { return };
         self.drain_deadline = None;
+        self.output_closed_deadline = None;
         self.run.pgid = None;
         if pos.is_none() {
             // No shim ended the tree: its cgroup (where the host has them) holds all of it;
@@ -501,15 +561,24 @@ impl Actor {
             let _ = kill_tree(None, &run_marker(&self.run.run_id), Duration::from_millis(500)).await;
         }
         let was_in_turn = self.norm.turn_in_flight();
-        // A process the stall rule ended did not crash: without a signal its turn ends `error`.
-        let signal = if std::mem::take(&mut self.stalled) { None } else { signal };
+        // A process a rule of the daemon ended did not crash: without a signal its turn ends
+        // `error`, for the rule's reason.
+        let ended_by = self.ended_by.take();
+        let signal = if ended_by.is_some() { None } else { signal };
         let exit = ExitInfo {
             code,
             signal,
             stderr_tail: self.launcher.stderr_tail(),
             stop_requested: self.stop_requested,
         };
-        let drafts = self.norm.process_exited(&exit);
+        let mut drafts = self.norm.process_exited(&exit);
+        if let Some(why) = &ended_by {
+            // The turn's error names the rule, whatever the harness made of the exit.
+            for d in drafts.iter_mut().filter(|d| d.kind == EventKind::TurnEnded && d.stop_reason == Some(StopReason::Error)) {
+                let text = d.text.take().unwrap_or_default();
+                d.text = Some(if text.contains(why.as_str()) { text } else { format!("{why}: {text}") });
+            }
+        }
         self.append_batch(drafts, pos).await;
         proc::retire(proc::shim_dir(&self.inner.cfg.run_dir(&self.run.run_id), p.gen));
         if let Some(session) = self.resuming.take() {
@@ -576,7 +645,7 @@ impl Actor {
             (Some(c), _) if tail.is_empty() => format!("the agent exited with code {c}"),
             (Some(c), _) => format!("the agent exited with code {c}: {tail}"),
             (None, Some(s)) => format!("the agent was killed by signal {s}"),
-            _ => "the agent process ended".to_owned(),
+            _ => ended_by.unwrap_or_else(|| "the agent process ended".to_owned()),
         };
         let (status, phase) = if signal.is_some() { (Status::Crashed, Phase::Crashed) } else { (Status::Failed, Phase::Failed) };
         self.set_state(status, phase, &format!("{why}; a follow-up restarts it and resumes the session"));
@@ -620,11 +689,30 @@ impl Actor {
                 "the agent has been silent for {} s; ending the turn",
                 silent.as_secs()
             ))]);
-            self.stalled = true;
+            let why = format!("no output for {} s (stall limit)", silent.as_secs());
+            self.ended_by = Some(why.clone());
             let _ = self.end_processes(STOP_GRACE).await;
-            self.launcher.note_in_stderr_tail(format!("no output for {} s (stall limit)", silent.as_secs()));
+            self.launcher.note_in_stderr_tail(why);
             self.last_output = Instant::now();
         }
+    }
+
+    /// Case R42: the agent closed its stdout [`OUTPUT_CLOSED_GRACE`] ago and has not exited. It
+    /// can never report anything again (its answer, its tool calls, the end of its turn), so it
+    /// is ended, saying why: the turn in flight ends `error` naming the closed output, and a
+    /// follow-up starts a new process that resumes the session.
+    async fn on_output_closed(&mut self) {
+        self.output_closed_deadline = None;
+        if self.proc.is_none() {
+            return;
+        }
+        self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice).summary(format!(
+            "{OUTPUT_CLOSED} ({} s after closing it); ending its process",
+            OUTPUT_CLOSED_GRACE.as_secs()
+        ))]);
+        self.ended_by = Some(OUTPUT_CLOSED.to_owned());
+        self.launcher.note_in_stderr_tail(OUTPUT_CLOSED.to_owned());
+        let _ = self.end_processes(STOP_GRACE).await;
     }
 
     fn stall_deadline(&self) -> Option<Instant> {
@@ -792,6 +880,19 @@ fn turns_ended(drafts: &[EventDraft]) -> Vec<(u32, StopReason, Option<String>)> 
         .filter(|d| d.kind == EventKind::TurnEnded)
         .map(|d| (d.turn, d.stop_reason.unwrap_or(StopReason::Error), d.text.clone()))
         .collect()
+}
+
+/// Whether a process's stdout is closed: `known` from its journal, else asked of its `shim`
+/// (which saw the EOF before the record reached the actor). Free of the actor, whose
+/// normalizer is not `Sync`, so it is not borrowed across the await.
+async fn output_closed(known: bool, shim: Option<&spaces_os::shim::ShimClient>) -> bool {
+    if known {
+        return true;
+    }
+    match shim {
+        Some(shim) => shim.status().await.is_ok_and(|r| r.out_closed && r.exit.is_none()),
+        None => false,
+    }
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

@@ -77,6 +77,26 @@ pub(super) async fn adopt(inner: &Arc<Inner>, run: RunRow, pos: JournalPos) -> R
     Ok(())
 }
 
+/// After a daemon restart, start again the turn in flight of `run`, whose agent never started
+/// (the previous daemon died first), with `text` (the first prompt), and start its actor: a
+/// run whose first turn was not even recorded starts it as a new run's actor does. Errors: the
+/// run's agent is unknown, or its secrets unreadable.
+pub(super) fn restart(inner: &Arc<Inner>, run: RunRow, text: String) -> Result<()> {
+    let harness = spaces_harnesses::by_id(&run.agent).ok_or_else(|| {
+        refuse(ErrorCode::HarnessUnavailable, format!("run {} uses agent {:?}, which this host does not know", run.run_id, run.agent))
+    })?;
+    let secrets = RunSecrets::load(&inner.cfg.run_dir(&run.run_id))?;
+    if run.turns == 0 {
+        launch(inner, run, harness, secrets, text);
+        return Ok(());
+    }
+    let (tx, rx) = mpsc::unbounded_channel();
+    inner.actors.lock().insert(run.run_id.clone(), tx);
+    let actor = Actor::new(inner.clone(), run, harness, secrets);
+    tokio::spawn(async move { actor.restart_turn(text).await.run(None, rx).await });
+    Ok(())
+}
+
 /// Send the command `cmd(reply)` to the actor of `run` and await the actor's answer.
 pub(super) async fn ask(
     inner: &Arc<Inner>,

@@ -123,7 +123,10 @@ impl Launcher {
         let run_dir = inner.cfg.run_dir(run_id);
         let run_dir = std::path::absolute(&run_dir).unwrap_or(run_dir);
         let (events_tx, events_rx) = mpsc::channel(EVENTS_QUEUE);
-        let inner_gen = inner.store.journal_pos(run_id).ok().flatten().map_or(0, |p| p.gen);
+        // A generation whose process never stored anything (the daemon died as it started)
+        // left its directory: a new process never reuses it either.
+        let stored_gen = inner.store.journal_pos(run_id).ok().flatten().map_or(0, |p| p.gen);
+        let inner_gen = stored_gen.max(proc::newest_gen(&run_dir).unwrap_or(0));
         Self {
             lines: Lines::new(&run_dir),
             run_id: run_id.to_owned(),

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use spaces_os::process::cgroup;
 use spaces_os::shim::journal::JournalReader;
-use spaces_os::shim::{follow, Followed, Launch, OutputMode, Record, ShimClient, ShimSpec};
+use spaces_os::shim::{follow, Followed, Launch, OutputMode, Record, ShimClient, ShimSpec, Stream};
 use tokio::sync::mpsc;
 
 /// Something the process of generation `gen` did: a journal record (with the offset just past
@@ -35,6 +35,8 @@ pub struct LiveProc {
     pub shim: Option<Arc<ShimClient>>,
     /// Whether the agent's stdin is still open (long-lived agents).
     pub stdin_open: bool,
+    /// The agent's stdout reached EOF ([`Record::Eof`]) while it may still run (case R42).
+    pub out_closed: bool,
 }
 
 /// Environment variables a shim keeps from the daemon: what finds and runs the daemon's own
@@ -93,7 +95,7 @@ pub async fn start(
     };
     let pid = shim.pid();
     forward(spec.gen, follow(dir, 0), events);
-    Ok(LiveProc { gen: spec.gen, pid, shim: Some(Arc::new(shim)), stdin_open: spec.stdin_pipe })
+    Ok(LiveProc { gen: spec.gen, pid, shim: Some(Arc::new(shim)), stdin_open: spec.stdin_pipe, out_closed: false })
 }
 
 /// What re-adoption found of generation `gen` after a daemon restart.
@@ -106,34 +108,85 @@ pub struct Adopted {
     pub live: Option<LiveProc>,
 }
 
-/// Re-adopt generation `gen` of a run whose events are stored up to journal offset `offset`:
-/// read back what was stored, reconnect to the shim if it still runs, and follow the rest of
-/// the journal into `events` (ending with [`Followed::Gone`] if the shim died before it
-/// finished). Errors: the journal cannot be read.
+/// Re-adopt generation `gen` of a run whose events are stored up to journal offset `offset`
+/// (0: nothing of this generation was stored yet, as when the daemon died in a run's first
+/// moments): read back what was stored, reconnect to the shim if it still runs, and follow the
+/// rest of the journal into `events` (ending with [`Followed::Gone`] if the shim died before it
+/// finished). The journal's first record, [`Record::Start`], is always among the replayed ones:
+/// the turn it starts was stored by the actor before the process started. Errors: the journal
+/// cannot be read, or holds no start record (the shim never started its agent).
 pub async fn adopt(run_dir: &Path, gen: u64, offset: u64, events: mpsc::Sender<ProcEvent>) -> Result<Adopted, String> {
     let dir = shim_dir(run_dir, gen);
     let mut reader = JournalReader::open(&dir, 0).map_err(|e| format!("cannot read the journal in {}: {e}", dir.display()))?;
     let mut replay = Vec::new();
-    let mut pid = 0;
+    let mut pid = None;
     let mut exited = None;
     for (record, end) in reader.read_new().map_err(|e| format!("cannot read the journal: {e}"))? {
-        if end > offset {
+        let start = matches!(record, Record::Start { .. }) && replay.is_empty();
+        if end > offset && !start {
             break;
         }
         match &record {
-            Record::Start { pid: p, .. } => pid = *p,
+            Record::Start { pid: p, .. } => pid = Some(*p),
             Record::Exit { code, signal } => exited = Some((*code, *signal)),
             _ => {}
         }
         replay.push(record);
     }
+    let Some(pid) = pid.filter(|p| *p > 0) else {
+        return Err(format!("the journal in {} holds no start of its agent", dir.display()));
+    };
     if exited.is_some() {
         retire(dir);
         return Ok(Adopted { replay, live: None });
     }
+    let out_closed = replay.iter().any(|r| matches!(r, Record::Eof { s: Stream::Out }));
     let shim = ShimClient::connect(&dir).await.ok().map(Arc::new);
     forward(gen, follow(dir, offset), events);
-    Ok(Adopted { replay, live: Some(LiveProc { gen, pid, shim, stdin_open: true }) })
+    Ok(Adopted { replay, live: Some(LiveProc { gen, pid, shim, stdin_open: true, out_closed }) })
+}
+
+/// The newest process generation with a shim directory in `run_dir` (`shim-<g>`), if any.
+pub fn newest_gen(run_dir: &Path) -> Option<u64> {
+    std::fs::read_dir(run_dir)
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.strip_prefix("shim-")?.parse().ok())
+        .max()
+}
+
+/// The shims alive on this host whose directory is a run's under `runs_dir`
+/// (`<runs_dir>/<run>/shim-<g>`: a shim works in its directory), as `(directory, pid)`. One
+/// pass over `/proc`.
+pub fn alive_shims(runs_dir: &Path) -> Vec<(PathBuf, i32)> {
+    let Ok(runs_dir) = std::fs::canonicalize(runs_dir) else { return Vec::new() };
+    let Ok(procs) = std::fs::read_dir("/proc") else { return Vec::new() };
+    procs
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
+            let run = cwd.parent()?;
+            let is_shim_dir = cwd.file_name()?.to_str()?.starts_with("shim-") && run.parent()? == runs_dir;
+            is_shim_dir.then_some((cwd, pid))
+        })
+        .collect()
+}
+
+/// End the shim `pid` in `dir`, whose run the daemon does not adopt: everything it holds is
+/// ended and the whole journal acknowledged, so it exits (never left waiting for a daemon);
+/// a shim that does not answer is killed with what is in its cgroup. Bounded by the stop's
+/// grace and [`SHIM_EXIT_WAIT`].
+pub async fn end_orphan(dir: &Path, pid: i32, grace: Duration) {
+    if let Ok(shim) = ShimClient::connect(dir).await {
+        let _ = shim.stop(grace).await;
+        let _ = shim.ack(u64::MAX).await;
+        ShimClient::wait_gone(dir, SHIM_EXIT_WAIT).await;
+    }
+    // Still there (it did not answer, or did not exit): the same process, by its directory.
+    if std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == dir) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    }
 }
 
 /// Forward the follower's records as [`ProcEvent`]s of generation `gen`.

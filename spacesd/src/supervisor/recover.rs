@@ -6,8 +6,17 @@
 //!   ran while no daemon was up completes, and its events appear once each. If the shim itself
 //!   died (killed, or the host restarted), the rest of its journal is read and the turn ends as
 //!   the exit says, or `crashed` when the journal has no exit (open tool calls closed first).
+//! - Nothing is lost in a run's first moments: a generation whose shim started but none of
+//!   whose output was stored yet (the daemon died as it started) is re-adopted from the start
+//!   of its journal; a turn recorded as started whose agent never started (no shim directory,
+//!   or one whose shim never started its agent) starts now, with the first prompt kept in the
+//!   run directory ([`super::secrets::save_first_prompt`]); a run whose first turn was not even
+//!   recorded starts it.
 //! - A run cut off mid-turn with no journal to go on (a daemon of an older release) ends
 //!   `crashed`; a follow-up resumes the session. Leftover processes of such runs are ended.
+//! - Every shim of this state dir's runs that is not re-adopted is ended (its tree stopped,
+//!   its journal acknowledged), never left waiting for a daemon: one pass over `/proc` finds
+//!   them by their working directory (`<run dir>/shim-<g>`).
 //!
 //! - A persistent agent's run that may take another turn takes its home's lease back.
 //!
@@ -15,6 +24,7 @@
 //! grow with the number of finished runs.
 
 use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,9 +35,11 @@ use spaces_sdk::{EventKind, Phase, Status, StopReason};
 
 use super::actors;
 use super::marker::{run_marker, RUN_ENV};
-use super::proc::shim_dir;
+use super::proc::{self, shim_dir};
 use super::Inner;
 use crate::error::Result;
+use crate::store::runs::RunRow;
+use crate::store::JournalPos;
 
 /// Grace between SIGTERM and SIGKILL for a leftover process tree.
 const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
@@ -35,15 +47,27 @@ const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
 /// Recover every run of the store (see the module doc).
 pub(super) async fn recover(inner: &Arc<Inner>) -> Result<()> {
     let mut leftovers: BTreeSet<String> = alive_with_env(RUN_ENV).into_iter().map(|(_, run_id)| run_id).collect();
+    let shims = proc::alive_shims(&inner.cfg.state_dir.join("runs"));
+    let mut adopted = BTreeSet::new();
     for mut run in inner.store.runs_to_recover()? {
         leftovers.remove(&run.run_id);
-        if let Some(pos) = inner.store.journal_pos(&run.run_id)? {
-            if journal_path(&shim_dir(&inner.cfg.run_dir(&run.run_id), pos.gen)).exists() {
-                match actors::adopt(inner, run.clone(), pos).await {
-                    Ok(()) => continue,
-                    Err(e) => tracing::warn!("run {}: cannot re-adopt its agent ({e}); ending the turn", run.run_id),
+        let run_dir = inner.cfg.run_dir(&run.run_id);
+        match pick(inner, &run).await? {
+            Pick::Adopt(pos) => match actors::adopt(inner, run.clone(), pos).await {
+                Ok(()) => {
+                    adopted.insert(canonical(&shim_dir(&run_dir, pos.gen)));
+                    continue;
                 }
-            }
+                Err(e) => tracing::warn!("run {}: cannot re-adopt its agent ({e}); ending the turn", run.run_id),
+            },
+            Pick::Restart(text) => match actors::restart(inner, run.clone(), text) {
+                Ok(()) => {
+                    tracing::info!("run {}: its turn's agent had not started when spacesd stopped; starting it", run.run_id);
+                    continue;
+                }
+                Err(e) => tracing::warn!("run {}: cannot start its turn again ({e}); ending the turn", run.run_id),
+            },
+            Pick::Nothing => {}
         }
         let _ = kill_tree(run.pgid, &run_marker(&run.run_id), LEFTOVER_GRACE).await;
         run.pgid = None;
@@ -71,6 +95,13 @@ pub(super) async fn recover(inner: &Arc<Inner>) -> Result<()> {
             tracing::warn!("run {}: the lease of home {home:?} was not taken back: {}", run.run_id, e.to_api().message);
         }
     }
+    // Shims nobody adopted (their run ended, could not be re-adopted, or starts its turn again):
+    // ended, so none waits for an acknowledgement forever, and with them what they hold.
+    // In the background, all at once: the daemon answers meanwhile.
+    for (dir, pid) in shims.into_iter().filter(|(dir, _)| !adopted.contains(dir)) {
+        tracing::info!("ending the shim {pid} in {}: its run is not re-adopted", dir.display());
+        tokio::spawn(async move { proc::end_orphan(&dir, pid, LEFTOVER_GRACE).await });
+    }
     // Tool processes of this host's runs whose state needs no change (e.g. orphans of an idle
     // run). Processes of runs this store does not know belong to another daemon.
     for run_id in &leftovers {
@@ -79,4 +110,62 @@ pub(super) async fn recover(inner: &Arc<Inner>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// What recovery does with a run that may have been cut off.
+enum Pick {
+    /// Re-adopt this generation, its events stored up to this offset (0: none yet).
+    Adopt(JournalPos),
+    /// Start the turn in flight again with this text: its agent never started.
+    Restart(String),
+    /// Nothing to go on: the turn in flight (if any) ends `crashed`.
+    Nothing,
+}
+
+/// Longest wait for a shim the previous daemon was starting to journal its agent's start.
+const SHIM_START_WAIT: Duration = Duration::from_secs(3);
+
+/// What to do with `run` (see the module doc).
+async fn pick(inner: &Inner, run: &RunRow) -> Result<Pick> {
+    let run_dir = inner.cfg.run_dir(&run.run_id);
+    let stored = inner.store.journal_pos(&run.run_id)?;
+    let newest = proc::newest_gen(&run_dir);
+    // A generation none of whose output was stored: the daemon died as it started.
+    let fresh = newest.filter(|gen| stored.is_none_or(|p| *gen > p.gen));
+    if let Some(gen) = fresh {
+        if journal_started(&shim_dir(&run_dir, gen)).await {
+            return Ok(Pick::Adopt(JournalPos { gen, offset: 0 }));
+        }
+    } else if let Some(pos) = stored.filter(|p| journal_path(&shim_dir(&run_dir, p.gen)).exists()) {
+        return Ok(Pick::Adopt(pos));
+    }
+    // No agent of the turn in flight ever started: only the first turn's text is kept (a
+    // follow-up is answered once its process started).
+    if run.status == Status::Running && stored.is_none() && run.turns <= 1 {
+        if let Some(text) = super::secrets::first_prompt(&run_dir) {
+            return Ok(Pick::Restart(text));
+        }
+    }
+    Ok(Pick::Nothing)
+}
+
+/// Whether the shim in `dir` journaled its agent's start, waiting up to [`SHIM_START_WAIT`]
+/// while the journal is missing or empty (a shim started just before the daemon died).
+async fn journal_started(dir: &Path) -> bool {
+    let journal = journal_path(dir);
+    let deadline = tokio::time::Instant::now() + SHIM_START_WAIT;
+    loop {
+        if std::fs::metadata(&journal).is_ok_and(|m| m.len() > 0) {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// `path` with its symlinks resolved, as [`proc::alive_shims`] reports shim directories.
+fn canonical(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }

@@ -24,6 +24,24 @@ use crate::error::Result;
 const ENV_FILE: &str = "env.json";
 const MCP_FILE: &str = "mcp_servers.json";
 const REPO_FILE: &str = "repo_url";
+/// The first turn's text as the agent gets it (not redacted): see [`save_first_prompt`].
+const PROMPT_FILE: &str = "prompt";
+
+/// Keep the first turn's `text` in `run_dir` (0600), written before `agent_start` answers: a
+/// daemon killed before the turn's agent started starts it after the restart
+/// ([`super::recover`]). Not fsynced: a `kill -9` of the daemon loses nothing the kernel holds
+/// (a power loss in that moment costs the turn, which then ends `crashed`).
+pub fn save_first_prompt(run_dir: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(run_dir.join(PROMPT_FILE))?;
+    file.write_all(text.as_bytes())
+}
+
+/// The first turn's text kept by [`save_first_prompt`]; `None` for a run from before it.
+pub fn first_prompt(run_dir: &Path) -> Option<String> {
+    std::fs::read_to_string(run_dir.join(PROMPT_FILE)).ok()
+}
 
 /// What a run's agent gets that must never be stored in clear outside its run directory.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -158,8 +158,10 @@ fn record(
         secrets.save(&run_dir)?;
         let paths = super::files::write(&run_dir, files)?;
         let row = row(run_id, space, harness, cwd, options, notes, &secrets, prompt);
+        let prompt = super::files::with_files(prompt, &paths);
+        super::secrets::save_first_prompt(&run_dir, &prompt)?;
         inner.store.run_insert(&row)?;
-        Ok((row, secrets, super::files::with_files(prompt, &paths)))
+        Ok((row, secrets, prompt))
     })();
     if made.is_err() {
         let _ = std::fs::remove_dir_all(&run_dir);

@@ -36,7 +36,8 @@ fn start_request(agent: &str) -> AgentStartRequest {
         prompt: "hello".into(),
         show: None,
         options: Some(SpaceAgentOptions::default()),
-    }
+    },
+    request_id: None,
 }
 
 async fn start(d: &TestDaemon, agent: &str) -> String {
@@ -206,4 +207,99 @@ async fn case_e11_a_json_object_cut_at_byte_65536_becomes_other_with_its_text() 
     assert_eq!(others.len(), 1, "{}", describe(&events));
     assert_eq!(others[0].len(), 65_536);
     assert_eq!(others[0], cut);
+}
+
+/// A fake Claude Code that prints its init line, then runs `rest` (sh).
+fn claude_init_then(rest: &str) -> String {
+    format!("echo '{{\"type\":\"system\",\"subtype\":\"init\",\"session_id\":\"fake-session\",\"tools\":[],\"model\":\"fake\"}}'\n{rest}")
+}
+
+/// Wait until `closed(run)`, the run's agent saying it closed its output; on a timeout the
+/// panic shows the run's events.
+async fn wait_closed(d: &TestDaemon, run: &str, closed: &impl Fn(&str) -> bool) {
+    let deadline = std::time::Instant::now() + crate::support::scaled(WAIT);
+    while !closed(run) {
+        if std::time::Instant::now() > deadline {
+            panic!("the agent of {run} did not close its output:\n{}", describe(&d.events("s", run).await));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// What names an agent's closed output in turn texts, reasons and reports.
+const CLOSED_OUTPUT: &str = "closed its output (stdout)";
+
+/// R42: an agent prints its init line, closes stdout and stderr and runs on (`sleep 600`).
+/// Left alone, its turn ends within seconds (the stall limit is ten minutes) with an `error`
+/// naming the closed output, the run `failed` saying so, and nothing of the run left running.
+/// An interrupt sent meanwhile ends the process and says so (the turn ends `interrupted`); so
+/// does a stop.
+#[tokio::test]
+async fn case_r42_an_agent_that_closes_its_output_and_runs_on_is_ended_and_says_so() {
+    // Once its output is closed, the agent says so in a file named after its run.
+    let script = claude_init_then("exec 1>&- 2>&-\ntouch \"closed-$SPACES_RUN_ID\"\nexec sleep 600");
+    let (d, _bin) = daemon_with("SPACES_HARNESS_BIN_CLAUDE_CODE", &script, vec![]).await;
+    let root = std::fs::canonicalize(d.state_dir().parent().unwrap().join("space-s")).unwrap();
+    let closed = |run: &str| root.join(format!("closed-{run}")).exists();
+    let gone = |run: &str| crate::support::run_processes(run).is_empty();
+
+    // Left alone.
+    let run = start(&d, "claude-code").await;
+    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
+    let events = d.events("s", &run).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::Error), "{}", describe(&events));
+    assert!(ended.text.as_deref().unwrap_or("").contains(CLOSED_OUTPUT), "{}", describe(&events));
+    let st = d.wait_status("s", &run, WAIT, settled).await;
+    assert_eq!(st.status, Status::Failed, "{st:#?}");
+    assert!(st.reason.contains(CLOSED_OUTPUT), "{}", st.reason);
+    assert!(st.accepts_message, "a follow-up starts a new process: {st:#?}");
+    assert!(gone(&run), "{:?}", crate::support::run_processes(&run));
+
+    // An interrupt once the output is closed: the process is ended, and the report says why.
+    let run = start(&d, "claude-code").await;
+    wait_closed(&d, &run, &closed).await;
+    let r = d.client.space("s").agent_interrupt(&run).await.unwrap();
+    assert!(r.ok && r.reason.contains(CLOSED_OUTPUT) && r.reason.contains("ended"), "{r:?}");
+    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::Interrupted), "{}", describe(&d.events("s", &run).await));
+    assert!(gone(&run), "{:?}", crate::support::run_processes(&run));
+
+    // A stop once the output is closed.
+    let run = start(&d, "claude-code").await;
+    wait_closed(&d, &run, &closed).await;
+    let r = d.client.space("s").agent_stop(&run).await.unwrap();
+    assert!(r.ok, "{r:?}");
+    assert_eq!(d.wait_status("s", &run, WAIT, settled).await.status, Status::Stopped);
+    assert!(gone(&run), "{:?}", crate::support::run_processes(&run));
+}
+
+/// R42's kind with other inputs: a Codex-like agent closes only its stdout mid-turn, after a
+/// message and with a tool call open, then writes to its still open stderr and runs on. Its turn
+/// ends in seconds with an `error` naming the closed stdout and carrying the stderr line, the
+/// open tool call closed `failed` before it, and the agent's processes are gone.
+#[tokio::test]
+async fn an_agent_that_closes_only_stdout_mid_turn_ends_its_turn_with_its_tool_call_failed() {
+    let script = r#"echo '{"type":"thread.started","thread_id":"fake-thread"}'
+echo '{"type":"turn.started"}'
+echo '{"type":"item.completed","item":{"id":"m","type":"agent_message","text":"working on it"}}'
+echo '{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"make","aggregated_output":"","exit_code":null,"status":"in_progress"}}'
+exec 1>&-
+echo "stdout is closed; still running" >&2
+exec sleep 600"#;
+    let (d, _bin) = daemon_with("SPACES_HARNESS_BIN_OPENAI_CODEX", script, vec![]).await;
+    let run = start(&d, "openai-codex").await;
+    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
+    let events = d.events("s", &run).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::Error), "{}", describe(&events));
+    let text = ended.text.clone().unwrap_or_default();
+    assert!(text.contains(CLOSED_OUTPUT) && text.contains("stdout is closed; still running"), "{text}");
+    let failed = events
+        .iter()
+        .position(|e| e.kind == EventKind::ToolUpdate && e.tool_status == Some(spaces_sdk::ToolStatus::Failed))
+        .unwrap_or_else(|| panic!("the open tool call is closed failed:\n{}", describe(&events)));
+    assert!(failed < events.iter().position(|e| e.seq == ended.seq).unwrap(), "{}", describe(&events));
+    assert!(events.iter().any(|e| e.kind == EventKind::Message && e.text.as_deref() == Some("working on it")));
+    let st = d.wait_status("s", &run, WAIT, settled).await;
+    assert_eq!(st.status, Status::Failed, "{st:#?}");
+    assert!(crate::support::run_processes(&run).is_empty(), "{:?}", crate::support::run_processes(&run));
 }
