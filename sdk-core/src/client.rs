@@ -3,6 +3,13 @@
 //!
 //! Routes are those of the daemon's HTTP API (`docs/api.md`). Errors the daemon returns come back
 //! as [`ClientError::Api`] carrying the wire [`ApiError`] (`code` + `message`).
+//!
+//! Idempotent retries: `agent_start` and `agent_message` always carry a key (`request_id`,
+//! `message_id`; a fresh UUID v4 when the caller gave none), and a call of theirs whose connection
+//! is lost before an answer (reset, EOF: e.g. the daemon stopping mid-call) is sent once more,
+//! with the same key, as soon as the daemon accepts connections again (within
+//! [`RECONNECT_WITHIN`]). The daemon answers a repeated key with the first result, so the retry
+//! never starts a second run or delivers a message twice. Other calls are never retried.
 
 use std::path::PathBuf;
 
@@ -44,6 +51,26 @@ pub enum ClientError {
     /// The daemon's answer was not understood (version mismatch or a bug).
     #[error("unexpected answer from spacesd: {0}")]
     Protocol(String),
+    /// The connection was lost after the request was sent and before its answer (the daemon
+    /// stopped or restarted mid-call): whether the daemon acted is not known. `agent_start` and
+    /// `agent_message` were already retried once with their key (see the module doc); another
+    /// call may be repeated once the daemon is back, if repeating it is safe.
+    #[error("the connection to spacesd at {endpoint} was lost before an answer: {detail}")]
+    Lost { endpoint: String, detail: String },
+}
+
+/// How long a retry of a call whose connection was lost waits for the daemon to accept
+/// connections again (a restart), polling every 100 ms.
+pub const RECONNECT_WITHIN: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// The request field that makes operation `name` idempotent, for the operations the client
+/// retries: `request_id` of `agent_start`, `message_id` of `agent_message`.
+pub fn idempotency_field(name: &str) -> Option<&'static str> {
+    match name {
+        "agent_start" => Some("request_id"),
+        "agent_message" => Some("message_id"),
+        _ => None,
+    }
 }
 
 /// Async client for one daemon.
@@ -113,6 +140,12 @@ impl Client {
             serde_json::Value::Null => serde_json::Map::new(),
             other => return Err(ClientError::Protocol(format!("{}: arguments must be a JSON object, not {other}", info.name))),
         };
+        let keyed = idempotency_field(info.name);
+        if let Some(field) = keyed {
+            if fields.get(field).is_none_or(serde_json::Value::is_null) {
+                fields.insert(field.to_owned(), uuid::Uuid::new_v4().to_string().into());
+            }
+        }
         let mut path = String::new();
         for seg in info.path.split('/').skip(1) {
             path.push('/');
@@ -150,7 +183,29 @@ impl Client {
             }
             self.call(method, &path, None::<&()>).await
         } else {
-            self.call(method, &path, Some(&serde_json::Value::Object(fields))).await
+            let body = serde_json::Value::Object(fields);
+            match self.call(method.clone(), &path, Some(&body)).await {
+                Err(ClientError::Lost { .. }) if keyed.is_some() => {
+                    self.await_daemon().await;
+                    self.call(method, &path, Some(&body)).await
+                }
+                other => other,
+            }
+        }
+    }
+
+    /// Waits until the daemon accepts a connection again, at most [`RECONNECT_WITHIN`].
+    async fn await_daemon(&self) {
+        let deadline = tokio::time::Instant::now() + RECONNECT_WITHIN;
+        while tokio::time::Instant::now() < deadline {
+            let up = match &self.endpoint {
+                Endpoint::Unix(p) => tokio::net::UnixStream::connect(p).await.is_ok(),
+                Endpoint::Tcp { addr, .. } => tokio::net::TcpStream::connect(addr).await.is_ok(),
+            };
+            if up {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
     }
 
@@ -252,13 +307,13 @@ impl Client {
                     builder = builder.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
                 }
                 let req = builder.body(req_body).map_err(|e| ClientError::Protocol(e.to_string()))?;
-                exchange(TokioIo::new(stream), req).await
+                exchange(TokioIo::new(stream), req, self.describe()).await
             }
             Endpoint::Tcp { addr, token } => {
                 let stream = tokio::net::TcpStream::connect(addr).await.map_err(connect_err)?;
                 builder = builder.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
                 let req = builder.body(req_body).map_err(|e| ClientError::Protocol(e.to_string()))?;
-                exchange(TokioIo::new(stream), req).await
+                exchange(TokioIo::new(stream), req, self.describe()).await
             }
         }
     }
@@ -280,18 +335,40 @@ fn token_beside(socket: &std::path::Path) -> Option<String> {
     (!token.is_empty()).then(|| token.to_owned())
 }
 
-async fn exchange<S>(io: TokioIo<S>, req: Request<Full<Bytes>>) -> Result<(u16, Bytes), ClientError>
+/// One request on `io` (a connection to `endpoint`) and its whole answer. A connection closed
+/// or reset before the answer is complete is [`ClientError::Lost`].
+async fn exchange<S>(io: TokioIo<S>, req: Request<Full<Bytes>>, endpoint: String) -> Result<(u16, Bytes), ClientError>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let proto = |e: hyper::Error| ClientError::Protocol(e.to_string());
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.map_err(proto)?;
+    let lost = |e: hyper::Error| lost_or_protocol(e, &endpoint);
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.map_err(lost)?;
     let driver = tokio::spawn(conn);
-    let resp = sender.send_request(req).await.map_err(proto)?;
+    let resp = sender.send_request(req).await.map_err(lost)?;
     let status = resp.status().as_u16();
-    let body = resp.into_body().collect().await.map_err(proto)?.to_bytes();
+    let body = resp.into_body().collect().await.map_err(lost)?.to_bytes();
     driver.abort();
     Ok((status, body))
+}
+
+/// [`ClientError::Lost`] for a connection that ended before the answer (EOF mid-message, closed,
+/// canceled, reset, broken pipe); [`ClientError::Protocol`] for an answer not understood.
+fn lost_or_protocol(e: hyper::Error, endpoint: &str) -> ClientError {
+    use std::error::Error as _;
+    let io_lost = e.source().and_then(|s| s.downcast_ref::<std::io::Error>()).is_some_and(|io| {
+        matches!(
+            io.kind(),
+            std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::ConnectionAborted
+                | std::io::ErrorKind::BrokenPipe
+                | std::io::ErrorKind::UnexpectedEof
+        )
+    });
+    if e.is_incomplete_message() || e.is_closed() || e.is_canceled() || io_lost {
+        ClientError::Lost { endpoint: endpoint.to_owned(), detail: e.to_string() }
+    } else {
+        ClientError::Protocol(e.to_string())
+    }
 }
 
 /// Send `req` on `io` and return the answer with its body still streaming (the connection is

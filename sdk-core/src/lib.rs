@@ -47,5 +47,5 @@ pub use run::{
     ActionReport, AgentEventsRequest, Attachment, AgentListRequest, AgentMessageRequest, AgentRunRequest,
     AgentStartReport, AgentStartRequest, AgentStatusRequest, Approvals, Empty, Phase, RunStatus,
     SpaceAddRequest, SpaceAgentOptions, SpaceNetwork, SpaceRecord, Status, SpaceRemoveRequest, SpaceRemoveReport, AgentPruneRequest,
-    RunsRemovedReport,
+    RunsRemovedReport, IDEMPOTENCY_KEY_MAX,
 };

@@ -266,7 +266,7 @@ impl Daemon {
     }
 
     async fn start_run(&self, prompt: String) -> String {
-        let req = AgentStartRequest { space: "b".into(), agent: "claude-code".into(), prompt, show: None, options: None };
+        let req = AgentStartRequest { space: "b".into(), agent: "claude-code".into(), prompt, show: None, options: None, request_id: None };
         self.client.agent_start(&req).await.unwrap().run_id
     }
 
@@ -365,7 +365,7 @@ async fn start_and_followup(d: &Daemon, n: usize) -> (Vec<f64>, Vec<f64>) {
         d.wait_idle(&run).await;
         let t2 = tag();
         let t0 = now_ns();
-        let m = AgentMessageRequest { space: "b".into(), run_id: run.clone(), text: format!("mode=idle tag={t2}"), force: None };
+        let m = AgentMessageRequest { space: "b".into(), run_id: run.clone(), text: format!("mode=idle tag={t2}"), force: None, message_id: None };
         d.client.agent_message(&m).await.unwrap();
         follows.push((d.recorded(&t2, "stdin").await.saturating_sub(t0)) as f64 / 1e6);
         let _ = d.client.space("b").agent_stop(&run).await;
@@ -477,7 +477,7 @@ async fn keep_noisy(client: Client, runs: Vec<String>, keeping: std::sync::Arc<s
         for run in &runs {
             let Ok(st) = client.agent_status(&AgentStatusRequest { space: "b".into(), run_id: run.clone(), tail: Some(0) }).await else { continue };
             if st.status == Status::Idle {
-                let m = AgentMessageRequest { space: "b".into(), run_id: run.clone(), text: format!("mode=noisy count={NOISY_TURN_LINES} tag={}", tag()), force: None };
+                let m = AgentMessageRequest { space: "b".into(), run_id: run.clone(), text: format!("mode=noisy count={NOISY_TURN_LINES} tag={}", tag()), force: None, message_id: None };
                 sent += u64::from(client.agent_message(&m).await.is_ok());
             }
         }

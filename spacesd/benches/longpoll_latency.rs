@@ -163,6 +163,7 @@ async fn measure(count: u64, interval_us: u64) {
         prompt: format!("latency-bench count={count} interval_us={interval_us}"),
         show: None,
         options: None,
+        request_id: None,
     };
     let run = client.agent_start(&req).await.unwrap().run_id;
 

@@ -38,6 +38,7 @@ pub fn client(e: ClientError) -> NodeError {
         ClientError::Api(e) => api(e),
         e @ ClientError::Connect { .. } => other("DAEMON_UNAVAILABLE", e.to_string()),
         ClientError::Protocol(m) => other("PROTOCOL", m),
+        e @ ClientError::Lost { .. } => other("CONNECTION_LOST", e.to_string()),
     }
 }
 

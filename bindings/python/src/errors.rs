@@ -96,6 +96,7 @@ pub fn client_error(e: ClientError) -> CallError {
             CallError::new(Family::Unavailable, "DAEMON_UNREACHABLE", &message, None, String::new())
         }
         ClientError::Protocol(m) => CallError::new(Family::Other, "PROTOCOL", &m, None, String::new()),
+        ClientError::Lost { .. } => CallError::new(Family::Unavailable, "CONNECTION_LOST", &e.to_string(), None, String::new()),
     }
 }
 

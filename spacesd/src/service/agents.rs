@@ -29,7 +29,8 @@ impl Service {
     }
 
     /// `agent_start`. Errors: `WORKSPACE_NOT_FOUND`, `HARNESS_UNAVAILABLE`, `INVALID_ARGUMENT`,
-    /// `LEASE_HELD` (with `options.home`, another run holds the persistent agent); nothing is
+    /// `LEASE_HELD` (with `options.home`, another run holds the persistent agent),
+    /// `OPERATION_KEY_CONFLICT` (`request_id` used before with another request); nothing is
     /// created on error.
     pub async fn agent_start(&self, req: AgentStartRequest) -> Result<AgentStartReport> {
         self.sup.agent_start(&req.space.clone(), &req).await.map_err(|e| e.to_api())
@@ -58,10 +59,11 @@ impl Service {
             .map_err(|e| e.to_api())
     }
 
-    /// `agent_message`. Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`, `INVALID_ARGUMENT`.
+    /// `agent_message`. Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`, `INVALID_ARGUMENT`,
+    /// `OPERATION_KEY_CONFLICT` (`message_id` used before with another text or `force`).
     pub async fn agent_message(&self, req: AgentMessageRequest) -> Result<ActionReport> {
         self.sup
-            .agent_message(&req.space, &req.run_id, &req.text, req.force.unwrap_or(false))
+            .agent_message(&req.space, &req.run_id, &req.text, req.force.unwrap_or(false), req.message_id.as_deref())
             .await
             .map_err(|e| e.to_api())
     }

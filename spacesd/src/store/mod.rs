@@ -17,6 +17,7 @@
 
 pub mod checkpoint;
 pub mod events;
+pub mod keys;
 pub mod readers;
 pub mod runs;
 pub mod spaces;
@@ -76,6 +77,16 @@ CREATE TABLE IF NOT EXISTS journals (
     gen     INTEGER NOT NULL,
     offset  INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS request_keys (
+    scope       TEXT NOT NULL,
+    key         TEXT NOT NULL,
+    run_id      TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    result_json TEXT NOT NULL,
+    created_ms  INTEGER NOT NULL,
+    PRIMARY KEY (scope, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS request_keys_by_run ON request_keys (run_id);
 "#;
 
 /// Where a run's ingest of its agent's journal stands: process generation `gen`, every record

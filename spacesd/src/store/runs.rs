@@ -58,8 +58,18 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
 impl Store {
     /// Insert a new run.
     pub fn run_insert(&self, run: &RunRow) -> Result<()> {
+        self.run_insert_keyed(run, None)
+    }
+
+    /// Insert a new run and, in the same transaction, the idempotency key of the `agent_start`
+    /// that made it (`key`): both are stored or neither. An error when `key` is already taken
+    /// (a concurrent start with the same key won): nothing is stored then.
+    pub fn run_insert_keyed(&self, run: &RunRow, key: Option<super::keys::KeyRow>) -> Result<()> {
         let run = run.clone();
         self.write(move |conn| {
+        if let Some(key) = &key {
+            super::keys::key_insert_in(conn, key)?;
+        }
         conn.execute(
             &format!("INSERT INTO runs ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)"),
             params![
@@ -119,11 +129,12 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    /// Delete run `run_id` with its turns, events and journal position, in one transaction.
+    /// Delete run `run_id` with its turns, events, journal position and idempotency keys, in
+    /// one transaction.
     pub fn run_delete(&self, run_id: &str) -> Result<()> {
         let id = run_id.to_owned();
         self.write(move |conn| {
-            for table in ["event_chunks", "turns", "journals", "runs"] {
+            for table in ["event_chunks", "turns", "journals", "request_keys", "runs"] {
                 conn.execute(&format!("DELETE FROM {table} WHERE run_id = ?1"), params![id])?;
             }
             Ok(())

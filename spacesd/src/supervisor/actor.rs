@@ -19,6 +19,7 @@ use spaces_sdk::{ActionReport, ApiError, ErrorCode, EventKind, Phase, Status, St
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use super::keys::{Keyed, Queued};
 use super::launcher::{Binary, Launcher, ProcEnd};
 use super::marker::run_marker;
 use super::proc::{self, LiveProc, ProcEvent};
@@ -46,7 +47,8 @@ const DONE_REASON: &str =
 
 /// A request to the actor.
 pub enum Cmd {
-    Message { text: String, force: bool, reply: Reply },
+    /// A follow-up; `key`, its `message_id` (see [`super::keys`]).
+    Message { text: String, force: bool, key: Option<Keyed>, reply: Reply },
     Interrupt { reply: Reply },
     Stop { reply: Reply },
 }
@@ -68,7 +70,7 @@ pub struct Actor {
     redactor: Arc<Redactor>,
     launcher: Launcher,
     proc: Option<LiveProc>,
-    queue: VecDeque<String>,
+    queue: VecDeque<Queued>,
     stop_requested: bool,
     stop_replies: Vec<Reply>,
     /// Set when stdin was closed on purpose (`exit_when_idle`): the exit that follows is `done`.
@@ -174,7 +176,7 @@ impl Actor {
     /// serve commands and process events until the run is stopped or ends with nothing left to do.
     pub async fn run(mut self, first: Option<String>, mut cmds: mpsc::UnboundedReceiver<Cmd>) {
         if let Some(text) = first {
-            self.start_turn(text).await;
+            self.start_turn(text.into()).await;
         }
         loop {
             let stall = self.stall_deadline();
@@ -214,8 +216,8 @@ impl Actor {
 
     async fn on_cmd(&mut self, cmd: Cmd) {
         match cmd {
-            Cmd::Message { text, force, reply } => {
-                let answer = self.on_message(text, force).await;
+            Cmd::Message { text, force, key, reply } => {
+                let answer = self.on_message(text, force, key).await;
                 let _ = reply.send(answer);
             }
             Cmd::Interrupt { reply } => {
@@ -236,7 +238,21 @@ impl Actor {
     /// A follow-up. Errors: `AGENT_BUSY` while a stop is ending the run's processes (the run
     /// will be stopped: start a new run), `RESOURCE_QUEUE_FULL` when
     /// [`MAX_QUEUED_MESSAGES`] already wait behind the running turn.
-    async fn on_message(&mut self, text: String, force: bool) -> Result<ActionReport, ApiError> {
+    /// With `key`: a repeat of a message delivered or queued before answers its first report
+    /// (`OPERATION_KEY_CONFLICT` when the key came with another text or `force`).
+    async fn on_message(&mut self, text: String, force: bool, key: Option<Keyed>) -> Result<ActionReport, ApiError> {
+        if let Some(key) = &key {
+            if let Some(first) = key.replay(&self.inner.store).map_err(|e| e.to_api())? {
+                return Ok(first);
+            }
+            for queued in &self.queue {
+                if let Some((other, report)) = &queued.key {
+                    if key.repeats(other)? {
+                        return Ok(report.clone());
+                    }
+                }
+            }
+        }
         if self.run.status == Status::Stopped {
             return Ok(self.report(false, "the run is stopped; start a new run to continue"));
         }
@@ -263,20 +279,23 @@ impl Actor {
                 ));
             }
             if force && self.norm.turn_in_flight() {
-                self.queue.push_front(text);
+                let report = self.report(true, "the running turn is being interrupted; this message runs next");
+                self.queue.push_front(Queued { text, key: key.map(|k| (k, report.clone())) });
                 let _ = self.on_interrupt().await;
-                return Ok(self.report(true, "the running turn is being interrupted; this message runs next"));
+                return Ok(report);
             }
-            self.queue.push_back(text);
-            let pos = self.queue.len();
+            let pos = self.queue.len() + 1;
+            let report = self.report(true, format!("queued at position {pos}: a turn is running; it starts when that turn ends"));
+            self.queue.push_back(Queued { text, key: key.map(|k| (k, report.clone())) });
             self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice).summary(format!(
                 "message queued (position {pos}); it starts when the running turn ends"
             ))]);
-            return Ok(self.report(true, format!("queued at position {pos}: a turn is running; it starts when that turn ends")));
+            return Ok(report);
         }
         let turn = self.run.turns + 1;
-        self.start_turn(text).await;
-        Ok(self.report(true, format!("delivered: turn {turn} started")))
+        let report = self.report(true, format!("delivered: turn {turn} started"));
+        self.start_turn(Queued { text, key: key.map(|k| (k, report.clone())) }).await;
+        Ok(report)
     }
 
     /// A per-turn process that already ended its turn but has not exited yet.
@@ -375,7 +394,10 @@ impl Actor {
 
     // ----- turns -----
 
-    async fn start_turn(&mut self, text: String) {
+    /// Start the next turn with `message`; its key, if any, is stored in the turn's first
+    /// commit (with the report its caller got), before the text goes to the agent.
+    async fn start_turn(&mut self, message: Queued) {
+        let Queued { text, key } = message;
         let turn = self.run.turns + 1;
         self.run.turns = turn;
         // The agent gets the caller's text as is; what is stored is redacted (output lines are
@@ -399,8 +421,12 @@ impl Actor {
         };
         let (run_id, row) = (self.run.run_id.clone(), self.run.clone());
         let ended = turns_ended(&drafts);
+        let key_row = key.and_then(|(k, report)| k.row(&run_id, &report).ok());
         let stored_turn = self.inner.log.append_with(&self.run.run_id, drafts, None, move |conn| {
             crate::store::runs::turn_start_in(conn, &run_id, turn, &stored)?;
+            if let Some(key) = &key_row {
+                crate::store::keys::key_keep_in(conn, key)?;
+            }
             crate::store::runs::run_update_in(conn, &row)
         });
         if let Err(e) = stored_turn {
@@ -665,7 +691,7 @@ impl Actor {
             .summary("the session was reset: it could not be resumed; the message runs again in a fresh session")
             .text(why)]);
         let text = std::mem::take(&mut self.turn_text);
-        self.queue.push_front(text);
+        self.queue.push_front(text.into());
     }
 
     /// The stall rule (`SPACES_STALL_MS`, docs/operations.md): a turn silent for the stall limit

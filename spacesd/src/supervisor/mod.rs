@@ -40,6 +40,7 @@ mod events;
 mod files;
 mod install;
 pub mod journal;
+mod keys;
 mod launcher;
 mod lifecycle;
 mod marker;
@@ -173,9 +174,16 @@ impl Supervisor {
     /// Space's run says in its notes that its agent has no network.
     /// With `options.home`, the persistent agent's lease is taken first: `LEASE_HELD` when
     /// another run (here or on another host) holds it.
+    /// With `request_id` (see [`keys`]): a repeat answers the first report and starts nothing;
+    /// `OPERATION_KEY_CONFLICT` when the key came with another request, `INVALID_ARGUMENT` for a
+    /// malformed key.
     pub async fn agent_start(&self, space_name: &str, req: &AgentStartRequest) -> Result<AgentStartReport> {
         let space = registry::space(&self.inner.store, space_name)?;
-        start::start(&self.inner, space, req).await
+        let key = keys::Keyed::start(&space.name, req)?;
+        if let Some(first) = key.as_ref().map(|k| k.replay(&self.inner.store)).transpose()?.flatten() {
+            return Ok(first);
+        }
+        start::start(&self.inner, space, req, key).await
     }
 
     /// `persistent_agent_send`: `text` as a follow-up to the live run of persistent agent
@@ -207,7 +215,7 @@ impl Supervisor {
             }
             let run_id = run.run_id.clone();
             let report =
-                actors::ask(&self.inner, run, |reply| Cmd::Message { text: text.to_owned(), force: false, reply }).await?;
+                actors::ask(&self.inner, run, |reply| Cmd::Message { text: text.to_owned(), force: false, key: None, reply }).await?;
             if !report.ok {
                 return Err(refuse(ErrorCode::AgentBusy, report.reason));
             }
@@ -236,6 +244,7 @@ impl Supervisor {
             prompt: text.to_owned(),
             show: None,
             options: Some(meta.options(name)),
+            request_id: None,
         };
         let report = self.agent_start(&meta.space, &req).await?;
         Ok(PersistentAgentSendReport { run_id: report.run_id, started: true, restored: true })
@@ -304,12 +313,27 @@ impl Supervisor {
     }
 
     /// `agent_message`: next turn, queued mid-turn, or (with `force`) interrupt then run.
-    pub async fn agent_message(&self, space: &str, run_id: &str, text: &str, force: bool) -> Result<ActionReport> {
+    /// With `message_id` (see [`keys`]): a repeat answers the first report and delivers nothing
+    /// again; `OPERATION_KEY_CONFLICT` when the key came with another text or `force`,
+    /// `INVALID_ARGUMENT` for a malformed key.
+    pub async fn agent_message(
+        &self,
+        space: &str,
+        run_id: &str,
+        text: &str,
+        force: bool,
+        message_id: Option<&str>,
+    ) -> Result<ActionReport> {
         if text.trim().is_empty() {
             return Err(refuse(ErrorCode::InvalidArgument, "message text is empty"));
         }
         let run = registry::run_in_space(&self.inner.store, space, run_id)?;
-        actors::ask(&self.inner, run, |reply| Cmd::Message { text: text.to_owned(), force, reply }).await
+        let key = keys::Keyed::message(&run.run_id, message_id, text, force)?;
+        // Stored: answered at once. Otherwise the actor looks again (stored or queued since).
+        if let Some(first) = key.as_ref().map(|k| k.replay(&self.inner.store)).transpose()?.flatten() {
+            return Ok(first);
+        }
+        actors::ask(&self.inner, run, |reply| Cmd::Message { text: text.to_owned(), force, key, reply }).await
     }
 
     /// `agent_interrupt`: cancels the turn in flight; a no-op that says so when idle.

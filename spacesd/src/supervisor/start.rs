@@ -56,7 +56,15 @@ const NETWORK_NONE_NOTE: &str = "network: none: this Space's agents and commands
      enabled (--replace) to give agents the network";
 
 /// Start a run of `req` in `space` (see [`super::Supervisor::agent_start`] for the errors).
-pub(super) async fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentStartRequest) -> Result<AgentStartReport> {
+/// With `key` (the request's `request_id`), the key is stored with the report in the run row's
+/// transaction; when a concurrent start with the same key stored it first, that start's report
+/// is the answer and this one creates nothing.
+pub(super) async fn start(
+    inner: &Arc<Inner>,
+    space: SpaceRecord,
+    req: &AgentStartRequest,
+    key: Option<super::keys::Keyed>,
+) -> Result<AgentStartReport> {
     let harness = harness(&req.agent)?;
     if space.read_only {
         return Err(refuse(
@@ -112,31 +120,38 @@ pub(super) async fn start(inner: &Arc<Inner>, space: SpaceRecord, req: &AgentSta
     if let Some(home) = &options.home {
         claim_home(inner, harness, home, &run_id, &space.name).await?;
     }
-    let created = record(inner, &run_id, &space, harness, cwd, options, notes.clone(), env, &req.prompt, &files);
+    let report = AgentStartReport {
+        process_tag: turn_tag(&run_id, 1),
+        run_id: run_id.clone(),
+        agent: harness.id().to_owned(),
+        space: space.name.clone(),
+        notes: notes.clone(),
+    };
+    let key_row = key.as_ref().map(|k| k.row(&run_id, &report)).transpose()?;
+    let created = record(inner, &run_id, &space, harness, cwd, options, notes, env, &req.prompt, &files, key_row);
     let (run, secrets, prompt) = match created {
         Ok(created) => created,
         Err(e) => {
             if let Some(home) = req.options.as_ref().and_then(|o| o.home.as_deref()) {
                 inner.homes.release(home, &run_id).await;
             }
+            // A concurrent start with the same key won: its report is this call's answer.
+            if let Some(first) = key.as_ref().map(|k| k.replay(&inner.store)).transpose()?.flatten() {
+                return Ok(first);
+            }
             return Err(e);
         }
     };
     actors::launch(inner, run, harness, secrets, prompt);
-    Ok(AgentStartReport {
-        process_tag: turn_tag(&run_id, 1),
-        run_id,
-        agent: harness.id().to_owned(),
-        space: space.name,
-        notes,
-    })
+    Ok(report)
 }
 
 /// Create the run's directory (0700) with its secrets (0600), and its row. The stored options
 /// keep env and MCP server names but never their values; the row keeps an excerpt of `prompt`
 /// with the run's secret values redacted, and the names of `files`, written into the run
 /// directory. Returns the row, the secrets and the first turn's prompt (`prompt` naming the
-/// files). On error nothing is left: no row, no run directory.
+/// files). `key`, the start's idempotency key, is stored with the row. On error nothing is
+/// left: no row, no key, no run directory.
 #[allow(clippy::too_many_arguments)]
 fn record(
     inner: &Inner,
@@ -149,6 +164,7 @@ fn record(
     env: BTreeMap<String, String>,
     prompt: &str,
     files: &[super::files::Checked],
+    key: Option<crate::store::keys::KeyRow>,
 ) -> Result<(RunRow, RunSecrets, String)> {
     let run_dir = inner.cfg.run_dir(run_id);
     let made = (|| -> Result<(RunRow, RunSecrets, String)> {
@@ -160,7 +176,7 @@ fn record(
         let row = row(run_id, space, harness, cwd, options, notes, &secrets, prompt);
         let prompt = super::files::with_files(prompt, &paths);
         super::secrets::save_first_prompt(&run_dir, &prompt)?;
-        inner.store.run_insert(&row)?;
+        inner.store.run_insert_keyed(&row, key)?;
         Ok((row, secrets, prompt))
     })();
     if made.is_err() {

@@ -23,6 +23,7 @@ fn start_in(space: &str, agent: &str, prompt: &str, cwd: Option<&str>) -> AgentS
         prompt: prompt.into(),
         show: None,
         options: Some(SpaceAgentOptions { cwd: cwd.map(String::from), ..Default::default() }),
+        request_id: None,
     }
 }
 

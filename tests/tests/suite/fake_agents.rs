@@ -36,8 +36,8 @@ fn start_request(agent: &str) -> AgentStartRequest {
         prompt: "hello".into(),
         show: None,
         options: Some(SpaceAgentOptions::default()),
-    },
-    request_id: None,
+        request_id: None,
+    }
 }
 
 async fn start(d: &TestDaemon, agent: &str) -> String {
@@ -152,6 +152,7 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0
             env: [("MY_SETTING".to_owned(), "value-long-enough".to_owned())].into(),
             ..Default::default()
         }),
+        request_id: None,
     };
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     d.wait_turn_end("s", &run, 1, WAIT).await;

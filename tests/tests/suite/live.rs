@@ -105,6 +105,7 @@ async fn start(d: &TestDaemon) -> String {
         prompt: "hello".into(),
         show: None,
         options: Some(SpaceAgentOptions::default()),
+        request_id: None,
     };
     d.client.agent_start(&req).await.unwrap().run_id
 }
@@ -300,6 +301,7 @@ echo '{"type":"item.completed","item":{"id":"m","type":"agent_message","text":"a
         prompt: "first".into(),
         show: Some(true),
         options: Some(SpaceAgentOptions::default()),
+        request_id: None,
     };
     let report = d.client.agent_start(&req).await.unwrap();
     let run = report.run_id.clone();
@@ -365,6 +367,7 @@ async fn attach_to_a_real_claude_code_run_expands_answers_interrupts_and_detache
         prompt: "Count to twelve".into(),
         show: None,
         options: Some(SpaceAgentOptions { base_url: Some(server.base_url()), ..Default::default() }),
+        request_id: None,
     };
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     let command = format!("exec {} --state-dir {} attach {run}", crate::support::spacesd_bin().display(), d.state_dir().display());
@@ -451,6 +454,7 @@ async fn agent_list_and_status_render_as_tables_at_80_columns() {
             prompt: format!("Run {i}: fix the flaky login test, then look at the build script and {}", "tidy up ".repeat(10)),
             show: None,
             options: Some(SpaceAgentOptions { label: label.map(Into::into), ..Default::default() }),
+            request_id: None,
         };
         let run = d.client.agent_start(&req).await.unwrap().run_id;
         d.wait_turn_end("s", &run, 1, WAIT).await;

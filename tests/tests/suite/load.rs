@@ -111,12 +111,12 @@ async fn case_v26_streaming_runs_with_tailing_readers_lose_and_repeat_nothing() 
 
     let mut runs = Vec::new();
     for i in 0..RUNS {
-        let req = AgentStartRequest { space: "s".into(), agent: "openai-codex".into(), prompt: format!("stream {i}"), show: None, options: None };
+        let req = AgentStartRequest { space: "s".into(), agent: "openai-codex".into(), prompt: format!("stream {i}"), show: None, options: None, request_id: None };
         runs.push(no_lock_error("agent_start", d.client.agent_start(&req).await).run_id);
     }
     // The follow-ups, sent while the first turns stream: they queue behind them.
     for run in &runs {
-        let m = AgentMessageRequest { space: "s".into(), run_id: run.clone(), text: "again".into(), force: None };
+        let m = AgentMessageRequest { space: "s".into(), run_id: run.clone(), text: "again".into(), force: None, message_id: None };
         no_lock_error("agent_message", d.client.agent_message(&m).await);
     }
     let readers: Vec<_> = (0..READERS)

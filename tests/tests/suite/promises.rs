@@ -21,7 +21,7 @@ const WAIT: Duration = Duration::from_secs(60);
 const UNTIL_GATE: &str = "until [ -e gate ]; do sleep 0.05; done";
 
 fn start_request(prompt: &str, options: SpaceAgentOptions) -> AgentStartRequest {
-    AgentStartRequest { space: "s".into(), agent: "openai-codex".into(), prompt: prompt.into(), show: None, options: Some(options) }
+    AgentStartRequest { space: "s".into(), agent: "openai-codex".into(), prompt: prompt.into(), show: None, options: Some(options), request_id: None }
 }
 
 async fn start(d: &TestDaemon, prompt: &str) -> String {

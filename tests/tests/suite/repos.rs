@@ -81,6 +81,7 @@ fn request(repo: Option<&str>, branch: Option<&str>) -> AgentStartRequest {
         prompt: "which branch?".into(),
         show: None,
         options: Some(SpaceAgentOptions { repo: repo.map(Into::into), branch: branch.map(Into::into), ..Default::default() }),
+        request_id: None,
     }
 }
 
@@ -112,7 +113,7 @@ async fn repo_and_branch_are_cloned_and_checked_out_before_the_first_turn() {
     let entries: Vec<String> = std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(entries, vec!["origin".to_owned()], "the clone, and no temporary folder beside it");
     // A follow-up does not clone again.
-    let sent = d.client.agent_message(&spaces_sdk::AgentMessageRequest { space: "s".into(), run_id: run.clone(), text: "again".into(), force: None }).await.unwrap();
+    let sent = d.client.agent_message(&spaces_sdk::AgentMessageRequest { space: "s".into(), run_id: run.clone(), text: "again".into(), force: None, message_id: None }).await.unwrap();
     assert!(sent.ok, "{sent:?}");
     d.wait_turn_end("s", &run, 2, WAIT).await;
     let clones = d.events("s", &run).await.iter().filter(|e| e.summary.as_deref().is_some_and(|s| s.starts_with("cloning "))).count();

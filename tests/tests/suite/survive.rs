@@ -23,6 +23,7 @@ async fn start(d: &TestDaemon, agent: &str, base_url: Option<String>, prompt: &s
         prompt: prompt.into(),
         show: None,
         options: Some(SpaceAgentOptions { base_url, ..Default::default() }),
+        request_id: None,
     };
     d.client.agent_start(&req).await.unwrap().run_id
 }

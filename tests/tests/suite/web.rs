@@ -105,6 +105,7 @@ async fn the_web_page_logs_in_once_follows_a_run_live_and_steers_it() {
             prompt: "Say hello, slowly.".into(),
             show: Some(true),
             options: Some(SpaceAgentOptions { base_url: Some(model.base_url()), ..Default::default() }),
+            request_id: None,
         };
         let report = d.client.agent_start(&req).await.unwrap();
         let id = report.run_id.clone();
