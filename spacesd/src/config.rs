@@ -30,6 +30,9 @@
 //!   daemon refuses to start without it); `off` (also `false`, `0`, `no`) none.
 //! - `SPACES_HOST_ID` (or `host_id`): this host's name in leases and snapshots; default the
 //!   machine's hostname plus a random suffix kept in `<state dir>/host-id`.
+//! - `SPACES_LEASE_TTL_MS` (or `lease_ttl_ms`): how long a persistent agent's lease lasts
+//!   unless renewed, at least 1000 ms (default 60 s); renewals and their retries are timed
+//!   from it ([`crate::homes::renew::Schedule`]).
 //! - `SPACES_ALLOW_LOCAL_REPOS=1` (or `allow_local_repos`): a run's `options.repo` may be a path
 //!   on this host or a `file://` URL; by default only `https`, `ssh`, `git` and `user@host:path`
 //!   are cloned ([`crate::supervisor`]'s `prepare`).
@@ -65,6 +68,9 @@ pub const DEFAULT_HTTP_BODY_TIMEOUT_MS: u64 = 30_000;
 /// host gives each a cgroup.
 pub const DEFAULT_PIDS_MAX: u64 = 4096;
 
+/// The shortest lease TTL accepted, ms: renewal retries are spread over fractions of it.
+pub const MIN_LEASE_TTL_MS: u64 = 1000;
+
 /// The optional `config.json` in the state dir. Every field may be omitted.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -90,6 +96,9 @@ pub struct ConfigFile {
     pub run_retention_days: Option<u64>,
     /// This host's id in leases and snapshots.
     pub host_id: Option<String>,
+    /// How long a persistent agent's lease lasts unless renewed, ms (default 60000, at least
+    /// 1000).
+    pub lease_ttl_ms: Option<u64>,
     /// A cgroup per run and command where the host allows it (default true).
     pub cgroups: Option<bool>,
     /// Which sandbox every agent and command starts in: `true`/`false` or a [`Sandbox`] name
@@ -127,6 +136,9 @@ pub struct Config {
     pub volume: String,
     /// Set from the config file or `SPACES_HOST_ID`; else [`Config::host_id`] makes one.
     pub host_id: Option<String>,
+    /// How long a persistent agent's lease lasts unless renewed, ms (`SPACES_LEASE_TTL_MS`,
+    /// `lease_ttl_ms`; default [`crate::homes::LEASE_TTL`], at least [`MIN_LEASE_TTL_MS`]).
+    pub lease_ttl_ms: u64,
     /// Runs that are not live and older than this many days are deleted, hourly; `None` keeps
     /// them (`agent prune` deletes them on demand).
     pub run_retention_days: Option<u64>,
@@ -229,7 +241,12 @@ impl Config {
             .and_then(|s| s.parse().ok())
             .or(file.exec_timeout_ms)
             .unwrap_or(DEFAULT_EXEC_TIMEOUT_MS);
+        let lease_ttl_ms = env_num("SPACES_LEASE_TTL_MS").or(file.lease_ttl_ms).unwrap_or(crate::homes::LEASE_TTL.as_millis() as u64);
+        if lease_ttl_ms < MIN_LEASE_TTL_MS {
+            anyhow::bail!("the lease TTL (SPACES_LEASE_TTL_MS or lease_ttl_ms) is {lease_ttl_ms} ms; it must be at least {MIN_LEASE_TTL_MS} ms");
+        }
         Ok(Config {
+            lease_ttl_ms,
             tools_dir,
             harness_bin,
             forwardable_env,

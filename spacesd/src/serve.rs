@@ -62,9 +62,13 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
     // protects is what every sandbox hides.
     let level = crate::sandbox::init(&cfg, &store)?;
     tracing::info!(sandbox = level.as_str(), "runs and commands start in a sandbox");
-    homes.spawn_renewals();
     let sup = Supervisor::new(cfg, store, homes);
+    // Lease renewals start with the first lease a run takes; what they have to say goes to
+    // the run's events.
+    sup.tell_runs_lease_news();
     sup.recover().await.context("cannot recover runs")?;
+    // Home saves the previous daemon died in, in the background.
+    sup.retry_interrupted_saves();
     sup.spawn_retention();
     // Trees whose shims a crash took are ended by now: their empty cgroups go.
     spaces_os::process::cgroup::sweep();

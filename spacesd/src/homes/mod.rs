@@ -5,9 +5,11 @@
 //! default (`<state dir>/volume`), or an S3-compatible store shared by many hosts
 //! (`spacesd serve --volume s3://bucket/prefix`). It holds the **leases** of the homes this
 //! host's runs use, one writer per persistent agent across hosts: taken when a run starts
-//! (refused with `LEASE_HELD` naming the holder and the expiry), renewed every
-//! [`LEASE_TTL`]`/3` while the run lives, released when it stops or finishes. A host that died
-//! loses its leases when they expire, never sooner. A home whose newest snapshot reads more than
+//! (refused with `LEASE_HELD` naming the holder and the expiry), renewed every third of the TTL
+//! while the run lives, a failed renewal retried with backoff well inside the TTL ([`renew`]),
+//! released when it stops or finishes. A host that died loses its leases when they expire,
+//! never sooner; a restarted daemon takes its runs' leases back at once (same holder
+//! `<host>/<run_id>`). A home whose newest snapshot reads more than
 //! [`COMPACT_AFTER_LAYERS`] layers is compacted after the save that made it.
 //!
 //! A home **belongs to a Space**: the one named in its newest snapshot's record
@@ -29,13 +31,14 @@
 
 pub mod meta;
 pub mod ops;
+pub mod renew;
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use spaces_sdk::home::SkippedEntry as SkippedEntryWire;
@@ -45,7 +48,8 @@ use spaces_volumes::{Lease, Progress, SaveOptions, SaveReport, SnapshotInfo, Vol
 use crate::config::Config;
 use crate::error::{refuse, Error, Result};
 
-/// How long a lease lasts unless renewed; renewed every third of it while its run lives.
+/// How long a lease lasts unless renewed, by default (`SPACES_LEASE_TTL_MS` sets another);
+/// renewed every third of it while its run lives ([`renew::Schedule`]).
 pub const LEASE_TTL: Duration = Duration::from_secs(60);
 
 /// A save that leaves the newest snapshot reading more layers than this compacts the home in
@@ -99,13 +103,24 @@ fn check_owner(home: &str, owner: &Owner, space: &str) -> Result<()> {
 /// A lease this host holds for one of its runs.
 struct Held {
     run_id: String,
-    lease: Arc<tokio::sync::Mutex<Lease>>,
+    lease: Arc<Lease>,
+    /// The task keeping it renewed ([`renew::keep`]).
+    renewal: tokio::task::JoinHandle<()>,
 }
+
+/// Where news of a run's lease goes: `(run_id, note)`, a `notice` for the run.
+pub type LeaseNews = Box<dyn Fn(&str, renew::LeaseNote) + Send + Sync>;
 
 /// The volume and the leases this host holds.
 pub struct Homes {
+    /// This value itself, for the renewal tasks (which never keep it alive).
+    me: Weak<Homes>,
     volume: Volume,
     host: String,
+    /// The TTL of the leases this host takes.
+    ttl: Duration,
+    /// Where the renewal tasks tell runs about their leases ([`Homes::on_lease_news`]).
+    news: OnceLock<LeaseNews>,
     /// Private scratch space for the operator's restores (`<state dir>/volume-staging`).
     scratch: PathBuf,
     held: Mutex<HashMap<String, Held>>,
@@ -123,31 +138,53 @@ impl Homes {
         let volume = Volume::open(&cfg.volume, &env, &cache, &host)
             .map_err(|e| anyhow::anyhow!("cannot open the volume {}: {e}", cfg.volume))?;
         let scratch = cfg.state_dir.join("volume-staging");
-        let homes = Arc::new(Homes { volume, host, scratch, held: Mutex::new(HashMap::new()), busy: Mutex::new(HashMap::new()) });
+        let ttl = Duration::from_millis(cfg.lease_ttl_ms);
+        let homes = Arc::new_cyclic(|me| Homes {
+            me: me.clone(),
+            volume,
+            host,
+            ttl,
+            news: OnceLock::new(),
+            scratch,
+            held: Mutex::new(HashMap::new()),
+            busy: Mutex::new(HashMap::new()),
+        });
         Ok(homes)
     }
 
-    /// Renew every held lease every [`LEASE_TTL`]`/3` until the daemon ends. A lease another
-    /// host took over (this one was gone past its expiry) is dropped, logged: the run's saves
-    /// then fail with `LEASE_HELD` and say so in its events.
-    pub fn spawn_renewals(self: &Arc<Self>) {
-        let homes = Arc::downgrade(self);
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(LEASE_TTL / 3).await;
-                let Some(homes) = homes.upgrade() else { return };
-                let held: Vec<(String, Arc<tokio::sync::Mutex<Lease>>)> =
-                    homes.held_map().iter().map(|(k, h)| (k.clone(), h.lease.clone())).collect();
-                for (home, lease) in held {
-                    if let Err(e) = lease.lock().await.renew().await {
-                        tracing::warn!("home {home}: lease not renewed: {e}");
-                        if matches!(e, VolumeError::LeaseLost { .. }) {
-                            homes.held_map().remove(&home);
-                        }
-                    }
-                }
-            }
-        });
+    /// Send what the renewal tasks have to tell a run about its lease (renewals failing, working
+    /// again, the lease lapsed or lost: [`renew`]) to `news`; until this is called it is only
+    /// logged. Only the first call counts.
+    pub fn on_lease_news(&self, news: LeaseNews) {
+        if self.news.set(news).is_err() {
+            tracing::warn!("lease news already goes elsewhere");
+        }
+    }
+
+    /// The TTL of the leases this host takes (`SPACES_LEASE_TTL_MS`, default [`LEASE_TTL`]).
+    pub fn lease_ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// Tell run `run_id` `note` (lease news), and log it.
+    fn tell(&self, run_id: &str, note: renew::LeaseNote) {
+        tracing::info!("run {run_id}: {}", note.detail);
+        if let Some(news) = self.news.get() {
+            news(run_id, note);
+        }
+    }
+
+    /// Whether run `run_id` still holds `home` with this very lease.
+    fn holds(&self, home: &str, run_id: &str, lease: &Arc<Lease>) -> bool {
+        self.held_map().get(home).is_some_and(|h| h.run_id == run_id && Arc::ptr_eq(&h.lease, lease))
+    }
+
+    /// Drop `home`'s held lease if it is this very one (it was lost).
+    fn forget(&self, home: &str, lease: &Arc<Lease>) {
+        let mut map = self.held_map();
+        if map.get(home).is_some_and(|h| Arc::ptr_eq(&h.lease, lease)) {
+            map.remove(home);
+        }
     }
 
     fn held_map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Held>> {
@@ -202,7 +239,7 @@ impl Homes {
             return Ok(());
         }
         check_owner(home, &self.owner(home).await?, space)?;
-        let lease = self.volume.acquire(home, &self.holder(run_id), LEASE_TTL).await.map_err(|e| volume_error(e, home))?;
+        let lease = self.volume.acquire(home, &self.holder(run_id), self.ttl).await.map_err(|e| volume_error(e, home))?;
         let owned = match self.owner(home).await {
             Ok(owner) => check_owner(home, &owner, space),
             Err(e) => Err(e),
@@ -213,7 +250,12 @@ impl Homes {
             }
             return Err(e);
         }
-        self.held_map().insert(home.to_owned(), Held { run_id: run_id.to_owned(), lease: Arc::new(tokio::sync::Mutex::new(lease)) });
+        let lease = Arc::new(lease);
+        let renewal = tokio::spawn(renew::keep(self.me.clone(), run_id.to_owned(), lease.clone(), renew::Schedule::for_ttl(self.ttl)));
+        if let Some(old) = self.held_map().insert(home.to_owned(), Held { run_id: run_id.to_owned(), lease, renewal }) {
+            // Another run of this host held it (its lease, now superseded, is never renewed).
+            old.renewal.abort();
+        }
         Ok(())
     }
 
@@ -229,8 +271,11 @@ impl Homes {
         };
         let Some(held) = held else { return };
         let _busy = self.busy_lock(home).lock_owned().await;
+        // The renewal task lets go of its handle on the lease before the release is written.
+        held.renewal.abort();
+        let _ = held.renewal.await;
         let lease = match Arc::try_unwrap(held.lease) {
-            Ok(m) => m.into_inner(),
+            Ok(lease) => lease,
             Err(_) => {
                 tracing::warn!("home {home}: lease still in use; it ends at its expiry");
                 return;
@@ -263,9 +308,11 @@ impl Homes {
     /// taken again if this daemon restarted, for the Space its record names), leaving out
     /// `exclude` globs; `meta` is the persistent agent's record. A file (or path) holding one of
     /// the `secrets` values is not uploaded: the save fails naming it, and stores nothing. An
-    /// unchanged home uploads nothing. Errors: `LEASE_HELD` (another host took the home over),
-    /// `FORBIDDEN` (the home was moved to another Space), `INVALID_ARGUMENT` (a secret value
-    /// in a file), the store, the files.
+    /// unchanged home uploads nothing. A lease found lost at the commit (it lapsed, or was
+    /// taken) is taken again once and the save tried again: that works when no other holder has
+    /// it. Errors: `LEASE_HELD` (another run or host holds the home, named), `FORBIDDEN` (the
+    /// home was moved to another Space), `INVALID_ARGUMENT` (a secret value in a file), the
+    /// store, the files.
     pub async fn save(
         &self,
         home: &str,
@@ -275,27 +322,37 @@ impl Homes {
         meta: serde_json::Value,
         secrets: Vec<spaces_volumes::SecretValue>,
     ) -> Result<SaveReport> {
-        self.claim(home, run_id, space_of(&meta).unwrap_or_default()).await?;
-        let _busy = self.busy_lock(home).lock_owned().await;
-        let lease = self.held_map().get(home).filter(|h| h.run_id == run_id).map(|h| h.lease.clone());
-        let Some(lease) = lease else {
-            return Err(refuse(ErrorCode::LeaseHeld, format!("home {home:?}: run {run_id} no longer holds its lease")));
-        };
+        let space = space_of(&meta).unwrap_or_default().to_owned();
         let opts = SaveOptions { meta, exclude: exclude.iter().map(|s| (*s).to_owned()).collect(), refuse: secrets };
-        let lease = lease.lock().await;
-        let report = self.volume.save(&lease, dir, &opts, &LogProgress::new(home, "save")).await.map_err(|e| {
-            if matches!(e, VolumeError::LeaseLost { .. }) {
-                self.held_map().remove(home);
+        let mut taken_again = false;
+        loop {
+            self.claim(home, run_id, &space).await?;
+            let _busy = self.busy_lock(home).lock_owned().await;
+            let lease = self.held_map().get(home).filter(|h| h.run_id == run_id).map(|h| h.lease.clone());
+            let Some(lease) = lease else {
+                return Err(refuse(ErrorCode::LeaseHeld, format!("home {home:?}: run {run_id} no longer holds its lease")));
+            };
+            let report = match self.volume.save(&lease, dir, &opts, &LogProgress::new(home, "save")).await {
+                Ok(report) => report,
+                Err(e @ VolumeError::LeaseLost { .. }) => {
+                    self.forget(home, &lease);
+                    if taken_again {
+                        return Err(volume_error(e, home));
+                    }
+                    tracing::info!("home {home}: run {run_id}'s lease was lost at the save; taking it again");
+                    taken_again = true;
+                    continue;
+                }
+                Err(e) => return Err(volume_error(e, home)),
+            };
+            if report.snapshot.layers > COMPACT_AFTER_LAYERS {
+                // Restores read every layer of a snapshot: keep that number small.
+                if let Err(e) = self.volume.compact(&lease, KEEP_SNAPSHOTS).await {
+                    tracing::warn!("home {home}: compaction failed ({e}); the next save tries again");
+                }
             }
-            volume_error(e, home)
-        })?;
-        if report.snapshot.layers > COMPACT_AFTER_LAYERS {
-            // Restores read every layer of a snapshot: keep that number small.
-            if let Err(e) = self.volume.compact(&lease, KEEP_SNAPSHOTS).await {
-                tracing::warn!("home {home}: compaction failed ({e}); the next save tries again");
-            }
+            return Ok(report);
         }
-        Ok(report)
     }
 
     /// The volume, for the operator's operations.

@@ -20,7 +20,7 @@ use spaces_sdk::{
     HomeRestoreRequest, HomeSnapshot, HomeTransferReport,
 };
 
-use super::{operator_holder, snapshot_wire, space_of, volume_error, Homes, LogProgress, LEASE_TTL};
+use super::{operator_holder, snapshot_wire, space_of, volume_error, Homes, LogProgress};
 use crate::error::{refuse, Result};
 
 impl Homes {
@@ -176,7 +176,7 @@ impl Homes {
     }
 
     async fn operator_lease(&self, name: &str) -> Result<spaces_volumes::Lease> {
-        self.volume().acquire(name, &operator_holder(self.host()), LEASE_TTL).await.map_err(|e| volume_error(e, name))
+        self.volume().acquire(name, &operator_holder(self.host()), self.lease_ttl()).await.map_err(|e| volume_error(e, name))
     }
 
     /// The daemon's private directory for staging a restore (`<state dir>/volume-staging`).

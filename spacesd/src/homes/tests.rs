@@ -154,3 +154,72 @@ async fn a_save_holding_a_secret_value_fails_naming_the_file_and_stores_nothing(
     assert!(ok.snapshot.id > first.id);
     f.homes.release("keeper", "run-1").await;
 }
+
+/// The renewal task on a real local volume with a short TTL: the lease is renewed every third of
+/// the TTL while held; when another writer's record comes after it (the same holder taking it
+/// again through another handle, as a second daemon on this host id would), the run is told the
+/// lease was lost and this host no longer holds it; its next save takes a fresh lease.
+#[tokio::test]
+async fn a_held_lease_is_renewed_and_a_lost_one_is_told_to_its_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = Config::load(Some(dir.path().join("state"))).unwrap();
+    cfg.lease_ttl_ms = 1200;
+    std::fs::create_dir_all(&cfg.state_dir).unwrap();
+    let homes = Homes::open(&cfg).unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, renew::LeaseNote)>();
+    homes.on_lease_news(Box::new(move |run, note| {
+        let _ = tx.send((run.to_owned(), note));
+    }));
+    homes.claim("agent", "run-1", "alpha").await.unwrap();
+    let first = homes.volume().lease_info("agent").await.unwrap().unwrap();
+    let renewed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let now = homes.volume().lease_info("agent").await.unwrap().unwrap();
+            if now.epoch > first.epoch {
+                return now;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("renewed within 10 s");
+    assert_eq!(renewed.holder, homes.holder("run-1"));
+    assert!(renewed.expires_ms > first.expires_ms);
+
+    let other = Volume::open(&cfg.volume, &HashMap::new(), &dir.path().join("cache-2"), homes.host()).unwrap();
+    let _theirs = other.acquire("agent", &homes.holder("run-1"), Duration::from_secs(60)).await.unwrap();
+    let (run, note) = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("news within 10 s").unwrap();
+    assert_eq!(run, "run-1");
+    assert!(note.summary.starts_with("lease of \"agent\" lost") && note.detail.contains("was lost"), "{note:?}");
+    assert_eq!(homes.holding_run("agent"), None);
+    drop(_theirs);
+
+    // The run's next save takes the lease again (the other handle is its own holder id, so it
+    // may) and is stored.
+    let home = dir.path().join("run-1-home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("settings.json"), "{}").unwrap();
+    let saved = homes.save("agent", "run-1", &home, &[], json!({"space": "alpha"}), Vec::new()).await.unwrap();
+    assert!(!saved.unchanged);
+    assert_eq!(homes.holding_run("agent").as_deref(), Some("run-1"));
+    homes.release("agent", "run-1").await;
+    assert_eq!(homes.volume().lease_info("agent").await.unwrap(), None);
+}
+
+/// A save whose lease was superseded under it (found lost only at the commit) takes the lease
+/// again once and is stored.
+#[tokio::test]
+async fn a_save_that_finds_its_lease_lost_takes_it_again_once_and_is_stored() {
+    let f = fixture();
+    f.homes.claim("agent", "run-1", "alpha").await.unwrap();
+    let other = Volume::open(&f.homes.volume().url().to_owned(), &HashMap::new(), &f.dir.path().join("cache-2"), f.homes.host()).unwrap();
+    let theirs = other.acquire("agent", &f.homes.holder("run-1"), Duration::from_secs(60)).await.unwrap();
+    assert_eq!(f.homes.holding_run("agent").as_deref(), Some("run-1"), "not noticed yet");
+    let dir = f.dir.path().join("home");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a.txt"), "a").unwrap();
+    let saved = f.homes.save("agent", "run-1", &dir, &[], json!({"space": "alpha"}), Vec::new()).await.unwrap();
+    assert_eq!(saved.snapshot.id, "00000000000000000001");
+    assert!(theirs.renew().await.is_err(), "the run's new lease came after the other handle's");
+    f.homes.release("agent", "run-1").await;
+}

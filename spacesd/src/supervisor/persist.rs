@@ -16,6 +16,14 @@
 //! values (its `env` values, forwarded provider keys, MCP server secrets, the daemon's own) is
 //! never uploaded: that save fails, naming the file. Each save that stored something, and each
 //! one that failed, is a `notice` of the turn.
+//!
+//! Every save is written down before it starts and crossed off when done ([`pending`]), so a
+//! save the daemon died in is retried by the next daemon at start, with a `notice` saying so.
+//! Leases are renewed beside the run by `crate::homes::renew`; what it has to tell a run
+//! (renewals failing, working again, the lease lapsed or lost) becomes a `notice` of the run's
+//! current turn ([`super::Supervisor::tell_runs_lease_news`]).
+
+mod pending;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -94,15 +102,49 @@ pub(super) async fn prepare(inner: &Inner, run: &mut RunRow, harness: &dyn Harne
 /// Save the home of `run` in the background; a `notice` says what was stored, or why nothing
 /// could be.
 pub(super) fn save(inner: &Arc<Inner>, run: &RunRow, harness: &'static dyn Harness) {
-    if let Some(task) = save_task(inner, run, harness) {
+    if let Some(task) = save_task(inner, run, harness, Why::Turn { last: false }) {
         tokio::spawn(task);
+    }
+}
+
+/// Why a home is saved.
+enum Why {
+    /// A turn ended (`last`: the run stopped or finished too).
+    Turn { last: bool },
+    /// A previous daemon died in the save(s) of `pending`, the latest after turn `turn`, the
+    /// first started at `started_ms`.
+    Retry { turn: u32, started_ms: u64, pending: Vec<pending::Pending> },
+}
+
+impl super::Supervisor {
+    /// Turn what the lease renewals have to tell a run into `notice` events of its current
+    /// turn (`crate::homes::renew`). Call once, before runs start.
+    pub fn tell_runs_lease_news(&self) {
+        let inner = Arc::downgrade(&self.inner);
+        self.inner.homes.on_lease_news(Box::new(move |run_id, note| {
+            let Some(inner) = inner.upgrade() else { return };
+            let turn = match inner.store.run_get(run_id) {
+                Ok(Some(run)) => run.turns,
+                _ => return,
+            };
+            let draft = notice(turn, note.summary).text(note.detail);
+            if let Err(e) = inner.log.append(run_id, vec![draft]) {
+                tracing::warn!("run {run_id}: lease notice lost: {e}");
+            }
+        }));
+    }
+
+    /// Retry, in the background, every home save a previous daemon died in (the [`pending`]
+    /// module). Call once at start, after [`super::Supervisor::recover`].
+    pub fn retry_interrupted_saves(&self) {
+        pending::retry(&self.inner);
     }
 }
 
 /// Save the home of `run` one last time, then release its lease (the run stopped or finished).
 pub(super) fn finish(inner: &Arc<Inner>, run: &RunRow, harness: &'static dyn Harness) {
     let Some(home) = run.options.home.clone() else { return };
-    let task = save_task(inner, run, harness);
+    let task = save_task(inner, run, harness, Why::Turn { last: true });
     let inner = inner.clone();
     let run_id = run.run_id.clone();
     tokio::spawn(async move {
@@ -113,20 +155,38 @@ pub(super) fn finish(inner: &Arc<Inner>, run: &RunRow, harness: &'static dyn Har
     });
 }
 
-fn save_task(inner: &Arc<Inner>, run: &RunRow, harness: &'static dyn Harness) -> Option<impl std::future::Future<Output = ()>> {
+/// The save of `run`'s home, for `why`; `None` when the run has no home here. A turn's save is
+/// written down ([`pending::record`]) before this returns, and crossed off when it is done.
+fn save_task(inner: &Arc<Inner>, run: &RunRow, harness: &'static dyn Harness, why: Why) -> Option<impl std::future::Future<Output = ()>> {
     let home = run.options.home.clone()?;
     let layout = harness.persistent_home();
     let config_dir = agent_home(inner, &run.run_id).join(layout.config_dir);
     if !config_dir.is_dir() {
+        if let Why::Retry { pending, .. } = why {
+            pending.into_iter().for_each(pending::Pending::clear);
+        }
         return None;
     }
+    let (pending, retried) = match why {
+        Why::Turn { last } => {
+            let marker = pending::Marker { run_id: run.run_id.clone(), home: home.clone(), turn: run.turns, last, started_ms: crate::store::now_ms() };
+            match pending::record(&inner.cfg.state_dir, &marker) {
+                Ok(p) => (vec![p], None),
+                Err(e) => {
+                    tracing::warn!("run {}: the home save is not written down ({e}); if spacesd dies during it, it is not retried", run.run_id);
+                    (Vec::new(), None)
+                }
+            }
+        }
+        Why::Retry { turn, started_ms, pending } => (pending, Some((turn, started_ms))),
+    };
     let cwd = relative_cwd(inner, run);
     let mut options = run.options.clone();
     options.cwd = cwd;
     let meta = AgentMeta::of_run(harness.id(), &run.space, &run.run_id, run.session_id.as_deref(), &options);
     let inner = inner.clone();
     let run_id = run.run_id.clone();
-    let turn = run.turns;
+    let turn = retried.map_or(run.turns, |(t, _)| t);
     Some(async move {
         // The run's secret values are never uploaded: a file holding one fails the save.
         let result = match super::secrets::RunSecrets::load(&inner.cfg.run_dir(&run_id)) {
@@ -136,17 +196,39 @@ fn save_task(inner: &Arc<Inner>, run: &RunRow, harness: &'static dyn Harness) ->
                 format!("the run's secrets cannot be read to check the home against them ({e})"),
             )),
         };
-        let draft = match result {
-            Ok(r) if r.unchanged => return,
-            Ok(r) => notice(
-                turn,
-                format!(
-                    "home saved: snapshot {} ({} files, {} bytes uploaded, {} ms)",
-                    r.snapshot.id, r.snapshot.files, r.uploaded_bytes, r.elapsed_ms
-                ),
-            ),
-            Err(e) => notice(turn, format!("home not saved: {}", e.to_api().message)),
+        // Done, unless the store or the files failed: then the next start tries again.
+        let done = match &result {
+            Ok(_) => true,
+            Err(e) => e.to_api().code != spaces_sdk::ErrorCode::Internal,
         };
+        let outcome = match result {
+            Ok(r) if r.unchanged => {
+                if retried.is_none() {
+                    None
+                } else {
+                    Some(format!("home already saved as snapshot {}", r.snapshot.id))
+                }
+            }
+            Ok(r) => Some(format!(
+                "home saved: snapshot {} ({} files, {} bytes uploaded, {} ms)",
+                r.snapshot.id, r.snapshot.files, r.uploaded_bytes, r.elapsed_ms
+            )),
+            Err(e) => Some(format!("home not saved: {}", e.to_api().message)),
+        };
+        let draft = match (outcome, retried) {
+            (None, _) => None,
+            (Some(outcome), None) => Some(notice(turn, outcome)),
+            (Some(outcome), Some((turn, started_ms))) => Some(
+                notice(turn, format!("home save of turn {turn} retried after spacesd restarted: {outcome}")).text(format!(
+                    "the home save of turn {turn} (started at {started_ms}, ms since the epoch) was cut off when spacesd \
+                     stopped; it was retried when spacesd started again: {outcome}"
+                )),
+            ),
+        };
+        if done {
+            pending.into_iter().for_each(pending::Pending::clear);
+        }
+        let Some(draft) = draft else { return };
         if let Err(e) = inner.log.append(&run_id, vec![draft]) {
             tracing::warn!("run {run_id}: home save notice lost: {e}");
         }

@@ -803,3 +803,156 @@ async fn a_garbled_lease_record_is_named_and_hides_no_other_home() {
     let (ok, out) = d.cli(&["home", "list"]);
     assert!(ok && out.contains("BROKEN held:") && out.lines().any(|l| l.starts_with("fine ")), "{out}");
 }
+
+/// The summary of every `notice` of `run` that contains `part`.
+async fn notices(d: &TestDaemon, run: &str, part: &str) -> Vec<String> {
+    d.events("s", run)
+        .await
+        .into_iter()
+        .filter(|e| e.kind == EventKind::Notice)
+        .filter_map(|e| e.summary)
+        .filter(|s| s.contains(part))
+        .collect()
+}
+
+/// A persistent Claude Code run of agent `name` on `d` whose first turn ended and was saved.
+async fn saved_run(d: &TestDaemon, model: &ScriptedServer, name: &str) -> String {
+    let req = AgentStartRequest {
+        space: "s".into(),
+        agent: CLAUDE.id.into(),
+        prompt: "remember the word PELICAN".into(),
+        show: None,
+        options: Some(SpaceAgentOptions { base_url: Some(model.base_url()), home: Some(name.into()), ..Default::default() }),
+        request_id: None,
+    };
+    let run = d.client.agent_start(&req).await.unwrap().run_id;
+    let ended = d.wait_turn_end("s", &run, 1, TURN).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{ended:?}");
+    d.wait_for_event("s", &run, TURN, |e| e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.starts_with("home saved"))).await;
+    run
+}
+
+/// Issue 30: two lease renewals failing in a row (the S3 server stopped, every request left
+/// unanswered, for less than the TTL) are retried until one works: the run is told renewals are
+/// failing and then that its lease was renewed again, never that it lapsed or was lost, and its
+/// next save is stored. The TTL is 12 s here (`SPACES_LEASE_TTL_MS`): renewals every 4 s, a try
+/// given 1 s, retries 0.2, 0.4, 0.8, 1 s apart. The outage ends as soon as the daemon reports the
+/// failures, so the renewals, not the test, decide whether the lease lapses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_outlives_two_failed_renewals_in_a_row_and_the_next_save_is_stored() {
+    require_cli(CLAUDE.id, CLAUDE.binary);
+    let model = ScriptedServer::start(CLAUDE.wire, Script::new([Reply::Text("noted".into()), Reply::Text("PELICAN".into())])).await.unwrap();
+    let s3 = s3::S3Server::start().await;
+    let mut env = s3.env();
+    env.push(("SPACES_LEASE_TTL_MS".into(), "12000".into()));
+    let d = TestDaemon::start_with(env, vec!["--volume".into(), s3.url("homes")]).await;
+    d.space("s").await;
+    let run = saved_run(&d, &model, "keeper").await;
+
+    s3.pause();
+    let failing = d
+        .wait_for_event("s", &run, Duration::from_secs(12), |e| {
+            e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.starts_with("lease of \"keeper\" not renewed"))
+        })
+        .await;
+    s3.resume();
+    let summary = failing.summary.clone().unwrap_or_default();
+    assert!(summary.contains("2 tries in a row failed"), "{summary}");
+    assert!(failing.text.as_deref().is_some_and(|t| t.contains("no answer from the volume")), "{failing:?}");
+    d.wait_for_event("s", &run, Duration::from_secs(12), |e| {
+        e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.starts_with("lease of \"keeper\" renewed again"))
+    })
+    .await;
+    let again = notices(&d, &run, "renewed again").await;
+    assert!(again.iter().all(|s| s.ends_with("it never lapsed")), "{again:?}");
+    assert_eq!(notices(&d, &run, "lapsed:").await, Vec::<String>::new());
+    assert_eq!(notices(&d, &run, "lost:").await, Vec::<String>::new());
+    let holder = d.client.home_list(&spaces_sdk::Empty {}).await.unwrap().into_iter().find(|h| h.name == "keeper").and_then(|h| h.lease);
+    assert!(holder.as_ref().is_some_and(|l| l.holder.ends_with(&format!("/{run}"))), "{holder:?}");
+
+    // The next turn's save is stored, under the same lease.
+    d.client.space("s").agent_message(&run, "which word?", None).await.unwrap();
+    let ended = d.wait_turn_end("s", &run, 2, TURN).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{ended:?}");
+    d.wait_for_event("s", &run, TURN, |e| {
+        e.kind == EventKind::Notice && e.turn == 2 && e.summary.as_deref().is_some_and(|s| s.starts_with("home saved"))
+    })
+    .await;
+    assert_eq!(notices(&d, &run, "home not saved").await, Vec::<String>::new());
+    assert_eq!(d.client.home_snapshots(&HomeRequest { name: "keeper".into() }).await.unwrap().len(), 2);
+    d.client.agent_stop(&AgentRunRequest { space: "s".into(), run_id: run }).await.unwrap();
+}
+
+/// `len` bytes that do not compress (xorshift), so a save of them takes a while.
+fn incompressible(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut out = Vec::with_capacity(len);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// Issue 30: a `kill -9` of the daemon in the middle of a stopped run's last home save (the
+/// save written down in `pending-saves/`, the S3 server holding its requests). The next daemon
+/// retries the save at start: the home, the big file included, is stored, a `notice` says the
+/// save was cut off and retried, and the lease the dead daemon held (this host's own) is
+/// released then, not left to its 60 s TTL: another run of the agent starts at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_save_cut_off_by_kill_9_is_retried_at_restart_and_its_lease_is_not_left_to_expire() {
+    require_cli(CLAUDE.id, CLAUDE.binary);
+    let model = ScriptedServer::start(CLAUDE.wire, Script::new([Reply::Text("noted".into()), Reply::Text("again".into())])).await.unwrap();
+    let s3 = s3::S3Server::start().await;
+    let mut d = TestDaemon::start_with(s3.env(), vec!["--volume".into(), s3.url("homes")]).await;
+    d.space("s").await;
+    let run = saved_run(&d, &model, "saver").await;
+    let big = incompressible(96 << 20);
+    std::fs::write(d.state_dir().join("runs").join(&run).join("home/.claude/big.bin"), &big).unwrap();
+
+    // The stop's last save starts; the store stops answering; the daemon dies in the save.
+    let stop = d.client.agent_stop(&AgentRunRequest { space: "s".into(), run_id: run.clone() }).await.unwrap();
+    assert!(stop.ok, "{stop:?}");
+    let pending = d.state_dir().join("pending-saves");
+    let markers = || std::fs::read_dir(&pending).map(|r| r.count()).unwrap_or(0);
+    crate::support::wait_until("the last save written down", Duration::from_secs(10), || markers() > 0).await;
+    s3.pause();
+    d.kill();
+    let killed = Instant::now();
+    assert_eq!(markers(), 1, "the save was cut off, its marker left");
+    s3.resume();
+
+    d.start_again().await;
+    let retried = d
+        .wait_for_event("s", &run, TURN, |e| {
+            e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.starts_with("home save of turn 1 retried after spacesd restarted"))
+        })
+        .await;
+    let text = retried.text.clone().unwrap_or_default();
+    assert!(text.contains("was cut off when spacesd stopped; it was retried when spacesd started again: home saved: snapshot"), "{retried:?}");
+    assert_eq!(markers(), 0, "the retried save is crossed off");
+    let latest = d.client.home_snapshots(&HomeRequest { name: "saver".into() }).await.unwrap().pop().unwrap();
+    assert!(latest.bytes >= big.len() as u64, "the big file is in the newest snapshot: {latest:?}");
+
+    // The lease is released after the retried save, long before its TTL would end it.
+    let deadline = Instant::now() + crate::support::scaled(Duration::from_secs(30));
+    while d.client.home_list(&spaces_sdk::Empty {}).await.unwrap().iter().any(|h| h.name == "saver" && h.lease.is_some()) {
+        assert!(Instant::now() < deadline, "the lease of the retried save was not released");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let req = AgentStartRequest {
+        space: "s".into(),
+        agent: CLAUDE.id.into(),
+        prompt: "which word?".into(),
+        show: None,
+        options: Some(SpaceAgentOptions { base_url: Some(model.base_url()), home: Some("saver".into()), ..Default::default() }),
+        request_id: None,
+    };
+    let next = d.client.agent_start(&req).await.unwrap().run_id;
+    assert!(killed.elapsed() < Duration::from_secs(60), "the lease TTL passed: this start proves nothing");
+    d.wait_turn_end("s", &next, 1, TURN).await;
+    d.client.agent_stop(&AgentRunRequest { space: "s".into(), run_id: next }).await.unwrap();
+}

@@ -55,6 +55,21 @@ impl S3Server {
         }
     }
 
+    /// Stops the server (SIGSTOP): requests reach its socket and wait, unanswered, as in an
+    /// outage of the store; [`S3Server::resume`] answers them.
+    pub fn pause(&self) {
+        self.signal(nix::sys::signal::Signal::SIGSTOP);
+    }
+
+    /// Lets a [`S3Server::pause`]d server go on (SIGCONT).
+    pub fn resume(&self) {
+        self.signal(nix::sys::signal::Signal::SIGCONT);
+    }
+
+    fn signal(&self, sig: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), sig).unwrap();
+    }
+
     /// `http://127.0.0.1:PORT`.
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
