@@ -135,7 +135,7 @@ pub(crate) async fn start(
         Ok(client) => Ok((record, client)),
         Err(why) => {
             let _ = std::fs::remove_dir_all(&dir);
-            Err(fail(why))
+            Err(fail(why.to_string()))
         }
     }
 }

@@ -6,14 +6,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::net::unix::{pipe, OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, Mutex};
 
 use super::journal::JournalReader;
 use super::protocol::{Launch, OutputMode, Record, Reply, Request, ShimSpec, PROTOCOL};
+use super::error::{Error, Result};
+use super::waiting::Waiting;
 use super::{socket_path, spare};
-use crate::process::{self, SpawnSpec, StdinSpec, StdioSpec};
+use crate::process;
 
 /// Longest wait for a new shim to say it started the agent (it may be an interpreter that
 /// loads the daemon's library first).
@@ -29,27 +31,27 @@ struct Conn {
 }
 
 impl Conn {
-    async fn open(dir: &Path) -> Result<(Conn, Reply), String> {
-        let sock = socket_path(dir);
-        let stream = UnixStream::connect(&sock).await.map_err(|e| format!("no shim answers at {}: {e}", sock.display()))?;
+    async fn open(dir: &Path) -> Result<(Conn, Reply)> {
+        let socket = socket_path(dir);
+        let stream = UnixStream::connect(&socket).await.map_err(|source| Error::NoShim { socket, source })?;
         let shim_pid = stream.peer_cred().ok().and_then(|c| c.pid());
         let (read, write) = stream.into_split();
         let mut conn = Conn { lines: BufReader::new(read).lines(), write, shim_pid };
         let hello = conn.ask(&Request::Hello { protocol: PROTOCOL }).await?;
         if !hello.ok {
-            return Err(hello.error.unwrap_or_else(|| "the shim refused the connection".into()));
+            return Err(Error::Refused(hello.error.unwrap_or_else(|| "the shim refused the connection".into())));
         }
         Ok((conn, hello))
     }
 
-    async fn ask(&mut self, req: &Request) -> Result<Reply, String> {
-        let mut line = serde_json::to_vec(req).map_err(|e| e.to_string())?;
+    async fn ask(&mut self, req: &Request) -> Result<Reply> {
+        let mut line = serde_json::to_vec(req)?;
         line.push(b'\n');
-        self.write.write_all(&line).await.map_err(|e| format!("the shim is gone: {e}"))?;
+        self.write.write_all(&line).await.map_err(Error::Gone)?;
         match self.lines.next_line().await {
-            Ok(Some(line)) => serde_json::from_str(&line).map_err(|e| format!("the shim's reply is not readable: {e}")),
-            Ok(None) => Err("the shim closed the connection".into()),
-            Err(e) => Err(format!("the shim is gone: {e}")),
+            Ok(Some(line)) => serde_json::from_str(&line).map_err(|source| Error::Unreadable { line, source }),
+            Ok(None) => Err(Error::Gone(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the shim closed the connection"))),
+            Err(e) => Err(Error::Gone(e)),
         }
     }
 }
@@ -66,16 +68,16 @@ impl ShimClient {
     /// command line; `shim DIR` is appended) and environment `env`, hand it `spec` on its
     /// stdin, and wait until it started the agent. Errors: the shim could not start, or it
     /// could not start the agent (its reason, e.g. the program was not found).
-    pub async fn spawn(command: &[String], env: BTreeMap<String, String>, dir: &Path, spec: &ShimSpec) -> Result<ShimClient, String> {
+    pub async fn spawn(command: &[String], env: BTreeMap<String, String>, dir: &Path, spec: &ShimSpec) -> Result<ShimClient> {
         Self::launch(command, env, dir, &Launch { spec: spec.clone(), output: OutputMode::Lines, redact: Vec::new(), cgroup: crate::process::cgroup::plan(&spec.tag), nice: crate::process::priority::agent_nice(), dir: None, sandbox: None }).await
     }
 
     /// [`Self::spawn`] with an output mode: `launch.output` says how the shim keeps the output
     /// (raw bytes for `exec_command`). Errors: as [`Self::spawn`].
-    pub async fn launch(command: &[String], env: BTreeMap<String, String>, dir: &Path, launch: &Launch) -> Result<ShimClient, String> {
+    pub async fn launch(command: &[String], env: BTreeMap<String, String>, dir: &Path, launch: &Launch) -> Result<ShimClient> {
         let tag = &launch.spec.tag;
         // A spare did not know its directory: the launch names it (a fresh shim has it already).
-        let json = serde_json::to_vec(&Launch { dir: Some(dir.to_owned()), ..launch.clone() }).map_err(|e| e.to_string())?;
+        let json = serde_json::to_vec(&Launch { dir: Some(dir.to_owned()), ..launch.clone() })?;
         let hand_and_reply = async {
             let mut handed = None;
             if let Some(shim) = spare::take(command, &env) {
@@ -94,23 +96,23 @@ impl ShimClient {
                 None => {
                     let shim = Waiting::start(command, env, dir, format!("shim/{tag}"))?;
                     process::held::hold(shim.pid, tag);
-                    shim.hand(&json).await.map_err(|e| format!("cannot hand the shim its spec: {e}"))?
+                    shim.hand(&json).await?
                 }
             };
             shim.reply().await
         };
         let reply = tokio::time::timeout(READY_TIMEOUT, hand_and_reply)
             .await
-            .map_err(|_| format!("the shim did not answer within {} s", READY_TIMEOUT.as_secs()))??;
+            .map_err(|_| Error::Timeout { secs: READY_TIMEOUT.as_secs() })??;
         if !reply.ok {
-            return Err(reply.error.unwrap_or_else(|| "the shim could not start the agent".into()));
+            return Err(Error::Refused(reply.error.unwrap_or_else(|| "the shim could not start the agent".into())));
         }
         Self::connect(dir).await
     }
 
     /// Connect to the live shim in `dir`. Errors: no shim answers there (it is gone), or it
     /// speaks another protocol version (the reason names both versions).
-    pub async fn connect(dir: &Path) -> Result<ShimClient, String> {
+    pub async fn connect(dir: &Path) -> Result<ShimClient> {
         let (conn, hello) = Conn::open(dir).await?;
         if let (Some(tag), Some(shim)) = (&hello.tag, conn.shim_pid) {
             process::held::hold(shim, tag);
@@ -125,7 +127,7 @@ impl ShimClient {
 
     /// Send `req` and return the reply (reconnecting once if the connection broke). Errors:
     /// the shim is gone, or refused the request (its reason).
-    pub async fn request(&self, req: Request) -> Result<Reply, String> {
+    pub async fn request(&self, req: Request) -> Result<Reply> {
         let mut conn = self.conn.lock().await;
         for attempt in 0..2 {
             if conn.is_none() {
@@ -134,38 +136,38 @@ impl ShimClient {
             let Some(c) = conn.as_mut() else { continue };
             match c.ask(&req).await {
                 Ok(reply) if reply.ok => return Ok(reply),
-                Ok(reply) => return Err(reply.error.unwrap_or_else(|| "refused".into())),
+                Ok(reply) => return Err(Error::Refused(reply.error.unwrap_or_else(|| "refused".into()))),
                 Err(e) if attempt == 1 => return Err(e),
                 Err(_) => *conn = None,
             }
         }
-        Err("the shim is gone".into())
+        Err(Error::Gone(std::io::Error::new(std::io::ErrorKind::NotConnected, "no connection")))
     }
 
     /// Write `data` to the agent's stdin; with `turn`, the journal first records that turn.
-    pub async fn stdin(&self, data: String, turn: Option<u32>) -> Result<(), String> {
+    pub async fn stdin(&self, data: String, turn: Option<u32>) -> Result<()> {
         self.request(Request::Stdin { data, turn }).await.map(drop)
     }
 
     /// The shim's state (the agent's pid, the journal's length, its exit once known, whether
     /// its stdout is closed). Errors: the shim is gone.
-    pub async fn status(&self) -> Result<Reply, String> {
+    pub async fn status(&self) -> Result<Reply> {
         self.request(Request::Status).await
     }
 
     /// Close the agent's stdin.
-    pub async fn close_stdin(&self) -> Result<(), String> {
+    pub async fn close_stdin(&self) -> Result<()> {
         self.request(Request::CloseStdin).await.map(drop)
     }
 
     /// Send `signal` to the agent's process group.
-    pub async fn signal(&self, signal: i32) -> Result<(), String> {
+    pub async fn signal(&self, signal: i32) -> Result<()> {
         self.request(Request::Signal { signal }).await.map(drop)
     }
 
     /// End every process the shim holds (SIGTERM, `grace`, SIGKILL); returns the survivors
     /// (empty when the stop reached everything).
-    pub async fn stop(&self, grace: Duration) -> Result<Vec<i32>, String> {
+    pub async fn stop(&self, grace: Duration) -> Result<Vec<i32>> {
         Ok(self.request(Request::Stop { grace_ms: grace.as_millis() as u64 }).await?.survivors)
     }
 
@@ -173,24 +175,24 @@ impl ShimClient {
     /// [`Request::Input`]), on a connection of its own so that a write waiting for a full pipe
     /// never holds up a stop. Returns the shim's reply: `written`, and `stop` when it stopped
     /// early. Errors: the shim is gone, or refused (not running, no input).
-    pub async fn input(&self, data: Vec<u8>, timeout: Duration) -> Result<Reply, String> {
+    pub async fn input(&self, data: Vec<u8>, timeout: Duration) -> Result<Reply> {
         let (mut conn, _) = Conn::open(&self.dir).await?;
         let reply = conn.ask(&Request::Input { data, timeout_ms: timeout.as_millis() as u64 }).await?;
         if reply.ok || reply.stop.is_some() {
             Ok(reply)
         } else {
-            Err(reply.error.unwrap_or_else(|| "refused".into()))
+            Err(Error::Refused(reply.error.unwrap_or_else(|| "refused".into())))
         }
     }
 
     /// Raw mode with a PTY: set its size. Errors: the shim is gone, or refused (no terminal,
     /// not running, the ioctl failed).
-    pub async fn resize(&self, rows: u16, cols: u16) -> Result<(), String> {
+    pub async fn resize(&self, rows: u16, cols: u16) -> Result<()> {
         self.request(Request::Resize { rows, cols }).await.map(drop)
     }
 
     /// Tell the shim everything up to `offset` is stored; a shim whose tree is gone then exits.
-    pub async fn ack(&self, offset: u64) -> Result<(), String> {
+    pub async fn ack(&self, offset: u64) -> Result<()> {
         self.request(Request::Ack { offset }).await.map(drop)
     }
 
@@ -321,76 +323,4 @@ pub fn follow(dir: PathBuf, from: u64) -> mpsc::Receiver<Followed> {
         }
     });
     rx
-}
-
-/// A shim process waiting for its launch on stdin (a spare, or one started just now): our ends
-/// of its stdio.
-#[derive(Debug)]
-pub(super) struct Waiting {
-    pub(super) pid: i32,
-    stdin: std::os::fd::OwnedFd,
-    stdout: std::os::fd::OwnedFd,
-    /// Held until the reply, so the shim's early messages have somewhere to go.
-    stderr: Option<std::os::fd::OwnedFd>,
-    /// To tell whether it still runs (its pid could be another process's once it was reaped).
-    /// Not killed when dropped: tokio reaps it whenever it exits (it outlives the launch).
-    child: tokio::process::Child,
-}
-
-/// A shim that has its launch and will answer one [`Reply`] line.
-struct Handed {
-    stdout: pipe::Receiver,
-    _stderr: Option<std::os::fd::OwnedFd>,
-}
-
-impl Waiting {
-    /// Start `spacesd shim DIR` (`command` with `shim DIR` appended) with exactly `env`, tagged
-    /// `tag` (`shim/<tree>`). The shim makes its own session (`server::main`), so it is started
-    /// without a fork of this (large) process. Errors: the spawn's.
-    pub(super) fn start(command: &[String], env: BTreeMap<String, String>, dir: &Path, tag: String) -> Result<Waiting, String> {
-        let mut argv = command.to_vec();
-        argv.push("shim".into());
-        argv.push(dir.display().to_string());
-        let shim = SpawnSpec {
-            argv,
-            cwd: dir.to_owned(),
-            env,
-            markers: Vec::new(),
-            tag,
-            stdio: StdioSpec::Pipes { stdin: StdinSpec::Pipe },
-            cgroups: Vec::new(),
-            // The shim journals its agent's output: it keeps the daemon's priority.
-            nice: 0,
-            sandboxed: false,
-        };
-        let spawned = process::spawn_self_starting(&shim).map_err(|e| format!("cannot start the shim: {e}"))?;
-        let stdin = spawned.stdin.ok_or("the shim has no stdin")?;
-        Ok(Waiting { pid: spawned.pid, stdin, stdout: spawned.output, stderr: spawned.stderr, child: spawned.child })
-    }
-
-    /// Whether the shim still runs (not exited, not reaped).
-    pub(super) fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    /// Write the launch `json` and close the shim's stdin. Errors: the write failed (the shim
-    /// is gone).
-    async fn hand(self, json: &[u8]) -> Result<Handed, String> {
-        let mut input = pipe::Sender::from_owned_fd(self.stdin).map_err(|e| e.to_string())?;
-        let stdout = pipe::Receiver::from_owned_fd(self.stdout).map_err(|e| e.to_string())?;
-        input.write_all(json).await.map_err(|e| e.to_string())?;
-        drop(input);
-        Ok(Handed { stdout, _stderr: self.stderr })
-    }
-}
-
-impl Handed {
-    /// The shim's one reply line. Errors: it exited first, or the line is not a [`Reply`].
-    async fn reply(self) -> Result<Reply, String> {
-        let mut lines = BufReader::new(self.stdout).lines();
-        match lines.next_line().await {
-            Ok(Some(line)) => serde_json::from_str::<Reply>(&line).map_err(|e| format!("the shim said {line:?}: {e}")),
-            _ => Err("the shim exited before it started the agent".to_owned()),
-        }
-    }
 }

@@ -27,6 +27,7 @@
 //! the agent. Its path must fit a Unix socket address (under 108 bytes with `/ctl.sock`).
 
 pub mod client;
+pub mod error;
 pub mod journal;
 pub mod lines;
 pub mod output;
@@ -35,10 +36,12 @@ pub mod server;
 pub mod spare;
 pub mod syncer;
 pub mod tree;
+mod waiting;
 
 use std::path::{Path, PathBuf};
 
 pub use client::{follow, Followed, ShimClient, Watcher};
+pub use error::Error;
 pub use protocol::{InputStop, Launch, OutputMode, RawRecord, Record, Reply, Request, ShimSpec, Stream, PROTOCOL};
 
 /// `<dir>/ctl.sock`: the shim's control socket.

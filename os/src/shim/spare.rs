@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::process::cgroup::{self, Cgroup, Containment, Plan};
 use crate::process::prepared::{self, Prepared};
-use super::client::Waiting;
+use super::waiting::Waiting;
 
 /// The variable that makes `spacesd shim` a spare: a JSON [`SpareSpec`].
 pub const SPARE_ENV: &str = "SPACES_SHIM_SPARE";
@@ -121,7 +121,7 @@ fn refill() {
 }
 
 /// Start one spare shim (blocking, about 1 ms: no fork of this process).
-fn start(command: &[String], env: &BTreeMap<String, String>) -> Result<Waiting, String> {
+fn start(command: &[String], env: &BTreeMap<String, String>) -> super::error::Result<Waiting> {
     let n = SPARES.fetch_add(1, Ordering::Relaxed);
     // Only cgroup v1 renames a directory: on v2 the child joins the tree's cgroup when its
     // program comes (the spare still saves the shim's exec).
@@ -131,7 +131,7 @@ fn start(command: &[String], env: &BTreeMap<String, String>) -> Result<Waiting, 
     };
     let spec = SpareSpec { cgroup };
     let mut env = env.clone();
-    env.insert(SPARE_ENV.to_owned(), serde_json::to_string(&spec).map_err(|e| e.to_string())?);
+    env.insert(SPARE_ENV.to_owned(), serde_json::to_string(&spec)?);
     // The directory comes with the launch.
     Waiting::start(command, env, Path::new("/"), "shim/spare".into())
 }

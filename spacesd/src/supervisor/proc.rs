@@ -90,7 +90,7 @@ pub async fn start(
         Ok(shim) => shim,
         Err(why) => {
             let _ = std::fs::remove_dir_all(&dir);
-            return Err(why);
+            return Err(why.into());
         }
     };
     let pid = shim.pid();
