@@ -212,7 +212,7 @@ async fn a_held_lease_is_renewed_and_a_lost_one_is_told_to_its_run() {
 async fn a_save_that_finds_its_lease_lost_takes_it_again_once_and_is_stored() {
     let f = fixture();
     f.homes.claim("agent", "run-1", "alpha").await.unwrap();
-    let other = Volume::open(&f.homes.volume().url().to_owned(), &HashMap::new(), &f.dir.path().join("cache-2"), f.homes.host()).unwrap();
+    let other = Volume::open(f.homes.volume().url(), &HashMap::new(), &f.dir.path().join("cache-2"), f.homes.host()).unwrap();
     let theirs = other.acquire("agent", &f.homes.holder("run-1"), Duration::from_secs(60)).await.unwrap();
     assert_eq!(f.homes.holding_run("agent").as_deref(), Some("run-1"), "not noticed yet");
     let dir = f.dir.path().join("home");
