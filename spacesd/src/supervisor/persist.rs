@@ -103,7 +103,7 @@ pub(super) async fn prepare(inner: &Inner, run: &mut RunRow, harness: &dyn Harne
 /// could be.
 pub(super) fn save(inner: &Arc<Inner>, run: &RunRow, harness: &'static dyn Harness) {
     if let Some(task) = save_task(inner, run, harness, Why::Turn { last: false }) {
-        tokio::spawn(task);
+        tokio::spawn(async move { task.await.into_iter().for_each(pending::Pending::clear) });
     }
 }
 
@@ -142,6 +142,8 @@ impl super::Supervisor {
 }
 
 /// Save the home of `run` one last time, then release its lease (the run stopped or finished).
+/// The save stays written down until the lease is released, so a daemon that dies in between
+/// leaves the release to the next one, not to the TTL.
 pub(super) fn finish(inner: &Arc<Inner>, run: &RunRow, harness: &'static dyn Harness) {
     let Some(home) = run.options.home.clone() else { return };
     let task = save_task(inner, run, harness, Why::Turn { last: true });
@@ -149,15 +151,25 @@ pub(super) fn finish(inner: &Arc<Inner>, run: &RunRow, harness: &'static dyn Har
     let run_id = run.run_id.clone();
     tokio::spawn(async move {
         if let Some(task) = task {
-            task.await;
+            let done = task.await;
+            inner.homes.release(&home, &run_id).await;
+            done.into_iter().for_each(pending::Pending::clear);
+        } else {
+            inner.homes.release(&home, &run_id).await;
         }
-        inner.homes.release(&home, &run_id).await;
     });
 }
 
 /// The save of `run`'s home, for `why`; `None` when the run has no home here. A turn's save is
-/// written down ([`pending::record`]) before this returns, and crossed off when it is done.
-fn save_task(inner: &Arc<Inner>, run: &RunRow, harness: &'static dyn Harness, why: Why) -> Option<impl std::future::Future<Output = ()>> {
+/// written down ([`pending::record`]) before this returns. The future's output is what to cross
+/// off once the caller is done with it (after a release, for a last save): the save's markers
+/// when it is done, none when the store or the files failed (then the next start tries again).
+fn save_task(
+    inner: &Arc<Inner>,
+    run: &RunRow,
+    harness: &'static dyn Harness,
+    why: Why,
+) -> Option<impl std::future::Future<Output = Vec<pending::Pending>>> {
     let home = run.options.home.clone()?;
     let layout = harness.persistent_home();
     let config_dir = agent_home(inner, &run.run_id).join(layout.config_dir);
@@ -225,12 +237,15 @@ fn save_task(inner: &Arc<Inner>, run: &RunRow, harness: &'static dyn Harness, wh
                 )),
             ),
         };
-        if done {
-            pending.into_iter().for_each(pending::Pending::clear);
+        if let Some(draft) = draft {
+            if let Err(e) = inner.log.append(&run_id, vec![draft]) {
+                tracing::warn!("run {run_id}: home save notice lost: {e}");
+            }
         }
-        let Some(draft) = draft else { return };
-        if let Err(e) = inner.log.append(&run_id, vec![draft]) {
-            tracing::warn!("run {run_id}: home save notice lost: {e}");
+        if done {
+            pending
+        } else {
+            Vec::new()
         }
     })
 }

@@ -3,10 +3,10 @@
 //!
 //! Each save of a persistent agent's home first writes a marker
 //! `<state dir>/pending-saves/<run_id>.<id>.json` ([`Marker`]: run, home, turn, whether it was
-//! the run's last save, when it started), synced to disk, and removes it when the save is done:
-//! stored, or refused for a reason a retry cannot mend (a secret in a file, the home taken by
-//! another host or Space). A save that failed on the store or the files leaves its marker, so
-//! the next start tries it again. At start, after the runs are recovered, every run with a marker
+//! the run's last save, when it started), synced to disk, and removes it when the save is done
+//! (a run's last save: once its lease is released too): stored, or refused for a reason a retry
+//! cannot mend (a secret in a file, the home taken by another host or Space). A save that failed
+//! on the store or the files leaves its marker, so the next start tries it again. At start, after the runs are recovered, every run with a marker
 //! is saved again, in the background ([`retry`]): its home as it is on disk now (the CLI's files
 //! of the interrupted turn included), with a `notice` on the run saying the save was retried.
 //! The lease the dead daemon held is this host's own (holder `<host id>/<run_id>`; the host id
@@ -127,13 +127,17 @@ pub(in crate::supervisor) fn retry(inner: &Arc<Inner>) {
         let task = super::save_task(inner, &run, harness, why);
         let (inner, home) = (inner.clone(), run.options.home.clone().unwrap_or_default());
         tokio::spawn(async move {
-            match task {
+            let done = match task {
                 Some(task) => task.await,
-                None => tracing::warn!("run {run_id}: its home is gone from the run directory; the interrupted save cannot be retried"),
-            }
+                None => {
+                    tracing::warn!("run {run_id}: its home is gone from the run directory; the interrupted save cannot be retried");
+                    Vec::new()
+                }
+            };
             if release {
                 inner.homes.release(&home, &run_id).await;
             }
+            done.into_iter().for_each(Pending::clear);
         });
     }
 }
