@@ -364,7 +364,7 @@ fn read_config_file(path: &Path) -> anyhow::Result<ConfigFile> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use super::Sandbox;
+    use super::{Config, Sandbox};
 
     #[test]
     fn sandbox_settings_keep_the_old_spellings_and_refuse_unknown_ones() {
@@ -375,5 +375,21 @@ mod tests {
         }
         let err = Sandbox::parse("firejail").unwrap_err();
         assert!(err.contains("auto, bubblewrap, landlock or off"), "{err}");
+    }
+
+    /// The lease TTL: 60 s by default, `lease_ttl_ms` in config.json sets another, and one
+    /// shorter than 1 s is refused naming the setting (renewal retries are fractions of it).
+    #[test]
+    fn the_lease_ttl_defaults_to_a_minute_and_refuses_less_than_a_second() {
+        if std::env::var_os("SPACES_LEASE_TTL_MS").is_some() {
+            panic!("unset SPACES_LEASE_TTL_MS to run this test: it reads config.json");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(Config::load(Some(dir.path().to_path_buf())).unwrap().lease_ttl_ms, 60_000);
+        std::fs::write(dir.path().join("config.json"), r#"{"lease_ttl_ms": 12000}"#).unwrap();
+        assert_eq!(Config::load(Some(dir.path().to_path_buf())).unwrap().lease_ttl_ms, 12_000);
+        std::fs::write(dir.path().join("config.json"), r#"{"lease_ttl_ms": 999}"#).unwrap();
+        let err = Config::load(Some(dir.path().to_path_buf())).unwrap_err().to_string();
+        assert!(err.contains("lease_ttl_ms") && err.contains("at least 1000 ms"), "{err}");
     }
 }
