@@ -5,6 +5,7 @@ mod boundary;
 mod cli;
 mod codespace;
 mod contract;
+mod endings;
 mod examples;
 mod fake_agents;
 mod gate;
