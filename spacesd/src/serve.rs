@@ -195,6 +195,11 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         Some(res) = tasks.join_next() => { res??; }
     }
     shutdown.cancel();
+    // A turn that was recorded as started gets its text to its agent before the daemon goes
+    // (a follow-up's key is stored with its turn: a retry must find it delivered).
+    if !sup.finish_turn_starts(std::time::Duration::from_secs(5)).await {
+        eprintln!("spacesd: a turn start did not finish within 5 s; stopping all the same");
+    }
     if !socket_activated {
         let _ = std::fs::remove_file(&socket);
     }

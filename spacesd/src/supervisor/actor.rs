@@ -398,6 +398,9 @@ impl Actor {
     /// commit (with the report its caller got), before the text goes to the agent.
     async fn start_turn(&mut self, message: Queued) {
         let Queued { text, key } = message;
+        // From the turn's commit until its text reached the agent (see `Inner::turn_starts`).
+        let inner = self.inner.clone();
+        let _starting = inner.turn_starts.read().await;
         let turn = self.run.turns + 1;
         self.run.turns = turn;
         // The agent gets the caller's text as is; what is stored is redacted (output lines are

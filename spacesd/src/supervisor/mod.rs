@@ -91,6 +91,11 @@ pub struct Inner {
     failures: Mutex<HashMap<String, u32>>,
     /// Each live run's own API socket ([`api`]).
     pub api: api::RunSockets,
+    /// Held (shared) by each turn start from the commit that records the turn until its text
+    /// reached the agent (a process started, or the message written to a live one); taken
+    /// whole by [`Supervisor::finish_turn_starts`] when the daemon stops, so a SIGTERM never cuts
+    /// a turn between the two (its key stored, its text never delivered: case R45).
+    turn_starts: tokio::sync::RwLock<()>,
 }
 
 impl Inner {
@@ -136,7 +141,22 @@ impl Supervisor {
                 installs: Mutex::new(HashMap::new()),
                 failures: Mutex::new(HashMap::new()),
                 api: api::RunSockets::default(),
+                turn_starts: tokio::sync::RwLock::new(()),
             }),
+        }
+    }
+
+    /// At shutdown: waits (at most `within`) until every turn start under way delivered its
+    /// text to its agent, and keeps any other from starting until the process exits. Returns
+    /// whether all finished in time (a start that prepares a repository may take longer).
+    pub async fn finish_turn_starts(&self, within: std::time::Duration) -> bool {
+        match tokio::time::timeout(within, self.inner.turn_starts.write()).await {
+            Ok(held) => {
+                // Held until the process exits: no turn starts after this point.
+                std::mem::forget(held);
+                true
+            }
+            Err(_) => false,
         }
     }
 

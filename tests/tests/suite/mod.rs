@@ -19,6 +19,7 @@ mod mcp_sdk_clients;
 mod network;
 mod promises;
 mod repos;
+mod retries;
 mod runs;
 mod security;
 mod small_holes;
