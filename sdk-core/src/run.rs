@@ -102,18 +102,19 @@ pub struct AgentStartRequest {
     /// Options beyond the harness and prompt.
     #[serde(default)]
     pub options: Option<SpaceAgentOptions>,
-    /// A key the caller chose for this start (as [`AgentMessageRequest::message_id`]: at most
-    /// [`IDEMPOTENCY_KEY_MAX`] bytes of ASCII letters, digits and `-_.:`), scoped to the Space
-    /// and kept as long as the run it started. A repeat with the same key and the same request
-    /// answers the first report (same `run_id`) and starts nothing; the same key with another
-    /// request is `OPERATION_KEY_CONFLICT`. The typed client sends a fresh UUID when none is
-    /// given.
+    /// An idempotency key the caller chose for this start: 1 to 128 ASCII letters, digits, `-`,
+    /// `_`, `.` or `:` (a UUID fits; `INVALID_ARGUMENT` naming `request_id` otherwise), scoped to
+    /// the Space and kept as long as the run it started. A repeat with the same key and the same
+    /// request answers the first report (same `run_id`) and starts nothing; the same key with
+    /// another request is `OPERATION_KEY_CONFLICT`. The SDKs and the CLI send a fresh UUID when
+    /// none is given.
     #[serde(default)]
     pub request_id: Option<String>,
 }
 
-/// Longest `message_id` / `request_id`, bytes (each an ASCII letter, digit, `-`, `_`, `.` or
-/// `:`, so a UUID, a ULID or `job-42:try` fits).
+/// Longest `message_id` / `request_id` ([`AgentMessageRequest::message_id`],
+/// [`AgentStartRequest::request_id`]), bytes: each an ASCII letter, digit, `-`, `_`, `.` or `:`,
+/// so a UUID, a ULID or `job-42:try` fits.
 pub const IDEMPOTENCY_KEY_MAX: usize = 128;
 
 /// Names one run of a Space: `agent_interrupt`, `agent_stop`.
@@ -207,12 +208,12 @@ pub struct AgentMessageRequest {
     /// Interrupt the running turn first instead of queueing behind it.
     #[serde(default)]
     pub force: Option<bool>,
-    /// A key the caller chose for this message ([`IDEMPOTENCY_KEY_MAX`] bytes at most of ASCII
-    /// letters, digits and `-_.:`; `INVALID_ARGUMENT` naming `message_id` otherwise), scoped to
-    /// the run and kept as long as the run. A repeat with the same key and the same `text` and
+    /// An idempotency key the caller chose for this message: 1 to 128 ASCII letters, digits,
+    /// `-`, `_`, `.` or `:` (a UUID fits; `INVALID_ARGUMENT` naming `message_id` otherwise),
+    /// scoped to the run and kept as long as the run. A repeat with the same key, `text` and
     /// `force` answers the first report and delivers nothing again (a retry after a lost
     /// answer); the same key with another `text` or `force` is `OPERATION_KEY_CONFLICT`. The
-    /// typed client sends a fresh UUID when none is given.
+    /// SDKs and the CLI send a fresh UUID when none is given.
     #[serde(default)]
     pub message_id: Option<String>,
 }
