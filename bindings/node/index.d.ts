@@ -6,7 +6,7 @@ export type { OperationEntry } from './native'
 import type { OperationEntry } from './native'
 
 /** A failed call. `code` is the wire error code (`RUN_NOT_FOUND`, `INVALID_ARGUMENT`, ...), or
- * `DAEMON_UNAVAILABLE` / `PROTOCOL`; `field` names the offending request field when known. */
+ * `DAEMON_UNAVAILABLE` / `CONNECTION_LOST` / `PROTOCOL`; `field` names the offending request field when known. */
 export declare class SpacesError extends Error {
   code: string
   field?: string
@@ -130,7 +130,7 @@ export declare class Spaces {
   /** Register a Space (name, directory, policy); the same registration again is a no-op. (`space_add`: POST /v1/spaces) */
   spaceAdd(args: { approvals?: any; name: any; network?: any; read_only?: any; replace?: any; root: any }): Promise<any>
   /** Start an agent run with a prompt; answers as soon as the run is launched. (`agent_start`: POST /v1/spaces/{space}/agents) */
-  agentStart(args: { agent: any; options?: any; prompt: any; show?: any; space: any }): Promise<any>
+  agentStart(args: { agent: any; options?: any; prompt: any; request_id?: any; show?: any; space: any }): Promise<any>
   /** Every run of a Space, newest first, whoever started it. (`agent_list`: GET /v1/spaces/{space}/agents) */
   agentList(args: { space: any }): Promise<any>
   /** One run's status, phase, reason, last result and output tail. (`agent_status`: GET /v1/spaces/{space}/agents/{run_id}) */
@@ -138,7 +138,7 @@ export declare class Spaces {
   /** A page of the run's normalized events after a cursor, optionally long-polling. (`agent_events`: GET /v1/spaces/{space}/agents/{run_id}/events) */
   agentEvents(args: { cursor?: any; max?: any; raw?: any; run_id: any; space: any; wait_ms?: any }): Promise<any>
   /** Send a follow-up: the next turn, queued mid-turn, or forced after an interrupt. (`agent_message`: POST /v1/spaces/{space}/agents/{run_id}/message) */
-  agentMessage(args: { force?: any; run_id: any; space: any; text: any }): Promise<any>
+  agentMessage(args: { force?: any; message_id?: any; run_id: any; space: any; text: any }): Promise<any>
   /** Cancel the turn in flight; the session stays open. (`agent_interrupt`: POST /v1/spaces/{space}/agents/{run_id}/interrupt) */
   agentInterrupt(args: { run_id: any; space: any }): Promise<any>
   /** Stop the run: signal, grace, then kill of every process it has. (`agent_stop`: POST /v1/spaces/{space}/agents/{run_id}/stop) */
@@ -225,14 +225,18 @@ export declare class Spaces {
 export declare class Space {
   readonly spaces: Spaces
   readonly name: string
-  /** Starts an agent CLI (claude-code, openai-codex, ...) with a prompt, as a detached run. */
-  agentStart(agent: string, prompt: string, show?: boolean | null, options?: SpaceAgentOptions | null): Promise<AgentStartReport>
+  /** Starts an agent CLI (claude-code, openai-codex, ...) with a prompt, as a detached run.
+   * `requestId`: an idempotency key (1-128 ASCII letters, digits, `-_.:`; a UUID is sent when
+   * none is given): a repeat answers the first run and starts nothing; a call whose connection is
+   * lost before its answer is sent once more with its key (`CONNECTION_LOST` if that fails too). */
+  agentStart(agent: string, prompt: string, show?: boolean | null, options?: SpaceAgentOptions | null, requestId?: string | null): Promise<AgentStartReport>
   /** A run's status with the last `tail` lines of output. */
   agentStatus(runId: string, tail?: number | null): Promise<AgentRunStatus>
   /** Events after `cursor` (0: the start), as the agent_events JSON (events, cursor, caught_up, status). */
   agentEvents(runId: string, cursor?: number | null, max?: number | null): Promise<string>
-  /** Sends a follow-up message to a run. */
-  agentMessage(runId: string, text: string, force?: boolean | null): Promise<AgentActionReport>
+  /** Sends a follow-up message to a run. `messageId`: an idempotency key (as `agentStart`'s
+   * `requestId`): a repeat answers the first report and delivers nothing twice. */
+  agentMessage(runId: string, text: string, force?: boolean | null, messageId?: string | null): Promise<AgentActionReport>
   /** Cancels the run's turn in flight; the session stays open. */
   agentInterrupt(runId: string): Promise<AgentActionReport>
   /** Stops a run. */

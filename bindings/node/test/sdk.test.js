@@ -168,9 +168,13 @@ test('claude-code through Space: follow to turn_ended, follow-up, interrupt a lo
   assert.equal(page.events.length, 2)
 
   // Turn 2: a follow-up in the same session.
-  const msg = await space.agentMessage(run, 'Is the file still there?')
+  const msg = await space.agentMessage(run, 'Is the file still there?', null, 'node-turn-2')
   checkRecord(msg, ACTION_REPORT)
   assert.ok(msg.ok, msg.json)
+  // The same messageId again (a retry): the first report, nothing delivered twice; with another
+  // text it is refused naming the key.
+  assert.deepEqual(JSON.parse((await space.agentMessage(run, 'Is the file still there?', null, 'node-turn-2')).json), JSON.parse(msg.json))
+  await assert.rejects(space.agentMessage(run, 'something else', null, 'node-turn-2'), { code: 'OPERATION_KEY_CONFLICT', field: 'message_id' })
   ;({ event, cursor } = await followUntil(run, cursor, (e) => e.kind === 'turn_ended' && e.turn === 2, 'turn_ended (turn 2)'))
   st = await waitStatus(run, (s) => s.acceptsMessage, 'idle after turn 2')
   assert.equal(st.resultText, 'The file is still there.')
@@ -250,6 +254,8 @@ test('bad input rejects with SpacesError and the right code', async () => {
     (e) => e.code === 'INVALID_ARGUMENT' && e.field === 'options.baseURL' && e.message.includes('baseURL'),
   )
   await assert.rejects(space.agentStart('claude-code', 'x', null, { exitWhenIdel: true }), { code: 'INVALID_ARGUMENT', field: 'options.exitWhenIdel' })
+  // Idempotency keys reach the daemon: a malformed one is refused naming its field.
+  await assert.rejects(space.agentStart('claude-code', 'x', null, null, 'not a key'), { code: 'INVALID_ARGUMENT', field: 'request_id' })
   // Wrong types.
   await assert.rejects(space.agentStatus('run-x', 'ten'), { code: 'INVALID_ARGUMENT' })
   await assert.rejects(space.agentStart('claude-code', 42), { code: 'INVALID_ARGUMENT' })

@@ -11,7 +11,9 @@ import os
 import time
 from typing import Any, Dict, List, Tuple
 
-from spaces import AgentActionReport, AgentRunStatus, AgentStartReport, Space, SpaceAgentOptions, Spaces
+import pytest
+
+from spaces import AgentActionReport, AgentRunStatus, AgentStartReport, ConflictError, Space, SpaceAgentOptions, Spaces
 
 TURN_TIMEOUT = 120
 
@@ -106,7 +108,15 @@ async def test_claude_code_run_through_the_sdk(spaces: Spaces, space: Space, mod
     assert st.accepts_message and st.status == "idle", st
 
     # The session goes on after the interrupt.
-    assert (await space.agent_message(started.run_id, "Go on.")).ok
+    went_on = await space.agent_message(started.run_id, "Go on.", message_id="py-turn-3")
+    assert went_on.ok, went_on
+    # The same message_id again (a retry): the first report, nothing delivered twice; with another
+    # text it is refused naming the key.
+    again = await space.agent_message(started.run_id, "Go on.", message_id="py-turn-3")
+    assert json.loads(again.json) == json.loads(went_on.json), (again, went_on)
+    with pytest.raises(ConflictError) as e:
+        await space.agent_message(started.run_id, "Something else.", message_id="py-turn-3")
+    assert e.value.code == "OPERATION_KEY_CONFLICT" and e.value.field == "message_id", e.value
     ended, cursor, _ = await follow_to_turn_end(space, started.run_id, 3, cursor)
     assert ended["stop_reason"] == "end_turn"
     st = await settled(space, started.run_id)

@@ -77,7 +77,9 @@ def test_every_operation_is_a_method_and_every_method_async() -> None:
         assert inspect.iscoroutinefunction(getattr(Spaces, name)), name
     assert inspect.signature(Space.agent_follow).return_annotation in ("AgentFollow", spaces.AgentFollow)
     assert hasattr(spaces.AgentFollow, "__anext__") and hasattr(spaces.AgentFollow, "transport")
-    assert list(inspect.signature(Space.agent_start).parameters) == ["self", "agent", "prompt", "show", "options"]
+    # The seed's signatures, each with its idempotency key last (optional: the client sends one).
+    assert list(inspect.signature(Space.agent_start).parameters) == ["self", "agent", "prompt", "show", "options", "request_id"]
+    assert list(inspect.signature(Space.agent_message).parameters) == ["self", "run_id", "text", "force", "message_id"]
 
 
 def test_stubs_match_the_catalogue_and_the_native_module() -> None:

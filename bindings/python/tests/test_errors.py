@@ -59,3 +59,9 @@ async def test_daemon_unreachable_over_tcp() -> None:
     with pytest.raises(UnavailableError) as e:
         await Spaces(url="http://127.0.0.1:9", token="t").list_spaces()
     assert e.value.code == "DAEMON_UNREACHABLE"
+
+
+async def test_a_malformed_idempotency_key_is_refused_naming_it(space: Space) -> None:
+    with pytest.raises(InvalidError) as e:
+        await space.agent_start("claude-code", "hi", request_id="not a key")
+    assert e.value.code == "INVALID_ARGUMENT" and e.value.field == "request_id", e.value
