@@ -63,6 +63,7 @@ fn insert(conn: &rusqlite::Connection, key: &KeyRow, verb: &str) -> Result<()> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -149,6 +149,7 @@ fn fingerprint<T: Serialize>(request: &T) -> Result<String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -194,7 +194,7 @@ impl Supervisor {
     /// Space's run says in its notes that its agent has no network.
     /// With `options.home`, the persistent agent's lease is taken first: `LEASE_HELD` when
     /// another run (here or on another host) holds it.
-    /// With `request_id` (see [`keys`]): a repeat answers the first report and starts nothing;
+    /// With `request_id` (`supervisor/keys.rs`): a repeat answers the first report and starts nothing;
     /// `OPERATION_KEY_CONFLICT` when the key came with another request, `INVALID_ARGUMENT` for a
     /// malformed key.
     pub async fn agent_start(&self, space_name: &str, req: &AgentStartRequest) -> Result<AgentStartReport> {
@@ -333,7 +333,7 @@ impl Supervisor {
     }
 
     /// `agent_message`: next turn, queued mid-turn, or (with `force`) interrupt then run.
-    /// With `message_id` (see [`keys`]): a repeat answers the first report and delivers nothing
+    /// With `message_id` (`supervisor/keys.rs`): a repeat answers the first report and delivers nothing
     /// again; `OPERATION_KEY_CONFLICT` when the key came with another text or `force`,
     /// `INVALID_ARGUMENT` for a malformed key.
     pub async fn agent_message(
