@@ -134,7 +134,7 @@ impl super::Supervisor {
         }));
     }
 
-    /// Retry, in the background, every home save a previous daemon died in (the [`pending`]
+    /// Retry, in the background, every home save a previous daemon died in (the `persist/pending.rs`
     /// module). Call once at start, after [`super::Supervisor::recover`].
     pub fn retry_interrupted_saves(&self) {
         pending::retry(&self.inner);
