@@ -108,6 +108,8 @@ pub(crate) async fn start(
         return Err(fail(format!("cannot record the command in {}: {e}", dir.display())));
     }
     let launch = Launch {
+        stdin_first: None,
+        stdin_close: false,
         redact: (setup.secrets)(),
         cgroup: spaces_os::process::cgroup::plan(&spec.tag),
         nice: spaces_os::process::priority::agent_nice(),

@@ -69,7 +69,7 @@ impl ShimClient {
     /// stdin, and wait until it started the agent. Errors: the shim could not start, or it
     /// could not start the agent (its reason, e.g. the program was not found).
     pub async fn spawn(command: &[String], env: BTreeMap<String, String>, dir: &Path, spec: &ShimSpec) -> Result<ShimClient> {
-        Self::launch(command, env, dir, &Launch { spec: spec.clone(), output: OutputMode::Lines, redact: Vec::new(), cgroup: crate::process::cgroup::plan(&spec.tag), nice: crate::process::priority::agent_nice(), dir: None, sandbox: None }).await
+        Self::launch(command, env, dir, &Launch { spec: spec.clone(), output: OutputMode::Lines, redact: Vec::new(), cgroup: crate::process::cgroup::plan(&spec.tag), nice: crate::process::priority::agent_nice(), dir: None, sandbox: None, stdin_first: None, stdin_close: false }).await
     }
 
     /// [`Self::spawn`] with an output mode: `launch.output` says how the shim keeps the output

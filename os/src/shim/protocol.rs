@@ -79,6 +79,15 @@ pub struct Launch {
     /// bubblewrap with this policy. Absent: no sandbox (the operator turned it off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<crate::sandbox::Policy>,
+    /// Lines mode: what the shim writes to the agent's stdin first (a turn's prompt: prompts go
+    /// on stdin, never argv), before anything the daemon sends. Part of the launch, so an agent
+    /// whose daemon died as it started still gets its prompt. Absent: nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin_first: Option<String>,
+    /// Lines mode: close the agent's stdin after [`Self::stdin_first`] (a CLI that reads its
+    /// prompt to EOF).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stdin_close: bool,
 }
 
 /// How a shim keeps its process's output.
@@ -406,7 +415,18 @@ mod compat_tests {
         let json = serde_json::to_string(&spec).unwrap();
         assert_eq!(serde_json::from_str::<Launch>(&json).unwrap().output, OutputMode::Lines);
         let raw = OutputMode::Raw { tty: Some((24, 80)), segment_bytes: 4096 };
-        let launch = serde_json::to_string(&Launch { spec, output: raw, redact: Vec::new(), cgroup: None, nice: 0, dir: None, sandbox: None }).unwrap();
+        let launch = serde_json::to_string(&Launch {
+            spec,
+            output: raw,
+            redact: Vec::new(),
+            cgroup: None,
+            nice: 0,
+            dir: None,
+            sandbox: None,
+            stdin_first: None,
+            stdin_close: false,
+        })
+        .unwrap();
         let back: Launch = serde_json::from_str(&launch).unwrap();
         assert_eq!((back.output, back.spec.tag.as_str()), (raw, "t"));
         let input = serde_json::to_string(&Request::Input { data: vec![0, 255, b'\n'], timeout_ms: 5 }).unwrap();

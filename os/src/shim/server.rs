@@ -93,7 +93,8 @@ pub fn main(dir: &Path) -> i32 {
             Ok(made) => made,
             Err(why) => return ready(Err(format!("cannot make the process's cgroup: {why}"))),
         };
-        let code = match Shim::start(&dir, launch.spec, launch.output, (launch.nice, launch.sandbox), redactor, (cgroup.clone(), child)).await {
+        let first = (launch.stdin_first, launch.stdin_close);
+        let code = match Shim::start(&dir, launch.spec, launch.output, (launch.nice, launch.sandbox), redactor, (cgroup.clone(), child), first).await {
             Ok(shim) => shim.run().await,
             Err(why) => ready(Err(why)),
         };
@@ -229,6 +230,7 @@ impl Shim {
         (nice, sandbox): (i32, Option<crate::sandbox::Policy>),
         redactor: Redactor,
         held: (Option<Cgroup>, spare::Child),
+        (stdin_first, stdin_close): (Option<String>, bool),
     ) -> Result<Shim, String> {
         let (cgroup, child) = held;
         nix::sys::prctl::set_child_subreaper(true).map_err(|e| format!("cannot become a child subreaper: {e}"))?;
@@ -318,6 +320,15 @@ impl Shim {
             let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
             format!("cannot read the process's output: {e}")
         })?;
+        // The launch's first input (a turn's prompt), then EOF if asked: from the shim itself, so
+        // it reaches the agent whatever becomes of the daemon.
+        let mut io = io;
+        if let (Some(tx), Some(first)) = (&io.stdin, stdin_first) {
+            let _ = tx.send(first.into_bytes());
+        }
+        if stdin_close {
+            io.stdin = None;
+        }
         let (end_tx, _) = watch::channel(Ends { journal: journal.end(), out: 0 });
         let (asked_tx, asked_rx) = mpsc::unbounded_channel();
         tokio::spawn(accept(listener, asked_tx, end_tx.subscribe()));

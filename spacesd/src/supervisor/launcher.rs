@@ -289,17 +289,11 @@ impl Launcher {
         self.gen += 1;
         launch.spec.gen = self.gen;
         self.open_api()?;
-        let mut live = proc::start(&self.run_dir, &launch.spec, launch.sandbox, self.events_tx.clone()).await?;
+        // The prompt goes with the launch: the shim writes it (and closes stdin when the CLI
+        // reads it to EOF), so a daemon that dies as the agent starts costs no prompt.
+        let first = launch.initial_stdin.map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+        let live = proc::start(&self.run_dir, &launch.spec, launch.sandbox, (first, launch.close_stdin), self.events_tx.clone()).await?;
         self.lines.stderr_tail.clear();
-        if let Some(shim) = live.shim.clone() {
-            if let Some(bytes) = launch.initial_stdin {
-                shim.stdin(String::from_utf8_lossy(&bytes).into_owned(), None).await?;
-            }
-            if launch.close_stdin {
-                shim.close_stdin().await?;
-                live.stdin_open = false;
-            }
-        }
         Ok(live)
     }
 

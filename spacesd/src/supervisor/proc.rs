@@ -61,10 +61,13 @@ pub fn shim_dir(run_dir: &Path, gen: u64) -> PathBuf {
 
 /// Start `spec` under a new shim in `<run_dir>/shim-<gen>` and follow its journal into
 /// `events`. Errors: the shim or the agent could not start (the reason names which).
+/// `stdin`: what the shim writes to the agent's stdin first (its prompt), and whether it then
+/// closes it.
 pub async fn start(
     run_dir: &Path,
     spec: &ShimSpec,
     sandbox: Option<spaces_os::sandbox::Policy>,
+    stdin: (Option<String>, bool),
     events: mpsc::Sender<ProcEvent>,
 ) -> Result<LiveProc, String> {
     let dir = shim_dir(run_dir, spec.gen);
@@ -85,6 +88,8 @@ pub async fn start(
         nice: spaces_os::process::priority::agent_nice(),
         dir: None,
         sandbox,
+        stdin_first: stdin.0,
+        stdin_close: stdin.1,
     };
     let shim = match ShimClient::launch(&command, env, &dir, &launch).await {
         Ok(shim) => shim,
@@ -95,7 +100,7 @@ pub async fn start(
     };
     let pid = shim.pid();
     forward(spec.gen, follow(dir, 0), events);
-    Ok(LiveProc { gen: spec.gen, pid, shim: Some(Arc::new(shim)), stdin_open: spec.stdin_pipe, out_closed: false })
+    Ok(LiveProc { gen: spec.gen, pid, shim: Some(Arc::new(shim)), stdin_open: spec.stdin_pipe && !stdin.1, out_closed: false })
 }
 
 /// What re-adoption found of generation `gen` after a daemon restart.

@@ -52,7 +52,7 @@ pub(super) async fn recover(inner: &Arc<Inner>) -> Result<()> {
     for mut run in inner.store.runs_to_recover()? {
         leftovers.remove(&run.run_id);
         let run_dir = inner.cfg.run_dir(&run.run_id);
-        match pick(inner, &run).await? {
+        match pick(inner, &run, &shims).await? {
             Pick::Adopt(pos) => match actors::adopt(inner, run.clone(), pos).await {
                 Ok(()) => {
                     adopted.insert(canonical(&shim_dir(&run_dir, pos.gen)));
@@ -122,18 +122,20 @@ enum Pick {
     Nothing,
 }
 
-/// Longest wait for a shim the previous daemon was starting to journal its agent's start.
+/// Longest wait for a live shim the previous daemon was starting to journal its agent's start.
 const SHIM_START_WAIT: Duration = Duration::from_secs(3);
 
-/// What to do with `run` (see the module doc).
-async fn pick(inner: &Inner, run: &RunRow) -> Result<Pick> {
+/// What to do with `run` (see the module doc); `shims`, the live shims ([`proc::alive_shims`]).
+async fn pick(inner: &Inner, run: &RunRow, shims: &[(PathBuf, i32)]) -> Result<Pick> {
     let run_dir = inner.cfg.run_dir(&run.run_id);
     let stored = inner.store.journal_pos(&run.run_id)?;
     let newest = proc::newest_gen(&run_dir);
     // A generation none of whose output was stored: the daemon died as it started.
     let fresh = newest.filter(|gen| stored.is_none_or(|p| *gen > p.gen));
     if let Some(gen) = fresh {
-        if journal_started(&shim_dir(&run_dir, gen)).await {
+        let dir = shim_dir(&run_dir, gen);
+        let alive = shims.iter().any(|(d, _)| *d == canonical(&dir));
+        if journal_started(&dir, alive).await {
             return Ok(Pick::Adopt(JournalPos { gen, offset: 0 }));
         }
     } else if let Some(pos) = stored.filter(|p| journal_path(&shim_dir(&run_dir, p.gen)).exists()) {
@@ -149,16 +151,17 @@ async fn pick(inner: &Inner, run: &RunRow) -> Result<Pick> {
     Ok(Pick::Nothing)
 }
 
-/// Whether the shim in `dir` journaled its agent's start, waiting up to [`SHIM_START_WAIT`]
-/// while the journal is missing or empty (a shim started just before the daemon died).
-async fn journal_started(dir: &Path) -> bool {
+/// Whether the shim in `dir` journaled its agent's start; while the journal is missing or empty
+/// and the shim is `alive` (started just before the daemon died: a shim works in its directory
+/// from its start), waiting up to [`SHIM_START_WAIT`] for it.
+async fn journal_started(dir: &Path, alive: bool) -> bool {
     let journal = journal_path(dir);
     let deadline = tokio::time::Instant::now() + SHIM_START_WAIT;
     loop {
         if std::fs::metadata(&journal).is_ok_and(|m| m.len() > 0) {
             return true;
         }
-        if tokio::time::Instant::now() >= deadline {
+        if !alive || tokio::time::Instant::now() >= deadline {
             return false;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
