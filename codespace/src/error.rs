@@ -158,26 +158,13 @@ pub enum Error {
 
     // --- patches -----------------------------------------------------------------------------
     /// The V4A engine refused the patch (`INVALID_PATCH`, `ADD_FILE_EXISTS`,
-    /// `MOVE_DESTINATION_EXISTS`: [`spaces_v4a::Error::code`]); the inner error says why and
-    /// whether a retry helps. Its `FILE_NOT_FOUND`, `VERSION_CONFLICT` and `expected_versions`
-    /// refusals become this crate's [`Error::FileNotFound`], [`Error::VersionConflict`] and
-    /// [`Error::InvalidArgument`], which the committer also raises.
+    /// `MOVE_DESTINATION_EXISTS`, `VERSION_CONFLICT`: [`spaces_v4a::Error::code`]); the inner
+    /// error says why and whether a retry helps. The committer's re-check raises the engine's
+    /// `VersionConflict` too, so a stale file reads the same whoever found it. The engine's
+    /// `FILE_NOT_FOUND` and `expected_versions` refusals become this crate's
+    /// [`Error::FileNotFound`] and [`Error::InvalidArgument`].
     #[error(transparent)]
     Patch(spaces_v4a::Error),
-
-    /// The file is at `current`, not at the `expected` version the caller (or the plan) started
-    /// from (`VERSION_CONFLICT`). A retry does not help: read it again and build a new patch;
-    /// never force the old one.
-    #[error(
-        "{path} changed: expected version {expected}, current version {current}; read it again \
-         and rebuild the patch",
-        path = bounded(path), expected = bounded(expected), current = bounded(current)
-    )]
-    VersionConflict {
-        path: String,
-        expected: String,
-        current: String,
-    },
 
     /// After a commit, `path` is not at the planned version on disk (`FILE_OPERATION_FAILED`):
     /// something else wrote it meanwhile, or the write was lost. A retry does not help: read it
@@ -550,7 +537,6 @@ impl Error {
                 ErrorCode::FileOperationFailed
             }
             E::Patch(refusal) => refusal.code(),
-            E::VersionConflict { .. } => ErrorCode::VersionConflict,
             E::RollbackFailed { cause, .. } => cause.code(),
             E::OperationKeyConflict { .. } => ErrorCode::OperationKeyConflict,
             E::OperationNotFound { .. } => ErrorCode::OperationNotFound,
@@ -653,7 +639,6 @@ impl From<spaces_v4a::Error> for Error {
     fn from(e: spaces_v4a::Error) -> Self {
         match e {
             spaces_v4a::Error::FileNotFound { path } => Error::FileNotFound { path, hint: "" },
-            spaces_v4a::Error::VersionConflict { path, expected, current } => Error::VersionConflict { path, expected, current },
             refusal @ spaces_v4a::Error::ExpectedTwice { .. } => Error::InvalidArgument { message: refusal.to_string(), field: Some("expected_versions".to_owned()) },
             refusal => Error::Patch(refusal),
         }
@@ -720,11 +705,11 @@ mod tests {
 
     #[test]
     fn an_error_inside_an_operation_keeps_its_code_and_names_the_operation() {
-        let inner = Error::VersionConflict {
+        let inner = Error::Patch(spaces_v4a::Error::VersionConflict {
             path: "a".into(),
             expected: "absent".into(),
             current: "sha256:00".into(),
-        };
+        });
         let message = inner.to_string();
         let e = ApiError::from(inner.in_operation("op-7"));
         assert_eq!(e.code, ErrorCode::VersionConflict);

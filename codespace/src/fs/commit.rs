@@ -138,11 +138,11 @@ impl Root {
             let current = self.load(path)?;
             let initial = ends.initial.get(path).and_then(|c| c.as_deref());
             if initial != current.as_ref().map(|(b, _)| b.as_slice()) {
-                return Err(Error::VersionConflict {
+                return Err(Error::Patch(spaces_v4a::Error::VersionConflict {
                     path: path.clone(),
                     expected: version_of(initial),
                     current: version_of(current.as_ref().map(|(b, _)| b.as_slice())),
-                });
+                }));
             }
             if let Some((_, mode)) = current {
                 modes.insert(path.clone(), mode);

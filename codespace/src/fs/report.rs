@@ -51,7 +51,7 @@ pub struct CommitReport {
     pub status: CommitStatus,
     /// One record per planned change, in patch order (whatever the status).
     pub changes: Vec<ChangeRecord>,
-    /// Why it did not apply: the re-check's refusal ([`Error::VersionConflict`] with the
+    /// Why it did not apply: the re-check's refusal (the engine's `VersionConflict` with the
     /// current version, or a confinement refusal) or the failed step
     /// ([`Error::FileOperationFailed`], [`Error::RollbackFailed`], ...).
     pub error: Option<Error>,

@@ -164,7 +164,7 @@ async fn case_x19_stale_version_conflicts_and_a_retried_key_replays_once() {
         other => other,
     };
     match conflict {
-        crate::Error::VersionConflict { path, expected, current: now } => {
+        crate::Error::Patch(spaces_v4a::Error::VersionConflict { path, expected, current: now }) => {
             assert_eq!((path.as_str(), expected, now), ("n.md", &v1, &current), "{err}")
         }
         other => panic!("expected VERSION_CONFLICT, got {other:?}"),

@@ -23,7 +23,7 @@ pub(super) async fn run_in(d: &TestDaemon, space: &str, script: &str) -> String 
     let id = started["process_id"].as_str().unwrap().to_owned();
     let mut out = String::new();
     let mut cursor = 0;
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + crate::support::scaled(Duration::from_secs(60));
     loop {
         let r = tool(d, "read_process", json!({"process_id": id, "cursor": cursor, "wait_ms": 2000})).await;
         out.push_str(r["chunk"].as_str().unwrap());

@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use spaces_sdk::client::ClientError;
 use spaces_sdk::{AgentStartRequest, ApiError, ErrorCode, SpaceNetwork};
 
+use super::boundary::run_in;
 use crate::support::{scaled, spacesd_bin, wait_until, TestDaemon};
 
 /// The typed error of a call that must fail.
@@ -25,24 +26,6 @@ async fn tool(d: &TestDaemon, name: &str, args: Value) -> Value {
     match d.client.call_named(name, args.clone()).await {
         Ok(v) => v,
         Err(e) => panic!("{name} {args} failed: {e}"),
-    }
-}
-
-/// Runs `script` with `sh -c` as an `exec_command` in Space `space`; its whole output once it
-/// ended (within 60 s).
-async fn run_in(d: &TestDaemon, space: &str, script: &str) -> String {
-    let started = tool(d, "exec_command", json!({"workspace_id": space, "command": ["sh", "-c", script]})).await;
-    let id = started["process_id"].as_str().unwrap().to_owned();
-    let (mut out, mut cursor) = (String::new(), 0);
-    let deadline = Instant::now() + scaled(Duration::from_secs(60));
-    loop {
-        let r = tool(d, "read_process", json!({"process_id": id, "cursor": cursor, "wait_ms": 2000})).await;
-        out.push_str(r["chunk"].as_str().unwrap());
-        cursor = r["cursor"].as_u64().unwrap();
-        if r["eof"] == json!(true) {
-            return out;
-        }
-        assert!(Instant::now() < deadline, "the command did not end within 60 s; output so far:\n{out}");
     }
 }
 
