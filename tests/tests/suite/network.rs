@@ -5,14 +5,14 @@
 //! is what they try to reach.
 
 use std::net::TcpListener;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use spaces_sdk::client::ClientError;
 use spaces_sdk::{AgentStartRequest, ApiError, ErrorCode, SpaceNetwork};
 
 use super::boundary::run_in;
-use crate::support::{scaled, spacesd_bin, wait_until, TestDaemon};
+use crate::support::{spacesd_bin, wait_until, TestDaemon};
 
 /// The typed error of a call that must fail.
 fn refusal<T: std::fmt::Debug>(r: Result<T, ClientError>) -> ApiError {
