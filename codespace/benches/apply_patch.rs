@@ -64,18 +64,12 @@ impl Rng {
     }
 }
 
-const WORDS: &[&str] = &[
-    "alpha", "beta", "gamma", "delta", "offset", "buffer", "index", "count", "state", "value",
-];
+const WORDS: &[&str] = &["alpha", "beta", "gamma", "delta", "offset", "buffer", "index", "count", "state", "value"];
 
 fn line(i: usize, rng: &mut Rng) -> String {
     let a = WORDS[(rng.next() % WORDS.len() as u64) as usize];
     let b = WORDS[(rng.next() % WORDS.len() as u64) as usize];
-    format!(
-        "    let {a}_{i} = {b}.compute({}, {}); // step\n",
-        rng.next() % 10_000,
-        rng.next() % 1_000
-    )
+    format!("    let {a}_{i} = {b}.compute({}, {}); // step\n", rng.next() % 10_000, rng.next() % 1_000)
 }
 
 fn workload() -> Workload {
@@ -115,12 +109,7 @@ fn workload() -> Workload {
     }
     v4a.push_str("*** End Patch\n");
 
-    Workload {
-        original: lines.concat().into_bytes(),
-        expected: new_lines.concat().into_bytes(),
-        v4a,
-        unified,
-    }
+    Workload { original: lines.concat().into_bytes(), expected: new_lines.concat().into_bytes(), v4a, unified }
 }
 
 /// The workspace path of `apply_patch`: opens `dir` as a confined [`Root`], plans the V4A patch
@@ -142,11 +131,7 @@ fn git_apply(dir: &Path, diff: &Path) {
         .env("GIT_CEILING_DIRECTORIES", dir.parent().unwrap_or(dir))
         .output()
         .expect("git must be installed for the baseline");
-    assert!(
-        out.status.success(),
-        "git apply failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "git apply failed: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// Runs both on-disk variants once and checks they write the same bytes.
@@ -182,42 +167,22 @@ fn bench(c: &mut Criterion) {
     );
 
     let mut group = c.benchmark_group("apply_patch");
-    group
-        .sample_size(10)
-        .sampling_mode(SamplingMode::Flat)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(5));
+    group.sample_size(10).sampling_mode(SamplingMode::Flat).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(5));
 
     group.throughput(Throughput::Bytes(w.v4a.len() as u64));
-    group.bench_function("parse", |b| {
-        b.iter(|| spaces_v4a::parse(black_box(&w.v4a)).unwrap())
-    });
+    group.bench_function("parse", |b| b.iter(|| spaces_v4a::parse(black_box(&w.v4a)).unwrap()));
 
     group.throughput(Throughput::Bytes(w.original.len() as u64));
 
     let source = BTreeMap::from([(FILE_NAME.to_owned(), w.original.clone())]);
     let none = BTreeMap::new();
-    group.bench_function("plan", |b| {
-        b.iter(|| spaces_v4a::plan(black_box(&w.v4a), &none, &source).unwrap())
-    });
+    group.bench_function("plan", |b| b.iter(|| spaces_v4a::plan(black_box(&w.v4a), &none, &source).unwrap()));
 
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join(FILE_NAME);
     let restore = || fs::write(&target, &w.original).unwrap();
-    group.bench_function("plan_write", |b| {
-        b.iter_batched(
-            restore,
-            |()| plan_and_write(dir.path(), &w.v4a),
-            BatchSize::PerIteration,
-        )
-    });
-    group.bench_function("git_apply", |b| {
-        b.iter_batched(
-            restore,
-            |()| git_apply(dir.path(), &diff),
-            BatchSize::PerIteration,
-        )
-    });
+    group.bench_function("plan_write", |b| b.iter_batched(restore, |()| plan_and_write(dir.path(), &w.v4a), BatchSize::PerIteration));
+    group.bench_function("git_apply", |b| b.iter_batched(restore, |()| git_apply(dir.path(), &diff), BatchSize::PerIteration));
     group.finish();
 }
 

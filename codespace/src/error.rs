@@ -38,10 +38,7 @@ pub enum Error {
     /// `tool` would change a read-only workspace (`UNAUTHORIZED`). A retry does not help:
     /// `read` and `find` stay available.
     #[error("workspace {workspace_id:?} is read-only: {tool} is not available (read and find are)", workspace_id = bounded(workspace_id))]
-    ReadOnly {
-        workspace_id: String,
-        tool: &'static str,
-    },
+    ReadOnly { workspace_id: String, tool: &'static str },
 
     /// The workspace's network is `none` and this host runs commands without a sandbox
     /// (`SPACES_SANDBOX=off`), so nothing would keep `tool`'s command off the network
@@ -53,10 +50,7 @@ pub enum Error {
          turns the sandbox on, or registers the Space with network: enabled",
         workspace_id = bounded(workspace_id)
     )]
-    NetworkUnenforced {
-        workspace_id: String,
-        tool: &'static str,
-    },
+    NetworkUnenforced { workspace_id: String, tool: &'static str },
 
     /// A live command (`process_id`) occupies the workspace, so `apply_patch`, a second
     /// `exec_command` or a resume must wait (`WORKSPACE_BUSY`; carries the `approval_id` of a
@@ -66,20 +60,13 @@ pub enum Error {
          (process_status) or end it (terminate_process), then retry; read and find stay available",
         workspace_id = bounded(workspace_id), process_id = bounded(process_id)
     )]
-    WorkspaceBusy {
-        workspace_id: String,
-        process_id: String,
-        approval_id: Option<String>,
-    },
+    WorkspaceBusy { workspace_id: String, process_id: String, approval_id: Option<String> },
 
     /// The workspace's root directory cannot be opened: gone (`FILE_NOT_FOUND`), not a
     /// directory (`PATH_NOT_DIRECTORY`) or unreadable (`FILE_OPERATION_FAILED`). A retry helps
     /// only once the operator has fixed the directory.
     #[error("workspace root {} must be an existing directory ({source})", root.display())]
-    RootUnavailable {
-        root: PathBuf,
-        source: std::io::Error,
-    },
+    RootUnavailable { root: PathBuf, source: std::io::Error },
 
     /// Nothing is at the workspace's registered path any more (its folder was removed, or
     /// renamed: a workspace is bound to its path and never follows a folder to its new name)
@@ -150,11 +137,7 @@ pub enum Error {
     /// A system call on `path` failed for another reason: permissions, a full disk, an I/O
     /// error (`FILE_OPERATION_FAILED`). A retry may help once the cause is fixed.
     #[error("{path}: {action} failed ({source})", path = bounded(path))]
-    FileOperationFailed {
-        path: String,
-        action: &'static str,
-        source: std::io::Error,
-    },
+    FileOperationFailed { path: String, action: &'static str, source: std::io::Error },
 
     // --- patches -----------------------------------------------------------------------------
     /// The V4A engine refused the patch (`INVALID_PATCH`, `ADD_FILE_EXISTS`,
@@ -170,20 +153,13 @@ pub enum Error {
     /// something else wrote it meanwhile, or the write was lost. A retry does not help: read it
     /// and repair it.
     #[error("{path} is at version {actual} on disk, expected {expected}; read it and repair it", path = bounded(path), expected = bounded(expected), actual = bounded(actual))]
-    VerifyMismatch {
-        path: String,
-        expected: String,
-        actual: String,
-    },
+    VerifyMismatch { path: String, expected: String, actual: String },
 
     /// A commit step failed (`cause`) and undoing the steps already done failed too
     /// (`rollback`); some files may be changed. Its code is the cause's. A retry does not help:
     /// read the files and repair them.
     #[error("{cause}; rolling back also failed: {rollback}; read the files and repair them")]
-    RollbackFailed {
-        cause: Box<Error>,
-        rollback: Box<Error>,
-    },
+    RollbackFailed { cause: Box<Error>, rollback: Box<Error> },
 
     /// The commit of a planned patch did not finish (`FILE_OPERATION_FAILED`): every file was
     /// restored (`failed_rolled_back`), or, when `partial`, some may be changed
@@ -209,10 +185,7 @@ pub enum Error {
          different request (a preview and its apply need different keys)",
         operation_key = bounded(operation_key), operation_id = bounded(operation_id)
     )]
-    OperationKeyConflict {
-        operation_key: String,
-        operation_id: String,
-    },
+    OperationKeyConflict { operation_key: String, operation_id: String },
 
     /// No recorded patch has this id or key (`OPERATION_NOT_FOUND`). A retry does not help:
     /// commands are tracked by `process_id`, not here.
@@ -237,10 +210,7 @@ pub enum Error {
     /// the ledger (same code and message as `error`, plus the `operation_id`). Retry as for
     /// `error`, with a new operation key if one was given.
     #[error("{error}")]
-    InOperation {
-        operation_id: String,
-        error: Box<Error>,
-    },
+    InOperation { operation_id: String, error: Box<Error> },
 
     /// A terminal answer the ledger recorded earlier (an `apply_patch` replayed by its key, a
     /// consumed approval's stored error), answered again exactly as stored. Retry as the stored
@@ -257,11 +227,7 @@ pub enum Error {
         tool.as_str(),
         workspace_id = bounded(workspace_id), approval_id = bounded(approval_id)
     )]
-    ApprovalRequired {
-        workspace_id: String,
-        tool: HoldableTool,
-        approval_id: String,
-    },
+    ApprovalRequired { workspace_id: String, tool: HoldableTool, approval_id: String },
 
     /// A workspace already has [`crate::ledger::Retention::pending_approvals_max`] pending
     /// holds (`RESOURCE_QUEUE_FULL`). A retry helps once some are resolved.
@@ -283,12 +249,7 @@ pub enum Error {
         if *adding > *limit { ", or send a smaller request: this one alone is over the limit" } else { "" },
         workspace_id = bounded(workspace_id)
     )]
-    ApprovalQueueTooLarge {
-        workspace_id: String,
-        held: u64,
-        adding: u64,
-        limit: u64,
-    },
+    ApprovalQueueTooLarge { workspace_id: String, held: u64, adding: u64, limit: u64 },
 
     /// No hold has this id (`APPROVAL_NOT_FOUND`). A retry does not help.
     #[error(
@@ -327,10 +288,7 @@ pub enum Error {
          executable",
         program = bounded(program)
     )]
-    SpawnFailed {
-        program: String,
-        source: std::io::Error,
-    },
+    SpawnFailed { program: String, source: std::io::Error },
 
     /// The id is unknown or its handle expired after exit (`PROCESS_NOT_FOUND`). A retry does
     /// not help.
@@ -358,11 +316,7 @@ pub enum Error {
     /// The process closed its input (the pipe's reader is gone) after `written` of `total`
     /// bytes, though it still runs (`PROCESS_NOT_RUNNING`). A retry does not help.
     #[error("process {process_id} closed its input after {written} of {total} bytes", process_id = bounded(process_id))]
-    StdinClosed {
-        process_id: String,
-        written: usize,
-        total: usize,
-    },
+    StdinClosed { process_id: String, written: usize, total: usize },
 
     /// `write_stdin` waited `waited` for the process to take its input and it did not: it
     /// stopped reading (`TIMEOUT`). `written` of `total` bytes went through; the process keeps
@@ -375,22 +329,12 @@ pub enum Error {
         waited.as_millis(),
         process_id = bounded(process_id)
     )]
-    StdinTimeout {
-        process_id: String,
-        written: usize,
-        total: usize,
-        waited: Duration,
-    },
+    StdinTimeout { process_id: String, written: usize, total: usize, waited: Duration },
 
     /// Writing the input failed unexpectedly after `written` of `total` bytes (`INTERNAL`). A
     /// retry may help: treat the write as interrupted and inspect its partial effects first.
     #[error("writing to process {process_id} failed after {written} of {total} bytes: {source}", process_id = bounded(process_id))]
-    StdinFailed {
-        process_id: String,
-        written: usize,
-        total: usize,
-        source: std::io::Error,
-    },
+    StdinFailed { process_id: String, written: usize, total: usize, source: std::io::Error },
 
     /// A line longer than the terminal's canonical-mode limit `max` would be cut silently by
     /// the kernel, so nothing was written (`INVALID_ARGUMENT`). A retry does not help: split
@@ -405,11 +349,7 @@ pub enum Error {
     /// An OS call on a process's terminal or pipes failed unexpectedly (`INTERNAL`). A retry
     /// may help.
     #[error("process {process_id}: {action} failed: {source}", process_id = bounded(process_id))]
-    ProcessIo {
-        process_id: String,
-        action: &'static str,
-        source: std::io::Error,
-    },
+    ProcessIo { process_id: String, action: &'static str, source: std::io::Error },
 
     /// Processes can only be started inside a tokio runtime (`INTERNAL`, a host bug). A retry
     /// does not help.
@@ -437,10 +377,7 @@ pub enum Error {
     /// The agent has claimed the intent, so the user can no longer change it
     /// (`INTENT_ALREADY_CLAIMED`; `doing` is the refused change). A retry does not help.
     #[error("intent {intent_id:?} is claimed by the agent; it can no longer be {doing}", intent_id = bounded(intent_id))]
-    IntentAlreadyClaimed {
-        intent_id: String,
-        doing: &'static str,
-    },
+    IntentAlreadyClaimed { intent_id: String, doing: &'static str },
 
     /// The intent's state does not allow the change (`INTENT_NOT_EDITABLE`; `reason` names the
     /// state and what to do). A retry does not help.
@@ -450,11 +387,7 @@ pub enum Error {
     /// The intent was edited since the caller read it: it is at `current`, not `given`
     /// (`INTENT_REVISION_CONFLICT`). Reload it and retry with the current revision.
     #[error("intent {intent_id:?} is at revision {current}, not {given}; reload it and retry", intent_id = bounded(intent_id))]
-    IntentRevisionConflict {
-        intent_id: String,
-        current: u64,
-        given: u64,
-    },
+    IntentRevisionConflict { intent_id: String, current: u64, given: u64 },
 
     /// `steer_complete` on an intent not claimed yet (`INVALID_ARGUMENT`). Claim it first.
     #[error("intent {intent_id:?} is not claimed; claim it with steer_claim_next first", intent_id = bounded(intent_id))]
@@ -465,10 +398,7 @@ pub enum Error {
     /// offending request field when known (`arguments.cmd`). A retry does not help: fix it as
     /// the message says.
     #[error("{message}")]
-    InvalidArgument {
-        field: Option<String>,
-        message: String,
-    },
+    InvalidArgument { field: Option<String>, message: String },
 
     /// SQLite failed (the ledger or the steering store: disk full, a lock held too long,
     /// corruption; `INTERNAL`). A retry may help.
@@ -493,26 +423,17 @@ pub enum Error {
 impl Error {
     /// An `INVALID_ARGUMENT` without a field.
     pub(crate) fn invalid(message: impl Into<String>) -> Error {
-        Error::InvalidArgument {
-            field: None,
-            message: message.into(),
-        }
+        Error::InvalidArgument { field: None, message: message.into() }
     }
 
     /// An `INVALID_ARGUMENT` from [`spaces_sdk::decode`]'s refusal (which names the field).
     pub(crate) fn decode(e: ApiError) -> Error {
-        Error::InvalidArgument {
-            field: e.field,
-            message: e.message,
-        }
+        Error::InvalidArgument { field: e.field, message: e.message }
     }
 
     /// `self` as the outcome of the patch operation `operation_id`.
     pub(crate) fn in_operation(self, operation_id: &str) -> Error {
-        Error::InOperation {
-            operation_id: operation_id.to_owned(),
-            error: Box::new(self),
-        }
+        Error::InOperation { operation_id: operation_id.to_owned(), error: Box::new(self) }
     }
 
     /// The wire error code (API reference, "Error codes"): the one mapping.
@@ -533,9 +454,7 @@ impl Error {
             E::SpecialFileRejected { .. } => ErrorCode::SpecialFileRejected,
             E::FileNotFound { .. } => ErrorCode::FileNotFound,
             E::PathNotDirectory { .. } => ErrorCode::PathNotDirectory,
-            E::FileOperationFailed { .. } | E::VerifyMismatch { .. } | E::CommitFailed { .. } => {
-                ErrorCode::FileOperationFailed
-            }
+            E::FileOperationFailed { .. } | E::VerifyMismatch { .. } | E::CommitFailed { .. } => ErrorCode::FileOperationFailed,
             E::Patch(refusal) => refusal.code(),
             E::RollbackFailed { cause, .. } => cause.code(),
             E::OperationKeyConflict { .. } => ErrorCode::OperationKeyConflict,
@@ -559,10 +478,9 @@ impl Error {
             E::IntentAlreadyClaimed { .. } => ErrorCode::IntentAlreadyClaimed,
             E::IntentNotEditable { .. } => ErrorCode::IntentNotEditable,
             E::IntentRevisionConflict { .. } => ErrorCode::IntentRevisionConflict,
-            E::IsDirectory { .. }
-            | E::LineTooLong { .. }
-            | E::IntentNotClaimed { .. }
-            | E::InvalidArgument { .. } => ErrorCode::InvalidArgument,
+            E::IsDirectory { .. } | E::LineTooLong { .. } | E::IntentNotClaimed { .. } | E::InvalidArgument { .. } => {
+                ErrorCode::InvalidArgument
+            }
             E::Registry(_)
             | E::OperationFinished { .. }
             | E::ProcessIo { .. }
@@ -580,13 +498,7 @@ impl Error {
     pub fn to_api(&self) -> ApiError {
         match self {
             Error::Replayed(stored) => stored.clone(),
-            Error::InOperation {
-                operation_id,
-                error,
-            } => ApiError {
-                operation_id: Some(operation_id.clone()),
-                ..error.to_api()
-            },
+            Error::InOperation { operation_id, error } => ApiError { operation_id: Some(operation_id.clone()), ..error.to_api() },
             other => ApiError {
                 code: other.code(),
                 message: other.to_string(),
@@ -602,11 +514,8 @@ impl Error {
 
     fn operation_id(&self) -> Option<&str> {
         match self {
-            Error::OperationKeyConflict { operation_id, .. }
-            | Error::OperationFinished { operation_id } => Some(operation_id),
-            Error::OperationNotFound {
-                by: OperationRef::Id(operation_id),
-            } => Some(operation_id),
+            Error::OperationKeyConflict { operation_id, .. } | Error::OperationFinished { operation_id } => Some(operation_id),
+            Error::OperationNotFound { by: OperationRef::Id(operation_id) } => Some(operation_id),
             _ => None,
         }
     }
@@ -639,7 +548,9 @@ impl From<spaces_v4a::Error> for Error {
     fn from(e: spaces_v4a::Error) -> Self {
         match e {
             spaces_v4a::Error::FileNotFound { path } => Error::FileNotFound { path, hint: "" },
-            refusal @ spaces_v4a::Error::ExpectedTwice { .. } => Error::InvalidArgument { message: refusal.to_string(), field: Some("expected_versions".to_owned()) },
+            refusal @ spaces_v4a::Error::ExpectedTwice { .. } => {
+                Error::InvalidArgument { message: refusal.to_string(), field: Some("expected_versions".to_owned()) }
+            }
             refusal => Error::Patch(refusal),
         }
     }
@@ -675,41 +586,22 @@ mod tests {
 
     #[test]
     fn the_wire_error_carries_the_ids_and_field_of_its_variant() {
-        let e = Error::OperationKeyConflict {
-            operation_key: "k".into(),
-            operation_id: "op-1".into(),
-        }
-        .to_api();
-        assert_eq!(
-            (e.code, e.operation_id.as_deref(), e.approval_id),
-            (ErrorCode::OperationKeyConflict, Some("op-1"), None)
-        );
+        let e = Error::OperationKeyConflict { operation_key: "k".into(), operation_id: "op-1".into() }.to_api();
+        assert_eq!((e.code, e.operation_id.as_deref(), e.approval_id), (ErrorCode::OperationKeyConflict, Some("op-1"), None));
         let e = ApiError::from(Error::WorkspaceBusy {
             workspace_id: "demo".into(),
             process_id: "proc-1".into(),
             approval_id: Some("appr-1".into()),
         });
-        assert_eq!(
-            (e.code, e.approval_id.as_deref()),
-            (ErrorCode::WorkspaceBusy, Some("appr-1"))
-        );
-        let e = ApiError::from(Error::InvalidArgument {
-            field: Some("arguments.cmd".into()),
-            message: "no".into(),
-        });
-        assert_eq!(
-            (e.code, e.field.as_deref(), e.message.as_str()),
-            (ErrorCode::InvalidArgument, Some("arguments.cmd"), "no")
-        );
+        assert_eq!((e.code, e.approval_id.as_deref()), (ErrorCode::WorkspaceBusy, Some("appr-1")));
+        let e = ApiError::from(Error::InvalidArgument { field: Some("arguments.cmd".into()), message: "no".into() });
+        assert_eq!((e.code, e.field.as_deref(), e.message.as_str()), (ErrorCode::InvalidArgument, Some("arguments.cmd"), "no"));
     }
 
     #[test]
     fn an_error_inside_an_operation_keeps_its_code_and_names_the_operation() {
-        let inner = Error::Patch(spaces_v4a::Error::VersionConflict {
-            path: "a".into(),
-            expected: "absent".into(),
-            current: "sha256:00".into(),
-        });
+        let inner =
+            Error::Patch(spaces_v4a::Error::VersionConflict { path: "a".into(), expected: "absent".into(), current: "sha256:00".into() });
         let message = inner.to_string();
         let e = ApiError::from(inner.in_operation("op-7"));
         assert_eq!(e.code, ErrorCode::VersionConflict);
@@ -751,21 +643,9 @@ mod tests {
     #[test]
     fn a_root_that_cannot_be_opened_answers_by_its_cause() {
         let root = PathBuf::from("/nope");
-        let code = |kind| {
-            Error::RootUnavailable {
-                root: root.clone(),
-                source: std::io::Error::from(kind),
-            }
-            .code()
-        };
+        let code = |kind| Error::RootUnavailable { root: root.clone(), source: std::io::Error::from(kind) }.code();
         assert_eq!(code(std::io::ErrorKind::NotFound), ErrorCode::FileNotFound);
-        assert_eq!(
-            code(std::io::ErrorKind::NotADirectory),
-            ErrorCode::PathNotDirectory
-        );
-        assert_eq!(
-            code(std::io::ErrorKind::PermissionDenied),
-            ErrorCode::FileOperationFailed
-        );
+        assert_eq!(code(std::io::ErrorKind::NotADirectory), ErrorCode::PathNotDirectory);
+        assert_eq!(code(std::io::ErrorKind::PermissionDenied), ErrorCode::FileOperationFailed);
     }
 }

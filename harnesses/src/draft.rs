@@ -76,13 +76,7 @@ impl EventDraft {
     }
 
     /// Set the tool fields of a `tool_call`/`tool_update`.
-    pub fn tool(
-        mut self,
-        id: impl Into<String>,
-        title: Option<String>,
-        kind: Option<String>,
-        status: ToolStatus,
-    ) -> Self {
+    pub fn tool(mut self, id: impl Into<String>, title: Option<String>, kind: Option<String>, status: ToolStatus) -> Self {
         self.tool_id = Some(id.into());
         self.tool_title = title;
         self.tool_kind = kind;

@@ -56,44 +56,27 @@ pub fn exited(turn: u32, exit: &ExitInfo, tail: &str) -> EventDraft {
 /// with `why` as text. The same order a live crash gives (tools first, then the turn).
 pub fn cut_off(turn: u32, stored: &[Event], why: &str) -> Vec<EventDraft> {
     let mut open: Vec<&Event> = Vec::new();
-    for e in stored
-        .iter()
-        .filter(|e| e.turn == turn && e.tool_id.is_some())
-    {
+    for e in stored.iter().filter(|e| e.turn == turn && e.tool_id.is_some()) {
         match (e.kind, e.tool_status) {
-            (EventKind::ToolCall, _) if !open.iter().any(|o| o.tool_id == e.tool_id) => {
-                open.push(e)
-            }
-            (EventKind::ToolUpdate, Some(ToolStatus::Completed | ToolStatus::Failed)) => {
-                open.retain(|o| o.tool_id != e.tool_id)
-            }
+            (EventKind::ToolCall, _) if !open.iter().any(|o| o.tool_id == e.tool_id) => open.push(e),
+            (EventKind::ToolUpdate, Some(ToolStatus::Completed | ToolStatus::Failed)) => open.retain(|o| o.tool_id != e.tool_id),
             _ => {}
         }
     }
     let mut out: Vec<EventDraft> = open
         .into_iter()
         .map(|t| {
-            let name = t
-                .tool_title
-                .clone()
-                .or_else(|| t.tool_id.clone())
-                .unwrap_or_default();
+            let name = t.tool_title.clone().or_else(|| t.tool_id.clone()).unwrap_or_default();
             EventDraft::new(turn, EventKind::ToolUpdate)
-                .tool(
-                    t.tool_id.clone().unwrap_or_default(),
-                    t.tool_title.clone(),
-                    t.tool_kind.clone(),
-                    ToolStatus::Failed,
-                )
+                .tool(t.tool_id.clone().unwrap_or_default(), t.tool_title.clone(), t.tool_kind.clone(), ToolStatus::Failed)
                 .summary(crate::wording::tool_finished(&name, false, None, Some(&format!("the turn was cut off ({why})"))))
         })
         .collect();
-    out.push(
-        EventDraft::new(turn, EventKind::TurnEnded)
-            .stop(StopReason::Crashed)
-            .text(why)
-            .summary(crate::wording::turn_ended(turn, StopReason::Crashed, Some(why))),
-    );
+    out.push(EventDraft::new(turn, EventKind::TurnEnded).stop(StopReason::Crashed).text(why).summary(crate::wording::turn_ended(
+        turn,
+        StopReason::Crashed,
+        Some(why),
+    )));
     out
 }
 
@@ -103,12 +86,7 @@ mod tests {
     use spaces_sdk::Category;
 
     fn exit(code: Option<i32>, signal: Option<i32>, stop: bool) -> ExitInfo {
-        ExitInfo {
-            code,
-            signal,
-            stop_requested: stop,
-            ..ExitInfo::default()
-        }
+        ExitInfo { code, signal, stop_requested: stop, ..ExitInfo::default() }
     }
 
     #[test]
@@ -125,11 +103,7 @@ mod tests {
             (exit(None, None, false), false, Error),
         ];
         for (info, interrupt, want) in table {
-            assert_eq!(
-                stop_reason_at_exit(&info, interrupt),
-                want,
-                "{info:?} interrupt={interrupt}"
-            );
+            assert_eq!(stop_reason_at_exit(&info, interrupt), want, "{info:?} interrupt={interrupt}");
         }
     }
 
@@ -166,54 +140,21 @@ mod tests {
             stored(2, ToolUpdate, "bad", Failed),
         ];
         let out = cut_off(2, &events, "spacesd restarted while turn 2 was running");
-        let got: Vec<_> = out
-            .iter()
-            .map(|e| {
-                (
-                    e.turn,
-                    e.kind,
-                    e.tool_id.as_deref(),
-                    e.tool_status,
-                    e.stop_reason,
-                )
-            })
-            .collect();
+        let got: Vec<_> = out.iter().map(|e| (e.turn, e.kind, e.tool_id.as_deref(), e.tool_status, e.stop_reason)).collect();
         assert_eq!(
             got,
-            [
-                (2, ToolUpdate, Some("sleep"), Some(Failed), None),
-                (
-                    2,
-                    EventKind::TurnEnded,
-                    None,
-                    None,
-                    Some(StopReason::Crashed)
-                ),
-            ]
+            [(2, ToolUpdate, Some("sleep"), Some(Failed), None), (2, EventKind::TurnEnded, None, None, Some(StopReason::Crashed)),]
         );
         assert_eq!(out[0].tool_title.as_deref(), Some("Run sleep"));
-        assert_eq!(
-            out[1].text.as_deref(),
-            Some("spacesd restarted while turn 2 was running")
-        );
-        assert_eq!(
-            cut_off(3, &events, "x").len(),
-            1,
-            "a turn without tools only ends"
-        );
+        assert_eq!(out[1].text.as_deref(), Some("spacesd restarted while turn 2 was running"));
+        assert_eq!(cut_off(3, &events, "x").len(), 1, "a turn without tools only ends");
     }
 
     #[test]
     fn exited_is_activity_with_a_summary_and_the_tail() {
         let ev = exited(3, &exit(None, Some(9), false), "boom\n");
-        assert_eq!(
-            (ev.turn, ev.kind, ev.category),
-            (3, EventKind::Exited, Category::Activity)
-        );
-        assert_eq!(
-            ev.summary.as_deref(),
-            Some("the agent was killed by signal 9")
-        );
+        assert_eq!((ev.turn, ev.kind, ev.category), (3, EventKind::Exited, Category::Activity));
+        assert_eq!(ev.summary.as_deref(), Some("the agent was killed by signal 9"));
         assert_eq!(ev.text.as_deref(), Some("boom"));
         assert_eq!(exited(1, &exit(Some(0), None, false), " ").text, None);
     }

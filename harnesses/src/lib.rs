@@ -26,9 +26,7 @@ pub mod plan;
 pub mod wording;
 
 pub use draft::EventDraft;
-pub use plan::{
-    ExitInfo, InstallSpec, InterruptRecipe, LaunchContext, LaunchPlan, ProcessModel, StdinMode,
-};
+pub use plan::{ExitInfo, InstallSpec, InterruptRecipe, LaunchContext, LaunchPlan, ProcessModel, StdinMode};
 
 /// One agent CLI adapter. Implementations are stateless; per-run state lives in the
 /// [`Normalizer`] they create.

@@ -70,10 +70,9 @@ pub fn usage(u: &Usage) -> String {
     let mut parts = Vec::new();
     let cached = u.cached_input_tokens;
     match (u.input_tokens, u.output_tokens) {
-        (Some(i), Some(o)) => parts.push(format!(
-            "tokens in {i} out {o}{}",
-            cached.filter(|c| *c > 0).map(|c| format!(" (cached {c})")).unwrap_or_default()
-        )),
+        (Some(i), Some(o)) => {
+            parts.push(format!("tokens in {i} out {o}{}", cached.filter(|c| *c > 0).map(|c| format!(" (cached {c})")).unwrap_or_default()))
+        }
         (Some(i), None) => parts.push(format!("tokens in {i}")),
         (None, Some(o)) => parts.push(format!("tokens out {o}")),
         (None, None) => {}
@@ -144,10 +143,18 @@ mod tests {
         assert_eq!(tool_unfinished("Edit a.md"), "Edit a.md failed: the turn ended before it finished");
         assert_eq!(plan(1, 3), "plan: 1/3 done");
         assert_eq!(run_title("ls\nwc"), "Run: ls");
-        let u = usage_event(1, Usage::from_json(&serde_json::json!({"input_tokens": 1200, "output_tokens": 34, "cache_read_input_tokens": 1000, "total_cost_usd": 0.01234, "duration_ms": 4200})));
+        let u = usage_event(
+            1,
+            Usage::from_json(
+                &serde_json::json!({"input_tokens": 1200, "output_tokens": 34, "cache_read_input_tokens": 1000, "total_cost_usd": 0.01234, "duration_ms": 4200}),
+            ),
+        );
         assert_eq!((u.kind, u.category), (EventKind::Usage, Category::Activity));
         assert_eq!(u.summary.as_deref(), Some("tokens in 1200 out 34 (cached 1000) · $0.0123 · 4.2 s"));
-        assert_eq!(usage(&Usage::from_json(&serde_json::json!({"input_tokens": 5, "cached_input_tokens": 0, "output_tokens": 2}))), "tokens in 5 out 2");
+        assert_eq!(
+            usage(&Usage::from_json(&serde_json::json!({"input_tokens": 5, "cached_input_tokens": 0, "output_tokens": 2}))),
+            "tokens in 5 out 2"
+        );
         assert_eq!(usage(&Usage::default()), "usage");
         let c = control(3, "control_response success");
         assert_eq!((c.kind, c.category, c.turn), (EventKind::Notice, Category::Hidden, 3));

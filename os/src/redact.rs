@@ -195,9 +195,6 @@ mod tests {
     #[test]
     fn long_values_are_replaced_short_ones_kept() {
         let r = Redactor::new(["sk-secret-123456", "short", "sk-secret-123456-longer"]);
-        assert_eq!(
-            r.apply("a sk-secret-123456-longer b sk-secret-123456 c short"),
-            "a [redacted] b [redacted] c short"
-        );
+        assert_eq!(r.apply("a sk-secret-123456-longer b sk-secret-123456 c short"), "a [redacted] b [redacted] c short");
     }
 }

@@ -210,21 +210,14 @@ impl Client {
     }
 
     /// Send one request and decode a JSON answer (or the typed error envelope).
-    pub async fn call<B: Serialize, T: DeserializeOwned>(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<&B>,
-    ) -> Result<T, ClientError> {
+    pub async fn call<B: Serialize, T: DeserializeOwned>(&self, method: Method, path: &str, body: Option<&B>) -> Result<T, ClientError> {
         let bytes = match body {
             Some(b) => serde_json::to_vec(b).map_err(|e| ClientError::Protocol(e.to_string()))?,
             None => Vec::new(),
         };
         let (status, answer) = self.send(method, path, bytes).await?;
         if (200..300).contains(&status) {
-            serde_json::from_slice(&answer).map_err(|e| {
-                ClientError::Protocol(format!("{e}: {}", String::from_utf8_lossy(&answer)))
-            })
+            serde_json::from_slice(&answer).map_err(|e| ClientError::Protocol(format!("{e}: {}", String::from_utf8_lossy(&answer))))
         } else {
             Err(error_of(status, &answer))
         }

@@ -64,10 +64,7 @@ pub enum ErrorCode {
 impl ErrorCode {
     /// The wire spelling, e.g. `"RUN_NOT_FOUND"`.
     pub fn as_str(self) -> String {
-        serde_json::to_value(self)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_else(|| "INTERNAL".to_owned())
+        serde_json::to_value(self).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_else(|| "INTERNAL".to_owned())
     }
 }
 

@@ -275,13 +275,18 @@ mod tests {
         assert_eq!((u.input_tokens, u.output_tokens, u.cached_input_tokens), (Some(12), Some(3), Some(7)));
         assert_eq!((u.total_cost_usd, u.duration_ms, u.num_turns), (Some(0.25), Some(4200), None));
         let again = serde_json::to_value(&u).unwrap();
-        assert_eq!(again, serde_json::json!({"input_tokens":12,"output_tokens":3,"cached_input_tokens":7,"total_cost_usd":0.25,"duration_ms":4200}));
+        assert_eq!(
+            again,
+            serde_json::json!({"input_tokens":12,"output_tokens":3,"cached_input_tokens":7,"total_cost_usd":0.25,"duration_ms":4200})
+        );
     }
 
     /// A CLI's object with a mistyped figure loses that figure only.
     #[test]
     fn usage_from_json_skips_what_it_cannot_read() {
-        let u = Usage::from_json(&serde_json::json!({"input_tokens": "many", "output_tokens": 2, "cache_write_input_tokens": 5, "num_turns": -1}));
+        let u = Usage::from_json(
+            &serde_json::json!({"input_tokens": "many", "output_tokens": 2, "cache_write_input_tokens": 5, "num_turns": -1}),
+        );
         assert_eq!(u, Usage { output_tokens: Some(2), cache_creation_input_tokens: Some(5), ..Usage::default() });
         assert!(Usage::from_json(&serde_json::json!([])).is_empty());
     }

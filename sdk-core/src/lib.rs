@@ -36,16 +36,15 @@ pub mod tools;
 pub use capabilities::{AuthState, Capabilities, HarnessCapabilities};
 pub use decode::decode;
 pub use error::{bounded, ApiError, ErrorCode};
+pub use event::{Category, Event, EventKind, EventsPage, StopReason, ToolStatus, Usage};
 pub use home::{
     HomeDeleteReport, HomeExportRequest, HomeImportRequest, HomeLease, HomeMoveReport, HomeMoveRequest, HomeRecord, HomeRequest,
     HomeRestoreRequest, HomeSnapshot, HomeTransferReport, PersistentAgentSendReport, PersistentAgentSendRequest, VolumeCapabilities,
 };
-pub use event::{Category, Event, EventKind, EventsPage, StopReason, ToolStatus, Usage};
 pub use mcp_server::{McpHttpServer, McpServer, McpStdioServer};
 pub use op::{ops, Operation, OperationInfo};
 pub use run::{
-    ActionReport, AgentEventsRequest, Attachment, AgentListRequest, AgentMessageRequest, AgentRunRequest,
-    AgentStartReport, AgentStartRequest, AgentStatusRequest, Approvals, Empty, Phase, RunStatus,
-    SpaceAddRequest, SpaceAgentOptions, SpaceNetwork, SpaceRecord, Status, SpaceRemoveRequest, SpaceRemoveReport, AgentPruneRequest,
-    RunsRemovedReport, IDEMPOTENCY_KEY_MAX,
+    ActionReport, AgentEventsRequest, AgentListRequest, AgentMessageRequest, AgentPruneRequest, AgentRunRequest, AgentStartReport,
+    AgentStartRequest, AgentStatusRequest, Approvals, Attachment, Empty, Phase, RunStatus, RunsRemovedReport, SpaceAddRequest,
+    SpaceAgentOptions, SpaceNetwork, SpaceRecord, SpaceRemoveReport, SpaceRemoveRequest, Status, IDEMPOTENCY_KEY_MAX,
 };

@@ -80,12 +80,7 @@ pub async fn ensure_daemon(state_dir: &Path, serve_command: &[OsString]) -> Resu
     let mut child = cmd.spawn().map_err(|source| StartError::Spawn { command: command.clone(), source })?;
     let pid = child.id();
     let deadline = Instant::now() + START_TIMEOUT;
-    let not_answering = |what: String| StartError::NotAnswering {
-        command: command.clone(),
-        what,
-        log: log.clone(),
-        log_tail: tail(&log),
-    };
+    let not_answering = |what: String| StartError::NotAnswering { command: command.clone(), what, log: log.clone(), log_tail: tail(&log) };
     loop {
         if answers(&socket).await {
             // Reap it later without blocking: the daemon runs on; a zombie is avoided by the
@@ -105,11 +100,7 @@ pub async fn ensure_daemon(state_dir: &Path, serve_command: &[OsString]) -> Resu
             Err(e) => return Err(not_answering(format!("could not be watched: {e}"))),
         }
         if Instant::now() > deadline {
-            return Err(not_answering(format!(
-                "(pid {pid}) did not answer on {} within {} s",
-                socket.display(),
-                START_TIMEOUT.as_secs()
-            )));
+            return Err(not_answering(format!("(pid {pid}) did not answer on {} within {} s", socket.display(), START_TIMEOUT.as_secs())));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -90,9 +90,7 @@ impl TryFrom<Fields> for McpServer {
 
     fn try_from(f: Fields) -> Result<Self, Self::Error> {
         match (f.url, f.command) {
-            (Some(_), Some(_)) => {
-                Err("an MCP server has either `url` (Streamable HTTP) or `command` (stdio), not both")
-            }
+            (Some(_), Some(_)) => Err("an MCP server has either `url` (Streamable HTTP) or `command` (stdio), not both"),
             (None, None) => Err("an MCP server needs `url` (Streamable HTTP) or `command` (stdio)"),
             (Some(url), None) => {
                 if f.args.is_some() || f.env.is_some() {
@@ -130,10 +128,7 @@ mod tests {
     use crate::{decode, AgentStartRequest, ErrorCode};
 
     fn start_with(servers: serde_json::Value) -> Result<AgentStartRequest, crate::ApiError> {
-        decode(
-            "agent_start",
-            json!({"space": "s", "agent": "claude-code", "prompt": "hi", "options": {"mcp_servers": servers}}),
-        )
+        decode("agent_start", json!({"space": "s", "agent": "claude-code", "prompt": "hi", "options": {"mcp_servers": servers}}))
     }
 
     fn servers(req: AgentStartRequest) -> Vec<McpServer> {
@@ -163,17 +158,8 @@ mod tests {
                     args: vec!["--x".into()],
                     env: [("TOKEN".to_owned(), "t".to_owned())].into(),
                 }),
-                McpServer::Stdio(McpStdioServer {
-                    name: "bare".into(),
-                    command: "npx".into(),
-                    args: vec![],
-                    env: BTreeMap::new(),
-                }),
-                McpServer::Http(McpHttpServer {
-                    name: "open".into(),
-                    url: "http://127.0.0.1:9/mcp".into(),
-                    headers: BTreeMap::new(),
-                }),
+                McpServer::Stdio(McpStdioServer { name: "bare".into(), command: "npx".into(), args: vec![], env: BTreeMap::new() }),
+                McpServer::Http(McpHttpServer { name: "open".into(), url: "http://127.0.0.1:9/mcp".into(), headers: BTreeMap::new() }),
             ]
         );
         assert_eq!(serde_json::to_value(&got).unwrap(), wire);
@@ -185,8 +171,7 @@ mod tests {
         assert_eq!(e.code, ErrorCode::InvalidArgument);
         assert_eq!(e.field.as_deref(), Some("options.mcp_servers[0].urll"));
         assert!(e.message.contains("did you mean `url`?"), "{}", e.message);
-        let e = start_with(json!([{"name": "x", "command": "c"}, {"name": "y", "command": "c", "Env": {}}]))
-            .unwrap_err();
+        let e = start_with(json!([{"name": "x", "command": "c"}, {"name": "y", "command": "c", "Env": {}}])).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("options.mcp_servers[1].Env"));
         assert!(e.message.contains("did you mean `env`?"), "{}", e.message);
     }

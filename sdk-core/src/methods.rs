@@ -44,7 +44,8 @@ pub fn method_of(name: &str) -> Option<&'static Method> {
 }
 
 fn method(info: OperationInfo, request: serde_json::Value) -> Method {
-    let mut fields: Vec<String> = request.get("properties").and_then(|p| p.as_object()).map(|p| p.keys().cloned().collect()).unwrap_or_default();
+    let mut fields: Vec<String> =
+        request.get("properties").and_then(|p| p.as_object()).map(|p| p.keys().cloned().collect()).unwrap_or_default();
     fields.sort();
     let required = request
         .get("required")

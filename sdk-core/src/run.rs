@@ -284,15 +284,8 @@ pub enum Status {
 
 impl Status {
     /// Every status, in contract order.
-    pub const ALL: [Status; 7] = [
-        Status::Running,
-        Status::Idle,
-        Status::Done,
-        Status::Failed,
-        Status::Crashed,
-        Status::Stopped,
-        Status::Unknown,
-    ];
+    pub const ALL: [Status; 7] =
+        [Status::Running, Status::Idle, Status::Done, Status::Failed, Status::Crashed, Status::Stopped, Status::Unknown];
 
     /// Wire spelling.
     pub fn as_str(self) -> &'static str {
@@ -347,19 +340,10 @@ impl Phase {
 
     /// Parse the wire spelling; unknown text is [`Phase::Unknown`].
     pub fn parse(s: &str) -> Phase {
-        [
-            Phase::Preparing,
-            Phase::Installing,
-            Phase::Starting,
-            Phase::Working,
-            Phase::Waiting,
-            Phase::Exited,
-            Phase::Failed,
-            Phase::Crashed,
-        ]
-        .into_iter()
-        .find(|v| v.as_str() == s)
-        .unwrap_or(Phase::Unknown)
+        [Phase::Preparing, Phase::Installing, Phase::Starting, Phase::Working, Phase::Waiting, Phase::Exited, Phase::Failed, Phase::Crashed]
+            .into_iter()
+            .find(|v| v.as_str() == s)
+            .unwrap_or(Phase::Unknown)
     }
 }
 

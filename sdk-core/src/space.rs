@@ -4,8 +4,8 @@
 
 use crate::client::{Client, ClientError};
 use crate::{
-    ActionReport, AgentEventsRequest, AgentListRequest, AgentMessageRequest, AgentRunRequest,
-    AgentStartReport, AgentStartRequest, AgentStatusRequest, EventsPage, RunStatus, SpaceAgentOptions,
+    ActionReport, AgentEventsRequest, AgentListRequest, AgentMessageRequest, AgentRunRequest, AgentStartReport, AgentStartRequest,
+    AgentStatusRequest, EventsPage, RunStatus, SpaceAgentOptions,
 };
 
 /// One Space of a daemon, by name. Cheap to clone; no call is made until a method runs.
@@ -38,7 +38,14 @@ impl Space {
         show: Option<bool>,
         options: Option<SpaceAgentOptions>,
     ) -> Result<AgentStartReport, ClientError> {
-        let req = AgentStartRequest { space: self.name.clone(), agent: agent.to_owned(), prompt: prompt.to_owned(), show, options, request_id: None };
+        let req = AgentStartRequest {
+            space: self.name.clone(),
+            agent: agent.to_owned(),
+            prompt: prompt.to_owned(),
+            show,
+            options,
+            request_id: None,
+        };
         self.client.agent_start(&req).await
     }
 
@@ -56,7 +63,8 @@ impl Space {
 
     /// `agent_message`: the next turn (queued mid-turn; `force` interrupts first).
     pub async fn agent_message(&self, run_id: &str, text: &str, force: Option<bool>) -> Result<ActionReport, ClientError> {
-        let req = AgentMessageRequest { space: self.name.clone(), run_id: run_id.to_owned(), text: text.to_owned(), force, message_id: None };
+        let req =
+            AgentMessageRequest { space: self.name.clone(), run_id: run_id.to_owned(), text: text.to_owned(), force, message_id: None };
         self.client.agent_message(&req).await
     }
 

@@ -65,10 +65,7 @@ fn fixture_turns() -> Vec<Vec<String>> {
         .collect();
     files.sort();
     assert!(!files.is_empty(), "no *.stdout.jsonl fixtures in {}", dir.display());
-    files
-        .iter()
-        .map(|p| std::fs::read_to_string(p).unwrap().lines().map(str::to_owned).collect())
-        .collect()
+    files.iter().map(|p| std::fs::read_to_string(p).unwrap().lines().map(str::to_owned).collect()).collect()
 }
 
 /// The workload: fixture turns repeated `repeat` times.
@@ -198,8 +195,7 @@ fn insert_rows(conn: &mut Connection, run_id: &str, rows: &[Vec<Row>]) -> usize 
     for batch in rows {
         let tx = conn.transaction().unwrap();
         {
-            let mut stmt =
-                tx.prepare_cached("INSERT INTO events (run_id, seq, body, raw) VALUES (?1, ?2, ?3, ?4)").unwrap();
+            let mut stmt = tx.prepare_cached("INSERT INTO events (run_id, seq, body, raw) VALUES (?1, ?2, ?3, ?4)").unwrap();
             for (seq, body, raw) in batch {
                 stmt.execute(params![run_id, seq, body, raw]).unwrap();
             }
@@ -344,10 +340,7 @@ fn bench(c: &mut Criterion) {
                     run += 1;
                     let run_id = format!("run-{run}");
                     let pending = std::cell::RefCell::new(Vec::new());
-                    work.drive(
-                        |d| pending.borrow_mut().extend(d),
-                        || n += log.append(&run_id, pending.take()).unwrap().len(),
-                    );
+                    work.drive(|d| pending.borrow_mut().extend(d), || n += log.append(&run_id, pending.take()).unwrap().len());
                 }
                 let t = start.elapsed();
                 tally.add(n, t);

@@ -74,7 +74,8 @@ fn main() {
         return;
     }
     let full = args.iter().any(|a| a == "--bench");
-    let mut bins = vec![("new", std::env::var_os("SPACESD_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_spacesd"))))];
+    let mut bins =
+        vec![("new", std::env::var_os("SPACESD_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_spacesd"))))];
     if let Some(base) = std::env::var_os("SPACESD_BASE_BIN") {
         bins.insert(0, ("base", PathBuf::from(base)));
     }
@@ -137,7 +138,8 @@ fn fake_agent() {
             continue;
         }
         let prompt = msg.pointer("/message/content/0/text").and_then(Value::as_str).unwrap_or("").to_owned();
-        let word = |key: &str| prompt.split_whitespace().find_map(|w| w.strip_prefix(key).and_then(|v| v.strip_prefix('='))).map(str::to_owned);
+        let word =
+            |key: &str| prompt.split_whitespace().find_map(|w| w.strip_prefix(key).and_then(|v| v.strip_prefix('='))).map(str::to_owned);
         let num = |key: &str, d: u64| word(key).and_then(|v| v.parse().ok()).unwrap_or(d);
         let tag = word("tag").unwrap_or_default();
         if first {
@@ -151,7 +153,11 @@ fn fake_agent() {
                 out.flush().unwrap();
             }
         };
-        emit(&mut out, json!({"type": "system", "subtype": "init", "cwd": cwd, "session_id": SESSION_ID, "tools": [], "model": "fake-load-model", "claude_code_version": "bench"}), true);
+        emit(
+            &mut out,
+            json!({"type": "system", "subtype": "init", "cwd": cwd, "session_id": SESSION_ID, "tools": [], "model": "fake-load-model", "claude_code_version": "bench"}),
+            true,
+        );
         let text_line = |i: u64, text: String| {
             json!({"type": "assistant", "message": {"id": format!("msg_{i}"), "type": "message", "role": "assistant", "model": "fake-load-model",
                    "content": [{"type": "text", "text": text}], "stop_reason": null, "usage": {"input_tokens": 1, "output_tokens": 1}},
@@ -190,8 +196,12 @@ fn fake_agent() {
             }
             _ => {}
         }
-        emit(&mut out, json!({"type": "result", "subtype": "success", "is_error": false, "num_turns": 1, "result": "done", "stop_reason": "end_turn",
-                    "session_id": SESSION_ID, "usage": {"input_tokens": 1, "output_tokens": count}}), true);
+        emit(
+            &mut out,
+            json!({"type": "result", "subtype": "success", "is_error": false, "num_turns": 1, "result": "done", "stop_reason": "end_turn",
+                    "session_id": SESSION_ID, "usage": {"input_tokens": 1, "output_tokens": count}}),
+            true,
+        );
     }
 }
 
@@ -235,9 +245,7 @@ impl Daemon {
         // (a shell whose autogroup was lowered would lower the daemon with it).
         // SAFETY: `setsid` is async-signal-safe and touches no memory.
         unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-                nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from)
-            });
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
         }
         let child = cmd
             .arg("serve")
@@ -259,7 +267,14 @@ impl Daemon {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         client
-            .space_add(&SpaceAddRequest { name: "b".into(), root: root.display().to_string(), read_only: false, approvals: Default::default(), network: Default::default(), replace: false })
+            .space_add(&SpaceAddRequest {
+                name: "b".into(),
+                root: root.display().to_string(),
+                read_only: false,
+                approvals: Default::default(),
+                network: Default::default(),
+                replace: false,
+            })
             .await
             .unwrap();
         Daemon { child, client, state, root, _tmp: tmp }
@@ -365,7 +380,13 @@ async fn start_and_followup(d: &Daemon, n: usize) -> (Vec<f64>, Vec<f64>) {
         d.wait_idle(&run).await;
         let t2 = tag();
         let t0 = now_ns();
-        let m = AgentMessageRequest { space: "b".into(), run_id: run.clone(), text: format!("mode=idle tag={t2}"), force: None, message_id: None };
+        let m = AgentMessageRequest {
+            space: "b".into(),
+            run_id: run.clone(),
+            text: format!("mode=idle tag={t2}"),
+            force: None,
+            message_id: None,
+        };
         d.client.agent_message(&m).await.unwrap();
         follows.push((d.recorded(&t2, "stdin").await.saturating_sub(t0)) as f64 / 1e6);
         let _ = d.client.space("b").agent_stop(&run).await;
@@ -422,7 +443,14 @@ async fn quiet_latency(d: &Daemon, count: u64) -> (Vec<f64>, Vec<f64>) {
     let mut out = Vec::new();
     let mut cursor = 0;
     loop {
-        let q = AgentEventsRequest { space: "b".into(), run_id: run.clone(), cursor: Some(cursor), max: Some(1000), wait_ms: Some(5000), raw: None };
+        let q = AgentEventsRequest {
+            space: "b".into(),
+            run_id: run.clone(),
+            cursor: Some(cursor),
+            max: Some(1000),
+            wait_ms: Some(5000),
+            raw: None,
+        };
         let page = d.client.agent_events(&q).await.unwrap();
         let got = now_ns();
         cursor = page.cursor;
@@ -475,9 +503,17 @@ async fn keep_noisy(client: Client, runs: Vec<String>, keeping: std::sync::Arc<s
     let mut sent = 0;
     while keeping.load(std::sync::atomic::Ordering::Relaxed) {
         for run in &runs {
-            let Ok(st) = client.agent_status(&AgentStatusRequest { space: "b".into(), run_id: run.clone(), tail: Some(0) }).await else { continue };
+            let Ok(st) = client.agent_status(&AgentStatusRequest { space: "b".into(), run_id: run.clone(), tail: Some(0) }).await else {
+                continue;
+            };
             if st.status == Status::Idle {
-                let m = AgentMessageRequest { space: "b".into(), run_id: run.clone(), text: format!("mode=noisy count={NOISY_TURN_LINES} tag={}", tag()), force: None, message_id: None };
+                let m = AgentMessageRequest {
+                    space: "b".into(),
+                    run_id: run.clone(),
+                    text: format!("mode=noisy count={NOISY_TURN_LINES} tag={}", tag()),
+                    force: None,
+                    message_id: None,
+                };
                 sent += u64::from(client.agent_message(&m).await.is_ok());
             }
         }
@@ -549,7 +585,14 @@ async fn one_round(bin: &Path, cfg: &Cfg) -> Vec<(String, f64)> {
     for (i, r) in runs.iter().enumerate() {
         let mut cursor = 0;
         loop {
-            let q = AgentEventsRequest { space: "b".into(), run_id: r.clone(), cursor: Some(cursor), max: Some(1000), wait_ms: Some(0), raw: Some(i == 0) };
+            let q = AgentEventsRequest {
+                space: "b".into(),
+                run_id: r.clone(),
+                cursor: Some(cursor),
+                max: Some(1000),
+                wait_ms: Some(0),
+                raw: Some(i == 0),
+            };
             let page = d.client.agent_events(&q).await.unwrap();
             if page.events.is_empty() {
                 break;
@@ -587,7 +630,10 @@ fn raw_insert(rows: &[(String, String)], runs: usize) -> f64 {
     let conn = rusqlite::Connection::open(tmp.path().join("raw.db")).unwrap();
     conn.pragma_update(None, "journal_mode", "WAL").unwrap();
     conn.pragma_update(None, "synchronous", "NORMAL").unwrap();
-    conn.execute_batch("CREATE TABLE events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL, raw TEXT, PRIMARY KEY (run_id, seq))").unwrap();
+    conn.execute_batch(
+        "CREATE TABLE events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL, raw TEXT, PRIMARY KEY (run_id, seq))",
+    )
+    .unwrap();
     let started = Instant::now();
     let mut n = 0u64;
     let mut pending = 0;
@@ -650,7 +696,13 @@ fn report(bins: &[String], results: &[(String, String, f64)]) {
     let ratio_col = if bins.len() > 1 { format!(" | {last} / {} (medians)", bins[0]) } else { String::new() };
     println!("load: measure | {} (min / median over rounds){ratio_col} | goal under load ({last}, median)", bins.join(" | "));
     for m in &measures {
-        let cells: Vec<String> = bins.iter().map(|b| { let (mn, md) = stat(b, m); format!("{mn:.3} / {md:.3}") }).collect();
+        let cells: Vec<String> = bins
+            .iter()
+            .map(|b| {
+                let (mn, md) = stat(b, m);
+                format!("{mn:.3} / {md:.3}")
+            })
+            .collect();
         let ratio = if bins.len() > 1 { format!(" | {:.2}x", stat(&last, m).1 / stat(&bins[0], m).1) } else { String::new() };
         let verdict = match goal(m) {
             Some((bound, at_most)) => {

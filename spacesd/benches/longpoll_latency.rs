@@ -154,7 +154,14 @@ async fn measure(count: u64, interval_us: u64) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     client
-        .space_add(&SpaceAddRequest { name: "bench".into(), root: space_root.display().to_string(), read_only: false, approvals: Default::default(), network: Default::default(), replace: false })
+        .space_add(&SpaceAddRequest {
+            name: "bench".into(),
+            root: space_root.display().to_string(),
+            read_only: false,
+            approvals: Default::default(),
+            network: Default::default(),
+            replace: false,
+        })
         .await
         .unwrap();
     let req = AgentStartRequest {
@@ -175,7 +182,14 @@ async fn measure(count: u64, interval_us: u64) {
     let deadline = started + Duration::from_secs(60 + count * interval_us / 1_000_000 * 2);
     'read: loop {
         assert!(Instant::now() < deadline, "the turn did not end in time; {} events so far", latencies_ns.len());
-        let q = AgentEventsRequest { space: "bench".into(), run_id: run.clone(), cursor: Some(cursor), max: Some(1000), wait_ms: Some(5_000), raw: None };
+        let q = AgentEventsRequest {
+            space: "bench".into(),
+            run_id: run.clone(),
+            cursor: Some(cursor),
+            max: Some(1000),
+            wait_ms: Some(5_000),
+            raw: None,
+        };
         let page = client.agent_events(&q).await.unwrap();
         let received = now_ns();
         polls += 1;

@@ -34,7 +34,6 @@ use common::{ms, pct, post, post_raw, ratio};
 
 const VARIANTS: [&str; 3] = ["plain_http", "mcp_stdio", "mcp_http"];
 
-
 fn main() {
     let Some((rounds, calls)) = common::counts((200, 10)) else { return };
     let mut bench = Bench::start();
@@ -105,7 +104,8 @@ impl Bench {
         b.stdio_rpc("initialize", init.clone());
         writeln!(b.stdio_in, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
 
-        let (status, headers, _) = post_raw(&b.socket, "/mcp", &[], &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}));
+        let (status, headers, _) =
+            post_raw(&b.socket, "/mcp", &[], &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}));
         assert_eq!(status, 200);
         b.session = headers
             .lines()
@@ -208,4 +208,3 @@ impl Bench {
         }
     }
 }
-

@@ -33,7 +33,6 @@ use common::{get, ms, pct, post, ratio};
 
 const WHAT: [&str; 2] = ["agent_start", "exec_command"];
 
-
 fn spacesd_bin() -> PathBuf {
     common::spacesd_bin(env!("CARGO_BIN_EXE_spacesd"))
 }

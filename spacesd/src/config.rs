@@ -43,14 +43,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 /// Names runs may copy from the host with `env_from_host` when nothing else is configured.
-pub const DEFAULT_FORWARDABLE_ENV: &[&str] = &[
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "CODEX_API_KEY",
-];
+pub const DEFAULT_FORWARDABLE_ENV: &[&str] =
+    &["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_API_KEY"];
 
 /// Default time limit of one `exec_command`, in ms (30 minutes).
 pub const DEFAULT_EXEC_TIMEOUT_MS: u64 = 30 * 60 * 1000;
@@ -222,20 +216,14 @@ impl Config {
                 }
             }
         }
-        let tools_dir = std::env::var_os("SPACES_TOOLS_DIR")
-            .map(PathBuf::from)
-            .or(file.tools_dir)
-            .unwrap_or_else(|| state_dir.join("tools"));
+        let tools_dir =
+            std::env::var_os("SPACES_TOOLS_DIR").map(PathBuf::from).or(file.tools_dir).unwrap_or_else(|| state_dir.join("tools"));
         let forwardable_env = std::env::var("SPACES_FORWARDABLE_ENV")
             .ok()
             .map(|s| s.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect())
             .or(file.forwardable_env)
             .unwrap_or_else(|| DEFAULT_FORWARDABLE_ENV.iter().map(|s| s.to_string()).collect());
-        let stall_ms = std::env::var("SPACES_STALL_MS")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .or(file.stall_ms)
-            .unwrap_or(DEFAULT_STALL_MS);
+        let stall_ms = std::env::var("SPACES_STALL_MS").ok().and_then(|s| s.parse().ok()).or(file.stall_ms).unwrap_or(DEFAULT_STALL_MS);
         let exec_timeout_ms = std::env::var("SPACES_EXEC_TIMEOUT_MS")
             .ok()
             .and_then(|s| s.parse().ok())
@@ -243,7 +231,9 @@ impl Config {
             .unwrap_or(DEFAULT_EXEC_TIMEOUT_MS);
         let lease_ttl_ms = env_num("SPACES_LEASE_TTL_MS").or(file.lease_ttl_ms).unwrap_or(crate::homes::LEASE_TTL.as_millis() as u64);
         if lease_ttl_ms < MIN_LEASE_TTL_MS {
-            anyhow::bail!("the lease TTL (SPACES_LEASE_TTL_MS or lease_ttl_ms) is {lease_ttl_ms} ms; it must be at least {MIN_LEASE_TTL_MS} ms");
+            anyhow::bail!(
+                "the lease TTL (SPACES_LEASE_TTL_MS or lease_ttl_ms) is {lease_ttl_ms} ms; it must be at least {MIN_LEASE_TTL_MS} ms"
+            );
         }
         Ok(Config {
             lease_ttl_ms,
@@ -272,7 +262,13 @@ impl Config {
                 Ok(v) => Sandbox::parse(&v).map_err(|e| anyhow::anyhow!("SPACES_SANDBOX: {e}"))?,
                 Err(_) => match &file.sandbox {
                     None => Sandbox::Auto,
-                    Some(serde_json::Value::Bool(on)) => if *on { Sandbox::Auto } else { Sandbox::Off },
+                    Some(serde_json::Value::Bool(on)) => {
+                        if *on {
+                            Sandbox::Auto
+                        } else {
+                            Sandbox::Off
+                        }
+                    }
                     Some(serde_json::Value::String(v)) => Sandbox::parse(v).map_err(|e| anyhow::anyhow!("config.json sandbox: {e}"))?,
                     Some(other) => anyhow::bail!("config.json sandbox: {other} is neither true/false nor a name ({})", Sandbox::NAMES),
                 },
@@ -354,8 +350,7 @@ pub fn default_state_dir() -> PathBuf {
 
 fn read_config_file(path: &Path) -> anyhow::Result<ConfigFile> {
     match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map_err(|e| anyhow::anyhow!("invalid config file {}: {e}", path.display())),
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| anyhow::anyhow!("invalid config file {}: {e}", path.display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ConfigFile::default()),
         Err(e) => Err(anyhow::anyhow!("cannot read config file {}: {e}", path.display())),
     }
@@ -368,9 +363,18 @@ mod tests {
 
     #[test]
     fn sandbox_settings_keep_the_old_spellings_and_refuse_unknown_ones() {
-        for (value, want) in [("", Sandbox::Auto), ("on", Sandbox::Auto), ("1", Sandbox::Auto), ("AUTO", Sandbox::Auto), ("bwrap", Sandbox::Bubblewrap),
-            ("bubblewrap", Sandbox::Bubblewrap), (" landlock ", Sandbox::Landlock), ("off", Sandbox::Off), ("false", Sandbox::Off), ("0", Sandbox::Off)]
-        {
+        for (value, want) in [
+            ("", Sandbox::Auto),
+            ("on", Sandbox::Auto),
+            ("1", Sandbox::Auto),
+            ("AUTO", Sandbox::Auto),
+            ("bwrap", Sandbox::Bubblewrap),
+            ("bubblewrap", Sandbox::Bubblewrap),
+            (" landlock ", Sandbox::Landlock),
+            ("off", Sandbox::Off),
+            ("false", Sandbox::Off),
+            ("0", Sandbox::Off),
+        ] {
             assert_eq!(Sandbox::parse(value).unwrap(), want, "{value:?}");
         }
         let err = Sandbox::parse("firejail").unwrap_err();

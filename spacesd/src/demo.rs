@@ -91,7 +91,14 @@ pub async fn run(cfg: Config, args: DemoArgs, state_dir: Option<PathBuf>) -> any
     let client = Client::new(Endpoint::Unix(socket));
     println!("{model_line}");
 
-    let space = SpaceAddRequest { name: "demo".into(), root: space_dir.display().to_string(), read_only: false, approvals: Default::default(), network: Default::default(), replace: false };
+    let space = SpaceAddRequest {
+        name: "demo".into(),
+        root: space_dir.display().to_string(),
+        read_only: false,
+        approvals: Default::default(),
+        network: Default::default(),
+        replace: false,
+    };
     client.space_add(&space).await?;
     let report = client.space("demo").agent_start("claude-code", &args.prompt, None, Some(options)).await?;
     println!("== started {} (agent_start returned at once; first use installs the CLI)", report.run_id);

@@ -32,7 +32,14 @@ pub fn init(cfg: &Config, store: &Store) -> anyhow::Result<Level> {
             "spacesd: the sandbox is OFF (SPACES_SANDBOX=off): every agent and command runs as this daemon's uid with its \
              state dir, token and other Spaces in reach; each run's notes say so"
         );
-        let host = Host { level: Level::Off, bwrap: PathBuf::new(), hidden: Vec::new(), readonly: Vec::new(), max_processes: None, landlock: None };
+        let host = Host {
+            level: Level::Off,
+            bwrap: PathBuf::new(),
+            hidden: Vec::new(),
+            readonly: Vec::new(),
+            max_processes: None,
+            landlock: None,
+        };
         return Ok(sandbox::init(host));
     }
     let mut readonly = vec![absolute(&cfg.tools_dir)];
@@ -43,7 +50,14 @@ pub fn init(cfg: &Config, store: &Store) -> anyhow::Result<Level> {
     let small = std::env::current_exe().ok().and_then(|e| e.parent().map(|dir| dir.join(spaces_os::shim::server::SANDBOX_HELPER)));
     readonly.extend(small.clone());
     let hidden = store.protected().iter().map(|p| absolute(p)).collect();
-    let host = Host { level: Level::Bubblewrap, bwrap: PathBuf::new(), hidden, readonly, max_processes: cfg.process_limits().pids_max, landlock: None };
+    let host = Host {
+        level: Level::Bubblewrap,
+        bwrap: PathBuf::new(),
+        hidden,
+        readonly,
+        max_processes: cfg.process_limits().pids_max,
+        landlock: None,
+    };
     let bubblewrap = match cfg.sandbox {
         Sandbox::Landlock => None,
         _ => Some(bubblewrap()),
@@ -97,12 +111,7 @@ pub fn policy(store: &Store, root: &Path, read_only: bool, network: SpaceNetwork
             SpaceNetwork::None => Err(crate::error::refuse(ErrorCode::Unauthorized, network_refusal(root))),
         };
     };
-    let other_roots = store
-        .space_list()?
-        .into_iter()
-        .map(|s| PathBuf::from(s.root))
-        .filter(|r| r != root)
-        .collect();
+    let other_roots = store.space_list()?.into_iter().map(|s| PathBuf::from(s.root)).filter(|r| r != root).collect();
     Ok(host.policy(Tree {
         root,
         read_only,

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use crate::config::Config;
 use crate::access::Access;
+use crate::config::Config;
 use crate::http::{self, AppState};
 use crate::mcp;
 use crate::store::Store;
@@ -30,8 +30,7 @@ pub struct ServeOptions {
 /// CodeSpace tool service (`<state dir>/codespace.db`). No Space root may reach the state dir
 /// or any of `secrets` (files the daemon keeps elsewhere, e.g. `--token-file`).
 pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> {
-    crate::fsutil::create_private_dir(&cfg.state_dir)
-        .with_context(|| format!("cannot create state dir {}", cfg.state_dir.display()))?;
+    crate::fsutil::create_private_dir(&cfg.state_dir).with_context(|| format!("cannot create state dir {}", cfg.state_dir.display()))?;
     let store = Arc::new(Store::open(&cfg.db_path()).context("cannot open the state database")?);
     for secret in secrets {
         store.protect(secret);

@@ -18,8 +18,7 @@ struct SpaceRegistry {
 
 impl WorkspaceRegistry for SpaceRegistry {
     fn workspace(&self, workspace_id: &str) -> spaces_codespace::Result<Option<WorkspacePolicy>> {
-        let space =
-            self.store.space_get(workspace_id).map_err(|e| spaces_codespace::Error::Registry(Box::new(e)))?;
+        let space = self.store.space_get(workspace_id).map_err(|e| spaces_codespace::Error::Registry(Box::new(e)))?;
         Ok(space.map(|s| WorkspacePolicy {
             workspace_id: s.name,
             root: PathBuf::from(s.root),
@@ -101,4 +100,3 @@ mod tests {
         assert_ne!(host_id(std::path::Path::new("/srv/other")), id, "two state dirs, two ids");
     }
 }
-

@@ -48,16 +48,8 @@ use spaces_harnesses::{ExitInfo, Harness, InterruptRecipe, LaunchContext, Normal
 use spaces_testkit::{Reply, Script, ScriptedServer, Wire};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
-const ALL: [&str; 8] = [
-    "write_tool",
-    "followup",
-    "bash_tool",
-    "interrupt_stream",
-    "interrupt_tool",
-    "http_error",
-    "resume_missing",
-    "partial_text",
-];
+const ALL: [&str; 8] =
+    ["write_tool", "followup", "bash_tool", "interrupt_stream", "interrupt_tool", "http_error", "resume_missing", "partial_text"];
 
 /// Longest wait for any one step.
 const STEP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -106,10 +98,7 @@ fn scenario(name: &str, ws: &Path) -> Option<Scenario> {
     let sc = match name {
         "write_tool" => Scenario {
             script: Script::new([
-                Reply::ToolCall {
-                    name: "Write".into(),
-                    input: json!({ "file_path": file, "content": "hello\n" }),
-                },
+                Reply::ToolCall { name: "Write".into(), input: json!({ "file_path": file, "content": "hello\n" }) },
                 text("I wrote hello.txt."),
             ]),
             steps: vec![Step::Turn("Write hello.txt containing hello."), Step::Results(1)],
@@ -117,20 +106,12 @@ fn scenario(name: &str, ws: &Path) -> Option<Scenario> {
         },
         "followup" => Scenario {
             script: Script::new([text("The answer is 4."), text("Doubled, that is 8.")]),
-            steps: vec![
-                Step::Turn("What is 2 + 2?"),
-                Step::Results(1),
-                Step::Turn("Double it."),
-                Step::Results(2),
-            ],
+            steps: vec![Step::Turn("What is 2 + 2?"), Step::Results(1), Step::Turn("Double it."), Step::Results(2)],
             resume: None,
         },
         "bash_tool" => Scenario {
             script: Script::new([
-                Reply::ToolCall {
-                    name: "Bash".into(),
-                    input: json!({ "command": "ls", "description": "List files" }),
-                },
+                Reply::ToolCall { name: "Bash".into(), input: json!({ "command": "ls", "description": "List files" }) },
                 Reply::ToolCall {
                     name: "Bash".into(),
                     input: json!({ "command": "cat missing.txt", "description": "Show a missing file" }),
@@ -162,10 +143,7 @@ fn scenario(name: &str, ws: &Path) -> Option<Scenario> {
         },
         "interrupt_tool" => Scenario {
             script: Script::new([
-                Reply::ToolCall {
-                    name: "Bash".into(),
-                    input: json!({ "command": "sleep 30", "description": "Wait a while" }),
-                },
+                Reply::ToolCall { name: "Bash".into(), input: json!({ "command": "sleep 30", "description": "Wait a while" }) },
                 text("Not expected: the sleep was interrupted."),
             ]),
             steps: vec![
@@ -180,8 +158,7 @@ fn scenario(name: &str, ws: &Path) -> Option<Scenario> {
         "http_error" => Scenario {
             script: Script::new([]).with_fallback(Reply::HttpError {
                 status: 500,
-                body: json!({"type": "error", "error": {"type": "api_error", "message": "scripted failure"}})
-                    .to_string(),
+                body: json!({"type": "error", "error": {"type": "api_error", "message": "scripted failure"}}).to_string(),
             }),
             steps: vec![Step::Turn("Say hello."), Step::Results(1)],
             resume: None,
@@ -193,10 +170,7 @@ fn scenario(name: &str, ws: &Path) -> Option<Scenario> {
         },
         "partial_text" => Scenario {
             script: Script::new([
-                Reply::ToolCall {
-                    name: "Bash".into(),
-                    input: json!({ "command": "echo hi", "description": "Say hi" }),
-                },
+                Reply::ToolCall { name: "Bash".into(), input: json!({ "command": "echo hi", "description": "Say hi" }) },
                 Reply::SlowText { text: "The command printed hi, as asked.".into(), chunks: 4, delay_ms: 50 },
             ]),
             steps: vec![Step::Turn("Run echo hi, then tell me what it printed."), Step::Results(1)],
@@ -215,15 +189,9 @@ async fn main() -> Result<()> {
         bail!("no claude binary at {} (see the install line at the top)", binary.display());
     }
     std::fs::create_dir_all(&args.out)?;
-    let names: Vec<String> = if args.names.is_empty() {
-        ALL.iter().map(|s| s.to_string()).collect()
-    } else {
-        args.names
-    };
+    let names: Vec<String> = if args.names.is_empty() { ALL.iter().map(|s| s.to_string()).collect() } else { args.names };
     for name in &names {
-        record(name, &binary, &args.out, &args.work)
-            .await
-            .with_context(|| format!("scenario {name}"))?;
+        record(name, &binary, &args.out, &args.work).await.with_context(|| format!("scenario {name}"))?;
     }
     Ok(())
 }
@@ -305,11 +273,7 @@ async fn record(name: &str, binary: &Path, out: &Path, work: &Path) -> Result<()
         match step {
             Step::Turn(text) => {
                 steps_log.push(json!({ "before_line": count(&lines), "begin_turn": text }));
-                let bytes = if first_turn {
-                    plan.initial_stdin.clone().unwrap_or_default()
-                } else {
-                    ClaudeCode.user_message(text)
-                };
+                let bytes = if first_turn { plan.initial_stdin.clone().unwrap_or_default() } else { ClaudeCode.user_message(text) };
                 first_turn = false;
                 send(&mut stdin, &bytes).await;
             }
@@ -321,28 +285,20 @@ async fn record(name: &str, binary: &Path, out: &Path, work: &Path) -> Result<()
                 send(&mut stdin, &bytes).await;
             }
             Step::Pause(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
-            Step::Results(n) => {
-                wait(|| results(&lines) >= *n || reader.is_finished(), "result lines").await?
-            }
+            Step::Results(n) => wait(|| results(&lines) >= *n || reader.is_finished(), "result lines").await?,
             Step::ModelCalls(n) => wait(|| server.model_calls().len() >= *n, "model calls").await?,
             Step::LineContains(s) => {
-                wait(
-                    || lines.lock().map(|l| l.iter().any(|x| x.contains(s))).unwrap_or(false),
-                    "a matching line",
-                )
-                .await?
+                wait(|| lines.lock().map(|l| l.iter().any(|x| x.contains(s))).unwrap_or(false), "a matching line").await?
             }
         }
     }
     drop(stdin); // the CLI exits once stdin closes and the turn is done
-    let status =
-        tokio::time::timeout(STEP_TIMEOUT, child.wait()).await.context("claude did not exit")??;
+    let status = tokio::time::timeout(STEP_TIMEOUT, child.wait()).await.context("claude did not exit")??;
     let _ = reader.await;
     let stderr_text = err_reader.await.unwrap_or_default();
     let stdout_lines = lines.lock().map(|l| l.clone()).unwrap_or_default();
 
-    let tail: Vec<&str> =
-        stderr_text.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect();
+    let tail: Vec<&str> = stderr_text.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect();
     let exit = ExitInfo {
         code: status.code(),
         signal: std::os::unix::process::ExitStatusExt::signal(&status),
@@ -373,23 +329,12 @@ async fn record(name: &str, binary: &Path, out: &Path, work: &Path) -> Result<()
         .collect();
 
     std::fs::write(out.join(format!("{name}.stdout.jsonl")), stdout_lines.concat())?;
-    std::fs::write(
-        out.join(format!("{name}.steps.json")),
-        serde_json::to_string_pretty(&steps_log)? + "\n",
-    )?;
-    std::fs::write(
-        out.join(format!("{name}.requests.json")),
-        serde_json::to_string_pretty(&requests)? + "\n",
-    )?;
+    std::fs::write(out.join(format!("{name}.steps.json")), serde_json::to_string_pretty(&steps_log)? + "\n")?;
+    std::fs::write(out.join(format!("{name}.requests.json")), serde_json::to_string_pretty(&requests)? + "\n")?;
 
     // Check: the live output through the normalizer, in the order the driver saw it.
     let kinds = replay(&steps_log, &stdout_lines, &exit);
-    println!(
-        "== {name}: exit {:?} signal {:?}, {} stdout lines",
-        exit.code,
-        exit.signal,
-        stdout_lines.len()
-    );
+    println!("== {name}: exit {:?} signal {:?}, {} stdout lines", exit.code, exit.signal, stdout_lines.len());
     for r in &requests {
         println!("   request {} {} model_call={}", r["method"], r["path"], r["model_call"]);
     }
@@ -449,10 +394,7 @@ async fn send(stdin: &mut tokio::process::ChildStdin, bytes: &[u8]) {
 }
 
 fn results(lines: &Arc<Mutex<Vec<String>>>) -> usize {
-    lines
-        .lock()
-        .map(|l| l.iter().filter(|x| x.starts_with("{\"type\":\"result\"")).count())
-        .unwrap_or(0)
+    lines.lock().map(|l| l.iter().filter(|x| x.starts_with("{\"type\":\"result\"")).count()).unwrap_or(0)
 }
 
 /// Poll `done` until true (a recorder watching another process; tests never do this).

@@ -33,14 +33,7 @@ use spaces_harnesses::openai_codex::{OpenAiCodex, BINARY};
 use spaces_harnesses::{ExitInfo, Harness, LaunchContext};
 use spaces_testkit::{Reply, Script, ScriptedServer, Wire};
 
-const ALL: [&str; 6] = [
-    "exec_command",
-    "exec_failed",
-    "apply_patch",
-    "resume",
-    "interrupt",
-    "http_error",
-];
+const ALL: [&str; 6] = ["exec_command", "exec_failed", "apply_patch", "resume", "interrupt", "http_error"];
 
 #[tokio::main]
 async fn main() -> Result<()> {
@@ -65,9 +58,7 @@ async fn main() -> Result<()> {
     std::fs::create_dir_all(&out)?;
     for name in &names {
         println!("== {name}");
-        record(name, &binary, &out)
-            .await
-            .with_context(|| format!("scenario {name}"))?;
+        record(name, &binary, &out).await.with_context(|| format!("scenario {name}"))?;
     }
     Ok(())
 }
@@ -85,11 +76,7 @@ fn dirs() -> Result<Dirs> {
     let cwd = tmp.path().join("work");
     std::fs::create_dir_all(&home)?;
     std::fs::create_dir_all(&cwd)?;
-    Ok(Dirs {
-        _tmp: tmp,
-        home,
-        cwd,
-    })
+    Ok(Dirs { _tmp: tmp, home, cwd })
 }
 
 /// What one codex process printed and how it ended.
@@ -104,9 +91,7 @@ impl Turn {
         let text = String::from_utf8_lossy(&self.stdout);
         let line = text.lines().next()?;
         let v: Value = serde_json::from_str(line).ok()?;
-        v.get("thread_id")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
+        v.get("thread_id").and_then(Value::as_str).map(str::to_owned)
     }
 }
 
@@ -115,10 +100,7 @@ async fn record(name: &str, binary: &Path, out: &Path) -> Result<()> {
     match name {
         "exec_command" => {
             let script = Script::new([
-                Reply::ToolCall {
-                    name: "exec_command".into(),
-                    input: json!({"cmd": "printf 'hello\\n' > hello.txt && ls -la"}),
-                },
+                Reply::ToolCall { name: "exec_command".into(), input: json!({"cmd": "printf 'hello\\n' > hello.txt && ls -la"}) },
                 Reply::Text("Created hello.txt with one line.".into()),
             ]);
             let server = ScriptedServer::start(Wire::OpenAiResponses, script).await?;
@@ -128,10 +110,7 @@ async fn record(name: &str, binary: &Path, out: &Path) -> Result<()> {
         }
         "exec_failed" => {
             let script = Script::new([
-                Reply::ToolCall {
-                    name: "exec_command".into(),
-                    input: json!({"cmd": "ls missing-dir"}),
-                },
+                Reply::ToolCall { name: "exec_command".into(), input: json!({"cmd": "ls missing-dir"}) },
                 Reply::Text("The directory does not exist.".into()),
             ]);
             let server = ScriptedServer::start(Wire::OpenAiResponses, script).await?;
@@ -139,13 +118,9 @@ async fn record(name: &str, binary: &Path, out: &Path) -> Result<()> {
             save(out, name, &t, &server)?;
         }
         "apply_patch" => {
-            let patch =
-                "*** Begin Patch\n*** Add File: notes.md\n+# Notes\n+first line\n*** End Patch\n";
+            let patch = "*** Begin Patch\n*** Add File: notes.md\n+# Notes\n+first line\n*** End Patch\n";
             let script = Script::new([
-                Reply::CustomToolCall {
-                    name: "apply_patch".into(),
-                    input: patch.into(),
-                },
+                Reply::CustomToolCall { name: "apply_patch".into(), input: patch.into() },
                 Reply::Text("Added notes.md.".into()),
             ]);
             let server = ScriptedServer::start(Wire::OpenAiResponses, script).await?;
@@ -154,47 +129,26 @@ async fn record(name: &str, binary: &Path, out: &Path) -> Result<()> {
             check_file(&d.cwd.join("notes.md"))?;
         }
         "resume" => {
-            let script = Script::new([
-                Reply::Text("The answer is 42.".into()),
-                Reply::Text("You asked about the answer; it was 42.".into()),
-            ]);
+            let script =
+                Script::new([Reply::Text("The answer is 42.".into()), Reply::Text("You asked about the answer; it was 42.".into())]);
             let server = ScriptedServer::start(Wire::OpenAiResponses, script).await?;
             let t1 = run(binary, &d, &server, 1, "What is the answer?", None, None).await?;
             let thread = t1.thread_id().context("no thread id in turn 1")?;
             save(out, "resume.turn1", &t1, &server)?;
-            let t2 = run(
-                binary,
-                &d,
-                &server,
-                2,
-                "What did I ask?",
-                Some(&thread),
-                None,
-            )
-            .await?;
+            let t2 = run(binary, &d, &server, 2, "What did I ask?", Some(&thread), None).await?;
             save(out, "resume.turn2", &t2, &server)?;
         }
         "interrupt" => {
             let script = Script::new([
                 Reply::SlowText {
-                    text: "Counting slowly: one two three four five six seven eight nine ten."
-                        .into(),
+                    text: "Counting slowly: one two three four five six seven eight nine ten.".into(),
                     chunks: 30,
                     delay_ms: 200,
                 },
                 Reply::Text("Resumed after the interrupt.".into()),
             ]);
             let server = ScriptedServer::start(Wire::OpenAiResponses, script).await?;
-            let t1 = run(
-                binary,
-                &d,
-                &server,
-                1,
-                "Count to ten",
-                None,
-                Some(Duration::from_millis(800)),
-            )
-            .await?;
+            let t1 = run(binary, &d, &server, 1, "Count to ten", None, Some(Duration::from_millis(800))).await?;
             let thread = t1.thread_id().context("no thread id in turn 1")?;
             save(out, "interrupt.turn1", &t1, &server)?;
             let t2 = run(binary, &d, &server, 2, "Go on", Some(&thread), None).await?;
@@ -203,22 +157,16 @@ async fn record(name: &str, binary: &Path, out: &Path) -> Result<()> {
         "http_error" => {
             let err = Reply::HttpError {
                 status: 500,
-                body: json!({"error": {"message": "scripted failure", "type": "server_error"}})
-                    .to_string(),
+                body: json!({"error": {"message": "scripted failure", "type": "server_error"}}).to_string(),
             };
-            let server =
-                ScriptedServer::start(Wire::OpenAiResponses, Script::new([]).with_fallback(err))
-                    .await?;
+            let server = ScriptedServer::start(Wire::OpenAiResponses, Script::new([]).with_fallback(err)).await?;
             let t = run(binary, &d, &server, 1, "Say hi", None, None).await?;
             save(out, name, &t, &server)?;
         }
         "path_probe" => {
             // Not a fixture: shows which helper tools a shell command finds on PATH.
             let script = Script::new([
-                Reply::ToolCall {
-                    name: "exec_command".into(),
-                    input: json!({"cmd": "command -v rg; command -v apply_patch; echo $PATH"}),
-                },
+                Reply::ToolCall { name: "exec_command".into(), input: json!({"cmd": "command -v rg; command -v apply_patch; echo $PATH"}) },
                 Reply::Text("ok".into()),
             ]);
             let server = ScriptedServer::start(Wire::OpenAiResponses, script).await?;
@@ -231,8 +179,7 @@ async fn record(name: &str, binary: &Path, out: &Path) -> Result<()> {
 }
 
 fn check_file(path: &Path) -> Result<()> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("the tool call did not create {}", path.display()))?;
+    let text = std::fs::read_to_string(path).with_context(|| format!("the tool call did not create {}", path.display()))?;
     println!("   {} = {text:?}", path.display());
     Ok(())
 }
@@ -275,10 +222,7 @@ async fn run(
     let mut cmd = tokio::process::Command::new(&plan.argv[0]);
     cmd.args(&plan.argv[1..])
         .env_clear()
-        .env(
-            "PATH",
-            std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
-        )
+        .env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()))
         .env("LANG", "C.UTF-8")
         .envs(&plan.env)
         .current_dir(&d.cwd)
@@ -300,26 +244,16 @@ async fn run(
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         tokio::time::sleep(after).await;
-        println!(
-            "   SIGINT to process group {pid} at {:?}",
-            started.elapsed()
-        );
-        let st = std::process::Command::new("kill")
-            .args(["-INT", "--", &format!("-{pid}")])
-            .status()?;
+        println!("   SIGINT to process group {pid} at {:?}", started.elapsed());
+        let st = std::process::Command::new("kill").args(["-INT", "--", &format!("-{pid}")]).status()?;
         if !st.success() {
             bail!("kill failed");
         }
     }
-    let output = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
-        .await
-        .context("codex did not finish within 120 s")??;
+    let output =
+        tokio::time::timeout(Duration::from_secs(120), child.wait_with_output()).await.context("codex did not finish within 120 s")??;
     println!("   exit: {:?} after {:?}", output.status, started.elapsed());
-    Ok(Turn {
-        stdout: output.stdout,
-        stderr: output.stderr,
-        status: output.status,
-    })
+    Ok(Turn { stdout: output.stdout, stderr: output.stderr, status: output.status })
 }
 
 /// Write the turn's stdout, stderr and a summary of the model calls so far.
@@ -332,10 +266,7 @@ fn save(out: &Path, name: &str, t: &Turn, server: &ScriptedServer) -> Result<()>
         "all_paths": server.requests().iter().map(|r| format!("{} {}", r.method, r.path)).collect::<Vec<_>>(),
         "model_calls": calls,
     });
-    std::fs::write(
-        out.join(format!("{name}.run.json")),
-        serde_json::to_string_pretty(&requests)? + "\n",
-    )?;
+    std::fs::write(out.join(format!("{name}.run.json")), serde_json::to_string_pretty(&requests)? + "\n")?;
     print!("{}", String::from_utf8_lossy(&t.stdout));
     // What the harness makes of it (a fresh normalizer per process, as a sanity check).
     let mut n = OpenAiCodex.normalizer();
@@ -390,22 +321,14 @@ fn summarize(r: &spaces_testkit::RecordedRequest) -> Value {
                     let texts: Vec<String> = it
                         .get("content")
                         .and_then(Value::as_array)
-                        .map(|c| {
-                            c.iter()
-                                .filter_map(|p| p.get("text").and_then(Value::as_str))
-                                .map(cut)
-                                .collect()
-                        })
+                        .map(|c| c.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).map(cut).collect())
                         .unwrap_or_default();
                     if !texts.is_empty() {
                         o.insert("text".into(), json!(texts));
                     }
                     for k in ["arguments", "input", "output"] {
                         if let Some(v) = it.get(k) {
-                            let s = v
-                                .as_str()
-                                .map(str::to_owned)
-                                .unwrap_or_else(|| v.to_string());
+                            let s = v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string());
                             o.insert(k.into(), json!(cut(&s)));
                         }
                     }
@@ -417,21 +340,9 @@ fn summarize(r: &spaces_testkit::RecordedRequest) -> Value {
     let tools: Vec<Value> = body
         .get("tools")
         .and_then(Value::as_array)
-        .map(|t| {
-            t.iter()
-                .map(|x| {
-                    x.get("name")
-                        .cloned()
-                        .unwrap_or_else(|| x.get("type").cloned().unwrap_or(Value::Null))
-                })
-                .collect()
-        })
+        .map(|t| t.iter().map(|x| x.get("name").cloned().unwrap_or_else(|| x.get("type").cloned().unwrap_or(Value::Null))).collect())
         .unwrap_or_default();
-    let auth = r
-        .headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
-        .map(|(_, v)| v.clone());
+    let auth = r.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("authorization")).map(|(_, v)| v.clone());
     json!({
         "path": r.path,
         "authorization": auth,

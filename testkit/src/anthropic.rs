@@ -58,11 +58,7 @@ pub fn is_auxiliary(body: &Value) -> bool {
 /// `{"input": <string>}`).
 pub fn frames(reply: &Reply, request: Option<&Value>) -> Vec<SseFrame> {
     let n = request.and_then(|r| r.get("messages")).and_then(Value::as_array).map_or(0, Vec::len);
-    let model = request
-        .and_then(|r| r.get("model"))
-        .and_then(Value::as_str)
-        .unwrap_or("claude-scripted")
-        .to_owned();
+    let model = request.and_then(|r| r.get("model")).and_then(Value::as_str).unwrap_or("claude-scripted").to_owned();
     let mut out = vec![frame(
         "message_start",
         json!({
@@ -174,14 +170,10 @@ fn auxiliary_answer(body: Option<&Value>) -> Response {
             sse.push_str(&format!("data: {}\n\n", f.data));
         }
         let mut resp = Response::new(Body::from(sse));
-        resp.headers_mut().insert(
-            axum::http::header::CONTENT_TYPE,
-            axum::http::HeaderValue::from_static("text/event-stream"),
-        );
+        resp.headers_mut().insert(axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static("text/event-stream"));
         return resp;
     }
-    let model =
-        body.and_then(|b| b.get("model")).and_then(Value::as_str).unwrap_or("claude-scripted");
+    let model = body.and_then(|b| b.get("model")).and_then(Value::as_str).unwrap_or("claude-scripted");
     let msg = json!({
         "id": "msg_scripted_aux",
         "type": "message",
@@ -301,8 +293,7 @@ mod tests {
         let title = json!({ "stream": true, "messages": [{}],
             "output_config": { "effort": "high", "format": { "type": "json_schema", "schema": schema } } });
         assert!(!is_model_call("/v1/messages", Some(&title)));
-        let main =
-            json!({ "stream": true, "messages": [{}], "output_config": { "effort": "high" } });
+        let main = json!({ "stream": true, "messages": [{}], "output_config": { "effort": "high" } });
         assert!(is_model_call("/v1/messages", Some(&main)));
         assert_eq!(fill_schema(&schema), json!({"title": "Scripted session"}));
     }
@@ -315,14 +306,7 @@ mod tests {
         let names: Vec<_> = f.iter().filter_map(|f| f.event.clone()).collect();
         assert_eq!(
             names,
-            [
-                "message_start",
-                "content_block_start",
-                "content_block_delta",
-                "content_block_stop",
-                "message_delta",
-                "message_stop"
-            ]
+            ["message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"]
         );
         assert_eq!(f[1].data["content_block"]["id"], "toolu_scripted_3");
         assert_eq!(f[2].data["delta"]["partial_json"], "{\"a\":1}");

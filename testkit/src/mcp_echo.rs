@@ -188,8 +188,7 @@ mod tests {
     #[test]
     fn unknown_tools_and_bad_lines_are_errors() {
         assert_eq!(
-            answer(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"nope"}}"#, None)
-                .map(|v| v["error"]["code"].clone()),
+            answer(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"nope"}}"#, None).map(|v| v["error"]["code"].clone()),
             Some(json!(-32602))
         );
         assert_eq!(answer("not json", None).map(|v| v["error"]["code"].clone()), Some(json!(-32700)));

@@ -35,19 +35,13 @@ pub fn frames(reply: &Reply, request: Option<&serde_json::Value>) -> Vec<SseFram
     s.opening();
     match reply {
         Reply::Text(text) => s.message(&[text.as_str()], Duration::ZERO),
-        Reply::SlowText {
-            text,
-            chunks,
-            delay_ms,
-        } => {
+        Reply::SlowText { text, chunks, delay_ms } => {
             let pieces = split_chunks(text, *chunks);
             let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
             s.message(&refs, Duration::from_millis(*delay_ms));
         }
         Reply::ToolCall { name, input } => s.function_call(name, input),
-        Reply::McpToolCall { server, tool, input } => {
-            s.namespaced_function_call(&format!("mcp__{server}"), tool, input)
-        }
+        Reply::McpToolCall { server, tool, input } => s.namespaced_function_call(&format!("mcp__{server}"), tool, input),
         Reply::CustomToolCall { name, input } => s.custom_tool_call(name, input),
         // The server answers these itself; an empty-output completion is the harmless fallback.
         Reply::HttpError { .. } | Reply::Hang => {}
@@ -107,24 +101,10 @@ struct Stream {
 
 impl Stream {
     fn new(request: Option<&Value>) -> Self {
-        let input = request
-            .and_then(|r| r.get("input"))
-            .and_then(Value::as_array);
+        let input = request.and_then(|r| r.get("input")).and_then(Value::as_array);
         let n = input.map(Vec::len).unwrap_or(0);
-        let model = request
-            .and_then(|r| r.get("model"))
-            .and_then(Value::as_str)
-            .unwrap_or(DEFAULT_MODEL)
-            .to_owned();
-        Self {
-            frames: Vec::new(),
-            seq: 0,
-            n,
-            model,
-            output: Vec::new(),
-            output_tokens: 0,
-            input_tokens: 100 + 10 * n as u64,
-        }
+        let model = request.and_then(|r| r.get("model")).and_then(Value::as_str).unwrap_or(DEFAULT_MODEL).to_owned();
+        Self { frames: Vec::new(), seq: 0, n, model, output: Vec::new(), output_tokens: 0, input_tokens: 100 + 10 * n as u64 }
     }
 
     fn push(&mut self, kind: &str, mut data: Value, delay: Duration) {
@@ -133,11 +113,7 @@ impl Stream {
             obj.insert("sequence_number".into(), json!(self.seq));
         }
         self.seq += 1;
-        self.frames.push(SseFrame {
-            event: Some(kind.to_owned()),
-            data,
-            delay,
-        });
+        self.frames.push(SseFrame { event: Some(kind.to_owned()), data, delay });
     }
 
     fn response(&self, status: &str, with_usage: bool) -> Value {
@@ -205,8 +181,7 @@ impl Stream {
         });
         self.push("response.output_text.done", text_done, Duration::ZERO);
         let part = json!({"type": "output_text", "text": full, "annotations": []});
-        let part_done =
-            json!({"item_id": id, "output_index": index, "content_index": 0, "part": part});
+        let part_done = json!({"item_id": id, "output_index": index, "content_index": 0, "part": part});
         self.push("response.content_part.done", part_done, Duration::ZERO);
         let item = json!({
             "id": id, "type": "message", "status": "completed", "role": "assistant",
@@ -281,19 +256,11 @@ struct ToolItemShape {
     event_stem: &'static str,
 }
 
-const FUNCTION_CALL: ToolItemShape = ToolItemShape {
-    item_type: "function_call",
-    id_prefix: "fc",
-    payload_field: "arguments",
-    event_stem: "function_call_arguments",
-};
+const FUNCTION_CALL: ToolItemShape =
+    ToolItemShape { item_type: "function_call", id_prefix: "fc", payload_field: "arguments", event_stem: "function_call_arguments" };
 
-const CUSTOM_TOOL_CALL: ToolItemShape = ToolItemShape {
-    item_type: "custom_tool_call",
-    id_prefix: "ctc",
-    payload_field: "input",
-    event_stem: "custom_tool_call_input",
-};
+const CUSTOM_TOOL_CALL: ToolItemShape =
+    ToolItemShape { item_type: "custom_tool_call", id_prefix: "ctc", payload_field: "input", event_stem: "custom_tool_call_input" };
 
 /// A rough token count (4 characters a token, at least 1) for the scripted `usage`.
 fn tokens(text: &str) -> u64 {
@@ -334,14 +301,9 @@ mod tests {
 
     #[test]
     fn tool_call_arguments_are_a_json_string() {
-        let reply = Reply::ToolCall {
-            name: "exec_command".into(),
-            input: json!({"cmd": "ls"}),
-        };
+        let reply = Reply::ToolCall { name: "exec_command".into(), input: json!({"cmd": "ls"}) };
         let f = frames(&reply, None);
-        let done = f
-            .iter()
-            .find(|f| f.event.as_deref() == Some("response.output_item.done"));
+        let done = f.iter().find(|f| f.event.as_deref() == Some("response.output_item.done"));
         let item = done.map(|d| d.data["item"].clone()).unwrap_or_default();
         assert_eq!(item["type"], "function_call");
         assert_eq!(item["arguments"], "{\"cmd\":\"ls\"}");
@@ -367,11 +329,7 @@ mod tests {
 
     #[test]
     fn slow_text_has_delayed_chunks() {
-        let reply = Reply::SlowText {
-            text: "abcdef".into(),
-            chunks: 3,
-            delay_ms: 7,
-        };
+        let reply = Reply::SlowText { text: "abcdef".into(), chunks: 3, delay_ms: 7 };
         let f = frames(&reply, None);
         let deltas: Vec<_> = f
             .iter()

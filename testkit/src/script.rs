@@ -54,9 +54,9 @@ impl Script {
 
     /// The next reply.
     pub fn next_reply(&mut self) -> Reply {
-        self.replies.pop_front().or_else(|| self.fallback.clone()).unwrap_or(Reply::HttpError {
-            status: 500,
-            body: "scripted model: the test script has no reply left for this request".into(),
-        })
+        self.replies
+            .pop_front()
+            .or_else(|| self.fallback.clone())
+            .unwrap_or(Reply::HttpError { status: 500, body: "scripted model: the test script has no reply left for this request".into() })
     }
 }

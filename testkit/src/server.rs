@@ -156,13 +156,7 @@ impl Drop for ScriptedServer {
     }
 }
 
-async fn handle(
-    State(shared): State<Arc<Shared>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     let path = uri.path_and_query().map(|p| p.as_str().to_owned()).unwrap_or_default();
     let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
     let is_model_call = method == Method::POST
@@ -183,10 +177,7 @@ async fn handle(
         reqs.push(RecordedRequest {
             method: method.to_string(),
             path: path.clone(),
-            headers: headers
-                .iter()
-                .map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
-                .collect(),
+            headers: headers.iter().map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect(),
             json: json.clone(),
             model_call: is_model_call,
         });
@@ -232,14 +223,8 @@ async fn handle(
 
 fn sse_response(body: Body) -> Response {
     let mut resp = Response::new(body);
-    resp.headers_mut().insert(
-        axum::http::header::CONTENT_TYPE,
-        axum::http::HeaderValue::from_static("text/event-stream"),
-    );
-    resp.headers_mut().insert(
-        axum::http::header::CACHE_CONTROL,
-        axum::http::HeaderValue::from_static("no-cache"),
-    );
+    resp.headers_mut().insert(axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static("text/event-stream"));
+    resp.headers_mut().insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-cache"));
     resp
 }
 
@@ -247,9 +232,6 @@ fn sse_response(body: Body) -> Response {
 pub(crate) fn plain(status: u16, body: String) -> Response {
     let mut resp = Response::new(Body::from(body));
     *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    resp.headers_mut().insert(
-        axum::http::header::CONTENT_TYPE,
-        axum::http::HeaderValue::from_static("application/json"),
-    );
+    resp.headers_mut().insert(axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static("application/json"));
     resp
 }

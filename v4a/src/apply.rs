@@ -95,10 +95,7 @@ impl Change {
 /// [`Error::HunkOutOfOrder`] (a hunk that does not match exactly once, in order), each as the
 /// source's error type, or the source's own error.
 pub fn apply<S: Source + ?Sized>(patch: &Patch, source: &S) -> Result<Vec<Change>, S::Error> {
-    let mut tree = Overlay {
-        source,
-        planned: BTreeMap::new(),
-    };
+    let mut tree = Overlay { source, planned: BTreeMap::new() };
     let mut changes = Vec::with_capacity(patch.ops.len());
     for op in &patch.ops {
         let change = match op {
@@ -106,52 +103,26 @@ pub fn apply<S: Source + ?Sized>(patch: &Patch, source: &S) -> Result<Vec<Change
                 if tree.read(path)?.is_some() {
                     return Err(Error::AddFileExists { path: path.clone() }.into());
                 }
-                let after = lines
-                    .iter()
-                    .flat_map(|l| l.bytes().chain([b'\n']))
-                    .collect();
-                Change {
-                    path: path.clone(),
-                    kind: ChangeKind::Add,
-                    before: None,
-                    after: Some(after),
-                }
+                let after = lines.iter().flat_map(|l| l.bytes().chain([b'\n'])).collect();
+                Change { path: path.clone(), kind: ChangeKind::Add, before: None, after: Some(after) }
             }
             FileOp::Delete { path } => {
                 let before = tree.existing(path)?;
-                Change {
-                    path: path.clone(),
-                    kind: ChangeKind::Delete,
-                    before: Some(before),
-                    after: None,
-                }
+                Change { path: path.clone(), kind: ChangeKind::Delete, before: Some(before), after: None }
             }
-            FileOp::Update {
-                path,
-                move_to,
-                hunks,
-            } => {
+            FileOp::Update { path, move_to, hunks } => {
                 let before = tree.existing(path)?;
                 let after = update(path, &before, hunks).map_err(S::Error::from)?;
                 let kind = match move_to {
                     Some(to) if to != path => {
                         if tree.read(to)?.is_some() {
-                            return Err(Error::MoveDestinationExists {
-                                path: path.clone(),
-                                to: to.clone(),
-                            }
-                            .into());
+                            return Err(Error::MoveDestinationExists { path: path.clone(), to: to.clone() }.into());
                         }
                         ChangeKind::Move { to: to.clone() }
                     }
                     _ => ChangeKind::Update,
                 };
-                Change {
-                    path: path.clone(),
-                    kind,
-                    before: Some(before),
-                    after: Some(after),
-                }
+                Change { path: path.clone(), kind, before: Some(before), after: Some(after) }
             }
         };
         tree.plan(&change);
@@ -185,8 +156,7 @@ impl<S: Source + ?Sized> Overlay<'_, S> {
                 self.planned.insert(to.clone(), change.after.clone());
             }
             _ => {
-                self.planned
-                    .insert(change.path.clone(), change.after.clone());
+                self.planned.insert(change.path.clone(), change.after.clone());
             }
         }
     }

@@ -10,10 +10,7 @@ use super::*;
 use crate::Error;
 
 fn tree(files: &[(&str, &[u8])]) -> BTreeMap<String, Vec<u8>> {
-    files
-        .iter()
-        .map(|(p, c)| ((*p).to_owned(), c.to_vec()))
-        .collect()
+    files.iter().map(|(p, c)| ((*p).to_owned(), c.to_vec())).collect()
 }
 
 fn patch_of(body: &str) -> String {
@@ -38,19 +35,10 @@ fn updated(before: &[u8], body: &str) -> Result<Vec<u8>> {
 
 #[test]
 fn case_x17_crlf_and_missing_final_newline_kept() {
-    assert_eq!(
-        updated(b"a\r\nb\r\nc", "@@\n a\n-b\n+B\n c\n").unwrap(),
-        b"a\r\nB\r\nc"
-    );
+    assert_eq!(updated(b"a\r\nb\r\nc", "@@\n a\n-b\n+B\n c\n").unwrap(), b"a\r\nB\r\nc");
     // Added lines take the CRLF style too, wherever they land.
-    assert_eq!(
-        updated(b"a\r\nb\r\nc", "@@\n b\n c\n+d\n").unwrap(),
-        b"a\r\nb\r\nc\r\nd"
-    );
-    assert_eq!(
-        updated(b"a\r\nb\r\n", "@@\n-a\n+x\n+y\n").unwrap(),
-        b"x\r\ny\r\nb\r\n"
-    );
+    assert_eq!(updated(b"a\r\nb\r\nc", "@@\n b\n c\n+d\n").unwrap(), b"a\r\nb\r\nc\r\nd");
+    assert_eq!(updated(b"a\r\nb\r\n", "@@\n-a\n+x\n+y\n").unwrap(), b"x\r\ny\r\nb\r\n");
     // Removing the last line: the new last line loses its ending, as the file had none.
     assert_eq!(updated(b"a\nb", "@@\n a\n-b\n").unwrap(), b"a");
 }
@@ -59,16 +47,10 @@ fn case_x17_crlf_and_missing_final_newline_kept() {
 fn case_x18a_end_of_file_anchors_last_occurrence() {
     let before = b"marker\nend\nmiddle\nmarker\nend\n";
     let body = "@@\n-marker\n+MARKER\n end\n*** End of File\n";
-    assert_eq!(
-        updated(before, body).unwrap(),
-        b"marker\nend\nmiddle\nMARKER\nend\n"
-    );
+    assert_eq!(updated(before, body).unwrap(), b"marker\nend\nmiddle\nMARKER\nend\n");
     // Without the anchor the same hunk is ambiguous.
     let err = updated(before, "@@\n-marker\n+MARKER\n end\n").unwrap_err();
-    assert!(
-        matches!(err, Error::AmbiguousContext { ref candidates, .. } if candidates == &[1, 4]),
-        "{err}"
-    );
+    assert!(matches!(err, Error::AmbiguousContext { ref candidates, .. } if candidates == &[1, 4]), "{err}");
     // The anchor refuses a hunk that is not at the end.
     let err = updated(before, "@@\n-middle\n+M\n*** End of File\n").unwrap_err();
     assert!(matches!(err, Error::ContextNotFound { .. }), "{err}");
@@ -78,10 +60,7 @@ fn case_x18a_end_of_file_anchors_last_occurrence() {
 fn case_x18b_trailing_space_context_tolerated_only_when_unique() {
     // The file has `keep  ` (trailing spaces), the patch `keep`: accepted, file bytes kept.
     let before = b"one\nkeep  \ntwo\n";
-    assert_eq!(
-        updated(before, "@@\n keep\n-two\n+TWO\n").unwrap(),
-        b"one\nkeep  \nTWO\n"
-    );
+    assert_eq!(updated(before, "@@\n keep\n-two\n+TWO\n").unwrap(), b"one\nkeep  \nTWO\n");
     // Two lines equal to the context once trailing whitespace is ignored: refused, named.
     let before = b"keep  \nx\nkeep\t\nx\n";
     let err = updated(before, "@@\n keep \n-x\n+y\n").unwrap_err();
@@ -95,19 +74,9 @@ fn case_x18b_trailing_space_context_tolerated_only_when_unique() {
         "{err:?}"
     );
     // An exact match is preferred over loose ones.
-    assert_eq!(
-        updated(before, "@@\n keep\t\n-x\n+y\n").unwrap(),
-        b"keep  \nx\nkeep\t\ny\n"
-    );
+    assert_eq!(updated(before, "@@\n keep\t\n-x\n+y\n").unwrap(), b"keep  \nx\nkeep\t\ny\n");
     // Surrounding whitespace (indentation) is the last resort, still only when unique.
-    assert_eq!(
-        updated(
-            b"fn a() {\n    body();\n}\n",
-            "@@\n-body();\n+    done();\n"
-        )
-        .unwrap(),
-        b"fn a() {\n    done();\n}\n"
-    );
+    assert_eq!(updated(b"fn a() {\n    body();\n}\n", "@@\n-body();\n+    done();\n").unwrap(), b"fn a() {\n    done();\n}\n");
 }
 
 #[test]
@@ -146,10 +115,7 @@ fn missing_context_is_refused_with_hints() {
 fn hunks_apply_in_order_each_after_the_previous() {
     let before = b"x\na\nx\nb\nx\n";
     // `x` alone is ambiguous from the start but unique after `b`.
-    assert_eq!(
-        updated(before, "@@\n-b\n+B\n@@\n-x\n+X\n").unwrap(),
-        b"x\na\nx\nB\nX\n"
-    );
+    assert_eq!(updated(before, "@@\n-b\n+B\n@@\n-x\n+X\n").unwrap(), b"x\na\nx\nB\nX\n");
 }
 
 /// X40: two hunks in the wrong order (the second's context comes before the first's in the
@@ -164,7 +130,8 @@ fn case_x40_hunks_out_of_order_are_refused_naming_the_order() {
     let text = err.to_string();
     assert!(text.contains("must follow the file's order") && text.contains("hunk 2 of f"), "{text}");
     // With a header that names an earlier line, the same.
-    let err = updated(b"fn a() {\n  x();\n}\nfn b() {\n  y();\n}\n", "@@ fn b() {\n-  y();\n+  Y();\n@@ fn a() {\n-  x();\n+  X();\n").unwrap_err();
+    let err = updated(b"fn a() {\n  x();\n}\nfn b() {\n  y();\n}\n", "@@ fn b() {\n-  y();\n+  Y();\n@@ fn a() {\n-  x();\n+  X();\n")
+        .unwrap_err();
     assert!(matches!(err, Error::HunkOutOfOrder { hunk: 2, .. }), "{err:?}");
     // A hunk that matches nowhere at all is still "does not match".
     let err = updated(before, "@@\n-b\n+B\n@@\n-zzz\n+A\n").unwrap_err();
@@ -175,22 +142,13 @@ fn case_x40_hunks_out_of_order_are_refused_naming_the_order() {
 fn header_line_positions_the_hunk() {
     let before = b"fn a() {\n    x();\n}\nfn b() {\n    x();\n}\n";
     let body = "@@ fn b() {\n-    x();\n+    y();\n";
-    assert_eq!(
-        updated(before, body).unwrap(),
-        b"fn a() {\n    x();\n}\nfn b() {\n    y();\n}\n"
-    );
+    assert_eq!(updated(before, body).unwrap(), b"fn a() {\n    x();\n}\nfn b() {\n    y();\n}\n");
     // A hunk of only added lines goes right under its header.
-    assert_eq!(
-        updated(b"a\nb\n", "@@ a\n+inserted\n").unwrap(),
-        b"a\ninserted\nb\n"
-    );
+    assert_eq!(updated(b"a\nb\n", "@@ a\n+inserted\n").unwrap(), b"a\ninserted\nb\n");
     // Without a header, at the end of the file.
     assert_eq!(updated(b"a\nb", "@@\n+c\n").unwrap(), b"a\nb\nc");
     let err = updated(before, "@@ fn c() {\n-    x();\n").unwrap_err();
-    assert!(
-        matches!(err, Error::ContextNotFound { ref first_line, .. } if first_line == "fn c() {"),
-        "{err}"
-    );
+    assert!(matches!(err, Error::ContextNotFound { ref first_line, .. } if first_line == "fn c() {"), "{err}");
 }
 
 #[test]
@@ -203,12 +161,7 @@ fn add_creates_a_file_with_lf_lines() {
     let changes = planned(&[], "*** Add File: dir/new.txt\n+hello\n+\n").unwrap();
     assert_eq!(
         changes,
-        vec![Change {
-            path: "dir/new.txt".into(),
-            kind: ChangeKind::Add,
-            before: None,
-            after: Some(b"hello\n\n".to_vec())
-        }]
+        vec![Change { path: "dir/new.txt".into(), kind: ChangeKind::Add, before: None, after: Some(b"hello\n\n".to_vec()) }]
     );
     assert_eq!(changes[0].before_version(), None);
     assert_eq!(changes[0].after_version(), Some(version(b"hello\n\n")));
@@ -224,15 +177,7 @@ fn add_onto_existing_file_is_refused() {
 #[test]
 fn delete_plans_removal_and_refuses_missing_files() {
     let changes = planned(&[("a", b"x\n")], "*** Delete File: a\n").unwrap();
-    assert_eq!(
-        changes,
-        vec![Change {
-            path: "a".into(),
-            kind: ChangeKind::Delete,
-            before: Some(b"x\n".to_vec()),
-            after: None
-        }]
-    );
+    assert_eq!(changes, vec![Change { path: "a".into(), kind: ChangeKind::Delete, before: Some(b"x\n".to_vec()), after: None }]);
     assert_eq!(changes[0].after_version(), None);
     let err = planned(&[], "*** Delete File: a\n").unwrap_err();
     assert_eq!(err.code(), ErrorCode::FileNotFound);
@@ -243,18 +188,12 @@ fn delete_plans_removal_and_refuses_missing_files() {
 
 #[test]
 fn move_with_update() {
-    let changes = planned(
-        &[("old.rs", b"a\nb\n")],
-        "*** Update File: old.rs\n*** Move to: new.rs\n@@\n-b\n+B\n",
-    )
-    .unwrap();
+    let changes = planned(&[("old.rs", b"a\nb\n")], "*** Update File: old.rs\n*** Move to: new.rs\n@@\n-b\n+B\n").unwrap();
     assert_eq!(
         changes,
         vec![Change {
             path: "old.rs".into(),
-            kind: ChangeKind::Move {
-                to: "new.rs".into()
-            },
+            kind: ChangeKind::Move { to: "new.rs".into() },
             before: Some(b"a\nb\n".to_vec()),
             after: Some(b"a\nB\n".to_vec()),
         }]
@@ -267,15 +206,8 @@ fn move_with_update() {
 
 #[test]
 fn move_onto_existing_file_is_refused() {
-    let err = planned(
-        &[("a", b"x\n"), ("b", b"y\n")],
-        "*** Update File: a\n*** Move to: b\n@@\n-x\n+z\n",
-    )
-    .unwrap_err();
-    assert!(
-        matches!(&err, Error::MoveDestinationExists { path, to } if path == "a" && to == "b"),
-        "{err:?}"
-    );
+    let err = planned(&[("a", b"x\n"), ("b", b"y\n")], "*** Update File: a\n*** Move to: b\n@@\n-x\n+z\n").unwrap_err();
+    assert!(matches!(&err, Error::MoveDestinationExists { path, to } if path == "a" && to == "b"), "{err:?}");
     assert_eq!(err.code(), ErrorCode::MoveDestinationExists);
 }
 
@@ -287,30 +219,19 @@ fn later_operations_see_earlier_ones() {
     assert_eq!(kinds, ["add", "update", "move", "delete", "add"]);
     assert_eq!(changes[2].after.as_deref(), Some(&b"two\n"[..]));
     // Once moved away, `a` is gone for later operations.
-    let err = planned(
-        &[],
-        "*** Add File: a\n+x\n*** Update File: a\n*** Move to: b\n*** Delete File: a\n",
-    )
-    .unwrap_err();
+    let err = planned(&[], "*** Add File: a\n+x\n*** Update File: a\n*** Move to: b\n*** Delete File: a\n").unwrap_err();
     assert!(matches!(&err, Error::FileNotFound { path, .. } if path == "a"), "{err:?}");
 }
 
 #[test]
 fn a_refusal_anywhere_refuses_the_whole_patch() {
-    let err = planned(
-        &[("a", b"x\n")],
-        "*** Delete File: a\n*** Update File: b\n@@\n-q\n",
-    )
-    .unwrap_err();
+    let err = planned(&[("a", b"x\n")], "*** Delete File: a\n*** Update File: b\n@@\n-q\n").unwrap_err();
     assert!(matches!(&err, Error::FileNotFound { path, .. } if path == "b"), "{err:?}");
 }
 
 #[test]
 fn non_utf8_files_are_patched_byte_for_byte() {
-    assert_eq!(
-        updated(b"\xff\xfe\nkeep\n", "@@\n keep\n+new\n").unwrap(),
-        b"\xff\xfe\nkeep\nnew\n"
-    );
+    assert_eq!(updated(b"\xff\xfe\nkeep\n", "@@\n keep\n+new\n").unwrap(), b"\xff\xfe\nkeep\nnew\n");
 }
 
 #[test]
@@ -324,14 +245,8 @@ fn plan_parses_checks_versions_then_applies() {
     assert_eq!(plan.changes[0].before_version(), Some(version(b"hi\n")));
 
     let stale = BTreeMap::from([("hello.txt".to_owned(), version(b"older\n"))]);
-    assert_eq!(
-        super::plan(text, &stale, &files).unwrap_err().code(),
-        ErrorCode::VersionConflict
-    );
-    assert_eq!(
-        super::plan("nope", &stale, &files).unwrap_err().code(),
-        ErrorCode::InvalidPatch
-    );
+    assert_eq!(super::plan(text, &stale, &files).unwrap_err().code(), ErrorCode::VersionConflict);
+    assert_eq!(super::plan("nope", &stale, &files).unwrap_err().code(), ErrorCode::InvalidPatch);
 }
 
 /// A source's own error type: its refusals pass through whole, and the engine's refusals
@@ -360,10 +275,7 @@ fn source_errors_pass_through_in_the_sources_own_type() {
     }
     let patch = parse(&patch_of("*** Add File: outbox/pwned.txt\n+x\n")).unwrap();
     assert_eq!(apply(&patch, &Refusing(true)).unwrap_err(), Refusal::Symlink("outbox/pwned.txt".to_owned()));
-    assert_eq!(
-        apply(&patch, &Refusing(false)).unwrap_err(),
-        Refusal::Engine(Error::AddFileExists { path: "outbox/pwned.txt".to_owned() })
-    );
+    assert_eq!(apply(&patch, &Refusing(false)).unwrap_err(), Refusal::Engine(Error::AddFileExists { path: "outbox/pwned.txt".to_owned() }));
 }
 
 /// X38: patches as real models write them, each on a one-line file `old`: (a) an indented

@@ -42,8 +42,8 @@ mod proptests;
 use std::collections::BTreeMap;
 
 pub use apply::{apply, Change, ChangeKind, Source};
-pub use parse::{normalize_path, parse, FileOp, Hunk, HunkLine, Patch};
 pub use error::{Error, Result};
+pub use parse::{normalize_path, parse, FileOp, Hunk, HunkLine, Patch};
 pub use version::{check_expected_versions, hex, version, version_of, version_of_digest, ABSENT};
 
 /// A checked, planned patch: what a committer writes.

@@ -24,20 +24,13 @@ pub(crate) fn split(bytes: &[u8]) -> Vec<Line<'_>> {
         match rest.iter().position(|&b| b == b'\n') {
             Some(nl) => {
                 let (line, tail) = rest.split_at(nl + 1);
-                let body_len = if line[..nl].ends_with(b"\r") {
-                    nl - 1
-                } else {
-                    nl
-                };
+                let body_len = if line[..nl].ends_with(b"\r") { nl - 1 } else { nl };
                 let (text, eol) = line.split_at(body_len);
                 lines.push(Line { text, eol });
                 rest = tail;
             }
             None => {
-                lines.push(Line {
-                    text: rest,
-                    eol: b"",
-                });
+                lines.push(Line { text: rest, eol: b"" });
                 rest = b"";
             }
         }
@@ -65,10 +58,7 @@ pub(crate) struct Output<'a> {
 
 impl<'a> Output<'a> {
     pub(crate) fn new(style: &'static [u8]) -> Self {
-        Output {
-            lines: Vec::new(),
-            style,
-        }
+        Output { lines: Vec::new(), style }
     }
 
     /// Keeps an original line, byte for byte.
@@ -78,8 +68,7 @@ impl<'a> Output<'a> {
 
     /// Adds a new line (its ending is the file's style).
     pub(crate) fn add(&mut self, text: &str) {
-        self.lines
-            .push((Cow::Owned(text.as_bytes().to_vec()), self.style));
+        self.lines.push((Cow::Owned(text.as_bytes().to_vec()), self.style));
     }
 
     /// The new file. Every line but the last ends with a newline (an original last line that had
@@ -118,14 +107,7 @@ mod tests {
         assert_eq!(parts(b""), vec![]);
         assert_eq!(parts(b"a"), vec![(&b"a"[..], &b""[..])]);
         assert_eq!(parts(b"a\n"), vec![(&b"a"[..], &b"\n"[..])]);
-        assert_eq!(
-            parts(b"a\r\n\nb\rc"),
-            vec![
-                (&b"a"[..], &b"\r\n"[..]),
-                (&b""[..], &b"\n"[..]),
-                (&b"b\rc"[..], &b""[..])
-            ]
-        );
+        assert_eq!(parts(b"a\r\n\nb\rc"), vec![(&b"a"[..], &b"\r\n"[..]), (&b""[..], &b"\n"[..]), (&b"b\rc"[..], &b""[..])]);
     }
 
     #[test]

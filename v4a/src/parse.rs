@@ -27,8 +27,8 @@
 //! A `\r` before each `\n` of the patch text is dropped: line endings are the file's business,
 //! never the patch's.
 
-use spaces_sdk::bounded;
 use crate::{Error, Result};
+use spaces_sdk::bounded;
 
 /// A parsed patch: file operations in the order they appear (and are applied).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,20 +46,14 @@ pub enum FileOp {
     Delete { path: String },
     /// `*** Update File:`: apply `hunks` in order to `path`, then rename it to `move_to` if given.
     /// `hunks` is empty only for a pure rename.
-    Update {
-        path: String,
-        move_to: Option<String>,
-        hunks: Vec<Hunk>,
-    },
+    Update { path: String, move_to: Option<String>, hunks: Vec<Hunk> },
 }
 
 impl FileOp {
     /// The path the operation reads (the source of a move).
     pub fn path(&self) -> &str {
         match self {
-            FileOp::Add { path, .. } | FileOp::Delete { path } | FileOp::Update { path, .. } => {
-                path
-            }
+            FileOp::Add { path, .. } | FileOp::Delete { path } | FileOp::Update { path, .. } => path,
         }
     }
 }
@@ -119,10 +113,7 @@ const END_OF_FILE: &str = "*** End of File";
 /// Errors: [`Error::InvalidPatch`] (`INVALID_PATCH`) naming the 1-based patch line and what was
 /// expected there. A patch without any file operation is refused too.
 pub fn parse(text: &str) -> Result<Patch> {
-    let lines = text
-        .split('\n')
-        .map(|l| l.strip_suffix('\r').unwrap_or(l))
-        .collect();
+    let lines = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect();
     Parser { lines, pos: 0, terminator: None }.patch()
 }
 
@@ -153,10 +144,7 @@ fn heredoc_word(line: &str) -> Option<String> {
 }
 
 fn err(line: usize, message: impl Into<String>) -> Error {
-    Error::InvalidPatch {
-        line,
-        message: message.into(),
-    }
+    Error::InvalidPatch { line, message: message.into() }
 }
 
 /// Quotes a patch line for a message, shortened to keep messages one line.
@@ -241,12 +229,7 @@ impl<'a> Parser<'a> {
         self.terminator = terminator;
         match self.peek() {
             Some(l) if l.trim() == BEGIN => self.pos += 1,
-            Some(l) => {
-                return Err(err(
-                    self.line_no(),
-                    format!("expected `{BEGIN}`, found {}", shown(l)),
-                ))
-            }
+            Some(l) => return Err(err(self.line_no(), format!("expected `{BEGIN}`, found {}", shown(l)))),
             None => return Err(err(1, format!("expected `{BEGIN}`, found an empty patch"))),
         }
         let mut ops = Vec::new();
@@ -254,10 +237,7 @@ impl<'a> Parser<'a> {
         loop {
             let no = self.line_no();
             let Some(line) = self.peek() else {
-                return Err(err(
-                    self.lines.len(),
-                    format!("expected `{END}` before the end of the patch"),
-                ));
+                return Err(err(self.lines.len(), format!("expected `{END}` before the end of the patch")));
             };
             let marker = line.trim();
             if marker == END {
@@ -267,10 +247,7 @@ impl<'a> Parser<'a> {
             } else if let Some(rest) = marker.strip_prefix(ADD) {
                 let path = path_of(rest, no, ADD)?;
                 self.pos += 1;
-                ops.push(FileOp::Add {
-                    path,
-                    lines: self.added_lines()?,
-                });
+                ops.push(FileOp::Add { path, lines: self.added_lines()? });
             } else if let Some(rest) = marker.strip_prefix(DELETE) {
                 let path = path_of(rest, no, DELETE)?;
                 self.pos += 1;
@@ -280,16 +257,7 @@ impl<'a> Parser<'a> {
                 self.pos += 1;
                 ops.push(self.update(path, no)?);
             } else {
-                return Err(err(
-                    no,
-                    format!(
-                        "expected `{}`, `{}`, `{}` or `{END}`, found {}",
-                        ADD,
-                        UPDATE,
-                        DELETE,
-                        shown(line)
-                    ),
-                ));
+                return Err(err(no, format!("expected `{}`, `{}`, `{}` or `{END}`, found {}", ADD, UPDATE, DELETE, shown(line))));
             }
         }
         self.skip_blank();
@@ -300,10 +268,7 @@ impl<'a> Parser<'a> {
             }
         }
         if let Some(l) = self.peek() {
-            return Err(err(
-                self.line_no(),
-                format!("expected nothing after `{END}`, found {}", shown(l)),
-            ));
+            return Err(err(self.line_no(), format!("expected nothing after `{END}`, found {}", shown(l))));
         }
         if ops.is_empty() {
             return Err(err(end_line, "the patch has no file operation"));
@@ -321,13 +286,7 @@ impl<'a> Parser<'a> {
             } else if is_marker(line) || self.only_blank_until_marker() {
                 break;
             } else {
-                return Err(err(
-                    self.line_no(),
-                    format!(
-                        "expected a `+` line of the added file or a `***` marker, found {}",
-                        shown(line)
-                    ),
-                ));
+                return Err(err(self.line_no(), format!("expected a `+` line of the added file or a `***` marker, found {}", shown(line))));
             }
         }
         Ok(lines)
@@ -350,21 +309,12 @@ impl<'a> Parser<'a> {
                 } else if let Some(text) = marker.strip_prefix("@@ ") {
                     Some(text.to_owned())
                 } else {
-                    return Err(err(
-                        no,
-                        format!(
-                            "expected `@@` or `@@ <context line>`, found {}",
-                            shown(line)
-                        ),
-                    ));
+                    return Err(err(no, format!("expected `@@` or `@@ <context line>`, found {}", shown(line))));
                 };
                 self.pos += 1;
                 hunks.push(self.hunk(header, no)?);
             } else if line.trim() == END_OF_FILE {
-                return Err(err(
-                    no,
-                    format!("`{END_OF_FILE}` must close a hunk that has lines"),
-                ));
+                return Err(err(no, format!("`{END_OF_FILE}` must close a hunk that has lines")));
             } else if is_marker(line) {
                 break;
             } else if !hunks.is_empty() && line.trim().is_empty() && self.only_blank_until_marker() {
@@ -375,23 +325,13 @@ impl<'a> Parser<'a> {
                 // Codex accepts a first hunk without `@@`.
                 hunks.push(self.hunk(None, no)?);
             } else {
-                return Err(err(
-                    no,
-                    format!(
-                        "expected `@@`, a hunk line or a `***` marker, found {}",
-                        shown(line)
-                    ),
-                ));
+                return Err(err(no, format!("expected `@@`, a hunk line or a `***` marker, found {}", shown(line))));
             }
         }
         if hunks.is_empty() && move_to.is_none() {
             return Err(err(header_no, format!("`{UPDATE} {}` has no hunk", bounded(&path))));
         }
-        Ok(FileOp::Update {
-            path,
-            move_to,
-            hunks,
-        })
+        Ok(FileOp::Update { path, move_to, hunks })
     }
 
     /// The lines of one hunk, up to the next `@@`, `***` marker or the end of the text.
@@ -423,29 +363,15 @@ impl<'a> Parser<'a> {
                 Some('-') => HunkLine::Remove(text),
                 Some('+') => HunkLine::Add(text),
                 Some(_) => {
-                    return Err(err(
-                        self.line_no(),
-                        format!(
-                            "expected a hunk line starting with ` `, `-` or `+`, found {}",
-                            shown(line)
-                        ),
-                    ))
+                    return Err(err(self.line_no(), format!("expected a hunk line starting with ` `, `-` or `+`, found {}", shown(line))))
                 }
             };
             lines.push(parsed);
             self.pos += 1;
         }
         if lines.is_empty() {
-            return Err(err(
-                start,
-                "expected hunk lines (` `, `-` or `+`) after `@@`",
-            ));
+            return Err(err(start, "expected hunk lines (` `, `-` or `+`) after `@@`"));
         }
-        Ok(Hunk {
-            header,
-            lines,
-            end_of_file,
-            patch_line: start,
-        })
+        Ok(Hunk { header, lines, end_of_file, patch_line: start })
     }
 }

@@ -37,10 +37,7 @@ struct Edit {
 }
 
 fn script(source: &[String], edits: &[Edit]) -> Vec<Op> {
-    let mut positions: Vec<(usize, &Edit)> = edits
-        .iter()
-        .map(|e| ((e.at * source.len() as f64) as usize, e))
-        .collect();
+    let mut positions: Vec<(usize, &Edit)> = edits.iter().map(|e| ((e.at * source.len() as f64) as usize, e)).collect();
     positions.sort_by_key(|(p, _)| *p);
     let mut ops = Vec::new();
     let mut next = 0;
@@ -125,17 +122,11 @@ fn line() -> impl Strategy<Value = String> {
 }
 
 fn edit() -> impl Strategy<Value = Edit> {
-    (0.0..1.0f64, 0usize..4, prop::collection::vec(line(), 0..4))
-        .prop_map(|(at, delete, insert)| Edit { at, delete, insert })
+    (0.0..1.0f64, 0usize..4, prop::collection::vec(line(), 0..4)).prop_map(|(at, delete, insert)| Edit { at, delete, insert })
 }
 
 fn case() -> impl Strategy<Value = (Vec<String>, Vec<Edit>, bool, bool)> {
-    (
-        prop::collection::vec(line(), 0..30),
-        prop::collection::vec(edit(), 1..4),
-        any::<bool>(),
-        any::<bool>(),
-    )
+    (prop::collection::vec(line(), 0..30), prop::collection::vec(edit(), 1..4), any::<bool>(), any::<bool>())
 }
 
 proptest! {

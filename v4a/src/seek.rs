@@ -110,13 +110,7 @@ pub(crate) fn seek(file: &[Line<'_>], pattern: &[&[u8]], from: usize, end_of_fil
 }
 
 /// [`seek`], the exact pass through `index` when given (an index of this very `file`).
-pub(crate) fn seek_in(
-    file: &[Line<'_>],
-    index: Option<&Index<'_>>,
-    pattern: &[&[u8]],
-    from: usize,
-    end_of_file: bool,
-) -> Seek {
+pub(crate) fn seek_in(file: &[Line<'_>], index: Option<&Index<'_>>, pattern: &[&[u8]], from: usize, end_of_file: bool) -> Seek {
     for pass in [Pass::Exact, Pass::TrimEnd, Pass::Trim, Pass::Punctuation] {
         let mut hits = match (pass, index) {
             (Pass::Exact, Some(index)) => indexed(file, index, pattern, from, end_of_file),
@@ -145,36 +139,18 @@ fn indexed(file: &[Line<'_>], index: &Index<'_>, pattern: &[&[u8]], from: usize,
     index.exact_starts(file, pattern, first, last)
 }
 
-fn starts(
-    file: &[Line<'_>],
-    pattern: &[&[u8]],
-    from: usize,
-    end_of_file: bool,
-    pass: Pass,
-) -> Vec<usize> {
+fn starts(file: &[Line<'_>], pattern: &[&[u8]], from: usize, end_of_file: bool, pass: Pass) -> Vec<usize> {
     let Some(last) = file.len().checked_sub(pattern.len()) else {
         return Vec::new();
     };
     let first = if end_of_file { last.max(from) } else { from };
-    (first..=last)
-        .filter(|&at| {
-            pattern
-                .iter()
-                .zip(&file[at..])
-                .all(|(p, l)| same(pass, l.text, p))
-        })
-        .collect()
+    (first..=last).filter(|&at| pattern.iter().zip(&file[at..]).all(|(p, l)| same(pass, l.text, p))).collect()
 }
 
 /// Lines at or after `from` equal to `line` ignoring surrounding whitespace and typographic
 /// punctuation: hints for a hunk that matched nowhere.
 pub(crate) fn near(file: &[Line<'_>], line: &[u8], from: usize) -> Vec<usize> {
-    file.iter()
-        .enumerate()
-        .skip(from)
-        .filter(|(_, l)| same(Pass::Punctuation, l.text, line))
-        .map(|(i, _)| i)
-        .collect()
+    file.iter().enumerate().skip(from).filter(|(_, l)| same(Pass::Punctuation, l.text, line)).map(|(i, _)| i).collect()
 }
 
 #[cfg(test)]
@@ -190,18 +166,12 @@ mod tests {
 
     #[test]
     fn exact_unique_wins_over_looser_candidates() {
-        assert_eq!(
-            find(b"a \nb\na\nb\n", &["a", "b"], 0, false),
-            Seek::Found(2)
-        );
+        assert_eq!(find(b"a \nb\na\nb\n", &["a", "b"], 0, false), Seek::Found(2));
     }
 
     #[test]
     fn exact_ties_are_ambiguous() {
-        assert_eq!(
-            find(b"a\nb\na\nb\n", &["a", "b"], 0, false),
-            Seek::Ambiguous(vec![0, 2])
-        );
+        assert_eq!(find(b"a\nb\na\nb\n", &["a", "b"], 0, false), Seek::Ambiguous(vec![0, 2]));
         assert_eq!(find(b"a\nb\na\nb\n", &["a", "b"], 1, false), Seek::Found(2));
     }
 
@@ -209,24 +179,15 @@ mod tests {
     fn looser_passes_apply_in_order() {
         assert_eq!(find(b"x\n  a  \n", &["a"], 0, false), Seek::Found(1));
         assert_eq!(find(b"a \n a\n", &["a"], 0, false), Seek::Found(0));
-        assert_eq!(
-            find(b"a \na\n", &["a  "], 0, false),
-            Seek::Ambiguous(vec![0, 1])
-        );
-        assert_eq!(
-            find(b"a \na\t\n", &["a"], 0, false),
-            Seek::Ambiguous(vec![0, 1])
-        );
+        assert_eq!(find(b"a \na\n", &["a  "], 0, false), Seek::Ambiguous(vec![0, 1]));
+        assert_eq!(find(b"a \na\t\n", &["a"], 0, false), Seek::Ambiguous(vec![0, 1]));
         assert_eq!(find(b"b\n", &["a"], 0, false), Seek::NotFound);
         assert_eq!(find(b"a\n", &["a", "b"], 0, false), Seek::NotFound);
     }
 
     #[test]
     fn end_of_file_only_counts_the_last_place() {
-        assert_eq!(
-            find(b"m\ne\nx\nm\ne\n", &["m", "e"], 0, true),
-            Seek::Found(3)
-        );
+        assert_eq!(find(b"m\ne\nx\nm\ne\n", &["m", "e"], 0, true), Seek::Found(3));
         assert_eq!(find(b"m\ne\nx\n", &["m", "e"], 0, true), Seek::NotFound);
     }
 
@@ -244,7 +205,9 @@ mod tests {
         let file = b"a\nb\na\nb\n a\nc\nb\n";
         let lines = split(file);
         let index = Index::new(&lines);
-        for pattern in [&["a", "b"][..], &["b"], &["a"], &[" a", "c"], &["c", "b"], &["x"], &["b", "x"], &["a", "b", "a", "b", " a", "c", "b", "b"]] {
+        for pattern in
+            [&["a", "b"][..], &["b"], &["a"], &[" a", "c"], &["c", "b"], &["x"], &["b", "x"], &["a", "b", "a", "b", " a", "c", "b", "b"]]
+        {
             let pattern: Vec<&[u8]> = pattern.iter().map(|p| p.as_bytes()).collect();
             for from in 0..=lines.len() + 1 {
                 for eof in [false, true] {

@@ -85,11 +85,7 @@ fn locate<'h>(
     loop {
         let pattern = old_lines(body);
         let Some(first) = pattern.first() else {
-            let at = if hunk.header.is_some() && !hunk.end_of_file {
-                from
-            } else {
-                file.len()
-            };
+            let at = if hunk.header.is_some() && !hunk.end_of_file { from } else { file.len() };
             return Ok((at, body));
         };
         match seek_in(file, index, &pattern, from, hunk.end_of_file) {
@@ -99,11 +95,7 @@ fn locate<'h>(
             }
             found => {
                 // Under a header that matched, the hunk is positioned by it, not by the order.
-                let earlier = if from == after {
-                    out_of_order(file, &old_lines(body), after, hunk.end_of_file)
-                } else {
-                    None
-                };
+                let earlier = if from == after { out_of_order(file, &old_lines(body), after, hunk.end_of_file) } else { None };
                 return Err(refusal(path, number, first, file, from, found, earlier));
             }
         }
@@ -122,32 +114,18 @@ fn out_of_order(file: &[Line<'_>], pattern: &[&[u8]], after: usize, end_of_file:
     }
 }
 
-fn refusal(
-    path: &str,
-    hunk: usize,
-    first: &[u8],
-    file: &[Line<'_>],
-    from: usize,
-    found: Seek,
-    earlier: Option<usize>,
-) -> Error {
+fn refusal(path: &str, hunk: usize, first: &[u8], file: &[Line<'_>], from: usize, found: Seek, earlier: Option<usize>) -> Error {
     let first_line = String::from_utf8_lossy(first).into_owned();
     let one_based = |v: Vec<usize>| v.into_iter().map(|i| i + 1).collect();
     if let (Seek::NotFound, Some(at)) = (&found, earlier) {
         return Error::HunkOutOfOrder { path: path.to_owned(), hunk, first_line, line: at + 1, after: from };
     }
     match found {
-        Seek::Ambiguous(candidates) => Error::AmbiguousContext {
-            path: path.to_owned(),
-            hunk,
-            first_line,
-            candidates: one_based(candidates),
-        },
-        Seek::Found(_) | Seek::NotFound => Error::ContextNotFound {
-            path: path.to_owned(),
-            hunk,
-            first_line,
-            near: one_based(near(file, first, from)),
-        },
+        Seek::Ambiguous(candidates) => {
+            Error::AmbiguousContext { path: path.to_owned(), hunk, first_line, candidates: one_based(candidates) }
+        }
+        Seek::Found(_) | Seek::NotFound => {
+            Error::ContextNotFound { path: path.to_owned(), hunk, first_line, near: one_based(near(file, first, from)) }
+        }
     }
 }

@@ -44,12 +44,7 @@ pub fn check_expected_versions<S: Source + ?Sized>(expected: &BTreeMap<String, S
     for (path, want) in expected {
         let current = version_of(source.read(path)?.as_deref());
         if &current != want {
-            return Err(Error::VersionConflict {
-                path: path.clone(),
-                expected: want.clone(),
-                current,
-            }
-            .into());
+            return Err(Error::VersionConflict { path: path.clone(), expected: want.clone(), current }.into());
         }
     }
     Ok(())
@@ -62,14 +57,8 @@ mod tests {
 
     #[test]
     fn version_is_sha256_of_the_whole_file() {
-        assert_eq!(
-            version(b""),
-            "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-        );
-        assert_eq!(
-            version(b"abc"),
-            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
+        assert_eq!(version(b""), "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+        assert_eq!(version(b"abc"), "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
         assert_eq!(version_of(None), "absent");
     }
 
@@ -77,21 +66,14 @@ mod tests {
     fn case_x19_changed_file_is_a_version_conflict_with_the_current_version() {
         let mut files = BTreeMap::from([("n.md".to_owned(), b"v1\n".to_vec())]);
         let v1 = version(b"v1\n");
-        let expected = BTreeMap::from([
-            ("n.md".to_owned(), v1.clone()),
-            ("new.md".to_owned(), ABSENT.to_owned()),
-        ]);
+        let expected = BTreeMap::from([("n.md".to_owned(), v1.clone()), ("new.md".to_owned(), ABSENT.to_owned())]);
         check_expected_versions(&expected, &files).unwrap();
 
         files.insert("n.md".to_owned(), b"v1\nappended\n".to_vec());
         let err = check_expected_versions(&expected, &files).unwrap_err();
         assert_eq!(err.code(), spaces_sdk::ErrorCode::VersionConflict);
         match err {
-            Error::VersionConflict {
-                path,
-                expected,
-                current,
-            } => {
+            Error::VersionConflict { path, expected, current } => {
                 assert_eq!((path.as_str(), expected), ("n.md", v1));
                 assert_eq!(current, version(b"v1\nappended\n"));
             }
@@ -101,9 +83,6 @@ mod tests {
         files.insert("new.md".to_owned(), Vec::new());
         files.insert("n.md".to_owned(), b"v1\n".to_vec());
         let err = check_expected_versions(&expected, &files).unwrap_err();
-        assert!(
-            matches!(err, Error::VersionConflict { ref path, .. } if path == "new.md"),
-            "{err:?}"
-        );
+        assert!(matches!(err, Error::VersionConflict { ref path, .. } if path == "new.md"), "{err:?}");
     }
 }

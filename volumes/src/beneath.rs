@@ -84,7 +84,9 @@ impl Beneath {
         if matches!(e, Errno::ELOOP | Errno::ENOTDIR) {
             let what = fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW).map(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT);
             return match what {
-                Ok(t) if t == SFlag::S_IFLNK => VolumeError::unsafe_entry(rel, format!("lies beneath the symlink {prefix:?}: never followed")),
+                Ok(t) if t == SFlag::S_IFLNK => {
+                    VolumeError::unsafe_entry(rel, format!("lies beneath the symlink {prefix:?}: never followed"))
+                }
                 Ok(_) => VolumeError::unsafe_entry(rel, format!("{prefix:?} is not a directory")),
                 Err(_) => errno_io(&self.abs(prefix), e),
             };

@@ -28,7 +28,10 @@ pub(crate) fn staging_beside(target: &Path, what: &str) -> Result<(PathBuf, Bene
     };
     let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "home".into());
     if !parent.is_dir() {
-        return Err(VolumeError::io(parent, std::io::Error::new(std::io::ErrorKind::NotFound, "the target's parent directory does not exist")));
+        return Err(VolumeError::io(
+            parent,
+            std::io::Error::new(std::io::ErrorKind::NotFound, "the target's parent directory does not exist"),
+        ));
     }
     let staging = parent.join(format!(".{name}.{what}-{}", crate::lease::nonce()));
     fs::DirBuilder::new().mode(0o700).create(&staging).at(&staging)?;
@@ -58,7 +61,8 @@ pub(crate) fn force_remove(path: &Path) -> Result<()> {
         Err(Errno::ELOOP | Errno::ENOTDIR) => return fs::remove_file(path).at(path),
         Err(Errno::ENOENT) => return Ok(()),
         Err(Errno::EACCES) => {
-            fchmodat(nix::fcntl::AT_FDCWD, path, Mode::from_bits_truncate(0o700), FchmodatFlags::NoFollowSymlink).map_err(|e| errno_io(path, e))?;
+            fchmodat(nix::fcntl::AT_FDCWD, path, Mode::from_bits_truncate(0o700), FchmodatFlags::NoFollowSymlink)
+                .map_err(|e| errno_io(path, e))?;
             openat(nix::fcntl::AT_FDCWD, path, DIR_FLAGS, Mode::empty()).map_err(|e| errno_io(path, e))?
         }
         Err(e) => return Err(errno_io(path, e)),
@@ -89,7 +93,8 @@ fn empty_dir(dir: &OwnedFd, shown: &Path) -> Result<()> {
             Err(Errno::EACCES) => {
                 // A directory without read or search permission for its owner: give it back
                 // (never through a symlink: refused for one).
-                fchmodat(dir, name.as_c_str(), Mode::from_bits_truncate(0o700), FchmodatFlags::NoFollowSymlink).map_err(|e| errno_io(&here, e))?;
+                fchmodat(dir, name.as_c_str(), Mode::from_bits_truncate(0o700), FchmodatFlags::NoFollowSymlink)
+                    .map_err(|e| errno_io(&here, e))?;
                 openat(dir, name.as_c_str(), DIR_FLAGS, Mode::empty())
             }
             other => other,
@@ -99,7 +104,9 @@ fn empty_dir(dir: &OwnedFd, shown: &Path) -> Result<()> {
                 empty_dir(&sub, &here)?;
                 unlinkat(dir, name.as_c_str(), UnlinkatFlags::RemoveDir).map_err(|e| errno_io(&here, e))?;
             }
-            Err(Errno::ELOOP | Errno::ENOTDIR) => unlinkat(dir, name.as_c_str(), UnlinkatFlags::NoRemoveDir).map_err(|e| errno_io(&here, e))?,
+            Err(Errno::ELOOP | Errno::ENOTDIR) => {
+                unlinkat(dir, name.as_c_str(), UnlinkatFlags::NoRemoveDir).map_err(|e| errno_io(&here, e))?
+            }
             Err(Errno::ENOENT) => {}
             Err(e) => return Err(errno_io(&here, e)),
         }
@@ -138,10 +145,8 @@ pub(crate) fn swap_in(staging: &Path, target: &Path) -> Result<()> {
         Err(e) => return Err(VolumeError::io(target, e)),
         Ok(_) => {}
     }
-    let backup = staging.with_file_name(format!(
-        "{}.old",
-        staging.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
-    ));
+    let backup =
+        staging.with_file_name(format!("{}.old", staging.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()));
     fs::rename(target, &backup).at(target)?;
     if let Err(e) = fs::rename(staging, target) {
         let _ = fs::rename(&backup, target);

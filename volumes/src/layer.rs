@@ -68,7 +68,10 @@ fn threads() -> u32 {
 type Encoder = zstd::stream::write::Encoder<'static, HashWriter<BufWriter<fs::File>>>;
 
 fn encoder(file: fs::File) -> io::Result<Encoder> {
-    let mut enc = zstd::stream::write::Encoder::new(HashWriter { inner: BufWriter::with_capacity(1 << 20, file), sha: Sha256::new(), len: 0 }, LEVEL)?;
+    let mut enc = zstd::stream::write::Encoder::new(
+        HashWriter { inner: BufWriter::with_capacity(1 << 20, file), sha: Sha256::new(), len: 0 },
+        LEVEL,
+    )?;
     enc.include_checksum(true)?;
     let n = threads();
     if n > 1 {
@@ -352,7 +355,9 @@ pub(crate) fn unpack_import(
                 tar::EntryType::Directory => Kind::Dir,
                 tar::EntryType::Regular | tar::EntryType::Continuous | tar::EntryType::Link => Kind::File,
                 tar::EntryType::Symlink => Kind::Symlink,
-                other => return Err(refuse_type(&raw, other, "only files, directories, symlinks and hard links inside the home are imported")),
+                other => {
+                    return Err(refuse_type(&raw, other, "only files, directories, symlinks and hard links inside the home are imported"))
+                }
             };
             let link = if matches!(t, tar::EntryType::Symlink | tar::EntryType::Link) {
                 let l = entry.link_name_bytes().ok_or_else(|| VolumeError::unsafe_entry(raw.as_str(), "link without a target"))?;

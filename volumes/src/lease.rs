@@ -129,7 +129,13 @@ impl std::fmt::Debug for Lease {
 
 impl Lease {
     fn new(store: Store, host: String, rec: Record) -> Lease {
-        Lease { store, host, home: rec.home.clone(), ttl_ms: rec.ttl_ms, state: std::sync::Mutex::new(State { rec, unconfirmed: Vec::new() }) }
+        Lease {
+            store,
+            host,
+            home: rec.home.clone(),
+            ttl_ms: rec.ttl_ms,
+            state: std::sync::Mutex::new(State { rec, unconfirmed: Vec::new() }),
+        }
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -289,7 +295,9 @@ pub(crate) async fn acquire(store: &Store, host: &str, home: &str, holder: &str,
         Some(cur) if cur.live(now_ms()) => {
             Err(VolumeError::LeaseHeld { home: home.to_string(), holder: cur.holder, expires_ms: cur.expires_ms })
         }
-        _ => Err(VolumeError::Store { op: format!("acquire lease of {home}"), message: "lost the race for the lease record 8 times".into() }),
+        _ => {
+            Err(VolumeError::Store { op: format!("acquire lease of {home}"), message: "lost the race for the lease record 8 times".into() })
+        }
     }
 }
 

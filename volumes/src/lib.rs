@@ -64,8 +64,8 @@ mod volume;
 pub use error::{Result, VolumeError};
 pub use lease::Lease;
 pub use types::{
-    DeleteReport, HomeSummary, LeaseInfo, ListedSnapshot, NoProgress, Progress, RestoreReport, SaveOptions, SaveReport, SecretValue, SkippedEntry, SnapshotInfo,
-    VolumeKind,
+    DeleteReport, HomeSummary, LeaseInfo, ListedSnapshot, NoProgress, Progress, RestoreReport, SaveOptions, SaveReport, SecretValue,
+    SkippedEntry, SnapshotInfo, VolumeKind,
 };
 pub use volume::Volume;
 

@@ -119,7 +119,10 @@ impl Manifest {
                     guard.file(&e.path)?;
                     let layer = e.layer.as_deref().unwrap_or_default();
                     if e.sha256.is_none() || !layers.contains(layer) {
-                        return Err(VolumeError::corrupt(format!("manifest {}", self.id), format!("file {:?} names no listed layer or hash", e.path)));
+                        return Err(VolumeError::corrupt(
+                            format!("manifest {}", self.id),
+                            format!("file {:?} names no listed layer or hash", e.path),
+                        ));
                     }
                     if let Some(src) = &e.src {
                         check_rel_path(src)?;
@@ -204,7 +207,10 @@ pub(crate) fn check_tree<'a>(entries: impl Iterator<Item = (&'a str, Kind, Optio
             match tree.get(prefix) {
                 Some((Kind::Dir, _)) => {}
                 Some((Kind::Symlink, _)) => {
-                    return Err(VolumeError::unsafe_entry(*path, format!("lies beneath the symlink {prefix:?}: it would be written through it")))
+                    return Err(VolumeError::unsafe_entry(
+                        *path,
+                        format!("lies beneath the symlink {prefix:?}: it would be written through it"),
+                    ))
                 }
                 Some((Kind::File, _)) => return Err(VolumeError::unsafe_entry(*path, format!("{prefix:?} is a file, not a directory"))),
                 None => return Err(VolumeError::unsafe_entry(*path, format!("its parent {prefix:?} is not a directory of the snapshot"))),

@@ -89,7 +89,8 @@ pub(crate) fn prepare(
     progress: &dyn Progress,
 ) -> Result<Prepared> {
     if !secrets.is_empty() {
-        let names = walk.entries.iter().map(|w| (w.path.as_str(), w.target.as_deref())).chain(walk.skipped.iter().map(|s| (s.path.as_str(), None)));
+        let names =
+            walk.entries.iter().map(|w| (w.path.as_str(), w.target.as_deref())).chain(walk.skipped.iter().map(|s| (s.path.as_str(), None)));
         for (path, target) in names {
             let found = secrets.in_bytes(path.as_bytes()).or_else(|| target.and_then(|t| secrets.in_bytes(t.as_bytes())));
             if let Some(name) = found {

@@ -254,7 +254,8 @@ fn walk_dir(fd: BorrowedFd<'_>, abs: &Path, rel: &str, exclude: &GlobSet, w: &mu
 /// other link's resolution: a link that passed through one of them left the home too.
 fn skip_links_leaving(w: &mut Walk) {
     let leaving: std::collections::HashSet<String> = {
-        let tree: HashMap<&str, (Kind, Option<&str>)> = w.entries.iter().map(|e| (e.path.as_str(), (e.kind, e.target.as_deref()))).collect();
+        let tree: HashMap<&str, (Kind, Option<&str>)> =
+            w.entries.iter().map(|e| (e.path.as_str(), (e.kind, e.target.as_deref()))).collect();
         w.entries
             .iter()
             .filter(|e| e.kind == Kind::Symlink)

@@ -73,9 +73,7 @@ pub(crate) fn open(url: &str, env: &HashMap<String, String>) -> Result<Opened> {
         return Err(invalid(url, "percent-escapes, queries and fragments are not supported"));
     }
     std::fs::create_dir_all(dir).map_err(|e| VolumeError::io(dir, e))?;
-    let fs = LocalFileSystem::new_with_prefix(dir)
-        .map_err(|e| invalid(url, e.to_string()))?
-        .with_automatic_cleanup(true);
+    let fs = LocalFileSystem::new_with_prefix(dir).map_err(|e| invalid(url, e.to_string()))?.with_automatic_cleanup(true);
     let shown = dir.trim_end_matches('/');
     Ok(Opened {
         store: Arc::new(fs),
@@ -125,7 +123,10 @@ fn open_s3(url: &str, rest: &str, env: &HashMap<String, String>) -> Result<Opene
             };
             let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
             if !loopback && !allow_http {
-                return Err(invalid(url, format!("plain http endpoint {endpoint:?} is only allowed on loopback or with AWS_ALLOW_HTTP=true")));
+                return Err(invalid(
+                    url,
+                    format!("plain http endpoint {endpoint:?} is only allowed on loopback or with AWS_ALLOW_HTTP=true"),
+                ));
             }
             builder = builder.with_allow_http(true);
         } else if !endpoint.starts_with("https://") {
@@ -197,8 +198,7 @@ pub(crate) async fn list(store: &Store, dir: &Path) -> Result<Vec<ObjectMeta>> {
 
 /// The `<20 digits>.json` records under `dir`, ascending by number.
 pub(crate) async fn list_numbered(store: &Store, dir: &Path) -> Result<Vec<(u64, ObjectMeta)>> {
-    let mut out: Vec<(u64, ObjectMeta)> =
-        list(store, dir).await?.into_iter().filter_map(|m| seq_of(&m.location).map(|n| (n, m))).collect();
+    let mut out: Vec<(u64, ObjectMeta)> = list(store, dir).await?.into_iter().filter_map(|m| seq_of(&m.location).map(|n| (n, m))).collect();
     out.sort_by_key(|(n, _)| *n);
     Ok(out)
 }

@@ -168,9 +168,7 @@ impl Volume {
             Some(id) => parse_id(home, id)?,
             None => list.last().map(|(n, _)| *n).unwrap_or_default(),
         };
-        self.fetch(home, seq)
-            .await?
-            .ok_or_else(|| VolumeError::SnapshotNotFound { home: home.to_string(), snapshot: format!("{seq:020}") })
+        self.fetch(home, seq).await?.ok_or_else(|| VolumeError::SnapshotNotFound { home: home.to_string(), snapshot: format!("{seq:020}") })
     }
 
     /// Every home in the volume that has a snapshot or a live lease, sorted by name. A home that
@@ -181,11 +179,7 @@ impl Volume {
     /// volume's homes itself failed).
     pub async fn homes(&self) -> Result<Vec<HomeSummary>> {
         let root = store::homes_root();
-        let listed = self
-            .store()
-            .list_with_delimiter(Some(&root))
-            .await
-            .map_err(|e| VolumeError::store(format!("list {root}"), e))?;
+        let listed = self.store().list_with_delimiter(Some(&root)).await.map_err(|e| VolumeError::store(format!("list {root}"), e))?;
         let mut names: Vec<String> = listed
             .common_prefixes
             .iter()
@@ -573,7 +567,12 @@ impl Volume {
                         return Err(e);
                     }
                     self.prime_cache(&f, target).await;
-                    return Ok(RestoreReport { snapshot: f.manifest.info(), files, bytes, elapsed_ms: started.elapsed().as_millis() as u64 });
+                    return Ok(RestoreReport {
+                        snapshot: f.manifest.info(),
+                        files,
+                        bytes,
+                        elapsed_ms: started.elapsed().as_millis() as u64,
+                    });
                 }
                 Err(e) => {
                     self.discard(staging).await;

@@ -97,7 +97,10 @@ impl NativeClient {
         let until = Until::parse(until.as_deref().unwrap_or("turn")).map_err(error::invalid)?;
         let cursor = u64::try_from(cursor.unwrap_or(0)).map_err(|_| error::invalid("cursor must be 0 or more".to_owned()))?;
         let follow = self.client.follow(&space, &run_id, cursor, until);
-        Ok(NativeFollow { follow: Arc::new(tokio::sync::Mutex::new(follow)), seen: Arc::new(std::sync::Mutex::new(Seen { transport: Transport::Unopened, cursor })) })
+        Ok(NativeFollow {
+            follow: Arc::new(tokio::sync::Mutex::new(follow)),
+            seen: Arc::new(std::sync::Mutex::new(Seen { transport: Transport::Unopened, cursor })),
+        })
     }
 
     /// The local state dir (absent for a TCP client).

@@ -21,13 +21,26 @@ create_exception!(_native, UnavailableError, CuaError, "Not available now: a har
 fn family(code: ErrorCode) -> Family {
     use ErrorCode::*;
     match code {
-        WorkspaceNotFound | FileNotFound | OperationNotFound | ProcessNotFound | WorkNotFound | IntentNotFound
-        | ApprovalNotFound | RunNotFound => Family::NotFound,
-        WorkspaceBusy | WorkspaceExists | ResourceQueueFull | AddFileExists | MoveDestinationExists | VersionConflict
-        | OperationKeyConflict | WorkClosed | IntentAlreadyClaimed | IntentNotEditable | IntentRevisionConflict
-        | ApprovalConflict | ApprovalAmbiguous | AgentBusy | LeaseHeld | ProcessNotRunning => Family::Conflict,
-        InvalidPatch | InvalidCommand | InvalidArgument | PathEscape | SymlinkRejected | SpecialFileRejected
-        | PathNotDirectory | ProcessNotTty => Family::Invalid,
+        WorkspaceNotFound | FileNotFound | OperationNotFound | ProcessNotFound | WorkNotFound | IntentNotFound | ApprovalNotFound
+        | RunNotFound => Family::NotFound,
+        WorkspaceBusy
+        | WorkspaceExists
+        | ResourceQueueFull
+        | AddFileExists
+        | MoveDestinationExists
+        | VersionConflict
+        | OperationKeyConflict
+        | WorkClosed
+        | IntentAlreadyClaimed
+        | IntentNotEditable
+        | IntentRevisionConflict
+        | ApprovalConflict
+        | ApprovalAmbiguous
+        | AgentBusy
+        | LeaseHeld
+        | ProcessNotRunning => Family::Conflict,
+        InvalidPatch | InvalidCommand | InvalidArgument | PathEscape | SymlinkRejected | SpecialFileRejected | PathNotDirectory
+        | ProcessNotTty => Family::Invalid,
         HarnessUnavailable | ProcessSpawnFailed | Timeout => Family::Unavailable,
         Unauthorized | Forbidden | FileOperationFailed | ApprovalRequired | Internal => Family::Other,
     }

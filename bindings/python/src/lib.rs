@@ -167,9 +167,7 @@ fn socket_path(state_dir: PathBuf) -> PathBuf {
 /// Resolves to the pid it started, or `None` when one was already answering.
 #[pyfunction]
 fn ensure_daemon(py: Python<'_>, state_dir: PathBuf, command: Vec<OsString>) -> PyResult<Bound<'_, PyAny>> {
-    bridge::awaitable(py, async move {
-        spaces_sdk::local::ensure_daemon(&state_dir, &command).await.map_err(errors::start_error)
-    })
+    bridge::awaitable(py, async move { spaces_sdk::local::ensure_daemon(&state_dir, &command).await.map_err(errors::start_error) })
 }
 
 /// Runs spacesd's command line with `argv` (without the program name, e.g. `["--state-dir",

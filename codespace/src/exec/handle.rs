@@ -16,9 +16,9 @@ use tokio::sync::watch;
 
 use super::ring::OutputRing;
 use super::{ProcessState, ProcessStatus, ReadProcessResult, Termination};
+use crate::{Error, Result};
 use spaces_os::process::kill_tree;
 use spaces_os::shim::ShimClient;
-use crate::{Error, Result};
 
 /// How the process ended.
 #[derive(Debug, Clone, Copy)]
@@ -120,22 +120,8 @@ impl Drop for Waiting<'_> {
 
 impl Handle {
     /// The handle `id` of a process started from `spec` (its owner, workspace and tag).
-    pub fn new(
-        id: String,
-        spec: &super::ExecSpec,
-        pid: i32,
-        retained: usize,
-        io: Io,
-    ) -> Self {
-        let state =
-            State {
-            ring: OutputRing::new(retained),
-            finished: false,
-            cut_short: false,
-            exit: None,
-            cause: None,
-            tree_done: false,
-        };
+    pub fn new(id: String, spec: &super::ExecSpec, pid: i32, retained: usize, io: Io) -> Self {
+        let state = State { ring: OutputRing::new(retained), finished: false, cut_short: false, exit: None, cause: None, tree_done: false };
         Self {
             id,
             owner: spec.owner.clone(),
@@ -348,10 +334,7 @@ impl Handle {
             (Termination::Terminated, _, _) => "was terminated".to_owned(),
             _ => "exited (status unknown)".to_owned(),
         };
-        Error::ProcessNotRunning {
-            process_id: self.id.clone(),
-            how,
-        }
+        Error::ProcessNotRunning { process_id: self.id.clone(), how }
     }
 
     /// Stop the process: SIGTERM to its group and tagged descendants, `grace`, SIGKILL; returns

@@ -26,12 +26,7 @@ pub(crate) const COLLECT_READ: usize = 128 * 1024;
 
 /// Read `fd` into the handle's ring until EOF, or until `drain` after `exit` fired (then read
 /// what is ready and stop: [`spaces_os::process::read_output`]), then mark collection finished.
-pub(crate) async fn collect(
-    handle: Arc<Handle>,
-    fd: Arc<AsyncFd<OwnedFd>>,
-    exit: oneshot::Receiver<()>,
-    drain: Duration,
-) {
+pub(crate) async fn collect(handle: Arc<Handle>, fd: Arc<AsyncFd<OwnedFd>>, exit: oneshot::Receiver<()>, drain: Duration) {
     let exited = async move {
         let _ = exit.await;
     };

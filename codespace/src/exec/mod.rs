@@ -71,12 +71,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use shimmed::ShimSetup;
-pub use table::Processes;
-/// The process tools' wire shapes, defined once in `spaces_sdk::tools`.
-pub use spaces_sdk::tools::{
-    DispatchStatus, ExecCommandResult, ProcessState, ProcessStatus, ReadProcessResult, Termination,
-};
 use spaces_sdk::tools::WriteStdinRequest;
+/// The process tools' wire shapes, defined once in `spaces_sdk::tools`.
+pub use spaces_sdk::tools::{DispatchStatus, ExecCommandResult, ProcessState, ProcessStatus, ReadProcessResult, Termination};
+pub use table::Processes;
 
 /// A command to start (`exec_command`). The caller (the daemon) fills in cwd = workspace root,
 /// the operator's environment and time limit.

@@ -162,14 +162,8 @@ mod tests {
         ring.push(b"abc");
         ring.push(b"def");
         assert_eq!((ring.total(), ring.retained_from()), (6, 2));
-        assert_eq!(
-            ring.read_from(0, false),
-            RingRead { bytes: b"cdef".to_vec(), next: 6, skipped: true }
-        );
-        assert_eq!(
-            ring.read_from(4, false),
-            RingRead { bytes: b"ef".to_vec(), next: 6, skipped: false }
-        );
+        assert_eq!(ring.read_from(0, false), RingRead { bytes: b"cdef".to_vec(), next: 6, skipped: true });
+        assert_eq!(ring.read_from(4, false), RingRead { bytes: b"ef".to_vec(), next: 6, skipped: false });
         ring.push(b"0123456789");
         assert_eq!((ring.total(), ring.retained_from()), (16, 12));
         assert_eq!(ring.read_from(16, false).bytes, b"");
@@ -181,10 +175,7 @@ mod tests {
         let euro = "€".as_bytes(); // 3 bytes
         ring.push(b"a");
         ring.push(&euro[..2]);
-        assert_eq!(
-            ring.read_from(0, true),
-            RingRead { bytes: b"a".to_vec(), next: 1, skipped: false }
-        );
+        assert_eq!(ring.read_from(0, true), RingRead { bytes: b"a".to_vec(), next: 1, skipped: false });
         assert_eq!(ring.read_from(0, false).next, 3, "not holding back: the partial character is read");
         ring.push(&euro[2..]);
         assert_eq!(ring.read_from(1, true).bytes, euro);

@@ -24,10 +24,10 @@ use serde::{Deserialize, Serialize};
 
 use super::handle::{Handle, Io};
 use super::ExecSpec;
+use crate::{Error, Result};
 use spaces_os::shim::journal::JournalReader;
 use spaces_os::shim::output::{extent, read_range, KEEP_SEGMENTS};
 use spaces_os::shim::{Launch, OutputMode, RawRecord, ShimClient, ShimSpec, Watcher, PROTOCOL};
-use crate::{Error, Result};
 
 /// A follower looks at the files at least this often, even without a wake-up.
 const POLL: Duration = Duration::from_secs(1);
@@ -100,9 +100,7 @@ pub(crate) async fn start(
         started_at_ms: crate::sqlite::now_ms(),
         timeout_ms: spec.timeout.map(|t| t.as_millis() as u64),
     };
-    let written = serde_json::to_vec(&record)
-        .map_err(std::io::Error::other)
-        .and_then(|json| write_atomic(&dir.join("handle.json"), &json));
+    let written = serde_json::to_vec(&record).map_err(std::io::Error::other).and_then(|json| write_atomic(&dir.join("handle.json"), &json));
     if let Err(e) = written {
         let _ = std::fs::remove_dir_all(&dir);
         return Err(fail(format!("cannot record the command in {}: {e}", dir.display())));
@@ -168,9 +166,7 @@ pub(crate) async fn find(shims: &Path) -> Vec<Found> {
     let Ok(entries) = std::fs::read_dir(shims) else { return Vec::new() };
     let mut found = Vec::new();
     for dir in entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()) {
-        let record = std::fs::read(dir.join("handle.json"))
-            .ok()
-            .and_then(|json| serde_json::from_slice::<HandleRecord>(&json).ok());
+        let record = std::fs::read(dir.join("handle.json")).ok().and_then(|json| serde_json::from_slice::<HandleRecord>(&json).ok());
         let pid = JournalReader::open(&dir, 0).ok().and_then(|mut r| {
             r.read_new_raw().ok()?.into_iter().find_map(|(rec, _)| match rec {
                 RawRecord::Start { pid, .. } => Some(pid),

@@ -3,8 +3,8 @@
 //! layer's errors are the answers.
 
 use super::ExecSpec;
-use spaces_os::process::{self, SpawnSpec, Spawned, StdinSpec, StdioSpec};
 use crate::Result;
+use spaces_os::process::{self, SpawnSpec, Spawned, StdinSpec, StdioSpec};
 
 /// Initial PTY size when the spec names none (API.md: "PTY at 24x80").
 pub(crate) const DEFAULT_TTY_SIZE: (u16, u16) =

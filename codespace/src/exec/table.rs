@@ -9,13 +9,13 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::oneshot;
 
 use super::handle::{Handle, Io};
-use super::shimmed::{self, ShimSetup};
-use super::{DispatchStatus, ExecCommandResult, ProcessStatus, ReadProcessResult, Termination};
 use super::io;
-use spaces_os::process::feed::{self, WriteStop};
+use super::shimmed::{self, ShimSetup};
 use super::{spawn, ExecLimits, ExecSpec};
-use spaces_os::process::pty;
+use super::{DispatchStatus, ExecCommandResult, ProcessStatus, ReadProcessResult, Termination};
 use crate::{Error, Result};
+use spaces_os::process::feed::{self, WriteStop};
+use spaces_os::process::pty;
 
 struct Inner {
     limits: ExecLimits,
@@ -145,11 +145,7 @@ impl Processes {
         let rt = tokio::runtime::Handle::try_current()?;
         let mut table = self.table();
         if let Some(busy) = live(&table, &spec.owner) {
-            return Err(Error::WorkspaceBusy {
-                workspace_id: spec.owner,
-                process_id: busy,
-                approval_id: None,
-            });
+            return Err(Error::WorkspaceBusy { workspace_id: spec.owner, process_id: busy, approval_id: None });
         }
         let id = format!("proc-{}", uuid::Uuid::new_v4());
         let mut spec = spec;
@@ -174,13 +170,7 @@ impl Processes {
             None => (output.clone(), Some(output.clone())),
         };
         let limits = &self.inner.limits;
-        let handle = Arc::new(Handle::new(
-            id.clone(),
-            &spec,
-            spawned.pid,
-            limits.retained_bytes,
-            Io::Direct { input, master },
-        ));
+        let handle = Arc::new(Handle::new(id.clone(), &spec, spawned.pid, limits.retained_bytes, Io::Direct { input, master }));
         let (exited_tx, exited_rx) = oneshot::channel();
         rt.spawn(io::reap(handle.clone(), spawned.child, exited_tx));
         rt.spawn(io::collect(handle.clone(), output, exited_rx, limits.drain_after_exit));
@@ -210,8 +200,7 @@ impl Processes {
             spec.tag = format!("exec/{id}");
         }
         let limits = &self.inner.limits;
-        let (record, client) =
-            shimmed::start(setup, &id, &spec, limits.retained_bytes, limits.drain_after_exit).await?;
+        let (record, client) = shimmed::start(setup, &id, &spec, limits.retained_bytes, limits.drain_after_exit).await?;
         let pid = client.pid();
         self.insert_shimmed(&record, setup.dir.join(&id), pid, Some(client), spec.timeout);
         Ok(ExecCommandResult { process_id: id, dispatch_status: DispatchStatus::Confirmed })
@@ -260,12 +249,7 @@ impl Processes {
     /// `read_process{process_id, cursor?}`: output from `cursor` (default 0). With `wait`, waits
     /// up to that long for new bytes or the end of collection (long poll). Errors:
     /// `PROCESS_NOT_FOUND`, `INVALID_ARGUMENT` (cursor past the output).
-    pub async fn read(
-        &self,
-        id: &str,
-        cursor: Option<u64>,
-        wait: Option<Duration>,
-    ) -> Result<ReadProcessResult> {
+    pub async fn read(&self, id: &str, cursor: Option<u64>, wait: Option<Duration>) -> Result<ReadProcessResult> {
         self.get(id)?.read(cursor.unwrap_or(0), wait).await
     }
 
@@ -291,12 +275,7 @@ impl Processes {
         }
         let waited = self.inner.limits.stdin_timeout;
         let deadline = tokio::time::Instant::now() + waited;
-        let timed_out = |written| Error::StdinTimeout {
-            process_id: id.to_owned(),
-            written,
-            total: data.len(),
-            waited,
-        };
+        let timed_out = |written| Error::StdinTimeout { process_id: id.to_owned(), written, total: data.len(), waited };
         let Ok(mut carried) = tokio::time::timeout_at(deadline, h.write_lock.lock()).await else {
             return Err(timed_out(0));
         };
@@ -312,8 +291,7 @@ impl Processes {
             }
         };
         let canonical = match master {
-            Some(m) => pty::is_canonical(m.as_fd())
-                .map_err(|e| os_failure(id, "reading the terminal mode", e))?,
+            Some(m) => pty::is_canonical(m.as_fd()).map_err(|e| os_failure(id, "reading the terminal mode", e))?,
             None => false,
         };
         if canonical {
@@ -341,12 +319,7 @@ impl Processes {
             WriteStop::Failed(e) if e.raw_os_error() == Some(nix::libc::EPIPE) => {
                 Error::StdinClosed { process_id: id.to_owned(), written, total: data.len() }
             }
-            WriteStop::Failed(source) => Error::StdinFailed {
-                process_id: id.to_owned(),
-                written,
-                total: data.len(),
-                source,
-            },
+            WriteStop::Failed(source) => Error::StdinFailed { process_id: id.to_owned(), written, total: data.len(), source },
         })
     }
 
@@ -371,7 +344,9 @@ impl Processes {
                 }
                 return Err(match h.exit() {
                     Some(exit) => h.not_running(&exit),
-                    None => Error::StdinFailed { process_id: id.clone(), written: 0, total: data.len(), source: std::io::Error::other(why) },
+                    None => {
+                        Error::StdinFailed { process_id: id.clone(), written: 0, total: data.len(), source: std::io::Error::other(why) }
+                    }
                 });
             }
         };
@@ -379,9 +354,7 @@ impl Processes {
         match reply.stop {
             None => Ok(()),
             Some(InputStop::Timeout) => Err(Error::StdinTimeout { process_id: id.clone(), written, total: data.len(), waited }),
-            Some(InputStop::LineTooLong) => {
-                Err(Error::LineTooLong { longest: reply.longest.unwrap_or(0), max: pty::MAX_CANON_LINE })
-            }
+            Some(InputStop::LineTooLong) => Err(Error::LineTooLong { longest: reply.longest.unwrap_or(0), max: pty::MAX_CANON_LINE }),
             Some(InputStop::Exited) => {
                 // The shim journaled the exit before it answered: the follower reads it next.
                 let _ = tokio::time::timeout(Duration::from_secs(5), h.exited()).await;

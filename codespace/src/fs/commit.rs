@@ -24,8 +24,8 @@ use std::collections::BTreeMap;
 use super::report::{CommitReport, CommitStatus};
 use super::swap::{self, Dirs};
 use super::Root;
-use spaces_v4a::{version_of, ChangeKind, Plan};
 use crate::{Error, Result};
+use spaces_v4a::{version_of, ChangeKind, Plan};
 
 /// A point of a commit where a test can inject a failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,12 +52,7 @@ struct Ends {
 
 impl Ends {
     fn of(plan: &Plan) -> Ends {
-        let mut ends = Ends {
-            order: Vec::new(),
-            initial: BTreeMap::new(),
-            last: BTreeMap::new(),
-            moved_from: BTreeMap::new(),
-        };
+        let mut ends = Ends { order: Vec::new(), initial: BTreeMap::new(), last: BTreeMap::new(), moved_from: BTreeMap::new() };
         for c in &plan.changes {
             match &c.kind {
                 ChangeKind::Move { to } => {
@@ -94,40 +89,20 @@ impl Root {
             Ok(()) => (CommitStatus::Applied, None),
             Err((status, e)) => (status, Some(e)),
         };
-        CommitReport {
-            status,
-            changes,
-            error,
-        }
+        CommitReport { status, changes, error }
     }
 
     fn run(&self, ends: &Ends, fault: Fault<'_>) -> std::result::Result<(), (CommitStatus, Error)> {
-        let modes = self
-            .recheck(ends)
-            .map_err(|e| (CommitStatus::Rejected, e))?;
+        let modes = self.recheck(ends).map_err(|e| (CommitStatus::Rejected, e))?;
         let mut dirs = Dirs::new(self);
-        let mut job = Job {
-            root: self,
-            ends,
-            modes: &modes,
-            dirs: &mut dirs,
-            temps: BTreeMap::new(),
-            done: Vec::new(),
-        };
+        let mut job = Job { root: self, ends, modes: &modes, dirs: &mut dirs, temps: BTreeMap::new(), done: Vec::new() };
         if let Err(e) = job.stage_and_swap(fault) {
             return Err(match job.roll_back(fault) {
                 Ok(()) => (CommitStatus::FailedRolledBack, e),
-                Err(r) => (
-                    CommitStatus::FailedPartial,
-                    Error::RollbackFailed {
-                        cause: Box::new(e),
-                        rollback: Box::new(r),
-                    },
-                ),
+                Err(r) => (CommitStatus::FailedPartial, Error::RollbackFailed { cause: Box::new(e), rollback: Box::new(r) }),
             });
         }
-        self.verify(ends, &ends.last)
-            .map_err(|e| (CommitStatus::FailedPartial, e))
+        self.verify(ends, &ends.last).map_err(|e| (CommitStatus::FailedPartial, e))
     }
 
     /// Step 1: every path holds its initial content; returns the permission bits of those that
@@ -152,11 +127,7 @@ impl Root {
     }
 
     /// Every path in `ends.order` has the version of `want` on disk.
-    fn verify(
-        &self,
-        ends: &Ends,
-        want: &BTreeMap<String, Option<Vec<u8>>>,
-    ) -> Result<()> {
+    fn verify(&self, ends: &Ends, want: &BTreeMap<String, Option<Vec<u8>>>) -> Result<()> {
         for path in &ends.order {
             let wanted = want.get(path).and_then(|c| c.as_deref());
             let found = self.load(path)?.map(|(bytes, _)| bytes);
@@ -186,25 +157,14 @@ struct Job<'a, 'r> {
 
 impl Job<'_, '_> {
     fn mode(&self, path: &str) -> Option<u32> {
-        self.modes
-            .get(path)
-            .or_else(|| {
-                self.ends
-                    .moved_from
-                    .get(path)
-                    .and_then(|src| self.modes.get(src))
-            })
-            .copied()
+        self.modes.get(path).or_else(|| self.ends.moved_from.get(path).and_then(|src| self.modes.get(src))).copied()
     }
 
     /// Steps 2 and 3.
     fn stage_and_swap(&mut self, fault: Fault<'_>) -> Result<()> {
         let ends = self.ends;
-        let writes: Vec<(&String, &Vec<u8>)> = ends
-            .order
-            .iter()
-            .filter_map(|p| ends.last.get(p).and_then(|c| c.as_ref()).map(|c| (p, c)))
-            .collect();
+        let writes: Vec<(&String, &Vec<u8>)> =
+            ends.order.iter().filter_map(|p| ends.last.get(p).and_then(|c| c.as_ref()).map(|c| (p, c))).collect();
         let removals: Vec<&String> = ends
             .order
             .iter()
@@ -259,9 +219,7 @@ impl Job<'_, '_> {
         fault(Step::Restore(path))?;
         match self.ends.initial.get(path).and_then(|c| c.as_ref()) {
             Some(bytes) => {
-                let temp = self
-                    .dirs
-                    .write_temp(path, bytes, self.modes.get(path).copied())?;
+                let temp = self.dirs.write_temp(path, bytes, self.modes.get(path).copied())?;
                 self.dirs.rename_in(path, &temp).inspect_err(|_| {
                     let _ = self.dirs.remove_temp(path, &temp);
                 })

@@ -14,20 +14,17 @@
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
+use crate::{Error, Result};
 use nix::errno::Errno;
 use nix::fcntl::{openat, openat2, AtFlags, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{fstat, fstatat, FileStat, Mode, SFlag};
-use crate::{Error, Result};
 
 /// The normal components of a workspace-relative `path` (`.` and empty components dropped).
 ///
 /// Errors: `PATH_ESCAPE` for an empty or absolute path, a NUL byte, or a `..` component. A path
 /// of only `.` gives no components (the root itself).
 pub(crate) fn components(path: &str) -> Result<Vec<&str>> {
-    let escape = |why: &'static str| Error::PathEscape {
-        path: path.to_owned(),
-        why,
-    };
+    let escape = |why: &'static str| Error::PathEscape { path: path.to_owned(), why };
     if path.is_empty() {
         return Err(escape("is empty"));
     }
@@ -37,10 +34,7 @@ pub(crate) fn components(path: &str) -> Result<Vec<&str>> {
     if path.starts_with('/') {
         return Err(escape("is absolute"));
     }
-    let comps: Vec<&str> = path
-        .split('/')
-        .filter(|c| !c.is_empty() && *c != ".")
-        .collect();
+    let comps: Vec<&str> = path.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
     if comps.contains(&"..") {
         return Err(escape("has a `..` component"));
     }
@@ -50,11 +44,7 @@ pub(crate) fn components(path: &str) -> Result<Vec<&str>> {
 /// Opens `comps` beneath `root` with `flags` (`O_CLOEXEC` is added): [`via_openat2`], falling
 /// back to [`via_walk`] when the kernel lacks `openat2`. Errors are raw errno values; map them
 /// with [`refusal`].
-pub(crate) fn open_beneath(
-    root: BorrowedFd,
-    comps: &[&str],
-    flags: OFlag,
-) -> nix::Result<OwnedFd> {
+pub(crate) fn open_beneath(root: BorrowedFd, comps: &[&str], flags: OFlag) -> nix::Result<OwnedFd> {
     match via_openat2(root, comps, flags) {
         Err(Errno::ENOSYS | Errno::EPERM) => via_walk(root, comps, flags),
         other => other,
@@ -62,21 +52,11 @@ pub(crate) fn open_beneath(
 }
 
 /// `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`.
-pub(crate) fn via_openat2(
-    root: BorrowedFd,
-    comps: &[&str],
-    flags: OFlag,
-) -> nix::Result<OwnedFd> {
-    let rel = if comps.is_empty() {
-        ".".to_owned()
-    } else {
-        comps.join("/")
-    };
-    let how = OpenHow::new().flags(flags | OFlag::O_CLOEXEC).resolve(
-        ResolveFlag::RESOLVE_BENEATH
-            | ResolveFlag::RESOLVE_NO_SYMLINKS
-            | ResolveFlag::RESOLVE_NO_MAGICLINKS,
-    );
+pub(crate) fn via_openat2(root: BorrowedFd, comps: &[&str], flags: OFlag) -> nix::Result<OwnedFd> {
+    let rel = if comps.is_empty() { ".".to_owned() } else { comps.join("/") };
+    let how = OpenHow::new()
+        .flags(flags | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
     openat2(root, rel.as_str(), how)
 }
 
@@ -92,8 +72,7 @@ pub(crate) fn via_walk(root: BorrowedFd, comps: &[&str], flags: OFlag) -> nix::R
     let parent_flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     for comp in parents {
         let base = dir.as_ref().map_or(root, |d| d.as_fd());
-        let next =
-            openat(base, *comp, parent_flags, Mode::empty()).map_err(|e| refine(base, comp, e))?;
+        let next = openat(base, *comp, parent_flags, Mode::empty()).map_err(|e| refine(base, comp, e))?;
         dir = Some(next);
     }
     let base = dir.as_ref().map_or(root, |d| d.as_fd());
@@ -123,21 +102,11 @@ pub(crate) fn refusal(err: Errno, path: &str) -> Error {
     let path = path.to_owned();
     match err {
         Errno::ELOOP => Error::SymlinkRejected { path },
-        Errno::EXDEV => Error::PathEscape {
-            path,
-            why: "resolves outside the workspace root",
-        },
-        Errno::ENOENT => Error::FileNotFound {
-            path,
-            hint: " (its version is `absent`); check the path with find",
-        },
+        Errno::EXDEV => Error::PathEscape { path, why: "resolves outside the workspace root" },
+        Errno::ENOENT => Error::FileNotFound { path, hint: " (its version is `absent`); check the path with find" },
         Errno::ENOTDIR => Error::PathNotDirectory { path },
         Errno::ENXIO => Error::SpecialFileRejected { path },
-        other => Error::FileOperationFailed {
-            path,
-            action: "opening",
-            source: other.into(),
-        },
+        other => Error::FileOperationFailed { path, action: "opening", source: other.into() },
     }
 }
 
@@ -158,13 +127,9 @@ pub(crate) fn open_regular(root: BorrowedFd, path: &str) -> Result<Option<(File,
     let st = fstat(fd.as_fd()).map_err(|e| refusal(e, path))?;
     match file_type(&st) {
         SFlag::S_IFREG => Ok(Some((File::from(fd), st))),
-        SFlag::S_IFDIR => Err(Error::IsDirectory {
-            path: path.to_owned(),
-        }),
+        SFlag::S_IFDIR => Err(Error::IsDirectory { path: path.to_owned() }),
         SFlag::S_IFLNK => Err(refusal(Errno::ELOOP, path)),
-        _ => Err(Error::SpecialFileRejected {
-            path: path.to_owned(),
-        }),
+        _ => Err(Error::SpecialFileRejected { path: path.to_owned() }),
     }
 }
 

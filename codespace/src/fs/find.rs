@@ -10,13 +10,13 @@
 use spaces_sdk::bounded;
 use std::os::fd::{AsFd, OwnedFd};
 
+use super::{confine, Root};
+use crate::{Error, Result};
 use globset::{GlobBuilder, GlobMatcher};
 use nix::dir::{Dir, Type};
 use nix::fcntl::{openat, AtFlags, OFlag};
 use nix::sys::stat::{fstatat, Mode, SFlag};
 use spaces_sdk::tools::{FindRequest, FindResult};
-use super::{confine, Root};
-use crate::{Error, Result};
 
 /// Most paths one `find` page returns (API.md `find_max_paths`): the SDK's
 /// [`FindRequest::LIMIT_MAX`]. Also the default.
@@ -33,12 +33,7 @@ impl Root {
     ///
     /// Errors: `INVALID_ARGUMENT` for an invalid glob or `limit` 0; `FILE_OPERATION_FAILED`
     /// when the root itself cannot be listed.
-    pub fn find(
-        &self,
-        glob: Option<&str>,
-        offset: Option<u64>,
-        limit: Option<u64>,
-    ) -> Result<FindResult> {
+    pub fn find(&self, glob: Option<&str>, offset: Option<u64>, limit: Option<u64>) -> Result<FindResult> {
         self.find_bounded(glob, offset, limit, FIND_MAX_VISITS)
     }
 
@@ -59,32 +54,18 @@ impl Root {
             action: "listing the workspace root",
             source: e.into(),
         })?;
-        let mut walk = Walk {
-            matcher,
-            found: Vec::new(),
-            incomplete: false,
-            visits: 0,
-            max_visits,
-        };
+        let mut walk = Walk { matcher, found: Vec::new(), incomplete: false, visits: 0, max_visits };
         walk.run(root);
         let mut all = walk.found;
         all.sort();
         let listing: Vec<u8> = all.iter().flat_map(|p| p.bytes().chain([b'\n'])).collect();
         let listing_version = spaces_v4a::version(&listing);
-        let skip = usize::try_from(offset.unwrap_or(0))
-            .unwrap_or(usize::MAX)
-            .min(all.len());
+        let skip = usize::try_from(offset.unwrap_or(0)).unwrap_or(usize::MAX).min(all.len());
         let take = usize::try_from(limit).unwrap_or(usize::MAX);
         let paths: Vec<String> = all.iter().skip(skip).take(take).cloned().collect();
         let next = skip + paths.len();
         let truncated = next < all.len();
-        Ok(FindResult {
-            paths,
-            truncated,
-            next_offset: truncated.then_some(next as u64),
-            incomplete: walk.incomplete,
-            listing_version,
-        })
+        Ok(FindResult { paths, truncated, next_offset: truncated.then_some(next as u64), incomplete: walk.incomplete, listing_version })
     }
 }
 
@@ -93,12 +74,7 @@ fn compile(glob: &str) -> Result<GlobMatcher> {
         .literal_separator(true)
         .build()
         .map(|g| g.compile_matcher())
-        .map_err(|e| {
-            Error::invalid(format!(
-                "invalid glob {:?}: {e}; use e.g. `*.rs` (top level) or `**/*.rs`",
-                bounded(glob)
-            ))
-        })
+        .map_err(|e| Error::invalid(format!("invalid glob {:?}: {e}; use e.g. `*.rs` (top level) or `**/*.rs`", bounded(glob))))
 }
 
 struct Walk {
@@ -199,11 +175,7 @@ impl Walk {
                 self.found.push(rel);
             }
         }
-        Some(Frame {
-            prefix,
-            dir,
-            subdirs,
-        })
+        Some(Frame { prefix, dir, subdirs })
     }
 }
 

@@ -31,14 +31,14 @@ use std::collections::BTreeMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use crate::{Error, Result};
 use nix::fcntl::{open, OFlag};
 use nix::sys::stat::Mode;
-use crate::{Error, Result};
 
 pub use find::{FIND_MAX_PATHS, FIND_MAX_VISITS};
 pub use read::READ_MAX_BYTES;
-pub use spaces_sdk::tools::{FindResult, ReadResult};
 pub use report::{change_record, ChangeRecord, CommitReport, CommitStatus};
+pub use spaces_sdk::tools::{FindResult, ReadResult};
 
 /// A workspace root: the descriptor every confined open starts from, and its canonical path.
 #[derive(Debug)]
@@ -54,18 +54,11 @@ impl Root {
     /// `PATH_NOT_DIRECTORY` when it is not a directory, `FILE_OPERATION_FAILED` when it cannot
     /// be opened.
     pub fn open(path: &Path) -> Result<Root> {
-        let unavailable = |source: std::io::Error| Error::RootUnavailable {
-            root: path.to_path_buf(),
-            source,
-        };
+        let unavailable = |source: std::io::Error| Error::RootUnavailable { root: path.to_path_buf(), source };
         let canonical = std::fs::canonicalize(path).map_err(unavailable)?;
         let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-        let fd = open(canonical.as_path(), flags, Mode::empty())
-            .map_err(|e| unavailable(e.into()))?;
-        Ok(Root {
-            fd,
-            path: canonical,
-        })
+        let fd = open(canonical.as_path(), flags, Mode::empty()).map_err(|e| unavailable(e.into()))?;
+        Ok(Root { fd, path: canonical })
     }
 
     /// Opens the folder registered at `path` as a workspace root **bound to that path** (case
@@ -84,10 +77,7 @@ impl Root {
     /// `FILE_OPERATION_FAILED`).
     pub fn open_bound(path: &Path) -> Result<Root> {
         let text = path.to_str().unwrap_or_default();
-        let unavailable = |source: std::io::Error| Error::RootUnavailable {
-            root: path.to_path_buf(),
-            source,
-        };
+        let unavailable = |source: std::io::Error| Error::RootUnavailable { root: path.to_path_buf(), source };
         let Some(rel) = text.strip_prefix('/') else {
             return Err(unavailable(std::io::Error::other("the registered path is not absolute UTF-8")));
         };
@@ -97,17 +87,9 @@ impl Root {
             .map_err(|e| unavailable(e.into()))?;
         let flags = OFlag::O_PATH | OFlag::O_DIRECTORY;
         match confine::open_beneath(fs_root.as_fd(), &comps, flags) {
-            Ok(fd) => Ok(Root {
-                fd,
-                path: path.to_path_buf(),
-            }),
-            Err(nix::errno::Errno::ENOENT) => Err(Error::RootGone {
-                root: path.to_path_buf(),
-            }),
-            Err(nix::errno::Errno::ELOOP) => Err(Error::RootRedirected {
-                root: path.to_path_buf(),
-                now: std::fs::canonicalize(path).ok(),
-            }),
+            Ok(fd) => Ok(Root { fd, path: path.to_path_buf() }),
+            Err(nix::errno::Errno::ENOENT) => Err(Error::RootGone { root: path.to_path_buf() }),
+            Err(nix::errno::Errno::ELOOP) => Err(Error::RootRedirected { root: path.to_path_buf(), now: std::fs::canonicalize(path).ok() }),
             Err(e) => Err(unavailable(e.into())),
         }
     }
@@ -134,11 +116,7 @@ impl Root {
     ///
     /// Errors: those of [`spaces_v4a::plan`], and the refusals of a path the workspace refuses
     /// (`PATH_ESCAPE`, `SYMLINK_REJECTED`, `SPECIAL_FILE_REJECTED`, ...).
-    pub fn plan_patch(
-        &self,
-        patch: &str,
-        expected: &BTreeMap<String, String>,
-    ) -> Result<spaces_v4a::Plan> {
+    pub fn plan_patch(&self, patch: &str, expected: &BTreeMap<String, String>) -> Result<spaces_v4a::Plan> {
         spaces_v4a::plan(patch, expected, self)
     }
 
@@ -153,12 +131,7 @@ impl Root {
             return Ok(None);
         };
         let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .map_err(|source| Error::FileOperationFailed {
-                path: path.to_owned(),
-                action: "reading",
-                source,
-            })?;
+        file.read_to_end(&mut bytes).map_err(|source| Error::FileOperationFailed { path: path.to_owned(), action: "reading", source })?;
         Ok(Some((bytes, st.st_mode & 0o7777)))
     }
 }

@@ -7,10 +7,10 @@
 
 use std::io::Read;
 
-use sha2::{Digest, Sha256};
-use spaces_sdk::tools::{ReadRequest, ReadResult};
 use super::{confine, Root};
 use crate::{Error, Result};
+use sha2::{Digest, Sha256};
+use spaces_sdk::tools::{ReadRequest, ReadResult};
 
 /// Largest window `read` returns, in bytes (API.md `read_max_bytes`): the SDK's
 /// [`ReadRequest::LIMIT_MAX`]. Also the default.
@@ -24,17 +24,10 @@ impl Root {
     /// Errors: `INVALID_ARGUMENT` for `limit` 0 or a directory; `FILE_NOT_FOUND` (its version
     /// is `absent`); `PATH_ESCAPE`, `SYMLINK_REJECTED`, `SPECIAL_FILE_REJECTED`,
     /// `PATH_NOT_DIRECTORY`, `FILE_OPERATION_FAILED` (see the `confine` module).
-    pub fn read(
-        &self,
-        path: &str,
-        offset: Option<u64>,
-        limit: Option<u64>,
-    ) -> Result<ReadResult> {
+    pub fn read(&self, path: &str, offset: Option<u64>, limit: Option<u64>) -> Result<ReadResult> {
         let limit = limit.unwrap_or(ReadRequest::LIMIT_DEFAULT).min(READ_MAX_BYTES);
         if limit == 0 {
-            return Err(Error::invalid(
-                "limit must be at least 1 byte (at most 1048576)",
-            ));
+            return Err(Error::invalid("limit must be at least 1 byte (at most 1048576)"));
         }
         let Some((mut file, _)) = confine::open_regular(self.fd(), path)? else {
             return Err(Error::FileNotFound {
@@ -53,13 +46,7 @@ impl Root {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(source) => {
-                    return Err(Error::FileOperationFailed {
-                        path: path.to_owned(),
-                        action: "reading",
-                        source,
-                    })
-                }
+                Err(source) => return Err(Error::FileOperationFailed { path: path.to_owned(), action: "reading", source }),
             };
             let chunk = &buf[..n];
             hasher.update(chunk);
@@ -84,10 +71,7 @@ impl Root {
         let truncated = window_end < total;
         let (content, lossy) = match String::from_utf8(window) {
             Ok(text) => (text, None),
-            Err(e) => (
-                String::from_utf8_lossy(e.as_bytes()).into_owned(),
-                Some(true),
-            ),
+            Err(e) => (String::from_utf8_lossy(e.as_bytes()).into_owned(), Some(true)),
         };
         Ok(ReadResult {
             path: spaces_v4a::normalize_path(path),

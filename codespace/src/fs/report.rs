@@ -7,26 +7,26 @@ use spaces_sdk::tools::ChangeKind as WireKind;
 /// One entry of `apply_patch`'s `changes[]` (API.md, `apply_patch`), defined in the SDK.
 pub use spaces_sdk::tools::ChangeRecord;
 
-use spaces_v4a::{Change, ChangeKind};
 use crate::Error;
+use spaces_v4a::{Change, ChangeKind};
 
 /// One planned change as its wire record (`changes[]` of `apply_patch`).
 pub fn change_record(change: &Change) -> ChangeRecord {
-        ChangeRecord {
-            path: change.path.clone(),
-            kind: match change.kind {
-                ChangeKind::Add => WireKind::Add,
-                ChangeKind::Update => WireKind::Update,
-                ChangeKind::Delete => WireKind::Delete,
-                ChangeKind::Move { .. } => WireKind::Move,
-            },
-            to: match &change.kind {
-                ChangeKind::Move { to } => Some(to.clone()),
-                _ => None,
-            },
-            before_version: change.before_version(),
-            after_version: change.after_version(),
-        }
+    ChangeRecord {
+        path: change.path.clone(),
+        kind: match change.kind {
+            ChangeKind::Add => WireKind::Add,
+            ChangeKind::Update => WireKind::Update,
+            ChangeKind::Delete => WireKind::Delete,
+            ChangeKind::Move { .. } => WireKind::Move,
+        },
+        to: match &change.kind {
+            ChangeKind::Move { to } => Some(to.clone()),
+            _ => None,
+        },
+        before_version: change.before_version(),
+        after_version: change.after_version(),
+    }
 }
 
 /// How a commit ended (the `apply_patch` statuses a commit can produce).

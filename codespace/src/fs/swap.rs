@@ -12,12 +12,12 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
+use super::{confine, Root};
+use crate::{Error, Result};
 use nix::errno::Errno;
 use nix::fcntl::{openat, renameat, OFlag};
 use nix::sys::stat::{fchmod, mkdirat, Mode};
 use nix::unistd::{fsync, unlinkat, UnlinkatFlags};
-use super::{confine, Root};
-use crate::{Error, Result};
 
 /// Open directories of one commit, keyed by relative path (`""` is the root).
 pub(crate) struct Dirs<'r> {
@@ -32,29 +32,18 @@ pub(crate) fn split(path: &str) -> Result<(String, String)> {
     let comps = confine::components(path)?;
     match comps.split_last() {
         Some((leaf, parents)) => Ok((parents.join("/"), (*leaf).to_owned())),
-        None => Err(Error::invalid(format!(
-            "{:?} names the workspace root, not a file",
-            bounded(path)
-        ))),
+        None => Err(Error::invalid(format!("{:?} names the workspace root, not a file", bounded(path)))),
     }
 }
 
 /// A failed system call (`action`) on `path`.
 pub(crate) fn failed(path: &str, action: &'static str, err: Errno) -> Error {
-    Error::FileOperationFailed {
-        path: path.to_owned(),
-        action,
-        source: err.into(),
-    }
+    Error::FileOperationFailed { path: path.to_owned(), action, source: err.into() }
 }
 
 impl<'r> Dirs<'r> {
     pub(crate) fn new(root: &'r Root) -> Self {
-        Dirs {
-            root,
-            open: BTreeMap::new(),
-            created: Vec::new(),
-        }
+        Dirs { root, open: BTreeMap::new(), created: Vec::new() }
     }
 
     /// The descriptor of the existing directory `key`, opened confined on first use.
@@ -63,8 +52,7 @@ impl<'r> Dirs<'r> {
             Entry::Occupied(open) => open.into_mut(),
             Entry::Vacant(slot) => {
                 let comps: Vec<&str> = key.split('/').filter(|c| !c.is_empty()).collect();
-                let fd = confine::open_dir(self.root.fd(), &comps)
-                    .map_err(|e| confine::refusal(e, key))?;
+                let fd = confine::open_dir(self.root.fd(), &comps).map_err(|e| confine::refusal(e, key))?;
                 slot.insert(fd)
             }
         };
@@ -74,11 +62,7 @@ impl<'r> Dirs<'r> {
     /// Like [`Dirs::get`], creating missing directories of `key` one by one (`mkdirat` in the
     /// confined parent; recorded in `created`).
     pub(crate) fn ensure(&mut self, key: &str) -> Result<BorrowedFd<'_>> {
-        let comps: Vec<String> = key
-            .split('/')
-            .filter(|c| !c.is_empty())
-            .map(str::to_owned)
-            .collect();
+        let comps: Vec<String> = key.split('/').filter(|c| !c.is_empty()).map(str::to_owned).collect();
         self.get("")?;
         for i in 0..comps.len() {
             let here = comps[..=i].join("/");
@@ -88,11 +72,7 @@ impl<'r> Dirs<'r> {
                 Err(e) => return Err(e),
             }
             let parent = comps[..i].join("/");
-            match mkdirat(
-                self.get(&parent)?,
-                comps[i].as_str(),
-                Mode::from_bits_truncate(0o777),
-            ) {
+            match mkdirat(self.get(&parent)?, comps[i].as_str(), Mode::from_bits_truncate(0o777)) {
                 Ok(()) => self.created.push(here.clone()),
                 Err(Errno::EEXIST) => {}
                 Err(e) => return Err(failed(&here, "creating the directory", e)),
@@ -105,31 +85,18 @@ impl<'r> Dirs<'r> {
     /// Writes `bytes` into a new temp file beside `path` (creating missing parents), sets
     /// `mode` (permission bits; `None`: the default `0666 & ~umask`), `fsync`s it, and returns
     /// the temp's name in that directory.
-    pub(crate) fn write_temp(
-        &mut self,
-        path: &str,
-        bytes: &[u8],
-        mode: Option<u32>,
-    ) -> Result<String> {
+    pub(crate) fn write_temp(&mut self, path: &str, bytes: &[u8], mode: Option<u32>) -> Result<String> {
         let (key, leaf) = split(path)?;
         let dir = self.ensure(&key)?;
         let temp = format!(".{leaf}.spaces-tmp-{}", uuid::Uuid::new_v4().simple());
-        let flags =
-            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
         let create_mode = Mode::from_bits_truncate(if mode.is_some() { 0o600 } else { 0o666 });
-        let fd = openat(dir, temp.as_str(), flags, create_mode)
-            .map_err(|e| failed(path, "creating a temp file", e))?;
+        let fd = openat(dir, temp.as_str(), flags, create_mode).map_err(|e| failed(path, "creating a temp file", e))?;
         let mut file = std::fs::File::from(fd);
         let result = (|| {
-            file.write_all(bytes)
-                .map_err(|source| Error::FileOperationFailed {
-                    path: path.to_owned(),
-                    action: "writing",
-                    source,
-                })?;
+            file.write_all(bytes).map_err(|source| Error::FileOperationFailed { path: path.to_owned(), action: "writing", source })?;
             if let Some(mode) = mode {
-                fchmod(file.as_fd(), Mode::from_bits_truncate(mode))
-                    .map_err(|e| failed(path, "chmod", e))?;
+                fchmod(file.as_fd(), Mode::from_bits_truncate(mode)).map_err(|e| failed(path, "chmod", e))?;
             }
             fsync(file.as_fd()).map_err(|e| failed(path, "fsync", e))
         })();
@@ -144,8 +111,7 @@ impl<'r> Dirs<'r> {
     pub(crate) fn rename_in(&mut self, path: &str, temp: &str) -> Result<()> {
         let (key, leaf) = split(path)?;
         let dir = self.get(&key)?;
-        renameat(dir, temp, dir, leaf.as_str())
-            .map_err(|e| failed(path, "renaming the temp file in", e))
+        renameat(dir, temp, dir, leaf.as_str()).map_err(|e| failed(path, "renaming the temp file in", e))
     }
 
     /// Removes `path` (`unlinkat`); a file already gone is fine.

@@ -39,12 +39,8 @@ pub(super) fn load(conn: &Connection, approval_id: &str) -> Result<StoredApprova
 }
 
 /// The hold and the `boot_id` of the daemon that began its resume, if any.
-pub(super) fn load_with_boot(
-    conn: &Connection,
-    approval_id: &str,
-) -> Result<(StoredApproval, Option<String>)> {
-    type Row =
-        (String, String, String, String, i64, Option<String>, Option<String>, Option<String>);
+pub(super) fn load_with_boot(conn: &Connection, approval_id: &str) -> Result<(StoredApproval, Option<String>)> {
+    type Row = (String, String, String, String, i64, Option<String>, Option<String>, Option<String>);
     let row: Option<Row> = conn
         .query_row(
             "SELECT workspace_id, tool, arguments_json, state, created_at, result_json, operation_id, boot_id
@@ -53,12 +49,8 @@ pub(super) fn load_with_boot(
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?)),
         )
         .optional()?;
-    let Some((workspace_id, tool, arguments, state, created_at, result, operation_id, boot_id)) =
-        row
-    else {
-        return Err(Error::ApprovalNotFound {
-            approval_id: approval_id.to_owned(),
-        });
+    let Some((workspace_id, tool, arguments, state, created_at, result, operation_id, boot_id)) = row else {
+        return Err(Error::ApprovalNotFound { approval_id: approval_id.to_owned() });
     };
     let rec = StoredApproval {
         record: ApprovalRecord {
@@ -77,8 +69,5 @@ pub(super) fn load_with_boot(
 
 /// A stored column of hold `approval_id` this version does not know.
 fn unreadable(approval_id: &str, column: &str, value: &str) -> Error {
-    Error::StoredUnreadable {
-        what: format!("the {column} of approval {approval_id}"),
-        detail: format!("unknown {column} {value:?}"),
-    }
+    Error::StoredUnreadable { what: format!("the {column} of approval {approval_id}"), detail: format!("unknown {column} {value:?}") }
 }

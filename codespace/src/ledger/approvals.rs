@@ -7,10 +7,7 @@
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 use serde_json::{Map, Value};
 
-use super::approval_record::{
-    load, load_with_boot, ApprovalRecord, ApprovalState, Decision, HoldableTool, ResumeStart,
-    StoredApproval,
-};
+use super::approval_record::{load, load_with_boot, ApprovalRecord, ApprovalState, Decision, HoldableTool, ResumeStart, StoredApproval};
 use super::fingerprint::{canonical_json, sha256_hex};
 use super::{now_ms, Ledger};
 use crate::{Error, Result};
@@ -24,12 +21,7 @@ impl Ledger {
     /// retry reuses its hold). Errors: `RESOURCE_QUEUE_FULL` when the workspace already has
     /// [`super::Retention::pending_approvals_max`] pending holds, or their requests and this one
     /// would be more than [`super::Retention::pending_approvals_max_bytes`]; `INTERNAL`.
-    pub fn approval_hold(
-        &self,
-        workspace_id: &str,
-        tool: HoldableTool,
-        arguments: &Value,
-    ) -> Result<ApprovalRecord> {
+    pub fn approval_hold(&self, workspace_id: &str, tool: HoldableTool, arguments: &Value) -> Result<ApprovalRecord> {
         let tool = tool.as_str();
         let mut doc = Map::new();
         doc.insert("arguments".into(), arguments.clone());
@@ -66,12 +58,7 @@ impl Ledger {
                 let adding = arguments_json.len() as u64;
                 let limit_bytes = self.retention.pending_approvals_max_bytes;
                 if held.saturating_add(adding) > limit_bytes {
-                    return Err(Error::ApprovalQueueTooLarge {
-                        workspace_id: workspace_id.to_owned(),
-                        held,
-                        adding,
-                        limit: limit_bytes,
-                    });
+                    return Err(Error::ApprovalQueueTooLarge { workspace_id: workspace_id.to_owned(), held, adding, limit: limit_bytes });
                 }
                 let id = format!("appr-{}", uuid::Uuid::new_v4());
                 let now = now_ms();
@@ -99,11 +86,7 @@ impl Ledger {
 
     /// Grant or deny a pending hold (`approval_resolve`). Deny is terminal. Errors:
     /// `APPROVAL_NOT_FOUND`; `APPROVAL_CONFLICT` unless pending; `INTERNAL`.
-    pub fn approval_resolve(
-        &self,
-        approval_id: &str,
-        decision: Decision,
-    ) -> Result<ApprovalRecord> {
+    pub fn approval_resolve(&self, approval_id: &str, decision: Decision) -> Result<ApprovalRecord> {
         let to = match decision {
             Decision::Grant => ApprovalState::Granted,
             Decision::Deny => ApprovalState::Denied,
@@ -112,10 +95,7 @@ impl Ledger {
             approval_id,
             |rec| match rec.record.state {
                 ApprovalState::Pending => Ok(()),
-                other => Err(conflict(
-                    approval_id,
-                    &format!("it is {}, and only a pending hold can be resolved", other.as_str()),
-                )),
+                other => Err(conflict(approval_id, &format!("it is {}, and only a pending hold can be resolved", other.as_str()))),
             },
             to,
             None,
@@ -130,20 +110,13 @@ impl Ledger {
         let (mut rec, owner) = load_with_boot(&tx, approval_id)?;
         match rec.record.state {
             ApprovalState::Consumed => Ok(ResumeStart::Done(rec.result.unwrap_or(Value::Null))),
-            ApprovalState::Pending => Err(conflict(
+            ApprovalState::Pending => Err(conflict(approval_id, "it is still pending; grant it with approval_resolve first")),
+            ApprovalState::Denied => Err(conflict(approval_id, "it was denied, and deny is terminal")),
+            ApprovalState::Resuming if owner.as_deref() == Some(self.boot_id.as_str()) => Err(conflict(
                 approval_id,
-                "it is still pending; grant it with approval_resolve first",
-            )),
-            ApprovalState::Denied => {
-                Err(conflict(approval_id, "it was denied, and deny is terminal"))
-            }
-            ApprovalState::Resuming if owner.as_deref() == Some(self.boot_id.as_str()) => {
-                Err(conflict(
-                    approval_id,
-                    "a resume is already in progress; wait and call operation_resume again \
+                "a resume is already in progress; wait and call operation_resume again \
                      to read its result",
-                ))
-            }
+            )),
             ApprovalState::Resuming => Ok(ResumeStart::Interrupted(rec)),
             ApprovalState::Granted => {
                 tx.execute(
@@ -160,18 +133,12 @@ impl Ledger {
     /// Record which patch operation a resume minted, so a resume interrupted by a crash can
     /// recover it from the ledger. Errors: `APPROVAL_NOT_FOUND`; `APPROVAL_CONFLICT` unless
     /// resuming.
-    pub fn approval_link_operation(
-        &self,
-        approval_id: &str,
-        operation_id: &str,
-    ) -> Result<ApprovalRecord> {
+    pub fn approval_link_operation(&self, approval_id: &str, operation_id: &str) -> Result<ApprovalRecord> {
         self.transition(
             approval_id,
             |rec| match rec.record.state {
                 ApprovalState::Resuming => Ok(()),
-                other => {
-                    Err(conflict(approval_id, &format!("it is {}, not resuming", other.as_str())))
-                }
+                other => Err(conflict(approval_id, &format!("it is {}, not resuming", other.as_str()))),
             },
             ApprovalState::Resuming,
             Some(("operation_id", operation_id)),
@@ -181,20 +148,13 @@ impl Ledger {
     /// Store the terminal result of a resume and mark the hold consumed. Allowed from `resuming`
     /// under any `boot_id` (a recovered interrupted patch resume consumes too). Errors:
     /// `APPROVAL_NOT_FOUND`; `APPROVAL_CONFLICT` unless resuming; `INTERNAL`.
-    pub fn approval_consume(
-        &self,
-        approval_id: &str,
-        result: &Value,
-    ) -> Result<ApprovalRecord> {
+    pub fn approval_consume(&self, approval_id: &str, result: &Value) -> Result<ApprovalRecord> {
         let text = result.to_string();
         self.transition(
             approval_id,
             |rec| match rec.record.state {
                 ApprovalState::Resuming => Ok(()),
-                other => Err(conflict(
-                    approval_id,
-                    &format!("it is {}, and only a resuming hold can be consumed", other.as_str()),
-                )),
+                other => Err(conflict(approval_id, &format!("it is {}, and only a resuming hold can be consumed", other.as_str()))),
             },
             ApprovalState::Consumed,
             Some(("result_json", &text)),
@@ -213,10 +173,7 @@ impl Ledger {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         allow(&load(&tx, approval_id)?)?;
-        tx.execute(
-            "UPDATE approvals SET state = ?2, updated_at = ?3 WHERE approval_id = ?1",
-            params![approval_id, to.as_str(), now_ms()],
-        )?;
+        tx.execute("UPDATE approvals SET state = ?2, updated_at = ?3 WHERE approval_id = ?1", params![approval_id, to.as_str(), now_ms()])?;
         if let Some((column, value)) = extra {
             // `column` is one of two fixed names chosen above, never caller input.
             let sql = format!("UPDATE approvals SET {column} = ?2 WHERE approval_id = ?1");
@@ -229,8 +186,5 @@ impl Ledger {
 }
 
 fn conflict(approval_id: &str, why: &str) -> Error {
-    Error::ApprovalConflict {
-        approval_id: approval_id.to_owned(),
-        why: why.to_owned(),
-    }
+    Error::ApprovalConflict { approval_id: approval_id.to_owned(), why: why.to_owned() }
 }

@@ -63,14 +63,8 @@ pub(crate) fn sha256_hex(tag: &str, body: &str) -> String {
 /// The `apply_patch` idempotency fingerprint (API.md "Idempotency"): lowercase hex SHA-256 (64
 /// chars) of a canonical encoding of `{workspace_id, patch, expected_versions, check_only}`. A missing `expected_versions` is the
 /// empty map. `check_only` is part of it, so a preview and its apply never share a key.
-pub fn fingerprint(
-    workspace_id: &str,
-    patch: &str,
-    expected_versions: &BTreeMap<String, String>,
-    check_only: bool,
-) -> String {
-    let versions: Map<String, Value> =
-        expected_versions.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+pub fn fingerprint(workspace_id: &str, patch: &str, expected_versions: &BTreeMap<String, String>, check_only: bool) -> String {
+    let versions: Map<String, Value> = expected_versions.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
     let mut doc = Map::new();
     doc.insert("check_only".into(), Value::Bool(check_only));
     doc.insert("expected_versions".into(), Value::Object(versions));

@@ -43,15 +43,12 @@ use rusqlite::Connection;
 
 use crate::Result;
 
-pub use approval_record::{
-    ApprovalRecord, ApprovalState, Decision, HoldableTool, ResumeStart, StoredApproval,
-};
+pub use approval_record::{ApprovalRecord, ApprovalState, Decision, HoldableTool, ResumeStart, StoredApproval};
 pub use fingerprint::{canonical_json, fingerprint};
-pub use retention::{Pruned, Retention, PRUNE_EVERY};
 pub use operation_record::{
-    EventName, Minted, OperationEvent, OperationKind, OperationRecord, OperationRef,
-    OperationStatus, StoredOperation,
+    EventName, Minted, OperationEvent, OperationKind, OperationRecord, OperationRef, OperationStatus, StoredOperation,
 };
+pub use retention::{Pruned, Retention, PRUNE_EVERY};
 
 /// The open ledger: one connection behind a mutex, plus the id of this daemon's boot.
 pub struct Ledger {
@@ -77,12 +74,10 @@ impl Ledger {
         schema::apply(&conn)?;
         let closed = operations::close_unfinished(&mut conn)?;
         if closed > 0 {
-            tracing::warn!(
-                closed,
-                "ledger: closed operations left unfinished by an earlier daemon as unknown"
-            );
+            tracing::warn!(closed, "ledger: closed operations left unfinished by an earlier daemon as unknown");
         }
-        let ledger = Ledger { conn: Mutex::new(conn), boot_id: format!("boot-{}", uuid::Uuid::new_v4()), retention, fresh: AtomicU32::new(0) };
+        let ledger =
+            Ledger { conn: Mutex::new(conn), boot_id: format!("boot-{}", uuid::Uuid::new_v4()), retention, fresh: AtomicU32::new(0) };
         ledger.prune()?;
         Ok(ledger)
     }

@@ -7,9 +7,7 @@ use serde_json::Value;
 use super::ms;
 use crate::Result;
 
-pub use spaces_sdk::tools::{
-    EventName, OperationEvent, OperationKind, OperationRecord, OperationStatus,
-};
+pub use spaces_sdk::tools::{EventName, OperationEvent, OperationKind, OperationRecord, OperationStatus};
 
 /// An operation as the ledger stores it: the `operation_status` wire record plus what only the
 /// ledger needs.
@@ -63,10 +61,7 @@ pub(super) fn add_event(
 }
 
 /// Read one operation with its events, or `None`.
-pub(super) fn load(
-    conn: &Connection,
-    by: &OperationRef,
-) -> Result<Option<StoredOperation>> {
+pub(super) fn load(conn: &Connection, by: &OperationRef) -> Result<Option<StoredOperation>> {
     let (column, value) = match by {
         OperationRef::Id(id) => ("operation_id", id),
         OperationRef::Key(key) => ("operation_key", key),
@@ -75,40 +70,16 @@ pub(super) fn load(
         "SELECT operation_id, operation_key, workspace_id, status, created_at, finished_at, files_json, changes_json, result_json
          FROM operations WHERE {column} = ?1"
     );
-    type Row =
-        (String, Option<String>, String, String, i64, Option<i64>, String, String, Option<String>);
+    type Row = (String, Option<String>, String, String, i64, Option<i64>, String, String, Option<String>);
     let row: Option<Row> = conn
         .query_row(&sql, [value], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-                r.get(6)?,
-                r.get(7)?,
-                r.get(8)?,
-            ))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?))
         })
         .optional()?;
-    let Some((
-        operation_id,
-        key,
-        workspace_id,
-        status,
-        created_at,
-        finished_at,
-        files,
-        changes,
-        result,
-    )) = row
-    else {
+    let Some((operation_id, key, workspace_id, status, created_at, finished_at, files, changes, result)) = row else {
         return Ok(None);
     };
-    let mut stmt = conn.prepare(
-        "SELECT at, name, status, reason FROM operation_events WHERE operation_id = ?1 ORDER BY id",
-    )?;
+    let mut stmt = conn.prepare("SELECT at, name, status, reason FROM operation_events WHERE operation_id = ?1 ORDER BY id")?;
     let events = stmt
         .query_map([&operation_id], |r| {
             let name: String = r.get(1)?;

@@ -4,52 +4,33 @@
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde_json::Value;
 
-use super::operation_record::{
-    add_event, load, EventName, Minted, OperationRef, OperationStatus, StoredOperation,
-};
-use crate::fs::ChangeRecord;
+use super::operation_record::{add_event, load, EventName, Minted, OperationRef, OperationStatus, StoredOperation};
 use super::{now_ms, Ledger};
+use crate::fs::ChangeRecord;
 use crate::{Error, Result};
 
 impl Ledger {
     /// Record a patch before it runs (see [`Minted`]). Errors: `OPERATION_KEY_CONFLICT` when the
     /// key belongs to a different fingerprint (carrying the earlier `operation_id`),
     /// `INVALID_ARGUMENT` for an empty key, `INTERNAL` on database failure.
-    pub fn mint(
-        &self,
-        workspace_id: &str,
-        operation_key: Option<&str>,
-        fingerprint: &str,
-    ) -> Result<Minted> {
+    pub fn mint(&self, workspace_id: &str, operation_key: Option<&str>, fingerprint: &str) -> Result<Minted> {
         if operation_key == Some("") {
-            return Err(Error::invalid(
-                "operation_key must not be empty; omit it or send a non-empty key",
-            ));
+            return Err(Error::invalid("operation_key must not be empty; omit it or send a non-empty key"));
         }
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         if let Some(key) = operation_key {
             let found: Option<(String, String)> = tx
-                .query_row(
-                    "SELECT operation_id, fingerprint FROM operations WHERE operation_key = ?1",
-                    [key],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
+                .query_row("SELECT operation_id, fingerprint FROM operations WHERE operation_key = ?1", [key], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
                 .optional()?;
             if let Some((operation_id, stored)) = found {
                 if stored != fingerprint {
-                    return Err(Error::OperationKeyConflict {
-                        operation_key: key.to_owned(),
-                        operation_id,
-                    });
+                    return Err(Error::OperationKeyConflict { operation_key: key.to_owned(), operation_id });
                 }
-                let record = load(&tx, &OperationRef::Id(operation_id.clone()))?
-                    .ok_or_else(|| not_found(&operation_id))?;
-                return Ok(if record.result.is_some() {
-                    Minted::Replay(record)
-                } else {
-                    Minted::Unfinished(record)
-                });
+                let record = load(&tx, &OperationRef::Id(operation_id.clone()))?.ok_or_else(|| not_found(&operation_id))?;
+                return Ok(if record.result.is_some() { Minted::Replay(record) } else { Minted::Unfinished(record) });
             }
         }
         let operation_id = format!("op-{}", uuid::Uuid::new_v4());
@@ -73,13 +54,11 @@ impl Ledger {
     pub fn record_plan(&self, operation_id: &str, files: &[String], changes: &[ChangeRecord]) -> Result<()> {
         let files_json = serde_json::to_string(files)?;
         let changes_json = serde_json::to_string(changes)?;
-        let updated = self
-            .conn()
-            .execute(
-                "UPDATE operations SET files_json = ?2, changes_json = ?3
+        let updated = self.conn().execute(
+            "UPDATE operations SET files_json = ?2, changes_json = ?3
                  WHERE operation_id = ?1 AND finished_at IS NULL",
-                params![operation_id, files_json, changes_json],
-            )?;
+            params![operation_id, files_json, changes_json],
+        )?;
         if updated == 1 {
             return Ok(());
         }
@@ -101,18 +80,11 @@ impl Ledger {
     ) -> Result<()> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let finished: Option<Option<i64>> = tx
-            .query_row(
-                "SELECT finished_at FROM operations WHERE operation_id = ?1",
-                [operation_id],
-                |r| r.get(0),
-            )
-            .optional()?;
+        let finished: Option<Option<i64>> =
+            tx.query_row("SELECT finished_at FROM operations WHERE operation_id = ?1", [operation_id], |r| r.get(0)).optional()?;
         match finished {
             None => return Err(not_found(operation_id)),
-            Some(Some(_)) => {
-                return Err(Error::OperationFinished { operation_id: operation_id.to_owned() })
-            }
+            Some(Some(_)) => return Err(Error::OperationFinished { operation_id: operation_id.to_owned() }),
             Some(None) => {}
         }
         let now = now_ms();
@@ -140,25 +112,14 @@ impl Ledger {
 pub(super) fn close_unfinished(conn: &mut Connection) -> Result<usize> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let ids: Vec<String> = {
-        let mut stmt = tx
-            .prepare("SELECT operation_id FROM operations WHERE finished_at IS NULL")?;
+        let mut stmt = tx.prepare("SELECT operation_id FROM operations WHERE finished_at IS NULL")?;
         let rows = stmt.query_map([], |r| r.get(0))?;
         rows.collect::<rusqlite::Result<_>>()?
     };
     let now = now_ms();
     for id in &ids {
-        tx.execute(
-            "UPDATE operations SET status = 'unknown', finished_at = ?2 WHERE operation_id = ?1",
-            params![id, now],
-        )?;
-        add_event(
-            &tx,
-            id,
-            now,
-            EventName::Finished,
-            Some(OperationStatus::Unknown),
-            Some("unknown"),
-        )?;
+        tx.execute("UPDATE operations SET status = 'unknown', finished_at = ?2 WHERE operation_id = ?1", params![id, now])?;
+        add_event(&tx, id, now, EventName::Finished, Some(OperationStatus::Unknown), Some("unknown"))?;
     }
     tx.commit()?;
     Ok(ids.len())

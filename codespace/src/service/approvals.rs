@@ -12,9 +12,8 @@
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use spaces_sdk::tools::{
-    ApplyPatchRequest, ApprovalCreateRequest, ApprovalRecord, ApprovalResolveRequest,
-    ApprovalResolveResult, ExecCommandRequest, HoldableTool, OperationResumeRequest,
-    OperationResumeResult,
+    ApplyPatchRequest, ApprovalCreateRequest, ApprovalRecord, ApprovalResolveRequest, ApprovalResolveResult, ExecCommandRequest,
+    HoldableTool, OperationResumeRequest, OperationResumeResult,
 };
 use spaces_sdk::{decode, ApiError};
 
@@ -28,21 +27,12 @@ impl CodeSpace {
     /// `APPROVAL_REQUIRED` error carrying its `approval_id` (or why the hold could not be opened).
     pub(super) async fn hold(&self, tool: HoldableTool, workspace_id: &str, arguments: Value) -> Error {
         match self.open_hold(tool, workspace_id, arguments).await {
-            Ok(record) => Error::ApprovalRequired {
-                workspace_id: workspace_id.to_owned(),
-                tool,
-                approval_id: record.approval_id,
-            },
+            Ok(record) => Error::ApprovalRequired { workspace_id: workspace_id.to_owned(), tool, approval_id: record.approval_id },
             Err(e) => e,
         }
     }
 
-    async fn open_hold(
-        &self,
-        tool: HoldableTool,
-        workspace_id: &str,
-        arguments: Value,
-    ) -> Result<ApprovalRecord> {
+    async fn open_hold(&self, tool: HoldableTool, workspace_id: &str, arguments: Value) -> Result<ApprovalRecord> {
         let this = self.clone();
         let ws = workspace_id.to_owned();
         blocking(move || this.inner.ledger.approval_hold(&ws, tool, &arguments)).await
@@ -52,17 +42,10 @@ impl CodeSpace {
     /// workspace_id, ...}`. Works whatever the approval setting. Errors: `INVALID_ARGUMENT`
     /// (arguments that tool would refuse, the field named as `arguments.<key>`),
     /// `WORKSPACE_NOT_FOUND`, `UNAUTHORIZED` (read-only workspace).
-    pub async fn approval_create(
-        &self,
-        req: ApprovalCreateRequest,
-    ) -> Result<ApprovalRecord> {
+    pub async fn approval_create(&self, req: ApprovalCreateRequest) -> Result<ApprovalRecord> {
         let workspace_id = match req.tool {
-            HoldableTool::ApplyPatch => {
-                held_arguments::<ApplyPatchRequest>(req.tool, &req.arguments)?.workspace_id
-            }
-            HoldableTool::ExecCommand => {
-                held_arguments::<ExecCommandRequest>(req.tool, &req.arguments)?.workspace_id
-            }
+            HoldableTool::ApplyPatch => held_arguments::<ApplyPatchRequest>(req.tool, &req.arguments)?.workspace_id,
+            HoldableTool::ExecCommand => held_arguments::<ExecCommandRequest>(req.tool, &req.arguments)?.workspace_id,
         };
         let ws = self.workspace(&workspace_id)?;
         if ws.read_only {
@@ -73,21 +56,10 @@ impl CodeSpace {
 
     /// `approval_resolve{approval_id, decision: grant|deny}` -> `{approval_id, state}`. Errors:
     /// `APPROVAL_NOT_FOUND`, `APPROVAL_CONFLICT` (not pending).
-    pub async fn approval_resolve(
-        &self,
-        req: ApprovalResolveRequest,
-    ) -> Result<ApprovalResolveResult> {
+    pub async fn approval_resolve(&self, req: ApprovalResolveRequest) -> Result<ApprovalResolveResult> {
         let this = self.clone();
-        let record = blocking(move || {
-            this.inner
-                .ledger
-                .approval_resolve(&req.approval_id, req.decision)
-        })
-        .await?;
-        Ok(ApprovalResolveResult {
-            approval_id: record.approval_id,
-            state: record.state,
-        })
+        let record = blocking(move || this.inner.ledger.approval_resolve(&req.approval_id, req.decision)).await?;
+        Ok(ApprovalResolveResult { approval_id: record.approval_id, state: record.state })
     }
 
     /// `operation_resume{approval_id}` -> `{approval_id, state: consumed, apply_patch? |
@@ -95,10 +67,7 @@ impl CodeSpace {
     /// returns the stored result. Errors: `APPROVAL_NOT_FOUND`, `APPROVAL_CONFLICT` (pending,
     /// denied, or a resume in progress), `APPROVAL_AMBIGUOUS` (a command resume was cut by a
     /// crash), and the held tool's own errors (stored, so a repeat answers the same).
-    pub async fn operation_resume(
-        &self,
-        req: OperationResumeRequest,
-    ) -> Result<OperationResumeResult> {
+    pub async fn operation_resume(&self, req: OperationResumeRequest) -> Result<OperationResumeResult> {
         let id = req.approval_id;
         self.refuse_resume_while_busy(&id).await?;
         let this = self.clone();
@@ -132,11 +101,7 @@ impl CodeSpace {
         let ws = self.workspace(&held.record.workspace_id)?;
         let root = self.root(&ws)?;
         match self.live_in(&root) {
-            Some(process_id) => Err(Error::WorkspaceBusy {
-                workspace_id: ws.workspace_id,
-                process_id,
-                approval_id: Some(id.to_owned()),
-            }),
+            Some(process_id) => Err(Error::WorkspaceBusy { workspace_id: ws.workspace_id, process_id, approval_id: Some(id.to_owned()) }),
             None => Ok(()),
         }
     }
@@ -151,21 +116,13 @@ impl CodeSpace {
     async fn run_held(&self, held: &ApprovalRecord) -> Value {
         let result = match held.tool {
             HoldableTool::ApplyPatch => match patch_args(held) {
-                Ok(args) => self
-                    .apply_patch_as(args, Approval::Granted)
-                    .await
-                    .and_then(|r| to_json(&r)),
+                Ok(args) => self.apply_patch_as(args, Approval::Granted).await.and_then(|r| to_json(&r)),
                 Err(e) => Err(e),
             },
-            HoldableTool::ExecCommand => {
-                match decode::<ExecCommandRequest>("exec_command", held.arguments.clone()) {
-                    Ok(args) => self
-                        .exec_command_as(args, Approval::Granted)
-                        .await
-                        .and_then(|r| to_json(&r)),
-                    Err(e) => Err(Error::decode(e)),
-                }
-            }
+            HoldableTool::ExecCommand => match decode::<ExecCommandRequest>("exec_command", held.arguments.clone()) {
+                Ok(args) => self.exec_command_as(args, Approval::Granted).await.and_then(|r| to_json(&r)),
+                Err(e) => Err(Error::decode(e)),
+            },
         };
         stored(result)
     }
@@ -173,9 +130,7 @@ impl CodeSpace {
     /// A resume an earlier daemon started and did not finish.
     async fn recover_interrupted(&self, held: &ApprovalRecord) -> Result<Value> {
         if held.tool != HoldableTool::ApplyPatch {
-            return Ok(stored_error(&Error::ApprovalAmbiguous {
-                approval_id: held.approval_id.clone(),
-            }));
+            return Ok(stored_error(&Error::ApprovalAmbiguous { approval_id: held.approval_id.clone() }));
         }
         let args = patch_args(held)?;
         let key = args.operation_key.clone().unwrap_or_default();
@@ -201,8 +156,7 @@ fn held_arguments<T: DeserializeOwned>(tool: HoldableTool, arguments: &Value) ->
 
 /// The held `apply_patch` arguments, with the recovery key `approval:<id>` when it had none.
 fn patch_args(held: &ApprovalRecord) -> Result<ApplyPatchRequest> {
-    let mut args =
-        decode::<ApplyPatchRequest>("apply_patch", held.arguments.clone()).map_err(Error::decode)?;
+    let mut args = decode::<ApplyPatchRequest>("apply_patch", held.arguments.clone()).map_err(Error::decode)?;
     if args.operation_key.is_none() {
         args.operation_key = Some(format!("approval:{}", held.approval_id));
     }
@@ -219,10 +173,8 @@ fn stored(result: Result<Value>) -> Value {
 
 /// `{approval_id, state, <tool>: result}`, or the stored error (carrying the `approval_id`).
 fn answer(held: &ApprovalRecord, stored: &Value) -> Result<OperationResumeResult> {
-    let unreadable = |detail: String| Error::StoredUnreadable {
-        what: format!("the stored result of approval {}", held.approval_id),
-        detail,
-    };
+    let unreadable =
+        |detail: String| Error::StoredUnreadable { what: format!("the stored result of approval {}", held.approval_id), detail };
     if let Some(ok) = stored.get("ok") {
         let mut out = OperationResumeResult {
             approval_id: held.approval_id.clone(),
@@ -231,13 +183,9 @@ fn answer(held: &ApprovalRecord, stored: &Value) -> Result<OperationResumeResult
             exec_command: None,
         };
         match held.tool {
-            HoldableTool::ApplyPatch => {
-                out.apply_patch =
-                    Some(serde_json::from_value(ok.clone()).map_err(|e| unreadable(e.to_string()))?)
-            }
+            HoldableTool::ApplyPatch => out.apply_patch = Some(serde_json::from_value(ok.clone()).map_err(|e| unreadable(e.to_string()))?),
             HoldableTool::ExecCommand => {
-                out.exec_command =
-                    Some(serde_json::from_value(ok.clone()).map_err(|e| unreadable(e.to_string()))?)
+                out.exec_command = Some(serde_json::from_value(ok.clone()).map_err(|e| unreadable(e.to_string()))?)
             }
         }
         return Ok(out);
@@ -245,8 +193,7 @@ fn answer(held: &ApprovalRecord, stored: &Value) -> Result<OperationResumeResult
     let Some(error) = stored.get("error") else {
         return Err(unreadable("neither ok nor error".to_owned()));
     };
-    let mut e = serde_json::from_value::<ApiError>(error.clone())
-        .map_err(|e| unreadable(e.to_string()))?;
+    let mut e = serde_json::from_value::<ApiError>(error.clone()).map_err(|e| unreadable(e.to_string()))?;
     e.approval_id.get_or_insert(held.approval_id.clone());
     Err(Error::Replayed(e))
 }

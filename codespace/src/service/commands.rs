@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use spaces_sdk::tools::{
-    ExecCommandRequest, ExecCommandResult, HoldableTool, OkResult, ProcessResizeRequest, ProcessStatus,
-    ProcessStatusRequest, ReadProcessRequest, ReadProcessResult, TerminateProcessRequest, WriteStdinRequest,
+    ExecCommandRequest, ExecCommandResult, HoldableTool, OkResult, ProcessResizeRequest, ProcessStatus, ProcessStatusRequest,
+    ReadProcessRequest, ReadProcessResult, TerminateProcessRequest, WriteStdinRequest,
 };
 use spaces_sdk::Approvals;
 
@@ -26,11 +26,7 @@ impl CodeSpace {
         self.exec_command_as(req, Approval::Check).await
     }
 
-    pub(super) async fn exec_command_as(
-        &self,
-        args: ExecCommandRequest,
-        approval: Approval,
-    ) -> Result<ExecCommandResult> {
+    pub(super) async fn exec_command_as(&self, args: ExecCommandRequest, approval: Approval) -> Result<ExecCommandResult> {
         let ws = self.workspace(&args.workspace_id)?;
         if ws.read_only {
             return Err(refuse_read_only(&ws, "exec_command"));

@@ -5,8 +5,8 @@
 use std::future::Future;
 
 use spaces_sdk::tools::{
-    Coordinated, Intent, SteerClaimNextRequest, SteerClaimNextResult, SteerCompleteRequest, SteerStatus,
-    SteerStatusRequest, Work, WorkFinishRequest, WorkFinishResult, WorkOpenRequest,
+    Coordinated, Intent, SteerClaimNextRequest, SteerClaimNextResult, SteerCompleteRequest, SteerStatus, SteerStatusRequest, Work,
+    WorkFinishRequest, WorkFinishResult, WorkOpenRequest,
 };
 
 use super::{blocking, CodeSpace};
@@ -21,11 +21,7 @@ impl CodeSpace {
     ///
     /// The typed methods ignore a request's `work_id`; a transport passes it here, as
     /// the daemon's operation table does.
-    pub async fn coordinated<T>(
-        &self,
-        work_id: Option<String>,
-        tool: impl Future<Output = Result<T>>,
-    ) -> Result<Coordinated<T>> {
+    pub async fn coordinated<T>(&self, work_id: Option<String>, tool: impl Future<Output = Result<T>>) -> Result<Coordinated<T>> {
         let Some(work_id) = work_id else {
             return Ok(Coordinated::bare(tool.await?));
         };
@@ -35,10 +31,7 @@ impl CodeSpace {
         }
         let result = tool.await?;
         let coordination = self.steer(move |s| s.coordination(&work_id)).await.ok();
-        Ok(Coordinated {
-            result,
-            coordination,
-        })
+        Ok(Coordinated { result, coordination })
     }
 
     /// `work_open{workspace_id, title?}` -> the new active work. Queued `next_work`
@@ -46,8 +39,7 @@ impl CodeSpace {
     /// `WORKSPACE_NOT_FOUND`, `INVALID_ARGUMENT` (empty `workspace_id`).
     pub async fn work_open(&self, req: WorkOpenRequest) -> Result<Work> {
         self.workspace(&req.workspace_id)?;
-        self.steer(move |s| s.work_open(&req.workspace_id, req.title.as_deref()))
-            .await
+        self.steer(move |s| s.work_open(&req.workspace_id, req.title.as_deref())).await
     }
 
     /// `steer_status{work_id}` -> counts of the work's queue, never bodies. Errors:
@@ -58,10 +50,7 @@ impl CodeSpace {
 
     /// `steer_claim_next{work_id}` -> `{item?}`: claims the next claimable instruction.
     /// Errors: `WORK_NOT_FOUND`, `WORK_CLOSED`.
-    pub async fn steer_claim_next(
-        &self,
-        req: SteerClaimNextRequest,
-    ) -> Result<SteerClaimNextResult> {
+    pub async fn steer_claim_next(&self, req: SteerClaimNextRequest) -> Result<SteerClaimNextResult> {
         self.steer(move |s| s.steer_claim_next(&req.work_id)).await
     }
 
@@ -69,8 +58,7 @@ impl CodeSpace {
     /// `WORK_NOT_FOUND`, `WORK_CLOSED`, `INTENT_NOT_FOUND`, `INVALID_ARGUMENT` (not claimed),
     /// `INTENT_NOT_EDITABLE` (ended otherwise).
     pub async fn steer_complete(&self, req: SteerCompleteRequest) -> Result<Intent> {
-        self.steer(move |s| s.steer_complete(&req.work_id, &req.intent_id, req.outcome))
-            .await
+        self.steer(move |s| s.steer_complete(&req.work_id, &req.intent_id, req.outcome)).await
     }
 
     /// `work_finish{work_id}` -> `{closed, reason?, queued, claimed, state}`. Errors:
@@ -81,10 +69,7 @@ impl CodeSpace {
 
     /// Runs `f` on the steering store on tokio's blocking pool (the `/inbox` routes use it too).
     /// Errors: `f`'s, or [`crate::Error::TaskFailed`] if the task panicked.
-    pub async fn steer<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&crate::steer::Steering) -> Result<T> + Send + 'static,
-    ) -> Result<T> {
+    pub async fn steer<T: Send + 'static>(&self, f: impl FnOnce(&crate::steer::Steering) -> Result<T> + Send + 'static) -> Result<T> {
         let this = self.clone();
         blocking(move || f(&this.inner.steering)).await
     }

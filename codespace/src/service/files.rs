@@ -3,16 +3,16 @@
 
 use serde_json::{json, Value};
 use spaces_sdk::tools::{
-    ApplyPatchRequest, ApplyPatchResult, FindRequest, FindResult, HoldableTool, OperationRecord,
-    OperationStatusRequest, ReadRequest, ReadResult,
+    ApplyPatchRequest, ApplyPatchResult, FindRequest, FindResult, HoldableTool, OperationRecord, OperationStatusRequest, ReadRequest,
+    ReadResult,
 };
 use spaces_sdk::{ApiError, Approvals};
 
 use super::{blocking, busy, refuse_read_only, CodeSpace};
 use crate::fs::{ChangeRecord, CommitStatus};
 use crate::ledger::{Minted, OperationRef, OperationStatus, StoredOperation};
-use spaces_v4a::Plan;
 use crate::{Error, Result};
+use spaces_v4a::Plan;
 
 /// Whether a call may still need an approval hold, or runs because a hold was granted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,17 +54,12 @@ impl CodeSpace {
         self.apply_patch_as(req, Approval::Check).await
     }
 
-    pub(super) async fn apply_patch_as(
-        &self,
-        args: ApplyPatchRequest,
-        approval: Approval,
-    ) -> Result<ApplyPatchResult> {
+    pub(super) async fn apply_patch_as(&self, args: ApplyPatchRequest, approval: Approval) -> Result<ApplyPatchResult> {
         let ws = self.workspace(&args.workspace_id)?;
         if ws.read_only {
             return Err(refuse_read_only(&ws, "apply_patch"));
         }
-        let fingerprint =
-            crate::ledger::fingerprint(&ws.workspace_id, &args.patch, &args.expected_versions, args.check_only);
+        let fingerprint = crate::ledger::fingerprint(&ws.workspace_id, &args.patch, &args.expected_versions, args.check_only);
         if approval == Approval::Check && ws.approvals == Approvals::Confirm && !args.check_only {
             let known_key = match &args.operation_key {
                 Some(key) => self.ledger_lookup(OperationRef::Key(key.clone())).await?.is_some(),
@@ -149,10 +144,7 @@ impl CodeSpace {
         });
         let err = match report.status {
             CommitStatus::Rejected => cause,
-            _ => Error::CommitFailed {
-                partial: report.status == CommitStatus::FailedPartial,
-                cause: Box::new(cause),
-            },
+            _ => Error::CommitFailed { partial: report.status == CommitStatus::FailedPartial, cause: Box::new(cause) },
         }
         .in_operation(&operation_id);
         ledger.finish(&operation_id, status, &files, &changes, &stored_error(&err), Some(&err.to_string()))?;
@@ -197,11 +189,10 @@ pub(super) fn replay(stored: &StoredOperation) -> Result<ApplyPatchResult> {
         });
     };
     if let Some(ok) = result.get("ok") {
-        let mut answer: ApplyPatchResult =
-            serde_json::from_value(ok.clone()).map_err(|e| Error::StoredUnreadable {
-                what: format!("the stored result of operation {operation_id}"),
-                detail: e.to_string(),
-            })?;
+        let mut answer: ApplyPatchResult = serde_json::from_value(ok.clone()).map_err(|e| Error::StoredUnreadable {
+            what: format!("the stored result of operation {operation_id}"),
+            detail: e.to_string(),
+        })?;
         answer.replayed = true;
         return Ok(answer);
     }

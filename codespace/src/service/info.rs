@@ -2,11 +2,10 @@
 //! flag true for this host (API reference, `workspace_info`).
 
 use spaces_sdk::tools::{
-    Availability, ConflictPolicy, Containment, Enforcement, ExecCommandRequest, ExecutionInfo, ExitedHandles,
-    FileCapabilities, FileTools, FindRequest, Isolation, LifetimeAction, NetworkInfo,
-    NetworkPolicy, Permissions, ProcessCapabilities, ProcessContainment, ProcessLifetime, ProcessOwner, ProcessTools,
-    Profile, ReadRequest, ReadsDuringProcess, RestartRecovery, Serialization, SerializationScope,
-    TtyCapabilities, WorkspaceInfoRequest, WorkspaceInfoResult,
+    Availability, ConflictPolicy, Containment, Enforcement, ExecCommandRequest, ExecutionInfo, ExitedHandles, FileCapabilities, FileTools,
+    FindRequest, Isolation, LifetimeAction, NetworkInfo, NetworkPolicy, Permissions, ProcessCapabilities, ProcessContainment,
+    ProcessLifetime, ProcessOwner, ProcessTools, Profile, ReadRequest, ReadsDuringProcess, RestartRecovery, Serialization,
+    SerializationScope, TtyCapabilities, WorkspaceInfoRequest, WorkspaceInfoResult,
 };
 use spaces_sdk::{ErrorCode, SpaceNetwork};
 
@@ -32,15 +31,14 @@ impl CodeSpace {
     /// command's processes: with shims, a cgroup per command (with its limits) where the host
     /// allowed one ([`spaces_os::process::cgroup::init`]), else the shim's subreaper; without,
     /// `process_group`. Errors: `WORKSPACE_NOT_FOUND`.
-    pub async fn workspace_info(
-        &self,
-        req: WorkspaceInfoRequest,
-    ) -> Result<WorkspaceInfoResult> {
+    pub async fn workspace_info(&self, req: WorkspaceInfoRequest) -> Result<WorkspaceInfoResult> {
         let ws = self.workspace(&req.workspace_id)?;
         let writable = !ws.read_only;
         let sandboxed = spaces_os::sandbox::level() != spaces_os::sandbox::Level::Off && self.inner.processes.shimmed();
         let network = match ws.network {
-            SpaceNetwork::Enabled => NetworkInfo { policy: NetworkPolicy::Enabled, enforcement: Enforcement::None, client_may_escalate: false },
+            SpaceNetwork::Enabled => {
+                NetworkInfo { policy: NetworkPolicy::Enabled, enforcement: Enforcement::None, client_may_escalate: false }
+            }
             SpaceNetwork::None => NetworkInfo {
                 policy: NetworkPolicy::Restricted,
                 enforcement: if sandboxed { Enforcement::Enforced } else { Enforcement::None },
@@ -58,10 +56,7 @@ impl CodeSpace {
             terminate: true,
             output_combined: true,
             output_retained_bytes: limits.retained_bytes as u64,
-            exited_handles: ExitedHandles {
-                kept_for_ms: limits.keep_exited_for.as_millis() as u64,
-                max: limits.keep_exited_max as u64,
-            },
+            exited_handles: ExitedHandles { kept_for_ms: limits.keep_exited_for.as_millis() as u64, max: limits.keep_exited_max as u64 },
             timeout_ms: self.inner.exec.timeout.map(|t| t.as_millis() as u64),
             tty: TtyCapabilities {
                 supported: true,
@@ -81,23 +76,13 @@ impl CodeSpace {
         Ok(WorkspaceInfoResult {
             workspace_id: ws.workspace_id,
             root: ws.root.display().to_string(),
-            profile: if writable {
-                Profile::ReadWrite
-            } else {
-                Profile::ReadOnly
-            },
+            profile: if writable { Profile::ReadWrite } else { Profile::ReadOnly },
             execution: ExecutionInfo {
-                permissions: Permissions {
-                    read: true,
-                    write: writable,
-                    exec: can_exec,
-                },
+                permissions: Permissions { read: true, write: writable, exec: can_exec },
                 files: FileTools {
                     read: Availability { available: true },
                     find: Availability { available: true },
-                    patch: Availability {
-                        available: writable,
-                    },
+                    patch: Availability { available: writable },
                     capabilities: FileCapabilities {
                         read_max_bytes: ReadRequest::LIMIT_MAX,
                         find_max_paths: FindRequest::LIMIT_MAX,
@@ -105,10 +90,7 @@ impl CodeSpace {
                         find_pagination: true,
                     },
                 },
-                process: ProcessTools {
-                    available: can_exec,
-                    capabilities,
-                },
+                process: ProcessTools { available: can_exec, capabilities },
                 serialization: Serialization {
                     scope: SerializationScope::Workspace,
                     process_conflict: ConflictPolicy::Reject,

@@ -106,13 +106,7 @@ impl ExecSettings {
             env.insert("HOME".to_owned(), home.to_string_lossy().into_owned());
         }
         env.insert("LANG".to_owned(), "C.UTF-8".to_owned());
-        ExecSettings {
-            env,
-            timeout: Some(Duration::from_secs(30 * 60)),
-            limits: ExecLimits::default(),
-            host_marker: None,
-            shims: None,
-        }
+        ExecSettings { env, timeout: Some(Duration::from_secs(30 * 60)), limits: ExecLimits::default(), host_marker: None, shims: None }
     }
 }
 
@@ -142,16 +136,7 @@ impl CodeSpace {
             Some(setup) => Processes::with_shims(exec.limits.clone(), setup.clone()),
             None => Processes::new(exec.limits.clone()),
         };
-        Ok(CodeSpace {
-            inner: Arc::new(Inner {
-                registry,
-                ledger,
-                steering,
-                processes,
-                exec,
-                gates: Mutex::new(HashMap::new()),
-            }),
-        })
+        Ok(CodeSpace { inner: Arc::new(Inner { registry, ledger, steering, processes, exec, gates: Mutex::new(HashMap::new()) }) })
     }
 
     /// Re-adopts the commands an earlier daemon on this state left under shims (see
@@ -188,9 +173,8 @@ impl CodeSpace {
             return spaces_os::process::kill_tree(None, marker, grace).await;
         }
         let held: std::collections::HashSet<i32> = shims.iter().flat_map(|s| spaces_os::shim::tree::descendants(*s)).collect();
-        let leftovers = || -> Vec<i32> {
-            spaces_os::process::alive_with_marker(marker).into_iter().filter(|p| !held.contains(p)).collect()
-        };
+        let leftovers =
+            || -> Vec<i32> { spaces_os::process::alive_with_marker(marker).into_iter().filter(|p| !held.contains(p)).collect() };
         end_pids(leftovers, grace).await
     }
 
@@ -201,9 +185,7 @@ impl CodeSpace {
 
     /// The workspace `id`. Errors: `WORKSPACE_NOT_FOUND`.
     fn workspace(&self, id: &str) -> Result<WorkspacePolicy> {
-        self.inner.registry.workspace(id)?.ok_or_else(|| Error::WorkspaceNotFound {
-            workspace_id: id.to_owned(),
-        })
+        self.inner.registry.workspace(id)?.ok_or_else(|| Error::WorkspaceNotFound { workspace_id: id.to_owned() })
     }
 
     /// The root of `ws`: the directory at its registered path, opened for this call
@@ -237,10 +219,7 @@ fn owner(root: &Root) -> String {
 
 /// `UNAUTHORIZED` for a mutation in a read-only workspace.
 fn refuse_read_only(ws: &WorkspacePolicy, tool: &'static str) -> Error {
-    Error::ReadOnly {
-        workspace_id: ws.workspace_id.clone(),
-        tool,
-    }
+    Error::ReadOnly { workspace_id: ws.workspace_id.clone(), tool }
 }
 
 /// True when a command of `ws` could not be kept off the network: its network is `none` and
@@ -251,11 +230,7 @@ fn network_unenforced(ws: &WorkspacePolicy) -> bool {
 
 /// `WORKSPACE_BUSY` naming the live process.
 fn busy(ws: &str, process_id: &str) -> Error {
-    Error::WorkspaceBusy {
-        workspace_id: ws.to_owned(),
-        process_id: process_id.to_owned(),
-        approval_id: None,
-    }
+    Error::WorkspaceBusy { workspace_id: ws.to_owned(), process_id: process_id.to_owned(), approval_id: None }
 }
 
 /// Runs blocking `f` on the blocking pool. A panic there is [`Error::TaskFailed`] (`INTERNAL`).

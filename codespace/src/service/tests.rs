@@ -32,23 +32,12 @@ fn service() -> (TempDir, PathBuf, CodeSpace) {
     let root = dir.path().join("demo");
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(root.join("a.txt"), "a\n").unwrap();
-    let cs = CodeSpace::open(
-        &dir.path().join("db.sqlite"),
-        Arc::new(Demo(root.clone())),
-        ExecSettings::with_defaults(),
-    )
-    .unwrap();
+    let cs = CodeSpace::open(&dir.path().join("db.sqlite"), Arc::new(Demo(root.clone())), ExecSettings::with_defaults()).unwrap();
     (dir, root, cs)
 }
 
 fn read_request(path: &str) -> ReadRequest {
-    ReadRequest {
-        workspace_id: "demo".into(),
-        path: path.into(),
-        offset: None,
-        limit: None,
-        work_id: None,
-    }
+    ReadRequest { workspace_id: "demo".into(), path: path.into(), offset: None, limit: None, work_id: None }
 }
 
 #[tokio::test]
@@ -74,10 +63,7 @@ async fn case_c1_a_misspelt_argument_is_refused_naming_it() {
     )
     .unwrap();
     let e = ApiError::from(cs.approval_create(req).await.unwrap_err());
-    assert_eq!(
-        (e.code, e.field.as_deref()),
-        (ErrorCode::InvalidArgument, Some("arguments.cmd"))
-    );
+    assert_eq!((e.code, e.field.as_deref()), (ErrorCode::InvalidArgument, Some("arguments.cmd")));
 }
 
 #[tokio::test]
@@ -92,10 +78,7 @@ async fn an_unknown_work_is_refused_before_the_tool_runs() {
         check_only: false,
         work_id: Some("work-nope".into()),
     };
-    let e = cs
-        .coordinated(req.work_id.clone(), cs.apply_patch(req))
-        .await
-        .unwrap_err();
+    let e = cs.coordinated(req.work_id.clone(), cs.apply_patch(req)).await.unwrap_err();
     assert!(matches!(&e, crate::Error::WorkNotFound { work_id } if work_id == "work-nope"), "{e:?}");
     assert_eq!(e.code(), ErrorCode::WorkNotFound);
     assert!(!Path::new(&root.join("b.txt")).exists());
@@ -106,20 +89,12 @@ async fn a_known_work_adds_coordination_beside_the_result() {
     let (_dir, _root, cs) = service();
     let work = cs.work_open(WorkOpenRequest { workspace_id: "demo".into(), title: None }).await.unwrap();
     let work_id = work.work_id.clone();
-    let out = cs
-        .coordinated(Some(work_id.clone()), cs.read(read_request("a.txt")))
-        .await
-        .unwrap();
+    let out = cs.coordinated(Some(work_id.clone()), cs.read(read_request("a.txt"))).await.unwrap();
     assert_eq!(out.result.content, "a\n");
     let c = out.coordination.unwrap();
     assert_eq!((c.work_id.as_str(), c.pending_user_items), (work_id.as_str(), 0));
     // without a work the result is bare
-    assert!(cs
-        .coordinated(None, cs.read(read_request("a.txt")))
-        .await
-        .unwrap()
-        .coordination
-        .is_none());
+    assert!(cs.coordinated(None, cs.read(read_request("a.txt"))).await.unwrap().coordination.is_none());
     let req = ApplyPatchRequest {
         workspace_id: "demo".into(),
         patch: "*** Begin Patch\n*** Delete File: a.txt\n*** End Patch\n".into(),
@@ -185,11 +160,7 @@ async fn case_x19_stale_version_conflicts_and_a_retried_key_replays_once() {
     let retried = cs.apply_patch(keyed.clone()).await.unwrap();
     assert_eq!((first.status, first.replayed), (OperationStatus::Applied, false), "{first:?}");
     assert_eq!(retried, ApplyPatchResult { replayed: true, ..first.clone() });
-    assert_eq!(
-        std::fs::read_to_string(root.join("n.md")).unwrap(),
-        "v1\nonce\nappended elsewhere\n",
-        "applied exactly once"
-    );
+    assert_eq!(std::fs::read_to_string(root.join("n.md")).unwrap(), "v1\nonce\nappended elsewhere\n", "applied exactly once");
 
     let other = ApplyPatchRequest { patch: append_patch("n.md", "different"), ..keyed };
     let err = cs.apply_patch(other).await.unwrap_err();
@@ -213,12 +184,8 @@ async fn without_a_sandbox_a_network_none_workspace_refuses_commands_and_says_so
     assert_eq!((open.network.policy, open.network.enforcement), (NetworkPolicy::Enabled, Enforcement::None));
     assert!(open.permissions.exec && open.process.available);
 
-    let touch = |id: &str| ExecCommandRequest {
-        workspace_id: id.into(),
-        command: vec!["touch".into(), "ran".into()],
-        tty: false,
-        work_id: None,
-    };
+    let touch =
+        |id: &str| ExecCommandRequest { workspace_id: id.into(), command: vec!["touch".into(), "ran".into()], tty: false, work_id: None };
     let e = cs.exec_command(touch("offline")).await.unwrap_err();
     assert!(matches!(&e, crate::Error::NetworkUnenforced { tool: "exec_command", .. }), "{e:?}");
     let wire = e.to_api();

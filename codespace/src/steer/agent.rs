@@ -6,8 +6,8 @@ use rusqlite::params;
 use super::queue;
 use super::rows::{self, WorkRow};
 use super::types::{
-    ClaimedItem, Coordination, FinishReason, Intent, IntentState, Outcome, SteerClaimNextResult,
-    SteerStatus, Work, WorkFinishResult, WorkState,
+    ClaimedItem, Coordination, FinishReason, Intent, IntentState, Outcome, SteerClaimNextResult, SteerStatus, Work, WorkFinishResult,
+    WorkState,
 };
 use super::{new_id, Steering};
 use crate::{Error, Result};
@@ -18,9 +18,7 @@ impl Steering {
     /// Errors: `INVALID_ARGUMENT` (empty `workspace_id`), `INTERNAL`.
     pub fn work_open(&self, workspace_id: &str, title: Option<&str>) -> Result<Work> {
         if workspace_id.trim().is_empty() {
-            return Err(Error::invalid(
-                "workspace_id is empty; pass the id of the workspace this work is about",
-            ));
+            return Err(Error::invalid("workspace_id is empty; pass the id of the workspace this work is about"));
         }
         self.write(|tx, now| {
             let work = Work {
@@ -33,13 +31,7 @@ impl Steering {
             tx.execute(
                 "INSERT INTO steer_works (work_id, workspace_id, title, state, created_at,
                  updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
-                params![
-                    work.work_id,
-                    work.workspace_id,
-                    work.title,
-                    "active",
-                    now as i64
-                ],
+                params![work.work_id, work.workspace_id, work.title, "active", now as i64],
             )?;
             queue::carry_next_work(tx, workspace_id, &work.work_id, now)?;
             Ok(work)
@@ -90,20 +82,12 @@ impl Steering {
     /// Errors: `WORK_NOT_FOUND`, `WORK_CLOSED`, `INTENT_NOT_FOUND` (also when the intent belongs
     /// to another work), `INVALID_ARGUMENT` (not claimed yet), `INTENT_NOT_EDITABLE` (already
     /// ended otherwise or cancelled).
-    pub fn steer_complete(
-        &self,
-        work_id: &str,
-        intent_id: &str,
-        outcome: Outcome,
-    ) -> Result<Intent> {
+    pub fn steer_complete(&self, work_id: &str, intent_id: &str, outcome: Outcome) -> Result<Intent> {
         self.write(|tx, now| {
             rows::active_work(tx, work_id)?;
             let intent = rows::load_intent(tx, intent_id)?;
             if intent.work_id != work_id {
-                return Err(Error::IntentNotInWork {
-                    intent_id: intent_id.to_owned(),
-                    work_id: work_id.to_owned(),
-                });
+                return Err(Error::IntentNotInWork { intent_id: intent_id.to_owned(), work_id: work_id.to_owned() });
             }
             let target = match outcome {
                 Outcome::Done => IntentState::Done,
@@ -112,17 +96,8 @@ impl Steering {
             match intent.state {
                 IntentState::Claimed => {}
                 s if s == target => return Ok(intent),
-                IntentState::Draft | IntentState::Queued => {
-                    return Err(Error::IntentNotClaimed {
-                        intent_id: intent_id.to_owned(),
-                    })
-                }
-                s => {
-                    return Err(Error::IntentNotEditable {
-                        intent_id: intent_id.to_owned(),
-                        reason: format!("already {}", s.as_str()),
-                    })
-                }
+                IntentState::Draft | IntentState::Queued => return Err(Error::IntentNotClaimed { intent_id: intent_id.to_owned() }),
+                s => return Err(Error::IntentNotEditable { intent_id: intent_id.to_owned(), reason: format!("already {}", s.as_str()) }),
             }
             rows::set_intent_state(tx, intent_id, target, now)?;
             rows::bump_queue(tx, work_id, now)?;
@@ -138,13 +113,7 @@ impl Steering {
     pub fn work_finish(&self, work_id: &str) -> Result<WorkFinishResult> {
         self.write(|tx, now| {
             let row = rows::load_work(tx, work_id)?;
-            let closed = WorkFinishResult {
-                closed: true,
-                reason: None,
-                queued: 0,
-                claimed: 0,
-                state: WorkState::Closed,
-            };
+            let closed = WorkFinishResult { closed: true, reason: None, queued: 0, claimed: 0, state: WorkState::Closed };
             match row.work.state {
                 WorkState::Closed => return Ok(closed),
                 WorkState::Stopped => return Err(rows::work_closed(&row.work)),
@@ -172,16 +141,8 @@ impl Steering {
         self.read(|tx| {
             let row: WorkRow = rows::load_work(tx, work_id)?;
             let p = queue::pending(tx, &row)?;
-            let pending = if row.work.state == WorkState::Active {
-                p.items()
-            } else {
-                0
-            };
-            Ok(Coordination {
-                work_id: row.work.work_id,
-                pending_user_items: pending,
-                queue_revision: row.queue_revision,
-            })
+            let pending = if row.work.state == WorkState::Active { p.items() } else { 0 };
+            Ok(Coordination { work_id: row.work.work_id, pending_user_items: pending, queue_revision: row.queue_revision })
         })
     }
 }

@@ -20,28 +20,18 @@ fn check_body(body: &str) -> Result<()> {
 
 fn check_revision(intent: &Intent, revision: u64) -> Result<()> {
     if intent.revision != revision {
-        return Err(Error::IntentRevisionConflict {
-            intent_id: intent.intent_id.clone(),
-            current: intent.revision,
-            given: revision,
-        });
+        return Err(Error::IntentRevisionConflict { intent_id: intent.intent_id.clone(), current: intent.revision, given: revision });
     }
     Ok(())
 }
 
 fn refuse_state(intent: &Intent, doing: &'static str) -> Error {
     if intent.state == IntentState::Claimed {
-        return Error::IntentAlreadyClaimed {
-            intent_id: intent.intent_id.clone(),
-            doing,
-        };
+        return Error::IntentAlreadyClaimed { intent_id: intent.intent_id.clone(), doing };
     }
     Error::IntentNotEditable {
         intent_id: intent.intent_id.clone(),
-        reason: format!(
-            "{}; only drafts can be {doing} (cancel it and write a new one)",
-            intent.state.as_str()
-        ),
+        reason: format!("{}; only drafts can be {doing} (cancel it and write a new one)", intent.state.as_str()),
     }
 }
 
@@ -67,19 +57,11 @@ impl Steering {
     /// `POST /inbox/works/{id}/intents {body, kind?, delivery?}`: a draft at revision 1 at the end
     /// of the queue; `kind` defaults to `"instruction"`, `delivery` to `next_checkpoint`.
     /// Errors: `INVALID_ARGUMENT` (empty body or kind), `WORK_NOT_FOUND`, `WORK_CLOSED`.
-    pub fn intent_create(
-        &self,
-        work_id: &str,
-        body: &str,
-        kind: Option<&str>,
-        delivery: Option<Delivery>,
-    ) -> Result<Intent> {
+    pub fn intent_create(&self, work_id: &str, body: &str, kind: Option<&str>, delivery: Option<Delivery>) -> Result<Intent> {
         check_body(body)?;
         let kind = kind.unwrap_or("instruction");
         if kind.trim().is_empty() {
-            return Err(Error::invalid(
-                "kind is empty; omit it or name the kind, e.g. \"instruction\"",
-            ));
+            return Err(Error::invalid("kind is empty; omit it or name the kind, e.g. \"instruction\""));
         }
         self.write(|tx, now| {
             rows::active_work(tx, work_id)?;
@@ -99,15 +81,7 @@ impl Steering {
                 "INSERT INTO steer_intents (intent_id, work_id, revision, kind, delivery, state,
                  content, position, created_at, updated_at)
                  VALUES (?1, ?2, 1, ?3, ?4, 'draft', ?5, ?6, ?7, ?7)",
-                params![
-                    intent.intent_id,
-                    work_id,
-                    intent.kind,
-                    intent.delivery.as_str(),
-                    intent.content,
-                    position,
-                    now as i64
-                ],
+                params![intent.intent_id, work_id, intent.kind, intent.delivery.as_str(), intent.content, position, now as i64],
             )?;
             Ok(intent)
         })
@@ -116,12 +90,7 @@ impl Steering {
     /// Replace a draft's body; `revision` must be the current one; the revision goes up by one.
     /// Errors: `INVALID_ARGUMENT`, `INTENT_NOT_FOUND`, `WORK_CLOSED`, `INTENT_ALREADY_CLAIMED`,
     /// `INTENT_NOT_EDITABLE` (not a draft), `INTENT_REVISION_CONFLICT`.
-    pub fn intent_edit(
-        &self,
-        intent_id: &str,
-        body: &str,
-        revision: u64,
-    ) -> Result<Intent> {
+    pub fn intent_edit(&self, intent_id: &str, body: &str, revision: u64) -> Result<Intent> {
         check_body(body)?;
         self.write(|tx, now| {
             let intent = rows::load_intent(tx, intent_id)?;
@@ -182,11 +151,7 @@ impl Steering {
     /// name each of them exactly once; they follow every ended intent in the listing. Returns
     /// all intents of the work in the new queue order. Errors: `WORK_NOT_FOUND`, `WORK_CLOSED`,
     /// `INVALID_ARGUMENT` (not a permutation of the open intents).
-    pub fn intent_reorder(
-        &self,
-        work_id: &str,
-        intent_ids: &[String],
-    ) -> Result<Vec<Intent>> {
+    pub fn intent_reorder(&self, work_id: &str, intent_ids: &[String]) -> Result<Vec<Intent>> {
         self.write(|tx, now| {
             rows::active_work(tx, work_id)?;
             let open = rows::list_intents(tx, work_id, &[IntentState::Draft, IntentState::Queued])?;

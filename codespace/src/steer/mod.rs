@@ -60,8 +60,8 @@ use crate::Result;
 
 pub use schema::BUSY_TIMEOUT_MS;
 pub use types::{
-    ClaimedItem, Coordination, Delivery, FinishReason, Intent, IntentState, Outcome,
-    SteerClaimNextResult, SteerStatus, Work, WorkFinishResult, WorkState,
+    ClaimedItem, Coordination, Delivery, FinishReason, Intent, IntentState, Outcome, SteerClaimNextResult, SteerStatus, Work,
+    WorkFinishResult, WorkState,
 };
 
 /// The steering store: one SQLite connection behind a mutex. Cheap to share behind an `Arc`;
@@ -74,9 +74,7 @@ impl Steering {
     /// Open (creating if needed) the store in the SQLite file at `path`, creating the `steer_`
     /// tables if missing. Errors: `INTERNAL` when the file cannot be opened or migrated.
     pub fn open(path: &Path) -> Result<Steering> {
-        Ok(Steering {
-            conn: Mutex::new(schema::open_connection(path)?),
-        })
+        Ok(Steering { conn: Mutex::new(schema::open_connection(path)?) })
     }
 
     fn lock(&self) -> MutexGuard<'_, Connection> {
@@ -85,10 +83,7 @@ impl Steering {
     }
 
     /// Run `f` in one `BEGIN IMMEDIATE` transaction: committed on `Ok`, rolled back on `Err`.
-    fn write<T>(
-        &self,
-        f: impl FnOnce(&Transaction<'_>, u64) -> Result<T>,
-    ) -> Result<T> {
+    fn write<T>(&self, f: impl FnOnce(&Transaction<'_>, u64) -> Result<T>) -> Result<T> {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let out = f(&tx, now_ms())?;
@@ -97,10 +92,7 @@ impl Steering {
     }
 
     /// Run `f` in one read transaction (a consistent snapshot across its queries).
-    fn read<T>(
-        &self,
-        f: impl FnOnce(&Transaction<'_>) -> Result<T>,
-    ) -> Result<T> {
+    fn read<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
         let out = f(&tx)?;

@@ -27,20 +27,10 @@ impl Pending {
 /// Rule: `next_checkpoint` is always claimable; `after_current_work` once no `next_checkpoint`
 /// intent is queued or claimed, or once `work_finish` was called; `next_work` never.
 pub fn pending(c: &Connection, work: &WorkRow) -> Result<Pending> {
-    let open = rows::list_intents(
-        c,
-        &work.work.work_id,
-        &[IntentState::Queued, IntentState::Claimed],
-    )?;
+    let open = rows::list_intents(c, &work.work.work_id, &[IntentState::Queued, IntentState::Claimed])?;
     let deliverable = |i: &&Intent| i.delivery != Delivery::NextWork;
-    let queued = open
-        .iter()
-        .filter(deliverable)
-        .filter(|i| i.state == IntentState::Queued);
-    let claimed = open
-        .iter()
-        .filter(|i| i.state == IntentState::Claimed)
-        .count() as u64;
+    let queued = open.iter().filter(deliverable).filter(|i| i.state == IntentState::Queued);
+    let claimed = open.iter().filter(|i| i.state == IntentState::Claimed).count() as u64;
     let checkpoint_open = open.iter().any(|i| i.delivery == Delivery::NextCheckpoint);
     let after_ok = !checkpoint_open || work.finish_requested;
     let active = work.work.state == WorkState::Active;
@@ -53,11 +43,7 @@ pub fn pending(c: &Connection, work: &WorkRow) -> Result<Pending> {
         })
         .cloned()
         .collect();
-    Ok(Pending {
-        queued: queued.count() as u64,
-        claimed,
-        claimable,
-    })
+    Ok(Pending { queued: queued.count() as u64, claimed, claimable })
 }
 
 /// Move every queued `next_work` intent of closed or stopped works in `workspace_id` to the new
@@ -65,39 +51,22 @@ pub fn pending(c: &Connection, work: &WorkRow) -> Result<Pending> {
 /// `next_checkpoint` (so it is delivered in the new work), keeps its revision (the body is
 /// unchanged) and goes to the end of the new queue. Both works' `queue_revision` are bumped.
 /// Returns how many moved.
-pub fn carry_next_work(
-    c: &Connection,
-    workspace_id: &str,
-    to_work_id: &str,
-    now: u64,
-) -> Result<usize> {
+pub fn carry_next_work(c: &Connection, workspace_id: &str, to_work_id: &str, now: u64) -> Result<usize> {
     let sql = format!(
         "SELECT {} FROM steer_intents i JOIN steer_works w ON w.work_id = i.work_id
          WHERE w.workspace_id = ?1 AND w.state != 'active' AND w.work_id != ?2
            AND i.state = 'queued' AND i.delivery = 'next_work'
          ORDER BY w.seq, i.position, i.seq",
-        INTENT_COLS
-            .split(", ")
-            .map(|col| format!("i.{col}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+        INTENT_COLS.split(", ").map(|col| format!("i.{col}")).collect::<Vec<_>>().join(", ")
     );
     let mut stmt = c.prepare(&sql)?;
-    let carried: Vec<Intent> = stmt
-        .query_map(params![workspace_id, to_work_id], rows::intent_row)?
-        .collect::<rusqlite::Result<_>>()?;
+    let carried: Vec<Intent> = stmt.query_map(params![workspace_id, to_work_id], rows::intent_row)?.collect::<rusqlite::Result<_>>()?;
     let start = rows::next_position(c, to_work_id)?;
     for (position, intent) in (start..).zip(&carried) {
         c.execute(
             "UPDATE steer_intents SET work_id = ?2, delivery = ?3, position = ?4, updated_at = ?5
              WHERE intent_id = ?1",
-            params![
-                intent.intent_id,
-                to_work_id,
-                Delivery::NextCheckpoint.as_str(),
-                position,
-                now as i64
-            ],
+            params![intent.intent_id, to_work_id, Delivery::NextCheckpoint.as_str(), position, now as i64],
         )?;
         rows::bump_queue(c, &intent.work_id, now)?;
     }

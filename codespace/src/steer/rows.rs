@@ -16,15 +16,11 @@ pub struct WorkRow {
     pub finish_requested: bool,
 }
 
-const WORK_COLS: &str =
-    "work_id, workspace_id, title, state, created_at, queue_revision, finish_requested";
-pub const INTENT_COLS: &str =
-    "intent_id, work_id, revision, kind, delivery, state, content, created_at, updated_at";
+const WORK_COLS: &str = "work_id, workspace_id, title, state, created_at, queue_revision, finish_requested";
+pub const INTENT_COLS: &str = "intent_id, work_id, revision, kind, delivery, state, content, created_at, updated_at";
 
 fn parse<T: std::str::FromStr<Err = ApiError>>(idx: usize, s: String) -> rusqlite::Result<T> {
-    s.parse().map_err(|e: ApiError| {
-        rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, Box::new(e))
-    })
+    s.parse().map_err(|e: ApiError| rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, Box::new(e)))
 }
 
 fn work_row(r: &Row<'_>) -> rusqlite::Result<WorkRow> {
@@ -59,19 +55,12 @@ pub fn intent_row(r: &Row<'_>) -> rusqlite::Result<Intent> {
 /// The work `work_id`. Errors: `WORK_NOT_FOUND`.
 pub fn load_work(c: &Connection, work_id: &str) -> Result<WorkRow> {
     let sql = format!("SELECT {WORK_COLS} FROM steer_works WHERE work_id = ?1");
-    c.query_row(&sql, [work_id], work_row)
-        .optional()?
-        .ok_or_else(|| Error::WorkNotFound {
-            work_id: work_id.to_owned(),
-        })
+    c.query_row(&sql, [work_id], work_row).optional()?.ok_or_else(|| Error::WorkNotFound { work_id: work_id.to_owned() })
 }
 
 /// The `WORK_CLOSED` refusal for a work that is no longer active.
 pub fn work_closed(work: &Work) -> Error {
-    Error::WorkClosed {
-        work_id: work.work_id.clone(),
-        state: work.state,
-    }
+    Error::WorkClosed { work_id: work.work_id.clone(), state: work.state }
 }
 
 /// The work `work_id`, which must be active. Errors: `WORK_NOT_FOUND`, `WORK_CLOSED`.
@@ -85,9 +74,7 @@ pub fn active_work(c: &Connection, work_id: &str) -> Result<WorkRow> {
 
 /// Works in creation order, optionally of one workspace.
 pub fn list_works(c: &Connection, workspace_id: Option<&str>) -> Result<Vec<Work>> {
-    let sql = format!(
-        "SELECT {WORK_COLS} FROM steer_works WHERE ?1 IS NULL OR workspace_id = ?1 ORDER BY seq"
-    );
+    let sql = format!("SELECT {WORK_COLS} FROM steer_works WHERE ?1 IS NULL OR workspace_id = ?1 ORDER BY seq");
     let mut stmt = c.prepare(&sql)?;
     let rows = stmt.query_map([workspace_id], work_row)?;
     Ok(rows.map(|r| r.map(|w| w.work)).collect::<rusqlite::Result<_>>()?)
@@ -96,52 +83,27 @@ pub fn list_works(c: &Connection, workspace_id: Option<&str>) -> Result<Vec<Work
 /// The intent `intent_id`. Errors: `INTENT_NOT_FOUND`.
 pub fn load_intent(c: &Connection, intent_id: &str) -> Result<Intent> {
     let sql = format!("SELECT {INTENT_COLS} FROM steer_intents WHERE intent_id = ?1");
-    c.query_row(&sql, [intent_id], intent_row)
-        .optional()?
-        .ok_or_else(|| Error::IntentNotFound {
-            intent_id: intent_id.to_owned(),
-        })
+    c.query_row(&sql, [intent_id], intent_row).optional()?.ok_or_else(|| Error::IntentNotFound { intent_id: intent_id.to_owned() })
 }
 
 /// The intents of `work_id` in queue order (`position`, then creation), optionally only those in
 /// `states`.
-pub fn list_intents(
-    c: &Connection,
-    work_id: &str,
-    states: &[IntentState],
-) -> Result<Vec<Intent>> {
-    let sql = format!(
-        "SELECT {INTENT_COLS} FROM steer_intents WHERE work_id = ?1 ORDER BY position, seq"
-    );
+pub fn list_intents(c: &Connection, work_id: &str, states: &[IntentState]) -> Result<Vec<Intent>> {
+    let sql = format!("SELECT {INTENT_COLS} FROM steer_intents WHERE work_id = ?1 ORDER BY position, seq");
     let mut stmt = c.prepare(&sql)?;
     let rows = stmt.query_map([work_id], intent_row)?;
     let all: Vec<Intent> = rows.collect::<rusqlite::Result<_>>()?;
-    Ok(all
-        .into_iter()
-        .filter(|i| states.is_empty() || states.contains(&i.state))
-        .collect())
+    Ok(all.into_iter().filter(|i| states.is_empty() || states.contains(&i.state)).collect())
 }
 
 /// The position after every intent of `work_id` (0 for an empty work).
 pub fn next_position(c: &Connection, work_id: &str) -> Result<i64> {
-    Ok(c.query_row(
-        "SELECT COALESCE(MAX(position) + 1, 0) FROM steer_intents WHERE work_id = ?1",
-        [work_id],
-        |r| r.get(0),
-    )?)
+    Ok(c.query_row("SELECT COALESCE(MAX(position) + 1, 0) FROM steer_intents WHERE work_id = ?1", [work_id], |r| r.get(0))?)
 }
 
 /// Set an intent's state and `updated_at`.
-pub fn set_intent_state(
-    c: &Connection,
-    intent_id: &str,
-    state: IntentState,
-    now: u64,
-) -> Result<()> {
-    c.execute(
-        "UPDATE steer_intents SET state = ?2, updated_at = ?3 WHERE intent_id = ?1",
-        params![intent_id, state.as_str(), now as i64],
-    )?;
+pub fn set_intent_state(c: &Connection, intent_id: &str, state: IntentState, now: u64) -> Result<()> {
+    c.execute("UPDATE steer_intents SET state = ?2, updated_at = ?3 WHERE intent_id = ?1", params![intent_id, state.as_str(), now as i64])?;
     Ok(())
 }
 
@@ -156,13 +118,7 @@ pub fn bump_queue(c: &Connection, work_id: &str, now: u64) -> Result<()> {
 }
 
 /// Set a work's state (and `finish_requested`).
-pub fn set_work_state(
-    c: &Connection,
-    work_id: &str,
-    state: WorkState,
-    finish_requested: bool,
-    now: u64,
-) -> Result<()> {
+pub fn set_work_state(c: &Connection, work_id: &str, state: WorkState, finish_requested: bool, now: u64) -> Result<()> {
     c.execute(
         "UPDATE steer_works SET state = ?2, finish_requested = ?3, updated_at = ?4
          WHERE work_id = ?1",

@@ -18,9 +18,7 @@ fn store() -> (TempDir, Steering) {
 
 /// Draft, queue, and return the queued intent.
 fn queued(s: &Steering, work_id: &str, body: &str, delivery: Delivery) -> Intent {
-    let d = s
-        .intent_create(work_id, body, None, Some(delivery))
-        .unwrap();
+    let d = s.intent_create(work_id, body, None, Some(delivery)).unwrap();
     s.intent_queue(&d.intent_id, d.revision).unwrap()
 }
 
@@ -33,23 +31,13 @@ fn happy_path_draft_edit_queue_claim_complete_finish() {
     let (_d, s) = store();
     let w = s.work_open("ws-1", Some("fix the parser")).unwrap();
     assert!(w.work_id.starts_with("work-"));
-    assert_eq!(
-        (w.state, w.title.as_deref()),
-        (WorkState::Active, Some("fix the parser"))
-    );
+    assert_eq!((w.state, w.title.as_deref()), (WorkState::Active, Some("fix the parser")));
 
-    let draft = s
-        .intent_create(&w.work_id, "also add tests", None, None)
-        .unwrap();
+    let draft = s.intent_create(&w.work_id, "also add tests", None, None).unwrap();
     assert!(draft.intent_id.starts_with("intent-"));
     assert_eq!((draft.revision, draft.state), (1, IntentState::Draft));
-    assert_eq!(
-        (draft.kind.as_str(), draft.delivery),
-        ("instruction", Delivery::NextCheckpoint)
-    );
-    let edited = s
-        .intent_edit(&draft.intent_id, "also add unit tests", 1)
-        .unwrap();
+    assert_eq!((draft.kind.as_str(), draft.delivery), ("instruction", Delivery::NextCheckpoint));
+    let edited = s.intent_edit(&draft.intent_id, "also add unit tests", 1).unwrap();
     assert_eq!(edited.revision, 2);
     let q = s.intent_queue(&draft.intent_id, 2).unwrap();
     assert_eq!(q.state, IntentState::Queued);
@@ -57,14 +45,7 @@ fn happy_path_draft_edit_queue_claim_complete_finish() {
     let st = s.steer_status(&w.work_id).unwrap();
     assert_eq!(
         st,
-        SteerStatus {
-            work_id: w.work_id.clone(),
-            state: WorkState::Active,
-            queued: 1,
-            claimed: 0,
-            claimable_now: 1,
-            queue_revision: 1,
-        }
+        SteerStatus { work_id: w.work_id.clone(), state: WorkState::Active, queued: 1, claimed: 0, claimable_now: 1, queue_revision: 1 }
     );
     assert_eq!(s.coordination(&w.work_id).unwrap().pending_user_items, 1);
 
@@ -80,22 +61,13 @@ fn happy_path_draft_edit_queue_claim_complete_finish() {
         }
     );
     assert_eq!(claim(&s, &w.work_id), None);
-    let done = s
-        .steer_complete(&w.work_id, &item.intent_id, Outcome::Done)
-        .unwrap();
+    let done = s.steer_complete(&w.work_id, &item.intent_id, Outcome::Done).unwrap();
     assert_eq!(done.state, IntentState::Done);
     // Retrying the same completion is harmless.
-    assert_eq!(
-        s.steer_complete(&w.work_id, &item.intent_id, Outcome::Done)
-            .unwrap(),
-        done
-    );
+    assert_eq!(s.steer_complete(&w.work_id, &item.intent_id, Outcome::Done).unwrap(), done);
 
     let fin = s.work_finish(&w.work_id).unwrap();
-    assert_eq!(
-        (fin.closed, fin.reason, fin.state),
-        (true, None, WorkState::Closed)
-    );
+    assert_eq!((fin.closed, fin.reason, fin.state), (true, None, WorkState::Closed));
     assert!(s.work_finish(&w.work_id).unwrap().closed);
     assert_eq!(s.steer_status(&w.work_id).unwrap().queue_revision, 3);
 }
@@ -119,19 +91,12 @@ fn finish_refuses_while_instructions_are_queued_or_claimed() {
     let fin = s.work_finish(&w.work_id).unwrap();
     assert_eq!(
         fin,
-        WorkFinishResult {
-            closed: false,
-            reason: Some(FinishReason::PendingUserInput),
-            queued: 1,
-            claimed: 0,
-            state: WorkState::Active,
-        }
+        WorkFinishResult { closed: false, reason: Some(FinishReason::PendingUserInput), queued: 1, claimed: 0, state: WorkState::Active }
     );
     let item = claim(&s, &w.work_id).unwrap();
     let fin = s.work_finish(&w.work_id).unwrap();
     assert_eq!((fin.closed, fin.queued, fin.claimed), (false, 0, 1));
-    s.steer_complete(&w.work_id, &item.intent_id, Outcome::Blocked)
-        .unwrap();
+    s.steer_complete(&w.work_id, &item.intent_id, Outcome::Blocked).unwrap();
     assert!(s.work_finish(&w.work_id).unwrap().closed);
     let err = s.steer_claim_next(&w.work_id).unwrap_err();
     assert_eq!(err.code(), ErrorCode::WorkClosed);
@@ -148,16 +113,14 @@ fn after_current_work_waits_for_checkpoint_items_or_finish() {
     assert_eq!(first.intent_id, now.intent_id);
     // The checkpoint item is claimed, not completed: `later` still waits.
     assert_eq!(claim(&s, &w.work_id), None);
-    s.steer_complete(&w.work_id, &first.intent_id, Outcome::Done)
-        .unwrap();
+    s.steer_complete(&w.work_id, &first.intent_id, Outcome::Done).unwrap();
     assert_eq!(claim(&s, &w.work_id).unwrap().intent_id, later.intent_id);
 
     // After work_finish, after_current_work is claimable even with a checkpoint item open.
     let w2 = s.work_open("ws", None).unwrap();
     let a = queued(&s, &w2.work_id, "after", Delivery::AfterCurrentWork);
     let n = queued(&s, &w2.work_id, "checkpoint", Delivery::NextCheckpoint);
-    s.intent_reorder(&w2.work_id, &[a.intent_id.clone(), n.intent_id.clone()])
-        .unwrap();
+    s.intent_reorder(&w2.work_id, &[a.intent_id.clone(), n.intent_id.clone()]).unwrap();
     assert!(!s.work_finish(&w2.work_id).unwrap().closed);
     assert_eq!(s.steer_status(&w2.work_id).unwrap().claimable_now, 2);
     assert_eq!(claim(&s, &w2.work_id).unwrap().intent_id, a.intent_id);
@@ -178,10 +141,7 @@ fn next_work_moves_to_the_next_work_of_the_workspace() {
     let w2 = s.work_open("ws", None).unwrap();
     let moved = s.intents(&w2.work_id).unwrap();
     assert_eq!(moved.len(), 1);
-    assert_eq!(
-        (moved[0].intent_id.as_str(), moved[0].delivery),
-        (nw.intent_id.as_str(), Delivery::NextCheckpoint)
-    );
+    assert_eq!((moved[0].intent_id.as_str(), moved[0].delivery), (nw.intent_id.as_str(), Delivery::NextCheckpoint));
     assert!(s.intents(&w1.work_id).unwrap().is_empty());
     assert_eq!(claim(&s, &w2.work_id).unwrap().content, "next time");
 
@@ -189,10 +149,7 @@ fn next_work_moves_to_the_next_work_of_the_workspace() {
     let carried = queued(&s, &w2.work_id, "after the stop", Delivery::NextWork);
     s.work_stop(&w2.work_id).unwrap();
     let w3 = s.work_open("ws", None).unwrap();
-    assert_eq!(
-        ids_of(&s.intents(&w3.work_id).unwrap()),
-        vec![carried.intent_id]
-    );
+    assert_eq!(ids_of(&s.intents(&w3.work_id).unwrap()), vec![carried.intent_id]);
     assert_eq!(s.steer_status(&w3.work_id).unwrap().queued, 1);
 }
 
@@ -208,24 +165,14 @@ fn stopped_work_refuses_agent_calls() {
     assert_eq!(s.work_stop(&w.work_id).unwrap().state, WorkState::Stopped);
     let codes = [
         s.steer_claim_next(&w.work_id).unwrap_err().code(),
-        s.steer_complete(&w.work_id, &i.intent_id, Outcome::Done)
-            .unwrap_err()
-            .code(),
+        s.steer_complete(&w.work_id, &i.intent_id, Outcome::Done).unwrap_err().code(),
         s.work_finish(&w.work_id).unwrap_err().code(),
-        s.intent_create(&w.work_id, "y", None, None)
-            .unwrap_err()
-            .code(),
+        s.intent_create(&w.work_id, "y", None, None).unwrap_err().code(),
     ];
     assert_eq!(codes, [ErrorCode::WorkClosed; 4]);
-    assert_eq!(
-        s.steer_status(&w.work_id).unwrap().state,
-        WorkState::Stopped
-    );
+    assert_eq!(s.steer_status(&w.work_id).unwrap().state, WorkState::Stopped);
     assert_eq!(s.coordination(&w.work_id).unwrap().pending_user_items, 0);
-    assert_eq!(
-        s.steer_status("work-nope").unwrap_err().code(),
-        ErrorCode::WorkNotFound
-    );
+    assert_eq!(s.steer_status("work-nope").unwrap_err().code(), ErrorCode::WorkNotFound);
 }
 
 #[test]
@@ -244,8 +191,7 @@ fn reopened_store_sees_everything() {
     assert_eq!(s.intents(&w.work_id).unwrap(), vec![i.clone()]);
     // The finish request survived too: claim then finish closes.
     assert_eq!(claim(&s, &w.work_id).unwrap().intent_id, i.intent_id);
-    s.steer_complete(&w.work_id, &i.intent_id, Outcome::Done)
-        .unwrap();
+    s.steer_complete(&w.work_id, &i.intent_id, Outcome::Done).unwrap();
     assert!(s.work_finish(&w.work_id).unwrap().closed);
 }
 
@@ -257,12 +203,7 @@ fn concurrent_claims_on_two_connections_never_claim_twice() {
     let w = setup.work_open("ws", None).unwrap();
     let total = 120;
     for n in 0..total {
-        queued(
-            &setup,
-            &w.work_id,
-            &format!("item {n}"),
-            Delivery::NextCheckpoint,
-        );
+        queued(&setup, &w.work_id, &format!("item {n}"), Delivery::NextCheckpoint);
     }
     let work_id = Arc::new(w.work_id.clone());
     let start = Arc::new(Barrier::new(2));
@@ -280,14 +221,8 @@ fn concurrent_claims_on_two_connections_never_claim_twice() {
             })
         })
         .collect();
-    let all: Vec<String> = threads
-        .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect();
+    let all: Vec<String> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
     let unique: HashSet<&String> = all.iter().collect();
     assert_eq!((all.len(), unique.len()), (total, total));
-    assert_eq!(
-        setup.steer_status(&w.work_id).unwrap().claimed,
-        total as u64
-    );
+    assert_eq!(setup.steer_status(&w.work_id).unwrap().claimed, total as u64);
 }

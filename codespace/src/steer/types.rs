@@ -3,6 +3,6 @@
 //! `inbox` and `queue`.
 
 pub use spaces_sdk::tools::{
-    ClaimedItem, Coordination, Delivery, FinishReason, Intent, IntentState, Outcome, SteerClaimNextResult,
-    SteerStatus, Work, WorkFinishResult, WorkState,
+    ClaimedItem, Coordination, Delivery, FinishReason, Intent, IntentState, Outcome, SteerClaimNextResult, SteerStatus, Work,
+    WorkFinishResult, WorkState,
 };

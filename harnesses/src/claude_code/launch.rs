@@ -99,8 +99,7 @@ pub fn plan(ctx: &LaunchContext<'_>) -> LaunchPlan {
         env.insert("ANTHROPIC_BASE_URL".to_owned(), url.trim_end_matches('/').to_owned());
     }
     let custom_endpoint = ctx.base_url.is_some() || ctx.env.contains_key("ANTHROPIC_BASE_URL");
-    let has_key =
-        ctx.env.contains_key("ANTHROPIC_API_KEY") || ctx.env.contains_key("ANTHROPIC_AUTH_TOKEN");
+    let has_key = ctx.env.contains_key("ANTHROPIC_API_KEY") || ctx.env.contains_key("ANTHROPIC_AUTH_TOKEN");
     if custom_endpoint && !has_key {
         env.insert("ANTHROPIC_API_KEY".to_owned(), PLACEHOLDER_API_KEY.to_owned());
     }
@@ -108,13 +107,7 @@ pub fn plan(ctx: &LaunchContext<'_>) -> LaunchPlan {
         env.insert(k.clone(), v.clone());
     }
 
-    LaunchPlan {
-        argv,
-        env,
-        files,
-        stdin: StdinMode::Pipe,
-        initial_stdin: Some(user_message(ctx.prompt)),
-    }
+    LaunchPlan { argv, env, files, stdin: StdinMode::Pipe, initial_stdin: Some(user_message(ctx.prompt)) }
 }
 
 /// The `--mcp-config` document: `{"mcpServers": {NAME: {"command", "args", "env"} |
@@ -232,8 +225,7 @@ mod tests {
         assert_eq!(plan.env, expected);
         assert_eq!(plan.stdin, StdinMode::Pipe);
         assert!(plan.files.is_empty());
-        let first: serde_json::Value =
-            serde_json::from_slice(plan.initial_stdin.as_deref().unwrap()).unwrap();
+        let first: serde_json::Value = serde_json::from_slice(plan.initial_stdin.as_deref().unwrap()).unwrap();
         assert_eq!(
             first,
             json!({"type": "user", "message": {"role": "user",
@@ -244,22 +236,16 @@ mod tests {
 
     #[test]
     fn resume_model_and_caller_env_win() {
-        let env: BTreeMap<String, String> = [
-            ("ANTHROPIC_AUTH_TOKEN", "tok-123456789"),
-            ("CLAUDE_CODE_MAX_RETRIES", "0"),
-            ("HOME", "/elsewhere"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
+        let env: BTreeMap<String, String> =
+            [("ANTHROPIC_AUTH_TOKEN", "tok-123456789"), ("CLAUDE_CODE_MAX_RETRIES", "0"), ("HOME", "/elsewhere")]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
         let mut c = ctx(&env);
         c.session_id = Some("0b5f-sid");
         c.model = Some("claude-sonnet-4-5");
         let plan = ClaudeCode.launch(&c);
-        assert_eq!(
-            plan.argv[9..],
-            ["--model", "claude-sonnet-4-5", "--resume", "0b5f-sid"].map(String::from)
-        );
+        assert_eq!(plan.argv[9..], ["--model", "claude-sonnet-4-5", "--resume", "0b5f-sid"].map(String::from));
         assert_eq!(plan.env["CLAUDE_CODE_MAX_RETRIES"], "0");
         assert_eq!(plan.env["HOME"], "/elsewhere");
         assert_eq!(plan.env["ANTHROPIC_AUTH_TOKEN"], "tok-123456789");
@@ -286,8 +272,7 @@ mod tests {
         let plan = ClaudeCode.launch(&c);
         assert_eq!(
             plan.argv[9..],
-            ["--mcp-config", "/runs/run-1/claude-mcp.json", "--strict-mcp-config", "--model", "claude-sonnet-4-5"]
-                .map(String::from)
+            ["--mcp-config", "/runs/run-1/claude-mcp.json", "--strict-mcp-config", "--model", "claude-sonnet-4-5"].map(String::from)
         );
         assert_eq!(plan.files.len(), 1);
         let config: serde_json::Value = serde_json::from_str(&plan.files[0].1).unwrap();

@@ -18,10 +18,7 @@ mod tools;
 pub use launch::{INTERRUPT_REQUEST_ID, MAX_RETRIES_DEFAULT, PLACEHOLDER_API_KEY};
 pub use normalize::ClaudeNormalizer;
 
-use crate::{
-    Harness, HomeLayout, InstallSpec, InterruptRecipe, LaunchContext, LaunchPlan, Normalizer, ProcessModel,
-    SessionFiles,
-};
+use crate::{Harness, HomeLayout, InstallSpec, InterruptRecipe, LaunchContext, LaunchPlan, Normalizer, ProcessModel, SessionFiles};
 
 /// The pinned CLI version.
 pub const VERSION: &str = "2.1.197";
@@ -101,10 +98,7 @@ const SLUG_MAX: usize = 200;
 /// pinned CLI (2.1.197) and checked by the end-to-end test of a home moving to another folder.
 pub fn project_slug(cwd: &str) -> String {
     let units: Vec<u16> = cwd.encode_utf16().collect();
-    let slug: String = units
-        .iter()
-        .map(|&u| if u < 128 && (u as u8).is_ascii_alphanumeric() { u as u8 as char } else { '-' })
-        .collect();
+    let slug: String = units.iter().map(|&u| if u < 128 && (u as u8).is_ascii_alphanumeric() { u as u8 as char } else { '-' }).collect();
     if units.len() <= SLUG_MAX {
         return slug;
     }

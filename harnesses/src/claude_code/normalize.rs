@@ -82,15 +82,11 @@ impl ClaudeNormalizer {
             let model = str_of(v, "model").unwrap_or("?");
             let sid = self.session_id.as_deref().unwrap_or("?");
             let version = str_of(v, "claude_code_version").unwrap_or("?");
-            return vec![self
-                .ev(EventKind::Session)
-                .text(format!("session {sid}, model {model}, claude {version}"))];
+            return vec![self.ev(EventKind::Session).text(format!("session {sid}, model {model}, claude {version}"))];
         }
         if subtype == "api_retry" {
             // A failed model call the CLI will retry (`CLAUDE_CODE_MAX_RETRIES`).
-            let num = |k: &str| {
-                v.get(k).and_then(Value::as_f64).map_or("?".to_owned(), |x| format!("{x:.0}"))
-            };
+            let num = |k: &str| v.get(k).and_then(Value::as_f64).map_or("?".to_owned(), |x| format!("{x:.0}"));
             let summary = format!(
                 "model call failed ({} {}); retry {} of {} in {} ms",
                 num("error_status"),
@@ -101,8 +97,7 @@ impl ClaudeNormalizer {
             );
             return vec![self.ev(EventKind::Notice).summary(summary)];
         }
-        let detail =
-            ["description", "summary", "message", "status"].iter().find_map(|k| str_of(v, k));
+        let detail = ["description", "summary", "message", "status"].iter().find_map(|k| str_of(v, k));
         let summary = match detail {
             Some(d) => format!("{subtype}: {d}"),
             None => subtype.to_owned(),
@@ -118,8 +113,7 @@ impl ClaudeNormalizer {
         let sub_agent = v.get("parent_tool_use_id").is_some_and(|p| !p.is_null());
         // A failed model call is reported as a synthetic assistant message ("API Error: ...")
         // with a top-level `error` (e.g. `server_error`): an `error` event, not the agent's words.
-        let api_error = str_of(v, "error").is_some()
-            || v.pointer("/message/model").and_then(Value::as_str) == Some("<synthetic>");
+        let api_error = str_of(v, "error").is_some() || v.pointer("/message/model").and_then(Value::as_str) == Some("<synthetic>");
         let mut out = Vec::new();
         for block in content_blocks(v) {
             match str_of(block, "type") {
@@ -134,11 +128,7 @@ impl ClaudeNormalizer {
                     }
                     let ev = self.ev(EventKind::Message).text(text);
                     // A sub-agent's words are progress of its Task call, not the answer.
-                    out.push(if sub_agent {
-                        ev.category(Category::Activity).summary(text)
-                    } else {
-                        ev
-                    });
+                    out.push(if sub_agent { ev.category(Category::Activity).summary(text) } else { ev });
                 }
                 Some("thinking") => {
                     let text = str_of(block, "thinking").unwrap_or("");
@@ -167,12 +157,7 @@ impl ClaudeNormalizer {
         };
         let mut out = vec![self
             .ev(EventKind::ToolCall)
-            .tool(
-                id.clone(),
-                Some(label.title.clone()),
-                Some(label.kind.to_owned()),
-                ToolStatus::InProgress,
-            )
+            .tool(id.clone(), Some(label.title.clone()), Some(label.kind.to_owned()), ToolStatus::InProgress)
             .text(tools::cap(&text))
             .summary(&label.title)];
         if name == "TodoWrite" {
@@ -205,12 +190,7 @@ impl ClaudeNormalizer {
             let name = title.clone().unwrap_or_else(|| format!("tool {id}"));
             let status = if failed { ToolStatus::Failed } else { ToolStatus::Completed };
             let summary = wording::tool_finished(&name, !failed, None, Some(&text));
-            out.push(
-                self.ev(EventKind::ToolUpdate)
-                    .tool(id, title, kind, status)
-                    .text(tools::cap(&text))
-                    .summary(summary),
-            );
+            out.push(self.ev(EventKind::ToolUpdate).tool(id, title, kind, status).text(tools::cap(&text)).summary(summary));
         }
         if out.is_empty() {
             // A user line with plain string content (an echo of the prompt).
@@ -242,12 +222,7 @@ impl ClaudeNormalizer {
         for tool in std::mem::take(&mut self.open_tools) {
             out.push(
                 self.ev(EventKind::ToolUpdate)
-                    .tool(
-                        tool.id,
-                        Some(tool.title.clone()),
-                        Some(tool.kind.to_owned()),
-                        ToolStatus::Failed,
-                    )
+                    .tool(tool.id, Some(tool.title.clone()), Some(tool.kind.to_owned()), ToolStatus::Failed)
                     .summary(wording::tool_unfinished(&tool.title)),
             );
         }
@@ -344,14 +319,9 @@ impl Normalizer for ClaudeNormalizer {
             Some(("user", v)) => self.user(v),
             Some(("result", v)) => self.result(v),
             Some(("stream_event", v)) => self.stream_event(v),
-            Some((
-                kind @ ("control_response"
-                | "control_request"
-                | "control_cancel_request"
-                | "rate_limit_event"
-                | "keep_alive"),
-                v,
-            )) => self.bookkeeping(kind, v),
+            Some((kind @ ("control_response" | "control_request" | "control_cancel_request" | "rate_limit_event" | "keep_alive"), v)) => {
+                self.bookkeeping(kind, v)
+            }
             // Unparseable, not an object with a type, or a type this version does not know.
             _ => vec![self.ev(EventKind::Other).text(line)],
         };
@@ -441,10 +411,7 @@ pub fn stop_reason(v: &Value, interrupt_requested: bool) -> (StopReason, Option<
     }
     if subtype == "error_max_turns" {
         let turns = v.get("num_turns").and_then(Value::as_u64).unwrap_or(0);
-        return (
-            StopReason::MaxTurns,
-            Some(format!("stopped after {turns} model turns (max turns)")),
-        );
+        return (StopReason::MaxTurns, Some(format!("stopped after {turns} model turns (max turns)")));
     }
     let errors: Vec<String> = v
         .get("errors")

@@ -32,35 +32,19 @@ pub fn tool_view(item: &Value) -> Option<ToolView> {
     match ty {
         "command_execution" => {
             let cmd = str_field(item, "command");
-            Some(ToolView {
-                title: crate::wording::run_title(&display_command(cmd)),
-                kind: "execute",
-            })
+            Some(ToolView { title: crate::wording::run_title(&display_command(cmd)), kind: "execute" })
         }
         "file_change" => {
             let paths: Vec<&str> = changes(item).into_iter().map(|(_, p)| p).collect();
-            let shown = if paths.is_empty() {
-                "(no files)".to_owned()
-            } else {
-                paths.join(", ")
-            };
-            Some(ToolView {
-                title: format!("Edit {shown}"),
-                kind: "edit",
-            })
+            let shown = if paths.is_empty() { "(no files)".to_owned() } else { paths.join(", ") };
+            Some(ToolView { title: format!("Edit {shown}"), kind: "edit" })
         }
         "mcp_tool_call" => {
             let server = str_field(item, "server");
             let tool = str_field(item, "tool");
-            Some(ToolView {
-                title: crate::wording::mcp_title(server, tool),
-                kind: "other",
-            })
+            Some(ToolView { title: crate::wording::mcp_title(server, tool), kind: "other" })
         }
-        "web_search" => Some(ToolView {
-            title: format!("Search {}", str_field(item, "query")),
-            kind: "search",
-        }),
+        "web_search" => Some(ToolView { title: format!("Search {}", str_field(item, "query")), kind: "search" }),
         _ => None,
     }
 }
@@ -68,10 +52,7 @@ pub fn tool_view(item: &Value) -> Option<ToolView> {
 /// Whether a finished tool item succeeded: its `status` is `completed` and, for commands, the
 /// exit code is 0 (or absent).
 pub fn tool_succeeded(item: &Value) -> bool {
-    let status = item
-        .get("status")
-        .and_then(Value::as_str)
-        .unwrap_or("completed");
+    let status = item.get("status").and_then(Value::as_str).unwrap_or("completed");
     if status != "completed" {
         return false;
     }
@@ -85,25 +66,14 @@ pub fn tool_succeeded(item: &Value) -> bool {
 pub fn tool_output(item: &Value) -> Option<String> {
     let ty = item.get("type").and_then(Value::as_str)?;
     let text = match ty {
-        "command_execution" => item
-            .get("aggregated_output")
-            .and_then(Value::as_str)?
-            .to_owned(),
-        "file_change" => changes(item)
-            .into_iter()
-            .map(|(kind, path)| format!("{kind} {path}"))
-            .collect::<Vec<_>>()
-            .join("\n"),
+        "command_execution" => item.get("aggregated_output").and_then(Value::as_str)?.to_owned(),
+        "file_change" => changes(item).into_iter().map(|(kind, path)| format!("{kind} {path}")).collect::<Vec<_>>().join("\n"),
         "mcp_tool_call" => {
             if let Some(msg) = item.pointer("/error/message").and_then(Value::as_str) {
                 msg.to_owned()
             } else {
                 let content = item.pointer("/result/content").and_then(Value::as_array)?;
-                content
-                    .iter()
-                    .filter_map(|c| c.get("text").and_then(Value::as_str))
-                    .collect::<Vec<_>>()
-                    .join("\n")
+                content.iter().filter_map(|c| c.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("\n")
             }
         }
         _ => return None,
@@ -122,19 +92,12 @@ pub fn finished_summary(view: &ToolView, item: &Value, ok: bool) -> String {
 /// A `todo_list` as text, one `[x] step` / `[ ] step` line per item, and its summary
 /// (`plan: 1/3 done`).
 pub fn plan_text(item: &Value) -> (String, String) {
-    let items = item
-        .get("items")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let items = item.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
     let mut done = 0;
     let lines: Vec<String> = items
         .iter()
         .map(|it| {
-            let completed = it
-                .get("completed")
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
+            let completed = it.get("completed").and_then(Value::as_bool).unwrap_or(false);
             if completed {
                 done += 1;
             }
@@ -142,22 +105,12 @@ pub fn plan_text(item: &Value) -> (String, String) {
             format!("[{mark}] {}", str_field(it, "text"))
         })
         .collect();
-    (
-        lines.join("\n"),
-        crate::wording::plan(done, items.len()),
-    )
+    (lines.join("\n"), crate::wording::plan(done, items.len()))
 }
 
 /// The shell line without Codex's `bash -lc` wrapper: `/bin/bash -lc "ls -la"` -> `ls -la`.
 pub fn display_command(cmd: &str) -> String {
-    const WRAPPERS: [&str; 6] = [
-        "/bin/bash -lc ",
-        "bash -lc ",
-        "/bin/zsh -lc ",
-        "zsh -lc ",
-        "/bin/sh -c ",
-        "sh -c ",
-    ];
+    const WRAPPERS: [&str; 6] = ["/bin/bash -lc ", "bash -lc ", "/bin/zsh -lc ", "zsh -lc ", "/bin/sh -c ", "sh -c "];
     let Some(rest) = WRAPPERS.iter().find_map(|w| cmd.strip_prefix(w)) else {
         return cmd.to_owned();
     };
@@ -192,12 +145,7 @@ fn changes(item: &Value) -> Vec<(&str, &str)> {
         .and_then(Value::as_array)
         .map(|cs| {
             cs.iter()
-                .map(|c| {
-                    (
-                        c.get("kind").and_then(Value::as_str).unwrap_or("update"),
-                        c.get("path").and_then(Value::as_str).unwrap_or("?"),
-                    )
-                })
+                .map(|c| (c.get("kind").and_then(Value::as_str).unwrap_or("update"), c.get("path").and_then(Value::as_str).unwrap_or("?")))
                 .collect()
         })
         .unwrap_or_default()
@@ -231,10 +179,7 @@ mod tests {
             display_command(r#"/bin/bash -lc "printf 'hello\\n' > hello.txt && ls -la""#),
             r"printf 'hello\n' > hello.txt && ls -la"
         );
-        assert_eq!(
-            display_command("/bin/bash -lc 'echo '\\''hi'\\'''"),
-            "echo 'hi'"
-        );
+        assert_eq!(display_command("/bin/bash -lc 'echo '\\''hi'\\'''"), "echo 'hi'");
         assert_eq!(display_command("ls"), "ls");
     }
 
@@ -250,12 +195,6 @@ mod tests {
     fn plans_render_as_checkboxes() {
         let item = json!({"type": "todo_list", "items": [
             {"text": "read", "completed": true}, {"text": "write", "completed": false}]});
-        assert_eq!(
-            plan_text(&item),
-            (
-                "[x] read\n[ ] write".to_owned(),
-                "plan: 1/2 done".to_owned()
-            )
-        );
+        assert_eq!(plan_text(&item), ("[x] read\n[ ] write".to_owned(), "plan: 1/2 done".to_owned()));
     }
 }

@@ -46,14 +46,7 @@ pub fn plan(ctx: &LaunchContext<'_>) -> LaunchPlan {
         argv.push("resume".to_owned());
         argv.push(thread_id.to_owned());
     }
-    argv.extend(
-        [
-            "--json",
-            "--skip-git-repo-check",
-            "--dangerously-bypass-approvals-and-sandbox",
-        ]
-        .map(String::from),
-    );
+    argv.extend(["--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"].map(String::from));
     if let Some(model) = ctx.model {
         argv.push("-m".to_owned());
         argv.push(model.to_owned());
@@ -77,10 +70,7 @@ pub fn plan(ctx: &LaunchContext<'_>) -> LaunchPlan {
     LaunchPlan {
         argv,
         env,
-        files: vec![(
-            home.join("config.toml"),
-            config_toml(ctx.base_url, ctx.model, ctx.mcp_servers),
-        )],
+        files: vec![(home.join("config.toml"), config_toml(ctx.base_url, ctx.model, ctx.mcp_servers))],
         stdin: StdinMode::Once,
         initial_stdin: Some(ctx.prompt.as_bytes().to_vec()),
     }

@@ -24,14 +24,12 @@ pub const VERSION: &str = "0.171.0";
 /// directory. The npm `codex` entry is a Node launcher; launching the native binary directly
 /// makes signals reach the process that does the work.
 #[cfg(target_arch = "aarch64")]
-pub const BINARY: &str =
-    "node_modules/@openai/codex-linux-arm64/vendor/aarch64-unknown-linux-musl/bin/codex";
+pub const BINARY: &str = "node_modules/@openai/codex-linux-arm64/vendor/aarch64-unknown-linux-musl/bin/codex";
 /// The native binary inside the npm optional dependency for this platform, relative to the tools
 /// directory. The npm `codex` entry is a Node launcher; launching the native binary directly
 /// makes signals reach the process that does the work.
 #[cfg(not(target_arch = "aarch64"))]
-pub const BINARY: &str =
-    "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
+pub const BINARY: &str = "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
 
 /// SIGINT (Linux signal number 2).
 pub const SIGINT: i32 = 2;
@@ -49,11 +47,7 @@ impl Harness for OpenAiCodex {
     }
 
     fn install_spec(&self) -> InstallSpec {
-        InstallSpec {
-            packages: vec![PACKAGE.to_owned()],
-            version: VERSION,
-            binary: BINARY,
-        }
+        InstallSpec { packages: vec![PACKAGE.to_owned()], version: VERSION, binary: BINARY }
     }
 
     fn process_model(&self) -> ProcessModel {

@@ -35,10 +35,8 @@ use crate::{ending, wording, Normalizer};
 const STDERR_TAIL_LINES: usize = 20;
 
 /// Stderr lines every run prints that say nothing about a failure (prefixes).
-const HARMLESS_STDERR: [&str; 2] = [
-    "Reading additional input from stdin",
-    "WARNING: proceeding, even though we could not create PATH aliases",
-];
+const HARMLESS_STDERR: [&str; 2] =
+    ["Reading additional input from stdin", "WARNING: proceeding, even though we could not create PATH aliases"];
 
 /// A tool call that started and has not finished.
 #[derive(Debug, Clone)]
@@ -81,12 +79,7 @@ impl CodexNormalizer {
             .into_iter()
             .map(|t| {
                 self.ev(EventKind::ToolUpdate)
-                    .tool(
-                        t.id,
-                        Some(t.view.title.clone()),
-                        Some(t.view.kind.into()),
-                        ToolStatus::Failed,
-                    )
+                    .tool(t.id, Some(t.view.title.clone()), Some(t.view.kind.into()), ToolStatus::Failed)
                     .text("the turn ended before this tool finished")
                     .summary(wording::tool_unfinished(&t.view.title))
             })
@@ -103,11 +96,7 @@ impl CodexNormalizer {
     }
 
     fn stderr_text(&self) -> String {
-        self.stderr_tail
-            .iter()
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n")
+        self.stderr_tail.iter().cloned().collect::<Vec<_>>().join("\n")
     }
 
     fn on_json(&mut self, v: &Value, line: &str) -> Vec<EventDraft> {
@@ -141,11 +130,7 @@ impl CodexNormalizer {
                 }
                 if self.in_flight {
                     // An interrupt that raced a normal finish: the final answer decides.
-                    let reason = if self.interrupt && self.last_message.is_none() {
-                        StopReason::Interrupted
-                    } else {
-                        StopReason::EndTurn
-                    };
+                    let reason = if self.interrupt && self.last_message.is_none() { StopReason::Interrupted } else { StopReason::EndTurn };
                     let text = self.last_message.clone();
                     out.extend(self.end_turn(reason, text));
                 } else if out.is_empty() {
@@ -163,11 +148,7 @@ impl CodexNormalizer {
                 if !self.in_flight {
                     return vec![self.ev(EventKind::Error).text(msg.clone()).summary(msg)];
                 }
-                let reason = if self.interrupt {
-                    StopReason::Interrupted
-                } else {
-                    StopReason::Error
-                };
+                let reason = if self.interrupt { StopReason::Interrupted } else { StopReason::Error };
                 self.end_turn(reason, Some(msg))
             }
             "error" => {
@@ -214,13 +195,7 @@ impl CodexNormalizer {
         }
     }
 
-    fn on_tool(
-        &mut self,
-        phase: &str,
-        id: String,
-        view: ToolView,
-        item: &Value,
-    ) -> Vec<EventDraft> {
+    fn on_tool(&mut self, phase: &str, id: String, view: ToolView, item: &Value) -> Vec<EventDraft> {
         let known = self.open.iter().any(|t| t.id == id);
         let mut out = Vec::new();
         let title = Some(view.title.clone());
@@ -228,40 +203,22 @@ impl CodexNormalizer {
         if !known {
             // First sight of this tool (a completed item may arrive without a started one).
             out.push(
-                self.ev(EventKind::ToolCall)
-                    .tool(
-                        id.clone(),
-                        title.clone(),
-                        kind.clone(),
-                        ToolStatus::InProgress,
-                    )
-                    .summary(&view.title),
+                self.ev(EventKind::ToolCall).tool(id.clone(), title.clone(), kind.clone(), ToolStatus::InProgress).summary(&view.title),
             );
         }
         match phase {
             "item.completed" => {
                 self.open.retain(|t| t.id != id);
                 let ok = items::tool_succeeded(item);
-                let status = if ok {
-                    ToolStatus::Completed
-                } else {
-                    ToolStatus::Failed
-                };
-                let mut ev = self
-                    .ev(EventKind::ToolUpdate)
-                    .tool(id, title, kind, status)
-                    .summary(items::finished_summary(&view, item, ok));
+                let status = if ok { ToolStatus::Completed } else { ToolStatus::Failed };
+                let mut ev = self.ev(EventKind::ToolUpdate).tool(id, title, kind, status).summary(items::finished_summary(&view, item, ok));
                 if let Some(text) = items::tool_output(item) {
                     ev = ev.text(text);
                 }
                 out.push(ev);
             }
             _ if known => {
-                out.push(
-                    self.ev(EventKind::ToolUpdate)
-                        .tool(id, title, kind, ToolStatus::InProgress)
-                        .category(Category::Hidden),
-                );
+                out.push(self.ev(EventKind::ToolUpdate).tool(id, title, kind, ToolStatus::InProgress).category(Category::Hidden));
             }
             _ => self.open.push(OpenTool { id, view }),
         }
@@ -298,9 +255,7 @@ impl Normalizer for CodexNormalizer {
             return Vec::new();
         }
         self.interrupt = true;
-        vec![self
-            .ev(EventKind::CancelRequested)
-            .summary(wording::INTERRUPT_REQUESTED)]
+        vec![self.ev(EventKind::CancelRequested).summary(wording::INTERRUPT_REQUESTED)]
     }
 
     fn stdout_line(&mut self, line: &str) -> Vec<EventDraft> {
@@ -335,11 +290,7 @@ impl Normalizer for CodexNormalizer {
             (None, None) => "unknown exit status".to_owned(),
         };
         let tail = if self.stderr_tail.is_empty() {
-            exit.stderr_tail
-                .lines()
-                .filter(|l| !l.trim().is_empty() && !is_harmless(l))
-                .collect::<Vec<_>>()
-                .join("\n")
+            exit.stderr_tail.lines().filter(|l| !l.trim().is_empty() && !is_harmless(l)).collect::<Vec<_>>().join("\n")
         } else {
             self.stderr_text()
         };

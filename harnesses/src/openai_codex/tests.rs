@@ -12,8 +12,7 @@ use crate::{EventDraft, ExitInfo, StdinMode};
 
 const THREAD: &str = r#"{"type":"thread.started","thread_id":"t-1"}"#;
 const TURN: &str = r#"{"type":"turn.started"}"#;
-const MSG: &str =
-    r#"{"type":"item.completed","item":{"id":"item_1","type":"agent_message","text":"done"}}"#;
+const MSG: &str = r#"{"type":"item.completed","item":{"id":"item_1","type":"agent_message","text":"done"}}"#;
 const DONE: &str = r#"{"type":"turn.completed","usage":{"input_tokens":3,"output_tokens":1}}"#;
 const CMD_STARTED: &str = r#"{"type":"item.started","item":{"id":"item_0","type":"command_execution","command":"/bin/bash -lc 'sleep 9'","aggregated_output":"","exit_code":null,"status":"in_progress"}}"#;
 
@@ -22,18 +21,11 @@ fn feed(n: &mut dyn Normalizer, lines: &[&str]) -> Vec<EventDraft> {
 }
 
 fn exit(code: i32) -> ExitInfo {
-    ExitInfo {
-        code: Some(code),
-        ..ExitInfo::default()
-    }
+    ExitInfo { code: Some(code), ..ExitInfo::default() }
 }
 
 fn ends(events: &[EventDraft]) -> Vec<StopReason> {
-    events
-        .iter()
-        .filter(|e| e.kind == EventKind::TurnEnded)
-        .filter_map(|e| e.stop_reason)
-        .collect()
+    events.iter().filter(|e| e.kind == EventKind::TurnEnded).filter_map(|e| e.stop_reason).collect()
 }
 
 #[test]
@@ -50,11 +42,7 @@ fn a_normal_turn_ends_once_with_the_final_message() {
     let last = ev.last().unwrap();
     assert_eq!(
         (last.kind, last.category, last.summary.as_deref()),
-        (
-            EventKind::Exited,
-            Category::Activity,
-            Some("the agent exited with code 0")
-        )
+        (EventKind::Exited, Category::Activity, Some("the agent exited with code 0"))
     );
 }
 
@@ -63,30 +51,16 @@ fn case_e11_big_output_then_an_unterminated_line_and_exit_0_is_an_error() {
     let mut n = OpenAiCodex.normalizer();
     let mut ev = n.begin_turn(1, "go");
     ev.extend(feed(n.as_mut(), &[THREAD, TURN]));
-    let filler = format!(
-        r#"{{"type":"item.completed","item":{{"id":"r","type":"reasoning","text":"{}"}}}}"#,
-        "x".repeat(1000)
-    );
+    let filler = format!(r#"{{"type":"item.completed","item":{{"id":"r","type":"reasoning","text":"{}"}}}}"#, "x".repeat(1000));
     for _ in 0..200 {
         ev.extend(n.stdout_line(&filler));
     }
     // The last line had no newline; the daemon still hands it over.
-    ev.extend(n.stdout_line(
-        r#"{"type":"item.completed","item":{"id":"item_9","type":"agent_message","text":"tail"}}"#,
-    ));
+    ev.extend(n.stdout_line(r#"{"type":"item.completed","item":{"id":"item_9","type":"agent_message","text":"tail"}}"#));
     ev.extend(n.process_exited(&exit(0)));
-    assert_eq!(
-        ev.iter().filter(|e| e.kind == EventKind::Thought).count(),
-        200
-    );
-    assert!(ev
-        .iter()
-        .any(|e| e.kind == EventKind::Message && e.text.as_deref() == Some("tail")));
-    assert_eq!(
-        ends(&ev),
-        [StopReason::Error],
-        "no turn.completed: not a success"
-    );
+    assert_eq!(ev.iter().filter(|e| e.kind == EventKind::Thought).count(), 200);
+    assert!(ev.iter().any(|e| e.kind == EventKind::Message && e.text.as_deref() == Some("tail")));
+    assert_eq!(ends(&ev), [StopReason::Error], "no turn.completed: not a success");
     assert_eq!(ev.last().unwrap().kind, EventKind::Exited);
 }
 
@@ -95,10 +69,7 @@ fn case_e11_json_cut_in_half_becomes_other_and_the_turn_errors() {
     let mut n = OpenAiCodex.normalizer();
     n.begin_turn(1, "go");
     feed(n.as_mut(), &[THREAD, TURN]);
-    let full = format!(
-        r#"{{"type":"item.completed","item":{{"id":"m","type":"agent_message","text":"{}"}}}}"#,
-        "y".repeat(70_000)
-    );
+    let full = format!(r#"{{"type":"item.completed","item":{{"id":"m","type":"agent_message","text":"{}"}}}}"#, "y".repeat(70_000));
     let cut = &full[..65_536];
     let ev = n.stdout_line(cut);
     assert_eq!(ev.len(), 1);
@@ -120,10 +91,7 @@ fn case_e12_lines_ending_in_cr_parse() {
     let ev = n.stdout_line(&format!("{MSG}\r"));
     assert_eq!(ev[0].kind, EventKind::Message);
     let ev = n.stdout_line("not json at all\r");
-    assert_eq!(
-        (ev[0].kind, ev[0].text.as_deref()),
-        (EventKind::Other, Some("not json at all"))
-    );
+    assert_eq!((ev[0].kind, ev[0].text.as_deref()), (EventKind::Other, Some("not json at all")));
 }
 
 #[test]
@@ -135,10 +103,7 @@ fn case_e14a_completion_without_a_final_message_after_an_interrupt_is_interrupte
     assert_eq!(ev[0].kind, EventKind::CancelRequested);
     let ev = feed(n.as_mut(), &[DONE]);
     assert_eq!(ends(&ev), [StopReason::Interrupted]);
-    assert!(
-        ends(&n.process_exited(&exit(0))).is_empty(),
-        "a turn ends exactly once"
-    );
+    assert!(ends(&n.process_exited(&exit(0))).is_empty(), "a turn ends exactly once");
 }
 
 #[test]
@@ -159,9 +124,7 @@ fn case_e14b_auth_error_on_stderr_and_exit_52_is_an_error_with_code_and_tail() {
     n.stderr_line("Error: 401 Unauthorized: invalid api key");
     let ev = n.process_exited(&ExitInfo {
         code: Some(52),
-        stderr_tail:
-            "Reading additional input from stdin...\nError: 401 Unauthorized: invalid api key\n"
-                .into(),
+        stderr_tail: "Reading additional input from stdin...\nError: 401 Unauthorized: invalid api key\n".into(),
         ..ExitInfo::default()
     });
     assert_eq!(ends(&ev), [StopReason::Error]);
@@ -177,17 +140,9 @@ fn case_e14b_auth_error_on_stderr_and_exit_52_is_an_error_with_code_and_tail() {
 fn case_e14b_stderr_tail_from_exit_info_alone_is_used() {
     let mut n = OpenAiCodex.normalizer();
     n.begin_turn(1, "go");
-    let ev = n.process_exited(&ExitInfo {
-        code: Some(52),
-        stderr_tail: "auth failed".into(),
-        ..ExitInfo::default()
-    });
+    let ev = n.process_exited(&ExitInfo { code: Some(52), stderr_tail: "auth failed".into(), ..ExitInfo::default() });
     let ended = ev.iter().find(|e| e.kind == EventKind::TurnEnded).unwrap();
-    assert!(ended
-        .text
-        .as_deref()
-        .unwrap()
-        .ends_with("stderr:\nauth failed"));
+    assert!(ended.text.as_deref().unwrap().ends_with("stderr:\nauth failed"));
 }
 
 #[test]
@@ -195,21 +150,12 @@ fn case_e14c_a_tool_open_at_turn_end_is_closed_failed() {
     let mut n = OpenAiCodex.normalizer();
     n.begin_turn(1, "go");
     let ev = feed(n.as_mut(), &[THREAD, TURN, CMD_STARTED, DONE]);
-    let updates: Vec<_> = ev
-        .iter()
-        .filter(|e| e.kind == EventKind::ToolUpdate)
-        .collect();
+    let updates: Vec<_> = ev.iter().filter(|e| e.kind == EventKind::ToolUpdate).collect();
     assert_eq!(updates.len(), 1);
     assert_eq!(updates[0].tool_status, Some(ToolStatus::Failed));
     assert_eq!(updates[0].tool_id.as_deref(), Some("item_0"));
-    let pos_update = ev
-        .iter()
-        .position(|e| e.kind == EventKind::ToolUpdate)
-        .unwrap();
-    let pos_end = ev
-        .iter()
-        .position(|e| e.kind == EventKind::TurnEnded)
-        .unwrap();
+    let pos_update = ev.iter().position(|e| e.kind == EventKind::ToolUpdate).unwrap();
+    let pos_end = ev.iter().position(|e| e.kind == EventKind::TurnEnded).unwrap();
     assert!(pos_update < pos_end, "closed before the turn ends");
 }
 
@@ -218,19 +164,9 @@ fn case_e14c_a_tool_open_when_the_process_dies_is_closed_failed() {
     let mut n = OpenAiCodex.normalizer();
     n.begin_turn(1, "go");
     feed(n.as_mut(), &[THREAD, TURN, CMD_STARTED]);
-    let ev = n.process_exited(&ExitInfo {
-        signal: Some(9),
-        ..ExitInfo::default()
-    });
+    let ev = n.process_exited(&ExitInfo { signal: Some(9), ..ExitInfo::default() });
     let kinds: Vec<_> = ev.iter().map(|e| e.kind).collect();
-    assert_eq!(
-        kinds,
-        [
-            EventKind::ToolUpdate,
-            EventKind::TurnEnded,
-            EventKind::Exited
-        ]
-    );
+    assert_eq!(kinds, [EventKind::ToolUpdate, EventKind::TurnEnded, EventKind::Exited]);
     assert_eq!(ev[0].tool_status, Some(ToolStatus::Failed));
     // Killed by a signal nobody asked for: a crash, as for every harness (crate::ending).
     assert_eq!(ev[1].stop_reason, Some(StopReason::Crashed));
@@ -244,10 +180,7 @@ fn case_e14d_unknown_event_types_pass_through_as_other() {
     let line = r#"{"type":"thread.renamed","title":"x"}"#;
     let ev = n.stdout_line(line);
     assert_eq!(ev.len(), 1);
-    assert_eq!(
-        (ev[0].kind, ev[0].text.as_deref(), ev[0].raw.as_deref()),
-        (EventKind::Other, Some(line), Some(line))
-    );
+    assert_eq!((ev[0].kind, ev[0].text.as_deref(), ev[0].raw.as_deref()), (EventKind::Other, Some(line), Some(line)));
     let item = r#"{"type":"item.completed","item":{"id":"i","type":"hologram","x":1}}"#;
     let ev = n.stdout_line(item);
     assert_eq!(ev[0].kind, EventKind::Other);
@@ -282,33 +215,18 @@ fn retry_notices_and_error_lines_do_not_end_the_turn_twice() {
 fn an_error_line_then_exit_without_turn_failed_ends_with_that_error() {
     let mut n = OpenAiCodex.normalizer();
     n.begin_turn(1, "go");
-    feed(
-        n.as_mut(),
-        &[
-            THREAD,
-            TURN,
-            r#"{"type":"error","message":"stream error: boom"}"#,
-        ],
-    );
+    feed(n.as_mut(), &[THREAD, TURN, r#"{"type":"error","message":"stream error: boom"}"#]);
     let ev = n.process_exited(&exit(1));
     let ended = ev.iter().find(|e| e.kind == EventKind::TurnEnded).unwrap();
     assert_eq!(ended.stop_reason, Some(StopReason::Error));
-    assert!(ended
-        .text
-        .as_deref()
-        .unwrap()
-        .contains("stream error: boom"));
+    assert!(ended.text.as_deref().unwrap().contains("stream error: boom"));
 }
 
 #[test]
 fn stop_requested_ends_the_turn_stopped() {
     let mut n = OpenAiCodex.normalizer();
     n.begin_turn(1, "go");
-    let ev = n.process_exited(&ExitInfo {
-        signal: Some(15),
-        stop_requested: true,
-        ..ExitInfo::default()
-    });
+    let ev = n.process_exited(&ExitInfo { signal: Some(15), stop_requested: true, ..ExitInfo::default() });
     assert_eq!(ends(&ev), [StopReason::Stopped]);
 }
 
@@ -367,17 +285,7 @@ fn ctx<'a>(
 fn launch_plan_turn_1_with_a_custom_endpoint() {
     let env = BTreeMap::from([("EXTRA".to_owned(), "1".to_owned())]);
     let plan = OpenAiCodex.launch(&ctx(&env, None, None, Some("http://127.0.0.1:4000/")));
-    assert_eq!(
-        plan.argv,
-        [
-            "/tools/codex",
-            "exec",
-            "--json",
-            "--skip-git-repo-check",
-            "--dangerously-bypass-approvals-and-sandbox",
-            "-",
-        ]
-    );
+    assert_eq!(plan.argv, ["/tools/codex", "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "-",]);
     // The prompt (even one that starts with `-`) travels on stdin, never on the command line.
     assert_eq!(plan.stdin, StdinMode::Once);
     assert_eq!(plan.initial_stdin.as_deref(), Some("-fix the bug".as_bytes()));
@@ -385,10 +293,7 @@ fn launch_plan_turn_1_with_a_custom_endpoint() {
         ("CODEX_HOME".to_owned(), "/runs/r1/home/.codex".to_owned()),
         ("EXTRA".to_owned(), "1".to_owned()),
         ("HOME".to_owned(), "/runs/r1/home".to_owned()),
-        (
-            "OPENAI_API_KEY".to_owned(),
-            launch::PLACEHOLDER_KEY.to_owned(),
-        ),
+        ("OPENAI_API_KEY".to_owned(), launch::PLACEHOLDER_KEY.to_owned()),
     ]);
     assert_eq!(plan.env, want_env);
     assert_eq!(
@@ -427,16 +332,8 @@ fn launch_plan_turn_1_with_a_custom_endpoint() {
 
 #[test]
 fn launch_plan_resume_with_model_and_caller_key() {
-    let env = BTreeMap::from([
-        ("OPENAI_API_KEY".to_owned(), "sk-caller".to_owned()),
-        ("HOME".to_owned(), "/elsewhere".to_owned()),
-    ]);
-    let plan = OpenAiCodex.launch(&ctx(
-        &env,
-        Some("t-1"),
-        Some("gpt-5.4"),
-        Some("http://h:1/v1"),
-    ));
+    let env = BTreeMap::from([("OPENAI_API_KEY".to_owned(), "sk-caller".to_owned()), ("HOME".to_owned(), "/elsewhere".to_owned())]);
+    let plan = OpenAiCodex.launch(&ctx(&env, Some("t-1"), Some("gpt-5.4"), Some("http://h:1/v1")));
     assert_eq!(
         plan.argv,
         [
@@ -455,10 +352,7 @@ fn launch_plan_resume_with_model_and_caller_key() {
     assert_eq!(plan.env["OPENAI_API_KEY"], "sk-caller");
     assert_eq!(plan.env["HOME"], "/elsewhere", "ctx.env wins");
     let config = &plan.files[0].1;
-    assert!(
-        config.contains("base_url = \"http://h:1/v1\"\n"),
-        "{config}"
-    );
+    assert!(config.contains("base_url = \"http://h:1/v1\"\n"), "{config}");
     assert!(!config.contains("model = "), "-m names the model: {config}");
 }
 

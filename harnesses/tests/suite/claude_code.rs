@@ -15,10 +15,8 @@ use spaces_harnesses::claude_code::ClaudeCode;
 use spaces_harnesses::{EventDraft, ExitInfo, Harness, Normalizer};
 
 fn fixture(name: &str, ext: &str) -> String {
-    let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "claude_code"]
-        .iter()
-        .collect::<PathBuf>()
-        .join(format!("{name}.{ext}"));
+    let path: PathBuf =
+        [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", "claude_code"].iter().collect::<PathBuf>().join(format!("{name}.{ext}"));
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -204,11 +202,8 @@ fn partial_messages_stream_the_answer_as_hidden_pieces_before_the_one_visible_me
     assert!(last_delta < at(&is_answer), "the pieces come before the whole message");
     // Everything else the stream adds (message_start, input_json_delta, status, ...) is
     // bookkeeping nobody reads by default.
-    let shown: Vec<String> = events
-        .iter()
-        .filter(|e| field(e, "category") != "hidden")
-        .map(|e| kinds(std::slice::from_ref(e))[0].clone())
-        .collect();
+    let shown: Vec<String> =
+        events.iter().filter(|e| field(e, "category") != "hidden").map(|e| kinds(std::slice::from_ref(e))[0].clone()).collect();
     assert_eq!(
         shown,
         [
@@ -260,8 +255,7 @@ fn resume_of_an_unknown_session_ends_with_the_cli_error() {
 
 // ---- contract edge cases ----------------------------------------------------------------------
 
-const INIT: &str =
-    r#"{"type":"system","subtype":"init","cwd":"/w","session_id":"sid-1","model":"m","tools":[]}"#;
+const INIT: &str = r#"{"type":"system","subtype":"init","cwd":"/w","session_id":"sid-1","model":"m","tools":[]}"#;
 
 fn started() -> Box<dyn Normalizer> {
     let mut n = ClaudeCode.normalizer();
@@ -274,17 +268,13 @@ fn case_e11_long_output_without_result_then_exit_0_ends_error_and_keeps_every_li
     let mut n = started();
     let mut events = n.stdout_line(INIT);
     let text = "x".repeat(180);
-    let line =
-        json!({"type": "assistant", "message": {"content": [{"type": "text", "text": text}]}})
-            .to_string();
+    let line = json!({"type": "assistant", "message": {"content": [{"type": "text", "text": text}]}}).to_string();
     let count = 200_000 / line.len() + 1;
     for _ in 0..count {
         events.extend(n.stdout_line(&line));
     }
     // The final line came without its newline; the supervisor still hands it over.
-    events.extend(n.stdout_line(
-        r#"{"type":"assistant","message":{"content":[{"type":"text","text":"last"}]}}"#,
-    ));
+    events.extend(n.stdout_line(r#"{"type":"assistant","message":{"content":[{"type":"text","text":"last"}]}}"#));
     events.extend(n.process_exited(&ExitInfo { code: Some(0), ..ExitInfo::default() }));
 
     let k = kinds(&events);
@@ -298,8 +288,7 @@ fn case_e11_long_output_without_result_then_exit_0_ends_error_and_keeps_every_li
 #[test]
 fn case_e11_json_cut_at_64k_becomes_other_with_its_text() {
     let mut n = started();
-    let full = json!({"type": "assistant", "message": {"content": [{"type": "text", "text": "y".repeat(70_000)}]}})
-        .to_string();
+    let full = json!({"type": "assistant", "message": {"content": [{"type": "text", "text": "y".repeat(70_000)}]}}).to_string();
     let cut = &full[..65_536];
     let events = n.stdout_line(cut);
     assert_eq!(kinds(&events), ["other"]);
@@ -314,9 +303,8 @@ fn case_e12_crlf_lines_parse_and_capture_the_session() {
     let init = n.stdout_line(&format!("{INIT}\r"));
     assert_eq!(kinds(&init), ["session"]);
     assert_eq!(n.session_id().as_deref(), Some("sid-1"));
-    let result = n.stdout_line(
-        "{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"ok\",\"session_id\":\"sid-1\"}\r",
-    );
+    let result =
+        n.stdout_line("{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"ok\",\"session_id\":\"sid-1\"}\r");
     assert_eq!(kinds(&result), ["usage", "turn_ended(end_turn)"]);
     assert_eq!(result[1].text.as_deref(), Some("ok"));
     let junk = n.stdout_line("Welcome to the banner\r");
@@ -342,9 +330,7 @@ fn case_e14a_result_without_result_field_after_interrupt_ends_interrupted() {
 #[test]
 fn case_e14a_aborted_terminal_reason_is_interrupted_even_without_our_request() {
     let mut n = started();
-    let events = n.stdout_line(
-        r#"{"type":"result","subtype":"error_during_execution","is_error":true,"terminal_reason":"aborted_tools"}"#,
-    );
+    let events = n.stdout_line(r#"{"type":"result","subtype":"error_during_execution","is_error":true,"terminal_reason":"aborted_tools"}"#);
     assert_eq!(kinds(&events), ["usage", "turn_ended(interrupted)"]);
 }
 
@@ -352,11 +338,8 @@ fn case_e14a_aborted_terminal_reason_is_interrupted_even_without_our_request() {
 fn case_e14b_auth_error_on_stderr_and_exit_52_ends_error_with_code_and_tail() {
     let mut n = started();
     assert!(n.stderr_line("Invalid API key · Please run /login").is_empty());
-    let events = n.process_exited(&ExitInfo {
-        code: Some(52),
-        stderr_tail: "Invalid API key · Please run /login\n".into(),
-        ..ExitInfo::default()
-    });
+    let events =
+        n.process_exited(&ExitInfo { code: Some(52), stderr_tail: "Invalid API key · Please run /login\n".into(), ..ExitInfo::default() });
     assert_eq!(kinds(&events), ["turn_ended(error)", "exited"]);
     assert_eq!(
         events[0].text.as_deref(),
@@ -371,11 +354,7 @@ fn case_e14b_stderr_lines_are_the_tail_when_the_exit_has_none() {
     let mut n = started();
     n.stderr_line("fatal: no credentials");
     let events = n.process_exited(&ExitInfo { code: Some(52), ..ExitInfo::default() });
-    assert!(events[0]
-        .text
-        .as_deref()
-        .unwrap()
-        .ends_with("code 52 before finishing the turn: fatal: no credentials"));
+    assert!(events[0].text.as_deref().unwrap().ends_with("code 52 before finishing the turn: fatal: no credentials"));
 }
 
 #[test]
@@ -388,14 +367,15 @@ fn case_e14c_tool_open_at_turn_end_is_closed_failed() {
     assert_eq!(kinds(&call), ["tool_call(in_progress)"]);
     assert_eq!(call[0].tool_title.as_deref(), Some("Run: make"));
     assert_eq!(call[0].tool_kind.as_deref(), Some("execute"));
-    let events =
-        n.stdout_line(r#"{"type":"result","subtype":"success","is_error":false,"result":"done"}"#);
+    let events = n.stdout_line(r#"{"type":"result","subtype":"success","is_error":false,"result":"done"}"#);
     assert_eq!(kinds(&events), ["usage", "tool_update(failed)", "turn_ended(end_turn)"]);
     assert_eq!(events[1].tool_id.as_deref(), Some("t1"));
 
     // Same when the process dies mid-tool.
     n.begin_turn(2, "again");
-    n.stdout_line(r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t2","name":"Read","input":{"file_path":"/w/a.rs"}}]}}"#);
+    n.stdout_line(
+        r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t2","name":"Read","input":{"file_path":"/w/a.rs"}}]}}"#,
+    );
     let events = n.process_exited(&ExitInfo { signal: Some(9), ..ExitInfo::default() });
     assert_eq!(kinds(&events), ["tool_update(failed)", "turn_ended(crashed)", "exited"]);
     assert_eq!(events[0].tool_title.as_deref(), Some("Read a.rs"));
@@ -421,9 +401,7 @@ fn idle_interrupt_is_not_remembered() {
     assert_eq!(kinds(&ack), ["notice"]);
     assert_eq!(field(&ack[0], "category"), "hidden");
     n.begin_turn(1, "go");
-    let events = n.stdout_line(
-        r#"{"type":"result","subtype":"error_during_execution","is_error":true,"errors":["boom"]}"#,
-    );
+    let events = n.stdout_line(r#"{"type":"result","subtype":"error_during_execution","is_error":true,"errors":["boom"]}"#);
     assert_eq!(kinds(&events), ["usage", "turn_ended(error)"]);
     assert_eq!(events[1].text.as_deref(), Some("boom"));
 }
@@ -431,11 +409,7 @@ fn idle_interrupt_is_not_remembered() {
 #[test]
 fn stop_and_interrupt_decide_how_an_exit_mid_turn_ends() {
     let mut n = started();
-    let events = n.process_exited(&ExitInfo {
-        signal: Some(15),
-        stop_requested: true,
-        ..ExitInfo::default()
-    });
+    let events = n.process_exited(&ExitInfo { signal: Some(15), stop_requested: true, ..ExitInfo::default() });
     assert_eq!(kinds(&events), ["turn_ended(stopped)", "exited"]);
 
     let mut n = started();
@@ -451,18 +425,14 @@ fn stop_and_interrupt_decide_how_an_exit_mid_turn_ends() {
 #[test]
 fn max_turns_result_ends_max_turns() {
     let mut n = started();
-    let events = n.stdout_line(
-        r#"{"type":"result","subtype":"error_max_turns","is_error":true,"num_turns":3}"#,
-    );
+    let events = n.stdout_line(r#"{"type":"result","subtype":"error_max_turns","is_error":true,"num_turns":3}"#);
     assert_eq!(kinds(&events), ["usage", "turn_ended(max_turns)"]);
 }
 
 #[test]
 fn thinking_and_todos_become_thought_and_plan() {
     let mut n = started();
-    let events = n.stdout_line(
-        r#"{"type":"assistant","message":{"content":[{"type":"thinking","thinking":"Let me see.\nMore."}]}}"#,
-    );
+    let events = n.stdout_line(r#"{"type":"assistant","message":{"content":[{"type":"thinking","thinking":"Let me see.\nMore."}]}}"#);
     assert_eq!(kinds(&events), ["thought"]);
     assert_eq!(events[0].summary.as_deref(), Some("Let me see."));
     let events = n.stdout_line(

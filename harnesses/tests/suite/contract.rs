@@ -42,10 +42,7 @@ enum End {
 
 impl End {
     fn info(self, stderr_tail: &str) -> ExitInfo {
-        let mut exit = ExitInfo {
-            stderr_tail: stderr_tail.to_owned(),
-            ..ExitInfo::default()
-        };
+        let mut exit = ExitInfo { stderr_tail: stderr_tail.to_owned(), ..ExitInfo::default() };
         match self {
             End::Code(c) => exit.code = Some(c),
             End::Signal(s) => exit.signal = Some(s),
@@ -118,42 +115,31 @@ struct ClaudeWire;
 
 impl Wire for ClaudeWire {
     fn init(&self) -> Vec<String> {
-        vec![
-            json!({"type": "system", "subtype": "init", "cwd": "/w", "session_id": "sid-1",
+        vec![json!({"type": "system", "subtype": "init", "cwd": "/w", "session_id": "sid-1",
             "model": "m", "tools": []})
-            .to_string(),
-        ]
+        .to_string()]
     }
 
     fn text(&self, text: &str) -> Vec<String> {
-        vec![
-            json!({"type": "assistant", "message": {"content": [{"type": "text", "text": text}]}})
-                .to_string(),
-        ]
+        vec![json!({"type": "assistant", "message": {"content": [{"type": "text", "text": text}]}}).to_string()]
     }
 
     fn tool_start(&self, id: &str) -> Vec<String> {
-        vec![
-            json!({"type": "assistant", "message": {"content": [{"type": "tool_use", "id": id,
+        vec![json!({"type": "assistant", "message": {"content": [{"type": "tool_use", "id": id,
             "name": "Bash", "input": {"command": "echo hi"}}]}})
-            .to_string(),
-        ]
+        .to_string()]
     }
 
     fn tool_done(&self, id: &str, ok: bool) -> Vec<String> {
-        vec![
-            json!({"type": "user", "message": {"content": [{"type": "tool_result",
+        vec![json!({"type": "user", "message": {"content": [{"type": "tool_result",
             "tool_use_id": id, "content": if ok { "hi" } else { "exit 1" }, "is_error": !ok}]}})
-            .to_string(),
-        ]
+        .to_string()]
     }
 
     fn result(&self, answer: &str) -> Vec<String> {
-        vec![
-            json!({"type": "result", "subtype": "success", "is_error": false, "result": answer,
+        vec![json!({"type": "result", "subtype": "success", "is_error": false, "result": answer,
             "session_id": "sid-1", "usage": {"input_tokens": 3, "output_tokens": 1}})
-            .to_string(),
-        ]
+        .to_string()]
     }
 
     fn unknown_type(&self) -> String {
@@ -191,41 +177,26 @@ impl CodexWire {
 
 impl Wire for CodexWire {
     fn init(&self) -> Vec<String> {
-        vec![
-            json!({"type": "thread.started", "thread_id": "t-1"}).to_string(),
-            json!({"type": "turn.started"}).to_string(),
-        ]
+        vec![json!({"type": "thread.started", "thread_id": "t-1"}).to_string(), json!({"type": "turn.started"}).to_string()]
     }
 
     fn text(&self, text: &str) -> Vec<String> {
-        vec![
-            json!({"type": "item.completed", "item": {"id": "msg", "type": "agent_message",
+        vec![json!({"type": "item.completed", "item": {"id": "msg", "type": "agent_message",
             "text": text}})
-            .to_string(),
-        ]
+        .to_string()]
     }
 
     fn tool_start(&self, id: &str) -> Vec<String> {
-        vec![
-            json!({"type": "item.started", "item": Self::command(id, "in_progress", None, "")})
-                .to_string(),
-        ]
+        vec![json!({"type": "item.started", "item": Self::command(id, "in_progress", None, "")}).to_string()]
     }
 
     fn tool_done(&self, id: &str, ok: bool) -> Vec<String> {
-        let item = if ok {
-            Self::command(id, "completed", Some(0), "hi\n")
-        } else {
-            Self::command(id, "failed", Some(1), "exit 1\n")
-        };
+        let item = if ok { Self::command(id, "completed", Some(0), "hi\n") } else { Self::command(id, "failed", Some(1), "exit 1\n") };
         vec![json!({"type": "item.completed", "item": item}).to_string()]
     }
 
     fn result(&self, _answer: &str) -> Vec<String> {
-        vec![
-            json!({"type": "turn.completed", "usage": {"input_tokens": 3, "output_tokens": 1}})
-                .to_string(),
-        ]
+        vec![json!({"type": "turn.completed", "usage": {"input_tokens": 3, "output_tokens": 1}}).to_string()]
     }
 
     fn unknown_type(&self) -> String {
@@ -283,11 +254,7 @@ fn run(harness: &dyn Harness, script: &[Step]) -> Run {
             Step::Init => wire.init().into_iter().map(Input::Stdout).collect(),
             Step::Text(t) => wire.text(t).into_iter().map(Input::Stdout).collect(),
             Step::ToolStart(id) => wire.tool_start(id).into_iter().map(Input::Stdout).collect(),
-            Step::ToolDone(id, ok) => wire
-                .tool_done(id, *ok)
-                .into_iter()
-                .map(Input::Stdout)
-                .collect(),
+            Step::ToolDone(id, ok) => wire.tool_done(id, *ok).into_iter().map(Input::Stdout).collect(),
             Step::Result(a) => wire.result(a).into_iter().map(Input::Stdout).collect(),
             Step::Line(l) => vec![Input::Stdout((*l).to_owned())],
             Step::UnknownType => vec![Input::Stdout(wire.unknown_type())],
@@ -321,11 +288,7 @@ fn run(harness: &dyn Harness, script: &[Step]) -> Run {
             };
             events.extend(out);
         }
-        if events
-            .last()
-            .is_some_and(|e| e.kind == EventKind::TurnEnded)
-            && n.turn_in_flight()
-        {
+        if events.last().is_some_and(|e| e.kind == EventKind::TurnEnded) && n.turn_in_flight() {
             problems.push(format!("turn {turn} ended but is still in flight"));
         }
     }
@@ -343,10 +306,7 @@ fn invariants(events: &[EventDraft]) -> Vec<String> {
             turn = e.turn;
         }
         if e.turn != turn {
-            problems.push(format!(
-                "event of turn {} during turn {turn}: {e:?}",
-                e.turn
-            ));
+            problems.push(format!("event of turn {} during turn {turn}: {e:?}", e.turn));
         }
         if e.category == Category::Activity {
             match e.summary.as_deref() {
@@ -377,11 +337,7 @@ fn story(events: &[EventDraft]) -> Vec<String> {
         .filter(|e| !(matches!(e.kind, EventKind::Other | EventKind::Notice) && e.category == Category::Hidden))
         .map(|e| {
             let v = serde_json::to_value(e).unwrap();
-            let mut s = format!(
-                "{} {}",
-                v["kind"].as_str().unwrap(),
-                v["category"].as_str().unwrap()
-            );
+            let mut s = format!("{} {}", v["kind"].as_str().unwrap(), v["category"].as_str().unwrap());
             for key in ["tool_status", "stop_reason"] {
                 if let Some(x) = v[key].as_str() {
                     s.push(' ');
@@ -412,10 +368,7 @@ struct Case {
 const STARTED: [&str; 2] = ["turn_started activity", "user_message user"];
 
 fn ended(events: &[EventDraft]) -> Vec<&EventDraft> {
-    events
-        .iter()
-        .filter(|e| e.kind == EventKind::TurnEnded)
-        .collect()
+    events.iter().filter(|e| e.kind == EventKind::TurnEnded).collect()
 }
 
 /// The text of the only `turn_ended`, or a problem.
@@ -440,26 +393,12 @@ fn cases() -> Vec<Case> {
         Case {
             name: "a turn that answers ends end_turn with the answer; the exit after it is activity",
             script: vec![Begin(1, "hi"), Init, Text("the answer"), Result("the answer"), Exit(End::Code(0))],
-            story: &[
-                STARTED[0],
-                STARTED[1],
-                "session hidden",
-                "message message",
-                "turn_ended activity end_turn",
-                "exited activity",
-            ],
+            story: &[STARTED[0], STARTED[1], "session hidden", "message message", "turn_ended activity end_turn", "exited activity"],
             check: Some(|ev| end_text_has(ev, &["the answer"])),
         },
         Case {
             name: "a tool call that completes, then the answer",
-            script: vec![
-                Begin(1, "hi"),
-                Init,
-                ToolStart("t1"),
-                ToolDone("t1", true),
-                Text("done"),
-                Result("done"),
-            ],
+            script: vec![Begin(1, "hi"), Init, ToolStart("t1"), ToolDone("t1", true), Text("done"), Result("done")],
             story: &[
                 STARTED[0],
                 STARTED[1],
@@ -519,14 +458,7 @@ fn cases() -> Vec<Case> {
         Case {
             name: "SIGKILL while the agent writes: crashed",
             script: vec![Begin(1, "hi"), Init, Text("half"), Exit(End::Signal(9))],
-            story: &[
-                STARTED[0],
-                STARTED[1],
-                "session hidden",
-                "message message",
-                "turn_ended activity crashed",
-                "exited activity",
-            ],
+            story: &[STARTED[0], STARTED[1], "session hidden", "message message", "turn_ended activity crashed", "exited activity"],
             check: None,
         },
         Case {
@@ -600,38 +532,19 @@ fn cases() -> Vec<Case> {
         Case {
             name: "an idle interrupt gives nothing and is never remembered",
             script: vec![Interrupt, Begin(1, "hi"), Init, Text("ok"), Result("ok"), Interrupt],
-            story: &[
-                STARTED[0],
-                STARTED[1],
-                "session hidden",
-                "message message",
-                "turn_ended activity end_turn",
-            ],
+            story: &[STARTED[0], STARTED[1], "session hidden", "message message", "turn_ended activity end_turn"],
             check: None,
         },
         Case {
             name: "E11: no final result line and exit 0 is an error, not a success",
             script: vec![Begin(1, "hi"), Init, Text("partial"), Exit(End::Code(0))],
-            story: &[
-                STARTED[0],
-                STARTED[1],
-                "session hidden",
-                "message message",
-                "turn_ended activity error",
-                "exited activity",
-            ],
+            story: &[STARTED[0], STARTED[1], "session hidden", "message message", "turn_ended activity error", "exited activity"],
             check: Some(|ev| end_text_has(ev, &["code 0"])),
         },
         Case {
             name: "E11: a JSON line cut in half is kept as hidden other with its text",
             script: vec![Begin(1, "hi"), Init, Line(r#"{"type":"assistant","message":{"content":[{"ty"#), Exit(End::Code(0))],
-            story: &[
-                STARTED[0],
-                STARTED[1],
-                "session hidden",
-                "turn_ended activity error",
-                "exited activity",
-            ],
+            story: &[STARTED[0], STARTED[1], "session hidden", "turn_ended activity error", "exited activity"],
             check: Some(|ev| {
                 let cut = r#"{"type":"assistant","message":{"content":[{"ty"#;
                 (!ev.iter().any(|e| e.kind == EventKind::Other && e.text.as_deref() == Some(cut)))
@@ -662,48 +575,21 @@ fn cases() -> Vec<Case> {
                 Text("still here"),
                 Result("still here"),
             ],
-            story: &[
-                STARTED[0],
-                STARTED[1],
-                "session hidden",
-                "message message",
-                "turn_ended activity end_turn",
-            ],
+            story: &[STARTED[0], STARTED[1], "session hidden", "message message", "turn_ended activity end_turn"],
             check: Some(|ev| {
-                let others: Vec<_> = ev
-                    .iter()
-                    .filter(|e| e.kind == EventKind::Other)
-                    .filter_map(|e| e.text.as_deref())
-                    .collect();
-                (!others.contains(&"Welcome to the banner"))
-                    .then(|| format!("the junk line is not an other with its text: {others:?}"))
+                let others: Vec<_> = ev.iter().filter(|e| e.kind == EventKind::Other).filter_map(|e| e.text.as_deref()).collect();
+                (!others.contains(&"Welcome to the banner")).then(|| format!("the junk line is not an other with its text: {others:?}"))
             }),
         },
         Case {
             name: "the exit of an idle process only reports itself, even when it was killed",
             script: vec![Begin(1, "hi"), Init, Text("ok"), Result("ok"), Exit(End::Signal(9))],
-            story: &[
-                STARTED[0],
-                STARTED[1],
-                "session hidden",
-                "message message",
-                "turn_ended activity end_turn",
-                "exited activity",
-            ],
+            story: &[STARTED[0], STARTED[1], "session hidden", "message message", "turn_ended activity end_turn", "exited activity"],
             check: None,
         },
         Case {
             name: "two turns each end once, in order",
-            script: vec![
-                Begin(1, "one"),
-                Init,
-                Text("1"),
-                Result("1"),
-                Begin(2, "two"),
-                Init,
-                Text("2"),
-                Result("2"),
-            ],
+            script: vec![Begin(1, "one"), Init, Text("1"), Result("1"), Begin(2, "two"), Init, Text("2"), Result("2")],
             story: &[
                 STARTED[0],
                 STARTED[1],
@@ -751,24 +637,14 @@ fn cases() -> Vec<Case> {
 #[test]
 fn every_harness_meets_the_same_contract() {
     let harnesses = spaces_harnesses::all();
-    assert!(
-        harnesses.len() >= 2,
-        "the contract compares harnesses: {}",
-        harnesses.len()
-    );
+    assert!(harnesses.len() >= 2, "the contract compares harnesses: {}", harnesses.len());
     let mut failures = Vec::new();
     for case in cases() {
         for h in &harnesses {
-            let Run {
-                events,
-                mut problems,
-            } = run(*h, &case.script);
+            let Run { events, mut problems } = run(*h, &case.script);
             let got = story(&events);
             if got != case.story {
-                problems.push(format!(
-                    "story:\n    got  {got:?}\n    want {:?}",
-                    case.story
-                ));
+                problems.push(format!("story:\n    got  {got:?}\n    want {:?}", case.story));
             }
             if let Some(problem) = case.check.and_then(|check| check(&events)) {
                 problems.push(problem);
@@ -778,12 +654,7 @@ fn every_harness_meets_the_same_contract() {
             }
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} contract failure(s):\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} contract failure(s):\n{}", failures.len(), failures.join("\n"));
 }
 
 #[test]
@@ -791,11 +662,7 @@ fn every_harness_has_a_contract_wire() {
     for h in spaces_harnesses::all() {
         // Panics with the harness id when one is missing.
         let wire = wire_for(h);
-        assert!(
-            !wire.init().is_empty(),
-            "{}: a session opens with at least one line",
-            h.id()
-        );
+        assert!(!wire.init().is_empty(), "{}: a session opens with at least one line", h.id());
     }
 }
 
@@ -808,7 +675,17 @@ fn every_harness_has_a_contract_wire() {
 fn every_harness_words_its_events_alike() {
     use Step::*;
     let scripts: [Vec<Step>; 2] = [
-        vec![Begin(1, "hi"), Init, ToolStart("t1"), ToolDone("t1", true), ToolStart("t2"), ToolDone("t2", false), Text("done"), Result("done"), Exit(End::Code(0))],
+        vec![
+            Begin(1, "hi"),
+            Init,
+            ToolStart("t1"),
+            ToolDone("t1", true),
+            ToolStart("t2"),
+            ToolDone("t2", false),
+            Text("done"),
+            Result("done"),
+            Exit(End::Code(0)),
+        ],
         vec![Begin(1, "hi"), Init, Text("partial"), Interrupt, InterruptTakesEffect],
     ];
     let mut failures = Vec::new();
@@ -849,7 +726,10 @@ fn every_harness_words_its_events_alike() {
                 }
             }
             if script.iter().any(|s| matches!(s, Result(_))) && counted != 1 {
-                failures.push(format!("[{}] a finished turn has {counted} usage events with its token counts in usage and summary, not 1", h.id()));
+                failures.push(format!(
+                    "[{}] a finished turn has {counted} usage events with its token counts in usage and summary, not 1",
+                    h.id()
+                ));
             }
             wordings.push((h.id(), said));
         }

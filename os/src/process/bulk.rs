@@ -159,7 +159,10 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_panic_in_the_work_reaches_the_caller() {
-        let caught = tokio::spawn(spawn(|| -> u32 { panic!("a deliberate panic in the bulk lane (this test checks it reaches the awaiting task)") })).await;
+        let caught = tokio::spawn(spawn(|| -> u32 {
+            panic!("a deliberate panic in the bulk lane (this test checks it reaches the awaiting task)")
+        }))
+        .await;
         assert!(caught.unwrap_err().is_panic());
     }
 }

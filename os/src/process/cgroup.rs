@@ -194,8 +194,7 @@ pub fn end_all(tag_prefix: &str) -> usize {
 
 /// A directory name for `tag` (`exec/proc-<uuid>` -> `exec-proc-<uuid>`).
 fn leaf_name(tag: &str) -> String {
-    let name: String =
-        tag.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '-' }).collect();
+    let name: String = tag.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '-' }).collect();
     name.chars().take(200).collect()
 }
 
@@ -553,10 +552,7 @@ mod tests {
         // A plain directory stands in for the cgroup file system (files are created on write).
         let tmp = tempfile::tempdir().unwrap();
         let limits = Limits { pids_max: Some(20), memory_max_bytes: Some(1 << 20) };
-        let plan = Plan {
-            dirs: vec![(Hierarchy::Pids, tmp.path().join("p")), (Hierarchy::Memory, tmp.path().join("m"))],
-            limits,
-        };
+        let plan = Plan { dirs: vec![(Hierarchy::Pids, tmp.path().join("p")), (Hierarchy::Memory, tmp.path().join("m"))], limits };
         let made = plan.create().unwrap();
         assert_eq!(std::fs::read_to_string(tmp.path().join("p/pids.max")).unwrap(), "20");
         assert_eq!(std::fs::read_to_string(tmp.path().join("m/memory.limit_in_bytes")).unwrap(), "1048576");

@@ -122,7 +122,8 @@ fn lower(pid: i32, nice: i32) {
     // with the caller itself (the shim, the root). Without this, a tree that did not lead its
     // own session would lower whatever started the caller (a shell running the tests lowered
     // every later command of that shell, benches included).
-    if pid != std::process::id() as i32 && nix::unistd::getsid(Some(nix::unistd::Pid::from_raw(pid))).ok() == nix::unistd::getsid(None).ok() {
+    if pid != std::process::id() as i32 && nix::unistd::getsid(Some(nix::unistd::Pid::from_raw(pid))).ok() == nix::unistd::getsid(None).ok()
+    {
         return;
     }
     let path = format!("/proc/{pid}/autogroup");
@@ -158,9 +159,7 @@ mod tests {
         cmd.arg("-c").arg(script).stdin(Stdio::null()).stdout(Stdio::null());
         // SAFETY: `setsid` is async-signal-safe and touches no memory.
         unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-                nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from)
-            });
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
         }
         cmd.spawn().unwrap()
     }

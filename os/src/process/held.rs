@@ -51,10 +51,7 @@ pub fn hold(pid: i32, tag: &str) {
 pub fn roots_of(tag: &str) -> Vec<i32> {
     let held = HELD.lock().unwrap_or_else(|p| p.into_inner());
     let Some(map) = held.as_ref() else { return Vec::new() };
-    map.iter()
-        .filter(|(pid, (start, t))| t == tag && stat(**pid).is_some_and(|(_, now)| now == *start))
-        .map(|(pid, _)| *pid)
-        .collect()
+    map.iter().filter(|(pid, (start, t))| t == tag && stat(**pid).is_some_and(|(_, now)| now == *start)).map(|(pid, _)| *pid).collect()
 }
 
 #[cfg(test)]

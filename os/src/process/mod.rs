@@ -73,10 +73,13 @@ mod spawn;
 #[cfg(test)]
 mod tests;
 
-pub use error::{Error, Result};
 pub use drain::{read_output, OutputSink, FINAL_DRAIN_MAX, READ_BUF};
+pub use error::{Error, Result};
 pub use scan::{alive_with_env, alive_with_marker, kill_tree, KillReport};
-pub use spawn::{close_inherited_fds, own_session, read_now, spawn, spawn_self_starting, widen_pipe, SpawnSpec, Spawned, StdinSpec, StdioSpec, STDOUT_APART_ENV};
+pub use spawn::{
+    close_inherited_fds, own_session, read_now, spawn, spawn_self_starting, widen_pipe, SpawnSpec, Spawned, StdinSpec, StdioSpec,
+    STDOUT_APART_ENV,
+};
 
 /// Environment variable holding a process's tag (unique per spawn, chosen by the caller).
 pub const TAG_ENV: &str = "SPACES_PROCESS_TAG";

@@ -32,8 +32,8 @@ use nix::unistd::{fork, ForkResult, Pid};
 use serde::{Deserialize, Serialize};
 
 use super::spawn::{base_command, in_child, pipe_pair, stdin_pair, stdout_apart, MAX_CGROUPS};
-use super::{SpawnSpec, StdinSpec, StdioSpec};
 use super::{Error, Result};
+use super::{SpawnSpec, StdinSpec, StdioSpec};
 
 /// A forked child waiting for its program; our ends of its stdin, stdout and stderr pipes.
 /// Dropped without [`Prepared::start`], the child is killed and reaped.
@@ -172,12 +172,7 @@ impl Prepared {
         let (stdin, stderr) = (self.stdin.take(), self.err.take());
         // The program runs now: dropping `self` must not kill it.
         self.pid = 0;
-        Ok(Started {
-            pid,
-            output,
-            stderr: if combined { None } else { stderr },
-            stdin: if stdin_pipe { stdin } else { None },
-        })
+        Ok(Started { pid, output, stderr: if combined { None } else { stderr }, stdin: if stdin_pipe { stdin } else { None } })
     }
 }
 

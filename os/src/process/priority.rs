@@ -161,8 +161,13 @@ mod tests {
                     assert!(took, "sched_setattr refused the slice: {}", std::io::Error::last_os_error());
                     assert_eq!(slice_of_this_thread(), Some(SHORT_SLICE_NS), "the default was {default} ns");
                     // A thread started from here inherits it, and can give it back.
-                    let child = std::thread::spawn(|| (slice_of_this_thread(), ask_default_slice(), slice_of_this_thread())).join().unwrap();
-                    assert_eq!(child, (Some(SHORT_SLICE_NS), true, Some(default)), "a new thread inherits the slice; the default comes back");
+                    let child =
+                        std::thread::spawn(|| (slice_of_this_thread(), ask_default_slice(), slice_of_this_thread())).join().unwrap();
+                    assert_eq!(
+                        child,
+                        (Some(SHORT_SLICE_NS), true, Some(default)),
+                        "a new thread inherits the slice; the default comes back"
+                    );
                 }
                 // An older kernel has no per-thread slice to show or to set.
                 None => assert!(!took || slice_of_this_thread().is_none()),

@@ -34,8 +34,7 @@ pub(super) fn open_pty(rows: u16, cols: u16) -> nix::Result<PtyPair> {
     grantpt(&master)?;
     unlockpt(&master)?;
     let name = ptsname_r(&master)?;
-    let slave =
-        open(name.as_str(), OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC, Mode::empty())?;
+    let slave = open(name.as_str(), OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC, Mode::empty())?;
     let master = OwnedFd::from(master);
     resize(master.as_fd(), rows, cols)?;
     let mut termios = tcgetattr(&slave)?;

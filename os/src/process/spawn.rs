@@ -183,13 +183,10 @@ fn start(spec: &SpawnSpec, in_child_setup: bool) -> Result<Spawned> {
             (out_r, None, stdin, false)
         }
         StdioSpec::Pty { rows, cols } => {
-            let pair = pty::open_pty(rows, cols)
-                .map_err(|e| fail(std::io::Error::other(format!("no terminal: {e}"))))?;
+            let pair = pty::open_pty(rows, cols).map_err(|e| fail(std::io::Error::other(format!("no terminal: {e}"))))?;
             nonblocking(&pair.master).map_err(nix_fail)?;
             let slave = |fd: &OwnedFd| fd.try_clone().map_err(fail);
-            cmd.stdin(Stdio::from(slave(&pair.slave)?))
-                .stdout(Stdio::from(slave(&pair.slave)?))
-                .stderr(Stdio::from(pair.slave));
+            cmd.stdin(Stdio::from(slave(&pair.slave)?)).stdout(Stdio::from(slave(&pair.slave)?)).stderr(Stdio::from(pair.slave));
             (pair.master, None, None, true)
         }
     };
@@ -273,12 +270,7 @@ pub(super) fn base_command(
     cwd: &Path,
 ) -> std::process::Command {
     let mut cmd = std::process::Command::new(argv.first().map_or("", String::as_str));
-    cmd.args(argv.iter().skip(1))
-        .env_clear()
-        .envs(env)
-        .envs(markers.iter().map(|(k, v)| (k, v)))
-        .env(TAG_ENV, tag)
-        .current_dir(cwd);
+    cmd.args(argv.iter().skip(1)).env_clear().envs(env).envs(markers.iter().map(|(k, v)| (k, v))).env(TAG_ENV, tag).current_dir(cwd);
     cmd
 }
 
@@ -346,7 +338,13 @@ const RESET_SIGNALS: [libc::c_int; 4] = crate::sandbox::IGNORED_SIGNALS;
 /// default time slice, a new session at priority `nice` ([`super::priority`]), the terminal (PTY
 /// mode), every fd above 2 close-on-exec but `keep` (-1: none; the program's stdout apart from
 /// bubblewrap's: [`STDOUT_APART_ENV`]).
-pub(super) fn in_child(controlling_tty: bool, joins: &[RawFd; MAX_CGROUPS], nice: i32, sandboxed: bool, keep: RawFd) -> std::io::Result<()> {
+pub(super) fn in_child(
+    controlling_tty: bool,
+    joins: &[RawFd; MAX_CGROUPS],
+    nice: i32,
+    sandboxed: bool,
+    keep: RawFd,
+) -> std::io::Result<()> {
     let last_error = std::io::Error::last_os_error;
     // SAFETY (all calls below): plain system calls on integers and stack values, each
     // async-signal-safe; see the SAFETY note at the `pre_exec` call.
@@ -409,11 +407,8 @@ unsafe fn fds_above_2_close_on_exec() {
         if libc::syscall(libc::SYS_close_range, 3 as libc::c_long, libc::c_long::from(u32::MAX), flags) < 0 {
             // Kernels before 5.11 lack CLOSE_RANGE_CLOEXEC: mark each fd up to the soft limit.
             let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-            let last = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
-                limit.rlim_cur.min(1 << 20) as libc::c_int
-            } else {
-                1024
-            };
+            let last =
+                if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 { limit.rlim_cur.min(1 << 20) as libc::c_int } else { 1024 };
             for fd in 3..last {
                 let flags = libc::fcntl(fd, libc::F_GETFD);
                 if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {

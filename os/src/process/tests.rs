@@ -14,8 +14,8 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 
-use super::{read_now, spawn, spawn_self_starting, SpawnSpec, Spawned, StdinSpec, StdioSpec, TAG_ENV};
 use super::Error;
+use super::{read_now, spawn, spawn_self_starting, SpawnSpec, Spawned, StdinSpec, StdioSpec, TAG_ENV};
 
 const PATIENCE: Duration = Duration::from_secs(30);
 const COMBINED: StdioSpec = StdioSpec::Combined { stdin: StdinSpec::Null };
@@ -25,10 +25,7 @@ fn spec(dir: &TempDir, argv: &[&str], stdio: StdioSpec) -> SpawnSpec {
     SpawnSpec {
         argv: argv.iter().map(|s| s.to_string()).collect(),
         cwd: dir.path().to_path_buf(),
-        env: BTreeMap::from([
-            ("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned()),
-            ("LANG".to_owned(), "C.UTF-8".to_owned()),
-        ]),
+        env: BTreeMap::from([("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned()), ("LANG".to_owned(), "C.UTF-8".to_owned())]),
         markers: Vec::new(),
         tag: format!("test/{}", uuid::Uuid::new_v4()),
         stdio,

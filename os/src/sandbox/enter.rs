@@ -112,7 +112,8 @@ fn enter(args: &Args) -> Result<std::convert::Infallible, Error> {
             println!("{line}");
         }
     }
-    let program = super::seccomp::filter().map_err(|e| Error::Enter { what: "build the seccomp filter", source: std::io::Error::other(e) })?;
+    let program =
+        super::seccomp::filter().map_err(|e| Error::Enter { what: "build the seccomp filter", source: std::io::Error::other(e) })?;
     seccompiler::apply_filter(&program)
         .map_err(|e| Error::Enter { what: "load the seccomp filter", source: std::io::Error::other(e.to_string()) })?;
     let source = std::process::Command::new(&args.argv[0]).args(&args.argv[1..]).exec();

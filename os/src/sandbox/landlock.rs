@@ -113,11 +113,8 @@ fn cover(dir: &Path, hidden: &[PathBuf], out: &mut Vec<PathBuf>) {
         return;
     }
     let Ok(entries) = std::fs::read_dir(dir) else { return };
-    let mut children: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_ok_and(|t| !t.is_symlink()))
-        .map(|e| e.path())
-        .collect();
+    let mut children: Vec<PathBuf> =
+        entries.filter_map(|e| e.ok()).filter(|e| e.file_type().is_ok_and(|t| !t.is_symlink())).map(|e| e.path()).collect();
     children.sort();
     for child in children {
         cover(&child, hidden, out);
@@ -217,8 +214,7 @@ mod tests {
 
     /// Every path granted for reading, relative to `base`, for those beneath it.
     fn under(rules: &Rules, base: &Path) -> Vec<String> {
-        let mut v: Vec<String> =
-            rules.read.iter().filter_map(|p| p.strip_prefix(base).ok()).map(|p| p.display().to_string()).collect();
+        let mut v: Vec<String> = rules.read.iter().filter_map(|p| p.strip_prefix(base).ok()).map(|p| p.display().to_string()).collect();
         v.sort();
         v
     }

@@ -40,7 +40,6 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-
 /// Where a run's own API directory is mounted inside its sandbox (read-write): the daemon
 /// listens on `API_DIR/spacesd.sock` for that run alone, so `spacesd --state-dir /run/spaces` reaches it.
 pub const API_DIR: &str = "/run/spaces";

@@ -10,16 +10,13 @@ use super::Error;
 
 /// `bwrap` on `path` (a `PATH`-style list). Errors: [`Error::Unavailable`] naming the fix.
 pub fn find(path: &str) -> Result<PathBuf, Error> {
-    std::env::split_paths(path)
-        .map(|dir| dir.join("bwrap"))
-        .find(|p| p.is_file())
-        .ok_or_else(|| {
-            Error::Unavailable(
-                "bubblewrap (`bwrap`) is not on PATH: install it (Debian/Ubuntu: `apt-get install bubblewrap`), \
+    std::env::split_paths(path).map(|dir| dir.join("bwrap")).find(|p| p.is_file()).ok_or_else(|| {
+        Error::Unavailable(
+            "bubblewrap (`bwrap`) is not on PATH: install it (Debian/Ubuntu: `apt-get install bubblewrap`), \
                  or run every agent and command unsandboxed with SPACES_SANDBOX=off (see docs/operations.md, \"Security model\")"
-                    .into(),
-            )
-        })
+                .into(),
+        )
+    })
 }
 
 /// Runs `true` in a sandbox of `bwrap` with the namespaces of [`super::command`] (a user
@@ -59,10 +56,13 @@ pub fn check(bwrap: &Path, user_namespace: bool) -> Result<(), Error> {
 /// [`Error::Unavailable`] when the helper fails (no Landlock in this kernel: its words) or the
 /// hidden file could be read.
 pub fn landlock(helper: &[String]) -> Result<super::landlock::Reached, Error> {
-    let fail = |why: String| Error::Unavailable(format!("Landlock cannot make a sandbox here: {why}; set SPACES_SANDBOX=off to run unsandboxed"));
+    let fail =
+        |why: String| Error::Unavailable(format!("Landlock cannot make a sandbox here: {why}; set SPACES_SANDBOX=off to run unsandboxed"));
     let dir = std::env::temp_dir().join(format!("spaces-landlock-probe-{}", std::process::id()));
     let secret = dir.join("hidden");
-    std::fs::create_dir_all(&secret).and_then(|()| std::fs::write(secret.join("file"), "x")).map_err(|e| fail(format!("cannot make {}: {e}", dir.display())))?;
+    std::fs::create_dir_all(&secret)
+        .and_then(|()| std::fs::write(secret.join("file"), "x"))
+        .map_err(|e| fail(format!("cannot make {}: {e}", dir.display())))?;
     let policy = super::Policy { level: super::Level::Landlock, hidden: vec![secret.clone()], ..Default::default() };
     let result = (|| {
         let file = secret.join("file").display().to_string();
@@ -75,7 +75,8 @@ pub fn landlock(helper: &[String]) -> Result<super::landlock::Reached, Error> {
             .output()
             .map_err(|e| fail(format!("cannot run {}: {e}", line[0])))?;
         let said = String::from_utf8_lossy(&out.stderr);
-        let reached: Option<super::landlock::Reached> = String::from_utf8_lossy(&out.stdout).lines().find_map(|l| serde_json::from_str(l).ok());
+        let reached: Option<super::landlock::Reached> =
+            String::from_utf8_lossy(&out.stdout).lines().find_map(|l| serde_json::from_str(l).ok());
         match (out.status.success(), reached) {
             (true, Some(reached)) => Ok(reached),
             (false, Some(_)) => Err(fail("a file it hides could still be read".into())),

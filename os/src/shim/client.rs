@@ -10,9 +10,9 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, Mutex};
 
+use super::error::{Error, Result};
 use super::journal::JournalReader;
 use super::protocol::{Launch, OutputMode, Record, Reply, Request, ShimSpec, PROTOCOL};
-use super::error::{Error, Result};
 use super::waiting::Waiting;
 use super::{socket_path, spare};
 use crate::process;
@@ -69,7 +69,23 @@ impl ShimClient {
     /// stdin, and wait until it started the agent. Errors: the shim could not start, or it
     /// could not start the agent (its reason, e.g. the program was not found).
     pub async fn spawn(command: &[String], env: BTreeMap<String, String>, dir: &Path, spec: &ShimSpec) -> Result<ShimClient> {
-        Self::launch(command, env, dir, &Launch { spec: spec.clone(), output: OutputMode::Lines, redact: Vec::new(), cgroup: crate::process::cgroup::plan(&spec.tag), nice: crate::process::priority::agent_nice(), dir: None, sandbox: None, stdin_first: None, stdin_close: false }).await
+        Self::launch(
+            command,
+            env,
+            dir,
+            &Launch {
+                spec: spec.clone(),
+                output: OutputMode::Lines,
+                redact: Vec::new(),
+                cgroup: crate::process::cgroup::plan(&spec.tag),
+                nice: crate::process::priority::agent_nice(),
+                dir: None,
+                sandbox: None,
+                stdin_first: None,
+                stdin_close: false,
+            },
+        )
+        .await
     }
 
     /// [`Self::spawn`] with an output mode: `launch.output` says how the shim keeps the output
@@ -101,9 +117,8 @@ impl ShimClient {
             };
             shim.reply().await
         };
-        let reply = tokio::time::timeout(READY_TIMEOUT, hand_and_reply)
-            .await
-            .map_err(|_| Error::Timeout { secs: READY_TIMEOUT.as_secs() })??;
+        let reply =
+            tokio::time::timeout(READY_TIMEOUT, hand_and_reply).await.map_err(|_| Error::Timeout { secs: READY_TIMEOUT.as_secs() })??;
         if !reply.ok {
             return Err(Error::Refused(reply.error.unwrap_or_else(|| "the shim could not start the agent".into())));
         }

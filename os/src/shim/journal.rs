@@ -263,7 +263,11 @@ mod tests {
             got.extend(part);
         }
         assert!(reads > 5);
-        assert_eq!(got.iter().map(|(rec, _)| rec.clone()).collect::<Vec<_>>(), written, "every record once, whole, in order (one longer than the limit too)");
+        assert_eq!(
+            got.iter().map(|(rec, _)| rec.clone()).collect::<Vec<_>>(),
+            written,
+            "every record once, whole, in order (one longer than the limit too)"
+        );
         assert_eq!(got.last().map(|(_, end)| *end), Some(w.end()));
     }
 

@@ -88,10 +88,8 @@ fn open_new(path: &Path) -> std::io::Result<File> {
 
 /// The segments present in `dir`, oldest first.
 fn segments(dir: &Path) -> std::io::Result<Vec<u64>> {
-    let mut ks: Vec<u64> = std::fs::read_dir(dir)?
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.strip_prefix("output.")?.parse().ok())
-        .collect();
+    let mut ks: Vec<u64> =
+        std::fs::read_dir(dir)?.flatten().filter_map(|e| e.file_name().to_str()?.strip_prefix("output.")?.parse().ok()).collect();
     ks.sort_unstable();
     Ok(ks)
 }

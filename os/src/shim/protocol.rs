@@ -433,7 +433,10 @@ mod compat_tests {
         assert_eq!(input, r#"{"op":"input","data":[0,255,10],"timeout_ms":5}"#);
         // A raw journal's shared records read the same either way.
         for (raw, rec) in [
-            (RawRecord::Start { protocol: PROTOCOL, gen: 1, turn: 0, pid: 9 }, Record::Start { protocol: PROTOCOL, gen: 1, turn: 0, pid: 9 }),
+            (
+                RawRecord::Start { protocol: PROTOCOL, gen: 1, turn: 0, pid: 9 },
+                Record::Start { protocol: PROTOCOL, gen: 1, turn: 0, pid: 9 },
+            ),
             (RawRecord::Exit { code: Some(3), signal: None }, Record::Exit { code: Some(3), signal: None }),
             (RawRecord::Done { killed: vec![4], dropped_lines: 0 }, Record::Done { killed: vec![4], dropped_lines: 0 }),
         ] {

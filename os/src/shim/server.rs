@@ -28,9 +28,9 @@ use super::lines::LineReader;
 use super::output::OutputWriter;
 use super::protocol::{InputStop, Launch, OutputMode, RawRecord, Record, Reply, Request, ShimSpec, Stream, PROTOCOL};
 use super::{socket_path, spare, tree};
-use crate::process::feed::{write_all, WriteStop};
 use crate::process::cgroup::{Cgroup, Plan};
 use crate::process::demote::{self, Demoter};
+use crate::process::feed::{write_all, WriteStop};
 use crate::process::prepared::{Prepared, Started};
 use crate::process::{self, pty, read_output, OutputSink, SpawnSpec, StdinSpec, StdioSpec};
 use crate::redact::RedactStream;
@@ -94,10 +94,13 @@ pub fn main(dir: &Path) -> i32 {
             Err(why) => return ready(Err(format!("cannot make the process's cgroup: {why}"))),
         };
         let first = (launch.stdin_first, launch.stdin_close);
-        let code = match Shim::start(&dir, launch.spec, launch.output, (launch.nice, launch.sandbox), redactor, (cgroup.clone(), child), first).await {
-            Ok(shim) => shim.run().await,
-            Err(why) => ready(Err(why)),
-        };
+        let code =
+            match Shim::start(&dir, launch.spec, launch.output, (launch.nice, launch.sandbox), redactor, (cgroup.clone(), child), first)
+                .await
+            {
+                Ok(shim) => shim.run().await,
+                Err(why) => ready(Err(why)),
+            };
         // The Landlock level's temporary directory goes with its tree.
         let _ = std::fs::remove_dir_all(dir.join(crate::sandbox::landlock::TMP_DIR));
         // Whatever is left of the tree goes with its cgroup.
@@ -167,7 +170,10 @@ enum Output {
     /// Raw mode: the output files hold `total` bytes now.
     Raw(u64),
     /// Raw mode: the output is complete ([`RawRecord::Eof`]).
-    RawEof { total: u64, cut: bool },
+    RawEof {
+        total: u64,
+        cut: bool,
+    },
 }
 
 /// What a control connection's `Watch` reports: the journal's and the output's lengths.
@@ -546,9 +552,7 @@ impl Shim {
                         None => Some((Some(code), None)),
                     }
                 }
-                Ok(WaitStatus::Signaled(pid, sig, _)) if pid.as_raw() == self.pid => {
-                    self.exit = Some((None, Some(sig as i32)))
-                }
+                Ok(WaitStatus::Signaled(pid, sig, _)) if pid.as_raw() == self.pid => self.exit = Some((None, Some(sig as i32))),
                 Ok(WaitStatus::StillAlive) | Err(_) => break,
                 Ok(_) => {}
             }
@@ -853,9 +857,9 @@ async fn serve(conn: UnixStream, asked: mpsc::UnboundedSender<Asked>, mut end: w
     while let Ok(Some(line)) = lines.next_line().await {
         let reply = match serde_json::from_str::<Request>(&line) {
             Err(e) => Reply::refuse(format!("not a request of shim protocol {PROTOCOL}: {e}")),
-            Ok(Request::Hello { protocol }) if protocol != PROTOCOL => Reply::refuse(format!(
-                "shim protocol version {protocol} is not supported: this shim speaks version {PROTOCOL}"
-            )),
+            Ok(Request::Hello { protocol }) if protocol != PROTOCOL => {
+                Reply::refuse(format!("shim protocol version {protocol} is not supported: this shim speaks version {PROTOCOL}"))
+            }
             Ok(req) if !greeted && !matches!(req, Request::Hello { .. }) => Reply::refuse("say hello first"),
             Ok(req) => {
                 let watch = matches!(req, Request::Watch);

@@ -33,9 +33,9 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+use super::waiting::Waiting;
 use crate::process::cgroup::{self, Cgroup, Containment, Plan};
 use crate::process::prepared::{self, Prepared};
-use super::waiting::Waiting;
 
 /// The variable that makes `spacesd shim` a spare: a JSON [`SpareSpec`].
 pub const SPARE_ENV: &str = "SPACES_SHIM_SPARE";

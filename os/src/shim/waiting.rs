@@ -79,7 +79,9 @@ impl Handed {
         let mut lines = BufReader::new(self.stdout).lines();
         match lines.next_line().await {
             Ok(Some(line)) => serde_json::from_str::<Reply>(&line).map_err(|source| Error::Unreadable { line, source }),
-            Ok(None) => Err(Error::Gone(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the shim exited before it started the agent"))),
+            Ok(None) => {
+                Err(Error::Gone(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the shim exited before it started the agent")))
+            }
             Err(e) => Err(Error::Gone(e)),
         }
     }

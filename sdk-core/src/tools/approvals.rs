@@ -69,13 +69,7 @@ pub enum ApprovalState {
 
 impl ApprovalState {
     /// Every state, in lifecycle order.
-    pub const ALL: [ApprovalState; 5] = [
-        Self::Pending,
-        Self::Granted,
-        Self::Denied,
-        Self::Resuming,
-        Self::Consumed,
-    ];
+    pub const ALL: [ApprovalState; 5] = [Self::Pending, Self::Granted, Self::Denied, Self::Resuming, Self::Consumed];
 
     /// The wire spelling, e.g. `"resuming"`.
     pub fn as_str(self) -> &'static str {

@@ -163,14 +163,8 @@ pub enum OperationStatus {
 
 impl OperationStatus {
     /// Every status, in contract order.
-    pub const ALL: [OperationStatus; 6] = [
-        Self::Checked,
-        Self::Applied,
-        Self::Rejected,
-        Self::FailedRolledBack,
-        Self::FailedPartial,
-        Self::Unknown,
-    ];
+    pub const ALL: [OperationStatus; 6] =
+        [Self::Checked, Self::Applied, Self::Rejected, Self::FailedRolledBack, Self::FailedPartial, Self::Unknown];
 
     /// The wire spelling, e.g. `"failed_rolled_back"`.
     pub fn as_str(self) -> &'static str {

@@ -25,29 +25,27 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use approvals::{
-    ApprovalCreateRequest, ApprovalRecord, ApprovalResolveRequest, ApprovalResolveResult,
-    ApprovalState, Decision, HoldableTool, OperationResumeRequest, OperationResumeResult,
+    ApprovalCreateRequest, ApprovalRecord, ApprovalResolveRequest, ApprovalResolveResult, ApprovalState, Decision, HoldableTool,
+    OperationResumeRequest, OperationResumeResult,
 };
 pub use files::{
-    ApplyPatchRequest, ApplyPatchResult, ChangeKind, ChangeRecord, EventName, FindRequest, FindResult, OperationEvent,
-    OperationKind, OperationRecord, OperationStatus, OperationStatusRequest, ReadRequest, ReadResult,
-};
-pub use workspace::{
-    Availability, ConflictPolicy, Containment, Enforcement, ExecutionInfo, ExitedHandles, FileCapabilities, FileTools,
-    Isolation, LifetimeAction, NetworkInfo, NetworkPolicy, Permissions, ProcessCapabilities, ProcessContainment,
-    ProcessLifetime, ProcessOwner, ProcessTools, Profile, ReadsDuringProcess, RestartRecovery, Serialization,
-    SerializationScope, TtyCapabilities, WorkspaceInfoRequest, WorkspaceInfoResult,
+    ApplyPatchRequest, ApplyPatchResult, ChangeKind, ChangeRecord, EventName, FindRequest, FindResult, OperationEvent, OperationKind,
+    OperationRecord, OperationStatus, OperationStatusRequest, ReadRequest, ReadResult,
 };
 pub use process::{
-    DispatchStatus, ExecCommandRequest, ExecCommandResult, OkResult, ProcessResizeRequest,
-    ProcessState, ProcessStatus, ProcessStatusRequest, ReadProcessRequest, ReadProcessResult,
-    TerminateProcessRequest, Termination, WriteStdinRequest,
+    DispatchStatus, ExecCommandRequest, ExecCommandResult, OkResult, ProcessResizeRequest, ProcessState, ProcessStatus,
+    ProcessStatusRequest, ReadProcessRequest, ReadProcessResult, TerminateProcessRequest, Termination, WriteStdinRequest,
 };
 pub use steer::{
-    ClaimedItem, Delivery, FinishReason, InboxWorkResult, InboxWorksRequest, Intent, IntentCreateRequest, IntentEditRequest, IntentRef, WorkRef,
-    IntentQueueRequest, IntentReorderRequest, IntentState, Outcome, SteerClaimNextRequest,
-    SteerClaimNextResult, SteerCompleteRequest, SteerStatus, SteerStatusRequest, Work,
-    WorkFinishRequest, WorkFinishResult, WorkOpenRequest, WorkState,
+    ClaimedItem, Delivery, FinishReason, InboxWorkResult, InboxWorksRequest, Intent, IntentCreateRequest, IntentEditRequest,
+    IntentQueueRequest, IntentRef, IntentReorderRequest, IntentState, Outcome, SteerClaimNextRequest, SteerClaimNextResult,
+    SteerCompleteRequest, SteerStatus, SteerStatusRequest, Work, WorkFinishRequest, WorkFinishResult, WorkOpenRequest, WorkRef, WorkState,
+};
+pub use workspace::{
+    Availability, ConflictPolicy, Containment, Enforcement, ExecutionInfo, ExitedHandles, FileCapabilities, FileTools, Isolation,
+    LifetimeAction, NetworkInfo, NetworkPolicy, Permissions, ProcessCapabilities, ProcessContainment, ProcessLifetime, ProcessOwner,
+    ProcessTools, Profile, ReadsDuringProcess, RestartRecovery, Serialization, SerializationScope, TtyCapabilities, WorkspaceInfoRequest,
+    WorkspaceInfoResult,
 };
 
 /// Attached to the result of a tool given a `work_id` (and of every steering tool):
@@ -78,10 +76,7 @@ pub struct Coordinated<T> {
 impl<T> Coordinated<T> {
     /// `result` without coordination.
     pub fn bare(result: T) -> Self {
-        Coordinated {
-            result,
-            coordination: None,
-        }
+        Coordinated { result, coordination: None }
     }
 }
 

@@ -180,7 +180,11 @@ fn ingest(dir: &Path, told: mpsc::Receiver<(usize, u64)>, to_writer: mpsc::Sende
             *e = (*e).max(end);
         }
         for (run, end) in ends {
-            let j = journals.entry(run).or_insert_with(|| Journal { file: File::open(dir.join(format!("journal-{run}"))).unwrap(), read_to: 0, seq: 0 });
+            let j = journals.entry(run).or_insert_with(|| Journal {
+                file: File::open(dir.join(format!("journal-{run}"))).unwrap(),
+                read_to: 0,
+                seq: 0,
+            });
             if end <= j.read_to {
                 continue;
             }
@@ -221,7 +225,14 @@ fn framed(out: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>)) {
 
 /// Sends the lines `first_seq..=last_seq` of journal `run` (their framed `bodies` and `raws`,
 /// compressed) to the writer, and empties both buffers for the next chunk.
-fn send(to: &mpsc::Sender<Chunk>, zstd: &mut zstd::bulk::Compressor, run: usize, (first_seq, last_seq): (u64, u64), bodies: &mut Vec<u8>, raws: &mut Vec<u8>) {
+fn send(
+    to: &mpsc::Sender<Chunk>,
+    zstd: &mut zstd::bulk::Compressor,
+    run: usize,
+    (first_seq, last_seq): (u64, u64),
+    bodies: &mut Vec<u8>,
+    raws: &mut Vec<u8>,
+) {
     let chunk = Chunk { run, first_seq, last_seq, bodies: zstd.compress(bodies).unwrap(), raws: zstd.compress(raws).unwrap() };
     bodies.clear();
     raws.clear();
@@ -246,7 +257,8 @@ fn write_chunks(db: &Path, chunks: mpsc::Receiver<Chunk>) {
     while let Ok(first) = chunks.recv() {
         let tx = conn.transaction().unwrap();
         {
-            let mut stmt = tx.prepare_cached("INSERT INTO chunks (run, first_seq, last_seq, bodies, raws) VALUES (?1, ?2, ?3, ?4, ?5)").unwrap();
+            let mut stmt =
+                tx.prepare_cached("INSERT INTO chunks (run, first_seq, last_seq, bodies, raws) VALUES (?1, ?2, ?3, ?4, ?5)").unwrap();
             for c in std::iter::once(first).chain(chunks.try_iter()) {
                 stmt.execute(rusqlite::params![c.run as i64, c.first_seq as i64, c.last_seq as i64, c.bodies, c.raws]).unwrap();
             }

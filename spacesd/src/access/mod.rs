@@ -97,11 +97,7 @@ impl Caller {
 
     /// The MCP tools this caller may call, with the Space optional in their schemas.
     pub fn tools(&self) -> Vec<&ToolEntry> {
-        self.checks
-            .tools()
-            .iter()
-            .filter(|t| spaces_sdk::op::find(&t.tool.name).is_ok_and(|info| self.allows(&info).is_ok()))
-            .collect()
+        self.checks.tools().iter().filter(|t| spaces_sdk::op::find(&t.tool.name).is_ok_and(|info| self.allows(&info).is_ok())).collect()
     }
 }
 
@@ -151,10 +147,7 @@ impl Access {
 
     fn caller(&self, via: Via, space: &str, scope: CallerScope, checks: impl FnOnce() -> Arc<Scope>) -> Arc<Caller> {
         let mut callers = self.callers.lock().unwrap_or_else(|p| p.into_inner());
-        callers
-            .entry(via.clone())
-            .or_insert_with(|| Arc::new(Caller { via, space: space.to_owned(), scope, checks: checks() }))
-            .clone()
+        callers.entry(via.clone()).or_insert_with(|| Arc::new(Caller { via, space: space.to_owned(), scope, checks: checks() })).clone()
     }
 
     /// The principal of run `run_id` of Space `space` (its own socket's connections): the caller

@@ -87,13 +87,7 @@ pub fn create(state_dir: &Path, space: &str, scope: CallerScope) -> anyhow::Resu
     let mut tokens = read(&file)?;
     let secret = format!("spc_{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
     let id = format!("tok-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-    let record = TokenRecord {
-        id,
-        space: space.to_owned(),
-        scope,
-        sha256: digest(&secret),
-        created_ms: crate::store::now_ms(),
-    };
+    let record = TokenRecord { id, space: space.to_owned(), scope, sha256: digest(&secret), created_ms: crate::store::now_ms() };
     tokens.tokens.push(record.clone());
     write(&file, &tokens)?;
     Ok((record, secret))

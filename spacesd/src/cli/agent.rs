@@ -209,7 +209,27 @@ pub enum AgentCmd {
 /// Run one agent subcommand against the daemon.
 pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
     match cmd {
-        AgentCmd::Start { agent, prompt, prompt_file, space, model, base_url, cwd, env, env_file, env_from_host, exit_when_idle, home, repo, branch, show, label, files, follow, json } => {
+        AgentCmd::Start {
+            agent,
+            prompt,
+            prompt_file,
+            space,
+            model,
+            base_url,
+            cwd,
+            env,
+            env_file,
+            env_from_host,
+            exit_when_idle,
+            home,
+            repo,
+            branch,
+            show,
+            label,
+            files,
+            follow,
+            json,
+        } => {
             let prompt = prompt_text(prompt.as_deref(), prompt_file.as_deref(), "the prompt")?;
             let env_map = agent_env(&env, &env_file, |name| std::env::var_os(name))?;
             let space = resolve_space(client, space).await?;
@@ -316,7 +336,12 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&reports)?);
             } else {
                 for r in reports {
-                    println!("Space {}: {} run(s) removed{}", r.space, r.removed.len(), if r.removed.is_empty() { String::new() } else { format!(" ({})", r.removed.join(", ")) });
+                    println!(
+                        "Space {}: {} run(s) removed{}",
+                        r.space,
+                        r.removed.len(),
+                        if r.removed.is_empty() { String::new() } else { format!(" ({})", r.removed.join(", ")) }
+                    );
                 }
             }
         }
@@ -358,7 +383,11 @@ fn attachment(path: &std::path::Path) -> anyhow::Result<spaces_sdk::Attachment> 
     let name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| anyhow::anyhow!("--file {}: no file name", path.display()))?;
     let len = std::fs::metadata(path).map_err(|e| anyhow::anyhow!("--file {}: {e}", path.display()))?.len();
     if len > spaces_sdk::Attachment::MAX_BYTES as u64 {
-        anyhow::bail!("--file {}: {len} bytes is larger than the limit of {} bytes (8 MiB) per file", path.display(), spaces_sdk::Attachment::MAX_BYTES);
+        anyhow::bail!(
+            "--file {}: {len} bytes is larger than the limit of {} bytes (8 MiB) per file",
+            path.display(),
+            spaces_sdk::Attachment::MAX_BYTES
+        );
     }
     let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("--file {}: {e}", path.display()))?;
     Ok(spaces_sdk::Attachment { name: name.to_owned(), content_base64: base64::engine::general_purpose::STANDARD.encode(bytes) })
@@ -419,7 +448,12 @@ fn print_status(st: &spaces_sdk::RunStatus) {
     line("status", format!("{} ({}): {}", st.status.as_str(), st.phase.as_str(), excerpt(&st.reason, max)));
     line(
         "turns",
-        format!("{}   started {} ago   accepts a message: {}", st.turns, super::print::age(st.created_ms), if st.accepts_message { "yes" } else { "no" }),
+        format!(
+            "{}   started {} ago   accepts a message: {}",
+            st.turns,
+            super::print::age(st.created_ms),
+            if st.accepts_message { "yes" } else { "no" }
+        ),
     );
     if let Some(prompt) = &st.prompt_excerpt {
         line("prompt", prompt.clone());

@@ -88,7 +88,8 @@ impl Screen {
                 self.entries.len() - 1
             }
         };
-        let output = e.text.as_deref().filter(|t| !t.trim().is_empty() && matches!(e.tool_status, Some(ToolStatus::Completed | ToolStatus::Failed)));
+        let output =
+            e.text.as_deref().filter(|t| !t.trim().is_empty() && matches!(e.tool_status, Some(ToolStatus::Completed | ToolStatus::Failed)));
         if let (Some(_), Some(text)) = (tool, output) {
             let head = self.entries[i].lines().next().unwrap_or_default().to_owned();
             let body: Vec<String> = text.lines().map(|l| format!("        | {l}")).collect();
@@ -371,7 +372,17 @@ mod tests {
     }
 
     fn message(seq: u64, category: Category, text: &str) -> Event {
-        Event { kind: EventKind::Message, category, text: Some(text.into()), tool_id: None, tool_title: None, tool_kind: None, tool_status: None, summary: None, ..tool(seq, ToolStatus::InProgress, None) }
+        Event {
+            kind: EventKind::Message,
+            category,
+            text: Some(text.into()),
+            tool_id: None,
+            tool_title: None,
+            tool_kind: None,
+            tool_status: None,
+            summary: None,
+            ..tool(seq, ToolStatus::InProgress, None)
+        }
     }
 
     #[test]

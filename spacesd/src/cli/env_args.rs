@@ -41,7 +41,8 @@ pub(super) fn agent_env(
                         spaces_sdk::bounded(item)
                     )
                 })?;
-                let value = value.into_string().map_err(|_| anyhow::anyhow!("--env {}: its value is not UTF-8", spaces_sdk::bounded(item)))?;
+                let value =
+                    value.into_string().map_err(|_| anyhow::anyhow!("--env {}: its value is not UTF-8", spaces_sdk::bounded(item)))?;
                 (item.as_str(), value)
             }
         };
@@ -86,17 +87,22 @@ mod tests {
         let file = dir.path().join("agent.env");
         std::fs::write(&file, "# keys\n\nexport A=1\nB=\"two words\"\nC='x=y'\nD=from-file\n").unwrap();
         let env = agent_env(&["FROM_SHELL".into(), "D=flag".into(), "E=".into()], std::slice::from_ref(&file), lookup).unwrap();
-        let want: BTreeMap<String, String> = [("A", "1"), ("B", "two words"), ("C", "x=y"), ("D", "flag"), ("E", ""), ("FROM_SHELL", "shell-secret")]
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect();
+        let want: BTreeMap<String, String> =
+            [("A", "1"), ("B", "two words"), ("C", "x=y"), ("D", "flag"), ("E", ""), ("FROM_SHELL", "shell-secret")]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
         assert_eq!(env, want);
 
         let missing = agent_env(&["NOT_SET".into()], &[], lookup).unwrap_err().to_string();
         assert!(missing.contains("--env NOT_SET: no such variable"), "{missing}");
         let unreadable = agent_env(&[], &[dir.path().join("nope.env")], lookup).unwrap_err().to_string();
         assert!(unreadable.contains("nope.env: cannot read it"), "{unreadable}");
-        for (text, says) in [("A=1\nsk-secret-value\n", "line 2: expected NAME=VALUE"), ("1A=sk-secret-value\n", "line 1: the name"), ("A=\"sk-secret-value\n", "quote is not closed")] {
+        for (text, says) in [
+            ("A=1\nsk-secret-value\n", "line 2: expected NAME=VALUE"),
+            ("1A=sk-secret-value\n", "line 1: the name"),
+            ("A=\"sk-secret-value\n", "quote is not closed"),
+        ] {
             std::fs::write(&file, text).unwrap();
             let e = agent_env(&[], std::slice::from_ref(&file), lookup).unwrap_err().to_string();
             assert!(e.contains(says) && !e.contains("sk-secret"), "{text:?}: {e}");

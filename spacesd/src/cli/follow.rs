@@ -106,7 +106,14 @@ pub async fn follow_events(client: &Client, space: &str, run_id: &str, cursor: u
 
 /// [`follow_events`] shown as `view`, until `until`: the daemon's event stream (SSE), or
 /// long-polls when it answers none ([`spaces_sdk::follow`]).
-pub(super) async fn follow_with(client: &Client, space: &str, run_id: &str, cursor: u64, view: View, until: Until) -> anyhow::Result<Followed> {
+pub(super) async fn follow_with(
+    client: &Client,
+    space: &str,
+    run_id: &str,
+    cursor: u64,
+    view: View,
+    until: Until,
+) -> anyhow::Result<Followed> {
     let mut last_stop = None;
     let until = match until {
         Until::Turn => spaces_sdk::follow::Until::Turn,

@@ -361,8 +361,8 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
                 None | Some("") => "{}".to_owned(),
                 Some(given) => text_from(given, "arguments")?,
             };
-            let args: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|e| anyhow::anyhow!("ARGUMENTS must be a JSON object: {e}"))?;
+            let args: serde_json::Value =
+                serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("ARGUMENTS must be a JSON object: {e}"))?;
             match client(&cfg, &conn)?.call_named(&name, args).await {
                 Ok(v) => {
                     println!("{}", serde_json::to_string_pretty(&v)?);
@@ -437,7 +437,12 @@ fn token(cfg: &Config, cmd: TokenCmd) -> anyhow::Result<()> {
             }
             let (record, secret) = tokens::create(&cfg.state_dir, &space, scope)?;
             println!("{secret}");
-            eprintln!("spacesd: token {} for Space {space:?} with {} scope (shown once; revoke with `spacesd token revoke {}`)", record.id, scope.as_str(), record.id);
+            eprintln!(
+                "spacesd: token {} for Space {space:?} with {} scope (shown once; revoke with `spacesd token revoke {}`)",
+                record.id,
+                scope.as_str(),
+                record.id
+            );
         }
         TokenCmd::List => {
             let listed: Vec<serde_json::Value> = tokens::list(&cfg.state_dir)?

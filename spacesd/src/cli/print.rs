@@ -160,7 +160,10 @@ mod tests {
     #[test]
     fn a_table_fits_80_columns_and_cuts_its_last_column_with_an_ellipsis() {
         let long = "x".repeat(200);
-        let rows = vec![vec!["run-0123456789ab".to_owned(), "idle".to_owned(), long.clone()], vec!["run-1".into(), "running".into(), "short".into()]];
+        let rows = vec![
+            vec!["run-0123456789ab".to_owned(), "idle".to_owned(), long.clone()],
+            vec!["run-1".into(), "running".into(), "short".into()],
+        ];
         let lines = table_lines(&["RUN", "STATUS", "PROMPT"], &rows, 80);
         assert_eq!(lines[0], "RUN               STATUS   PROMPT");
         assert!(lines.iter().all(|l| l.chars().count() <= 80), "{lines:#?}");
@@ -172,7 +175,14 @@ mod tests {
     #[test]
     fn usage_shows_tokens_cost_and_time() {
         let mut e = ev(EventKind::Usage, Category::Activity);
-        e.usage = Some(spaces_sdk::Usage { input_tokens: Some(1200), output_tokens: Some(34), cached_input_tokens: Some(1000), total_cost_usd: Some(0.01234), duration_ms: Some(4200), ..Default::default() });
+        e.usage = Some(spaces_sdk::Usage {
+            input_tokens: Some(1200),
+            output_tokens: Some(34),
+            cached_input_tokens: Some(1000),
+            total_cost_usd: Some(0.01234),
+            duration_ms: Some(4200),
+            ..Default::default()
+        });
         let line = event_lines(&e, View::default()).unwrap_or_default();
         assert!(line.contains("tokens in 1200 out 34 (cached 1000) · $0.0123 · 4.2 s"), "{line}");
     }

@@ -5,7 +5,6 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
-
 use super::{main, Cli, TurnFailed};
 
 /// The internal word that enters a sandbox (`spacesd sandbox-exec [--max-processes N] -- PROGRAM`),

@@ -129,14 +129,7 @@ impl EventLog {
 
     /// Events with `seq > cursor` (at most `max`). When there are none and `wait` is non-zero,
     /// wait up to `wait` for the next append first.
-    pub async fn read(
-        &self,
-        run_id: &str,
-        cursor: u64,
-        max: u32,
-        wait: Duration,
-        with_raw: bool,
-    ) -> Result<Vec<Event>> {
+    pub async fn read(&self, run_id: &str, cursor: u64, max: u32, wait: Duration, with_raw: bool) -> Result<Vec<Event>> {
         let mut rx = self.watcher(run_id)?.subscribe();
         let deadline = tokio::time::Instant::now() + wait;
         loop {
@@ -197,7 +190,9 @@ mod tests {
     use super::*;
 
     fn drafts(n: usize, text_bytes: usize) -> Vec<EventDraft> {
-        (0..n).map(|i| EventDraft::new(1, EventKind::Message).text(format!("{i} {}", "y".repeat(text_bytes))).raw(format!("{{\"i\":{i}}}"))).collect()
+        (0..n)
+            .map(|i| EventDraft::new(1, EventKind::Message).text(format!("{i} {}", "y".repeat(text_bytes))).raw(format!("{{\"i\":{i}}}")))
+            .collect()
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -135,8 +135,8 @@ impl Homes {
         let host = cfg.host_id()?;
         let env: HashMap<String, String> = std::env::vars().filter(|(k, _)| k.starts_with("AWS_")).collect();
         let cache = cfg.volume_cache_dir();
-        let volume = Volume::open(&cfg.volume, &env, &cache, &host)
-            .map_err(|e| anyhow::anyhow!("cannot open the volume {}: {e}", cfg.volume))?;
+        let volume =
+            Volume::open(&cfg.volume, &env, &cache, &host).map_err(|e| anyhow::anyhow!("cannot open the volume {}: {e}", cfg.volume))?;
         let scratch = cfg.state_dir.join("volume-staging");
         let ttl = Duration::from_millis(cfg.lease_ttl_ms);
         let homes = Arc::new_cyclic(|me| Homes {

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use spaces_sdk::{
-    ErrorCode, HomeDeleteReport, HomeExportRequest, HomeImportRequest, HomeLease, HomeMoveReport, HomeRecord,
-    HomeRestoreRequest, HomeSnapshot, HomeTransferReport,
+    ErrorCode, HomeDeleteReport, HomeExportRequest, HomeImportRequest, HomeLease, HomeMoveReport, HomeRecord, HomeRestoreRequest,
+    HomeSnapshot, HomeTransferReport,
 };
 
 use super::{operator_holder, snapshot_wire, space_of, volume_error, Homes, LogProgress};
@@ -117,7 +117,8 @@ impl Homes {
             let owner = self.latest(&req.name).await?.and_then(|s| space_of(&s.meta).map(str::to_owned));
             let staging = tempfile::Builder::new().prefix(".restore-").tempdir_in(self.scratch_dir()?)?;
             let target = staging.path().join("home");
-            let r = self.volume().restore(&req.name, req.at.as_deref(), &target, &progress).await.map_err(|e| volume_error(e, &req.name))?;
+            let r =
+                self.volume().restore(&req.name, req.at.as_deref(), &target, &progress).await.map_err(|e| volume_error(e, &req.name))?;
             let opts = spaces_volumes::SaveOptions { meta: with_owner(r.snapshot.meta.clone(), owner.as_deref()), ..Default::default() };
             let saved = self.volume().save(&lease, &target, &opts, &progress).await.map_err(|e| volume_error(e, &req.name))?;
             Ok::<_, crate::error::Error>((saved.snapshot, r.bytes))
@@ -155,9 +156,10 @@ impl Homes {
         }
         let lease = self.operator_lease(name).await?;
         let result = async {
-            let latest = self.latest(name).await?.ok_or_else(|| {
-                volume_error(spaces_volumes::VolumeError::HomeNotFound { home: name.to_owned() }, name)
-            })?;
+            let latest = self
+                .latest(name)
+                .await?
+                .ok_or_else(|| volume_error(spaces_volumes::VolumeError::HomeNotFound { home: name.to_owned() }, name))?;
             let from = space_of(&latest.meta).map(str::to_owned);
             if from.as_deref() == Some(space) {
                 return Ok((from, latest));

@@ -87,11 +87,14 @@ fn note(summary: String, detail: String) -> LeaseNote {
 fn failing(home: &str, failures: u32, error: &str, expires_ms: u64, sched: &Schedule) -> LeaseNote {
     let left = expires_ms.saturating_sub(crate::store::now_ms()) / 1000;
     let summary = format!("lease of {home:?} not renewed: {failures} tries in a row failed; retrying before it expires in {left} s");
-    note(summary, format!(
-        "the lease of persistent agent {home:?} could not be renewed ({failures} tries in a row failed, the last: {error}); \
+    note(
+        summary,
+        format!(
+            "the lease of persistent agent {home:?} could not be renewed ({failures} tries in a row failed, the last: {error}); \
          trying again every {} ms at most; it expires at {expires_ms} (ms since the epoch, {left} s from now) unless a renewal works",
-        sched.retry_delay(u32::MAX).as_millis()
-    ))
+            sched.retry_delay(u32::MAX).as_millis()
+        ),
+    )
 }
 
 /// Keeps `lease` (held by run `run_id` on `home`) renewed until it is released, lost, or the

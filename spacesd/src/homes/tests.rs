@@ -2,7 +2,6 @@
 //! restores that keep the owner, imports that belong to nobody, and saves that refuse the run's
 //! secret values.
 
-
 use serde_json::json;
 use spaces_sdk::{ErrorCode, HomeExportRequest, HomeImportRequest, HomeRestoreRequest};
 use spaces_volumes::SecretValue;

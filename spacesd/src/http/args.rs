@@ -77,10 +77,7 @@ pub(super) fn arguments(
     };
     let body = body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            let err = ApiError::new(
-                ErrorCode::InvalidArgument,
-                format!("{name}: the request body is larger than {MAX_BODY_BYTES} bytes"),
-            );
+            let err = ApiError::new(ErrorCode::InvalidArgument, format!("{name}: the request body is larger than {MAX_BODY_BYTES} bytes"));
             return Box::new(error_response(err, StatusCode::PAYLOAD_TOO_LARGE));
         }
         refuse(format!("cannot read the request body: {}", e.body_text()), None)
@@ -144,12 +141,7 @@ fn convert(kind: Scalar, raw: &str) -> Result<Value, &'static str> {
                 raw.parse::<i64>().map(Value::from).map_err(|_| "an integer")
             }
         }
-        Scalar::Number => raw
-            .parse::<f64>()
-            .ok()
-            .and_then(serde_json::Number::from_f64)
-            .map(Value::Number)
-            .ok_or("a number"),
+        Scalar::Number => raw.parse::<f64>().ok().and_then(serde_json::Number::from_f64).map(Value::Number).ok_or("a number"),
         Scalar::Boolean => match raw {
             "true" | "1" => Ok(Value::Bool(true)),
             "false" | "0" => Ok(Value::Bool(false)),

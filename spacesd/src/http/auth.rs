@@ -42,11 +42,8 @@ pub struct Peer {
 fn loopback_host(value: &str) -> bool {
     let host = value.trim();
     let host = host.strip_prefix("http://").or_else(|| host.strip_prefix("https://")).unwrap_or(host);
-    let host = if let Some(rest) = host.strip_prefix('[') {
-        rest.split(']').next().unwrap_or("")
-    } else {
-        host.split(':').next().unwrap_or("")
-    };
+    let host =
+        if let Some(rest) = host.strip_prefix('[') { rest.split(']').next().unwrap_or("") } else { host.split(':').next().unwrap_or("") };
     matches!(host, "localhost" | "127.0.0.1" | "::1")
 }
 
@@ -65,7 +62,8 @@ fn bearer(headers: &HeaderMap) -> Option<Option<&str>> {
 /// one-time ticket); the page's router ([`super::ui`]) serves it.
 pub const LOGIN_PATH: &str = "/ui/login";
 
-const BAD_TOKEN: &str = "missing or wrong bearer token: use the operator's token (the daemon's token file) or a caller's token from `spacesd token create`";
+const BAD_TOKEN: &str =
+    "missing or wrong bearer token: use the operator's token (the daemon's token file) or a caller's token from `spacesd token create`";
 
 /// TCP: refuse a non-loopback `Host`/`Origin` or a missing or unknown bearer token (403
 /// `UNAUTHORIZED`); otherwise run the request as the token's principal.
@@ -108,7 +106,8 @@ pub struct BrowserSession {
 /// in.
 pub const CSRF_HEADER: &str = "x-csrf-token";
 
-const NO_SESSION: &str = "no bearer token and no live session cookie: open the one-time link `spacesd ui` prints (or send the operator's bearer token)";
+const NO_SESSION: &str =
+    "no bearer token and no live session cookie: open the one-time link `spacesd ui` prints (or send the operator's bearer token)";
 
 /// The value of cookie `name` in `headers`, if sent.
 fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -158,7 +157,9 @@ fn browser(access: &Access, req: &Request) -> Result<BrowserSession, Box<Respons
     if !matches!(*req.method(), Method::GET | Method::HEAD) {
         let presented = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
         if !same_secret(presented, &session.csrf) {
-            return Err(Box::new(refuse("missing or wrong X-CSRF-Token: a state-changing request of the page carries its session's token")));
+            return Err(Box::new(refuse(
+                "missing or wrong X-CSRF-Token: a state-changing request of the page carries its session's token",
+            )));
         }
     }
     Ok(BrowserSession { cookie: value.to_owned(), csrf: session.csrf })

@@ -35,8 +35,8 @@ use axum::Json;
 use spaces_sdk::error::ErrorEnvelope;
 use spaces_sdk::{ApiError, ErrorCode};
 
-pub use listen::{serve_run, serve_tcp, serve_unix, Limits};
 pub use args::MAX_BODY_BYTES;
+pub use listen::{serve_run, serve_tcp, serve_unix, Limits};
 pub use routes::{router, AppState};
 
 /// An error answer: the envelope, with the status of its code.
@@ -56,11 +56,23 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
     use ErrorCode::*;
     match code {
         Unauthorized | Forbidden => StatusCode::FORBIDDEN,
-        WorkspaceNotFound | FileNotFound | OperationNotFound | ProcessNotFound | WorkNotFound
-        | IntentNotFound | ApprovalNotFound | RunNotFound => StatusCode::NOT_FOUND,
-        WorkspaceBusy | WorkspaceExists | AddFileExists | MoveDestinationExists | VersionConflict | OperationKeyConflict
-        | IntentAlreadyClaimed | IntentNotEditable | IntentRevisionConflict | ApprovalConflict
-        | ApprovalAmbiguous | AgentBusy | LeaseHeld | WorkClosed | ProcessNotRunning => StatusCode::CONFLICT,
+        WorkspaceNotFound | FileNotFound | OperationNotFound | ProcessNotFound | WorkNotFound | IntentNotFound | ApprovalNotFound
+        | RunNotFound => StatusCode::NOT_FOUND,
+        WorkspaceBusy
+        | WorkspaceExists
+        | AddFileExists
+        | MoveDestinationExists
+        | VersionConflict
+        | OperationKeyConflict
+        | IntentAlreadyClaimed
+        | IntentNotEditable
+        | IntentRevisionConflict
+        | ApprovalConflict
+        | ApprovalAmbiguous
+        | AgentBusy
+        | LeaseHeld
+        | WorkClosed
+        | ProcessNotRunning => StatusCode::CONFLICT,
         ResourceQueueFull => StatusCode::TOO_MANY_REQUESTS,
         Internal => StatusCode::INTERNAL_SERVER_ERROR,
         _ => StatusCode::BAD_REQUEST,

@@ -44,8 +44,7 @@ pub fn routes(service: Service) -> Router {
             let (svc, row, types) = (svc.clone(), row_ref.clone(), scalar_types.clone());
             async move {
                 let Some(Extension(principal)) = principal else {
-                    return HttpError(ApiError::new(ErrorCode::Unauthorized, "no credential was checked for this request"))
-                        .into_response();
+                    return HttpError(ApiError::new(ErrorCode::Unauthorized, "no credential was checked for this request")).into_response();
                 };
                 if row.info.event_stream() && super::sse::wanted(&headers) {
                     return super::sse::respond(svc, row, principal, &types, path, query, &headers).await;

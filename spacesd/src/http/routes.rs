@@ -23,14 +23,9 @@ pub struct AppState {
 /// paths answer 404 and wrong methods 405, in the error envelope.
 pub fn router(sup: Supervisor, cs: CodeSpace) -> Router {
     let service = Service::new(sup, cs);
-    let meta = Router::new()
-        .route("/v1/health", get(health))
-        .route("/v1/openapi.json", get(openapi))
-        .route("/v1/tools", get(super::tools::list));
-    super::ops::routes(service)
-        .merge(meta)
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
+    let meta =
+        Router::new().route("/v1/health", get(health)).route("/v1/openapi.json", get(openapi)).route("/v1/tools", get(super::tools::list));
+    super::ops::routes(service).merge(meta).fallback(not_found).method_not_allowed_fallback(method_not_allowed)
 }
 
 async fn not_found() -> Response {
@@ -39,11 +34,7 @@ async fn not_found() -> Response {
 }
 
 async fn method_not_allowed(method: Method, uri: Uri) -> Response {
-    let allowed: Vec<&str> = table()
-        .iter()
-        .filter(|r| matches_template(r.info.path, uri.path()))
-        .map(|r| r.info.method.as_str())
-        .collect();
+    let allowed: Vec<&str> = table().iter().filter(|r| matches_template(r.info.path, uri.path())).map(|r| r.info.method.as_str()).collect();
     let e = ApiError::new(
         ErrorCode::InvalidArgument,
         format!(

@@ -105,27 +105,39 @@ pub async fn respond(
     args.insert("max".into(), Value::from(AgentEventsRequest::MAX_LIMIT));
     args.remove("wait_ms");
     let cursor = args.get("cursor").and_then(Value::as_u64).unwrap_or(0);
-    let mut follower = Follower { svc, operation: row.info.name, principal, args, cursor, until, heartbeat: Duration::from_millis(heartbeat), done: false };
+    let mut follower = Follower {
+        svc,
+        operation: row.info.name,
+        principal,
+        args,
+        cursor,
+        until,
+        heartbeat: Duration::from_millis(heartbeat),
+        done: false,
+    };
     // The first page does not wait: its error is the route's ordinary answer.
     let first = match follower.page(0).await {
         Ok(page) => page,
         Err(e) => return HttpError(e).into_response(),
     };
     let opening = follower.frames(first);
-    let stream = futures_util::stream::once(async move { Ok::<Bytes, Infallible>(opening) }).chain(futures_util::stream::unfold(follower, |mut f| async move {
-        if f.done {
-            return None;
-        }
-        let wait = f.heartbeat.as_millis() as u64;
-        let frames = match f.page(wait).await {
-            Ok(page) => f.frames(page),
-            Err(e) => {
-                f.done = true;
-                Bytes::from(format!("event: error\ndata: {}\n\n", serde_json::to_string(&e.capped()).unwrap_or_default()))
+    let stream = futures_util::stream::once(async move { Ok::<Bytes, Infallible>(opening) }).chain(futures_util::stream::unfold(
+        follower,
+        |mut f| async move {
+            if f.done {
+                return None;
             }
-        };
-        Some((Ok::<Bytes, Infallible>(frames), f))
-    }));
+            let wait = f.heartbeat.as_millis() as u64;
+            let frames = match f.page(wait).await {
+                Ok(page) => f.frames(page),
+                Err(e) => {
+                    f.done = true;
+                    Bytes::from(format!("event: error\ndata: {}\n\n", serde_json::to_string(&e.capped()).unwrap_or_default()))
+                }
+            };
+            Some((Ok::<Bytes, Infallible>(frames), f))
+        },
+    ));
     let mut response = Response::new(Body::from_stream(stream));
     *response.status_mut() = StatusCode::OK;
     let h = response.headers_mut();

@@ -14,22 +14,13 @@ pub fn tools_markdown() -> String {
     out.push_str("| tool | annotations | what it does |\n|---|---|---|\n");
     for t in super::tools::tools() {
         let tool = &t.tool;
-        out.push_str(&format!(
-            "| [`{}`](#{}) | {} | {} |\n",
-            tool.name,
-            tool.name,
-            hints(tool),
-            tool.description.as_deref().unwrap_or("")
-        ));
+        out.push_str(&format!("| [`{}`](#{}) | {} | {} |\n", tool.name, tool.name, hints(tool), tool.description.as_deref().unwrap_or("")));
     }
     for t in super::tools::tools() {
         let tool = &t.tool;
         out.push_str(&format!("\n### {}\n{}\n", tool.name, tool.description.as_deref().unwrap_or("")));
         if t.wraps_items {
-            out.push_str(&format!(
-                "\nThe result is a list: `structuredContent` is `{{\"{}\": [...]}}`.\n",
-                super::tools::ITEMS
-            ));
+            out.push_str(&format!("\nThe result is a list: `structuredContent` is `{{\"{}\": [...]}}`.\n", super::tools::ITEMS));
         }
         for (label, schema) in [("inputSchema", Some(&tool.input_schema)), ("outputSchema", tool.output_schema.as_ref())] {
             let Some(schema) = schema else { continue };

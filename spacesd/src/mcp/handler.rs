@@ -6,9 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities,
-    ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -17,9 +16,9 @@ use spaces_sdk::{bounded, ApiError, ErrorCode};
 use tokio_util::sync::CancellationToken;
 
 use super::backend::Backend;
-use crate::access::Principal;
 use super::scope::Scope;
 use super::tools::{self, ToolEntry};
+use crate::access::Principal;
 
 /// How often a waiting call that carries a `progressToken` reports progress.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
@@ -80,9 +79,7 @@ impl<B: Backend> SpacesMcp<B> {
         };
         let call = async {
             match (asker, &self.scope) {
-                (Asker::Unchecked, _) => {
-                    Err(ApiError::new(ErrorCode::Unauthorized, "no credential was checked for this request"))
-                }
+                (Asker::Unchecked, _) => Err(ApiError::new(ErrorCode::Unauthorized, "no credential was checked for this request")),
                 (Asker::Is(Principal::Caller(caller)), _) => Principal::Caller(caller).call(&self.backend, name, args).await,
                 (_, Some(scope)) => scope.call(&self.backend, name, args).await,
                 (_, None) => self.backend.call(name, args).await,
@@ -189,11 +186,7 @@ Errors come back as isError results whose text is {{code, message, ...}}.",
         self.tool_entry(name).map(|t| t.tool.clone())
     }
 
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
+    async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
         let args = Value::Object(request.arguments.unwrap_or_default());
         let progress = context.meta.get_progress_token().map(|t| (context.peer.clone(), t));
         match self.run(asker(&context), &request.name, args, &context.ct, progress).await? {

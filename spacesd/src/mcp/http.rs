@@ -64,10 +64,7 @@ pub fn allowed_hosts(listener: Listener) -> Vec<String> {
 
 /// The `Origin` values `/mcp` accepts (a request without `Origin` is not a browser's and passes).
 pub fn allowed_origins() -> Vec<String> {
-    ["localhost", "127.0.0.1", "[::1]"]
-        .iter()
-        .flat_map(|h| [format!("http://{h}:*"), format!("https://{h}:*")])
-        .collect()
+    ["localhost", "127.0.0.1", "[::1]"].iter().flat_map(|h| [format!("http://{h}:*"), format!("https://{h}:*")]).collect()
 }
 
 /// The `/mcp` route for `listener`, serving `service`, ended by `shutdown`.
@@ -84,9 +81,7 @@ pub fn router(service: Service, listener: Listener, shutdown: CancellationToken)
         Arc::new(super::resume::Resumable::new(sessions)),
         config,
     );
-    Router::new()
-        .route_service(PATH, mcp)
-        .layer(axum::middleware::from_fn_with_state(Arc::new(Owners::default()), owned_sessions))
+    Router::new().route_service(PATH, mcp).layer(axum::middleware::from_fn_with_state(Arc::new(Owners::default()), owned_sessions))
 }
 
 /// The credential a session belongs to: the operator (any of its credentials: the daemon's uid,

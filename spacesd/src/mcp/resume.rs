@@ -253,9 +253,7 @@ impl SessionManager for Resumable {
                 // Sent, but rmcp cannot replay it: the request's stream ended and is no longer kept.
                 let refusal = Refusal {
                     last_event_id: last_event_id.chars().take(64).collect(),
-                    why: format!(
-                        "cannot be resumed: its stream ended and its events are no longer kept ({e}); send the request again"
-                    ),
+                    why: format!("cannot be resumed: its stream ended and its events are no longer kept ({e}); send the request again"),
                 };
                 note(&refusal);
                 Err(ResumeError::Refused(refusal))

@@ -71,11 +71,8 @@ impl Scope {
     }
 
     fn build(space: String, holder: &'static str, refusal: ErrorCode) -> Arc<Scope> {
-        let tools = tools::tools()
-            .iter()
-            .filter(|t| !NOT_OFFERED.contains(&t.tool.name.as_ref()))
-            .map(|t| scoped_entry(t, &space))
-            .collect();
+        let tools =
+            tools::tools().iter().filter(|t| !NOT_OFFERED.contains(&t.tool.name.as_ref())).map(|t| scoped_entry(t, &space)).collect();
         Arc::new(Scope { space, tools, holds: Mutex::new(HashSet::new()), holder, refusal })
     }
 
@@ -276,9 +273,16 @@ mod tests {
         }
         assert_eq!(names.len(), tools::tools().len() - NOT_OFFERED.len());
         assert!(names.contains(&"agent_capabilities") && names.contains(&"operation_resume"));
-        for (tool, field) in [("read", "workspace_id"), ("exec_command", "workspace_id"), ("work_open", "workspace_id"), ("agent_start", "space"), ("agent_events", "space")] {
+        for (tool, field) in [
+            ("read", "workspace_id"),
+            ("exec_command", "workspace_id"),
+            ("work_open", "workspace_id"),
+            ("agent_start", "space"),
+            ("agent_events", "space"),
+        ] {
             let schema = &s.tool(tool).unwrap().tool.input_schema;
-            let required: Vec<&str> = schema.get("required").and_then(Value::as_array).map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+            let required: Vec<&str> =
+                schema.get("required").and_then(Value::as_array).map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
             assert!(!required.contains(&field), "{tool}: {field} is optional when scoped: {required:?}");
             let desc = schema["properties"][field]["description"].as_str().unwrap();
             assert!(desc.contains("scoped to Space \"proj\""), "{tool}: {desc}");
@@ -286,7 +290,10 @@ mod tests {
         let read = &s.tool("read").unwrap().tool.input_schema;
         assert!(read["required"].as_array().unwrap().contains(&json!("path")), "other required fields stay");
         let unscoped = tools::tool("read").unwrap();
-        assert!(unscoped.tool.input_schema["required"].as_array().unwrap().contains(&json!("workspace_id")), "the unscoped list is unchanged");
+        assert!(
+            unscoped.tool.input_schema["required"].as_array().unwrap().contains(&json!("workspace_id")),
+            "the unscoped list is unchanged"
+        );
         let ac = &s.tool("approval_create").unwrap().tool.input_schema;
         assert!(ac["properties"]["arguments"]["description"].as_str().unwrap().contains("may be left out"));
     }
@@ -308,7 +315,11 @@ mod tests {
         for (tool, args, field) in [
             ("read", json!({"workspace_id": "other", "path": "a"}), "workspace_id"),
             ("agent_start", json!({"space": "other", "agent": "claude-code", "prompt": "hi"}), "space"),
-            ("approval_create", json!({"tool": "apply_patch", "arguments": {"workspace_id": "other", "patch": "x"}}), "arguments.workspace_id"),
+            (
+                "approval_create",
+                json!({"tool": "apply_patch", "arguments": {"workspace_id": "other", "patch": "x"}}),
+                "arguments.workspace_id",
+            ),
         ] {
             let e = block_on(s.call(&b, tool, args)).unwrap_err();
             assert_eq!(e.code, ErrorCode::Unauthorized, "{tool}");

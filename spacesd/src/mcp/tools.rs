@@ -105,11 +105,8 @@ mod tests {
     fn every_tool_operation_is_a_tool_with_object_schemas() {
         let names: Vec<&str> = tools().iter().map(|t| t.tool.name.as_ref()).collect();
         // Independent of how `tools()` is built: the catalogue's operations meant for agents.
-        let want: Vec<&str> = spaces_sdk::op::catalogue()
-            .into_iter()
-            .filter(|o| o.audience == spaces_sdk::op::Audience::Tool)
-            .map(|o| o.name)
-            .collect();
+        let want: Vec<&str> =
+            spaces_sdk::op::catalogue().into_iter().filter(|o| o.audience == spaces_sdk::op::Audience::Tool).map(|o| o.name).collect();
         assert_eq!(names, want);
         assert!(names.contains(&"read") && names.contains(&"agent_start") && !names.contains(&"inbox_works"));
         for t in tools() {

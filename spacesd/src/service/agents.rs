@@ -1,9 +1,8 @@
 //! Spaces and agent runs (API reference, "Agent runs"): typed operations over the supervisor.
 
 use spaces_sdk::{
-    ActionReport, AgentEventsRequest, AgentListRequest, AgentMessageRequest, AgentRunRequest,
-    AgentStartReport, AgentStartRequest, AgentStatusRequest, ApiError, Capabilities, Empty,
-    EventsPage, RunStatus, SpaceAddRequest, SpaceRecord,
+    ActionReport, AgentEventsRequest, AgentListRequest, AgentMessageRequest, AgentRunRequest, AgentStartReport, AgentStartRequest,
+    AgentStatusRequest, ApiError, Capabilities, Empty, EventsPage, RunStatus, SpaceAddRequest, SpaceRecord,
 };
 
 use super::Service;
@@ -24,7 +23,8 @@ impl Service {
     /// `space_add`. Errors: `INVALID_ARGUMENT` (bad name, root not a directory, a changed
     /// registration without `replace`).
     pub async fn space_add(&self, req: SpaceAddRequest) -> Result<SpaceRecord> {
-        let record = SpaceRecord { name: req.name, root: req.root, read_only: req.read_only, approvals: req.approvals, network: req.network };
+        let record =
+            SpaceRecord { name: req.name, root: req.root, read_only: req.read_only, approvals: req.approvals, network: req.network };
         self.sup.space_add(&record, req.replace).map_err(|e| e.to_api())
     }
 

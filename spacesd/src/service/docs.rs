@@ -29,11 +29,8 @@ pub fn operations_markdown() -> String {
         }
         out.push_str("\n\n");
         let request = request_schema(i.name).unwrap_or(Value::Null);
-        let required: Vec<&str> = request
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
+        let required: Vec<&str> =
+            request.get("required").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
         match request.get("properties").and_then(Value::as_object).filter(|p| !p.is_empty()) {
             Some(props) => {
                 out.push_str("| field | type | required | description |\n|---|---|---|---|\n");
@@ -61,8 +58,7 @@ fn type_name(schema: &Value) -> String {
         return format!("`{}`", r.rsplit('/').next().unwrap_or(r));
     }
     if let Some(any) = schema.get("anyOf").or_else(|| schema.get("oneOf")).and_then(Value::as_array) {
-        let parts: Vec<String> =
-            any.iter().filter(|s| s.get("type").and_then(Value::as_str) != Some("null")).map(type_name).collect();
+        let parts: Vec<String> = any.iter().filter(|s| s.get("type").and_then(Value::as_str) != Some("null")).map(type_name).collect();
         return parts.join(" or ");
     }
     if let Some(values) = schema.get("enum").and_then(Value::as_array) {

@@ -3,8 +3,8 @@
 //! ([`crate::homes`]).
 
 use spaces_sdk::{
-    ApiError, Empty, HomeDeleteReport, HomeExportRequest, HomeImportRequest, HomeMoveReport, HomeMoveRequest, HomeRecord,
-    HomeRequest, HomeRestoreRequest, HomeSnapshot, HomeTransferReport, PersistentAgentSendReport, PersistentAgentSendRequest,
+    ApiError, Empty, HomeDeleteReport, HomeExportRequest, HomeImportRequest, HomeMoveReport, HomeMoveRequest, HomeRecord, HomeRequest,
+    HomeRestoreRequest, HomeSnapshot, HomeTransferReport, PersistentAgentSendReport, PersistentAgentSendRequest,
 };
 
 use super::Service;

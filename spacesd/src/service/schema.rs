@@ -81,11 +81,8 @@ pub fn openapi() -> Value {
                        "description": prop_description(&fields, p), "schema": {"type": "string"}})
             })
             .collect();
-        let required: Vec<&str> = fields
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
+        let required: Vec<&str> =
+            fields.get("required").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
         let props = fields.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
         if info.method == HttpMethod::Get {
             for (name, schema) in &props {

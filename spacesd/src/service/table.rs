@@ -48,9 +48,8 @@ where
             Box::pin(async move {
                 let req: O::Request = spaces_sdk::decode(O::NAME, args)?;
                 let result = f(service, req).await?;
-                serde_json::to_value(result).map_err(|e| {
-                    ApiError::new(ErrorCode::Internal, format!("{}: cannot encode the result: {e}", O::NAME))
-                })
+                serde_json::to_value(result)
+                    .map_err(|e| ApiError::new(ErrorCode::Internal, format!("{}: cannot encode the result: {e}", O::NAME)))
             })
         }),
     }
@@ -126,9 +125,9 @@ impl Service {
         // The table serves the whole catalogue (tested), so its refusal is the catalogue's.
         match table().iter().find(|r| r.info.name == name) {
             Some(row) => row.call(self.clone(), args).await,
-            None => Err(spaces_sdk::op::find(name).err().unwrap_or_else(|| {
-                ApiError::new(ErrorCode::Internal, format!("operation {name:?} has no row in the table"))
-            })),
+            None => Err(spaces_sdk::op::find(name)
+                .err()
+                .unwrap_or_else(|| ApiError::new(ErrorCode::Internal, format!("operation {name:?} has no row in the table")))),
         }
     }
 }

@@ -78,10 +78,7 @@ impl Service {
 
     /// `inbox_work`: the work and its intents. Errors: `WORK_NOT_FOUND`.
     pub async fn inbox_work(&self, req: WorkRef) -> Result<InboxWorkResult> {
-        Ok(self
-            .cs
-            .steer(move |s| Ok(InboxWorkResult { work: s.work(&req.work_id)?, intents: s.intents(&req.work_id)? }))
-            .await?)
+        Ok(self.cs.steer(move |s| Ok(InboxWorkResult { work: s.work(&req.work_id)?, intents: s.intents(&req.work_id)? })).await?)
     }
 
     /// `inbox_intent_create`: a draft. Errors: `WORK_NOT_FOUND`, `WORK_CLOSED`,

@@ -58,9 +58,8 @@ impl Checkpointer {
         conn.busy_timeout(BOUNDED_WAIT)?;
         let wal = wal_path(path);
         let (stop, stopped) = mpsc::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("spacesd-checkpoint".to_owned())
-            .spawn(move || run(&conn, &wal, &commits, &stopped))?;
+        let thread =
+            std::thread::Builder::new().name("spacesd-checkpoint".to_owned()).spawn(move || run(&conn, &wal, &commits, &stopped))?;
         Ok(Checkpointer { stop: Some(stop), thread: Some(thread) })
     }
 }
@@ -108,9 +107,8 @@ fn run(conn: &Connection, wal: &Path, commits: &AtomicU64, stopped: &mpsc::Recei
 
 /// Runs one checkpoint in `mode`; true when it was complete (nothing left in the WAL to copy).
 fn checkpoint(conn: &Connection, mode: &str) -> bool {
-    let r = conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
-        Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
-    });
+    let r = conn
+        .query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)));
     match r {
         // (busy, frames in the WAL, frames checkpointed)
         Ok((busy, log, done)) => busy == 0 && log == done,

@@ -19,8 +19,8 @@
 //! inside a chunk as easily as at its start (the lines before its cursor are skipped unparsed).
 
 use rusqlite::params;
-use spaces_os::process::bulk;
 use spaces_harnesses::EventDraft;
+use spaces_os::process::bulk;
 use spaces_sdk::Event;
 
 use super::{now_ms, JournalPos, Store};
@@ -82,9 +82,7 @@ impl Store {
         Ok(self
             .reader()?
             .prepare_cached("SELECT gen, offset FROM journals WHERE run_id = ?1")?
-            .query_row(params![run_id], |r| {
-                Ok(JournalPos { gen: r.get::<_, i64>(0)? as u64, offset: r.get::<_, i64>(1)? as u64 })
-            })
+            .query_row(params![run_id], |r| Ok(JournalPos { gen: r.get::<_, i64>(0)? as u64, offset: r.get::<_, i64>(1)? as u64 }))
             .optional()?)
     }
 
@@ -110,9 +108,7 @@ impl Store {
             let lines: Vec<&str> = bodies.split('\n').collect();
             let count = lines.len() as u64;
             if first == 0 || last < first || count != last - first + 1 || raws.as_ref().is_some_and(|r| r.len() as u64 != count) {
-                return Err(Error::Damaged(format!(
-                    "run {run_id}: the chunk of events {first}..={last} holds {count} events"
-                )));
+                return Err(Error::Damaged(format!("run {run_id}: the chunk of events {first}..={last} holds {count} events")));
             }
             let skip = cursor.saturating_sub(first - 1) as usize;
             let wanted = (max as usize - out.len()).min(count as usize - skip);
@@ -252,7 +248,10 @@ fn pack_raws(raws: &[Option<String>]) -> Result<Option<Vec<u8>>> {
     for raw in raws {
         match raw {
             Some(line) => {
-                let len = u32::try_from(line.len()).ok().filter(|l| *l != NO_RAW).ok_or_else(|| std::io::Error::other("a raw line of 4 GiB or more"))?;
+                let len = u32::try_from(line.len())
+                    .ok()
+                    .filter(|l| *l != NO_RAW)
+                    .ok_or_else(|| std::io::Error::other("a raw line of 4 GiB or more"))?;
                 framed.extend_from_slice(&len.to_le_bytes());
                 framed.extend_from_slice(line.as_bytes());
             }
@@ -298,8 +297,11 @@ const INSERT_CHUNK: &str = "INSERT INTO event_chunks (run_id, first_seq, last_se
 /// seq and inserts them as one row.
 fn append_in(conn: &rusqlite::Connection, run_id: &str, chunk: Chunk, pos: Option<JournalPos>) -> Result<Vec<Event>> {
     if let Some(pos) = pos {
-        conn.prepare_cached("INSERT OR REPLACE INTO journals (run_id, gen, offset) VALUES (?1, ?2, ?3)")?
-            .execute(params![run_id, pos.gen as i64, pos.offset as i64])?;
+        conn.prepare_cached("INSERT OR REPLACE INTO journals (run_id, gen, offset) VALUES (?1, ?2, ?3)")?.execute(params![
+            run_id,
+            pos.gen as i64,
+            pos.offset as i64
+        ])?;
     }
     let mut events = chunk.events;
     if events.is_empty() {
@@ -310,8 +312,7 @@ fn append_in(conn: &rusqlite::Connection, run_id: &str, chunk: Chunk, pos: Optio
         event.seq = first + i as u64;
     }
     let last = first + events.len() as u64 - 1;
-    conn.prepare_cached(INSERT_CHUNK)?
-        .execute(params![run_id, first as i64, last as i64, chunk.bodies_z, chunk.raws_z])?;
+    conn.prepare_cached(INSERT_CHUNK)?.execute(params![run_id, first as i64, last as i64, chunk.bodies_z, chunk.raws_z])?;
     Ok(events)
 }
 
@@ -323,9 +324,8 @@ const MIGRATED_CHUNK: usize = 128;
 /// Either older shape is read: lean rows (`raw_z`, zstd of one line) or the first (`WITHOUT
 /// ROWID`, `raw` as text). Each run's events become chunks of up to [`MIGRATED_CHUNK`].
 pub(crate) fn migrate_to_chunks(conn: &rusqlite::Connection) -> Result<()> {
-    let column = |name: &str| -> Result<bool> {
-        Ok(conn.prepare("SELECT 1 FROM pragma_table_info('events') WHERE name = ?1")?.exists([name])?)
-    };
+    let column =
+        |name: &str| -> Result<bool> { Ok(conn.prepare("SELECT 1 FROM pragma_table_info('events') WHERE name = ?1")?.exists([name])?) };
     if !column("seq")? {
         return Ok(());
     }
@@ -441,10 +441,18 @@ mod tests {
                 true => zstd::bulk::compress(r.as_bytes(), 1).unwrap().into(),
                 false => r.into(),
             });
-            c.execute(&format!("INSERT INTO events (run_id, seq, body, {column}) VALUES (?1, ?2, ?3, ?4)"), rusqlite::params![run, seq as i64, body, raw])
-                .unwrap();
+            c.execute(
+                &format!("INSERT INTO events (run_id, seq, body, {column}) VALUES (?1, ?2, ?3, ?4)"),
+                rusqlite::params![run, seq as i64, body, raw],
+            )
+            .unwrap();
         };
-        insert("run-old", 1, old_body(1, EventDraft::new(1, EventKind::Message).text("hello\nworld")), Some(r#"{"type":"assistant","text":"hello"}"#.into()));
+        insert(
+            "run-old",
+            1,
+            old_body(1, EventDraft::new(1, EventKind::Message).text("hello\nworld")),
+            Some(r#"{"type":"assistant","text":"hello"}"#.into()),
+        );
         insert("run-old", 2, old_body(2, EventDraft::new(1, EventKind::Notice).summary("no raw")), None);
         for seq in 1..=300u64 {
             let raw = seq.is_multiple_of(3).then(|| format!("raw line {seq}"));
@@ -539,7 +547,8 @@ mod tests {
 
     #[test]
     fn raw_lines_read_back_framed_and_from_chunks_written_as_a_json_array() {
-        let raws = vec![Some("{\"type\":\"x\",\"q\":\"a \\\"b\\\" é\"}".to_owned()), None, Some(String::new()), Some("\u{1f600}".repeat(3))];
+        let raws =
+            vec![Some("{\"type\":\"x\",\"q\":\"a \\\"b\\\" é\"}".to_owned()), None, Some(String::new()), Some("\u{1f600}".repeat(3))];
         let framed = super::pack_raws(&raws).unwrap().unwrap();
         assert_eq!(super::unpack_raws(&framed).unwrap(), raws);
         assert_eq!(super::pack_raws(&[None, None]).unwrap(), None);
@@ -568,28 +577,38 @@ mod tests {
         let text = "a line with \"quotes\", a tab\t and é ".repeat(40);
         let stored = store.events_append("run-new", vec![EventDraft::new(1, EventKind::Message).text(text.clone())], None).unwrap();
         let c = rusqlite::Connection::open(&path).unwrap();
-        let (kind, len): (String, i64) =
-            c.query_row("SELECT typeof(bodies), length(bodies) FROM event_chunks WHERE run_id = 'run-new'", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+        let (kind, len): (String, i64) = c
+            .query_row("SELECT typeof(bodies), length(bodies) FROM event_chunks WHERE run_id = 'run-new'", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
         assert_eq!(kind, "blob");
         assert!((len as usize) < text.len() / 4, "{len} bytes stored for a body of {} bytes of text", text.len());
         assert_eq!(store.events_after("run-new", 0, 10, false).unwrap(), stored);
         // The same bodies as an older daemon stored them: TEXT.
-        let mut olds = super::prepare(vec![EventDraft::new(1, EventKind::Message).text("old one"), EventDraft::new(1, EventKind::Notice).summary("old two")])
-            .unwrap()
-            .events;
+        let mut olds = super::prepare(vec![
+            EventDraft::new(1, EventKind::Message).text("old one"),
+            EventDraft::new(1, EventKind::Notice).summary("old two"),
+        ])
+        .unwrap()
+        .events;
         let bodies = olds.iter().map(|e| serde_json::to_string(e).unwrap()).collect::<Vec<_>>().join("\n");
         c.execute("INSERT INTO event_chunks (run_id, first_seq, last_seq, bodies) VALUES ('run-old', 1, 2, ?1)", [&bodies]).unwrap();
-        let (kind,): (String,) = c.query_row("SELECT typeof(bodies) FROM event_chunks WHERE run_id = 'run-old'", [], |r| Ok((r.get(0)?,))).unwrap();
+        let (kind,): (String,) =
+            c.query_row("SELECT typeof(bodies) FROM event_chunks WHERE run_id = 'run-old'", [], |r| Ok((r.get(0)?,))).unwrap();
         assert_eq!(kind, "text");
         (olds[0].seq, olds[1].seq) = (1, 2);
         assert_eq!(store.events_after("run-old", 0, 10, false).unwrap(), olds);
         // Not zstd, or zstd of bytes that are not UTF-8: typed errors.
         let not_utf8 = zstd::stream::encode_all(&[0xffu8, 0xfe][..], 1).unwrap();
-        for (run, value) in [
-            ("run-junk", rusqlite::types::Value::Blob(b"not zstd".to_vec())),
-            ("run-latin1", rusqlite::types::Value::Blob(not_utf8)),
-        ] {
-            c.execute("INSERT INTO event_chunks (run_id, first_seq, last_seq, bodies) VALUES (?1, 1, 1, ?2)", rusqlite::params![run, value]).unwrap();
+        for (run, value) in
+            [("run-junk", rusqlite::types::Value::Blob(b"not zstd".to_vec())), ("run-latin1", rusqlite::types::Value::Blob(not_utf8))]
+        {
+            c.execute(
+                "INSERT INTO event_chunks (run_id, first_seq, last_seq, bodies) VALUES (?1, 1, 1, ?2)",
+                rusqlite::params![run, value],
+            )
+            .unwrap();
             let err = store.events_after(run, 0, 10, false).unwrap_err();
             assert!(matches!(err, crate::error::Error::Damaged(_)), "{run}: {err}");
         }

@@ -150,9 +150,7 @@ impl Store {
 
 /// Brings a database made by an older `spacesd` up to [`SCHEMA`]: columns added since.
 fn migrate(conn: &rusqlite::Connection) -> Result<()> {
-    let has_approvals: bool = conn
-        .prepare("SELECT 1 FROM pragma_table_info('spaces') WHERE name = 'approvals'")?
-        .exists([])?;
+    let has_approvals: bool = conn.prepare("SELECT 1 FROM pragma_table_info('spaces') WHERE name = 'approvals'")?.exists([])?;
     if !has_approvals {
         conn.execute_batch("ALTER TABLE spaces ADD COLUMN approvals TEXT NOT NULL DEFAULT 'off'")?;
     }
@@ -161,8 +159,7 @@ fn migrate(conn: &rusqlite::Connection) -> Result<()> {
     if !has_network {
         conn.execute_batch("ALTER TABLE spaces ADD COLUMN network TEXT NOT NULL DEFAULT 'enabled'")?;
     }
-    let has_excerpt: bool =
-        conn.prepare("SELECT 1 FROM pragma_table_info('runs') WHERE name = 'prompt_excerpt'")?.exists([])?;
+    let has_excerpt: bool = conn.prepare("SELECT 1 FROM pragma_table_info('runs') WHERE name = 'prompt_excerpt'")?.exists([])?;
     if !has_excerpt {
         conn.execute_batch("ALTER TABLE runs ADD COLUMN prompt_excerpt TEXT")?;
     }

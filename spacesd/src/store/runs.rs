@@ -67,30 +67,30 @@ impl Store {
     pub fn run_insert_keyed(&self, run: &RunRow, key: Option<super::keys::KeyRow>) -> Result<()> {
         let run = run.clone();
         self.write(move |conn| {
-        if let Some(key) = &key {
-            super::keys::key_insert_in(conn, key)?;
-        }
-        conn.execute(
-            &format!("INSERT INTO runs ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)"),
-            params![
-                run.run_id,
-                run.space,
-                run.agent,
-                run.created_ms as i64,
-                run.status.as_str(),
-                run.phase.as_str(),
-                run.reason,
-                run.result_text,
-                run.session_id,
-                run.turns as i64,
-                run.cwd,
-                serde_json::to_string(&run.options)?,
-                serde_json::to_string(&run.notes)?,
-                run.pgid,
-                run.prompt_excerpt,
-            ],
-        )?;
-        Ok(())
+            if let Some(key) = &key {
+                super::keys::key_insert_in(conn, key)?;
+            }
+            conn.execute(
+                &format!("INSERT INTO runs ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)"),
+                params![
+                    run.run_id,
+                    run.space,
+                    run.agent,
+                    run.created_ms as i64,
+                    run.status.as_str(),
+                    run.phase.as_str(),
+                    run.reason,
+                    run.result_text,
+                    run.session_id,
+                    run.turns as i64,
+                    run.cwd,
+                    serde_json::to_string(&run.options)?,
+                    serde_json::to_string(&run.notes)?,
+                    run.pgid,
+                    run.prompt_excerpt,
+                ],
+            )?;
+            Ok(())
         })
     }
 
@@ -112,9 +112,7 @@ impl Store {
     /// Every run of `space`, newest first.
     pub fn run_list(&self, space: &str) -> Result<Vec<RunRow>> {
         let conn = self.reader()?;
-        let mut stmt = conn.prepare(&format!(
-            "SELECT {COLUMNS} FROM runs WHERE space = ?1 ORDER BY created_ms DESC, rowid DESC"
-        ))?;
+        let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM runs WHERE space = ?1 ORDER BY created_ms DESC, rowid DESC"))?;
         let rows = stmt.query_map(params![space], from_row)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
@@ -157,9 +155,7 @@ impl Store {
     /// process group (used once at start-up).
     pub fn runs_to_recover(&self) -> Result<Vec<RunRow>> {
         let conn = self.reader()?;
-        let mut stmt = conn.prepare(&format!(
-            "SELECT {COLUMNS} FROM runs WHERE status = ?1 OR pgid IS NOT NULL ORDER BY created_ms"
-        ))?;
+        let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM runs WHERE status = ?1 OR pgid IS NOT NULL ORDER BY created_ms"))?;
         let rows = stmt.query_map(params![Status::Running.as_str()], from_row)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
@@ -198,7 +194,11 @@ pub(crate) fn run_update_in(conn: &rusqlite::Connection, run: &RunRow) -> Result
 
 /// Inside a write: turn `turn` of `run_id` started with `text`.
 pub(crate) fn turn_start_in(conn: &rusqlite::Connection, run_id: &str, turn: u32, text: &str) -> Result<()> {
-    conn.prepare_cached("INSERT OR REPLACE INTO turns (run_id, turn, text, started_ms) VALUES (?1, ?2, ?3, ?4)")?
-        .execute(params![run_id, turn as i64, text, now_ms() as i64])?;
+    conn.prepare_cached("INSERT OR REPLACE INTO turns (run_id, turn, text, started_ms) VALUES (?1, ?2, ?3, ?4)")?.execute(params![
+        run_id,
+        turn as i64,
+        text,
+        now_ms() as i64
+    ])?;
     Ok(())
 }

@@ -11,13 +11,13 @@ impl Store {
     pub fn space_put(&self, space: &SpaceRecord) -> Result<()> {
         let space = space.clone();
         self.write(move |conn| {
-        conn.execute(
-            "INSERT INTO spaces (name, root, read_only, approvals, network, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+            conn.execute(
+                "INSERT INTO spaces (name, root, read_only, approvals, network, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
              ON CONFLICT(name) DO UPDATE SET root = excluded.root, read_only = excluded.read_only,
              approvals = excluded.approvals, network = excluded.network",
-            params![space.name, space.root, space.read_only, space.approvals.as_str(), space.network.as_str(), now_ms() as i64],
-        )?;
-        Ok(())
+                params![space.name, space.root, space.read_only, space.approvals.as_str(), space.network.as_str(), now_ms() as i64],
+            )?;
+            Ok(())
         })
     }
 
@@ -40,9 +40,7 @@ impl Store {
     pub fn space_list(&self) -> Result<Vec<SpaceRecord>> {
         let conn = self.reader()?;
         let mut stmt = conn.prepare("SELECT name, root, read_only, approvals, network FROM spaces ORDER BY name")?;
-        let rows = stmt.query_map([], |r| {
-            space_row(r)
-        })?;
+        let rows = stmt.query_map([], space_row)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 }

@@ -135,13 +135,11 @@ impl Writer {
         let (tx, rx) = mpsc::channel::<Box<dyn Job>>();
         let commits = Arc::new(AtomicU64::new(0));
         let counter = commits.clone();
-        let thread = std::thread::Builder::new()
-            .name("spacesd-writer".to_owned())
-            .spawn(move || {
-                // Every commit a reader waits for runs here: a short slice, as the runtime's threads.
-                spaces_os::process::priority::ask_short_slice();
-                run(conn, rx, &counter)
-            })?;
+        let thread = std::thread::Builder::new().name("spacesd-writer".to_owned()).spawn(move || {
+            // Every commit a reader waits for runs here: a short slice, as the runtime's threads.
+            spaces_os::process::priority::ask_short_slice();
+            run(conn, rx, &counter)
+        })?;
         Ok(Writer { tx: Some(tx), thread: Some(thread), commits })
     }
 
@@ -364,9 +362,10 @@ mod tests {
         let writer = Arc::new(Writer::start(conn).unwrap());
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
         let w = writer.clone();
-        let n = rt.block_on(async move {
-            tokio::spawn(async move { w.call(|c| Ok(c.execute("INSERT INTO t VALUES (1)", [])?)) }).await.unwrap()
-        });
+        let n =
+            rt.block_on(
+                async move { tokio::spawn(async move { w.call(|c| Ok(c.execute("INSERT INTO t VALUES (1)", [])?)) }).await.unwrap() },
+            );
         assert_eq!(n.unwrap(), 1);
     }
 }

@@ -12,8 +12,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use spaces_os::process::kill_tree;
 use spaces_harnesses::{EventDraft, ExitInfo, Harness, InterruptRecipe, Normalizer, ProcessModel};
+use spaces_os::process::kill_tree;
 use spaces_os::redact::Redactor;
 use spaces_sdk::{ActionReport, ApiError, ErrorCode, EventKind, Phase, Status, StopReason};
 use tokio::sync::{mpsc, oneshot};
@@ -42,15 +42,23 @@ const OUTPUT_CLOSED_GRACE: Duration = Duration::from_secs(5);
 /// Why an agent that closed its stdout and ran on was ended (the turn's error names it).
 const OUTPUT_CLOSED: &str = "the agent closed its output (stdout) but kept running, so it could report nothing more";
 /// Status reason of an `exit_when_idle` run whose agent exited after answering.
-const DONE_REASON: &str =
-    "the prompt was answered and the agent exited (exit_when_idle); a follow-up resumes the session";
+const DONE_REASON: &str = "the prompt was answered and the agent exited (exit_when_idle); a follow-up resumes the session";
 
 /// A request to the actor.
 pub enum Cmd {
     /// A follow-up; `key`, its `message_id` (see [`super::keys`]).
-    Message { text: String, force: bool, key: Option<Keyed>, reply: Reply },
-    Interrupt { reply: Reply },
-    Stop { reply: Reply },
+    Message {
+        text: String,
+        force: bool,
+        key: Option<Keyed>,
+        reply: Reply,
+    },
+    Interrupt {
+        reply: Reply,
+    },
+    Stop {
+        reply: Reply,
+    },
 }
 
 /// Where a command's answer goes: a report, or a typed refusal.
@@ -103,12 +111,7 @@ pub struct Actor {
 
 impl Actor {
     /// An actor for `run` (fresh, or re-adopted after a daemon restart with no live process).
-    pub fn new(
-        inner: Arc<Inner>,
-        run: RunRow,
-        harness: &'static dyn Harness,
-        secrets: RunSecrets,
-    ) -> Self {
+    pub fn new(inner: Arc<Inner>, run: RunRow, harness: &'static dyn Harness, secrets: RunSecrets) -> Self {
         let redactor = Arc::new(secrets.redactor());
         let fast_failures = inner.fast_failures(&run.run_id);
         Self {
@@ -287,9 +290,8 @@ impl Actor {
             let pos = self.queue.len() + 1;
             let report = self.report(true, format!("queued at position {pos}: a turn is running; it starts when that turn ends"));
             self.queue.push_back(Queued { text, key: key.map(|k| (k, report.clone())) });
-            self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice).summary(format!(
-                "message queued (position {pos}); it starts when the running turn ends"
-            ))]);
+            self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice)
+                .summary(format!("message queued (position {pos}); it starts when the running turn ends"))]);
             return Ok(report);
         }
         let turn = self.run.turns + 1;
@@ -417,11 +419,8 @@ impl Actor {
         let live_shim = self.proc.as_ref().filter(|p| p.stdin_open).and_then(|p| p.shim.clone());
         let delivered = matches!(self.harness.process_model(), ProcessModel::LongLived) && live_shim.is_some();
         self.run.status = Status::Running;
-        (self.run.phase, self.run.reason) = if delivered {
-            (Phase::Working, "a turn is running".to_owned())
-        } else {
-            (Phase::Starting, STARTING.to_owned())
-        };
+        (self.run.phase, self.run.reason) =
+            if delivered { (Phase::Working, "a turn is running".to_owned()) } else { (Phase::Starting, STARTING.to_owned()) };
         let (run_id, row) = (self.run.run_id.clone(), self.run.clone());
         let ended = turns_ended(&drafts);
         let key_row = key.and_then(|(k, report)| k.row(&run_id, &report).ok());
@@ -529,8 +528,7 @@ impl Actor {
         let n = self.queue.len();
         if n > 0 {
             self.queue.clear();
-            self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice)
-                .summary(format!("{n} queued message(s) dropped: {why}"))]);
+            self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice).summary(format!("{n} queued message(s) dropped: {why}"))]);
         }
     }
 
@@ -565,8 +563,7 @@ impl Actor {
             Some(ProcEnd::Exited { code, signal, pos }) => self.finish_process((code, signal), Some(pos)).await,
             Some(ProcEnd::Gone) => {
                 self.launcher.note_in_stderr_tail(
-                    "the shim holding the agent process is gone (killed, or the host restarted); its output ends here"
-                        .to_owned(),
+                    "the shim holding the agent process is gone (killed, or the host restarted); its output ends here".to_owned(),
                 );
                 self.finish_process((None, None), None).await;
             }
@@ -594,12 +591,7 @@ impl Actor {
         // `error`, for the rule's reason.
         let ended_by = self.ended_by.take();
         let signal = if ended_by.is_some() { None } else { signal };
-        let exit = ExitInfo {
-            code,
-            signal,
-            stderr_tail: self.launcher.stderr_tail(),
-            stop_requested: self.stop_requested,
-        };
+        let exit = ExitInfo { code, signal, stderr_tail: self.launcher.stderr_tail(), stop_requested: self.stop_requested };
         let mut drafts = self.norm.process_exited(&exit);
         if let Some(why) = &ended_by {
             // The turn's error names the rule, whatever the harness made of the exit.
@@ -709,15 +701,11 @@ impl Actor {
             self.stall_noticed = true;
             self.last_notice = Instant::now();
             let why = if tool { "; a tool call is running, so the turn goes on" } else { "" };
-            self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice).summary(format!(
-                "the agent has been silent for {} s{why}",
-                silent.as_secs()
-            ))]);
+            self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice)
+                .summary(format!("the agent has been silent for {} s{why}", silent.as_secs()))]);
         } else if silent >= limit * 2 {
-            self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice).summary(format!(
-                "the agent has been silent for {} s; ending the turn",
-                silent.as_secs()
-            ))]);
+            self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice)
+                .summary(format!("the agent has been silent for {} s; ending the turn", silent.as_secs()))]);
             let why = format!("no output for {} s (stall limit)", silent.as_secs());
             self.ended_by = Some(why.clone());
             let _ = self.end_processes(STOP_GRACE).await;
@@ -735,10 +723,8 @@ impl Actor {
         if self.proc.is_none() {
             return;
         }
-        self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice).summary(format!(
-            "{OUTPUT_CLOSED} ({} s after closing it); ending its process",
-            OUTPUT_CLOSED_GRACE.as_secs()
-        ))]);
+        self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice)
+            .summary(format!("{OUTPUT_CLOSED} ({} s after closing it); ending its process", OUTPUT_CLOSED_GRACE.as_secs()))]);
         self.ended_by = Some(OUTPUT_CLOSED.to_owned());
         self.launcher.note_in_stderr_tail(OUTPUT_CLOSED.to_owned());
         let _ = self.end_processes(STOP_GRACE).await;
@@ -828,12 +814,8 @@ impl Actor {
                 self.run.result_text = text;
                 self.set_state(Status::Idle, Phase::Waiting, "waiting for a follow-up");
             }
-            StopReason::Interrupted => {
-                self.set_state(Status::Idle, Phase::Waiting, "the turn was interrupted; waiting for a follow-up")
-            }
-            StopReason::MaxTurns => {
-                self.set_state(Status::Idle, Phase::Waiting, "the turn hit its step limit; waiting for a follow-up")
-            }
+            StopReason::Interrupted => self.set_state(Status::Idle, Phase::Waiting, "the turn was interrupted; waiting for a follow-up"),
+            StopReason::MaxTurns => self.set_state(Status::Idle, Phase::Waiting, "the turn hit its step limit; waiting for a follow-up"),
             StopReason::Stopped => {}
             StopReason::Error | StopReason::Crashed => {
                 let why = text.unwrap_or_else(|| "the turn failed".to_owned());

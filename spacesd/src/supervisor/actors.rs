@@ -46,13 +46,7 @@ impl Actors {
 }
 
 /// Start the actor of the new run `run`, whose first turn is `prompt`.
-pub(super) fn launch(
-    inner: &Arc<Inner>,
-    run: RunRow,
-    harness: &'static dyn Harness,
-    secrets: RunSecrets,
-    prompt: String,
-) {
+pub(super) fn launch(inner: &Arc<Inner>, run: RunRow, harness: &'static dyn Harness, secrets: RunSecrets, prompt: String) {
     let (tx, rx) = mpsc::unbounded_channel();
     inner.actors.lock().insert(run.run_id.clone(), tx);
     let actor = Actor::new(inner.clone(), run, harness, secrets);
@@ -67,10 +61,7 @@ pub(super) async fn adopt(inner: &Arc<Inner>, run: RunRow, pos: JournalPos) -> R
     })?;
     let secrets = RunSecrets::load(&inner.cfg.run_dir(&run.run_id))?;
     let run_id = run.run_id.clone();
-    let actor = Actor::new(inner.clone(), run, harness, secrets)
-        .adopt(pos)
-        .await
-        .map_err(|why| refuse(ErrorCode::Internal, why))?;
+    let actor = Actor::new(inner.clone(), run, harness, secrets).adopt(pos).await.map_err(|why| refuse(ErrorCode::Internal, why))?;
     let (tx, rx) = mpsc::unbounded_channel();
     inner.actors.lock().insert(run_id, tx);
     tokio::spawn(actor.run(None, rx));
@@ -98,15 +89,10 @@ pub(super) fn restart(inner: &Arc<Inner>, run: RunRow, text: String) -> Result<(
 }
 
 /// Send the command `cmd(reply)` to the actor of `run` and await the actor's answer.
-pub(super) async fn ask(
-    inner: &Arc<Inner>,
-    run: RunRow,
-    cmd: impl FnOnce(super::actor::Reply) -> Cmd,
-) -> Result<ActionReport> {
+pub(super) async fn ask(inner: &Arc<Inner>, run: RunRow, cmd: impl FnOnce(super::actor::Reply) -> Cmd) -> Result<ActionReport> {
     let (reply, rx) = oneshot::channel();
     dispatch(inner, run, cmd(reply))?;
-    let answer =
-        rx.await.map_err(|_| refuse(ErrorCode::Internal, "the run's actor ended before answering; check the run's status"))?;
+    let answer = rx.await.map_err(|_| refuse(ErrorCode::Internal, "the run's actor ended before answering; check the run's status"))?;
     answer.map_err(Error::Api)
 }
 

@@ -10,14 +10,7 @@ use crate::error::Result;
 
 /// At most `max` events of `run_id` after `cursor`; long-polls up to `wait` when caught up.
 /// Errors: `INVALID_ARGUMENT` (field `cursor`) for a cursor past the last event.
-pub(super) async fn page(
-    inner: &Inner,
-    run_id: &str,
-    cursor: u64,
-    max: u32,
-    wait: Duration,
-    raw: bool,
-) -> Result<EventsPage> {
+pub(super) async fn page(inner: &Inner, run_id: &str, cursor: u64, max: u32, wait: Duration, raw: bool) -> Result<EventsPage> {
     // A cursor past the last event names events that never existed: waiting on it would end
     // in a false `caught_up: true` (case C3). Refuse at once and say where the log ends.
     let mut last = inner.log.last_seq(run_id)?;

@@ -34,21 +34,28 @@ pub(super) fn check(files: &[Attachment]) -> Result<Vec<Checked>> {
         let field = format!("options.files[{i}]");
         check_name(&file.name).map_err(|why| refused(&field, format!("{field}.name {:?} {why}", bounded(&file.name))))?;
         if out.iter().any(|c| c.name == file.name) {
-            return Err(refused(&field, format!("{field}: the file name {:?} is given twice; each file needs its own name", bounded(&file.name))));
+            return Err(refused(
+                &field,
+                format!("{field}: the file name {:?} is given twice; each file needs its own name", bounded(&file.name)),
+            ));
         }
         let too_big = || {
             refused(
                 &field,
-                format!("{field}: the file {:?} is larger than the limit of {} bytes (8 MiB) per file", bounded(&file.name), Attachment::MAX_BYTES),
+                format!(
+                    "{field}: the file {:?} is larger than the limit of {} bytes (8 MiB) per file",
+                    bounded(&file.name),
+                    Attachment::MAX_BYTES
+                ),
             )
         };
         // Four base64 characters carry three bytes: a longer text cannot fit, whatever it holds.
         if file.content_base64.len() > Attachment::MAX_BYTES.div_ceil(3) * 4 {
             return Err(too_big());
         }
-        let bytes = ENGINE.decode(file.content_base64.trim_end()).map_err(|e| {
-            refused(&field, format!("{field}.content_base64 of {:?} is not standard base64: {e}", bounded(&file.name)))
-        })?;
+        let bytes = ENGINE
+            .decode(file.content_base64.trim_end())
+            .map_err(|e| refused(&field, format!("{field}.content_base64 of {:?} is not standard base64: {e}", bounded(&file.name))))?;
         if bytes.len() > Attachment::MAX_BYTES {
             return Err(too_big());
         }

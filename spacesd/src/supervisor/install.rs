@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use spaces_os::process::{self, SpawnSpec, StdinSpec, StdioSpec};
 use spaces_harnesses::{Harness, InstallSpec};
+use spaces_os::process::{self, SpawnSpec, StdinSpec, StdioSpec};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::unix::pipe;
 
@@ -99,11 +99,7 @@ fn npm_env(vars: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String,
 
 /// Install the pinned CLI of `harness` with npm, reporting progress lines to `progress`.
 /// Returns the binary path, or a sentence saying why the install failed.
-pub async fn install(
-    cfg: &Config,
-    harness: &dyn Harness,
-    mut progress: impl FnMut(String),
-) -> Result<PathBuf, String> {
+pub async fn install(cfg: &Config, harness: &dyn Harness, mut progress: impl FnMut(String)) -> Result<PathBuf, String> {
     let spec = harness.install_spec();
     let prefix = cfg.harness_tools_dir(harness.id());
     std::fs::create_dir_all(&prefix).map_err(|e| format!("cannot create {}: {e}", prefix.display()))?;
@@ -160,11 +156,7 @@ pub async fn install(
     let (_, exists) = locate(cfg, harness);
     let binary = prefix.join(spec.binary);
     if status.success() && exists {
-        progress(format!(
-            "installed {} in {:.1} s",
-            spec.packages.join(" "),
-            started.elapsed().as_secs_f64()
-        ));
+        progress(format!("installed {} in {:.1} s", spec.packages.join(" "), started.elapsed().as_secs_f64()));
         Ok(binary)
     } else {
         Err(format!(
@@ -183,11 +175,7 @@ mod tests {
     use super::*;
 
     fn spec() -> InstallSpec {
-        InstallSpec {
-            packages: vec!["@acme/agent@2.0.0".to_owned()],
-            version: "2.0.0",
-            binary: "node_modules/@acme/agent/bin/agent",
-        }
+        InstallSpec { packages: vec!["@acme/agent@2.0.0".to_owned()], version: "2.0.0", binary: "node_modules/@acme/agent/bin/agent" }
     }
 
     #[test]
@@ -226,10 +214,7 @@ mod tests {
         .map(|(k, v)| (k.to_owned(), v.to_owned()));
         let env = npm_env(daemon);
         let names: Vec<&str> = env.keys().map(String::as_str).collect();
-        assert_eq!(
-            names,
-            ["HOME", "NODE_EXTRA_CA_CERTS", "NPM_CONFIG_CACHE", "PATH", "https_proxy", "npm_config_registry"]
-        );
+        assert_eq!(names, ["HOME", "NODE_EXTRA_CA_CERTS", "NPM_CONFIG_CACHE", "PATH", "https_proxy", "npm_config_registry"]);
         assert_eq!(npm_env([])["PATH"], "/usr/local/bin:/usr/bin:/bin");
     }
 }

@@ -35,12 +35,7 @@ impl Keyed {
         let Some(key) = &req.request_id else { return Ok(None) };
         check("request_id", key)?;
         let unkeyed = AgentStartRequest { request_id: None, ..req.clone() };
-        Ok(Some(Keyed {
-            field: "request_id",
-            scope: format!("space:{space}"),
-            key: key.clone(),
-            fingerprint: fingerprint(&unkeyed)?,
-        }))
+        Ok(Some(Keyed { field: "request_id", scope: format!("space:{space}"), key: key.clone(), fingerprint: fingerprint(&unkeyed)? }))
     }
 
     /// `message_id` of a message `text` (`force`) to run `run_id`; `None` without one. Errors:

@@ -14,10 +14,10 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use spaces_os::process::bulk;
-use spaces_os::shim::{Followed, Record, ShimSpec, Stream, PROTOCOL};
 use spaces_harnesses::{EventDraft, Harness, LaunchContext, Normalizer, StdinMode};
+use spaces_os::process::bulk;
 use spaces_os::redact::Redactor;
+use spaces_os::shim::{Followed, Record, ShimSpec, Stream, PROTOCOL};
 use spaces_sdk::EventKind;
 use tokio::sync::{mpsc, OwnedMutexGuard};
 
@@ -207,13 +207,7 @@ impl Launcher {
                 self.run_dir.clone(),
             ),
         };
-        let servers = mcp_servers::for_launch(
-            &self.secrets.mcp_servers,
-            &run.options,
-            &state_dir,
-            &run.space,
-            mcp_servers::self_command,
-        )?;
+        let servers = mcp_servers::for_launch(&self.secrets.mcp_servers, &run.options, &state_dir, &run.space, mcp_servers::self_command)?;
         let ctx = LaunchContext {
             run_id: &run.run_id,
             turn,
@@ -267,18 +261,19 @@ impl Launcher {
     /// `/run/home`, the attached files and `readonly` (the harness's files, the agent's binary)
     /// read-only, the run's API directory at `/run/spaces`; everything else of the daemon's
     /// hidden.
-    fn sandbox(&self, run: &RunRow, home: &Path, readonly: impl Iterator<Item = PathBuf>) -> Result<Option<spaces_os::sandbox::Policy>, String> {
+    fn sandbox(
+        &self,
+        run: &RunRow,
+        home: &Path,
+        readonly: impl Iterator<Item = PathBuf>,
+    ) -> Result<Option<spaces_os::sandbox::Policy>, String> {
         let space = match self.inner.store.space_get(&run.space) {
             Ok(Some(space)) => space,
             Ok(None) => return Err(format!("the Space {:?} of this run is no longer registered", run.space)),
             Err(e) => return Err(format!("cannot read the Space registry: {e}")),
         };
         let api_dir = super::api::dir(&self.run_dir);
-        let mut extra = crate::sandbox::Extra {
-            readonly: readonly.collect(),
-            api_dir: Some(api_dir),
-            home: Some(home.to_path_buf()),
-        };
+        let mut extra = crate::sandbox::Extra { readonly: readonly.collect(), api_dir: Some(api_dir), home: Some(home.to_path_buf()) };
         extra.readonly.push(self.run_dir.join(super::files::FOLDER));
         crate::sandbox::policy(&self.inner.store, Path::new(&space.root), space.read_only, space.network, extra).map_err(|e| e.to_string())
     }
@@ -301,7 +296,13 @@ impl Launcher {
     /// the records already stored are replayed through `norm` (their events discarded: they are
     /// stored) so it knows the turn in flight and its open tool calls; the rest arrives through
     /// [`Self::next_event`]. Returns the live process, or `None` when its exit was stored.
-    pub async fn adopt(&mut self, gen: u64, offset: u64, redactor: &Redactor, norm: &mut dyn Normalizer) -> Result<Option<LiveProc>, String> {
+    pub async fn adopt(
+        &mut self,
+        gen: u64,
+        offset: u64,
+        redactor: &Redactor,
+        norm: &mut dyn Normalizer,
+    ) -> Result<Option<LiveProc>, String> {
         self.gen = gen;
         self.open_api()?;
         let Adopted { replay, live } = proc::adopt(&self.run_dir, gen, offset, self.events_tx.clone()).await?;

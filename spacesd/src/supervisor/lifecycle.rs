@@ -77,7 +77,10 @@ pub(super) async fn remove_space(inner: &Arc<Inner>, name: &str, force: bool) ->
         let ids: Vec<&str> = live_runs.iter().map(|r| r.run_id.as_str()).collect();
         return Err(refuse(
             ErrorCode::AgentBusy,
-            format!("Space {name:?} has live runs ({}); stop them, or remove it with --force (force: true) to stop them first", ids.join(", ")),
+            format!(
+                "Space {name:?} has live runs ({}); stop them, or remove it with --force (force: true) to stop them first",
+                ids.join(", ")
+            ),
         ));
     }
     let mut stopped = Vec::new();
@@ -117,7 +120,11 @@ pub(super) fn spawn_retention(inner: Arc<Inner>, days: u64) {
                     for space in spaces {
                         match prune(&inner, &space.name, older_than_ms).await {
                             Ok(r) if !r.removed.is_empty() => {
-                                tracing::info!("retention: removed {} run(s) of Space {} older than {days} days", r.removed.len(), space.name)
+                                tracing::info!(
+                                    "retention: removed {} run(s) of Space {} older than {days} days",
+                                    r.removed.len(),
+                                    space.name
+                                )
                             }
                             Ok(_) => {}
                             Err(e) => tracing::warn!("retention: Space {}: {e}", space.name),

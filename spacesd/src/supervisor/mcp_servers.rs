@@ -36,13 +36,13 @@ pub fn validate(options: &SpaceAgentOptions) -> Result<()> {
     for (i, server) in options.mcp_servers.iter().enumerate() {
         let at = |field: &str| format!("options.mcp_servers[{i}].{field}");
         let name = server.name();
-        if name.is_empty()
-            || name.len() > NAME_MAX
-            || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
+        if name.is_empty() || name.len() > NAME_MAX || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
             return Err(invalid(
                 at("name"),
-                format!("MCP server name {:?} must be 1-{NAME_MAX} letters, digits, '_' or '-' (the CLI calls its tools mcp__<name>__<tool>)", bounded(name)),
+                format!(
+                    "MCP server name {:?} must be 1-{NAME_MAX} letters, digits, '_' or '-' (the CLI calls its tools mcp__<name>__<tool>)",
+                    bounded(name)
+                ),
             ));
         }
         if !seen.insert(name) {
@@ -56,9 +56,7 @@ pub fn validate(options: &SpaceAgentOptions) -> Result<()> {
         }
         match server {
             McpServer::Http(s) => {
-                let scheme_ok = ["http://", "https://"]
-                    .iter()
-                    .any(|p| s.url.len() > p.len() && s.url[..p.len()].eq_ignore_ascii_case(p));
+                let scheme_ok = ["http://", "https://"].iter().any(|p| s.url.len() > p.len() && s.url[..p.len()].eq_ignore_ascii_case(p));
                 if !scheme_ok || s.url.chars().any(char::is_whitespace) {
                     return Err(invalid(at("url"), format!("MCP server url {:?} must be an http:// or https:// URL", bounded(&s.url))));
                 }
@@ -114,15 +112,17 @@ pub fn space_tools_server(command: &[String], state_dir: &Path, space: &str) -> 
     McpServer::Stdio(McpStdioServer {
         name: SPACE_TOOLS_SERVER.to_owned(),
         command: program,
-        args: prefix.into_iter().chain([
-            "mcp".to_owned(),
-            "--state-dir".to_owned(),
-            state_dir.display().to_string(),
-            "--space".to_owned(),
-            space.to_owned(),
-            "--no-autostart".to_owned(),
-        ])
-        .collect(),
+        args: prefix
+            .into_iter()
+            .chain([
+                "mcp".to_owned(),
+                "--state-dir".to_owned(),
+                state_dir.display().to_string(),
+                "--space".to_owned(),
+                space.to_owned(),
+                "--no-autostart".to_owned(),
+            ])
+            .collect(),
         env: Default::default(),
     })
 }
@@ -273,9 +273,7 @@ mod tests {
     #[test]
     fn a_binding_hosted_daemon_names_its_own_command() {
         let cmd = vec!["/venv/bin/python".to_owned(), "-m".to_owned(), "spaces._daemon".to_owned()];
-        let McpServer::Stdio(s) = space_tools_server(&cmd, Path::new("/var/spaces"), "proj") else {
-            panic!("a stdio server")
-        };
+        let McpServer::Stdio(s) = space_tools_server(&cmd, Path::new("/var/spaces"), "proj") else { panic!("a stdio server") };
         assert_eq!(s.command, "/venv/bin/python");
         assert_eq!(&s.args[..3], ["-m", "spaces._daemon", "mcp"]);
     }

@@ -65,11 +65,7 @@ pub(super) async fn prepare(inner: &Inner, run: &mut RunRow, harness: &dyn Harne
     };
     let meta = AgentMeta::from_value(&snapshot.meta);
     if !meta.agent.is_empty() && meta.agent != harness.id() {
-        return Err(format!(
-            "the persistent agent {home:?} is a {} agent; its home cannot run {}",
-            meta.agent,
-            harness.id()
-        ));
+        return Err(format!("the persistent agent {home:?} is a {} agent; its home cannot run {}", meta.agent, harness.id()));
     }
     let mut notes = vec![notice(
         turn,
@@ -181,11 +177,20 @@ fn save_task(
     }
     let (pending, retried) = match why {
         Why::Turn { last } => {
-            let marker = pending::Marker { run_id: run.run_id.clone(), home: home.clone(), turn: run.turns, last, started_ms: crate::store::now_ms() };
+            let marker = pending::Marker {
+                run_id: run.run_id.clone(),
+                home: home.clone(),
+                turn: run.turns,
+                last,
+                started_ms: crate::store::now_ms(),
+            };
             match pending::record(&inner.cfg.state_dir, &marker) {
                 Ok(p) => (vec![p], None),
                 Err(e) => {
-                    tracing::warn!("run {}: the home save is not written down ({e}); if spacesd dies during it, it is not retried", run.run_id);
+                    tracing::warn!(
+                        "run {}: the home save is not written down ({e}); if spacesd dies during it, it is not retried",
+                        run.run_id
+                    );
                     (Vec::new(), None)
                 }
             }
@@ -230,12 +235,12 @@ fn save_task(
         let draft = match (outcome, retried) {
             (None, _) => None,
             (Some(outcome), None) => Some(notice(turn, outcome)),
-            (Some(outcome), Some((turn, started_ms))) => Some(
-                notice(turn, format!("home save of turn {turn} retried after spacesd restarted: {outcome}")).text(format!(
+            (Some(outcome), Some((turn, started_ms))) => {
+                Some(notice(turn, format!("home save of turn {turn} retried after spacesd restarted: {outcome}")).text(format!(
                     "the home save of turn {turn} (started at {started_ms}, ms since the epoch) was cut off when spacesd \
                      stopped; it was retried when spacesd started again: {outcome}"
-                )),
-            ),
+                )))
+            }
         };
         if let Some(draft) = draft {
             if let Err(e) = inner.log.append(&run_id, vec![draft]) {

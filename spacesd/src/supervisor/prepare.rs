@@ -156,11 +156,14 @@ impl Jail {
     pub(super) fn for_space(inner: &Inner, space: &SpaceRecord, readonly: Vec<PathBuf>) -> Result<Jail> {
         let extra = crate::sandbox::Extra { readonly, ..Default::default() };
         let root = Path::new(&space.root);
-        let Some(mut policy) = crate::sandbox::policy(&inner.store, root, space.read_only, space.network, extra)? else { return Ok(Jail { sandbox: None }) };
+        let Some(mut policy) = crate::sandbox::policy(&inner.store, root, space.read_only, space.network, extra)? else {
+            return Ok(Jail { sandbox: None });
+        };
         // A `git` whose daemon-side wait ends (time limit, the daemon exits) takes its sandbox along.
         policy.die_with_parent = true;
-        let helper = super::mcp_servers::self_command()
-            .map_err(|e| Error::Api(ApiError::new(ErrorCode::Internal, format!("cannot tell how to run spacesd for git's sandbox: {e}"))))?;
+        let helper = super::mcp_servers::self_command().map_err(|e| {
+            Error::Api(ApiError::new(ErrorCode::Internal, format!("cannot tell how to run spacesd for git's sandbox: {e}")))
+        })?;
         Ok(Jail { sandbox: Some((policy, helper)) })
     }
 
@@ -225,10 +228,15 @@ pub(super) async fn check(cwd: &Path, options: &SpaceAgentOptions, allow_local: 
         return Err(invalid("options.repo", format!("options.repo is {} bytes long; at most {MAX_URL_BYTES} are allowed", url.len())));
     }
     if let Some(branch) = options.branch.as_deref().filter(|b| b.len() > MAX_BRANCH_BYTES) {
-        return Err(invalid("options.branch", format!("options.branch is {} bytes long; at most {MAX_BRANCH_BYTES} are allowed", branch.len())));
+        return Err(invalid(
+            "options.branch",
+            format!("options.branch is {} bytes long; at most {MAX_BRANCH_BYTES} are allowed", branch.len()),
+        ));
     }
     if let Some(branch) = &options.branch {
-        let (code, _) = output(git_args(jail, cwd, &["check-ref-format", "--branch", branch]).map_err(git_missing)?, LS_REMOTE_TIMEOUT).await.map_err(git_missing)?;
+        let (code, _) = output(git_args(jail, cwd, &["check-ref-format", "--branch", branch]).map_err(git_missing)?, LS_REMOTE_TIMEOUT)
+            .await
+            .map_err(git_missing)?;
         if branch.starts_with('-') || code != Some(0) {
             return Err(invalid("options.branch", format!("options.branch {:?} is not a valid branch name", bounded(branch))));
         }
@@ -289,15 +297,24 @@ pub(super) async fn check(cwd: &Path, options: &SpaceAgentOptions, allow_local: 
     if let Some(branch) = &options.branch {
         cmd.arg(format!("refs/heads/{branch}"));
     }
-    let (code, stderr) = output(cmd, LS_REMOTE_TIMEOUT).await.map_err(|e| invalid("options.repo", format!("options.repo {:?} cannot be read: {e}", bounded(&shown(url)))))?;
+    let (code, stderr) = output(cmd, LS_REMOTE_TIMEOUT)
+        .await
+        .map_err(|e| invalid("options.repo", format!("options.repo {:?} cannot be read: {e}", bounded(&shown(url)))))?;
     match code {
         Some(0) => Ok(target),
         Some(2) if options.branch.is_some() => Err(invalid(
             "options.branch",
-            format!("options.branch {:?} is not a branch of {}", bounded(options.branch.as_deref().unwrap_or_default()), bounded(&shown(url))),
+            format!(
+                "options.branch {:?} is not a branch of {}",
+                bounded(options.branch.as_deref().unwrap_or_default()),
+                bounded(&shown(url))
+            ),
         )),
         Some(2) => Ok(target), // an empty repository: it clones to an empty folder
-        _ => Err(invalid("options.repo", format!("options.repo {:?} cannot be read: {}", bounded(&shown(url)), bounded(&last_line(&stderr))))),
+        _ => Err(invalid(
+            "options.repo",
+            format!("options.repo {:?} cannot be read: {}", bounded(&shown(url)), bounded(&last_line(&stderr))),
+        )),
     }
 }
 
@@ -418,7 +435,8 @@ async fn clone(
     }
     let mut head = git_args(jail, target, &["rev-parse", "--abbrev-ref", "HEAD"]).map_err(|e| format!("git rev-parse: {e}"))?;
     head.current_dir(target);
-    let on = head.stdout(Stdio::piped()).output().await.ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned()).unwrap_or_default();
+    let on =
+        head.stdout(Stdio::piped()).output().await.ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned()).unwrap_or_default();
     notice(format!("cloned {} into {} (branch {on})", shown(url), target.display()));
     Ok(())
 }
@@ -458,13 +476,26 @@ mod tests {
         assert_eq!(clone_name("git@github.com:o/repo").as_deref(), Some("repo"));
         assert_eq!(clone_name("/srv/git/thing.git/").as_deref(), Some("thing"));
         assert_eq!(clone_name("https://host/.."), None);
-        for remote in ["https://host/o/r.git", "http://host/r", "ssh://git@host/r.git", "git://host/r", "git@host:o/r", "host:r", "ssh://[::1]/r"] {
+        for remote in
+            ["https://host/o/r.git", "http://host/r", "ssh://git@host/r.git", "git://host/r", "git@host:o/r", "host:r", "ssh://[::1]/r"]
+        {
             assert_eq!(repo_kind(remote), Ok(RepoKind::Remote), "{remote}");
         }
         for local in ["/srv/r.git", "file:///srv/r.git", "FILE://localhost/srv/r"] {
             assert_eq!(repo_kind(local), Ok(RepoKind::Local), "{local}");
         }
-        for bad in ["--upload-pack=x", "not a url", "relative/path", "./r:x", "https://", "ext::sh", "ext::sh%20-c%20touch", "fd::3", "gopher://h/r", ""] {
+        for bad in [
+            "--upload-pack=x",
+            "not a url",
+            "relative/path",
+            "./r:x",
+            "https://",
+            "ext::sh",
+            "ext::sh%20-c%20touch",
+            "fd::3",
+            "gopher://h/r",
+            "",
+        ] {
             assert!(repo_kind(bad).is_err(), "{bad}");
         }
         assert!(repo_kind("ext::x").is_err_and(|why| why.contains("transport helper")));

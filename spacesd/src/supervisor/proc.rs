@@ -41,8 +41,7 @@ pub struct LiveProc {
 
 /// Environment variables a shim keeps from the daemon: what finds and runs the daemon's own
 /// command (a binding's interpreter), never its secrets.
-const SHIM_ENV: &[&str] =
-    &["PATH", "LANG", "LC_ALL", "HOME", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "NODE_PATH", "LD_LIBRARY_PATH"];
+const SHIM_ENV: &[&str] = &["PATH", "LANG", "LC_ALL", "HOME", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "NODE_PATH", "LD_LIBRARY_PATH"];
 
 /// The environment of a shim (an agent's or a command's): the daemon's own `PATH`, `LANG`, `HOME`
 /// and what finds a binding's interpreter (`PYTHONPATH`, `VIRTUAL_ENV`, `NODE_PATH`, ...), never
@@ -72,10 +71,7 @@ pub async fn start(
 ) -> Result<LiveProc, String> {
     let dir = shim_dir(run_dir, spec.gen);
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|e| format!("cannot create the shim directory {}: {e}", dir.display()))?;
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(|e| format!("cannot create the shim directory {}: {e}", dir.display()))?;
     let command = super::mcp_servers::self_command().map_err(|e| format!("cannot tell how to run spacesd shim: {e}"))?;
     let env = shim_env();
     // The run's secrets and the daemon's, for the shim to redact from the journal.
@@ -153,11 +149,7 @@ pub async fn adopt(run_dir: &Path, gen: u64, offset: u64, events: mpsc::Sender<P
 
 /// The newest process generation with a shim directory in `run_dir` (`shim-<g>`), if any.
 pub fn newest_gen(run_dir: &Path) -> Option<u64> {
-    std::fs::read_dir(run_dir)
-        .ok()?
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.strip_prefix("shim-")?.parse().ok())
-        .max()
+    std::fs::read_dir(run_dir).ok()?.flatten().filter_map(|e| e.file_name().to_str()?.strip_prefix("shim-")?.parse().ok()).max()
 }
 
 /// The shims alive on this host whose directory is a run's under `runs_dir`

@@ -28,9 +28,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use spaces_harnesses::EventDraft;
 use spaces_os::process::{alive_with_env, kill_tree};
 use spaces_os::shim::journal::journal_path;
-use spaces_harnesses::EventDraft;
 use spaces_sdk::{EventKind, Phase, Status, StopReason};
 
 use super::actors;

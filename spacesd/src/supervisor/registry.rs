@@ -106,7 +106,10 @@ fn overlaps(a: &Path, b: &Path) -> bool {
 /// `INVALID_ARGUMENT` naming the protected path.
 fn refuse_protected(root: &Path, protected: &[PathBuf]) -> Result<()> {
     if root.parent().is_none() {
-        return Err(refuse(ErrorCode::InvalidArgument, "a Space root cannot be / (it holds the daemon's own state); register a project directory"));
+        return Err(refuse(
+            ErrorCode::InvalidArgument,
+            "a Space root cannot be / (it holds the daemon's own state); register a project directory",
+        ));
     }
     for p in protected {
         // A protected path that does not exist (yet) is compared as given.
@@ -141,10 +144,8 @@ fn policy(s: &SpaceRecord) -> String {
 /// Refuses `record` (rooted at `root`) when it overlaps another Space of `spaces` with a
 /// stricter policy. Errors: `INVALID_ARGUMENT` naming that Space and how to proceed.
 fn refuse_laxer_overlap(record: &SpaceRecord, root: &Path, spaces: &[SpaceRecord]) -> Result<()> {
-    let stricter = spaces
-        .iter()
-        .filter(|s| s.name != record.name && overlaps(root, Path::new(&s.root)))
-        .find(|s| !at_least_as_strict(record, s));
+    let stricter =
+        spaces.iter().filter(|s| s.name != record.name && overlaps(root, Path::new(&s.root))).find(|s| !at_least_as_strict(record, s));
     match stricter {
         None => Ok(()),
         Some(s) => Err(refuse(
@@ -170,7 +171,10 @@ pub(super) fn list(store: &Store) -> Result<Vec<SpaceRecord>> {
 /// The Space `name`. Errors: `WORKSPACE_NOT_FOUND`, naming the command that registers it.
 pub(super) fn space(store: &Store, name: &str) -> Result<SpaceRecord> {
     store.space_get(name)?.ok_or_else(|| {
-        refuse(ErrorCode::WorkspaceNotFound, format!("no Space named {:?} on this host; register it with `spacesd space add NAME PATH`", bounded(name)))
+        refuse(
+            ErrorCode::WorkspaceNotFound,
+            format!("no Space named {:?} on this host; register it with `spacesd space add NAME PATH`", bounded(name)),
+        )
     })
 }
 
@@ -180,7 +184,15 @@ pub(super) fn run_in_space(store: &Store, space: &str, run_id: &str) -> Result<R
     self::space(store, space)?;
     match store.run_get(run_id)? {
         Some(run) if run.space == space => Ok(run),
-        _ => Err(refuse(ErrorCode::RunNotFound, format!("no run {:?} in Space {:?}; list runs with `spacesd agent list --space {}`", bounded(run_id), bounded(space), bounded(space)))),
+        _ => Err(refuse(
+            ErrorCode::RunNotFound,
+            format!(
+                "no run {:?} in Space {:?}; list runs with `spacesd agent list --space {}`",
+                bounded(run_id),
+                bounded(space),
+                bounded(space)
+            ),
+        )),
     }
 }
 
@@ -264,7 +276,8 @@ mod tests {
             let msg = refused(add(&store, &record(name, root, false, Approvals::Off), false));
             assert!(msg.contains("laxer") && msg.contains("network: enabled"), "{msg}");
         }
-        add(&store, &SpaceRecord { network: SpaceNetwork::None, ..record("inner", &proj.join("sub"), false, Approvals::Off) }, false).unwrap();
+        add(&store, &SpaceRecord { network: SpaceNetwork::None, ..record("inner", &proj.join("sub"), false, Approvals::Off) }, false)
+            .unwrap();
         add(&store, &online, true).unwrap();
         assert_eq!(store.space_get("offline").unwrap().unwrap().network, SpaceNetwork::Enabled, "replace changes it");
     }

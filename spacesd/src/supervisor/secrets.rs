@@ -134,9 +134,7 @@ static HOST: RwLock<Vec<String>> = RwLock::new(Vec::new());
 /// Whether a variable named `name` holds a secret by its name.
 pub fn looks_secret(name: &str) -> bool {
     let n = name.to_ascii_uppercase();
-    n.ends_with("_KEY")
-        || n.ends_with("_TOKEN")
-        || ["SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"].iter().any(|s| n.contains(s))
+    n.ends_with("_KEY") || n.ends_with("_TOKEN") || ["SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"].iter().any(|s| n.contains(s))
 }
 
 /// Learn the daemon's secrets from its environment and configuration (at `serve` start).
@@ -207,7 +205,9 @@ mod tests {
 
     #[test]
     fn secret_names_are_told_by_their_shape() {
-        for name in ["ANTHROPIC_API_KEY", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "client_secret", "GOOGLE_APPLICATION_CREDENTIALS"] {
+        for name in
+            ["ANTHROPIC_API_KEY", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "client_secret", "GOOGLE_APPLICATION_CREDENTIALS"]
+        {
             assert!(looks_secret(name), "{name}");
         }
         for name in ["PATH", "HOME", "KEYBOARD", "TOKENIZERS_PARALLELISM", "SPACES_TOOLS_DIR"] {
@@ -220,8 +220,10 @@ mod tests {
         learn_secret("daemon-secret-for-homes-1");
         let secrets = RunSecrets {
             env: [("API_KEY".to_owned(), "quote\"and/slash-1".to_owned()), ("SHORT".to_owned(), "tiny".to_owned())].into(),
-            mcp_servers: serde_json::from_value(json!([{"name": "h", "url": "http://h", "headers": {"Authorization": "Bearer header-token-9"}}]))
-                .unwrap(),
+            mcp_servers: serde_json::from_value(
+                json!([{"name": "h", "url": "http://h", "headers": {"Authorization": "Bearer header-token-9"}}]),
+            )
+            .unwrap(),
             repo_url: Some("https://bob:repo-token-77@git.example/o/r.git".into()),
         };
         let refused = secrets.refused_in_home();

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use spaces_harnesses::Harness;
-use spaces_sdk::{bounded, SpaceAgentOptions, AgentStartReport, AgentStartRequest, ApiError, ErrorCode, Phase, SpaceNetwork, SpaceRecord, Status};
+use spaces_sdk::{
+    bounded, AgentStartReport, AgentStartRequest, ApiError, ErrorCode, Phase, SpaceAgentOptions, SpaceNetwork, SpaceRecord, Status,
+};
 
 use super::marker::turn_tag;
 use super::secrets::RunSecrets;
@@ -69,7 +71,10 @@ pub(super) async fn start(
     if space.read_only {
         return Err(refuse(
             ErrorCode::InvalidArgument,
-            format!("Space {:?} is read-only: agents run commands and write files, so they cannot run in it; register a writable Space", space.name),
+            format!(
+                "Space {:?} is read-only: agents run commands and write files, so they cannot run in it; register a writable Space",
+                space.name
+            ),
         ));
     }
     let unsandboxed = spaces_os::sandbox::level() == spaces_os::sandbox::Level::Off;
@@ -248,7 +253,10 @@ async fn claim_home(inner: &Inner, harness: &dyn Harness, home: &str, run_id: &s
         inner.homes.release(home, run_id).await;
         return Err(refuse(
             ErrorCode::InvalidArgument,
-            format!("the persistent agent {:?} is a {agent} agent; start it with agent {agent:?}, or pick another home name", bounded(home)),
+            format!(
+                "the persistent agent {:?} is a {agent} agent; start it with agent {agent:?}, or pick another home name",
+                bounded(home)
+            ),
         ));
     }
     Ok(())
@@ -347,14 +355,18 @@ fn show_notes(cfg: &Config, space: &str, run_id: &str) -> Vec<String> {
     let mut notes = vec![format!("watch it live: spacesd agent attach {run_id}")];
     match std::fs::read_to_string(cfg.state_dir.join("tcp.addr")).ok().map(|a| a.trim().to_owned()).filter(|a| !a.is_empty()) {
         Some(addr) => notes.extend([
-            format!("its page on the web: http://{addr}/ui/spaces/{space}/runs/{run_id} (log the browser in with the link `spacesd ui` prints)"),
             format!(
-            "its live events on the web: http://{addr}/v1/spaces/{space}/agents/{run_id}/events (Accept: text/event-stream, \
+                "its page on the web: http://{addr}/ui/spaces/{space}/runs/{run_id} (log the browser in with the link `spacesd ui` prints)"
+            ),
+            format!(
+                "its live events on the web: http://{addr}/v1/spaces/{space}/agents/{run_id}/events (Accept: text/event-stream, \
              Authorization: Bearer <the token in {}>)",
-            cfg.state_dir.join("token").display()
+                cfg.state_dir.join("token").display()
             ),
         ]),
-        None => notes.push("no web URL: this daemon has no TCP listener; start it with `spacesd serve --tcp 127.0.0.1:PORT` for one".into()),
+        None => {
+            notes.push("no web URL: this daemon has no TCP listener; start it with `spacesd serve --tcp 127.0.0.1:PORT` for one".into())
+        }
     }
     notes
 }

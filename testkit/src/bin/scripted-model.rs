@@ -22,10 +22,7 @@ use spaces_testkit::{Script, ScriptedServer, Wire};
 
 /// Command line of `scripted-model`.
 #[derive(Debug, Parser)]
-#[command(
-    name = "scripted-model",
-    about = "Serve scripted model replies on 127.0.0.1 (offline agent runs)"
-)]
+#[command(name = "scripted-model", about = "Serve scripted model replies on 127.0.0.1 (offline agent runs)")]
 struct Args {
     /// Which model API to speak.
     #[arg(long, value_enum)]
@@ -53,14 +50,10 @@ enum WireArg {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let text = std::fs::read_to_string(&args.script)
-        .with_context(|| format!("reading script {}", args.script.display()))?;
-    let mut json: serde_json::Value = serde_json::from_str(&text)
-        .with_context(|| format!("parsing script {}", args.script.display()))?;
-    substitute(&mut json, &args.vars)
-        .with_context(|| format!("script {}", args.script.display()))?;
-    let script: Script = serde_json::from_value(json)
-        .with_context(|| format!("parsing script {}", args.script.display()))?;
+    let text = std::fs::read_to_string(&args.script).with_context(|| format!("reading script {}", args.script.display()))?;
+    let mut json: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("parsing script {}", args.script.display()))?;
+    substitute(&mut json, &args.vars).with_context(|| format!("script {}", args.script.display()))?;
+    let script: Script = serde_json::from_value(json).with_context(|| format!("parsing script {}", args.script.display()))?;
     let wire = match args.wire {
         WireArg::Anthropic => Wire::AnthropicMessages,
         WireArg::Openai => Wire::OpenAiResponses,
@@ -83,13 +76,7 @@ async fn main() -> anyhow::Result<()> {
         }
         let reqs = server.requests();
         for r in reqs.iter().skip(seen) {
-            eprintln!(
-                "{} {} model_call={}{}",
-                r.method,
-                r.path,
-                r.model_call,
-                describe(r.json.as_ref())
-            );
+            eprintln!("{} {} model_call={}{}", r.method, r.path, r.model_call, describe(r.json.as_ref()));
         }
         seen = reqs.len();
     }

@@ -15,7 +15,7 @@ use spaces_sdk::{
 use spaces_testkit::mcp_echo::HttpEchoServer;
 use spaces_testkit::{Reply, Script, ScriptedServer};
 
-use super::harness::{H, CLAUDE, CODEX};
+use super::harness::{CLAUDE, CODEX, H};
 use crate::support::{describe, require_cli, settled, TestDaemon};
 
 const TURN: Duration = Duration::from_secs(90);
@@ -74,10 +74,8 @@ async fn an_http_mcp_server_given_to_the_agent_is_called(h: H) {
     echo_call(h, server, &format!("echo: {SAID}"), HEADER_SECRET).await;
     let seen = http.request_headers();
     assert!(!seen.is_empty(), "the CLI never reached the HTTP server");
-    let posts_with_auth = seen
-        .iter()
-        .filter(|h| h.iter().any(|(k, v)| k == "authorization" && v == &format!("Bearer {HEADER_SECRET}")))
-        .count();
+    let posts_with_auth =
+        seen.iter().filter(|h| h.iter().any(|(k, v)| k == "authorization" && v == &format!("Bearer {HEADER_SECRET}"))).count();
     assert!(posts_with_auth >= 3, "initialize, tools/list and tools/call carry the header: {seen:?}");
 }
 
@@ -97,11 +95,7 @@ async fn echo_call(h: H, server: McpServer, output: &str, secret: &str) {
         agent: h.id.into(),
         prompt: "Call the echo tool, please".into(),
         show: None,
-        options: Some(SpaceAgentOptions {
-            base_url: Some(model.base_url()),
-            mcp_servers: vec![server],
-            ..Default::default()
-        }),
+        options: Some(SpaceAgentOptions { base_url: Some(model.base_url()), mcp_servers: vec![server], ..Default::default() }),
         request_id: None,
     };
     let report = d.client.agent_start(&req).await.unwrap();
@@ -148,7 +142,6 @@ async fn echo_call(h: H, server: McpServer, output: &str, secret: &str) {
         assert!(!String::from_utf8_lossy(&bytes).contains(secret), "{db} holds a server secret in clear");
     }
 }
-
 
 crate::support::per_harness!(
     a_stdio_mcp_server_given_to_the_agent_is_called,

@@ -92,8 +92,21 @@ async fn re_registering_a_space_differently_needs_replace() {
     let other = d.dir.path().join("other");
     std::fs::create_dir_all(&other).unwrap();
     let other = std::fs::canonicalize(other).unwrap();
-    let same = spaces_sdk::SpaceAddRequest { name: "s".into(), root: root.display().to_string(), read_only: false, approvals: Default::default(), network: Default::default(), replace: false };
-    let record = |r: &spaces_sdk::SpaceAddRequest| spaces_sdk::SpaceRecord { name: r.name.clone(), root: r.root.clone(), read_only: r.read_only, approvals: r.approvals, network: r.network };
+    let same = spaces_sdk::SpaceAddRequest {
+        name: "s".into(),
+        root: root.display().to_string(),
+        read_only: false,
+        approvals: Default::default(),
+        network: Default::default(),
+        replace: false,
+    };
+    let record = |r: &spaces_sdk::SpaceAddRequest| spaces_sdk::SpaceRecord {
+        name: r.name.clone(),
+        root: r.root.clone(),
+        read_only: r.read_only,
+        approvals: r.approvals,
+        network: r.network,
+    };
     assert_eq!(d.client.space_add(&same).await.unwrap(), record(&same), "the same registration again is a no-op");
     let writable_elsewhere = spaces_sdk::SpaceAddRequest { root: other.display().to_string(), ..same.clone() };
     let (c, m) = code(d.client.space_add(&writable_elsewhere).await);

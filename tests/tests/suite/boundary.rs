@@ -84,7 +84,19 @@ echo "== end"
         addr = std::fs::read_to_string(d.state_dir().join("tcp.addr")).unwrap().trim(),
     );
     let out = run_in(&d, "own", &script).await;
-    for refused in ["space_add", "re_policy", "space_list", "token_create", "token", "env_json", "other_file", "other_space", "operator_socket", "tcp_no_token", "kill_other"] {
+    for refused in [
+        "space_add",
+        "re_policy",
+        "space_list",
+        "token_create",
+        "token",
+        "env_json",
+        "other_file",
+        "other_space",
+        "operator_socket",
+        "tcp_no_token",
+        "kill_other",
+    ] {
         let s = section(&out, refused);
         assert!(!s.contains("exit=0\n"), "{refused} succeeded from inside a command:\n{s}\nwhole output:\n{out}");
     }
@@ -250,7 +262,12 @@ async fn a_few_large_bodies_at_a_time_and_small_requests_never_wait() {
             use std::io::Write;
             let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
             let body = vec![b' '; 2 * MIB];
-            write!(s, "POST /v1/spaces HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()).unwrap();
+            write!(
+                s,
+                "POST /v1/spaces HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            )
+            .unwrap();
             s.write_all(&body).unwrap();
             status_of(&mut s)
         }
@@ -393,7 +410,14 @@ async fn agents_and_commands_are_lowered_below_the_daemons_priority_once_cpu_hun
         super::survive::DONE
     );
     let (d, root, _bin) = super::survive::fake_daemon(&body).await;
-    let req = spaces_sdk::AgentStartRequest { space: "s".into(), agent: "openai-codex".into(), prompt: "hi".into(), show: None, options: None, request_id: None };
+    let req = spaces_sdk::AgentStartRequest {
+        space: "s".into(),
+        agent: "openai-codex".into(),
+        prompt: "hi".into(),
+        show: None,
+        options: None,
+        request_id: None,
+    };
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     let read = |name: &str| std::fs::read_to_string(root.join(name)).unwrap_or_default().trim().to_owned();
     let wait_file = |name: &'static str| {
@@ -414,7 +438,16 @@ async fn agents_and_commands_are_lowered_below_the_daemons_priority_once_cpu_hun
     std::fs::write(root.join("release"), "").unwrap();
     d.wait_turn_end("s", &run, 1, Duration::from_secs(60)).await;
     // The daemon inherits this test's nice value (a suite run under `nice` starts at 10).
-    let ours: i32 = std::fs::read_to_string("/proc/self/stat").unwrap().rsplit(')').next().unwrap().split_whitespace().nth(16).unwrap().parse().unwrap();
+    let ours: i32 = std::fs::read_to_string("/proc/self/stat")
+        .unwrap()
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(16)
+        .unwrap()
+        .parse()
+        .unwrap();
     let expected = ours.max(10).to_string();
     assert_eq!(read("agent-nice-idle"), ours.to_string(), "an agent that waits keeps the daemon's priority");
     assert_eq!(shim_idle, ours.to_string(), "its shim keeps the daemon's priority");
@@ -439,14 +472,24 @@ async fn case_28_the_sandbox_in_force_is_reported_and_running_without_it_is_said
     let bin = tempfile::tempdir().unwrap();
     let agent = super::fake_agents::fake(bin.path(), "fake-codex", "cat >/dev/null");
     for (setting, level) in [("on", "bubblewrap"), ("landlock", "landlock"), ("off", "none")] {
-        let env = vec![("SPACES_SANDBOX".to_owned(), setting.to_owned()), ("SPACES_HARNESS_BIN_OPENAI_CODEX".to_owned(), agent.display().to_string())];
+        let env = vec![
+            ("SPACES_SANDBOX".to_owned(), setting.to_owned()),
+            ("SPACES_HARNESS_BIN_OPENAI_CODEX".to_owned(), agent.display().to_string()),
+        ];
         let d = TestDaemon::start_with_env(env).await;
         d.space("s").await;
         let caps = d.client.agent_capabilities(&spaces_sdk::Empty {}).await.unwrap();
         assert_eq!(caps.sandbox, level, "SPACES_SANDBOX={setting}");
         let info = tool(&d, "workspace_info", json!({"workspace_id": "s"})).await;
         assert_eq!(info["execution"]["isolation"]["command_sandbox"], level, "{info}");
-        let req = spaces_sdk::AgentStartRequest { space: "s".into(), agent: "openai-codex".into(), prompt: "hi".into(), show: None, options: None, request_id: None };
+        let req = spaces_sdk::AgentStartRequest {
+            space: "s".into(),
+            agent: "openai-codex".into(),
+            prompt: "hi".into(),
+            show: None,
+            options: None,
+            request_id: None,
+        };
         let report = d.client.agent_start(&req).await.unwrap();
         let warned = report.notes.iter().any(|n| n.starts_with("unsandboxed:"));
         assert_eq!(warned, setting == "off", "SPACES_SANDBOX={setting}: {:?}", report.notes);

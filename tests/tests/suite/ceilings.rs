@@ -117,10 +117,7 @@ async fn containment(d: &TestDaemon, space: &str, cgroups_on: bool) -> Value {
 /// (4 s) and gone right after it; the command's own exit is kept.
 async fn leftovers_end_at_the_time_limit(cgroups: &str) {
     let limit = Duration::from_secs(4);
-    let env = vec![
-        ("SPACES_EXEC_TIMEOUT_MS".to_owned(), limit.as_millis().to_string()),
-        ("SPACES_CGROUPS".to_owned(), cgroups.to_owned()),
-    ];
+    let env = vec![("SPACES_EXEC_TIMEOUT_MS".to_owned(), limit.as_millis().to_string()), ("SPACES_CGROUPS".to_owned(), cgroups.to_owned())];
     let d = TestDaemon::start_with_env(env).await;
     d.space("s").await;
     containment(&d, "s", cgroups == "1").await;
@@ -285,7 +282,9 @@ fn alive(pid: i32) -> bool {
 fn spares_of(daemon: i32) -> Vec<i32> {
     children_of(daemon)
         .into_iter()
-        .filter(|pid| std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|e| e.split(|b| *b == 0).any(|v| v.starts_with(b"SPACES_SHIM_SPARE="))))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|e| e.split(|b| *b == 0).any(|v| v.starts_with(b"SPACES_SHIM_SPARE=")))
+        })
         .collect()
 }
 
@@ -333,7 +332,8 @@ async fn a_spare_shim_starts_the_next_run_in_the_runs_cgroup_and_goes_with_the_d
     // The waiting child execs bubblewrap (the agent's sandbox), whose sandbox runs the agent as
     // the first program of its pid namespace (pid 2, after bubblewrap's init).
     wait_until("the spare's waiting child to run the agent's sandbox", Duration::from_secs(30), || {
-        std::fs::read(format!("/proc/{waiting}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).split('\0').next().is_some_and(|p| p.ends_with("/bwrap")))
+        std::fs::read(format!("/proc/{waiting}/cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).split('\0').next().is_some_and(|p| p.ends_with("/bwrap")))
     })
     .await;
     std::fs::write(root.join("release"), "").unwrap();

@@ -184,7 +184,9 @@ async fn run_ids_are_global_and_every_command_has_a_json_form() {
         let (ok, out, err) = run_cli(cli(&d).args(&args));
         assert!(ok, "{args:?}: {err}");
         for line in out.lines().filter(|l| !l.trim().is_empty()) {
-            serde_json::from_str::<serde_json::Value>(line).or_else(|_| serde_json::from_str::<serde_json::Value>(&out)).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"));
+            serde_json::from_str::<serde_json::Value>(line)
+                .or_else(|_| serde_json::from_str::<serde_json::Value>(&out))
+                .unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"));
         }
     }
     let (ok, out, _) = run_cli(cli(&d).args(["agent", "status", &run]));
@@ -205,7 +207,9 @@ async fn run_ids_are_global_and_every_command_has_a_json_form() {
     }
     let (ok, out, _) = run_cli(cli(&d).args(["space", "list"]));
     assert!(ok && out.starts_with("NAME") && out.contains("other"), "{out}");
-    for args in [vec!["agent", "send", &run, "more", "--json"], vec!["agent", "interrupt", &run, "--json"], vec!["agent", "stop", &run, "--json"]] {
+    for args in
+        [vec!["agent", "send", &run, "more", "--json"], vec!["agent", "interrupt", &run, "--json"], vec!["agent", "stop", &run, "--json"]]
+    {
         let (_, out, err) = run_cli(cli(&d).args(&args));
         let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}{err}"));
         assert_eq!(v["run_id"], run.as_str(), "{args:?}");
@@ -296,7 +300,15 @@ async fn demo_honours_state_dir() {
     let state = dir.path().join("demo-state");
     let mut c = Command::new(spacesd_bin());
     crate::support::hermetic(&mut c).stdin(Stdio::null());
-    c.args(["demo", "--state-dir", state.to_str().unwrap(), "--base-url", &model.base_url(), "--space-dir", dir.path().join("space").to_str().unwrap()]);
+    c.args([
+        "demo",
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--base-url",
+        &model.base_url(),
+        "--space-dir",
+        dir.path().join("space").to_str().unwrap(),
+    ]);
     let out = tokio::task::spawn_blocking(move || c.output().unwrap()).await.unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
@@ -308,10 +320,12 @@ async fn demo_honours_state_dir() {
 /// (`%h` stood in by a temporary home, the binary by this build's).
 #[tokio::test]
 async fn the_systemd_units_command_line_serves() {
-    let unit = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../contrib/systemd/spacesd.service")).unwrap();
+    let unit =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../contrib/systemd/spacesd.service")).unwrap();
     let home = tempfile::tempdir().unwrap();
     let h = home.path().display().to_string();
-    let value = |key: &str| unit.lines().find_map(|l| l.strip_prefix(key)).unwrap_or_else(|| panic!("no {key} in the unit")).replace("%h", &h);
+    let value =
+        |key: &str| unit.lines().find_map(|l| l.strip_prefix(key)).unwrap_or_else(|| panic!("no {key} in the unit")).replace("%h", &h);
     let exec = value("ExecStart=");
     let (env_name, env_value) = value("Environment=").split_once('=').map(|(a, b)| (a.to_owned(), b.to_owned())).unwrap();
     let mut argv = exec.split_whitespace();
@@ -432,7 +446,11 @@ async fn list_and_status_render_as_tables_in_an_80_column_terminal() {
     let screen = tmux.joined_screen();
     let lines: Vec<&str> = screen.lines().take_while(|l| !l.starts_with("END-OF-OUTPUT")).collect();
     for line in &lines {
-        assert!(line.chars().count() <= 80, "a line wider than the terminal ({} columns):\n{line}\n\nthe screen:\n{screen}", line.chars().count());
+        assert!(
+            line.chars().count() <= 80,
+            "a line wider than the terminal ({} columns):\n{line}\n\nthe screen:\n{screen}",
+            line.chars().count()
+        );
     }
     let header = lines[0];
     for column in ["RUN", "STATUS", "TURNS", "AGE"] {
@@ -460,7 +478,9 @@ async fn the_socket_unit_activates_the_daemon_at_the_first_connection() {
     let service = std::fs::read_to_string(contrib.join("spacesd.service")).unwrap();
     let home = tempfile::tempdir().unwrap();
     let h = home.path().display().to_string();
-    let value = |unit: &str, key: &str| unit.lines().find_map(|l| l.strip_prefix(key)).unwrap_or_else(|| panic!("no {key} in the unit")).replace("%h", &h);
+    let value = |unit: &str, key: &str| {
+        unit.lines().find_map(|l| l.strip_prefix(key)).unwrap_or_else(|| panic!("no {key} in the unit")).replace("%h", &h)
+    };
     let socket = std::path::PathBuf::from(value(&socket_unit, "ListenStream="));
     let (env_name, state) = value(&service, "Environment=").split_once('=').map(|(a, b)| (a.to_owned(), b.to_owned())).unwrap();
     assert_eq!(socket, std::path::Path::new(&state).join("spacesd.sock"), "the socket unit listens where the service's clients look");
@@ -489,7 +509,10 @@ async fn the_socket_unit_activates_the_daemon_at_the_first_connection() {
     }
     // No daemon runs yet; the first call starts it and is answered.
     let client = spaces_sdk::client::Client::new(spaces_sdk::client::Endpoint::Unix(socket.clone()));
-    let spaces = tokio::time::timeout(Duration::from_secs(30), client.space_list(&spaces_sdk::Empty {})).await.expect("the first call is answered").unwrap();
+    let spaces = tokio::time::timeout(Duration::from_secs(30), client.space_list(&spaces_sdk::Empty {}))
+        .await
+        .expect("the first call is answered")
+        .unwrap();
     assert!(spaces.is_empty());
     assert_eq!(std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777, 0o600, "the socket is the operator's alone");
     // systemd-socket-activate execs the service in place: its pid is the daemon's.
@@ -514,7 +537,17 @@ async fn a_label_and_a_prompt_excerpt_show_in_list_and_status() {
     let secret = "hunter2-very-secret";
     let prompt = format!("Fix the flaky\nlogin test, the password is {secret} and then {}", "go on ".repeat(30));
     let (ok, out, err) = run_cli(cli(&d).args([
-        "agent", "start", "claude-code", &prompt, "--space", "s", "--label", "nightly fix", "--env", &format!("PASSWORD={secret}"), "--json",
+        "agent",
+        "start",
+        "claude-code",
+        &prompt,
+        "--space",
+        "s",
+        "--label",
+        "nightly fix",
+        "--env",
+        &format!("PASSWORD={secret}"),
+        "--json",
     ]));
     assert!(ok, "{err}");
     let run = serde_json::from_str::<serde_json::Value>(&out).unwrap()["run_id"].as_str().unwrap().to_owned();

@@ -76,13 +76,23 @@ async fn acceptance_loop_over_http() {
     let v1 = read["version"].as_str().unwrap().to_owned();
     assert!(v1.starts_with("sha256:"));
     let patch = "*** Begin Patch\n*** Update File: hello.txt\n@@\n-hi\n+hello\n*** End Patch\n";
-    let preview = tool(&d, "apply_patch", json!({"workspace_id": "demo", "patch": patch,
-        "expected_versions": {"hello.txt": v1}, "operation_key": "hello-preview-1", "check_only": true})).await;
+    let preview = tool(
+        &d,
+        "apply_patch",
+        json!({"workspace_id": "demo", "patch": patch,
+        "expected_versions": {"hello.txt": v1}, "operation_key": "hello-preview-1", "check_only": true}),
+    )
+    .await;
     assert_eq!(preview["status"], "checked");
     assert_eq!(std::fs::read_to_string(root.join("hello.txt")).unwrap(), "hi\n", "a preview writes nothing");
     // A preview and its apply cannot share a key.
-    let e = tool_err(&d, "apply_patch", json!({"workspace_id": "demo", "patch": patch,
-        "expected_versions": {"hello.txt": v1}, "operation_key": "hello-preview-1"})).await;
+    let e = tool_err(
+        &d,
+        "apply_patch",
+        json!({"workspace_id": "demo", "patch": patch,
+        "expected_versions": {"hello.txt": v1}, "operation_key": "hello-preview-1"}),
+    )
+    .await;
     assert_eq!(e.code, ErrorCode::OperationKeyConflict);
     let apply_args = json!({"workspace_id": "demo", "patch": patch,
         "expected_versions": {"hello.txt": v1}, "operation_key": "hello-apply-1"});
@@ -126,8 +136,13 @@ async fn acceptance_loop_over_http() {
     assert_eq!((st["termination"].as_str(), st["exit_code"].as_i64()), (Some("exited"), Some(3)));
 
     // an oversized log: only the last 256 KiB are retained and the result says so
-    let big = tool(&d, "exec_command", json!({"workspace_id": "demo",
-        "command": ["sh", "-c", "head -c 400000 /dev/zero | tr '\\0' a; echo END"]})).await;
+    let big = tool(
+        &d,
+        "exec_command",
+        json!({"workspace_id": "demo",
+        "command": ["sh", "-c", "head -c 400000 /dev/zero | tr '\\0' a; echo END"]}),
+    )
+    .await;
     let big_id = big["process_id"].as_str().unwrap().to_owned();
     wait_exited(&d, &big_id).await;
     let (out, last) = drain(&d, &big_id, 0).await;
@@ -142,8 +157,13 @@ async fn acceptance_loop_over_http() {
     let long_id = long["process_id"].as_str().unwrap().to_owned();
     let e = tool_err(&d, "exec_command", json!({"workspace_id": "demo", "command": ["true"]})).await;
     assert_eq!(e.code, ErrorCode::WorkspaceBusy);
-    let e = tool_err(&d, "apply_patch", json!({"workspace_id": "demo",
-        "patch": "*** Begin Patch\n*** Add File: x.txt\n+x\n*** End Patch\n"})).await;
+    let e = tool_err(
+        &d,
+        "apply_patch",
+        json!({"workspace_id": "demo",
+        "patch": "*** Begin Patch\n*** Add File: x.txt\n+x\n*** End Patch\n"}),
+    )
+    .await;
     assert_eq!(e.code, ErrorCode::WorkspaceBusy);
     assert!(!root.join("x.txt").exists());
     tool(&d, "read", json!({"workspace_id": "demo", "path": "hello.txt"})).await;
@@ -154,8 +174,13 @@ async fn acceptance_loop_over_http() {
     assert_eq!(st["state"], "exited");
     assert_eq!(st["termination"], "terminated");
     assert!(st.get("exit_code").is_none(), "exit_code only when exited normally: {st}");
-    let added = tool(&d, "apply_patch", json!({"workspace_id": "demo",
-        "patch": "*** Begin Patch\n*** Add File: x.txt\n+x\n*** End Patch\n"})).await;
+    let added = tool(
+        &d,
+        "apply_patch",
+        json!({"workspace_id": "demo",
+        "patch": "*** Begin Patch\n*** Add File: x.txt\n+x\n*** End Patch\n"}),
+    )
+    .await;
     assert_eq!(added["status"], "applied");
 
     // unknown ids are typed
@@ -189,8 +214,13 @@ async fn case_x19_version_conflict_and_key_replay_over_http() {
     let again = tool(&d, "apply_patch", args).await;
     assert_eq!(again["replayed"], true);
     assert_eq!(std::fs::read_to_string(root.join("n.md")).unwrap(), "# notes\nONE\ntwo\n");
-    let e = tool_err(&d, "apply_patch", json!({"workspace_id": "notes", "operation_key": "k1",
-        "patch": "*** Begin Patch\n*** Add File: other.md\n+x\n*** End Patch\n"})).await;
+    let e = tool_err(
+        &d,
+        "apply_patch",
+        json!({"workspace_id": "notes", "operation_key": "k1",
+        "patch": "*** Begin Patch\n*** Add File: other.md\n+x\n*** End Patch\n"}),
+    )
+    .await;
     assert_eq!(e.code, ErrorCode::OperationKeyConflict);
     assert!(!root.join("other.md").exists());
 }
@@ -201,7 +231,14 @@ async fn approvals_hold_grant_resume_once() {
     let root = d.dir.path().join("held");
     std::fs::create_dir_all(&root).unwrap();
     d.client
-        .space_add(&SpaceAddRequest { name: "held".into(), root: root.display().to_string(), read_only: false, approvals: Approvals::Confirm, network: Default::default(), replace: false })
+        .space_add(&SpaceAddRequest {
+            name: "held".into(),
+            root: root.display().to_string(),
+            read_only: false,
+            approvals: Approvals::Confirm,
+            network: Default::default(),
+            replace: false,
+        })
         .await
         .unwrap();
     let info = tool(&d, "workspace_info", json!({"workspace_id": "held"})).await;
@@ -247,8 +284,13 @@ async fn approvals_hold_grant_resume_once() {
     assert_eq!(e.code, ErrorCode::ApprovalConflict);
     assert!(!root.join("ran").exists());
     // approval_create opens a hold explicitly; granted and resumed, the command runs once
-    let hold = tool(&d, "approval_create", json!({"tool": "exec_command",
-        "arguments": {"workspace_id": "held", "command": ["sh", "-c", "echo once >> ran"]}})).await;
+    let hold = tool(
+        &d,
+        "approval_create",
+        json!({"tool": "exec_command",
+        "arguments": {"workspace_id": "held", "command": ["sh", "-c", "echo once >> ran"]}}),
+    )
+    .await;
     let id = hold["approval_id"].as_str().unwrap().to_owned();
     tool(&d, "approval_resolve", json!({"approval_id": id, "decision": "grant"})).await;
     let done = tool(&d, "operation_resume", json!({"approval_id": id})).await;
@@ -267,8 +309,11 @@ async fn steering_through_the_inbox() {
     assert_eq!(work["state"], "active");
     let work_id = work["work_id"].as_str().unwrap().to_owned();
 
-    let draft: Value = d.client.call(Method::POST, &format!("/inbox/works/{work_id}/intents"),
-        Some(&json!({"body": "also update the README"}))).await.unwrap();
+    let draft: Value = d
+        .client
+        .call(Method::POST, &format!("/inbox/works/{work_id}/intents"), Some(&json!({"body": "also update the README"})))
+        .await
+        .unwrap();
     assert_eq!(draft["state"], "draft");
     let intent_id = draft["intent_id"].as_str().unwrap().to_owned();
     // drafts are never delivered
@@ -279,11 +324,11 @@ async fn steering_through_the_inbox() {
     assert_eq!(info["coordination"]["work_id"], work_id.as_str());
 
     let rev = draft["revision"].as_u64().unwrap();
-    let e = d.client.call::<_, Value>(Method::POST, &format!("/inbox/intents/{intent_id}/queue"),
-        Some(&json!({"revision": rev + 7}))).await;
+    let e =
+        d.client.call::<_, Value>(Method::POST, &format!("/inbox/intents/{intent_id}/queue"), Some(&json!({"revision": rev + 7}))).await;
     assert!(matches!(e, Err(ClientError::Api(ref e)) if e.code == ErrorCode::IntentRevisionConflict), "{e:?}");
-    let queued: Value = d.client.call(Method::POST, &format!("/inbox/intents/{intent_id}/queue"),
-        Some(&json!({"revision": rev}))).await.unwrap();
+    let queued: Value =
+        d.client.call(Method::POST, &format!("/inbox/intents/{intent_id}/queue"), Some(&json!({"revision": rev}))).await.unwrap();
     assert_eq!(queued["state"], "queued");
 
     let status = tool(&d, "steer_status", json!({"work_id": work_id})).await;
@@ -310,7 +355,14 @@ async fn read_only_workspace_reads_but_never_writes_or_runs() {
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(root.join("f.txt"), "f\n").unwrap();
     d.client
-        .space_add(&SpaceAddRequest { name: "ro".into(), root: root.display().to_string(), read_only: true, approvals: Approvals::Off, network: Default::default(), replace: false })
+        .space_add(&SpaceAddRequest {
+            name: "ro".into(),
+            root: root.display().to_string(),
+            read_only: true,
+            approvals: Approvals::Off,
+            network: Default::default(),
+            replace: false,
+        })
         .await
         .unwrap();
     let info = tool(&d, "workspace_info", json!({"workspace_id": "ro"})).await;
@@ -355,8 +407,13 @@ fn ps(pids: &[i32]) -> String {
 async fn a_daemon_shutdown_keeps_running_commands_and_the_next_daemon_reattaches_them() {
     let mut d = TestDaemon::start().await;
     let root = d.space("life").await;
-    let applied = tool(&d, "apply_patch", json!({"workspace_id": "life", "operation_key": "before-restart",
-        "patch": "*** Begin Patch\n*** Add File: a.txt\n+a\n*** End Patch\n"})).await;
+    let applied = tool(
+        &d,
+        "apply_patch",
+        json!({"workspace_id": "life", "operation_key": "before-restart",
+        "patch": "*** Begin Patch\n*** Add File: a.txt\n+a\n*** End Patch\n"}),
+    )
+    .await;
     let run = tool(&d, "exec_command", json!({"workspace_id": "life", "command": ["sh", "-c", "sleep 1000 & sleep 1000"]})).await;
     let pid = run["process_id"].as_str().unwrap().to_owned();
     let marker = spaces_os::process::tag_marker(&format!("exec/{pid}"));
@@ -417,7 +474,14 @@ async fn one_root_one_busy_slot_and_a_busy_resume_keeps_its_grant() {
     let root = d.space("one").await;
     // a second name for the same directory, with approvals on
     d.client
-        .space_add(&SpaceAddRequest { name: "alias".into(), root: root.display().to_string(), read_only: false, approvals: Approvals::Confirm, network: Default::default(), replace: false })
+        .space_add(&SpaceAddRequest {
+            name: "alias".into(),
+            root: root.display().to_string(),
+            read_only: false,
+            approvals: Approvals::Confirm,
+            network: Default::default(),
+            replace: false,
+        })
         .await
         .unwrap();
     let hold = tool_err(&d, "exec_command", json!({"workspace_id": "alias", "command": ["sh", "-c", "echo held >> log"]})).await;
@@ -431,8 +495,13 @@ async fn one_root_one_busy_slot_and_a_busy_resume_keeps_its_grant() {
     let e = tool_err(&d, "operation_resume", json!({"approval_id": appr})).await;
     assert_eq!(e.code, ErrorCode::WorkspaceBusy, "the same directory under another name is busy: {}", e.message);
     // a preview writes nothing, so it works while a command runs
-    let preview = tool(&d, "apply_patch", json!({"workspace_id": "one", "check_only": true,
-        "patch": "*** Begin Patch\n*** Add File: p.txt\n+p\n*** End Patch\n"})).await;
+    let preview = tool(
+        &d,
+        "apply_patch",
+        json!({"workspace_id": "one", "check_only": true,
+        "patch": "*** Begin Patch\n*** Add File: p.txt\n+p\n*** End Patch\n"}),
+    )
+    .await;
     assert_eq!(preview["status"], "checked");
 
     tool(&d, "terminate_process", json!({"process_id": long_id})).await;
@@ -451,7 +520,8 @@ async fn after_eof_the_process_has_exited_and_the_next_command_starts() {
     let d = TestDaemon::start().await;
     d.space("s").await;
     for _ in 0..3 {
-        let started = tool(&d, "exec_command", json!({"workspace_id": "s", "command": ["sh", "-c", "echo closing; exec >&- 2>&-; sleep 0.3"]})).await;
+        let started =
+            tool(&d, "exec_command", json!({"workspace_id": "s", "command": ["sh", "-c", "echo closing; exec >&- 2>&-; sleep 0.3"]})).await;
         let id = started["process_id"].as_str().unwrap().to_owned();
         let (out, _) = drain(&d, &id, 0).await;
         assert_eq!(out, "closing\n");

@@ -58,10 +58,9 @@ fn minimal(name: &str, f: &Fixtures) -> (Value, Option<(&'static str, Value)>) {
         "operation_resume" => (json!({"approval_id": f.get("approval")}), Some(("approval_id", json!(9)))),
         "work_open" => (json!({"workspace_id": "s", "title": "t"}), Some(("title", json!(1)))),
         "steer_status" | "steer_claim_next" | "work_finish" => (json!({"work_id": f.get("work")}), Some(("work_id", json!(1)))),
-        "steer_complete" => (
-            json!({"work_id": f.get("work"), "intent_id": f.get("claimed_intent"), "outcome": "done"}),
-            Some(("outcome", json!(1))),
-        ),
+        "steer_complete" => {
+            (json!({"work_id": f.get("work"), "intent_id": f.get("claimed_intent"), "outcome": "done"}), Some(("outcome", json!(1))))
+        }
         // A query string is text: a string field of a GET cannot be mistyped.
         "inbox_works" => (json!({}), None),
         "inbox_work" | "inbox_work_stop" => (json!({"work_id": f.get("inbox_work")}), None),
@@ -183,7 +182,8 @@ async fn daemon_with_a_silent_claude() -> (TestDaemon, tempfile::TempDir) {
     let bin_dir = tempfile::tempdir().unwrap();
     let fake = bin_dir.path().join("fake-claude");
     // It writes into its config dir first, so a persistent agent's home has something to save.
-    std::fs::write(&fake, "#!/bin/sh\nmkdir -p \"$CLAUDE_CONFIG_DIR\" && echo x > \"$CLAUDE_CONFIG_DIR/settings.json\"\nexec sleep 60\n").unwrap();
+    std::fs::write(&fake, "#!/bin/sh\nmkdir -p \"$CLAUDE_CONFIG_DIR\" && echo x > \"$CLAUDE_CONFIG_DIR/settings.json\"\nexec sleep 60\n")
+        .unwrap();
     std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let d = TestDaemon::start_with_env(vec![("SPACES_HARNESS_BIN_CLAUDE_CODE".into(), fake.display().to_string())]).await;
     (d, bin_dir)

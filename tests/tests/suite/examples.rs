@@ -207,7 +207,12 @@ impl Reader {
     async fn attach(&self, command: &str) -> String {
         let line = command.lines().next().unwrap();
         let line = line.split(" #").next().unwrap().trim_end();
-        let full = format!("cd {} && HOME={} SPACES_HOME={} exec {line}", self.home.path().display(), self.home.path().display(), self.d.state_dir().display());
+        let full = format!(
+            "cd {} && HOME={} SPACES_HOME={} exec {line}",
+            self.home.path().display(),
+            self.home.path().display(),
+            self.d.state_dir().display()
+        );
         let tmux = Tmux::start(self.run.as_deref().unwrap_or("attach"), 100, 30, &full);
         let screen = tmux.wait_screen(TURN, "the attached run's answer", |s| s.contains(ANSWER)).await;
         tmux.keys(&["/detach", "Enter"]);
@@ -226,7 +231,10 @@ async fn every_shell_example_of_the_readme_and_docs_runs_as_written() {
     let blocks = sh_blocks(&readme, Some("## A 5-minute tour"));
     let block = |first: &str| blocks.iter().find(|b| b.contains(first)).unwrap_or_else(|| panic!("a README block with {first:?}")).clone();
     let (tour, web, tools) = (block("agent start claude-code"), block("spacesd ui"), block("tool exec_command"));
-    assert!(blocks.iter().all(|b| [&tour, &web, &tools].contains(&b) || b.contains("npm install ./bindings/node")), "a README block this test does not run: {blocks:#?}");
+    assert!(
+        blocks.iter().all(|b| [&tour, &web, &tools].contains(&b) || b.contains("npm install ./bindings/node")),
+        "a README block this test does not run: {blocks:#?}"
+    );
 
     // The tour.
     let mut printed = Vec::new();
@@ -247,7 +255,9 @@ async fn every_shell_example_of_the_readme_and_docs_runs_as_written() {
     said("agent send RUN_ID", ANSWER);
     said("home list", "ops");
     let model_calls = r.server.model_calls();
-    for prompt in ["Add a README section about tests", "Now run the tests", "Remember: deploys go out on Tuesdays", "When do deploys go out?"] {
+    for prompt in
+        ["Add a README section about tests", "Now run the tests", "Remember: deploys go out on Tuesdays", "When do deploys go out?"]
+    {
         assert!(
             model_calls.iter().any(|c| c.json.as_ref().is_some_and(|j| j.to_string().contains(prompt))),
             "the model was asked {prompt:?}"
@@ -260,7 +270,10 @@ async fn every_shell_example_of_the_readme_and_docs_runs_as_written() {
         if command.contains("spacesd ui") {
             let link = out.split_whitespace().find(|w| w.contains("/ui/login?ticket=")).unwrap_or_else(|| panic!("a login link:\n{out}"));
             let (ok, headers) = r.sh(&format!("curl -s -o /dev/null -D - '{link}'"), &cwd);
-            assert!(ok && headers.to_ascii_lowercase().contains("set-cookie:") && headers.contains("HttpOnly"), "the link logs in:\n{headers}");
+            assert!(
+                ok && headers.to_ascii_lowercase().contains("set-cookie:") && headers.contains("HttpOnly"),
+                "the link logs in:\n{headers}"
+            );
             let (_, again) = r.sh(&format!("curl -s -o /dev/null -w '%{{http_code}}' '{link}'"), &cwd);
             assert!(again.starts_with('4'), "a second use is refused: {again}");
         }
@@ -326,7 +339,11 @@ async fn every_shell_example_of_the_readme_and_docs_runs_as_written() {
         }
     }
     assert!(home_commands >= 5, "docs/operations.md's home commands ran: {home_commands}");
-    assert!(restored.join(".claude").exists() || std::fs::read_dir(&restored).map(|d| d.count() > 0).unwrap_or(false), "`home restore --to DIR` filled {}", restored.display());
+    assert!(
+        restored.join(".claude").exists() || std::fs::read_dir(&restored).map(|d| d.count() > 0).unwrap_or(false),
+        "`home restore --to DIR` filled {}",
+        restored.display()
+    );
     let (ok, out) = r.sh(&format!("{} home list --json", spacesd_bin().display()), &cwd);
     assert!(ok && !out.contains("\"ops\""), "`home delete ops` removed it: {out}");
     assert!(r.ran.len() >= 20, "every example ran: {:#?}", r.ran);

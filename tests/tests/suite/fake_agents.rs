@@ -48,12 +48,7 @@ async fn start(d: &TestDaemon, agent: &str) -> String {
 /// stderr tail in the event and in the status reason; a follow-up is accepted.
 #[tokio::test]
 async fn case_e14b_auth_error_on_stderr_exit_52() {
-    let (d, _bin) = daemon_with(
-        "SPACES_HARNESS_BIN_CLAUDE_CODE",
-        "echo 'Invalid API key · Please run /login' >&2\nexit 52",
-        vec![],
-    )
-    .await;
+    let (d, _bin) = daemon_with("SPACES_HARNESS_BIN_CLAUDE_CODE", "echo 'Invalid API key · Please run /login' >&2\nexit 52", vec![]).await;
     let run = start(&d, "claude-code").await;
     let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
     assert_eq!(ended.stop_reason, Some(StopReason::Error), "{ended:?}");
@@ -98,23 +93,19 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0
 /// processes are ended, and the turn ends naming the stall limit: never a silent hang.
 #[tokio::test]
 async fn case_p5_silent_agent_gets_a_notice_then_its_turn_ends() {
-    let (d, _bin) = daemon_with(
-        "SPACES_HARNESS_BIN_CLAUDE_CODE",
-        "read line\nsleep 1000",
-        vec![("SPACES_STALL_MS".into(), "700".into())],
-    )
-    .await;
+    let (d, _bin) =
+        daemon_with("SPACES_HARNESS_BIN_CLAUDE_CODE", "read line\nsleep 1000", vec![("SPACES_STALL_MS".into(), "700".into())]).await;
     let run = start(&d, "claude-code").await;
     let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
     let st = d.wait_status("s", &run, WAIT, settled).await;
     let events = d.events("s", &run).await;
-    let notices: Vec<(u32, String)> = events
-        .iter()
-        .filter(|e| e.kind == EventKind::Notice)
-        .map(|e| (e.turn, e.summary.clone().unwrap_or_default()))
-        .collect();
+    let notices: Vec<(u32, String)> =
+        events.iter().filter(|e| e.kind == EventKind::Notice).map(|e| (e.turn, e.summary.clone().unwrap_or_default())).collect();
     assert_eq!(
-        notices.iter().map(|(turn, s)| (*turn, s.starts_with("the agent has been silent for "), s.ends_with("; ending the turn"))).collect::<Vec<_>>(),
+        notices
+            .iter()
+            .map(|(turn, s)| (*turn, s.starts_with("the agent has been silent for "), s.ends_with("; ending the turn")))
+            .collect::<Vec<_>>(),
         vec![(1, true, false), (1, true, true)],
         "{}",
         describe(&events)
@@ -148,10 +139,7 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0
         agent: "openai-codex".into(),
         prompt: "hello".into(),
         show: None,
-        options: Some(SpaceAgentOptions {
-            env: [("MY_SETTING".to_owned(), "value-long-enough".to_owned())].into(),
-            ..Default::default()
-        }),
+        options: Some(SpaceAgentOptions { env: [("MY_SETTING".to_owned(), "value-long-enough".to_owned())].into(), ..Default::default() }),
         request_id: None,
     };
     let run = d.client.agent_start(&req).await.unwrap().run_id;
@@ -204,7 +192,12 @@ async fn case_e11_a_json_object_cut_at_byte_65536_becomes_other_with_its_text() 
     let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
     let events = d.events("s", &run).await;
     assert_eq!(ended.stop_reason, Some(StopReason::Error), "{}", describe(&events));
-    let others: Vec<&str> = events.iter().filter(|e| e.kind == EventKind::Other).filter_map(|e| e.text.as_deref()).filter(|t| t.starts_with(r#"{"type":"item.completed""#)).collect();
+    let others: Vec<&str> = events
+        .iter()
+        .filter(|e| e.kind == EventKind::Other)
+        .filter_map(|e| e.text.as_deref())
+        .filter(|t| t.starts_with(r#"{"type":"item.completed""#))
+        .collect();
     assert_eq!(others.len(), 1, "{}", describe(&events));
     assert_eq!(others[0].len(), 65_536);
     assert_eq!(others[0], cut);

@@ -118,7 +118,10 @@ async fn case_r43_a_space_folder_renamed_and_replaced_is_used_at_its_path_and_th
         ])
     );
     assert_eq!(tree(&old), old_tree, "ws-old was touched");
-    assert_eq!(old_tree, BTreeMap::from([("before.txt".to_owned(), "before the swap\n".to_owned()), ("old.txt".to_owned(), "old\n".to_owned())]));
+    assert_eq!(
+        old_tree,
+        BTreeMap::from([("before.txt".to_owned(), "before the swap\n".to_owned()), ("old.txt".to_owned(), "old\n".to_owned())])
+    );
 }
 
 /// R43's kind with other changes: the folder renamed away and nothing put back is

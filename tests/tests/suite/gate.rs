@@ -100,7 +100,9 @@ fn rows() -> Vec<Row> {
                 .skip(1)
                 .step_by(2)
                 .filter_map(|s| s.split_once("::"))
-                .filter(|(path, name)| path.ends_with(".rs") && !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|(path, name)| {
+                    path.ends_with(".rs") && !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                })
                 .map(|(p, n)| (p.to_owned(), n.to_owned()))
                 .collect();
             Row { first, refs, line: l.to_owned() }
@@ -120,7 +122,8 @@ fn case_id(s: &str) -> Option<String> {
 /// sub-case letter such as `case_e14b_` counts).
 fn named_after(name: &str, id: &str) -> bool {
     let id = id.to_lowercase();
-    let after = |prefix: String| name.strip_prefix(&prefix).is_some_and(|rest| rest.starts_with(|c: char| c == '_' || c.is_ascii_lowercase()));
+    let after =
+        |prefix: String| name.strip_prefix(&prefix).is_some_and(|rest| rest.starts_with(|c: char| c == '_' || c.is_ascii_lowercase()));
     after(format!("case_{id}")) || name.starts_with(&format!("{id}_"))
 }
 

@@ -51,10 +51,9 @@ impl H {
                 name: "Bash".into(),
                 input: serde_json::json!({"command": command, "description": "long command", "timeout": 600000}),
             },
-            Wire::OpenAiResponses => Reply::ToolCall {
-                name: "exec_command".into(),
-                input: serde_json::json!({"cmd": command, "yield_time_ms": 600000}),
-            },
+            Wire::OpenAiResponses => {
+                Reply::ToolCall { name: "exec_command".into(), input: serde_json::json!({"cmd": command, "yield_time_ms": 600000}) }
+            }
         }
     }
 }

@@ -10,12 +10,11 @@ use std::time::{Duration, Instant};
 
 use spaces_sdk::client::ClientError;
 use spaces_sdk::{
-    AgentRunRequest, AgentStartRequest, ErrorCode, EventKind, HomeRequest, PersistentAgentSendRequest, SpaceAgentOptions,
-    StopReason,
+    AgentRunRequest, AgentStartRequest, ErrorCode, EventKind, HomeRequest, PersistentAgentSendRequest, SpaceAgentOptions, StopReason,
 };
 use spaces_testkit::{Reply, Script, ScriptedServer};
 
-use super::harness::{H, CLAUDE, CODEX};
+use super::harness::{CLAUDE, CODEX, H};
 use crate::support::{describe, require_cli, s3, TestDaemon};
 
 const TURN: Duration = Duration::from_secs(90);
@@ -80,7 +79,10 @@ async fn one_agent_two_hosts(h: H, store: Store) {
     let run_a = a.client.agent_start(&req).await.unwrap().run_id;
     let ended = a.wait_turn_end("s", &run_a, 1, TURN).await;
     assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{ended:?}");
-    a.wait_for_event("s", &run_a, TURN, |e| e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.starts_with("home saved"))).await;
+    a.wait_for_event("s", &run_a, TURN, |e| {
+        e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.starts_with("home saved"))
+    })
+    .await;
     let session_a = a.client.space("s").agent_status(&run_a, None).await.unwrap().session_id.expect("session id on A");
 
     // While A's run lives, B is refused, naming the holder.
@@ -127,7 +129,10 @@ async fn one_agent_two_hosts(h: H, store: Store) {
     assert!(text.contains("which word?"), "{text}");
 
     // Both hosts see the home's snapshots, saved by both.
-    b.wait_for_event("s", &run_b, TURN, |e| e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.starts_with("home saved"))).await;
+    b.wait_for_event("s", &run_b, TURN, |e| {
+        e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.starts_with("home saved"))
+    })
+    .await;
     let snaps = b.client.home_snapshots(&HomeRequest { name: name.clone() }).await.unwrap();
     let hosts: std::collections::BTreeSet<&str> = snaps.iter().map(|s| s.host.as_str()).collect();
     assert_eq!(hosts.len(), 2, "both hosts saved a snapshot: {snaps:#?}");
@@ -366,7 +371,8 @@ async fn the_operator_lists_exports_imports_restores_and_deletes_homes() {
     let (ok, out) = d.cli(&["home", "delete", "ops"]);
     assert!(ok, "{out}");
     assert!(!d.client.home_list(&spaces_sdk::Empty {}).await.unwrap().iter().any(|r| r.name == "ops"));
-    let (code, _) = code_of(d.client.persistent_agent_send(&PersistentAgentSendRequest { name: "ops".into(), text: "hi".into() }).await.unwrap_err());
+    let (code, _) =
+        code_of(d.client.persistent_agent_send(&PersistentAgentSendRequest { name: "ops".into(), text: "hi".into() }).await.unwrap_err());
     assert_eq!(code, ErrorCode::InvalidArgument);
 }
 
@@ -632,7 +638,9 @@ async fn case_v41_agent_start_home_export_and_import_refuse_and_create_nothing_o
     raw_tar_entry(&mut hard, "todo.txt", b'0', "", b"todo");
     raw_tar_entry(&mut hard, "loop", b'2', ".", b"");
     raw_tar_entry(&mut hard, "notes", b'1', "loop/loop/todo.txt", b"");
-    for (what, mut tar, entry) in [("V41", symlinks, "\"notes\""), ("links first", links_first, "\"notes"), ("hard link", hard, "\"notes\"")] {
+    for (what, mut tar, entry) in
+        [("V41", symlinks, "\"notes\""), ("links first", links_first, "\"notes"), ("hard link", hard, "\"notes\"")]
+    {
         let archive = work.path().join("in.tar.zst");
         std::fs::write(&archive, zstd(&mut tar)).unwrap();
         let (ok, out) = d.cli(&["home", "import", "v41-import", archive.to_str().unwrap()]);
@@ -675,11 +683,8 @@ impl Store {
 async fn stamping_daemon(store: &Store) -> (TestDaemon, tempfile::TempDir) {
     let bin_dir = tempfile::tempdir().unwrap();
     let fake = bin_dir.path().join("fake-claude");
-    std::fs::write(
-        &fake,
-        "#!/bin/sh\nmkdir -p \"$CLAUDE_CONFIG_DIR\" && date +%s%N > \"$CLAUDE_CONFIG_DIR/stamp\"\nexec sleep 60\n",
-    )
-    .unwrap();
+    std::fs::write(&fake, "#!/bin/sh\nmkdir -p \"$CLAUDE_CONFIG_DIR\" && date +%s%N > \"$CLAUDE_CONFIG_DIR/stamp\"\nexec sleep 60\n")
+        .unwrap();
     std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let (mut env, args) = store.serve_args();
     env.push(("SPACES_HARNESS_BIN_CLAUDE_CODE".to_owned(), fake.display().to_string()));
@@ -828,7 +833,8 @@ async fn saved_run(d: &TestDaemon, model: &ScriptedServer, name: &str) -> String
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     let ended = d.wait_turn_end("s", &run, 1, TURN).await;
     assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{ended:?}");
-    d.wait_for_event("s", &run, TURN, |e| e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.starts_with("home saved"))).await;
+    d.wait_for_event("s", &run, TURN, |e| e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.starts_with("home saved")))
+        .await;
     run
 }
 
@@ -841,7 +847,8 @@ async fn saved_run(d: &TestDaemon, model: &ScriptedServer, name: &str) -> String
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_outlives_two_failed_renewals_in_a_row_and_the_next_save_is_stored() {
     require_cli(CLAUDE.id, CLAUDE.binary);
-    let model = ScriptedServer::start(CLAUDE.wire, Script::new([Reply::Text("noted".into()), Reply::Text("PELICAN".into())])).await.unwrap();
+    let model =
+        ScriptedServer::start(CLAUDE.wire, Script::new([Reply::Text("noted".into()), Reply::Text("PELICAN".into())])).await.unwrap();
     let s3 = s3::S3Server::start().await;
     let mut env = s3.env();
     env.push(("SPACES_LEASE_TTL_MS".into(), "12000".into()));
@@ -929,11 +936,15 @@ async fn a_save_cut_off_by_kill_9_is_retried_at_restart_and_its_lease_is_not_lef
     d.start_again().await;
     let retried = d
         .wait_for_event("s", &run, TURN, |e| {
-            e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.starts_with("home save of turn 1 retried after spacesd restarted"))
+            e.kind == EventKind::Notice
+                && e.summary.as_deref().is_some_and(|s| s.starts_with("home save of turn 1 retried after spacesd restarted"))
         })
         .await;
     let text = retried.text.clone().unwrap_or_default();
-    assert!(text.contains("was cut off when spacesd stopped; it was retried when spacesd started again: home saved: snapshot"), "{retried:?}");
+    assert!(
+        text.contains("was cut off when spacesd stopped; it was retried when spacesd started again: home saved: snapshot"),
+        "{retried:?}"
+    );
     let latest = d.client.home_snapshots(&HomeRequest { name: "saver".into() }).await.unwrap().pop().unwrap();
     assert!(latest.bytes >= big.len() as u64, "the big file is in the newest snapshot: {latest:?}");
 

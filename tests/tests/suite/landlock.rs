@@ -10,7 +10,9 @@ use serde_json::json;
 use spaces_sdk::{AgentStartRequest, SpaceAgentOptions};
 use spaces_testkit::{Reply, Script, ScriptedServer};
 
-use super::boundary::{a_commands_processes_reach_nothing_of_the_operator, an_escapee_that_kills_its_parent_is_still_inside, run_in, section, tool};
+use super::boundary::{
+    a_commands_processes_reach_nothing_of_the_operator, an_escapee_that_kills_its_parent_is_still_inside, run_in, section, tool,
+};
 use super::harness::CLAUDE;
 use crate::support::{describe, require_cli, settled, TestDaemon};
 

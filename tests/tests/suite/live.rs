@@ -305,7 +305,12 @@ echo '{"type":"item.completed","item":{"id":"m","type":"agent_message","text":"a
     };
     let report = d.client.agent_start(&req).await.unwrap();
     let run = report.run_id.clone();
-    assert_eq!(report.notes.first().map(String::as_str), Some(format!("watch it live: spacesd agent attach {run}").as_str()), "{:?}", report.notes);
+    assert_eq!(
+        report.notes.first().map(String::as_str),
+        Some(format!("watch it live: spacesd agent attach {run}").as_str()),
+        "{:?}",
+        report.notes
+    );
     d.wait_turn_end("s", &run, 1, WAIT).await;
     let command = format!("exec {} --state-dir {} attach {run}", crate::support::spacesd_bin().display(), d.state_dir().display());
     let tmux = Tmux::start(&run, 100, 30, &command);
@@ -372,10 +377,11 @@ async fn attach_to_a_real_claude_code_run_expands_answers_interrupts_and_detache
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     let command = format!("exec {} --state-dir {} attach {run}", crate::support::spacesd_bin().display(), d.state_dir().display());
     let tmux = Tmux::start(&run, 100, 40, &command);
-    let folded = tmux
-        .wait_screen(WAIT, "the first answer", |s| s.contains("I counted to twelve.") && s.contains("idle (end_turn)"))
-        .await;
-    assert!(folded.contains("Run: seq 1 12") && folded.contains("| 3") && folded.contains("9 more lines") && !folded.contains("| 12"), "{folded}");
+    let folded = tmux.wait_screen(WAIT, "the first answer", |s| s.contains("I counted to twelve.") && s.contains("idle (end_turn)")).await;
+    assert!(
+        folded.contains("Run: seq 1 12") && folded.contains("| 3") && folded.contains("9 more lines") && !folded.contains("| 12"),
+        "{folded}"
+    );
     tmux.keys(&["/expand", "Enter"]);
     tmux.wait_screen(WAIT, "the whole output", |s| s.contains("| 12") && !s.contains("9 more lines")).await;
     tmux.keys(&["/expand", "Enter"]);
@@ -424,8 +430,15 @@ async fn attach_to_a_real_claude_code_run_expands_answers_interrupts_and_detache
     let events = d.events("s", &run).await;
     let usage: Vec<&Event> = events.iter().filter(|e| e.kind == EventKind::Usage).collect();
     assert!(!usage.is_empty() && usage.iter().all(|e| e.category == spaces_sdk::Category::Activity), "{}", describe(&events));
-    assert!(usage.iter().any(|e| e.usage.as_ref().is_some_and(|u| u.input_tokens.is_some() && u.output_tokens.is_some())), "{}", describe(&events));
-    let ack = events.iter().find(|e| e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.starts_with("control_response"))).map(|e| e.seq);
+    assert!(
+        usage.iter().any(|e| e.usage.as_ref().is_some_and(|u| u.input_tokens.is_some() && u.output_tokens.is_some())),
+        "{}",
+        describe(&events)
+    );
+    let ack = events
+        .iter()
+        .find(|e| e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.starts_with("control_response")))
+        .map(|e| e.seq);
     let (ok, plain) = d.cli(&["agent", "events", &run]);
     assert!(ok && plain.lines().any(|l| l.contains(" usage ") && l.contains("tokens in ")), "{plain}");
     assert!(plain.contains("turn 1 finished") && plain.contains("turn 3 ended: interrupted"), "{plain}");
@@ -434,9 +447,13 @@ async fn attach_to_a_real_claude_code_run_expands_answers_interrupts_and_detache
     assert!(!plain.contains(&format!("#{seq} ")) && ok && verbose.contains("control_response success"), "{plain}\n{verbose}");
     assert!(!plain.contains("control_response"), "{plain}");
     // The streamed pieces of the second answer: hidden messages, printed only with --verbose.
-    let pieces: Vec<&Event> = events.iter().filter(|e| e.turn == 2 && e.kind == EventKind::Message && e.category == spaces_sdk::Category::Hidden).collect();
+    let pieces: Vec<&Event> =
+        events.iter().filter(|e| e.turn == 2 && e.kind == EventKind::Message && e.category == spaces_sdk::Category::Hidden).collect();
     assert_eq!(pieces.iter().filter_map(|e| e.text.as_deref()).collect::<String>(), SECOND, "{}", describe(&events));
-    assert!(pieces.iter().all(|e| !plain.contains(&format!("#{} ", e.seq)) && verbose.contains(&format!("#{} ", e.seq))), "{plain}\n{verbose}");
+    assert!(
+        pieces.iter().all(|e| !plain.contains(&format!("#{} ", e.seq)) && verbose.contains(&format!("#{} ", e.seq))),
+        "{plain}\n{verbose}"
+    );
     assert_eq!(plain.matches(SECOND).count(), 1, "{plain}");
 }
 

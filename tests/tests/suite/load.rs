@@ -62,7 +62,14 @@ async fn tail(client: Client, run: String, deadline: Instant) -> Vec<u64> {
     let mut ended = 0;
     while ended < TURNS {
         assert!(Instant::now() < deadline, "reader of {run}: only {ended} turns ended, {} events read", seqs.len());
-        let q = AgentEventsRequest { space: "s".into(), run_id: run.clone(), cursor: Some(cursor), max: Some(300), wait_ms: Some(2000), raw: None };
+        let q = AgentEventsRequest {
+            space: "s".into(),
+            run_id: run.clone(),
+            cursor: Some(cursor),
+            max: Some(300),
+            wait_ms: Some(2000),
+            raw: None,
+        };
         let page = no_lock_error("agent_events", client.agent_events(&q).await);
         for e in &page.events {
             assert_eq!(e.seq, cursor + 1, "reader of {run}: after seq {cursor} came seq {} (a gap or a repeat)", e.seq);
@@ -111,7 +118,14 @@ async fn case_v26_streaming_runs_with_tailing_readers_lose_and_repeat_nothing() 
 
     let mut runs = Vec::new();
     for i in 0..RUNS {
-        let req = AgentStartRequest { space: "s".into(), agent: "openai-codex".into(), prompt: format!("stream {i}"), show: None, options: None, request_id: None };
+        let req = AgentStartRequest {
+            space: "s".into(),
+            agent: "openai-codex".into(),
+            prompt: format!("stream {i}"),
+            show: None,
+            options: None,
+            request_id: None,
+        };
         runs.push(no_lock_error("agent_start", d.client.agent_start(&req).await).run_id);
     }
     // The follow-ups, sent while the first turns stream: they queue behind them.
@@ -136,7 +150,14 @@ async fn case_v26_streaming_runs_with_tailing_readers_lose_and_repeat_nothing() 
             loop {
                 let dir = root.join(format!("space-c{n}"));
                 std::fs::create_dir_all(&dir).unwrap();
-                let add = SpaceAddRequest { name: format!("c{n}"), root: dir.display().to_string(), read_only: false, approvals: Default::default(), network: Default::default(), replace: false };
+                let add = SpaceAddRequest {
+                    name: format!("c{n}"),
+                    root: dir.display().to_string(),
+                    read_only: false,
+                    approvals: Default::default(),
+                    network: Default::default(),
+                    replace: false,
+                };
                 no_lock_error("space_add", client.space_add(&add).await);
                 let st = AgentStatusRequest { space: "s".into(), run_id: runs[n % RUNS].clone(), tail: Some(0) };
                 no_lock_error("agent_status", client.agent_status(&st).await);
@@ -158,8 +179,19 @@ async fn case_v26_streaming_runs_with_tailing_readers_lose_and_repeat_nothing() 
         let first = seen.iter().find(|(r, _)| r == run).map(|(_, s)| s).unwrap();
         assert!(seqs == first, "{run}: two readers of one run saw different events ({} and {} of them)", seqs.len(), first.len());
         // No message stored past the last turn's end.
-        let q = AgentEventsRequest { space: "s".into(), run_id: run.clone(), cursor: Some(*seqs.last().unwrap()), max: Some(10), wait_ms: Some(0), raw: None };
+        let q = AgentEventsRequest {
+            space: "s".into(),
+            run_id: run.clone(),
+            cursor: Some(*seqs.last().unwrap()),
+            max: Some(10),
+            wait_ms: Some(0),
+            raw: None,
+        };
         let rest = no_lock_error("agent_events", d.client.agent_events(&q).await);
-        assert!(rest.events.iter().all(|e| e.kind != EventKind::Message), "{run}: messages after the readers' last turn_ended: {:?}", rest.events);
+        assert!(
+            rest.events.iter().all(|e| e.kind != EventKind::Message),
+            "{run}: messages after the readers' last turn_ended: {:?}",
+            rest.events
+        );
     }
 }

@@ -67,7 +67,8 @@ fn expected_tools() -> Vec<(String, Value, Value)> {
                 let obj = output.as_object_mut().unwrap();
                 let (dialect, defs) = (obj.remove("$schema"), obj.remove("$defs"));
                 let items = Value::Object(obj.clone());
-                output = json!({"$schema": dialect, "type": "object", "properties": {"items": items}, "required": ["items"], "$defs": defs});
+                output =
+                    json!({"$schema": dialect, "type": "object", "properties": {"items": items}, "required": ["items"], "$defs": defs});
             }
             (o.name.to_owned(), input, output)
         })
@@ -118,12 +119,18 @@ fn seed_loop(m: &mut impl Mcp, root: &std::path::Path, tag: &str) {
     assert_eq!(read["content"], "hi\n");
     let v1 = read["version"].as_str().unwrap().to_owned();
     let patch = "*** Begin Patch\n*** Update File: hello.txt\n@@\n-hi\n+hello\n*** End Patch\n";
-    let preview = m.ok("apply_patch", json!({"workspace_id": "demo", "patch": patch,
-        "expected_versions": {"hello.txt": v1}, "operation_key": format!("{tag}-preview"), "check_only": true}));
+    let preview = m.ok(
+        "apply_patch",
+        json!({"workspace_id": "demo", "patch": patch,
+        "expected_versions": {"hello.txt": v1}, "operation_key": format!("{tag}-preview"), "check_only": true}),
+    );
     assert_eq!(preview["status"], "checked");
     assert_eq!(std::fs::read_to_string(root.join("hello.txt")).unwrap(), "hi\n", "a preview writes nothing");
-    let applied = m.ok("apply_patch", json!({"workspace_id": "demo", "patch": patch,
-        "expected_versions": {"hello.txt": v1}, "operation_key": format!("{tag}-apply")}));
+    let applied = m.ok(
+        "apply_patch",
+        json!({"workspace_id": "demo", "patch": patch,
+        "expected_versions": {"hello.txt": v1}, "operation_key": format!("{tag}-apply")}),
+    );
     assert_eq!(applied["status"], "applied", "{applied}");
     let back = m.ok("read", json!({"workspace_id": "demo", "path": "hello.txt"}));
     assert_eq!(back["content"], "hello\n");
@@ -192,17 +199,23 @@ async fn case_m28_cancel_ends_a_blocked_wait_and_the_process_keeps_running() {
     let d = TestDaemon::start().await;
     d.space("demo").await;
     let mut m = stdio(&d, &[]);
-    let run = m.ok("exec_command", json!({"workspace_id": "demo",
-        "command": ["sh", "-c", "echo start; sleep 3; echo later; sleep 60"]}));
+    let run = m.ok(
+        "exec_command",
+        json!({"workspace_id": "demo",
+        "command": ["sh", "-c", "echo start; sleep 3; echo later; sleep 60"]}),
+    );
     let pid = run["process_id"].as_str().unwrap().to_owned();
     let first = m.ok("read_process", json!({"process_id": pid, "cursor": 0, "wait_ms": 5000}));
     assert_eq!(first["chunk"], "start\n");
     let cursor = first["cursor"].as_u64().unwrap();
 
     // A wait with a progress token: the first progress notification proves it is blocked.
-    let blocked = m.send_request("tools/call", json!({"name": "read_process",
+    let blocked = m.send_request(
+        "tools/call",
+        json!({"name": "read_process",
         "arguments": {"process_id": pid, "cursor": cursor, "wait_ms": 30000},
-        "_meta": {"progressToken": "wait-1"}}));
+        "_meta": {"progressToken": "wait-1"}}),
+    );
     let progress = m.wait_notification("notifications/progress", Duration::from_secs(5), |p| p["progressToken"] == "wait-1");
     assert!(progress.is_some(), "a long wait reports progress when asked");
     let cancelled_at = Instant::now();
@@ -247,8 +260,11 @@ async fn case_m29_stdio_exits_promptly_when_stdin_closes() {
     let mut m = stdio(&d, &[]);
     let run = m.ok("exec_command", json!({"workspace_id": "demo", "command": ["sleep", "60"]}));
     let pid = run["process_id"].as_str().unwrap().to_owned();
-    m.send_request("tools/call", json!({"name": "read_process",
-        "arguments": {"process_id": pid, "wait_ms": 30000}, "_meta": {"progressToken": 7}}));
+    m.send_request(
+        "tools/call",
+        json!({"name": "read_process",
+        "arguments": {"process_id": pid, "wait_ms": 30000}, "_meta": {"progressToken": 7}}),
+    );
     let waiting = m.wait_notification("notifications/progress", Duration::from_secs(5), |p| p["progressToken"] == 7);
     assert!(waiting.is_some(), "the call is waiting");
     let t = Instant::now();
@@ -268,8 +284,11 @@ async fn case_m30_huge_output_is_bounded_and_stdout_stays_json_rpc() {
     let d = TestDaemon::start().await;
     d.space("demo").await;
     let mut m = stdio(&d, &[("RUST_LOG", "trace"), ("SPACES_LOG", "trace")]);
-    let run = m.ok("exec_command", json!({"workspace_id": "demo",
-        "command": ["sh", "-c", "head -c 52428800 /dev/zero | tr '\\000' x"]}));
+    let run = m.ok(
+        "exec_command",
+        json!({"workspace_id": "demo",
+        "command": ["sh", "-c", "head -c 52428800 /dev/zero | tr '\\000' x"]}),
+    );
     let pid = run["process_id"].as_str().unwrap().to_owned();
     let st = wait_exited(&mut m, &pid);
     assert_eq!(st["exit_code"], 0, "{st}");
@@ -359,11 +378,8 @@ async fn stdio_starts_the_daemon_when_none_runs() {
     m.initialize();
     let daemon_pid = {
         let text = m.stderr_text();
-        let pid = text
-            .split("started spacesd serve (pid ")
-            .nth(1)
-            .and_then(|rest| rest.split(',').next())
-            .and_then(|p| p.parse::<i32>().ok());
+        let pid =
+            text.split("started spacesd serve (pid ").nth(1).and_then(|rest| rest.split(',').next()).and_then(|p| p.parse::<i32>().ok());
         pid.unwrap_or_else(|| panic!("no start notice on stderr:\n{text}"))
     };
     struct Kill(i32);

@@ -75,8 +75,7 @@ fn pinned_typescript_sdk() -> String {
 
 /// The tool names the operation table serves over MCP.
 fn expected_tools() -> String {
-    let names: Vec<&str> =
-        spaces_sdk::op::catalogue().into_iter().filter(|o| o.audience == Audience::Tool).map(|o| o.name).collect();
+    let names: Vec<&str> = spaces_sdk::op::catalogue().into_iter().filter(|o| o.audience == Audience::Tool).map(|o| o.name).collect();
     names.join(",")
 }
 
@@ -111,12 +110,9 @@ impl Setup {
     /// The arguments every client takes, for `transport`.
     fn args(&self, transport: Transport) -> Vec<OsString> {
         let mut a: Vec<OsString> = match transport {
-            Transport::Stdio => vec![
-                "--stdio".into(),
-                crate::support::spacesd_bin().into(),
-                "--state-dir".into(),
-                self.d.state_dir().into(),
-            ],
+            Transport::Stdio => {
+                vec!["--stdio".into(), crate::support::spacesd_bin().into(), "--state-dir".into(), self.d.state_dir().into()]
+            }
             Transport::Http => vec!["--http".into(), self.url.clone().into(), "--token".into(), self.token.clone().into()],
         };
         a.extend([

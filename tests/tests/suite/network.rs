@@ -90,7 +90,11 @@ async fn a_network_none_spaces_commands_reach_no_network(d: TestDaemon, namespac
     assert_eq!(accepted(&listener), 0, "nothing of the offline Space reached the listener:\n{out}");
 
     let info = tool(&d, "workspace_info", json!({"workspace_id": "offline"})).await;
-    assert_eq!(info["execution"]["network"], json!({"policy": "restricted", "enforcement": "enforced", "client_may_escalate": false}), "{info}");
+    assert_eq!(
+        info["execution"]["network"],
+        json!({"policy": "restricted", "enforcement": "enforced", "client_may_escalate": false}),
+        "{info}"
+    );
     assert_eq!(info["execution"]["process"]["available"], json!(true), "{info}");
     let info = tool(&d, "workspace_info", json!({"workspace_id": "open"})).await;
     assert_eq!(info["execution"]["network"], json!({"policy": "enabled", "enforcement": "none", "client_may_escalate": false}), "{info}");
@@ -144,20 +148,29 @@ async fn an_agent_in_a_network_none_space_keeps_its_api_socket(unprivileged: boo
     let env = vec![("SPACES_HARNESS_BIN_OPENAI_CODEX".to_owned(), agent.display().to_string())];
     let d = if unprivileged { TestDaemon::start_unprivileged(env, vec![]).await } else { TestDaemon::start_with_env(env).await };
     let root = offline_space(&d, "offline").await;
-    let req = AgentStartRequest { space: "offline".into(), agent: "openai-codex".into(), prompt: "hi".into(), show: None, options: None, request_id: None };
+    let req = AgentStartRequest {
+        space: "offline".into(),
+        agent: "openai-codex".into(),
+        prompt: "hi".into(),
+        show: None,
+        options: None,
+        request_id: None,
+    };
     let report = d.client.agent_start(&req).await.unwrap();
     assert!(report.notes.iter().any(|n| n.starts_with("network: none:") && n.contains("model provider")), "{:?}", report.notes);
     let out_file = root.join("agent.out");
-    wait_until("the agent's probe", Duration::from_secs(60), || {
-        std::fs::read_to_string(&out_file).is_ok_and(|o| o.contains("== end"))
-    })
-    .await;
+    wait_until("the agent's probe", Duration::from_secs(60), || std::fs::read_to_string(&out_file).is_ok_and(|o| o.contains("== end")))
+        .await;
     let out = std::fs::read_to_string(&out_file).unwrap();
     assert_eq!(section(&out, "dev"), "lo", "{out}");
     assert_eq!(section(&out, "tcp"), "refused", "{out}");
     assert_eq!(accepted(&listener), 0, "{out}");
     let info: Value = serde_json::from_str(section(&out, "api")).unwrap_or_else(|e| panic!("workspace_info over /run/spaces: {e}\n{out}"));
-    assert_eq!(info["execution"]["network"], json!({"policy": "restricted", "enforcement": "enforced", "client_may_escalate": false}), "{out}");
+    assert_eq!(
+        info["execution"]["network"],
+        json!({"policy": "restricted", "enforcement": "enforced", "client_may_escalate": false}),
+        "{out}"
+    );
     let stopped = d.client.space("offline").agent_stop(&report.run_id).await.unwrap();
     assert!(stopped.ok, "{stopped:?}");
 }
@@ -180,7 +193,8 @@ async fn case_28_without_the_sandbox_a_network_none_space_runs_nothing() {
     let bin = tempfile::tempdir().unwrap();
     let ran = bin.path().join("agent-ran");
     let agent = super::fake_agents::fake(bin.path(), "fake-codex", &format!("touch {}; cat >/dev/null", ran.display()));
-    let env = vec![("SPACES_SANDBOX".to_owned(), "off".to_owned()), ("SPACES_HARNESS_BIN_OPENAI_CODEX".to_owned(), agent.display().to_string())];
+    let env =
+        vec![("SPACES_SANDBOX".to_owned(), "off".to_owned()), ("SPACES_HARNESS_BIN_OPENAI_CODEX".to_owned(), agent.display().to_string())];
     let d = TestDaemon::start_with_env(env).await;
     d.space("open").await;
     let root = offline_space(&d, "offline").await;
@@ -188,7 +202,14 @@ async fn case_28_without_the_sandbox_a_network_none_space_runs_nothing() {
     let e = refusal(d.client.call_named("exec_command", json!({"workspace_id": "offline", "command": ["touch", "ran"]})).await);
     assert_eq!(e.code, ErrorCode::Unauthorized, "{}", e.message);
     assert!(e.message.contains("network: none") && e.message.contains("SPACES_SANDBOX=off"), "{}", e.message);
-    let req = AgentStartRequest { space: "offline".into(), agent: "openai-codex".into(), prompt: "hi".into(), show: None, options: None, request_id: None };
+    let req = AgentStartRequest {
+        space: "offline".into(),
+        agent: "openai-codex".into(),
+        prompt: "hi".into(),
+        show: None,
+        options: None,
+        request_id: None,
+    };
     let e = refusal(d.client.agent_start(&req).await);
     assert_eq!(e.code, ErrorCode::Unauthorized, "{}", e.message);
     assert!(e.message.contains("network: none") && e.message.contains("sandbox"), "{}", e.message);

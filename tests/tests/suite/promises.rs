@@ -21,7 +21,14 @@ const WAIT: Duration = Duration::from_secs(60);
 const UNTIL_GATE: &str = "until [ -e gate ]; do sleep 0.05; done";
 
 fn start_request(prompt: &str, options: SpaceAgentOptions) -> AgentStartRequest {
-    AgentStartRequest { space: "s".into(), agent: "openai-codex".into(), prompt: prompt.into(), show: None, options: Some(options), request_id: None }
+    AgentStartRequest {
+        space: "s".into(),
+        agent: "openai-codex".into(),
+        prompt: prompt.into(),
+        show: None,
+        options: Some(options),
+        request_id: None,
+    }
 }
 
 async fn start(d: &TestDaemon, prompt: &str) -> String {
@@ -182,7 +189,8 @@ async fn http_status_codes_follow_the_error_code() {
             (m, p, b, 409, "OPERATION_KEY_CONFLICT")
         },
         {
-            let (m, p, b) = tool("apply_patch", json!({"workspace_id": "ro", "patch": "*** Begin Patch\n*** Add File: x\n+x\n*** End Patch\n"}));
+            let (m, p, b) =
+                tool("apply_patch", json!({"workspace_id": "ro", "patch": "*** Begin Patch\n*** Add File: x\n+x\n*** End Patch\n"}));
             (m, p, b, 403, "UNAUTHORIZED")
         },
         {
@@ -206,7 +214,8 @@ async fn http_status_codes_follow_the_error_code() {
     let (ok, out) = d.cli(&["token", "create", "--space", "s", "--scope", "watch"]);
     assert!(ok, "{out}");
     let token = out.lines().next().unwrap().trim().to_owned();
-    let (status, text) = bearer_request(&d.state_dir().join("spacesd.sock"), "POST /v1/tools/apply_patch", &token, &add("w.txt").to_string());
+    let (status, text) =
+        bearer_request(&d.state_dir().join("spacesd.sock"), "POST /v1/tools/apply_patch", &token, &add("w.txt").to_string());
     let code = serde_json::from_str::<Value>(&text).ok().and_then(|e| e["error"]["code"].as_str().map(str::to_owned));
     assert_eq!((status, code.as_deref()), (403, Some("FORBIDDEN")), "{text}");
 }
@@ -260,7 +269,10 @@ async fn env_from_host_forwards_only_names_on_the_forwardable_list() {
     let report: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
     let notes: Vec<&str> = report["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
     assert_eq!(notes.len(), 2, "{notes:?}");
-    assert!(notes[0].starts_with("MY_HOST_SECRET was not forwarded: it is not on this host's forwardable list (ANTHROPIC_API_KEY,"), "{notes:?}");
+    assert!(
+        notes[0].starts_with("MY_HOST_SECRET was not forwarded: it is not on this host's forwardable list (ANTHROPIC_API_KEY,"),
+        "{notes:?}"
+    );
     assert_eq!(notes[1], "OPENAI_BASE_URL was not forwarded: it is not set on this host");
     let run = report["run_id"].as_str().unwrap().to_owned();
     d.wait_turn_end("s", &run, 1, WAIT).await;

@@ -49,7 +49,11 @@ async fn repo_daemon(body: &str, allow_local: bool) -> (TestDaemon, std::path::P
 }
 
 /// [`repo_daemon`] with more environment for the daemon (`SPACES_SANDBOX=landlock`).
-async fn repo_daemon_with(body: &str, allow_local: bool, more: Vec<(String, String)>) -> (TestDaemon, std::path::PathBuf, tempfile::TempDir) {
+async fn repo_daemon_with(
+    body: &str,
+    allow_local: bool,
+    more: Vec<(String, String)>,
+) -> (TestDaemon, std::path::PathBuf, tempfile::TempDir) {
     let bin = tempfile::tempdir().unwrap();
     let agent = fake_codex(bin.path(), body);
     let mut env = vec![("SPACES_HARNESS_BIN_OPENAI_CODEX".to_owned(), agent.display().to_string())];
@@ -113,7 +117,17 @@ async fn repo_and_branch_are_cloned_and_checked_out_before_the_first_turn() {
     let entries: Vec<String> = std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(entries, vec!["origin".to_owned()], "the clone, and no temporary folder beside it");
     // A follow-up does not clone again.
-    let sent = d.client.agent_message(&spaces_sdk::AgentMessageRequest { space: "s".into(), run_id: run.clone(), text: "again".into(), force: None, message_id: None }).await.unwrap();
+    let sent = d
+        .client
+        .agent_message(&spaces_sdk::AgentMessageRequest {
+            space: "s".into(),
+            run_id: run.clone(),
+            text: "again".into(),
+            force: None,
+            message_id: None,
+        })
+        .await
+        .unwrap();
     assert!(sent.ok, "{sent:?}");
     d.wait_turn_end("s", &run, 2, WAIT).await;
     let clones = d.events("s", &run).await.iter().filter(|e| e.summary.as_deref().is_some_and(|s| s.starts_with("cloning "))).count();

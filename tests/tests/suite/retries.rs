@@ -18,10 +18,7 @@ const WAIT: Duration = Duration::from_secs(60);
 /// A fake Codex that appends each prompt it gets on stdin (one turn's process each) to
 /// `prompts.log` in its working directory, then, once the file `gate` exists, answers.
 fn logging_codex(dir: &Path) -> PathBuf {
-    let body = format!(
-        "cat >> prompts.log\necho >> prompts.log\nuntil [ -e gate ]; do sleep 0.05; done\n{}\n{DONE}",
-        message("done")
-    );
+    let body = format!("cat >> prompts.log\necho >> prompts.log\nuntil [ -e gate ]; do sleep 0.05; done\n{}\n{DONE}", message("done"));
     fake_codex(dir, &body)
 }
 
@@ -44,13 +41,7 @@ fn start_req(prompt: &str, request_id: Option<&str>) -> AgentStartRequest {
 }
 
 fn message_req(run: &str, text: &str, message_id: Option<&str>) -> AgentMessageRequest {
-    AgentMessageRequest {
-        space: "s".into(),
-        run_id: run.into(),
-        text: text.into(),
-        force: None,
-        message_id: message_id.map(String::from),
-    }
+    AgentMessageRequest { space: "s".into(), run_id: run.into(), text: text.into(), force: None, message_id: message_id.map(String::from) }
 }
 
 fn refusal<T: std::fmt::Debug>(r: Result<T, ClientError>) -> ApiError {

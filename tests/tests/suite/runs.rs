@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use spaces_sdk::{AgentStartRequest, EventKind, SpaceAgentOptions, Status, StopReason, ToolStatus};
 use spaces_testkit::{Reply, Script, ScriptedServer};
 
-use super::harness::{H, CLAUDE, CODEX};
+use super::harness::{CLAUDE, CODEX, H};
 use crate::support::{describe, require_cli, run_processes, scaled, settled, RootSampler, TestDaemon};
 
 const TURN: Duration = Duration::from_secs(90);
@@ -204,8 +204,7 @@ async fn force_true_interrupts_codexs_turn_and_runs_the_message_next() {
 /// Case P6: stop while the agent's tool runs a busy loop and a sleeper in the background:
 /// SIGTERM to the whole group, grace, SIGKILL; afterwards no process of the run remains.
 async fn case_p6_stop_leaves_nothing_alive(h: H) {
-    let script = Script::new([h.long_command("sh -c '(while :; do :; done) & (sleep 1000) & wait'")])
-        .with_fallback(Reply::Hang);
+    let script = Script::new([h.long_command("sh -c '(while :; do :; done) & (sleep 1000) & wait'")]).with_fallback(Reply::Hang);
     let (d, server, _root) = setup(h, script).await;
     let run = start(&d, h, &server, "run something long").await;
     d.wait_for_event("s", &run, TURN, |e| e.kind == EventKind::ToolCall).await;
@@ -288,7 +287,6 @@ async fn survives_client_exit_and_daemon_restart(h: H) {
     assert_eq!(st.result_text.as_deref(), Some("after restart"));
 }
 
-
 crate::support::per_harness!(
     tool_call_answer_and_follow_up,
     the_pinned_cli_is_the_one_that_ran,
@@ -312,7 +310,8 @@ async fn first_use_installs_the_pinned_cli(h: H, extra: Vec<(String, String)>) {
     let installed = |caps: spaces_sdk::Capabilities| caps.harnesses.into_iter().find(|c| c.id == h.id).unwrap().installed_version;
     assert_eq!(installed(d.client.agent_capabilities(&spaces_sdk::Empty {}).await.unwrap()), None);
     let run = start(&d, h, &server, "hello").await;
-    let is_install = |e: &spaces_sdk::Event, what: &str| e.kind == EventKind::Install && e.summary.as_deref().unwrap_or("").starts_with(what);
+    let is_install =
+        |e: &spaces_sdk::Event, what: &str| e.kind == EventKind::Install && e.summary.as_deref().unwrap_or("").starts_with(what);
     let first = d.wait_for_event("s", &run, TURN, |e| is_install(e, "installing ")).await;
     // Status first, events second: until the `installed` event is stored, the phase says so.
     let st = d.client.space("s").agent_status(&run, None).await.unwrap();
@@ -397,8 +396,19 @@ async fn attached_files_are_copied_into_the_run_and_named_in_the_first_prompt() 
     let bytes: Vec<u8> = (0..=255u8).cycle().take(300_000).collect();
     std::fs::write(&blob, &bytes).unwrap();
     let (ok, out) = d.cli(&[
-        "agent", "start", "claude-code", "Summarise the attached notes", "--space", "s", "--base-url", &server.base_url(),
-        "--file", notes.to_str().unwrap(), "--file", blob.to_str().unwrap(), "--json",
+        "agent",
+        "start",
+        "claude-code",
+        "Summarise the attached notes",
+        "--space",
+        "s",
+        "--base-url",
+        &server.base_url(),
+        "--file",
+        notes.to_str().unwrap(),
+        "--file",
+        blob.to_str().unwrap(),
+        "--json",
     ]);
     assert!(ok, "{out}");
     let run = serde_json::from_str::<serde_json::Value>(&out).unwrap()["run_id"].as_str().unwrap().to_owned();
@@ -408,7 +418,8 @@ async fn attached_files_are_copied_into_the_run_and_named_in_the_first_prompt() 
     assert_eq!(std::fs::read(dir.join("notes.md")).unwrap(), std::fs::read(&notes).unwrap());
     assert_eq!(std::fs::read(dir.join("data.bin")).unwrap(), bytes);
     let first = server.model_calls().into_iter().next().expect("a model call");
-    for needle in ["Summarise the attached notes", &dir.join("notes.md").display().to_string(), &dir.join("data.bin").display().to_string()] {
+    for needle in ["Summarise the attached notes", &dir.join("notes.md").display().to_string(), &dir.join("data.bin").display().to_string()]
+    {
         assert!(body_mentions(&first, needle), "the first prompt names {needle:?}: {:?}", first.json);
     }
     let st = d.client.space("s").agent_status(&run, None).await.unwrap();

@@ -95,7 +95,10 @@ async fn an_alias_a_replace_or_a_root_reaching_the_state_cannot_lift_a_policy() 
         let attempt = space("state", &root, true, "confirm", true);
         assert_eq!(code(operator.call_named("space_add", attempt.clone()).await), ErrorCode::InvalidArgument, "{attempt}");
     }
-    assert_eq!(code(d.client.call_named("space_add", space("state", Path::new("/"), true, "confirm", true)).await), ErrorCode::InvalidArgument);
+    assert_eq!(
+        code(d.client.call_named("space_add", space("state", Path::new("/"), true, "confirm", true)).await),
+        ErrorCode::InvalidArgument
+    );
 
     // A stricter view is fine, and the operator's --replace is a deliberate choice.
     operator.call_named("space_add", space("view", &ro, true, "confirm", false)).await.unwrap();
@@ -282,10 +285,8 @@ fn closed_within(s: &mut std::net::TcpStream, limit: Duration) -> (bool, String)
 
 #[tokio::test]
 async fn slow_and_idle_connections_are_cut_off() {
-    let env = vec![
-        ("SPACES_HTTP_HEADER_TIMEOUT_MS".to_owned(), "300".to_owned()),
-        ("SPACES_HTTP_BODY_TIMEOUT_MS".to_owned(), "300".to_owned()),
-    ];
+    let env =
+        vec![("SPACES_HTTP_HEADER_TIMEOUT_MS".to_owned(), "300".to_owned()), ("SPACES_HTTP_BODY_TIMEOUT_MS".to_owned(), "300".to_owned())];
     let (d, addr, token) = tcp_daemon(env).await;
     let host = format!("localhost:{}", addr.rsplit(':').next().unwrap());
 
@@ -328,7 +329,11 @@ async fn error_bodies_never_repeat_the_input() {
         ("GET", "/v1/spaces/s/agents/run-00000000/events?cursor=SECRET-7f3a".to_owned(), String::new()),
         ("GET", "/v1/SECRET-7f3a".to_owned(), String::new()),
         ("DELETE", "/v1/SECRET-7f3a".to_owned(), String::new()),
-        ("POST", "/v1/spaces/s/agents".to_owned(), format!("{{\"agent\": \"claude-code\", \"prompt\": \"hi\", \"options\": {{\"exit_when_idle\": \"{secret}\"}}}}")),
+        (
+            "POST",
+            "/v1/spaces/s/agents".to_owned(),
+            format!("{{\"agent\": \"claude-code\", \"prompt\": \"hi\", \"options\": {{\"exit_when_idle\": \"{secret}\"}}}}"),
+        ),
     ] {
         let (status, answer) = d.raw(method, &path, Some(&body));
         assert!((400..500).contains(&status), "{method} {path}: {status} {answer}");

@@ -31,13 +31,21 @@ async fn a_huge_path_or_name_gets_a_short_error() {
         ("POST", "/v1/tools/read", big(json!({"workspace_id": "s", "path": huge}))),
         ("POST", "/v1/tools/read", big(json!({"workspace_id": "s", "path": format!("sub/{huge}")}))),
         ("POST", "/v1/tools/read", big(json!({"workspace_id": huge, "path": "f"}))),
-        ("POST", "/v1/tools/apply_patch", big(json!({"workspace_id": "s", "patch": format!("*** Begin Patch\n*** Update File: {huge}\n@@\n-a\n+b\n*** End Patch\n")}))),
+        (
+            "POST",
+            "/v1/tools/apply_patch",
+            big(json!({"workspace_id": "s", "patch": format!("*** Begin Patch\n*** Update File: {huge}\n@@\n-a\n+b\n*** End Patch\n")})),
+        ),
         ("POST", "/v1/spaces", big(json!({"name": huge, "root": root.display().to_string()}))),
         ("POST", "/v1/spaces", big(json!({"name": "t", "root": format!("/nonexistent/{huge}")}))),
         ("POST", "/v1/spaces/s/agents", big(json!({"agent": huge, "prompt": "hi"}))),
         ("POST", "/v1/spaces/s/agents", big(json!({"agent": "openai-codex", "prompt": "hi", "options": {"cwd": huge}}))),
         ("POST", "/v1/spaces/s/agents", big(json!({"agent": "openai-codex", "prompt": "hi", "options": {"base_url": huge}}))),
-        ("POST", "/v1/spaces/s/agents", big(json!({"agent": "openai-codex", "prompt": "hi", "options": {"files": [{"name": huge, "content_base64": ""}]}}))),
+        (
+            "POST",
+            "/v1/spaces/s/agents",
+            big(json!({"agent": "openai-codex", "prompt": "hi", "options": {"files": [{"name": huge, "content_base64": ""}]}})),
+        ),
         ("POST", "/v1/spaces/s/agents", big(json!({"agent": "openai-codex", "prompt": "hi", "options": {"repo": huge}}))),
         ("POST", "/v1/spaces/s/agents", big(json!({"agent": "openai-codex", "prompt": "hi", "options": {"branch": huge}}))),
     ];
@@ -126,7 +134,8 @@ async fn agent_env_comes_from_the_clis_environment_or_a_file() {
     assert!(ok, "{out}{err}");
     let report: Value = serde_json::from_str(&out).unwrap();
     let run = report["run_id"].as_str().unwrap();
-    let stored: Value = serde_json::from_str(&std::fs::read_to_string(d.state_dir().join("runs").join(run).join("env.json")).unwrap()).unwrap();
+    let stored: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.state_dir().join("runs").join(run).join("env.json")).unwrap()).unwrap();
     let text = stored.to_string();
     for (name, value) in [("SHELL_KEY", "sk-from-shell-456"), ("FILE_KEY", "sk-from-file-123"), ("OVERRIDDEN", "flag")] {
         assert!(text.contains(&format!("\"{name}\":\"{value}\"")), "{name}={value} reaches the run: {text}");

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use spaces_sdk::{AgentStartRequest, EventKind, SpaceAgentOptions, StopReason, ToolStatus};
 use spaces_testkit::{Reply, Script, ScriptedServer, Wire};
 
-use super::harness::{H, CLAUDE, CODEX};
+use super::harness::{CLAUDE, CODEX, H};
 use crate::support::mcp::{Mcp, StdioMcp};
 use crate::support::{describe, require_cli, settled, TestDaemon};
 
@@ -182,7 +182,10 @@ async fn the_agent_works_its_space_through_spacesds_own_tools(h: H) {
             }
         }
         Wire::OpenAiResponses => {
-            assert!(first.contains("mcp__spaces: Spaces tools for the Space \\\"s\\\" only"), "the namespace is listed with its scope: {first}");
+            assert!(
+                first.contains("mcp__spaces: Spaces tools for the Space \\\"s\\\" only"),
+                "the namespace is listed with its scope: {first}"
+            );
         }
     }
 
@@ -207,10 +210,8 @@ async fn the_agent_works_its_space_through_spacesds_own_tools(h: H) {
     }
 
     // Every call is a tool_call with a tool_update ending it.
-    let mcp_calls: Vec<_> = events
-        .iter()
-        .filter(|e| e.kind == EventKind::ToolCall && e.tool_title.as_deref().is_some_and(|t| t.contains("spaces")))
-        .collect();
+    let mcp_calls: Vec<_> =
+        events.iter().filter(|e| e.kind == EventKind::ToolCall && e.tool_title.as_deref().is_some_and(|t| t.contains("spaces"))).collect();
     let names: Vec<&str> = mcp_calls.iter().map(|e| tool_name(e.tool_title.as_deref().unwrap_or(""))).collect();
     let mut want = vec!["read", "apply_patch", "exec_command"];
     want.extend(std::iter::repeat_n("read_process", reads.len()));
@@ -219,7 +220,11 @@ async fn the_agent_works_its_space_through_spacesds_own_tools(h: H) {
     for (i, call) in mcp_calls.iter().enumerate() {
         let end = events
             .iter()
-            .find(|e| e.kind == EventKind::ToolUpdate && e.tool_id == call.tool_id && matches!(e.tool_status, Some(ToolStatus::Completed | ToolStatus::Failed)))
+            .find(|e| {
+                e.kind == EventKind::ToolUpdate
+                    && e.tool_id == call.tool_id
+                    && matches!(e.tool_status, Some(ToolStatus::Completed | ToolStatus::Failed))
+            })
             .unwrap_or_else(|| panic!("call {i} ({}) ends in a tool_update:\n{}", names[i], describe(&events)));
         if i + 1 < mcp_calls.len() {
             assert_eq!(end.tool_status, Some(ToolStatus::Completed), "{}: {:?}", names[i], end.text);
@@ -238,7 +243,6 @@ async fn the_agent_works_its_space_through_spacesds_own_tools(h: H) {
         assert!(env.contains(&home_var), "the server has the agent's HOME ({home_var:?}): {env}");
     }
 }
-
 
 crate::support::per_harness!(the_agent_works_its_space_through_spacesds_own_tools);
 
@@ -285,7 +289,9 @@ async fn a_scoped_server_acts_on_its_space_only() {
     for gone in ["space_list", "space_add", "approval_resolve"] {
         assert!(!names.contains(&gone), "{gone} is not offered: {names:?}");
     }
-    for want in ["agent_capabilities", "read", "apply_patch", "exec_command", "read_process", "operation_resume", "agent_start", "work_open"] {
+    for want in
+        ["agent_capabilities", "read", "apply_patch", "exec_command", "read_process", "operation_resume", "agent_start", "work_open"]
+    {
         assert!(names.contains(&want), "{want} is offered: {names:?}");
     }
     for t in &tools {
@@ -345,10 +351,9 @@ async fn a_scoped_server_acts_on_its_space_only() {
     assert_eq!(work["workspace_id"], "s");
     m.ok("steer_status", json!({"work_id": work["work_id"]}));
     let their_work = d.client.call_named("work_open", json!({"workspace_id": "other"})).await.unwrap();
-    for (tool, args) in [
-        ("steer_claim_next", json!({"work_id": their_work["work_id"]})),
-        ("read", json!({"path": FILE, "work_id": their_work["work_id"]})),
-    ] {
+    for (tool, args) in
+        [("steer_claim_next", json!({"work_id": their_work["work_id"]})), ("read", json!({"path": FILE, "work_id": their_work["work_id"]}))]
+    {
         assert_eq!(m.refused(tool, args)["code"], "UNAUTHORIZED", "{tool}");
     }
 

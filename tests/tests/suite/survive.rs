@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use spaces_sdk::{AgentStartRequest, Event, EventKind, SpaceAgentOptions, Status, StopReason, ToolStatus};
 use spaces_testkit::{Reply, Script, ScriptedServer};
 
-use super::harness::{H, CLAUDE, CODEX};
+use super::harness::{CLAUDE, CODEX, H};
 use crate::support::{describe, require_cli, run_processes, settled, wait_until, TestDaemon};
 
 const TURN: Duration = Duration::from_secs(90);
@@ -260,7 +260,14 @@ async fn case_r34_a_space_folder_that_is_gone_is_named_and_the_run_resumes_when_
     let (d, root, _bin) = fake_daemon(&format!("{}\n{DONE}", message("answered"))).await;
     let moved = root.with_file_name("space-s-moved");
     std::fs::rename(&root, &moved).unwrap();
-    let req = AgentStartRequest { space: "s".into(), agent: "openai-codex".into(), prompt: "hi".into(), show: None, options: None, request_id: None };
+    let req = AgentStartRequest {
+        space: "s".into(),
+        agent: "openai-codex".into(),
+        prompt: "hi".into(),
+        show: None,
+        options: None,
+        request_id: None,
+    };
     let e = api_error(d.client.agent_start(&req).await);
     assert_eq!(e.code, spaces_sdk::ErrorCode::WorkspaceNotFound, "{e:?}");
     assert!(e.message.contains(&root.display().to_string()), "names the folder: {}", e.message);
@@ -296,7 +303,8 @@ async fn case_p7_a_crash_looping_agent_ends_failed_without_a_busy_loop() {
     // `release` in the Space), so they are queued whatever the machine's load; every later
     // process fails at once.
     let (d, root, _bin) =
-        fake_daemon("date +%s%N >> spawns.log\nwhile [ ! -f release ]; do sleep 0.02; done\necho 'fatal: config is broken' >&2\nexit 1").await;
+        fake_daemon("date +%s%N >> spawns.log\nwhile [ ! -f release ]; do sleep 0.02; done\necho 'fatal: config is broken' >&2\nexit 1")
+            .await;
     let run = start(&d, "openai-codex", None, "one").await;
     for text in ["two", "three", "four"] {
         let _ = d.client.space("s").agent_message(&run, text, None).await.unwrap();
@@ -449,7 +457,11 @@ async fn kill_9_while_a_command_runs_read_process_continues_from_the_old_cursor(
     let expected: String = (1..=50).map(|i| format!("{i}\n")).collect();
     assert_eq!(text, expected, "every number once, in order");
     let status = d.client.call_named("process_status", json!({"process_id": id})).await.unwrap();
-    assert_eq!((status["state"].as_str(), status["termination"].as_str(), status["exit_code"].as_i64()), (Some("exited"), Some("exited"), Some(0)), "{status}");
+    assert_eq!(
+        (status["state"].as_str(), status["termination"].as_str(), status["exit_code"].as_i64()),
+        (Some("exited"), Some("exited"), Some(0)),
+        "{status}"
+    );
     assert_eq!(status["output_total"].as_u64(), Some(expected.len() as u64), "{status}");
 }
 
@@ -525,7 +537,14 @@ async fn a_turns_end_is_read_with_the_state_that_follows_it() {
     let body = format!("cat >/dev/null\n{}\n{}", message("answer"), DONE);
     let (d, _root, _bin) = fake_daemon(&body).await;
     let space = d.client.space("s");
-    let req = spaces_sdk::AgentStartRequest { space: "s".into(), agent: "openai-codex".into(), prompt: "hi".into(), show: None, options: None, request_id: None };
+    let req = spaces_sdk::AgentStartRequest {
+        space: "s".into(),
+        agent: "openai-codex".into(),
+        prompt: "hi".into(),
+        show: None,
+        options: None,
+        request_id: None,
+    };
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     let mut cursor = 0;
     for turn in 1..=6u32 {
@@ -535,7 +554,14 @@ async fn a_turns_end_is_read_with_the_state_that_follows_it() {
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         loop {
             assert!(std::time::Instant::now() < deadline, "turn {turn} did not end");
-            let q = spaces_sdk::AgentEventsRequest { space: "s".into(), run_id: run.clone(), cursor: Some(cursor), max: Some(100), wait_ms: Some(5000), raw: None };
+            let q = spaces_sdk::AgentEventsRequest {
+                space: "s".into(),
+                run_id: run.clone(),
+                cursor: Some(cursor),
+                max: Some(100),
+                wait_ms: Some(5000),
+                raw: None,
+            };
             let page = d.client.agent_events(&q).await.unwrap();
             cursor = page.cursor;
             if page.events.iter().any(|e| e.kind == spaces_sdk::EventKind::TurnEnded && e.turn == turn) {
@@ -584,7 +610,8 @@ async fn kill_9_in_a_runs_first_moments_loses_no_turn_and_leaves_no_orphan() {
             let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
             let events = d.events("s", &run).await;
             assert_each_once(&events);
-            let answers = events.iter().filter(|e| e.kind == EventKind::Message && e.text.as_deref() == Some("first moments survived")).count();
+            let answers =
+                events.iter().filter(|e| e.kind == EventKind::Message && e.text.as_deref() == Some("first moments survived")).count();
             outcomes.push((delay_ms, run.clone(), ended.stop_reason, answers));
             let st = d.wait_status("s", &run, WAIT, settled).await;
             assert_eq!(

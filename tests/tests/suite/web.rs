@@ -34,7 +34,12 @@ fn repo() -> PathBuf {
 fn browser_script() -> PathBuf {
     let dir = repo().join("tests/web");
     let pw = dir.join("node_modules/playwright-core/package.json");
-    assert!(pw.is_file(), "playwright-core is not installed at {}: run scripts/test, which runs `npm ci` in {}", pw.display(), dir.display());
+    assert!(
+        pw.is_file(),
+        "playwright-core is not installed at {}: run scripts/test, which runs `npm ci` in {}",
+        pw.display(),
+        dir.display()
+    );
     assert!(Path::new(CHROMIUM).is_file(), "{CHROMIUM} is missing: apt-get install -y chromium (.ci/run installs it)");
     dir.join("run-page.mjs")
 }
@@ -150,7 +155,9 @@ async fn the_web_page_logs_in_once_follows_a_run_live_and_steers_it() {
         "{}",
         describe(&events)
     );
-    let said = |turn: u32, text: &str| events.iter().any(|e| e.turn == turn && e.kind == EventKind::UserMessage && e.text.as_deref() == Some(text));
+    let said = |turn: u32, text: &str| {
+        events.iter().any(|e| e.turn == turn && e.kind == EventKind::UserMessage && e.text.as_deref() == Some(text))
+    };
     assert!(said(2, "What comes next?") && said(3, "Now answer very slowly."), "{}", describe(&events));
     let st = d.client.space("s").agent_status(&run, Some(0)).await.unwrap();
     assert_eq!(st.status, Status::Stopped, "{st:#?}");

@@ -276,10 +276,7 @@ impl Reply {
         }
         let mut out = Vec::new();
         for event in self.body.split("\n\n") {
-            let data: Vec<&str> = event
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:").map(|d| d.strip_prefix(' ').unwrap_or(d)))
-                .collect();
+            let data: Vec<&str> = event.lines().filter_map(|l| l.strip_prefix("data:").map(|d| d.strip_prefix(' ').unwrap_or(d))).collect();
             if let Ok(v) = serde_json::from_str::<Value>(&data.join("\n")) {
                 out.push(v);
             }
@@ -383,12 +380,12 @@ impl HttpMcp {
             }
         }
         let (raw, ended) = match &self.dial {
-            Dial::Tcp { addr, .. } => read_for(std::net::TcpStream::connect(addr).unwrap(), &req, within, |s, t| {
-                s.set_read_timeout(Some(t)).unwrap()
-            }),
-            Dial::Unix(p) => read_for(std::os::unix::net::UnixStream::connect(p).unwrap(), &req, within, |s, t| {
-                s.set_read_timeout(Some(t)).unwrap()
-            }),
+            Dial::Tcp { addr, .. } => {
+                read_for(std::net::TcpStream::connect(addr).unwrap(), &req, within, |s, t| s.set_read_timeout(Some(t)).unwrap())
+            }
+            Dial::Unix(p) => {
+                read_for(std::os::unix::net::UnixStream::connect(p).unwrap(), &req, within, |s, t| s.set_read_timeout(Some(t)).unwrap())
+            }
         };
         assert!(raw.windows(4).any(|w| w == b"\r\n\r\n"), "no answer to GET /mcp within {within:?}: {:?}", String::from_utf8_lossy(&raw));
         (parse_reply(&raw), ended)
@@ -445,9 +442,8 @@ fn parse_reply(raw: &[u8]) -> Reply {
     let head = String::from_utf8_lossy(&raw[..split]).into_owned();
     let mut lines = head.split("\r\n");
     let status = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned())))
-        .collect();
+    let headers: Vec<(String, String)> =
+        lines.filter_map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))).collect();
     let mut body = raw[split + 4..].to_vec();
     if headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked")) {
         body = dechunk(&body);

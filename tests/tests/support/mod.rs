@@ -62,20 +62,14 @@ pub fn spacesd_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");
     let dir = exe.parent().and_then(Path::parent).expect("target dir");
     let bin = dir.join("spacesd");
-    assert!(
-        bin.is_file(),
-        "spacesd binary not found at {}: build it first (`cargo build -p spacesd`) or set SPACESD_BIN",
-        bin.display()
-    );
+    assert!(bin.is_file(), "spacesd binary not found at {}: build it first (`cargo build -p spacesd`) or set SPACESD_BIN", bin.display());
     bin
 }
 
 /// The shared tools dir holding the pinned CLIs: `$SPACES_TOOLS_DIR`, else `<repo>/.tools`.
 /// Tests never install: a missing CLI fails loudly with the command that installs it.
 pub fn tools_dir() -> PathBuf {
-    std::env::var_os("SPACES_TOOLS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools"))
+    std::env::var_os("SPACES_TOOLS_DIR").map(PathBuf::from).unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools"))
 }
 
 /// Panics unless the pinned CLI of `harness` is installed in [`tools_dir`].
@@ -101,7 +95,9 @@ fn daemon_gets(name: &str) -> bool {
 
 /// The environment a test's `spacesd` starts from: what [`daemon_gets`] of `vars` (the test
 /// process's environment), plus `SPACES_TOOLS_DIR` = [`tools_dir`].
-pub fn daemon_env(vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+pub fn daemon_env(
+    vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
     let mut env: Vec<_> = vars.into_iter().filter(|(k, _)| k.to_str().is_some_and(daemon_gets)).collect();
     env.push(("SPACES_TOOLS_DIR".into(), tools_dir().into()));
     env
@@ -187,7 +183,6 @@ impl TestDaemon {
         d.spawn().await;
         d
     }
-
 
     pub fn state_dir(&self) -> PathBuf {
         self.dir.path().join("state")
@@ -286,7 +281,14 @@ impl TestDaemon {
         }
         let root = std::fs::canonicalize(root).unwrap();
         self.client
-            .space_add(&SpaceAddRequest { name: name.into(), root: root.display().to_string(), read_only: false, approvals: Default::default(), network: Default::default(), replace: false })
+            .space_add(&SpaceAddRequest {
+                name: name.into(),
+                root: root.display().to_string(),
+                read_only: false,
+                approvals: Default::default(),
+                network: Default::default(),
+                replace: false,
+            })
             .await
             .expect("space add");
         root
@@ -330,7 +332,13 @@ impl TestDaemon {
         loop {
             let page = self
                 .client
-                .agent_events(&AgentEventsRequest { space: space.into(), run_id: run.to_string(), cursor: Some(cursor), max: Some(1000), ..Default::default() })
+                .agent_events(&AgentEventsRequest {
+                    space: space.into(),
+                    run_id: run.to_string(),
+                    cursor: Some(cursor),
+                    max: Some(1000),
+                    ..Default::default()
+                })
                 .await
                 .expect("events");
             out.extend(page.events);
@@ -343,13 +351,7 @@ impl TestDaemon {
 
     /// Long-poll the run's events until one matches `pred` (returns it), or panic after
     /// `timeout` ([`scaled`]) with every event seen.
-    pub async fn wait_for_event(
-        &self,
-        space: &str,
-        run: &str,
-        timeout: Duration,
-        pred: impl Fn(&Event) -> bool,
-    ) -> Event {
+    pub async fn wait_for_event(&self, space: &str, run: &str, timeout: Duration, pred: impl Fn(&Event) -> bool) -> Event {
         let timeout = scaled(timeout);
         let deadline = Instant::now() + timeout;
         let mut cursor = 0;
@@ -357,7 +359,14 @@ impl TestDaemon {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             assert!(!left.is_zero(), "no matching event within {timeout:?}; saw:\n{}", describe(&seen));
-            let q = AgentEventsRequest { space: space.into(), run_id: run.into(), cursor: Some(cursor), max: Some(1000), wait_ms: Some(left.as_millis().min(5_000) as u64), raw: None };
+            let q = AgentEventsRequest {
+                space: space.into(),
+                run_id: run.into(),
+                cursor: Some(cursor),
+                max: Some(1000),
+                wait_ms: Some(left.as_millis().min(5_000) as u64),
+                raw: None,
+            };
             let page = self.client.agent_events(&q).await.expect("events");
             for e in page.events {
                 if pred(&e) {
@@ -402,7 +411,17 @@ impl Drop for TestDaemon {
 pub fn describe(events: &[Event]) -> String {
     events
         .iter()
-        .map(|e| format!("  #{} t{} {:?} {:?} {:?} {:?}", e.seq, e.turn, e.kind, e.stop_reason, e.tool_status, e.summary.as_deref().or(e.text.as_deref())))
+        .map(|e| {
+            format!(
+                "  #{} t{} {:?} {:?} {:?} {:?}",
+                e.seq,
+                e.turn,
+                e.kind,
+                e.stop_reason,
+                e.tool_status,
+                e.summary.as_deref().or(e.text.as_deref())
+            )
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -494,7 +513,13 @@ fn the_daemon_environment_is_the_allow_list_only() {
     let tools = tools_dir().display().to_string();
     assert_eq!(
         env,
-        [("PATH", "/usr/bin"), ("HOME", "/home/t"), ("RUST_BACKTRACE", "1"), ("npm_config_registry", "http://registry.local/"), ("SPACES_TOOLS_DIR", tools.as_str())]
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        [
+            ("PATH", "/usr/bin"),
+            ("HOME", "/home/t"),
+            ("RUST_BACKTRACE", "1"),
+            ("npm_config_registry", "http://registry.local/"),
+            ("SPACES_TOOLS_DIR", tools.as_str())
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
     );
 }

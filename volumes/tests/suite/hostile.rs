@@ -60,7 +60,8 @@ fn hostile(kind: &str, outside: &Path) -> (String, Vec<u8>) {
     (name, t)
 }
 
-const KINDS: &[&str] = &["dotdot", "dotdot_inner", "absolute", "symlink_out", "symlink_dotdot", "hardlink_out", "through_symlink", "device", "fifo"];
+const KINDS: &[&str] =
+    &["dotdot", "dotdot_inner", "absolute", "symlink_out", "symlink_dotdot", "hardlink_out", "through_symlink", "device", "fifo"];
 
 fn assert_refused(r: Result<impl std::fmt::Debug, VolumeError>, kind: &str, name: &str) {
     match r {
@@ -122,10 +123,16 @@ async fn hostile_archives_refused_by_restore() {
         ("../evil.txt", json!([ok, {"path": "../evil.txt", "kind": "dir", "mode": 0o755, "mtime_ns": 0}])),
         (out.as_str(), json!([ok, {"path": out, "kind": "dir", "mode": 0o755, "mtime_ns": 0}])),
         ("link", json!([ok, {"path": "link", "kind": "symlink", "mode": 0o777, "mtime_ns": 0, "target": out}])),
-        ("d/link", json!([ok, {"path": "d", "kind": "dir", "mode": 0o755, "mtime_ns": 0},
-                          {"path": "d/link", "kind": "symlink", "mode": 0o777, "mtime_ns": 0, "target": "../../x"}])),
-        ("inner/ok.txt", json!([{"path": "inner", "kind": "symlink", "mode": 0o777, "mtime_ns": 0, "target": "."},
-                                file_entry("inner/ok.txt", b"fine")])),
+        (
+            "d/link",
+            json!([ok, {"path": "d", "kind": "dir", "mode": 0o755, "mtime_ns": 0},
+                          {"path": "d/link", "kind": "symlink", "mode": 0o777, "mtime_ns": 0, "target": "../../x"}]),
+        ),
+        (
+            "inner/ok.txt",
+            json!([{"path": "inner", "kind": "symlink", "mode": 0o777, "mtime_ns": 0, "target": "."},
+                                file_entry("inner/ok.txt", b"fine")]),
+        ),
     ];
     for (i, (name, entries)) in cases.into_iter().enumerate() {
         let home = format!("manifest-{i}");

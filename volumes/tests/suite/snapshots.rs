@@ -28,7 +28,13 @@ both!(incremental_saves_and_point_in_time_restore, incremental);
 async fn incremental(backend: Backend) {
     let tv = TestVolume::new(backend);
     let v = &tv.volume;
-    assert_eq!(v.kind(), match backend { Backend::Local => VolumeKind::Local, Backend::S3 => VolumeKind::S3 });
+    assert_eq!(
+        v.kind(),
+        match backend {
+            Backend::Local => VolumeKind::Local,
+            Backend::S3 => VolumeKind::S3,
+        }
+    );
     let home = tv.dir("home");
     sample_home(&home);
     let original = tree(&home);
@@ -108,7 +114,8 @@ async fn meta_excludes(backend: Backend) {
     write(&home.join("x.tmp"), b"t");
     let lease = tv.lease("h").await;
     tokio::time::sleep(Duration::from_millis(60)).await; // files older than the stat-cache racy window
-    let opts = SaveOptions { meta: json!({"session": "s1"}), exclude: vec!["cache/**".into(), "**/*.tmp".into()], ..SaveOptions::default() };
+    let opts =
+        SaveOptions { meta: json!({"session": "s1"}), exclude: vec!["cache/**".into(), "**/*.tmp".into()], ..SaveOptions::default() };
     let r = tv.volume.save(&lease, &home, &opts, &NoProgress).await.unwrap();
     assert_eq!(r.snapshot.meta, json!({"session": "s1"}));
     let mut skipped: Vec<(String, String)> = r.snapshot.skipped.iter().map(|s| (s.path.clone(), s.kind.clone())).collect();
@@ -160,14 +167,7 @@ async fn export_import(backend: Backend) {
 
     // A plain `tar -I zstd` of a home directory imports too.
     let plain = tv.tmp.path().join("plain.tar.zst");
-    let st = std::process::Command::new("tar")
-        .args(["-I", "zstd", "-cf"])
-        .arg(&plain)
-        .arg("-C")
-        .arg(&home)
-        .arg(".")
-        .status()
-        .unwrap();
+    let st = std::process::Command::new("tar").args(["-I", "zstd", "-cf"]).arg(&plain).arg("-C").arg(&home).arg(".").status().unwrap();
     assert!(st.success());
     let lease3 = tv.lease("plain").await;
     tv.volume.import(&lease3, &plain, json!(null), &NoProgress).await.unwrap();

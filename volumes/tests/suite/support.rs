@@ -158,9 +158,7 @@ impl Moto {
 
 /// The test venv: `SPACES_TEST_VENV`, default `<workspace>/.venv-test`.
 pub fn venv() -> PathBuf {
-    std::env::var_os("SPACES_TEST_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv-test"))
+    std::env::var_os("SPACES_TEST_VENV").map(PathBuf::from).unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv-test"))
 }
 
 const LAUNCHER: &str = r#"

@@ -57,7 +57,12 @@ fn variants(depth: usize, archive: bool) -> Vec<(String, Vec<Ent>)> {
         ("a link to a link that escapes".into(), vec![link("loop", "."), link("b", &out), link("a", "b"), File("a/evil.txt")]),
         (
             "a loop inside a directory".into(),
-            vec![Dir("d"), link("d/self", "."), link("d/esc", &format!("self/self/{}outside", "../".repeat(depth + 1))), File("d/esc/evil.txt")],
+            vec![
+                Dir("d"),
+                link("d/self", "."),
+                link("d/esc", &format!("self/self/{}outside", "../".repeat(depth + 1))),
+                File("d/esc/evil.txt"),
+            ],
         ),
         ("dotdot in the target".into(), vec![Dir("sub"), link("sub/up", "../../outside"), File("sub/up/evil.txt")]),
         ("absolute target".into(), vec![link("abs", "/tmp/v41-out"), File("abs/evil.txt")]),
@@ -73,7 +78,10 @@ fn variants(depth: usize, archive: bool) -> Vec<(String, Vec<Ent>)> {
                 "hard link into an escaping link".to_string(),
                 vec![File("a.txt"), link("loop", "."), link("notes", &out), Hard("notes/x", "a.txt".into())],
             ),
-            ("hard link with dotdot".to_string(), vec![File("a.txt"), link("loop", "."), Hard("h", format!("loop/{}outside/victim.txt", "../".repeat(depth)))]),
+            (
+                "hard link with dotdot".to_string(),
+                vec![File("a.txt"), link("loop", "."), Hard("h", format!("loop/{}outside/victim.txt", "../".repeat(depth)))],
+            ),
             ("hard link to an absolute path".to_string(), vec![Hard("h", "/tmp/v41-out/victim".into())]),
             ("absolute entry".to_string(), vec![File("/tmp/v41-out/abs.txt")]),
         ]);

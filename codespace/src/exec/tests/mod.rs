@@ -3,5 +3,5 @@
 mod lifecycle;
 mod pipe_cases;
 mod pty_cases;
-mod utf8_cases;
 mod support;
+mod utf8_cases;

@@ -19,8 +19,7 @@ async fn case_e13_300kb_over_a_pipe_arrives_byte_exact() {
     let dir = TempDir::new().unwrap();
     let p = Processes::new(limits());
     let id = p.exec(spec(&dir, &["sh", "-c", "head -c 300000 | sha256sum"])).unwrap().process_id;
-    let data: Vec<u8> =
-        (0u32..300_000).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let data: Vec<u8> = (0u32..300_000).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
     p.write_stdin(&id, &data).await.unwrap();
     let want = spaces_v4a::hex(&Sha256::digest(&data));
     let out = read_all(&p, &id).await;
@@ -38,10 +37,8 @@ async fn case_e15_a_process_that_stops_reading_answers_timeout_with_the_bytes_wr
     let id = p.exec(spec(&dir, &["sleep", "30"])).unwrap().process_id;
     let data = vec![b'x'; 1 << 20]; // 1 MiB, far more than a pipe holds
     let started = Instant::now();
-    let err = tokio::time::timeout(PATIENCE, p.write_stdin(&id, &data))
-        .await
-        .expect("write_stdin must return within its bound")
-        .unwrap_err();
+    let err =
+        tokio::time::timeout(PATIENCE, p.write_stdin(&id, &data)).await.expect("write_stdin must return within its bound").unwrap_err();
     assert!(started.elapsed() >= bound, "it waited for the process first");
     let Error::StdinTimeout { written, total, .. } = err else { panic!("{err:?}") };
     assert_eq!(total, 1 << 20);
@@ -62,8 +59,7 @@ async fn case_e15_a_process_that_stops_reading_answers_timeout_with_the_bytes_wr
 async fn stdout_and_stderr_are_one_stream_in_write_order() {
     let dir = TempDir::new().unwrap();
     let p = Processes::new(limits());
-    let id =
-        p.exec(spec(&dir, &["sh", "-c", "echo out; echo err >&2; echo out2"])).unwrap().process_id;
+    let id = p.exec(spec(&dir, &["sh", "-c", "echo out; echo err >&2; echo out2"])).unwrap().process_id;
     assert_eq!(read_all(&p, &id).await, "out\nerr\nout2\n");
 }
 
@@ -88,10 +84,7 @@ async fn overflow_keeps_the_exact_tail_and_reports_the_loss() {
     let id = p.exec(spec(&dir, &["seq", "1", "100000"])).unwrap().process_id;
     let expected: String = (1..=100_000).map(|i| format!("{i}\n")).collect();
     p.wait_exit(&id).await.unwrap();
-    let tail = tokio::time::timeout(PATIENCE, p.read(&id, Some(0), Some(PATIENCE)))
-        .await
-        .unwrap()
-        .unwrap();
+    let tail = tokio::time::timeout(PATIENCE, p.read(&id, Some(0), Some(PATIENCE))).await.unwrap().unwrap();
     let total = expected.len() as u64;
     let dropped = total - ExecLimits::default().retained_bytes as u64;
     assert!(tail.eof && tail.output_lost);
@@ -130,10 +123,7 @@ async fn the_time_limit_stops_the_process_as_timeout() {
     s.timeout = Some(Duration::from_millis(200));
     let id = p.exec(s).unwrap().process_id;
     let status = tokio::time::timeout(PATIENCE, p.wait_exit(&id)).await.unwrap().unwrap();
-    assert_eq!(
-        (status.termination, status.exit_code, status.signal),
-        (Some(Termination::Timeout), None, None)
-    );
+    assert_eq!((status.termination, status.exit_code, status.signal), (Some(Termination::Timeout), None, None));
 }
 
 #[tokio::test]
@@ -147,9 +137,6 @@ async fn terminate_ends_the_whole_group() {
     assert_eq!(tagged(&tag).len(), 2, "sh and its forked sleep");
     tokio::time::timeout(PATIENCE, p.terminate(&id)).await.unwrap().unwrap();
     let status = p.status(&id).unwrap();
-    assert_eq!(
-        (status.state, status.termination),
-        (ProcessState::Exited, Some(Termination::Terminated))
-    );
+    assert_eq!((status.state, status.termination), (ProcessState::Exited, Some(Termination::Terminated)));
     assert!(tagged(&tag).is_empty(), "no process of the group is left");
 }

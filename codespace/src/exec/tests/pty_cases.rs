@@ -26,10 +26,7 @@ async fn case_p2_pty_kill_9_reads_signaled() {
     kill(Pid::from_raw(pids[0]), Signal::SIGKILL).unwrap();
     let status = tokio::time::timeout(PATIENCE, p.wait_exit(&id)).await.unwrap().unwrap();
     assert_eq!(status.state, ProcessState::Exited);
-    assert_eq!(
-        (status.termination, status.signal, status.exit_code),
-        (Some(Termination::Signaled), Some(9), None)
-    );
+    assert_eq!((status.termination, status.signal, status.exit_code), (Some(Termination::Signaled), Some(9), None));
     let (_, eof) = read_until(&p, &id, |_| false).await;
     assert!(eof);
     assert!(p.status(&id).unwrap().eof);
@@ -62,8 +59,7 @@ async fn case_p8_pty_resize_reaches_the_program() {
 async fn case_e13_pty_input_does_not_come_back_as_output() {
     let dir = TempDir::new().unwrap();
     let p = Processes::new(limits());
-    let id =
-        p.exec(tty_spec(&dir, &["sh", "-c", "read -r line; echo marker-ok"])).unwrap().process_id;
+    let id = p.exec(tty_spec(&dir, &["sh", "-c", "read -r line; echo marker-ok"])).unwrap().process_id;
     p.write_stdin(&id, b"secret-words\n").await.unwrap();
     let out = read_all(&p, &id).await;
     assert!(out.contains("marker-ok"), "{out:?}");

@@ -15,11 +15,7 @@ pub const PATIENCE: Duration = Duration::from_secs(30);
 
 /// Limits with short grace and drain so tests finish quickly.
 pub fn limits() -> ExecLimits {
-    ExecLimits {
-        grace: Duration::from_millis(500),
-        drain_after_exit: Duration::from_millis(300),
-        ..ExecLimits::default()
-    }
+    ExecLimits { grace: Duration::from_millis(500), drain_after_exit: Duration::from_millis(300), ..ExecLimits::default() }
 }
 
 /// A pipe-mode spec in `dir`, own owner and tag.

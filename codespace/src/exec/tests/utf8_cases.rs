@@ -18,11 +18,7 @@ async fn r36(make: fn(&TempDir, &[&str]) -> ExecSpec) {
     let p = Processes::new(limits());
     let id = p.exec(make(&dir, &["sh", "-c", EUROS])).unwrap().process_id;
     let followed = read_all(&p, &id).await;
-    assert!(
-        followed.chars().all(|c| c == '€'),
-        "a page split a character: {:?}",
-        followed.char_indices().find(|(_, c)| *c != '€')
-    );
+    assert!(followed.chars().all(|c| c == '€'), "a page split a character: {:?}", followed.char_indices().find(|(_, c)| *c != '€'));
     p.wait_exit(&id).await.unwrap();
 
     let r = tokio::time::timeout(PATIENCE, p.read(&id, Some(0), None)).await.unwrap().unwrap();

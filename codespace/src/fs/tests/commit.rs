@@ -10,8 +10,8 @@ use spaces_sdk::ErrorCode;
 
 use super::{put, snapshot, workspace};
 use crate::fs::commit::Step;
-use crate::Error;
 use crate::fs::{ChangeRecord, CommitStatus, Root};
+use crate::Error;
 
 fn patch_text(body: &str) -> String {
     format!("*** Begin Patch\n{body}*** End Patch\n")
@@ -22,11 +22,7 @@ fn bytes(base: &Path, rel: &str) -> Vec<u8> {
 }
 
 fn mode(base: &Path, rel: &str) -> u32 {
-    std::fs::metadata(base.join(rel))
-        .unwrap()
-        .permissions()
-        .mode()
-        & 0o7777
+    std::fs::metadata(base.join(rel)).unwrap().permissions().mode() & 0o7777
 }
 
 /// Read the version, plan with it as expected, commit, and check the report says applied.
@@ -37,21 +33,14 @@ fn apply(root: &Root, path: &str, body: &str) {
     let report = root.commit(&plan);
     assert_eq!(report.status, CommitStatus::Applied, "{:?}", report.error);
     let after = root.read(path, None, None).unwrap().version;
-    assert_eq!(
-        report.changes[0].after_version.as_deref(),
-        Some(after.as_str())
-    );
+    assert_eq!(report.changes[0].after_version.as_deref(), Some(after.as_str()));
 }
 
 #[test]
 fn case_x17_crlf_and_missing_final_newline_survive_on_disk() {
     let (dir, root) = workspace();
     put(dir.path(), "crlf.txt", b"a\r\nb\r\nc");
-    apply(
-        &root,
-        "crlf.txt",
-        "*** Update File: crlf.txt\n@@\n a\n-b\n+B\n c\n",
-    );
+    apply(&root, "crlf.txt", "*** Update File: crlf.txt\n@@\n a\n-b\n+B\n c\n");
     assert_eq!(bytes(dir.path(), "crlf.txt"), b"a\r\nB\r\nc");
 }
 
@@ -59,21 +48,10 @@ fn case_x17_crlf_and_missing_final_newline_survive_on_disk() {
 fn case_x18_end_of_file_anchor_and_loose_context_on_disk() {
     let (dir, root) = workspace();
     put(dir.path(), "m.txt", b"marker\nend\nmiddle\nmarker\nend\n");
-    apply(
-        &root,
-        "m.txt",
-        "*** Update File: m.txt\n@@\n-marker\n+MARKER\n end\n*** End of File\n",
-    );
-    assert_eq!(
-        bytes(dir.path(), "m.txt"),
-        b"marker\nend\nmiddle\nMARKER\nend\n"
-    );
+    apply(&root, "m.txt", "*** Update File: m.txt\n@@\n-marker\n+MARKER\n end\n*** End of File\n");
+    assert_eq!(bytes(dir.path(), "m.txt"), b"marker\nend\nmiddle\nMARKER\nend\n");
     put(dir.path(), "k.txt", b"one\nkeep  \ntwo\n");
-    apply(
-        &root,
-        "k.txt",
-        "*** Update File: k.txt\n@@\n keep\n-two\n+TWO\n",
-    );
+    apply(&root, "k.txt", "*** Update File: k.txt\n@@\n keep\n-two\n+TWO\n");
     assert_eq!(bytes(dir.path(), "k.txt"), b"one\nkeep  \nTWO\n");
 }
 
@@ -117,10 +95,7 @@ fn add_move_delete_are_committed_and_verified() {
     assert_eq!(mode(dir.path(), "run.sh"), 0o755);
     assert!(!dir.path().join("old.txt").exists() && !dir.path().join("gone.txt").exists());
     let listed = snapshot(dir.path());
-    assert!(
-        listed.keys().all(|k| !k.contains("spaces-tmp")),
-        "{listed:?}"
-    );
+    assert!(listed.keys().all(|k| !k.contains("spaces-tmp")), "{listed:?}");
 }
 
 #[test]
@@ -136,27 +111,17 @@ fn chained_operations_on_one_file_commit_the_last_content() {
 fn a_file_changed_after_planning_is_rejected_untouched() {
     let (dir, root) = workspace();
     put(dir.path(), "n.md", b"v1\n");
-    let plan = root
-        .plan_patch(
-            &patch_text("*** Update File: n.md\n@@\n-v1\n+v2\n"),
-            &BTreeMap::new(),
-        )
-        .unwrap();
+    let plan = root.plan_patch(&patch_text("*** Update File: n.md\n@@\n-v1\n+v2\n"), &BTreeMap::new()).unwrap();
     put(dir.path(), "n.md", b"v1\nappended\n");
     let report = root.commit(&plan);
     assert_eq!(report.status, CommitStatus::Rejected);
     let err = report.error.unwrap();
     assert_eq!(err.code(), ErrorCode::VersionConflict);
-    assert!(
-        err.to_string().contains(&spaces_v4a::version(b"v1\nappended\n")),
-        "{err}"
-    );
+    assert!(err.to_string().contains(&spaces_v4a::version(b"v1\nappended\n")), "{err}");
     assert_eq!(bytes(dir.path(), "n.md"), b"v1\nappended\n");
 
     // An add whose destination appeared meanwhile is refused the same way.
-    let plan = root
-        .plan_patch(&patch_text("*** Add File: x.txt\n+x\n"), &BTreeMap::new())
-        .unwrap();
+    let plan = root.plan_patch(&patch_text("*** Add File: x.txt\n+x\n"), &BTreeMap::new()).unwrap();
     put(dir.path(), "x.txt", b"theirs\n");
     assert_eq!(root.commit(&plan).status, CommitStatus::Rejected);
     assert_eq!(bytes(dir.path(), "x.txt"), b"theirs\n");
@@ -182,21 +147,13 @@ fn rollback_fixture() -> (tempfile::TempDir, Root, spaces_v4a::Plan) {
 }
 
 fn injected(path: &str) -> Error {
-    Error::FileOperationFailed {
-        path: path.to_owned(),
-        action: "an injected step",
-        source: std::io::Error::other("injected failure"),
-    }
+    Error::FileOperationFailed { path: path.to_owned(), action: "an injected step", source: std::io::Error::other("injected failure") }
 }
 
 #[test]
 fn failure_at_any_step_rolls_back_every_byte() {
     // Fail before staging the second write, before swapping a write, before the last removal.
-    for target in [
-        Step::Stage("new/deep/x.txt"),
-        Step::Swap("b.txt"),
-        Step::Swap("c.txt"),
-    ] {
+    for target in [Step::Stage("new/deep/x.txt"), Step::Swap("b.txt"), Step::Swap("c.txt")] {
         let (dir, root, plan) = rollback_fixture();
         let before = snapshot(dir.path());
         let report = root.commit_with(&plan, &mut |step| {
@@ -206,12 +163,7 @@ fn failure_at_any_step_rolls_back_every_byte() {
                 Ok(())
             }
         });
-        assert_eq!(
-            report.status,
-            CommitStatus::FailedRolledBack,
-            "{target:?}: {:?}",
-            report.error
-        );
+        assert_eq!(report.status, CommitStatus::FailedRolledBack, "{target:?}: {:?}", report.error);
         assert_eq!(report.error.unwrap().code(), ErrorCode::FileOperationFailed);
         assert_eq!(snapshot(dir.path()), before, "{target:?}");
     }
@@ -226,22 +178,13 @@ fn a_failed_rollback_is_reported_partial() {
     });
     assert_eq!(report.status, CommitStatus::FailedPartial);
     let err = report.error.unwrap();
-    assert!(
-        err.to_string().contains("rolling back also failed"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("rolling back also failed"), "{err}");
     // The other paths were restored; a.txt keeps the new content the rollback could not undo.
     assert_eq!(bytes(dir.path(), "a.txt"), b"A\r\nline\r\n");
     assert_eq!(bytes(dir.path(), "b.txt"), b"b\nno final newline");
     assert!(!dir.path().join("new").exists());
-    assert_eq!(
-        serde_json::to_value(CommitStatus::FailedPartial).unwrap(),
-        "failed_partial"
-    );
-    assert_eq!(
-        serde_json::to_value(CommitStatus::FailedRolledBack).unwrap(),
-        "failed_rolled_back"
-    );
+    assert_eq!(serde_json::to_value(CommitStatus::FailedPartial).unwrap(), "failed_partial");
+    assert_eq!(serde_json::to_value(CommitStatus::FailedRolledBack).unwrap(), "failed_rolled_back");
 }
 
 /// Two spellings of one file (`./g.txt`, `g.txt`, `sub//a`) are one file to the planner: a patch
@@ -253,22 +196,16 @@ fn two_spellings_of_one_path_are_one_file() {
     put(dir.path(), "e.txt", b"orig\n");
     put(dir.path(), "hello.txt", b"hello\n");
     let before = snapshot(dir.path());
-    let move_then_add = patch_text(
-        "*** Update File: e.txt\n*** Move to: g.txt\n@@\n-orig\n+moved\n*** Add File: ./g.txt\n+added\n",
-    );
+    let move_then_add = patch_text("*** Update File: e.txt\n*** Move to: g.txt\n@@\n-orig\n+moved\n*** Add File: ./g.txt\n+added\n");
     let e = root.plan_patch(&move_then_add, &BTreeMap::new()).unwrap_err();
     assert_eq!(e.code(), ErrorCode::AddFileExists, "{e}");
-    let twice = patch_text(
-        "*** Update File: hello.txt\n@@\n-hello\n+hello2\n*** Update File: ./hello.txt\n@@\n-hello\n+hello3\n",
-    );
+    let twice = patch_text("*** Update File: hello.txt\n@@\n-hello\n+hello2\n*** Update File: ./hello.txt\n@@\n-hello\n+hello3\n");
     let e = root.plan_patch(&twice, &BTreeMap::new()).unwrap_err();
     assert_eq!(e.code(), ErrorCode::InvalidPatch, "{e}");
     assert_eq!(snapshot(dir.path()), before, "nothing written");
 
     // one spelling everywhere: in the plan, in read, and in expected_versions
-    let plan = root
-        .plan_patch(&patch_text("*** Add File: sub//./a.txt\n+a\n"), &BTreeMap::new())
-        .unwrap();
+    let plan = root.plan_patch(&patch_text("*** Add File: sub//./a.txt\n+a\n"), &BTreeMap::new()).unwrap();
     assert_eq!(plan.files(), ["sub/a.txt"]);
     assert_eq!(root.read("./hello.txt", None, None).unwrap().path, "hello.txt");
     let v = root.read("hello.txt", None, None).unwrap().version;

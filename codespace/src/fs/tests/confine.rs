@@ -21,11 +21,7 @@ type Opener = fn(BorrowedFd, &[&str], OFlag) -> Result<OwnedFd, Errno>;
 #[test]
 fn string_gate_refuses_escapes_and_drops_dot_components() {
     for bad in ["", "/etc/passwd", "a/../b", "..", "a\0b", "x/.."] {
-        assert_eq!(
-            components(bad).unwrap_err().code(),
-            ErrorCode::PathEscape,
-            "{bad:?}"
-        );
+        assert_eq!(components(bad).unwrap_err().code(), ErrorCode::PathEscape, "{bad:?}");
     }
     assert_eq!(components("a/./b//c").unwrap(), vec!["a", "b", "c"]);
     assert!(components(".").unwrap().is_empty());
@@ -47,24 +43,12 @@ fn check_opener(open: Opener) {
     let opened = open(fd, &[], OFlag::O_RDONLY | OFlag::O_DIRECTORY).unwrap();
     assert_eq!(id(nix::sys::stat::fstat(&opened).unwrap()), id(nix::sys::stat::stat(dir.path()).unwrap()));
     // A symlink is refused even when it points inside the workspace.
-    assert_eq!(
-        open(fd, &["inner_link", "lib.rs"], rd).unwrap_err(),
-        Errno::ELOOP
-    );
+    assert_eq!(open(fd, &["inner_link", "lib.rs"], rd).unwrap_err(), Errno::ELOOP);
     assert_eq!(open(fd, &["leaf_link"], rd).unwrap_err(), Errno::ELOOP);
-    assert_eq!(
-        open(fd, &["inner_link"], OFlag::O_PATH | OFlag::O_DIRECTORY).unwrap_err(),
-        Errno::ELOOP
-    );
+    assert_eq!(open(fd, &["inner_link"], OFlag::O_PATH | OFlag::O_DIRECTORY).unwrap_err(), Errno::ELOOP);
     assert_eq!(open(fd, &["missing", "x"], rd).unwrap_err(), Errno::ENOENT);
-    assert_eq!(
-        open(fd, &["file.txt", "x"], rd).unwrap_err(),
-        Errno::ENOTDIR
-    );
-    assert_eq!(
-        open(fd, &["src"], OFlag::O_RDONLY | OFlag::O_DIRECTORY).map(|_| ()),
-        Ok(())
-    );
+    assert_eq!(open(fd, &["file.txt", "x"], rd).unwrap_err(), Errno::ENOTDIR);
+    assert_eq!(open(fd, &["src"], OFlag::O_RDONLY | OFlag::O_DIRECTORY).map(|_| ()), Ok(()));
 }
 
 #[test]
@@ -100,16 +84,8 @@ fn fallback_walk_refuses_symlinks_anywhere_on_the_path() {
 fn fifo_is_refused_without_blocking() {
     let (dir, root) = workspace();
     nix::unistd::mkfifo(&dir.path().join("pipe"), Mode::from_bits_truncate(0o644)).unwrap();
-    assert_eq!(
-        root.read("pipe", None, None).unwrap_err().code(),
-        ErrorCode::SpecialFileRejected
-    );
-    let err = root
-        .plan_patch(
-            "*** Begin Patch\n*** Delete File: pipe\n*** End Patch",
-            &BTreeMap::new(),
-        )
-        .unwrap_err();
+    assert_eq!(root.read("pipe", None, None).unwrap_err().code(), ErrorCode::SpecialFileRejected);
+    let err = root.plan_patch("*** Begin Patch\n*** Delete File: pipe\n*** End Patch", &BTreeMap::new()).unwrap_err();
     assert_eq!(err.code(), ErrorCode::SpecialFileRejected);
     assert!(root.find(None, None, None).unwrap().paths.is_empty());
 }
@@ -127,27 +103,12 @@ fn case_x33_symlink_escapes_are_refused() {
     let inside_before = snapshot(dir.path());
 
     let refused = [
-        (
-            "*** Add File: outbox/pwned.txt\n+pwned\n",
-            ErrorCode::SymlinkRejected,
-        ),
-        (
-            "*** Add File: loop/../pwned2.txt\n+pwned\n",
-            ErrorCode::PathEscape,
-        ),
-        (
-            "*** Update File: outbox\n@@\n-x\n+y\n",
-            ErrorCode::SymlinkRejected,
-        ),
+        ("*** Add File: outbox/pwned.txt\n+pwned\n", ErrorCode::SymlinkRejected),
+        ("*** Add File: loop/../pwned2.txt\n+pwned\n", ErrorCode::PathEscape),
+        ("*** Update File: outbox\n@@\n-x\n+y\n", ErrorCode::SymlinkRejected),
         ("*** Add File: /etc/x\n+pwned\n", ErrorCode::PathEscape),
-        (
-            "*** Update File: a.txt\n*** Move to: outbox/a.txt\n@@\n-a\n+b\n",
-            ErrorCode::SymlinkRejected,
-        ),
-        (
-            "*** Delete File: loop/keep.txt\n",
-            ErrorCode::SymlinkRejected,
-        ),
+        ("*** Update File: a.txt\n*** Move to: outbox/a.txt\n@@\n-a\n+b\n", ErrorCode::SymlinkRejected),
+        ("*** Delete File: loop/keep.txt\n", ErrorCode::SymlinkRejected),
     ];
     for (body, code) in refused {
         let text = format!("*** Begin Patch\n{body}*** End Patch\n");
@@ -163,22 +124,10 @@ fn case_x33_symlink_escapes_are_refused() {
     assert_eq!(report.error.unwrap().code(), ErrorCode::SymlinkRejected);
 
     // read, find and check_dir refuse or skip the links too.
-    assert_eq!(
-        root.read("outbox/secret.txt", None, None).unwrap_err().code(),
-        ErrorCode::SymlinkRejected
-    );
-    assert_eq!(
-        root.read("loop", None, None).unwrap_err().code(),
-        ErrorCode::SymlinkRejected
-    );
-    assert_eq!(
-        root.read("loop/../a.txt", None, None).unwrap_err().code(),
-        ErrorCode::PathEscape
-    );
-    assert_eq!(
-        root.check_dir("outbox").unwrap_err().code(),
-        ErrorCode::SymlinkRejected
-    );
+    assert_eq!(root.read("outbox/secret.txt", None, None).unwrap_err().code(), ErrorCode::SymlinkRejected);
+    assert_eq!(root.read("loop", None, None).unwrap_err().code(), ErrorCode::SymlinkRejected);
+    assert_eq!(root.read("loop/../a.txt", None, None).unwrap_err().code(), ErrorCode::PathEscape);
+    assert_eq!(root.check_dir("outbox").unwrap_err().code(), ErrorCode::SymlinkRejected);
     assert_eq!(root.find(None, None, None).unwrap().paths, vec!["a.txt"]);
 
     assert_eq!(snapshot(outside.path()), outside_before);
@@ -190,43 +139,18 @@ fn check_dir_gives_confined_directories_only() {
     let (dir, root) = workspace();
     put(dir.path(), "src/deep/x.rs", b"");
     symlink("src", dir.path().join("alias")).unwrap();
-    assert_eq!(
-        root.check_dir("src/deep").unwrap(),
-        root.path().join("src").join("deep")
-    );
+    assert_eq!(root.check_dir("src/deep").unwrap(), root.path().join("src").join("deep"));
     assert_eq!(root.check_dir(".").unwrap(), root.path());
-    assert_eq!(
-        root.check_dir("src/deep/x.rs").unwrap_err().code(),
-        ErrorCode::PathNotDirectory
-    );
-    assert_eq!(
-        root.check_dir("alias").unwrap_err().code(),
-        ErrorCode::SymlinkRejected
-    );
-    assert_eq!(
-        root.check_dir("nope").unwrap_err().code(),
-        ErrorCode::FileNotFound
-    );
-    assert_eq!(
-        root.check_dir("../x").unwrap_err().code(),
-        ErrorCode::PathEscape
-    );
+    assert_eq!(root.check_dir("src/deep/x.rs").unwrap_err().code(), ErrorCode::PathNotDirectory);
+    assert_eq!(root.check_dir("alias").unwrap_err().code(), ErrorCode::SymlinkRejected);
+    assert_eq!(root.check_dir("nope").unwrap_err().code(), ErrorCode::FileNotFound);
+    assert_eq!(root.check_dir("../x").unwrap_err().code(), ErrorCode::PathEscape);
 }
 
 #[test]
 fn root_must_be_an_existing_directory() {
     let (dir, _root) = workspace();
     put(dir.path(), "f", b"");
-    assert_eq!(
-        crate::fs::Root::open(&dir.path().join("f"))
-            .unwrap_err()
-            .code(),
-        ErrorCode::PathNotDirectory
-    );
-    assert_eq!(
-        crate::fs::Root::open(&dir.path().join("none"))
-            .unwrap_err()
-            .code(),
-        ErrorCode::FileNotFound
-    );
+    assert_eq!(crate::fs::Root::open(&dir.path().join("f")).unwrap_err().code(), ErrorCode::PathNotDirectory);
+    assert_eq!(crate::fs::Root::open(&dir.path().join("none")).unwrap_err().code(), ErrorCode::FileNotFound);
 }

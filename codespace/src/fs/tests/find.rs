@@ -12,13 +12,7 @@ use super::{put, workspace};
 
 fn tree() -> (tempfile::TempDir, crate::fs::Root) {
     let (dir, root) = workspace();
-    for rel in [
-        "b.txt",
-        "a.rs",
-        "src/c.rs",
-        "src/deep/d.rs",
-        "src/deep/e.md",
-    ] {
+    for rel in ["b.txt", "a.rs", "src/c.rs", "src/deep/d.rs", "src/deep/e.md"] {
         put(dir.path(), rel, rel.as_bytes());
     }
     symlink("a.rs", dir.path().join("link.rs")).unwrap();
@@ -32,16 +26,7 @@ fn tree() -> (tempfile::TempDir, crate::fs::Root) {
 fn lists_regular_files_sorted_skipping_links_and_specials() {
     let (_dir, root) = tree();
     let all = root.find(None, None, None).unwrap();
-    assert_eq!(
-        all.paths,
-        [
-            "a.rs",
-            "b.txt",
-            "src/c.rs",
-            "src/deep/d.rs",
-            "src/deep/e.md"
-        ]
-    );
+    assert_eq!(all.paths, ["a.rs", "b.txt", "src/c.rs", "src/deep/d.rs", "src/deep/e.md"]);
     assert!(!all.truncated && !all.incomplete && all.next_offset.is_none());
 }
 
@@ -49,14 +34,8 @@ fn lists_regular_files_sorted_skipping_links_and_specials() {
 fn globs_keep_separators_literal() {
     let (_dir, root) = tree();
     assert_eq!(root.find(Some("*.rs"), None, None).unwrap().paths, ["a.rs"]);
-    assert_eq!(
-        root.find(Some("**/*.rs"), None, None).unwrap().paths,
-        ["a.rs", "src/c.rs", "src/deep/d.rs"]
-    );
-    assert_eq!(
-        root.find(Some("src/*"), None, None).unwrap().paths,
-        ["src/c.rs"]
-    );
+    assert_eq!(root.find(Some("**/*.rs"), None, None).unwrap().paths, ["a.rs", "src/c.rs", "src/deep/d.rs"]);
+    assert_eq!(root.find(Some("src/*"), None, None).unwrap().paths, ["src/c.rs"]);
     let err = root.find(Some("a[b"), None, None).unwrap_err();
     assert_eq!(err.code(), ErrorCode::InvalidArgument);
 }
@@ -70,10 +49,7 @@ fn pages_share_one_listing_version() {
     let second = root.find(None, first.next_offset, Some(2)).unwrap();
     assert_eq!(second.paths, ["src/c.rs", "src/deep/d.rs"]);
     let last = root.find(None, second.next_offset, Some(2)).unwrap();
-    assert_eq!(
-        (last.paths.len(), last.truncated, last.next_offset),
-        (1, false, None)
-    );
+    assert_eq!((last.paths.len(), last.truncated, last.next_offset), (1, false, None));
     assert_eq!(first.listing_version, last.listing_version);
     let past = root.find(None, Some(99), None).unwrap();
     assert!(past.paths.is_empty() && !past.truncated);
@@ -81,14 +57,8 @@ fn pages_share_one_listing_version() {
     let rs = root.find(Some("**/*.rs"), None, None).unwrap();
     assert_ne!(rs.listing_version, first.listing_version);
     put(dir.path(), "z.txt", b"");
-    assert_ne!(
-        root.find(None, None, Some(2)).unwrap().listing_version,
-        first.listing_version
-    );
-    assert_eq!(
-        root.find(None, None, Some(0)).unwrap_err().code(),
-        ErrorCode::InvalidArgument
-    );
+    assert_ne!(root.find(None, None, Some(2)).unwrap().listing_version, first.listing_version);
+    assert_eq!(root.find(None, None, Some(0)).unwrap_err().code(), ErrorCode::InvalidArgument);
 }
 
 #[test]
@@ -162,9 +132,7 @@ fn unprivileged(check: impl FnOnce() -> String) -> String {
             std::io::Read::read_to_string(&mut std::fs::File::from(rx), &mut out).unwrap();
             let status = nix::sys::wait::waitpid(child, None).unwrap();
             assert_eq!(status, nix::sys::wait::WaitStatus::Exited(child, 0), "{out}");
-            out.strip_prefix(&format!("uid {NOBODY} "))
-                .unwrap_or_else(|| panic!("the child did not run as {NOBODY}: {out}"))
-                .to_owned()
+            out.strip_prefix(&format!("uid {NOBODY} ")).unwrap_or_else(|| panic!("the child did not run as {NOBODY}: {out}")).to_owned()
         }
     }
 }

@@ -38,23 +38,12 @@ pub(super) fn snapshot(base: &Path) -> BTreeMap<String, (String, u32, Vec<u8>)> 
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
-            let rel = path
-                .strip_prefix(base)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned();
+            let rel = path.strip_prefix(base).unwrap().to_string_lossy().into_owned();
             let meta = std::fs::symlink_metadata(&path).unwrap();
             let mode = meta.permissions().mode();
             let ft = meta.file_type();
             let value = if ft.is_symlink() {
-                (
-                    "link".to_owned(),
-                    mode,
-                    std::fs::read_link(&path)
-                        .unwrap()
-                        .into_os_string()
-                        .into_encoded_bytes(),
-                )
+                ("link".to_owned(), mode, std::fs::read_link(&path).unwrap().into_os_string().into_encoded_bytes())
             } else if ft.is_dir() {
                 stack.push(path.clone());
                 ("dir".to_owned(), mode, Vec::new())

@@ -35,17 +35,11 @@ fn window_reports_the_whole_file_and_where_to_continue() {
     let (dir, root) = workspace();
     put(dir.path(), "f", b"hello world");
     let got = root.read("f", Some(6), Some(3)).unwrap();
-    assert_eq!(
-        (got.content.as_str(), got.truncated, got.next_offset),
-        ("wor", true, Some(9))
-    );
+    assert_eq!((got.content.as_str(), got.truncated, got.next_offset), ("wor", true, Some(9)));
     assert_eq!((got.offset, got.byte_count), (Some(6), 11));
     assert_eq!(got.version, spaces_v4a::version(b"hello world"));
     let rest = root.read("f", got.next_offset, None).unwrap();
-    assert_eq!(
-        (rest.content.as_str(), rest.truncated, rest.next_offset),
-        ("ld", false, None)
-    );
+    assert_eq!((rest.content.as_str(), rest.truncated, rest.next_offset), ("ld", false, None));
     let past = root.read("f", Some(100), None).unwrap();
     assert_eq!((past.content.as_str(), past.truncated), ("", false));
 }
@@ -92,18 +86,9 @@ fn limit_is_clamped_to_one_mebibyte() {
     put(dir.path(), "big", &big);
     let got = root.read("big", None, Some(10 * READ_MAX_BYTES)).unwrap();
     assert_eq!(got.content.len() as u64, READ_MAX_BYTES);
-    assert_eq!(
-        (got.truncated, got.next_offset),
-        (true, Some(READ_MAX_BYTES))
-    );
-    assert_eq!(
-        (got.byte_count, got.version),
-        (big.len() as u64, spaces_v4a::version(&big))
-    );
-    assert_eq!(
-        root.read("big", None, Some(0)).unwrap_err().code(),
-        ErrorCode::InvalidArgument
-    );
+    assert_eq!((got.truncated, got.next_offset), (true, Some(READ_MAX_BYTES)));
+    assert_eq!((got.byte_count, got.version), (big.len() as u64, spaces_v4a::version(&big)));
+    assert_eq!(root.read("big", None, Some(0)).unwrap_err().code(), ErrorCode::InvalidArgument);
 }
 
 #[test]
@@ -113,16 +98,7 @@ fn refusals_say_what_is_wrong() {
     let missing = root.read("d/none.txt", None, None).unwrap_err();
     assert_eq!(missing.code(), ErrorCode::FileNotFound);
     assert!(missing.to_string().contains("`absent`"), "{}", missing);
-    assert_eq!(
-        root.read("d", None, None).unwrap_err().code(),
-        ErrorCode::InvalidArgument
-    );
-    assert_eq!(
-        root.read("d/f.txt/x", None, None).unwrap_err().code(),
-        ErrorCode::PathNotDirectory
-    );
-    assert_eq!(
-        root.read("/etc/passwd", None, None).unwrap_err().code(),
-        ErrorCode::PathEscape
-    );
+    assert_eq!(root.read("d", None, None).unwrap_err().code(), ErrorCode::InvalidArgument);
+    assert_eq!(root.read("d/f.txt/x", None, None).unwrap_err().code(), ErrorCode::PathNotDirectory);
+    assert_eq!(root.read("/etc/passwd", None, None).unwrap_err().code(), ErrorCode::PathEscape);
 }

@@ -31,10 +31,7 @@ fn fingerprint_is_stable_hex_and_covers_every_field() {
 fn fingerprint_is_unambiguous_where_concatenation_would_not_be() {
     // Moving text between fields must change the fingerprint.
     let e = BTreeMap::new();
-    assert_ne!(
-        crate::ledger::fingerprint("ab", "c", &e, false),
-        crate::ledger::fingerprint("a", "bc", &e, false)
-    );
+    assert_ne!(crate::ledger::fingerprint("ab", "c", &e, false), crate::ledger::fingerprint("a", "bc", &e, false));
     assert_ne!(
         crate::ledger::fingerprint("w", "p", &versions(&[("a", "bc")]), false),
         crate::ledger::fingerprint("w", "p", &versions(&[("ab", "c")]), false)

@@ -11,12 +11,7 @@ use crate::fs::ChangeRecord;
 use crate::ledger::{EventName, Ledger, Minted, OperationRef, OperationStatus};
 
 fn fp(patch: &str) -> String {
-    crate::ledger::fingerprint(
-        "demo",
-        patch,
-        &BTreeMap::from([("n.md".to_string(), "v1".to_string())]),
-        false,
-    )
+    crate::ledger::fingerprint("demo", patch, &BTreeMap::from([("n.md".to_string(), "v1".to_string())]), false)
 }
 
 fn new_id(m: Minted) -> String {
@@ -51,18 +46,13 @@ fn mint_finish_then_same_key_replays_the_stored_result() {
     let id = new_id(ledger.mint("demo", Some("k1"), &fp("P")).unwrap());
     assert!(id.starts_with("op-"));
     let stored = finish_applied(&ledger, &id);
-    let Minted::Replay(rec) = ledger.mint("demo", Some("k1"), &fp("P")).unwrap() else {
-        panic!("expected Replay")
-    };
+    let Minted::Replay(rec) = ledger.mint("demo", Some("k1"), &fp("P")).unwrap() else { panic!("expected Replay") };
     assert_eq!(rec.record.operation_id, id);
     assert_eq!(rec.record.status, OperationStatus::Applied);
     assert_eq!(rec.result, Some(stored));
     assert_eq!(rec.key.as_deref(), Some("k1"));
     let names: Vec<_> = rec.record.events.iter().map(|e| (e.name, e.status)).collect();
-    assert_eq!(
-        names,
-        vec![(EventName::Minted, None), (EventName::Finished, Some(OperationStatus::Applied))]
-    );
+    assert_eq!(names, vec![(EventName::Minted, None), (EventName::Finished, Some(OperationStatus::Applied))]);
 }
 
 #[test]
@@ -97,32 +87,18 @@ fn crash_mid_apply_reads_unknown_and_is_never_reapplied() {
     assert_eq!(rec.record.status, OperationStatus::Unknown);
     assert!(rec.record.finished_at.is_some());
     let last = rec.record.events.last().unwrap();
-    assert_eq!(
-        (last.name, last.status, last.reason.as_deref()),
-        (EventName::Finished, Some(OperationStatus::Unknown), Some("unknown"))
-    );
+    assert_eq!((last.name, last.status, last.reason.as_deref()), (EventName::Finished, Some(OperationStatus::Unknown), Some("unknown")));
     let wire = serde_json::to_value(&rec.record).unwrap();
     assert_eq!(wire["status"], "unknown");
     assert_eq!(wire["kind"], "patch");
-    assert_eq!(
-        wire["events"][1],
-        json!({"at": last.at, "name": "finished", "status": "unknown", "reason": "unknown"})
-    );
+    assert_eq!(wire["events"][1], json!({"at": last.at, "name": "finished", "status": "unknown", "reason": "unknown"}));
     assert!(wire.get("key").is_none() && wire.get("result").is_none());
 
-    let Minted::Unfinished(again) = second.mint("demo", Some("k"), &fp("P")).unwrap() else {
-        panic!("must not re-apply")
-    };
+    let Minted::Unfinished(again) = second.mint("demo", Some("k"), &fp("P")).unwrap() else { panic!("must not re-apply") };
     assert_eq!(again.record.operation_id, id);
     // A later finish from the dead daemon's work cannot overwrite the recorded outcome.
     let (files, changes, result) = applied(&id);
-    assert_eq!(
-        second
-            .finish(&id, OperationStatus::Applied, &files, &changes, &result, None)
-            .unwrap_err()
-            .code(),
-        ErrorCode::Internal
-    );
+    assert_eq!(second.finish(&id, OperationStatus::Applied, &files, &changes, &result, None).unwrap_err().code(), ErrorCode::Internal);
     // Recovery ran once: a third boot adds no second finished event.
     drop(second);
     let third = Ledger::open(&path).unwrap();
@@ -133,13 +109,8 @@ fn crash_mid_apply_reads_unknown_and_is_never_reapplied() {
 fn in_flight_retry_is_unfinished_and_has_no_finished_at() {
     let (_dir, _path, ledger) = open();
     let id = new_id(ledger.mint("demo", Some("k"), &fp("P")).unwrap());
-    let Minted::Unfinished(rec) = ledger.mint("demo", Some("k"), &fp("P")).unwrap() else {
-        panic!("expected Unfinished")
-    };
-    assert_eq!(
-        (rec.record.operation_id.as_str(), rec.record.finished_at, rec.record.events.len()),
-        (id.as_str(), None, 1)
-    );
+    let Minted::Unfinished(rec) = ledger.mint("demo", Some("k"), &fp("P")).unwrap() else { panic!("expected Unfinished") };
+    assert_eq!((rec.record.operation_id.as_str(), rec.record.finished_at, rec.record.events.len()), (id.as_str(), None, 1));
     assert!(serde_json::to_value(&rec.record).unwrap().get("finished_at").is_none());
 }
 
@@ -151,19 +122,13 @@ fn operation_by_id_and_key_and_not_found() {
     let by_id = ledger.operation(OperationRef::Id(id.clone())).unwrap();
     let by_key = ledger.operation(OperationRef::Key("k".into())).unwrap();
     assert_eq!(by_id, by_key);
-    assert_eq!(
-        (by_id.record.workspace_id.as_str(), by_id.record.files.as_slice()),
-        ("demo", ["n.md".to_string()].as_slice())
-    );
+    assert_eq!((by_id.record.workspace_id.as_str(), by_id.record.files.as_slice()), ("demo", ["n.md".to_string()].as_slice()));
     assert_eq!(by_id.record.changes[0].after_version.as_deref(), Some("v2"));
     for missing in [OperationRef::Id("op-nope".into()), OperationRef::Key("nope".into())] {
         assert_eq!(ledger.operation(missing).unwrap_err().code(), ErrorCode::OperationNotFound);
     }
     assert_eq!(
-        ledger
-            .finish("op-nope", OperationStatus::Applied, &[], &[], &json!({}), None)
-            .unwrap_err()
-            .code(),
+        ledger.finish("op-nope", OperationStatus::Applied, &[], &[], &json!({}), None).unwrap_err().code(),
         ErrorCode::OperationNotFound
     );
 }
@@ -203,7 +168,10 @@ fn a_plan_recorded_before_the_commit_names_the_files_after_a_crash() {
 
     let second = Ledger::open(&path).unwrap();
     let rec = second.operation(OperationRef::Key("big".into())).unwrap();
-    assert_eq!((rec.record.status, rec.record.files.clone(), rec.record.changes.clone()), (OperationStatus::Unknown, files.clone(), changes.clone()));
+    assert_eq!(
+        (rec.record.status, rec.record.files.clone(), rec.record.changes.clone()),
+        (OperationStatus::Unknown, files.clone(), changes.clone())
+    );
     // a finished record is never rewritten
     assert_eq!(second.record_plan(&id, &[], &[]).unwrap_err().code(), ErrorCode::Internal);
     assert_eq!(second.record_plan("op-nope", &files, &changes).unwrap_err().code(), ErrorCode::OperationNotFound);

@@ -48,7 +48,8 @@ fn finished_records_past_the_newest_n_per_workspace_are_pruned() {
     ledger.approval(&pending).unwrap();
     // A removed operation's key is a new key.
     assert!(matches!(ledger.mint("a", Some("k0"), "fp-k0").unwrap(), Minted::New { .. }));
-    let events: i64 = ledger.conn().query_row("SELECT COUNT(*) FROM operation_events WHERE operation_id = ?1", [&ops[0]], |r| r.get(0)).unwrap();
+    let events: i64 =
+        ledger.conn().query_row("SELECT COUNT(*) FROM operation_events WHERE operation_id = ?1", [&ops[0]], |r| r.get(0)).unwrap();
     assert_eq!(events, 0, "the removed operation's events are gone too");
 }
 
@@ -114,9 +115,8 @@ fn pending_holds_are_capped_by_the_size_of_their_requests() {
     let (_dir, path) = ledger_file();
     let retention = Retention { pending_approvals_max_bytes: 10_000, ..Retention::default() };
     let ledger = Ledger::open_with(&path, retention).unwrap();
-    let hold = |ws: &str, n: u32, size: usize| {
-        ledger.approval_hold(ws, HoldableTool::ApplyPatch, &json!({"patch": "x".repeat(size), "n": n}))
-    };
+    let hold =
+        |ws: &str, n: u32, size: usize| ledger.approval_hold(ws, HoldableTool::ApplyPatch, &json!({"patch": "x".repeat(size), "n": n}));
     let first = hold("a", 1, 4_000).unwrap().approval_id;
     hold("a", 2, 4_000).unwrap();
     let full = hold("a", 3, 4_000).unwrap_err();

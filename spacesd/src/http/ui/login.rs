@@ -43,7 +43,12 @@ pub async fn mint(
 ) -> Response {
     match principal {
         Some(Extension(Principal::Operator)) if browser.is_none() => {}
-        Some(_) => return refuse(ErrorCode::Forbidden, "only the operator (the Unix socket as the daemon's uid, or the operator's token) mints login links"),
+        Some(_) => {
+            return refuse(
+                ErrorCode::Forbidden,
+                "only the operator (the Unix socket as the daemon's uid, or the operator's token) mints login links",
+            )
+        }
         None => return refuse(ErrorCode::Unauthorized, "no credential was checked for this request"),
     }
     let sessions = access.sessions();
@@ -69,12 +74,8 @@ pub async fn login(State(access): State<Arc<Access>>, RawQuery(query): RawQuery)
     let Some(opened) = sessions.redeem(&ticket, Instant::now()) else {
         return refuse(ErrorCode::Unauthorized, "this login link is unknown, already used or expired: run `spacesd ui` for a new one");
     };
-    let cookie = format!(
-        "{}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
-        sessions.cookie_name(),
-        opened.cookie,
-        SESSION_TTL.as_secs()
-    );
+    let cookie =
+        format!("{}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}", sessions.cookie_name(), opened.cookie, SESSION_TTL.as_secs());
     let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, "/ui/")]).into_response();
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         response.headers_mut().insert(header::SET_COOKIE, v);

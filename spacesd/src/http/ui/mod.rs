@@ -26,8 +26,8 @@ use axum::routing::{get, post};
 use axum::{Extension, Router};
 use spaces_sdk::{ApiError, ErrorCode};
 
-pub use super::auth::LOGIN_PATH;
 use super::auth::BrowserSession;
+pub use super::auth::LOGIN_PATH;
 use super::{error_response, HttpError};
 use crate::access::Access;
 
@@ -79,8 +79,11 @@ fn guarded(mut response: Response, content_type: &'static str) -> Response {
 /// alone has no CSRF token to give the page).
 async fn index(session: Option<Extension<BrowserSession>>) -> Response {
     let Some(Extension(session)) = session else {
-        return HttpError(ApiError::new(ErrorCode::Unauthorized, "the page needs a browser session: open the one-time link `spacesd ui` prints"))
-            .into_response();
+        return HttpError(ApiError::new(
+            ErrorCode::Unauthorized,
+            "the page needs a browser session: open the one-time link `spacesd ui` prints",
+        ))
+        .into_response();
     };
     // The token is hex: nothing in it needs escaping in an attribute.
     let page = INDEX.replace("{{CSRF_TOKEN}}", &session.csrf);

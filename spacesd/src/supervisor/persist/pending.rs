@@ -81,7 +81,8 @@ pub(in crate::supervisor) fn left(state_dir: &Path) -> Vec<(String, Vec<(Marker,
         if path.extension().is_none_or(|e| e != "json") {
             continue;
         }
-        match std::fs::read(&path).map_err(|e| e.to_string()).and_then(|b| serde_json::from_slice::<Marker>(&b).map_err(|e| e.to_string())) {
+        match std::fs::read(&path).map_err(|e| e.to_string()).and_then(|b| serde_json::from_slice::<Marker>(&b).map_err(|e| e.to_string()))
+        {
             Ok(m) => by_run.entry(m.run_id.clone()).or_default().push((m, Pending { path })),
             Err(e) => {
                 tracing::warn!("removing the unreadable save marker {}: {e}", path.display());
