@@ -98,9 +98,9 @@ pub struct FileTools {
 /// `execution.files.capabilities`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct FileCapabilities {
-    /// Largest `read` window, bytes ([`super::ReadRequest::LIMIT_MAX`]).
+    /// Largest `read` window, bytes (`ReadRequest::LIMIT_MAX`).
     pub read_max_bytes: u64,
-    /// Most paths in one `find` page ([`super::FindRequest::LIMIT_MAX`]).
+    /// Most paths in one `find` page (`FindRequest::LIMIT_MAX`).
     pub find_max_paths: u64,
     /// `read` takes `offset`/`limit`.
     pub read_range: bool,
