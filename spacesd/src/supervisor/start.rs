@@ -54,7 +54,7 @@ pub(super) fn folder_present(folder: &SpaceFolder<'_>) -> Result<()> {
 /// The note of a run in a `network: none` Space: why its agent's model calls fail.
 const NETWORK_NONE_NOTE: &str = "network: none: this Space's agents and commands are kept off the network (the sandbox's \
      own loopback at most), so the agent cannot reach its model provider or any --base-url, the host's 127.0.0.1 included: \
-     expect connection errors from it; its own API socket (/run/spaces) still works. Register the Space with network: \
+     expect connection errors from it; its own API socket (the `spaces` tools' socket) still works. Register the Space with network: \
      enabled (--replace) to give agents the network";
 
 /// Start a run of `req` in `space` (see [`super::Supervisor::agent_start`] for the errors).
