@@ -410,14 +410,7 @@ async fn agents_and_commands_are_lowered_below_the_daemons_priority_once_cpu_hun
         super::survive::DONE
     );
     let (d, root, _bin) = super::survive::fake_daemon(&body).await;
-    let req = spaces_sdk::AgentStartRequest {
-        space: "s".into(),
-        agent: "openai-codex".into(),
-        prompt: "hi".into(),
-        show: None,
-        options: None,
-        request_id: None,
-    };
+    let req = crate::support::start_request("s", "openai-codex", "hi");
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     let read = |name: &str| std::fs::read_to_string(root.join(name)).unwrap_or_default().trim().to_owned();
     let wait_file = |name: &'static str| {
@@ -482,14 +475,7 @@ async fn case_28_the_sandbox_in_force_is_reported_and_running_without_it_is_said
         assert_eq!(caps.sandbox, level, "SPACES_SANDBOX={setting}");
         let info = tool(&d, "workspace_info", json!({"workspace_id": "s"})).await;
         assert_eq!(info["execution"]["isolation"]["command_sandbox"], level, "{info}");
-        let req = spaces_sdk::AgentStartRequest {
-            space: "s".into(),
-            agent: "openai-codex".into(),
-            prompt: "hi".into(),
-            show: None,
-            options: None,
-            request_id: None,
-        };
+        let req = crate::support::start_request("s", "openai-codex", "hi");
         let report = d.client.agent_start(&req).await.unwrap();
         let warned = report.notes.iter().any(|n| n.starts_with("unsandboxed:"));
         assert_eq!(warned, setting == "off", "SPACES_SANDBOX={setting}: {:?}", report.notes);

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use spaces_sdk::client::ClientError;
-use spaces_sdk::{AgentStartRequest, ApiError, ErrorCode, SpaceNetwork};
+use spaces_sdk::{ApiError, ErrorCode, SpaceNetwork};
 
 use super::boundary::run_in;
 use crate::support::{spacesd_bin, wait_until, TestDaemon};
@@ -148,14 +148,7 @@ async fn an_agent_in_a_network_none_space_keeps_its_api_socket(unprivileged: boo
     let env = vec![("SPACES_HARNESS_BIN_OPENAI_CODEX".to_owned(), agent.display().to_string())];
     let d = if unprivileged { TestDaemon::start_unprivileged(env, vec![]).await } else { TestDaemon::start_with_env(env).await };
     let root = offline_space(&d, "offline").await;
-    let req = AgentStartRequest {
-        space: "offline".into(),
-        agent: "openai-codex".into(),
-        prompt: "hi".into(),
-        show: None,
-        options: None,
-        request_id: None,
-    };
+    let req = crate::support::start_request("offline", "openai-codex", "hi");
     let report = d.client.agent_start(&req).await.unwrap();
     assert!(report.notes.iter().any(|n| n.starts_with("network: none:") && n.contains("model provider")), "{:?}", report.notes);
     let out_file = root.join("agent.out");
@@ -202,14 +195,7 @@ async fn case_28_without_the_sandbox_a_network_none_space_runs_nothing() {
     let e = refusal(d.client.call_named("exec_command", json!({"workspace_id": "offline", "command": ["touch", "ran"]})).await);
     assert_eq!(e.code, ErrorCode::Unauthorized, "{}", e.message);
     assert!(e.message.contains("network: none") && e.message.contains("SPACES_SANDBOX=off"), "{}", e.message);
-    let req = AgentStartRequest {
-        space: "offline".into(),
-        agent: "openai-codex".into(),
-        prompt: "hi".into(),
-        show: None,
-        options: None,
-        request_id: None,
-    };
+    let req = crate::support::start_request("offline", "openai-codex", "hi");
     let e = refusal(d.client.agent_start(&req).await);
     assert_eq!(e.code, ErrorCode::Unauthorized, "{}", e.message);
     assert!(e.message.contains("network: none") && e.message.contains("sandbox"), "{}", e.message);

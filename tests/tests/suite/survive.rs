@@ -260,14 +260,7 @@ async fn case_r34_a_space_folder_that_is_gone_is_named_and_the_run_resumes_when_
     let (d, root, _bin) = fake_daemon(&format!("{}\n{DONE}", message("answered"))).await;
     let moved = root.with_file_name("space-s-moved");
     std::fs::rename(&root, &moved).unwrap();
-    let req = AgentStartRequest {
-        space: "s".into(),
-        agent: "openai-codex".into(),
-        prompt: "hi".into(),
-        show: None,
-        options: None,
-        request_id: None,
-    };
+    let req = crate::support::start_request("s", "openai-codex", "hi");
     let e = api_error(d.client.agent_start(&req).await);
     assert_eq!(e.code, spaces_sdk::ErrorCode::WorkspaceNotFound, "{e:?}");
     assert!(e.message.contains(&root.display().to_string()), "names the folder: {}", e.message);
@@ -537,14 +530,7 @@ async fn a_turns_end_is_read_with_the_state_that_follows_it() {
     let body = format!("cat >/dev/null\n{}\n{}", message("answer"), DONE);
     let (d, _root, _bin) = fake_daemon(&body).await;
     let space = d.client.space("s");
-    let req = spaces_sdk::AgentStartRequest {
-        space: "s".into(),
-        agent: "openai-codex".into(),
-        prompt: "hi".into(),
-        show: None,
-        options: None,
-        request_id: None,
-    };
+    let req = crate::support::start_request("s", "openai-codex", "hi");
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     let mut cursor = 0;
     for turn in 1..=6u32 {

@@ -29,7 +29,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use spaces_sdk::client::{Client, Endpoint};
-use spaces_sdk::{AgentEventsRequest, Event, RunStatus, SpaceAddRequest, Status};
+use spaces_sdk::{AgentEventsRequest, AgentStartRequest, Event, RunStatus, SpaceAddRequest, Status};
 
 /// The one knob for wall-clock limits: `SPACES_TEST_TIME_SCALE` (a positive number, default 1)
 /// multiplies every timeout the waits below are given, so a slow or shared machine can run the
@@ -42,6 +42,11 @@ pub fn time_scale() -> f64 {
 /// `limit` times [`time_scale`].
 pub fn scaled(limit: Duration) -> Duration {
     limit.mul_f64(time_scale())
+}
+
+/// The plain `agent_start` of `agent` in `space` with `prompt`: no options, no key, not shown.
+pub fn start_request(space: &str, agent: &str, prompt: &str) -> AgentStartRequest {
+    AgentStartRequest { space: space.into(), agent: agent.into(), prompt: prompt.into(), show: None, options: None, request_id: None }
 }
 
 /// Polls `done` every 50 ms until it holds, or panics naming `what` after `timeout` (scaled).
