@@ -476,7 +476,7 @@ fn print_status(st: &spaces_sdk::RunStatus) {
 fn prompt_text(given: Option<&str>, file: Option<&std::path::Path>, what: &str) -> anyhow::Result<String> {
     match (given, file) {
         (Some(given), _) => super::text_from(given, what),
-        (None, Some(path)) => std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {what} from {}: {e}", path.display())),
+        (None, Some(path)) => super::text_file(path, what),
         (None, None) => anyhow::bail!("give {what} as an argument, `-` for stdin, `@FILE`, or --prompt-file FILE"),
     }
 }

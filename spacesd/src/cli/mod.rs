@@ -257,12 +257,31 @@ pub enum ToolsCmd {
 /// text itself. `what` names it in errors.
 pub fn text_from(given: &str, what: &str) -> anyhow::Result<String> {
     match given {
-        "-" => std::io::read_to_string(std::io::stdin()).map_err(|e| anyhow::anyhow!("cannot read {what} from stdin: {e}")),
-        file if file.starts_with('@') => {
-            std::fs::read_to_string(&file[1..]).map_err(|e| anyhow::anyhow!("cannot read {what} from {}: {e}", &file[1..]))
+        "-" => {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes)
+                .map_err(|e| anyhow::anyhow!("cannot read {what} from stdin: {e}"))?;
+            utf8_text(bytes, what, "stdin")
         }
+        file if file.starts_with('@') => text_file(std::path::Path::new(&file[1..]), what),
         text => Ok(text.to_owned()),
     }
+}
+
+/// The text of `path` (a prompt, a message). Errors: unreadable, or not UTF-8 (prompts travel
+/// as JSON strings, so they are text: the message names the byte offset and how to convert).
+pub fn text_file(path: &std::path::Path, what: &str) -> anyhow::Result<String> {
+    let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {what} from {}: {e}", path.display()))?;
+    utf8_text(bytes, what, &path.display().to_string())
+}
+
+fn utf8_text(bytes: Vec<u8>, what: &str, from: &str) -> anyhow::Result<String> {
+    String::from_utf8(bytes).map_err(|e| {
+        anyhow::anyhow!(
+            "INVALID_ARGUMENT: {what} from {from} is not UTF-8 text (invalid byte at offset {}); convert it first, e.g. `iconv -f latin1 -t utf-8`",
+            e.utf8_error().valid_up_to()
+        )
+    })
 }
 
 impl Command {

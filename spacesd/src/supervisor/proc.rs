@@ -75,7 +75,10 @@ pub async fn start(
     let command = super::mcp_servers::self_command().map_err(|e| format!("cannot tell how to run spacesd shim: {e}"))?;
     let env = shim_env();
     // The run's secrets and the daemon's, for the shim to redact from the journal.
-    let redact = super::secrets::RunSecrets::load(run_dir).unwrap_or_default().redactor().spellings().to_vec();
+    // An unreadable `env.json` stops the start: an agent whose secrets cannot be redacted from
+    // its journal must not run.
+    let secrets = super::secrets::RunSecrets::load(run_dir).map_err(|e| format!("cannot read the run's secrets to redact them: {e}"))?;
+    let redact = secrets.redactor().spellings().to_vec();
     let launch = Launch {
         spec: spec.clone(),
         output: OutputMode::Lines,

@@ -69,16 +69,20 @@ impl RunSecrets {
     }
 
     /// Read them back; a missing file is empty (runs from before MCP servers have none).
-    /// Errors: a file that exists but does not parse.
+    /// Errors: a file that exists but cannot be read ([`crate::error::Error::Io`], naming it)
+    /// or does not parse: never "no secrets", which would mean nothing is redacted.
     pub fn load(run_dir: &Path) -> Result<Self> {
         let mut secrets = RunSecrets::default();
-        if let Ok(bytes) = std::fs::read(run_dir.join(ENV_FILE)) {
+        if let Some(bytes) = read_if_there(&run_dir.join(ENV_FILE))? {
             secrets.env = serde_json::from_slice(&bytes)?;
         }
-        if let Ok(bytes) = std::fs::read(run_dir.join(MCP_FILE)) {
+        if let Some(bytes) = read_if_there(&run_dir.join(MCP_FILE))? {
             secrets.mcp_servers = serde_json::from_slice(&bytes)?;
         }
-        secrets.repo_url = std::fs::read_to_string(run_dir.join(REPO_FILE)).ok();
+        secrets.repo_url = read_if_there(&run_dir.join(REPO_FILE))?
+            .map(String::from_utf8)
+            .transpose()
+            .map_err(|e| crate::error::Error::Damaged(format!("{REPO_FILE} is not UTF-8: {e}")))?;
         Ok(secrets)
     }
 
@@ -168,6 +172,16 @@ pub fn command_redactions() -> Vec<String> {
     Redactor::new(host_secrets()).spellings().to_vec()
 }
 
+/// The bytes of `path`, `None` when it does not exist. Errors: any other read failure, with
+/// the path in the message.
+fn read_if_there(path: &Path) -> Result<Option<Vec<u8>>> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(std::io::Error::new(e.kind(), format!("{}: {e}", path.display())).into()),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -176,6 +190,20 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// An `env.json` that is there but cannot be read is an error naming it, never "no
+    /// secrets" (which would redact nothing).
+    #[test]
+    fn an_unreadable_secrets_file_is_an_error_naming_it_not_an_empty_set() {
+        let dir = tempfile::tempdir().unwrap();
+        // A directory where the file should be: reading it fails for root too.
+        std::fs::create_dir(dir.path().join(ENV_FILE)).unwrap();
+        let err = RunSecrets::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains(ENV_FILE), "{err}");
+        // Missing files are still an empty set.
+        std::fs::remove_dir(dir.path().join(ENV_FILE)).unwrap();
+        assert_eq!(RunSecrets::load(dir.path()).unwrap(), RunSecrets::default());
+    }
 
     #[test]
     fn saved_0600_loaded_back_and_redacted() {

@@ -19,6 +19,7 @@ mod mcp;
 mod mcp_sdk_clients;
 mod network;
 mod promises;
+mod prompt_route;
 mod repos;
 mod retries;
 mod runs;
