@@ -141,6 +141,43 @@ pub trait Normalizer: Send {
     fn tool_running(&self) -> bool;
     /// True between `begin_turn` and that turn's `turn_ended`.
     fn turn_in_flight(&self) -> bool;
+
+    // A conversation wire (`codex app-server`, the Agent Client Protocol) is a dialogue, not
+    // a stream: the CLI answers requests and asks its own (a session id to use, a permission),
+    // and what to send next depends on what it said. A normalizer of such a wire keeps that
+    // state and says what to write; the defaults below are those of a one-way wire (Claude
+    // Code's stream-json, `codex exec --json`), so a harness that does not talk back writes
+    // nothing of its own.
+
+    /// A process of this run is about to start with `ctx` (every process: the first, a resume,
+    /// a respawn), before any of its output is fed. A conversation normalizer keeps what its
+    /// handshake needs (cwd, MCP servers, model, the session to resume) and resets its per-process
+    /// state (request ids, pending answers). Default: nothing.
+    fn launched(&mut self, _ctx: &LaunchContext<'_>) {}
+
+    /// Lines to write on the agent's stdin, in order, each one whole line without its `\n`
+    /// (JSON-RPC requests and answers: the next handshake step, a permission answer). The
+    /// caller drains this after every call that feeds the normalizer (`stdout_line`,
+    /// `begin_turn`, `interrupt_requested`, ...) and writes the lines before anything else it
+    /// sends later. Never drained while re-feeding stored output after a daemon restart (those
+    /// lines were written by the previous daemon). Default: none.
+    fn take_outgoing(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// What starts turn `text` in the live [`ProcessModel::LongLived`] process when it depends
+    /// on the conversation's state (a thread id, the next request id): one line without its
+    /// `\n`. `None`: the harness's stateless [`Harness::user_message`]. Default: `None`.
+    fn turn_input(&mut self, _text: &str) -> Option<String> {
+        None
+    }
+
+    /// What interrupts the turn in flight when it depends on the conversation's state (the
+    /// turn id of `turn/interrupt`, the session of `session/cancel`): one line without its
+    /// `\n`. `None`: the harness's [`Harness::interrupt`] recipe. Default: `None`.
+    fn interrupt_input(&mut self) -> Option<String> {
+        None
+    }
 }
 
 /// Every harness this build knows, in display order.
