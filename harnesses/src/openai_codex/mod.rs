@@ -6,6 +6,7 @@
 //! nothing more, and the thread records the abort so a resume continues it.
 //! See [`launch`] for the command line and config, [`normalize`] for the event mapping.
 
+pub mod app_server;
 pub mod items;
 pub mod launch;
 pub mod normalize;

@@ -1,0 +1,538 @@
+//! [`AppServerNormalizer`]: `codex app-server` lines to normalized events, and what to answer.
+//!
+//! The events are those of the `codex exec --json` normalizer for the same things
+//! ([`crate::openai_codex::normalize`]), items being read through [`super::items::as_exec_item`]:
+//!
+//! | line | events |
+//! |---|---|
+//! | answer to `thread/start` / `thread/resume` | `session` (hidden, `text` = thread id) |
+//! | answer to `initialize`, `turn/start`, `turn/interrupt`, `turn/steer`; `turn/started`, `thread/started`, status and rate-limit notifications | hidden `notice` (control line) |
+//! | `item/agentMessage/delta` | hidden `message` with the piece ([`wording::text_delta`], as Claude Code's partial messages) |
+//! | `item/completed` `agentMessage` | `message` |
+//! | `item/completed` `reasoning` | `thought` |
+//! | `item/*` tools (`commandExecution`, `fileChange`, `mcpToolCall`, `webSearch`) | `tool_call` in_progress, then `tool_update` completed/failed |
+//! | `item/commandExecution/outputDelta` | hidden `tool_update` in_progress with the piece |
+//! | `turn/plan/updated` | `plan` |
+//! | `thread/tokenUsage/updated` | control line; its `total` is kept for the turn's `usage` |
+//! | `turn/diff/updated` | hidden `notice` with the diff as text (also [`AppServerNormalizer::turn_diff`]) |
+//! | `turn/completed{turn: {status}}` | `usage` (thread totals, as exec's `turn.completed`), then `turn_ended`: `end_turn` with the last message, `interrupted`, or `error` with `turn.error.message` |
+//! | `error{error, willRetry}` | `notice` when it will retry, else `error` (the turn goes on) |
+//! | `warning`, `configWarning`, `deprecationNotice` | `notice` |
+//! | a request of the server (approvals, user input) | `notice`; answered with a JSON-RPC error ([`Conversation::refuse`]) |
+//! | an error answer to `thread/*` or `turn/start` | `turn_ended` `error` |
+//! | anything else | `other` with the line as text |
+//!
+//! Every event keeps its line in `raw`; a blank line yields nothing. `turn/interrupt` ends the
+//! turn with `turn/completed` `interrupted`, and items it cut off never get `item/completed`
+//! (HARNESS-NOTES): tools still open when a turn ends are closed `failed`. The process exit
+//! follows [`crate::ending`] like every harness.
+
+use std::collections::VecDeque;
+
+use serde_json::Value;
+use spaces_sdk::{Category, EventKind, StopReason, ToolStatus, Usage};
+
+use super::conversation::{Conversation, Sent};
+use super::items::{as_exec_item, plan_as_todo_list, reasoning_text};
+use crate::draft::EventDraft;
+use crate::openai_codex::items::{self as exec_items, ToolView};
+use crate::plan::{ExitInfo, LaunchContext};
+use crate::{ending, wording, Normalizer};
+
+/// Stderr lines kept for error reasons.
+const STDERR_TAIL_LINES: usize = 20;
+
+/// Stderr lines that say nothing about a failure (prefixes).
+const HARMLESS_STDERR: [&str; 1] = ["WARNING: proceeding, even though we could not create PATH aliases"];
+
+/// Notifications that are bookkeeping: hidden `notice` events named by their method.
+const CONTROL: [&str; 12] = [
+    "turn/started",
+    "thread/started",
+    "thread/status/changed",
+    "thread/tokenUsage/updated",
+    "account/rateLimits/updated",
+    "remoteControl/status/changed",
+    "mcpServer/startupStatus/updated",
+    "serverRequest/resolved",
+    "thread/name/updated",
+    "thread/settings/updated",
+    "item/reasoning/summaryTextDelta",
+    "item/reasoning/summaryPartAdded",
+];
+
+/// A tool call that started and has not finished.
+#[derive(Debug, Clone)]
+struct OpenTool {
+    id: String,
+    view: ToolView,
+}
+
+/// Per-run state of the app-server event mapping and dialogue. See the module docs.
+#[derive(Debug, Default)]
+pub struct AppServerNormalizer {
+    turn: u32,
+    in_flight: bool,
+    interrupt: bool,
+    session: Option<String>,
+    last_message: Option<String>,
+    last_error: Option<String>,
+    /// Thread totals of the last `thread/tokenUsage/updated` of the turn in flight.
+    usage: Option<Usage>,
+    /// The last `turn/diff/updated` diff of the turn in flight (or the last turn).
+    diff: Option<String>,
+    open: Vec<OpenTool>,
+    stderr_tail: VecDeque<String>,
+    conv: Conversation,
+}
+
+impl AppServerNormalizer {
+    /// `turn/steer{threadId, expectedTurnId, input}` adding `text` to the turn in flight, when
+    /// the server's turn id is known; `None` otherwise (then start a turn instead). The answer
+    /// is a control line; an error answer becomes a visible `error`.
+    pub fn steer_input(&mut self, text: &str) -> Option<String> {
+        if !self.in_flight {
+            return None;
+        }
+        self.conv.turn_steer(text)
+    }
+
+    /// The whole-turn diff of the last `turn/diff/updated` (a unified diff of every file the
+    /// turn changed so far), if the turn changed files.
+    pub fn turn_diff(&self) -> Option<&str> {
+        self.diff.as_deref()
+    }
+
+    fn ev(&self, kind: EventKind) -> EventDraft {
+        EventDraft::new(self.turn, kind)
+    }
+
+    fn start_turn(&mut self, turn: u32) -> EventDraft {
+        self.turn = turn;
+        self.in_flight = true;
+        self.interrupt = false;
+        self.last_message = None;
+        self.last_error = None;
+        self.usage = None;
+        self.diff = None;
+        self.open.clear();
+        self.ev(EventKind::TurnStarted).summary(wording::turn_started(turn))
+    }
+
+    /// Close open tools as `failed` and emit the turn's one `turn_ended`.
+    fn end_turn(&mut self, reason: StopReason, text: Option<String>) -> Vec<EventDraft> {
+        let mut out: Vec<EventDraft> = std::mem::take(&mut self.open)
+            .into_iter()
+            .map(|t| {
+                self.ev(EventKind::ToolUpdate)
+                    .tool(t.id, Some(t.view.title.clone()), Some(t.view.kind.into()), ToolStatus::Failed)
+                    .text("the turn ended before this tool finished")
+                    .summary(wording::tool_unfinished(&t.view.title))
+            })
+            .collect();
+        let mut ended = self.ev(EventKind::TurnEnded).stop(reason).summary(wording::turn_ended(self.turn, reason, text.as_deref()));
+        if let Some(t) = text {
+            ended = ended.text(t);
+        }
+        out.push(ended);
+        self.in_flight = false;
+        self.interrupt = false;
+        self.conv.waiting_text = None;
+        out
+    }
+
+    fn control(&self, what: &str) -> Vec<EventDraft> {
+        vec![wording::control(self.turn, what)]
+    }
+
+    fn on_line(&mut self, v: &Value, line: &str) -> Vec<EventDraft> {
+        let method = v.get("method").and_then(Value::as_str);
+        match (v.get("id"), method) {
+            (Some(id), Some(method)) => self.on_server_request(&id.clone(), method),
+            (None, Some(method)) => self.on_notification(method, v.get("params").unwrap_or(&Value::Null), line),
+            (Some(id), None) if v.get("result").is_some() || v.get("error").is_some() => self.on_answer(&id.clone(), v),
+            _ => vec![other(self.turn, line)],
+        }
+    }
+
+    fn on_server_request(&mut self, id: &Value, method: &str) -> Vec<EventDraft> {
+        self.conv.refuse(id, method);
+        let text = format!("codex asked {method}; spaces answered that it does not handle it");
+        vec![self.ev(EventKind::Notice).text(text.clone()).summary(text)]
+    }
+
+    fn on_answer(&mut self, id: &Value, v: &Value) -> Vec<EventDraft> {
+        let sent = self.conv.answered(id);
+        let result = v.get("result").unwrap_or(&Value::Null);
+        if let Some(err) = v.get("error") {
+            let msg = err.get("message").and_then(Value::as_str).unwrap_or("unknown error").to_owned();
+            let method = sent.map_or("a request", Sent::method);
+            let text = format!("codex app-server refused {method}: {msg}");
+            return match sent {
+                Some(Sent::Initialize | Sent::ThreadStart | Sent::ThreadResume | Sent::TurnStart) if self.in_flight => {
+                    self.conv.on_turn_completed();
+                    self.end_turn(StopReason::Error, Some(text))
+                }
+                Some(Sent::TurnInterrupt) => vec![self.ev(EventKind::Notice).text(text.clone()).summary(text)],
+                _ => vec![self.ev(EventKind::Error).text(text.clone()).summary(text)],
+            };
+        }
+        let thread = result.pointer("/thread/id").and_then(Value::as_str);
+        let turn = result.pointer("/turn/id").and_then(Value::as_str);
+        match (sent, thread, turn) {
+            (Some(Sent::Initialize), _, _) => {
+                self.conv.on_initialized();
+                self.control("initialize answered")
+            }
+            (Some(Sent::ThreadStart | Sent::ThreadResume) | None, Some(thread), _) => {
+                let thread = thread.to_owned();
+                self.session = Some(thread.clone());
+                if sent.is_some() {
+                    self.conv.on_thread(&thread);
+                } else {
+                    // Re-fed output (no request of this normalizer): remember, send nothing.
+                    self.conv.thread = Some(thread.clone());
+                }
+                vec![self.ev(EventKind::Session).text(thread)]
+            }
+            (Some(Sent::TurnStart) | None, _, Some(turn)) => {
+                if self.in_flight && self.conv.turn_id.is_none() {
+                    self.conv.on_turn_id(turn);
+                }
+                self.control("turn/start answered")
+            }
+            (Some(sent), _, _) => self.control(&format!("{} answered", sent.method())),
+            (None, _, _) => self.control("answer"),
+        }
+    }
+
+    fn on_notification(&mut self, method: &str, p: &Value, line: &str) -> Vec<EventDraft> {
+        match method {
+            "turn/started" => {
+                let mut out = Vec::new();
+                if !self.in_flight {
+                    // Output without a `begin_turn` (the caller did not announce the turn).
+                    out.push(self.start_turn(self.turn + 1));
+                }
+                if let Some(id) = p.pointer("/turn/id").and_then(Value::as_str) {
+                    if self.conv.turn_id.as_deref() != Some(id) {
+                        self.conv.on_turn_id(id);
+                    }
+                }
+                out.extend(self.control(method));
+                out
+            }
+            "item/started" | "item/completed" => match p.get("item") {
+                Some(item) => self.on_item(method == "item/completed", item),
+                None => vec![other(self.turn, line)],
+            },
+            "item/agentMessage/delta" => match p.get("delta").and_then(Value::as_str) {
+                Some(piece) if !piece.is_empty() => vec![wording::text_delta(self.turn, piece)],
+                _ => self.control(method),
+            },
+            "item/commandExecution/outputDelta" => {
+                let id = p.get("itemId").and_then(Value::as_str).unwrap_or("");
+                match self.open.iter().find(|t| t.id == id) {
+                    Some(t) => {
+                        let piece = p.get("delta").and_then(Value::as_str).unwrap_or("");
+                        vec![self
+                            .ev(EventKind::ToolUpdate)
+                            .tool(id, Some(t.view.title.clone()), Some(t.view.kind.into()), ToolStatus::InProgress)
+                            .category(Category::Hidden)
+                            .text(piece)]
+                    }
+                    None => self.control(method),
+                }
+            }
+            "thread/tokenUsage/updated" => {
+                if let Some(total) = p.pointer("/tokenUsage/total") {
+                    self.usage = Some(usage_of(total));
+                }
+                self.control(method)
+            }
+            "turn/diff/updated" => {
+                let diff = p.get("diff").and_then(Value::as_str).unwrap_or("").to_owned();
+                self.diff = Some(diff.clone());
+                vec![wording::control(self.turn, method).text(diff)]
+            }
+            "turn/plan/updated" => {
+                let (text, summary) = exec_items::plan_text(&plan_as_todo_list(p));
+                vec![self.ev(EventKind::Plan).text(text).summary(summary)]
+            }
+            "turn/completed" => self.on_turn_completed(p),
+            "error" => {
+                let msg = p.pointer("/error/message").and_then(Value::as_str).unwrap_or("error").to_owned();
+                if p.get("willRetry").and_then(Value::as_bool).unwrap_or(false) {
+                    vec![self.ev(EventKind::Notice).text(msg.clone()).summary(msg)]
+                } else {
+                    self.last_error = Some(msg.clone());
+                    vec![self.ev(EventKind::Error).text(msg.clone()).summary(msg)]
+                }
+            }
+            "warning" | "configWarning" | "deprecationNotice" | "guardianWarning" => {
+                let msg = ["message", "summary", "details"]
+                    .iter()
+                    .find_map(|k| p.get(*k).and_then(Value::as_str))
+                    .map_or_else(|| p.to_string(), str::to_owned);
+                vec![self.ev(EventKind::Notice).text(msg.clone()).summary(format!("{method}: {msg}"))]
+            }
+            m if CONTROL.contains(&m) || m.starts_with("item/") => self.control(method),
+            _ => vec![other(self.turn, line)],
+        }
+    }
+
+    fn on_turn_completed(&mut self, p: &Value) -> Vec<EventDraft> {
+        self.conv.on_turn_completed();
+        let mut out = Vec::new();
+        if let Some(mut usage) = self.usage.take() {
+            usage.duration_ms = p.pointer("/turn/durationMs").and_then(Value::as_u64);
+            out.push(wording::usage_event(self.turn, usage));
+        }
+        if !self.in_flight {
+            out.extend(self.control("turn/completed"));
+            return out;
+        }
+        let status = p.pointer("/turn/status").and_then(Value::as_str).unwrap_or("completed");
+        let error = p.pointer("/turn/error/message").and_then(Value::as_str).map(str::to_owned);
+        let (reason, text) = match status {
+            "interrupted" => (StopReason::Interrupted, Some(self.last_message.clone().unwrap_or_else(|| "interrupted".to_owned()))),
+            "failed" => {
+                let reason = if self.interrupt { StopReason::Interrupted } else { StopReason::Error };
+                (reason, Some(error.or_else(|| self.last_error.clone()).unwrap_or_else(|| "the turn failed".to_owned())))
+            }
+            // An interrupt that raced a normal finish: the final answer decides.
+            _ => {
+                let reason = if self.interrupt && self.last_message.is_none() { StopReason::Interrupted } else { StopReason::EndTurn };
+                (reason, self.last_message.clone())
+            }
+        };
+        out.extend(self.end_turn(reason, text));
+        out
+    }
+
+    fn on_item(&mut self, completed: bool, item: &Value) -> Vec<EventDraft> {
+        let ty = item.get("type").and_then(Value::as_str).unwrap_or("");
+        let phase = if completed { "item/completed" } else { "item/started" };
+        let Some(exec) = as_exec_item(item) else {
+            return match ty {
+                "plan" if completed => {
+                    let text = exec_items::str_field(item, "text").to_owned();
+                    vec![self.ev(EventKind::Plan).summary(&text).text(text)]
+                }
+                "userMessage" | "plan" | "contextCompaction" | "hookPrompt" => self.control(&format!("{phase} {ty}")),
+                _ => vec![self.ev(EventKind::Other).text(item.to_string())],
+            };
+        };
+        let id = exec_items::str_field(item, "id").to_owned();
+        if let Some(view) = exec_items::tool_view(&exec) {
+            return self.on_tool(completed, id, view, &exec);
+        }
+        match ty {
+            "agentMessage" if completed => {
+                let text = exec_items::str_field(item, "text").to_owned();
+                self.last_message = Some(text.clone());
+                vec![self.ev(EventKind::Message).text(text)]
+            }
+            "reasoning" if completed => {
+                let text = reasoning_text(item);
+                if text.trim().is_empty() {
+                    return self.control(&format!("{phase} {ty}"));
+                }
+                vec![self.ev(EventKind::Thought).summary(&text).text(text)]
+            }
+            _ => self.control(&format!("{phase} {ty}")),
+        }
+    }
+
+    fn on_tool(&mut self, completed: bool, id: String, view: ToolView, exec: &Value) -> Vec<EventDraft> {
+        let known = self.open.iter().any(|t| t.id == id);
+        let mut out = Vec::new();
+        let (title, kind) = (Some(view.title.clone()), Some(view.kind.to_owned()));
+        if !known {
+            // First sight of this tool (a completed item may come without a started one).
+            out.push(
+                self.ev(EventKind::ToolCall).tool(id.clone(), title.clone(), kind.clone(), ToolStatus::InProgress).summary(&view.title),
+            );
+        }
+        if completed {
+            self.open.retain(|t| t.id != id);
+            let ok = exec_items::tool_succeeded(exec);
+            let status = if ok { ToolStatus::Completed } else { ToolStatus::Failed };
+            let mut ev =
+                self.ev(EventKind::ToolUpdate).tool(id, title, kind, status).summary(exec_items::finished_summary(&view, exec, ok));
+            if let Some(text) = exec_items::tool_output(exec) {
+                ev = ev.text(text);
+            }
+            out.push(ev);
+        } else if known {
+            out.push(self.ev(EventKind::ToolUpdate).tool(id, title, kind, ToolStatus::InProgress).category(Category::Hidden));
+        } else {
+            self.open.push(OpenTool { id, view });
+        }
+        out
+    }
+}
+
+/// `TokenUsageBreakdown` (camelCase) as the [`Usage`] exec's `turn.completed.usage` gives.
+fn usage_of(b: &Value) -> Usage {
+    let n = |k: &str| b.get(k).and_then(Value::as_u64);
+    Usage {
+        input_tokens: n("inputTokens"),
+        output_tokens: n("outputTokens"),
+        cached_input_tokens: n("cachedInputTokens"),
+        cache_creation_input_tokens: n("cacheWriteInputTokens"),
+        reasoning_output_tokens: n("reasoningOutputTokens"),
+        ..Usage::default()
+    }
+}
+
+fn is_harmless(line: &str) -> bool {
+    HARMLESS_STDERR.iter().any(|h| line.starts_with(h))
+}
+
+/// A hidden `other` event with the line as its text.
+fn other(turn: u32, line: &str) -> EventDraft {
+    EventDraft::new(turn, EventKind::Other).text(line)
+}
+
+impl Normalizer for AppServerNormalizer {
+    /// Starts the turn's events; its text waits for the thread (sent as `turn/start` via
+    /// [`Normalizer::take_outgoing`] once the handshake named it, or by
+    /// [`Normalizer::turn_input`] in a live process).
+    fn begin_turn(&mut self, turn: u32, text: &str) -> Vec<EventDraft> {
+        let mut out = Vec::new();
+        if self.in_flight {
+            let reason = format!("turn {turn} began before turn {} ended", self.turn);
+            out.extend(self.end_turn(StopReason::Error, Some(reason)));
+        }
+        self.stderr_tail.clear();
+        out.push(self.start_turn(turn));
+        out.push(self.ev(EventKind::UserMessage).text(text));
+        self.conv.waiting_text = Some(text.to_owned());
+        out
+    }
+
+    /// A turn whose `turn/start` has not gone out yet (the handshake is still running) ends
+    /// `interrupted` at once and is never sent.
+    fn interrupt_requested(&mut self) -> Vec<EventDraft> {
+        if !self.in_flight {
+            return Vec::new();
+        }
+        self.interrupt = true;
+        let mut out = vec![self.ev(EventKind::CancelRequested).summary(wording::INTERRUPT_REQUESTED)];
+        if self.conv.live() && self.conv.waiting_text.is_some() && !self.conv.turn_sent {
+            out.extend(self.end_turn(StopReason::Interrupted, Some("interrupted before codex started the turn".to_owned())));
+        }
+        out
+    }
+
+    fn stdout_line(&mut self, line: &str) -> Vec<EventDraft> {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.trim().is_empty() {
+            return Vec::new();
+        }
+        let events = match serde_json::from_str::<Value>(line) {
+            Ok(v) if v.is_object() => self.on_line(&v, line),
+            _ => vec![other(self.turn, line)],
+        };
+        events.into_iter().map(|e| e.raw(line)).collect()
+    }
+
+    fn stderr_line(&mut self, line: &str) -> Vec<EventDraft> {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.trim().is_empty() || is_harmless(line) {
+            return Vec::new();
+        }
+        if self.stderr_tail.len() == STDERR_TAIL_LINES {
+            self.stderr_tail.pop_front();
+        }
+        self.stderr_tail.push_back(line.to_owned());
+        Vec::new()
+    }
+
+    fn process_exited(&mut self, exit: &ExitInfo) -> Vec<EventDraft> {
+        let how = match (exit.code, exit.signal) {
+            (Some(c), _) => format!("exit code {c}"),
+            (None, Some(s)) => format!("signal {s}"),
+            (None, None) => "unknown exit status".to_owned(),
+        };
+        let tail = if self.stderr_tail.is_empty() {
+            exit.stderr_tail.lines().filter(|l| !l.trim().is_empty() && !is_harmless(l)).collect::<Vec<_>>().join("\n")
+        } else {
+            self.stderr_tail.iter().cloned().collect::<Vec<_>>().join("\n")
+        };
+        let mut out = Vec::new();
+        if self.in_flight {
+            let reason = ending::stop_reason_at_exit(exit, self.interrupt);
+            let text = match reason {
+                StopReason::Stopped => format!("the run was stopped ({how})"),
+                StopReason::Interrupted => format!("interrupted ({how})"),
+                _ => {
+                    let mut text = format!("codex app-server ended without finishing the turn ({how})");
+                    if let Some(e) = &self.last_error {
+                        text.push_str(&format!(": {e}"));
+                    }
+                    if !tail.is_empty() {
+                        text.push_str(&format!("\nstderr:\n{tail}"));
+                    }
+                    text
+                }
+            };
+            out.extend(self.end_turn(reason, Some(text)));
+        }
+        self.conv.on_turn_completed();
+        self.conv.thread = None;
+        out.push(ending::exited(self.turn, exit, &tail));
+        out
+    }
+
+    fn session_id(&self) -> Option<String> {
+        self.session.clone()
+    }
+
+    fn tool_running(&self) -> bool {
+        self.in_flight && !self.open.is_empty()
+    }
+
+    fn turn_in_flight(&self) -> bool {
+        self.in_flight
+    }
+
+    /// Keeps the cwd, the model and the session to resume (`ctx.session_id`) for the
+    /// handshake; forgets the previous process's requests, thread and turn. The process's
+    /// stdin starts with [`super::conversation::initialize_line`] (see [`super::launch`]).
+    fn launched(&mut self, ctx: &LaunchContext<'_>) {
+        let waiting = self.conv.waiting_text.clone().or_else(|| (self.in_flight && !ctx.prompt.is_empty()).then(|| ctx.prompt.to_owned()));
+        self.conv.launched(&ctx.cwd.display().to_string(), ctx.model, ctx.session_id);
+        self.conv.waiting_text = waiting;
+    }
+
+    fn take_outgoing(&mut self) -> Vec<String> {
+        self.conv.take_outgoing()
+    }
+
+    /// `turn/start{threadId, input}` in the live process's thread. `None` while the handshake
+    /// runs: the text then goes out via [`Normalizer::take_outgoing`] when the thread is ready
+    /// (the harness's stateless `user_message` must then write nothing).
+    fn turn_input(&mut self, text: &str) -> Option<String> {
+        self.conv.thread.as_ref()?;
+        self.conv.waiting_text = None;
+        Some(self.conv.turn_start(text))
+    }
+
+    /// `turn/interrupt{threadId, turnId}` for the turn in flight. `None` when the server has not
+    /// named the turn yet: the interrupt then goes out via [`Normalizer::take_outgoing`] as soon
+    /// as it does (or the turn never starts, see [`Normalizer::interrupt_requested`]).
+    fn interrupt_input(&mut self) -> Option<String> {
+        if !self.in_flight {
+            return None;
+        }
+        match self.conv.turn_interrupt() {
+            Some(line) => Some(line),
+            None => {
+                self.conv.interrupt_wanted = self.conv.turn_sent || self.conv.waiting_text.is_some();
+                None
+            }
+        }
+    }
+}
