@@ -118,6 +118,7 @@ pub fn plan_as_todo_list(params: &Value) -> Value {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::openai_codex::items::{tool_output, tool_succeeded, tool_view};
