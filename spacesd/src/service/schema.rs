@@ -10,10 +10,51 @@ use spaces_sdk::op::{path_params, HttpMethod};
 use super::table::table;
 
 /// The generator every schema of the table comes from: draft 2020-12, nested types under
-/// `definitions_path`.
+/// `definitions_path`, only the formats JSON Schema defines ([`standard_formats`]).
 pub fn schema_generator(definitions_path: &str) -> SchemaGenerator {
     let path = definitions_path.to_owned();
-    SchemaSettings::draft2020_12().with(|s| s.definitions_path = path.into()).into_generator()
+    SchemaSettings::draft2020_12().with(|s| s.definitions_path = path.into()).with_transform(standard_formats).into_generator()
+}
+
+/// The `format` values of JSON Schema draft 2020-12 (section 7.3), the only ones a validator
+/// must know.
+const STANDARD_FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// Drops every `format` JSON Schema does not define, in this schema and all below it:
+/// `schemars` writes Rust's integer widths (`uint64`, `int32`, `double`), which Ajv-based MCP
+/// clients (Claude Code, the MCP Inspector) warn about once per field. An unsigned width
+/// becomes `minimum: 0` (unless a minimum is there), so the schema still says what it meant.
+pub fn standard_formats(schema: &mut schemars::Schema) {
+    if let Some(obj) = schema.as_object_mut() {
+        let format = obj.get("format").and_then(Value::as_str).map(str::to_owned);
+        if let Some(format) = format.filter(|f| !STANDARD_FORMATS.contains(&f.as_str())) {
+            obj.remove("format");
+            if format.starts_with("uint") && !obj.contains_key("minimum") && !obj.contains_key("exclusiveMinimum") {
+                obj.insert("minimum".to_owned(), json!(0));
+            }
+        }
+    }
+    schemars::transform::transform_subschemas(&mut standard_formats, schema);
 }
 
 /// The request schema of operation `name` as a root schema (nested types under `$defs`): the
@@ -149,4 +190,41 @@ fn resolve(schema: &Value, components: &Map<String, Value>) -> Value {
 
 fn prop_description(fields: &Value, name: &str) -> Value {
     fields.pointer(&format!("/properties/{name}/description")).cloned().unwrap_or(json!(""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `format` in `v` (at any depth), with where it is.
+    fn formats(v: &Value, at: &str, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    if k == "format" {
+                        out.push(format!("{at}: {x}"));
+                    }
+                    formats(x, &format!("{at}/{k}"), out);
+                }
+            }
+            Value::Array(xs) => xs.iter().enumerate().for_each(|(i, x)| formats(x, &format!("{at}/{i}"), out)),
+            _ => {}
+        }
+    }
+
+    /// No schema the table publishes (MCP tools, OpenAPI) carries a format JSON Schema does not
+    /// define; unsigned integers say `minimum: 0` instead.
+    #[test]
+    fn schemas_use_only_the_formats_json_schema_defines() {
+        let mut found = Vec::new();
+        for row in table() {
+            formats(&request_schema(row.info.name).unwrap(), row.info.name, &mut found);
+            formats(&result_schema(row.info.name).unwrap(), row.info.name, &mut found);
+        }
+        formats(&openapi(), "openapi", &mut found);
+        let odd: Vec<_> = found.iter().filter(|f| !STANDARD_FORMATS.iter().any(|s| f.ends_with(&format!("\"{s}\"")))).collect();
+        assert!(odd.is_empty(), "{odd:#?}");
+        let status = result_schema("agent_status").unwrap();
+        assert_eq!(status["properties"]["created_ms"]["minimum"], json!(0), "{status:#}");
+    }
 }
