@@ -107,10 +107,11 @@ impl Reader {
     }
 
     /// `command` as the reader types it, placeholders filled; `None` for the steps the test
-    /// environment already is (building, exporting `SPACES_HOME`, serving).
+    /// environment already is (building, putting `spacesd` on `PATH`, exporting `SPACES_HOME`,
+    /// serving).
     fn fill(&self, command: &str) -> Option<String> {
         let first = command.lines().next().unwrap_or_default();
-        if first.starts_with("cargo build -p spacesd") || first.starts_with("export SPACES_HOME=") {
+        if first.starts_with("cargo build -p spacesd") || first.starts_with("export SPACES_HOME=") || first.starts_with("export PATH=") {
             return None;
         }
         if first.contains("spacesd serve &") || first.contains("spacesd serve --tcp ") {
@@ -347,4 +348,39 @@ async fn every_shell_example_of_the_readme_and_docs_runs_as_written() {
     let (ok, out) = r.sh(&format!("{} home list --json", spacesd_bin().display()), &cwd);
     assert!(ok && !out.contains("\"ops\""), "`home delete ops` removed it: {out}");
     assert!(r.ran.len() >= 20, "every example ran: {:#?}", r.ran);
+}
+
+/// The README's MCP line, run as written with the real Claude Code CLI: with `spacesd` on
+/// `PATH` as the tour puts it, `claude mcp add spaces -- spacesd mcp` adds the server and
+/// `claude mcp list` connects to it (issue 32: the line failed with "Failed to connect" when
+/// the README never put `spacesd` on `PATH`).
+#[tokio::test]
+async fn the_readmes_mcp_line_connects_with_the_real_claude_code() {
+    require_cli(CLAUDE.id, CLAUDE.binary);
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let line = "claude mcp add spaces -- spacesd mcp";
+    assert!(readme.contains(&format!("`{line}`")), "the README no longer gives `{line}`");
+    assert!(readme.contains("export PATH=\"$PWD/target/debug:$PATH\""), "the tour no longer puts spacesd on PATH");
+    let d = TestDaemon::start().await;
+    let home = tempfile::Builder::new().prefix("spaces-reader-").tempdir().unwrap();
+    let claude_dir = crate::support::tools_dir().join(CLAUDE.id).join(CLAUDE.binary).parent().unwrap().to_owned();
+    let path =
+        format!("{}:{}:{}", spacesd_bin().parent().unwrap().display(), claude_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let sh = |command: &str| {
+        let out = crate::support::hermetic(&mut Command::new("sh"))
+            .arg("-c")
+            .arg(command)
+            .current_dir(home.path())
+            .env("HOME", home.path())
+            .env("PATH", &path)
+            .env("SPACES_HOME", d.state_dir())
+            .stdin(Stdio::null())
+            .output()
+            .expect("sh");
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+    };
+    let (ok, out) = sh(line);
+    assert!(ok, "{line}:\n{out}");
+    let (ok, out) = sh("claude mcp list");
+    assert!(ok && out.contains("spaces: spacesd mcp") && out.contains("Connected"), "claude mcp list:\n{out}");
 }

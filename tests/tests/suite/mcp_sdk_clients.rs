@@ -233,3 +233,18 @@ async fn typescript_sdk_client_over_stdio() {
 async fn typescript_sdk_client_over_streamable_http() {
     typescript_sdk(Transport::Http).await;
 }
+
+/// Every tool schema compiles in Ajv's strict mode (draft 2020-12, standard formats, union
+/// types), and the TypeScript SDK's own Ajv prints no warning while it lists the tools: no
+/// `unknown format "uint64" ignored in schema` (issue 32), no unknown keyword.
+#[tokio::test]
+async fn every_tool_schema_compiles_in_ajv_strict_mode_and_the_sdk_prints_no_warning() {
+    let dir = node_client().parent().unwrap().to_owned();
+    let d = TestDaemon::start().await;
+    let model = ScriptedServer::start(CLAUDE.wire, Script::new([])).await.unwrap();
+    let s = Setup { url: String::new(), token: String::new(), root: d.space(SPACE).await, d, model };
+    let args: Vec<OsString> =
+        vec![dir.join("strict-schemas.mjs").into(), crate::support::spacesd_bin().into(), "--state-dir".into(), s.d.state_dir().into()];
+    let out = s.run_client("ajv-strict", Path::new("node"), args).await;
+    assert!(out.contains("0 schemas refused or warned about, 0 warnings printed by the SDK"), "{out}");
+}
