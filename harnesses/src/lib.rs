@@ -18,10 +18,13 @@
 //! (crash, stop, interrupt, a missing result line, junk lines, ...) against every harness in
 //! [`all`]: the same situation must give the same events whichever CLI produced them.
 
+pub mod acp;
 pub mod claude_code;
 pub mod draft;
 pub mod ending;
+pub mod gemini_cli;
 pub mod openai_codex;
+pub mod opencode;
 pub mod plan;
 pub mod wording;
 

@@ -14,6 +14,8 @@
 //! agent CLI reaches the MCP servers it was given.
 
 mod anthropic;
+mod chat;
+mod gemini;
 pub mod mcp_echo;
 mod openai;
 pub mod script;

@@ -13,7 +13,7 @@ use axum::Router;
 use futures_util::stream;
 
 use crate::script::{Reply, Script};
-use crate::{anthropic, openai};
+use crate::{anthropic, chat, gemini, openai};
 
 /// Which model API the server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +22,12 @@ pub enum Wire {
     AnthropicMessages,
     /// OpenAI Responses streaming (`POST /v1/responses`), for Codex.
     OpenAiResponses,
+    /// OpenAI Chat Completions streaming (`POST /v1/chat/completions`), for OpenAI-compatible
+    /// providers (opencode).
+    OpenAiChatCompletions,
+    /// Gemini API streaming (`POST /v1beta/models/MODEL:streamGenerateContent?alt=sse`), for
+    /// Gemini CLI.
+    GeminiStreamGenerateContent,
 }
 
 /// One request the server received.
@@ -37,7 +43,8 @@ pub struct RecordedRequest {
     pub model_call: bool,
 }
 
-/// One SSE frame: `event: <name>` (optional) and `data: <json>`.
+/// One SSE frame: `event: <name>` (optional) and `data: <json>` (a JSON string is sent as its
+/// text, unquoted: `data: [DONE]`).
 #[derive(Debug, Clone)]
 pub struct SseFrame {
     pub event: Option<String>,
@@ -163,6 +170,8 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
         && match shared.wire {
             Wire::AnthropicMessages => anthropic::is_model_call(uri.path(), json.as_ref()),
             Wire::OpenAiResponses => openai::is_model_call(uri.path(), json.as_ref()),
+            Wire::OpenAiChatCompletions => chat::is_model_call(uri.path(), json.as_ref()),
+            Wire::GeminiStreamGenerateContent => gemini::is_model_call(uri.path(), json.as_ref()),
         };
     let reply = if is_model_call {
         let computed = match (&shared.responder, &json) {
@@ -186,6 +195,8 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
         return match shared.wire {
             Wire::AnthropicMessages => anthropic::side_request(&method, uri.path(), json.as_ref()),
             Wire::OpenAiResponses => openai::side_request(&method, uri.path(), json.as_ref()),
+            Wire::OpenAiChatCompletions => chat::side_request(&method, uri.path(), json.as_ref()),
+            Wire::GeminiStreamGenerateContent => gemini::side_request(&method, uri.path(), json.as_ref()),
         };
     };
     match reply {
@@ -198,6 +209,8 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
             let frames = match shared.wire {
                 Wire::AnthropicMessages => anthropic::frames(&other, json.as_ref()),
                 Wire::OpenAiResponses => openai::frames(&other, json.as_ref()),
+                Wire::OpenAiChatCompletions => chat::frames(&other, json.as_ref()),
+                Wire::GeminiStreamGenerateContent => gemini::frames(&other, json.as_ref(), uri.path()),
             };
             let counters = shared.clone();
             let s = stream::unfold((frames.into_iter().peekable(), counters), |(mut it, counters)| async move {
@@ -213,7 +226,11 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
                 if let Some(ev) = &frame.event {
                     text.push_str(&format!("event: {ev}\n"));
                 }
-                text.push_str(&format!("data: {}\n\n", frame.data));
+                match &frame.data {
+                    // A string is sent as it is: Chat Completions' closing `data: [DONE]`.
+                    serde_json::Value::String(s) => text.push_str(&format!("data: {s}\n\n")),
+                    data => text.push_str(&format!("data: {data}\n\n")),
+                }
                 Some((Ok::<_, std::io::Error>(Bytes::from(text)), (it, counters)))
             });
             sse_response(Body::from_stream(s))

@@ -209,11 +209,86 @@ impl Wire for CodexWire {
     }
 }
 
+/// The Agent Client Protocol (opencode, Gemini CLI): JSON-RPC lines. The normalizer numbers
+/// Spaces's requests: `initialize` 0 (the launch plan's first line), `session/new` 1, the first
+/// `session/prompt` 2. The session opens once per process: a later turn's "init" prints
+/// nothing (the normalizer reports the session going on when the turn begins).
+struct AcpWire {
+    inits: std::cell::Cell<u32>,
+}
+
+impl AcpWire {
+    fn update(update: serde_json::Value) -> String {
+        json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s-1", "update": update}}).to_string()
+    }
+}
+
+impl Wire for AcpWire {
+    fn init(&self) -> Vec<String> {
+        let n = self.inits.get();
+        self.inits.set(n + 1);
+        if n > 0 {
+            return Vec::new();
+        }
+        vec![
+            json!({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1, "agentCapabilities": {"loadSession": false}}}).to_string(),
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s-1"}}).to_string(),
+        ]
+    }
+
+    fn text(&self, text: &str) -> Vec<String> {
+        vec![Self::update(json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}))]
+    }
+
+    fn tool_start(&self, id: &str) -> Vec<String> {
+        vec![Self::update(json!({"sessionUpdate": "tool_call", "toolCallId": id, "title": "echo hi", "kind": "execute",
+            "status": "pending", "rawInput": {"command": "echo hi"}}))]
+    }
+
+    fn tool_done(&self, id: &str, ok: bool) -> Vec<String> {
+        vec![Self::update(json!({"sessionUpdate": "tool_call_update", "toolCallId": id,
+            "status": if ok { "completed" } else { "failed" },
+            "content": [{"type": "content", "content": {"type": "text", "text": if ok { "hi" } else { "exit 1" }}}]}))]
+    }
+
+    fn result(&self, _answer: &str) -> Vec<String> {
+        vec![json!({"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn",
+            "usage": {"inputTokens": 3, "outputTokens": 1, "totalTokens": 4}}})
+        .to_string()]
+    }
+
+    fn unknown_type(&self) -> String {
+        Self::update(json!({"sessionUpdate": "brand_new_update", "x": 1}))
+    }
+
+    /// `session/cancel` reaches the agent: the prompt is answered `cancelled`; the process
+    /// would stay for the next prompt, and exits 0 when its stdin closes.
+    fn interrupt_takes_effect(&self) -> Vec<Input> {
+        vec![
+            Input::Stdout(json!({"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "cancelled"}}).to_string()),
+            Input::Exit(End::Code(0).info("")),
+        ]
+    }
+}
+
+/// Every harness the contract holds: [`spaces_harnesses::all`] and the ACP harnesses not yet in
+/// it (`spaces_harnesses::acp::harnesses`).
+fn harnesses() -> Vec<&'static dyn Harness> {
+    let mut all = spaces_harnesses::all();
+    for h in spaces_harnesses::acp::harnesses() {
+        if !all.iter().any(|a| a.id() == h.id()) {
+            all.push(h);
+        }
+    }
+    all
+}
+
 /// The wire of a harness. A harness without one fails the contract: add it here.
 fn wire_for(harness: &dyn Harness) -> Box<dyn Wire> {
     match harness.id() {
         "claude-code" => Box::new(ClaudeWire),
         "openai-codex" => Box::new(CodexWire),
+        "opencode" | "gemini-cli" => Box::new(AcpWire { inits: std::cell::Cell::new(0) }),
         other => panic!("harness {other} has no contract wire: add one in tests/suite/contract.rs"),
     }
 }
@@ -328,13 +403,16 @@ fn invariants(events: &[EventDraft]) -> Vec<String> {
     problems
 }
 
-/// The run's story: every event but hidden `other` and `notice` (control lines) and `usage`
+/// The run's story: every event but hidden `other` and `notice` (control lines), hidden
+/// `message` (a streamed answer's pieces) and `usage`
 /// (reported per model call by one CLI, per turn by another), as `kind category [status|stop]`.
 fn story(events: &[EventDraft]) -> Vec<String> {
     events
         .iter()
         .filter(|e| e.kind != EventKind::Usage)
-        .filter(|e| !(matches!(e.kind, EventKind::Other | EventKind::Notice) && e.category == Category::Hidden))
+        // Hidden `message`s are pieces of an answer as it streams (`wording::text_delta`): an
+        // answer counts once, as its visible `message`.
+        .filter(|e| !(matches!(e.kind, EventKind::Other | EventKind::Notice | EventKind::Message) && e.category == Category::Hidden))
         .map(|e| {
             let v = serde_json::to_value(e).unwrap();
             let mut s = format!("{} {}", v["kind"].as_str().unwrap(), v["category"].as_str().unwrap());
@@ -636,7 +714,7 @@ fn cases() -> Vec<Case> {
 
 #[test]
 fn every_harness_meets_the_same_contract() {
-    let harnesses = spaces_harnesses::all();
+    let harnesses = harnesses();
     assert!(harnesses.len() >= 2, "the contract compares harnesses: {}", harnesses.len());
     let mut failures = Vec::new();
     for case in cases() {
@@ -659,7 +737,7 @@ fn every_harness_meets_the_same_contract() {
 
 #[test]
 fn every_harness_has_a_contract_wire() {
-    for h in spaces_harnesses::all() {
+    for h in harnesses() {
         // Panics with the harness id when one is missing.
         let wire = wire_for(h);
         assert!(!wire.init().is_empty(), "{}: a session opens with at least one line", h.id());
@@ -691,7 +769,7 @@ fn every_harness_words_its_events_alike() {
     let mut failures = Vec::new();
     for script in &scripts {
         let mut wordings: Vec<(&str, Vec<String>)> = Vec::new();
-        for h in spaces_harnesses::all() {
+        for h in harnesses() {
             let events = run(h, script).events;
             let mut said = Vec::new();
             let mut counted = 0;

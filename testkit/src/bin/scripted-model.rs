@@ -1,7 +1,7 @@
 //! `scripted-model`: serve a [`Script`] of model replies on 127.0.0.1 until killed.
 //!
 //! ```text
-//! scripted-model --wire anthropic|openai --script FILE.json [--var NAME=VALUE]... [--port N]
+//! scripted-model --wire anthropic|openai|chat|gemini --script FILE.json [--var NAME=VALUE]... [--port N]
 //! ```
 //!
 //! `FILE.json` is the JSON form of [`Script`], e.g.
@@ -45,6 +45,10 @@ enum WireArg {
     Anthropic,
     /// OpenAI Responses streaming (Codex).
     Openai,
+    /// OpenAI Chat Completions streaming (opencode's OpenAI-compatible provider).
+    Chat,
+    /// Gemini API `streamGenerateContent` (Gemini CLI).
+    Gemini,
 }
 
 #[tokio::main]
@@ -57,6 +61,8 @@ async fn main() -> anyhow::Result<()> {
     let wire = match args.wire {
         WireArg::Anthropic => Wire::AnthropicMessages,
         WireArg::Openai => Wire::OpenAiResponses,
+        WireArg::Chat => Wire::OpenAiChatCompletions,
+        WireArg::Gemini => Wire::GeminiStreamGenerateContent,
     };
     let server = ScriptedServer::start_on(wire, script, args.port).await?;
     let mut out = std::io::stdout().lock();

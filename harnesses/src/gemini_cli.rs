@@ -1,0 +1,139 @@
+//! Gemini CLI (`gemini`, harness id `gemini-cli`), pinned to `@google/gemini-cli@0.61.0`, spoken
+//! to over the Agent Client Protocol ([`crate::acp`]).
+//!
+//! Process model: one long-lived `gemini --acp -m MODEL` process per run. Facts this follows
+//! (checked against 0.61.0):
+//! - the package's `bundle/gemini.js` is a Node script (`#!/usr/bin/env node`): `node` must be on
+//!   the agent's `PATH`. `GEMINI_CLI_NO_RELAUNCH=true` keeps it from re-spawning itself in a
+//!   child Node (signals and the exit status then belong to the process Spaces started);
+//! - `-m MODEL` is required in practice: without it the "auto" model router makes a model call
+//!   of its own first, which hangs against an endpoint that does not serve it;
+//! - a custom endpoint is `GOOGLE_GEMINI_BASE_URL` (Gemini API `streamGenerateContent`), the
+//!   key `GEMINI_API_KEY` (or `GOOGLE_API_KEY`); `security.auth.selectedType: "gemini-api-key"`
+//!   in the run's `~/.gemini/settings.json` spares the ACP `authenticate` step;
+//! - it asks `session/request_permission` for tool calls (the normalizer's policy answers);
+//! - it advertises `loadSession`, but `session/load` of a session made by an earlier process
+//!   failed: a resume after the process is gone is a fresh session with a notice
+//!   ([`FLAVOR`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use crate::acp::{self, AcpNormalizer, Flavor, PermissionPolicy};
+use crate::{
+    Harness, HomeLayout, InstallSpec, InterruptRecipe, LaunchContext, LaunchPlan, Normalizer, ProcessModel, SessionFiles, StdinMode,
+};
+
+/// The pinned npm package.
+pub const PACKAGE: &str = "@google/gemini-cli@0.61.0";
+/// The version `gemini --version` reports.
+pub const VERSION: &str = "0.61.0";
+/// The CLI's entry script, relative to the tools directory.
+pub const BINARY: &str = "node_modules/@google/gemini-cli/bundle/gemini.js";
+/// The model when the caller names none (`-m` is always given, see the module docs).
+pub const DEFAULT_MODEL: &str = "gemini-2.5-flash";
+/// The variable the key is read from.
+pub const KEY_VAR: &str = "GEMINI_API_KEY";
+/// Key given to a custom endpoint when the caller passed none.
+pub const PLACEHOLDER_KEY: &str = "spaces-no-key";
+
+/// How Gemini CLI's conversation behaves: no `session/load` across processes.
+pub const FLAVOR: Flavor = Flavor { name: "Gemini CLI", load_in_new_process: false };
+
+/// The Gemini CLI adapter.
+pub struct GeminiCli;
+
+/// The run's settings file: `<home>/.gemini/settings.json`.
+pub fn settings_path(home: &Path) -> PathBuf {
+    home.join(".gemini/settings.json")
+}
+
+/// The run's `settings.json`: API-key auth, no auto-update or update nag, no usage statistics
+/// or telemetry.
+pub fn settings_json() -> String {
+    let settings = json!({
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
+        "privacy": {"usageStatisticsEnabled": false},
+        "telemetry": {"enabled": false},
+    });
+    serde_json::to_string_pretty(&settings).unwrap_or_default()
+}
+
+impl Harness for GeminiCli {
+    fn id(&self) -> &'static str {
+        "gemini-cli"
+    }
+
+    fn name(&self) -> &'static str {
+        "Gemini CLI"
+    }
+
+    fn install_spec(&self) -> InstallSpec {
+        InstallSpec { packages: vec![PACKAGE.to_owned()], version: VERSION, binary: BINARY }
+    }
+
+    fn process_model(&self) -> ProcessModel {
+        ProcessModel::LongLived
+    }
+
+    fn followups(&self) -> &'static str {
+        "acp"
+    }
+
+    fn endpoint_wires(&self) -> &'static [&'static str] {
+        &["gemini-generate-content"]
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &[KEY_VAR, "GOOGLE_API_KEY"]
+    }
+
+    /// `gemini --acp -m MODEL` with the run's settings; stdin a pipe whose first line is
+    /// `initialize`.
+    fn launch(&self, ctx: &LaunchContext<'_>) -> LaunchPlan {
+        let model = ctx.model.unwrap_or(DEFAULT_MODEL);
+        let argv = vec![ctx.binary.display().to_string(), "--acp".to_owned(), "-m".to_owned(), model.to_owned()];
+        let mut env = BTreeMap::new();
+        env.insert("HOME".to_owned(), ctx.home.display().to_string());
+        env.insert("GEMINI_CLI_NO_RELAUNCH".to_owned(), "true".to_owned());
+        env.insert("GEMINI_CLI_TRUST_WORKSPACE".to_owned(), "true".to_owned());
+        env.insert("GEMINI_TELEMETRY_ENABLED".to_owned(), "false".to_owned());
+        if let Some(base) = ctx.base_url {
+            env.insert("GOOGLE_GEMINI_BASE_URL".to_owned(), base.trim_end_matches('/').to_owned());
+            if !ctx.env.contains_key(KEY_VAR) && !ctx.env.contains_key("GOOGLE_API_KEY") {
+                env.insert(KEY_VAR.to_owned(), PLACEHOLDER_KEY.to_owned());
+            }
+        }
+        for (k, v) in ctx.env {
+            env.insert(k.clone(), v.clone());
+        }
+        LaunchPlan {
+            argv,
+            env,
+            files: vec![(settings_path(ctx.home), settings_json())],
+            stdin: StdinMode::Pipe,
+            initial_stdin: Some(acp::line_bytes(&acp::rpc::initialize())),
+        }
+    }
+
+    /// Empty: a turn's `session/prompt` names the session, so it comes from the normalizer.
+    fn user_message(&self, _text: &str) -> Vec<u8> {
+        Vec::new()
+    }
+
+    fn interrupt(&self) -> InterruptRecipe {
+        acp::no_stdin_interrupt()
+    }
+
+    fn normalizer(&self) -> Box<dyn Normalizer> {
+        Box::new(AcpNormalizer::new(FLAVOR, PermissionPolicy::Allow))
+    }
+
+    /// `~/.gemini`: settings (rewritten every launch) and chats under `tmp/<project hash>/`.
+    fn persistent_home(&self) -> HomeLayout {
+        HomeLayout { config_dir: ".gemini", excludes: &["settings.json", "tmp/**/logs.json"], sessions: SessionFiles::ById }
+    }
+}

@@ -1,0 +1,177 @@
+//! opencode (`opencode`, harness id `opencode`), pinned to `opencode-ai@1.18.33`, spoken to over
+//! the Agent Client Protocol ([`crate::acp`]).
+//!
+//! Process model: one long-lived `opencode acp --pure` process per run; the conversation is
+//! ACP (see [`crate::acp::normalize`]). Facts this follows (checked against 1.18.33):
+//! - the npm package's `bin/opencode` is a Node launcher; the native binary is in the optional
+//!   dependency `opencode-linux-x64` (`bin/opencode`, 185 MB). Its postinstall script only
+//!   links that binary and fails on hosts without some of the variants (`npm install
+//!   --ignore-scripts` is enough);
+//! - config: `OPENCODE_CONFIG` names the run's config file (written here, under the run's
+//!   home: `.config/opencode/opencode.json`), `OPENCODE_DISABLE_PROJECT_CONFIG=1` keeps a
+//!   Space's own `opencode.json` out; `--pure` and `OPENCODE_DISABLE_DEFAULT_PLUGINS=1` keep it
+//!   from installing its default plugins from npm on first start; autoupdate, sharing, LSP
+//!   downloads, the models.dev fetch and Claude Code compatibility (reading `~/.claude`) are off;
+//! - a custom endpoint is an OpenAI-compatible (Chat Completions) provider `spaces` with
+//!   `options.baseURL = <base_url>/v1` and the key from `OPENAI_API_KEY`; the model is
+//!   `spaces/<model>`;
+//! - MCP servers are given in `session/new` (ACP `mcpServers`), not in the config file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use crate::acp::{self, AcpNormalizer, Flavor, PermissionPolicy};
+use crate::{
+    Harness, HomeLayout, InstallSpec, InterruptRecipe, LaunchContext, LaunchPlan, Normalizer, ProcessModel, SessionFiles, StdinMode,
+};
+
+/// The pinned npm package.
+pub const PACKAGE: &str = "opencode-ai@1.18.33";
+/// The version `opencode --version` reports.
+pub const VERSION: &str = "1.18.33";
+/// The native binary inside the npm optional dependency for this platform, relative to the
+/// tools directory.
+#[cfg(target_arch = "aarch64")]
+pub const BINARY: &str = "node_modules/opencode-linux-arm64/bin/opencode";
+/// The native binary inside the npm optional dependency for this platform, relative to the
+/// tools directory.
+#[cfg(not(target_arch = "aarch64"))]
+pub const BINARY: &str = "node_modules/opencode-linux-x64/bin/opencode";
+
+/// The provider id of a custom endpoint in the run's config.
+pub const PROVIDER_ID: &str = "spaces";
+/// The variable the provider's key is read from.
+pub const KEY_VAR: &str = "OPENAI_API_KEY";
+/// Key given to a custom endpoint when the caller passed none.
+pub const PLACEHOLDER_KEY: &str = "spaces-no-key";
+/// Model used with a custom endpoint when the caller names none.
+pub const DEFAULT_ENDPOINT_MODEL: &str = "gpt-5.5";
+
+/// How opencode's conversation behaves (it loads sessions of earlier processes from its store).
+pub const FLAVOR: Flavor = Flavor { name: "opencode", load_in_new_process: true };
+
+/// The opencode adapter.
+pub struct OpenCode;
+
+/// The run's config file: `<home>/.config/opencode/opencode.json`.
+pub fn config_path(home: &Path) -> PathBuf {
+    home.join(".config/opencode/opencode.json")
+}
+
+/// The run's `opencode.json`: no autoupdate or sharing, every tool allowed (Spaces runs agents
+/// unattended), and with `base_url` the `spaces` OpenAI-compatible provider and its model.
+pub fn config_json(base_url: Option<&str>, model: Option<&str>) -> String {
+    let mut config = json!({
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": false,
+        "share": "disabled",
+        "permission": {"edit": "allow", "bash": "allow", "webfetch": "allow"},
+    });
+    match (base_url, model) {
+        (Some(base), model) => {
+            let model = model.unwrap_or(DEFAULT_ENDPOINT_MODEL);
+            let base = format!("{}/v1", base.trim_end_matches('/').trim_end_matches("/v1"));
+            config["model"] = json!(format!("{PROVIDER_ID}/{model}"));
+            config["provider"] = json!({PROVIDER_ID: {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Spaces endpoint",
+                "options": {"baseURL": base, "apiKey": format!("{{env:{KEY_VAR}}}")},
+                "models": {model: {"name": model}},
+            }});
+        }
+        (None, Some(model)) => config["model"] = json!(model),
+        (None, None) => {}
+    }
+    serde_json::to_string_pretty(&config).unwrap_or_default()
+}
+
+impl Harness for OpenCode {
+    fn id(&self) -> &'static str {
+        "opencode"
+    }
+
+    fn name(&self) -> &'static str {
+        "opencode"
+    }
+
+    fn install_spec(&self) -> InstallSpec {
+        InstallSpec { packages: vec![PACKAGE.to_owned()], version: VERSION, binary: BINARY }
+    }
+
+    fn process_model(&self) -> ProcessModel {
+        ProcessModel::LongLived
+    }
+
+    fn followups(&self) -> &'static str {
+        "acp"
+    }
+
+    fn endpoint_wires(&self) -> &'static [&'static str] {
+        &["openai-chat-completions"]
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        &[KEY_VAR]
+    }
+
+    /// `opencode acp --pure --cwd CWD` with the run's config; stdin a pipe whose first line is
+    /// `initialize`. A resume is the normalizer's `session/load` (`ctx.session_id`).
+    fn launch(&self, ctx: &LaunchContext<'_>) -> LaunchPlan {
+        let argv = vec![
+            ctx.binary.display().to_string(),
+            "acp".to_owned(),
+            "--pure".to_owned(),
+            "--cwd".to_owned(),
+            ctx.cwd.display().to_string(),
+        ];
+        let config = config_path(ctx.home);
+        let mut env = BTreeMap::new();
+        env.insert("HOME".to_owned(), ctx.home.display().to_string());
+        env.insert("OPENCODE_CONFIG".to_owned(), config.display().to_string());
+        for flag in [
+            "OPENCODE_DISABLE_PROJECT_CONFIG",
+            "OPENCODE_DISABLE_AUTOUPDATE",
+            "OPENCODE_DISABLE_DEFAULT_PLUGINS",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD",
+            "OPENCODE_DISABLE_MODELS_FETCH",
+            "OPENCODE_DISABLE_SHARE",
+            "OPENCODE_DISABLE_CLAUDE_CODE",
+        ] {
+            env.insert(flag.to_owned(), "1".to_owned());
+        }
+        if ctx.base_url.is_some() && !ctx.env.contains_key(KEY_VAR) {
+            env.insert(KEY_VAR.to_owned(), PLACEHOLDER_KEY.to_owned());
+        }
+        for (k, v) in ctx.env {
+            env.insert(k.clone(), v.clone());
+        }
+        LaunchPlan {
+            argv,
+            env,
+            files: vec![(config, config_json(ctx.base_url, ctx.model))],
+            stdin: StdinMode::Pipe,
+            initial_stdin: Some(acp::line_bytes(&acp::rpc::initialize())),
+        }
+    }
+
+    /// Empty: a turn's `session/prompt` names the session, so it comes from the normalizer.
+    fn user_message(&self, _text: &str) -> Vec<u8> {
+        Vec::new()
+    }
+
+    fn interrupt(&self) -> InterruptRecipe {
+        acp::no_stdin_interrupt()
+    }
+
+    fn normalizer(&self) -> Box<dyn Normalizer> {
+        Box::new(AcpNormalizer::new(FLAVOR, PermissionPolicy::Allow))
+    }
+
+    /// opencode keeps sessions in its data dir (`$XDG_DATA_HOME/opencode`, a SQLite store), found
+    /// by id from any cwd.
+    fn persistent_home(&self) -> HomeLayout {
+        HomeLayout { config_dir: ".local/share/opencode", excludes: &["log/**", "bin/**"], sessions: SessionFiles::ById }
+    }
+}
