@@ -6,4 +6,5 @@ mod suite {
     mod claude_code;
     mod contract;
     mod openai_codex;
+    mod openai_codex_app_server;
 }

@@ -46,7 +46,7 @@ const STDERR_TAIL_LINES: usize = 20;
 const HARMLESS_STDERR: [&str; 1] = ["WARNING: proceeding, even though we could not create PATH aliases"];
 
 /// Notifications that are bookkeeping: hidden `notice` events named by their method.
-const CONTROL: [&str; 12] = [
+const CONTROL: [&str; 14] = [
     "turn/started",
     "thread/started",
     "thread/status/changed",
@@ -57,6 +57,8 @@ const CONTROL: [&str; 12] = [
     "serverRequest/resolved",
     "thread/name/updated",
     "thread/settings/updated",
+    "thread/goal/updated",
+    "thread/goal/cleared",
     "item/reasoning/summaryTextDelta",
     "item/reasoning/summaryPartAdded",
 ];
@@ -295,7 +297,10 @@ impl AppServerNormalizer {
         let status = p.pointer("/turn/status").and_then(Value::as_str).unwrap_or("completed");
         let error = p.pointer("/turn/error/message").and_then(Value::as_str).map(str::to_owned);
         let (reason, text) = match status {
-            "interrupted" => (StopReason::Interrupted, Some(self.last_message.clone().unwrap_or_else(|| "interrupted".to_owned()))),
+            // Claude Code's wording for the same thing; the cut-off answer is in the message
+            // pieces (hidden `message` events), never a `message` of its own.
+            "interrupted" if self.interrupt => (StopReason::Interrupted, Some("interrupted by the caller (turn/interrupt)".to_owned())),
+            "interrupted" => (StopReason::Interrupted, Some("codex interrupted the turn".to_owned())),
             "failed" => {
                 let reason = if self.interrupt { StopReason::Interrupted } else { StopReason::Error };
                 (reason, Some(error.or_else(|| self.last_error.clone()).unwrap_or_else(|| "the turn failed".to_owned())))
