@@ -11,7 +11,7 @@ use spaces_harnesses::Harness;
 use spaces_sdk::{ActionReport, ErrorCode};
 use tokio::sync::{mpsc, oneshot};
 
-use super::actor::{Actor, Cmd};
+use super::actor::{Actor, Cmd, Retire};
 use super::secrets::RunSecrets;
 use super::Inner;
 use crate::error::{refuse, Error, Result};
@@ -45,12 +45,30 @@ impl Actors {
     }
 }
 
+/// The actor of `run`, with the failures in a row its last actor left (case P7's back-off
+/// outlives an actor).
+fn new_actor(inner: &Arc<Inner>, run: RunRow, harness: &'static dyn Harness, secrets: RunSecrets) -> Actor {
+    let fast_failures = inner.fast_failures(&run.run_id);
+    Actor::new(inner.clone(), run, harness, secrets, fast_failures)
+}
+
+/// How the actor of `run_id` leaves the map once dormant: with no command waiting for it, it is
+/// removed and the failures in a row it counted are kept for the next one.
+fn retire(inner: &Arc<Inner>, run_id: &str) -> Retire {
+    let (inner, run_id) = (inner.clone(), run_id.to_owned());
+    Box::new(move |cmds, fast_failures| {
+        inner.set_fast_failures(&run_id, fast_failures);
+        inner.actors.retire(&run_id, cmds)
+    })
+}
+
 /// Start the actor of the new run `run`, whose first turn is `prompt`.
 pub(super) fn launch(inner: &Arc<Inner>, run: RunRow, harness: &'static dyn Harness, secrets: RunSecrets, prompt: String) {
     let (tx, rx) = mpsc::unbounded_channel();
     inner.actors.lock().insert(run.run_id.clone(), tx);
-    let actor = Actor::new(inner.clone(), run, harness, secrets);
-    tokio::spawn(actor.run(Some(prompt), rx));
+    let retire = retire(inner, &run.run_id);
+    let actor = new_actor(inner, run, harness, secrets);
+    tokio::spawn(actor.run(Some(prompt), rx, retire));
 }
 
 /// Re-adopt the agent process of `run` after a daemon restart (its events stored up to `pos`)
@@ -61,10 +79,11 @@ pub(super) async fn adopt(inner: &Arc<Inner>, run: RunRow, pos: JournalPos) -> R
     })?;
     let secrets = RunSecrets::load(&inner.cfg.run_dir(&run.run_id))?;
     let run_id = run.run_id.clone();
-    let actor = Actor::new(inner.clone(), run, harness, secrets).adopt(pos).await.map_err(|why| refuse(ErrorCode::Internal, why))?;
+    let actor = new_actor(inner, run, harness, secrets).adopt(pos).await.map_err(|why| refuse(ErrorCode::Internal, why))?;
     let (tx, rx) = mpsc::unbounded_channel();
+    let retire = retire(inner, &run_id);
     inner.actors.lock().insert(run_id, tx);
-    tokio::spawn(actor.run(None, rx));
+    tokio::spawn(actor.run(None, rx, retire));
     Ok(())
 }
 
@@ -83,8 +102,9 @@ pub(super) fn restart(inner: &Arc<Inner>, run: RunRow, text: String) -> Result<(
     }
     let (tx, rx) = mpsc::unbounded_channel();
     inner.actors.lock().insert(run.run_id.clone(), tx);
-    let actor = Actor::new(inner.clone(), run, harness, secrets);
-    tokio::spawn(async move { actor.restart_turn(text).await.run(None, rx).await });
+    let retire = retire(inner, &run.run_id);
+    let actor = new_actor(inner, run, harness, secrets);
+    tokio::spawn(async move { actor.restart_turn(text).await.run(None, rx, retire).await });
     Ok(())
 }
 
@@ -114,8 +134,9 @@ fn dispatch(inner: &Arc<Inner>, run: RunRow, cmd: Cmd) -> Result<()> {
     let secrets = RunSecrets::load(&inner.cfg.run_dir(&run.run_id))?;
     let (tx, rx) = mpsc::unbounded_channel();
     let run_id = run.run_id.clone();
-    let actor = Actor::new(inner.clone(), run, harness, secrets);
-    tokio::spawn(actor.run(None, rx));
+    let retire = retire(inner, &run_id);
+    let actor = new_actor(inner, run, harness, secrets);
+    tokio::spawn(actor.run(None, rx, retire));
     let _ = tx.send(cmd);
     map.insert(run_id, tx);
     Ok(())

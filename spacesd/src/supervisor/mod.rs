@@ -38,6 +38,7 @@ pub mod api;
 mod capabilities;
 mod events;
 mod files;
+mod folder;
 mod install;
 pub mod journal;
 mod keys;
