@@ -22,42 +22,23 @@ use spaces_harnesses::{EventDraft, Harness, InterruptRecipe, Normalizer};
 use spaces_os::process::kill_tree;
 use spaces_os::redact::Redactor;
 use spaces_sdk::{ActionReport, ApiError, ErrorCode, EventKind, Phase, Status};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::folder::{folder_present, SpaceFolder};
 use super::keys::{Keyed, Queued};
 use super::launcher::Launcher;
+use super::mailbox::{Cmd, Reply};
 use super::marker::run_marker;
 use super::proc::LiveProc;
 use super::secrets::RunSecrets;
-use super::Inner;
+use super::shared::Inner;
 use crate::store::runs::RunRow;
 use crate::store::JournalPos;
 use state::{Admit, Advance, Machine, Setup, StopEnd, OUTPUT_CLOSED};
 
 /// Grace between SIGTERM and SIGKILL when stopping a run.
 const STOP_GRACE: Duration = Duration::from_secs(3);
-
-/// A request to the actor.
-pub enum Cmd {
-    /// A follow-up; `key`, its `message_id` (see [`super::keys`]).
-    Message {
-        text: String,
-        force: bool,
-        key: Option<Keyed>,
-        reply: Reply,
-    },
-    Interrupt {
-        reply: Reply,
-    },
-    Stop {
-        reply: Reply,
-    },
-}
-
-/// Where a command's answer goes: a report, or a typed refusal.
-pub type Reply = oneshot::Sender<Result<ActionReport, ApiError>>;
 
 /// Lets a dormant actor go ([`Actor::run`]): true when it was removed from the actor map (no
 /// command waits for it), given the failures in a row it leaves behind (case P7's back-off

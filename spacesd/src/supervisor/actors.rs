@@ -1,49 +1,22 @@
-//! The actor map: which runs have a live actor, and the only ways one joins or leaves it.
+//! Actors started and revived (the map itself: `mailbox.rs`).
 //! [`launch`] starts the actor of a new run; [`ask`] sends a command to a run's actor, reviving
 //! one from the stored run when it had retired, and awaits its answer; [`Actors::retire`] lets a
 //! dormant actor go. Commands are sent and actors removed under one lock, so a command can never
 //! slip in between an actor's last look at its channel and its removal.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use spaces_harnesses::Harness;
 use spaces_sdk::{ActionReport, ErrorCode};
 use tokio::sync::{mpsc, oneshot};
 
-use super::actor::{Actor, Cmd, Retire};
+use super::actor::{Actor, Retire};
+use super::mailbox::{Cmd, Reply};
 use super::secrets::RunSecrets;
-use super::Inner;
+use super::shared::Inner;
 use crate::error::{refuse, Error, Result};
 use crate::store::runs::RunRow;
 use crate::store::JournalPos;
-
-/// The command channel of every run that has a live actor, by run id.
-#[derive(Default)]
-pub(super) struct Actors(Mutex<HashMap<String, mpsc::UnboundedSender<Cmd>>>);
-
-impl Actors {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, mpsc::UnboundedSender<Cmd>>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// True while run `run_id` has a live actor.
-    pub(super) fn has(&self, run_id: &str) -> bool {
-        self.lock().contains_key(run_id)
-    }
-
-    /// Remove the actor of `run_id` if no command is waiting for it. Commands are sent while
-    /// holding the same lock, so none can slip in between this check and the removal.
-    pub(super) fn retire(&self, run_id: &str, cmds: &mut mpsc::UnboundedReceiver<Cmd>) -> bool {
-        let mut map = self.lock();
-        if cmds.is_empty() {
-            map.remove(run_id);
-            true
-        } else {
-            false
-        }
-    }
-}
 
 /// The actor of `run`, with the failures in a row its last actor left (case P7's back-off
 /// outlives an actor).
@@ -109,7 +82,7 @@ pub(super) fn restart(inner: &Arc<Inner>, run: RunRow, text: String) -> Result<(
 }
 
 /// Send the command `cmd(reply)` to the actor of `run` and await the actor's answer.
-pub(super) async fn ask(inner: &Arc<Inner>, run: RunRow, cmd: impl FnOnce(super::actor::Reply) -> Cmd) -> Result<ActionReport> {
+pub(super) async fn ask(inner: &Arc<Inner>, run: RunRow, cmd: impl FnOnce(Reply) -> Cmd) -> Result<ActionReport> {
     let (reply, rx) = oneshot::channel();
     dispatch(inner, run, cmd(reply))?;
     let answer = rx.await.map_err(|_| refuse(ErrorCode::Internal, "the run's actor ended before answering; check the run's status"))?;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use spaces_sdk::{ApiError, ErrorCode, EventsPage, Status};
 
-use super::Inner;
+use super::shared::Inner;
 use crate::error::Result;
 
 /// At most `max` events of `run_id` after `cursor`; long-polls up to `wait` when caught up.

@@ -27,7 +27,7 @@ use super::marker::{turn_tag, RUN_ENV};
 use super::mcp_servers;
 use super::proc::{self, Adopted, LiveProc, ProcEvent};
 use super::secrets::RunSecrets;
-use super::Inner;
+use super::shared::Inner;
 use crate::store::runs::RunRow;
 use crate::store::JournalPos;
 

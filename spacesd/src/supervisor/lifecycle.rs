@@ -11,8 +11,9 @@ use std::sync::Arc;
 
 use spaces_sdk::{ErrorCode, RunsRemovedReport, SpaceRemoveReport, Status};
 
-use super::actor::Cmd;
-use super::{actors, registry, Inner};
+use super::mailbox::Cmd;
+use super::shared::Inner;
+use super::{actors, registry};
 use crate::error::{refuse, Result};
 use crate::store::now_ms;
 use crate::store::runs::RunRow;

@@ -7,8 +7,10 @@
 //! daemon: [`Supervisor::recover`] re-adopts them at start and resumes ingest where the stored
 //! journal offset says, each event exactly once.
 //!
-//! Rooms, one purpose each; this file keeps only the [`Supervisor`] handle, the state its parts
-//! share ([`Inner`]) and the thin public operations that call into them:
+//! Rooms, one purpose each; this file keeps only the [`Supervisor`] handle and the thin public
+//! operations that call into them:
+//! - `shared`: the state the rooms share (`Inner`): configuration, stores, the actor map, locks.
+//! - `mailbox`: what an actor is sent (`Cmd`) and the map of their channels.
 //! - `registry`: Spaces (add, list) and the Space/run lookups every operation starts with.
 //! - `start`: `agent_start` validation, the run directory and row, then the launch.
 //! - `actors`: the actor map: launch, dispatch (reviving a retired actor), retire.
@@ -44,6 +46,7 @@ pub mod journal;
 mod keys;
 mod launcher;
 mod lifecycle;
+mod mailbox;
 mod marker;
 mod mcp_servers;
 mod persist;
@@ -52,11 +55,11 @@ mod proc;
 mod recover;
 mod registry;
 mod secrets;
+mod shared;
 mod start;
 mod status;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use spaces_sdk::{
     ActionReport, AgentStartReport, AgentStartRequest, Capabilities, ErrorCode, EventsPage, PersistentAgentSendReport, RunStatus,
@@ -65,12 +68,11 @@ use spaces_sdk::{
 
 use crate::config::Config;
 use crate::error::{refuse, Result};
-use crate::eventlog::EventLog;
 use crate::homes::meta::AgentMeta;
 use crate::homes::Homes;
 use crate::store::Store;
-use actor::Cmd;
-use actors::Actors;
+use mailbox::Cmd;
+use shared::Inner;
 
 pub use capabilities::PROTOCOL;
 pub use install::{install as install_harness, locate as locate_harness, npm_passes, Source, NPM_ENV};
@@ -78,49 +80,6 @@ pub use mcp_servers::self_command;
 pub use proc::shim_env;
 pub use secrets::{command_redactions, learn_host_secrets, learn_secret};
 pub use status::accepts_message;
-
-/// Shared state of the supervisor and its actors.
-pub struct Inner {
-    pub cfg: Arc<Config>,
-    pub store: Arc<Store>,
-    pub log: Arc<EventLog>,
-    /// The volume of persistent agents' homes, and the leases this host holds.
-    pub homes: Arc<Homes>,
-    actors: Actors,
-    installs: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// Failed turns in a row of runs whose actor retired (case P7's back-off outlives an actor).
-    failures: Mutex<HashMap<String, u32>>,
-    /// Each live run's own API socket ([`api`]).
-    pub api: api::RunSockets,
-    /// Held (shared) by each turn start from the commit that records the turn until its text
-    /// reached the agent (a process started, or the message written to a live one); taken
-    /// whole by [`Supervisor::finish_turn_starts`] when the daemon stops, so a SIGTERM never cuts
-    /// a turn between the two (its key stored, its text never delivered: case R45).
-    turn_starts: tokio::sync::RwLock<()>,
-}
-
-impl Inner {
-    /// The lock serializing installs of one harness.
-    fn install_lock(&self, harness_id: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut map = self.installs.lock().unwrap_or_else(|p| p.into_inner());
-        map.entry(harness_id.to_owned()).or_default().clone()
-    }
-
-    /// Failed turns in a row of run `run_id`, kept while its actor is retired.
-    fn fast_failures(&self, run_id: &str) -> u32 {
-        self.failures.lock().unwrap_or_else(|p| p.into_inner()).get(run_id).copied().unwrap_or(0)
-    }
-
-    /// Keep `n` failed turns in a row for run `run_id` (0 forgets it).
-    fn set_fast_failures(&self, run_id: &str, n: u32) {
-        let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        if n == 0 {
-            map.remove(run_id);
-        } else {
-            map.insert(run_id.to_owned(), n);
-        }
-    }
-}
 
 /// The supervisor of every run on this host.
 #[derive(Clone)]
@@ -131,20 +90,7 @@ pub struct Supervisor {
 impl Supervisor {
     /// A supervisor over `store`, with `cfg`, keeping persistent agents' homes in `homes`.
     pub fn new(cfg: Config, store: Arc<Store>, homes: Arc<Homes>) -> Self {
-        let log = Arc::new(EventLog::new(store.clone()));
-        Self {
-            inner: Arc::new(Inner {
-                cfg: Arc::new(cfg),
-                store,
-                log,
-                homes,
-                actors: Actors::default(),
-                installs: Mutex::new(HashMap::new()),
-                failures: Mutex::new(HashMap::new()),
-                api: api::RunSockets::default(),
-                turn_starts: tokio::sync::RwLock::new(()),
-            }),
-        }
+        Self { inner: Arc::new(Inner::new(cfg, store, homes)) }
     }
 
     /// At shutdown: waits (at most `within`) until every turn start under way delivered its
@@ -269,6 +215,18 @@ impl Supervisor {
         };
         let report = self.agent_start(&meta.space, &req).await?;
         Ok(PersistentAgentSendReport { run_id: report.run_id, started: true, restored: true })
+    }
+
+    /// Turn what the lease renewals have to tell a run into `notice` events of its current
+    /// turn (`crate::homes::renew`). Call once, before runs start.
+    pub fn tell_runs_lease_news(&self) {
+        persist::tell_runs_lease_news(&self.inner);
+    }
+
+    /// Retry, in the background, every home save a previous daemon died in (`persist/pending.rs`).
+    /// Call once at start, after [`Supervisor::recover`].
+    pub fn retry_interrupted_saves(&self) {
+        persist::retry_interrupted_saves(&self.inner);
     }
 
     /// `space_remove` (see `lifecycle`): refused while runs live unless `force`.

@@ -21,7 +21,7 @@
 //! save the daemon died in is retried by the next daemon at start, with a `notice` saying so.
 //! Leases are renewed beside the run by `crate::homes::renew`; what it has to tell a run
 //! (renewals failing, working again, the lease lapsed or lost) becomes a `notice` of the run's
-//! current turn ([`super::Supervisor::tell_runs_lease_news`]).
+//! current turn (`tell_runs_lease_news`).
 
 mod pending;
 
@@ -31,7 +31,7 @@ use std::sync::Arc;
 use spaces_harnesses::{EventDraft, Harness, HomeLayout};
 use spaces_sdk::EventKind;
 
-use super::Inner;
+use super::shared::Inner;
 use crate::homes::meta::AgentMeta;
 use crate::store::runs::RunRow;
 
@@ -112,29 +112,27 @@ enum Why {
     Retry { turn: u32, started_ms: u64, pending: Vec<pending::Pending> },
 }
 
-impl super::Supervisor {
-    /// Turn what the lease renewals have to tell a run into `notice` events of its current
-    /// turn (`crate::homes::renew`). Call once, before runs start.
-    pub fn tell_runs_lease_news(&self) {
-        let inner = Arc::downgrade(&self.inner);
-        self.inner.homes.on_lease_news(Box::new(move |run_id, note| {
-            let Some(inner) = inner.upgrade() else { return };
-            let turn = match inner.store.run_get(run_id) {
-                Ok(Some(run)) => run.turns,
-                _ => return,
-            };
-            let draft = notice(turn, note.summary).text(note.detail);
-            if let Err(e) = inner.log.append(run_id, vec![draft]) {
-                tracing::warn!("run {run_id}: lease notice lost: {e}");
-            }
-        }));
-    }
+/// Turn what the lease renewals have to tell a run into `notice` events of its current turn
+/// (`crate::homes::renew`).
+pub(super) fn tell_runs_lease_news(inner: &Arc<Inner>) {
+    let homes = inner.homes.clone();
+    let inner = Arc::downgrade(inner);
+    homes.on_lease_news(Box::new(move |run_id, note| {
+        let Some(inner) = inner.upgrade() else { return };
+        let turn = match inner.store.run_get(run_id) {
+            Ok(Some(run)) => run.turns,
+            _ => return,
+        };
+        let draft = notice(turn, note.summary).text(note.detail);
+        if let Err(e) = inner.log.append(run_id, vec![draft]) {
+            tracing::warn!("run {run_id}: lease notice lost: {e}");
+        }
+    }));
+}
 
-    /// Retry, in the background, every home save a previous daemon died in (the `persist/pending.rs`
-    /// module). Call once at start, after [`super::Supervisor::recover`].
-    pub fn retry_interrupted_saves(&self) {
-        pending::retry(&self.inner);
-    }
+/// Retry, in the background, every home save a previous daemon died in (`persist/pending.rs`).
+pub(super) fn retry_interrupted_saves(inner: &Arc<Inner>) {
+    pending::retry(inner);
 }
 
 /// Save the home of `run` one last time, then release its lease (the run stopped or finished).

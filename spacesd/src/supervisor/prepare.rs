@@ -36,7 +36,7 @@ use spaces_harnesses::EventDraft;
 use spaces_sdk::{bounded, ApiError, ErrorCode, EventKind, SpaceAgentOptions, SpaceRecord};
 use tokio::io::AsyncReadExt;
 
-use super::Inner;
+use super::shared::Inner;
 use crate::error::{Error, Result};
 use crate::store::runs::RunRow;
 
@@ -67,13 +67,6 @@ fn invalid(field: &str, message: String) -> Error {
     let mut e = ApiError::new(ErrorCode::InvalidArgument, message);
     e.field = Some(field.to_owned());
     Error::Api(e)
-}
-
-/// The `user:password` (or `user`, or `token`) of a `scheme://userinfo@host/...` URL, if any.
-pub(super) fn userinfo(url: &str) -> Option<&str> {
-    let (_, rest) = url.split_once("://")?;
-    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
-    authority.rsplit_once('@').map(|(info, _)| info).filter(|i| !i.is_empty())
 }
 
 /// `url` with any `user:password@` cut: for messages, and as the stored options keep it.
@@ -468,6 +461,7 @@ async fn run_clone(mut cmd: tokio::process::Command, notice: &impl Fn(String)) -
 
 #[cfg(test)]
 mod tests {
+    use super::super::secrets::userinfo;
     use super::*;
 
     #[test]

@@ -36,7 +36,7 @@ use spaces_sdk::{EventKind, Phase, Status, StopReason};
 use super::actors;
 use super::marker::{run_marker, RUN_ENV};
 use super::proc::{self, shim_dir};
-use super::Inner;
+use super::shared::Inner;
 use crate::error::Result;
 use crate::store::runs::RunRow;
 use crate::store::JournalPos;

@@ -91,7 +91,7 @@ impl RunSecrets {
     /// value on its own), the repository URL's credentials, the daemon's own secrets.
     pub fn redactor(&self) -> Redactor {
         // Also the whole `user:token`, as git may print it.
-        let userinfo = self.repo_url.as_deref().and_then(super::prepare::userinfo).map(str::to_owned);
+        let userinfo = self.repo_url.as_deref().and_then(userinfo).map(str::to_owned);
         Redactor::new(self.named_values().into_iter().map(|(_, v)| v).chain(userinfo))
     }
 }
@@ -112,7 +112,7 @@ impl RunSecrets {
             }
         }
         // The repository URL's credentials (`user:token@`), should git print them.
-        if let Some(userinfo) = self.repo_url.as_deref().and_then(super::prepare::userinfo) {
+        if let Some(userinfo) = self.repo_url.as_deref().and_then(userinfo) {
             out.extend(userinfo.split(':').map(|p| ("the repository URL's credentials".to_owned(), p.to_owned())));
         }
         out.extend(host_secrets().into_iter().map(|v| ("a secret of the daemon".to_owned(), v)));
@@ -180,6 +180,13 @@ fn read_if_there(path: &Path) -> Result<Option<Vec<u8>>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(std::io::Error::new(e.kind(), format!("{}: {e}", path.display())).into()),
     }
+}
+
+/// The `user:password` (or `user`, or `token`) of a `scheme://userinfo@host/...` URL, if any.
+pub(super) fn userinfo(url: &str) -> Option<&str> {
+    let (_, rest) = url.split_once("://")?;
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    authority.rsplit_once('@').map(|(info, _)| info).filter(|i| !i.is_empty())
 }
 
 #[cfg(test)]

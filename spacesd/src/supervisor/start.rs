@@ -15,7 +15,8 @@ use spaces_sdk::{
 use super::folder::{folder_present, SpaceFolder};
 use super::marker::turn_tag;
 use super::secrets::RunSecrets;
-use super::{actors, mcp_servers, Inner};
+use super::shared::Inner;
+use super::{actors, mcp_servers};
 use crate::config::Config;
 use crate::error::{refuse, Error, Result};
 use crate::store::now_ms;
@@ -144,7 +145,7 @@ fn record(
     let run_dir = inner.cfg.run_dir(run_id);
     let made = (|| -> Result<(RunRow, RunSecrets, String)> {
         crate::fsutil::create_private_dir(&run_dir)?;
-        let repo_url = options.repo.clone().filter(|url| super::prepare::userinfo(url).is_some());
+        let repo_url = options.repo.clone().filter(|url| super::secrets::userinfo(url).is_some());
         let secrets = RunSecrets { env, mcp_servers: options.mcp_servers.clone(), repo_url };
         secrets.save(&run_dir)?;
         let paths = super::files::write(&run_dir, files)?;

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use spaces_sdk::Status;
 
-use super::super::Inner;
+use super::super::shared::Inner;
 use super::Why;
 
 /// What a marker of a save in flight holds.

@@ -1,0 +1,61 @@
+//! What a run's actor is sent ([`Cmd`]) and the map of their channels ([`Actors`]): which runs
+//! have a live actor, and the only ways one joins or leaves it. Commands are sent and actors
+//! removed under one lock, so a command can never slip in between an actor's last look at its
+//! channel and its removal. Starting and reviving actors is `actors.rs`'s; serving the commands,
+//! `actor.rs`'s.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use spaces_sdk::{ActionReport, ApiError};
+use tokio::sync::{mpsc, oneshot};
+
+use super::keys::Keyed;
+
+/// A request to a run's actor.
+pub enum Cmd {
+    /// A follow-up; `key`, its `message_id` (see [`super::keys`]).
+    Message {
+        text: String,
+        force: bool,
+        key: Option<Keyed>,
+        reply: Reply,
+    },
+    Interrupt {
+        reply: Reply,
+    },
+    Stop {
+        reply: Reply,
+    },
+}
+
+/// Where a command's answer goes: a report, or a typed refusal.
+pub type Reply = oneshot::Sender<Result<ActionReport, ApiError>>;
+
+/// The command channel of every run that has a live actor, by run id.
+#[derive(Default)]
+pub(super) struct Actors(Mutex<HashMap<String, mpsc::UnboundedSender<Cmd>>>);
+
+impl Actors {
+    /// The map, locked: commands are sent and actors added or removed while holding it.
+    pub(super) fn lock(&self) -> MutexGuard<'_, HashMap<String, mpsc::UnboundedSender<Cmd>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// True while run `run_id` has a live actor.
+    pub(super) fn has(&self, run_id: &str) -> bool {
+        self.lock().contains_key(run_id)
+    }
+
+    /// Remove the actor of `run_id` if no command is waiting for it. Commands are sent while
+    /// holding the same lock, so none can slip in between this check and the removal.
+    pub(super) fn retire(&self, run_id: &str, cmds: &mut mpsc::UnboundedReceiver<Cmd>) -> bool {
+        let mut map = self.lock();
+        if cmds.is_empty() {
+            map.remove(run_id);
+            true
+        } else {
+            false
+        }
+    }
+}
