@@ -129,21 +129,22 @@ try {
   const tool = transcript.locator(".e-tool");
   await tool.locator(".tool-status.completed").waitFor();
   check((await tool.count()) === 1, `one line for the tool call, replaced by its updates: ${await tool.allTextContents()}`);
-  check((await tool.textContent()).startsWith("[completed]"), `the tool line shows its status: ${await tool.textContent()}`);
+  check((await tool.locator(".tool-status").textContent()) === "done", `the tool line shows its status in words: ${await tool.textContent()}`);
 
   step("the answer streams in: a live line grows before the turn ends, then the whole message replaces it");
   const answer = "First answer, streamed slowly.";
   const live = transcript.locator('[data-live="streaming"]');
-  await live.filter({ hasText: /.{3}/ }).waitFor();
-  const partial = await live.textContent();
+  const liveText = transcript.locator('[data-live="streaming"] .body');
+  await liveText.filter({ hasText: /.{3}/ }).waitFor();
+  const partial = await liveText.textContent();
   const ended1 = await transcript.locator('[data-kind="turn_ended"][data-turn="1"]').count();
   check(ended1 === 0, "the turn had not ended while the partial answer was on the page");
   check(partial.length < answer.length && answer.startsWith(partial), `a prefix of the answer streamed in: ${JSON.stringify(partial)}`);
   check((await live.getAttribute("aria-busy")) === "true", "the growing line is busy for screen readers");
-  await live.filter({ hasText: new RegExp(`.{${partial.length + 1}}`) }).waitFor();
-  const grown = await live.textContent();
+  await liveText.filter({ hasText: new RegExp(`.{${partial.length + 1}}`) }).waitFor();
+  const grown = await liveText.textContent();
   check(grown.startsWith(partial) && grown.length > partial.length && answer.startsWith(grown), `the live line grew: ${JSON.stringify(grown)}`);
-  await transcript.locator('[data-kind="turn_ended"][data-turn="1"]', { hasText: "(end_turn)" }).waitFor();
+  await transcript.locator('[data-kind="turn_ended"][data-turn="1"][data-stop="end_turn"]', { hasText: "Turn 1 finished" }).waitFor();
   await transcript.locator('[data-kind="message"]', { hasText: answer }).waitFor();
   check((await live.count()) === 0, "the whole message replaced the live line");
   check((await transcript.locator('[data-kind="message"]').count()) === 1, "the answer shows once");
@@ -156,7 +157,7 @@ try {
   await box.press("Enter");
   await transcript.locator('[data-kind="user_message"]', { hasText: "What comes next?" }).waitFor();
   await transcript.locator('[data-kind="message"]', { hasText: "Answer to the follow-up." }).waitFor();
-  await transcript.locator('[data-kind="turn_ended"][data-turn="2"]', { hasText: "(end_turn)" }).waitFor();
+  await transcript.locator('[data-kind="turn_ended"][data-turn="2"][data-stop="end_turn"]').waitFor();
 
   step("a slow turn is interrupted");
   await box.fill("Now answer very slowly.");
@@ -166,7 +167,11 @@ try {
   const interrupt = page.getByRole("button", { name: "Interrupt turn" });
   await status.filter({ hasText: /^running$/ }).waitFor();
   await interrupt.click();
-  await transcript.locator('[data-kind="turn_ended"][data-turn="3"]', { hasText: "(interrupted)" }).waitFor();
+  await transcript.locator('[data-kind="turn_ended"][data-turn="3"][data-stop="interrupted"]', { hasText: "Turn 3 was interrupted" }).waitFor();
+  await transcript.locator('[data-kind="cancel_requested"]', { hasText: "Interrupt requested" }).first().waitFor();
+  const shown = await page.evaluate(() => document.body.innerText);
+  const rawKind = shown.match(/\b(turn_started|turn_ended|user_message|tool_call|tool_update|cancel_requested|end_turn)\b|\b(notice|usage|error|exited|other):/);
+  check(!rawKind, `no raw event kind on the page: ${rawKind && rawKind[0]}`);
   await status.filter({ hasText: /^idle$/ }).waitFor();
   await page.locator("#action-note", { hasText: "Interrupt:" }).waitFor();
   await page.screenshot({ path: join(a.shots, "ui-run-live.png"), fullPage: true });

@@ -5,8 +5,8 @@
 //!   requests), and `Authorization: Bearer` must carry the operator's token or a caller's.
 //! - TCP without a bearer token: the web page's session cookie on `/ui/...` and `/v1/...`, as
 //!   the operator, from the page's own origin and with its CSRF token on writes (the request
-//!   then carries a [`BrowserSession`]); `/ui/login` (which redeems a one-time ticket) needs no
-//!   credential.
+//!   then carries a [`BrowserSession`]); `/ui/login` (which redeems a one-time ticket) and
+//!   `/favicon.ico` (the page's icon, which browsers fetch on their own) need no credential.
 //! - Unix socket ([`check_unix`]): a bearer token, when given, decides as on TCP (a process may
 //!   present a caller's token to act with less); without one the peer's uid must be the
 //!   daemon's or root's, except at the Landlock level, where the operator's token is needed
@@ -62,6 +62,10 @@ fn bearer(headers: &HeaderMap) -> Option<Option<&str>> {
 /// one-time ticket); the page's router ([`super::ui`]) serves it.
 pub const LOGIN_PATH: &str = "/ui/login";
 
+/// The page's icon, which browsers fetch by themselves at the root: public, like the login route
+/// (a static image; the loopback `Host`/`Origin` check still applies).
+pub const FAVICON_PATH: &str = "/favicon.ico";
+
 const BAD_TOKEN: &str =
     "missing or wrong bearer token: use the operator's token (the daemon's token file) or a caller's token from `spacesd token create`";
 
@@ -75,7 +79,7 @@ pub async fn check_tcp(State(access): State<Arc<Access>>, mut req: Request, next
         return refuse("Host/Origin must be a loopback address");
     }
     let Some(token) = bearer(headers) else {
-        if req.uri().path() == LOGIN_PATH {
+        if req.uri().path() == LOGIN_PATH || req.uri().path() == FAVICON_PATH {
             return next.run(req).await;
         }
         return match browser(&access, &req) {
@@ -352,6 +356,11 @@ mod tests {
         assert_eq!(js.status, StatusCode::OK);
         assert!(js.headers.get(header::CONTENT_TYPE).unwrap().to_str().unwrap().starts_with("text/javascript"));
         assert_eq!(f.send("GET", "/ui/assets/nope.js", &[("cookie", &cookie)]).await.status, StatusCode::NOT_FOUND);
+        // The icon needs no credential; nothing else at the root is public.
+        let icon = f.send("GET", "/favicon.ico", &[]).await;
+        assert_eq!(icon.status, StatusCode::OK, "{}", icon.body);
+        assert_eq!(icon.headers.get(header::CONTENT_TYPE).unwrap(), "image/x-icon");
+        refused(&f.send("GET", "/favicon.png", &[]).await, "UNAUTHORIZED");
         // The bearer token reads the files but has no session to give the page.
         refused(&f.send("GET", "/ui/", &[("authorization", &format!("Bearer {TOKEN}"))]).await, "UNAUTHORIZED");
     }

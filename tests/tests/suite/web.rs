@@ -10,6 +10,12 @@
 //! (the run is started with `show`, whose notes give its page's URL). Its
 //! screenshots go to the test's temp dir; with `SPACES_UPDATE_DOCS=1` the run page's is copied
 //! to docs/img/ui-run.png (the README shows it).
+//!
+//! Issue 32 ("a newcomer's first hour"): `tests/web/console-page.mjs` opens a finished run whose
+//! answer is Markdown and checks that it reads as an agent console: the Markdown rendered (and
+//! HTML in it left as text), the header's label, prompt, harness, model, usage and duration, a
+//! folded tool call, no raw event kind in the text, the icon. Its screenshots go to
+//! docs/img/web-run.png and docs/img/web-markdown.png with `SPACES_UPDATE_DOCS=1`.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -26,12 +32,24 @@ const SCRIPT_TIMEOUT: Duration = Duration::from_secs(300);
 const TURN: Duration = Duration::from_secs(120);
 const CHROMIUM: &str = "/usr/bin/chromium";
 
+/// The scripted answer of the Markdown test: what agents write, plus HTML that must stay text.
+const MARKDOWN_ANSWER: &str = "# Summary\n\nI wrote `hello.txt` with **bold words** and *emphasis*. Run `cargo test` next.\n\n\
+- first item\n- second item\n- third item\n\n1. one\n2. two\n\n\
+```rust\nfn main() {\n    println!(\"hello <world>\");\n}\n```\n\n\
+See [the docs](https://example.com/docs) or [this](javascript:alert(1)).\n\n\
+<script>window.pwned = 1</script> <img src=x onerror=\"window.pwned = 2\">\n";
+
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 /// `tests/web/run-page.mjs`, once `npm ci` has installed playwright-core, and Chromium.
 fn browser_script() -> PathBuf {
+    web_script("run-page.mjs")
+}
+
+/// `tests/web/<name>`, once `npm ci` has installed playwright-core, and Chromium.
+fn web_script(name: &str) -> PathBuf {
     let dir = repo().join("tests/web");
     let pw = dir.join("node_modules/playwright-core/package.json");
     assert!(
@@ -41,7 +59,7 @@ fn browser_script() -> PathBuf {
         dir.display()
     );
     assert!(Path::new(CHROMIUM).is_file(), "{CHROMIUM} is missing: apt-get install -y chromium (.ci/run installs it)");
-    dir.join("run-page.mjs")
+    dir.join(name)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -169,6 +187,81 @@ async fn the_web_page_logs_in_once_follows_a_run_live_and_steers_it() {
         let img = repo().join("docs/img");
         std::fs::create_dir_all(&img).unwrap();
         for name in ["ui-run.png", "ui-runs.png"] {
+            std::fs::copy(shots.join(name), img.join(name)).unwrap();
+        }
+    }
+}
+
+/// Issue 32: a finished run whose answer is Markdown, seen as a newcomer sees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_run_page_renders_markdown_safely_and_names_everything_for_people() {
+    let script = web_script("console-page.mjs");
+    require_cli(CLAUDE.id, CLAUDE.binary);
+    let model = ScriptedServer::start(CLAUDE.wire, Script::new([])).await.unwrap();
+    let d = TestDaemon::start_with(vec![], vec!["--tcp".into(), "127.0.0.1:0".into()]).await;
+    let root = d.space("s").await;
+    model.push(CLAUDE.create_file(&root, "hello.txt", "hello from the agent\n"));
+    model.push(Reply::Text(MARKDOWN_ANSWER.into()));
+    let (label, prompt) = ("Markdown demo", "Write hello.txt, then sum up what you did in Markdown.");
+    let req = AgentStartRequest {
+        space: "s".into(),
+        agent: CLAUDE.id.into(),
+        prompt: prompt.into(),
+        show: None,
+        options: Some(SpaceAgentOptions { base_url: Some(model.base_url()), label: Some(label.into()), ..Default::default() }),
+        request_id: None,
+    };
+    let run = d.client.agent_start(&req).await.unwrap().run_id;
+    let end = d.wait_turn_end("s", &run, 1, scaled(TURN)).await;
+    assert_eq!(end.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
+
+    let (ok, link) = d.cli(&["ui"]);
+    assert!(ok, "spacesd ui: {link}");
+    let link = link.lines().next().unwrap_or_default().trim().to_owned();
+    let addr = std::fs::read_to_string(d.state_dir().join("tcp.addr")).unwrap();
+    let work = d.dir.path();
+    let shots = work.join("shots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let (out_path, err_path) = (work.join("browser.stdout"), work.join("browser.stderr"));
+    let mut child = tokio::process::Command::new("node")
+        .arg(&script)
+        .args(["--link", &link, "--chromium", CHROMIUM, "--label", label, "--prompt", &prompt[..30]])
+        .args(["--run", &format!("http://{}/ui/spaces/s/runs/{run}", addr.trim())])
+        .args(["--wait-ms", &scaled(TURN).as_millis().to_string()])
+        .arg("--shots")
+        .arg(&shots)
+        .current_dir(work)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node");
+    let pgid = nix::unistd::Pid::from_raw(child.id().expect("pid") as i32);
+    let limit = scaled(SCRIPT_TIMEOUT);
+    let status = tokio::time::timeout(limit, child.wait()).await;
+    let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+    let _ = child.wait().await;
+    let output = format!(
+        "--- browser stdout:\n{}--- browser stderr:\n{}--- end",
+        std::fs::read_to_string(&out_path).unwrap_or_default(),
+        std::fs::read_to_string(&err_path).unwrap_or_default()
+    );
+    match status {
+        Err(_) => panic!("the browser script did not finish within {limit:?}\n{output}"),
+        Ok(Err(e)) => panic!("waiting for the browser script: {e}\n{output}"),
+        Ok(Ok(st)) => assert!(st.success() && output.contains("PASS"), "the browser script failed ({st}):\n{output}"),
+    }
+    println!("{output}");
+    for name in ["web-run.png", "web-markdown.png"] {
+        let shot = shots.join(name);
+        assert!(std::fs::metadata(&shot).map(|m| m.len() > 5_000).unwrap_or(false), "a screenshot at {}", shot.display());
+    }
+    if std::env::var_os("SPACES_UPDATE_DOCS").is_some() {
+        let img = repo().join("docs/img");
+        std::fs::create_dir_all(&img).unwrap();
+        for name in ["web-run.png", "web-markdown.png"] {
             std::fs::copy(shots.join(name), img.join(name)).unwrap();
         }
     }

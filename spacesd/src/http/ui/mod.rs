@@ -10,6 +10,8 @@
 //!   run: its transcript streamed over SSE, follow-ups, interrupt, stop): the same page, with the
 //!   session's CSRF token in `<meta name="csrf-token">`; its scripts route on the path.
 //! - `GET /ui/assets/{file}`: the page's CSS and JavaScript modules.
+//! - `GET /favicon.ico`: the page's icon, the one path here that takes no credential (browsers
+//!   ask for it on their own, without the cookie's path or any token; it says nothing).
 //!
 //! The page calls the ordinary `/v1` routes with the session cookie; the cookie, CSRF and
 //! `Host`/`Origin` checks are [`super::auth`]'s. Every answer of the page forbids framing and
@@ -27,7 +29,7 @@ use axum::{Extension, Router};
 use spaces_sdk::{ApiError, ErrorCode};
 
 use super::auth::BrowserSession;
-pub use super::auth::LOGIN_PATH;
+pub use super::auth::{FAVICON_PATH, LOGIN_PATH};
 use super::{error_response, HttpError};
 use crate::access::Access;
 
@@ -39,7 +41,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("render.js", "text/javascript; charset=utf-8", include_str!("assets/render.js")),
     ("runs.js", "text/javascript; charset=utf-8", include_str!("assets/runs.js")),
     ("run.js", "text/javascript; charset=utf-8", include_str!("assets/run.js")),
+    ("markdown.js", "text/javascript; charset=utf-8", include_str!("assets/markdown.js")),
 ];
+
+/// The icon: an ICO holding 16 and 32 pixel PNGs (a `>_` prompt on the page's blue).
+const FAVICON: &[u8] = include_bytes!("assets/favicon.ico");
 
 const INDEX: &str = include_str!("assets/index.html");
 
@@ -60,6 +66,7 @@ pub fn pages(access: Arc<Access>) -> Router {
         .route("/ui/", get(index))
         .route("/ui/spaces/{space}/runs/{run_id}", get(index))
         .route("/ui/assets/{file}", get(asset))
+        .route(FAVICON_PATH, get(favicon))
         .with_state(access)
 }
 
@@ -88,6 +95,13 @@ async fn index(session: Option<Extension<BrowserSession>>) -> Response {
     // The token is hex: nothing in it needs escaping in an attribute.
     let page = INDEX.replace("{{CSRF_TOKEN}}", &session.csrf);
     guarded(page.into_response(), "text/html; charset=utf-8")
+}
+
+async fn favicon() -> Response {
+    let mut response = guarded(FAVICON.into_response(), "image/x-icon");
+    // The icon is the same for everyone and every version of the page.
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=86400"));
+    response
 }
 
 async fn asset(Path(file): Path<String>) -> Response {

@@ -1,14 +1,17 @@
-// The transcript of a run, as `spacesd agent attach` shows it: assistant text, the user's
-// messages, one line per tool call with its latest status (finished: its output behind a
-// disclosure), turn boundaries and usage. Hidden control events are left out (a line the
-// harness could not parse, kind `other`, is always shown). The answer of the turn in flight
-// streams in: its pieces (hidden `message` events) grow one live line at the end, which the
-// visible `message` with the whole text replaces (as does a tool call or the turn's end). Text
-// goes in as text, never HTML.
+// The transcript of a run, for people: the agent's answers rendered from Markdown (markdown.js:
+// DOM nodes only, never HTML), the user's messages, one foldable line per tool call with its
+// latest status (its output behind a <details>), turn boundaries and usage, each under a human
+// label ("Agent", "You", "Tool", "Interrupt requested", ...): the event kinds of the API
+// (`turn_ended`, `cancel_requested`, ...) stay in data-kind attributes, never in the text.
+// Hidden control events are left out (a line the harness could not parse, kind `other`, is
+// always shown, folded). The answer of the turn in flight streams in: its pieces (hidden
+// `message` events) grow one live entry at the end, which the visible `message` with the whole
+// text replaces (as does a tool call or the turn's end).
+import { markdown } from "./markdown.js";
 
 /** `tokens in 1200 out 34 (cached 1000) · $0.0123 · 4.2 s`, from either CLI's usage object. */
 export function usageLine(u) {
-  if (!u || typeof u !== "object") return "usage";
+  if (!u || typeof u !== "object") return "no figures reported";
   const n = (k) => (Number.isInteger(u[k]) && u[k] >= 0 ? u[k] : null);
   const parts = [];
   const cached = n("cached_input_tokens") ?? n("cache_read_input_tokens");
@@ -19,14 +22,64 @@ export function usageLine(u) {
   else if (o !== null) parts.push(`tokens out ${o}`);
   if (typeof u.total_cost_usd === "number") parts.push(`$${u.total_cost_usd.toFixed(4)}`);
   if (n("duration_ms") !== null) parts.push(`${(u.duration_ms / 1000).toFixed(1)} s`);
-  return parts.length ? parts.join(" · ") : "usage";
+  return parts.length ? parts.join(" · ") : "no figures reported";
 }
+
+/** The label people read for each event kind of the API (sdk-core's EventKind). */
+export const KIND_LABELS = {
+  install: "Setup",
+  session: "Session",
+  turn_started: "Turn started",
+  message: "Agent",
+  thought: "Thinking",
+  user_message: "You",
+  tool_call: "Tool",
+  tool_update: "Tool",
+  plan: "Plan",
+  usage: "Usage",
+  permission: "Permission",
+  notice: "Note",
+  cancel_requested: "Interrupt",
+  turn_ended: "Turn ended",
+  error: "Error",
+  exited: "Agent exited",
+  other: "Unrecognized output",
+};
+
+/** How a turn ended, in words (`turn_ended.stop_reason`). */
+export const STOP_WORDS = {
+  end_turn: "finished",
+  interrupted: "was interrupted",
+  error: "ended with an error",
+  max_turns: "stopped at the turn limit",
+  crashed: "ended: the agent crashed",
+  stopped: "ended: the run was stopped",
+};
+
+/** A tool call's state in words (`tool_status`). */
+export const TOOL_WORDS = { pending: "waiting", in_progress: "running", completed: "done", failed: "failed" };
+
+/** The product names of the harnesses (`agent`). */
+export const HARNESS_NAMES = { "claude-code": "Claude Code", "openai-codex": "Codex CLI" };
 
 function el(tag, cls, text) {
   const node = document.createElement(tag);
   if (cls) node.className = cls;
   if (text !== undefined) node.textContent = text;
   return node;
+}
+
+/** A text in a folded <details> whose summary says what it is and how long. */
+function folded(what, text, cls = "fold") {
+  const lines = text.replace(/\n+$/, "").split("\n").length;
+  const details = el("details", cls);
+  details.append(el("summary", null, `${what} (${lines} line${lines === 1 ? "" : "s"})`), el("pre", null, text));
+  return details;
+}
+
+/** `who` (the label) and the entry's body. */
+function labelled(li, who, body) {
+  li.append(el("span", "who", who), body);
 }
 
 /** The list item of one event, or null for an event the view leaves out. */
@@ -36,39 +89,66 @@ function entry(e) {
   li.dataset.seq = String(e.seq);
   li.dataset.kind = e.kind;
   li.dataset.turn = String(e.turn);
+  const words = e.summary ?? e.text ?? "";
   switch (e.kind) {
     case "turn_started":
       li.className = "e-turn";
-      li.textContent = `— turn ${e.turn} started —`;
+      li.textContent = `Turn ${e.turn}`;
       break;
-    case "turn_ended":
+    case "turn_ended": {
       li.className = "e-turn";
-      li.textContent = `— turn ${e.turn} ended (${e.stop_reason ?? "ended"}) —`;
+      if (e.stop_reason) li.dataset.stop = e.stop_reason;
+      if (e.stop_reason && e.stop_reason !== "end_turn") li.classList.add("e-turn-stopped");
+      const why = (e.stop_reason === "error" || e.stop_reason === "crashed") && e.text ? `: ${e.text.split("\n")[0]}` : "";
+      li.textContent = `Turn ${e.turn} ${STOP_WORDS[e.stop_reason] ?? "ended"}${why}`;
       break;
+    }
     case "message":
+      labelled(li, KIND_LABELS.message, markdown(e.text ?? e.summary ?? ""));
+      break;
     case "user_message":
+      labelled(li, KIND_LABELS.user_message, el("div", "body plain", e.text ?? e.summary ?? ""));
+      break;
     case "thought":
-      li.textContent = e.text ?? e.summary ?? "";
+      labelled(li, KIND_LABELS.thought, el("div", "body plain", e.text ?? e.summary ?? ""));
+      break;
+    case "plan":
+      labelled(li, KIND_LABELS.plan, el("div", "body plain", e.text ?? e.summary ?? ""));
       break;
     case "usage":
-      li.textContent = `usage: ${usageLine(e.usage)}`;
+      labelled(li, KIND_LABELS.usage, el("div", "body", e.usage ? usageLine(e.usage) : words));
+      break;
+    case "cancel_requested":
+      labelled(li, KIND_LABELS.cancel_requested, el("div", "body", "Interrupt requested"));
       break;
     case "tool_call":
     case "tool_update": {
-      li.className = `e-tool ${e.tool_status ?? ""}`;
-      const status = el("span", `tool-status ${e.tool_status ?? ""}`, `[${e.tool_status ?? "pending"}]`);
-      li.append(status, document.createTextNode(` ${e.summary ?? e.tool_title ?? e.text ?? "tool"}`));
-      const done = e.tool_status === "completed" || e.tool_status === "failed";
+      const state = e.tool_status ?? "pending";
+      li.className = `e-tool ${state}`;
+      const head = el("span", "tool-head");
+      const title = e.tool_title ?? e.summary ?? "a tool";
+      head.append(el("span", `tool-status ${state}`, TOOL_WORDS[state] ?? state), document.createTextNode(` ${title}`));
+      if (state === "failed" && e.summary && e.summary !== title) head.append(el("span", "tool-why", ` — ${e.summary}`));
+      const done = state === "completed" || state === "failed";
       if (done && e.text && e.text.trim()) {
-        const lines = e.text.split("\n").length;
-        const details = el("details");
-        details.append(el("summary", null, `output (${lines} line${lines === 1 ? "" : "s"})`), el("pre", null, e.text));
+        // The whole line folds: its summary is the tool's title and state, its body the output.
+        const lines = e.text.replace(/\n+$/, "").split("\n").length;
+        const details = el("details", "fold tool-fold");
+        const summary = el("summary");
+        head.append(el("span", "tool-lines", ` · output, ${lines} line${lines === 1 ? "" : "s"}`));
+        summary.append(el("span", "who", KIND_LABELS.tool_call), head);
+        details.append(summary, el("pre", null, e.text));
         li.append(details);
+      } else {
+        labelled(li, KIND_LABELS.tool_call, head);
       }
       break;
     }
+    case "other":
+      labelled(li, KIND_LABELS.other, folded("A line the harness could not read", e.text ?? e.summary ?? "", "fold body"));
+      break;
     default:
-      li.textContent = `${e.kind}: ${e.summary ?? e.text ?? ""}`;
+      labelled(li, KIND_LABELS[e.kind] ?? "Event", el("div", "body plain", words));
   }
   return li;
 }
@@ -79,8 +159,9 @@ export class Transcript {
     this.list = list;
     this.tools = new Map();
     this.cursor = 0;
-    /** The live line of the answer streaming in, or null. */
+    /** The live entry of the answer streaming in, or null; its text so far. */
     this.live = null;
+    this.liveText = "";
   }
 
   /** Adds `e` (events at or below the cursor were shown already). */
@@ -114,7 +195,7 @@ export class Transcript {
     if (stick) this.list.scrollTop = this.list.scrollHeight;
   }
 
-  /** Appends the piece `e.text` to the live line of turn `e.turn` (a new line for a new turn). */
+  /** Appends the piece `e.text` to the live entry of turn `e.turn` (a new one for a new turn). */
   grow(e) {
     if (this.live && this.live.dataset.turn !== String(e.turn)) {
       this.live.remove();
@@ -127,8 +208,11 @@ export class Transcript {
       this.live.dataset.live = "streaming";
       this.live.dataset.turn = String(e.turn);
       this.live.setAttribute("aria-busy", "true");
+      this.liveText = "";
+      this.live.append(el("span", "who", `${KIND_LABELS.message} (writing…)`), el("div", "body"));
       this.list.append(this.live);
     }
-    this.live.textContent += e.text ?? "";
+    this.liveText += e.text ?? "";
+    this.live.lastChild.replaceChildren(markdown(this.liveText));
   }
 }

@@ -1,8 +1,9 @@
-// A run's page: its status, its transcript streamed over server-sent events (EventSource on the
-// agent_events route; the browser reconnects with Last-Event-ID by itself), and its controls:
-// a follow-up, interrupt, stop.
+// A run's page: a header of what people ask first (the run's label, its prompt, the harness and
+// model, tokens and cost, how long it has run), its transcript streamed over server-sent events
+// (EventSource on the agent_events route; the browser reconnects with Last-Event-ID by itself),
+// and its controls: a follow-up, interrupt, stop.
 import { call, runRoute } from "./api.js";
-import { Transcript } from "./render.js";
+import { HARNESS_NAMES, Transcript } from "./render.js";
 
 function el(tag, props = {}, ...children) {
   const node = Object.assign(document.createElement(tag), props);
@@ -10,12 +11,66 @@ function el(tag, props = {}, ...children) {
   return node;
 }
 
+/** `1 min 5 s` for `ms` milliseconds. */
+export function duration(ms) {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+}
+
+/**
+ * Tokens and cost over a run's `usage` events: Claude Code reports a turn's tokens (summed
+ * here) and a cost cumulative for its process (summed over processes: a drop starts a new
+ * one); Codex CLI reports the thread's tokens so far (the last report counts).
+ */
+export function usageTotal(usages, agent) {
+  if (usages.length === 0) return null;
+  const n = (u, k) => (Number.isInteger(u[k]) && u[k] >= 0 ? u[k] : null);
+  let input = null;
+  let output = null;
+  const add = (a, b) => (b === null ? a : (a ?? 0) + b);
+  const counted = agent === "openai-codex" ? usages.slice(-1) : usages;
+  for (const u of counted) {
+    input = add(input, n(u, "input_tokens"));
+    output = add(output, n(u, "output_tokens"));
+  }
+  let cost = null;
+  let current = 0;
+  for (const u of usages) {
+    if (typeof u.total_cost_usd !== "number") continue;
+    if (u.total_cost_usd < current) cost = (cost ?? 0) + current;
+    current = u.total_cost_usd;
+  }
+  if (current > 0 || cost !== null) cost = (cost ?? 0) + current;
+  const parts = [];
+  if (input !== null) parts.push(`${input.toLocaleString("en")} tokens in`);
+  if (output !== null) parts.push(`${output.toLocaleString("en")} out`);
+  if (cost !== null) parts.push(`$${cost.toFixed(4)}`);
+  return parts.length ? parts.join(" · ") : null;
+}
+
 /** Shows run `runId` of `space` in `main`. */
 export function showRun(main, space, runId) {
   document.title = `Spaces: ${runId}`;
   const route = runRoute(space, runId);
+  const title = el("h1", { id: "run-title" }, "Run ", el("span", { className: "mono" }, runId));
   const status = el("span", { className: "status", id: "run-status" }, "…");
   const reason = el("span", { className: "meta", id: "run-reason" }, "");
+  const fact = (name, id, ...value) => [el("dt", {}, name), el("dd", { id }, ...value)];
+  const harness = el("span", {}, "…");
+  const facts = el(
+    "dl",
+    { className: "run-facts", id: "run-facts" },
+    ...fact("Status", "run-state", status, " ", reason),
+    ...fact("Prompt", "run-prompt", "…"),
+    ...fact("Harness", "run-harness", harness),
+    ...fact("Model", "run-model", "not reported"),
+    ...fact("Usage", "run-usage", "none reported yet"),
+    ...fact("Duration", "run-duration", "…"),
+    ...fact("Space", "run-space", space),
+    ...fact("Run", "run-id", el("span", { className: "mono" }, runId)),
+  );
   const list = el("ol", { className: "transcript", id: "transcript", role: "log", ariaLive: "polite", ariaLabel: "Transcript", tabIndex: 0 });
   const stream = el("p", { className: "meta", id: "stream-state", role: "status" }, "Connecting…");
   const text = el("textarea", { id: "follow-up", name: "text", rows: 3, required: true });
@@ -35,14 +90,42 @@ export function showRun(main, space, runId) {
   );
   text.setAttribute("aria-describedby", "follow-up-hint");
   main.replaceChildren(
-    el("h1", {}, "Run ", el("span", { className: "mono" }, runId)),
-    el("div", { className: "run-head" }, el("span", {}, "Space ", el("strong", {}, space)), el("span", { id: "run-agent" }, ""), el("span", {}, "Status: ", status), reason),
+    title,
+    facts,
     stream,
     el("h2", { id: "transcript-title" }, "Transcript"),
     list,
     form,
   );
   const transcript = new Transcript(list);
+  // What the header knows beyond the status: the model (from the harness's session event),
+  // the usage reports, the time of the last event.
+  const seen = { created: null, running: false, last: null, usages: [], agent: null };
+
+  function showUsage() {
+    document.getElementById("run-usage").textContent = usageTotal(seen.usages, seen.agent) ?? "none reported yet";
+  }
+
+  function showDuration() {
+    if (seen.created === null) return;
+    const end = seen.running ? Date.now() : Math.max(seen.last ?? seen.created, seen.created);
+    document.getElementById("run-duration").textContent = `${duration(end - seen.created)}${seen.running ? " so far" : ""}`;
+  }
+  const ticking = setInterval(showDuration, 1000);
+
+  /** The header's share of event `e`. */
+  function noteEvent(e) {
+    seen.last = Math.max(seen.last ?? 0, e.ts_ms ?? 0);
+    if (e.kind === "session") {
+      const model = (e.text ?? e.summary ?? "").match(/\bmodel ([^\s,]+)/);
+      if (model && model[1] !== "?") document.getElementById("run-model").textContent = model[1];
+    } else if (e.kind === "usage" && e.usage) {
+      seen.usages.push(e.usage);
+      showUsage();
+    } else if (e.kind === "user_message" && e.turn === 1 && e.text) {
+      document.getElementById("run-prompt").title = e.text;
+    }
+  }
 
   async function refresh() {
     try {
@@ -50,7 +133,18 @@ export function showRun(main, space, runId) {
       status.textContent = st.status;
       status.className = `status status-${st.status}`;
       reason.textContent = st.reason ?? "";
-      document.getElementById("run-agent").textContent = st.agent ? `Agent ${st.agent}` : "";
+      if (st.label) {
+        title.replaceChildren(st.label);
+        document.title = `Spaces: ${st.label}`;
+      }
+      document.getElementById("run-prompt").textContent = st.prompt_excerpt ?? "(not recorded)";
+      harness.textContent = st.agent ? `${HARNESS_NAMES[st.agent] ?? st.agent}` : "unknown";
+      harness.title = st.agent ?? "";
+      seen.agent = st.agent ?? null;
+      seen.created = st.created_ms ?? null;
+      seen.running = st.status === "running";
+      showUsage();
+      showDuration();
       const ended = st.status === "stopped" || st.status === "done";
       send.disabled = ended;
       stop.disabled = st.status === "stopped";
@@ -98,6 +192,7 @@ export function showRun(main, space, runId) {
   };
   source.onmessage = (m) => {
     const e = JSON.parse(m.data);
+    noteEvent(e);
     transcript.add(e);
     if (e.kind === "turn_started" || e.kind === "turn_ended" || e.kind === "exited") refresh();
   };
@@ -118,5 +213,8 @@ export function showRun(main, space, runId) {
       stream.textContent = "Reconnecting…";
     }
   });
-  window.addEventListener("pagehide", () => source.close());
+  window.addEventListener("pagehide", () => {
+    source.close();
+    clearInterval(ticking);
+  });
 }

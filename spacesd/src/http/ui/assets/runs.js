@@ -1,6 +1,7 @@
-// The list page: every Space and its runs (newest first) with their status, refreshed every
-// REFRESH_MS; a run's id links to its page.
+// The list page: every Space and its runs (newest first) with their label, prompt, harness and
+// status, refreshed every REFRESH_MS; a run's id links to its page.
 import { call, runPage } from "./api.js";
+import { HARNESS_NAMES } from "./render.js";
 
 const REFRESH_MS = 2000;
 
@@ -20,15 +21,16 @@ function age(ms) {
 
 function table(space, runs) {
   if (runs.length === 0) return el("p", { className: "meta" }, "No runs yet.");
-  const head = el("tr", {}, ...["Run", "Agent", "Status", "Why", "Turns", "Started"].map((h) => el("th", { scope: "col" }, h)));
+  const head = el("tr", {}, ...["Run", "Prompt", "Harness", "Status", "Why", "Turns", "Started"].map((h) => el("th", { scope: "col" }, h)));
   const rows = runs.map((r) => {
     const link = el("a", { href: runPage(space.name, r.run_id), className: "mono" }, r.run_id);
-    const label = r.label ? el("span", { className: "meta" }, ` ${r.label}`) : "";
+    const label = r.label ? el("div", { className: "run-label" }, r.label) : "";
     return el(
       "tr",
       { id: `run-${r.run_id}` },
-      el("td", {}, link, label),
-      el("td", {}, r.agent ?? ""),
+      el("td", {}, label, link),
+      el("td", { className: "prompt" }, r.prompt_excerpt ?? ""),
+      el("td", {}, HARNESS_NAMES[r.agent] ?? r.agent ?? ""),
       el("td", {}, el("span", { className: `status status-${r.status}` }, r.status)),
       el("td", {}, r.reason ?? ""),
       el("td", {}, String(r.turns ?? "")),
@@ -55,7 +57,7 @@ export async function showRuns(main) {
     try {
       const spaces = await call("GET", "/v1/spaces");
       const all = await Promise.all(spaces.map(async (s) => [s, await call("GET", `/v1/spaces/${encodeURIComponent(s.name)}/agents`)]));
-      const key = JSON.stringify(all.map(([s, runs]) => [s, runs.map((r) => [r.run_id, r.status, r.reason, r.turns, r.label])]));
+      const key = JSON.stringify(all.map(([s, runs]) => [s, runs.map((r) => [r.run_id, r.status, r.reason, r.turns, r.label, r.prompt_excerpt])]));
       if (key !== shown) {
         shown = key;
         // Focus stays on the link it was on across a redraw.
