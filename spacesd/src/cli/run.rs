@@ -7,6 +7,69 @@ use std::time::Duration;
 
 use super::{main, Cli, TurnFailed};
 
+/// Threads of the runtime's blocking pool the daemon makes at start (issue 30).
+///
+/// The processes a daemon starts are its uid's, and `RLIMIT_NPROC` counts the uid's tasks, the
+/// daemon's threads among them: a command's sandbox ceiling (`SPACES_PIDS_MAX`, or the uid's own
+/// limit when that is lower) bounds one command, not the uid. A fork bomb under a non-root
+/// daemon, or a few commands at their ceilings, can take every task the uid may have, and then
+/// no thread of the daemon starts. tokio makes a blocking thread when a blocking task (event
+/// pages, statuses, lists, home saves, `block_in_place`) finds none idle; when the OS refuses
+/// one it queues the task for a thread of the pool, and panics ("OS can't spawn worker thread")
+/// only when the pool has no thread at all. So the daemon makes these threads before they are
+/// needed and keeps every blocking thread it made ([`BLOCKING_KEEP_ALIVE`]): under an exhausted
+/// uid, blocking work waits for one of them instead of panicking.
+const RESERVED_BLOCKING_THREADS: usize = 8;
+
+/// How long an idle blocking thread of the daemon waits for work before it ends: the daemon's
+/// life (tokio's default, 10 s, would let the pool empty out in any quiet moment).
+const BLOCKING_KEEP_ALIVE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// Makes [`RESERVED_BLOCKING_THREADS`] threads of `runtime`'s blocking pool: as many blocking
+/// tasks at once, each holding its thread until all of them run (1 s at most). A thread the OS
+/// refuses now is a warning, never a failure: the daemon starts with those it got.
+fn reserve_blocking_threads(runtime: &tokio::runtime::Runtime) {
+    use std::sync::{Arc, Condvar, Mutex, PoisonError};
+    let arrived = Arc::new((Mutex::new(0usize), Condvar::new()));
+    let mut tasks = Vec::with_capacity(RESERVED_BLOCKING_THREADS);
+    for _ in 0..RESERVED_BLOCKING_THREADS {
+        let arrived = arrived.clone();
+        // tokio panics when it cannot make the pool's first thread: caught, so the daemon
+        // starts all the same.
+        let spawned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            runtime.spawn_blocking(move || {
+                let (count, changed) = &*arrived;
+                let mut n = count.lock().unwrap_or_else(PoisonError::into_inner);
+                *n += 1;
+                changed.notify_all();
+                let deadline = std::time::Instant::now() + Duration::from_secs(1);
+                while *n < RESERVED_BLOCKING_THREADS {
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    n = changed.wait_timeout(n, left).unwrap_or_else(PoisonError::into_inner).0;
+                }
+            })
+        }));
+        match spawned {
+            Ok(task) => tasks.push(task),
+            Err(_) => break,
+        }
+    }
+    runtime.block_on(async {
+        for task in tasks {
+            let _ = task.await;
+        }
+    });
+    let made = *arrived.0.lock().unwrap_or_else(PoisonError::into_inner);
+    if made < RESERVED_BLOCKING_THREADS {
+        tracing::warn!(
+            "{made} of the {RESERVED_BLOCKING_THREADS} blocking threads the daemon keeps in reserve could be made (its uid's process limit?)"
+        );
+    }
+}
+
 /// The internal word that enters a sandbox (`spacesd sandbox-exec [--max-processes N] -- PROGRAM`),
 /// written by shims into bubblewrap's command line (`spaces_os::sandbox::command`).
 const SANDBOX_EXEC: &str = "sandbox-exec";
@@ -71,6 +134,8 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> i32 {
         builder.on_thread_start(|| {
             spaces_os::process::priority::ask_short_slice();
         });
+        // Blocking threads, once made, stay: see `reserve_blocking_threads`.
+        builder.thread_keep_alive(BLOCKING_KEEP_ALIVE);
     }
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
@@ -79,6 +144,9 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> i32 {
             return 1;
         }
     };
+    if !cli.command.is_client() {
+        reserve_blocking_threads(&runtime);
+    }
     let code = match runtime.block_on(main(cli)) {
         Ok(()) => 0,
         Err(e) => {

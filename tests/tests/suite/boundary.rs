@@ -219,6 +219,163 @@ async fn case_28_a_fork_bomb_in_an_unprivileged_daemons_command_is_bounded() {
     }
 }
 
+/// The uid [`a_fork_bomb_that_takes_every_task_of_the_daemons_uid_leaves_it_answering_without_a_panic`]
+/// runs its daemon as: no other test's, so the bomb that exhausts it takes nothing from them.
+const BOMB_UID: u32 = 64_999;
+
+/// The processes of `uid` (real uid), each with its number of tasks (threads included).
+fn processes_of(uid: u32) -> Vec<(i32, usize)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else { continue };
+        let field =
+            |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.split_whitespace().next().unwrap_or("").to_owned());
+        if field("Uid:").is_some_and(|u| u == uid.to_string()) {
+            found.push((pid, field("Threads:").and_then(|t| t.parse().ok()).unwrap_or(1)));
+        }
+    }
+    found
+}
+
+fn pids_of(uid: u32) -> Vec<i32> {
+    processes_of(uid).into_iter().map(|(pid, _)| pid).collect()
+}
+
+/// The processes and the tasks (threads included) of `uid`: what `RLIMIT_NPROC` counts.
+fn processes_and_tasks_of(uid: u32) -> (usize, usize) {
+    let found = processes_of(uid);
+    (found.len(), found.iter().map(|(_, tasks)| tasks).sum())
+}
+
+/// `GET /v1/health` over `sock`, given 1 s: whether it answered 200 within it.
+fn health_within_a_second(sock: &std::path::Path) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::os::unix::net::UnixStream::connect(sock) else { return false };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+    let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
+    if s.write_all(b"GET /v1/health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
+}
+
+/// Issue 30: a fork bomb in a command of an unprivileged daemon whose uid may have fewer tasks
+/// than the sandbox's ceiling (`SPACES_PIDS_MAX` 4096 under `prlimit --nproc=192`): the ceiling
+/// is then the uid's, shared with the daemon, and the bomb takes every task the daemon's uid may
+/// have, so no thread of the daemon can start meanwhile. Its runtime's threads were made before
+/// they were needed: `/v1/health` answers within 1 s throughout (checked every 100 ms), calls
+/// that need a blocking thread (`agent_list`, `space_list`) are answered, the daemon's log has no
+/// panic (no "can't spawn worker thread"), and within 10 s of the command's end its processes
+/// are gone and the uid's process count is back to its baseline. The bomb starts after 11 s of
+/// quiet, when a blocking thread started on demand would have ended (tokio keeps an idle one
+/// 10 s by default). Bounded: `prlimit --nproc=192` around the daemon, a uid of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_bomb_that_takes_every_task_of_the_daemons_uid_leaves_it_answering_without_a_panic() {
+    assert!(nix::unistd::geteuid().is_root(), "this test runs its daemon as a uid of its own: run the tests as root (as CI does)");
+    const NPROC: usize = 192;
+    let dir = tempfile::Builder::new().prefix("spaces-test-").tempdir().unwrap();
+    let uid = nix::unistd::Uid::from_raw(BOMB_UID);
+    nix::unistd::chown(dir.path(), Some(uid), Some(nix::unistd::Gid::from_raw(BOMB_UID))).unwrap();
+    let state = dir.path().join("state");
+    let sock = state.join("spacesd.sock");
+    let log_path = dir.path().join("spacesd.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.args(["--reuid", &BOMB_UID.to_string(), "--regid", &BOMB_UID.to_string(), "--clear-groups", "--"])
+        .args(["prlimit", &format!("--nproc={NPROC}"), "--"])
+        .arg(spacesd_bin());
+    crate::support::hermetic(&mut cmd)
+        .arg("serve")
+        .arg("--state-dir")
+        .arg(&state)
+        .env("HOME", dir.path())
+        .env("SPACES_PIDS_MAX", "4096")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log);
+    /// Ends every process of the test's uid, the daemon first, whatever the test's outcome.
+    struct Reap(std::process::Child);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+            // Whatever of its tree is left, by pid (the uid is this test's alone).
+            for pid in pids_of(BOMB_UID) {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+    }
+    let _daemon = Reap(cmd.spawn().expect("spawn spacesd"));
+    let client = spaces_sdk::client::Client::new(spaces_sdk::client::Endpoint::Unix(sock.clone()));
+    crate::support::wait_until("spacesd answers", Duration::from_secs(20), || health_within_a_second(&sock)).await;
+    let root = dir.path().join("space-s");
+    std::fs::create_dir(&root).unwrap();
+    nix::unistd::chown(&root, Some(uid), Some(nix::unistd::Gid::from_raw(BOMB_UID))).unwrap();
+    let root = std::fs::canonicalize(root).unwrap();
+    client.call_named("space_add", json!({"name": "s", "root": root.display().to_string()})).await.unwrap();
+    client.call_named("agent_list", json!({"space": "s"})).await.unwrap();
+    let in_space = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c == root))
+            .count()
+    };
+    // Quiet, so a blocking thread made on demand would be gone by now.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let (baseline, _) = processes_and_tasks_of(BOMB_UID);
+
+    let started = client
+        .call_named("exec_command", json!({"workspace_id": "s", "command": ["bash", "-c", "b() { b & b & wait; }; b"]}))
+        .await
+        .unwrap();
+    let id = started["process_id"].as_str().unwrap().to_owned();
+    let (mut most, mut exhausted_at) = (0, None);
+    let until = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < until {
+        let asked = Instant::now();
+        assert!(health_within_a_second(&sock), "/v1/health did not answer within 1 s during the bomb");
+        let (_, tasks) = processes_and_tasks_of(BOMB_UID);
+        most = most.max(tasks);
+        if tasks + 4 >= NPROC && exhausted_at.is_none() {
+            exhausted_at = Some(Instant::now());
+        }
+        // The uid exhausted for a while: calls that run on the blocking pool are answered.
+        if exhausted_at.is_some_and(|t| t.elapsed() > Duration::from_secs(2)) {
+            let listed = tokio::time::timeout(Duration::from_secs(10), client.call_named("agent_list", json!({"space": "s"}))).await;
+            assert!(matches!(listed, Ok(Ok(_))), "agent_list during the bomb: {listed:?}");
+            let spaces = tokio::time::timeout(Duration::from_secs(10), client.call_named("space_list", json!({}))).await;
+            assert!(matches!(spaces, Ok(Ok(_))), "space_list during the bomb: {spaces:?}");
+            assert!(health_within_a_second(&sock), "/v1/health did not answer within 1 s during the bomb");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100).saturating_sub(asked.elapsed())).await;
+    }
+    assert!(exhausted_at.is_some(), "the bomb never took the uid's {NPROC} tasks (at most {most})");
+    assert!(most <= NPROC, "{most} tasks of the uid, over its limit of {NPROC}");
+
+    client.call_named("terminate_process", json!({"process_id": id})).await.unwrap();
+    let ended = Instant::now();
+    loop {
+        assert!(health_within_a_second(&sock), "/v1/health did not answer within 1 s after the bomb");
+        let (processes, _) = processes_and_tasks_of(BOMB_UID);
+        if in_space() == 0 && processes <= baseline {
+            break;
+        }
+        assert!(
+            ended.elapsed() < Duration::from_secs(10),
+            "10 s after the command's end: {} processes of the bomb left, {processes} of the uid (baseline {baseline})",
+            in_space()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(!log.contains("panicked") && !log.contains("can't spawn worker thread"), "the daemon's log:\n{log}");
+}
+
 /// Sends the head of a POST with a `len`-byte body and `sent` bytes of it; the connection is
 /// left open.
 fn start_upload(d: &TestDaemon, len: usize, sent: usize) -> std::os::unix::net::UnixStream {
