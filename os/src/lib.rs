@@ -20,12 +20,14 @@
 //! - [`sandbox`]: the policy and the bubblewrap command line above.
 //! - [`shim`]: the per-run shim that holds an agent process (or an `exec_command`) across
 //!   daemon restarts, its versioned control protocol, and its journal.
+//! - [`disk`]: a full disk told apart (`ENOSPC`, `EDQUOT`) and room allocated ahead of need.
 //! - [`redact`]: secret values replaced in everything stored or shown; the shim redacts what
 //!   it journals and the daemon what it stores, with the same [`redact::Redactor`].
 //!
 //! Errors: each part has its own type ([`process::Error`], [`sandbox::Error`]); callers map
 //! them to the wire once (`spaces-codespace` for commands, `spacesd` for runs).
 
+pub mod disk;
 pub mod process;
 pub mod redact;
 pub mod sandbox;

@@ -20,6 +20,11 @@ pub enum Error {
     /// has room again.
     #[error("state database write failed: {0}")]
     Writer(String),
+    /// The disk (or quota) of the state dir is full: a transaction of the event writer failed
+    /// for want of space (`SQLITE_FULL`, `ENOSPC`, `EDQUOT`). Reported as `INTERNAL`; a retry
+    /// helps only once space is freed ([`Error::is_disk_full`] tells every form of it).
+    #[error("no space left on device: the state database cannot be written ({0})")]
+    DiskFull(String),
     /// JSON (de)serialization of stored state failed. Reported as `INTERNAL`.
     #[error("stored state is not valid JSON: {0}")]
     Json(#[from] serde_json::Error),
@@ -33,6 +38,18 @@ pub enum Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
+    /// True when the failure is a full disk or quota where the state lives (the database's
+    /// `SQLITE_FULL`, a file's `ENOSPC` or `EDQUOT`): nothing is wrong but the room, and the
+    /// same write works once space is freed.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            Error::DiskFull(_) => true,
+            Error::Db(e) => db_full(e),
+            Error::Io(e) => spaces_os::disk::is_full(e),
+            _ => false,
+        }
+    }
+
     /// The wire error: typed refusals as they are, everything else `INTERNAL` with its message.
     pub fn to_api(&self) -> ApiError {
         match self {
@@ -45,4 +62,32 @@ impl Error {
 /// Shorthand for a typed refusal.
 pub fn refuse(code: ErrorCode, message: impl Into<String>) -> Error {
     Error::Api(ApiError::new(code, message))
+}
+
+/// True when SQLite failed for want of space (`SQLITE_FULL`; an `ENOSPC` in a write is reported
+/// so).
+pub fn db_full(e: &rusqlite::Error) -> bool {
+    e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    /// Every form a full disk takes on the daemon's write paths is told apart, and only those.
+    #[test]
+    fn a_full_disk_is_told_apart_in_every_form_it_takes() {
+        let full = rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL), None);
+        assert!(Error::Db(full).is_disk_full());
+        let busy = rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY), None);
+        assert!(!Error::Db(busy).is_disk_full());
+        assert!(Error::Io(std::io::Error::from_raw_os_error(28)).is_disk_full(), "ENOSPC");
+        assert!(Error::Io(std::io::Error::from_raw_os_error(122)).is_disk_full(), "EDQUOT");
+        assert!(!Error::Io(std::io::Error::from_raw_os_error(5)).is_disk_full(), "EIO");
+        let e = Error::DiskFull("commit failed: database or disk is full".into());
+        assert!(e.is_disk_full());
+        assert!(e.to_api().message.contains("no space left on device"), "{}", e.to_api().message);
+        assert!(!Error::Writer("the event writer has stopped".into()).is_disk_full());
+    }
 }

@@ -26,10 +26,38 @@ pub fn journal_path(dir: &Path) -> PathBuf {
     dir.join("journal")
 }
 
+/// Bytes past the journal's end kept allocated ([`crate::disk::allocate`]) for the records
+/// that must reach it whatever happens: a [`Record::Fault`], the exit, [`Record::Done`]. An
+/// output line is refused ([`crate::disk::is_full`]) rather than eat into it.
+pub const TAIL_ROOM: u64 = 64 * 1024;
+/// Bytes allocated ahead at a time while the output grows (one `fallocate` per this much).
+const ALLOCATE_STEP: u64 = 256 * 1024;
+
+/// What a record is to the room kept at the journal's end ([`TAIL_ROOM`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// An output line: written only while the room past it can still be allocated.
+    Output,
+    /// A record of the shim's own (start, turn, EOF, fault, exit, done): written into the
+    /// room kept for it.
+    Own,
+}
+
 /// The shim's side: appends records.
+///
+/// **A full disk.** Every record is written whole or not at all: a write that fails is cut off
+/// again (`ftruncate` to the last whole record, which needs no space), so a reader never sees
+/// half a record. On file systems that allocate ahead (ext4, xfs, tmpfs), [`TAIL_ROOM`] past
+/// the end stays allocated: an output line that would need more than can be allocated is
+/// refused with `ENOSPC` before anything is written, and the shim's own records still fit.
 pub struct JournalWriter {
     file: File,
     end: u64,
+    /// Bytes in the file: `end` less what is held.
+    written: u64,
+    /// The file's blocks are allocated up to this offset; `None`: the file system does not
+    /// allocate ahead, and writes go without room kept.
+    allocated: Option<u64>,
     /// Records appended while held ([`Self::hold`]), not yet written.
     held: Option<Vec<u8>>,
     /// What was written since the last sync, and where the periodic syncs run.
@@ -37,30 +65,42 @@ pub struct JournalWriter {
 }
 
 impl JournalWriter {
-    /// Create `<dir>/journal` (0600). Errors if it exists: a journal is never written twice.
+    /// Create `<dir>/journal` (0600) with [`TAIL_ROOM`] allocated. Errors if it exists (a
+    /// journal is never written twice), or if there is no room for it ([`crate::disk::is_full`]).
     pub fn create(dir: &Path) -> std::io::Result<Self> {
-        let file = OpenOptions::new().create_new(true).append(true).mode(0o600).open(journal_path(dir))?;
-        Ok(Self { file, end: 0, held: None, syncer: Default::default() })
+        let path = journal_path(dir);
+        let file = OpenOptions::new().create_new(true).append(true).mode(0o600).open(&path)?;
+        let allocated = match crate::disk::allocate(&file, 0, TAIL_ROOM + ALLOCATE_STEP) {
+            Ok(true) => Some(TAIL_ROOM + ALLOCATE_STEP),
+            Ok(false) => None,
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                return Err(e);
+            }
+        };
+        Ok(Self { file, end: 0, written: 0, allocated, held: None, syncer: Default::default() })
     }
 
-    /// Append `record` (a [`Record`], or a [`super::protocol::RawRecord`] in raw mode);
-    /// returns the journal's new length.
+    /// Append `record` (a [`Record`], or a [`super::protocol::RawRecord`] in raw mode) of
+    /// `kind`; returns the journal's new length.
     /// While held ([`Self::hold`]) the record is kept in memory until [`Self::release`].
-    pub fn append(&mut self, record: &impl serde::Serialize) -> std::io::Result<u64> {
-        self.push(|buf| serde_json::to_writer(buf, record).map_err(std::io::Error::other))
+    /// Errors: the write failed (nothing of the record is in the file), or an output line found
+    /// no room ([`crate::disk::is_full`]).
+    pub fn append(&mut self, record: &impl serde::Serialize, kind: Kind) -> std::io::Result<u64> {
+        self.push(kind, |buf| serde_json::to_writer(buf, record).map_err(std::io::Error::other))
     }
 
     /// Append the whole line `text` of stream `s` in its plain form ([`Record::write_plain`]);
-    /// as [`Self::append`] otherwise.
+    /// as [`Self::append`] of an output line otherwise.
     pub fn append_line(&mut self, s: super::protocol::Stream, text: &str) -> std::io::Result<u64> {
-        self.push(|buf| {
+        self.push(Kind::Output, |buf| {
             Record::write_plain(buf, s, text);
             Ok(())
         })
     }
 
     /// One record, written by `write` (without its `\n`), held or written at once.
-    fn push(&mut self, write: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>) -> std::io::Result<u64> {
+    fn push(&mut self, kind: Kind, write: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>) -> std::io::Result<u64> {
         if let Some(held) = self.held.as_mut() {
             let before = held.len();
             if let Err(e) = write(held) {
@@ -68,16 +108,57 @@ impl JournalWriter {
                 return Err(e);
             }
             held.push(b'\n');
-            self.end += (held.len() - before) as u64;
+            let len = (held.len() - before) as u64;
+            if kind == Kind::Output {
+                if let Err(e) = self.room_for(len) {
+                    if let Some(held) = self.held.as_mut() {
+                        held.truncate(before);
+                    }
+                    return Err(e);
+                }
+            }
+            self.end += len;
             return Ok(self.end);
         }
         let mut line = Vec::new();
         write(&mut line)?;
         line.push(b'\n');
-        self.file.write_all(&line)?;
+        if kind == Kind::Output {
+            self.room_for(line.len() as u64)?;
+        }
+        self.write_whole(&line)?;
         self.end += line.len() as u64;
-        self.syncer.wrote();
         Ok(self.end)
+    }
+
+    /// Make sure `len` more bytes past the end still leave [`TAIL_ROOM`] allocated, allocating
+    /// the next [`ALLOCATE_STEP`] if not. Errors: no room for it.
+    fn room_for(&mut self, len: u64) -> std::io::Result<()> {
+        let Some(allocated) = self.allocated else { return Ok(()) };
+        let needed = self.end + len + TAIL_ROOM;
+        if needed <= allocated {
+            return Ok(());
+        }
+        let upto = needed + ALLOCATE_STEP;
+        match crate::disk::allocate(&self.file, allocated, upto - allocated) {
+            Ok(true) => self.allocated = Some(upto),
+            Ok(false) => self.allocated = None,
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// Write `bytes` at the file's end, all of them or none: a failed write is cut off again.
+    fn write_whole(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        if let Err(e) = self.file.write_all(bytes) {
+            // Cutting a file shorter needs no space; should even that fail, a reader takes
+            // the torn bytes and the next record as one unreadable record (a notice).
+            let _ = self.file.set_len(self.written);
+            return Err(e);
+        }
+        self.written += bytes.len() as u64;
+        self.syncer.wrote();
+        Ok(())
     }
 
     /// Keep the records appended from now on in memory until [`Self::release`] writes them
@@ -88,11 +169,15 @@ impl JournalWriter {
     }
 
     /// Write what was held since [`Self::hold`] and stop holding; returns the journal's length.
+    /// Errors: the write failed; what was held is then lost (the journal ends at its last whole
+    /// record, which [`Self::end`] tells).
     pub fn release(&mut self) -> std::io::Result<u64> {
         if let Some(held) = self.held.take() {
             if !held.is_empty() {
-                self.file.write_all(&held)?;
-                self.syncer.wrote();
+                if let Err(e) = self.write_whole(&held) {
+                    self.end = self.written;
+                    return Err(e);
+                }
             }
         }
         Ok(self.end)
@@ -117,14 +202,15 @@ impl JournalWriter {
         self.syncer.soon(&self.file)
     }
 
-    /// Write what is held so far (holding goes on).
+    /// Write what is held so far (holding goes on). Errors: as [`Self::release`].
     fn write_held(&mut self) -> std::io::Result<()> {
-        if let Some(held) = self.held.as_mut().filter(|h| !h.is_empty()) {
-            self.file.write_all(held)?;
-            held.clear();
-            self.syncer.wrote();
+        let Some(held) = self.held.take() else { return Ok(()) };
+        let written = if held.is_empty() { Ok(()) } else { self.write_whole(&held) };
+        self.held = Some(Vec::new());
+        if written.is_err() {
+            self.end = self.written;
         }
-        Ok(())
+        written
     }
 
     /// The journal's length in bytes.
@@ -224,7 +310,7 @@ mod tests {
         let mut w = JournalWriter::create(dir.path()).unwrap();
         assert!(JournalWriter::create(dir.path()).is_err(), "a journal is never written twice");
         let line = |l: &str| Record::Line { s: Stream::Out, l: l.into(), cut: None };
-        w.append(&line("one")).unwrap();
+        w.append(&line("one"), Kind::Output).unwrap();
         let mut r = JournalReader::open(dir.path(), 0).unwrap();
         let first = r.read_new().unwrap();
         assert_eq!(first, vec![(line("one"), w.end())]);
@@ -248,7 +334,7 @@ mod tests {
         let line = |l: String| Record::Line { s: Stream::Out, l, cut: None };
         let written: Vec<Record> = (0..50).map(|i| line(format!("line {i} {}", "y".repeat(if i == 7 { 500 } else { 20 })))).collect();
         for r in &written {
-            w.append(r).unwrap();
+            w.append(r, Kind::Own).unwrap();
         }
         let mut r = JournalReader::open(dir.path(), 0).unwrap().with_read_limit(100);
         let mut got = Vec::new();
@@ -279,8 +365,8 @@ mod tests {
         let mut r = JournalReader::open(dir.path(), 0).unwrap();
         w.hold();
         assert!(w.holding());
-        w.append(&line("a")).unwrap();
-        let end = w.append(&line("b")).unwrap();
+        w.append(&line("a"), Kind::Output).unwrap();
+        let end = w.append(&line("b"), Kind::Output).unwrap();
         assert_eq!(end, w.end(), "the length counts held records");
         assert!(r.read_new().unwrap().is_empty(), "nothing is on disk while held");
         assert_eq!(w.release().unwrap(), end);
@@ -290,10 +376,35 @@ mod tests {
         assert_eq!(got[1].1, end);
         // A sync while held (an exit is synced at once) writes what is held first.
         w.hold();
-        w.append(&line("c")).unwrap();
+        w.append(&line("c"), Kind::Output).unwrap();
         w.sync().unwrap();
         assert_eq!(r.read_new().unwrap().len(), 1);
         assert_eq!(w.release().unwrap(), w.end());
         assert_eq!(std::fs::metadata(journal_path(dir.path())).unwrap().len(), w.end(), "nothing written twice");
+    }
+
+    /// A writer whose file is `/dev/full` (every write fails with `ENOSPC`), as a full disk.
+    fn on_a_full_disk() -> JournalWriter {
+        let file = OpenOptions::new().append(true).open("/dev/full").unwrap();
+        JournalWriter { file, end: 0, written: 0, allocated: None, held: None, syncer: Default::default() }
+    }
+
+    /// On a full disk a record is refused whole with an error that names the disk
+    /// (`crate::disk::is_full`), and the journal's length stays that of its last whole record:
+    /// nothing is counted that is not in the file, held or written at once.
+    #[test]
+    fn a_write_to_a_full_disk_is_a_typed_error_and_counts_nothing() {
+        let mut w = on_a_full_disk();
+        let e = w.append_line(Stream::Out, "one").unwrap_err();
+        assert!(crate::disk::is_full(&e), "{e}");
+        assert_eq!(w.end(), 0);
+        w.hold();
+        assert_eq!(w.append_line(Stream::Out, "two").unwrap(), 6, "held: counted until written");
+        let e = w.release().unwrap_err();
+        assert!(crate::disk::is_full(&e), "{e}");
+        assert_eq!(w.end(), 0, "what could not be written is not counted");
+        let e = w.append(&Record::Exit { code: Some(0), signal: None }, Kind::Own).unwrap_err();
+        assert!(crate::disk::is_full(&e), "{e}");
+        assert_eq!(w.end(), 0);
     }
 }

@@ -145,6 +145,13 @@ pub enum Record {
     Done { killed: Vec<i32>, dropped_lines: u64 },
     /// Something the shim itself wants recorded (a failed stdin write, say).
     Note { text: String },
+    /// The shim cannot journal its agent's output: `text` says why, naming the disk when it is
+    /// full (`ENOSPC`, `EDQUOT`: [`crate::disk::is_full`]). Written once, into the room the
+    /// journal keeps for its last records ([`super::journal::TAIL_ROOM`]); the output lines
+    /// after it are not journaled (counted in [`Record::Done`]'s `dropped_lines`). What that
+    /// means for the run is the daemon's to decide. (A daemon from before this record reads it
+    /// as an unreadable record, a `notice`.)
+    Fault { text: String },
     /// The agent's output stream `s` reached EOF: the agent closed it (or exited). Written once
     /// per stream, before [`Record::Exit`]; none after it. A stdout at EOF while the agent runs
     /// on is an agent that can no longer report anything (case R42): what that means for the
@@ -347,6 +354,7 @@ mod tests {
             Record::Line { s: Stream::Out, l: "é".into(), cut: Some(12) },
             Record::Exit { code: None, signal: Some(9) },
             Record::Eof { s: Stream::Out },
+            Record::Fault { text: "cannot journal: No space left on device (os error 28)".into() },
         ];
         for r in recs {
             let json = serde_json::to_string(&r).unwrap();

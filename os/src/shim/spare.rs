@@ -163,7 +163,7 @@ impl Made {
         let cgroup = match spec.cgroup.as_ref().map(Plan::create).transpose() {
             Ok(cgroup) => cgroup,
             Err(why) => {
-                eprintln!("spare shim: {why}; the launch goes the usual way");
+                crate::disk::say(format_args!("spare shim: {why}; the launch goes the usual way"));
                 return None;
             }
         };
@@ -172,7 +172,7 @@ impl Made {
         match unsafe { prepared::prepare(&dirs) } {
             Ok(child) => Some(Made { cgroup, child: Some(child) }),
             Err(e) => {
-                eprintln!("spare shim: {e}; the launch goes the usual way");
+                crate::disk::say(format_args!("spare shim: {e}; the launch goes the usual way"));
                 if let Some(cgroup) = cgroup {
                     cgroup.remove();
                 }
@@ -197,7 +197,7 @@ impl Made {
             (Some(spare), Some(plan)) => match rename(&spare, plan) {
                 Ok(cgroup) => Ok((Some(cgroup), child.map(|c| (c, true)))),
                 Err(why) => {
-                    eprintln!("spare shim: {why}; the program's cgroup is made anew");
+                    crate::disk::say(format_args!("spare shim: {why}; the program's cgroup is made anew"));
                     // The child is killed and reaped first: the directories are empty then.
                     drop(child);
                     spare.remove();

@@ -76,7 +76,7 @@ impl Syncer {
                 let started = std::thread::Builder::new().name("shim-sync".into()).spawn(move || {
                     for file in rx {
                         if let Err(e) = sync(&file) {
-                            eprintln!("fdatasync failed: {e}");
+                            crate::disk::say(format_args!("fdatasync failed: {e}"));
                         }
                     }
                 });

@@ -99,6 +99,9 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> i32 {
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
+        // A log line that cannot be written (a full disk under the log file) is dropped: the
+        // default says so with `eprintln!`, which panics on the same full disk.
+        .log_internal_errors(false)
         .try_init();
     let parsed = <Cli as clap::CommandFactory>::command()
         .try_get_matches_from(argv)

@@ -19,6 +19,7 @@ pub mod checkpoint;
 pub mod events;
 pub mod keys;
 pub mod readers;
+pub mod reserve;
 pub mod runs;
 pub mod spaces;
 pub mod writer;
@@ -105,6 +106,8 @@ pub struct Store {
     _checkpointer: checkpoint::Checkpointer,
     readers: readers::Readers,
     protected: Mutex<Vec<PathBuf>>,
+    /// Room kept on the state dir's disk for the writes that end runs when it fills.
+    reserve: std::sync::Arc<reserve::Reserve>,
 }
 
 impl Store {
@@ -114,11 +117,20 @@ impl Store {
         let conn = spaces_codespace::sqlite::open(path, "NORMAL")?;
         conn.execute_batch(SCHEMA)?;
         migrate(&conn)?;
-        let writer = writer::Writer::start(conn)?;
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let reserve = std::sync::Arc::new(reserve::Reserve::make(dir, reserve::RESERVE_BYTES));
+        let writer = writer::Writer::start_reserved(conn, Some(reserve.clone()))?;
         let checkpointer = checkpoint::Checkpointer::start(path, writer.commits.clone())?;
         // The database lives in the state dir: that dir is protected from the start.
         let protected = path.parent().map(|p| vec![p.to_path_buf()]).unwrap_or_default();
-        Ok(Store { writer, _checkpointer: checkpointer, readers: readers::Readers::new(path), protected: Mutex::new(protected) })
+        Ok(Store { writer, _checkpointer: checkpointer, readers: readers::Readers::new(path), protected: Mutex::new(protected), reserve })
+    }
+
+    /// A write of a run found the state dir's disk full: give up the reserve
+    /// ([`reserve::Reserve::release`]) so the run's end can be stored. Returns whether room was
+    /// given back now.
+    pub fn release_reserve(&self) -> bool {
+        self.reserve.release()
     }
 
     /// Adds `path` (a secret the daemon keeps outside its state dir, e.g. `--token-file`) to the

@@ -63,7 +63,11 @@ trait Job: Send {
     /// Runs the job's statements; false when they failed (its savepoint is then rolled back).
     fn run(&mut self, conn: &Connection) -> bool;
     /// The group's transaction is over: `commit` is its outcome.
-    fn finish(self: Box<Self>, commit: std::result::Result<(), &str>);
+    fn finish(self: Box<Self>, commit: std::result::Result<(), &Failed>);
+    /// The job's own statements failed for want of space ([`Error::is_disk_full`]).
+    fn failed_full(&self) -> bool {
+        false
+    }
     /// About how many bytes the job writes (for the group's size).
     fn bytes(&self) -> usize;
 }
@@ -92,11 +96,12 @@ where
         ok
     }
 
-    fn finish(self: Box<Self>, commit: std::result::Result<(), &str>) {
+    fn finish(self: Box<Self>, commit: std::result::Result<(), &Failed>) {
         let Call { result, after, reply, .. } = *self;
         let r = match (commit, result) {
             (_, Some(Err(e))) => Err(e),
-            (Err(why), _) => Err(Error::Writer(why.to_owned())),
+            (Err(Failed { why, full: true }), _) => Err(Error::DiskFull(why.clone())),
+            (Err(Failed { why, .. }), _) => Err(Error::Writer(why.clone())),
             (Ok(()), None) => Err(Error::Writer("the write was not run".to_owned())),
             (Ok(()), Some(Ok(v))) => {
                 if let Some(after) = after {
@@ -111,6 +116,26 @@ where
     fn bytes(&self) -> usize {
         self.bytes
     }
+
+    fn failed_full(&self) -> bool {
+        matches!(&self.result, Some(Err(e)) if e.is_disk_full())
+    }
+}
+
+/// Why a group's transaction failed (its `BEGIN`, a savepoint or its `COMMIT`): everything in it
+/// was rolled back.
+#[derive(Debug)]
+pub(crate) struct Failed {
+    /// The message, naming the step.
+    why: String,
+    /// For want of space (`SQLITE_FULL`).
+    full: bool,
+}
+
+impl Failed {
+    fn new(step: &str, e: &rusqlite::Error) -> Failed {
+        Failed { why: format!("{step}: {e}"), full: crate::error::db_full(e) }
+    }
 }
 
 /// The handle to the writer thread. Dropping it lets the thread finish the queued jobs and end.
@@ -123,7 +148,15 @@ pub(crate) struct Writer {
 
 impl Writer {
     /// Starts the writer thread over `conn` (already opened in WAL mode with the schema applied).
-    pub(crate) fn start(mut conn: Connection) -> Result<Writer> {
+    #[cfg(test)]
+    pub(crate) fn start(conn: Connection) -> Result<Writer> {
+        Self::start_reserved(conn, None)
+    }
+
+    /// Starts the writer thread over `conn` (already opened in WAL mode with the schema applied),
+    /// with the state dir's `reserve`: given up when a transaction finds the
+    /// disk full, made again once transactions commit ([`super::reserve`]).
+    pub(crate) fn start_reserved(mut conn: Connection, reserve: Option<Arc<super::reserve::Reserve>>) -> Result<Writer> {
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         // SQLite's busy timeout sleeps in growing steps of up to 100 ms, so a writer held off by
         // a forced checkpoint went on up to 100 ms after the lock was free (stalls of 0.7 s and
@@ -138,7 +171,7 @@ impl Writer {
         let thread = std::thread::Builder::new().name("spacesd-writer".to_owned()).spawn(move || {
             // Every commit a reader waits for runs here: a short slice, as the runtime's threads.
             spaces_os::process::priority::ask_short_slice();
-            run(conn, rx, &counter)
+            run(conn, rx, &counter, reserve.as_deref())
         })?;
         Ok(Writer { tx: Some(tx), thread: Some(thread), commits })
     }
@@ -155,7 +188,7 @@ impl Writer {
         let job: Box<dyn Job> = Box::new(Call { bytes, f: Some(f), result: None, after: Some(after), reply });
         let Some(tx) = self.tx.as_ref() else { return };
         if let Err(mpsc::SendError(job)) = tx.send(job) {
-            job.finish(Err("the event writer has stopped"));
+            job.finish(Err(&Failed { why: "the event writer has stopped".to_owned(), full: false }));
         }
     }
 
@@ -204,7 +237,9 @@ fn retry_every_ms(attempt: i32) -> bool {
 }
 
 /// The writer thread: one transaction per wake-up, over the jobs [`next_group`] picks.
-fn run(conn: Connection, rx: mpsc::Receiver<Box<dyn Job>>, commits: &AtomicU64) {
+/// A group that failed for want of space gives up the `reserve`, so the writes that end the
+/// runs find room; one that commits makes it again ([`super::reserve::Reserve::renew`]).
+fn run(conn: Connection, rx: mpsc::Receiver<Box<dyn Job>>, commits: &AtomicU64, reserve: Option<&super::reserve::Reserve>) {
     let mut waiting: VecDeque<Box<dyn Job>> = VecDeque::new();
     let mut jobs: Vec<Box<dyn Job>> = Vec::new();
     loop {
@@ -222,9 +257,17 @@ fn run(conn: Connection, rx: mpsc::Receiver<Box<dyn Job>>, commits: &AtomicU64) 
         if outcome.is_ok() {
             commits.fetch_add(1, Ordering::Relaxed);
         }
-        let why = outcome.as_ref().err().map(String::as_str);
+        let full = outcome.as_ref().err().is_some_and(|f| f.full) || jobs.iter().any(|j| j.failed_full());
+        if let Some(reserve) = reserve {
+            if full {
+                reserve.release();
+            } else if outcome.is_ok() {
+                reserve.renew();
+            }
+        }
+        let failed = outcome.as_ref().err();
         for job in jobs.drain(..) {
-            job.finish(why.map_or(Ok(()), Err));
+            job.finish(failed.map_or(Ok(()), Err));
         }
     }
 }
@@ -259,10 +302,10 @@ fn next_group(waiting: &mut VecDeque<Box<dyn Job>>, group: &mut Vec<Box<dyn Job>
     *waiting = rest;
 }
 
-/// Runs `jobs` in one transaction, each in its own savepoint. Errors: the message of a failed
+/// Runs `jobs` in one transaction, each in its own savepoint. Errors: why a failed
 /// `BEGIN`/`COMMIT` (everything was rolled back).
-fn commit_group(conn: &Connection, jobs: &mut [Box<dyn Job>]) -> std::result::Result<(), String> {
-    conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| format!("cannot begin a transaction: {e}"))?;
+fn commit_group(conn: &Connection, jobs: &mut [Box<dyn Job>]) -> std::result::Result<(), Failed> {
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| Failed::new("cannot begin a transaction", &e))?;
     for job in jobs.iter_mut() {
         let step = (|| -> rusqlite::Result<()> {
             conn.prepare_cached("SAVEPOINT job")?.execute([])?;
@@ -273,12 +316,12 @@ fn commit_group(conn: &Connection, jobs: &mut [Box<dyn Job>]) -> std::result::Re
         })();
         if let Err(e) = step {
             let _ = conn.execute_batch("ROLLBACK");
-            return Err(format!("transaction aborted: {e}"));
+            return Err(Failed::new("transaction aborted", &e));
         }
     }
     if let Err(e) = conn.execute_batch("COMMIT") {
         let _ = conn.execute_batch("ROLLBACK");
-        return Err(format!("commit failed: {e}"));
+        return Err(Failed::new("commit failed", &e));
     }
     Ok(())
 }
@@ -295,7 +338,7 @@ mod tests {
         fn run(&mut self, _: &Connection) -> bool {
             true
         }
-        fn finish(self: Box<Self>, _: std::result::Result<(), &str>) {}
+        fn finish(self: Box<Self>, _: std::result::Result<(), &Failed>) {}
         fn bytes(&self) -> usize {
             self.0
         }
@@ -352,6 +395,27 @@ mod tests {
         holder.join().unwrap();
         assert!(retry_every_ms(0), "a busy write is retried");
         assert!(!retry_every_ms(i32::MAX), "until the timeout");
+    }
+
+    /// A transaction that finds the disk full (SQLite's page limit reached: `SQLITE_FULL`, as
+    /// on a full disk) fails with an error that says so, and gives up the state dir's reserve;
+    /// writes that fit still commit.
+    #[test]
+    fn a_full_disk_is_a_typed_error_and_gives_up_the_reserve() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = spaces_codespace::sqlite::open(&dir.path().join("w.db"), "NORMAL").unwrap();
+        conn.execute_batch("CREATE TABLE t (x BLOB)").unwrap();
+        let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0)).unwrap();
+        conn.pragma_update(None, "max_page_count", pages + 2).unwrap();
+        let reserve = Arc::new(super::super::reserve::Reserve::make(dir.path(), 64 * 1024));
+        assert!(reserve.held());
+        let writer = Writer::start_reserved(conn, Some(reserve.clone())).unwrap();
+        writer.call(|c| Ok(c.execute("INSERT INTO t VALUES (x'00')", [])?)).unwrap();
+        assert!(reserve.held(), "a write that fits keeps the reserve");
+        let err = writer.call(|c| Ok(c.execute("INSERT INTO t VALUES (zeroblob(1000000))", [])?)).unwrap_err();
+        assert!(err.is_disk_full(), "{err}");
+        assert!(!reserve.held(), "the reserve was given up");
+        assert_eq!(writer.call(|c| Ok(c.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0))?)).unwrap(), 1);
     }
 
     #[test]

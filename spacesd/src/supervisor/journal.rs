@@ -37,6 +37,9 @@ pub struct Journal {
     /// Bytes in the current file.
     written: u64,
     max_bytes: u64,
+    /// A write found the disk full ([`spaces_os::disk::is_full`]): why, until
+    /// [`Journal::take_fault`].
+    fault: Option<String>,
 }
 
 impl Journal {
@@ -48,7 +51,7 @@ impl Journal {
 
     /// The journal of `run_dir`, rotated past `max_bytes`.
     pub fn with_limit(run_dir: &Path, max_bytes: u64) -> Self {
-        Self { path: journal_path(run_dir), file: None, written: 0, max_bytes }
+        Self { path: journal_path(run_dir), file: None, written: 0, max_bytes, fault: None }
     }
 
     /// Append one (already redacted) line. Failures are logged, never fatal to the run.
@@ -76,20 +79,40 @@ impl Journal {
         }
         if let Some(f) = self.file.as_mut() {
             let written = f.write_all(prefix.as_bytes()).and_then(|()| f.write_all(line.as_bytes())).and_then(|()| f.write_all(b"\n"));
-            if written.is_ok() {
-                self.written += len;
+            match written {
+                Ok(()) => self.written += len,
+                Err(e) => self.full(&e),
             }
         }
     }
 
     /// Write out the buffered lines (one `write(2)` per batch instead of one per line).
-    /// Failures are logged, never fatal to the run.
+    /// Failures are logged; a full disk is also kept for [`Journal::take_fault`].
     pub fn flush(&mut self) {
         if let Some(f) = self.file.as_mut() {
             if let Err(e) = f.flush() {
-                tracing::warn!("journal {}: {e}", self.path.display());
+                self.full(&e);
             }
         }
+    }
+
+    /// A write failed with `e`: logged (once per fault); a full disk is kept, naming the disk,
+    /// for [`Journal::take_fault`].
+    fn full(&mut self, e: &std::io::Error) {
+        if !spaces_os::disk::is_full(e) {
+            tracing::warn!("journal {}: {e}", self.path.display());
+            return;
+        }
+        if self.fault.is_none() {
+            tracing::warn!("journal {}: {e}", self.path.display());
+        }
+        self.fault = Some(format!("no space left on device: the disk of the run's output log {} is full ({e})", self.path.display()));
+    }
+
+    /// Why the last write failed when it found the disk full, once (then `None` until another
+    /// write finds it full).
+    pub fn take_fault(&mut self) -> Option<String> {
+        self.fault.take()
     }
 }
 
@@ -127,6 +150,20 @@ pub fn tail(run_dir: &Path, lines: u32) -> Option<String> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// `output.log` on a full disk (a link to `/dev/full`, where every write fails with
+    /// `ENOSPC`): the failure is kept once, naming the disk and the file, for the run's actor.
+    #[test]
+    fn a_full_disk_under_the_output_log_is_a_fault_naming_the_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/dev/full", journal_path(dir.path())).unwrap();
+        let mut j = Journal::new(dir.path());
+        j.append("", "a line");
+        j.flush();
+        let Some(fault) = j.take_fault() else { panic!("the full disk is not told") };
+        assert!(fault.starts_with("no space left on device") && fault.contains("output.log"), "{fault}");
+        assert_eq!(j.take_fault(), None, "told once");
+    }
 
     #[test]
     fn the_journal_rotates_at_its_limit_and_keeps_two_files_at_most() {

@@ -94,6 +94,10 @@ pub struct Batch {
     pub end: Option<ProcEnd>,
     /// The agent's stdout reached EOF ([`Record::Eof`]) among the records (case R42).
     pub stdout_closed: bool,
+    /// The agent's output can no longer be recorded: its shim's journal took a
+    /// [`Record::Fault`], or `output.log` hit a full disk. Why, naming the disk when it is
+    /// full; the actor ends the process for it.
+    pub fault: Option<String>,
 }
 
 /// Launches the agent processes of one run and reads their output.
@@ -394,13 +398,16 @@ impl Lines {
     /// The events of `records` (from [`Launcher::waiting`]; those of generations other than
     /// `gen` dropped), in order, their lines written out to `output.log`.
     fn process(&mut self, records: Vec<ProcEvent>, gen: u64, turn: u32, redactor: &Redactor, norm: &mut dyn Normalizer) -> Batch {
-        let batch = self.events_of(records, gen, turn, redactor, norm);
+        let mut batch = self.events_of(records, gen, turn, redactor, norm);
         self.journal.flush();
+        if let Some(full) = self.journal.take_fault() {
+            batch.fault.get_or_insert(full);
+        }
         batch
     }
 
     fn events_of(&mut self, records: Vec<ProcEvent>, current: u64, turn: u32, redactor: &Redactor, norm: &mut dyn Normalizer) -> Batch {
-        let mut batch = Batch { drafts: Vec::new(), saw_output: false, pos: None, end: None, stdout_closed: false };
+        let mut batch = Batch { drafts: Vec::new(), saw_output: false, pos: None, end: None, stdout_closed: false, fault: None };
         for ProcEvent { gen, what } in records {
             if gen == current {
                 let pos = |offset| JournalPos { gen, offset };
@@ -416,6 +423,12 @@ impl Lines {
                     }
                     Followed::Record(Record::Note { text }, offset) => {
                         batch.drafts.push(EventDraft::new(turn, EventKind::Notice).summary(redactor.apply(&text)));
+                        batch.pos = Some(pos(offset));
+                    }
+                    Followed::Record(Record::Fault { text }, offset) => {
+                        let text = redactor.apply(&text);
+                        batch.drafts.push(EventDraft::new(turn, EventKind::Notice).summary(text.clone()));
+                        batch.fault.get_or_insert(text);
                         batch.pos = Some(pos(offset));
                     }
                     Followed::Record(Record::Eof { s }, offset) => {

@@ -9,6 +9,7 @@ mod endings;
 mod examples;
 mod fake_agents;
 mod folders;
+mod full_disk;
 mod gate;
 mod harness;
 mod homes;

@@ -5,6 +5,7 @@
 
 pub mod mcp;
 pub mod s3;
+pub mod tmpfs;
 pub mod tmux;
 
 /// One test per harness from `async fn name(h: Harness)` functions of the invoking module:
@@ -134,6 +135,8 @@ pub struct TestDaemon {
     /// Run the daemon as this unprivileged uid (the tests run as root; see
     /// [`TestDaemon::start_unprivileged`]).
     user: Option<u32>,
+    /// Where the daemon's stderr (its log) goes; `None`: the test's own stderr.
+    log: Option<PathBuf>,
 }
 
 impl TestDaemon {
@@ -166,7 +169,7 @@ impl TestDaemon {
         let dir = tempfile::Builder::new().prefix("spaces-test-").tempdir().expect("tempdir");
         let state = dir.path().join("state");
         let client = Client::new(Endpoint::Unix(state.join("spacesd.sock")));
-        let mut d = TestDaemon { dir, child: None, client, extra_env, extra_args, binary: None, nofile, leak_fd, user: None };
+        let mut d = TestDaemon { dir, child: None, client, extra_env, extra_args, binary: None, nofile, leak_fd, user: None, log: None };
         d.spawn().await;
         d
     }
@@ -184,7 +187,8 @@ impl TestDaemon {
         }
         let state = dir.path().join("state");
         let client = Client::new(Endpoint::Unix(state.join("spacesd.sock")));
-        let mut d = TestDaemon { dir, child: None, client, extra_env, extra_args, binary: None, nofile: None, leak_fd: false, user };
+        let mut d =
+            TestDaemon { dir, child: None, client, extra_env, extra_args, binary: None, nofile: None, leak_fd: false, user, log: None };
         d.spawn().await;
         d
     }
@@ -219,7 +223,10 @@ impl TestDaemon {
             .args(&self.extra_args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
+            .stderr(match &self.log {
+                Some(path) => Stdio::from(std::fs::OpenOptions::new().create(true).append(true).open(path).expect("the daemon's log")),
+                None => Stdio::inherit(),
+            });
         for (k, v) in &self.extra_env {
             cmd.env(k, v);
         }
