@@ -15,6 +15,7 @@ use super::SpaceArg;
 pub enum AgentCmd {
     /// Start AGENT (claude-code, openai-codex) with PROMPT as a detached run; prints the report.
     Start {
+        /// The harness: `claude-code` or `openai-codex` (`spacesd capabilities` lists them and their readiness).
         agent: String,
         /// The first turn's text; `-` reads it from stdin, `@FILE` from FILE (or use
         /// --prompt-file).
@@ -84,17 +85,20 @@ pub enum AgentCmd {
     /// A run's status: status, phase, reason, turns, last answer, output tail (--json: the record).
     /// RUN_ID alone finds its Space; --space is needed only when names are ambiguous.
     Status {
+        /// The run's id (`run-...`, as `agent start` and `agent list` print it).
         run_id: String,
         #[command(flatten)]
         space: SpaceArg,
         /// Lines of output tail (default 40).
         #[arg(long)]
         tail: Option<u32>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// A run's events after CURSOR; --follow keeps reading until the run stops running.
     Events {
+        /// The run's id (`run-...`, as `agent start` and `agent list` print it).
         run_id: String,
         #[command(flatten)]
         space: SpaceArg,
@@ -129,12 +133,14 @@ pub enum AgentCmd {
     /// line is sent as a follow-up; Ctrl-C interrupts the turn in flight; a second Ctrl-C or
     /// `/detach` leaves and the run goes on (`/interrupt`, `/stop` too).
     Attach {
+        /// The run's id (`run-...`, as `agent start` and `agent list` print it).
         run_id: String,
         #[command(flatten)]
         space: SpaceArg,
     },
     /// Send a follow-up message (next turn; queued if a turn is running).
     Send {
+        /// The run's id (`run-...`, as `agent start` and `agent list` print it).
         run_id: String,
         /// The follow-up's text; `-` reads it from stdin, `@FILE` from FILE (or use
         /// --prompt-file).
@@ -157,6 +163,7 @@ pub enum AgentCmd {
     },
     /// Cancel the turn in flight (the session stays open).
     Interrupt {
+        /// The run's id (`run-...`, as `agent start` and `agent list` print it).
         run_id: String,
         #[command(flatten)]
         space: SpaceArg,
@@ -166,6 +173,7 @@ pub enum AgentCmd {
     },
     /// Stop the run: every process of it ends.
     Stop {
+        /// The run's id (`run-...`, as `agent start` and `agent list` print it).
         run_id: String,
         #[command(flatten)]
         space: SpaceArg,
@@ -175,21 +183,26 @@ pub enum AgentCmd {
     },
     /// Delete a run that is not live (stop it first): its row, events and run directory.
     Rm {
+        /// The run's id (`run-...`, as `agent start` and `agent list` print it).
         run_id: String,
         #[command(flatten)]
         space: SpaceArg,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Delete the runs that are not live and are older than --older-than (e.g. 7d, 12h, 30m), in
     /// the Space or in every Space (--all). The daemon can do this itself: `run_retention_days`.
     Prune {
+        /// Delete runs older than this age: a number with `d`, `h`, `m` or `s` (`7d`, `12h`, `30m`).
         #[arg(long, value_name = "AGE", value_parser = parse_age)]
         older_than: u64,
         #[command(flatten)]
         space: SpaceArg,
+        /// In every Space, not only the one of --space.
         #[arg(long)]
         all: bool,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },

@@ -28,13 +28,17 @@ pub enum HomeCmd {
     /// The snapshots of NAME's home, oldest first (ids for --at); one whose manifest cannot be
     /// read says BROKEN and why.
     Snapshots {
+        /// The persistent agent's name (its home on the volume; `home list` lists them).
         name: String,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Write a snapshot of NAME's home to FILE as one .tar.zst (replaced atomically).
     Export {
+        /// The persistent agent's name (its home on the volume; `home list` lists them).
         name: String,
+        /// Where to write the archive (`.tar.zst`; replaced atomically).
         file: PathBuf,
         /// The snapshot id (default: the latest).
         #[arg(long)]
@@ -42,31 +46,48 @@ pub enum HomeCmd {
     },
     /// Make FILE (.tar.zst, from `home export` or a tar of a home) NAME's newest snapshot.
     /// Refused while a run holds the agent.
-    Import { name: String, file: PathBuf },
+    Import {
+        /// The persistent agent's name (its home on the volume; `home list` lists them).
+        name: String,
+        /// The archive to import (`.tar.zst`).
+        file: PathBuf,
+    },
     /// Point-in-time restore. With --to DIR: the snapshot's files into DIR (replaced
     /// atomically), the volume unchanged. Without: the snapshot becomes NAME's newest again,
     /// so its next run starts from it (refused while a run holds the agent).
     Restore {
+        /// The persistent agent's name (its home on the volume; `home list` lists them).
         name: String,
         /// The snapshot id (default: the latest).
         #[arg(long)]
         at: Option<String>,
+        /// Write the snapshot's files into this directory instead (replaced atomically); the volume stays as it is.
         #[arg(long, value_name = "DIR")]
         to: Option<PathBuf>,
     },
     /// Delete NAME's home and every snapshot of it (refused while a run holds the agent).
-    Delete { name: String },
+    Delete {
+        /// The persistent agent's name (its home on the volume; `home list` lists them).
+        name: String,
+    },
     /// Give NAME's home to Space SPACE: only that Space's runs may use it from then on (a home
     /// belongs to the Space that created it). Refused while a run holds the agent.
     Move {
+        /// The persistent agent's name (its home on the volume; `home list` lists them).
         name: String,
+        /// The Space that owns the home from now on.
         #[arg(long, value_name = "SPACE")]
         space: String,
     },
     /// Send TEXT to the persistent agent NAME: a follow-up to its live run on this host, or a
     /// fresh run with its home restored (refused mid-turn). `-` reads TEXT from stdin, `@FILE`
     /// from FILE.
-    Send { name: String, text: String },
+    Send {
+        /// The persistent agent's name (its home on the volume; `home list` lists them).
+        name: String,
+        /// The message; `-` reads it from stdin, `@FILE` from FILE.
+        text: String,
+    },
 }
 
 /// Run one `home` subcommand against the daemon.

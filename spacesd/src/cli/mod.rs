@@ -11,6 +11,8 @@ mod agent;
 mod attach;
 mod env_args;
 pub mod follow;
+#[cfg(test)]
+mod help_tests;
 mod home;
 mod print;
 mod run;
@@ -90,6 +92,7 @@ pub enum Command {
     /// transcript, then new events as they land; a typed line is a follow-up, Ctrl-C interrupts
     /// the turn, a second Ctrl-C or `/detach` leaves the run going.
     Attach {
+        /// The run's id (`run-...`, as `agent start` and `agent list` print it).
         run_id: String,
         #[command(flatten)]
         space: SpaceArg,
@@ -105,6 +108,7 @@ pub enum Command {
     /// Print a shell completion script: `spacesd completions bash > /etc/bash_completion.d/spacesd`
     /// (zsh: into a directory on $fpath as `_spacesd`; fish: ~/.config/fish/completions/spacesd.fish).
     Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
@@ -202,15 +206,19 @@ pub enum SpaceCmd {
     },
     /// List registered Spaces (a table; --json for the records).
     List {
+        /// Print the Space records as JSON instead of a table.
         #[arg(long)]
         json: bool,
     },
     /// Unregister NAME and delete its runs' history (run rows, events, run dirs). Refused while
     /// runs live (running or idle) unless --force, which stops them first.
     Remove {
+        /// The Space's name.
         name: String,
+        /// Stop its live runs first instead of refusing.
         #[arg(long)]
         force: bool,
+        /// Print the report as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -244,13 +252,19 @@ pub enum TokenCmd {
     /// List the tokens (id, Space, scope; never the secret) as JSON.
     List,
     /// Revoke the token ID (refused from the next request on).
-    Revoke { id: String },
+    Revoke {
+        /// The token's id, as `token list` prints it.
+        id: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum ToolsCmd {
     /// Install the pinned CLI of each HARNESS (default: all) into the tools dir.
-    Install { harness: Vec<String> },
+    Install {
+        /// Only these harnesses (`claude-code`, `openai-codex`); none: every one.
+        harness: Vec<String>,
+    },
 }
 
 /// A text argument as given: `-` reads standard input, `@FILE` reads FILE, anything else is the
