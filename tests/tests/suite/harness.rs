@@ -41,6 +41,7 @@ impl H {
                 name: "apply_patch".into(),
                 input: format!("*** Begin Patch\n*** Add File: {name}\n+{}\n*** End Patch\n", content.trim_end()),
             },
+            other => panic!("no harness of this suite speaks {other:?} yet"),
         }
     }
 
@@ -54,6 +55,7 @@ impl H {
             Wire::OpenAiResponses => {
                 Reply::ToolCall { name: "exec_command".into(), input: serde_json::json!({"cmd": command, "yield_time_ms": 600000}) }
             }
+            other => panic!("no harness of this suite speaks {other:?} yet"),
         }
     }
 }

@@ -187,6 +187,7 @@ async fn the_agent_works_its_space_through_spacesds_own_tools(h: H) {
                 "the namespace is listed with its scope: {first}"
             );
         }
+        other => panic!("no harness of this suite speaks {other:?} yet"),
     }
 
     // The patch landed; the model saw the file as read, then the command's output after it.
