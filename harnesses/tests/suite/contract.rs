@@ -271,11 +271,83 @@ impl Wire for AcpWire {
     }
 }
 
+/// `codex app-server` (codex-cli 0.171.0): JSON-RPC lines without `jsonrpc`. A session opens
+/// with the answer to `thread/start` (the normalizer reads the thread from the answer's shape when
+/// it did not send the request itself, as here) and `turn/started`; a turn ends with
+/// `thread/tokenUsage/updated` and `turn/completed`.
+struct AppServerWire;
+
+impl AppServerWire {
+    fn note(method: &str, params: serde_json::Value) -> String {
+        json!({"method": method, "params": params}).to_string()
+    }
+
+    fn command(id: &str, status: &str, exit_code: Option<i32>, output: Option<&str>) -> serde_json::Value {
+        json!({"type": "commandExecution", "id": id, "command": "/bin/bash -lc 'echo hi'", "cwd": "/w",
+            "commandActions": [], "status": status, "aggregatedOutput": output, "exitCode": exit_code})
+    }
+}
+
+impl Wire for AppServerWire {
+    fn init(&self) -> Vec<String> {
+        vec![
+            json!({"id": 2, "result": {"thread": {"id": "t-1"}}}).to_string(),
+            Self::note("turn/started", json!({"threadId": "t-1", "turn": {"id": "u-1", "status": "inProgress", "items": []}})),
+        ]
+    }
+
+    fn text(&self, text: &str) -> Vec<String> {
+        vec![
+            Self::note("item/agentMessage/delta", json!({"threadId": "t-1", "turnId": "u-1", "itemId": "msg", "delta": text})),
+            Self::note(
+                "item/completed",
+                json!({"threadId": "t-1", "turnId": "u-1", "item": {"type": "agentMessage", "id": "msg", "text": text}}),
+            ),
+        ]
+    }
+
+    fn tool_start(&self, id: &str) -> Vec<String> {
+        vec![Self::note("item/started", json!({"threadId": "t-1", "turnId": "u-1", "item": Self::command(id, "inProgress", None, None)}))]
+    }
+
+    fn tool_done(&self, id: &str, ok: bool) -> Vec<String> {
+        let item =
+            if ok { Self::command(id, "completed", Some(0), Some("hi\n")) } else { Self::command(id, "failed", Some(1), Some("exit 1\n")) };
+        vec![Self::note("item/completed", json!({"threadId": "t-1", "turnId": "u-1", "item": item}))]
+    }
+
+    fn result(&self, _answer: &str) -> Vec<String> {
+        let b = json!({"inputTokens": 3, "outputTokens": 1, "cachedInputTokens": 0, "reasoningOutputTokens": 0, "totalTokens": 4});
+        vec![
+            Self::note("thread/tokenUsage/updated", json!({"threadId": "t-1", "turnId": "u-1", "tokenUsage": {"total": b, "last": b}})),
+            Self::note("turn/completed", json!({"threadId": "t-1", "turn": {"id": "u-1", "status": "completed", "items": []}})),
+        ]
+    }
+
+    fn unknown_type(&self) -> String {
+        Self::note("thread/brandNew", json!({"threadId": "t-1"}))
+    }
+
+    /// `turn/interrupt` is answered and the turn completes `interrupted` within ~20 ms; the
+    /// process would stay for the next turn, and exits 0 when its stdin closes.
+    fn interrupt_takes_effect(&self) -> Vec<Input> {
+        vec![
+            Input::Stdout(json!({"id": 4, "result": {}}).to_string()),
+            Input::Stdout(Self::note(
+                "turn/completed",
+                json!({"threadId": "t-1", "turn": {"id": "u-1", "status": "interrupted", "items": []}}),
+            )),
+            Input::Exit(End::Code(0).info("")),
+        ]
+    }
+}
+
 /// Every harness the contract holds: [`spaces_harnesses::all`] and the ACP harnesses not yet in
-/// it (`spaces_harnesses::acp::harnesses`).
+/// it (`spaces_harnesses::acp::harnesses`), and Codex on `codex app-server`.
 fn harnesses() -> Vec<&'static dyn Harness> {
     let mut all = spaces_harnesses::all();
-    for h in spaces_harnesses::acp::harnesses() {
+    let app_server: &'static dyn Harness = &spaces_harnesses::openai_codex::app_server::OpenAiCodexAppServer;
+    for h in spaces_harnesses::acp::harnesses().into_iter().chain([app_server]) {
         if !all.iter().any(|a| a.id() == h.id()) {
             all.push(h);
         }
@@ -288,6 +360,7 @@ fn wire_for(harness: &dyn Harness) -> Box<dyn Wire> {
     match harness.id() {
         "claude-code" => Box::new(ClaudeWire),
         "openai-codex" => Box::new(CodexWire),
+        spaces_harnesses::openai_codex::app_server::ID => Box::new(AppServerWire),
         "opencode" | "gemini-cli" => Box::new(AcpWire { inits: std::cell::Cell::new(0) }),
         other => panic!("harness {other} has no contract wire: add one in tests/suite/contract.rs"),
     }

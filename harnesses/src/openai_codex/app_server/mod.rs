@@ -28,7 +28,8 @@ mod tests;
 
 pub use normalize::AppServerNormalizer;
 
-use crate::plan::{LaunchContext, LaunchPlan, StdinMode};
+use crate::plan::{InstallSpec, InterruptRecipe, LaunchContext, LaunchPlan, ProcessModel, StdinMode};
+use crate::{Harness, HomeLayout, Normalizer};
 
 /// The subcommand.
 pub const SUBCOMMAND: &str = "app-server";
@@ -49,5 +50,76 @@ pub fn launch(ctx: &LaunchContext<'_>) -> LaunchPlan {
         files: exec.files,
         stdin: StdinMode::Pipe,
         initial_stdin: Some(initial),
+    }
+}
+
+/// The harness id of [`OpenAiCodexAppServer`] while it lives beside the exec one (`openai-codex`);
+/// when it replaces it, it takes that id.
+pub const ID: &str = "openai-codex-app-server";
+
+/// `openai-codex` on `codex app-server`: the same CLI, install, keys and home as
+/// [`crate::openai_codex::OpenAiCodex`], one long-lived process per run. Not in
+/// [`crate::all`] yet (the daemon does not drive the conversation hooks); the contract table
+/// (`tests/suite/contract.rs`) runs it.
+///
+/// What the daemon must do for it: write the plan's `initial_stdin` and keep stdin open; call
+/// [`Normalizer::launched`] before feeding a process's output; write
+/// [`Normalizer::take_outgoing`] after every call that feeds the normalizer; start a follow-up
+/// with [`Normalizer::turn_input`] and interrupt with [`Normalizer::interrupt_input`] (the
+/// stateless [`Harness::user_message`] and [`Harness::interrupt`] write nothing: a `None` there
+/// means the line goes out via `take_outgoing` once the server named the thread or turn).
+pub struct OpenAiCodexAppServer;
+
+impl Harness for OpenAiCodexAppServer {
+    fn id(&self) -> &'static str {
+        ID
+    }
+
+    fn name(&self) -> &'static str {
+        "OpenAI Codex (app-server)"
+    }
+
+    fn install_spec(&self) -> InstallSpec {
+        crate::openai_codex::OpenAiCodex.install_spec()
+    }
+
+    fn process_model(&self) -> ProcessModel {
+        ProcessModel::LongLived
+    }
+
+    fn followups(&self) -> &'static str {
+        "app-server"
+    }
+
+    fn endpoint_wires(&self) -> &'static [&'static str] {
+        crate::openai_codex::OpenAiCodex.endpoint_wires()
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        crate::openai_codex::OpenAiCodex.keys()
+    }
+
+    fn launch(&self, ctx: &LaunchContext<'_>) -> LaunchPlan {
+        launch(ctx)
+    }
+
+    /// Nothing: a turn's `turn/start` names the thread and a request id, so it comes from
+    /// [`Normalizer::turn_input`] (or `take_outgoing` when the handshake is still running).
+    fn user_message(&self, _text: &str) -> Vec<u8> {
+        Vec::new()
+    }
+
+    /// Nothing to write: `turn/interrupt` names the turn, so it comes from
+    /// [`Normalizer::interrupt_input`] (or `take_outgoing` once the server named the turn).
+    fn interrupt(&self) -> InterruptRecipe {
+        InterruptRecipe::Stdin(Vec::new())
+    }
+
+    fn normalizer(&self) -> Box<dyn Normalizer> {
+        Box::new(AppServerNormalizer::default())
+    }
+
+    fn persistent_home(&self) -> HomeLayout {
+        crate::openai_codex::OpenAiCodex.persistent_home()
     }
 }
