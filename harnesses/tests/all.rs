@@ -3,6 +3,7 @@
 //! `suite/contract.rs` runs one table of situations against every harness.
 
 mod suite {
+    mod acp;
     mod claude_code;
     mod contract;
     mod openai_codex;

@@ -22,8 +22,15 @@ use crate::server::{plain, SseFrame};
 /// The model name echoed in chunks when the request names none.
 const DEFAULT_MODEL: &str = "gpt-5.5";
 
-/// True when this request is a model call: `POST /v1/chat/completions` or `/chat/completions`.
-pub fn is_model_call(path: &str, _body: Option<&Value>) -> bool {
+/// True when this request is a model call of the agent's loop: `POST /v1/chat/completions` or
+/// `/chat/completions` offering `tools`. A call without tools is the CLI's own side task (opencode
+/// asks its `title` agent for a session title before the first answer) and goes to
+/// [`side_request`], which never takes a script reply.
+pub fn is_model_call(path: &str, body: Option<&Value>) -> bool {
+    is_chat_path(path) && body.and_then(|b| b.get("tools")).and_then(Value::as_array).is_some_and(|t| !t.is_empty())
+}
+
+fn is_chat_path(path: &str) -> bool {
     let path = path.trim_end_matches('/');
     path == "/v1/chat/completions" || path == "/chat/completions"
 }
@@ -78,10 +85,30 @@ fn tool_call(out: &mut Vec<SseFrame>, chunk: &dyn Fn(Value) -> Value, n: usize, 
     ("tool_calls", arguments.to_owned())
 }
 
-/// Answer a request that is not a model call: `GET /v1/models` lists the default model, anything
-/// else a 404 JSON error in OpenAI's shape.
-pub fn side_request(method: &Method, path: &str, _body: Option<&Value>) -> Response {
+/// Answer a request that is not a model call: a chat call without tools gets the text `Scripted
+/// session` (streamed when asked), `GET /v1/models` lists the default model, anything else a 404
+/// JSON error in OpenAI's shape.
+pub fn side_request(method: &Method, path: &str, body: Option<&Value>) -> Response {
     let trimmed = path.trim_end_matches('/');
+    if *method == Method::POST && is_chat_path(path) {
+        let reply = Reply::Text("Scripted session".to_owned());
+        if body.and_then(|b| b.get("stream")).and_then(Value::as_bool).unwrap_or(false) {
+            let sse: String = frames(&reply, body)
+                .iter()
+                .map(|f| match &f.data {
+                    Value::String(s) => format!("data: {s}\n\n"),
+                    d => format!("data: {d}\n\n"),
+                })
+                .collect();
+            let mut resp = plain(StatusCode::OK.as_u16(), sse);
+            resp.headers_mut().insert(axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static("text/event-stream"));
+            return resp;
+        }
+        let answer = json!({"id": "chatcmpl-side", "object": "chat.completion", "created": 1_700_000_000u64, "model": DEFAULT_MODEL,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "Scripted session"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}});
+        return plain(StatusCode::OK.as_u16(), answer.to_string());
+    }
     if *method == Method::GET && (trimmed == "/v1/models" || trimmed == "/models") {
         let body = json!({"object": "list", "data": [{"id": DEFAULT_MODEL, "object": "model", "created": 0, "owned_by": "scripted"}]});
         return plain(StatusCode::OK.as_u16(), body.to_string());
@@ -159,8 +186,10 @@ mod tests {
 
     #[test]
     fn only_post_chat_completions_is_a_model_call() {
-        assert!(is_model_call("/v1/chat/completions", None));
-        assert!(is_model_call("/chat/completions", None));
-        assert!(!is_model_call("/v1/responses", None));
+        let tools = json!({"tools": [{"type": "function", "function": {"name": "bash"}}]});
+        assert!(is_model_call("/v1/chat/completions", Some(&tools)));
+        assert!(is_model_call("/chat/completions", Some(&tools)));
+        assert!(!is_model_call("/v1/chat/completions", Some(&json!({"messages": []}))), "a side task (a title) has no tools");
+        assert!(!is_model_call("/v1/responses", Some(&tools)));
     }
 }
