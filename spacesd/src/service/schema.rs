@@ -193,6 +193,7 @@ fn prop_description(fields: &Value, name: &str) -> Value {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
