@@ -173,9 +173,12 @@ impl Conversation {
         }
     }
 
-    /// The server's turn id is known: queue the interrupt asked for before it was.
+    /// The server's turn id is known: the turn started (nothing waits for the thread any more,
+    /// even when this normalizer only reads re-fed output); queue the interrupt asked for before.
     pub fn on_turn_id(&mut self, turn_id: &str) {
         self.turn_id = Some(turn_id.to_owned());
+        self.turn_sent = true;
+        self.waiting_text = None;
         if std::mem::take(&mut self.interrupt_wanted) {
             if let Some(line) = self.turn_interrupt() {
                 self.outgoing.push(line);

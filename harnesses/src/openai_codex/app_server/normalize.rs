@@ -505,11 +505,11 @@ impl Normalizer for AppServerNormalizer {
 
     /// Keeps the cwd, the model and the session to resume (`ctx.session_id`) for the
     /// handshake; forgets the previous process's requests, thread and turn. The process's
-    /// stdin starts with [`super::conversation::initialize_line`] (see [`super::launch`]).
+    /// stdin starts with [`super::conversation::initialize_line`] (see [`super::launch`]). The
+    /// turn it serves is the one [`Normalizer::begin_turn`] began (called before: its text waits
+    /// for the thread), not `ctx.prompt`.
     fn launched(&mut self, ctx: &LaunchContext<'_>) {
-        let waiting = self.conv.waiting_text.clone().or_else(|| (self.in_flight && !ctx.prompt.is_empty()).then(|| ctx.prompt.to_owned()));
         self.conv.launched(&ctx.cwd.display().to_string(), ctx.model, ctx.session_id);
-        self.conv.waiting_text = waiting;
     }
 
     fn take_outgoing(&mut self) -> Vec<String> {

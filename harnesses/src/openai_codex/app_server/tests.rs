@@ -235,6 +235,15 @@ fn replayed_output_sends_nothing_and_ids_move_past_it() {
     }
     assert!(n.take_outgoing().is_empty());
     assert_eq!(n.session_id().as_deref(), Some("t-1"));
+    // The re-fed turn had started: a process launched now must not start it again.
+    let env = BTreeMap::new();
+    let mut respawned = AppServerNormalizer::default();
+    respawned.begin_turn(1, "");
+    respawned.stdout_line(&json!({"method": "turn/started", "params": {"turn": {"id": "u-1"}}}).to_string());
+    respawned.launched(&ctx(Some("t-1"), None, &env));
+    let (_, out) = feed(&mut respawned, init_answer());
+    let (_, out) = feed(&mut respawned, json!({"id": out[1]["id"], "result": {"thread": {"id": "t-1"}}}));
+    assert!(out.is_empty(), "{out:?}");
     let line: Value = serde_json::from_str(&n.interrupt_input().unwrap()).unwrap();
     assert_eq!(line["params"]["turnId"], "u-1");
     assert!(line["id"].as_i64().unwrap() > 3);
