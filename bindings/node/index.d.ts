@@ -6,7 +6,7 @@ export type { OperationEntry } from './native'
 import type { OperationEntry } from './native'
 
 /** A failed call. `code` is the wire error code (`RUN_NOT_FOUND`, `INVALID_ARGUMENT`, ...), or
- * `DAEMON_UNAVAILABLE` / `CONNECTION_LOST` / `PROTOCOL`; `field` names the offending request field when known. */
+ * `DAEMON_UNREACHABLE` / `DAEMON_START_FAILED` / `CONNECTION_LOST` / `PROTOCOL`; `field` names the offending request field when known. */
 export declare class SpacesError extends Error {
   code: string
   field?: string
@@ -14,7 +14,9 @@ export declare class SpacesError extends Error {
   approvalId?: string
 }
 
-/** SpaceAgentOptions: camelCase or the contract's snake_case keys. */
+/** SpaceAgentOptions in camelCase. The contract's snake_case keys are accepted too
+ * ({@link SpaceAgentOptionsWire}); a key of neither (`baseURL`) is a type error here and
+ * `INVALID_ARGUMENT` naming it at run time. */
 export interface SpaceAgentOptions {
   envFromHost?: string[]
   env?: Record<string, string>
@@ -33,7 +35,23 @@ export interface SpaceAgentOptions {
   label?: string
   /** Attachments (8 MiB or less each, base64): written into the run's directory and named in the first prompt. */
   files?: { name: string; content_base64: string }[]
-  [snakeCase: string]: unknown
+}
+
+/** SpaceAgentOptions with the contract's snake_case keys, as on the wire (docs/api.md). */
+export interface SpaceAgentOptionsWire {
+  env_from_host?: string[]
+  env?: Record<string, string>
+  repo?: string
+  branch?: string
+  cwd?: string
+  model?: string
+  base_url?: string
+  exit_when_idle?: boolean
+  home?: string
+  mcp_servers?: unknown[]
+  space_tools?: boolean
+  label?: string
+  files?: { name: string; content_base64: string }[]
 }
 
 /** Result of Space.agentStart. */
@@ -116,6 +134,8 @@ export declare class Spaces {
   connect(): Promise<this>
   /** The pid of the daemon this object started, or null. */
   daemonPid(): Promise<number | null>
+  /** What starts this state dir's daemon (this package's daemon.js under this Node), or null for a remote daemon. */
+  daemonCommand(): string[] | null
   /** Any operation by wire name with snake_case arguments; resolves to its result JSON, parsed. */
   call(name: string, args?: Record<string, unknown>): Promise<any>
   /** The Space `name` (not checked until a call). */
@@ -229,7 +249,7 @@ export declare class Space {
    * `requestId`: an idempotency key (1-128 ASCII letters, digits, `-_.:`; a UUID is sent when
    * none is given): a repeat answers the first run and starts nothing; a call whose connection is
    * lost before its answer is sent once more with its key (`CONNECTION_LOST` if that fails too). */
-  agentStart(agent: string, prompt: string, show?: boolean | null, options?: SpaceAgentOptions | null, requestId?: string | null): Promise<AgentStartReport>
+  agentStart(agent: string, prompt: string, show?: boolean | null, options?: SpaceAgentOptions | SpaceAgentOptionsWire | null, requestId?: string | null): Promise<AgentStartReport>
   /** A run's status with the last `tail` lines of output. */
   agentStatus(runId: string, tail?: number | null): Promise<AgentRunStatus>
   /** Events after `cursor` (0: the start), as the agent_events JSON (events, cursor, caught_up, status). */

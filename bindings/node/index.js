@@ -76,7 +76,7 @@ class Spaces {
     if (!this._native) {
       const { stateDir, url, token } = this._opts
       const options = url ? { url, token } : { stateDir: stateDir ?? native.defaultStateDir() }
-      if (!url) options.daemonCommand = [process.execPath, DAEMON_JS, '--state-dir', path.resolve(options.stateDir), 'serve']
+      if (!url) options.daemonCommand = this.daemonCommand()
       this._native = native.connect(options).catch((e) => {
         this._native = null
         throw fromNative(e)
@@ -94,6 +94,13 @@ class Spaces {
   /** The pid of the daemon this object started, or null (one already answered, or remote). */
   async daemonPid() {
     return (await this._client()).startedPid ?? null
+  }
+
+  /** What starts this state dir's daemon (this package's daemon.js under this Node), or null for a remote daemon. */
+  daemonCommand() {
+    const { stateDir, url } = this._opts
+    if (url) return null
+    return [process.execPath, DAEMON_JS, '--state-dir', path.resolve(stateDir ?? native.defaultStateDir()), 'serve']
   }
 
   /** Runs any operation of the catalogue by wire name with snake_case `args`; resolves to its result JSON, parsed. */

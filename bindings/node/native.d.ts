@@ -51,7 +51,7 @@ export declare function catalogue(): Array<OperationEntry>
 
 /**
  * Connects: to `url` with `token`, else to the daemon of the state dir, starting
- * `daemonCommand` detached when none answers. Rejects with `DAEMON_UNAVAILABLE` when it cannot
+ * `daemonCommand` detached when none answers. Rejects with `DAEMON_START_FAILED` when it cannot
  * be started, `INVALID_ARGUMENT` for a `url` without `token`.
  */
 export declare function connect(options: ConnectOptions): Promise<NativeClient>

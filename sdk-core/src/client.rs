@@ -59,6 +59,32 @@ pub enum ClientError {
     Lost { endpoint: String, detail: String },
 }
 
+/// The codes of the failures that happen on the client's side, the same in every SDK and the
+/// CLI (beside the contract's wire codes, which a daemon answers).
+pub mod client_codes {
+    /// No daemon answers at the endpoint ([`super::ClientError::Connect`]).
+    pub const DAEMON_UNREACHABLE: &str = "DAEMON_UNREACHABLE";
+    /// A local daemon could not be started ([`crate::local::StartError`]).
+    pub const DAEMON_START_FAILED: &str = "DAEMON_START_FAILED";
+    /// The daemon's answer was not understood ([`super::ClientError::Protocol`]).
+    pub const PROTOCOL: &str = "PROTOCOL";
+    /// The connection was lost before the answer ([`super::ClientError::Lost`]).
+    pub const CONNECTION_LOST: &str = "CONNECTION_LOST";
+}
+
+impl ClientError {
+    /// The error's code: the wire code of a daemon's typed error (`RUN_NOT_FOUND`, ...), else
+    /// one of [`client_codes`]. Both SDKs raise this as `.code`.
+    pub fn code(&self) -> String {
+        match self {
+            ClientError::Api(e) => e.code.as_str(),
+            ClientError::Connect { .. } => client_codes::DAEMON_UNREACHABLE.to_owned(),
+            ClientError::Protocol(_) => client_codes::PROTOCOL.to_owned(),
+            ClientError::Lost { .. } => client_codes::CONNECTION_LOST.to_owned(),
+        }
+    }
+}
+
 /// How long a retry of a call whose connection was lost waits for the daemon to accept
 /// connections again (a restart), polling every 100 ms.
 pub const RECONNECT_WITHIN: std::time::Duration = std::time::Duration::from_secs(15);

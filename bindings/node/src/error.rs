@@ -4,10 +4,11 @@
 //! `RUN_NOT_FOUND`, ...), `.field`, `.operationId` and `.approvalId`. (napi's async functions
 //! only reject with its own `Status`, so the code travels in the message.)
 //!
-//! Codes beyond the contract's: `DAEMON_UNAVAILABLE` (no daemon answers, or one could not be
-//! started) and `PROTOCOL` (an answer that was not understood).
+//! Codes beyond the contract's are sdk-core's `client_codes`, the same as Python's:
+//! `DAEMON_UNREACHABLE` (no daemon answers), `DAEMON_START_FAILED` (one could not be started),
+//! `PROTOCOL` (an answer that was not understood), `CONNECTION_LOST` (no answer came).
 
-use spaces_sdk::client::ClientError;
+use spaces_sdk::client::{client_codes, ClientError};
 use spaces_sdk::local::StartError;
 use spaces_sdk::{ApiError, ErrorCode};
 
@@ -36,13 +37,11 @@ pub fn invalid(message: String) -> NodeError {
 pub fn client(e: ClientError) -> NodeError {
     match e {
         ClientError::Api(e) => api(e),
-        e @ ClientError::Connect { .. } => other("DAEMON_UNAVAILABLE", e.to_string()),
-        ClientError::Protocol(m) => other("PROTOCOL", m),
-        e @ ClientError::Lost { .. } => other("CONNECTION_LOST", e.to_string()),
+        e => other(&e.code(), e.to_string()),
     }
 }
 
 /// The daemon could not be started.
 pub fn start(e: StartError) -> NodeError {
-    other("DAEMON_UNAVAILABLE", e.to_string())
+    other(client_codes::DAEMON_START_FAILED, e.to_string())
 }

@@ -45,7 +45,7 @@ pub struct NativeClient {
 }
 
 /// Connects: to `url` with `token`, else to the daemon of the state dir, starting
-/// `daemonCommand` detached when none answers. Rejects with `DAEMON_UNAVAILABLE` when it cannot
+/// `daemonCommand` detached when none answers. Rejects with `DAEMON_START_FAILED` when it cannot
 /// be started, `INVALID_ARGUMENT` for a `url` without `token`.
 #[napi(catch_unwind)]
 pub async fn connect(options: ConnectOptions) -> Result<NativeClient> {

@@ -263,7 +263,7 @@ test('bad input rejects with SpacesError and the right code', async () => {
   await assert.rejects(spaces.call('no_such_op', {}), (e) => e.code === 'INVALID_ARGUMENT' && /unknown operation/.test(e.message))
   assert.throws(() => new Spaces({ stateDri: '/tmp' }), { code: 'INVALID_ARGUMENT' })
   await assert.rejects(new Spaces({ url: 'http://127.0.0.1:1' }).listSpaces(), { code: 'INVALID_ARGUMENT' })
-  await assert.rejects(new Spaces({ url: 'http://127.0.0.1:1', token: 't' }).listSpaces(), { code: 'DAEMON_UNAVAILABLE' })
+  await assert.rejects(new Spaces({ url: 'http://127.0.0.1:1', token: 't' }).listSpaces(), { code: 'DAEMON_UNREACHABLE' })
 })
 
 test('persistent agents and homes are Spaces methods: a home listed, an unknown agent refused', async () => {
@@ -342,7 +342,7 @@ test('url + token reach a daemon over TCP', async () => {
       await sleep(50)
       if (!fs.existsSync(tokenFile)) continue
       const remote = new Spaces({ url, token: fs.readFileSync(tokenFile, 'utf8').trim() })
-      listed = await remote.listSpaces().catch((e) => (e.code === 'DAEMON_UNAVAILABLE' ? null : Promise.reject(e)))
+      listed = await remote.listSpaces().catch((e) => (e.code === 'DAEMON_UNREACHABLE' ? null : Promise.reject(e)))
     }
     assert.deepEqual(listed, [])
     await assert.rejects(new Spaces({ url, token: 'wrong' }).listSpaces(), { code: 'UNAUTHORIZED' })

@@ -1,8 +1,10 @@
 //! Every error the native module raises, mapped in this one file: a daemon's typed error
-//! ([`ApiError`]) becomes `CuaError` (or the subclass of its family) with `.code`, `.message`,
-//! `.field` (the offending request field of an `INVALID_ARGUMENT`, else `None`) and `.details`
-//! (the whole error as a dict-ready JSON text); a daemon that cannot be reached or started is
-//! `UnavailableError` with the client-side codes `DAEMON_UNREACHABLE` / `DAEMON_START_FAILED`.
+//! ([`ApiError`]) becomes `SpacesError` (or the subclass of its family; `CuaError`, the source
+//! documents' name, is the same class) with `.code`, `.message`, `.field` (the offending request
+//! field of an `INVALID_ARGUMENT`, else `None`), `.operation_id` and `.approval_id` (when the
+//! error carries them, else `None`) and `.details` (the whole error as a dict-ready JSON text);
+//! a daemon that cannot be reached or started is `UnavailableError` with sdk-core's client
+//! codes (`DAEMON_UNREACHABLE`, `DAEMON_START_FAILED`, `CONNECTION_LOST`; the Node SDK's too).
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -11,11 +13,16 @@ use spaces_sdk::client::ClientError;
 use spaces_sdk::local::StartError;
 use spaces_sdk::{ApiError, ErrorCode};
 
-create_exception!(_native, CuaError, PyException, "A Spaces call failed: `.code` (e.g. RUN_NOT_FOUND), `.message`, `.field`.");
-create_exception!(_native, NotFoundError, CuaError, "The named thing does not exist (`*_NOT_FOUND`).");
-create_exception!(_native, ConflictError, CuaError, "The state changed or is held (version, key, busy, closed, exists).");
-create_exception!(_native, InvalidError, CuaError, "The request is wrong (`INVALID_*`, path or file refusals).");
-create_exception!(_native, UnavailableError, CuaError, "Not available now: a harness, or the daemon itself.");
+create_exception!(
+    _native,
+    SpacesError,
+    PyException,
+    "A Spaces call failed: `.code` (e.g. RUN_NOT_FOUND), `.message`, `.field`, `.operation_id`, `.approval_id`."
+);
+create_exception!(_native, NotFoundError, SpacesError, "The named thing does not exist (`*_NOT_FOUND`).");
+create_exception!(_native, ConflictError, SpacesError, "The state changed or is held (version, key, busy, closed, exists).");
+create_exception!(_native, InvalidError, SpacesError, "The request is wrong (`INVALID_*`, path or file refusals).");
+create_exception!(_native, UnavailableError, SpacesError, "Not available now: a harness, or the daemon itself.");
 
 /// The family of a wire code. Exhaustive: a new code must be placed here.
 fn family(code: ErrorCode) -> Family {
@@ -62,12 +69,22 @@ pub struct CallError {
     code: String,
     message: String,
     field: Option<String>,
+    operation_id: Option<String>,
+    approval_id: Option<String>,
     details: String,
 }
 
 impl CallError {
     fn new(family: Family, code: &str, message: &str, field: Option<&str>, details: String) -> Self {
-        Self { family, code: code.to_owned(), message: message.to_owned(), field: field.map(str::to_owned), details }
+        Self {
+            family,
+            code: code.to_owned(),
+            message: message.to_owned(),
+            field: field.map(str::to_owned),
+            operation_id: None,
+            approval_id: None,
+            details,
+        }
     }
 
     /// The exception of its family with `.code`, `.message`, `.field`, `.details`.
@@ -78,13 +95,15 @@ impl CallError {
             Family::Conflict => ConflictError::new_err(text),
             Family::Invalid => InvalidError::new_err(text),
             Family::Unavailable => UnavailableError::new_err(text),
-            Family::Other => CuaError::new_err(text),
+            Family::Other => SpacesError::new_err(text),
         };
         let value = err.value(py);
         let set = || -> PyResult<()> {
             value.setattr("code", &self.code)?;
             value.setattr("message", &self.message)?;
             value.setattr("field", self.field.as_deref())?;
+            value.setattr("operation_id", self.operation_id.as_deref())?;
+            value.setattr("approval_id", self.approval_id.as_deref())?;
             value.setattr("details", &self.details)?;
             Ok(())
         };
@@ -97,7 +116,10 @@ impl CallError {
 
 fn api(e: &ApiError) -> CallError {
     let details = serde_json::to_string(e).unwrap_or_default();
-    CallError::new(family(e.code), &e.code.as_str(), &e.message, e.field.as_deref(), details)
+    let mut err = CallError::new(family(e.code), &e.code.as_str(), &e.message, e.field.as_deref(), details);
+    err.operation_id = e.operation_id.clone();
+    err.approval_id = e.approval_id.clone();
+    err
 }
 
 /// A failed call of the client.
@@ -106,16 +128,16 @@ pub fn client_error(e: ClientError) -> CallError {
         ClientError::Api(e) => api(&e),
         ClientError::Connect { .. } => {
             let message = format!("{e}; start it with `python -m spaces._daemon serve` or let Spaces() start it");
-            CallError::new(Family::Unavailable, "DAEMON_UNREACHABLE", &message, None, String::new())
+            CallError::new(Family::Unavailable, &e.code(), &message, None, String::new())
         }
-        ClientError::Protocol(m) => CallError::new(Family::Other, "PROTOCOL", &m, None, String::new()),
-        ClientError::Lost { .. } => CallError::new(Family::Unavailable, "CONNECTION_LOST", &e.to_string(), None, String::new()),
+        ClientError::Protocol(_) => CallError::new(Family::Other, &e.code(), &e.to_string(), None, String::new()),
+        ClientError::Lost { .. } => CallError::new(Family::Unavailable, &e.code(), &e.to_string(), None, String::new()),
     }
 }
 
 /// A daemon that could not be started.
 pub fn start_error(e: StartError) -> CallError {
-    CallError::new(Family::Unavailable, "DAEMON_START_FAILED", &e.to_string(), None, String::new())
+    CallError::new(Family::Unavailable, spaces_sdk::client::client_codes::DAEMON_START_FAILED, &e.to_string(), None, String::new())
 }
 
 /// An argument the Python layer passed that the daemon would refuse too.
@@ -139,7 +161,7 @@ pub fn fork_guard() -> PyResult<()> {
     if first == pid {
         Ok(())
     } else {
-        Err(CuaError::new_err(format!(
+        Err(SpacesError::new_err(format!(
             "FORKED: this process (pid {pid}) was forked from pid {first} after the Spaces SDK started its \
              runtime, which does not survive fork(); use the SDK in the parent, or start children with \
              multiprocessing's 'spawn' or 'forkserver' method"
@@ -150,7 +172,9 @@ pub fn fork_guard() -> PyResult<()> {
 /// Adds the exception classes to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    m.add("CuaError", py.get_type::<CuaError>())?;
+    m.add("SpacesError", py.get_type::<SpacesError>())?;
+    // The source documents' name for the same class.
+    m.add("CuaError", py.get_type::<SpacesError>())?;
     m.add("NotFoundError", py.get_type::<NotFoundError>())?;
     m.add("ConflictError", py.get_type::<ConflictError>())?;
     m.add("InvalidError", py.get_type::<InvalidError>())?;

@@ -57,7 +57,7 @@ impl NativeClient {
     }
 
     /// Runs operation `name` with `args_json` (a JSON object of its request fields); the
-    /// awaitable resolves to the result as JSON text or raises `CuaError`.
+    /// awaitable resolves to the result as JSON text or raises `SpacesError`.
     fn call<'py>(&self, py: Python<'py>, name: String, args_json: String) -> PyResult<Bound<'py, PyAny>> {
         let client = self.client.clone();
         bridge::awaitable(py, async move {

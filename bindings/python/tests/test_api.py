@@ -28,10 +28,10 @@ from conftest import REPO, daemon_pids, kill_daemons
 CONTRACT = {
     AgentStartReport: ["run_id", "agent", "space", "process_tag", "notes", "json"],
     AgentRunStatus: ["run_id", "agent", "status", "reason", "phase", "result_text", "accepts_message", "output_tail", "json",
-                     "label", "prompt_excerpt"],
+                     "label", "prompt_excerpt", "space", "turns", "session_id", "created_ms"],
     AgentActionReport: ["run_id", "ok", "reason", "json"],
     SpaceAgentOptions: ["env_from_host", "env", "repo", "branch", "cwd", "model", "base_url", "exit_when_idle", "home", "label",
-                        "files"],
+                        "files", "mcp_servers", "space_tools"],
 }
 
 
@@ -85,7 +85,7 @@ def test_every_operation_is_a_method_and_every_method_async() -> None:
 def test_stubs_match_the_catalogue_and_the_native_module() -> None:
     assert stubgen(["--check"]) == 0, "bindings/python/python/spaces/__init__.pyi is stale: run `python -m spaces._stubgen`"
     stub = (Path(spaces.__file__).parent / "_native.pyi").read_text()
-    declared = set(re.findall(r"^(?:class|def) (\w+)", stub, re.M))
+    declared = set(re.findall(r"^(?:class|def) (\w+)", stub, re.M)) | set(re.findall(r"^(\w+) = \w+$", stub, re.M))
     exported = {n for n in dir(_native) if not n.startswith("_")}
     assert declared == exported
     for cls in ["NativeClient", "NativeFollow"]:

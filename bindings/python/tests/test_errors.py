@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from spaces import CuaError, InvalidError, NotFoundError, Space, Spaces, UnavailableError
+from spaces import CuaError, InvalidError, NotFoundError, Space, Spaces, SpacesError, UnavailableError
 
 
 async def test_unknown_run(space: Space) -> None:
@@ -65,3 +67,20 @@ async def test_a_malformed_idempotency_key_is_refused_naming_it(space: Space) ->
     with pytest.raises(InvalidError) as e:
         await space.agent_start("claude-code", "hi", request_id="not a key")
     assert e.value.code == "INVALID_ARGUMENT" and e.value.field == "request_id", e.value
+
+
+async def test_a_held_change_names_its_approval_as_an_attribute(spaces: Spaces, root: Path) -> None:
+    """``approval_id`` and ``operation_id`` are attributes of the error, as in the Node SDK
+    (``approvalId``), not hidden in ``details``; every error has both (``None`` when absent)."""
+    held = root / "held-space"
+    held.mkdir(exist_ok=True)
+    await spaces.space_add(name="held", root=str(held), approvals="confirm")
+    with pytest.raises(SpacesError) as e:
+        await spaces.space("held").apply_patch(patch="*** Begin Patch\n*** Add File: a.txt\n+a\n*** End Patch\n")
+    assert e.value.code == "APPROVAL_REQUIRED", e.value
+    assert isinstance(e.value.approval_id, str) and e.value.approval_id in e.value.details
+    assert e.value.operation_id is None or isinstance(e.value.operation_id, str)
+    with pytest.raises(NotFoundError) as e:
+        await spaces.space("held").agent_status("no-such-run")
+    assert e.value.approval_id is None and e.value.operation_id is None
+    assert CuaError is SpacesError

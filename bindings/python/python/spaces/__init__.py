@@ -7,10 +7,11 @@
     run = await space.agent_start("claude-code", "Say hello")
     async for event in space.agent_follow(run.run_id): ...
 
-Every method is async and raises ``CuaError`` (``.code``, ``.message``, ``.field``)."""
+Every method is async and raises ``SpacesError`` (``.code``, ``.message``, ``.field``,
+``.operation_id``, ``.approval_id``); ``CuaError``, the source documents' name, is the same class."""
 
 from ._client import CATALOGUE, AgentFollow, Space, Spaces
-from ._native import ConflictError, CuaError, InvalidError, NotFoundError, UnavailableError
+from ._native import ConflictError, CuaError, InvalidError, NotFoundError, SpacesError, UnavailableError
 from ._records import AgentActionReport, AgentRunStatus, AgentStartReport, SpaceAgentOptions
 
 __all__ = [
@@ -26,5 +27,6 @@ __all__ = [
     "Space",
     "SpaceAgentOptions",
     "Spaces",
+    "SpacesError",
     "UnavailableError",
 ]

@@ -6,6 +6,7 @@ from ._native import ConflictError as ConflictError
 from ._native import CuaError as CuaError
 from ._native import InvalidError as InvalidError
 from ._native import NotFoundError as NotFoundError
+from ._native import SpacesError as SpacesError
 from ._native import UnavailableError as UnavailableError
 from ._records import AgentActionReport as AgentActionReport
 from ._records import AgentRunStatus as AgentRunStatus
@@ -18,6 +19,7 @@ class Spaces:
     state_dir: Optional[PathLike[str]]
     daemon_pid: Optional[int]
     def __init__(self, state_dir: Union[str, PathLike[str], None] = None, url: Optional[str] = None, token: Optional[str] = None) -> None: ...
+    async def connect(self) -> Spaces: ...
     def daemon_command(self) -> List[str]: ...
     def space(self, name: str) -> Space: ...
     async def call(self, name: str, **args: Any) -> Any: ...
@@ -28,6 +30,20 @@ class Spaces:
         """Every Space registered on this host."""
     async def space_add(self, *, name: str, root: str, approvals: Optional[Any] = None, network: Optional[Any] = None, read_only: Optional[bool] = None, replace: Optional[bool] = None) -> Any:
         """Register a Space (name, directory, policy); the same registration again is a no-op."""
+    async def agent_start(self, *, agent: str, prompt: str, space: str, options: Optional[Any] = None, request_id: Optional[str] = None, show: Optional[bool] = None) -> Any:
+        """Start an agent run with a prompt; answers as soon as the run is launched."""
+    async def agent_list(self, *, space: str) -> Any:
+        """Every run of a Space, newest first, whoever started it."""
+    async def agent_status(self, *, run_id: str, space: str, tail: Optional[int] = None) -> Any:
+        """One run's status, phase, reason, last result and output tail."""
+    async def agent_events(self, *, run_id: str, space: str, cursor: Optional[int] = None, max: Optional[int] = None, raw: Optional[bool] = None, wait_ms: Optional[int] = None) -> Any:
+        """A page of the run's normalized events after a cursor, optionally long-polling."""
+    async def agent_message(self, *, run_id: str, space: str, text: str, force: Optional[bool] = None, message_id: Optional[str] = None) -> Any:
+        """Send a follow-up: the next turn, queued mid-turn, or forced after an interrupt."""
+    async def agent_interrupt(self, *, run_id: str, space: str) -> Any:
+        """Cancel the turn in flight; the session stays open."""
+    async def agent_stop(self, *, run_id: str, space: str) -> Any:
+        """Stop the run: signal, grace, then kill of every process it has."""
     async def space_remove(self, *, name: str, force: Optional[bool] = None) -> Any:
         """Unregister a Space and delete its runs' history (refused while runs live, unless force stops them)."""
     async def agent_remove(self, *, run_id: str, space: str) -> Any:
@@ -50,6 +66,44 @@ class Spaces:
         """Delete a home and every snapshot of it (refused while a run holds its lease)."""
     async def home_move(self, *, name: str, space: str) -> Any:
         """Give a home to another Space: only that Space's runs may use it from then on."""
+    async def workspace_info(self, *, workspace_id: str, work_id: Optional[str] = None) -> Any:
+        """What the workspace permits and this host supports: permissions, limits, process lifetime, isolation."""
+    async def read(self, *, path: str, workspace_id: str, limit: Optional[int] = None, offset: Optional[int] = None, work_id: Optional[str] = None) -> Any:
+        """Read a file of the workspace (a window of at most 1 MiB) with its version."""
+    async def find(self, *, workspace_id: str, glob: Optional[str] = None, limit: Optional[int] = None, offset: Optional[int] = None, work_id: Optional[str] = None) -> Any:
+        """List the workspace's files matching a glob, sorted, in pages."""
+    async def apply_patch(self, *, patch: str, workspace_id: str, check_only: Optional[bool] = None, expected_versions: Optional[Dict[str, Any]] = None, operation_key: Optional[str] = None, work_id: Optional[str] = None) -> Any:
+        """Apply a V4A patch atomically, with expected versions, an idempotency key and a preview mode."""
+    async def operation_status(self, *, operation_id: Optional[str] = None, operation_key: Optional[str] = None, work_id: Optional[str] = None) -> Any:
+        """The ledger record of one apply_patch operation, by id or key."""
+    async def exec_command(self, *, command: List[Any], workspace_id: str, tty: Optional[bool] = None, work_id: Optional[str] = None) -> Any:
+        """Start a command (argv, no shell) in the workspace on a PTY or pipes; answers with its handle."""
+    async def read_process(self, *, process_id: str, cursor: Optional[int] = None, wait_ms: Optional[int] = None, work_id: Optional[str] = None) -> Any:
+        """Read a command's retained output from a cursor, optionally waiting for more."""
+    async def process_status(self, *, process_id: str, work_id: Optional[str] = None) -> Any:
+        """Whether a command runs or how it ended, with its output counts."""
+    async def write_stdin(self, *, data: str, process_id: str, work_id: Optional[str] = None) -> Any:
+        """Write bytes to a running command's stdin or terminal."""
+    async def process_resize(self, *, cols: int, process_id: str, rows: int, work_id: Optional[str] = None) -> Any:
+        """Resize a running command's terminal."""
+    async def terminate_process(self, *, process_id: str, work_id: Optional[str] = None) -> Any:
+        """End a command's whole process group: signal, grace, kill."""
+    async def approval_create(self, *, arguments: Any, tool: Any, work_id: Optional[str] = None) -> Any:
+        """Open an approval hold for an apply_patch or exec_command call."""
+    async def approval_resolve(self, *, approval_id: str, decision: Any, work_id: Optional[str] = None) -> Any:
+        """Grant or deny a pending approval hold."""
+    async def operation_resume(self, *, approval_id: str, work_id: Optional[str] = None) -> Any:
+        """Run a granted hold's call once and store its result."""
+    async def work_open(self, *, workspace_id: str, title: Optional[str] = None) -> Any:
+        """Open a work (coordination context) in a workspace."""
+    async def steer_status(self, *, work_id: str) -> Any:
+        """Counts of a work's steering queue, never the instruction bodies."""
+    async def steer_claim_next(self, *, work_id: str) -> Any:
+        """Claim the next deliverable instruction of a work."""
+    async def steer_complete(self, *, intent_id: str, outcome: Any, work_id: str) -> Any:
+        """Mark a claimed instruction done or blocked."""
+    async def work_finish(self, *, work_id: str) -> Any:
+        """Close a work, unless instructions are still pending."""
     async def inbox_works(self, *, workspace_id: Optional[str] = None) -> Any:
         """The works of this host, optionally of one workspace."""
     async def inbox_work(self, *, work_id: str) -> Any:

@@ -7,7 +7,7 @@ has one; every other operation (``space_add``, ``inbox_*``, ...) is a ``Spaces``
 request fields; ``None`` means "not given". Generated methods return the decoded JSON result.
 On top of them, the seed's agent signatures (``agent_start`` ... ``agent_stop``,
 ``add_space``, ``list_spaces``, ``agent_capabilities``) are thin wrappers that return the records
-of ``spaces._records``. Every method is async; every failure is a ``CuaError``."""
+of ``spaces._records``. Every method is async; every failure is a ``SpacesError``."""
 
 from __future__ import annotations
 
@@ -49,8 +49,10 @@ def scope_of(op: Dict[str, Any]) -> Optional[str]:
     return op["space_field"]
 
 
-def _generated(op: Dict[str, Any], owner: str) -> Any:
-    name, scope = op["name"], scope_of(op)
+def _generated(op: Dict[str, Any], owner: str, fill: bool) -> Any:
+    """The method of ``op`` on ``owner``; ``fill``: the owner is a ``Space`` and fills the
+    operation's Space field with its name."""
+    name, scope = op["name"], scope_of(op) if fill else None
     fields = {k: req for k, req in _fields(op).items() if k != scope}
 
     async def method(self: Any, **kwargs: Any) -> Any:
@@ -68,15 +70,17 @@ def _generated(op: Dict[str, Any], owner: str) -> Any:
     method.__name__ = name
     method.__qualname__ = f"{owner}.{name}"
     method._generated = True  # type: ignore[attr-defined]
-    method.__doc__ = f"{op['doc']}\n\n``{name}``: {op['method']} ``{op['path']}``. Raises CuaError."
+    method.__doc__ = f"{op['doc']}\n\n``{name}``: {op['method']} ``{op['path']}``. Raises SpacesError."
     return method
 
 
 def _install(cls: type, owner: str, space_side: bool) -> None:
-    """Adds every catalogue operation of ``cls``'s side that ``cls`` does not define itself."""
+    """Adds the catalogue operations ``cls`` does not define itself: every one on ``Spaces``
+    (the caller names the Space), the Space's own on ``Space`` (its name filled in). The Node
+    SDK's ``Spaces`` and ``Space`` carry the same sets (bindings/node/test/parity.test.js)."""
     for op in CATALOGUE:
-        if on_space(op) == space_side and op["name"] not in cls.__dict__:
-            setattr(cls, op["name"], _generated(op, owner))
+        if (not space_side or on_space(op)) and op["name"] not in cls.__dict__:
+            setattr(cls, op["name"], _generated(op, owner, space_side))
 
 
 def _options(options: Union[SpaceAgentOptions, Dict[str, Any], None]) -> Optional[Dict[str, Any]]:
@@ -112,6 +116,13 @@ class Spaces:
     def _spaces(self) -> "Spaces":
         # Generated methods call ``self._spaces._call``: a ``Space`` reaches its ``Spaces``,
         # and ``Spaces``' own generated methods (``inbox_*``, ``home_*``, ...) reach itself.
+        return self
+
+    async def connect(self) -> "Spaces":
+        """Connects now (starting the local daemon if needed) instead of at the first call;
+        returns this ``Spaces``."""
+        if not self._ready:
+            await self._ensure()
         return self
 
     def daemon_command(self) -> List[str]:

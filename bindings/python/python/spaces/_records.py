@@ -45,12 +45,21 @@ class AgentRunStatus:
     label: Optional[str] = None
     #: The first turn's prompt on one line, secrets redacted, cut to 60 characters.
     prompt_excerpt: Optional[str] = None
+    #: The Space the run belongs to.
+    space: str = ""
+    #: Turns started so far.
+    turns: int = 0
+    #: The CLI's session id (Claude session id, Codex thread id) once known.
+    session_id: Optional[str] = None
+    #: When the run was created, in ms since the Unix epoch.
+    created_ms: int = 0
 
     @classmethod
     def _from(cls, d: Dict[str, Any]) -> "AgentRunStatus":
         return cls(
             d["run_id"], d.get("agent"), d["status"], d["reason"], d["phase"], d.get("result_text"),
             bool(d["accepts_message"]), d.get("output_tail"), _dumps(d), d.get("label"), d.get("prompt_excerpt"),
+            d.get("space", ""), int(d.get("turns", 0)), d.get("session_id"), int(d.get("created_ms", 0)),
         )
 
 
@@ -86,6 +95,11 @@ class SpaceAgentOptions:
     #: Attachments, each ``{"name": ..., "content_base64": ...}`` (8 MiB or less decoded): written
     #: into the run's directory and named in the first prompt.
     files: List[Dict[str, str]] = field(default_factory=list)
+    #: MCP servers for the agent's CLI, each ``{"name", "command", "args"?, "env"?}`` (stdio) or
+    #: ``{"name", "url", "headers"?}`` (Streamable HTTP); docs/api.md, ``McpServer``.
+    mcp_servers: List[Dict[str, Any]] = field(default_factory=list)
+    #: Give the agent this Space's own tools as the MCP server ``spaces`` (default on).
+    space_tools: Optional[bool] = None
 
     def _wire(self) -> Dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v is not None and v != [] and v != {}}

@@ -23,6 +23,7 @@ from ._native import ConflictError as ConflictError
 from ._native import CuaError as CuaError
 from ._native import InvalidError as InvalidError
 from ._native import NotFoundError as NotFoundError
+from ._native import SpacesError as SpacesError
 from ._native import UnavailableError as UnavailableError
 from ._records import AgentActionReport as AgentActionReport
 from ._records import AgentRunStatus as AgentRunStatus
@@ -35,6 +36,7 @@ class Spaces:
     state_dir: Optional[PathLike[str]]
     daemon_pid: Optional[int]
     def __init__(self, state_dir: Union[str, PathLike[str], None] = None, url: Optional[str] = None, token: Optional[str] = None) -> None: ...
+    async def connect(self) -> Spaces: ...
     def daemon_command(self) -> List[str]: ...
     def space(self, name: str) -> Space: ...
     async def call(self, name: str, **args: Any) -> Any: ...
@@ -79,9 +81,9 @@ def _type(schema: Dict[str, Any]) -> str:
     return "Any"
 
 
-def _method(op: Dict[str, Any]) -> str:
+def _method(op: Dict[str, Any], fill: bool) -> str:
     props = op["request"].get("properties", {})
-    scope = scope_of(op)
+    scope = scope_of(op) if fill else None
     params: List[str] = []
     for name, required in sorted(_fields(op).items(), key=lambda kv: not kv[1]):
         if name == scope:
@@ -97,8 +99,8 @@ def _is_generated(cls: type, op: Dict[str, Any]) -> bool:
 
 
 def render() -> str:
-    spaces = [_method(op) for op in CATALOGUE if not on_space(op) and _is_generated(Spaces, op)]
-    space = [_method(op) for op in CATALOGUE if on_space(op) and _is_generated(Space, op)]
+    spaces = [_method(op, fill=False) for op in CATALOGUE if _is_generated(Spaces, op)]
+    space = [_method(op, fill=True) for op in CATALOGUE if on_space(op) and _is_generated(Space, op)]
     return HEAD + "".join(spaces) + SPACE_HEAD + "".join(space)
 
 
