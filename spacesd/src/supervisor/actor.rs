@@ -11,6 +11,7 @@
 //! and stores what they change, `exit.rs` takes the process's output and its end. How a process
 //! is launched and how its output becomes events is the [`Launcher`]'s.
 
+mod disk;
 mod exit;
 pub mod state;
 mod turns;
@@ -56,6 +57,9 @@ pub struct Actor {
     launcher: Launcher,
     machine: Machine<LiveProc>,
     stop_replies: Vec<Reply>,
+    /// A write of the run found the disk full: why, naming the disk, until the loop ends the
+    /// process for it (`disk.rs`).
+    disk_full: Option<String>,
 }
 
 impl Actor {
@@ -78,6 +82,7 @@ impl Actor {
             run,
             machine: Machine::new(setup, fast_failures, Instant::now()),
             stop_replies: Vec::new(),
+            disk_full: None,
         }
     }
 
@@ -134,6 +139,9 @@ impl Actor {
                         self.on_deadline(timer).await;
                     }
                 }
+            }
+            if let Some(why) = self.disk_full.take() {
+                self.on_disk_full(why).await;
             }
             self.advance().await;
             // No process, no turn, nothing queued: the actor may go; a later command revives it.

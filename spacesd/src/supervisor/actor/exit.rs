@@ -26,6 +26,9 @@ impl Actor {
         let session = batch.drafts.iter().any(|d| d.kind == EventKind::Session);
         self.machine.output(batch.saw_output, session, Instant::now());
         self.append_batch(batch.drafts, batch.pos).await;
+        if let Some(why) = batch.fault {
+            self.disk_full.get_or_insert(why);
+        }
         if self.machine.process().is_none() {
             return;
         }

@@ -146,6 +146,9 @@ impl Actor {
         let ended = turns_ended(&drafts);
         if let Err(e) = self.inner.log.append_at(&self.run.run_id, drafts, None) {
             tracing::error!("run {}: events not stored: {e}", self.run.run_id);
+            if e.is_disk_full() {
+                self.disk_full.get_or_insert_with(|| e.to_string());
+            }
         }
         self.after_append(ended);
     }
@@ -168,6 +171,9 @@ impl Actor {
         };
         if let Err(e) = &stored {
             tracing::error!("run {}: events not stored: {e}", self.run.run_id);
+            if e.is_disk_full() {
+                self.disk_full.get_or_insert_with(|| e.to_string());
+            }
         }
         self.after_append(ended);
         if let (true, Ok(events)) = (hold, &stored) {
