@@ -49,7 +49,8 @@ pub const PLACEHOLDER_KEY: &str = "spaces-no-key";
 /// Model used with a custom endpoint when the caller names none.
 pub const DEFAULT_ENDPOINT_MODEL: &str = "gpt-5.5";
 
-/// How opencode's conversation behaves (it loads sessions of earlier processes from its store).
+/// How opencode's conversation behaves: `session/load` of a session an earlier process made
+/// works (its store is under the home; the `opencode_resume` recording).
 pub const FLAVOR: Flavor = Flavor { name: "opencode", load_in_new_process: true };
 
 /// The opencode adapter.

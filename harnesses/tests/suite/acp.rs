@@ -142,3 +142,62 @@ fn gemini_cli_interrupt() {
     assert_eq!(ends(&events), [StopReason::Interrupted]);
     insta::assert_json_snapshot!("acp_gemini_cli_interrupt", without_raw(&events));
 }
+
+/// Turn 1 in one process, turn 2 in a second one launched with the session id the normalizer
+/// captured (the daemon's respawn): opencode loads the session (`session/load`, its replay
+/// hidden); Gemini CLI gets a fresh session and a visible notice.
+fn replay_resume(id: &str, fixture: &str) -> Vec<EventDraft> {
+    let h = harness(id);
+    let mut n = h.normalizer();
+    let env = std::collections::BTreeMap::new();
+    let dir = std::path::Path::new("/w");
+    let mut out = n.begin_turn(1, "One.");
+    for line in read(&format!("{fixture}.jsonl")).lines() {
+        out.extend(n.stdout_line(line));
+    }
+    out.extend(n.process_exited(&ExitInfo { code: Some(0), ..ExitInfo::default() }));
+    let session = n.session_id();
+    let ctx = spaces_harnesses::LaunchContext {
+        run_id: "r",
+        turn: 2,
+        prompt: "Two.",
+        session_id: session.as_deref(),
+        binary: dir,
+        cwd: dir,
+        home: dir,
+        run_dir: dir,
+        model: None,
+        base_url: None,
+        env: &env,
+        mcp_servers: &[],
+    };
+    n.launched(&ctx);
+    out.extend(n.begin_turn(2, "Two."));
+    let mut sent = Vec::new();
+    for line in read(&format!("{fixture}.2.jsonl")).lines() {
+        out.extend(n.stdout_line(line));
+        sent.extend(n.take_outgoing());
+    }
+    let methods: Vec<String> =
+        sent.iter().filter_map(|l| serde_json::from_str::<Value>(l).ok()?["method"].as_str().map(str::to_owned)).collect();
+    let want = if id == "opencode" { ["session/load", "session/prompt"] } else { ["session/new", "session/prompt"] };
+    assert_eq!(methods, want, "what the normalizer sends the second process");
+    out.extend(n.process_exited(&ExitInfo { code: Some(0), ..ExitInfo::default() }));
+    out
+}
+
+#[test]
+fn opencode_resume_loads_the_session_in_a_new_process() {
+    let events = replay_resume("opencode", "opencode_resume");
+    assert_eq!(ends(&events), [StopReason::EndTurn, StopReason::EndTurn]);
+    assert_eq!(answers(&events), ["First answer.", "Second answer."], "the replayed history is no new answer");
+    insta::assert_json_snapshot!("acp_opencode_resume", without_raw(&events));
+}
+
+#[test]
+fn gemini_cli_resume_is_a_fresh_session_with_a_notice() {
+    let events = replay_resume("gemini-cli", "gemini_cli_resume");
+    assert_eq!(ends(&events), [StopReason::EndTurn, StopReason::EndTurn]);
+    assert!(events.iter().any(|e| e.kind == EventKind::Notice && e.category == Category::Activity));
+    insta::assert_json_snapshot!("acp_gemini_cli_resume", without_raw(&events));
+}
