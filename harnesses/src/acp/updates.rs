@@ -123,7 +123,13 @@ impl AcpNormalizer {
         let kind = str_of(update, "kind").unwrap_or("other").to_owned();
         let title = tool_title(update, &kind);
         let input = update.get("rawInput").filter(|v| !v.is_null());
-        let text = input.map(|i| command_of(i).unwrap_or_else(|| i.to_string())).unwrap_or_default();
+        // A command's text is the command; an `execute` call announced before its command is
+        // known (opencode: `pending` with only `{cwd}`) has none yet.
+        let text = match input.map(|i| (command_of(i), i)) {
+            Some((Some(command), _)) => command,
+            Some((None, i)) if kind != "execute" => i.to_string(),
+            _ => String::new(),
+        };
         let mut call = EventDraft::new(self.turn, EventKind::ToolCall)
             .tool(id.clone(), Some(title.clone()), Some(kind.clone()), ToolStatus::InProgress)
             .summary(&title);
