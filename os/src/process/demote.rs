@@ -13,7 +13,11 @@
 //!
 //! So an agent that mostly waits (for the model, for a follow-up) keeps the daemon's priority
 //! and answers at once, while a busy agent, a noisy printer or a build is lowered within about a
-//! second and leaves the cores to the daemon and to the quiet runs. Its shim goes with it: a
+//! second and leaves the cores to the daemon and to the quiet runs. A tree that barely ran for
+//! [`QUIET_WINDOWS`] windows (an agent waiting for a follow-up) is not looked at again until
+//! the shim [`wakes`](Demoter::wake) the demoter (its journal grew: output, a turn), so an idle
+//! run's shim sleeps (issue 30). A tree that turns busy while printing nothing and being sent
+//! nothing after such a pause is not seen until it prints. Its shim goes with it: a
 //! shim leads a session of its own, so at the daemon's priority it weighs as much as the whole
 //! daemon with the kernel's autogroup scheduling, and 20 noisy agents' shims outweighed the
 //! daemon's every thread (docs/benchmarks.md). The tree is walked through
@@ -31,6 +35,10 @@ pub const WINDOW: Duration = Duration::from_millis(500);
 pub const HOT_SHARE: f64 = 0.5;
 /// Hungry windows in a row after which the tree is lowered.
 pub const HOT_WINDOWS: u32 = 2;
+/// Share of a window under which the tree counts as quiet (an agent waiting for input).
+pub const QUIET_SHARE: f64 = 0.01;
+/// Quiet windows in a row after which the tree is not looked at until [`Demoter::wake`].
+pub const QUIET_WINDOWS: u32 = 2;
 
 /// Watches the processes below one root (the shim) and lowers them once they are hungry.
 pub struct Demoter {
@@ -40,6 +48,8 @@ pub struct Demoter {
     last: HashMap<i32, u64>,
     at: Option<Instant>,
     hot_windows: u32,
+    /// Windows in a row in which the tree barely ran ([`QUIET_SHARE`]).
+    quiet_windows: u32,
     lowered: bool,
 }
 
@@ -47,7 +57,24 @@ impl Demoter {
     /// Watch the descendants of `root` (their demand only, not `root`'s); lower `root` and
     /// them to `nice` (1..=19) once hungry. `nice` 0 never lowers anything.
     pub fn new(root: i32, nice: i32) -> Self {
-        Self { root, nice: nice.clamp(0, 19), last: HashMap::new(), at: None, hot_windows: 0, lowered: false }
+        Self { root, nice: nice.clamp(0, 19), last: HashMap::new(), at: None, hot_windows: 0, quiet_windows: 0, lowered: false }
+    }
+
+    /// Something happened in the tree (output, input): look again, from a fresh window. False
+    /// when this demoter never lowers anything (`nice` 0), so there is nothing to look at.
+    pub fn wake(&mut self) -> bool {
+        if self.nice == 0 {
+            return false;
+        }
+        self.at = None;
+        self.quiet_windows = 0;
+        true
+    }
+
+    /// Whether the next look is worth a wake-up: false once the tree was quiet for
+    /// [`QUIET_WINDOWS`] windows in a row (or `nice` is 0), until [`Self::wake`].
+    pub fn watching(&self) -> bool {
+        self.nice != 0 && self.quiet_windows < QUIET_WINDOWS
     }
 
     /// Whether the tree was lowered.
@@ -66,7 +93,6 @@ impl Demoter {
             for &pid in &pids {
                 lower(pid, self.nice);
             }
-            return;
         }
         let now = Instant::now();
         let mut busy_ns = 0u64;
@@ -81,6 +107,14 @@ impl Demoter {
         self.last = seen;
         let Some(since) = self.at.replace(now) else { return };
         let window_ns = now.duration_since(since).as_nanos().max(1) as f64;
+        if (busy_ns as f64) < QUIET_SHARE * window_ns {
+            self.quiet_windows += 1;
+        } else {
+            self.quiet_windows = 0;
+        }
+        if self.lowered {
+            return;
+        }
         if busy_ns as f64 >= HOT_SHARE * window_ns {
             self.hot_windows += 1;
         } else {

@@ -20,8 +20,6 @@ use crate::process;
 /// Longest wait for a new shim to say it started the agent (it may be an interpreter that
 /// loads the daemon's library first).
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
-/// A follower looks at the journal at least this often, even without a wake-up.
-const FOLLOW_POLL: Duration = Duration::from_secs(1);
 
 struct Conn {
     lines: Lines<BufReader<OwnedReadHalf>>,
@@ -265,7 +263,8 @@ pub const FOLLOW_QUEUE: usize = 256;
 const FOLLOW_READ_BYTES: u64 = 256 * 1024;
 
 /// Follow the journal in `dir` from byte `from` (a record boundary): every record is sent in
-/// order, woken by the shim's `Watch` stream (and at least once a second). The channel holds
+/// order, woken by the shim's `Watch` stream: every growth of the journal is told on it, and it
+/// closes when the shim exits, so an idle run's follower sleeps (issue 30). The channel holds
 /// [`FOLLOW_QUEUE`] records: a receiver slower than the agent's output holds the follower back,
 /// and memory stays bounded whatever the agent prints. Ends after [`Record::Done`], or with
 /// [`Followed::Gone`] once the shim is gone and the journal has nothing more, or when the
@@ -322,10 +321,7 @@ pub fn follow(dir: PathBuf, from: u64) -> mpsc::Receiver<Followed> {
             let Some(caught_up) = catch_up(reader, &tx).await else { return };
             reader = caught_up;
             let alive = match watch.as_mut() {
-                Some(lines) => match tokio::time::timeout(FOLLOW_POLL, lines.next_line()).await {
-                    Ok(Ok(Some(_))) | Err(_) => true,
-                    Ok(_) => false,
-                },
+                Some(lines) => matches!(lines.next_line().await, Ok(Some(_))),
                 None => false,
             };
             if !alive {

@@ -4,6 +4,14 @@
 //! lines from the two reader tasks, SIGCHLD (reaping every child that reaches it: the agent
 //! and, as a subreaper, every orphaned descendant), SIGTERM (a stop), requests from control
 //! connections, and the drain and sync timers.
+//!
+//! An idle shim sleeps until something happens (issue 30: a thousand idle runs cost no CPU):
+//! no timer of the loop runs for its own sake. The sync is armed by a write to the journal, the
+//! look at the tree's CPU demand ([`Demoter`]) by the journal's growth (output, a turn) and it
+//! stops once the tree was quiet for a while, the orphan check only while no control
+//! connection is open (a daemon follows every live shim it knows). Ending a tree walks `/proc`
+//! only for what its process group and cgroup did not take with them: "is the tree gone?" is
+//! the shim's own children (a subreaper), not a scan of the host.
 
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
@@ -13,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::{killpg, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -23,7 +31,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use super::journal::{journal_path, JournalWriter, Kind, SYNC_EVERY};
+use super::journal::{journal_path, JournalWriter, SYNC_EVERY};
 use super::lines::LineReader;
 use super::output::OutputWriter;
 use super::protocol::{InputStop, Launch, OutputMode, RawRecord, Record, Reply, Request, ShimSpec, Stream, PROTOCOL};
@@ -36,12 +44,6 @@ use crate::process::{self, pty, read_output, OutputSink, SpawnSpec, StdinSpec, S
 use crate::redact::RedactStream;
 use crate::redact::Redactor;
 
-/// A line to the shim's log (its stderr, `shim.log`), never a panic when it cannot be written
-/// (`eprintln!` panics, and on a full disk the log cannot be written).
-macro_rules! say {
-    ($($arg:tt)*) => { crate::disk::say(format_args!($($arg)*)) };
-}
-
 /// Grace for what is left of the tree after the agent exited (tools it left behind).
 const LEFTOVER_GRACE: Duration = Duration::from_millis(500);
 /// How often the shim checks that its journal still exists; a shim whose run directory was
@@ -49,6 +51,9 @@ const LEFTOVER_GRACE: Duration = Duration::from_millis(500);
 const ORPHAN_CHECK: Duration = Duration::from_secs(5);
 /// Most output lines written to the journal with one `write(2)` (those already read).
 const MAX_LINES_PER_WRITE: usize = 256;
+/// How long a stopped tree whose process group lives on has to go before the shim walks `/proc`
+/// for what left the group (a group that is gone while the tree is not: at once).
+const SCAN_AFTER: Duration = Duration::from_millis(500);
 
 /// Run the shim in `dir`: read the [`Launch`] (a [`ShimSpec`] and its output mode) from stdin, start the agent, answer on stdout
 /// with one [`Reply`] line (ok and the agent's pid, or why it could not start), then serve until
@@ -112,7 +117,7 @@ pub fn main(dir: &Path) -> i32 {
         // Whatever is left of the tree goes with its cgroup.
         if let Some(cgroup) = cgroup {
             if !cgroup.remove() {
-                say!("cannot remove the cgroup {:?}; still in it: {:?}", cgroup.dirs(), cgroup.pids());
+                eprintln!("cannot remove the cgroup {:?}; still in it: {:?}", cgroup.dirs(), cgroup.pids());
             }
         }
         code
@@ -221,8 +226,6 @@ struct Shim {
     exit_written: bool,
     drain_deadline: Option<Instant>,
     dropped_lines: u64,
-    /// The journal could not take output ([`Record::Fault`] written): lines are dropped.
-    fault: bool,
     done: bool,
     acked: u64,
     /// What journal lines are redacted with.
@@ -303,7 +306,7 @@ impl Shim {
         let prepared = match child {
             Some((child, joined)) if Prepared::fits(&spawn.stdio) => child
                 .start(&spawn, joined)
-                .map_err(|e| say!("spare shim: the prepared child could not start the program ({e}); starting it the usual way"))
+                .map_err(|e| eprintln!("spare shim: the prepared child could not start the program ({e}); starting it the usual way"))
                 .ok(),
             _ => None,
         };
@@ -318,7 +321,7 @@ impl Shim {
         };
         let pid = spawned.pid;
         journal
-            .append(&Record::Start { protocol: PROTOCOL, gen: spec.gen, turn: spec.turn, pid }, Kind::Own)
+            .append(&Record::Start { protocol: PROTOCOL, gen: spec.gen, turn: spec.turn, pid })
             .map_err(|e| format!("cannot write the journal: {e}"))?;
         let (output_tx, output_rx) = mpsc::unbounded_channel();
         let (exited_tx, exited_rx) = watch::channel(false);
@@ -366,7 +369,6 @@ impl Shim {
             exit_written: false,
             drain_deadline: None,
             dropped_lines: 0,
-            fault: false,
             done: false,
             acked: 0,
             redactor,
@@ -385,19 +387,33 @@ impl Shim {
             signal(SignalKind::hangup()),
             signal(SignalKind::interrupt()),
         ) else {
-            say!("cannot handle signals; ending the agent");
+            eprintln!("cannot handle signals; ending the agent");
             self.stop(Duration::ZERO).await;
             return 1;
         };
-        let mut sync = tokio::time::interval(SYNC_EVERY);
-        let mut orphan_check = tokio::time::interval(ORPHAN_CHECK);
-        let mut demote = tokio::time::interval(demote::WINDOW);
+        // The loop's timers, each armed only by what it is for (see the module doc).
+        let (mut sync_at, mut demote_at, mut orphan_at) = (None, None, None);
+        let mut seen_end = 0;
         self.reap();
         loop {
             self.progress().await;
             if self.done && self.acked >= self.journal.end() {
                 let _ = std::fs::remove_file(socket_path(&self.dir));
                 return 0;
+            }
+            let now = Instant::now();
+            if self.journal.end() != seen_end {
+                seen_end = self.journal.end();
+                sync_at.get_or_insert(now + SYNC_EVERY);
+                if demote_at.is_none() && self.demoter.wake() {
+                    demote_at = Some(now);
+                }
+            }
+            // Open control connections other than the listener's: a daemon follows this shim.
+            if self.end_tx.receiver_count() > 1 {
+                orphan_at = None;
+            } else {
+                orphan_at.get_or_insert(now + ORPHAN_CHECK);
             }
             tokio::select! {
                 Some(out) = self.output_rx.recv() => {
@@ -412,7 +428,7 @@ impl Shim {
                     }
                     match self.journal.release() {
                         Ok(end) => self.end_tx.send_modify(|e| e.journal = end),
-                        Err(e) => self.journal_fault(&e),
+                        Err(e) => eprintln!("journal write failed: {e}"),
                     }
                 }
                 _ = sigchld.recv() => self.reap(),
@@ -428,17 +444,20 @@ impl Shim {
                 },
                 // The loop's next `progress` sees the deadline passed (and clears it).
                 _ = sleep_until(self.drain_deadline) => {}
-                _ = sync.tick() => {
+                _ = sleep_until(sync_at) => {
+                    sync_at = None;
                     // On the sync thread: the loop goes on reading the agent meanwhile.
                     let _ = self.journal.sync_soon();
                 }
-                _ = demote.tick() => {
+                _ = sleep_until(demote_at) => {
                     self.demoter.look();
+                    demote_at = self.demoter.watching().then(|| Instant::now() + demote::WINDOW);
                 }
-                _ = orphan_check.tick() => {
+                _ = sleep_until(orphan_at) => {
+                    orphan_at = None;
                     if !journal_path(&self.dir).exists() {
                         // The run's directory was removed: nobody will ever read this journal.
-                        say!("the journal is gone; ending the agent and exiting");
+                        eprintln!("the journal is gone; ending the agent and exiting");
                         self.stop(Duration::from_secs(1)).await;
                         return 0;
                     }
@@ -498,52 +517,15 @@ impl Shim {
         });
     }
 
-    /// A record of the shim's own, written into the room the journal keeps for it.
     fn record(&mut self, record: &impl serde::Serialize) {
-        let appended = self.journal.append(record, Kind::Own);
+        let appended = self.journal.append(record);
         self.appended(appended);
     }
 
-    /// A whole output line, journaled in its plain form ([`Record::write_plain`]); a cut one
-    /// as its record. After a [`Record::Fault`] output lines are dropped (counted).
-    fn record_line(&mut self, s: Stream, text: &str, cut: Option<u64>) {
-        if self.fault {
-            self.dropped_lines += 1;
-            return;
-        }
-        let appended = match cut {
-            None => self.journal.append_line(s, text),
-            Some(_) => self.journal.append(&Record::Line { s, l: text.to_owned(), cut }, Kind::Output),
-        };
-        match appended {
-            Ok(end) => self.appended(Ok(end)),
-            Err(e) => {
-                self.dropped_lines += 1;
-                self.journal_fault(&e);
-            }
-        }
-    }
-
-    /// The journal could not take output (`e`: no room for it, or a failed write): said once,
-    /// in a [`Record::Fault`] naming the disk when it is full; the output that follows is not
-    /// journaled. The daemon decides what becomes of the agent.
-    fn journal_fault(&mut self, e: &std::io::Error) {
-        self.end_tx.send_modify(|ends| ends.journal = self.journal.end());
-        if self.fault {
-            return;
-        }
-        self.fault = true;
-        let journal = journal_path(&self.dir);
-        let text = if crate::disk::is_full(e) {
-            format!(
-                "no space left on device: the disk of the run's journal {} is full ({e}); the agent's output is no longer recorded",
-                journal.display()
-            )
-        } else {
-            format!("cannot write the run's journal {} ({e}); the agent's output is no longer recorded", journal.display())
-        };
-        say!("{text}");
-        self.record(&Record::Fault { text });
+    /// A whole output line, journaled in its plain form ([`Record::write_plain`]).
+    fn record_line(&mut self, s: Stream, text: &str) {
+        let appended = self.journal.append_line(s, text);
+        self.appended(appended);
     }
 
     fn appended(&mut self, appended: std::io::Result<u64>) {
@@ -553,7 +535,7 @@ impl Shim {
             Ok(end) => {
                 self.end_tx.send_modify(|e| e.journal = end);
             }
-            Err(e) => say!("journal write failed: {e}"),
+            Err(e) => eprintln!("journal write failed: {e}"),
         }
     }
 
@@ -562,7 +544,10 @@ impl Shim {
             Output::Line(_, _) if self.exit_written => self.dropped_lines += 1,
             Output::Line(s, line) => {
                 let l = if self.redactor.is_empty() { line.text } else { self.redactor.apply(&line.text) };
-                self.record_line(s, &l, line.cut);
+                match line.cut {
+                    None => self.record_line(s, &l),
+                    cut => self.record(&Record::Line { s, l, cut }),
+                }
             }
             Output::Eof(s) => {
                 self.eofs += 1;
@@ -650,25 +635,49 @@ impl Shim {
         self.done = true;
     }
 
-    /// No process of the tree is left: no descendant of the shim, nothing in its cgroup.
+    /// No process of the tree is left: the shim has no child (as a subreaper, every live
+    /// descendant has a live ancestor among them; a zombie counts until [`Self::reap`]ed), and
+    /// nothing is in its cgroup. No walk of `/proc`: its cost would be the host's, and a
+    /// thousand shims stopping together each walked it every 20 ms (issue 30).
     fn tree_gone(&self) -> bool {
-        tree::descendants(std::process::id() as i32).is_empty() && self.cgroup.as_ref().is_none_or(|c| c.pids().is_empty())
+        let no_child =
+            matches!(waitid(Id::All, WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT), Err(nix::errno::Errno::ECHILD));
+        no_child && self.cgroup.as_ref().is_none_or(|c| c.pids().is_empty())
     }
 
-    /// SIGTERM to the agent's group and every descendant (and everything in the cgroup),
-    /// `grace`, then SIGKILL until none is left (looking again each round: tools may fork
-    /// meanwhile). Returns every pid signalled; reaps as it goes.
+    /// SIGTERM to the agent's group and everything in the cgroup, then to every descendant
+    /// found in one walk of `/proc` (what left the group, with no cgroup to hold it) once the
+    /// group is gone and the tree is not, or the tree has not gone [`SCAN_AFTER`] later (at
+    /// once when the agent exited: leftovers, listed). A tree that goes with its group costs no
+    /// walk: a thousand stops at once each walked a `/proc` of thousands of processes (issue
+    /// 30). Then `grace`, then SIGKILL until none is left (looking again each round: tools may
+    /// fork meanwhile). Returns every pid signalled by name; reaps as it goes.
     async fn end_tree(&mut self, grace: Duration) -> Vec<i32> {
         let me = std::process::id() as i32;
+        self.reap();
+        if self.tree_gone() {
+            return Vec::new();
+        }
         let _ = killpg(Pid::from_raw(self.pid), Signal::SIGTERM);
-        let mut signalled = tree::signal_all(me, Signal::SIGTERM);
+        let mut signalled = Vec::new();
         if let Some(cgroup) = &self.cgroup {
             signalled.extend(cgroup.signal(Signal::SIGTERM));
         }
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline && !self.tree_gone() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        let start = Instant::now();
+        let scan_at = if self.exit.is_some() { start } else { start + SCAN_AFTER };
+        let (deadline, mut scanned) = (start + grace, false);
+        loop {
             self.reap();
+            if self.tree_gone() || Instant::now() >= deadline {
+                break;
+            }
+            // Signal 0 to a group fails once no member is left (its zombies count until reaped).
+            let group_gone = killpg(Pid::from_raw(self.pid), None).is_err();
+            if !scanned && (group_gone || Instant::now() >= scan_at) {
+                signalled.extend(tree::signal_all(me, Signal::SIGTERM));
+                scanned = true;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
         for _ in 0..50 {
             if self.tree_gone() {
@@ -698,6 +707,9 @@ impl Shim {
         self.stdin = None;
         self.raw = None;
         self.end_tree(grace).await;
+        if self.tree_gone() {
+            return Vec::new();
+        }
         let mut left = tree::descendants(std::process::id() as i32);
         left.extend(self.cgroup.as_ref().map(Cgroup::pids).unwrap_or_default());
         left.sort_unstable();
@@ -864,7 +876,7 @@ impl RawSink {
             Ok(total) => {
                 let _ = self.tx.send(Output::Raw(total));
             }
-            Err(e) => say!("output write failed: {e}"),
+            Err(e) => eprintln!("output write failed: {e}"),
         }
     }
 }
@@ -887,7 +899,13 @@ impl OutputSink for RawSink {
 
 async fn accept(listener: UnixListener, asked: mpsc::UnboundedSender<Asked>, end: watch::Receiver<Ends>) {
     while let Ok((conn, _)) = listener.accept().await {
-        tokio::spawn(serve(conn, asked.clone(), end.clone()));
+        let (asked, end) = (asked.clone(), end.clone());
+        tokio::spawn(async move {
+            serve(conn, asked.clone(), end).await;
+            // The connection's receiver is dropped: wake the loop, whose orphan check arms when
+            // no connection is left (the reply goes nowhere).
+            let _ = asked.send((Request::Status, oneshot::channel().0));
+        });
     }
 }
 

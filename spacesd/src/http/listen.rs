@@ -111,8 +111,13 @@ pub async fn serve_unix(listener: UnixListener, app: Router, access: Arc<Access>
 /// (that run, a caller of its Space), whatever it presents ([`auth::as_run`]). Returns only on
 /// a fatal error.
 pub async fn serve_run(listener: UnixListener, app: Router, principal: Principal, limits: Limits) -> std::io::Result<()> {
-    let app = app.layer(axum::middleware::from_fn(bodies::limit)).layer(axum::middleware::from_fn_with_state(principal, auth::as_run));
-    serve(listener, app, limits).await
+    // The run's layers wrap the router once, as one service. `Router::layer` would wrap every
+    // route of it: a copy of the whole routing table per run, kept while the run lives (issue
+    // 30: about 0.35 MB a run, 370 MB for a thousand idle runs).
+    use tower::Layer;
+    let limited = axum::middleware::from_fn(bodies::limit).layer(app);
+    let app = axum::middleware::from_fn_with_state(principal, auth::as_run).layer(limited);
+    serve(listener, Router::new().fallback_service(app), limits).await
 }
 
 async fn serve<L: Accept>(listener: L, app: Router, limits: Limits) -> std::io::Result<()> {

@@ -50,6 +50,13 @@ pub fn shim_env() -> BTreeMap<String, String> {
     SHIM_ENV.iter().filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v))).collect()
 }
 
+/// Shim launches in flight at once. A burst of a thousand starts (issue 30) started a thousand
+/// shims together on two cores: each waited for its exec and its first answer behind all the
+/// others, and some past the shim's answer timeout. Beyond this many, a start waits for its
+/// turn before its shim is started, so every launch is quick and the burst as fast in all.
+const LAUNCHES_AT_ONCE: usize = 16;
+static LAUNCHES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(LAUNCHES_AT_ONCE);
+
 /// Longest wait for an acknowledged shim to exit before its directory is removed anyway.
 const SHIM_EXIT_WAIT: Duration = Duration::from_secs(5);
 
@@ -90,6 +97,7 @@ pub async fn start(
         stdin_first: stdin.0,
         stdin_close: stdin.1,
     };
+    let launching = LAUNCHES.acquire().await;
     let shim = match ShimClient::launch(&command, env, &dir, &launch).await {
         Ok(shim) => shim,
         Err(why) => {
@@ -97,6 +105,7 @@ pub async fn start(
             return Err(why.into());
         }
     };
+    drop(launching);
     let pid = shim.pid();
     forward(spec.gen, follow(dir, 0), events);
     Ok(LiveProc { gen: spec.gen, pid, shim: Some(Arc::new(shim)), stdin_open: spec.stdin_pipe && !stdin.1, out_closed: false })
