@@ -9,9 +9,13 @@
 //!   --ignore-scripts` is enough);
 //! - config: `OPENCODE_CONFIG` names the run's config file (written here, under the run's
 //!   home: `.config/opencode/opencode.json`), `OPENCODE_DISABLE_PROJECT_CONFIG=1` keeps a
-//!   Space's own `opencode.json` out; `--pure` and `OPENCODE_DISABLE_DEFAULT_PLUGINS=1` keep it
-//!   from installing its default plugins from npm on first start; autoupdate, sharing, LSP
-//!   downloads, the models.dev fetch and Claude Code compatibility (reading `~/.claude`) are off;
+//!   Space's own `opencode.json` out; `--pure` and `OPENCODE_DISABLE_DEFAULT_PLUGINS=1` leave out
+//!   external and default plugins, but on first start it still runs an npm install of
+//!   `@opencode-ai/plugin` (and `@opencode-ai/sdk`, `@ai-sdk/provider`, `effect`, `zod`, ...) into
+//!   `$XDG_CONFIG_HOME/opencode/node_modules` (here `<home>/.config/opencode/`), so the npm
+//!   registry must be reachable then (or that directory seeded; a persistent home keeps it), and
+//!   it writes a default `opencode.jsonc` there; autoupdate, sharing, LSP downloads, the
+//!   models.dev fetch and Claude Code compatibility (reading `~/.claude`) are off;
 //! - a custom endpoint is an OpenAI-compatible (Chat Completions) provider `spaces` with
 //!   `options.baseURL = <base_url>/v1` and the key from `OPENAI_API_KEY`; the model is
 //!   `spaces/<model>`;
@@ -170,8 +174,9 @@ impl Harness for OpenCode {
         Box::new(AcpNormalizer::new(FLAVOR, PermissionPolicy::Allow))
     }
 
-    /// opencode keeps sessions in its data dir (`$XDG_DATA_HOME/opencode`, a SQLite store), found
-    /// by id from any cwd.
+    /// opencode keeps sessions in its data dir (`$XDG_DATA_HOME/opencode/opencode.db`, SQLite),
+    /// found by id from any cwd. ([`SessionFiles::ById`]'s transcript test knows Codex's
+    /// `rollout-*.jsonl` names only: a store needs a variant of its own when the daemon wires this.)
     fn persistent_home(&self) -> HomeLayout {
         HomeLayout { config_dir: ".local/share/opencode", excludes: &["log/**", "bin/**"], sessions: SessionFiles::ById }
     }
