@@ -31,7 +31,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use super::journal::{journal_path, JournalWriter, SYNC_EVERY};
+use super::journal::{journal_path, JournalWriter, Kind, SYNC_EVERY};
 use super::lines::LineReader;
 use super::output::OutputWriter;
 use super::protocol::{InputStop, Launch, OutputMode, RawRecord, Record, Reply, Request, ShimSpec, Stream, PROTOCOL};
@@ -43,6 +43,12 @@ use crate::process::prepared::{Prepared, Started};
 use crate::process::{self, pty, read_output, OutputSink, SpawnSpec, StdinSpec, StdioSpec};
 use crate::redact::RedactStream;
 use crate::redact::Redactor;
+
+/// A line to the shim's log (its stderr, `shim.log`), never a panic when it cannot be written
+/// (`eprintln!` panics, and on a full disk the log cannot be written).
+macro_rules! say {
+    ($($arg:tt)*) => { crate::disk::say(format_args!($($arg)*)) };
+}
 
 /// Grace for what is left of the tree after the agent exited (tools it left behind).
 const LEFTOVER_GRACE: Duration = Duration::from_millis(500);
@@ -117,7 +123,7 @@ pub fn main(dir: &Path) -> i32 {
         // Whatever is left of the tree goes with its cgroup.
         if let Some(cgroup) = cgroup {
             if !cgroup.remove() {
-                eprintln!("cannot remove the cgroup {:?}; still in it: {:?}", cgroup.dirs(), cgroup.pids());
+                say!("cannot remove the cgroup {:?}; still in it: {:?}", cgroup.dirs(), cgroup.pids());
             }
         }
         code
@@ -226,6 +232,8 @@ struct Shim {
     exit_written: bool,
     drain_deadline: Option<Instant>,
     dropped_lines: u64,
+    /// The journal could not take output ([`Record::Fault`] written): lines are dropped.
+    fault: bool,
     done: bool,
     acked: u64,
     /// What journal lines are redacted with.
@@ -306,7 +314,7 @@ impl Shim {
         let prepared = match child {
             Some((child, joined)) if Prepared::fits(&spawn.stdio) => child
                 .start(&spawn, joined)
-                .map_err(|e| eprintln!("spare shim: the prepared child could not start the program ({e}); starting it the usual way"))
+                .map_err(|e| say!("spare shim: the prepared child could not start the program ({e}); starting it the usual way"))
                 .ok(),
             _ => None,
         };
@@ -321,7 +329,7 @@ impl Shim {
         };
         let pid = spawned.pid;
         journal
-            .append(&Record::Start { protocol: PROTOCOL, gen: spec.gen, turn: spec.turn, pid })
+            .append(&Record::Start { protocol: PROTOCOL, gen: spec.gen, turn: spec.turn, pid }, Kind::Own)
             .map_err(|e| format!("cannot write the journal: {e}"))?;
         let (output_tx, output_rx) = mpsc::unbounded_channel();
         let (exited_tx, exited_rx) = watch::channel(false);
@@ -369,6 +377,7 @@ impl Shim {
             exit_written: false,
             drain_deadline: None,
             dropped_lines: 0,
+            fault: false,
             done: false,
             acked: 0,
             redactor,
@@ -387,7 +396,7 @@ impl Shim {
             signal(SignalKind::hangup()),
             signal(SignalKind::interrupt()),
         ) else {
-            eprintln!("cannot handle signals; ending the agent");
+            say!("cannot handle signals; ending the agent");
             self.stop(Duration::ZERO).await;
             return 1;
         };
@@ -428,7 +437,7 @@ impl Shim {
                     }
                     match self.journal.release() {
                         Ok(end) => self.end_tx.send_modify(|e| e.journal = end),
-                        Err(e) => eprintln!("journal write failed: {e}"),
+                        Err(e) => self.journal_fault(&e),
                     }
                 }
                 _ = sigchld.recv() => self.reap(),
@@ -457,7 +466,7 @@ impl Shim {
                     orphan_at = None;
                     if !journal_path(&self.dir).exists() {
                         // The run's directory was removed: nobody will ever read this journal.
-                        eprintln!("the journal is gone; ending the agent and exiting");
+                        say!("the journal is gone; ending the agent and exiting");
                         self.stop(Duration::from_secs(1)).await;
                         return 0;
                     }
@@ -517,15 +526,52 @@ impl Shim {
         });
     }
 
+    /// A record of the shim's own, written into the room the journal keeps for it.
     fn record(&mut self, record: &impl serde::Serialize) {
-        let appended = self.journal.append(record);
+        let appended = self.journal.append(record, Kind::Own);
         self.appended(appended);
     }
 
-    /// A whole output line, journaled in its plain form ([`Record::write_plain`]).
-    fn record_line(&mut self, s: Stream, text: &str) {
-        let appended = self.journal.append_line(s, text);
-        self.appended(appended);
+    /// A whole output line, journaled in its plain form ([`Record::write_plain`]); a cut one
+    /// as its record. After a [`Record::Fault`] output lines are dropped (counted).
+    fn record_line(&mut self, s: Stream, text: &str, cut: Option<u64>) {
+        if self.fault {
+            self.dropped_lines += 1;
+            return;
+        }
+        let appended = match cut {
+            None => self.journal.append_line(s, text),
+            Some(_) => self.journal.append(&Record::Line { s, l: text.to_owned(), cut }, Kind::Output),
+        };
+        match appended {
+            Ok(end) => self.appended(Ok(end)),
+            Err(e) => {
+                self.dropped_lines += 1;
+                self.journal_fault(&e);
+            }
+        }
+    }
+
+    /// The journal could not take output (`e`: no room for it, or a failed write): said once,
+    /// in a [`Record::Fault`] naming the disk when it is full; the output that follows is not
+    /// journaled. The daemon decides what becomes of the agent.
+    fn journal_fault(&mut self, e: &std::io::Error) {
+        self.end_tx.send_modify(|ends| ends.journal = self.journal.end());
+        if self.fault {
+            return;
+        }
+        self.fault = true;
+        let journal = journal_path(&self.dir);
+        let text = if crate::disk::is_full(e) {
+            format!(
+                "no space left on device: the disk of the run's journal {} is full ({e}); the agent's output is no longer recorded",
+                journal.display()
+            )
+        } else {
+            format!("cannot write the run's journal {} ({e}); the agent's output is no longer recorded", journal.display())
+        };
+        say!("{text}");
+        self.record(&Record::Fault { text });
     }
 
     fn appended(&mut self, appended: std::io::Result<u64>) {
@@ -535,7 +581,7 @@ impl Shim {
             Ok(end) => {
                 self.end_tx.send_modify(|e| e.journal = end);
             }
-            Err(e) => eprintln!("journal write failed: {e}"),
+            Err(e) => say!("journal write failed: {e}"),
         }
     }
 
@@ -544,10 +590,7 @@ impl Shim {
             Output::Line(_, _) if self.exit_written => self.dropped_lines += 1,
             Output::Line(s, line) => {
                 let l = if self.redactor.is_empty() { line.text } else { self.redactor.apply(&line.text) };
-                match line.cut {
-                    None => self.record_line(s, &l),
-                    cut => self.record(&Record::Line { s, l, cut }),
-                }
+                self.record_line(s, &l, line.cut);
             }
             Output::Eof(s) => {
                 self.eofs += 1;
@@ -876,7 +919,7 @@ impl RawSink {
             Ok(total) => {
                 let _ = self.tx.send(Output::Raw(total));
             }
-            Err(e) => eprintln!("output write failed: {e}"),
+            Err(e) => say!("output write failed: {e}"),
         }
     }
 }
