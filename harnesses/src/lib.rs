@@ -183,9 +183,11 @@ pub trait Normalizer: Send {
     }
 }
 
-/// Every harness this build knows, in display order.
+/// Every harness this build knows, in display order. `openai-codex-app-server` is Codex on
+/// `codex app-server` (a conversation wire: the daemon drives the [`Normalizer`] conversation
+/// hooks); it shares `openai-codex`'s pinned package, and the daemon installs it once for both.
 pub fn all() -> Vec<&'static dyn Harness> {
-    vec![&claude_code::ClaudeCode, &openai_codex::OpenAiCodex]
+    vec![&claude_code::ClaudeCode, &openai_codex::OpenAiCodex, &openai_codex::app_server::OpenAiCodexAppServer]
 }
 
 /// The harness with this id, if any.

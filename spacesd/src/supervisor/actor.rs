@@ -14,12 +14,13 @@
 mod disk;
 mod exit;
 pub mod state;
+mod talk;
 mod turns;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use spaces_harnesses::{EventDraft, Harness, InterruptRecipe, Normalizer};
+use spaces_harnesses::{EventDraft, Harness, Normalizer};
 use spaces_os::process::kill_tree;
 use spaces_os::redact::Redactor;
 use spaces_sdk::{ActionReport, ApiError, ErrorCode, EventKind, Phase, Status};
@@ -113,7 +114,8 @@ impl Actor {
     /// turn without storing them again), then [`Self::run`].
     pub async fn restart_turn(mut self, text: String) -> Self {
         let turn = self.run.turns;
-        drop(self.norm.begin_turn(turn, ""));
+        // The text too: a conversation normalizer sends it once its process is ready.
+        drop(self.norm.begin_turn(turn, &text));
         self.machine.turn_started(text.clone(), Instant::now());
         self.spawn_for_turn(turn, &text).await;
         self
@@ -244,6 +246,7 @@ impl Actor {
         }
         let drafts = self.norm.interrupt_requested();
         self.append(drafts);
+        self.send_outgoing().await;
         self.machine.interrupt(in_flight);
         let shim = self.machine.process().and_then(|p| p.shim.clone());
         let known = self.machine.process().is_some_and(|p| p.out_closed);
@@ -261,18 +264,9 @@ impl Actor {
                 format!("{OUTPUT_CLOSED}: its process was ended instead of interrupted; turn {} ends interrupted", self.run.turns),
             );
         }
-        match (self.harness.interrupt(), shim) {
-            (InterruptRecipe::Stdin(bytes), Some(shim)) => {
-                if shim.stdin(String::from_utf8_lossy(&bytes).into_owned(), None).await.is_err() {
-                    return self.report(false, "the agent process is not accepting input; use stop");
-                }
-            }
-            (InterruptRecipe::SignalGroup(sig), Some(shim)) => {
-                if shim.signal(sig).await.is_err() {
-                    return self.report(false, "the agent process is not taking signals; use stop");
-                }
-            }
-            (_, None) => return self.report(false, "the agent process is not running; try again or use stop"),
+        let Some(shim) = shim else { return self.report(false, "the agent process is not running; try again or use stop") };
+        if let talk::Sent::Refused(why) = self.send_interrupt(&shim).await {
+            return self.report(false, why);
         }
         self.report(true, format!("interrupt sent to turn {}", self.run.turns))
     }

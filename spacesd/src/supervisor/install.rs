@@ -1,5 +1,6 @@
 //! Locating and installing agent CLIs: an operator-set binary, or the pinned npm install in the
-//! host's tools dir (`<tools dir>/<harness id>/node_modules/...`), installed on first use.
+//! host's tools dir (`<tools dir>/<harness id>/node_modules/...`, one per package: see
+//! [`install_id`]), installed on first use.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -30,12 +31,23 @@ impl Source {
     }
 }
 
-/// The binary this host would launch for `harness`, and whether it exists now.
+/// The harness id whose tools dir holds `harness`'s pinned install: the first harness of
+/// [`spaces_harnesses::all`] with the same packages. Two harnesses of one CLI
+/// (`openai-codex` and `openai-codex-app-server`, both `@openai/codex`) share one install, one
+/// install lock and one operator binary setting, under the first one's id.
+pub fn install_id(harness: &dyn Harness) -> &'static str {
+    let packages = harness.install_spec().packages;
+    spaces_harnesses::all().into_iter().find(|h| h.install_spec().packages == packages).map_or(harness.id(), |h| h.id())
+}
+
+/// The binary this host would launch for `harness`, and whether it exists now: the operator's
+/// binary for its id, else the one for the harness it shares its install with
+/// ([`install_id`]), else the pinned install.
 pub fn locate(cfg: &Config, harness: &dyn Harness) -> (Source, bool) {
-    if let Some(p) = cfg.harness_bin.get(harness.id()) {
+    if let Some(p) = cfg.harness_bin.get(harness.id()).or_else(|| cfg.harness_bin.get(install_id(harness))) {
         return (Source::Operator(p.clone()), p.is_file());
     }
-    let p = cfg.harness_tools_dir(harness.id()).join(harness.install_spec().binary);
+    let p = cfg.harness_tools_dir(install_id(harness)).join(harness.install_spec().binary);
     let exists = p.is_file();
     (Source::Pinned(p), exists)
 }
@@ -45,7 +57,7 @@ pub fn locate(cfg: &Config, harness: &dyn Harness) -> (Source, bool) {
 /// binary without its package). Never the pinned constant: an older or newer install reports
 /// what it is.
 pub fn installed_version(cfg: &Config, harness: &dyn Harness) -> Option<String> {
-    installed_version_in(&cfg.harness_tools_dir(harness.id()), &harness.install_spec())
+    installed_version_in(&cfg.harness_tools_dir(install_id(harness)), &harness.install_spec())
 }
 
 /// [`installed_version`] for the install under `prefix`: the first package of `spec`.
@@ -101,7 +113,7 @@ fn npm_env(vars: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String,
 /// Returns the binary path, or a sentence saying why the install failed.
 pub async fn install(cfg: &Config, harness: &dyn Harness, mut progress: impl FnMut(String)) -> Result<PathBuf, String> {
     let spec = harness.install_spec();
-    let prefix = cfg.harness_tools_dir(harness.id());
+    let prefix = cfg.harness_tools_dir(install_id(harness));
     std::fs::create_dir_all(&prefix).map_err(|e| format!("cannot create {}: {e}", prefix.display()))?;
     progress(format!("installing {} into {}", spec.packages.join(" "), prefix.display()));
     let started = Instant::now();
@@ -196,6 +208,15 @@ mod tests {
         std::fs::create_dir_all(&plain).unwrap();
         std::fs::write(plain.join("package.json"), r#"{"version":"3.0.9"}"#).unwrap();
         assert_eq!(installed_version_in(prefix.path(), &unscoped).as_deref(), Some("3.0.9"));
+    }
+
+    #[test]
+    fn harnesses_of_one_package_share_its_install() {
+        let exec = spaces_harnesses::by_id("openai-codex").unwrap();
+        let app_server = spaces_harnesses::by_id("openai-codex-app-server").unwrap();
+        assert_eq!((install_id(exec), install_id(app_server)), ("openai-codex", "openai-codex"));
+        let claude = spaces_harnesses::by_id("claude-code").unwrap();
+        assert_eq!(install_id(claude), "claude-code");
     }
 
     #[test]

@@ -156,7 +156,8 @@ impl Launcher {
         if let install::Source::Operator(p) = source {
             return Err(format!("the operator-set binary {} does not exist", p.display()));
         }
-        let lock = self.inner.install_lock(self.harness.id()).lock_owned().await;
+        // One lock per install: harnesses sharing a package share it (`install::install_id`).
+        let lock = self.inner.install_lock(install::install_id(self.harness)).lock_owned().await;
         // Another run may have installed it while this one waited for the lock.
         let (source, exists) = install::locate(&self.inner.cfg, self.harness);
         if exists {
@@ -183,7 +184,10 @@ impl Launcher {
     /// Turn `turn` of `run` with the user's `text`, run by `binary`: the agent's home, the
     /// run's MCP servers (the caller's, and `spaces` when `space_tools` is on), the harness's
     /// plan and its files written, the clean environment with the run marker.
-    pub fn plan(&self, run: &RunRow, turn: u32, text: &str, binary: &Path) -> Result<Launch, String> {
+    ///
+    /// `norm` is told of the process ([`Normalizer::launched`]) before any of its output is fed:
+    /// a conversation harness keeps what its handshake needs (cwd, model, the session to resume).
+    pub fn plan(&self, run: &RunRow, turn: u32, text: &str, binary: &Path, norm: &mut dyn Normalizer) -> Result<Launch, String> {
         let home = self.run_dir.join("home");
         std::fs::create_dir_all(&home).map_err(|e| format!("cannot create the agent home {}: {e}", home.display()))?;
         let cwd = PathBuf::from(&run.cwd);
@@ -227,6 +231,7 @@ impl Launcher {
             mcp_servers: &servers,
         };
         let plan = self.harness.launch(&ctx);
+        norm.launched(&ctx);
         let on_host = |path: &Path| match (path.strip_prefix(&seen_home), path.strip_prefix(&seen_run_dir)) {
             (Ok(rest), _) => home.join(rest),
             (_, Ok(rest)) if sandboxed => api_dir.join(rest),
@@ -298,8 +303,9 @@ impl Launcher {
 
     /// Re-adopt generation `gen` after a daemon restart, its events stored up to `offset`:
     /// the records already stored are replayed through `norm` (their events discarded: they are
-    /// stored) so it knows the turn in flight and its open tool calls; the rest arrives through
-    /// [`Self::next_event`]. Returns the live process, or `None` when its exit was stored.
+    /// stored; what it would write to the agent, [`Normalizer::take_outgoing`], discarded too:
+    /// the previous daemon wrote it) so it knows the turn in flight and its open tool calls; the
+    /// rest arrives through [`Self::next_event`]. Returns the live process, or `None` when its exit was stored.
     pub async fn adopt(
         &mut self,
         gen: u64,
@@ -317,6 +323,9 @@ impl Launcher {
                 _ => {}
             }
         }
+        // What a conversation normalizer would answer to these lines was written by the daemon
+        // that first read them: never again.
+        drop(norm.take_outgoing());
         Ok(live)
     }
 

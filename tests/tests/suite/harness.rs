@@ -9,7 +9,10 @@ use spaces_testkit::{Reply, Wire};
 pub struct H {
     pub id: &'static str,
     pub wire: Wire,
-    /// Pinned binary relative to `<tools dir>/<id>`.
+    /// The directory of its pinned install under the tools dir: its id, or the id of the
+    /// harness whose package it shares (`spacesd`'s `install_id`).
+    pub tools: &'static str,
+    /// Pinned binary relative to `<tools dir>/<tools>`.
     pub binary: &'static str,
     /// The pinned version (the harness crate's install spec), as `installed_version` reports it.
     pub pinned: &'static str,
@@ -18,6 +21,7 @@ pub struct H {
 pub const CLAUDE: H = H {
     id: "claude-code",
     wire: Wire::AnthropicMessages,
+    tools: "claude-code",
     binary: "node_modules/@anthropic-ai/claude-code-linux-x64/claude",
     pinned: "2.1.197",
 };
@@ -25,9 +29,14 @@ pub const CLAUDE: H = H {
 pub const CODEX: H = H {
     id: "openai-codex",
     wire: Wire::OpenAiResponses,
+    tools: "openai-codex",
     binary: "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex",
     pinned: "0.171.0",
 };
+
+/// Codex on `codex app-server` (issue 31): the same CLI and install as [`CODEX`], one
+/// long-lived process per run speaking JSON-RPC.
+pub const CODEX_APP_SERVER: H = H { id: "openai-codex-app-server", ..CODEX };
 
 impl H {
     /// A tool call that creates `name` with `content` in the Space at `root`.

@@ -4,6 +4,7 @@ mod boundary;
 mod ceilings;
 mod cli;
 mod codespace;
+mod codex_app_server;
 mod contract;
 mod endings;
 mod examples;

@@ -11,7 +11,7 @@ use crate::support::{describe, require_cli, run_processes, scaled, settled, Root
 const TURN: Duration = Duration::from_secs(90);
 
 async fn setup(h: H, script: Script) -> (TestDaemon, ScriptedServer, std::path::PathBuf) {
-    require_cli(h.id, h.binary);
+    require_cli(h.tools, h.binary);
     let server = ScriptedServer::start(h.wire, script).await.unwrap();
     let d = TestDaemon::start().await;
     let root = d.space("s").await;
@@ -131,7 +131,7 @@ async fn the_pinned_cli_is_the_one_that_ran(h: H) {
 
 /// Interrupt mid-turn ends that turn `interrupted`; the next follow-up works; an idle interrupt
 /// is a no-op that says so.
-async fn interrupt_then_follow_up(h: H) {
+pub(super) async fn interrupt_then_follow_up(h: H) {
     let script = Script::new([
         Reply::SlowText { text: "a very long answer that will be cut".into(), chunks: 60, delay_ms: 500 },
         Reply::Text("after the interrupt".into()),

@@ -51,8 +51,8 @@ fn story(events: &[Event]) -> Vec<EventKind> {
 /// daemon (the tool's file appears, the model is called again); after a restart the events
 /// from cursor 0 hold every event once, tell the same story as an uninterrupted run of the
 /// same script, and a follow-up works in the same session.
-async fn kill_9_mid_turn_the_turn_finishes_and_every_event_is_stored_once(h: H) {
-    require_cli(h.id, h.binary);
+pub(super) async fn kill_9_mid_turn_the_turn_finishes_and_every_event_is_stored_once(h: H) {
+    require_cli(h.tools, h.binary);
     let script = |root: &Path| {
         Script::new([
             h.long_command(&format!("sleep 3; echo done > {}", root.join("tool.txt").display())),

@@ -1,7 +1,8 @@
 //! `openai-codex` on `codex app-server`: one long-lived process per run speaking JSON-RPC on
 //! stdin/stdout, instead of one `codex exec --json` process per turn (issue 31).
 //!
-//! Not wired into the daemon yet: this is the pure protocol layer. What it gives:
+//! The protocol layer; the daemon's run supervisor drives it (harness id [`ID`], in
+//! [`crate::all`]). What it gives:
 //! - [`launch`]: the plan of one `codex app-server` process: the same `config.toml`, `CODEX_HOME`,
 //!   `HOME` and key handling as the exec launch ([`crate::openai_codex::launch`]), a stdin pipe
 //!   kept open, and `initial_stdin` = the `initialize` request
@@ -58,8 +59,8 @@ pub fn launch(ctx: &LaunchContext<'_>) -> LaunchPlan {
 pub const ID: &str = "openai-codex-app-server";
 
 /// `openai-codex` on `codex app-server`: the same CLI, install, keys and home as
-/// [`crate::openai_codex::OpenAiCodex`], one long-lived process per run. Not in
-/// [`crate::all`] yet (the daemon does not drive the conversation hooks); the contract table
+/// [`crate::openai_codex::OpenAiCodex`], one long-lived process per run. In [`crate::all`]
+/// (`agent_start` with `agent: "openai-codex-app-server"`); the contract table
 /// (`tests/suite/contract.rs`) runs it.
 ///
 /// What the daemon must do for it: write the plan's `initial_stdin` and keep stdin open; call

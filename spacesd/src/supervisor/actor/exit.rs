@@ -26,6 +26,10 @@ impl Actor {
         let session = batch.drafts.iter().any(|d| d.kind == EventKind::Session);
         self.machine.output(batch.saw_output, session, Instant::now());
         self.append_batch(batch.drafts, batch.pos).await;
+        if batch.end.is_none() {
+            // What a conversation normalizer answers to these lines (its process still runs).
+            self.send_outgoing().await;
+        }
         if let Some(why) = batch.fault {
             self.disk_full.get_or_insert(why);
         }
@@ -99,6 +103,8 @@ impl Actor {
         let stderr_tail = self.launcher.stderr_tail();
         let exit = ExitInfo { code, signal: ended.signal(signal), stderr_tail: stderr_tail.clone(), stop_requested: ended.stop_requested };
         let mut drafts = self.norm.process_exited(&exit);
+        // Nothing is written to a process that ended; a new one starts its own dialogue.
+        drop(self.norm.take_outgoing());
         if let Some(why) = &ended.live.ended_by {
             // The turn's error names the rule, whatever the harness made of the exit.
             for d in drafts.iter_mut().filter(|d| d.kind == EventKind::TurnEnded && d.stop_reason == Some(StopReason::Error)) {

@@ -53,13 +53,7 @@ impl Actor {
         }
         self.after_append(ended);
         match (self.harness.process_model(), live_shim) {
-            (ProcessModel::LongLived, Some(shim)) => {
-                let message = String::from_utf8_lossy(&self.harness.user_message(&text)).into_owned();
-                if let Err(e) = shim.stdin(message, Some(turn)).await {
-                    self.launcher.note_in_stderr_tail(format!("the message could not reach the agent: {e}"));
-                    tracing::warn!("run {}: turn {turn} not delivered: {e}", self.run.run_id);
-                }
-            }
+            (ProcessModel::LongLived, Some(shim)) => self.send_turn(&shim, turn, &text).await,
             _ => self.spawn_for_turn(turn, &text).await,
         }
     }
@@ -104,7 +98,7 @@ impl Actor {
                 }
             }
         }
-        let launch = match self.launcher.plan(&self.run, turn, text, &binary) {
+        let launch = match self.launcher.plan(&self.run, turn, text, &binary, self.norm.as_mut()) {
             Ok(launch) => launch,
             Err(why) => {
                 self.fail_turn_before_start(&why);
@@ -120,6 +114,8 @@ impl Actor {
                 self.run.pgid = Some(live.pid);
                 self.machine.spawned(live, resuming);
                 self.set_state(Status::Running, Phase::Working, "a turn is running");
+                // After the plan's first bytes (the shim writes them first).
+                self.send_outgoing().await;
             }
             Err(why) => self.fail_turn_before_start(&why),
         }

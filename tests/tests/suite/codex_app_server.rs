@@ -1,0 +1,137 @@
+//! Issue 31: Codex on `codex app-server` (`agent: "openai-codex-app-server"`), the real CLI
+//! against the scripted Responses endpoint. One long-lived process serves every turn of a run:
+//! the daemon drives the JSON-RPC dialogue through the normalizer's conversation hooks (the
+//! handshake after `initialize`, `turn/start` of a follow-up, `turn/interrupt`), and a daemon
+//! killed mid-turn re-adopts the process without writing anything twice.
+
+use std::time::Duration;
+
+use spaces_sdk::{AgentStartRequest, EventKind, SpaceAgentOptions, Status, StopReason, ToolStatus};
+use spaces_testkit::{Reply, Script, ScriptedServer};
+
+use super::harness::CODEX_APP_SERVER as H;
+use crate::support::{describe, require_cli, run_process_roots, run_processes, settled, wait_until, TestDaemon};
+
+const TURN: Duration = Duration::from_secs(90);
+
+async fn setup(script: Script) -> (TestDaemon, ScriptedServer, std::path::PathBuf) {
+    require_cli(H.tools, H.binary);
+    let server = ScriptedServer::start(H.wire, script).await.unwrap();
+    let d = TestDaemon::start().await;
+    let root = d.space("s").await;
+    (d, server, root)
+}
+
+async fn start(d: &TestDaemon, server: &ScriptedServer, prompt: &str) -> String {
+    let req = AgentStartRequest {
+        space: "s".into(),
+        agent: H.id.into(),
+        prompt: prompt.into(),
+        show: None,
+        options: Some(SpaceAgentOptions { base_url: Some(server.base_url()), ..Default::default() }),
+        request_id: None,
+    };
+    d.client.agent_start(&req).await.unwrap().run_id
+}
+
+/// The run's one agent process (the root of its process tree), once it is the only one.
+async fn the_one_process(run: &str) -> i32 {
+    wait_until("one agent process of the run", TURN, || run_process_roots(run).len() == 1).await;
+    run_process_roots(run)[0]
+}
+
+/// A tool call writes a file and the agent answers; a follow-up runs in the same thread of the
+/// same `codex app-server` process (no process ended, none started); a stop ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_app_server_tool_call_then_follow_up_in_the_same_process() {
+    let (d, server, root) = setup(Script::new([])).await;
+    server.push(H.create_file(&root, "hello.txt", "hello from the agent\n"));
+    server.push(Reply::Text("I created hello.txt.".into()));
+    server.push(Reply::Text("The file is still there.".into()));
+    let run = start(&d, &server, "Create hello.txt please").await;
+
+    d.wait_turn_end("s", &run, 1, TURN).await;
+    let st = d.wait_status("s", &run, TURN, settled).await;
+    let events = d.events("s", &run).await;
+    assert_eq!(std::fs::read_to_string(root.join("hello.txt")).unwrap().trim_end(), "hello from the agent", "{}", describe(&events));
+    let kinds: Vec<EventKind> = events.iter().map(|e| e.kind).collect();
+    for k in
+        [EventKind::TurnStarted, EventKind::UserMessage, EventKind::Session, EventKind::ToolCall, EventKind::Message, EventKind::TurnEnded]
+    {
+        assert!(kinds.contains(&k), "missing {k:?}:\n{}", describe(&events));
+    }
+    assert!(
+        events.iter().any(|e| e.kind == EventKind::ToolUpdate && e.tool_status == Some(ToolStatus::Completed)),
+        "a completed tool_update:\n{}",
+        describe(&events)
+    );
+    let ended: Vec<_> = events.iter().filter(|e| e.kind == EventKind::TurnEnded).collect();
+    assert_eq!(ended.len(), 1, "exactly one turn_ended:\n{}", describe(&events));
+    assert_eq!(ended[0].stop_reason, Some(StopReason::EndTurn), "{}", describe(&events));
+    assert_eq!((st.status, st.result_text.as_deref()), (Status::Idle, Some("I created hello.txt.")), "{st:#?}");
+    assert!(st.accepts_message && st.session_id.is_some(), "{st:#?}");
+    let pid = the_one_process(&run).await;
+
+    let r = d.client.space("s").agent_message(&run, "Is the file still there?", None).await.unwrap();
+    assert!(r.ok, "{r:?}");
+    d.wait_turn_end("s", &run, 2, TURN).await;
+    let st = d.wait_status("s", &run, TURN, settled).await;
+    let events = d.events("s", &run).await;
+    assert_eq!(st.result_text.as_deref(), Some("The file is still there."), "{st:#?}\n{}", describe(&events));
+    assert_eq!(run_process_roots(&run), vec![pid], "the follow-up ran in the same process");
+    assert!(!events.iter().any(|e| e.kind == EventKind::Exited), "no process ended:\n{}", describe(&events));
+    let ends: Vec<_> = events.iter().filter(|e| e.kind == EventKind::TurnEnded).map(|e| (e.turn, e.stop_reason)).collect();
+    assert_eq!(ends, vec![(1, Some(StopReason::EndTurn)), (2, Some(StopReason::EndTurn))], "{}", describe(&events));
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>(), "seq starts at 1 without gaps");
+    let calls = server.model_calls();
+    let last = calls.last().unwrap().json.as_ref().map(|j| j.to_string()).unwrap_or_default();
+    assert!(last.contains("Create hello.txt please") && last.contains("I created hello.txt."), "the follow-up carries the thread: {last}");
+
+    let r = d.client.space("s").agent_stop(&run).await.unwrap();
+    assert!(r.ok, "{r:?}");
+    assert_eq!(run_processes(&run), Vec::<i32>::new(), "no process of the run survives the stop");
+}
+
+/// An interrupt mid-answer (`turn/interrupt`) ends that turn `interrupted` and nothing else:
+/// the process stays, an idle interrupt is refused, and the next message answers in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_app_server_interrupt_ends_only_the_turn() {
+    let script = Script::new([
+        Reply::SlowText { text: "a very long answer that will be cut".into(), chunks: 60, delay_ms: 500 },
+        Reply::Text("after the interrupt".into()),
+    ]);
+    let (d, server, _root) = setup(script).await;
+    let run = start(&d, &server, "talk slowly").await;
+    wait_until("the slow answer to start streaming", TURN, || server.frames_sent() >= 6).await;
+    let pid = the_one_process(&run).await;
+    let t0 = std::time::Instant::now();
+    let r = d.client.space("s").agent_interrupt(&run).await.unwrap();
+    assert!(r.ok, "{r:?}");
+    let ended = d.wait_turn_end("s", &run, 1, TURN).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::Interrupted), "{ended:?}");
+    assert!(t0.elapsed() < Duration::from_secs(15), "interrupt took {:?}", t0.elapsed());
+    let st = d.wait_status("s", &run, TURN, |s| settled(s) && s.phase != spaces_sdk::Phase::Working).await;
+    assert_eq!(st.status, Status::Idle, "an interrupted turn is not a failure: {st:#?}");
+    assert!(st.accepts_message, "{st:#?}");
+    let idle = d.client.space("s").agent_interrupt(&run).await.unwrap();
+    assert!(!idle.ok && idle.reason.contains("no turn"), "{idle:?}");
+
+    d.client.space("s").agent_message(&run, "go on", None).await.unwrap();
+    let ended = d.wait_turn_end("s", &run, 2, TURN).await;
+    let events = d.events("s", &run).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&events));
+    let st = d.wait_status("s", &run, TURN, settled).await;
+    assert_eq!(st.result_text.as_deref(), Some("after the interrupt"), "{st:#?}");
+    assert_eq!(run_process_roots(&run), vec![pid], "the interrupt ended the turn, not the process");
+    assert!(!events.iter().any(|e| e.kind == EventKind::Exited), "no process ended:\n{}", describe(&events));
+}
+
+/// Kill -9 of spacesd while the app-server runs a tool call: the turn finishes without the
+/// daemon; the next daemon re-adopts the process (re-feeding what was stored, writing nothing
+/// of it again), stores every event once with the story of an uninterrupted run, and a
+/// follow-up goes to the same process as `turn/start`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_app_server_kill_9_mid_turn_loses_no_event() {
+    super::survive::kill_9_mid_turn_the_turn_finishes_and_every_event_is_stored_once(H).await
+}
