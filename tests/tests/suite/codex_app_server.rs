@@ -127,6 +127,41 @@ async fn codex_app_server_interrupt_ends_only_the_turn() {
     assert!(!events.iter().any(|e| e.kind == EventKind::Exited), "no process ended:\n{}", describe(&events));
 }
 
+/// With `exit_when_idle` the daemon closes the server's stdin after the turn and it exits (the
+/// run is `done`); a follow-up starts a new `codex app-server` process, which continues the
+/// thread (`thread/resume` with the stored session id): the model gets the first turn's history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_app_server_a_new_process_resumes_the_thread() {
+    let script = Script::new([Reply::Text("kiwi noted".into()), Reply::Text("the word was kiwi".into())]);
+    let (d, server, _root) = setup(script).await;
+    let opts = SpaceAgentOptions { base_url: Some(server.base_url()), exit_when_idle: Some(true), ..Default::default() };
+    let req = AgentStartRequest {
+        space: "s".into(),
+        agent: H.id.into(),
+        prompt: "remember the word kiwi".into(),
+        show: None,
+        options: Some(opts),
+        request_id: None,
+    };
+    let run = d.client.agent_start(&req).await.unwrap().run_id;
+    d.wait_turn_end("s", &run, 1, TURN).await;
+    let st = d.wait_status("s", &run, TURN, |s| s.status == Status::Done).await;
+    let session = st.session_id.clone().expect("the thread id is recorded");
+    wait_until("the server to exit", TURN, || run_processes(&run).is_empty()).await;
+
+    let r = d.client.space("s").agent_message(&run, "what was the word?", None).await.unwrap();
+    assert!(r.ok, "{r:?}");
+    let ended = d.wait_turn_end("s", &run, 2, TURN).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
+    d.wait_for_event("s", &run, TURN, |e| e.kind == EventKind::Exited && e.turn == 2).await;
+    let events = d.events("s", &run).await;
+    let st = d.wait_status("s", &run, TURN, |s| s.status == Status::Done).await;
+    assert_eq!((st.result_text.as_deref(), st.session_id.as_deref()), (Some("the word was kiwi"), Some(session.as_str())), "{st:#?}");
+    assert_eq!(events.iter().filter(|e| e.kind == EventKind::Exited).count(), 2, "two processes:\n{}", describe(&events));
+    let last = server.model_calls().last().unwrap().json.as_ref().map(|j| j.to_string()).unwrap_or_default();
+    assert!(last.contains("remember the word kiwi") && last.contains("kiwi noted"), "the resumed thread carries turn 1: {last}");
+}
+
 /// Kill -9 of spacesd while the app-server runs a tool call: the turn finishes without the
 /// daemon; the next daemon re-adopts the process (re-feeding what was stored, writing nothing
 /// of it again), stores every event once with the story of an uninterrupted run, and a
