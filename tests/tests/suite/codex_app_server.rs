@@ -170,3 +170,17 @@ async fn codex_app_server_a_new_process_resumes_the_thread() {
 async fn codex_app_server_kill_9_mid_turn_loses_no_event() {
     super::survive::kill_9_mid_turn_the_turn_finishes_and_every_event_is_stored_once(H).await
 }
+
+/// `force: true` mid-turn: `turn/interrupt`, then the forced message as the next `turn/start`
+/// in the same thread (turn 1 `interrupted`, turn 2 answers it, nothing queued).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_app_server_force_interrupts_the_turn_and_runs_the_message_next() {
+    super::runs::force_true_interrupts_the_turn_and_runs_the_message_next(H).await
+}
+
+/// Case P4 on the app-server: a follow-up sent mid-turn is queued (a `notice` says so) and runs
+/// after the first turn, with never more than one agent process of the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_app_server_case_p4_mid_turn_message_is_queued() {
+    super::runs::case_p4_mid_turn_message_is_queued(H).await
+}

@@ -82,7 +82,7 @@ async fn tool_call_answer_and_follow_up(h: H) {
 /// Case P4: a follow-up sent 100 ms after the first message, before the first turn ends (the
 /// first answer streams slowly), is queued, and a `notice` says so; it runs after the first turn;
 /// both turns end; and at no time do two agent processes of the run exist (sampled from /proc).
-async fn case_p4_mid_turn_message_is_queued(h: H) {
+pub(super) async fn case_p4_mid_turn_message_is_queued(h: H) {
     let script = Script::new([
         Reply::SlowText { text: "first answer, slowly streamed".into(), chunks: 20, delay_ms: 300 },
         Reply::Text("second answer".into()),
@@ -163,7 +163,7 @@ pub(super) async fn interrupt_then_follow_up(h: H) {
 
 /// `force: true` mid-turn interrupts the running turn and runs the message next, in the same
 /// session: turn 1 ends `interrupted`, turn 2 answers the forced text, nothing is queued.
-async fn force_true_interrupts_the_turn_and_runs_the_message_next(h: H) {
+pub(super) async fn force_true_interrupts_the_turn_and_runs_the_message_next(h: H) {
     let script = Script::new([
         Reply::SlowText { text: "a very long answer that will be cut".into(), chunks: 60, delay_ms: 500 },
         Reply::Text("the urgent answer".into()),
