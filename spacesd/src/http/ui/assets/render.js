@@ -60,7 +60,11 @@ export const STOP_WORDS = {
 export const TOOL_WORDS = { pending: "waiting", in_progress: "running", completed: "done", failed: "failed" };
 
 /** The product names of the harnesses (`agent`). */
-export const HARNESS_NAMES = { "claude-code": "Claude Code", "openai-codex": "Codex CLI" };
+export const HARNESS_NAMES = {
+  "claude-code": "Claude Code",
+  "openai-codex": "Codex CLI",
+  "openai-codex-app-server": "Codex CLI (app-server)",
+};
 
 function el(tag, cls, text) {
   const node = document.createElement(tag);

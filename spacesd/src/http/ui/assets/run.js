@@ -22,7 +22,8 @@ export function duration(ms) {
 /**
  * Tokens and cost over a run's `usage` events: Claude Code reports a turn's tokens (summed
  * here) and a cost cumulative for its process (summed over processes: a drop starts a new
- * one); Codex CLI reports the thread's tokens so far (the last report counts).
+ * one); Codex CLI (exec and app-server) reports the thread's tokens so far (the last report
+ * counts).
  */
 export function usageTotal(usages, agent) {
   if (usages.length === 0) return null;
@@ -30,7 +31,8 @@ export function usageTotal(usages, agent) {
   let input = null;
   let output = null;
   const add = (a, b) => (b === null ? a : (a ?? 0) + b);
-  const counted = agent === "openai-codex" ? usages.slice(-1) : usages;
+  const threadTotals = agent === "openai-codex" || agent === "openai-codex-app-server";
+  const counted = threadTotals ? usages.slice(-1) : usages;
   for (const u of counted) {
     input = add(input, n(u, "input_tokens"));
     output = add(output, n(u, "output_tokens"));
