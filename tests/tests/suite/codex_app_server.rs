@@ -184,3 +184,32 @@ async fn codex_app_server_force_interrupts_the_turn_and_runs_the_message_next() 
 async fn codex_app_server_case_p4_mid_turn_message_is_queued() {
     super::runs::case_p4_mid_turn_message_is_queued(H).await
 }
+
+/// The agent gets the caller's text as is, what is stored is redacted: a first prompt naming a
+/// value of the run's `env` reaches the model whole (it goes out as `turn/start` from the
+/// normalizer, after the handshake), while its `user_message` event shows `[redacted]`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_app_server_the_first_prompt_reaches_the_model_unredacted() {
+    let (d, server, _root) = setup(Script::new([Reply::Text("noted".into())])).await;
+    let opts = SpaceAgentOptions {
+        base_url: Some(server.base_url()),
+        env: [("MY_SETTING".to_owned(), "value-long-enough".to_owned())].into(),
+        ..Default::default()
+    };
+    let prompt = "the setting is value-long-enough";
+    let req = AgentStartRequest {
+        space: "s".into(),
+        agent: H.id.into(),
+        prompt: prompt.into(),
+        show: None,
+        options: Some(opts),
+        request_id: None,
+    };
+    let run = d.client.agent_start(&req).await.unwrap().run_id;
+    d.wait_turn_end("s", &run, 1, TURN).await;
+    let events = d.events("s", &run).await;
+    let user = events.iter().find(|e| e.kind == EventKind::UserMessage).unwrap();
+    assert_eq!(user.text.as_deref(), Some("the setting is [redacted]"), "{}", describe(&events));
+    let first = server.model_calls().into_iter().next().unwrap().json.map(|j| j.to_string()).unwrap_or_default();
+    assert!(first.contains(prompt), "the model got the caller's text: {first}");
+}

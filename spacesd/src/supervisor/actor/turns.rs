@@ -26,9 +26,11 @@ impl Actor {
         let turn = self.run.turns + 1;
         self.run.turns = turn;
         // The agent gets the caller's text as is; what is stored is redacted (output lines are
-        // redacted as they arrive, reasons in `set_state`).
+        // redacted as they arrive, reasons in `set_state`). The normalizer gets the caller's
+        // text too: a conversation harness sends it to the agent from there (`turn/start` once
+        // its new process is ready); the events it makes of it are redacted here.
         let stored = self.redactor.apply(&text);
-        let drafts = self.norm.begin_turn(turn, &stored);
+        let drafts: Vec<EventDraft> = self.norm.begin_turn(turn, &text).into_iter().map(|d| redacted(d, &self.redactor)).collect();
         self.machine.turn_started(text.clone(), Instant::now());
         // The turn's row, its first events and the run's new state: one commit, before the
         // message goes to the agent (a follow-up waits for one commit, not three). A turn that
@@ -229,6 +231,16 @@ impl Actor {
             tracing::error!("run {}: state not saved: {e}", self.run.run_id);
         }
     }
+}
+
+/// `draft` with every text of it that may carry the caller's words redacted.
+fn redacted(mut draft: EventDraft, redactor: &spaces_os::redact::Redactor) -> EventDraft {
+    for field in [&mut draft.text, &mut draft.summary, &mut draft.raw] {
+        if let Some(value) = field.as_mut() {
+            *value = redactor.apply(value);
+        }
+    }
+    draft
 }
 
 /// The turns `drafts` end, with how and the final text.
