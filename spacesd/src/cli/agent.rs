@@ -459,15 +459,7 @@ fn print_status(st: &spaces_sdk::RunStatus) {
     }
     line("agent", format!("{} in Space {}", st.agent.as_deref().unwrap_or("?"), st.space));
     line("status", format!("{} ({}): {}", st.status.as_str(), st.phase.as_str(), excerpt(&st.reason, max)));
-    line(
-        "turns",
-        format!(
-            "{}   started {} ago   accepts a message: {}",
-            st.turns,
-            super::print::age(st.created_ms),
-            if st.accepts_message { "yes" } else { "no" }
-        ),
-    );
+    line("turns", format!("{}   started {} ago   a message sent now: {}", st.turns, super::print::age(st.created_ms), message_wording(st)));
     if let Some(prompt) = &st.prompt_excerpt {
         line("prompt", prompt.clone());
     }
@@ -486,6 +478,16 @@ fn print_status(st: &spaces_sdk::RunStatus) {
 }
 
 /// The text of a prompt argument (`-`, `@FILE` or the text) or of `--prompt-file`.
+/// What a follow-up sent now does, in words: mid-turn it is not refused but queued (issue 32:
+/// "accepts a message: no" read as a refusal).
+fn message_wording(st: &spaces_sdk::RunStatus) -> &'static str {
+    match (st.accepts_message, st.status) {
+        (true, _) => "starts the next turn",
+        (false, spaces_sdk::Status::Running) => "waits until this turn ends (--force interrupts it)",
+        (false, _) => "is refused (the reason above says why)",
+    }
+}
+
 fn prompt_text(given: Option<&str>, file: Option<&std::path::Path>, what: &str) -> anyhow::Result<String> {
     match (given, file) {
         (Some(given), _) => super::text_from(given, what),

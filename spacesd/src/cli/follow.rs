@@ -98,6 +98,24 @@ pub(super) async fn last_cursor(client: &Client, space: &str, run_id: &str) -> a
     }
 }
 
+/// The cursor just before the run's last `user_message` event whose text is `text` (the turn a
+/// message started), else the run's last cursor now.
+pub(super) async fn before_message(client: &Client, space: &str, run_id: &str, text: &str) -> anyhow::Result<u64> {
+    let (mut cursor, mut found) = (0, None);
+    loop {
+        let page = client.agent_events(&events(space, run_id, cursor, Some(1000), None, None)).await?;
+        for e in &page.events {
+            if e.kind == EventKind::UserMessage && e.text.as_deref() == Some(text) {
+                found = Some(e.seq.saturating_sub(1));
+            }
+        }
+        cursor = page.cursor;
+        if page.caught_up {
+            return Ok(found.unwrap_or(cursor));
+        }
+    }
+}
+
 /// Print events from `cursor` until the run is no longer running and the log is caught up;
 /// returns the cursor reached and the stop reason of the last `turn_ended` seen.
 pub async fn follow_events(client: &Client, space: &str, run_id: &str, cursor: u64) -> anyhow::Result<Followed> {

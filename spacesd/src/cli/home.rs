@@ -87,6 +87,12 @@ pub enum HomeCmd {
         name: String,
         /// The message; `-` reads it from stdin, `@FILE` from FILE.
         text: String,
+        /// Then follow the run's events until the turn ends (as `agent send --follow`).
+        #[arg(long)]
+        follow: bool,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -105,7 +111,8 @@ pub async fn run(client: &Client, cmd: HomeCmd) -> anyhow::Result<()> {
                     let size = h.latest.as_ref().map_or(0, |s| s.bytes);
                     let field = |k: &str| h.latest.as_ref().and_then(|s| s.meta.get(k)).and_then(|a| a.as_str()).filter(|a| !a.is_empty());
                     let (agent, space) = (field("agent").unwrap_or("-").to_owned(), field("space").unwrap_or("(none)").to_owned());
-                    let lease = h.lease.map_or("free".to_owned(), |l| format!("{} (until {})", l.holder, l.expires_ms));
+                    let lease =
+                        h.lease.map_or("free".to_owned(), |l| format!("{} (for {} more)", l.holder, super::print::until(l.expires_ms)));
                     println!("{:<24} {:<16} {:>9} {:>12} {:<16} {lease}", h.name, space, h.snapshots, bytes(size), agent);
                     if let Some(why) = &h.broken {
                         println!("  BROKEN {}: {why}", h.name);
@@ -118,14 +125,21 @@ pub async fn run(client: &Client, cmd: HomeCmd) -> anyhow::Result<()> {
             if json {
                 println!("{}", serde_json::to_string_pretty(&snaps)?);
             } else {
-                println!("{:<28} {:>15} {:>8} {:>12} {:<20} SESSION", "ID", "CREATED_MS", "FILES", "SIZE", "HOST");
+                println!("{:<28} {:>8} {:>8} {:>12} {:<20} SESSION", "ID", "AGE", "FILES", "SIZE", "HOST");
                 for s in snaps {
                     if let Some(why) = &s.broken {
                         println!("{:<28} BROKEN: {why}", s.id);
                         continue;
                     }
                     let session = s.meta.get("session_id").and_then(|v| v.as_str()).unwrap_or("-").to_owned();
-                    println!("{:<28} {:>15} {:>8} {:>12} {:<20} {session}", s.id, s.created_ms, s.files, bytes(s.bytes), s.host);
+                    println!(
+                        "{:<28} {:>8} {:>8} {:>12} {:<20} {session}",
+                        s.id,
+                        super::print::age(s.created_ms),
+                        s.files,
+                        bytes(s.bytes),
+                        s.host
+                    );
                 }
             }
         }
@@ -162,10 +176,25 @@ pub async fn run(client: &Client, cmd: HomeCmd) -> anyhow::Result<()> {
                 ),
             }
         }
-        HomeCmd::Send { name, text } => {
+        HomeCmd::Send { name, text, follow, json } => {
             let text = text_from(&text, "the message")?;
-            let r = client.persistent_agent_send(&PersistentAgentSendRequest { name, text }).await?;
-            println!("{}", serde_json::to_string_pretty(&r)?);
+            let r = client.persistent_agent_send(&PersistentAgentSendRequest { name: name.clone(), text: text.clone() }).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else if r.started {
+                let home = if r.restored { "its home restored from the volume first" } else { "a new home" };
+                println!("started run {} for {name:?} ({home})", r.run_id);
+            } else {
+                println!("sent to {name:?}'s live run {}", r.run_id);
+            }
+            if follow {
+                let space = super::agent::resolve_run(client, super::SpaceArg { space: None }, &r.run_id).await?;
+                // The turn this message started: from the run's start, or from just before the
+                // last `user_message` carrying this text.
+                let from = if r.started { 0 } else { super::follow::before_message(client, &space, &r.run_id, &text).await? };
+                let ended = super::follow::follow_events(client, &space, &r.run_id, from).await?;
+                super::follow::turn_outcome(ended)?;
+            }
         }
     }
     Ok(())

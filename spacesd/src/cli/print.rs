@@ -123,6 +123,18 @@ pub fn age(ms: u64) -> String {
     }
 }
 
+/// How long until `ms` (ms since the Unix epoch), like [`age`]: `40s`, `3m`, `2h`, `1d`;
+/// `0s` once it has passed.
+pub fn until(ms: u64) -> String {
+    let s = ms.saturating_sub(crate::store::now_ms()) / 1000;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m", s / 60),
+        3600..=86_399 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
 pub use spaces_sdk::run::excerpt;
 
 /// `line` as it is, or cut to `max` characters with `…` when longer.

@@ -969,3 +969,54 @@ async fn a_save_cut_off_by_kill_9_is_retried_at_restart_and_its_lease_is_not_lef
     d.wait_turn_end("s", &next, 1, TURN).await;
     d.client.agent_stop(&AgentRunRequest { space: "s".into(), run_id: next }).await.unwrap();
 }
+
+/// Human output of the `home` commands (issue 32): `home list` and `home snapshots` say ages
+/// and times left, never raw epoch milliseconds; `home send` says in words where the message
+/// went, `--json` prints the report, and `--follow` follows the turn it started to its end.
+/// (Two workers: the CLI runs blocking on one while the scripted model answers on the other.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn home_commands_speak_in_ages_and_words_and_send_follows_its_turn() {
+    let h = CLAUDE;
+    require_cli(h.id, h.binary);
+    let model = ScriptedServer::start(h.wire, Script::new([]).with_fallback(Reply::Text("noted".into()))).await.unwrap();
+    let store = Store::Local(tempfile::tempdir().unwrap());
+    let d = host(&store).await;
+    let req = AgentStartRequest {
+        space: "s".into(),
+        agent: h.id.into(),
+        prompt: "remember this".into(),
+        show: None,
+        options: Some(SpaceAgentOptions { base_url: Some(model.base_url()), home: Some("words".into()), ..Default::default() }),
+        request_id: None,
+    };
+    let run = d.client.agent_start(&req).await.unwrap().run_id;
+    d.wait_turn_end("s", &run, 1, TURN).await;
+    d.wait_for_event("s", &run, TURN, |e| e.summary.as_deref().is_some_and(|s| s.starts_with("home saved"))).await;
+    for args in [&["home", "list"][..], &["home", "snapshots", "words"]] {
+        let (ok, out) = d.cli(args);
+        assert!(ok, "{args:?}: {out}");
+        assert!(!has_epoch_ms(&out), "{args:?} prints raw epoch milliseconds:\n{out}");
+    }
+    let (ok, out) = d.cli(&["home", "list"]);
+    assert!(ok && out.contains("more)"), "the lease says how long it has left:\n{out}");
+
+    let (ok, out) = d.cli(&["home", "send", "words", "and this", "--follow"]);
+    assert!(ok, "{out}");
+    assert!(out.contains(&format!("sent to \"words\"'s live run {run}")), "{out}");
+    assert!(out.contains("noted") && out.contains("-- status:"), "the follow printed the turn to its end:\n{out}");
+    assert!(!out.trim_start().starts_with('{'), "human output, not JSON:\n{out}");
+    let st = d.client.space("s").agent_status(&run, Some(0)).await.unwrap();
+    assert_eq!(st.turns, 2, "{st:#?}");
+    d.wait_status("s", &run, TURN, |s| s.accepts_message).await;
+    let (ok, out) = d.cli(&["agent", "status", &run]);
+    assert!(ok && out.contains("a message sent now: starts the next turn"), "{out}");
+    let (ok, out) = d.cli(&["home", "send", "words", "once more", "--json"]);
+    assert!(ok, "{out}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect(&out);
+    assert_eq!(report["run_id"], run.as_str(), "{out}");
+}
+
+/// True when `text` holds a 13-digit number (an epoch time in ms, 2001-2286).
+fn has_epoch_ms(text: &str) -> bool {
+    text.split(|c: char| !c.is_ascii_digit()).any(|n| n.len() == 13)
+}
