@@ -68,23 +68,24 @@ pub struct CallError {
     family: Family,
     code: String,
     message: String,
+    /// The ids an error may name, boxed: most errors carry none, and a small `Err` keeps every
+    /// `Result` of the binding small.
+    ids: Box<Ids>,
+    details: String,
+}
+
+/// `.field`, `.operation_id` and `.approval_id` of an error.
+#[derive(Debug, Default)]
+struct Ids {
     field: Option<String>,
     operation_id: Option<String>,
     approval_id: Option<String>,
-    details: String,
 }
 
 impl CallError {
     fn new(family: Family, code: &str, message: &str, field: Option<&str>, details: String) -> Self {
-        Self {
-            family,
-            code: code.to_owned(),
-            message: message.to_owned(),
-            field: field.map(str::to_owned),
-            operation_id: None,
-            approval_id: None,
-            details,
-        }
+        let ids = Ids { field: field.map(str::to_owned), ..Ids::default() };
+        Self { family, code: code.to_owned(), message: message.to_owned(), ids: Box::new(ids), details }
     }
 
     /// The exception of its family with `.code`, `.message`, `.field`, `.details`.
@@ -101,9 +102,9 @@ impl CallError {
         let set = || -> PyResult<()> {
             value.setattr("code", &self.code)?;
             value.setattr("message", &self.message)?;
-            value.setattr("field", self.field.as_deref())?;
-            value.setattr("operation_id", self.operation_id.as_deref())?;
-            value.setattr("approval_id", self.approval_id.as_deref())?;
+            value.setattr("field", self.ids.field.as_deref())?;
+            value.setattr("operation_id", self.ids.operation_id.as_deref())?;
+            value.setattr("approval_id", self.ids.approval_id.as_deref())?;
             value.setattr("details", &self.details)?;
             Ok(())
         };
@@ -117,8 +118,8 @@ impl CallError {
 fn api(e: &ApiError) -> CallError {
     let details = serde_json::to_string(e).unwrap_or_default();
     let mut err = CallError::new(family(e.code), &e.code.as_str(), &e.message, e.field.as_deref(), details);
-    err.operation_id = e.operation_id.clone();
-    err.approval_id = e.approval_id.clone();
+    err.ids.operation_id = e.operation_id.clone();
+    err.ids.approval_id = e.approval_id.clone();
     err
 }
 
