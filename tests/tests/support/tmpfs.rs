@@ -18,6 +18,9 @@ pub struct Tmpfs {
     path: PathBuf,
     /// The file [`Tmpfs::fill`] wrote, while it is there.
     filler: Option<PathBuf>,
+    /// A temp dir holding the mount point, removed after the unmount: its own removal (the
+    /// daemon's `TempDir`, dropped first) fails on the busy mount point and would leave it.
+    cleanup: Option<PathBuf>,
 }
 
 impl Tmpfs {
@@ -37,7 +40,7 @@ impl Tmpfs {
             .output()
             .expect("run mount");
         assert!(out.status.success(), "mount a tmpfs at {}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
-        Tmpfs { path: path.to_owned(), filler: None }
+        Tmpfs { path: path.to_owned(), filler: None, cleanup: None }
     }
 
     /// Fill the file system: a file written until the disk refuses more (`ENOSPC`, which the
@@ -71,6 +74,9 @@ impl Tmpfs {
 impl Drop for Tmpfs {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg("-l").arg(&self.path).status();
+        if let Some(dir) = &self.cleanup {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
@@ -87,7 +93,8 @@ impl TestDaemon {
             nix::unistd::chown(dir.path(), owner, Some(nix::unistd::Gid::from_raw(uid))).expect("chown the temp dir");
         }
         let state = dir.path().join("state");
-        let tmpfs = Tmpfs::mount(&state, size_kib, user);
+        let mut tmpfs = Tmpfs::mount(&state, size_kib, user);
+        tmpfs.cleanup = Some(dir.path().to_owned());
         let client = Client::new(Endpoint::Unix(state.join("spacesd.sock")));
         let log = Some(dir.path().join("spacesd.log"));
         let mut d = TestDaemon {
