@@ -4,7 +4,7 @@
 //! - `agent_message_chunk`: each piece is a hidden `message` with the piece as text
 //!   ([`wording::text_delta`], as Claude Code's partial messages); the whole answer becomes one
 //!   visible `message` when it is over: at the next update of another kind, a permission request,
-//!   an interrupt, the prompt's answer, or the process's end ([`AcpNormalizer::flush`]). ACP has
+//!   an interrupt, the prompt's answer, or the process's end (`AcpNormalizer::flush`). ACP has
 //!   no "message complete" update, so that is where an answer ends.
 //! - `agent_thought_chunk`: pieces are hidden control lines; the whole thought becomes one
 //!   `thought` (activity) at the same boundaries.

@@ -10,7 +10,7 @@ use spaces_sdk::op::{path_params, HttpMethod};
 use super::table::table;
 
 /// The generator every schema of the table comes from: draft 2020-12, nested types under
-/// `definitions_path`, only the formats JSON Schema defines ([`standard_formats`]).
+/// `definitions_path`, only the formats JSON Schema defines (`standard_formats`).
 pub fn schema_generator(definitions_path: &str) -> SchemaGenerator {
     let path = definitions_path.to_owned();
     SchemaSettings::draft2020_12().with(|s| s.definitions_path = path.into()).with_transform(standard_formats).into_generator()

@@ -42,7 +42,7 @@ pub fn install_id(harness: &dyn Harness) -> &'static str {
 
 /// The binary this host would launch for `harness`, and whether it exists now: the operator's
 /// binary for its id, else the one for the harness it shares its install with
-/// ([`install_id`]), else the pinned install.
+/// (`install_id`), else the pinned install.
 pub fn locate(cfg: &Config, harness: &dyn Harness) -> (Source, bool) {
     if let Some(p) = cfg.harness_bin.get(harness.id()).or_else(|| cfg.harness_bin.get(install_id(harness))) {
         return (Source::Operator(p.clone()), p.is_file());
