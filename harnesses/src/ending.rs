@@ -50,6 +50,14 @@ pub fn exited(turn: u32, exit: &ExitInfo, tail: &str) -> EventDraft {
     }
 }
 
+/// The `tool_update` closing a tool still open when `turn` ends (every normalizer's rule: never
+/// `completed`): `failed`, with the tool's `id`, `title` and `kind`, summary
+/// [`crate::wording::tool_unfinished`].
+pub fn unfinished_tool(turn: u32, id: String, title: String, kind: String) -> EventDraft {
+    let summary = crate::wording::tool_unfinished(&title);
+    EventDraft::new(turn, EventKind::ToolUpdate).tool(id, Some(title), Some(kind), ToolStatus::Failed).summary(summary)
+}
+
 /// The events that end `turn` when the daemon finds it cut off with no normalizer left to ask
 /// (spacesd was killed mid-turn and restarted, case R35): each tool that `stored` (the run's
 /// events so far) left open in that turn is closed `failed`, then one `turn_ended` `crashed`

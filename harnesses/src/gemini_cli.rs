@@ -21,10 +21,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::acp::{self, AcpNormalizer, Flavor, PermissionPolicy};
-use crate::{
-    Harness, HomeLayout, InstallSpec, InterruptRecipe, LaunchContext, LaunchPlan, Normalizer, ProcessModel, SessionFiles, StdinMode,
-};
+use crate::acp::{AcpCli, AcpCommand, Flavor};
+use crate::{HomeLayout, LaunchContext, SessionFiles};
 
 /// The pinned npm package.
 pub const PACKAGE: &str = "@google/gemini-cli@0.61.0";
@@ -42,7 +40,7 @@ pub const PLACEHOLDER_KEY: &str = "spaces-no-key";
 /// How Gemini CLI's conversation behaves: no `session/load` across processes.
 pub const FLAVOR: Flavor = Flavor { name: "Gemini CLI", load_in_new_process: false };
 
-/// The Gemini CLI adapter.
+/// The Gemini CLI adapter (a [`crate::Harness`] through [`AcpCli`]).
 pub struct GeminiCli;
 
 /// The run's settings file: `<home>/.gemini/settings.json`.
@@ -62,38 +60,18 @@ pub fn settings_json() -> String {
     serde_json::to_string_pretty(&settings).unwrap_or_default()
 }
 
-impl Harness for GeminiCli {
-    fn id(&self) -> &'static str {
-        "gemini-cli"
-    }
+impl AcpCli for GeminiCli {
+    const ID: &'static str = "gemini-cli";
+    const NAME: &'static str = "Gemini CLI";
+    const PACKAGE: &'static str = PACKAGE;
+    const VERSION: &'static str = VERSION;
+    const BINARY: &'static str = BINARY;
+    const ENDPOINT_WIRES: &'static [&'static str] = &["gemini-generate-content"];
+    const KEYS: &'static [&'static str] = &[KEY_VAR, "GOOGLE_API_KEY"];
+    const FLAVOR: Flavor = FLAVOR;
 
-    fn name(&self) -> &'static str {
-        "Gemini CLI"
-    }
-
-    fn install_spec(&self) -> InstallSpec {
-        InstallSpec { packages: vec![PACKAGE.to_owned()], version: VERSION, binary: BINARY }
-    }
-
-    fn process_model(&self) -> ProcessModel {
-        ProcessModel::LongLived
-    }
-
-    fn followups(&self) -> &'static str {
-        "acp"
-    }
-
-    fn endpoint_wires(&self) -> &'static [&'static str] {
-        &["gemini-generate-content"]
-    }
-
-    fn keys(&self) -> &'static [&'static str] {
-        &[KEY_VAR, "GOOGLE_API_KEY"]
-    }
-
-    /// `gemini --acp -m MODEL` with the run's settings; stdin a pipe whose first line is
-    /// `initialize`.
-    fn launch(&self, ctx: &LaunchContext<'_>) -> LaunchPlan {
+    /// `gemini --acp -m MODEL` with the run's settings.
+    fn command(&self, ctx: &LaunchContext<'_>) -> AcpCommand {
         let model = ctx.model.unwrap_or(DEFAULT_MODEL);
         let argv = vec![ctx.binary.display().to_string(), "--acp".to_owned(), "-m".to_owned(), model.to_owned()];
         let mut env = BTreeMap::new();
@@ -107,33 +85,11 @@ impl Harness for GeminiCli {
                 env.insert(KEY_VAR.to_owned(), PLACEHOLDER_KEY.to_owned());
             }
         }
-        for (k, v) in ctx.env {
-            env.insert(k.clone(), v.clone());
-        }
-        LaunchPlan {
-            argv,
-            env,
-            files: vec![(settings_path(ctx.home), settings_json())],
-            stdin: StdinMode::Pipe,
-            initial_stdin: Some(acp::line_bytes(&acp::rpc::initialize())),
-        }
-    }
-
-    /// Empty: a turn's `session/prompt` names the session, so it comes from the normalizer.
-    fn user_message(&self, _text: &str) -> Vec<u8> {
-        Vec::new()
-    }
-
-    fn interrupt(&self) -> InterruptRecipe {
-        acp::no_stdin_interrupt()
-    }
-
-    fn normalizer(&self) -> Box<dyn Normalizer> {
-        Box::new(AcpNormalizer::new(FLAVOR, PermissionPolicy::Allow))
+        AcpCommand { argv, env, files: vec![(settings_path(ctx.home), settings_json())] }
     }
 
     /// `~/.gemini`: settings (rewritten every launch) and chats under `tmp/<project hash>/`.
-    fn persistent_home(&self) -> HomeLayout {
+    fn home_layout(&self) -> HomeLayout {
         HomeLayout { config_dir: ".gemini", excludes: &["settings.json", "tmp/**/logs.json"], sessions: SessionFiles::ById }
     }
 }

@@ -14,15 +14,17 @@
 //! one `turn_ended`; a non-blank line that cannot be parsed becomes hidden `other` with its text,
 //! never dropped (a blank line yields nothing); a tool left open when a turn ends is closed as
 //! `failed`, never `completed`; how a turn ends when its process does, and the `exited` event, come
-//! from [`ending`] so every harness agrees. `tests/suite/contract.rs` runs one table of situations
-//! (crash, stop, interrupt, a missing result line, junk lines, ...) against every harness in
-//! [`all`]: the same situation must give the same events whichever CLI produced them.
+//! from [`ending`] so every harness agrees (as do the stderr tail kept for error reasons and the
+//! last step of a stdout line, from [`lines`]). `tests/suite/contract.rs` runs one table of
+//! situations (crash, stop, interrupt, a missing result line, junk lines, ...) against every
+//! harness in [`all`]: the same situation must give the same events whichever CLI produced them.
 
 pub mod acp;
 pub mod claude_code;
 pub mod draft;
 pub mod ending;
 pub mod gemini_cli;
+pub mod lines;
 pub mod openai_codex;
 pub mod opencode;
 pub mod plan;

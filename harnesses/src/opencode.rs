@@ -26,10 +26,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::acp::{self, AcpNormalizer, Flavor, PermissionPolicy};
-use crate::{
-    Harness, HomeLayout, InstallSpec, InterruptRecipe, LaunchContext, LaunchPlan, Normalizer, ProcessModel, SessionFiles, StdinMode,
-};
+use crate::acp::{AcpCli, AcpCommand, Flavor};
+use crate::{HomeLayout, LaunchContext, SessionFiles};
 
 /// The pinned npm package.
 pub const PACKAGE: &str = "opencode-ai@1.18.33";
@@ -57,7 +55,7 @@ pub const DEFAULT_ENDPOINT_MODEL: &str = "gpt-5.5";
 /// works (its store is under the home; the `opencode_resume` recording).
 pub const FLAVOR: Flavor = Flavor { name: "opencode", load_in_new_process: true };
 
-/// The opencode adapter.
+/// The opencode adapter (a [`crate::Harness`] through [`AcpCli`]).
 pub struct OpenCode;
 
 /// The run's config file: `<home>/.config/opencode/opencode.json`.
@@ -92,38 +90,19 @@ pub fn config_json(base_url: Option<&str>, model: Option<&str>) -> String {
     serde_json::to_string_pretty(&config).unwrap_or_default()
 }
 
-impl Harness for OpenCode {
-    fn id(&self) -> &'static str {
-        "opencode"
-    }
+impl AcpCli for OpenCode {
+    const ID: &'static str = "opencode";
+    const NAME: &'static str = "opencode";
+    const PACKAGE: &'static str = PACKAGE;
+    const VERSION: &'static str = VERSION;
+    const BINARY: &'static str = BINARY;
+    const ENDPOINT_WIRES: &'static [&'static str] = &["openai-chat-completions"];
+    const KEYS: &'static [&'static str] = &[KEY_VAR];
+    const FLAVOR: Flavor = FLAVOR;
 
-    fn name(&self) -> &'static str {
-        "opencode"
-    }
-
-    fn install_spec(&self) -> InstallSpec {
-        InstallSpec { packages: vec![PACKAGE.to_owned()], version: VERSION, binary: BINARY }
-    }
-
-    fn process_model(&self) -> ProcessModel {
-        ProcessModel::LongLived
-    }
-
-    fn followups(&self) -> &'static str {
-        "acp"
-    }
-
-    fn endpoint_wires(&self) -> &'static [&'static str] {
-        &["openai-chat-completions"]
-    }
-
-    fn keys(&self) -> &'static [&'static str] {
-        &[KEY_VAR]
-    }
-
-    /// `opencode acp --pure --cwd CWD` with the run's config; stdin a pipe whose first line is
-    /// `initialize`. A resume is the normalizer's `session/load` (`ctx.session_id`).
-    fn launch(&self, ctx: &LaunchContext<'_>) -> LaunchPlan {
+    /// `opencode acp --pure --cwd CWD` with the run's config. A resume is the normalizer's
+    /// `session/load` (`ctx.session_id`).
+    fn command(&self, ctx: &LaunchContext<'_>) -> AcpCommand {
         let argv = vec![
             ctx.binary.display().to_string(),
             "acp".to_owned(),
@@ -149,35 +128,13 @@ impl Harness for OpenCode {
         if ctx.base_url.is_some() && !ctx.env.contains_key(KEY_VAR) {
             env.insert(KEY_VAR.to_owned(), PLACEHOLDER_KEY.to_owned());
         }
-        for (k, v) in ctx.env {
-            env.insert(k.clone(), v.clone());
-        }
-        LaunchPlan {
-            argv,
-            env,
-            files: vec![(config, config_json(ctx.base_url, ctx.model))],
-            stdin: StdinMode::Pipe,
-            initial_stdin: Some(acp::line_bytes(&acp::rpc::initialize())),
-        }
-    }
-
-    /// Empty: a turn's `session/prompt` names the session, so it comes from the normalizer.
-    fn user_message(&self, _text: &str) -> Vec<u8> {
-        Vec::new()
-    }
-
-    fn interrupt(&self) -> InterruptRecipe {
-        acp::no_stdin_interrupt()
-    }
-
-    fn normalizer(&self) -> Box<dyn Normalizer> {
-        Box::new(AcpNormalizer::new(FLAVOR, PermissionPolicy::Allow))
+        AcpCommand { argv, env, files: vec![(config, config_json(ctx.base_url, ctx.model))] }
     }
 
     /// opencode keeps sessions in its data dir (`$XDG_DATA_HOME/opencode/opencode.db`, SQLite),
     /// found by id from any cwd. ([`SessionFiles::ById`]'s transcript test knows Codex's
     /// `rollout-*.jsonl` names only: a store needs a variant of its own when the daemon wires this.)
-    fn persistent_home(&self) -> HomeLayout {
+    fn home_layout(&self) -> HomeLayout {
         HomeLayout { config_dir: ".local/share/opencode", excludes: &["log/**", "bin/**"], sessions: SessionFiles::ById }
     }
 }

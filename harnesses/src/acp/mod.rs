@@ -16,7 +16,8 @@
 //! Process model of an ACP harness: [`crate::ProcessModel::LongLived`], `StdinMode::Pipe`, the
 //! launch plan's `initial_stdin` is the `initialize` line; everything after it comes from the
 //! normalizer's hooks (`take_outgoing`, `turn_input`, `interrupt_input`), so the harness's
-//! stateless `user_message` is empty and its interrupt recipe writes nothing.
+//! stateless `user_message` is empty and its interrupt recipe writes nothing. That model is written
+//! once, as the [`Harness`] impl of every [`AcpCli`]; a harness module gives only what differs.
 
 pub mod normalize;
 pub mod rpc;
@@ -26,7 +27,10 @@ pub mod updates;
 
 pub use normalize::{AcpNormalizer, Flavor, PermissionPolicy};
 
-use crate::Harness;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::{Harness, HomeLayout, InstallSpec, InterruptRecipe, LaunchContext, LaunchPlan, Normalizer, ProcessModel, StdinMode};
 
 /// The ACP harnesses of this build (not yet in [`crate::all`]: the daemon wires the
 /// conversation hooks first), in display order.
@@ -46,4 +50,105 @@ pub fn line_bytes(line: &str) -> Vec<u8> {
     let mut out = line.as_bytes().to_vec();
     out.push(b'\n');
     out
+}
+
+/// The process of one ACP agent as its CLI wants it: the part of a [`LaunchPlan`] that differs
+/// between ACP harnesses ([`AcpCli::command`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcpCommand {
+    /// Program and arguments.
+    pub argv: Vec<String>,
+    /// The CLI's own environment; the caller's `ctx.env` is laid over it (the caller wins).
+    pub env: BTreeMap<String, String>,
+    /// Files to write before launch (config, settings), with their contents.
+    pub files: Vec<(PathBuf, String)>,
+}
+
+/// What differs between the CLIs spoken to over ACP. Every `AcpCli` is a [`Harness`] (the impl
+/// below) with the ACP process model of the module docs, written once here:
+/// [`ProcessModel::LongLived`], follow-ups `acp`, a stdin pipe whose first line is `initialize`
+/// ([`rpc::initialize`]), an empty `user_message`, [`no_stdin_interrupt`], and an
+/// [`AcpNormalizer`] of [`AcpCli::FLAVOR`] that allows what the agent asks
+/// ([`PermissionPolicy::Allow`]).
+pub trait AcpCli: Send + Sync {
+    /// Harness id ([`Harness::id`]).
+    const ID: &'static str;
+    /// Human name ([`Harness::name`]).
+    const NAME: &'static str;
+    /// The pinned npm package, with its exact version.
+    const PACKAGE: &'static str;
+    /// The version the installed CLI reports.
+    const VERSION: &'static str;
+    /// The executable to launch, relative to the tools directory.
+    const BINARY: &'static str;
+    /// Wire protocols accepted by `base_url` ([`Harness::endpoint_wires`]).
+    const ENDPOINT_WIRES: &'static [&'static str];
+    /// Provider key variables the CLI reads ([`Harness::keys`]).
+    const KEYS: &'static [&'static str];
+    /// How the CLI's conversation behaves.
+    const FLAVOR: Flavor;
+
+    /// The process serving the run of `ctx` ([`Harness::launch`] adds the caller's environment
+    /// and the ACP stdin).
+    fn command(&self, ctx: &LaunchContext<'_>) -> AcpCommand;
+
+    /// What a persistent agent's home is for this CLI ([`Harness::persistent_home`]).
+    fn home_layout(&self) -> HomeLayout;
+}
+
+impl<T: AcpCli> Harness for T {
+    fn id(&self) -> &'static str {
+        T::ID
+    }
+
+    fn name(&self) -> &'static str {
+        T::NAME
+    }
+
+    fn install_spec(&self) -> InstallSpec {
+        InstallSpec { packages: vec![T::PACKAGE.to_owned()], version: T::VERSION, binary: T::BINARY }
+    }
+
+    fn process_model(&self) -> ProcessModel {
+        ProcessModel::LongLived
+    }
+
+    fn followups(&self) -> &'static str {
+        "acp"
+    }
+
+    fn endpoint_wires(&self) -> &'static [&'static str] {
+        T::ENDPOINT_WIRES
+    }
+
+    fn keys(&self) -> &'static [&'static str] {
+        T::KEYS
+    }
+
+    /// [`AcpCli::command`] with the caller's `ctx.env` laid over the CLI's environment; stdin a
+    /// pipe whose first line is `initialize`.
+    fn launch(&self, ctx: &LaunchContext<'_>) -> LaunchPlan {
+        let AcpCommand { argv, mut env, files } = self.command(ctx);
+        for (k, v) in ctx.env {
+            env.insert(k.clone(), v.clone());
+        }
+        LaunchPlan { argv, env, files, stdin: StdinMode::Pipe, initial_stdin: Some(line_bytes(&rpc::initialize())) }
+    }
+
+    /// Empty: a turn's `session/prompt` names the session, so it comes from the normalizer.
+    fn user_message(&self, _text: &str) -> Vec<u8> {
+        Vec::new()
+    }
+
+    fn interrupt(&self) -> InterruptRecipe {
+        no_stdin_interrupt()
+    }
+
+    fn normalizer(&self) -> Box<dyn Normalizer> {
+        Box::new(AcpNormalizer::new(T::FLAVOR, PermissionPolicy::Allow))
+    }
+
+    fn persistent_home(&self) -> HomeLayout {
+        self.home_layout()
+    }
 }

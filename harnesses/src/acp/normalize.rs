@@ -24,16 +24,15 @@
 //! reason, an error answer as `error` (or `interrupted` after a cancel). Its `usage` (ACP
 //! unstable: `inputTokens`, `outputTokens`, `cachedReadTokens`, ...) becomes a `usage` event.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
-use spaces_sdk::{EventKind, StopReason, ToolStatus, Usage};
+use spaces_sdk::{EventKind, StopReason, Usage};
 
 use super::rpc::{self, Incoming};
 use super::updates::str_of;
+use crate::lines::{self, StderrTail};
 use crate::{ending, wording, EventDraft, ExitInfo, LaunchContext, Normalizer};
-
-const STDERR_TAIL_LINES: usize = 20;
 
 /// What differs between ACP agents, as far as the conversation goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,7 +102,7 @@ pub struct AcpNormalizer {
     pub(super) thought: String,
     pub(super) last_answer: Option<String>,
     pub(super) open_tools: Vec<OpenTool>,
-    stderr_tail: VecDeque<String>,
+    stderr_tail: StderrTail,
 }
 
 impl AcpNormalizer {
@@ -131,7 +130,7 @@ impl AcpNormalizer {
             thought: String::new(),
             last_answer: None,
             open_tools: Vec::new(),
-            stderr_tail: VecDeque::new(),
+            stderr_tail: StderrTail::default(),
         }
     }
 
@@ -324,8 +323,7 @@ impl AcpNormalizer {
     fn end_turn(&mut self, reason: StopReason, text: Option<String>) -> Vec<EventDraft> {
         let mut out = self.flush();
         for tool in std::mem::take(&mut self.open_tools) {
-            let summary = wording::tool_unfinished(&tool.title);
-            out.push(self.ev(EventKind::ToolUpdate).tool(tool.id, Some(tool.title), Some(tool.kind), ToolStatus::Failed).summary(summary));
+            out.push(ending::unfinished_tool(self.turn, tool.id, tool.title, tool.kind));
         }
         let mut ended = self.ev(EventKind::TurnEnded).stop(reason).summary(wording::turn_ended(self.turn, reason, text.as_deref()));
         if let Some(text) = text {
@@ -381,39 +379,23 @@ impl Normalizer for AcpNormalizer {
         if line.trim().is_empty() {
             return Vec::new();
         }
-        let mut out = match rpc::parse(line) {
+        let out = match rpc::parse(line) {
             Some(Incoming::Response { id, outcome }) => self.on_response(&id, outcome),
             Some(Incoming::Request { id, method, params }) => self.on_request(&id, &method, &params),
             Some(Incoming::Notification { method, params }) if method == "session/update" => self.session_update(&params, line),
             Some(Incoming::Notification { method, .. }) => vec![wording::control(self.turn, &method)],
             None => vec![self.ev(EventKind::Other).text(line)],
         };
-        if out.is_empty() {
-            out.push(self.ev(EventKind::Other).text(line));
-        }
-        if let Some(first) = out.first_mut() {
-            first.raw = Some(line.to_owned());
-        }
-        out
+        lines::finish_line(self.turn, line, out)
     }
 
     fn stderr_line(&mut self, line: &str) -> Vec<EventDraft> {
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        if !line.trim().is_empty() {
-            if self.stderr_tail.len() == STDERR_TAIL_LINES {
-                self.stderr_tail.pop_front();
-            }
-            self.stderr_tail.push_back(line.to_owned());
-        }
+        self.stderr_tail.push(line);
         Vec::new()
     }
 
     fn process_exited(&mut self, exit: &ExitInfo) -> Vec<EventDraft> {
-        let tail = if exit.stderr_tail.trim().is_empty() {
-            self.stderr_tail.iter().cloned().collect::<Vec<_>>().join("\n")
-        } else {
-            exit.stderr_tail.trim_end().to_owned()
-        };
+        let tail = self.stderr_tail.text_for(exit);
         let how = ending::how(exit);
         let mut out = self.flush();
         if self.in_flight {

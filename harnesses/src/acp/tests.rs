@@ -242,3 +242,26 @@ fn a_failed_session_new_ends_the_turn_with_the_reason() {
     let exit = n.process_exited(&ExitInfo { code: Some(0), ..ExitInfo::default() });
     assert_eq!(kinds(&exit), [(EventKind::Exited, Category::Activity)]);
 }
+
+#[test]
+fn every_acp_cli_is_a_long_lived_harness_whose_stdin_starts_with_initialize() {
+    let env = BTreeMap::from([("GEMINI_API_KEY".to_owned(), "k".to_owned()), ("HOME".to_owned(), "/caller".to_owned())]);
+    let want = [
+        ("opencode", crate::opencode::PACKAGE, crate::opencode::BINARY, "/tools/agent acp --pure --cwd /space"),
+        ("gemini-cli", crate::gemini_cli::PACKAGE, crate::gemini_cli::BINARY, "/tools/agent --acp -m gemini-2.5-flash"),
+    ];
+    for (h, (id, package, binary, argv)) in harnesses().into_iter().zip(want) {
+        assert_eq!(h.id(), id);
+        assert_eq!((h.install_spec().packages, h.install_spec().binary), (vec![package.to_owned()], binary));
+        assert_eq!((h.process_model(), h.followups()), (crate::ProcessModel::LongLived, "acp"));
+        assert!(h.user_message("hi").is_empty());
+        assert_eq!(h.interrupt(), crate::InterruptRecipe::Stdin(Vec::new()));
+        let plan = h.launch(&ctx("hi", None, &env));
+        assert_eq!(plan.argv.join(" "), argv);
+        assert_eq!(plan.env.get("HOME").map(String::as_str), Some("/caller"), "the caller's env wins");
+        assert_eq!(plan.files.len(), 1);
+        assert_eq!(plan.stdin, crate::StdinMode::Pipe);
+        assert_eq!(plan.initial_stdin, Some(line_bytes(&rpc::initialize())));
+        assert!(h.normalizer().interrupt_input().is_none());
+    }
+}

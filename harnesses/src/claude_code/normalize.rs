@@ -27,16 +27,12 @@
 //! Every non-blank line yields at least one event; the first event of a line carries the line as
 //! `raw`. A trailing `\r` (PTY output) is ignored. Blank lines carry nothing and yield nothing.
 
-use std::collections::VecDeque;
-
 use serde_json::Value;
 use spaces_sdk::{Category, EventKind, StopReason, ToolStatus, Usage};
 
 use super::tools;
+use crate::lines::{self, StderrTail};
 use crate::{ending, wording, EventDraft, ExitInfo, Normalizer};
-
-/// How many stderr lines are kept for error reasons when [`ExitInfo::stderr_tail`] is empty.
-const STDERR_TAIL_LINES: usize = 20;
 
 /// A tool call seen in this turn without its result yet.
 #[derive(Debug, Clone)]
@@ -57,7 +53,7 @@ pub struct ClaudeNormalizer {
     /// The CLI's working directory (from `init`), to show file paths relative to it.
     cwd: Option<String>,
     open_tools: Vec<OpenTool>,
-    stderr_tail: VecDeque<String>,
+    stderr_tail: StderrTail,
 }
 
 impl ClaudeNormalizer {
@@ -220,11 +216,7 @@ impl ClaudeNormalizer {
     fn end_turn(&mut self, reason: StopReason, text: Option<String>) -> Vec<EventDraft> {
         let mut out = Vec::new();
         for tool in std::mem::take(&mut self.open_tools) {
-            out.push(
-                self.ev(EventKind::ToolUpdate)
-                    .tool(tool.id, Some(tool.title.clone()), Some(tool.kind.to_owned()), ToolStatus::Failed)
-                    .summary(wording::tool_unfinished(&tool.title)),
-            );
+            out.push(ending::unfinished_tool(self.turn, tool.id, tool.title, tool.kind.to_owned()));
         }
         let summary = wording::turn_ended(self.turn, reason, text.as_deref());
         let mut ended = self.ev(EventKind::TurnEnded).stop(reason).summary(summary);
@@ -313,7 +305,7 @@ impl Normalizer for ClaudeNormalizer {
             return Vec::new();
         }
         let parsed: Option<Value> = serde_json::from_str(line).ok();
-        let mut out = match parsed.as_ref().and_then(|v| str_of(v, "type").map(|t| (t, v))) {
+        let out = match parsed.as_ref().and_then(|v| str_of(v, "type").map(|t| (t, v))) {
             Some(("system", v)) => self.system(v),
             Some(("assistant", v)) => self.assistant(v),
             Some(("user", v)) => self.user(v),
@@ -325,32 +317,16 @@ impl Normalizer for ClaudeNormalizer {
             // Unparseable, not an object with a type, or a type this version does not know.
             _ => vec![self.ev(EventKind::Other).text(line)],
         };
-        if out.is_empty() {
-            out.push(self.ev(EventKind::Other).text(line));
-        }
-        if let Some(first) = out.first_mut() {
-            first.raw = Some(line.to_owned());
-        }
-        out
+        lines::finish_line(self.turn, line, out)
     }
 
     fn stderr_line(&mut self, line: &str) -> Vec<EventDraft> {
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        if !line.trim().is_empty() {
-            if self.stderr_tail.len() == STDERR_TAIL_LINES {
-                self.stderr_tail.pop_front();
-            }
-            self.stderr_tail.push_back(line.to_owned());
-        }
+        self.stderr_tail.push(line);
         Vec::new()
     }
 
     fn process_exited(&mut self, exit: &ExitInfo) -> Vec<EventDraft> {
-        let tail = if exit.stderr_tail.trim().is_empty() {
-            self.stderr_tail.iter().cloned().collect::<Vec<_>>().join("\n")
-        } else {
-            exit.stderr_tail.trim_end().to_owned()
-        };
+        let tail = self.stderr_tail.text_for(exit);
         let how = ending::how(exit);
         let mut out = Vec::new();
         if self.in_flight {

@@ -26,6 +26,12 @@ pub struct ToolView {
     pub kind: &'static str,
 }
 
+/// The `tool_update` closing the Codex tool `id` (seen as `view`) still open when `turn` ends:
+/// [`crate::ending::unfinished_tool`], with the text both Codex wires give it.
+pub fn unfinished(turn: u32, id: String, view: ToolView) -> crate::EventDraft {
+    crate::ending::unfinished_tool(turn, id, view.title, view.kind.to_owned()).text("the turn ended before this tool finished")
+}
+
 /// The tool view of an item, or `None` when the item type is not a tool.
 pub fn tool_view(item: &Value) -> Option<ToolView> {
     let ty = item.get("type").and_then(Value::as_str)?;

@@ -21,18 +21,14 @@
 //! exits mid-turn, e.g. after SIGINT, which prints nothing more, ends it `interrupted`,
 //! `stopped` or `error`). Tools still open when a turn ends are closed `failed`.
 
-use std::collections::VecDeque;
-
 use serde_json::Value;
 use spaces_sdk::{Category, EventKind, StopReason, ToolStatus, Usage};
 
 use super::items::{self, ToolView};
 use crate::draft::EventDraft;
+use crate::lines::StderrTail;
 use crate::plan::ExitInfo;
 use crate::{ending, wording, Normalizer};
-
-/// Stderr lines kept for error reasons.
-const STDERR_TAIL_LINES: usize = 20;
 
 /// Stderr lines every run prints that say nothing about a failure (prefixes).
 const HARMLESS_STDERR: [&str; 2] =
@@ -55,7 +51,7 @@ pub struct CodexNormalizer {
     last_message: Option<String>,
     last_error: Option<String>,
     open: Vec<OpenTool>,
-    stderr_tail: VecDeque<String>,
+    stderr_tail: StderrTail,
 }
 
 impl CodexNormalizer {
@@ -75,15 +71,8 @@ impl CodexNormalizer {
 
     /// Close open tools as `failed` and emit the turn's one `turn_ended`.
     fn end_turn(&mut self, reason: StopReason, text: Option<String>) -> Vec<EventDraft> {
-        let mut out: Vec<EventDraft> = std::mem::take(&mut self.open)
-            .into_iter()
-            .map(|t| {
-                self.ev(EventKind::ToolUpdate)
-                    .tool(t.id, Some(t.view.title.clone()), Some(t.view.kind.into()), ToolStatus::Failed)
-                    .text("the turn ended before this tool finished")
-                    .summary(wording::tool_unfinished(&t.view.title))
-            })
-            .collect();
+        let mut out: Vec<EventDraft> =
+            std::mem::take(&mut self.open).into_iter().map(|t| items::unfinished(self.turn, t.id, t.view)).collect();
         let summary = wording::turn_ended(self.turn, reason, text.as_deref());
         let mut ended = self.ev(EventKind::TurnEnded).stop(reason).summary(summary);
         if let Some(t) = text {
@@ -93,10 +82,6 @@ impl CodexNormalizer {
         self.in_flight = false;
         self.interrupt = false;
         out
-    }
-
-    fn stderr_text(&self) -> String {
-        self.stderr_tail.iter().cloned().collect::<Vec<_>>().join("\n")
     }
 
     fn on_json(&mut self, v: &Value, line: &str) -> Vec<EventDraft> {
@@ -272,14 +257,9 @@ impl Normalizer for CodexNormalizer {
     }
 
     fn stderr_line(&mut self, line: &str) -> Vec<EventDraft> {
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        if line.trim().is_empty() || is_harmless(line) {
-            return Vec::new();
+        if !is_harmless(line) {
+            self.stderr_tail.push(line);
         }
-        if self.stderr_tail.len() == STDERR_TAIL_LINES {
-            self.stderr_tail.pop_front();
-        }
-        self.stderr_tail.push_back(line.to_owned());
         Vec::new()
     }
 
@@ -289,11 +269,7 @@ impl Normalizer for CodexNormalizer {
             (None, Some(s)) => format!("signal {s}"),
             (None, None) => "unknown exit status".to_owned(),
         };
-        let tail = if self.stderr_tail.is_empty() {
-            exit.stderr_tail.lines().filter(|l| !l.trim().is_empty() && !is_harmless(l)).collect::<Vec<_>>().join("\n")
-        } else {
-            self.stderr_text()
-        };
+        let tail = self.stderr_tail.text_or_exit(exit, |l| !is_harmless(l));
         let mut out = Vec::new();
         if self.in_flight {
             let reason = ending::stop_reason_at_exit(exit, self.interrupt);

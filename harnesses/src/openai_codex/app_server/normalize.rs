@@ -27,20 +27,16 @@
 //! (HARNESS-NOTES): tools still open when a turn ends are closed `failed`. The process exit
 //! follows [`crate::ending`] like every harness.
 
-use std::collections::VecDeque;
-
 use serde_json::Value;
 use spaces_sdk::{Category, EventKind, StopReason, ToolStatus, Usage};
 
 use super::conversation::{Conversation, Sent};
 use super::items::{as_exec_item, plan_as_todo_list, reasoning_text};
 use crate::draft::EventDraft;
+use crate::lines::StderrTail;
 use crate::openai_codex::items::{self as exec_items, ToolView};
 use crate::plan::{ExitInfo, LaunchContext};
 use crate::{ending, wording, Normalizer};
-
-/// Stderr lines kept for error reasons.
-const STDERR_TAIL_LINES: usize = 20;
 
 /// Stderr lines that say nothing about a failure (prefixes).
 const HARMLESS_STDERR: [&str; 1] = ["WARNING: proceeding, even though we could not create PATH aliases"];
@@ -84,7 +80,7 @@ pub struct AppServerNormalizer {
     /// The last `turn/diff/updated` diff of the turn in flight (or the last turn).
     diff: Option<String>,
     open: Vec<OpenTool>,
-    stderr_tail: VecDeque<String>,
+    stderr_tail: StderrTail,
     conv: Conversation,
 }
 
@@ -123,15 +119,8 @@ impl AppServerNormalizer {
 
     /// Close open tools as `failed` and emit the turn's one `turn_ended`.
     fn end_turn(&mut self, reason: StopReason, text: Option<String>) -> Vec<EventDraft> {
-        let mut out: Vec<EventDraft> = std::mem::take(&mut self.open)
-            .into_iter()
-            .map(|t| {
-                self.ev(EventKind::ToolUpdate)
-                    .tool(t.id, Some(t.view.title.clone()), Some(t.view.kind.into()), ToolStatus::Failed)
-                    .text("the turn ended before this tool finished")
-                    .summary(wording::tool_unfinished(&t.view.title))
-            })
-            .collect();
+        let mut out: Vec<EventDraft> =
+            std::mem::take(&mut self.open).into_iter().map(|t| exec_items::unfinished(self.turn, t.id, t.view)).collect();
         let mut ended = self.ev(EventKind::TurnEnded).stop(reason).summary(wording::turn_ended(self.turn, reason, text.as_deref()));
         if let Some(t) = text {
             ended = ended.text(t);
@@ -444,14 +433,9 @@ impl Normalizer for AppServerNormalizer {
     }
 
     fn stderr_line(&mut self, line: &str) -> Vec<EventDraft> {
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        if line.trim().is_empty() || is_harmless(line) {
-            return Vec::new();
+        if !is_harmless(line) {
+            self.stderr_tail.push(line);
         }
-        if self.stderr_tail.len() == STDERR_TAIL_LINES {
-            self.stderr_tail.pop_front();
-        }
-        self.stderr_tail.push_back(line.to_owned());
         Vec::new()
     }
 
@@ -461,11 +445,7 @@ impl Normalizer for AppServerNormalizer {
             (None, Some(s)) => format!("signal {s}"),
             (None, None) => "unknown exit status".to_owned(),
         };
-        let tail = if self.stderr_tail.is_empty() {
-            exit.stderr_tail.lines().filter(|l| !l.trim().is_empty() && !is_harmless(l)).collect::<Vec<_>>().join("\n")
-        } else {
-            self.stderr_tail.iter().cloned().collect::<Vec<_>>().join("\n")
-        };
+        let tail = self.stderr_tail.text_or_exit(exit, |l| !is_harmless(l));
         let mut out = Vec::new();
         if self.in_flight {
             let reason = ending::stop_reason_at_exit(exit, self.interrupt);
