@@ -173,6 +173,37 @@ fn cut(text: &str, max: usize) -> String {
     out
 }
 
+/// What a Codex turn cut off by its process's end says (both wires, `exec` and `app-server`):
+/// `the run was stopped (exit code N)`, `interrupted (signal N)`, or `<who> ended without
+/// finishing the turn (...)` followed by the last error the CLI reported and its stderr `tail`.
+pub fn cut_off_text(
+    who: &str,
+    reason: spaces_sdk::StopReason,
+    exit: &crate::plan::ExitInfo,
+    last_error: Option<&str>,
+    tail: &str,
+) -> String {
+    let how = match (exit.code, exit.signal) {
+        (Some(c), _) => format!("exit code {c}"),
+        (None, Some(s)) => format!("signal {s}"),
+        (None, None) => "unknown exit status".to_owned(),
+    };
+    match reason {
+        spaces_sdk::StopReason::Stopped => format!("the run was stopped ({how})"),
+        spaces_sdk::StopReason::Interrupted => format!("interrupted ({how})"),
+        _ => {
+            let mut text = format!("{who} ended without finishing the turn ({how})");
+            if let Some(e) = last_error {
+                text.push_str(&format!(": {e}"));
+            }
+            if !tail.is_empty() {
+                text.push_str(&format!("\nstderr:\n{tail}"));
+            }
+            text
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

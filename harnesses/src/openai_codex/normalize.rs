@@ -264,29 +264,11 @@ impl Normalizer for CodexNormalizer {
     }
 
     fn process_exited(&mut self, exit: &ExitInfo) -> Vec<EventDraft> {
-        let how = match (exit.code, exit.signal) {
-            (Some(c), _) => format!("exit code {c}"),
-            (None, Some(s)) => format!("signal {s}"),
-            (None, None) => "unknown exit status".to_owned(),
-        };
         let tail = self.stderr_tail.text_or_exit(exit, |l| !is_harmless(l));
         let mut out = Vec::new();
         if self.in_flight {
             let reason = ending::stop_reason_at_exit(exit, self.interrupt);
-            let text = match reason {
-                StopReason::Stopped => format!("the run was stopped ({how})"),
-                StopReason::Interrupted => format!("interrupted ({how})"),
-                _ => {
-                    let mut text = format!("codex ended without finishing the turn ({how})");
-                    if let Some(e) = &self.last_error {
-                        text.push_str(&format!(": {e}"));
-                    }
-                    if !tail.is_empty() {
-                        text.push_str(&format!("\nstderr:\n{tail}"));
-                    }
-                    text
-                }
-            };
+            let text = items::cut_off_text("codex", reason, exit, self.last_error.as_deref(), &tail);
             out.extend(self.end_turn(reason, Some(text)));
         }
         out.push(ending::exited(self.turn, exit, &tail));
