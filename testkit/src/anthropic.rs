@@ -157,7 +157,7 @@ pub fn side_request(method: &Method, path: &str, body: Option<&Value>) -> Respon
 /// for one, else a complete message.
 fn auxiliary_answer(body: Option<&Value>) -> Response {
     let text = match body.and_then(|b| b.pointer("/output_config/format/schema")) {
-        Some(schema) => fill_schema(schema).to_string(),
+        Some(schema) => crate::schema::fill(schema, "Scripted session").to_string(),
         None => "ok".to_owned(),
     };
     let streaming = body.and_then(|b| b.get("stream")).and_then(Value::as_bool).unwrap_or(false);
@@ -185,31 +185,6 @@ fn auxiliary_answer(body: Option<&Value>) -> Response {
         "usage": { "input_tokens": INPUT_TOKENS, "output_tokens": 1 }
     });
     plain(200, msg.to_string())
-}
-
-/// A small value valid against a simple JSON schema: objects with their required (else all)
-/// properties filled, strings `Scripted session`, numbers 0, booleans false, arrays empty.
-fn fill_schema(schema: &Value) -> Value {
-    match schema.get("type").and_then(Value::as_str) {
-        Some("object") => {
-            let props = schema.get("properties").and_then(Value::as_object);
-            let required: Vec<&str> = match schema.get("required").and_then(Value::as_array) {
-                Some(r) => r.iter().filter_map(Value::as_str).collect(),
-                None => props.map(|p| p.keys().map(String::as_str).collect()).unwrap_or_default(),
-            };
-            let mut out = serde_json::Map::new();
-            for key in required {
-                let sub = props.and_then(|p| p.get(key)).cloned().unwrap_or(Value::Null);
-                out.insert(key.to_owned(), fill_schema(&sub));
-            }
-            Value::Object(out)
-        }
-        Some("array") => json!([]),
-        Some("number" | "integer") => json!(0),
-        Some("boolean") => json!(false),
-        Some("null") => Value::Null,
-        _ => json!("Scripted session"),
-    }
 }
 
 fn frame(event: &str, data: Value) -> SseFrame {
@@ -295,7 +270,7 @@ mod tests {
         assert!(!is_model_call("/v1/messages", Some(&title)));
         let main = json!({ "stream": true, "messages": [{}], "output_config": { "effort": "high" } });
         assert!(is_model_call("/v1/messages", Some(&main)));
-        assert_eq!(fill_schema(&schema), json!({"title": "Scripted session"}));
+        assert_eq!(crate::schema::fill(&schema, "Scripted session"), json!({"title": "Scripted session"}));
     }
 
     #[test]

@@ -84,7 +84,7 @@ pub fn side_request(method: &Method, path: &str, body: Option<&Value>) -> Respon
     if *method == Method::POST && trimmed.ends_with(":generateContent") {
         let config = body.and_then(|b| b.get("generationConfig"));
         let schema = config.and_then(|c| c.get("responseJsonSchema").or_else(|| c.get("responseSchema")));
-        let text = schema.map_or_else(|| "ok".to_owned(), |s| fill_schema(s).to_string());
+        let text = schema.map_or_else(|| "ok".to_owned(), |s| crate::schema::fill(s, "scripted").to_string());
         let answer = json!({
             "candidates": [{"content": {"parts": [{"text": text}], "role": "model"}, "finishReason": "STOP", "index": 0}],
             "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 1, "totalTokenCount": 11},
@@ -101,33 +101,6 @@ pub fn side_request(method: &Method, path: &str, body: Option<&Value>) -> Respon
     }
     let err = json!({"error": {"code": 404, "message": format!("scripted model: no route for {method} {path}"), "status": "NOT_FOUND"}});
     plain(StatusCode::NOT_FOUND.as_u16(), err.to_string())
-}
-
-/// A small value valid against a simple schema (OpenAPI `OBJECT` or JSON Schema `object`):
-/// required (else all) properties filled, an enum's first value, strings `scripted`.
-fn fill_schema(schema: &Value) -> Value {
-    if let Some(first) = schema.get("enum").and_then(Value::as_array).and_then(|e| e.first()) {
-        return first.clone();
-    }
-    match schema.get("type").and_then(Value::as_str).map(str::to_ascii_lowercase).as_deref() {
-        Some("object") => {
-            let props = schema.get("properties").and_then(Value::as_object);
-            let required: Vec<&str> = match schema.get("required").and_then(Value::as_array) {
-                Some(r) => r.iter().filter_map(Value::as_str).collect(),
-                None => props.map(|p| p.keys().map(String::as_str).collect()).unwrap_or_default(),
-            };
-            let mut out = serde_json::Map::new();
-            for key in required {
-                let sub = props.and_then(|p| p.get(key)).cloned().unwrap_or(Value::Null);
-                out.insert(key.to_owned(), fill_schema(&sub));
-            }
-            Value::Object(out)
-        }
-        Some("array") => json!([]),
-        Some("number" | "integer") => json!(0),
-        Some("boolean") => json!(false),
-        _ => json!("scripted"),
-    }
 }
 
 #[cfg(test)]
@@ -179,6 +152,6 @@ mod tests {
         assert!(!is_model_call("/v1beta/models/gemini-2.5-flash:generateContent", None));
         assert_eq!(model_of("/v1beta/models/m-1:countTokens"), "m-1");
         let schema = json!({"type": "object", "properties": {"reasoning": {"type": "string"}, "next_speaker": {"type": "string", "enum": ["user", "model"]}}, "required": ["reasoning", "next_speaker"]});
-        assert_eq!(fill_schema(&schema), json!({"reasoning": "scripted", "next_speaker": "user"}));
+        assert_eq!(crate::schema::fill(&schema, "scripted"), json!({"reasoning": "scripted", "next_speaker": "user"}));
     }
 }

@@ -18,6 +18,7 @@ mod chat;
 mod gemini;
 pub mod mcp_echo;
 mod openai;
+pub mod schema;
 pub mod script;
 pub mod server;
 

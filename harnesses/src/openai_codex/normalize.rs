@@ -211,14 +211,14 @@ impl CodexNormalizer {
     }
 }
 
-/// True for the stderr lines every run prints.
-fn is_harmless(line: &str) -> bool {
+/// True for the stderr lines every run prints (both Codex wires).
+pub(crate) fn is_harmless(line: &str) -> bool {
     HARMLESS_STDERR.iter().any(|h| line.starts_with(h))
 }
 
 /// A hidden `other` event: an unparseable or unknown line with the line as its text, or a
 /// bookkeeping line (`turn.started`, `item.started` of a message) with its type.
-fn other(turn: u32, line: &str) -> EventDraft {
+pub(crate) fn other(turn: u32, line: &str) -> EventDraft {
     EventDraft::new(turn, EventKind::Other).text(line)
 }
 

@@ -114,19 +114,17 @@ fn table_lines(header: &[&str], rows: &[Vec<String>], max: usize) -> Vec<String>
 
 /// `12s`, `5m`, `3h`, `2d`: how long ago `ms` (ms since the epoch) was.
 pub fn age(ms: u64) -> String {
-    let s = crate::store::now_ms().saturating_sub(ms) / 1000;
-    match s {
-        0..=59 => format!("{s}s"),
-        60..=3599 => format!("{}m", s / 60),
-        3600..=86_399 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86_400),
-    }
+    span(crate::store::now_ms().saturating_sub(ms) / 1000)
 }
 
 /// How long until `ms` (ms since the Unix epoch), like [`age`]: `40s`, `3m`, `2h`, `1d`;
 /// `0s` once it has passed.
 pub fn until(ms: u64) -> String {
-    let s = ms.saturating_sub(crate::store::now_ms()) / 1000;
+    span(ms.saturating_sub(crate::store::now_ms()) / 1000)
+}
+
+/// `s` seconds in the largest whole unit: `40s`, `3m`, `2h`, `1d`.
+fn span(s: u64) -> String {
     match s {
         0..=59 => format!("{s}s"),
         60..=3599 => format!("{}m", s / 60),

@@ -35,11 +35,9 @@ use super::items::{as_exec_item, plan_as_todo_list, reasoning_text};
 use crate::draft::EventDraft;
 use crate::lines::StderrTail;
 use crate::openai_codex::items::{self as exec_items, ToolView};
+use crate::openai_codex::normalize::{is_harmless, other};
 use crate::plan::{ExitInfo, LaunchContext};
 use crate::{ending, wording, Normalizer};
-
-/// Stderr lines that say nothing about a failure (prefixes).
-const HARMLESS_STDERR: [&str; 1] = ["WARNING: proceeding, even though we could not create PATH aliases"];
 
 /// Notifications that are bookkeeping: hidden `notice` events named by their method.
 const CONTROL: [&str; 14] = [
@@ -378,15 +376,6 @@ fn usage_of(b: &Value) -> Usage {
         reasoning_output_tokens: n("reasoningOutputTokens"),
         ..Usage::default()
     }
-}
-
-fn is_harmless(line: &str) -> bool {
-    HARMLESS_STDERR.iter().any(|h| line.starts_with(h))
-}
-
-/// A hidden `other` event with the line as its text.
-fn other(turn: u32, line: &str) -> EventDraft {
-    EventDraft::new(turn, EventKind::Other).text(line)
 }
 
 impl Normalizer for AppServerNormalizer {
