@@ -172,9 +172,18 @@ impl CodeSpace {
         if shims.is_empty() {
             return spaces_os::process::kill_tree(None, marker, grace).await;
         }
-        let held: std::collections::HashSet<i32> = shims.iter().flat_map(|s| spaces_os::shim::tree::descendants(*s)).collect();
-        let leftovers =
-            || -> Vec<i32> { spaces_os::process::alive_with_marker(marker).into_iter().filter(|p| !held.contains(p)).collect() };
+        // Each look finds the marked processes first, then what the shims hold now: a command
+        // under an adopted shim keeps starting children during the grace (a shell loop's
+        // `sleep`s), and one started after an earlier look is held all the same. Looking at the
+        // shims' trees second means nothing marked and held can fall between the two looks.
+        let leftovers = || -> Vec<i32> {
+            let marked = spaces_os::process::alive_with_marker(marker);
+            if marked.is_empty() {
+                return marked;
+            }
+            let held: std::collections::HashSet<i32> = spaces_os::shim::tree::descendants_of(&shims).into_iter().collect();
+            marked.into_iter().filter(|p| !held.contains(p)).collect()
+        };
         end_pids(leftovers, grace).await
     }
 

@@ -10,6 +10,12 @@ use nix::unistd::Pid;
 
 /// Live (non-zombie) descendants of `root`, by one pass over `/proc/*/stat`.
 pub fn descendants(root: i32) -> Vec<i32> {
+    descendants_of(&[root])
+}
+
+/// Live (non-zombie) descendants of any of `roots` (the roots themselves not included unless
+/// one descends from another), sorted, by one pass over `/proc/*/stat` whatever their number.
+pub fn descendants_of(roots: &[i32]) -> Vec<i32> {
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
     let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
     for entry in dir.flatten() {
@@ -25,7 +31,7 @@ pub fn descendants(root: i32) -> Vec<i32> {
         }
     }
     let mut out = Vec::new();
-    let mut todo = vec![root];
+    let mut todo = roots.to_vec();
     while let Some(p) = todo.pop() {
         if let Some(kids) = children.get(&p) {
             out.extend(kids);
@@ -33,6 +39,7 @@ pub fn descendants(root: i32) -> Vec<i32> {
         }
     }
     out.sort_unstable();
+    out.dedup();
     out
 }
 

@@ -458,6 +458,61 @@ async fn kill_9_while_a_command_runs_read_process_continues_from_the_old_cursor(
     assert_eq!(status["output_total"].as_u64(), Some(expected.len() as u64), "{status}");
 }
 
+/// A restarted daemon ends what an earlier one left behind (a marked process no shim holds)
+/// and nothing else: a command under an adopted shim that keeps starting children during the
+/// leftover's grace (each `sleep` of a shell loop is new) loses none of them. The leftover
+/// ignores SIGTERM, so the daemon spends its whole grace looking again and again; a look that
+/// judged "held" by an earlier picture of the shims' trees killed every `sleep` started since.
+#[tokio::test]
+async fn kill_9_beside_a_leftover_the_restarted_daemon_ends_only_the_leftover() {
+    use serde_json::json;
+    let mut d = TestDaemon::start().await;
+    d.space("s").await;
+    let script = "echo \"host=$SPACES_HOST\"; for i in $(seq 1 40); do echo $i; sleep 0.1; done";
+    let started = d.client.call_named("exec_command", json!({"workspace_id": "s", "command": ["sh", "-c", script]})).await.unwrap();
+    let id = started["process_id"].as_str().unwrap().to_owned();
+    let read = |cursor: u64| {
+        let args = json!({"process_id": id, "cursor": cursor, "wait_ms": 2000});
+        let client = &d.client;
+        async move { client.call_named("read_process", args).await.unwrap() }
+    };
+    let mut text = String::new();
+    let mut cursor = 0;
+    while !text.contains("2\n") {
+        let r = read(cursor).await;
+        assert_eq!(r["eof"], false, "the command ended before the kill: {text:?}");
+        text.push_str(r["chunk"].as_str().unwrap());
+        cursor = r["cursor"].as_u64().unwrap();
+    }
+    let host = text.lines().next().and_then(|l| l.strip_prefix("host=")).filter(|h| !h.is_empty()).expect("the host marker").to_owned();
+    // The leftover: marked as this daemon's, held by no shim, deaf to SIGTERM.
+    let mut leftover =
+        std::process::Command::new("sh").args(["-c", "trap '' TERM; exec sleep 60"]).env("SPACES_HOST", &host).spawn().unwrap();
+    d.kill();
+    d.start_again().await;
+    let read = |cursor: u64| {
+        let args = json!({"process_id": id, "cursor": cursor, "wait_ms": 2000});
+        let client = &d.client;
+        async move { client.call_named("read_process", args).await.unwrap() }
+    };
+    let deadline = Instant::now() + crate::support::scaled(WAIT);
+    loop {
+        let r = read(cursor).await;
+        text.push_str(r["chunk"].as_str().unwrap());
+        cursor = r["cursor"].as_u64().unwrap();
+        if r["eof"] == true {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no eof; so far {text:?}");
+    }
+    let status = leftover.wait().unwrap();
+    assert!(!status.success(), "the leftover was ended by the restarted daemon: {status:?}");
+    let expected: String = std::iter::once(format!("host={host}\n")).chain((1..=40).map(|i| format!("{i}\n"))).collect();
+    assert_eq!(text, expected, "every number once, and no child of the held command killed");
+    let status = d.client.call_named("process_status", json!({"process_id": id})).await.unwrap();
+    assert_eq!(status["exit_code"].as_i64(), Some(0), "{status}");
+}
+
 /// R37: an agent prints one 12 MiB JSON line of `é` (2 bytes each), then a result. One `notice`
 /// says the line was cut (its length, where), its kept start is bounded and cut on a character
 /// boundary (no U+FFFD), and the turn still ends normally.
