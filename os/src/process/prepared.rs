@@ -16,10 +16,19 @@
 //! A parent that goes away without an order (EOF at once) makes the child exit 0; a parent that
 //! dies kills the waiting child (`PR_SET_PDEATHSIG`, cleared before the exec: the program
 //! outlives its shim as one started by [`super::spawn`] does).
+//!
+//! **A warm sandbox** ([`prepare_warm`]): the child joins its cgroups as above, then execs
+//! bubblewrap at once with a command (combined output, a stdin pipe) whose helper waits on the
+//! same socket (`sandbox-exec --await FD`, `crate::sandbox::enter`): the namespaces and mounts,
+//! the slow part of a sandboxed start (5 to 8 ms), are made before the command is known.
+//! [`Prepared::start_warm`] reads the helper's `r` (ready), writes its
+//! [`crate::sandbox::enter::Order`] and shuts down its side; the helper closes the socket and
+//! execs the program. A sandbox that died before it was ready (bubblewrap refused a mount)
+//! answers EOF instead of `r`: the start fails and the caller starts the program the usual way.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -44,6 +53,8 @@ pub struct Prepared {
     stdin: Option<OwnedFd>,
     out: Option<OwnedFd>,
     err: Option<OwnedFd>,
+    /// The child is a warm sandbox ([`prepare_warm`]), started by [`Prepared::start_warm`] only.
+    warm: bool,
 }
 
 /// A program started through [`Prepared::start`]: as [`super::Spawned`] without a `Child`
@@ -103,7 +114,8 @@ pub unsafe fn prepare(cgroups: &[PathBuf]) -> Result<Prepared> {
         }
         ForkResult::Parent { child } => {
             drop((theirs, stdin_r, out_w, err_w));
-            let mut prepared = Prepared { pid: child.as_raw(), ctl: Some(ours), stdin: Some(stdin_w), out: Some(out_r), err: Some(err_r) };
+            let mut prepared =
+                Prepared { pid: child.as_raw(), ctl: Some(ours), stdin: Some(stdin_w), out: Some(out_r), err: Some(err_r), warm: false };
             // Wait until the child is in its cgroups (one byte), so that nobody renames a
             // directory it is still about to join.
             let mut joined = [0u8; 1];
@@ -115,11 +127,137 @@ pub unsafe fn prepare(cgroups: &[PathBuf]) -> Result<Prepared> {
     }
 }
 
+/// Fork a child that joins `cgroups` and then execs a warm sandbox: `argv(fd)` is bubblewrap's
+/// command line whose helper awaits its order on `fd` (`crate::sandbox::bwrap::warm_command`).
+/// Its stdin is a pipe, its stdout and stderr one stream ([`StdioSpec::Combined`]); it starts
+/// with the signals a stop sends ignored and in a session of its own, as [`super::spawn`]
+/// starts a sandbox. Returns once the child is in its cgroups; the sandbox itself comes up
+/// meanwhile. Errors: as [`prepare`].
+///
+/// # Safety
+/// As [`prepare`]: the calling process must be single-threaded.
+pub unsafe fn prepare_warm(cgroups: &[PathBuf], argv: impl FnOnce(RawFd) -> Vec<String>) -> Result<Prepared> {
+    let fail = |source: std::io::Error| Error::SpawnFailed { program: "warm sandbox".into(), source };
+    let nix_fail = |e: nix::Error| fail(e.into());
+    let (ours, theirs) = UnixStream::pair().map_err(fail)?;
+    let (stdin_w, stdin_r) = stdin_pair().map_err(nix_fail)?;
+    let (out_r, out_w) = pipe_pair().map_err(nix_fail)?;
+    let parent = std::process::id() as i32;
+    // SAFETY: the caller guarantees this process is single-threaded, so the child may run any code.
+    match unsafe { fork() }.map_err(nix_fail)? {
+        ForkResult::Child => {
+            drop((ours, stdin_w, out_r));
+            warm_child(parent, theirs, (stdin_r, out_w), cgroups, argv)
+        }
+        ForkResult::Parent { child } => {
+            drop((theirs, stdin_r, out_w));
+            let mut prepared =
+                Prepared { pid: child.as_raw(), ctl: Some(ours), stdin: Some(stdin_w), out: Some(out_r), err: None, warm: true };
+            let mut joined = [0u8; 1];
+            if let Some(ctl) = prepared.ctl.as_mut() {
+                ctl.read_exact(&mut joined).map_err(fail)?;
+            }
+            Ok(prepared)
+        }
+    }
+}
+
+/// The warm child: as [`child`] up to the joins, then bubblewrap's exec. Never returns.
+fn warm_child(
+    parent: i32,
+    mut ctl: UnixStream,
+    (stdin, out): (OwnedFd, OwnedFd),
+    cgroups: &[PathBuf],
+    argv: impl FnOnce(RawFd) -> Vec<String>,
+) -> ! {
+    // SAFETY: plain system calls on integers.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        if libc::getppid() != parent {
+            libc::_exit(0);
+        }
+    }
+    let joined = join(cgroups);
+    let _ = ctl.write_all(b"j");
+    if let Err(why) = joined {
+        // No `r` will come: the start fails and goes the usual way, which reports the join.
+        let _ = writeln!(ctl, "{why}");
+        exit(127);
+    }
+    let argv = argv(ctl.as_raw_fd());
+    let mut cmd = std::process::Command::new(argv.first().map_or("", String::as_str));
+    cmd.args(argv.iter().skip(1)).env_clear().env("PATH", "/usr/bin:/bin").current_dir("/");
+    let out2 = match out.try_clone() {
+        Ok(fd) => fd,
+        Err(_) => exit(127),
+    };
+    cmd.stdin(Stdio::from(stdin)).stdout(Stdio::from(out)).stderr(Stdio::from(out2));
+    let kept = ctl.as_raw_fd();
+    // SAFETY: `in_child` makes async-signal-safe system calls on stack values only.
+    unsafe {
+        cmd.pre_exec(move || in_child(false, &[-1; MAX_CGROUPS], 0, true, kept));
+    }
+    // The sandbox outlives this shim as a started program does; a waiting one ends when the
+    // shim's end of the socket closes (its helper reads EOF and exits).
+    // SAFETY: a plain system call on integers.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, 0) };
+    let _ = cmd.exec();
+    exit(127)
+}
+
 impl Prepared {
     /// Whether [`Prepared::start`] can start a program with `stdio`: pipes and a combined stream;
     /// a PTY needs [`super::spawn`].
     pub fn fits(stdio: &StdioSpec) -> bool {
         !matches!(stdio, StdioSpec::Pty { .. })
+    }
+
+    /// Whether this is a warm sandbox ([`prepare_warm`]): [`Prepared::start_warm`] starts it.
+    pub fn is_warm(&self) -> bool {
+        self.warm
+    }
+
+    /// Hand a warm sandbox its program (`order`: its argv, directory and whole environment).
+    /// Blocks until the helper took the order (it is ready within milliseconds of the spare's
+    /// start; at most 10 s). The started process is bubblewrap's, with the combined output and
+    /// the stdin pipe. Errors: [`Error::SpawnFailed`] when the sandbox is not ready (it died: a
+    /// mount it could not make) or the socket fails; the sandbox is killed and reaped then, and
+    /// the caller starts the program the usual way.
+    pub fn start_warm(mut self, order: &crate::sandbox::enter::Order) -> Result<Started> {
+        let program = order.argv.first().cloned().unwrap_or_default();
+        let fail = |why: String| Error::SpawnFailed { program: program.clone(), source: std::io::Error::other(why) };
+        if program.is_empty() {
+            return Err(Error::EmptyCommand);
+        }
+        if !self.warm {
+            return Err(fail("not a warm sandbox".into()));
+        }
+        let mut ctl = self.ctl.take().ok_or_else(|| fail("the warm sandbox was already used".into()))?;
+        let answer = (|| -> std::io::Result<String> {
+            ctl.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+            let mut ready = [0u8; 1];
+            ctl.read_exact(&mut ready)?;
+            if &ready != b"r" {
+                let mut why = String::from_utf8_lossy(&ready).into_owned();
+                let _ = ctl.read_to_string(&mut why);
+                return Err(std::io::Error::other(format!("the sandbox is not ready: {}", why.trim())));
+            }
+            ctl.write_all(&serde_json::to_vec(order).map_err(std::io::Error::other)?)?;
+            ctl.shutdown(std::net::Shutdown::Write)?;
+            let mut answer = String::new();
+            ctl.read_to_string(&mut answer)?;
+            Ok(answer)
+        })();
+        match answer {
+            Ok(answer) if answer.is_empty() => {}
+            Ok(answer) => return Err(fail(answer.trim().to_owned())),
+            Err(e) => return Err(fail(format!("the warm sandbox did not take its program: {e}"))),
+        }
+        let pid = self.pid;
+        let output = self.out.take().ok_or_else(|| fail("no output pipe".into()))?;
+        let stdin = self.stdin.take();
+        self.pid = 0;
+        Ok(Started { pid, output, stderr: None, stdin })
     }
 
     /// Hand `spec` to the child, which execs it. `spec.cgroups` are joined only if [`prepare`]
@@ -132,6 +270,9 @@ impl Prepared {
         let fail = |why: String| Error::SpawnFailed { program: program.clone(), source: std::io::Error::other(why) };
         if program.is_empty() {
             return Err(Error::EmptyCommand);
+        }
+        if self.warm {
+            return Err(fail("a warm sandbox starts through start_warm".into()));
         }
         let (stdin_pipe, combined) = match spec.stdio {
             StdioSpec::Pipes { stdin } => (stdin == StdinSpec::Pipe, false),

@@ -13,8 +13,9 @@
 //! 6. the hidden folders' stand-ins and `/run` remounted read-only.
 //!
 //! Namespaces: pid, ipc, uts, mount (always, bubblewrap's
-//! own), user (a non-root daemon), net (`network: false`). Bubblewrap drops every capability of
-//! the program (root's too) and sets `no_new_privs`.
+//! own), user (a non-root daemon), net (`network: false`). Every capability is dropped
+//! (`--cap-drop ALL`: without it, bubblewrap run by root leaves root's capabilities to the
+//! program) and `no_new_privs` is set, so no exec inside gains one back.
 
 use std::path::{Path, PathBuf};
 
@@ -24,16 +25,55 @@ use super::{Error, Policy, API_DIR, HOME_DIR};
 /// `helper` (the daemon's own command; `sandbox-exec` is appended). Errors:
 /// [`Error::Unavailable`] for a path that is not UTF-8 (the command line is text).
 pub fn command(policy: &Policy, helper: &[String], argv: &[String], cwd: &Path) -> Result<Vec<String>, Error> {
-    let text = |p: &Path| -> Result<String, Error> {
-        p.to_str()
-            .map(str::to_owned)
-            .ok_or_else(|| Error::Unavailable(format!("the path {} is not UTF-8; the sandbox cannot mount it", p.display())))
-    };
+    let mut out = options(policy)?;
+    out.extend(["--chdir".to_owned(), text(cwd)?]);
+    out.extend(enter(policy, helper));
+    out.push("--".into());
+    out.extend(argv.iter().cloned());
+    Ok(out)
+}
+
+/// The bubblewrap command line of a warm sandbox under `policy`: its helper takes every step
+/// but the exec and then waits on the socket `fd` for its program (`sandbox-exec --await FD`,
+/// [`super::enter::Order`]); it starts in `/` and enters the order's directory. Errors: as
+/// [`command`].
+pub fn warm_command(policy: &Policy, helper: &[String], fd: i32) -> Result<Vec<String>, Error> {
+    let mut out = options(policy)?;
+    out.extend(["--chdir".to_owned(), "/".to_owned()]);
+    out.extend(enter(policy, helper));
+    out.extend(["--await".to_owned(), fd.to_string()]);
+    Ok(out)
+}
+
+/// `-- HELPER sandbox-exec [--max-processes N]`: the end of both command lines but what the
+/// helper is told to run.
+fn enter(policy: &Policy, helper: &[String]) -> Vec<String> {
+    let mut out = vec!["--".to_owned()];
+    out.extend(helper.iter().cloned());
+    out.push("sandbox-exec".into());
+    if let Some(n) = policy.max_processes {
+        out.extend(["--max-processes".to_owned(), n.to_string()]);
+    }
+    out
+}
+
+/// `path` as text. Errors: [`Error::Unavailable`] for a path that is not UTF-8.
+fn text(p: &Path) -> Result<String, Error> {
+    p.to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| Error::Unavailable(format!("the path {} is not UTF-8; the sandbox cannot mount it", p.display())))
+}
+
+/// Bubblewrap and its options for `policy`: namespaces and mounts, in the module doc's order.
+fn options(policy: &Policy) -> Result<Vec<String>, Error> {
     let mut out = vec![text(&policy.bwrap)?];
     if policy.user_namespace {
         out.push("--unshare-user".into());
     }
     out.extend(["--unshare-pid", "--unshare-ipc", "--unshare-uts"].map(String::from));
+    // Bubblewrap run by root keeps root's capabilities in the sandbox unless told (it drops
+    // them itself only in a user namespace it made): none, whoever runs it.
+    out.extend(["--cap-drop", "ALL"].map(String::from));
     if !policy.network {
         out.push("--unshare-net".into());
     }
@@ -75,15 +115,6 @@ pub fn command(policy: &Policy, helper: &[String], argv: &[String], cwd: &Path) 
         out.extend(["--remount-ro".to_owned(), text(path)?]);
     }
     out.extend(["--remount-ro".to_owned(), "/run".to_owned()]);
-    out.extend(["--chdir".to_owned(), text(cwd)?]);
-    out.push("--".into());
-    out.extend(helper.iter().cloned());
-    out.push("sandbox-exec".into());
-    if let Some(n) = policy.max_processes {
-        out.extend(["--max-processes".to_owned(), n.to_string()]);
-    }
-    out.push("--".into());
-    out.extend(argv.iter().cloned());
     Ok(out)
 }
 
@@ -121,10 +152,15 @@ mod tests {
         let line = argv.join(" ");
         let at = |needle: &str| line.find(needle).unwrap_or_else(|| panic!("{needle:?} not in {line}"));
         assert!(at("--unshare-user") < at("--ro-bind / /"));
+        assert!(at("--cap-drop ALL") < at(" -- "), "no capability is left to the program: {line}");
         assert!(line.contains("--unshare-net"));
         assert!(at("--tmpfs /run") < at(&format!("--tmpfs {}", state.path().display())));
         assert!(at(&format!("--tmpfs {}", state.path().display())) < at(&format!("--bind-try {0} {0}", home.display())));
         assert!(!line.contains("/no/such/dir") && !line.contains("no-such-tools"), "a missing path is not mounted: {line}");
-        assert!(line.ends_with("-- /bin/spacesd sandbox-exec --max-processes 64 -- sh -c true"), "{line}");
+        assert!(line.ends_with("--chdir /srv/space -- /bin/spacesd sandbox-exec --max-processes 64 -- sh -c true"), "{line}");
+        let warm = warm_command(&policy, &["/bin/spacesd".into()], 7).unwrap().join(" ");
+        let (options, _) = line.split_once(" --chdir ").unwrap();
+        assert!(warm.starts_with(options), "a warm sandbox mounts what a cold one does: {warm}");
+        assert!(warm.ends_with("--chdir / -- /bin/spacesd sandbox-exec --max-processes 64 --await 7"), "{warm}");
     }
 }

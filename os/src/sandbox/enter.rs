@@ -12,13 +12,40 @@
 //! for the daemon's start-up probe); the seccomp filter with `no_new_privs`
 //! ([`super::seccomp`]); the exec. A failure prints one line on stderr (the program's output,
 //! so it reaches the journal) and exits 127, as a shell does for a program it cannot run.
+//!
+//! **A warm sandbox** (`sandbox-exec [--max-processes N] --await FD`, started by a spare shim
+//! before its command is known: [`crate::shim::spare`]) takes every step above but the exec,
+//! then says it is ready (one byte, `r`, on the socket FD) and waits there for its [`Order`]
+//! (one JSON object, then EOF): the program, its working directory and its whole environment.
+//! It closes FD, enters the directory and execs the program with exactly that environment. A
+//! socket closed without an order (the spare was dropped) makes it exit 0; everything after
+//! the order fails as above (one line on stderr, exit 127), so a command fails the same way in
+//! a warm sandbox and in a cold one.
 
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::os::fd::FromRawFd;
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 
 use nix::libc;
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 
+use serde::{Deserialize, Serialize};
+
 use super::{Error, Policy};
+
+/// What a warm sandbox is told to run (`--await`): written by the shim as one JSON object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Order {
+    /// The program and its arguments (a relative program is found in the order's `PATH`).
+    pub argv: Vec<String>,
+    /// Its working directory (a path inside the sandbox: the same as on the host).
+    pub cwd: PathBuf,
+    /// Its whole environment (nothing of the helper's own is kept).
+    pub env: BTreeMap<String, String>,
+}
 
 /// What `sandbox-exec` was asked.
 #[derive(Debug, PartialEq, Eq)]
@@ -29,13 +56,15 @@ pub struct Args {
     pub landlock: Option<Policy>,
     /// Print what Landlock reached before the exec (`--report`).
     pub report: bool,
+    /// A warm sandbox: wait on this socket fd for the [`Order`] (`--await FD`); `argv` is empty.
+    pub await_fd: Option<i32>,
     /// The program and its arguments.
     pub argv: Vec<String>,
 }
 
 /// Parses the arguments after `sandbox-exec`. Errors: [`Error::Usage`].
 pub fn parse(args: &[String]) -> Result<Args, Error> {
-    let mut out = Args { max_processes: None, landlock: None, report: false, argv: Vec::new() };
+    let mut out = Args { max_processes: None, landlock: None, report: false, await_fd: None, argv: Vec::new() };
     let mut rest = args;
     loop {
         match rest {
@@ -51,13 +80,19 @@ pub fn parse(args: &[String]) -> Result<Args, Error> {
                 out.report = true;
                 rest = tail;
             }
+            [flag, fd] if flag == "--await" && out.landlock.is_none() => {
+                out.await_fd = Some(fd.parse().map_err(|_| Error::Usage(format!("--await takes an fd number, not {fd:?}")))?);
+                return Ok(out);
+            }
             [dash, argv @ ..] if dash == "--" && !argv.is_empty() => {
                 out.argv = argv.to_vec();
                 return Ok(out);
             }
             _ => {
                 return Err(Error::Usage(
-                    "usage: sandbox-exec [--max-processes N] [--landlock POLICY-JSON [--report]] -- PROGRAM [ARGS...]".into(),
+                    "usage: sandbox-exec [--max-processes N] [--landlock POLICY-JSON [--report]] -- PROGRAM [ARGS...]\n   \
+                     or: sandbox-exec [--max-processes N] --await FD"
+                        .into(),
                 ))
             }
         }
@@ -116,8 +151,36 @@ fn enter(args: &Args) -> Result<std::convert::Infallible, Error> {
         super::seccomp::filter().map_err(|e| Error::Enter { what: "build the seccomp filter", source: std::io::Error::other(e) })?;
     seccompiler::apply_filter(&program)
         .map_err(|e| Error::Enter { what: "load the seccomp filter", source: std::io::Error::other(e.to_string()) })?;
-    let source = std::process::Command::new(&args.argv[0]).args(&args.argv[1..]).exec();
-    Err(Error::Enter { what: "start the program", source })
+    let (program, source) = match args.await_fd {
+        None => (&args.argv[0], std::process::Command::new(&args.argv[0]).args(&args.argv[1..]).exec()),
+        Some(fd) => {
+            let order = wait_for_order(fd)?;
+            let Some(program) = order.argv.first() else {
+                return Err(Error::Enter { what: "start the program", source: std::io::Error::other("the order names no program") });
+            };
+            std::env::set_current_dir(&order.cwd).map_err(|source| Error::Enter { what: "enter the working directory", source })?;
+            let source = std::process::Command::new(program).args(&order.argv[1..]).env_clear().envs(&order.env).exec();
+            return Err(Error::Start { program: program.clone(), source });
+        }
+    };
+    Err(Error::Start { program: program.clone(), source })
+}
+
+/// A warm sandbox's wait: `r` on the socket `fd`, then the [`Order`] up to EOF; the socket is
+/// closed before the order is carried out. EOF without an order (the spare shim let its
+/// sandbox go) exits 0 here. Errors: [`Error::Enter`] (the socket fails, the order is not JSON).
+fn wait_for_order(fd: i32) -> Result<Order, Error> {
+    let fail = |source: std::io::Error| Error::Enter { what: "read the order", source };
+    // SAFETY: the fd was handed to this process for this use alone (`--await FD`).
+    let mut ctl = unsafe { UnixStream::from_raw_fd(fd) };
+    ctl.write_all(b"r").map_err(fail)?;
+    let mut order = Vec::new();
+    ctl.read_to_end(&mut order).map_err(fail)?;
+    drop(ctl);
+    if order.is_empty() {
+        std::process::exit(0);
+    }
+    serde_json::from_slice(&order).map_err(|e| fail(std::io::Error::other(e)))
 }
 
 /// Root keeps no capability across the exec: none in the bounding set, no ambient ones, and
@@ -178,18 +241,27 @@ mod tests {
         let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
             parse(&s(&["--max-processes", "9", "--", "sh", "-c", "x"])).unwrap(),
-            Args { max_processes: Some(9), landlock: None, report: false, argv: s(&["sh", "-c", "x"]) }
+            Args { max_processes: Some(9), landlock: None, report: false, await_fd: None, argv: s(&["sh", "-c", "x"]) }
         );
-        assert_eq!(parse(&s(&["--", "true"])).unwrap(), Args { max_processes: None, landlock: None, report: false, argv: s(&["true"]) });
+        assert_eq!(
+            parse(&s(&["--", "true"])).unwrap(),
+            Args { max_processes: None, landlock: None, report: false, await_fd: None, argv: s(&["true"]) }
+        );
         let policy = Policy { level: super::super::Level::Landlock, ..Default::default() };
         let json = serde_json::to_string(&policy).unwrap();
         assert_eq!(
             parse(&s(&["--landlock", &json, "--report", "--", "true"])).unwrap(),
-            Args { max_processes: None, landlock: Some(policy), report: true, argv: s(&["true"]) }
+            Args { max_processes: None, landlock: Some(policy), report: true, await_fd: None, argv: s(&["true"]) }
         );
         assert!(matches!(parse(&s(&["--landlock", "{", "--", "true"])), Err(Error::Usage(_))));
         assert!(matches!(parse(&s(&["--"])), Err(Error::Usage(_))));
         assert!(matches!(parse(&s(&["--max-processes", "x", "--", "true"])), Err(Error::Usage(_))));
         assert!(matches!(parse(&s(&["true"])), Err(Error::Usage(_))));
+        assert_eq!(
+            parse(&s(&["--max-processes", "5", "--await", "7"])).unwrap(),
+            Args { max_processes: Some(5), landlock: None, report: false, await_fd: Some(7), argv: vec![] }
+        );
+        assert!(matches!(parse(&s(&["--await", "x"])), Err(Error::Usage(_))), "an fd is a number");
+        assert!(matches!(parse(&s(&["--await", "7", "--", "true"])), Err(Error::Usage(_))), "an order, not a program");
     }
 }

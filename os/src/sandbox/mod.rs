@@ -71,6 +71,21 @@ pub enum Error {
     /// A step inside the sandbox failed before the program's exec: which, and the OS reason.
     #[error("sandbox-exec: cannot {what}: {source}")]
     Enter { what: &'static str, source: std::io::Error },
+    /// The program itself could not be started (not found, not executable): which, and why.
+    /// Exit 127, as a shell says of a command it cannot run.
+    #[error("sandbox-exec: cannot start {program}: {source}")]
+    Start { program: String, source: std::io::Error },
+}
+
+/// What each path `policy` mounts or hides is now: its (device, inode), `None` where nothing
+/// is. A sandbox binds what was at a path when it was made; a warm sandbox
+/// ([`crate::shim::spare`]) is used only while every path still names the same file, so a Space
+/// folder renamed and replaced (case R43) or another Space's root swapped is never seen through
+/// a sandbox made before the change.
+pub fn identity(policy: &Policy) -> Vec<Option<(u64, u64)>> {
+    use std::os::unix::fs::MetadataExt;
+    let paths = policy.writable.iter().chain(&policy.readonly).chain(&policy.hidden).chain(&policy.api_dir).chain(&policy.home);
+    paths.map(|p| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))).collect()
 }
 
 /// How trees are contained on this host.

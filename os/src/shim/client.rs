@@ -94,7 +94,13 @@ impl ShimClient {
         let json = serde_json::to_vec(&Launch { dir: Some(dir.to_owned()), ..launch.clone() })?;
         let hand_and_reply = async {
             let mut handed = None;
-            if let Some(shim) = spare::take(command, &env) {
+            // A command's launch in a bubblewrap sandbox (combined output, no terminal) can
+            // take a warm sandbox made for its policy ([`spare`], "Warm sandboxes").
+            let warm = launch
+                .sandbox
+                .as_ref()
+                .filter(|p| p.level == crate::sandbox::Level::Bubblewrap && matches!(launch.output, OutputMode::Raw { tty: None, .. }));
+            if let Some(shim) = spare::take(command, &env, warm) {
                 // Before the shim has its spec (and so before the program starts): whatever
                 // the tree does from its first instruction on is known to be the tree's.
                 process::held::hold(shim.pid, tag);

@@ -13,6 +13,7 @@
 //! only for what its process group and cgroup did not take with them: "is the tree gone?" is
 //! the shim's own children (a subreaper), not a scan of the host.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
@@ -130,12 +131,11 @@ pub fn main(dir: &Path) -> i32 {
     })
 }
 
-/// Answer the daemon on stdout, once; then stdout and stderr go to `shim.log`.
 /// What a sandbox enters through (`... sandbox-exec -- PROGRAM`): the small
 /// `spaces-sandbox-exec` beside this shim's executable when it is there (it starts in a
 /// fraction of a millisecond), else the daemon's own command ([`own_command`]: `spacesd`, or a
 /// binding's interpreter and script).
-fn sandbox_helper() -> Vec<String> {
+pub(crate) fn sandbox_helper() -> Vec<String> {
     let small = std::env::current_exe().ok().and_then(|exe| Some(exe.parent()?.join(SANDBOX_HELPER))).filter(|p| p.is_file());
     match small {
         Some(path) => vec![path.display().to_string()],
@@ -162,6 +162,16 @@ fn own_command() -> Vec<String> {
     args
 }
 
+/// The whole environment a program started by `spawn` gets: its variables, its markers and
+/// its tag (as `process::spawn` sets them), for a warm sandbox's order.
+fn program_env(spawn: &SpawnSpec) -> BTreeMap<String, String> {
+    let mut env = spawn.env.clone();
+    env.extend(spawn.markers.iter().cloned());
+    env.insert(process::TAG_ENV.to_owned(), spawn.tag.clone());
+    env
+}
+
+/// Answer the daemon on stdout, once; then stdout and stderr go to `shim.log`.
 fn ready(result: Result<i32, String>) -> i32 {
     let reply = match &result {
         Ok(pid) => Reply { ok: true, protocol: PROTOCOL, pid: *pid, ..Reply::default() },
@@ -254,7 +264,7 @@ impl Shim {
         mode: OutputMode,
         (nice, sandbox): (i32, Option<crate::sandbox::Policy>),
         redactor: Redactor,
-        held: (Option<Cgroup>, spare::Child),
+        held: (Option<Cgroup>, Option<spare::Child>),
         (stdin_first, stdin_close): (Option<String>, bool),
     ) -> Result<Shim, String> {
         let (cgroup, child) = held;
@@ -312,8 +322,28 @@ impl Shim {
         // A spare's child, waiting in the cgroup already (or joining it now); a terminal, or
         // whatever went wrong with it, goes the usual way (the child is killed and reaped).
         let prepared = match child {
-            Some((child, joined)) if Prepared::fits(&spawn.stdio) => child
-                .start(&spawn, joined)
+            Some(child) if child.warm.is_some() => {
+                // A warm sandbox, for this very policy (every path of it still the file it
+                // was) and a command's output only, in its cgroup already: its helper execs
+                // the program; anything else drops it.
+                let fits = child.joined
+                    && bubblewrap
+                    && child.warm == sandbox
+                    && matches!(spawn.stdio, StdioSpec::Combined { stdin: StdinSpec::Pipe })
+                    && sandbox.as_ref().is_some_and(|p| crate::sandbox::identity(p) == child.seen);
+                let order = crate::sandbox::enter::Order { argv: spec.argv.clone(), cwd: spec.cwd.clone(), env: program_env(&spawn) };
+                fits.then(|| {
+                    child
+                        .prepared
+                        .start_warm(&order)
+                        .map_err(|e| say!("spare shim: the warm sandbox could not start the program ({e}); starting it the usual way"))
+                        .ok()
+                })
+                .flatten()
+            }
+            Some(child) if Prepared::fits(&spawn.stdio) => child
+                .prepared
+                .start(&spawn, child.joined)
                 .map_err(|e| say!("spare shim: the prepared child could not start the program ({e}); starting it the usual way"))
                 .ok(),
             _ => None,

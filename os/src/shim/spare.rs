@@ -22,6 +22,18 @@
 //!   rename within a parent; on any failure it falls back to making the planned cgroup and
 //!   starting the program the usual way), and the waiting child execs the program. A launch on a
 //!   terminal (PTY) discards the child and starts the program the usual way.
+//! - **Warm sandboxes**: a command (`exec_command`: combined output, no terminal) in a
+//!   bubblewrap sandbox pays for the sandbox's namespaces and mounts (5 to 8 ms) at its start.
+//!   So after such a launch the daemon also keeps a spare made for that launch's exact
+//!   [`Policy`] (at most [`WARM_MAX`] policies, the least recently used let go): its child
+//!   starts bubblewrap at once and waits inside, ready ([`prepared::prepare_warm`]). The next
+//!   launch with an equal policy takes it, and its program starts with one exec
+//!   ([`Prepared::start_warm`]); any other launch, or one the warm sandbox cannot take
+//!   (its sandbox died, a cgroup it would have to join now: cgroup v2), goes the usual way.
+//!   A policy names every path the sandbox shows or hides, and a warm sandbox is used only
+//!   while each of those paths is still the file it was when the sandbox was made
+//!   ([`crate::sandbox::identity`]: a Space folder renamed and replaced is not), so it is only
+//!   ever used for a tree the daemon would have given the very same sandbox.
 //! - **Cleanup**: a spare that reads EOF instead of a launch (the daemon exited, or dropped it)
 //!   kills its child and removes its cgroup; its child dies with it (`PR_SET_PDEATHSIG`). A
 //!   leftover empty spare cgroup is removed by the next daemon's sweep ([`crate::process::cgroup::sweep`]).
@@ -36,6 +48,7 @@ use serde::{Deserialize, Serialize};
 use super::waiting::Waiting;
 use crate::process::cgroup::{self, Cgroup, Containment, Plan};
 use crate::process::prepared::{self, Prepared};
+use crate::sandbox::Policy;
 
 /// The variable that makes `spacesd shim` a spare: a JSON [`SpareSpec`].
 pub const SPARE_ENV: &str = "SPACES_SHIM_SPARE";
@@ -46,13 +59,28 @@ pub struct SpareSpec {
     /// Its cgroup (the host's hierarchies, a spare's name); `None`: the host has no cgroups.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<Plan>,
+    /// A warm sandbox under this policy (bubblewrap level), for a command's combined output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm: Option<Policy>,
 }
+
+/// How many policies get a warm sandbox at once (each costs an idle shim, bubblewrap's two
+/// processes and the helper, all asleep).
+pub const WARM_MAX: usize = 4;
 
 // ----- the daemon's side -----
 
 struct Pool {
     command: Vec<String>,
     env: BTreeMap<String, String>,
+    spare: Option<Waiting>,
+    making: bool,
+    /// Warm spares, most recently used last.
+    warm: Vec<Warm>,
+}
+
+struct Warm {
+    policy: Policy,
     spare: Option<Waiting>,
     making: bool,
 }
@@ -66,7 +94,7 @@ static SPARES: AtomicU64 = AtomicU64::new(0);
 /// spare exits).
 pub fn keep(command: Vec<String>, env: BTreeMap<String, String>) {
     if let Ok(mut pool) = POOL.lock() {
-        *pool = Some(Pool { command, env, spare: None, making: false });
+        *pool = Some(Pool { command, env, spare: None, making: false, warm: Vec::new() });
     }
     refill();
 }
@@ -80,8 +108,39 @@ pub fn stop() {
 
 /// The ready spare of `command` with `env`, if there is one and it still runs (another is
 /// started in the background). `None`: spares are not kept, none is ready yet, the ready one
-/// exited, or they are of another command.
-pub(super) fn take(command: &[String], env: &BTreeMap<String, String>) -> Option<Waiting> {
+/// exited, or they are of another command. With `warm` (the launch's policy, when a warm
+/// sandbox could start it: see the module doc), a warm spare of that policy first; either way
+/// one is made ready for the next launch with it.
+pub(super) fn take(command: &[String], env: &BTreeMap<String, String>, warm: Option<&Policy>) -> Option<Waiting> {
+    let warm = warm.filter(|_| cgroup::mode() != Containment::CgroupV2);
+    if let Some(policy) = warm {
+        let spare = {
+            let mut pool = POOL.lock().ok()?;
+            let pool = pool.as_mut()?;
+            if pool.command != command || &pool.env != env {
+                return None;
+            }
+            let at = match pool.warm.iter().position(|w| &w.policy == policy) {
+                Some(at) => at,
+                None => {
+                    if pool.warm.len() >= WARM_MAX {
+                        // The least recently used goes: its spare reads EOF and exits.
+                        pool.warm.remove(0);
+                    }
+                    pool.warm.push(Warm { policy: policy.clone(), spare: None, making: false });
+                    pool.warm.len() - 1
+                }
+            };
+            let mut entry = pool.warm.remove(at);
+            let spare = entry.spare.take();
+            pool.warm.push(entry);
+            spare
+        };
+        refill_warm(policy);
+        if let Some(spare) = spare.and_then(|mut s| s.alive().then_some(s)) {
+            return Some(spare);
+        }
+    }
     let spare = {
         let mut pool = POOL.lock().ok()?;
         let pool = pool.as_mut()?;
@@ -92,6 +151,37 @@ pub(super) fn take(command: &[String], env: &BTreeMap<String, String>) -> Option
     };
     refill();
     spare.and_then(|mut s| s.alive().then_some(s))
+}
+
+/// Start a warm spare of `policy` in the background unless one is ready or being started (or
+/// the policy's entry was let go meanwhile).
+fn refill_warm(policy: &Policy) {
+    let Ok(handle) = tokio::runtime::Handle::try_current() else { return };
+    let (command, env) = {
+        let Ok(mut pool) = POOL.lock() else { return };
+        let Some(pool) = pool.as_mut() else { return };
+        let Some(entry) = pool.warm.iter_mut().find(|w| &w.policy == policy) else { return };
+        if entry.spare.is_some() || entry.making {
+            return;
+        }
+        entry.making = true;
+        (pool.command.clone(), pool.env.clone())
+    };
+    let policy = policy.clone();
+    handle.spawn_blocking(move || {
+        let made = start(&command, &env, Some(&policy));
+        if let Err(why) = &made {
+            tracing::warn!("cannot start a warm sandbox's spare shim: {why}");
+        }
+        if let Ok(mut pool) = POOL.lock() {
+            if let Some(pool) = pool.as_mut().filter(|p| p.command == command && p.env == env) {
+                if let Some(entry) = pool.warm.iter_mut().find(|w| w.policy == policy) {
+                    entry.making = false;
+                    entry.spare = made.ok();
+                }
+            }
+        }
+    });
 }
 
 /// Start a spare in the background unless one is ready or being started.
@@ -107,7 +197,7 @@ fn refill() {
         (pool.command.clone(), pool.env.clone())
     };
     handle.spawn_blocking(move || {
-        let made = start(&command, &env);
+        let made = start(&command, &env, None);
         if let Err(why) = &made {
             tracing::warn!("cannot start a spare shim: {why}");
         }
@@ -120,8 +210,9 @@ fn refill() {
     });
 }
 
-/// Start one spare shim (blocking, about 1 ms: no fork of this process).
-fn start(command: &[String], env: &BTreeMap<String, String>) -> super::error::Result<Waiting> {
+/// Start one spare shim (blocking, about 1 ms: no fork of this process); with `warm`, one that
+/// starts a warm sandbox under that policy.
+fn start(command: &[String], env: &BTreeMap<String, String>, warm: Option<&Policy>) -> super::error::Result<Waiting> {
     let n = SPARES.fetch_add(1, Ordering::Relaxed);
     // Only cgroup v1 renames a directory: on v2 the child joins the tree's cgroup when its
     // program comes (the spare still saves the shim's exec).
@@ -129,7 +220,7 @@ fn start(command: &[String], env: &BTreeMap<String, String>) -> super::error::Re
         Containment::CgroupV1 => cgroup::plan(&format!("spare/{}-{n}", std::process::id())),
         _ => None,
     };
-    let spec = SpareSpec { cgroup };
+    let spec = SpareSpec { cgroup, warm: warm.cloned() };
     let mut env = env.clone();
     env.insert(SPARE_ENV.to_owned(), serde_json::to_string(&spec)?);
     // The directory comes with the launch.
@@ -142,10 +233,24 @@ fn start(command: &[String], env: &BTreeMap<String, String>) -> super::error::Re
 pub struct Made {
     cgroup: Option<Cgroup>,
     child: Option<Prepared>,
+    warm: Option<Policy>,
+    /// [`crate::sandbox::identity`] of the warm sandbox's policy, taken before it was made.
+    seen: Vec<Option<(u64, u64)>>,
 }
 
-/// The prepared child for the program, and whether it already sits in the program's cgroup.
-pub type Child = Option<(Prepared, bool)>;
+/// The prepared child for the program (a warm sandbox's: under the policy it names), and
+/// whether it already sits in the program's cgroup.
+pub struct Child {
+    /// The waiting child.
+    pub prepared: Prepared,
+    /// It is in the launch's cgroup already (else it joins at its exec; a warm sandbox cannot).
+    pub joined: bool,
+    /// A warm sandbox's policy: only a launch with an equal one may use it.
+    pub warm: Option<Policy>,
+    /// What the policy's paths were ([`crate::sandbox::identity`]) before the warm sandbox was
+    /// made: it may start a program only while they are the same.
+    pub seen: Vec<Option<(u64, u64)>>,
+}
 
 impl Made {
     /// In a shim started as a spare ([`SPARE_ENV`] set): make the cgroup and fork the child.
@@ -168,9 +273,18 @@ impl Made {
             }
         };
         let dirs = cgroup.as_ref().map(Cgroup::dirs).unwrap_or_default();
-        // SAFETY: called before the shim starts any thread.
-        match unsafe { prepared::prepare(&dirs) } {
-            Ok(child) => Some(Made { cgroup, child: Some(child) }),
+        let seen = spec.warm.as_ref().map(crate::sandbox::identity).unwrap_or_default();
+        let made = match &spec.warm {
+            Some(policy) => {
+                let helper = super::server::sandbox_helper();
+                // SAFETY: called before the shim starts any thread.
+                unsafe { prepared::prepare_warm(&dirs, |fd| crate::sandbox::bwrap::warm_command(policy, &helper, fd).unwrap_or_default()) }
+            }
+            // SAFETY: called before the shim starts any thread.
+            None => unsafe { prepared::prepare(&dirs) },
+        };
+        match made {
+            Ok(child) => Some(Made { cgroup, child: Some(child), warm: spec.warm, seen }),
             Err(e) => {
                 crate::disk::say(format_args!("spare shim: {e}; the launch goes the usual way"));
                 if let Some(cgroup) = cgroup {
@@ -184,18 +298,20 @@ impl Made {
     /// Turn what was made into the launch's: the cgroup `plan` plans (the spare's, renamed) and
     /// the child. Falls back to [`Plan::create`] and no child when the rename fails. Errors:
     /// [`Plan::create`]'s.
-    pub fn adopt(mut self, plan: Option<&Plan>) -> Result<(Option<Cgroup>, Child), String> {
+    pub fn adopt(mut self, plan: Option<&Plan>) -> Result<(Option<Cgroup>, Option<Child>), String> {
+        let (warm, seen) = (self.warm.take(), std::mem::take(&mut self.seen));
         let child = self.child.take();
+        let child = move |joined: bool| child.map(|prepared| Child { prepared, joined, warm, seen });
         match (self.cgroup.take(), plan) {
-            (None, None) => Ok((None, child.map(|c| (c, true)))),
-            (None, Some(plan)) => Ok((Some(plan.create()?), child.map(|c| (c, false)))),
+            (None, None) => Ok((None, child(true))),
+            (None, Some(plan)) => Ok((Some(plan.create()?), child(false))),
             (Some(spare), None) => {
                 drop(child);
                 spare.remove();
                 Ok((None, None))
             }
             (Some(spare), Some(plan)) => match rename(&spare, plan) {
-                Ok(cgroup) => Ok((Some(cgroup), child.map(|c| (c, true)))),
+                Ok(cgroup) => Ok((Some(cgroup), child(true))),
                 Err(why) => {
                     crate::disk::say(format_args!("spare shim: {why}; the program's cgroup is made anew"));
                     // The child is killed and reaped first: the directories are empty then.

@@ -324,6 +324,12 @@ async fn a_fork_bomb_that_takes_every_task_of_the_daemons_uid_leaves_it_answerin
             .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c == root))
             .count()
     };
+    // One command first: the daemon keeps a warm sandbox for the Space after it (an idle shim
+    // and bubblewrap's processes, counted in the baseline as after the bomb).
+    let first = client.call_named("exec_command", json!({"workspace_id": "s", "command": ["true"]})).await.unwrap();
+    let first = first["process_id"].as_str().unwrap().to_owned();
+    crate::support::wait_until("the first command ends", Duration::from_secs(20), || in_space() == 0).await;
+    let _ = client.call_named("read_process", json!({"process_id": first, "cursor": 0, "wait_ms": 2000})).await;
     // Quiet, so a blocking thread made on demand would be gone by now.
     tokio::time::sleep(Duration::from_secs(11)).await;
     let (baseline, _) = processes_and_tasks_of(BOMB_UID);

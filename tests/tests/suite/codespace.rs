@@ -452,14 +452,26 @@ async fn a_daemon_shutdown_keeps_running_commands_and_the_next_daemon_reattaches
     let marker = spaces_os::process::tag_marker(&format!("exec/{orphan}"));
     let pids = wait_alive(&marker, 2).await;
     d.kill();
-    // The shim is the parent of the command's root (the one process of the command whose
-    // parent is not the command's).
+    // The shim is the nearest `spacesd shim` above the command's processes (bubblewrap's
+    // processes stand between them; in a warm sandbox they do not carry the command's tag).
     let parent = |pid: i32| -> i32 {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
         stat.rsplit_once(')').unwrap().1.split_whitespace().nth(1).unwrap().parse().unwrap()
     };
-    let shims: Vec<i32> = pids.iter().map(|p| parent(*p)).filter(|pp| !pids.contains(pp)).collect();
-    assert_eq!(shims.len(), 1, "one shim holds the command: {shims:?}");
+    let is_shim = |pid: i32| {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        cmdline.split(|b| *b == 0).nth(1) == Some(b"shim".as_slice())
+    };
+    let shim_of = |mut pid: i32| -> i32 {
+        while pid > 1 && !is_shim(pid) {
+            pid = parent(pid);
+        }
+        pid
+    };
+    let mut shims: Vec<i32> = pids.iter().map(|p| shim_of(*p)).collect();
+    shims.sort_unstable();
+    shims.dedup();
+    assert!(shims.len() == 1 && shims[0] > 1, "one shim holds the command: {shims:?}");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(shims[0]), nix::sys::signal::Signal::SIGKILL).unwrap();
     d.start_again().await;
     let status = wait_exited(&d, &orphan).await;

@@ -30,4 +30,5 @@ mod small_holes;
 mod space_tools;
 mod survive;
 mod tcp;
+mod warm;
 mod web;
