@@ -6,8 +6,13 @@
 //! - `agent_start`: a fake Codex CLI (bash) writes `$EPOCHREALTIME` into the Space as its first
 //!   command, then ends its turn; the figure is that time minus the wall clock just before the
 //!   request was sent. The next start waits for the run to be idle again.
-//! - `exec_command`: `echo x`; the figure is the time from sending `exec_command` to the
-//!   `read_process` (long poll, 5 s) answer that holds its first byte.
+//! - `exec_command`: `echo x` in the Space of every call; the figure is the time from sending
+//!   `exec_command` to the `read_process` (long poll, 5 s) answer that holds its first byte.
+//!   From its second command on, a Space's command starts in a warm sandbox made after the one
+//!   before (`os/src/shim/spare.rs`, "Warm sandboxes").
+//! - `exec_command_cold`: the same, each call in the next of six other Spaces in turn: more
+//!   policies than the daemon keeps warm sandboxes for (4), so each command's sandbox is made
+//!   on its start path, as for the first command of a Space.
 //!
 //! The two daemons are measured call by call in turn (`off`, then `sandbox`), so drift and noise
 //! hit both alike. `SPACES_BENCH_ROUNDS` rounds (default 5) of `SPACES_BENCH_CALLS` calls per
@@ -31,7 +36,10 @@ use serde_json::{json, Value};
 mod common;
 use common::{get, ms, pct, post, ratio};
 
-const WHAT: [&str; 2] = ["agent_start", "exec_command"];
+const WHAT: [&str; 3] = ["agent_start", "exec_command", "exec_command_cold"];
+
+/// The Spaces `exec_command_cold` goes round: more than the warm sandboxes kept (4).
+const COLD_SPACES: usize = 6;
 
 fn spacesd_bin() -> PathBuf {
     common::spacesd_bin(env!("CARGO_BIN_EXE_spacesd"))
@@ -51,7 +59,7 @@ fn main() {
     let daemons = [Daemon::start(false), Daemon::start(true)];
     for d in &daemons {
         d.agent_start();
-        d.exec_command();
+        d.exec_command("bench");
     }
     println!("sandbox_start: {rounds} rounds x {calls} calls per variant, interleaved (off, sandbox)");
     condition("idle", &daemons, rounds, calls);
@@ -64,17 +72,18 @@ fn main() {
 /// `rounds` rounds of `calls` calls of each measure on each daemon, then the figures.
 fn condition(name: &str, daemons: &[Daemon; 2], rounds: usize, calls: usize) {
     // [what][variant] -> all samples; per round the p50 difference and ratio.
-    let mut all: [[Vec<Duration>; 2]; 2] = Default::default();
-    let mut per_round: [Vec<(f64, f64)>; 2] = Default::default();
+    let mut all: [[Vec<Duration>; 2]; 3] = Default::default();
+    let mut per_round: [Vec<(f64, f64)>; 3] = Default::default();
     for _ in 0..rounds {
-        let mut round: [[Vec<Duration>; 2]; 2] = Default::default();
-        for _ in 0..calls {
+        let mut round: [[Vec<Duration>; 2]; 3] = Default::default();
+        for call in 0..calls {
             for (v, d) in daemons.iter().enumerate() {
                 round[0][v].push(d.agent_start());
-                round[1][v].push(d.exec_command());
+                round[1][v].push(d.exec_command("bench"));
+                round[2][v].push(d.exec_command(&format!("cold{}", call % COLD_SPACES)));
             }
         }
-        for w in 0..2 {
+        for w in 0..3 {
             let (off, on) = (pct(&round[w][0], 0.5), pct(&round[w][1], 0.5));
             per_round[w].push((ms(on) - ms(off), ratio(on, off)));
             for v in 0..2 {
@@ -82,7 +91,7 @@ fn condition(name: &str, daemons: &[Daemon; 2], rounds: usize, calls: usize) {
             }
         }
     }
-    for w in 0..2 {
+    for w in 0..3 {
         let (off, on) = (&all[w][0], &all[w][1]);
         let (d_min, d_max) = minmax(per_round[w].iter().map(|r| r.0));
         let (r_min, r_max) = minmax(per_round[w].iter().map(|r| r.1));
@@ -130,7 +139,15 @@ impl Daemon {
         let fake = fake.display().to_string();
         let env = [("SPACES_SANDBOX", if sandbox { "on" } else { "off" }), ("SPACES_HARNESS_BIN_OPENAI_CODEX", fake.as_str())];
         let (child, socket) = common::start_daemon(&spacesd_bin(), tmp.path(), &env, &root);
-        Daemon { _tmp: tmp, child, socket, root }
+        let d = Daemon { _tmp: tmp, child, socket, root };
+        for n in 0..COLD_SPACES {
+            let root = d._tmp.path().join(format!("cold{n}"));
+            std::fs::create_dir_all(&root).unwrap();
+            let (status, body) =
+                post(&d.socket, "/v1/spaces", &[], &json!({"name": format!("cold{n}"), "root": root.display().to_string()}));
+            assert_eq!(status, 200, "space_add: {body}");
+        }
+        d
     }
 
     fn tool(&self, name: &str, args: Value) -> Value {
@@ -164,10 +181,10 @@ impl Daemon {
         at.saturating_sub(sent)
     }
 
-    /// `exec_command echo x` -> the answer holding its first byte.
-    fn exec_command(&self) -> Duration {
+    /// `exec_command echo x` in Space `space` -> the answer holding its first byte.
+    fn exec_command(&self, space: &str) -> Duration {
         let t = Instant::now();
-        let started = self.tool("exec_command", json!({"workspace_id": "bench", "command": ["echo", "x"]}));
+        let started = self.tool("exec_command", json!({"workspace_id": space, "command": ["echo", "x"]}));
         let id = started["process_id"].as_str().unwrap().to_owned();
         loop {
             let r = self.tool("read_process", json!({"process_id": id, "cursor": 0, "wait_ms": 5000}));

@@ -24,8 +24,9 @@
 //!   terminal (PTY) discards the child and starts the program the usual way.
 //! - **Warm sandboxes**: a command (`exec_command`: combined output, no terminal) in a
 //!   bubblewrap sandbox pays for the sandbox's namespaces and mounts (5 to 8 ms) at its start.
-//!   So after such a launch the daemon also keeps a spare made for that launch's exact
-//!   [`Policy`] (at most [`WARM_MAX`] policies, the least recently used let go): its child
+//!   So once a launch's exact [`Policy`] comes a second time, the daemon also keeps a spare
+//!   made for it (at most [`WARM_MAX`] policies remembered, the least recently used let go),
+//!   renewed at each launch that takes it: its child
 //!   starts bubblewrap at once and waits inside, ready ([`prepared::prepare_warm`]). The next
 //!   launch with an equal policy takes it, and its program starts with one exec
 //!   ([`Prepared::start_warm`]); any other launch, or one the warm sandbox cannot take
@@ -120,27 +121,37 @@ pub(super) fn take(command: &[String], env: &BTreeMap<String, String>, warm: Opt
             if pool.command != command || &pool.env != env {
                 return None;
             }
-            let at = match pool.warm.iter().position(|w| &w.policy == policy) {
-                Some(at) => at,
+            match pool.warm.iter().position(|w| &w.policy == policy) {
+                Some(at) => {
+                    let mut entry = pool.warm.remove(at);
+                    let spare = entry.spare.take();
+                    pool.warm.push(entry);
+                    Some(spare)
+                }
                 None => {
                     if pool.warm.len() >= WARM_MAX {
                         // The least recently used goes: its spare reads EOF and exits.
                         pool.warm.remove(0);
                     }
+                    // Seen once: remembered, but a sandbox is made only when it comes again
+                    // (commands that each go to another Space would pay for sandboxes
+                    // nobody uses).
                     pool.warm.push(Warm { policy: policy.clone(), spare: None, making: false });
-                    pool.warm.len() - 1
+                    None
                 }
-            };
-            let mut entry = pool.warm.remove(at);
-            let spare = entry.spare.take();
-            pool.warm.push(entry);
-            spare
+            }
         };
+        let Some(spare) = spare else { return take_spare(command, env) };
         refill_warm(policy);
         if let Some(spare) = spare.and_then(|mut s| s.alive().then_some(s)) {
             return Some(spare);
         }
     }
+    take_spare(command, env)
+}
+
+/// The ready ordinary spare of `command` with `env` (another is started in the background).
+fn take_spare(command: &[String], env: &BTreeMap<String, String>) -> Option<Waiting> {
     let spare = {
         let mut pool = POOL.lock().ok()?;
         let pool = pool.as_mut()?;

@@ -296,9 +296,13 @@ async fn a_fork_bomb_that_takes_every_task_of_the_daemons_uid_leaves_it_answerin
         .stdout(std::process::Stdio::null())
         .stderr(log);
     /// Ends every process of the test's uid, the daemon first, whatever the test's outcome.
-    struct Reap(std::process::Child);
+    struct Reap(std::process::Child, std::path::PathBuf);
     impl Drop for Reap {
         fn drop(&mut self) {
+            if std::thread::panicking() {
+                let status = self.0.try_wait();
+                eprintln!("the daemon ({status:?}) logged:\n{}", std::fs::read_to_string(&self.1).unwrap_or_default());
+            }
             let _ = self.0.kill();
             let _ = self.0.wait();
             // Whatever of its tree is left, by pid (the uid is this test's alone).
@@ -307,7 +311,7 @@ async fn a_fork_bomb_that_takes_every_task_of_the_daemons_uid_leaves_it_answerin
             }
         }
     }
-    let _daemon = Reap(cmd.spawn().expect("spawn spacesd"));
+    let _daemon = Reap(cmd.spawn().expect("spawn spacesd"), log_path.clone());
     let client = spaces_sdk::client::Client::new(spaces_sdk::client::Endpoint::Unix(sock.clone()));
     crate::support::wait_until("spacesd answers", Duration::from_secs(20), || health_within_a_second(&sock)).await;
     let root = dir.path().join("space-s");
@@ -324,12 +328,19 @@ async fn a_fork_bomb_that_takes_every_task_of_the_daemons_uid_leaves_it_answerin
             .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c == root))
             .count()
     };
-    // One command first: the daemon keeps a warm sandbox for the Space after it (an idle shim
-    // and bubblewrap's processes, counted in the baseline as after the bomb).
-    let first = client.call_named("exec_command", json!({"workspace_id": "s", "command": ["true"]})).await.unwrap();
-    let first = first["process_id"].as_str().unwrap().to_owned();
-    crate::support::wait_until("the first command ends", Duration::from_secs(20), || in_space() == 0).await;
-    let _ = client.call_named("read_process", json!({"process_id": first, "cursor": 0, "wait_ms": 2000})).await;
+    // Two commands first: from the second on, the daemon keeps a warm sandbox for the Space
+    // (an idle shim and bubblewrap's processes, counted in the baseline as after the bomb).
+    for _ in 0..2 {
+        let first = client.call_named("exec_command", json!({"workspace_id": "s", "command": ["true"]})).await.unwrap();
+        let first = first["process_id"].as_str().unwrap().to_owned();
+        let _ = client.call_named("read_process", json!({"process_id": first, "cursor": 0, "wait_ms": 2000})).await;
+        crate::support::wait_until("the command ends", Duration::from_secs(20), || in_space() == 0).await;
+        let deadline = Instant::now() + crate::support::scaled(Duration::from_secs(20));
+        while client.call_named("process_status", json!({"process_id": first})).await.unwrap()["state"] != "exited" {
+            assert!(Instant::now() < deadline, "the command {first} did not end");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
     // Quiet, so a blocking thread made on demand would be gone by now.
     tokio::time::sleep(Duration::from_secs(11)).await;
     let (baseline, _) = processes_and_tasks_of(BOMB_UID);
