@@ -39,6 +39,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -62,8 +63,31 @@ pub const DEFAULT_HTTP_BODY_TIMEOUT_MS: u64 = 30_000;
 /// host gives each a cgroup.
 pub const DEFAULT_PIDS_MAX: u64 = 4096;
 
+/// How long a lease lasts unless renewed, by default (`SPACES_LEASE_TTL_MS` sets another);
+/// renewed every third of it while its run lives ([`crate::homes::renew::Schedule`]).
+pub const LEASE_TTL: Duration = Duration::from_secs(60);
+
 /// The shortest lease TTL accepted, ms: renewal retries are spread over fractions of it.
 pub const MIN_LEASE_TTL_MS: u64 = 1000;
+
+/// Names the command line that runs this daemon's own CLI again, as a JSON array of strings:
+/// set by a language binding that hosts the daemon (`["/venv/bin/python", "-m",
+/// "spaces._daemon"]`, `["/usr/bin/node", ".../daemon.js"]`), where the process's executable is
+/// the interpreter, not `spacesd`.
+pub const SELF_COMMAND_ENV: &str = "SPACES_SELF_COMMAND";
+
+/// The command line that runs this daemon's CLI: `SPACES_SELF_COMMAND` when a binding set it,
+/// else this process's executable. Errors: the variable is not a non-empty JSON array of
+/// strings, or the executable cannot be found.
+pub fn self_command() -> std::io::Result<Vec<String>> {
+    match std::env::var(SELF_COMMAND_ENV) {
+        Ok(json) => match serde_json::from_str::<Vec<String>>(&json) {
+            Ok(cmd) if !cmd.is_empty() => Ok(cmd),
+            _ => Err(std::io::Error::other(format!("{SELF_COMMAND_ENV} must be a non-empty JSON array of strings, not {json:?}"))),
+        },
+        Err(_) => Ok(vec![std::env::current_exe()?.display().to_string()]),
+    }
+}
 
 /// The optional `config.json` in the state dir. Every field may be omitted.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -229,7 +253,7 @@ impl Config {
             .and_then(|s| s.parse().ok())
             .or(file.exec_timeout_ms)
             .unwrap_or(DEFAULT_EXEC_TIMEOUT_MS);
-        let lease_ttl_ms = env_num("SPACES_LEASE_TTL_MS").or(file.lease_ttl_ms).unwrap_or(crate::homes::LEASE_TTL.as_millis() as u64);
+        let lease_ttl_ms = env_num("SPACES_LEASE_TTL_MS").or(file.lease_ttl_ms).unwrap_or(LEASE_TTL.as_millis() as u64);
         if lease_ttl_ms < MIN_LEASE_TTL_MS {
             anyhow::bail!(
                 "the lease TTL (SPACES_LEASE_TTL_MS or lease_ttl_ms) is {lease_ttl_ms} ms; it must be at least {MIN_LEASE_TTL_MS} ms"

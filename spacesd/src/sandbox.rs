@@ -43,7 +43,7 @@ pub fn init(cfg: &Config, store: &Store) -> anyhow::Result<Level> {
         return Ok(sandbox::init(host));
     }
     let mut readonly = vec![absolute(&cfg.tools_dir)];
-    if let Ok(command) = crate::supervisor::self_command() {
+    if let Ok(command) = crate::config::self_command() {
         readonly.extend(command.iter().map(PathBuf::from).filter(|p| p.is_absolute() && p.exists()));
     }
     // The small helper shims start in each sandbox, beside the daemon's executable.
@@ -75,7 +75,7 @@ pub fn init(cfg: &Config, store: &Store) -> anyhow::Result<Level> {
     // The helper the shims will run (the small one, else the daemon's own command).
     let helper = match small.filter(|p| p.is_file()) {
         Some(path) => vec![path.display().to_string()],
-        None => crate::supervisor::self_command().map_err(|e| anyhow::anyhow!("cannot tell how to run the sandbox's helper: {e}"))?,
+        None => crate::config::self_command().map_err(|e| anyhow::anyhow!("cannot tell how to run the sandbox's helper: {e}"))?,
     };
     let reached = sandbox::probe::landlock(&helper).map_err(|e| match &why_not {
         Some(bwrap) => anyhow::anyhow!("{bwrap}; and {e}"),

@@ -73,7 +73,7 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
     spaces_os::process::cgroup::sweep();
     // From now on a shim waits ready for the next run or command (after the sweep: a spare's
     // cgroup is empty for a moment after it is made).
-    match crate::supervisor::self_command() {
+    match crate::config::self_command() {
         Ok(command) if sup.config().spare_shims => spaces_os::shim::spare::keep(command, crate::supervisor::shim_env()),
         Ok(_) => tracing::info!("spare shims are turned off: each run and command starts its shim when it starts"),
         Err(e) => tracing::warn!("no spare shims: cannot tell how to run spacesd shim: {e}"),

@@ -73,7 +73,7 @@ pub fn open(cfg: &Config, store: Arc<Store>) -> spaces_codespace::Result<CodeSpa
         0 => None,
         ms => Some(Duration::from_millis(ms)),
     };
-    exec.shims = match crate::supervisor::self_command() {
+    exec.shims = match crate::config::self_command() {
         Ok(command) => Some(ShimSetup {
             command,
             env: crate::supervisor::shim_env(),

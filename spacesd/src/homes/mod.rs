@@ -48,10 +48,6 @@ use spaces_volumes::{Lease, Progress, SaveOptions, SaveReport, SnapshotInfo, Vol
 use crate::config::Config;
 use crate::error::{refuse, Error, Result};
 
-/// How long a lease lasts unless renewed, by default (`SPACES_LEASE_TTL_MS` sets another);
-/// renewed every third of it while its run lives ([`renew::Schedule`]).
-pub const LEASE_TTL: Duration = Duration::from_secs(60);
-
 /// A save that leaves the newest snapshot reading more layers than this compacts the home in
 /// the background of that save (one full layer), keeping [`KEEP_SNAPSHOTS`] restorable.
 pub const COMPACT_AFTER_LAYERS: u32 = 16;
@@ -161,7 +157,7 @@ impl Homes {
         }
     }
 
-    /// The TTL of the leases this host takes (`SPACES_LEASE_TTL_MS`, default [`LEASE_TTL`]).
+    /// The TTL of the leases this host takes (`SPACES_LEASE_TTL_MS`, default [`crate::config::LEASE_TTL`]).
     pub fn lease_ttl(&self) -> Duration {
         self.ttl
     }

@@ -215,7 +215,8 @@ impl Launcher {
                 self.run_dir.clone(),
             ),
         };
-        let servers = mcp_servers::for_launch(&self.secrets.mcp_servers, &run.options, &state_dir, &run.space, mcp_servers::self_command)?;
+        let servers =
+            mcp_servers::for_launch(&self.secrets.mcp_servers, &run.options, &state_dir, &run.space, crate::config::self_command)?;
         let ctx = LaunchContext {
             run_id: &run.run_id,
             turn,

@@ -104,7 +104,7 @@ pub fn redacted(servers: &[McpServer]) -> Vec<McpServer> {
     out
 }
 
-/// The `spaces` server: this daemon's own command line ([`self_command`]) as a stdio MCP
+/// The `spaces` server: this daemon's own command line ([`crate::config::self_command`]) as a stdio MCP
 /// server that serves the daemon of `state_dir` with every tool scoped to `space` (`spacesd mcp
 /// --state-dir DIR --space NAME --no-autostart`), no environment of its own.
 pub fn space_tools_server(command: &[String], state_dir: &Path, space: &str) -> McpServer {
@@ -127,27 +127,8 @@ pub fn space_tools_server(command: &[String], state_dir: &Path, space: &str) -> 
     })
 }
 
-/// Names the command line that runs this daemon's own CLI again, as a JSON array of strings:
-/// set by a language binding that hosts the daemon (`["/venv/bin/python", "-m",
-/// "spaces._daemon"]`, `["/usr/bin/node", ".../daemon.js"]`), where the process's executable is
-/// the interpreter, not `spacesd`.
-pub const SELF_COMMAND_ENV: &str = "SPACES_SELF_COMMAND";
-
-/// The command line that runs this daemon's CLI: `SPACES_SELF_COMMAND` when a binding set it,
-/// else this process's executable. Errors: the variable is not a non-empty JSON array of
-/// strings, or the executable cannot be found.
-pub fn self_command() -> std::io::Result<Vec<String>> {
-    match std::env::var(SELF_COMMAND_ENV) {
-        Ok(json) => match serde_json::from_str::<Vec<String>>(&json) {
-            Ok(cmd) if !cmd.is_empty() => Ok(cmd),
-            _ => Err(std::io::Error::other(format!("{SELF_COMMAND_ENV} must be a non-empty JSON array of strings, not {json:?}"))),
-        },
-        Err(_) => Ok(vec![std::env::current_exe()?.display().to_string()]),
-    }
-}
-
 /// The servers a launch gives the CLI: the caller's (with their secrets), then the `spaces`
-/// server when `space_tools` is wanted. `command` (see [`self_command`]) is asked for only then.
+/// server when `space_tools` is wanted. `command` (see [`crate::config::self_command`]) is asked for only then.
 pub fn for_launch(
     callers: &[McpServer],
     options: &SpaceAgentOptions,
@@ -177,8 +158,6 @@ fn invalid(field: String, message: impl Into<String>) -> Error {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
-    use std::path::PathBuf;
-
     use serde_json::json;
 
     use super::*;
@@ -276,22 +255,5 @@ mod tests {
         let McpServer::Stdio(s) = space_tools_server(&cmd, Path::new("/var/spaces"), "proj") else { panic!("a stdio server") };
         assert_eq!(s.command, "/venv/bin/python");
         assert_eq!(&s.args[..3], ["-m", "spaces._daemon", "mcp"]);
-    }
-
-    #[test]
-    fn the_spaces_server_parses_as_the_cli_that_serves_it() {
-        use clap::Parser;
-        let McpServer::Stdio(s) = space_tools_server(&["/usr/bin/spacesd".to_owned()], Path::new("/var/spaces"), "proj") else {
-            panic!("a stdio server")
-        };
-        let cli = crate::cli::Cli::try_parse_from(std::iter::once(s.command).chain(s.args)).unwrap();
-        assert_eq!(cli.state_dir, Some(PathBuf::from("/var/spaces")));
-        match cli.command {
-            crate::cli::Command::Mcp { space, no_autostart } => {
-                assert_eq!(space.as_deref(), Some("proj"));
-                assert!(no_autostart);
-            }
-            other => panic!("not `mcp`: {other:?}"),
-        }
     }
 }

@@ -76,7 +76,7 @@ use shared::Inner;
 
 pub use capabilities::PROTOCOL;
 pub use install::{install as install_harness, locate as locate_harness, npm_passes, Source, NPM_ENV};
-pub use mcp_servers::self_command;
+pub use mcp_servers::space_tools_server;
 pub use proc::shim_env;
 pub use secrets::{command_redactions, learn_host_secrets, learn_secret};
 pub use status::accepts_message;

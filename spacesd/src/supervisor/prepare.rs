@@ -154,7 +154,7 @@ impl Jail {
         };
         // A `git` whose daemon-side wait ends (time limit, the daemon exits) takes its sandbox along.
         policy.die_with_parent = true;
-        let helper = super::mcp_servers::self_command().map_err(|e| {
+        let helper = crate::config::self_command().map_err(|e| {
             Error::Api(ApiError::new(ErrorCode::Internal, format!("cannot tell how to run spacesd for git's sandbox: {e}")))
         })?;
         Ok(Jail { sandbox: Some((policy, helper)) })

@@ -79,7 +79,7 @@ pub async fn start(
     let dir = shim_dir(run_dir, spec.gen);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(|e| format!("cannot create the shim directory {}: {e}", dir.display()))?;
-    let command = super::mcp_servers::self_command().map_err(|e| format!("cannot tell how to run spacesd shim: {e}"))?;
+    let command = crate::config::self_command().map_err(|e| format!("cannot tell how to run spacesd shim: {e}"))?;
     let env = shim_env();
     // The run's secrets and the daemon's, for the shim to redact from the journal.
     // An unreadable `env.json` stops the start: an agent whose secrets cannot be redacted from
