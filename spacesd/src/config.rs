@@ -12,7 +12,7 @@
 //! - `SPACES_EXEC_TIMEOUT_MS`: time limit of one `exec_command` (default 30 min; 0: none).
 //!   Extra environment for commands is set in `config.json` (`exec_env`), never by clients.
 //! - `SPACES_HTTP_MAX_CONNECTIONS`, `SPACES_HTTP_HEADER_TIMEOUT_MS`, `SPACES_HTTP_BODY_TIMEOUT_MS`:
-//!   the listeners' limits ([`crate::http::listen`]).
+//!   the listeners' limits (`spacesd`'s `http::listen`).
 //! - `SPACES_VOLUME` (or `spacesd serve --volume URL`, or `volume` in `config.json`): where
 //!   persistent agents' homes are kept: a local directory (default `<state dir>/volume`) or an
 //!   S3-compatible store `s3://bucket/prefix`, reached with the usual `AWS_ENDPOINT_URL`,
@@ -25,17 +25,17 @@
 //!   a busy host ([`spaces_os::process::priority`], [`spaces_os::process::demote`]);
 //!   0 runs them at the daemon's priority.
 //! - `SPACES_SANDBOX` (or `sandbox`): which sandbox agents and commands start in ([`Sandbox`],
-//!   [`crate::sandbox`]): `auto` (default; also `on`, `true`, `1`) bubblewrap, else Landlock
+//!   `sandbox`): `auto` (default; also `on`, `true`, `1`) bubblewrap, else Landlock
 //!   where bubblewrap cannot make a sandbox; `bubblewrap` or `landlock` only that one (the
 //!   daemon refuses to start without it); `off` (also `false`, `0`, `no`) none.
 //! - `SPACES_HOST_ID` (or `host_id`): this host's name in leases and snapshots; default the
 //!   machine's hostname plus a random suffix kept in `<state dir>/host-id`.
 //! - `SPACES_LEASE_TTL_MS` (or `lease_ttl_ms`): how long a persistent agent's lease lasts
 //!   unless renewed, at least 1000 ms (default 60 s); renewals and their retries are timed
-//!   from it ([`crate::homes::renew::Schedule`]).
+//!   from it (`homes::renew::Schedule`).
 //! - `SPACES_ALLOW_LOCAL_REPOS=1` (or `allow_local_repos`): a run's `options.repo` may be a path
 //!   on this host or a `file://` URL; by default only `https`, `ssh`, `git` and `user@host:path`
-//!   are cloned ([`crate::supervisor`]'s `prepare`).
+//!   are cloned (the supervisor's `prepare`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -63,8 +63,12 @@ pub const DEFAULT_HTTP_BODY_TIMEOUT_MS: u64 = 30_000;
 /// host gives each a cgroup.
 pub const DEFAULT_PIDS_MAX: u64 = 4096;
 
+/// Size at which a run's `output.log` is rotated to `output.log.1`, in bytes (the default;
+/// `output_log_max_bytes` sets another).
+pub const MAX_JOURNAL_BYTES: u64 = 64 * 1024 * 1024;
+
 /// How long a lease lasts unless renewed, by default (`SPACES_LEASE_TTL_MS` sets another);
-/// renewed every third of it while its run lives ([`crate::homes::renew::Schedule`]).
+/// renewed every third of it while its run lives (`homes::renew::Schedule`).
 pub const LEASE_TTL: Duration = Duration::from_secs(60);
 
 /// The shortest lease TTL accepted, ms: renewal retries are spread over fractions of it.
@@ -155,7 +159,7 @@ pub struct Config {
     /// Set from the config file or `SPACES_HOST_ID`; else [`Config::host_id`] makes one.
     pub host_id: Option<String>,
     /// How long a persistent agent's lease lasts unless renewed, ms (`SPACES_LEASE_TTL_MS`,
-    /// `lease_ttl_ms`; default [`crate::homes::LEASE_TTL`], at least [`MIN_LEASE_TTL_MS`]).
+    /// `lease_ttl_ms`; default [`LEASE_TTL`], at least [`MIN_LEASE_TTL_MS`]).
     pub lease_ttl_ms: u64,
     /// Runs that are not live and older than this many days are deleted, hourly; `None` keeps
     /// them (`agent prune` deletes them on demand).
@@ -306,7 +310,7 @@ impl Config {
             output_log_max_bytes: env_num("SPACES_OUTPUT_LOG_MAX_BYTES")
                 .or(file.output_log_max_bytes)
                 .filter(|n| *n > 0)
-                .unwrap_or(crate::supervisor::journal::MAX_JOURNAL_BYTES),
+                .unwrap_or(MAX_JOURNAL_BYTES),
             allow_local_repos: env_flag("SPACES_ALLOW_LOCAL_REPOS").or(file.allow_local_repos).unwrap_or(false),
             state_dir,
         })

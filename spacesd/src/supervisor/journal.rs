@@ -11,14 +11,13 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::config::MAX_JOURNAL_BYTES;
+
 /// Bytes of lines a journal holds before it writes them out (or at [`Journal::flush`]).
 const BUFFER_BYTES: usize = 64 * 1024;
 
 /// Bytes read from the end of the journal to build a tail.
 const TAIL_WINDOW_BYTES: u64 = 256 * 1024;
-
-/// Size at which `output.log` is rotated to `output.log.1`, in bytes (the default).
-pub const MAX_JOURNAL_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The bound journals of this process get ([`Journal::new`]).
 static MAX_BYTES: AtomicU64 = AtomicU64::new(MAX_JOURNAL_BYTES);
