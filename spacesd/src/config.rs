@@ -332,7 +332,7 @@ impl Config {
         let host = nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "host".into());
         let host: String = host.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').take(40).collect();
         let id = format!("{host}-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
-        crate::fsutil::write_private(&path, id.as_bytes())?;
+        spaces_store::fsutil::write_private(&path, id.as_bytes())?;
         Ok(id)
     }
 

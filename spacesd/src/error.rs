@@ -9,45 +9,38 @@ pub enum Error {
     /// what the message says.
     #[error(transparent)]
     Api(#[from] ApiError),
-    /// The SQLite store failed (disk full, corruption). Reported as `INTERNAL`.
-    #[error("state database error: {0}")]
-    Db(#[from] rusqlite::Error),
-    /// A file operation in the state dir failed. Reported as `INTERNAL`.
-    #[error("state directory error: {0}")]
-    Io(#[from] std::io::Error),
-    /// The event writer's transaction failed (its `BEGIN` or `COMMIT`: disk full, I/O error), or
-    /// the writer thread has stopped. Reported as `INTERNAL`; a retry helps only once the disk
-    /// has room again.
-    #[error("state database write failed: {0}")]
-    Writer(String),
-    /// The disk (or quota) of the state dir is full: a transaction of the event writer failed
-    /// for want of space (`SQLITE_FULL`, `ENOSPC`, `EDQUOT`). Reported as `INTERNAL`; a retry
-    /// helps only once space is freed ([`Error::is_disk_full`] tells every form of it).
-    #[error("no space left on device: the state database cannot be written ({0})")]
-    DiskFull(String),
-    /// JSON (de)serialization of stored state failed. Reported as `INTERNAL`.
-    #[error("stored state is not valid JSON: {0}")]
-    Json(#[from] serde_json::Error),
-    /// Stored state does not have the shape this daemon wrote (a chunk of events whose line
-    /// count disagrees with its seq range). Reported as `INTERNAL`.
-    #[error("stored state is damaged: {0}")]
-    Damaged(String),
+    /// The state dir failed: its database, its files, the event writer, stored state that does
+    /// not parse ([`spaces_store::Error`]). Reported as `INTERNAL`.
+    #[error(transparent)]
+    Store(#[from] spaces_store::Error),
 }
 
 /// `Result` of daemon operations.
 pub type Result<T> = std::result::Result<T, Error>;
 
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        Error::Store(e.into())
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Store(e.into())
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(e: serde_json::Error) -> Self {
+        Error::Store(e.into())
+    }
+}
+
 impl Error {
-    /// True when the failure is a full disk or quota where the state lives (the database's
-    /// `SQLITE_FULL`, a file's `ENOSPC` or `EDQUOT`): nothing is wrong but the room, and the
-    /// same write works once space is freed.
+    /// True when the failure is a full disk or quota where the state lives
+    /// ([`spaces_store::Error::is_disk_full`]).
     pub fn is_disk_full(&self) -> bool {
-        match self {
-            Error::DiskFull(_) => true,
-            Error::Db(e) => db_full(e),
-            Error::Io(e) => spaces_os::disk::is_full(e),
-            _ => false,
-        }
+        matches!(self, Error::Store(e) if e.is_disk_full())
     }
 
     /// The wire error: typed refusals as they are, everything else `INTERNAL` with its message.
@@ -64,30 +57,23 @@ pub fn refuse(code: ErrorCode, message: impl Into<String>) -> Error {
     Error::Api(ApiError::new(code, message))
 }
 
-/// True when SQLite failed for want of space (`SQLITE_FULL`; an `ENOSPC` in a write is reported
-/// so).
-pub fn db_full(e: &rusqlite::Error) -> bool {
-    e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull)
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
-    /// Every form a full disk takes on the daemon's write paths is told apart, and only those.
+    /// A refusal goes out as it is; a failure of the state dir goes out `INTERNAL` with the
+    /// store's own message, and a full disk is still told apart.
     #[test]
-    fn a_full_disk_is_told_apart_in_every_form_it_takes() {
-        let full = rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL), None);
-        assert!(Error::Db(full).is_disk_full());
-        let busy = rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY), None);
-        assert!(!Error::Db(busy).is_disk_full());
-        assert!(Error::Io(std::io::Error::from_raw_os_error(28)).is_disk_full(), "ENOSPC");
-        assert!(Error::Io(std::io::Error::from_raw_os_error(122)).is_disk_full(), "EDQUOT");
-        assert!(!Error::Io(std::io::Error::from_raw_os_error(5)).is_disk_full(), "EIO");
-        let e = Error::DiskFull("commit failed: database or disk is full".into());
-        assert!(e.is_disk_full());
-        assert!(e.to_api().message.contains("no space left on device"), "{}", e.to_api().message);
-        assert!(!Error::Writer("the event writer has stopped".into()).is_disk_full());
+    fn refusals_go_out_as_they_are_and_store_failures_as_internal() {
+        let e = refuse(ErrorCode::RunNotFound, "no run r1");
+        assert_eq!((e.to_api().code, e.to_api().message.as_str()), (ErrorCode::RunNotFound, "no run r1"));
+        assert!(!e.is_disk_full());
+        let e = Error::from(std::io::Error::from_raw_os_error(28));
+        assert_eq!(e.to_api().code, ErrorCode::Internal);
+        assert!(e.to_api().message.starts_with("state directory error: "), "{}", e.to_api().message);
+        assert!(e.is_disk_full(), "ENOSPC");
+        let e = Error::Store(spaces_store::Error::DiskFull("commit failed".into()));
+        assert!(e.is_disk_full() && e.to_api().message.contains("no space left on device"), "{}", e.to_api().message);
     }
 }

@@ -6,7 +6,7 @@
 //! Callers start agent runs through the HTTP API ([`http`]) or MCP ([`mcp`]); the [`supervisor`] records each run
 //! and gives it an actor that launches the harness's CLI as a detached, tagged process
 //! (`spaces-codespace`), turns its output into normalized events (`spaces-harnesses`) and appends
-//! them to the durable [`eventlog`], waking long-poll readers.
+//! them to the durable event log ([`spaces_store::eventlog`]), waking long-poll readers.
 //!
 //! What it never does: keep a run's state only in memory (everything a caller can read survives
 //! a restart), or pass its own environment to agents (only what a run names).
@@ -16,14 +16,11 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod error;
-pub mod eventlog;
-pub mod fsutil;
 pub mod homes;
 pub mod http;
 pub mod mcp;
 pub mod sandbox;
 pub mod serve;
 pub mod service;
-pub mod store;
 pub mod supervisor;
 pub mod workspaces;

@@ -5,7 +5,7 @@
 //! operator asked for it: `SPACES_SANDBOX=landlock`) enter the Landlock level once through the
 //! real helper, or refuse to serve with the fix named, unless the operator turned the sandbox
 //! off (`SPACES_SANDBOX=off`, or `"sandbox": false` in `config.json`). What every tree is kept from: the state dir, the token
-//! file, a local volume (the paths the store protects, [`crate::store::Store::protected`]).
+//! file, a local volume (the paths the store protects, [`spaces_store::Store::protected`]).
 //! What every tree sees read-only even inside a hidden folder: the CLI installs (the tools dir)
 //! and the daemon's own program (the sandbox's helper, a run's `spaces` MCP server).
 //!
@@ -20,7 +20,7 @@ use spaces_os::sandbox::{self, Host, Level, Policy, Tree};
 use spaces_sdk::{ErrorCode, SpaceNetwork};
 
 use crate::config::{Config, Sandbox};
-use crate::store::Store;
+use spaces_store::Store;
 
 /// Sets up the sandbox of this daemon (`cfg.sandbox`, [`Sandbox`]): returns the level in
 /// force. `auto` takes bubblewrap where it can make a sandbox, else Landlock (saying why on

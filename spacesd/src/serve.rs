@@ -13,8 +13,8 @@ use crate::access::Access;
 use crate::config::Config;
 use crate::http::{self, AppState};
 use crate::mcp;
-use crate::store::Store;
 use crate::supervisor::Supervisor;
+use spaces_store::Store;
 
 /// Options of `spacesd serve`.
 #[derive(Debug, Clone, Default)]
@@ -30,7 +30,8 @@ pub struct ServeOptions {
 /// CodeSpace tool service (`<state dir>/codespace.db`). No Space root may reach the state dir
 /// or any of `secrets` (files the daemon keeps elsewhere, e.g. `--token-file`).
 pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> {
-    crate::fsutil::create_private_dir(&cfg.state_dir).with_context(|| format!("cannot create state dir {}", cfg.state_dir.display()))?;
+    spaces_store::fsutil::create_private_dir(&cfg.state_dir)
+        .with_context(|| format!("cannot create state dir {}", cfg.state_dir.display()))?;
     let store = Arc::new(Store::open(&cfg.db_path()).context("cannot open the state database")?);
     for secret in secrets {
         store.protect(secret);
@@ -105,7 +106,7 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             anyhow::bail!("refusing to listen on {addr}: only loopback addresses are allowed")
         }
         Some(addr) => {
-            crate::fsutil::create_private_dir(&cfg.state_dir)
+            spaces_store::fsutil::create_private_dir(&cfg.state_dir)
                 .with_context(|| format!("cannot create state dir {}", cfg.state_dir.display()))?;
             let token_file = opts.token_file.clone().unwrap_or_else(|| cfg.state_dir.join("token"));
             let token = read_or_create_token(&token_file)?;
@@ -276,7 +277,7 @@ pub fn read_or_create_token(path: &std::path::Path) -> anyhow::Result<String> {
         }
         Err(_) => {
             let token = uuid::Uuid::new_v4().simple().to_string();
-            crate::fsutil::write_private(path, token.as_bytes())?;
+            spaces_store::fsutil::write_private(path, token.as_bytes())?;
             Ok(token)
         }
     }

@@ -9,7 +9,7 @@ use spaces_codespace::exec::ShimSetup;
 use spaces_codespace::service::{CodeSpace, ExecSettings, WorkspacePolicy, WorkspaceRegistry};
 
 use crate::config::Config;
-use crate::store::Store;
+use spaces_store::Store;
 
 /// Spaces in the daemon's store, as CodeSpace workspaces.
 struct SpaceRegistry {

@@ -368,7 +368,7 @@ impl Homes {
 pub fn volume_error(e: VolumeError, home: &str) -> Error {
     match e {
         VolumeError::LeaseHeld { holder, expires_ms, .. } => {
-            let left = expires_ms.saturating_sub(crate::store::now_ms()) / 1000;
+            let left = expires_ms.saturating_sub(spaces_store::now_ms()) / 1000;
             refuse(
                 ErrorCode::LeaseHeld,
                 format!(

@@ -183,7 +183,7 @@ impl Homes {
 
     /// The daemon's private directory for staging a restore (`<state dir>/volume-staging`).
     fn scratch_dir(&self) -> std::io::Result<PathBuf> {
-        crate::fsutil::create_private_dir(&self.scratch)?;
+        spaces_store::fsutil::create_private_dir(&self.scratch)?;
         Ok(self.scratch.clone())
     }
 }

@@ -85,7 +85,7 @@ fn note(summary: String, detail: String) -> LeaseNote {
 
 /// The note of renewals failing.
 fn failing(home: &str, failures: u32, error: &str, expires_ms: u64, sched: &Schedule) -> LeaseNote {
-    let left = expires_ms.saturating_sub(crate::store::now_ms()) / 1000;
+    let left = expires_ms.saturating_sub(spaces_store::now_ms()) / 1000;
     let summary = format!("lease of {home:?} not renewed: {failures} tries in a row failed; retrying before it expires in {left} s");
     note(
         summary,
@@ -153,7 +153,7 @@ pub(super) async fn keep(homes: Weak<Homes>, run_id: String, lease: Arc<Lease>, 
                 if failures == Schedule::TELL_AFTER {
                     homes.tell(&run_id, failing(&home, failures, &error, expires_ms, &sched));
                 }
-                if !lapsed && crate::store::now_ms() >= expires_ms {
+                if !lapsed && spaces_store::now_ms() >= expires_ms {
                     lapsed = true;
                     homes.tell(
                         &run_id,

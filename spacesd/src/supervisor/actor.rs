@@ -35,8 +35,8 @@ use super::marker::run_marker;
 use super::proc::LiveProc;
 use super::secrets::RunSecrets;
 use super::shared::Inner;
-use crate::store::runs::RunRow;
-use crate::store::JournalPos;
+use spaces_store::runs::RunRow;
+use spaces_store::JournalPos;
 use state::{Admit, Advance, Machine, Setup, StopEnd, OUTPUT_CLOSED};
 
 /// Grace between SIGTERM and SIGKILL when stopping a run.

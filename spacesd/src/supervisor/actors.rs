@@ -15,8 +15,8 @@ use super::mailbox::{Cmd, Reply};
 use super::secrets::RunSecrets;
 use super::shared::Inner;
 use crate::error::{refuse, Error, Result};
-use crate::store::runs::RunRow;
-use crate::store::JournalPos;
+use spaces_store::runs::RunRow;
+use spaces_store::JournalPos;
 
 /// The actor of `run`, with the failures in a row its last actor left (case P7's back-off
 /// outlives an actor).

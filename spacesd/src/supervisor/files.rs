@@ -91,15 +91,15 @@ fn refused(field: &str, message: String) -> Error {
 /// and renamed into place) and return their absolute paths, in order.
 pub(super) fn write(run_dir: &Path, files: &[Checked]) -> std::io::Result<Vec<PathBuf>> {
     let dir = run_dir.join(FOLDER);
-    crate::fsutil::create_private_dir(&dir)?;
+    spaces_store::fsutil::create_private_dir(&dir)?;
     let mut paths = Vec::with_capacity(files.len());
     for file in files {
         let path = dir.join(&file.name);
-        crate::fsutil::write_private(&path, &file.bytes)?;
+        spaces_store::fsutil::write_private(&path, &file.bytes)?;
         paths.push(path);
     }
     // The renames themselves are durable once the folder is.
-    crate::fsutil::blocking(|| std::fs::File::open(&dir)?.sync_all())?;
+    spaces_store::fsutil::blocking(|| std::fs::File::open(&dir)?.sync_all())?;
     Ok(paths)
 }
 

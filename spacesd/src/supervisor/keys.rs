@@ -2,7 +2,7 @@
 //! Space) and `message_id` of `agent_message` (scoped to the run).
 //!
 //! A key is stored with the result the call answered, in the same transaction as the call's
-//! effect: with a start, the run's row ([`crate::store::Store::run_insert_keyed`]); with a
+//! effect: with a start, the run's row ([`spaces_store::Store::run_insert_keyed`]); with a
 //! message, the turn it started (the actor's turn-start commit, before the text goes to the
 //! agent). A message queued behind a running turn holds its key in the actor's queue until its
 //! turn starts, so a daemon that stops before then delivered nothing and stored no key: a
@@ -15,8 +15,8 @@ use sha2::{Digest, Sha256};
 use spaces_sdk::{bounded, ActionReport, AgentStartRequest, ApiError, ErrorCode, IDEMPOTENCY_KEY_MAX};
 
 use crate::error::{Error, Result};
-use crate::store::keys::KeyRow;
-use crate::store::Store;
+use spaces_store::keys::KeyRow;
+use spaces_store::Store;
 
 /// A key a caller gave, checked, with the fingerprint of the request it came with.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -28,8 +28,8 @@ use super::mcp_servers;
 use super::proc::{self, Adopted, LiveProc, ProcEvent};
 use super::secrets::RunSecrets;
 use super::shared::Inner;
-use crate::store::runs::RunRow;
-use crate::store::JournalPos;
+use spaces_store::runs::RunRow;
+use spaces_store::JournalPos;
 
 /// Most events stored in one transaction when output lines queue up.
 const MAX_BATCH_EVENTS: usize = 128;
@@ -243,7 +243,7 @@ impl Launcher {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
             }
-            crate::fsutil::write_private(&path, content.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            spaces_store::fsutil::write_private(&path, content.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         }
         let mut env = BTreeMap::new();
         env.insert("PATH".to_owned(), std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()));

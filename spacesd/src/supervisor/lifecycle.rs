@@ -15,8 +15,8 @@ use super::mailbox::Cmd;
 use super::shared::Inner;
 use super::{actors, registry};
 use crate::error::{refuse, Result};
-use crate::store::now_ms;
-use crate::store::runs::RunRow;
+use spaces_store::now_ms;
+use spaces_store::runs::RunRow;
 
 fn live(inner: &Inner, run: &RunRow) -> bool {
     matches!(run.status, Status::Running | Status::Idle) || inner.actors.has(&run.run_id)

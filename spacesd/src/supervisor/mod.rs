@@ -70,9 +70,9 @@ use crate::config::Config;
 use crate::error::{refuse, Result};
 use crate::homes::meta::AgentMeta;
 use crate::homes::Homes;
-use crate::store::Store;
 use mailbox::Cmd;
 use shared::Inner;
+use spaces_store::Store;
 
 pub use capabilities::PROTOCOL;
 pub use install::{install as install_harness, locate as locate_harness, npm_passes, Source, NPM_ENV};

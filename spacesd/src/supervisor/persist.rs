@@ -33,7 +33,7 @@ use spaces_sdk::EventKind;
 
 use super::shared::Inner;
 use crate::homes::meta::AgentMeta;
-use crate::store::runs::RunRow;
+use spaces_store::runs::RunRow;
 
 /// Deepest directory level searched for a session transcript.
 const MAX_DEPTH: usize = 6;
@@ -180,7 +180,7 @@ fn save_task(
                 home: home.clone(),
                 turn: run.turns,
                 last,
-                started_ms: crate::store::now_ms(),
+                started_ms: spaces_store::now_ms(),
             };
             match pending::record(&inner.cfg.state_dir, &marker) {
                 Ok(p) => (vec![p], None),

@@ -38,7 +38,7 @@ use tokio::io::AsyncReadExt;
 
 use super::shared::Inner;
 use crate::error::{Error, Result};
-use crate::store::runs::RunRow;
+use spaces_store::runs::RunRow;
 
 /// Longest wait of `git ls-remote` at `agent_start`.
 const LS_REMOTE_TIMEOUT: Duration = Duration::from_secs(30);

@@ -38,8 +38,8 @@ use super::marker::{run_marker, RUN_ENV};
 use super::proc::{self, shim_dir};
 use super::shared::Inner;
 use crate::error::Result;
-use crate::store::runs::RunRow;
-use crate::store::JournalPos;
+use spaces_store::runs::RunRow;
+use spaces_store::JournalPos;
 
 /// Grace between SIGTERM and SIGKILL for a leftover process tree.
 const LEFTOVER_GRACE: Duration = Duration::from_secs(2);

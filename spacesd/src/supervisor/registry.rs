@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use spaces_sdk::{bounded, Approvals, ErrorCode, SpaceNetwork, SpaceRecord};
 
 use crate::error::{refuse, Result};
-use crate::store::runs::RunRow;
-use crate::store::Store;
+use spaces_store::runs::RunRow;
+use spaces_store::Store;
 
 /// Register `space` (see [`super::Supervisor::space_add`] for the rules and errors).
 pub(super) fn add(store: &Store, space: &SpaceRecord, replace: bool) -> Result<SpaceRecord> {
@@ -165,7 +165,7 @@ fn refuse_laxer_overlap(record: &SpaceRecord, root: &Path, spaces: &[SpaceRecord
 
 /// Every registered Space.
 pub(super) fn list(store: &Store) -> Result<Vec<SpaceRecord>> {
-    store.space_list()
+    Ok(store.space_list()?)
 }
 
 /// The Space `name`. Errors: `WORKSPACE_NOT_FOUND`, naming the command that registers it.

@@ -58,18 +58,18 @@ pub struct RunSecrets {
 impl RunSecrets {
     /// Write both files (0600, atomically) into `run_dir`; no MCP file when there are no servers.
     pub fn save(&self, run_dir: &Path) -> Result<()> {
-        crate::fsutil::write_private(&run_dir.join(ENV_FILE), &serde_json::to_vec(&self.env)?)?;
+        spaces_store::fsutil::write_private(&run_dir.join(ENV_FILE), &serde_json::to_vec(&self.env)?)?;
         if !self.mcp_servers.is_empty() {
-            crate::fsutil::write_private(&run_dir.join(MCP_FILE), &serde_json::to_vec(&self.mcp_servers)?)?;
+            spaces_store::fsutil::write_private(&run_dir.join(MCP_FILE), &serde_json::to_vec(&self.mcp_servers)?)?;
         }
         if let Some(url) = &self.repo_url {
-            crate::fsutil::write_private(&run_dir.join(REPO_FILE), url.as_bytes())?;
+            spaces_store::fsutil::write_private(&run_dir.join(REPO_FILE), url.as_bytes())?;
         }
         Ok(())
     }
 
     /// Read them back; a missing file is empty (runs from before MCP servers have none).
-    /// Errors: a file that exists but cannot be read ([`crate::error::Error::Io`], naming it)
+    /// Errors: a file that exists but cannot be read ([`spaces_store::Error::Io`], naming it)
     /// or does not parse: never "no secrets", which would mean nothing is redacted.
     pub fn load(run_dir: &Path) -> Result<Self> {
         let mut secrets = RunSecrets::default();
@@ -82,7 +82,7 @@ impl RunSecrets {
         secrets.repo_url = read_if_there(&run_dir.join(REPO_FILE))?
             .map(String::from_utf8)
             .transpose()
-            .map_err(|e| crate::error::Error::Damaged(format!("{REPO_FILE} is not UTF-8: {e}")))?;
+            .map_err(|e| spaces_store::Error::Damaged(format!("{REPO_FILE} is not UTF-8: {e}")))?;
         Ok(secrets)
     }
 

@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use super::api;
 use super::mailbox::Actors;
 use crate::config::Config;
-use crate::eventlog::EventLog;
 use crate::homes::Homes;
-use crate::store::Store;
+use spaces_store::eventlog::EventLog;
+use spaces_store::Store;
 
 /// Shared state of the supervisor and its actors.
 pub struct Inner {

@@ -19,8 +19,8 @@ use super::shared::Inner;
 use super::{actors, mcp_servers};
 use crate::config::Config;
 use crate::error::{refuse, Error, Result};
-use crate::store::now_ms;
-use crate::store::runs::RunRow;
+use spaces_store::now_ms;
+use spaces_store::runs::RunRow;
 
 /// The note of a run in a `network: none` Space: why its agent's model calls fail.
 const NETWORK_NONE_NOTE: &str = "network: none: this Space's agents and commands are kept off the network (the sandbox's \
@@ -140,11 +140,11 @@ fn record(
     env: BTreeMap<String, String>,
     prompt: &str,
     files: &[super::files::Checked],
-    key: Option<crate::store::keys::KeyRow>,
+    key: Option<spaces_store::keys::KeyRow>,
 ) -> Result<(RunRow, RunSecrets, String)> {
     let run_dir = inner.cfg.run_dir(run_id);
     let made = (|| -> Result<(RunRow, RunSecrets, String)> {
-        crate::fsutil::create_private_dir(&run_dir)?;
+        spaces_store::fsutil::create_private_dir(&run_dir)?;
         let repo_url = options.repo.clone().filter(|url| super::secrets::userinfo(url).is_some());
         let secrets = RunSecrets { env, mcp_servers: options.mcp_servers.clone(), repo_url };
         secrets.save(&run_dir)?;

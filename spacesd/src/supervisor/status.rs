@@ -5,7 +5,7 @@ use spaces_sdk::{RunStatus, Status};
 
 use super::journal;
 use crate::config::Config;
-use crate::store::runs::RunRow;
+use spaces_store::runs::RunRow;
 
 /// The contract's rule for `accepts_message`: idle, done, crashed or failed; never mid-turn or
 /// stopped.

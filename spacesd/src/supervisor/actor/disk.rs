@@ -12,7 +12,7 @@ pub const NAMED: &str = "no space left on device";
 
 impl Actor {
     /// A write of the run found the disk full (`why` names it). The state dir's reserve is given
-    /// up ([`crate::store::reserve`]), so the turn's end can be stored; the agent's output can no
+    /// up ([`spaces_store::reserve`]), so the turn's end can be stored; the agent's output can no
     /// longer be recorded, so its process is ended by a rule of the daemon: the turn in flight
     /// ends `error` for `why` and the run waits (`failed`). A follow-up starts a new process
     /// that resumes the session once space is freed. With no process, or one already ending,

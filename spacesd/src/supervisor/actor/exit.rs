@@ -15,7 +15,7 @@ use super::super::persist;
 use super::super::proc::{self, ProcEvent};
 use super::state::{exit_reason, AfterExit, Fired, Timer, OUTPUT_CLOSED, OUTPUT_CLOSED_GRACE};
 use super::{Actor, STOP_GRACE};
-use crate::store::JournalPos;
+use spaces_store::JournalPos;
 
 impl Actor {
     /// Handle `first` and every journal record already waiting behind it (one batch from the

@@ -10,7 +10,7 @@ use super::super::keys::Queued;
 use super::super::launcher::Binary;
 use super::super::{persist, prepare};
 use super::Actor;
-use crate::store::JournalPos;
+use spaces_store::JournalPos;
 
 /// The reason of a run whose agent process is starting.
 const STARTING: &str = "the agent process is starting";
@@ -44,11 +44,11 @@ impl Actor {
         let ended = turns_ended(&drafts);
         let key_row = key.and_then(|(k, report)| k.row(&run_id, &report).ok());
         let stored_turn = self.inner.log.append_with(&self.run.run_id, drafts, None, move |conn| {
-            crate::store::runs::turn_start_in(conn, &run_id, turn, &stored)?;
+            spaces_store::runs::turn_start_in(conn, &run_id, turn, &stored)?;
             if let Some(key) = &key_row {
-                crate::store::keys::key_keep_in(conn, key)?;
+                spaces_store::keys::key_keep_in(conn, key)?;
             }
-            crate::store::runs::run_update_in(conn, &row)
+            spaces_store::runs::run_update_in(conn, &row)
         });
         if let Err(e) = stored_turn {
             tracing::error!("run {}: cannot record turn {turn}: {e}", self.run.run_id);

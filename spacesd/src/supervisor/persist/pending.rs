@@ -55,8 +55,8 @@ pub(in crate::supervisor) fn record(state_dir: &Path, marker: &Marker) -> std::i
     let id = &uuid::Uuid::new_v4().simple().to_string()[..12];
     let path = dir.join(format!("{}.{id}.json", marker.run_id));
     let body = serde_json::to_vec(marker).map_err(std::io::Error::other)?;
-    crate::fsutil::write_private(&path, &body)?;
-    crate::fsutil::blocking(|| std::fs::File::open(&dir)?.sync_all())?;
+    spaces_store::fsutil::write_private(&path, &body)?;
+    spaces_store::fsutil::blocking(|| std::fs::File::open(&dir)?.sync_all())?;
     Ok(Pending { path })
 }
 

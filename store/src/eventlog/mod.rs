@@ -21,7 +21,7 @@ use spaces_sdk::Event;
 use tokio::sync::watch;
 
 use crate::error::{Error, Result};
-use crate::store::{JournalPos, Store};
+use crate::{JournalPos, Store};
 
 /// What the writer thread publishes and readers look at: each run's last-seq channel and its
 /// newest events.

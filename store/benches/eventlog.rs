@@ -21,7 +21,7 @@
 //! Besides criterion's own report (`thrpt:` in elements/s = events/s), each variant prints one
 //! plain `summary:` line with the mean events/s over every iteration criterion ran.
 //!
-//! Run: `cargo bench -p spacesd --bench eventlog` (criterion flags after `--`, e.g.
+//! Run: `cargo bench -p spaces-store --bench eventlog` (criterion flags after `--`, e.g.
 //! `-- --measurement-time 10`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -36,16 +36,16 @@ use rusqlite::{params, Connection};
 use spaces_harnesses::claude_code::ClaudeCode;
 use spaces_harnesses::{EventDraft, Harness};
 use spaces_sdk::Event;
-use spacesd::eventlog::EventLog;
-use spacesd::store::Store;
+use spaces_store::eventlog::EventLog;
+use spaces_store::Store;
 
 /// Events per iteration, roughly (the fixture replay is repeated until it reaches this).
 const TARGET_EVENTS: usize = 1000;
 const PROMPT: &str = "benchmark prompt: list the files and explain them";
 
-/// The events table as `spacesd::store` created it before lean rows (`WITHOUT ROWID`, the raw line
+/// The events table as `spaces_store` created it before lean rows (`WITHOUT ROWID`, the raw line
 /// as text): the shape these variants were first measured on. The store now keeps one row per
-/// appended batch (`event_chunks`, `spacesd/src/store/events.rs`); `scripts/bench load` measures
+/// appended batch (`event_chunks`, `store/src/events.rs`); `scripts/bench load` measures
 /// that (`scripts/bench-rowid.py` measured the one-row-per-event shapes before it).
 const EVENTS_TABLE: &str = "CREATE TABLE IF NOT EXISTS events (
     run_id  TEXT NOT NULL,

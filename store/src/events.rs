@@ -624,12 +624,12 @@ mod tests {
             (0..31).map(|_| EventDraft { raw: Some(line.clone()), ..EventDraft::new(1, EventKind::Message).text(line.clone()) }).collect();
         let chunk = super::prepare(drafts).unwrap();
         let compressed = chunk.bodies_z.len() + chunk.raws_z.as_ref().map_or(0, Vec::len);
-        assert!(compressed <= crate::store::writer::SMALL_JOB_BYTES, "{compressed} bytes compressed");
+        assert!(compressed <= crate::writer::SMALL_JOB_BYTES, "{compressed} bytes compressed");
         assert!(chunk.row_bytes >= 31 * 2 * 1600, "{} bytes of rows", chunk.row_bytes);
-        assert!(chunk.row_bytes > crate::store::writer::SMALL_JOB_BYTES);
+        assert!(chunk.row_bytes > crate::writer::SMALL_JOB_BYTES);
         // A quiet run's line stays small.
         let one = super::prepare(vec![EventDraft { raw: Some("{}".into()), ..EventDraft::new(1, EventKind::Message).text("hi") }]).unwrap();
-        assert!(one.row_bytes <= crate::store::writer::SMALL_JOB_BYTES);
+        assert!(one.row_bytes <= crate::writer::SMALL_JOB_BYTES);
     }
 
     /// A chunk whose lines disagree with its seq range (or that starts at seq 0) is a typed

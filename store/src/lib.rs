@@ -1,4 +1,10 @@
-//! The durable store: one SQLite database (WAL) holding spaces, runs, turns and event logs.
+//! # spaces-store: the daemon's durable state
+//!
+//! The durable store: one SQLite database (WAL) holding spaces, runs, turns and event logs
+//! ([`Store`]); the event log on top of it ([`eventlog`]: appends through the store's one
+//! writer, wake-ups for long-poll readers, the newest events of each run in memory); the small
+//! file helpers the state dir's private files are written with ([`fsutil`]); and the store's own
+//! [`Error`]. It knows nothing of the wire: the daemon maps every [`Error`] to `INTERNAL`.
 //!
 //! Three kinds of connection, each with one job:
 //! - **one writer** ([`writer`]): a dedicated thread owns the only write connection and runs
@@ -16,7 +22,10 @@
 //! its journal position are lost or kept together.
 
 pub mod checkpoint;
+pub mod error;
+pub mod eventlog;
 pub mod events;
+pub mod fsutil;
 pub mod keys;
 pub mod readers;
 pub mod reserve;
@@ -27,7 +36,7 @@ pub mod writer;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::error::Result;
+pub use error::{Error, Result};
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS spaces (

@@ -174,7 +174,7 @@ impl Store {
 }
 
 /// Inside a write: the run row's state columns from `run`.
-pub(crate) fn run_update_in(conn: &rusqlite::Connection, run: &RunRow) -> Result<()> {
+pub fn run_update_in(conn: &rusqlite::Connection, run: &RunRow) -> Result<()> {
     conn.prepare_cached(
         "UPDATE runs SET status = ?2, phase = ?3, reason = ?4, result_text = ?5,
              session_id = ?6, turns = ?7, pgid = ?8 WHERE run_id = ?1",
@@ -193,7 +193,7 @@ pub(crate) fn run_update_in(conn: &rusqlite::Connection, run: &RunRow) -> Result
 }
 
 /// Inside a write: turn `turn` of `run_id` started with `text`.
-pub(crate) fn turn_start_in(conn: &rusqlite::Connection, run_id: &str, turn: u32, text: &str) -> Result<()> {
+pub fn turn_start_in(conn: &rusqlite::Connection, run_id: &str, turn: u32, text: &str) -> Result<()> {
     conn.prepare_cached("INSERT OR REPLACE INTO turns (run_id, turn, text, started_ms) VALUES (?1, ?2, ?3, ?4)")?.execute(params![
         run_id,
         turn as i64,

@@ -44,13 +44,13 @@ impl Store {
 
 /// Inside a write: store `key`. An error (a constraint violation) when the key is taken, so
 /// the transaction it belongs to stores nothing (a start: the run row goes with it).
-pub(crate) fn key_insert_in(conn: &rusqlite::Connection, key: &KeyRow) -> Result<()> {
+pub fn key_insert_in(conn: &rusqlite::Connection, key: &KeyRow) -> Result<()> {
     insert(conn, key, "INSERT")
 }
 
 /// Inside a write: store `key` unless it is stored already (a message's turn: the actor checked
 /// the key before, and a turn's commit never fails over its key).
-pub(crate) fn key_keep_in(conn: &rusqlite::Connection, key: &KeyRow) -> Result<()> {
+pub fn key_keep_in(conn: &rusqlite::Connection, key: &KeyRow) -> Result<()> {
     insert(conn, key, "INSERT OR IGNORE")
 }
 
