@@ -19,7 +19,7 @@ use spaces_sdk::client::{Client, Endpoint};
 use spaces_sdk::{SpaceAddRequest, SpaceAgentOptions};
 
 use crate::cli::follow::follow_events as agent_follow;
-use crate::config::Config;
+use spaces_host::config::Config;
 
 /// What `spacesd demo` says when it has no model to talk to.
 const NO_MODEL: &str = "the demo needs a model: ANTHROPIC_API_KEY is not set and no --base-url was given.

@@ -10,10 +10,10 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use crate::access::Access;
-use crate::config::Config;
 use crate::http::{self, AppState};
 use crate::mcp;
-use crate::supervisor::Supervisor;
+use spaces_host::config::Config;
+use spaces_host::supervisor::Supervisor;
 use spaces_store::Store;
 
 /// Options of `spacesd serve`.
@@ -36,11 +36,11 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
     for secret in secrets {
         store.protect(secret);
     }
-    crate::supervisor::journal::set_max_bytes(cfg.output_log_max_bytes);
+    spaces_host::supervisor::journal::set_max_bytes(cfg.output_log_max_bytes);
     // Before any run or command starts (re-adopted ones keep the cgroups they have).
     spaces_os::process::priority::set_agent_nice(cfg.agent_nice);
-    spaces_os::process::cgroup::init(cfg.cgroups, cfg.process_limits(), &crate::workspaces::host_id(&cfg.state_dir));
-    let cs = crate::workspaces::open(&cfg, store.clone()).context("cannot open the CodeSpace ledger")?;
+    spaces_os::process::cgroup::init(cfg.cgroups, cfg.process_limits(), &spaces_host::workspaces::host_id(&cfg.state_dir));
+    let cs = spaces_host::workspaces::open(&cfg, store.clone()).context("cannot open the CodeSpace ledger")?;
     let adopted = cs.adopt_commands().await;
     if adopted > 0 {
         eprintln!("spacesd: re-adopted {adopted} command(s) held by their shims");
@@ -53,14 +53,14 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
             if leftovers.survivors.is_empty() { String::new() } else { format!("; still alive: {:?}", leftovers.survivors) }
         );
     }
-    let homes = crate::homes::Homes::open(&cfg).context("cannot open the volume of persistent agents' homes")?;
+    let homes = spaces_host::homes::Homes::open(&cfg).context("cannot open the volume of persistent agents' homes")?;
     if let Some(dir) = homes.local_dir() {
         // A local volume is daemon state: no Space may contain it.
         store.protect(dir);
     }
     // Before any run starts (re-adopted commands keep the sandbox they have); what the store
     // protects is what every sandbox hides.
-    let level = crate::sandbox::init(&cfg, &store)?;
+    let level = spaces_host::sandbox::init(&cfg, &store)?;
     tracing::info!(sandbox = level.as_str(), "runs and commands start in a sandbox");
     let sup = Supervisor::new(cfg, store, homes);
     // Lease renewals start with the first lease a run takes; what they have to say goes to
@@ -74,8 +74,8 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
     spaces_os::process::cgroup::sweep();
     // From now on a shim waits ready for the next run or command (after the sweep: a spare's
     // cgroup is empty for a moment after it is made).
-    match crate::config::self_command() {
-        Ok(command) if sup.config().spare_shims => spaces_os::shim::spare::keep(command, crate::supervisor::shim_env()),
+    match spaces_host::config::self_command() {
+        Ok(command) if sup.config().spare_shims => spaces_os::shim::spare::keep(command, spaces_host::supervisor::shim_env()),
         Ok(_) => tracing::info!("spare shims are turned off: each run and command starts its shim when it starts"),
         Err(e) => tracing::warn!("no spare shims: cannot tell how to run spacesd shim: {e}"),
     }
@@ -119,9 +119,9 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     if let Err(e) = nix::sys::prctl::set_dumpable(false) {
         eprintln!("spacesd: cannot make the daemon non-dumpable: {e}");
     }
-    crate::supervisor::learn_host_secrets(&cfg);
+    spaces_host::supervisor::learn_host_secrets(&cfg);
     if let Some((_, _, token)) = &tcp_token {
-        crate::supervisor::learn_secret(token);
+        spaces_host::supervisor::learn_secret(token);
     }
     let mut secrets: Vec<PathBuf> = tcp_token.iter().map(|(_, file, _)| file.clone()).collect();
     // A token file kept elsewhere is hidden from every tree even without TCP: the Landlock
@@ -134,7 +134,7 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     let landlock_token = match (&tcp_token, spaces_os::sandbox::level()) {
         (None, spaces_os::sandbox::Level::Landlock) => {
             let token = read_or_create_token(&token_file)?;
-            crate::supervisor::learn_secret(&token);
+            spaces_host::supervisor::learn_secret(&token);
             Some(token)
         }
         _ => None,
@@ -142,7 +142,7 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     let sup = state.sup.clone();
     let app = http::router(state.sup.clone(), state.cs.clone());
     // `/mcp` on each listener (its accepted `Host` values differ), ended with the daemon.
-    let service = crate::service::Service::new(state.sup.clone(), state.cs.clone());
+    let service = spaces_service::Service::new(state.sup.clone(), state.cs.clone());
     let shutdown = tokio_util::sync::CancellationToken::new();
     let mcp_route = |listener| mcp::http::router(service.clone(), listener, shutdown.child_token());
     let mut tasks = tokio::task::JoinSet::new();

@@ -40,7 +40,7 @@ fn the_spaces_server_parses_as_the_cli_that_serves_it() {
     use clap::Parser;
     use spaces_sdk::McpServer;
     use std::path::{Path, PathBuf};
-    let server = crate::supervisor::space_tools_server(&["/usr/bin/spacesd".to_owned()], Path::new("/var/spaces"), "proj");
+    let server = spaces_host::supervisor::space_tools_server(&["/usr/bin/spacesd".to_owned()], Path::new("/var/spaces"), "proj");
     let McpServer::Stdio(s) = server else { panic!("a stdio server") };
     let cli = Cli::try_parse_from(std::iter::once(s.command).chain(s.args)).unwrap();
     assert_eq!(cli.state_dir, Some(PathBuf::from("/var/spaces")));

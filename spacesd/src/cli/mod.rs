@@ -27,7 +27,7 @@ use clap::{Args, Parser, Subcommand};
 use spaces_sdk::client::{Client, Endpoint};
 use spaces_sdk::{Approvals, Empty, SpaceAddRequest, SpaceNetwork};
 
-use crate::config::Config;
+use spaces_host::config::Config;
 
 /// spacesd: run coding-agent CLIs (Claude Code, Codex) as detached runs in registered Spaces.
 ///
@@ -529,12 +529,12 @@ async fn tools_install(cfg: &Config, ids: Vec<String>) -> anyhow::Result<()> {
             .collect::<anyhow::Result<Vec<_>>>()?
     };
     for h in harnesses {
-        let (source, exists) = crate::supervisor::locate_harness(cfg, h);
+        let (source, exists) = spaces_host::supervisor::locate_harness(cfg, h);
         if exists {
             println!("{}: ready at {}", h.id(), source.path().display());
             continue;
         }
-        let path = crate::supervisor::install_harness(cfg, h, |line| eprintln!("{}: {line}", h.id()))
+        let path = spaces_host::supervisor::install_harness(cfg, h, |line| eprintln!("{}: {line}", h.id()))
             .await
             .map_err(|why| anyhow::anyhow!("{}: {why}", h.id()))?;
         println!("{}: installed at {}", h.id(), path.display());

@@ -30,7 +30,7 @@ use super::auth::{self, Peer};
 use super::bodies;
 use super::peer::Accepted;
 use crate::access::{Access, Principal};
-use crate::config::Config;
+use spaces_host::config::Config;
 
 /// The limits of one listener (see the module doc).
 #[derive(Debug, Clone, Copy)]
@@ -107,7 +107,7 @@ pub async fn serve_unix(listener: UnixListener, app: Router, access: Arc<Access>
     serve(listener, app, limits).await
 }
 
-/// Serve `app` on one run's own socket (`crate::supervisor::api`): every request is `principal`
+/// Serve `app` on one run's own socket (`spaces_host::supervisor::api`): every request is `principal`
 /// (that run, a caller of its Space), whatever it presents ([`auth::as_run`]). Returns only on
 /// a fatal error.
 pub async fn serve_run(listener: UnixListener, app: Router, principal: Principal, limits: Limits) -> std::io::Result<()> {

@@ -23,7 +23,7 @@ use spaces_sdk::{ApiError, ErrorCode};
 use super::args::{arguments, query_types, MAX_BODY_BYTES};
 use super::HttpError;
 use crate::access::Principal;
-use crate::service::{table, Service};
+use spaces_service::{table, Service};
 
 /// Every row of the table as a route of one router.
 pub fn routes(service: Service) -> Router {

@@ -9,8 +9,8 @@ use spaces_codespace::service::CodeSpace;
 use spaces_sdk::{bounded, ApiError, ErrorCode};
 
 use super::error_response;
-use crate::service::{table, Service};
-use crate::supervisor::Supervisor;
+use spaces_host::supervisor::Supervisor;
+use spaces_service::{table, Service};
 
 /// The daemon's two domains, as `serve` opens them.
 #[derive(Clone)]
@@ -65,5 +65,5 @@ async fn health() -> Json<serde_json::Value> {
 /// The document never changes while the daemon runs: built once.
 async fn openapi() -> Json<serde_json::Value> {
     static DOC: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
-    Json(DOC.get_or_init(crate::service::openapi).clone())
+    Json(DOC.get_or_init(spaces_service::openapi).clone())
 }

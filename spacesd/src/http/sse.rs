@@ -35,7 +35,7 @@ use spaces_sdk::{AgentEventsRequest, ApiError, ErrorCode, EventsPage};
 use super::args::{arguments, Scalar};
 use super::HttpError;
 use crate::access::Principal;
-use crate::service::{Row, Service};
+use spaces_service::{Row, Service};
 
 /// Default quiet time before a heartbeat comment, ms.
 pub const HEARTBEAT_MS: u64 = 15_000;

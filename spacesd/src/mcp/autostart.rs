@@ -5,7 +5,7 @@
 
 use anyhow::Context;
 
-use crate::config::Config;
+use spaces_host::config::Config;
 
 pub use spaces_sdk::local::{answers, START_TIMEOUT};
 

@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::SpacesMcp;
 use crate::access::{Principal, Via};
-use crate::service::Service;
+use spaces_service::Service;
 
 /// The path of the MCP endpoint.
 pub const PATH: &str = "/mcp";

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::backend::Daemon;
 use super::scope::Scope;
 use super::SpacesMcp;
-use crate::config::Config;
+use spaces_host::config::Config;
 
 /// How `spacesd mcp` serves.
 #[derive(Debug, Clone, Default)]
