@@ -22,6 +22,7 @@
 //! its journal position are lost or kept together.
 
 pub mod checkpoint;
+mod chunks;
 pub mod error;
 pub mod eventlog;
 pub mod events;
@@ -184,7 +185,7 @@ fn migrate(conn: &rusqlite::Connection) -> Result<()> {
     if !has_excerpt {
         conn.execute_batch("ALTER TABLE runs ADD COLUMN prompt_excerpt TEXT")?;
     }
-    events::migrate_to_chunks(conn)?;
+    chunks::migrate_to_chunks(conn)?;
     Ok(())
 }
 
