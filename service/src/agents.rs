@@ -5,7 +5,7 @@ use spaces_sdk::{
     AgentStatusRequest, ApiError, Capabilities, Empty, EventsPage, RunStatus, SpaceAddRequest, SpaceRecord,
 };
 
-use super::Service;
+use crate::service::Service;
 
 type Result<T> = std::result::Result<T, ApiError>;
 

@@ -127,7 +127,7 @@ mod tests {
     #[test]
     fn docs_openapi_json_matches_the_table() {
         let path = docs_dir().join("openapi.json");
-        let want = serde_json::to_string_pretty(&super::super::openapi()).unwrap() + "\n";
+        let want = serde_json::to_string_pretty(&crate::openapi()).unwrap() + "\n";
         let have = std::fs::read_to_string(&path).unwrap_or_default();
         if have != want {
             if update() {
@@ -140,7 +140,7 @@ mod tests {
 
     #[test]
     fn every_openapi_ref_resolves() {
-        let doc = super::super::openapi();
+        let doc = crate::openapi();
         let mut refs = Vec::new();
         collect_refs(&doc, &mut refs);
         assert!(!refs.is_empty());

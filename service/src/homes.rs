@@ -7,7 +7,7 @@ use spaces_sdk::{
     HomeRestoreRequest, HomeSnapshot, HomeTransferReport, PersistentAgentSendReport, PersistentAgentSendRequest,
 };
 
-use super::Service;
+use crate::service::Service;
 
 type Result<T> = std::result::Result<T, ApiError>;
 

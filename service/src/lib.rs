@@ -16,26 +16,10 @@ mod agents;
 pub mod docs;
 mod homes;
 mod schema;
+mod service;
 mod table;
 mod tools;
 
-use spaces_codespace::service::CodeSpace;
-
-use spaces_host::supervisor::Supervisor;
-
 pub use schema::{openapi, request_schema, result_schema, schema_generator};
+pub use service::Service;
 pub use table::{table, Row};
-
-/// Every operation of this host, typed. Cheap to clone.
-#[derive(Clone)]
-pub struct Service {
-    sup: Supervisor,
-    cs: CodeSpace,
-}
-
-impl Service {
-    /// The service over the run supervisor `sup` and the CodeSpace tools `cs`.
-    pub fn new(sup: Supervisor, cs: CodeSpace) -> Service {
-        Service { sup, cs }
-    }
-}

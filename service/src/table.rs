@@ -8,7 +8,7 @@ use serde_json::Value;
 use spaces_sdk::op::OperationInfo;
 use spaces_sdk::{ops, ApiError, ErrorCode, Operation};
 
-use super::Service;
+use crate::service::Service;
 
 type Handler = Arc<dyn Fn(Service, Value) -> BoxFuture<'static, Result<Value, ApiError>> + Send + Sync>;
 

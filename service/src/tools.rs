@@ -7,7 +7,7 @@
 use spaces_sdk::tools::*;
 use spaces_sdk::ApiError;
 
-use super::Service;
+use crate::service::Service;
 
 type Result<T> = std::result::Result<T, ApiError>;
 
