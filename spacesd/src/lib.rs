@@ -17,7 +17,6 @@
 
 pub mod access;
 pub mod cli;
-pub mod demo;
 pub mod http;
 pub mod mcp;
 pub mod serve;

@@ -18,7 +18,7 @@ use clap::Args;
 use spaces_sdk::client::{Client, Endpoint};
 use spaces_sdk::{SpaceAddRequest, SpaceAgentOptions};
 
-use crate::cli::follow::follow_events as agent_follow;
+use super::follow::follow_events as agent_follow;
 use spaces_host::config::Config;
 
 /// What `spacesd demo` says when it has no model to talk to.
