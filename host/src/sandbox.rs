@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 use spaces_os::sandbox::{self, Host, Level, Policy, Tree};
 
 use spaces_sdk::{ErrorCode, SpaceNetwork};
+use spaces_store::Store;
 
 use crate::config::{Config, Sandbox};
-use spaces_store::Store;
 
 /// Sets up the sandbox of this daemon (`cfg.sandbox`, [`Sandbox`]): returns the level in
 /// force. `auto` takes bubblewrap where it can make a sandbox, else Landlock (saying why on

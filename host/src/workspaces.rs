@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use spaces_codespace::exec::ShimSetup;
 use spaces_codespace::service::{CodeSpace, ExecSettings, WorkspacePolicy, WorkspaceRegistry};
+use spaces_store::Store;
 
 use crate::config::Config;
-use spaces_store::Store;
 
 /// Spaces in the daemon's store, as CodeSpace workspaces.
 struct SpaceRegistry {

@@ -8,13 +8,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
+use spaces_host::config::Config;
+use spaces_host::supervisor::Supervisor;
+use spaces_store::Store;
 
 use crate::access::Access;
 use crate::http::{self, AppState};
 use crate::mcp;
-use spaces_host::config::Config;
-use spaces_host::supervisor::Supervisor;
-use spaces_store::Store;
 
 /// Options of `spacesd serve`.
 #[derive(Debug, Clone, Default)]

@@ -24,6 +24,8 @@ use spaces_harnesses::{EventDraft, Harness, Normalizer};
 use spaces_os::process::kill_tree;
 use spaces_os::redact::Redactor;
 use spaces_sdk::{ActionReport, ApiError, ErrorCode, EventKind, Phase, Status};
+use spaces_store::runs::RunRow;
+use spaces_store::JournalPos;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -35,8 +37,6 @@ use super::marker::run_marker;
 use super::proc::LiveProc;
 use super::secrets::RunSecrets;
 use super::shared::Inner;
-use spaces_store::runs::RunRow;
-use spaces_store::JournalPos;
 use state::{Admit, Advance, Machine, Setup, StopEnd, OUTPUT_CLOSED};
 
 /// Grace between SIGTERM and SIGKILL when stopping a run.

@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use spaces_harnesses::Harness;
 use spaces_sdk::{ActionReport, ErrorCode};
+use spaces_store::runs::RunRow;
+use spaces_store::JournalPos;
 use tokio::sync::{mpsc, oneshot};
 
 use super::actor::{Actor, Retire};
@@ -15,8 +17,6 @@ use super::mailbox::{Cmd, Reply};
 use super::secrets::RunSecrets;
 use super::shared::Inner;
 use crate::error::{refuse, Error, Result};
-use spaces_store::runs::RunRow;
-use spaces_store::JournalPos;
 
 /// The actor of `run`, with the failures in a row its last actor left (case P7's back-off
 /// outlives an actor).

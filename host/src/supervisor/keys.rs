@@ -13,10 +13,10 @@
 use serde::{de::DeserializeOwned, Serialize};
 use sha2::{Digest, Sha256};
 use spaces_sdk::{bounded, ActionReport, AgentStartRequest, ApiError, ErrorCode, IDEMPOTENCY_KEY_MAX};
-
-use crate::error::{Error, Result};
 use spaces_store::keys::KeyRow;
 use spaces_store::Store;
+
+use crate::error::{Error, Result};
 
 /// A key a caller gave, checked, with the fingerprint of the request it came with.
 #[derive(Debug, Clone, PartialEq, Eq)]

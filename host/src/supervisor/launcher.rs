@@ -19,6 +19,8 @@ use spaces_os::process::bulk;
 use spaces_os::redact::Redactor;
 use spaces_os::shim::{Followed, Record, ShimSpec, Stream, PROTOCOL};
 use spaces_sdk::EventKind;
+use spaces_store::runs::RunRow;
+use spaces_store::JournalPos;
 use tokio::sync::{mpsc, OwnedMutexGuard};
 
 use super::install;
@@ -28,8 +30,6 @@ use super::mcp_servers;
 use super::proc::{self, Adopted, LiveProc, ProcEvent};
 use super::secrets::RunSecrets;
 use super::shared::Inner;
-use spaces_store::runs::RunRow;
-use spaces_store::JournalPos;
 
 /// Most events stored in one transaction when output lines queue up.
 const MAX_BATCH_EVENTS: usize = 128;

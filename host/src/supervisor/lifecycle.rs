@@ -10,13 +10,13 @@
 use std::sync::Arc;
 
 use spaces_sdk::{ErrorCode, RunsRemovedReport, SpaceRemoveReport, Status};
+use spaces_store::now_ms;
+use spaces_store::runs::RunRow;
 
 use super::mailbox::Cmd;
 use super::shared::Inner;
 use super::{actors, registry};
 use crate::error::{refuse, Result};
-use spaces_store::now_ms;
-use spaces_store::runs::RunRow;
 
 fn live(inner: &Inner, run: &RunRow) -> bool {
     matches!(run.status, Status::Running | Status::Idle) || inner.actors.has(&run.run_id)

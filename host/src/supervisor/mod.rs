@@ -65,6 +65,7 @@ use spaces_sdk::{
     ActionReport, AgentStartReport, AgentStartRequest, Capabilities, ErrorCode, EventsPage, PersistentAgentSendReport, RunStatus,
     SpaceRecord, Status,
 };
+use spaces_store::Store;
 
 use crate::config::Config;
 use crate::error::{refuse, Result};
@@ -72,7 +73,6 @@ use crate::homes::meta::AgentMeta;
 use crate::homes::Homes;
 use mailbox::Cmd;
 use shared::Inner;
-use spaces_store::Store;
 
 pub use capabilities::PROTOCOL;
 pub use install::{install as install_harness, locate as locate_harness, npm_passes, Source, NPM_ENV};

@@ -30,10 +30,10 @@ use std::sync::Arc;
 
 use spaces_harnesses::{EventDraft, Harness, HomeLayout};
 use spaces_sdk::EventKind;
+use spaces_store::runs::RunRow;
 
 use super::shared::Inner;
 use crate::homes::meta::AgentMeta;
-use spaces_store::runs::RunRow;
 
 /// Deepest directory level searched for a session transcript.
 const MAX_DEPTH: usize = 6;

@@ -34,11 +34,11 @@ use std::time::{Duration, Instant};
 
 use spaces_harnesses::EventDraft;
 use spaces_sdk::{bounded, ApiError, ErrorCode, EventKind, SpaceAgentOptions, SpaceRecord};
+use spaces_store::runs::RunRow;
 use tokio::io::AsyncReadExt;
 
 use super::shared::Inner;
 use crate::error::{Error, Result};
-use spaces_store::runs::RunRow;
 
 /// Longest wait of `git ls-remote` at `agent_start`.
 const LS_REMOTE_TIMEOUT: Duration = Duration::from_secs(30);

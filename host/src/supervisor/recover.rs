@@ -32,14 +32,14 @@ use spaces_harnesses::EventDraft;
 use spaces_os::process::{alive_with_env, kill_tree};
 use spaces_os::shim::journal::journal_path;
 use spaces_sdk::{EventKind, Phase, Status, StopReason};
+use spaces_store::runs::RunRow;
+use spaces_store::JournalPos;
 
 use super::actors;
 use super::marker::{run_marker, RUN_ENV};
 use super::proc::{self, shim_dir};
 use super::shared::Inner;
 use crate::error::Result;
-use spaces_store::runs::RunRow;
-use spaces_store::JournalPos;
 
 /// Grace between SIGTERM and SIGKILL for a leftover process tree.
 const LEFTOVER_GRACE: Duration = Duration::from_secs(2);

@@ -13,10 +13,10 @@
 use std::path::{Path, PathBuf};
 
 use spaces_sdk::{bounded, Approvals, ErrorCode, SpaceNetwork, SpaceRecord};
-
-use crate::error::{refuse, Result};
 use spaces_store::runs::RunRow;
 use spaces_store::Store;
+
+use crate::error::{refuse, Result};
 
 /// Register `space` (see [`super::Supervisor::space_add`] for the rules and errors).
 pub(super) fn add(store: &Store, space: &SpaceRecord, replace: bool) -> Result<SpaceRecord> {

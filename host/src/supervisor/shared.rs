@@ -6,12 +6,13 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use spaces_store::eventlog::EventLog;
+use spaces_store::Store;
+
 use super::api;
 use super::mailbox::Actors;
 use crate::config::Config;
 use crate::homes::Homes;
-use spaces_store::eventlog::EventLog;
-use spaces_store::Store;
 
 /// Shared state of the supervisor and its actors.
 pub struct Inner {

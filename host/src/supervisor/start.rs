@@ -11,6 +11,8 @@ use spaces_harnesses::Harness;
 use spaces_sdk::{
     bounded, AgentStartReport, AgentStartRequest, ApiError, ErrorCode, Phase, SpaceAgentOptions, SpaceNetwork, SpaceRecord, Status,
 };
+use spaces_store::now_ms;
+use spaces_store::runs::RunRow;
 
 use super::folder::{folder_present, SpaceFolder};
 use super::marker::turn_tag;
@@ -19,8 +21,6 @@ use super::shared::Inner;
 use super::{actors, mcp_servers};
 use crate::config::Config;
 use crate::error::{refuse, Error, Result};
-use spaces_store::now_ms;
-use spaces_store::runs::RunRow;
 
 /// The note of a run in a `network: none` Space: why its agent's model calls fail.
 const NETWORK_NONE_NOTE: &str = "network: none: this Space's agents and commands are kept off the network (the sandbox's \

@@ -2,10 +2,10 @@
 //! of its output journal) and the contract's rule for `accepts_message`.
 
 use spaces_sdk::{RunStatus, Status};
+use spaces_store::runs::RunRow;
 
 use super::journal;
 use crate::config::Config;
-use spaces_store::runs::RunRow;
 
 /// The contract's rule for `accepts_message`: idle, done, crashed or failed; never mid-turn or
 /// stopped.

@@ -15,11 +15,11 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
+use spaces_host::config::Config;
 use spaces_sdk::client::{Client, Endpoint};
 use spaces_sdk::{SpaceAddRequest, SpaceAgentOptions};
 
 use super::follow::follow_events as agent_follow;
-use spaces_host::config::Config;
 
 /// What `spacesd demo` says when it has no model to talk to.
 const NO_MODEL: &str = "the demo needs a model: ANTHROPIC_API_KEY is not set and no --base-url was given.

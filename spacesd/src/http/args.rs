@@ -18,9 +18,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 use spaces_sdk::op::HttpMethod;
 use spaces_sdk::{ApiError, ErrorCode};
+use spaces_service::Row;
 
 use super::{error_response, HttpError};
-use spaces_service::Row;
 
 /// Largest request body, bytes (a patch of a large file fits). Larger bodies are refused with
 /// 413 in the error envelope.

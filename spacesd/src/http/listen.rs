@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use spaces_host::config::Config;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Semaphore;
@@ -30,7 +31,6 @@ use super::auth::{self, Peer};
 use super::bodies;
 use super::peer::Accepted;
 use crate::access::{Access, Principal};
-use spaces_host::config::Config;
 
 /// The limits of one listener (see the module doc).
 #[derive(Debug, Clone, Copy)]

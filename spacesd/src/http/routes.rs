@@ -6,11 +6,11 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
 use spaces_codespace::service::CodeSpace;
+use spaces_host::supervisor::Supervisor;
 use spaces_sdk::{bounded, ApiError, ErrorCode};
+use spaces_service::{table, Service};
 
 use super::error_response;
-use spaces_host::supervisor::Supervisor;
-use spaces_service::{table, Service};
 
 /// The daemon's two domains, as `serve` opens them.
 #[derive(Clone)]

@@ -7,6 +7,7 @@ use std::time::Duration;
 use spaces_harnesses::{EventDraft, ExitInfo};
 use spaces_os::process::kill_tree;
 use spaces_sdk::{EventKind, Phase, Status, StopReason};
+use spaces_store::JournalPos;
 use tokio::time::Instant;
 
 use super::super::launcher::ProcEnd;
@@ -15,7 +16,6 @@ use super::super::persist;
 use super::super::proc::{self, ProcEvent};
 use super::state::{exit_reason, AfterExit, Fired, Timer, OUTPUT_CLOSED, OUTPUT_CLOSED_GRACE};
 use super::{Actor, STOP_GRACE};
-use spaces_store::JournalPos;
 
 impl Actor {
     /// Handle `first` and every journal record already waiting behind it (one batch from the

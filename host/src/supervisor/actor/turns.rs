@@ -3,6 +3,7 @@
 
 use spaces_harnesses::{EventDraft, ExitInfo, ProcessModel};
 use spaces_sdk::{EventKind, Phase, Status, StopReason};
+use spaces_store::JournalPos;
 use tokio::time::Instant;
 
 use super::super::folder::folder_present;
@@ -10,7 +11,6 @@ use super::super::keys::Queued;
 use super::super::launcher::Binary;
 use super::super::{persist, prepare};
 use super::Actor;
-use spaces_store::JournalPos;
 
 /// The reason of a run whose agent process is starting.
 const STARTING: &str = "the agent process is starting";
