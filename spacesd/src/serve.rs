@@ -8,13 +8,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
+use spaces_host::config::Config;
+use spaces_host::supervisor::Supervisor;
+use spaces_store::Store;
 
 use crate::access::Access;
-use crate::config::Config;
 use crate::http::{self, AppState};
 use crate::mcp;
-use crate::store::Store;
-use crate::supervisor::Supervisor;
 
 /// Options of `spacesd serve`.
 #[derive(Debug, Clone, Default)]
@@ -30,16 +30,17 @@ pub struct ServeOptions {
 /// CodeSpace tool service (`<state dir>/codespace.db`). No Space root may reach the state dir
 /// or any of `secrets` (files the daemon keeps elsewhere, e.g. `--token-file`).
 pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> {
-    crate::fsutil::create_private_dir(&cfg.state_dir).with_context(|| format!("cannot create state dir {}", cfg.state_dir.display()))?;
+    spaces_store::fsutil::create_private_dir(&cfg.state_dir)
+        .with_context(|| format!("cannot create state dir {}", cfg.state_dir.display()))?;
     let store = Arc::new(Store::open(&cfg.db_path()).context("cannot open the state database")?);
     for secret in secrets {
         store.protect(secret);
     }
-    crate::supervisor::journal::set_max_bytes(cfg.output_log_max_bytes);
+    spaces_host::supervisor::journal::set_max_bytes(cfg.output_log_max_bytes);
     // Before any run or command starts (re-adopted ones keep the cgroups they have).
     spaces_os::process::priority::set_agent_nice(cfg.agent_nice);
-    spaces_os::process::cgroup::init(cfg.cgroups, cfg.process_limits(), &crate::workspaces::host_id(&cfg.state_dir));
-    let cs = crate::workspaces::open(&cfg, store.clone()).context("cannot open the CodeSpace ledger")?;
+    spaces_os::process::cgroup::init(cfg.cgroups, cfg.process_limits(), &spaces_host::workspaces::host_id(&cfg.state_dir));
+    let cs = spaces_host::workspaces::open(&cfg, store.clone()).context("cannot open the CodeSpace ledger")?;
     let adopted = cs.adopt_commands().await;
     if adopted > 0 {
         eprintln!("spacesd: re-adopted {adopted} command(s) held by their shims");
@@ -52,14 +53,14 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
             if leftovers.survivors.is_empty() { String::new() } else { format!("; still alive: {:?}", leftovers.survivors) }
         );
     }
-    let homes = crate::homes::Homes::open(&cfg).context("cannot open the volume of persistent agents' homes")?;
+    let homes = spaces_host::homes::Homes::open(&cfg).context("cannot open the volume of persistent agents' homes")?;
     if let Some(dir) = homes.local_dir() {
         // A local volume is daemon state: no Space may contain it.
         store.protect(dir);
     }
     // Before any run starts (re-adopted commands keep the sandbox they have); what the store
     // protects is what every sandbox hides.
-    let level = crate::sandbox::init(&cfg, &store)?;
+    let level = spaces_host::sandbox::init(&cfg, &store)?;
     tracing::info!(sandbox = level.as_str(), "runs and commands start in a sandbox");
     let sup = Supervisor::new(cfg, store, homes);
     // Lease renewals start with the first lease a run takes; what they have to say goes to
@@ -73,8 +74,8 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
     spaces_os::process::cgroup::sweep();
     // From now on a shim waits ready for the next run or command (after the sweep: a spare's
     // cgroup is empty for a moment after it is made).
-    match crate::supervisor::self_command() {
-        Ok(command) if sup.config().spare_shims => spaces_os::shim::spare::keep(command, crate::supervisor::shim_env()),
+    match spaces_host::config::self_command() {
+        Ok(command) if sup.config().spare_shims => spaces_os::shim::spare::keep(command, spaces_host::supervisor::shim_env()),
         Ok(_) => tracing::info!("spare shims are turned off: each run and command starts its shim when it starts"),
         Err(e) => tracing::warn!("no spare shims: cannot tell how to run spacesd shim: {e}"),
     }
@@ -105,7 +106,7 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             anyhow::bail!("refusing to listen on {addr}: only loopback addresses are allowed")
         }
         Some(addr) => {
-            crate::fsutil::create_private_dir(&cfg.state_dir)
+            spaces_store::fsutil::create_private_dir(&cfg.state_dir)
                 .with_context(|| format!("cannot create state dir {}", cfg.state_dir.display()))?;
             let token_file = opts.token_file.clone().unwrap_or_else(|| cfg.state_dir.join("token"));
             let token = read_or_create_token(&token_file)?;
@@ -118,9 +119,9 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     if let Err(e) = nix::sys::prctl::set_dumpable(false) {
         eprintln!("spacesd: cannot make the daemon non-dumpable: {e}");
     }
-    crate::supervisor::learn_host_secrets(&cfg);
+    spaces_host::supervisor::learn_host_secrets(&cfg);
     if let Some((_, _, token)) = &tcp_token {
-        crate::supervisor::learn_secret(token);
+        spaces_host::supervisor::learn_secret(token);
     }
     let mut secrets: Vec<PathBuf> = tcp_token.iter().map(|(_, file, _)| file.clone()).collect();
     // A token file kept elsewhere is hidden from every tree even without TCP: the Landlock
@@ -133,7 +134,7 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     let landlock_token = match (&tcp_token, spaces_os::sandbox::level()) {
         (None, spaces_os::sandbox::Level::Landlock) => {
             let token = read_or_create_token(&token_file)?;
-            crate::supervisor::learn_secret(&token);
+            spaces_host::supervisor::learn_secret(&token);
             Some(token)
         }
         _ => None,
@@ -141,7 +142,7 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     let sup = state.sup.clone();
     let app = http::router(state.sup.clone(), state.cs.clone());
     // `/mcp` on each listener (its accepted `Host` values differ), ended with the daemon.
-    let service = crate::service::Service::new(state.sup.clone(), state.cs.clone());
+    let service = spaces_service::Service::new(state.sup.clone(), state.cs.clone());
     let shutdown = tokio_util::sync::CancellationToken::new();
     let mcp_route = |listener| mcp::http::router(service.clone(), listener, shutdown.child_token());
     let mut tasks = tokio::task::JoinSet::new();
@@ -276,7 +277,7 @@ pub fn read_or_create_token(path: &std::path::Path) -> anyhow::Result<String> {
         }
         Err(_) => {
             let token = uuid::Uuid::new_v4().simple().to_string();
-            crate::fsutil::write_private(path, token.as_bytes())?;
+            spaces_store::fsutil::write_private(path, token.as_bytes())?;
             Ok(token)
         }
     }

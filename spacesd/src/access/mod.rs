@@ -18,7 +18,7 @@
 //!   their Space with control scope ([`Access::for_run`]), by construction: they run in a
 //!   sandbox where the operator's socket and token do not exist, and reach the daemon only
 //!   through their run's own socket, on which every connection is that run
-//!   (`crate::supervisor::api`). A command's processes (`exec_command`) have no socket at all.
+//!   (`spaces_host::supervisor::api`). A command's processes (`exec_command`) have no socket at all.
 //!   Nothing is guessed from a peer's process (its parent chain, its open sockets).
 //! - Refusals: `UNAUTHORIZED` when there is no credential or a wrong one (another uid on the
 //!   Unix socket without a token, an unknown or revoked token), `FORBIDDEN` when the credential
@@ -167,7 +167,7 @@ impl Access {
         }
         let record = self.book.find(&digest)?;
         // Known in clear only now: from here on it is redacted like the daemon's own secrets.
-        crate::supervisor::learn_secret(presented);
+        spaces_host::supervisor::learn_secret(presented);
         let space = record.space.clone();
         Some(Principal::Caller(self.caller(Via::Token(record.id), &record.space, record.scope, || Scope::for_token(space))))
     }

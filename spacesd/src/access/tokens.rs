@@ -75,19 +75,19 @@ fn write(file: &Path, tokens: &TokensFile) -> anyhow::Result<()> {
     let bytes = serde_json::to_vec_pretty(tokens)?;
     // Write beside it and rename: the daemon never reads half a file.
     let tmp = file.with_extension("json.tmp");
-    crate::fsutil::write_private(&tmp, &bytes)?;
+    spaces_store::fsutil::write_private(&tmp, &bytes)?;
     std::fs::rename(&tmp, file)?;
     Ok(())
 }
 
 /// Creates a token for `space` with `scope`: returns its record and the secret (shown once).
 pub fn create(state_dir: &Path, space: &str, scope: CallerScope) -> anyhow::Result<(TokenRecord, String)> {
-    crate::fsutil::create_private_dir(state_dir)?;
+    spaces_store::fsutil::create_private_dir(state_dir)?;
     let file = path(state_dir);
     let mut tokens = read(&file)?;
     let secret = format!("spc_{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
     let id = format!("tok-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-    let record = TokenRecord { id, space: space.to_owned(), scope, sha256: digest(&secret), created_ms: crate::store::now_ms() };
+    let record = TokenRecord { id, space: space.to_owned(), scope, sha256: digest(&secret), created_ms: spaces_store::now_ms() };
     tokens.tokens.push(record.clone());
     write(&file, &tokens)?;
     Ok((record, secret))

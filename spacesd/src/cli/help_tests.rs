@@ -31,3 +31,24 @@ fn every_argument_of_every_command_has_help_text() {
     }
     assert!(bare.is_empty(), "no help text for:\n{}", bare.join("\n"));
 }
+
+/// The `spaces` MCP server a run gets (`space_tools`) is this CLI's own `mcp` command: its
+/// command line parses as the CLI that serves it.
+#[test]
+#[allow(clippy::unwrap_used)]
+fn the_spaces_server_parses_as_the_cli_that_serves_it() {
+    use clap::Parser;
+    use spaces_sdk::McpServer;
+    use std::path::{Path, PathBuf};
+    let server = spaces_host::supervisor::space_tools_server(&["/usr/bin/spacesd".to_owned()], Path::new("/var/spaces"), "proj");
+    let McpServer::Stdio(s) = server else { panic!("a stdio server") };
+    let cli = Cli::try_parse_from(std::iter::once(s.command).chain(s.args)).unwrap();
+    assert_eq!(cli.state_dir, Some(PathBuf::from("/var/spaces")));
+    match cli.command {
+        super::Command::Mcp { space, no_autostart } => {
+            assert_eq!(space.as_deref(), Some("proj"));
+            assert!(no_autostart);
+        }
+        other => panic!("not `mcp`: {other:?}"),
+    }
+}

@@ -9,6 +9,7 @@
 
 mod agent;
 mod attach;
+pub mod demo;
 mod env_args;
 pub mod follow;
 #[cfg(test)]
@@ -27,7 +28,7 @@ use clap::{Args, Parser, Subcommand};
 use spaces_sdk::client::{Client, Endpoint};
 use spaces_sdk::{Approvals, Empty, SpaceAddRequest, SpaceNetwork};
 
-use crate::config::Config;
+use spaces_host::config::Config;
 
 /// spacesd: run coding-agent CLIs (Claude Code, Codex) as detached runs in registered Spaces.
 ///
@@ -170,7 +171,7 @@ pub enum Command {
     Tools(ToolsCmd),
     /// Demo: start a daemon, register a Space, run a real Claude Code agent (against --base-url,
     /// else the real API with ANTHROPIC_API_KEY) and print its live events. Offline: scripts/demo.
-    Demo(crate::demo::DemoArgs),
+    Demo(demo::DemoArgs),
     /// Internal: the per-run shim holding one agent process across daemon restarts, started by
     /// `serve` with its spec on stdin (docs/architecture.md, "Runs survive the daemon").
     #[command(hide = true)]
@@ -443,7 +444,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
         Command::Demo(args) => {
             // Only a --state-dir given on the command line: SPACES_HOME (the operator's daemon)
             // is never borrowed by a demo.
-            crate::demo::run(cfg, args, cli_state_dir.filter(|_| state_dir_given)).await
+            demo::run(cfg, args, cli_state_dir.filter(|_| state_dir_given)).await
         }
         Command::Shim { .. } => anyhow::bail!("the shim runs before any runtime starts (cli::run)"),
     }
@@ -529,12 +530,12 @@ async fn tools_install(cfg: &Config, ids: Vec<String>) -> anyhow::Result<()> {
             .collect::<anyhow::Result<Vec<_>>>()?
     };
     for h in harnesses {
-        let (source, exists) = crate::supervisor::locate_harness(cfg, h);
+        let (source, exists) = spaces_host::supervisor::locate_harness(cfg, h);
         if exists {
             println!("{}: ready at {}", h.id(), source.path().display());
             continue;
         }
-        let path = crate::supervisor::install_harness(cfg, h, |line| eprintln!("{}: {line}", h.id()))
+        let path = spaces_host::supervisor::install_harness(cfg, h, |line| eprintln!("{}: {line}", h.id()))
             .await
             .map_err(|why| anyhow::anyhow!("{}: {why}", h.id()))?;
         println!("{}: installed at {}", h.id(), path.display());

@@ -114,13 +114,13 @@ fn table_lines(header: &[&str], rows: &[Vec<String>], max: usize) -> Vec<String>
 
 /// `12s`, `5m`, `3h`, `2d`: how long ago `ms` (ms since the epoch) was.
 pub fn age(ms: u64) -> String {
-    span(crate::store::now_ms().saturating_sub(ms) / 1000)
+    span(spaces_store::now_ms().saturating_sub(ms) / 1000)
 }
 
 /// How long until `ms` (ms since the Unix epoch), like [`age`]: `40s`, `3m`, `2h`, `1d`;
 /// `0s` once it has passed.
 pub fn until(ms: u64) -> String {
-    span(ms.saturating_sub(crate::store::now_ms()) / 1000)
+    span(ms.saturating_sub(spaces_store::now_ms()) / 1000)
 }
 
 /// `s` seconds in the largest whole unit: `40s`, `3m`, `2h`, `1d`.

@@ -18,9 +18,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 use spaces_sdk::op::HttpMethod;
 use spaces_sdk::{ApiError, ErrorCode};
+use spaces_service::Row;
 
 use super::{error_response, HttpError};
-use crate::service::Row;
 
 /// Largest request body, bytes (a patch of a large file fits). Larger bodies are refused with
 /// 413 in the error envelope.
@@ -37,7 +37,7 @@ pub(super) enum Scalar {
 
 /// The scalar kind of each top-level field of the row's request schema.
 pub(super) fn query_types(row: &Row) -> HashMap<String, Scalar> {
-    let schema = crate::service::request_schema(row.info.name).unwrap_or_default();
+    let schema = spaces_service::request_schema(row.info.name).unwrap_or_default();
     let mut out = HashMap::new();
     if let Some(props) = schema.get("properties").and_then(Value::as_object) {
         for (name, prop) in props {

@@ -201,7 +201,7 @@ pub async fn check_unix(State(access): State<Arc<Access>>, mut req: Request, nex
     next.run(req).await
 }
 
-/// A run's own socket (`crate::supervisor::api`): the request is `principal`, that run, a
+/// A run's own socket (`spaces_host::supervisor::api`): the request is `principal`, that run, a
 /// caller of its Space, whatever credential it presents (the connection itself says who it
 /// is).
 pub async fn as_run(State(principal): State<Principal>, mut req: Request, next: Next) -> Response {

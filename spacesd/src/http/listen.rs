@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use spaces_host::config::Config;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Semaphore;
@@ -30,7 +31,6 @@ use super::auth::{self, Peer};
 use super::bodies;
 use super::peer::Accepted;
 use crate::access::{Access, Principal};
-use crate::config::Config;
 
 /// The limits of one listener (see the module doc).
 #[derive(Debug, Clone, Copy)]
@@ -107,7 +107,7 @@ pub async fn serve_unix(listener: UnixListener, app: Router, access: Arc<Access>
     serve(listener, app, limits).await
 }
 
-/// Serve `app` on one run's own socket (`crate::supervisor::api`): every request is `principal`
+/// Serve `app` on one run's own socket (`spaces_host::supervisor::api`): every request is `principal`
 /// (that run, a caller of its Space), whatever it presents ([`auth::as_run`]). Returns only on
 /// a fatal error.
 pub async fn serve_run(listener: UnixListener, app: Router, principal: Principal, limits: Limits) -> std::io::Result<()> {

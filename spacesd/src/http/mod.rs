@@ -1,5 +1,5 @@
 //! The HTTP API of `spacesd` (JSON under `/v1`): an adapter over the operation table
-//! ([`crate::service`]). Every operation has one route (`ops`); errors go out in the envelope
+//! ([`spaces_service`]). Every operation has one route (`ops`); errors go out in the envelope
 //! `{"error": {code, message, ...}}` with the status [`status_of`] gives.
 //!
 //! Routes: one per operation of the table (see docs/api.md, generated from it), plus
@@ -79,8 +79,8 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
     }
 }
 
-impl From<crate::error::Error> for HttpError {
-    fn from(e: crate::error::Error) -> Self {
+impl From<spaces_host::error::Error> for HttpError {
+    fn from(e: spaces_host::error::Error) -> Self {
         HttpError(e.to_api())
     }
 }

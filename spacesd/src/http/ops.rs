@@ -19,11 +19,11 @@ use axum::routing::{on, MethodFilter, MethodRouter};
 use axum::{Extension, Json, Router};
 use spaces_sdk::op::HttpMethod;
 use spaces_sdk::{ApiError, ErrorCode};
+use spaces_service::{table, Service};
 
 use super::args::{arguments, query_types, MAX_BODY_BYTES};
 use super::HttpError;
 use crate::access::Principal;
-use crate::service::{table, Service};
 
 /// Every row of the table as a route of one router.
 pub fn routes(service: Service) -> Router {

@@ -3,7 +3,7 @@
 //! bearer token decides).
 //! Identity is never guessed from the peer's process (its parent chain, its open sockets): a
 //! process of a run reaches the daemon only through its run's own socket
-//! (`crate::supervisor::api`).
+//! (`spaces_host::supervisor::api`).
 
 /// A connection's peer as accepted.
 #[derive(Debug, Clone, Copy)]

@@ -6,11 +6,11 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
 use spaces_codespace::service::CodeSpace;
+use spaces_host::supervisor::Supervisor;
 use spaces_sdk::{bounded, ApiError, ErrorCode};
+use spaces_service::{table, Service};
 
 use super::error_response;
-use crate::service::{table, Service};
-use crate::supervisor::Supervisor;
 
 /// The daemon's two domains, as `serve` opens them.
 #[derive(Clone)]
@@ -65,5 +65,5 @@ async fn health() -> Json<serde_json::Value> {
 /// The document never changes while the daemon runs: built once.
 async fn openapi() -> Json<serde_json::Value> {
     static DOC: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
-    Json(DOC.get_or_init(crate::service::openapi).clone())
+    Json(DOC.get_or_init(spaces_service::openapi).clone())
 }

@@ -31,11 +31,11 @@ use futures_util::StreamExt as _;
 use serde_json::{json, Value};
 use spaces_sdk::follow::Until;
 use spaces_sdk::{AgentEventsRequest, ApiError, ErrorCode, EventsPage};
+use spaces_service::{Row, Service};
 
 use super::args::{arguments, Scalar};
 use super::HttpError;
 use crate::access::Principal;
-use crate::service::{Row, Service};
 
 /// Default quiet time before a heartbeat comment, ms.
 pub const HEARTBEAT_MS: u64 = 15_000;

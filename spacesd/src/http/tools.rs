@@ -6,6 +6,6 @@ use serde_json::Value;
 
 /// `GET /v1/tools`.
 pub async fn list() -> Json<Value> {
-    let tools: Vec<&str> = crate::service::table().iter().filter(|r| r.info.path.starts_with("/v1/tools/")).map(|r| r.info.name).collect();
+    let tools: Vec<&str> = spaces_service::table().iter().filter(|r| r.info.path.starts_with("/v1/tools/")).map(|r| r.info.name).collect();
     Json(serde_json::json!({ "tools": tools }))
 }

@@ -5,7 +5,7 @@
 
 use anyhow::Context;
 
-use crate::config::Config;
+use spaces_host::config::Config;
 
 pub use spaces_sdk::local::{answers, START_TIMEOUT};
 
@@ -18,7 +18,8 @@ pub fn log_path(cfg: &Config) -> std::path::PathBuf {
 /// cannot be found or spawned, or the new daemon exited or did not answer within
 /// [`START_TIMEOUT`] (the message carries the end of its log).
 pub async fn ensure_daemon(cfg: &Config) -> anyhow::Result<()> {
-    crate::fsutil::create_private_dir(&cfg.state_dir).with_context(|| format!("cannot create state dir {}", cfg.state_dir.display()))?;
+    spaces_store::fsutil::create_private_dir(&cfg.state_dir)
+        .with_context(|| format!("cannot create state dir {}", cfg.state_dir.display()))?;
     let exe = std::env::current_exe().context("cannot find the spacesd binary")?;
     let command = [exe.into_os_string(), "--state-dir".into(), cfg.state_dir.clone().into_os_string(), "serve".into()];
     if let Some(pid) = spaces_sdk::local::ensure_daemon(&cfg.state_dir, &command).await? {

@@ -8,8 +8,8 @@ use serde_json::Value;
 use spaces_sdk::client::{Client, ClientError, Endpoint};
 use spaces_sdk::{ApiError, ErrorCode};
 
-use crate::config::Config;
-use crate::service::Service;
+use spaces_host::config::Config;
+use spaces_service::Service;
 
 /// Runs one operation of the table by name with a JSON argument object. Dropping the future
 /// abandons the call (a cancelled MCP request); what the operation started keeps running.

@@ -26,11 +26,11 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use spaces_service::Service;
 use tokio_util::sync::CancellationToken;
 
 use super::SpacesMcp;
 use crate::access::{Principal, Via};
-use crate::service::Service;
 
 /// The path of the MCP endpoint.
 pub const PATH: &str = "/mcp";

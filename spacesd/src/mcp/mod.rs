@@ -5,7 +5,7 @@
 //! Theory of operation: one `rmcp` handler, [`SpacesMcp`], is an adapter over the operation
 //! table like the HTTP routes are. It holds no copy of names or schemas: a tool's name, doc,
 //! `inputSchema` and `outputSchema` come from the row ([`tools`]), and a call runs the row
-//! through a [`Backend`]: in-process ([`crate::service::Service`], for `/mcp` inside the daemon)
+//! through a [`Backend`]: in-process ([`spaces_service::Service`], for `/mcp` inside the daemon)
 //! or the daemon over its Unix socket ([`backend::Daemon`], for stdio).
 //!
 //! - Success: `structuredContent` is the operation's JSON result, and one text content carries the

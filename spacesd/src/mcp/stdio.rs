@@ -11,13 +11,13 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use rmcp::ServiceExt;
+use spaces_host::config::Config;
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio_util::sync::CancellationToken;
 
 use super::backend::Daemon;
 use super::scope::Scope;
 use super::SpacesMcp;
-use crate::config::Config;
 
 /// How `spacesd mcp` serves.
 #[derive(Debug, Clone, Default)]

@@ -8,7 +8,7 @@ use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::{json, Map, Value};
 use spaces_sdk::op::Audience;
 
-use crate::service::{request_schema, result_schema, table, Row};
+use spaces_service::{request_schema, result_schema, table, Row};
 
 /// The key an array result is wrapped under: MCP tool output is an object, so `space_list` and
 /// `agent_list` answer `{"items": [...]}` in `structuredContent` and in their output schema.

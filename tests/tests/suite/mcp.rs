@@ -61,8 +61,8 @@ fn expected_tools() -> Vec<(String, Value, Value)> {
         .into_iter()
         .filter(|o| o.audience == Audience::Tool)
         .map(|o| {
-            let input = spacesd::service::request_schema(o.name).unwrap();
-            let mut output = spacesd::service::result_schema(o.name).unwrap();
+            let input = spaces_service::request_schema(o.name).unwrap();
+            let mut output = spaces_service::result_schema(o.name).unwrap();
             if output["type"] == "array" {
                 let obj = output.as_object_mut().unwrap();
                 let (dialect, defs) = (obj.remove("$schema"), obj.remove("$defs"));

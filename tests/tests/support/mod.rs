@@ -90,13 +90,13 @@ pub fn require_cli(harness: &str, binary_rel: &str) {
 }
 
 /// Variables of the test's own environment that a `spacesd` started by the tests gets: what the
-/// daemon passes on to npm for a first-use install ([`spacesd::supervisor::npm_passes`]: where
+/// daemon passes on to npm for a first-use install ([`spaces_host::supervisor::npm_passes`]: where
 /// programs are, the user and home, locale and temp dir, proxies, CA certificates,
 /// `npm_config_*`), and Rust's logging and backtraces. Nothing else: a stray
 /// `SPACES_HARNESS_BIN_*`, `SPACES_STALL_MS`, config path or API key in the developer's shell
 /// must not change what a test runs.
 fn daemon_gets(name: &str) -> bool {
-    spacesd::supervisor::npm_passes(name) || ["RUST_LOG", "RUST_BACKTRACE"].contains(&name)
+    spaces_host::supervisor::npm_passes(name) || ["RUST_LOG", "RUST_BACKTRACE"].contains(&name)
 }
 
 /// The environment a test's `spacesd` starts from: what [`daemon_gets`] of `vars` (the test
@@ -444,7 +444,7 @@ pub fn settled(st: &RunStatus) -> bool {
 }
 
 /// Live processes carrying `SPACES_RUN_ID=<run>` in their environment: the daemon's run marker
-/// (`spacesd/src/supervisor/marker.rs`), written out here because it is a contract of the daemon,
+/// (`host/src/supervisor/marker.rs`), written out here because it is a contract of the daemon,
 /// not of the codespace process layer that only looks for it.
 pub fn run_processes(run: &str) -> Vec<i32> {
     spaces_os::process::alive_with_marker(&spaces_os::process::env_marker("SPACES_RUN_ID", run))

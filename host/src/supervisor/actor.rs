@@ -1,0 +1,369 @@
+//! The run actor: one task per live run that owns its agent process and state machine.
+//!
+//! Every state transition of a run happens here, in order: commands (message, interrupt, stop)
+//! arrive on a channel, process output arrives on another, and the actor appends normalized
+//! events and updates the stored run. At most one turn is in flight; messages sent mid-turn wait
+//! in the actor's queue and start when the turn ends (for per-turn CLIs: when its process exits).
+//!
+//! The decisions are the pure [`state::Machine`]'s (states `Absent`, `Live`, `Stopping`,
+//! `Stopped`; what a message, an interrupt, a stop, output, an exit, a turn's end or a passed
+//! deadline means); this file and its parts do the I/O they call for: `turns.rs` starts turns
+//! and stores what they change, `exit.rs` takes the process's output and its end. How a process
+//! is launched and how its output becomes events is the [`Launcher`]'s.
+
+mod disk;
+mod exit;
+pub mod state;
+mod talk;
+mod turns;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use spaces_harnesses::{EventDraft, Harness, Normalizer};
+use spaces_os::process::kill_tree;
+use spaces_os::redact::Redactor;
+use spaces_sdk::{ActionReport, ApiError, ErrorCode, EventKind, Phase, Status};
+use spaces_store::runs::RunRow;
+use spaces_store::JournalPos;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::folder::{folder_present, SpaceFolder};
+use super::keys::{Keyed, Queued};
+use super::launcher::Launcher;
+use super::mailbox::{Cmd, Reply};
+use super::marker::run_marker;
+use super::proc::LiveProc;
+use super::secrets::RunSecrets;
+use super::shared::Inner;
+use state::{Admit, Advance, Machine, Setup, StopEnd, OUTPUT_CLOSED};
+
+/// Grace between SIGTERM and SIGKILL when stopping a run.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// Lets a dormant actor go ([`Actor::run`]): true when it was removed from the actor map (no
+/// command waits for it), given the failures in a row it leaves behind (case P7's back-off
+/// outlives the actor).
+pub type Retire = Box<dyn FnMut(&mut mpsc::UnboundedReceiver<Cmd>, u32) -> bool + Send>;
+
+/// The actor: the run's machine, and what it needs for I/O.
+pub struct Actor {
+    inner: Arc<Inner>,
+    run: RunRow,
+    harness: &'static dyn Harness,
+    norm: Box<dyn Normalizer>,
+    /// Shared with the bulk lane when a large batch goes there.
+    redactor: Arc<Redactor>,
+    launcher: Launcher,
+    machine: Machine<LiveProc>,
+    stop_replies: Vec<Reply>,
+    /// A write of the run found the disk full: why, naming the disk, until the loop ends the
+    /// process for it (`disk.rs`).
+    disk_full: Option<String>,
+}
+
+impl Actor {
+    /// An actor for `run` (fresh, or re-adopted after a daemon restart with no live process),
+    /// `fast_failures` of its processes failed in a row so far.
+    pub fn new(inner: Arc<Inner>, run: RunRow, harness: &'static dyn Harness, secrets: RunSecrets, fast_failures: u32) -> Self {
+        let redactor = Arc::new(secrets.redactor());
+        let setup = Setup {
+            model: harness.process_model(),
+            exit_when_idle: run.options.exit_when_idle == Some(true),
+            persistent: run.options.home.is_some(),
+            stall_limit: Duration::from_millis(inner.cfg.stall_ms),
+        };
+        Self {
+            launcher: Launcher::new(inner.clone(), &run.run_id, harness, secrets),
+            inner,
+            norm: harness.normalizer(),
+            harness,
+            redactor,
+            run,
+            machine: Machine::new(setup, fast_failures, Instant::now()),
+            stop_replies: Vec::new(),
+            disk_full: None,
+        }
+    }
+
+    /// Re-adopt the run's agent process after a daemon restart, its events stored up to `pos`
+    /// (see [`Launcher::adopt`]), then [`Self::run`]. Errors: the journal cannot be read.
+    pub async fn adopt(mut self, pos: JournalPos) -> Result<Self, String> {
+        let Some(p) = self.launcher.adopt(pos.gen, pos.offset, &self.redactor, self.norm.as_mut()).await? else {
+            self.machine.stall.last_output = Instant::now();
+            return Ok(self);
+        };
+        let (pid, out_closed) = (p.pid, p.out_closed);
+        self.machine.adopted(p, out_closed, Instant::now());
+        if self.run.pgid.is_none() {
+            // Adopted before the previous daemon stored that its process had started.
+            self.run.pgid = Some(pid);
+            if self.run.status == Status::Running {
+                self.set_state(Status::Running, Phase::Working, "a turn is running");
+            } else {
+                self.save();
+            }
+        }
+        Ok(self)
+    }
+
+    /// After a daemon restart: turn `run.turns` was recorded as started, but the previous daemon
+    /// died before any process of it started (no shim directory of it is left). The turn starts
+    /// its process now with `text` (its events so far are stored: the normalizer learns of the
+    /// turn without storing them again), then [`Self::run`].
+    pub async fn restart_turn(mut self, text: String) -> Self {
+        let turn = self.run.turns;
+        // The text too: a conversation normalizer sends it once its process is ready.
+        drop(self.norm.begin_turn(turn, &text));
+        self.machine.turn_started(text.clone(), Instant::now());
+        self.spawn_for_turn(turn, &text).await;
+        self
+    }
+
+    /// Run the actor: start `first` (the first prompt, or a follow-up that revived the run), then
+    /// serve commands and process events until the run ends with nothing left to do and
+    /// `retire` lets it go.
+    pub async fn run(mut self, first: Option<String>, mut cmds: mpsc::UnboundedReceiver<Cmd>, mut retire: Retire) {
+        if let Some(text) = first {
+            self.start_turn(text.into()).await;
+        }
+        loop {
+            let deadline = self.machine.deadline(self.norm.turn_in_flight(), self.norm.tool_running());
+            tokio::select! {
+                cmd = cmds.recv() => match cmd {
+                    Some(cmd) => self.on_cmd(cmd).await,
+                    None => break,
+                },
+                Some(ev) = self.launcher.next_event() => self.on_proc_events(ev).await,
+                _ = sleep_until(deadline.map(|(at, _)| at)) => {
+                    if let Some((_, timer)) = deadline {
+                        self.on_deadline(timer).await;
+                    }
+                }
+            }
+            if let Some(why) = self.disk_full.take() {
+                self.on_disk_full(why).await;
+            }
+            self.advance().await;
+            // No process, no turn, nothing queued: the actor may go; a later command revives it.
+            if self.machine.is_dormant(self.norm.turn_in_flight()) && retire(&mut cmds, self.machine.fast_failures) {
+                break;
+            }
+        }
+    }
+
+    // ----- commands -----
+
+    async fn on_cmd(&mut self, cmd: Cmd) {
+        match cmd {
+            Cmd::Message { text, force, key, reply } => {
+                let answer = self.on_message(text, force, key).await;
+                let _ = reply.send(answer);
+            }
+            Cmd::Interrupt { reply } => {
+                let report = self.on_interrupt().await;
+                let _ = reply.send(Ok(report));
+            }
+            Cmd::Stop { reply } => {
+                self.stop_replies.push(reply);
+                self.on_stop().await;
+            }
+        }
+    }
+
+    fn report(&self, ok: bool, reason: impl Into<String>) -> ActionReport {
+        ActionReport { run_id: self.run.run_id.clone(), ok, reason: reason.into() }
+    }
+
+    /// A follow-up. Errors: `AGENT_BUSY` while a stop is ending the run's processes (the run
+    /// will be stopped: start a new run), `RESOURCE_QUEUE_FULL` when
+    /// [`state::MAX_QUEUED_MESSAGES`] already wait behind the running turn.
+    /// With `key`: a repeat of a message delivered or queued before answers its first report
+    /// (`OPERATION_KEY_CONFLICT` when the key came with another text or `force`).
+    async fn on_message(&mut self, text: String, force: bool, key: Option<Keyed>) -> Result<ActionReport, ApiError> {
+        if let Some(key) = &key {
+            if let Some(first) = key.replay(&self.inner.store).map_err(|e| e.to_api())? {
+                return Ok(first);
+            }
+            for queued in &self.machine.queue {
+                if let Some((other, report)) = &queued.key {
+                    if key.repeats(other)? {
+                        return Ok(report.clone());
+                    }
+                }
+            }
+        }
+        let admit = self.machine.admit(self.run.status, force, self.norm.turn_in_flight());
+        match admit {
+            Admit::Stopped => return Ok(self.report(false, "the run is stopped; start a new run to continue")),
+            Admit::Stopping => {
+                return Err(ApiError::new(
+                    ErrorCode::AgentBusy,
+                    "the run is being stopped (its processes are ending); it will not take follow-ups: start a new run",
+                ))
+            }
+            _ => {}
+        }
+        if self.machine.message_starts_process() {
+            // R34: a new process starts in the run's folder for this message.
+            folder_present(&self.folder()).map_err(|e| e.to_api())?;
+        }
+        let keyed = |report: &ActionReport| key.map(|k| (k, report.clone()));
+        match admit {
+            Admit::QueueFull(n) => Err(ApiError::new(
+                ErrorCode::ResourceQueueFull,
+                format!(
+                    "{n} follow-ups already wait behind the running turn (the limit); wait for the turn to end \
+                     (agent_events) or interrupt it, then send again"
+                ),
+            )),
+            Admit::InterruptFirst => {
+                let report = self.report(true, "the running turn is being interrupted; this message runs next");
+                self.machine.queue.push_front(Queued { text, key: keyed(&report) });
+                let _ = self.on_interrupt().await;
+                Ok(report)
+            }
+            Admit::Queue(pos) => {
+                let report = self.report(true, format!("queued at position {pos}: a turn is running; it starts when that turn ends"));
+                self.machine.queue.push_back(Queued { text, key: keyed(&report) });
+                self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice)
+                    .summary(format!("message queued (position {pos}); it starts when the running turn ends"))]);
+                Ok(report)
+            }
+            Admit::StartNow | Admit::Stopped | Admit::Stopping => {
+                let report = self.report(true, format!("delivered: turn {} started", self.run.turns + 1));
+                self.start_turn(Queued { text, key: keyed(&report) }).await;
+                Ok(report)
+            }
+        }
+    }
+
+    async fn on_interrupt(&mut self) -> ActionReport {
+        let in_flight = self.norm.turn_in_flight();
+        if !in_flight {
+            return self.report(false, "no turn in flight; nothing to interrupt (nothing is remembered for later turns)");
+        }
+        let drafts = self.norm.interrupt_requested();
+        self.append(drafts);
+        self.send_outgoing().await;
+        self.machine.interrupt(in_flight);
+        let shim = self.machine.process().and_then(|p| p.shim.clone());
+        let known = self.machine.process().is_some_and(|p| p.out_closed);
+        if output_closed(known, shim.as_deref()).await {
+            // It could neither take the interrupt nor say it did (case R42): it is ended.
+            let why = format!("{OUTPUT_CLOSED}; it was ended by the interrupt");
+            self.machine.end_by_rule(why.clone());
+            self.launcher.note_in_stderr_tail(why);
+            let survivors = self.end_processes(STOP_GRACE).await;
+            if !survivors.is_empty() {
+                return self.report(false, format!("{OUTPUT_CLOSED}; ending it failed: processes {survivors:?} are still alive"));
+            }
+            return self.report(
+                true,
+                format!("{OUTPUT_CLOSED}: its process was ended instead of interrupted; turn {} ends interrupted", self.run.turns),
+            );
+        }
+        let Some(shim) = shim else { return self.report(false, "the agent process is not running; try again or use stop") };
+        if let talk::Sent::Refused(why) = self.send_interrupt(&shim).await {
+            return self.report(false, why);
+        }
+        self.report(true, format!("interrupt sent to turn {}", self.run.turns))
+    }
+
+    async fn on_stop(&mut self) {
+        let dropped = self.machine.stop();
+        self.queue_dropped(dropped, "the run was stopped");
+        let survivors = self.end_processes(STOP_GRACE).await;
+        match self.machine.stop_ended(survivors.is_empty(), Instant::now()) {
+            StopEnd::Failed => self.answer_stops(false, &format!("stop failed: processes {survivors:?} are still alive")),
+            StopEnd::Finish => self.finish_stopped(),
+            // The exit reaches the journal shortly; the drain deadline bounds the wait for it.
+            StopEnd::AwaitExit => {}
+        }
+    }
+
+    /// End every process of the run: the shim's whole tree (every descendant, whatever it did
+    /// with its session or environment), or, with no live shim, whatever carries the run
+    /// marker. Returns the survivors (empty when everything is gone).
+    async fn end_processes(&mut self, grace: Duration) -> Vec<i32> {
+        if let Some(shim) = self.machine.process().and_then(|p| p.shim.clone()) {
+            match shim.stop(grace).await {
+                Ok(survivors) => return survivors,
+                Err(e) => tracing::warn!("run {}: the shim did not answer a stop ({e}); ending by marker", self.run.run_id),
+            }
+        }
+        // No process: nothing of the run is left to end. Its last shim ended the whole tree
+        // when the agent exited, or, gone itself, left it to the marker sweep in
+        // `finish_process`. Scanning every process's environment here would make each stop cost
+        // more the busier the host is.
+        let Some(pgid) = self.machine.process().map(|p| p.pid) else { return Vec::new() };
+        kill_tree(Some(pgid), &run_marker(&self.run.run_id), grace).await.survivors
+    }
+
+    fn finish_stopped(&mut self) {
+        if self.norm.turn_in_flight() {
+            let exit = spaces_harnesses::ExitInfo { stop_requested: true, ..Default::default() };
+            let drafts = self.norm.process_exited(&exit);
+            self.append(drafts);
+        }
+        self.machine.stopped();
+        self.set_state(Status::Stopped, Phase::Exited, "stopped by request; no process of the run is left");
+        self.answer_stops(true, "stopped; no process of the run is left");
+    }
+
+    fn answer_stops(&mut self, ok: bool, reason: &str) {
+        for reply in self.stop_replies.drain(..) {
+            let _ = reply.send(Ok(ActionReport { run_id: self.run.run_id.clone(), ok, reason: reason.to_owned() }));
+        }
+    }
+
+    /// Start the next queued turn when the run can take it, or close an idle long-lived process
+    /// of an `exit_when_idle` run. Called after every command and process event.
+    async fn advance(&mut self) {
+        match self.machine.advance(self.norm.turn_in_flight(), self.run.turns) {
+            Advance::Nothing => {}
+            Advance::Start(next) => self.start_turn(next).await,
+            Advance::CloseStdin => {
+                if let Some(p) = self.machine.process_mut() {
+                    p.stdin_open = false;
+                    if let Some(shim) = p.shim.clone() {
+                        let _ = shim.close_stdin().await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The folder the run's agent works in.
+    fn folder(&self) -> SpaceFolder<'_> {
+        SpaceFolder { space: Some(&self.run.space), path: std::path::Path::new(&self.run.cwd) }
+    }
+
+    /// Say in a `notice` that `n` queued messages were dropped, and why (never silently).
+    fn queue_dropped(&mut self, n: usize, why: &str) {
+        if n > 0 {
+            self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice).summary(format!("{n} queued message(s) dropped: {why}"))]);
+        }
+    }
+}
+
+/// Whether a process's stdout is closed: `known` from its journal, else asked of its `shim`
+/// (which saw the EOF before the record reached the actor). Free of the actor, whose
+/// normalizer is not `Sync`, so it is not borrowed across the await.
+async fn output_closed(known: bool, shim: Option<&spaces_os::shim::ShimClient>) -> bool {
+    if known {
+        return true;
+    }
+    match shim {
+        Some(shim) => shim.status().await.is_ok_and(|r| r.out_closed && r.exit.is_none()),
+        None => false,
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending::<()>().await,
+    }
+}

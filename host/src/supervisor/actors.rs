@@ -1,0 +1,116 @@
+//! Actors started and revived (the map itself: `mailbox.rs`).
+//! [`launch`] starts the actor of a new run; [`ask`] sends a command to a run's actor, reviving
+//! one from the stored run when it had retired, and awaits its answer; [`Actors::retire`] lets a
+//! dormant actor go. Commands are sent and actors removed under one lock, so a command can never
+//! slip in between an actor's last look at its channel and its removal.
+
+use std::sync::Arc;
+
+use spaces_harnesses::Harness;
+use spaces_sdk::{ActionReport, ErrorCode};
+use spaces_store::runs::RunRow;
+use spaces_store::JournalPos;
+use tokio::sync::{mpsc, oneshot};
+
+use super::actor::{Actor, Retire};
+use super::mailbox::{Cmd, Reply};
+use super::secrets::RunSecrets;
+use super::shared::Inner;
+use crate::error::{refuse, Error, Result};
+
+/// The actor of `run`, with the failures in a row its last actor left (case P7's back-off
+/// outlives an actor).
+fn new_actor(inner: &Arc<Inner>, run: RunRow, harness: &'static dyn Harness, secrets: RunSecrets) -> Actor {
+    let fast_failures = inner.fast_failures(&run.run_id);
+    Actor::new(inner.clone(), run, harness, secrets, fast_failures)
+}
+
+/// How the actor of `run_id` leaves the map once dormant: with no command waiting for it, it is
+/// removed and the failures in a row it counted are kept for the next one.
+fn retire(inner: &Arc<Inner>, run_id: &str) -> Retire {
+    let (inner, run_id) = (inner.clone(), run_id.to_owned());
+    Box::new(move |cmds, fast_failures| {
+        inner.set_fast_failures(&run_id, fast_failures);
+        inner.actors.retire(&run_id, cmds)
+    })
+}
+
+/// Start the actor of the new run `run`, whose first turn is `prompt`.
+pub(super) fn launch(inner: &Arc<Inner>, run: RunRow, harness: &'static dyn Harness, secrets: RunSecrets, prompt: String) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    inner.actors.lock().insert(run.run_id.clone(), tx);
+    let retire = retire(inner, &run.run_id);
+    let actor = new_actor(inner, run, harness, secrets);
+    tokio::spawn(actor.run(Some(prompt), rx, retire));
+}
+
+/// Re-adopt the agent process of `run` after a daemon restart (its events stored up to `pos`)
+/// and start its actor. Errors: the run's agent is unknown, its secrets or journal unreadable.
+pub(super) async fn adopt(inner: &Arc<Inner>, run: RunRow, pos: JournalPos) -> Result<()> {
+    let harness = spaces_harnesses::by_id(&run.agent).ok_or_else(|| {
+        refuse(ErrorCode::HarnessUnavailable, format!("run {} uses agent {:?}, which this host does not know", run.run_id, run.agent))
+    })?;
+    let secrets = RunSecrets::load(&inner.cfg.run_dir(&run.run_id))?;
+    let run_id = run.run_id.clone();
+    let actor = new_actor(inner, run, harness, secrets).adopt(pos).await.map_err(|why| refuse(ErrorCode::Internal, why))?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    let retire = retire(inner, &run_id);
+    inner.actors.lock().insert(run_id, tx);
+    tokio::spawn(actor.run(None, rx, retire));
+    Ok(())
+}
+
+/// After a daemon restart, start again the turn in flight of `run`, whose agent never started
+/// (the previous daemon died first), with `text` (the first prompt), and start its actor: a
+/// run whose first turn was not even recorded starts it as a new run's actor does. Errors: the
+/// run's agent is unknown, or its secrets unreadable.
+pub(super) fn restart(inner: &Arc<Inner>, run: RunRow, text: String) -> Result<()> {
+    let harness = spaces_harnesses::by_id(&run.agent).ok_or_else(|| {
+        refuse(ErrorCode::HarnessUnavailable, format!("run {} uses agent {:?}, which this host does not know", run.run_id, run.agent))
+    })?;
+    let secrets = RunSecrets::load(&inner.cfg.run_dir(&run.run_id))?;
+    if run.turns == 0 {
+        launch(inner, run, harness, secrets, text);
+        return Ok(());
+    }
+    let (tx, rx) = mpsc::unbounded_channel();
+    inner.actors.lock().insert(run.run_id.clone(), tx);
+    let retire = retire(inner, &run.run_id);
+    let actor = new_actor(inner, run, harness, secrets);
+    tokio::spawn(async move { actor.restart_turn(text).await.run(None, rx, retire).await });
+    Ok(())
+}
+
+/// Send the command `cmd(reply)` to the actor of `run` and await the actor's answer.
+pub(super) async fn ask(inner: &Arc<Inner>, run: RunRow, cmd: impl FnOnce(Reply) -> Cmd) -> Result<ActionReport> {
+    let (reply, rx) = oneshot::channel();
+    dispatch(inner, run, cmd(reply))?;
+    let answer = rx.await.map_err(|_| refuse(ErrorCode::Internal, "the run's actor ended before answering; check the run's status"))?;
+    answer.map_err(Error::Api)
+}
+
+/// Send `cmd` to the run's actor, reviving one from the stored run if it retired.
+fn dispatch(inner: &Arc<Inner>, run: RunRow, cmd: Cmd) -> Result<()> {
+    let mut map = inner.actors.lock();
+    let cmd = match map.get(&run.run_id) {
+        Some(tx) => match tx.send(cmd) {
+            Ok(()) => return Ok(()),
+            Err(mpsc::error::SendError(cmd)) => cmd,
+        },
+        None => cmd,
+    };
+    // Reload under the lock: a retiring actor saved its final state before leaving.
+    let run = inner.store.run_get(&run.run_id)?.unwrap_or(run);
+    let harness = spaces_harnesses::by_id(&run.agent).ok_or_else(|| {
+        refuse(ErrorCode::HarnessUnavailable, format!("run {} uses agent {:?}, which this host does not know", run.run_id, run.agent))
+    })?;
+    let secrets = RunSecrets::load(&inner.cfg.run_dir(&run.run_id))?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    let run_id = run.run_id.clone();
+    let retire = retire(inner, &run_id);
+    let actor = new_actor(inner, run, harness, secrets);
+    tokio::spawn(actor.run(None, rx, retire));
+    let _ = tx.send(cmd);
+    map.insert(run_id, tx);
+    Ok(())
+}

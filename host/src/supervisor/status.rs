@@ -1,0 +1,34 @@
+//! What a caller reads about a run: its [`RunStatus`] (the stored row plus, on request, the tail
+//! of its output journal) and the contract's rule for `accepts_message`.
+
+use spaces_sdk::{RunStatus, Status};
+use spaces_store::runs::RunRow;
+
+use super::journal;
+use crate::config::Config;
+
+/// The contract's rule for `accepts_message`: idle, done, crashed or failed; never mid-turn or
+/// stopped.
+pub fn accepts_message(status: Status) -> bool {
+    matches!(status, Status::Idle | Status::Done | Status::Crashed | Status::Failed)
+}
+
+/// The status of `run`, with the last `tail` lines of its output when asked.
+pub(super) fn status_of(cfg: &Config, run: &RunRow, tail: Option<u32>) -> RunStatus {
+    RunStatus {
+        run_id: run.run_id.clone(),
+        agent: Some(run.agent.clone()),
+        space: run.space.clone(),
+        status: run.status,
+        reason: run.reason.clone(),
+        phase: run.phase,
+        result_text: run.result_text.clone(),
+        accepts_message: accepts_message(run.status),
+        output_tail: tail.and_then(|n| journal::tail(&cfg.run_dir(&run.run_id), n)),
+        turns: run.turns,
+        session_id: run.session_id.clone(),
+        created_ms: run.created_ms,
+        label: run.options.label.clone(),
+        prompt_excerpt: run.prompt_excerpt.clone(),
+    }
+}

@@ -1,0 +1,204 @@
+//! Runs and their turns.
+
+use rusqlite::{params, OptionalExtension, Row};
+use spaces_sdk::{Phase, SpaceAgentOptions, Status};
+
+use super::{now_ms, Store};
+use crate::error::Result;
+
+/// One run as stored. `options` never holds `env` values (those live 0600 in the run dir).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRow {
+    pub run_id: String,
+    pub space: String,
+    pub agent: String,
+    pub created_ms: u64,
+    pub status: Status,
+    pub phase: Phase,
+    pub reason: String,
+    pub result_text: Option<String>,
+    pub session_id: Option<String>,
+    pub turns: u32,
+    /// Absolute working directory of the agent.
+    pub cwd: String,
+    pub options: SpaceAgentOptions,
+    pub notes: Vec<String>,
+    /// Process group of the live agent process, if any.
+    pub pgid: Option<i32>,
+    /// The first turn's prompt, redacted and cut ([`spaces_sdk::RunStatus::prompt_excerpt`]);
+    /// `None` for runs recorded before the column existed.
+    pub prompt_excerpt: Option<String>,
+}
+
+const COLUMNS: &str = "run_id, space, agent, created_ms, status, phase, reason, result_text, \
+                       session_id, turns, cwd, options_json, notes_json, pgid, prompt_excerpt";
+
+fn from_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
+    let options: String = r.get(11)?;
+    let notes: String = r.get(12)?;
+    Ok(RunRow {
+        run_id: r.get(0)?,
+        space: r.get(1)?,
+        agent: r.get(2)?,
+        created_ms: r.get::<_, i64>(3)? as u64,
+        status: Status::parse(&r.get::<_, String>(4)?),
+        phase: Phase::parse(&r.get::<_, String>(5)?),
+        reason: r.get(6)?,
+        result_text: r.get(7)?,
+        session_id: r.get(8)?,
+        turns: r.get::<_, i64>(9)? as u32,
+        cwd: r.get(10)?,
+        options: serde_json::from_str(&options).unwrap_or_default(),
+        notes: serde_json::from_str(&notes).unwrap_or_default(),
+        pgid: r.get(13)?,
+        prompt_excerpt: r.get(14)?,
+    })
+}
+
+impl Store {
+    /// Insert a new run.
+    pub fn run_insert(&self, run: &RunRow) -> Result<()> {
+        self.run_insert_keyed(run, None)
+    }
+
+    /// Insert a new run and, in the same transaction, the idempotency key of the `agent_start`
+    /// that made it (`key`): both are stored or neither. An error when `key` is already taken
+    /// (a concurrent start with the same key won): nothing is stored then.
+    pub fn run_insert_keyed(&self, run: &RunRow, key: Option<super::keys::KeyRow>) -> Result<()> {
+        let run = run.clone();
+        self.write(move |conn| {
+            if let Some(key) = &key {
+                super::keys::key_insert_in(conn, key)?;
+            }
+            conn.execute(
+                &format!("INSERT INTO runs ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)"),
+                params![
+                    run.run_id,
+                    run.space,
+                    run.agent,
+                    run.created_ms as i64,
+                    run.status.as_str(),
+                    run.phase.as_str(),
+                    run.reason,
+                    run.result_text,
+                    run.session_id,
+                    run.turns as i64,
+                    run.cwd,
+                    serde_json::to_string(&run.options)?,
+                    serde_json::to_string(&run.notes)?,
+                    run.pgid,
+                    run.prompt_excerpt,
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Write back the mutable fields of `run` (state, result, session, turns, pgid).
+    pub fn run_update(&self, run: &RunRow) -> Result<()> {
+        let run = run.clone();
+        self.write(move |conn| run_update_in(conn, &run))
+    }
+
+    /// The run `run_id`, if it exists.
+    pub fn run_get(&self, run_id: &str) -> Result<Option<RunRow>> {
+        Ok(self
+            .reader()?
+            .prepare_cached(&format!("SELECT {COLUMNS} FROM runs WHERE run_id = ?1"))?
+            .query_row(params![run_id], from_row)
+            .optional()?)
+    }
+
+    /// Every run of `space`, newest first.
+    pub fn run_list(&self, space: &str) -> Result<Vec<RunRow>> {
+        let conn = self.reader()?;
+        let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM runs WHERE space = ?1 ORDER BY created_ms DESC, rowid DESC"))?;
+        let rows = stmt.query_map(params![space], from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// The runs started as persistent agent `home` (`options.home`), newest first.
+    pub fn runs_with_home(&self, home: &str) -> Result<Vec<RunRow>> {
+        let conn = self.reader()?;
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {COLUMNS} FROM runs WHERE json_extract(options_json, '$.home') = ?1 ORDER BY created_ms DESC, rowid DESC"
+        ))?;
+        let rows = stmt.query_map(params![home], from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Delete run `run_id` with its turns, events, journal position and idempotency keys, in
+    /// one transaction.
+    pub fn run_delete(&self, run_id: &str) -> Result<()> {
+        let id = run_id.to_owned();
+        self.write(move |conn| {
+            for table in ["event_chunks", "turns", "journals", "request_keys", "runs"] {
+                conn.execute(&format!("DELETE FROM {table} WHERE run_id = ?1"), params![id])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Runs of persistent agents that may still take a turn (running, idle, failed, crashed):
+    /// their leases are taken again at start.
+    pub fn live_persistent_runs(&self) -> Result<Vec<RunRow>> {
+        let conn = self.reader()?;
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {COLUMNS} FROM runs WHERE json_extract(options_json, '$.home') IS NOT NULL \
+             AND status IN ('running', 'idle', 'failed', 'crashed') ORDER BY created_ms"
+        ))?;
+        let rows = stmt.query_map([], from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Runs a previous daemon may have left mid-flight: status `running`, or a recorded agent
+    /// process group (used once at start-up).
+    pub fn runs_to_recover(&self) -> Result<Vec<RunRow>> {
+        let conn = self.reader()?;
+        let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM runs WHERE status = ?1 OR pgid IS NOT NULL ORDER BY created_ms"))?;
+        let rows = stmt.query_map(params![Status::Running.as_str()], from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Record that turn `turn` of `run_id` ended with `stop_reason`.
+    pub fn turn_end(&self, run_id: &str, turn: u32, stop_reason: &str) -> Result<()> {
+        let (run_id, stop_reason) = (run_id.to_owned(), stop_reason.to_owned());
+        self.write(move |conn| {
+            conn.execute(
+                "UPDATE turns SET ended_ms = ?3, stop_reason = ?4 WHERE run_id = ?1 AND turn = ?2",
+                params![run_id, turn as i64, now_ms() as i64, stop_reason],
+            )?;
+            Ok(())
+        })
+    }
+}
+
+/// Inside a write: the run row's state columns from `run`.
+pub fn run_update_in(conn: &rusqlite::Connection, run: &RunRow) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE runs SET status = ?2, phase = ?3, reason = ?4, result_text = ?5,
+             session_id = ?6, turns = ?7, pgid = ?8 WHERE run_id = ?1",
+    )?
+    .execute(params![
+        run.run_id,
+        run.status.as_str(),
+        run.phase.as_str(),
+        run.reason,
+        run.result_text,
+        run.session_id,
+        run.turns as i64,
+        run.pgid,
+    ])?;
+    Ok(())
+}
+
+/// Inside a write: turn `turn` of `run_id` started with `text`.
+pub fn turn_start_in(conn: &rusqlite::Connection, run_id: &str, turn: u32, text: &str) -> Result<()> {
+    conn.prepare_cached("INSERT OR REPLACE INTO turns (run_id, turn, text, started_ms) VALUES (?1, ?2, ?3, ?4)")?.execute(params![
+        run_id,
+        turn as i64,
+        text,
+        now_ms() as i64
+    ])?;
+    Ok(())
+}
