@@ -47,7 +47,7 @@ pub fn init(cfg: &Config, store: &Store) -> anyhow::Result<Level> {
         readonly.extend(command.iter().map(PathBuf::from).filter(|p| p.is_absolute() && p.exists()));
     }
     // The small helper shims start in each sandbox, beside the daemon's executable.
-    let small = std::env::current_exe().ok().and_then(|e| e.parent().map(|dir| dir.join(spaces_os::shim::server::SANDBOX_HELPER)));
+    let small = std::env::current_exe().ok().and_then(|e| e.parent().map(|dir| dir.join(spaces_os::shim::own::SANDBOX_HELPER)));
     readonly.extend(small.clone());
     let hidden = store.protected().iter().map(|p| absolute(p)).collect();
     let host = Host {

@@ -16,6 +16,7 @@
 //! a restart), or pass its own environment to agents (only what a run names).
 
 pub mod access;
+pub mod backend;
 pub mod cli;
 pub mod http;
 pub mod mcp;

@@ -1,6 +1,6 @@
 //! A run's MCP servers: the caller's `options.mcp_servers`, checked at `agent_start`, and the
 //! `spaces` server that `options.space_tools` adds (spacesd's own tools, scoped to the run's
-//! Space: `spacesd mcp --space`, see `spacesd`'s `mcp::scope`). The harness turns the list into its
+//! Space: `spacesd mcp --space`, see `spacesd`'s `access::scope`). The harness turns the list into its
 //! CLI's config format; this module decides what is on the list.
 //!
 //! The `spaces` server is this daemon's own binary, given the daemon's state dir explicitly (so

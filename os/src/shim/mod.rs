@@ -31,6 +31,7 @@ pub mod error;
 pub mod journal;
 pub mod lines;
 pub mod output;
+pub mod own;
 pub mod protocol;
 pub mod server;
 pub mod spare;

@@ -287,7 +287,7 @@ impl Made {
         let seen = spec.warm.as_ref().map(crate::sandbox::identity).unwrap_or_default();
         let made = match &spec.warm {
             Some(policy) => {
-                let helper = super::server::sandbox_helper();
+                let helper = super::own::sandbox_helper();
                 // SAFETY: called before the shim starts any thread.
                 unsafe { prepared::prepare_warm(&dirs, |fd| crate::sandbox::bwrap::warm_command(policy, &helper, fd).unwrap_or_default()) }
             }

@@ -11,7 +11,7 @@
 //!   every run, every tool, `approval_resolve`, `/inbox`.
 //! - **Tool caller**: a token made by `spacesd token create --space NAME --scope control|watch`
 //!   ([`tokens`]), on TCP or the Unix socket. It acts on its one Space only, with the checks of
-//!   a scoped MCP server ([`crate::mcp::scope`]: the Space filled in or checked, process and
+//!   a scoped MCP server ([`scope`]: the Space filled in or checked, process and
 //!   work ids looked up, only holds it opened resumed); with `watch` only operations that
 //!   change nothing. Never the operator's operations.
 //! - **A run's own processes** (an agent, its tools, its `spaces` MCP server) are callers of
@@ -24,6 +24,7 @@
 //!   Unix socket without a token, an unknown or revoked token), `FORBIDDEN` when the credential
 //!   lacks the right. Messages never repeat the presented credential.
 
+pub mod scope;
 pub mod sessions;
 pub mod tokens;
 
@@ -35,9 +36,9 @@ use serde_json::Value;
 use spaces_sdk::op::{Audience, OperationInfo};
 use spaces_sdk::{ApiError, ErrorCode};
 
-use crate::mcp::scope::{Scope, NOT_OFFERED};
-use crate::mcp::tools::ToolEntry;
-use crate::mcp::Backend;
+use crate::backend::tools::ToolEntry;
+use crate::backend::Backend;
+use scope::{Scope, NOT_OFFERED};
 pub use tokens::CallerScope;
 
 /// What makes a caller one.

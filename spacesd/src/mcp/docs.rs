@@ -1,4 +1,4 @@
-//! The tool reference of docs/mcp.md, generated from the tool list ([`super::tools`]). A test
+//! The tool reference of docs/mcp.md, generated from the tool list ([`crate::backend::tools`]). A test
 //! compares the file with it and fails on drift; regenerate with
 //! `SPACES_UPDATE_DOCS=1 cargo test -p spacesd --lib`.
 
@@ -12,15 +12,15 @@ pub const END: &str = "<!-- END GENERATED: tools -->";
 pub fn tools_markdown() -> String {
     let mut out = String::new();
     out.push_str("| tool | annotations | what it does |\n|---|---|---|\n");
-    for t in super::tools::tools() {
+    for t in crate::backend::tools::tools() {
         let tool = &t.tool;
         out.push_str(&format!("| [`{}`](#{}) | {} | {} |\n", tool.name, tool.name, hints(tool), tool.description.as_deref().unwrap_or("")));
     }
-    for t in super::tools::tools() {
+    for t in crate::backend::tools::tools() {
         let tool = &t.tool;
         out.push_str(&format!("\n### {}\n{}\n", tool.name, tool.description.as_deref().unwrap_or("")));
         if t.wraps_items {
-            out.push_str(&format!("\nThe result is a list: `structuredContent` is `{{\"{}\": [...]}}`.\n", super::tools::ITEMS));
+            out.push_str(&format!("\nThe result is a list: `structuredContent` is `{{\"{}\": [...]}}`.\n", crate::backend::tools::ITEMS));
         }
         for (label, schema) in [("inputSchema", Some(&tool.input_schema)), ("outputSchema", tool.output_schema.as_ref())] {
             let Some(schema) = schema else { continue };

@@ -1,4 +1,4 @@
-//! [`SpacesMcp`]: the `rmcp` server handler. `tools/list` is the tool list of [`super::tools`];
+//! [`SpacesMcp`]: the `rmcp` server handler. `tools/list` is the tool list of [`crate::backend::tools`];
 //! `tools/call` runs the row through the [`Backend`] and shapes the answer (see the module doc
 //! of [`crate::mcp`] for success, refusal and cancellation).
 
@@ -15,10 +15,10 @@ use serde_json::Value;
 use spaces_sdk::{bounded, ApiError, ErrorCode};
 use tokio_util::sync::CancellationToken;
 
-use super::backend::Backend;
-use super::scope::Scope;
-use super::tools::{self, ToolEntry};
+use crate::access::scope::Scope;
 use crate::access::Principal;
+use crate::backend::tools::{self, ToolEntry};
+use crate::backend::Backend;
 
 /// How often a waiting call that carries a `progressToken` reports progress.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);

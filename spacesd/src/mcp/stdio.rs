@@ -1,7 +1,7 @@
 //! `spacesd mcp`: the MCP server on stdin/stdout (newline-delimited JSON-RPC), serving the
 //! daemon of the state dir (started in the background if none answers, see
-//! [`super::autostart`], unless `--no-autostart`), optionally scoped to one Space
-//! ([`super::scope`]).
+//! [`crate::backend::autostart`], unless `--no-autostart`), optionally scoped to one Space
+//! ([`crate::access::scope`]).
 //!
 //! Stdout carries only JSON-RPC: nothing on this path prints, and logs go through `tracing` to
 //! stderr. When stdin closes, calls still waiting are abandoned at once (their processes and
@@ -15,14 +15,14 @@ use spaces_host::config::Config;
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio_util::sync::CancellationToken;
 
-use super::backend::Daemon;
-use super::scope::Scope;
 use super::SpacesMcp;
+use crate::access::scope::Scope;
+use crate::backend::Daemon;
 
 /// How `spacesd mcp` serves.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
-    /// Scope every tool to this Space ([`super::scope`]).
+    /// Scope every tool to this Space ([`crate::access::scope`]).
     pub space: Option<String>,
     /// Never start a daemon: serve even when none answers, and refuse calls until one does.
     /// The `spaces` server of an agent run uses it: a daemon started from inside a run would
@@ -34,11 +34,11 @@ pub struct Options {
 /// or the MCP handshake failed (a client that closes stdin before `initialize` is no error).
 pub async fn run(cfg: Config, options: Options) -> anyhow::Result<()> {
     if options.no_autostart {
-        if !super::autostart::answers(&cfg.socket_path()).await {
+        if !crate::backend::autostart::answers(&cfg.socket_path()).await {
             tracing::warn!(socket = %cfg.socket_path().display(), "spacesd mcp: no daemon answers; calls are refused until one does");
         }
     } else {
-        super::autostart::ensure_daemon(&cfg).await?;
+        crate::backend::autostart::ensure_daemon(&cfg).await?;
     }
     let ended = CancellationToken::new();
     let (stdin, stdout) = rmcp::transport::io::stdio_pipes();

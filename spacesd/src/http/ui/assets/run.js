@@ -105,13 +105,19 @@ export function showRun(main, space, runId) {
   const seen = { created: null, running: false, last: null, usages: [], agent: null };
 
   function showUsage() {
-    document.getElementById("run-usage").textContent = usageTotal(seen.usages, seen.agent) ?? "none reported yet";
+    facts.querySelector("#run-usage").textContent = usageTotal(seen.usages, seen.agent) ?? "none reported yet";
   }
 
+  // The header's facts are this page's own nodes (not looked up in the document): after a
+  // logout or another page replaced this one, a late event or tick changes nothing visible.
   function showDuration() {
+    if (!facts.isConnected) {
+      clearInterval(ticking);
+      return;
+    }
     if (seen.created === null) return;
     const end = seen.running ? Date.now() : Math.max(seen.last ?? seen.created, seen.created);
-    document.getElementById("run-duration").textContent = `${duration(end - seen.created)}${seen.running ? " so far" : ""}`;
+    facts.querySelector("#run-duration").textContent = `${duration(end - seen.created)}${seen.running ? " so far" : ""}`;
   }
   const ticking = setInterval(showDuration, 1000);
 
@@ -120,12 +126,12 @@ export function showRun(main, space, runId) {
     seen.last = Math.max(seen.last ?? 0, e.ts_ms ?? 0);
     if (e.kind === "session") {
       const model = (e.text ?? e.summary ?? "").match(/\bmodel ([^\s,]+)/);
-      if (model && model[1] !== "?") document.getElementById("run-model").textContent = model[1];
+      if (model && model[1] !== "?") facts.querySelector("#run-model").textContent = model[1];
     } else if (e.kind === "usage" && e.usage) {
       seen.usages.push(e.usage);
       showUsage();
     } else if (e.kind === "user_message" && e.turn === 1 && e.text) {
-      document.getElementById("run-prompt").title = e.text;
+      facts.querySelector("#run-prompt").title = e.text;
     }
   }
 
@@ -139,7 +145,7 @@ export function showRun(main, space, runId) {
         title.replaceChildren(st.label);
         document.title = `Spaces: ${st.label}`;
       }
-      document.getElementById("run-prompt").textContent = st.prompt_excerpt ?? "(not recorded)";
+      facts.querySelector("#run-prompt").textContent = st.prompt_excerpt ?? "(not recorded)";
       harness.textContent = st.agent ? `${HARNESS_NAMES[st.agent] ?? st.agent}` : "unknown";
       harness.title = st.agent ?? "";
       seen.agent = st.agent ?? null;

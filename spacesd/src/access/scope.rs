@@ -1,7 +1,7 @@
 //! A server scoped to one Space (`spacesd mcp --space NAME`, what `space_tools` gives an agent):
 //! every call must act on that Space, and may leave its name out.
 //!
-//! - **Tools offered**: every tool of [`super::tools`] except `space_list` and `space_add` (a
+//! - **Tools offered**: every tool of [`crate::backend::tools`] except `space_list` and `space_add` (a
 //!   scoped agent neither sees nor registers other Spaces) and `approval_resolve` (an agent does
 //!   not grant or deny its own holds; the user does, over HTTP, the CLI or an unscoped client).
 //! - **Named Space** (the catalogue's [`spaces_sdk::methods::Method::space_field`], the field a
@@ -30,8 +30,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Map, Value};
 use spaces_sdk::{bounded, ApiError, ErrorCode};
 
-use super::backend::Backend;
-use super::tools::{self, ToolEntry};
+use crate::backend::tools::{self, ToolEntry};
+use crate::backend::Backend;
 
 /// Tools a scoped server does not offer (see the module doc).
 pub const NOT_OFFERED: [&str; 4] = ["space_list", "space_add", "approval_resolve", "persistent_agent_send"];

@@ -1,6 +1,11 @@
-//! Where an MCP tool call runs: the [`Backend`] trait and its two implementations, the
-//! in-process [`Service`] (for `/mcp` inside the daemon) and [`Daemon`] (the daemon of a state
-//! dir over its Unix socket, for `spacesd mcp` on stdio).
+//! Where a tool call runs: the [`Backend`] trait and its two implementations, the in-process
+//! [`Service`] (for `/mcp` inside the daemon) and [`Daemon`] (the daemon of a state dir over its
+//! Unix socket, started when it does not answer: [`autostart`], for `spacesd mcp` on stdio); and
+//! the operation table's rows as MCP tools ([`tools`]). Below both who may call ([`crate::access`])
+//! and the MCP server ([`crate::mcp`]), which use it.
+
+pub mod autostart;
+pub mod tools;
 
 use std::future::Future;
 
@@ -25,7 +30,7 @@ impl Backend for Service {
 }
 
 /// The daemon of one state dir, over its Unix socket (one HTTP request per call). When the
-/// socket does not answer, the daemon is started again ([`super::autostart::ensure_daemon`]) and the
+/// socket does not answer, the daemon is started again ([`autostart::ensure_daemon`]) and the
 /// call is sent once more: a connection that was refused carried no request. Without
 /// `autostart` such a call is refused `INTERNAL` instead, and the next call tries again.
 #[derive(Clone)]
@@ -54,7 +59,7 @@ impl Backend for Daemon {
                 ),
             )),
             Err(ClientError::Connect { .. }) => {
-                super::autostart::ensure_daemon(&self.cfg).await.map_err(|e| {
+                autostart::ensure_daemon(&self.cfg).await.map_err(|e| {
                     ApiError::new(ErrorCode::Internal, format!("{name}: spacesd is not running and could not be started: {e:#}"))
                 })?;
                 self.client.call_named(name, args).await.map_err(|e| wire(name, e))
