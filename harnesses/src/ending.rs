@@ -13,7 +13,8 @@
 
 use spaces_sdk::{Event, EventKind, StopReason, ToolStatus};
 
-use crate::{EventDraft, ExitInfo};
+use crate::draft::EventDraft;
+use crate::plan::ExitInfo;
 
 /// Why a turn still in flight ends when the process exits as `exit`, given whether the caller
 /// asked to interrupt it. See the module docs for the order.

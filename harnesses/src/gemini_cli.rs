@@ -22,7 +22,8 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use crate::acp::{AcpCli, AcpCommand, Flavor};
-use crate::{HomeLayout, LaunchContext, SessionFiles};
+use crate::harness::{HomeLayout, SessionFiles};
+use crate::plan::LaunchContext;
 
 /// The pinned npm package.
 pub const PACKAGE: &str = "@google/gemini-cli@0.61.0";
@@ -40,7 +41,7 @@ pub const PLACEHOLDER_KEY: &str = "spaces-no-key";
 /// How Gemini CLI's conversation behaves: no `session/load` across processes.
 pub const FLAVOR: Flavor = Flavor { name: "Gemini CLI", load_in_new_process: false };
 
-/// The Gemini CLI adapter (a [`crate::Harness`] through [`AcpCli`]).
+/// The Gemini CLI adapter (a [`crate::harness::Harness`] through [`AcpCli`]).
 pub struct GeminiCli;
 
 /// The run's settings file: `<home>/.gemini/settings.json`.

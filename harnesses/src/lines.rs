@@ -6,7 +6,8 @@ use std::collections::VecDeque;
 
 use spaces_sdk::EventKind;
 
-use crate::{EventDraft, ExitInfo};
+use crate::draft::EventDraft;
+use crate::plan::ExitInfo;
 
 /// How many stderr lines a normalizer keeps for error reasons.
 pub const STDERR_TAIL_LINES: usize = 20;

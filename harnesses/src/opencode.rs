@@ -27,7 +27,8 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use crate::acp::{AcpCli, AcpCommand, Flavor};
-use crate::{HomeLayout, LaunchContext, SessionFiles};
+use crate::harness::{HomeLayout, SessionFiles};
+use crate::plan::LaunchContext;
 
 /// The pinned npm package.
 pub const PACKAGE: &str = "opencode-ai@1.18.33";
@@ -55,7 +56,7 @@ pub const DEFAULT_ENDPOINT_MODEL: &str = "gpt-5.5";
 /// works (its store is under the home; the `opencode_resume` recording).
 pub const FLAVOR: Flavor = Flavor { name: "opencode", load_in_new_process: true };
 
-/// The opencode adapter (a [`crate::Harness`] through [`AcpCli`]).
+/// The opencode adapter (a [`crate::harness::Harness`] through [`AcpCli`]).
 pub struct OpenCode;
 
 /// The run's config file: `<home>/.config/opencode/opencode.json`.

@@ -20,7 +20,7 @@ pub struct InstallSpec {
 /// How turns map to processes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProcessModel {
-    /// One process per run; each turn is a message on stdin ([`crate::Harness::user_message`]);
+    /// One process per run; each turn is a message on stdin ([`crate::harness::Harness::user_message`]);
     /// a respawn resumes the session.
     LongLived,
     /// One process per turn; turn 2+ resumes the session by id.

@@ -181,7 +181,7 @@ impl Client {
                     Some(v) if !v.is_null() => path.push_str(&enc(&v.to_string())),
                     _ => {
                         return Err(ClientError::Api(ApiError::new(
-                            crate::ErrorCode::InvalidArgument,
+                            crate::error::ErrorCode::InvalidArgument,
                             format!("{}: missing field `{field}`", info.name),
                         )))
                     }
@@ -440,4 +440,4 @@ macro_rules! client_methods {
     };
 }
 
-crate::for_each_operation!(client_methods);
+crate::op::for_each_operation!(client_methods);

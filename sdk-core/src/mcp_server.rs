@@ -127,7 +127,7 @@ mod tests {
     use super::*;
     use crate::{decode, AgentStartRequest, ErrorCode};
 
-    fn start_with(servers: serde_json::Value) -> Result<AgentStartRequest, crate::ApiError> {
+    fn start_with(servers: serde_json::Value) -> Result<AgentStartRequest, crate::error::ApiError> {
         decode("agent_start", json!({"space": "s", "agent": "claude-code", "prompt": "hi", "options": {"mcp_servers": servers}}))
     }
 

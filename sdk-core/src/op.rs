@@ -133,15 +133,15 @@ impl OperationInfo {
 
 /// The catalogue entry named `name`. Errors: `INVALID_ARGUMENT` naming the closest operation
 /// and listing them all.
-pub fn find(name: &str) -> Result<OperationInfo, crate::ApiError> {
+pub fn find(name: &str) -> Result<OperationInfo, crate::error::ApiError> {
     let all = catalogue();
     if let Some(info) = all.iter().find(|o| o.name == name) {
         return Ok(*info);
     }
     let names: Vec<String> = all.iter().map(|o| o.name.to_owned()).collect();
     let hint = crate::decode::closest(name, &names).map(|n| format!("did you mean {n:?}? ")).unwrap_or_default();
-    Err(crate::ApiError::new(
-        crate::ErrorCode::InvalidArgument,
+    Err(crate::error::ApiError::new(
+        crate::error::ErrorCode::InvalidArgument,
         format!("unknown operation {name:?}; {hint}operations: {}", names.join(", ")),
     ))
 }
@@ -160,43 +160,43 @@ macro_rules! for_each_operation {
         $callback! {
             // ----- Spaces and agent runs (API reference, "Agent runs") -----
             agent_capabilities: AgentCapabilities, Get "/v1/capabilities",
-                $crate::Empty => $crate::Capabilities, true, Tool,
+                $crate::run::Empty => $crate::capabilities::Capabilities, true, Tool,
                 "What this host's harnesses are and can do: readiness, auth, endpoint wires, follow-ups.";
             space_list: SpaceList, Get "/v1/spaces",
-                $crate::Empty => Vec<$crate::SpaceRecord>, true, Tool,
+                $crate::run::Empty => Vec<$crate::run::SpaceRecord>, true, Tool,
                 "Every Space registered on this host.";
             space_add: SpaceAdd, Post "/v1/spaces",
-                $crate::SpaceAddRequest => $crate::SpaceRecord, false, Tool [Idempotent],
+                $crate::run::SpaceAddRequest => $crate::run::SpaceRecord, false, Tool [Idempotent],
                 "Register a Space (name, directory, policy); the same registration again is a no-op.";
             agent_start: AgentStart, Post "/v1/spaces/{space}/agents",
-                $crate::AgentStartRequest => $crate::AgentStartReport, false, Tool,
+                $crate::run::AgentStartRequest => $crate::run::AgentStartReport, false, Tool,
                 "Start an agent run with a prompt; answers as soon as the run is launched.";
             agent_list: AgentList, Get "/v1/spaces/{space}/agents",
-                $crate::AgentListRequest => Vec<$crate::RunStatus>, true, Tool,
+                $crate::run::AgentListRequest => Vec<$crate::run::RunStatus>, true, Tool,
                 "Every run of a Space, newest first, whoever started it.";
             agent_status: AgentStatus, Get "/v1/spaces/{space}/agents/{run_id}",
-                $crate::AgentStatusRequest => $crate::RunStatus, true, Tool,
+                $crate::run::AgentStatusRequest => $crate::run::RunStatus, true, Tool,
                 "One run's status, phase, reason, last result and output tail.";
             agent_events: AgentEvents, Get "/v1/spaces/{space}/agents/{run_id}/events",
-                $crate::AgentEventsRequest => $crate::EventsPage, true, Tool [EventStream],
+                $crate::run::AgentEventsRequest => $crate::event::EventsPage, true, Tool [EventStream],
                 "A page of the run's normalized events after a cursor, optionally long-polling.";
             agent_message: AgentMessage, Post "/v1/spaces/{space}/agents/{run_id}/message",
-                $crate::AgentMessageRequest => $crate::ActionReport, false, Tool,
+                $crate::run::AgentMessageRequest => $crate::run::ActionReport, false, Tool,
                 "Send a follow-up: the next turn, queued mid-turn, or forced after an interrupt.";
             agent_interrupt: AgentInterrupt, Post "/v1/spaces/{space}/agents/{run_id}/interrupt",
-                $crate::AgentRunRequest => $crate::ActionReport, false, Tool [Idempotent],
+                $crate::run::AgentRunRequest => $crate::run::ActionReport, false, Tool [Idempotent],
                 "Cancel the turn in flight; the session stays open.";
             agent_stop: AgentStop, Post "/v1/spaces/{space}/agents/{run_id}/stop",
-                $crate::AgentRunRequest => $crate::ActionReport, false, Tool [Destructive, Idempotent],
+                $crate::run::AgentRunRequest => $crate::run::ActionReport, false, Tool [Destructive, Idempotent],
                 "Stop the run: signal, grace, then kill of every process it has.";
             space_remove: SpaceRemove, Post "/v1/spaces/{name}/remove",
-                $crate::SpaceRemoveRequest => $crate::SpaceRemoveReport, false, Operator [Destructive],
+                $crate::run::SpaceRemoveRequest => $crate::run::SpaceRemoveReport, false, Operator [Destructive],
                 "Unregister a Space and delete its runs' history (refused while runs live, unless force stops them).";
             agent_remove: AgentRemove, Post "/v1/spaces/{space}/agents/{run_id}/remove",
-                $crate::AgentRunRequest => $crate::RunsRemovedReport, false, Operator [Destructive],
+                $crate::run::AgentRunRequest => $crate::run::RunsRemovedReport, false, Operator [Destructive],
                 "Delete a run that is not live: its row, events and run directory.";
             agent_prune: AgentPrune, Post "/v1/spaces/{space}/agents/prune",
-                $crate::AgentPruneRequest => $crate::RunsRemovedReport, false, Operator [Destructive],
+                $crate::run::AgentPruneRequest => $crate::run::RunsRemovedReport, false, Operator [Destructive],
                 "Delete the Space's runs that are not live and were created more than older_than_ms ago.";
 
             // ----- persistent agents and their homes (API reference, "Words": volume) -----
@@ -204,7 +204,7 @@ macro_rules! for_each_operation {
                 $crate::home::PersistentAgentSendRequest => $crate::home::PersistentAgentSendReport, false, Tool,
                 "Send to a persistent agent: a follow-up to its live run, or a fresh run with its home restored.";
             home_list: HomeList, Get "/v1/homes",
-                $crate::Empty => Vec<$crate::home::HomeRecord>, true, Operator,
+                $crate::run::Empty => Vec<$crate::home::HomeRecord>, true, Operator,
                 "Every persistent agent's home in this host's volume, with its lease and latest snapshot.";
             home_snapshots: HomeSnapshots, Get "/v1/homes/{name}/snapshots",
                 $crate::home::HomeRequest => Vec<$crate::home::HomeSnapshot>, true, Operator,
@@ -312,6 +312,11 @@ macro_rules! for_each_operation {
         }
     };
 }
+
+/// [`for_each_operation!`] by its module's path (`crate::op::for_each_operation!`), as this
+/// crate's own modules call it.
+#[allow(unused_imports)] // used by the client (feature `client`)
+pub(crate) use for_each_operation;
 
 macro_rules! define_operations {
     ($( $name:ident: $marker:ident, $method:ident $path:literal,

@@ -3,9 +3,10 @@
 //! over the typed [`Client`]. The Python and Node SDKs mirror these names.
 
 use crate::client::{Client, ClientError};
-use crate::{
+use crate::event::EventsPage;
+use crate::run::{
     ActionReport, AgentEventsRequest, AgentListRequest, AgentMessageRequest, AgentRunRequest, AgentStartReport, AgentStartRequest,
-    AgentStatusRequest, EventsPage, RunStatus, SpaceAgentOptions,
+    AgentStatusRequest, RunStatus, SpaceAgentOptions,
 };
 
 /// One Space of a daemon, by name. Cheap to clone; no call is made until a method runs.

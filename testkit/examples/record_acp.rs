@@ -46,7 +46,7 @@ async fn main() -> Result<()> {
         bail!("name a harness: opencode or gemini-cli");
     }
     let id = names.remove(0);
-    let Some(harness) = spaces_harnesses::acp::harnesses().into_iter().find(|h| h.id() == id) else {
+    let Some(harness) = spaces_harnesses::acp_harnesses().into_iter().find(|h| h.id() == id) else {
         bail!("no ACP harness {id}");
     };
     if names.is_empty() {

@@ -29,7 +29,7 @@ use axum::response::Response;
 use serde_json::{json, Value};
 
 use crate::script::Reply;
-use crate::server::{plain, SseFrame};
+use crate::wire::{plain, SseFrame};
 
 /// Fixed token counts reported in `usage` (the CLI only displays and sums them).
 const INPUT_TOKENS: u64 = 12;

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 
 use crate::chat::{split_chunks, tokens};
 use crate::script::Reply;
-use crate::server::{plain, SseFrame};
+use crate::wire::{plain, SseFrame};
 
 /// The model echoed when the path names none.
 const DEFAULT_MODEL: &str = "gemini-2.5-flash";

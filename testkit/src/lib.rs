@@ -21,6 +21,7 @@ mod openai;
 pub mod schema;
 pub mod script;
 pub mod server;
+mod wire;
 
 pub use script::{Reply, Script};
 pub use server::{RecordedRequest, Responder, ScriptedServer, Wire};

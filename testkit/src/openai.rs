@@ -16,7 +16,7 @@ use axum::response::Response;
 use serde_json::{json, Value};
 
 use crate::script::Reply;
-use crate::server::{plain, SseFrame};
+use crate::wire::{plain, SseFrame};
 
 /// The model name echoed in responses when the request names none.
 const DEFAULT_MODEL: &str = "gpt-5.5";

@@ -3,16 +3,17 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::http::{HeaderMap, Method, Uri};
 use axum::response::Response;
 use axum::Router;
 use futures_util::stream;
 
 use crate::script::{Reply, Script};
+use crate::wire::plain;
+pub use crate::wire::SseFrame;
 use crate::{anthropic, chat, gemini, openai};
 
 /// Which model API the server speaks.
@@ -41,16 +42,6 @@ pub struct RecordedRequest {
     pub json: Option<serde_json::Value>,
     /// True when the request consumed a script reply (a model call).
     pub model_call: bool,
-}
-
-/// One SSE frame: `event: <name>` (optional) and `data: <json>` (a JSON string is sent as its
-/// text, unquoted: `data: [DONE]`).
-#[derive(Debug, Clone)]
-pub struct SseFrame {
-    pub event: Option<String>,
-    pub data: serde_json::Value,
-    /// Pause before sending this frame.
-    pub delay: Duration,
 }
 
 /// Computes the reply to a model call from its JSON body, for conversations whose next step
@@ -242,13 +233,5 @@ fn sse_response(body: Body) -> Response {
     let mut resp = Response::new(body);
     resp.headers_mut().insert(axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static("text/event-stream"));
     resp.headers_mut().insert(axum::http::header::CACHE_CONTROL, axum::http::HeaderValue::from_static("no-cache"));
-    resp
-}
-
-/// A non-streaming answer with `status` and `body` (JSON error bodies are passed as text).
-pub(crate) fn plain(status: u16, body: String) -> Response {
-    let mut resp = Response::new(Body::from(body));
-    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    resp.headers_mut().insert(axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static("application/json"));
     resp
 }

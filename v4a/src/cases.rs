@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use spaces_sdk::ErrorCode;
 
 use super::*;
-use crate::Error;
+use crate::error::Error;
 
 fn tree(files: &[(&str, &[u8])]) -> BTreeMap<String, Vec<u8>> {
     files.iter().map(|(p, c)| ((*p).to_owned(), c.to_vec())).collect()

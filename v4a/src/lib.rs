@@ -29,6 +29,7 @@ pub mod error;
 mod lines;
 mod parse;
 mod seek;
+mod source;
 mod update;
 mod version;
 
@@ -41,9 +42,10 @@ mod proptests;
 
 use std::collections::BTreeMap;
 
-pub use apply::{apply, Change, ChangeKind, Source};
+pub use apply::{apply, Change, ChangeKind};
 pub use error::{Error, Result};
 pub use parse::{normalize_path, parse, FileOp, Hunk, HunkLine, Patch};
+pub use source::Source;
 pub use version::{check_expected_versions, hex, version, version_of, version_of_digest, ABSENT};
 
 /// A checked, planned patch: what a committer writes.

@@ -27,7 +27,7 @@
 //! A `\r` before each `\n` of the patch text is dropped: line endings are the file's business,
 //! never the patch's.
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use spaces_sdk::bounded;
 
 /// A parsed patch: file operations in the order they appear (and are applied).

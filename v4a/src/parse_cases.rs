@@ -3,8 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::error::Error;
 use crate::parse::*;
-use crate::Error;
 
 fn parse_err(text: &str) -> (usize, String) {
     match parse(text) {

@@ -14,7 +14,7 @@
 use super::lines::{self, Line, Output};
 use super::parse::{Hunk, HunkLine};
 use super::seek::{near, seek, seek_in, Index, Seek};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Hunks in one file from which its lines are indexed for the search (see [`Index`]).
 const INDEX_FROM_HUNKS: usize = 4;

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use sha2::{Digest, Sha256};
 
-use super::Source;
-use crate::{Error, Result};
+use super::source::Source;
+use crate::error::{Error, Result};
 
 /// The version of a missing file. In `expected_versions` it means "must not exist".
 pub const ABSENT: &str = "absent";

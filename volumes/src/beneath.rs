@@ -25,6 +25,9 @@ use nix::sys::time::TimeSpec;
 use crate::error::{Result, VolumeError};
 use crate::manifest::Kind;
 
+/// Permission bits kept: set-uid and set-gid are never stored or restored.
+pub(crate) const MODE_MASK: u32 = 0o1777;
+
 /// A directory that entries are made and read beneath, never through a symlink.
 pub(crate) struct Beneath {
     root: OwnedFd,
@@ -224,19 +227,19 @@ impl Beneath {
             return utimensat(parent.fd(), name, &t, &t, UtimensatFlags::NoFollowSymlink).map_err(|e| errno_io(&self.abs(rel), e));
         }
         let f = self.open_kind(rel, kind)?;
-        fchmod(&f, Mode::from_bits_truncate(mode & crate::scan::MODE_MASK)).map_err(|e| errno_io(&self.abs(rel), e))?;
+        fchmod(&f, Mode::from_bits_truncate(mode & MODE_MASK)).map_err(|e| errno_io(&self.abs(rel), e))?;
         futimens(&f, &t, &t).map_err(|e| errno_io(&self.abs(rel), e))
     }
 
     /// Sets the mode of the root directory itself.
     pub fn set_root_mode(&self, mode: u32) -> Result<()> {
-        fchmod(&self.root, Mode::from_bits_truncate(mode & crate::scan::MODE_MASK)).map_err(|e| errno_io(&self.path, e))
+        fchmod(&self.root, Mode::from_bits_truncate(mode & MODE_MASK)).map_err(|e| errno_io(&self.path, e))
     }
 
     /// Sets the mode and times of the root directory itself.
     pub fn finish_root(&self, mode: u32, mtime_ns: i64) -> Result<()> {
         let t = ts(mtime_ns);
-        fchmod(&self.root, Mode::from_bits_truncate(mode & crate::scan::MODE_MASK)).map_err(|e| errno_io(&self.path, e))?;
+        fchmod(&self.root, Mode::from_bits_truncate(mode & MODE_MASK)).map_err(|e| errno_io(&self.path, e))?;
         futimens(&self.root, &t, &t).map_err(|e| errno_io(&self.path, e))
     }
 }

@@ -325,7 +325,7 @@ pub(crate) fn unpack_import(
             let mut entry = entry.map_err(|e| corrupt(e.to_string()))?;
             let raw = entry_path(&entry)?;
             let t = entry.header().entry_type();
-            let mode = entry.header().mode().unwrap_or(0o644) & crate::scan::MODE_MASK;
+            let mode = entry.header().mode().unwrap_or(0o644) & crate::beneath::MODE_MASK;
             let mtime_ns = entry.header().mtime().unwrap_or(0).min(i64::MAX as u64 / 1_000_000_000) as i64 * 1_000_000_000;
             let mut path = raw.as_str();
             while let Some(rest) = path.strip_prefix("./") {

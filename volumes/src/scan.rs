@@ -15,13 +15,10 @@ use sha2::{Digest, Sha256};
 use nix::fcntl::{openat, readlinkat, AtFlags, OFlag};
 use nix::sys::stat::{fstat, fstatat, FileStat, Mode, SFlag};
 
-use crate::beneath::{errno_io, Beneath, DIR_FLAGS};
+use crate::beneath::{errno_io, Beneath, DIR_FLAGS, MODE_MASK};
 use crate::error::{IoContext, Result, VolumeError};
 use crate::manifest::{Kind, Root};
 use crate::types::SkippedEntry;
-
-/// Permission bits kept: set-uid and set-gid are never stored or restored.
-pub(crate) const MODE_MASK: u32 = 0o1777;
 
 /// Identity of a file on this host: what the stat-cache is keyed on (with the path).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

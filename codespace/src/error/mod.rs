@@ -16,12 +16,17 @@ use std::time::Duration;
 use spaces_sdk::tools::{HoldableTool, WorkState};
 use spaces_sdk::{bounded, ApiError};
 
-use crate::ledger::OperationRef;
-
 mod wire;
 
 /// `Result` of this crate.
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// How to find an operation (in the ledger, `crate::ledger`): exactly one of `operation_id` or `operation_key`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OperationRef {
+    Id(String),
+    Key(String),
+}
 
 /// Everything that can go wrong in the CodeSpace execution layer.
 #[derive(Debug, thiserror::Error)]

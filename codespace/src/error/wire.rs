@@ -5,7 +5,7 @@
 use spaces_sdk::{ApiError, ErrorCode};
 
 use super::Error;
-use crate::ledger::OperationRef;
+use super::OperationRef;
 
 impl Error {
     /// The wire error code (API reference, "Error codes"): the one mapping.

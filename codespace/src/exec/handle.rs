@@ -16,7 +16,7 @@ use tokio::sync::watch;
 
 use super::ring::OutputRing;
 use super::{ProcessState, ProcessStatus, ReadProcessResult, Termination};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use spaces_os::process::kill_tree;
 use spaces_os::shim::ShimClient;
 

@@ -35,7 +35,7 @@
 //!   full, but never without bound: a process that stopped reading its input would otherwise
 //!   hang the caller (case E15). After [`ExecLimits::stdin_timeout`] (default
 //!   [`WriteStdinRequest::TIMEOUT_MS`], 10 s, for the whole call) the answer is `TIMEOUT`
-//!   ([`crate::Error::StdinTimeout`]) saying how many bytes of how many went through; the
+//!   ([`crate::error::Error::StdinTimeout`]) saying how many bytes of how many went through; the
 //!   process keeps running, and the caller treats the write as interrupted.
 //!
 //! - **Shims** (`shimmed.rs`, when the host gives a [`ShimSetup`]: `spacesd` does): the process

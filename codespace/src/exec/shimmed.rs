@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::handle::{Handle, Io};
 use super::ExecSpec;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use spaces_os::shim::journal::JournalReader;
 use spaces_os::shim::output::{extent, read_range, KEEP_SEGMENTS};
 use spaces_os::shim::{Launch, OutputMode, RawRecord, ShimClient, ShimSpec, Watcher, PROTOCOL};

@@ -3,7 +3,7 @@
 //! layer's errors are the answers.
 
 use super::ExecSpec;
-use crate::Result;
+use crate::error::Result;
 use spaces_os::process::{self, SpawnSpec, Spawned, StdinSpec, StdioSpec};
 
 /// Initial PTY size when the spec names none (API.md: "PTY at 24x80").

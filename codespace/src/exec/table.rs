@@ -13,7 +13,7 @@ use super::io;
 use super::shimmed::{self, ShimSetup};
 use super::{spawn, ExecLimits, ExecSpec};
 use super::{DispatchStatus, ExecCommandResult, ProcessStatus, ReadProcessResult, Termination};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use spaces_os::process::feed::{self, WriteStop};
 use spaces_os::process::pty;
 

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use super::report::{CommitReport, CommitStatus};
 use super::swap::{self, Dirs};
 use super::Root;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use spaces_v4a::{version_of, ChangeKind, Plan};
 
 /// A point of a commit where a test can inject a failure.

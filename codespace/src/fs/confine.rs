@@ -14,7 +14,7 @@
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use nix::errno::Errno;
 use nix::fcntl::{openat, openat2, AtFlags, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{fstat, fstatat, FileStat, Mode, SFlag};

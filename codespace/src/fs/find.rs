@@ -11,7 +11,7 @@ use spaces_sdk::bounded;
 use std::os::fd::{AsFd, OwnedFd};
 
 use super::{confine, Root};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use globset::{GlobBuilder, GlobMatcher};
 use nix::dir::{Dir, Type};
 use nix::fcntl::{openat, AtFlags, OFlag};

@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use nix::fcntl::{open, OFlag};
 use nix::sys::stat::Mode;
 

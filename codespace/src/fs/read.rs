@@ -8,7 +8,7 @@
 use std::io::Read;
 
 use super::{confine, Root};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use sha2::{Digest, Sha256};
 use spaces_sdk::tools::{ReadRequest, ReadResult};
 

@@ -7,7 +7,7 @@ use spaces_sdk::tools::ChangeKind as WireKind;
 /// One entry of `apply_patch`'s `changes[]` (API.md, `apply_patch`), defined in the SDK.
 pub use spaces_sdk::tools::ChangeRecord;
 
-use crate::Error;
+use crate::error::Error;
 use spaces_v4a::{Change, ChangeKind};
 
 /// One planned change as its wire record (`changes[]` of `apply_patch`).

@@ -13,7 +13,7 @@ use std::io::Write;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use super::{confine, Root};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use nix::errno::Errno;
 use nix::fcntl::{openat, renameat, OFlag};
 use nix::sys::stat::{fchmod, mkdirat, Mode};

@@ -5,7 +5,7 @@ use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 
 use super::ms;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 pub use spaces_sdk::tools::{ApprovalRecord, ApprovalState, Decision, HoldableTool};
 

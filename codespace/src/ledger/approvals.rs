@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::approval_record::{load, load_with_boot, ApprovalRecord, ApprovalState, Decision, HoldableTool, ResumeStart, StoredApproval};
 use super::fingerprint::{canonical_json, sha256_hex};
 use super::{now_ms, Ledger};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Tag that versions the hold-key encoding.
 const HOLD_TAG: &str = "spaces.codespace.approval_hold.v1\n";

@@ -41,13 +41,12 @@ use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::Connection;
 
-use crate::Result;
+use crate::error::Result;
 
+pub use crate::error::OperationRef;
 pub use approval_record::{ApprovalRecord, ApprovalState, Decision, HoldableTool, ResumeStart, StoredApproval};
 pub use fingerprint::{canonical_json, fingerprint};
-pub use operation_record::{
-    EventName, Minted, OperationEvent, OperationKind, OperationRecord, OperationRef, OperationStatus, StoredOperation,
-};
+pub use operation_record::{EventName, Minted, OperationEvent, OperationKind, OperationRecord, OperationStatus, StoredOperation};
 pub use retention::{Pruned, Retention, PRUNE_EVERY};
 
 /// The open ledger: one connection behind a mutex, plus the id of this daemon's boot.
@@ -62,7 +61,7 @@ pub struct Ledger {
 impl Ledger {
     /// Open (creating if needed) the ledger at `path`, apply the schema, close every operation
     /// an earlier daemon left unfinished as `unknown` (crash recovery), and mint a fresh
-    /// `boot_id`. Errors: [`crate::Error::Db`] when the file cannot be opened or written.
+    /// `boot_id`. Errors: [`crate::error::Error::Db`] when the file cannot be opened or written.
     pub fn open(path: &Path) -> Result<Ledger> {
         Self::open_with(path, Retention::default())
     }

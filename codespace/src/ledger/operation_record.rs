@@ -5,7 +5,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
 use super::ms;
-use crate::Result;
+use crate::error::{OperationRef, Result};
 
 pub use spaces_sdk::tools::{EventName, OperationEvent, OperationKind, OperationRecord, OperationStatus};
 
@@ -20,13 +20,6 @@ pub struct StoredOperation {
     /// The full stored `apply_patch` response (`{"ok": ...}` or `{"error": ...}`) to replay;
     /// `None` while in flight or when crash recovery closed the row.
     pub result: Option<Value>,
-}
-
-/// How to find an operation: exactly one of `operation_id` or `operation_key`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OperationRef {
-    Id(String),
-    Key(String),
 }
 
 /// What [`crate::ledger::Ledger::mint`] decided.

@@ -4,10 +4,11 @@
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde_json::Value;
 
-use super::operation_record::{add_event, load, EventName, Minted, OperationRef, OperationStatus, StoredOperation};
+use super::operation_record::{add_event, load, EventName, Minted, OperationStatus, StoredOperation};
 use super::{now_ms, Ledger};
+use crate::error::OperationRef;
+use crate::error::{Error, Result};
 use crate::fs::ChangeRecord;
-use crate::{Error, Result};
 
 impl Ledger {
     /// Record a patch before it runs (see [`Minted`]). Errors: `OPERATION_KEY_CONFLICT` when the

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, TransactionBehavior};
 
-use crate::Result;
+use crate::error::Result;
 
 /// New records (operations and holds) between two prunings.
 pub const PRUNE_EVERY: u32 = 256;

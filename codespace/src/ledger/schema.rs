@@ -3,7 +3,7 @@
 
 use rusqlite::Connection;
 
-use crate::Result;
+use crate::error::Result;
 
 /// Schema version written to `PRAGMA user_version`.
 const VERSION: i64 = 1;

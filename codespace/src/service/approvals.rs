@@ -19,8 +19,8 @@ use spaces_sdk::{decode, ApiError};
 
 use super::files::{replay, stored_error, to_json, Approval};
 use super::{blocking, CodeSpace};
+use crate::error::{Error, Result};
 use crate::ledger::{ApprovalState, OperationRef, ResumeStart, StoredApproval};
-use crate::{Error, Result};
 
 impl CodeSpace {
     /// Opens (or reuses, for a retry of the same call) a hold and returns the

@@ -10,8 +10,8 @@ use spaces_sdk::Approvals;
 
 use super::files::{to_json, Approval};
 use super::{busy, refuse_read_only, CodeSpace};
+use crate::error::{Error, Result};
 use crate::exec::ExecSpec;
-use crate::{Error, Result};
 
 impl CodeSpace {
     /// `exec_command{workspace_id, command, tty?}` -> `{process_id, dispatch_status}`.

@@ -10,7 +10,7 @@ use spaces_sdk::tools::{
 };
 
 use super::{blocking, CodeSpace};
-use crate::Result;
+use crate::error::Result;
 
 impl CodeSpace {
     /// Runs `tool` (a typed method's future, not yet polled) in the coordination context of
@@ -68,7 +68,7 @@ impl CodeSpace {
     }
 
     /// Runs `f` on the steering store on tokio's blocking pool (the `/inbox` routes use it too).
-    /// Errors: `f`'s, or [`crate::Error::TaskFailed`] if the task panicked.
+    /// Errors: `f`'s, or [`crate::error::Error::TaskFailed`] if the task panicked.
     pub async fn steer<T: Send + 'static>(&self, f: impl FnOnce(&crate::steer::Steering) -> Result<T> + Send + 'static) -> Result<T> {
         let this = self.clone();
         blocking(move || f(&this.inner.steering)).await

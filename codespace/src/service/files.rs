@@ -9,9 +9,9 @@ use spaces_sdk::tools::{
 use spaces_sdk::{ApiError, Approvals};
 
 use super::{blocking, busy, refuse_read_only, CodeSpace};
+use crate::error::{Error, Result};
 use crate::fs::{ChangeRecord, CommitStatus};
 use crate::ledger::{Minted, OperationRef, OperationStatus, StoredOperation};
-use crate::{Error, Result};
 use spaces_v4a::Plan;
 
 /// Whether a call may still need an approval hold, or runs because a hold was granted.

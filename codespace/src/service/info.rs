@@ -10,7 +10,7 @@ use spaces_sdk::tools::{
 use spaces_sdk::{ErrorCode, SpaceNetwork};
 
 use super::CodeSpace;
-use crate::Result;
+use crate::error::Result;
 
 impl CodeSpace {
     /// `workspace_info{workspace_id}` -> `{workspace_id, root, profile, execution}`.

@@ -2,7 +2,7 @@
 //! execution layer"), shared by every transport (HTTP `POST /v1/tools/{name}`, the MCP tools, the CLI and both SDKs).
 //!
 //! Each tool is a typed async method taking its request and returning its result, both from
-//! `spaces_sdk::tools` (`read(ReadRequest) -> ReadResult`, ...), or a [`crate::Error`] that the
+//! `spaces_sdk::tools` (`read(ReadRequest) -> ReadResult`, ...), or a [`crate::error::Error`] that the
 //! transport turns into the wire error. A request's `work_id` is handled around the method by
 //! [`CodeSpace::coordinated`]. The daemon's operation table is the untyped door over the same
 //! methods: it decodes the JSON arguments with `spaces_sdk::decode` (unknown keys refused), runs
@@ -41,11 +41,11 @@ use std::time::Duration;
 
 use spaces_sdk::{Approvals, SpaceNetwork};
 
+use crate::error::{Error, Result};
 use crate::exec::{ExecLimits, Processes, ShimSetup};
 use crate::fs::Root;
 use crate::ledger::Ledger;
 use crate::steer::Steering;
-use crate::{Error, Result};
 
 /// A workspace as the service needs it: the registered Space's name (`workspace_id`), root and
 /// policy.

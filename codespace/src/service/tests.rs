@@ -16,7 +16,7 @@ struct Demo(PathBuf);
 
 /// One workspace, `demo`, at `<dir>/demo`; `offline` is the same folder with `network: none`.
 impl WorkspaceRegistry for Demo {
-    fn workspace(&self, id: &str) -> crate::Result<Option<WorkspacePolicy>> {
+    fn workspace(&self, id: &str) -> crate::error::Result<Option<WorkspacePolicy>> {
         Ok(matches!(id, "demo" | "offline").then(|| WorkspacePolicy {
             workspace_id: id.to_owned(),
             root: self.0.clone(),
@@ -79,7 +79,7 @@ async fn an_unknown_work_is_refused_before_the_tool_runs() {
         work_id: Some("work-nope".into()),
     };
     let e = cs.coordinated(req.work_id.clone(), cs.apply_patch(req)).await.unwrap_err();
-    assert!(matches!(&e, crate::Error::WorkNotFound { work_id } if work_id == "work-nope"), "{e:?}");
+    assert!(matches!(&e, crate::error::Error::WorkNotFound { work_id } if work_id == "work-nope"), "{e:?}");
     assert_eq!(e.code(), ErrorCode::WorkNotFound);
     assert!(!Path::new(&root.join("b.txt")).exists());
 }
@@ -135,11 +135,11 @@ async fn case_x19_stale_version_conflicts_and_a_retried_key_replays_once() {
     };
     let err = cs.apply_patch(stale).await.unwrap_err();
     let conflict = match &err {
-        crate::Error::InOperation { error, .. } => &**error,
+        crate::error::Error::InOperation { error, .. } => &**error,
         other => other,
     };
     match conflict {
-        crate::Error::Patch(spaces_v4a::Error::VersionConflict { path, expected, current: now }) => {
+        crate::error::Error::Patch(spaces_v4a::Error::VersionConflict { path, expected, current: now }) => {
             assert_eq!((path.as_str(), expected, now), ("n.md", &v1, &current), "{err}")
         }
         other => panic!("expected VERSION_CONFLICT, got {other:?}"),
@@ -187,7 +187,7 @@ async fn without_a_sandbox_a_network_none_workspace_refuses_commands_and_says_so
     let touch =
         |id: &str| ExecCommandRequest { workspace_id: id.into(), command: vec!["touch".into(), "ran".into()], tty: false, work_id: None };
     let e = cs.exec_command(touch("offline")).await.unwrap_err();
-    assert!(matches!(&e, crate::Error::NetworkUnenforced { tool: "exec_command", .. }), "{e:?}");
+    assert!(matches!(&e, crate::error::Error::NetworkUnenforced { tool: "exec_command", .. }), "{e:?}");
     let wire = e.to_api();
     assert_eq!(wire.code, ErrorCode::Unauthorized);
     assert!(wire.message.contains("network: none") && wire.message.contains("SPACES_SANDBOX=off"), "{}", wire.message);

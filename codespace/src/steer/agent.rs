@@ -10,7 +10,7 @@ use super::types::{
     WorkState,
 };
 use super::{new_id, Steering};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 impl Steering {
     /// `work_open{workspace_id, title?}`: a new active work `work-<uuid>`. Queued `next_work`

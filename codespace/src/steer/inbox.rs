@@ -9,7 +9,7 @@ use rusqlite::params;
 use super::rows;
 use super::types::{Delivery, Intent, IntentState, Work, WorkState};
 use super::{new_id, Steering};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 fn check_body(body: &str) -> Result<()> {
     if body.trim().is_empty() {

@@ -56,7 +56,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
-use crate::Result;
+use crate::error::Result;
 
 pub use schema::BUSY_TIMEOUT_MS;
 pub use types::{

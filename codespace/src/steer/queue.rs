@@ -5,7 +5,7 @@ use rusqlite::{params, Connection};
 
 use super::rows::{self, WorkRow, INTENT_COLS};
 use super::types::{Delivery, Intent, IntentState, WorkState};
-use crate::Result;
+use crate::error::Result;
 
 /// What a work still owes: `queued` deliverable intents (not `next_work`), `claimed` ones not yet
 /// completed, and the queued intents claimable right now, in queue order.

@@ -5,7 +5,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use spaces_sdk::ApiError;
 
 use super::types::{Intent, IntentState, Work, WorkState};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// A work row with the bookkeeping the wire record leaves out.
 #[derive(Debug, Clone)]

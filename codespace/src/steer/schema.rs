@@ -9,7 +9,7 @@ use std::path::Path;
 
 use rusqlite::Connection;
 
-use crate::Result;
+use crate::error::Result;
 
 pub use crate::sqlite::BUSY_TIMEOUT_MS;
 

@@ -24,7 +24,7 @@ fn stale_revisions_conflict_on_edit_and_queue() {
     let i = s.intent_create(&w.work_id, "v1", Some("question"), None).unwrap();
     assert_eq!(i.kind, "question");
     s.intent_edit(&i.intent_id, "v2", 1).unwrap();
-    let code = |r: crate::Result<Intent>| r.unwrap_err().code();
+    let code = |r: crate::error::Result<Intent>| r.unwrap_err().code();
     assert_eq!(code(s.intent_edit(&i.intent_id, "v3", 1)), ErrorCode::IntentRevisionConflict);
     assert_eq!(code(s.intent_queue(&i.intent_id, 1)), ErrorCode::IntentRevisionConflict);
     let q = s.intent_queue(&i.intent_id, 2).unwrap();
@@ -39,7 +39,7 @@ fn stale_revisions_conflict_on_edit_and_queue() {
 #[test]
 fn cancel_rules_follow_the_state() {
     let (_d, s, w) = store();
-    let code = |r: crate::Result<Intent>| r.unwrap_err().code();
+    let code = |r: crate::error::Result<Intent>| r.unwrap_err().code();
     let draft = s.intent_create(&w.work_id, "d", None, None).unwrap();
     assert_eq!(s.intent_cancel(&draft.intent_id).unwrap().state, IntentState::Cancelled);
     assert_eq!(s.steer_status(&w.work_id).unwrap().queue_revision, 0);
@@ -68,7 +68,7 @@ fn complete_needs_a_claim_on_the_same_work() {
     let other = s.work_open("ws", None).unwrap();
     let i = s.intent_create(&w.work_id, "x", None, None).unwrap();
     s.intent_queue(&i.intent_id, 1).unwrap();
-    let code = |r: crate::Result<Intent>| r.unwrap_err().code();
+    let code = |r: crate::error::Result<Intent>| r.unwrap_err().code();
     assert_eq!(code(s.steer_complete(&w.work_id, &i.intent_id, Outcome::Done)), ErrorCode::InvalidArgument);
     assert_eq!(code(s.steer_complete(&other.work_id, &i.intent_id, Outcome::Done)), ErrorCode::IntentNotFound);
     assert_eq!(code(s.steer_complete(&w.work_id, "intent-nope", Outcome::Done)), ErrorCode::IntentNotFound);
@@ -105,7 +105,7 @@ fn reorder_sets_claim_order_and_checks_the_permutation() {
 #[test]
 fn arguments_and_missing_records_are_refused() {
     let (_d, s, w) = store();
-    let code = |r: crate::Result<Intent>| r.unwrap_err().code();
+    let code = |r: crate::error::Result<Intent>| r.unwrap_err().code();
     assert_eq!(code(s.intent_create(&w.work_id, "  ", None, None)), ErrorCode::InvalidArgument);
     assert_eq!(code(s.intent_create(&w.work_id, "x", Some(""), None)), ErrorCode::InvalidArgument);
     assert_eq!(code(s.intent_create("work-nope", "x", None, None)), ErrorCode::WorkNotFound);
@@ -128,7 +128,7 @@ fn works_are_listed_per_workspace_and_closed_works_take_no_new_intents() {
     assert_eq!(s.works(Some("other")).unwrap(), vec![other]);
     let draft = s.intent_create(&w.work_id, "left behind", None, None).unwrap();
     assert!(s.work_finish(&w.work_id).unwrap().closed);
-    let code = |r: crate::Result<Intent>| r.unwrap_err().code();
+    let code = |r: crate::error::Result<Intent>| r.unwrap_err().code();
     assert_eq!(code(s.intent_create(&w.work_id, "x", None, None)), ErrorCode::WorkClosed);
     assert_eq!(code(s.intent_queue(&draft.intent_id, 1)), ErrorCode::WorkClosed);
     assert_eq!(s.intent_cancel(&draft.intent_id).unwrap().state, IntentState::Cancelled);

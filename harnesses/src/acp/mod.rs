@@ -13,7 +13,7 @@
 //! - [`updates`]: `session/update` to events, and how streamed answers appear (pieces hidden,
 //!   the whole answer once).
 //!
-//! Process model of an ACP harness: [`crate::ProcessModel::LongLived`], `StdinMode::Pipe`, the
+//! Process model of an ACP harness: [`crate::plan::ProcessModel::LongLived`], `StdinMode::Pipe`, the
 //! launch plan's `initial_stdin` is the `initialize` line; everything after it comes from the
 //! normalizer's hooks (`take_outgoing`, `turn_input`, `interrupt_input`), so the harness's
 //! stateless `user_message` is empty and its interrupt recipe writes nothing. That model is written
@@ -30,19 +30,14 @@ pub use normalize::{AcpNormalizer, Flavor, PermissionPolicy};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::{Harness, HomeLayout, InstallSpec, InterruptRecipe, LaunchContext, LaunchPlan, Normalizer, ProcessModel, StdinMode};
-
-/// The ACP harnesses of this build (not yet in [`crate::all`]: the daemon wires the
-/// conversation hooks first), in display order.
-pub fn harnesses() -> Vec<&'static dyn Harness> {
-    vec![&crate::opencode::OpenCode, &crate::gemini_cli::GeminiCli]
-}
+use crate::harness::{Harness, HomeLayout, Normalizer};
+use crate::plan::{InstallSpec, InterruptRecipe, LaunchContext, LaunchPlan, ProcessModel, StdinMode};
 
 /// The interrupt recipe of an ACP harness: nothing to write. The cancel names the session, so
-/// it comes from [`crate::Normalizer::interrupt_input`]; when that is `None` no prompt is out
+/// it comes from [`crate::harness::Normalizer::interrupt_input`]; when that is `None` no prompt is out
 /// and `interrupt_requested` already ended the turn.
-pub fn no_stdin_interrupt() -> crate::InterruptRecipe {
-    crate::InterruptRecipe::Stdin(Vec::new())
+pub fn no_stdin_interrupt() -> crate::plan::InterruptRecipe {
+    crate::plan::InterruptRecipe::Stdin(Vec::new())
 }
 
 /// A line with its `\n`, as stdin bytes.

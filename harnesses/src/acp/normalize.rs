@@ -30,9 +30,11 @@ use serde_json::{json, Value};
 use spaces_sdk::{EventKind, StopReason, Usage};
 
 use super::rpc::{self, Incoming};
-use super::updates::str_of;
+use crate::draft::EventDraft;
+use crate::harness::Normalizer;
 use crate::lines::{self, StderrTail};
-use crate::{ending, wording, EventDraft, ExitInfo, LaunchContext, Normalizer};
+use crate::plan::{ExitInfo, LaunchContext};
+use crate::{ending, wording};
 
 /// What differs between ACP agents, as far as the conversation goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -445,7 +447,7 @@ impl Normalizer for AcpNormalizer {
     }
 
     /// The `session/prompt` of a follow-up when the session is ready; before that `None` (the
-    /// prompt is kept and sent when the session is ready; [`crate::Harness::user_message`] of
+    /// prompt is kept and sent when the session is ready; [`crate::harness::Harness::user_message`] of
     /// an ACP harness is empty).
     fn turn_input(&mut self, text: &str) -> Option<String> {
         if self.prompt_out {
@@ -500,4 +502,8 @@ pub fn usage_of(u: &Value) -> Usage {
         reasoning_output_tokens: n("thoughtTokens"),
         ..Usage::default()
     }
+}
+
+pub(super) fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
 }

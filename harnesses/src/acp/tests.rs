@@ -9,7 +9,9 @@ use serde_json::{json, Value};
 use spaces_sdk::{Category, EventKind, StopReason, ToolStatus};
 
 use super::*;
-use crate::{EventDraft, ExitInfo, LaunchContext, Normalizer};
+use crate::draft::EventDraft;
+use crate::harness::Normalizer;
+use crate::plan::{ExitInfo, LaunchContext};
 
 const FLAVOR: Flavor = Flavor { name: "test-agent", load_in_new_process: true };
 
@@ -250,17 +252,17 @@ fn every_acp_cli_is_a_long_lived_harness_whose_stdin_starts_with_initialize() {
         ("opencode", crate::opencode::PACKAGE, crate::opencode::BINARY, "/tools/agent acp --pure --cwd /space"),
         ("gemini-cli", crate::gemini_cli::PACKAGE, crate::gemini_cli::BINARY, "/tools/agent --acp -m gemini-2.5-flash"),
     ];
-    for (h, (id, package, binary, argv)) in harnesses().into_iter().zip(want) {
+    for (h, (id, package, binary, argv)) in crate::acp_harnesses().into_iter().zip(want) {
         assert_eq!(h.id(), id);
         assert_eq!((h.install_spec().packages, h.install_spec().binary), (vec![package.to_owned()], binary));
-        assert_eq!((h.process_model(), h.followups()), (crate::ProcessModel::LongLived, "acp"));
+        assert_eq!((h.process_model(), h.followups()), (crate::plan::ProcessModel::LongLived, "acp"));
         assert!(h.user_message("hi").is_empty());
-        assert_eq!(h.interrupt(), crate::InterruptRecipe::Stdin(Vec::new()));
+        assert_eq!(h.interrupt(), crate::plan::InterruptRecipe::Stdin(Vec::new()));
         let plan = h.launch(&ctx("hi", None, &env));
         assert_eq!(plan.argv.join(" "), argv);
         assert_eq!(plan.env.get("HOME").map(String::as_str), Some("/caller"), "the caller's env wins");
         assert_eq!(plan.files.len(), 1);
-        assert_eq!(plan.stdin, crate::StdinMode::Pipe);
+        assert_eq!(plan.stdin, crate::plan::StdinMode::Pipe);
         assert_eq!(plan.initial_stdin, Some(line_bytes(&rpc::initialize())));
         assert!(h.normalizer().interrupt_input().is_none());
     }

@@ -24,8 +24,9 @@
 use serde_json::Value;
 use spaces_sdk::{Category, EventKind, ToolStatus};
 
-use super::normalize::{AcpNormalizer, OpenTool};
-use crate::{wording, EventDraft};
+use super::normalize::{str_of, AcpNormalizer, OpenTool};
+use crate::draft::EventDraft;
+use crate::wording;
 
 /// Longest tool output kept in an event's text, in characters.
 pub const TOOL_TEXT_MAX_CHARS: usize = 8000;
@@ -276,8 +277,4 @@ pub fn cap(text: &str) -> String {
         out.push('…');
         out
     }
-}
-
-pub(super) fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str)
 }

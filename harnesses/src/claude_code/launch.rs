@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use spaces_sdk::McpServer;
 
 use crate::plan::MCP_STARTUP_WAIT_MS;
-use crate::{LaunchContext, LaunchPlan, StdinMode};
+use crate::plan::{LaunchContext, LaunchPlan, StdinMode};
 
 /// `CLAUDE_CODE_MAX_RETRIES` unless the caller sets it: the CLI's default backoff retries a
 /// failing endpoint for minutes; with 2 a failing model call ends the turn within a few seconds.
@@ -162,7 +162,8 @@ mod tests {
 
     use super::*;
     use crate::claude_code::ClaudeCode;
-    use crate::{Harness, InterruptRecipe};
+    use crate::harness::Harness;
+    use crate::plan::InterruptRecipe;
 
     fn ctx<'a>(env: &'a BTreeMap<String, String>) -> LaunchContext<'a> {
         LaunchContext {

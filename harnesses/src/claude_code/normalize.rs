@@ -31,8 +31,11 @@ use serde_json::Value;
 use spaces_sdk::{Category, EventKind, StopReason, ToolStatus, Usage};
 
 use super::tools;
+use crate::draft::EventDraft;
+use crate::harness::Normalizer;
 use crate::lines::{self, StderrTail};
-use crate::{ending, wording, EventDraft, ExitInfo, Normalizer};
+use crate::plan::ExitInfo;
+use crate::{ending, wording};
 
 /// A tool call seen in this turn without its result yet.
 #[derive(Debug, Clone)]

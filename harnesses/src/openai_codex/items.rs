@@ -28,7 +28,7 @@ pub struct ToolView {
 
 /// The `tool_update` closing the Codex tool `id` (seen as `view`) still open when `turn` ends:
 /// [`crate::ending::unfinished_tool`], with the text both Codex wires give it.
-pub fn unfinished(turn: u32, id: String, view: ToolView) -> crate::EventDraft {
+pub fn unfinished(turn: u32, id: String, view: ToolView) -> crate::draft::EventDraft {
     crate::ending::unfinished_tool(turn, id, view.title, view.kind.to_owned()).text("the turn ended before this tool finished")
 }
 

@@ -13,8 +13,8 @@ pub mod normalize;
 #[cfg(test)]
 mod tests;
 
+use crate::harness::{Harness, HomeLayout, Normalizer, SessionFiles};
 use crate::plan::{InstallSpec, InterruptRecipe, LaunchContext, LaunchPlan, ProcessModel};
-use crate::{Harness, HomeLayout, Normalizer, SessionFiles};
 
 /// The pinned npm package.
 pub const PACKAGE: &str = "@openai/codex@0.171.0";

@@ -26,9 +26,10 @@ use spaces_sdk::{Category, EventKind, StopReason, ToolStatus, Usage};
 
 use super::items::{self, ToolView};
 use crate::draft::EventDraft;
+use crate::harness::Normalizer;
 use crate::lines::StderrTail;
 use crate::plan::ExitInfo;
-use crate::{ending, wording, Normalizer};
+use crate::{ending, wording};
 
 /// Stderr lines every run prints that say nothing about a failure (prefixes).
 const HARMLESS_STDERR: [&str; 2] =

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use spaces_sdk::{Category, EventKind, StopReason, ToolStatus};
 
 use super::*;
-use crate::{EventDraft, ExitInfo, StdinMode};
+use crate::draft::EventDraft;
+use crate::plan::{ExitInfo, StdinMode};
 
 const THREAD: &str = r#"{"type":"thread.started","thread_id":"t-1"}"#;
 const TURN: &str = r#"{"type":"turn.started"}"#;

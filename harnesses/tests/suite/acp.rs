@@ -18,7 +18,7 @@ fn read(name: &str) -> String {
 }
 
 fn harness(id: &str) -> &'static dyn Harness {
-    spaces_harnesses::acp::harnesses().into_iter().find(|h| h.id() == id).unwrap()
+    spaces_harnesses::acp_harnesses().into_iter().find(|h| h.id() == id).unwrap()
 }
 
 /// Replays `<fixture>.jsonl` the way the recorder fed it: turn 1 begins, every line, the next

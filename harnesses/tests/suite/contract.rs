@@ -343,11 +343,11 @@ impl Wire for AppServerWire {
 }
 
 /// Every harness the contract holds: [`spaces_harnesses::all`] and the ACP harnesses not yet in
-/// it (`spaces_harnesses::acp::harnesses`), and Codex on `codex app-server`.
+/// it (`spaces_harnesses::acp_harnesses`), and Codex on `codex app-server`.
 fn harnesses() -> Vec<&'static dyn Harness> {
     let mut all = spaces_harnesses::all();
     let app_server: &'static dyn Harness = &spaces_harnesses::openai_codex::app_server::OpenAiCodexAppServer;
-    for h in spaces_harnesses::acp::harnesses().into_iter().chain([app_server]) {
+    for h in spaces_harnesses::acp_harnesses().into_iter().chain([app_server]) {
         if !all.iter().any(|a| a.id() == h.id()) {
             all.push(h);
         }

@@ -78,7 +78,6 @@ pub use error::{Error, Result};
 pub use scan::{alive_with_env, alive_with_marker, kill_tree, KillReport};
 pub use spawn::{
     close_inherited_fds, own_session, read_now, spawn, spawn_self_starting, widen_pipe, SpawnSpec, Spawned, StdinSpec, StdioSpec,
-    STDOUT_APART_ENV,
 };
 
 /// Environment variable holding a process's tag (unique per spawn, chosen by the caller).

@@ -13,6 +13,7 @@ use tokio::process::{Child, Command};
 
 use super::{pty, TAG_ENV};
 use super::{Error, Result};
+use crate::sandbox::STDOUT_APART_ENV;
 
 /// What the child's stdin is (pipe modes; a PTY's stdin is the terminal).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -230,18 +231,6 @@ fn start(spec: &SpawnSpec, in_child_setup: bool) -> Result<Spawned> {
         .ok_or_else(|| fail(std::io::Error::other("the child exited before its pid was known")))?;
     Ok(Spawned { pid, child, output, stderr, stdin })
 }
-
-/// The environment variable naming the fd on which a sandbox's program finds its stdout
-/// ([`StdioSpec::Pipes`] under bubblewrap); the sandbox's helper moves it to fd 1 and removes
-/// the variable before the program starts (`crate::sandbox::enter`).
-///
-/// Why: bubblewrap's outer process and its init in the sandbox keep fds 0-2 open for as long as
-/// the sandbox lives. Were the program's stdout bubblewrap's fd 1, a program that closes its
-/// output and runs on (case R42) would never be seen at EOF. Bubblewrap closes every other fd
-/// it inherited in both of its own processes and passes them on to the program, so the
-/// program's stdout goes there; bubblewrap's own fd 1 is `/dev/null` (its messages go to
-/// stderr, which stays the program's stderr).
-pub const STDOUT_APART_ENV: &str = "SPACES_SANDBOX_STDOUT_FD";
 
 /// Lowest fd number a program's stdout is moved to for [`STDOUT_APART_ENV`]: above what a
 /// program's runtime (or std's exec-error pipe) takes first.

@@ -214,13 +214,13 @@ fn drop_capabilities() -> Result<(), Error> {
 }
 
 /// Under bubblewrap the shim gives the program its stdout on an fd of its own, named in
-/// [`crate::process::STDOUT_APART_ENV`] (bubblewrap's own processes keep their fd 1 for the
+/// [`super::STDOUT_APART_ENV`] (bubblewrap's own processes keep their fd 1 for the
 /// sandbox's life, so a program that closes its output would never be seen at EOF: case R42).
 /// Move it to fd 1 and forget the variable, so the program's environment is exactly its own.
 /// Without the variable (the Landlock level, a command's combined output), nothing changes.
 fn stdout_back() {
-    let Some(fd) = std::env::var(crate::process::STDOUT_APART_ENV).ok().and_then(|v| v.parse::<i32>().ok()) else { return };
-    std::env::remove_var(crate::process::STDOUT_APART_ENV);
+    let Some(fd) = std::env::var(super::STDOUT_APART_ENV).ok().and_then(|v| v.parse::<i32>().ok()) else { return };
+    std::env::remove_var(super::STDOUT_APART_ENV);
     if fd > 2 {
         // SAFETY: plain system calls on integers, before any thread of ours exists.
         unsafe {

@@ -52,6 +52,18 @@ pub const HOME_DIR: &str = "/run/home";
 /// The socket file inside [`API_DIR`].
 pub const API_SOCKET: &str = "spacesd.sock";
 
+/// The environment variable naming the fd on which a sandbox's program finds its stdout
+/// (`StdioSpec::Pipes` under bubblewrap: `crate::process::spawn`); the sandbox's helper moves it to fd 1 and removes
+/// the variable before the program starts ([`enter`]).
+///
+/// Why: bubblewrap's outer process and its init in the sandbox keep fds 0-2 open for as long as
+/// the sandbox lives. Were the program's stdout bubblewrap's fd 1, a program that closes its
+/// output and runs on (case R42) would never be seen at EOF. Bubblewrap closes every other fd
+/// it inherited in both of its own processes and passes them on to the program, so the
+/// program's stdout goes there; bubblewrap's own fd 1 is `/dev/null` (its messages go to
+/// stderr, which stays the program's stderr).
+pub const STDOUT_APART_ENV: &str = "SPACES_SANDBOX_STDOUT_FD";
+
 /// The signals a stop, an interrupt or a closed terminal sends: every child starts with them at
 /// their default action (a daemon started in the background may have inherited them ignored),
 /// except bubblewrap, which the shim starts with them ignored, and whose helper resets them.

@@ -9,8 +9,8 @@ use spaces_sdk::{ApiError, ErrorCode};
 use tempfile::TempDir;
 
 use super::support::{limits, read_all, spec, tagged, PATIENCE};
+use crate::error::Error;
 use crate::exec::{ExecLimits, ProcessState, Processes, Termination};
-use crate::Error;
 
 // E13: 300 KB written to a pipe arrives byte-exact although the pipe holds far less (the write
 // is continued after every partial write).

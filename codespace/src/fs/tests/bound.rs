@@ -4,7 +4,7 @@
 use spaces_sdk::ErrorCode;
 
 use super::super::Root;
-use crate::Error;
+use crate::error::Error;
 
 /// `<tmp>/ws` with `a.txt`, canonical (the daemon registers canonical paths).
 fn registered() -> (tempfile::TempDir, std::path::PathBuf) {

@@ -9,9 +9,9 @@ use std::path::Path;
 use spaces_sdk::ErrorCode;
 
 use super::{put, snapshot, workspace};
+use crate::error::Error;
 use crate::fs::commit::Step;
 use crate::fs::{ChangeRecord, CommitStatus, Root};
-use crate::Error;
 
 fn patch_text(body: &str) -> String {
     format!("*** Begin Patch\n{body}*** End Patch\n")

@@ -42,7 +42,7 @@ fn finished_records_past_the_newest_n_per_workspace_are_pruned() {
         let found = ledger.approval(id);
         assert_eq!(found.is_ok(), i >= 2, "hold {i}");
         if i < 2 {
-            assert_eq!(crate::Error::code(&found.unwrap_err()), ErrorCode::ApprovalNotFound);
+            assert_eq!(crate::error::Error::code(&found.unwrap_err()), ErrorCode::ApprovalNotFound);
         }
     }
     ledger.approval(&pending).unwrap();

@@ -8,7 +8,7 @@
 //!   kept open, and `initial_stdin` = the `initialize` request
 //!   ([`conversation::initialize_line`]);
 //! - [`AppServerNormalizer`]: the event mapping ([`normalize`]) and the client side of the
-//!   dialogue ([`conversation`]) through the [`crate::Normalizer`] conversation hooks:
+//!   dialogue ([`conversation`]) through the [`crate::harness::Normalizer`] conversation hooks:
 //!   `launched` (cwd, model, session to resume), `take_outgoing` (`initialized`,
 //!   `thread/start|resume`, the first `turn/start`, answers to server requests), `turn_input`
 //!   (`turn/start` of a follow-up), `interrupt_input` (`turn/interrupt`), and
@@ -29,8 +29,8 @@ mod tests;
 
 pub use normalize::AppServerNormalizer;
 
+use crate::harness::{Harness, HomeLayout, Normalizer};
 use crate::plan::{InstallSpec, InterruptRecipe, LaunchContext, LaunchPlan, ProcessModel, StdinMode};
-use crate::{Harness, HomeLayout, Normalizer};
 
 /// The subcommand.
 pub const SUBCOMMAND: &str = "app-server";

@@ -33,11 +33,12 @@ use spaces_sdk::{Category, EventKind, StopReason, ToolStatus, Usage};
 use super::conversation::{Conversation, Sent};
 use super::items::{as_exec_item, plan_as_todo_list, reasoning_text};
 use crate::draft::EventDraft;
+use crate::harness::Normalizer;
 use crate::lines::StderrTail;
 use crate::openai_codex::items::{self as exec_items, ToolView};
 use crate::openai_codex::normalize::{is_harmless, other};
 use crate::plan::{ExitInfo, LaunchContext};
-use crate::{ending, wording, Normalizer};
+use crate::{ending, wording};
 
 /// Notifications that are bookkeeping: hidden `notice` events named by their method.
 const CONTROL: [&str; 14] = [

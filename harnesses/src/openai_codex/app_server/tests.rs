@@ -11,8 +11,9 @@ use spaces_sdk::{EventKind, StopReason, ToolStatus};
 
 use super::conversation::INITIALIZE_ID;
 use super::{launch, AppServerNormalizer};
+use crate::draft::EventDraft;
+use crate::harness::Normalizer;
 use crate::plan::{LaunchContext, StdinMode};
-use crate::{EventDraft, Normalizer};
 
 fn ctx<'a>(session: Option<&'a str>, model: Option<&'a str>, env: &'a BTreeMap<String, String>) -> LaunchContext<'a> {
     LaunchContext {

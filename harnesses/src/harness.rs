@@ -1,0 +1,157 @@
+//! The two traits every agent CLI adapter implements: [`Harness`] (install, launch, home) and
+//! [`Normalizer`] (its output as events, and the conversation hooks), with the home's layout.
+
+use crate::draft::EventDraft;
+use crate::plan::{ExitInfo, InstallSpec, InterruptRecipe, LaunchContext, LaunchPlan, ProcessModel};
+
+/// One agent CLI adapter. Implementations are stateless; per-run state lives in the
+/// [`Normalizer`] they create.
+pub trait Harness: Send + Sync {
+    /// Harness id used in `agent_start.agent` (`claude-code`, `openai-codex`).
+    fn id(&self) -> &'static str;
+    /// Human name (`Claude Code`).
+    fn name(&self) -> &'static str;
+    /// The pinned npm install of the CLI.
+    fn install_spec(&self) -> InstallSpec;
+    /// Whether one process serves every turn (stdin stream) or each turn is its own process.
+    fn process_model(&self) -> ProcessModel;
+    /// Short description of how follow-ups work, shown in capabilities (`stdin-stream`, ...).
+    fn followups(&self) -> &'static str;
+    /// Wire protocols accepted by `base_url` (`anthropic-messages`, `openai-responses`).
+    fn endpoint_wires(&self) -> &'static [&'static str];
+    /// Provider key variables the CLI reads (`ANTHROPIC_API_KEY`, ...).
+    fn keys(&self) -> &'static [&'static str];
+    /// The launch plan of a process serving turn `ctx.turn` (a fresh session, or a resume when
+    /// `ctx.session_id` is set).
+    fn launch(&self, ctx: &LaunchContext<'_>) -> LaunchPlan;
+    /// Bytes to write on stdin to start a turn with `text` in a live [`ProcessModel::LongLived`]
+    /// process. Per-turn harnesses never receive this call.
+    fn user_message(&self, text: &str) -> Vec<u8>;
+    /// How to cancel the turn in flight while keeping the session.
+    fn interrupt(&self) -> InterruptRecipe;
+    /// A fresh normalizer for one run.
+    fn normalizer(&self) -> Box<dyn Normalizer>;
+    /// What a persistent agent's home is for this CLI (API reference `home`; issue "Persistent
+    /// agents and volumes"): the config directory under the run's `home` that is restored before
+    /// the first turn and saved after every turn (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`), the paths in
+    /// it never saved, and where a session's transcript lives.
+    fn persistent_home(&self) -> HomeLayout;
+}
+
+/// Where one CLI keeps what a persistent agent carries between runs and hosts. Paths are
+/// relative to the run's `home` (the agent's `HOME`); patterns are globs relative to
+/// `config_dir`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HomeLayout {
+    /// The CLI's config directory (`.claude`, `.codex`): sessions, memory, settings.
+    pub config_dir: &'static str,
+    /// Globs (relative to `config_dir`) never saved: files the launcher rewrites for every
+    /// process (they may hold MCP secrets) and caches.
+    pub excludes: &'static [&'static str],
+    /// Where the transcript of a session is, and where it must be to resume it.
+    pub sessions: SessionFiles,
+}
+
+/// How a CLI files session transcripts, so a home restored on another host (whose Space folder
+/// differs) still resumes: see [`HomeLayout::sessions`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionFiles {
+    /// Claude Code: `projects/<slug of the cwd>/<session id>.jsonl` (and a `<session id>/`
+    /// directory beside it); `--resume` only looks in the current cwd's project directory
+    /// (another cwd gives "No conversation found"), so a transcript filed under another host's
+    /// folder must be moved to this cwd's slug ([`crate::slug::project_slug`]).
+    ByCwd,
+    /// Codex: `sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl`, found by thread id from
+    /// any cwd.
+    ById,
+}
+
+impl SessionFiles {
+    /// True when `rel` (a path relative to the config dir, `/`-separated) is the transcript of
+    /// `session_id`.
+    pub fn is_transcript(self, rel: &str, session_id: &str) -> bool {
+        if session_id.is_empty() {
+            return false;
+        }
+        match self {
+            SessionFiles::ByCwd => {
+                let parts: Vec<&str> = rel.split('/').collect();
+                parts.len() == 3 && parts[0] == "projects" && parts[2] == format!("{session_id}.jsonl")
+            }
+            SessionFiles::ById => {
+                rel.starts_with("sessions/")
+                    && rel.rsplit('/').next().is_some_and(|f| f.starts_with("rollout-") && f.ends_with(&format!("-{session_id}.jsonl")))
+            }
+        }
+    }
+
+    /// The directory (relative to the config dir) where the transcript must be for a process in
+    /// `cwd` to resume it; `None` when anywhere will do.
+    pub fn resume_dir(self, cwd: &std::path::Path) -> Option<String> {
+        match self {
+            SessionFiles::ByCwd => Some(format!("projects/{}", crate::slug::project_slug(&cwd.to_string_lossy()))),
+            SessionFiles::ById => None,
+        }
+    }
+}
+
+/// Turns one run's raw output into normalized events. Pure state machine, fed in order.
+pub trait Normalizer: Send {
+    /// A turn begins: returns `turn_started` and the `user_message` event carrying `text`.
+    fn begin_turn(&mut self, turn: u32, text: &str) -> Vec<EventDraft>;
+    /// The caller asked to interrupt the turn in flight; a turn that then ends without a normal
+    /// result ends `interrupted`. Returns `cancel_requested` when a turn is in flight, nothing
+    /// otherwise (an idle interrupt is never remembered).
+    fn interrupt_requested(&mut self) -> Vec<EventDraft>;
+    /// One complete stdout line, without its `\n` (a trailing `\r` is tolerated). Already redacted.
+    fn stdout_line(&mut self, line: &str) -> Vec<EventDraft>;
+    /// One stderr line (already redacted). Usually kept only for error reasons.
+    fn stderr_line(&mut self, line: &str) -> Vec<EventDraft>;
+    /// The agent process ended: closes open tools as `failed`, ends a turn still in flight
+    /// (`interrupted`, `stopped`, or `error` with the exit code and stderr tail), then `exited`.
+    fn process_exited(&mut self, exit: &ExitInfo) -> Vec<EventDraft>;
+    /// The CLI's session id (Claude session id, Codex thread id) once seen.
+    fn session_id(&self) -> Option<String>;
+    /// True while a tool call of the turn in flight has started and not finished: a silent
+    /// agent is then waiting on its tool (a build, a test run), not stalled.
+    fn tool_running(&self) -> bool;
+    /// True between `begin_turn` and that turn's `turn_ended`.
+    fn turn_in_flight(&self) -> bool;
+
+    // A conversation wire (`codex app-server`, the Agent Client Protocol) is a dialogue, not
+    // a stream: the CLI answers requests and asks its own (a session id to use, a permission),
+    // and what to send next depends on what it said. A normalizer of such a wire keeps that
+    // state and says what to write; the defaults below are those of a one-way wire (Claude
+    // Code's stream-json, `codex exec --json`), so a harness that does not talk back writes
+    // nothing of its own.
+
+    /// A process of this run is about to start with `ctx` (every process: the first, a resume,
+    /// a respawn), before any of its output is fed. A conversation normalizer keeps what its
+    /// handshake needs (cwd, MCP servers, model, the session to resume) and resets its per-process
+    /// state (request ids, pending answers). Default: nothing.
+    fn launched(&mut self, _ctx: &LaunchContext<'_>) {}
+
+    /// Lines to write on the agent's stdin, in order, each one whole line without its `\n`
+    /// (JSON-RPC requests and answers: the next handshake step, a permission answer). The
+    /// caller drains this after every call that feeds the normalizer (`stdout_line`,
+    /// `begin_turn`, `interrupt_requested`, ...) and writes the lines before anything else it
+    /// sends later. Never drained while re-feeding stored output after a daemon restart (those
+    /// lines were written by the previous daemon). Default: none.
+    fn take_outgoing(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// What starts turn `text` in the live [`ProcessModel::LongLived`] process when it depends
+    /// on the conversation's state (a thread id, the next request id): one line without its
+    /// `\n`. `None`: the harness's stateless [`Harness::user_message`]. Default: `None`.
+    fn turn_input(&mut self, _text: &str) -> Option<String> {
+        None
+    }
+
+    /// What interrupts the turn in flight when it depends on the conversation's state (the
+    /// turn id of `turn/interrupt`, the session of `session/cancel`): one line without its
+    /// `\n`. `None`: the harness's [`Harness::interrupt`] recipe. Default: `None`.
+    fn interrupt_input(&mut self) -> Option<String> {
+        None
+    }
+}
