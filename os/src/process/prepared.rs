@@ -242,17 +242,9 @@ impl Prepared {
                 let _ = ctl.read_to_string(&mut why);
                 return Err(std::io::Error::other(format!("the sandbox is not ready: {}", why.trim())));
             }
-            ctl.write_all(&serde_json::to_vec(order).map_err(std::io::Error::other)?)?;
-            ctl.shutdown(std::net::Shutdown::Write)?;
-            let mut answer = String::new();
-            ctl.read_to_string(&mut answer)?;
-            Ok(answer)
+            hand(&mut ctl, order)
         })();
-        match answer {
-            Ok(answer) if answer.is_empty() => {}
-            Ok(answer) => return Err(fail(answer.trim().to_owned())),
-            Err(e) => return Err(fail(format!("the warm sandbox did not take its program: {e}"))),
-        }
+        taken(answer, "the warm sandbox").map_err(fail)?;
         let pid = self.pid;
         let output = self.out.take().ok_or_else(|| fail("no output pipe".into()))?;
         let stdin = self.stdin.take();
@@ -296,24 +288,33 @@ impl Prepared {
             sandboxed: spec.sandboxed,
         };
         let mut ctl = self.ctl.take().ok_or_else(|| fail("the prepared child was already used".into()))?;
-        let answer = (|| -> std::io::Result<String> {
-            ctl.write_all(&serde_json::to_vec(&order).map_err(std::io::Error::other)?)?;
-            ctl.shutdown(std::net::Shutdown::Write)?;
-            let mut answer = String::new();
-            ctl.read_to_string(&mut answer)?;
-            Ok(answer)
-        })();
-        match answer {
-            Ok(answer) if answer.is_empty() => {}
-            Ok(answer) => return Err(fail(answer.trim().to_owned())),
-            Err(e) => return Err(fail(format!("the prepared child did not take its program: {e}"))),
-        }
+        taken(hand(&mut ctl, &order), "the prepared child").map_err(fail)?;
         let pid = self.pid;
         let output = self.out.take().ok_or_else(|| fail("no output pipe".into()))?;
         let (stdin, stderr) = (self.stdin.take(), self.err.take());
         // The program runs now: dropping `self` must not kill it.
         self.pid = 0;
         Ok(Started { pid, output, stderr: if combined { None } else { stderr }, stdin: if stdin_pipe { stdin } else { None } })
+    }
+}
+
+/// Write `order` as one JSON object on the control socket, shut our side down, and read the
+/// answer up to EOF (empty: the exec happened; a line: why it did not).
+fn hand(ctl: &mut UnixStream, order: &impl Serialize) -> std::io::Result<String> {
+    ctl.write_all(&serde_json::to_vec(order).map_err(std::io::Error::other)?)?;
+    ctl.shutdown(std::net::Shutdown::Write)?;
+    let mut answer = String::new();
+    ctl.read_to_string(&mut answer)?;
+    Ok(answer)
+}
+
+/// [`hand`]'s answer as the start's outcome: `Err` with the child's reason, or with why `who`
+/// did not take its program.
+fn taken(answer: std::io::Result<String>, who: &str) -> std::result::Result<(), String> {
+    match answer {
+        Ok(answer) if answer.is_empty() => Ok(()),
+        Ok(answer) => Err(answer.trim().to_owned()),
+        Err(e) => Err(format!("{who} did not take its program: {e}")),
     }
 }
 
