@@ -77,7 +77,8 @@ pub use drain::{read_output, OutputSink, FINAL_DRAIN_MAX, READ_BUF};
 pub use error::{Error, Result};
 pub use scan::{alive_with_env, alive_with_marker, kill_tree, KillReport};
 pub use spawn::{
-    close_inherited_fds, own_session, read_now, spawn, spawn_self_starting, widen_pipe, SpawnSpec, Spawned, StdinSpec, StdioSpec,
+    close_inherited_fds, own_session, program_env, read_now, spawn, spawn_self_starting, widen_pipe, SpawnSpec, Spawned, StdinSpec,
+    StdioSpec,
 };
 
 /// Environment variable holding a process's tag (unique per spawn, chosen by the caller).

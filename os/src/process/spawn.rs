@@ -259,8 +259,17 @@ pub(super) fn base_command(
     cwd: &Path,
 ) -> std::process::Command {
     let mut cmd = std::process::Command::new(argv.first().map_or("", String::as_str));
-    cmd.args(argv.iter().skip(1)).env_clear().envs(env).envs(markers.iter().map(|(k, v)| (k, v))).env(TAG_ENV, tag).current_dir(cwd);
+    cmd.args(argv.iter().skip(1)).env_clear().envs(program_env(env, markers, tag)).current_dir(cwd);
     cmd
+}
+
+/// The whole environment a started program gets: `env`, its `markers` and its tag
+/// ([`TAG_ENV`]), later ones winning. A warm sandbox's order carries exactly this.
+pub fn program_env(env: &BTreeMap<String, String>, markers: &[(String, String)], tag: &str) -> BTreeMap<String, String> {
+    let mut all = env.clone();
+    all.extend(markers.iter().cloned());
+    all.insert(TAG_ENV.to_owned(), tag.to_owned());
+    all
 }
 
 /// One non-blocking read from our end of a child's output. `Ok(None)` = nothing ready now;

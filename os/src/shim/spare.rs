@@ -74,16 +74,32 @@ pub const WARM_MAX: usize = 4;
 struct Pool {
     command: Vec<String>,
     env: BTreeMap<String, String>,
-    spare: Option<Waiting>,
-    making: bool,
+    /// The ordinary spare.
+    slot: Slot,
     /// Warm spares, most recently used last.
     warm: Vec<Warm>,
 }
 
-struct Warm {
-    policy: Policy,
+/// One spare kept ready: the ready one, and whether one is being started.
+#[derive(Default)]
+struct Slot {
     spare: Option<Waiting>,
     making: bool,
+}
+
+struct Warm {
+    policy: Policy,
+    slot: Slot,
+}
+
+impl Pool {
+    /// The slot of `warm`'s policy (`None`: not remembered), or the ordinary spare's.
+    fn slot(&mut self, warm: Option<&Policy>) -> Option<&mut Slot> {
+        match warm {
+            None => Some(&mut self.slot),
+            Some(policy) => self.warm.iter_mut().find(|w| &w.policy == policy).map(|w| &mut w.slot),
+        }
+    }
 }
 
 static POOL: Mutex<Option<Pool>> = Mutex::new(None);
@@ -95,9 +111,9 @@ static SPARES: AtomicU64 = AtomicU64::new(0);
 /// spare exits).
 pub fn keep(command: Vec<String>, env: BTreeMap<String, String>) {
     if let Ok(mut pool) = POOL.lock() {
-        *pool = Some(Pool { command, env, spare: None, making: false, warm: Vec::new() });
+        *pool = Some(Pool { command, env, slot: Slot::default(), warm: Vec::new() });
     }
-    refill();
+    refill(None);
 }
 
 /// Keep no spare any more: the ready one reads EOF and exits, removing its cgroup.
@@ -124,7 +140,7 @@ pub(super) fn take(command: &[String], env: &BTreeMap<String, String>, warm: Opt
             match pool.warm.iter().position(|w| &w.policy == policy) {
                 Some(at) => {
                     let mut entry = pool.warm.remove(at);
-                    let spare = entry.spare.take();
+                    let spare = entry.slot.spare.take();
                     pool.warm.push(entry);
                     Some(spare)
                 }
@@ -136,13 +152,13 @@ pub(super) fn take(command: &[String], env: &BTreeMap<String, String>, warm: Opt
                     // Seen once: remembered, but a sandbox is made only when it comes again
                     // (commands that each go to another Space would pay for sandboxes
                     // nobody uses).
-                    pool.warm.push(Warm { policy: policy.clone(), spare: None, making: false });
+                    pool.warm.push(Warm { policy: policy.clone(), slot: Slot::default() });
                     None
                 }
             }
         };
         let Some(spare) = spare else { return take_spare(command, env) };
-        refill_warm(policy);
+        refill(Some(policy));
         if let Some(spare) = spare.and_then(|mut s| s.alive().then_some(s)) {
             return Some(spare);
         }
@@ -158,64 +174,37 @@ fn take_spare(command: &[String], env: &BTreeMap<String, String>) -> Option<Wait
         if pool.command != command || &pool.env != env {
             return None;
         }
-        pool.spare.take()
+        pool.slot.spare.take()
     };
-    refill();
+    refill(None);
     spare.and_then(|mut s| s.alive().then_some(s))
 }
 
-/// Start a warm spare of `policy` in the background unless one is ready or being started (or
-/// the policy's entry was let go meanwhile).
-fn refill_warm(policy: &Policy) {
+/// Start a spare in the background (with `warm`, a warm one of that policy) unless its slot
+/// holds one ready or being started, or a warm policy's entry was let go meanwhile.
+fn refill(warm: Option<&Policy>) {
     let Ok(handle) = tokio::runtime::Handle::try_current() else { return };
     let (command, env) = {
         let Ok(mut pool) = POOL.lock() else { return };
         let Some(pool) = pool.as_mut() else { return };
-        let Some(entry) = pool.warm.iter_mut().find(|w| &w.policy == policy) else { return };
-        if entry.spare.is_some() || entry.making {
+        let Some(slot) = pool.slot(warm) else { return };
+        if slot.spare.is_some() || slot.making {
             return;
         }
-        entry.making = true;
+        slot.making = true;
         (pool.command.clone(), pool.env.clone())
     };
-    let policy = policy.clone();
+    let warm = warm.cloned();
     handle.spawn_blocking(move || {
-        let made = start(&command, &env, Some(&policy));
+        let made = start(&command, &env, warm.as_ref());
         if let Err(why) = &made {
-            tracing::warn!("cannot start a warm sandbox's spare shim: {why}");
+            let what = if warm.is_some() { "a warm sandbox's spare shim" } else { "a spare shim" };
+            tracing::warn!("cannot start {what}: {why}");
         }
         if let Ok(mut pool) = POOL.lock() {
-            if let Some(pool) = pool.as_mut().filter(|p| p.command == command && p.env == env) {
-                if let Some(entry) = pool.warm.iter_mut().find(|w| w.policy == policy) {
-                    entry.making = false;
-                    entry.spare = made.ok();
-                }
-            }
-        }
-    });
-}
-
-/// Start a spare in the background unless one is ready or being started.
-fn refill() {
-    let Ok(handle) = tokio::runtime::Handle::try_current() else { return };
-    let (command, env) = {
-        let Ok(mut pool) = POOL.lock() else { return };
-        let Some(pool) = pool.as_mut() else { return };
-        if pool.spare.is_some() || pool.making {
-            return;
-        }
-        pool.making = true;
-        (pool.command.clone(), pool.env.clone())
-    };
-    handle.spawn_blocking(move || {
-        let made = start(&command, &env, None);
-        if let Err(why) = &made {
-            tracing::warn!("cannot start a spare shim: {why}");
-        }
-        if let Ok(mut pool) = POOL.lock() {
-            if let Some(pool) = pool.as_mut().filter(|p| p.command == command && p.env == env) {
-                pool.making = false;
-                pool.spare = made.ok();
+            if let Some(slot) = pool.as_mut().filter(|p| p.command == command && p.env == env).and_then(|p| p.slot(warm.as_ref())) {
+                slot.making = false;
+                slot.spare = made.ok();
             }
         }
     });

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::boundary::{run_in, section, tool};
+use super::boundary::{run_in, section};
 use crate::support::TestDaemon;
 
 /// What a command reports of its sandbox, one section each; `== warm` says whether it started
@@ -81,7 +81,6 @@ async fn a_warm_sandbox_is_a_cold_one(d: TestDaemon) {
     let other = d.space("t").await;
     let there = run_in(&d, "t", "pwd; touch made-there && echo wrote").await;
     assert_eq!(there, format!("{}\nwrote\n", std::fs::canonicalize(&other).unwrap().display()));
-    let _ = tool(&d, "workspace_info", json!({"workspace_id": "s"})).await;
 }
 
 #[tokio::test]

@@ -13,7 +13,6 @@
 //! only for what its process group and cgroup did not take with them: "is the tree gone?" is
 //! the shim's own children (a subreaper), not a scan of the host.
 
-use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
@@ -138,15 +137,6 @@ pub fn main(dir: &Path) -> i32 {
         }
         code
     })
-}
-
-/// The whole environment a program started by `spawn` gets: its variables, its markers and
-/// its tag (as `process::spawn` sets them), for a warm sandbox's order.
-fn program_env(spawn: &SpawnSpec) -> BTreeMap<String, String> {
-    let mut env = spawn.env.clone();
-    env.extend(spawn.markers.iter().cloned());
-    env.insert(process::TAG_ENV.to_owned(), spawn.tag.clone());
-    env
 }
 
 /// Answer the daemon on stdout, once; then stdout and stderr go to `shim.log`.

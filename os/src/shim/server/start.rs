@@ -79,8 +79,9 @@ impl Shim {
                     && child.warm == sandbox
                     && matches!(spawn.stdio, StdioSpec::Combined { stdin: StdinSpec::Pipe })
                     && sandbox.as_ref().is_some_and(|p| crate::sandbox::identity(p) == child.seen);
-                let order = crate::sandbox::enter::Order { argv: spec.argv.clone(), cwd: spec.cwd.clone(), env: program_env(&spawn) };
                 fits.then(|| {
+                    let env = process::program_env(&spawn.env, &spawn.markers, &spawn.tag);
+                    let order = crate::sandbox::enter::Order { argv: spec.argv.clone(), cwd: spec.cwd.clone(), env };
                     child
                         .prepared
                         .start_warm(&order)
