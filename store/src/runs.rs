@@ -33,9 +33,15 @@ pub struct RunRow {
 const COLUMNS: &str = "run_id, space, agent, created_ms, status, phase, reason, result_text, \
                        session_id, turns, cwd, options_json, notes_json, pgid, prompt_excerpt";
 
+/// A run from its row. Errors: a column of the wrong type, or `options_json`/`notes_json` that
+/// do not parse (never read as empty: a run's options hold its home, sandbox and budget, and
+/// an unreadable row must say so rather than run without them).
 fn from_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
-    let options: String = r.get(11)?;
-    let notes: String = r.get(12)?;
+    let unreadable = |column: usize| {
+        move |e: serde_json::Error| rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, Box::new(e))
+    };
+    let options = serde_json::from_str(&r.get::<_, String>(11)?).map_err(unreadable(11))?;
+    let notes = serde_json::from_str(&r.get::<_, String>(12)?).map_err(unreadable(12))?;
     Ok(RunRow {
         run_id: r.get(0)?,
         space: r.get(1)?,
@@ -48,8 +54,8 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
         session_id: r.get(8)?,
         turns: r.get::<_, i64>(9)? as u32,
         cwd: r.get(10)?,
-        options: serde_json::from_str(&options).unwrap_or_default(),
-        notes: serde_json::from_str(&notes).unwrap_or_default(),
+        options,
+        notes,
         pgid: r.get(13)?,
         prompt_excerpt: r.get(14)?,
     })
@@ -201,4 +207,48 @@ pub fn turn_start_in(conn: &rusqlite::Connection, run_id: &str, turn: u32, text:
         now_ms() as i64
     ])?;
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn row(run_id: &str) -> RunRow {
+        RunRow {
+            run_id: run_id.to_owned(),
+            space: "proj".to_owned(),
+            agent: "claude-code".to_owned(),
+            created_ms: 1,
+            status: Status::Running,
+            phase: Phase::Working,
+            reason: "a turn is running".to_owned(),
+            result_text: None,
+            session_id: None,
+            turns: 1,
+            cwd: "/w".to_owned(),
+            options: serde_json::from_value(serde_json::json!({"home": "h"})).unwrap(),
+            notes: vec!["n".to_owned()],
+            pgid: None,
+            prompt_excerpt: None,
+        }
+    }
+
+    /// A run whose stored options no longer parse is an error naming the column, never a run
+    /// with empty options (which would lose its persistent home, its sandbox settings...).
+    #[test]
+    fn a_row_whose_options_do_not_parse_is_an_error_not_empty_options() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("spaces.db")).unwrap();
+        store.run_insert(&row("r1")).unwrap();
+        assert_eq!(store.run_get("r1").unwrap().unwrap(), row("r1"));
+        store
+            .write(|conn| {
+                conn.execute("UPDATE runs SET options_json = '{\"home\": ' WHERE run_id = 'r1'", [])?;
+                Ok(())
+            })
+            .unwrap();
+        let e = store.run_get("r1").expect_err("a row that does not parse");
+        assert!(e.to_string().contains("11"), "names the column: {e}");
+    }
 }

@@ -89,7 +89,7 @@ impl Actor {
 
     /// Re-adopt the run's agent process after a daemon restart, its events stored up to `pos`
     /// (see [`Launcher::adopt`]), then [`Self::run`]. Errors: the journal cannot be read.
-    pub async fn adopt(mut self, pos: JournalPos) -> Result<Self, String> {
+    pub async fn adopt(mut self, pos: JournalPos) -> super::error::Result<Self> {
         let Some(p) = self.launcher.adopt(pos.gen, pos.offset, &self.redactor, self.norm.as_mut()).await? else {
             self.machine.stall.last_output = Instant::now();
             return Ok(self);

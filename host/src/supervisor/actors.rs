@@ -52,7 +52,7 @@ pub(super) async fn adopt(inner: &Arc<Inner>, run: RunRow, pos: JournalPos) -> R
     })?;
     let secrets = RunSecrets::load(&inner.cfg.run_dir(&run.run_id))?;
     let run_id = run.run_id.clone();
-    let actor = new_actor(inner, run, harness, secrets).adopt(pos).await.map_err(|why| refuse(ErrorCode::Internal, why))?;
+    let actor = new_actor(inner, run, harness, secrets).adopt(pos).await?;
     let (tx, rx) = mpsc::unbounded_channel();
     let retire = retire(inner, &run_id);
     inner.actors.lock().insert(run_id, tx);

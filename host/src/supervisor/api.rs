@@ -54,14 +54,14 @@ impl RunSockets {
     /// Listen on `<run_dir>/api/spacesd.sock` for run `run_id` of `space`, unless it is already
     /// open (or no server is set: a daemon without HTTP, as in unit tests; the directory is
     /// made anyway, since the sandbox mounts it). Errors: the directory or the socket cannot be
-    /// made (the message names the path).
-    pub fn open(&self, run_id: &str, space: &str, run_dir: &Path) -> Result<(), String> {
+    /// made ([`super::error::Error::Io`], naming the path).
+    pub fn open(&self, run_id: &str, space: &str, run_dir: &Path) -> super::error::Result<()> {
         let dir = dir(run_dir);
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&dir)
-            .map_err(|e| format!("cannot create the run's API directory {}: {e}", dir.display()))?;
+            .map_err(super::error::Error::io("create the run's API directory", &dir))?;
         let Some(server) = self.server.get() else {
             let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
             waiting.push((run_id.to_owned(), space.to_owned(), run_dir.to_owned()));
@@ -73,7 +73,7 @@ impl RunSockets {
         }
         let path = dir.join(spaces_os::sandbox::API_SOCKET);
         let _ = std::fs::remove_file(&path);
-        let listener = tokio::net::UnixListener::bind(&path).map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
+        let listener = tokio::net::UnixListener::bind(&path).map_err(super::error::Error::io("listen on", &path))?;
         let task = tokio::spawn(server(listener, run_id.to_owned(), space.to_owned()));
         open.insert(run_id.to_owned(), task.abort_handle());
         Ok(())

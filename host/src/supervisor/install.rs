@@ -11,6 +11,7 @@ use spaces_os::process::{self, SpawnSpec, StdinSpec, StdioSpec};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::unix::pipe;
 
+use super::error::{Error, Result};
 use crate::config::Config;
 
 /// Where a harness's CLI comes from.
@@ -110,11 +111,13 @@ fn npm_env(vars: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String,
 }
 
 /// Install the pinned CLI of `harness` with npm, reporting progress lines to `progress`.
-/// Returns the binary path, or a sentence saying why the install failed.
-pub async fn install(cfg: &Config, harness: &dyn Harness, mut progress: impl FnMut(String)) -> Result<PathBuf, String> {
+/// Returns the binary path. Errors: the prefix cannot be made ([`Error::Io`]), npm cannot be
+/// run or read ([`Error::NpmStart`], [`Error::NpmIo`]), or it ended without the binary
+/// ([`Error::NpmFailed`], with npm's last lines).
+pub async fn install(cfg: &Config, harness: &dyn Harness, mut progress: impl FnMut(String)) -> Result<PathBuf> {
     let spec = harness.install_spec();
     let prefix = cfg.harness_tools_dir(install_id(harness));
-    std::fs::create_dir_all(&prefix).map_err(|e| format!("cannot create {}: {e}", prefix.display()))?;
+    std::fs::create_dir_all(&prefix).map_err(Error::io("create", &prefix))?;
     progress(format!("installing {} into {}", spec.packages.join(" "), prefix.display()));
     let started = Instant::now();
     let mut argv: Vec<String> = ["npm", "install", "--prefix"].map(String::from).into();
@@ -134,13 +137,13 @@ pub async fn install(cfg: &Config, harness: &dyn Harness, mut progress: impl FnM
         nice: process::priority::agent_nice(),
         sandboxed: false,
     };
-    let spawned = process::spawn(&spawn_spec).map_err(|e| format!("cannot run npm (is Node.js installed?): {e}"))?;
+    let spawned = process::spawn(&spawn_spec).map_err(Error::NpmStart)?;
     let mut child = spawned.child;
     let output = match pipe::Receiver::from_owned_fd(spawned.output) {
         Ok(output) => output,
         Err(e) => {
             let _ = child.start_kill();
-            return Err(format!("cannot read npm's output: {e}"));
+            return Err(Error::NpmIo { step: "output unreadable", source: e });
         }
     };
     let mut tail: std::collections::VecDeque<String> = std::collections::VecDeque::new();
@@ -164,20 +167,14 @@ pub async fn install(cfg: &Config, harness: &dyn Harness, mut progress: impl FnM
             tail.pop_front();
         }
     }
-    let status = child.wait().await.map_err(|e| format!("npm did not finish: {e}"))?;
+    let status = child.wait().await.map_err(|source| Error::NpmIo { step: "did not finish", source })?;
     let (_, exists) = locate(cfg, harness);
     let binary = prefix.join(spec.binary);
     if status.success() && exists {
         progress(format!("installed {} in {:.1} s", spec.packages.join(" "), started.elapsed().as_secs_f64()));
         Ok(binary)
     } else {
-        Err(format!(
-            "npm install of {} failed ({status}); binary {} {}: {}",
-            spec.packages.join(" "),
-            binary.display(),
-            if exists { "exists" } else { "is missing" },
-            Vec::from(tail).join(" | ")
-        ))
+        Err(Error::NpmFailed { packages: spec.packages.join(" "), status, binary, exists, tail: Vec::from(tail).join(" | ") })
     }
 }
 

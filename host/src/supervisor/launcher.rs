@@ -23,6 +23,7 @@ use spaces_store::runs::RunRow;
 use spaces_store::JournalPos;
 use tokio::sync::{mpsc, OwnedMutexGuard};
 
+use super::error::{Error, Result};
 use super::install;
 use super::journal::Journal;
 use super::marker::{turn_tag, RUN_ENV};
@@ -148,13 +149,13 @@ impl Launcher {
     // ----- out: binary, plan, spawn -----
 
     /// Whether the agent's binary is there. Errors: an operator-set binary that does not exist.
-    pub async fn binary(&self) -> Result<Binary, String> {
+    pub async fn binary(&self) -> Result<Binary> {
         let (source, exists) = install::locate(&self.inner.cfg, self.harness);
         if exists {
             return Ok(Binary::Ready(source.path().clone()));
         }
         if let install::Source::Operator(p) = source {
-            return Err(format!("the operator-set binary {} does not exist", p.display()));
+            return Err(Error::BinaryMissing(p));
         }
         // One lock per install: harnesses sharing a package share it (`install::install_id`).
         let lock = self.inner.install_lock(install::install_id(self.harness)).lock_owned().await;
@@ -168,7 +169,7 @@ impl Launcher {
 
     /// Install the pinned CLI while holding `_lock`; every progress line is an `install` event of
     /// the run `run_id`.
-    pub async fn install(&self, run_id: &str, _lock: OwnedMutexGuard<()>) -> Result<PathBuf, String> {
+    pub async fn install(&self, run_id: &str, _lock: OwnedMutexGuard<()>) -> Result<PathBuf> {
         let run_id = run_id.to_owned();
         let inner = self.inner.clone();
         let cfg = self.inner.cfg.clone();
@@ -187,9 +188,9 @@ impl Launcher {
     ///
     /// `norm` is told of the process ([`Normalizer::launched`]) before any of its output is fed:
     /// a conversation harness keeps what its handshake needs (cwd, model, the session to resume).
-    pub fn plan(&self, run: &RunRow, turn: u32, text: &str, binary: &Path, norm: &mut dyn Normalizer) -> Result<Launch, String> {
+    pub fn plan(&self, run: &RunRow, turn: u32, text: &str, binary: &Path, norm: &mut dyn Normalizer) -> Result<Launch> {
         let home = self.run_dir.join("home");
-        std::fs::create_dir_all(&home).map_err(|e| format!("cannot create the agent home {}: {e}", home.display()))?;
+        std::fs::create_dir_all(&home).map_err(Error::io("create the agent home", &home))?;
         let cwd = PathBuf::from(&run.cwd);
         // In a sandbox the state dir is not there: the `spaces` server reaches the daemon through
         // the run's own socket (`spacesd --state-dir /run/spaces`, see `super::api`), and the
@@ -241,9 +242,9 @@ impl Launcher {
         for (path, content) in &plan.files {
             let path = on_host(path);
             if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                std::fs::create_dir_all(dir).map_err(Error::io("create", dir))?;
             }
-            spaces_store::fsutil::write_private(&path, content.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            spaces_store::fsutil::write_private(&path, content.as_bytes()).map_err(Error::io("write", &path))?;
         }
         let mut env = BTreeMap::new();
         env.insert("PATH".to_owned(), std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()));
@@ -271,26 +272,17 @@ impl Launcher {
     /// `/run/home`, the attached files and `readonly` (the harness's files, the agent's binary)
     /// read-only, the run's API directory at `/run/spaces`; everything else of the daemon's
     /// hidden.
-    fn sandbox(
-        &self,
-        run: &RunRow,
-        home: &Path,
-        readonly: impl Iterator<Item = PathBuf>,
-    ) -> Result<Option<spaces_os::sandbox::Policy>, String> {
-        let space = match self.inner.store.space_get(&run.space) {
-            Ok(Some(space)) => space,
-            Ok(None) => return Err(format!("the Space {:?} of this run is no longer registered", run.space)),
-            Err(e) => return Err(format!("cannot read the Space registry: {e}")),
-        };
+    fn sandbox(&self, run: &RunRow, home: &Path, readonly: impl Iterator<Item = PathBuf>) -> Result<Option<spaces_os::sandbox::Policy>> {
+        let space = self.inner.store.space_get(&run.space)?.ok_or_else(|| Error::SpaceGone(run.space.clone()))?;
         let api_dir = super::api::dir(&self.run_dir);
         let mut extra = crate::sandbox::Extra { readonly: readonly.collect(), api_dir: Some(api_dir), home: Some(home.to_path_buf()) };
         extra.readonly.push(self.run_dir.join(super::files::FOLDER));
-        crate::sandbox::policy(&self.inner.store, Path::new(&space.root), space.read_only, space.network, extra).map_err(|e| e.to_string())
+        Ok(crate::sandbox::policy(&self.inner.store, Path::new(&space.root), space.read_only, space.network, extra)?)
     }
 
     /// Start `launch` under a shim as the next process generation; its journal arrives through
     /// [`Self::next_event`]. A new process starts with an empty stderr tail.
-    pub async fn spawn(&mut self, mut launch: Launch) -> Result<LiveProc, String> {
+    pub async fn spawn(&mut self, mut launch: Launch) -> Result<LiveProc> {
         self.gen += 1;
         launch.spec.gen = self.gen;
         self.open_api()?;
@@ -307,13 +299,7 @@ impl Launcher {
     /// stored; what it would write to the agent, [`Normalizer::take_outgoing`], discarded too:
     /// the previous daemon wrote it) so it knows the turn in flight and its open tool calls; the
     /// rest arrives through [`Self::next_event`]. Returns the live process, or `None` when its exit was stored.
-    pub async fn adopt(
-        &mut self,
-        gen: u64,
-        offset: u64,
-        redactor: &Redactor,
-        norm: &mut dyn Normalizer,
-    ) -> Result<Option<LiveProc>, String> {
+    pub async fn adopt(&mut self, gen: u64, offset: u64, redactor: &Redactor, norm: &mut dyn Normalizer) -> Result<Option<LiveProc>> {
         self.gen = gen;
         self.open_api()?;
         let Adopted { replay, live } = proc::adopt(&self.run_dir, gen, offset, self.events_tx.clone()).await?;
@@ -331,9 +317,9 @@ impl Launcher {
     }
 
     /// The run's own API socket ([`super::api`]), open before its process starts.
-    fn open_api(&self) -> Result<(), String> {
-        let run = self.inner.store.run_get(&self.run_id).map_err(|e| e.to_string())?;
-        let space = run.map(|r| r.space).ok_or_else(|| format!("run {} is not in the store", self.run_id))?;
+    fn open_api(&self) -> Result<()> {
+        let run = self.inner.store.run_get(&self.run_id)?;
+        let space = run.map(|r| r.space).ok_or_else(|| Error::RunGone(self.run_id.clone()))?;
         self.inner.api.open(&self.run_id, &space, &self.run_dir)
     }
 

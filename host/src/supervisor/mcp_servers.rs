@@ -135,10 +135,10 @@ pub fn for_launch(
     state_dir: &Path,
     space: &str,
     command: impl FnOnce() -> std::io::Result<Vec<String>>,
-) -> std::result::Result<Vec<McpServer>, String> {
+) -> super::error::Result<Vec<McpServer>> {
     let mut servers = callers.to_vec();
     if space_tools_wanted(options) {
-        let command = command().map_err(|e| format!("space_tools: cannot find spacesd's own command: {e}"))?;
+        let command = command().map_err(|source| super::error::Error::SelfCommand { purpose: "for space_tools", source })?;
         servers.push(space_tools_server(&command, state_dir, space));
     }
     Ok(servers)
@@ -246,7 +246,8 @@ mod tests {
         assert_eq!(for_launch(&callers, &off, Path::new("/s"), "p", never).unwrap(), callers);
         let gone = || Err(std::io::Error::other("deleted"));
         let e = for_launch(&callers, &on, Path::new("/s"), "p", gone).unwrap_err();
-        assert!(e.contains("spacesd's own command"), "{e}");
+        assert!(matches!(e, super::super::error::Error::SelfCommand { purpose: "for space_tools", .. }), "{e:?}");
+        assert!(e.to_string().contains("cannot tell how to run spacesd for space_tools: deleted"), "{e}");
     }
 
     #[test]

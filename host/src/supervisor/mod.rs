@@ -31,6 +31,8 @@
 //!   the retention setting.
 //! - `persist`: a persistent agent's run: its home restored first, saved after every turn,
 //!   its lease released at the end (the volume itself: [`crate::homes`]).
+//! - `error`: why a step of a turn failed (`supervisor::error::Error`), from the checkout
+//!   to the shim; a turn that cannot start carries its sentence as the reason.
 //! - `secrets`, `mcp_servers`: what a run keeps 0600 in its directory (env, MCP server
 //!   secrets), and the run's MCP servers (checked at start, `space_tools` added at launch).
 
@@ -38,6 +40,7 @@ mod actor;
 mod actors;
 pub mod api;
 mod capabilities;
+pub mod error;
 mod events;
 mod files;
 mod folder;

@@ -32,6 +32,7 @@ use spaces_harnesses::{EventDraft, Harness, HomeLayout};
 use spaces_sdk::EventKind;
 use spaces_store::runs::RunRow;
 
+use super::error::{Error, Result};
 use super::shared::Inner;
 use crate::homes::meta::AgentMeta;
 
@@ -49,23 +50,23 @@ fn agent_home(inner: &Inner, run_id: &str) -> PathBuf {
 /// run restore the home and pick up the saved session. Returns the notices to append.
 /// Errors (the turn fails before start, with this reason): `LEASE_HELD`, a snapshot that cannot
 /// be restored, a home of another harness.
-pub(super) async fn prepare(inner: &Inner, run: &mut RunRow, harness: &dyn Harness) -> Result<Vec<EventDraft>, String> {
+pub(super) async fn prepare(inner: &Inner, run: &mut RunRow, harness: &dyn Harness) -> Result<Vec<EventDraft>> {
     let Some(home) = run.options.home.clone() else { return Ok(Vec::new()) };
-    inner.homes.claim(&home, &run.run_id, &run.space).await.map_err(|e| e.to_api().message)?;
+    inner.homes.claim(&home, &run.run_id, &run.space).await?;
     let layout = harness.persistent_home();
     let agent_home = agent_home(inner, &run.run_id);
     let config_dir = agent_home.join(layout.config_dir);
     if config_dir.exists() {
         return Ok(Vec::new());
     }
-    std::fs::create_dir_all(&agent_home).map_err(|e| format!("cannot create the agent home {}: {e}", agent_home.display()))?;
+    std::fs::create_dir_all(&agent_home).map_err(Error::io("create the agent home", &agent_home))?;
     let turn = run.turns;
-    let Some(snapshot) = inner.homes.restore_latest(&home, &config_dir).await.map_err(|e| e.to_api().message)? else {
+    let Some(snapshot) = inner.homes.restore_latest(&home, &config_dir).await? else {
         return Ok(vec![notice(turn, format!("persistent agent {home:?} is new: its home starts empty and is saved after every turn"))]);
     };
     let meta = AgentMeta::from_value(&snapshot.meta);
     if !meta.agent.is_empty() && meta.agent != harness.id() {
-        return Err(format!("the persistent agent {home:?} is a {} agent; its home cannot run {}", meta.agent, harness.id()));
+        return Err(Error::HomeOfOtherAgent { home: home.clone(), agent: meta.agent, harness: harness.id().to_owned() });
     }
     let mut notes = vec![notice(
         turn,
@@ -78,8 +79,7 @@ pub(super) async fn prepare(inner: &Inner, run: &mut RunRow, harness: &dyn Harne
         if let Some(sid) = meta.session_id.filter(|s| !s.is_empty()) {
             match find_transcript(&config_dir, &layout, &sid) {
                 Some(found) => {
-                    relocate(&config_dir, &layout, &found, &PathBuf::from(&run.cwd))
-                        .map_err(|e| format!("cannot place the session transcript for this folder: {e}"))?;
+                    relocate(&config_dir, &layout, &found, &PathBuf::from(&run.cwd)).map_err(Error::Transcript)?;
                     run.session_id = Some(sid);
                 }
                 None => notes.push(notice(

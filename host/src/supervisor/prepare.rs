@@ -37,6 +37,7 @@ use spaces_sdk::{bounded, ApiError, ErrorCode, EventKind, SpaceAgentOptions, Spa
 use spaces_store::runs::RunRow;
 use tokio::io::AsyncReadExt;
 
+use super::error::Error as StepError;
 use super::shared::Inner;
 use crate::error::{Error, Result};
 
@@ -160,14 +161,11 @@ impl Jail {
         Ok(Jail { sandbox: Some((policy, helper)) })
     }
 
-    /// The Space of run `run` ([`Jail::for_space`]), as a message for the turn's reason.
-    fn for_run(inner: &Inner, run: &RunRow, readonly: Vec<PathBuf>) -> std::result::Result<Jail, String> {
-        let space = match inner.store.space_get(&run.space) {
-            Ok(Some(space)) => space,
-            Ok(None) => return Err(format!("the Space {:?} of this run is no longer registered", run.space)),
-            Err(e) => return Err(format!("cannot read the Space registry: {e}")),
-        };
-        Jail::for_space(inner, &space, readonly).map_err(|e| e.to_string())
+    /// The Space of run `run` ([`Jail::for_space`]). Errors: the Space is gone, or those of
+    /// [`Jail::for_space`].
+    fn for_run(inner: &Inner, run: &RunRow, readonly: Vec<PathBuf>) -> std::result::Result<Jail, StepError> {
+        let space = inner.store.space_get(&run.space)?.ok_or_else(|| StepError::SpaceGone(run.space.clone()))?;
+        Ok(Jail::for_space(inner, &space, readonly)?)
     }
 
     /// `git` working in `cwd`: inside the sandbox when there is one. Errors: a path the
@@ -353,8 +351,9 @@ fn empty_dir(path: &Path) -> bool {
 }
 
 /// Clone or check out before the first turn (see the module doc), once per run. Progress and
-/// the outcome are `notice` events of `turn`; an error is the reason the turn could not start.
-pub(super) async fn prepare(inner: &Inner, run: &RunRow, turn: u32) -> std::result::Result<(), String> {
+/// the outcome are `notice` events of `turn`; an error is the reason the turn could not start:
+/// the run's secrets unreadable, the Space gone, git missing or failing, the clone not movable.
+pub(super) async fn prepare(inner: &Inner, run: &RunRow, turn: u32) -> std::result::Result<(), StepError> {
     let marker = marker(inner, run);
     let notice = |text: String| {
         if let Err(e) = inner.log.append_at(&run.run_id, vec![EventDraft::new(turn, EventKind::Notice).summary(text)], None) {
@@ -365,7 +364,8 @@ pub(super) async fn prepare(inner: &Inner, run: &RunRow, turn: u32) -> std::resu
     match &run.options.repo {
         Some(url) => {
             // The stored URL has its credentials cut; the one given is among the run's secrets.
-            let given = super::secrets::RunSecrets::load(&inner.cfg.run_dir(&run.run_id)).ok().and_then(|s| s.repo_url);
+            // Unreadable secrets stop the clone: the stored URL would fail for want of them.
+            let given = super::secrets::RunSecrets::load(&inner.cfg.run_dir(&run.run_id)).map_err(StepError::Secrets)?.repo_url;
             let allow_local = inner.cfg.allow_local_repos;
             let url = given.as_deref().unwrap_or(url);
             let jail = Jail::for_run(inner, run, local_source(url, allow_local))?;
@@ -375,16 +375,17 @@ pub(super) async fn prepare(inner: &Inner, run: &RunRow, turn: u32) -> std::resu
             let branch = run.options.branch.as_deref().unwrap_or_default();
             notice(format!("checking out branch {branch} in {}", target.display()));
             let jail = Jail::for_run(inner, run, Vec::new())?;
-            let mut cmd = git_args(&jail, &target, &["checkout", branch, "--"]).map_err(|e| format!("git checkout: {e}"))?;
+            let run_git = |source| StepError::GitRun { what: "checkout", source };
+            let mut cmd = git_args(&jail, &target, &["checkout", branch, "--"]).map_err(run_git)?;
             cmd.current_dir(&target);
-            let (code, stderr) = output(cmd, CLONE_TIMEOUT).await.map_err(|e| format!("git checkout: {e}"))?;
+            let (code, stderr) = output(cmd, CLONE_TIMEOUT).await.map_err(run_git)?;
             if code != Some(0) {
-                return Err(format!("git checkout {branch} failed: {}", last_line(&stderr)));
+                return Err(StepError::GitFailed { what: format!("git checkout {branch}"), reason: last_line(&stderr) });
             }
             notice(format!("checked out branch {branch}"));
         }
     }
-    std::fs::write(&marker, b"").map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
+    std::fs::write(&marker, b"").map_err(StepError::io("write", &marker))?;
     Ok(())
 }
 
@@ -396,13 +397,14 @@ async fn clone(
     (run_id, jail): (&str, &Jail),
     allow_local: bool,
     notice: &impl Fn(String),
-) -> std::result::Result<(), String> {
-    let parent = target.parent().ok_or_else(|| format!("{} has no parent folder", target.display()))?;
+) -> std::result::Result<(), StepError> {
+    let parent = target.parent().ok_or_else(|| StepError::NoParent(target.to_path_buf()))?;
     let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let temp = parent.join(format!(".{name}.clone-{run_id}"));
     let _ = std::fs::remove_dir_all(&temp);
     notice(format!("cloning {}{} into {}", shown(url), branch.map(|b| format!(" (branch {b})")).unwrap_or_default(), target.display()));
-    let mut cmd = git_reading(jail, parent, allow_local, &["clone", "--progress"]).map_err(|e| format!("cannot run git clone: {e}"))?;
+    let mut cmd =
+        git_reading(jail, parent, allow_local, &["clone", "--progress"]).map_err(|source| StepError::GitRun { what: "clone", source })?;
     if !allow_local {
         cmd.arg("--no-local");
     }
@@ -413,9 +415,9 @@ async fn clone(
     let outcome = tokio::time::timeout(CLONE_TIMEOUT, run_clone(cmd, notice)).await;
     let failed = match outcome {
         Ok(Ok((true, _))) => None,
-        Ok(Ok((false, stderr))) => Some(format!("git clone of {} failed: {}", shown(url), last_line(&stderr))),
-        Ok(Err(e)) => Some(format!("cannot run git clone: {e}")),
-        Err(_) => Some(format!("git clone of {} took longer than {} minutes", shown(url), CLONE_TIMEOUT.as_secs() / 60)),
+        Ok(Ok((false, stderr))) => Some(StepError::GitFailed { what: format!("git clone of {}", shown(url)), reason: last_line(&stderr) }),
+        Ok(Err(source)) => Some(StepError::GitRun { what: "clone", source }),
+        Err(_) => Some(StepError::CloneTimeout { url: shown(url), minutes: CLONE_TIMEOUT.as_secs() / 60 }),
     };
     if let Some(why) = failed {
         let _ = std::fs::remove_dir_all(&temp);
@@ -424,9 +426,10 @@ async fn clone(
     // rename(2) replaces an empty folder; anything else there now (a race) is refused.
     if let Err(e) = std::fs::rename(&temp, target) {
         let _ = std::fs::remove_dir_all(&temp);
-        return Err(format!("the clone could not be moved to {} (is it still empty?): {e}", target.display()));
+        return Err(StepError::CloneNotMoved { target: target.to_path_buf(), source: e });
     }
-    let mut head = git_args(jail, target, &["rev-parse", "--abbrev-ref", "HEAD"]).map_err(|e| format!("git rev-parse: {e}"))?;
+    let mut head =
+        git_args(jail, target, &["rev-parse", "--abbrev-ref", "HEAD"]).map_err(|source| StepError::GitRun { what: "rev-parse", source })?;
     head.current_dir(target);
     let on =
         head.stdout(Stdio::piped()).output().await.ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned()).unwrap_or_default();

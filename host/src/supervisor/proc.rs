@@ -18,6 +18,8 @@ use spaces_os::shim::journal::JournalReader;
 use spaces_os::shim::{follow, Followed, Launch, OutputMode, Record, ShimClient, ShimSpec, Stream};
 use tokio::sync::mpsc;
 
+use super::error::{Error, Result};
+
 /// Something the process of generation `gen` did: a journal record (with the offset just past
 /// it) or [`Followed::Gone`].
 #[derive(Debug)]
@@ -75,16 +77,16 @@ pub async fn start(
     sandbox: Option<spaces_os::sandbox::Policy>,
     stdin: (Option<String>, bool),
     events: mpsc::Sender<ProcEvent>,
-) -> Result<LiveProc, String> {
+) -> Result<LiveProc> {
     let dir = shim_dir(run_dir, spec.gen);
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(|e| format!("cannot create the shim directory {}: {e}", dir.display()))?;
-    let command = crate::config::self_command().map_err(|e| format!("cannot tell how to run spacesd shim: {e}"))?;
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(Error::io("create the shim directory", &dir))?;
+    let command = crate::config::self_command().map_err(|source| Error::SelfCommand { purpose: "shim", source })?;
     let env = shim_env();
     // The run's secrets and the daemon's, for the shim to redact from the journal.
     // An unreadable `env.json` stops the start: an agent whose secrets cannot be redacted from
     // its journal must not run.
-    let secrets = super::secrets::RunSecrets::load(run_dir).map_err(|e| format!("cannot read the run's secrets to redact them: {e}"))?;
+    let secrets = super::secrets::RunSecrets::load(run_dir).map_err(Error::Secrets)?;
     let redact = secrets.redactor().spellings().to_vec();
     let launch = Launch {
         spec: spec.clone(),
@@ -102,7 +104,7 @@ pub async fn start(
         Ok(shim) => shim,
         Err(why) => {
             let _ = std::fs::remove_dir_all(&dir);
-            return Err(why.into());
+            return Err(Error::Shim(why));
         }
     };
     drop(launching);
@@ -128,13 +130,13 @@ pub struct Adopted {
 /// finished). The journal's first record, [`Record::Start`], is always among the replayed ones:
 /// the turn it starts was stored by the actor before the process started. Errors: the journal
 /// cannot be read, or holds no start record (the shim never started its agent).
-pub async fn adopt(run_dir: &Path, gen: u64, offset: u64, events: mpsc::Sender<ProcEvent>) -> Result<Adopted, String> {
+pub async fn adopt(run_dir: &Path, gen: u64, offset: u64, events: mpsc::Sender<ProcEvent>) -> Result<Adopted> {
     let dir = shim_dir(run_dir, gen);
-    let mut reader = JournalReader::open(&dir, 0).map_err(|e| format!("cannot read the journal in {}: {e}", dir.display()))?;
+    let mut reader = JournalReader::open(&dir, 0).map_err(Error::io("read the journal in", &dir))?;
     let mut replay = Vec::new();
     let mut pid = None;
     let mut exited = None;
-    for (record, end) in reader.read_new().map_err(|e| format!("cannot read the journal: {e}"))? {
+    for (record, end) in reader.read_new().map_err(Error::io("read the journal in", &dir))? {
         let start = matches!(record, Record::Start { .. }) && replay.is_empty();
         if end > offset && !start {
             break;
@@ -147,14 +149,22 @@ pub async fn adopt(run_dir: &Path, gen: u64, offset: u64, events: mpsc::Sender<P
         replay.push(record);
     }
     let Some(pid) = pid.filter(|p| *p > 0) else {
-        return Err(format!("the journal in {} holds no start of its agent", dir.display()));
+        return Err(Error::JournalWithoutStart(dir));
     };
     if exited.is_some() {
         retire(dir);
         return Ok(Adopted { replay, live: None });
     }
     let out_closed = replay.iter().any(|r| matches!(r, Record::Eof { s: Stream::Out }));
-    let shim = ShimClient::connect(&dir).await.ok().map(Arc::new);
+    // A shim that does not answer is gone: the journal is followed to its end all the same,
+    // and the follower reports it gone ([`Followed::Gone`]), which ends the turn `crashed`.
+    let shim = match ShimClient::connect(&dir).await {
+        Ok(shim) => Some(Arc::new(shim)),
+        Err(e) => {
+            tracing::warn!("{}: the shim does not answer ({e}); its journal is read to its end", dir.display());
+            None
+        }
+    };
     forward(gen, follow(dir, offset), events);
     Ok(Adopted { replay, live: Some(LiveProc { gen, pid, shim, stdin_open: true, out_closed }) })
 }
@@ -188,8 +198,13 @@ pub fn alive_shims(runs_dir: &Path) -> Vec<(PathBuf, i32)> {
 /// grace and [`SHIM_EXIT_WAIT`].
 pub async fn end_orphan(dir: &Path, pid: i32, grace: Duration) {
     if let Ok(shim) = ShimClient::connect(dir).await {
-        let _ = shim.stop(grace).await;
-        let _ = shim.ack(u64::MAX).await;
+        // A refused stop (nothing left running) is fine: the ack lets the shim exit.
+        if let Err(e) = shim.stop(grace).await {
+            tracing::info!("{}: leftover shim {pid} refused its stop: {e}", dir.display());
+        }
+        if let Err(e) = shim.ack(u64::MAX).await {
+            tracing::warn!("{}: leftover shim {pid} did not take its ack ({e}); it is killed if it stays", dir.display());
+        }
         ShimClient::wait_gone(dir, SHIM_EXIT_WAIT).await;
     }
     // Still there (it did not answer, or did not exit): the same process, by its directory.

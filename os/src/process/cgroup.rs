@@ -198,9 +198,36 @@ fn leaf_name(tag: &str) -> String {
     name.chars().take(200).collect()
 }
 
+/// A program's cgroup that could not be made, limited or renamed: what was done, to which
+/// path, and the system's error.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A directory or control file of the cgroup failed.
+    #[error("cannot {action} {}: {source}", path.display())]
+    Io {
+        /// What was being done ("create", "write").
+        action: &'static str,
+        /// The directory or control file (`pids.max`, `memory.max`, ...).
+        path: PathBuf,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// A spare shim's cgroup could not become the launch's (its hierarchies differ, or
+    /// rename(2) failed); the launch makes its own instead.
+    #[error("cannot rename the cgroup {} to {}: {why}", from.display(), to.display())]
+    Rename {
+        /// The spare's directory.
+        from: PathBuf,
+        /// The launch's planned directory.
+        to: PathBuf,
+        /// rename(2)'s error, or why it was not tried.
+        why: String,
+    },
+}
+
 impl Plan {
-    /// Make the directories and set the limits. Errors: the OS's, naming the file.
-    pub fn create(&self) -> Result<Cgroup, String> {
+    /// Make the directories and set the limits. Errors: [`Error::Io`], naming the file.
+    pub fn create(&self) -> Result<Cgroup, Error> {
         let cgroup = Cgroup { dirs: self.dirs.clone() };
         for (hierarchy, dir) in &self.dirs {
             match std::fs::create_dir(dir) {
@@ -208,7 +235,7 @@ impl Plan {
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
                 Err(e) => {
                     cgroup.remove_now();
-                    return Err(format!("cannot create {}: {e}", dir.display()));
+                    return Err(Error::Io { action: "create", path: dir.clone(), source: e });
                 }
             }
             if let Err(why) = set_limits(*hierarchy, dir, self.limits) {
@@ -220,8 +247,8 @@ impl Plan {
     }
 
     /// The planned directories, which exist already (a spare shim's cgroup renamed to them:
-    /// [`crate::shim::spare`]), with the limits set. Errors: the OS's, naming the file.
-    pub fn limit(&self) -> Result<Cgroup, String> {
+    /// [`crate::shim::spare`]), with the limits set. Errors: [`Error::Io`], naming the file.
+    pub fn limit(&self) -> Result<Cgroup, Error> {
         for (hierarchy, dir) in &self.dirs {
             set_limits(*hierarchy, dir, self.limits)?;
         }
@@ -229,9 +256,9 @@ impl Plan {
     }
 }
 
-fn set_limits(hierarchy: Hierarchy, dir: &Path, limits: Limits) -> Result<(), String> {
+fn set_limits(hierarchy: Hierarchy, dir: &Path, limits: Limits) -> Result<(), Error> {
     let write = |file: &str, value: String| {
-        std::fs::write(dir.join(file), value).map_err(|e| format!("cannot write {}: {e}", dir.join(file).display()))
+        std::fs::write(dir.join(file), value).map_err(|source| Error::Io { action: "write", path: dir.join(file), source })
     };
     match hierarchy {
         Hierarchy::Unified => {
@@ -492,7 +519,7 @@ fn probe(host: Host) -> Result<Host, String> {
         dirs: host.bases.iter().map(|(h, b)| (*h, b.join(format!("{}probe-{}", host.prefix, std::process::id())))).collect(),
         limits: host.limits,
     };
-    let made = plan.create()?;
+    let made = plan.create().map_err(|e| e.to_string())?;
     if !made.remove() {
         return Err("the probe cgroup could not be removed".into());
     }

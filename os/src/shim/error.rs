@@ -1,6 +1,7 @@
 //! Why a request to a shim failed: the one error type of [`super::ShimClient`].
 //!
-//! The daemon's supervisor and `exec_command` (`spaces-codespace`) map it to their own errors;
+//! The daemon's supervisor (`spaces-host`'s `supervisor::error::Error::Shim`) and
+//! `exec_command` (`spaces-codespace`) map it to their own errors;
 //! [`Error::is_gone`] tells a shim that no longer exists (the run's process is lost) from one
 //! that answered and refused.
 
@@ -51,14 +52,6 @@ impl Error {
     /// it held is lost to this daemon.
     pub fn is_gone(&self) -> bool {
         matches!(self, Error::NoShim { .. } | Error::Gone(_) | Error::Timeout { .. } | Error::Start(_))
-    }
-}
-
-/// While the supervisor's own error type is still to come (issue 29), its `Result<_, String>`
-/// functions take a shim error with `?` as its text.
-impl From<Error> for String {
-    fn from(e: Error) -> String {
-        e.to_string()
     }
 }
 

@@ -298,7 +298,7 @@ impl Made {
     /// Turn what was made into the launch's: the cgroup `plan` plans (the spare's, renamed) and
     /// the child. Falls back to [`Plan::create`] and no child when the rename fails. Errors:
     /// [`Plan::create`]'s.
-    pub fn adopt(mut self, plan: Option<&Plan>) -> Result<(Option<Cgroup>, Option<Child>), String> {
+    pub fn adopt(mut self, plan: Option<&Plan>) -> Result<(Option<Cgroup>, Option<Child>), cgroup::Error> {
         let (warm, seen) = (self.warm.take(), std::mem::take(&mut self.seen));
         let child = self.child.take();
         let child = move |joined: bool| child.map(|prepared| Child { prepared, joined, warm, seen });
@@ -335,19 +335,19 @@ impl Drop for Made {
 
 /// Rename each of `spare`'s directories to `plan`'s of the same hierarchy, then set `plan`'s
 /// limits. On failure the spare's directories that were renamed are renamed back.
-fn rename(spare: &Cgroup, plan: &Plan) -> Result<Cgroup, String> {
+fn rename(spare: &Cgroup, plan: &Plan) -> Result<Cgroup, cgroup::Error> {
     let from = spare.hierarchy_dirs();
-    if from.len() != plan.dirs.len() {
-        return Err("the spare's cgroup has other hierarchies than the launch's".into());
-    }
     let mut done = Vec::new();
-    for ((h, old), (h2, new)) in from.iter().zip(&plan.dirs) {
-        let moved = if h == h2 { std::fs::rename(old, new).map_err(|e| e.to_string()) } else { Err("hierarchies differ".into()) };
-        if let Err(e) = moved {
+    for (i, (h2, new)) in plan.dirs.iter().enumerate() {
+        let (old, moved) = match from.get(i) {
+            Some((h, old)) if h == h2 && from.len() == plan.dirs.len() => (old, std::fs::rename(old, new).map_err(|e| e.to_string())),
+            other => (other.map_or(new, |(_, old)| old), Err("the spare's cgroup has other hierarchies than the launch's".to_owned())),
+        };
+        if let Err(why) = moved {
             for (old, new) in done {
                 let _ = std::fs::rename(new, old);
             }
-            return Err(format!("cannot rename the cgroup {} to {}: {e}", old.display(), new.display()));
+            return Err(cgroup::Error::Rename { from: old.clone(), to: new.clone(), why });
         }
         done.push((old.clone(), new.clone()));
     }

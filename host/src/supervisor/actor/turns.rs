@@ -64,7 +64,7 @@ impl Actor {
         if prepare::pending(&self.inner, &self.run) {
             self.set_state(Status::Running, Phase::Preparing, "cloning or checking out the repository");
             if let Err(why) = prepare::prepare(&self.inner, &self.run, turn).await {
-                self.fail_turn_before_start(&why);
+                self.fail_turn_before_start(&why.to_string());
                 return;
             }
         }
@@ -86,7 +86,7 @@ impl Actor {
         let binary = match binary {
             Ok(binary) => binary,
             Err(why) => {
-                self.fail_turn_before_start(&why);
+                self.fail_turn_before_start(&why.to_string());
                 return;
             }
         };
@@ -95,7 +95,7 @@ impl Actor {
             match persist::prepare(&self.inner, &mut self.run, self.harness).await {
                 Ok(notices) => self.append(notices),
                 Err(why) => {
-                    self.fail_turn_before_start(&why);
+                    self.fail_turn_before_start(&why.to_string());
                     return;
                 }
             }
@@ -103,7 +103,7 @@ impl Actor {
         let launch = match self.launcher.plan(&self.run, turn, text, &binary, self.norm.as_mut()) {
             Ok(launch) => launch,
             Err(why) => {
-                self.fail_turn_before_start(&why);
+                self.fail_turn_before_start(&why.to_string());
                 return;
             }
         };
@@ -119,7 +119,7 @@ impl Actor {
                 // After the plan's first bytes (the shim writes them first).
                 self.send_outgoing().await;
             }
-            Err(why) => self.fail_turn_before_start(&why),
+            Err(why) => self.fail_turn_before_start(&why.to_string()),
         }
     }
 
