@@ -36,7 +36,6 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
     for secret in secrets {
         store.protect(secret);
     }
-    spaces_host::supervisor::journal::set_max_bytes(cfg.output_log_max_bytes);
     // Before any run or command starts (re-adopted ones keep the cgroups they have).
     spaces_os::process::priority::set_agent_nice(cfg.agent_nice);
     spaces_os::process::cgroup::init(cfg.cgroups, cfg.process_limits(), &spaces_host::workspaces::host_id(&cfg.state_dir));

@@ -1,15 +1,14 @@
 //! The run's raw output journal (`<run dir>/output.log`, redacted) and `output_tail`.
 //!
 //! Retention: the journal is bounded. When a line would take `output.log` past the bound
-//! ([`MAX_JOURNAL_BYTES`], 64 MiB, unless the operator set `output_log_max_bytes`:
-//! [`set_max_bytes`]), it is renamed `output.log.1` (replacing an older one) and a new
+//! ([`MAX_JOURNAL_BYTES`], 64 MiB, unless the operator set `output_log_max_bytes`, which the
+//! launcher passes to [`Journal::new`]), it is renamed `output.log.1` (replacing an older one) and a new
 //! `output.log` starts, so a run keeps at most the last one to two bounds of its raw output
 //! whatever its agent prints. The event log keeps every event; this file is for tails and
 //! inspection.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::config::MAX_JOURNAL_BYTES;
 
@@ -18,15 +17,6 @@ const BUFFER_BYTES: usize = 64 * 1024;
 
 /// Bytes read from the end of the journal to build a tail.
 const TAIL_WINDOW_BYTES: u64 = 256 * 1024;
-
-/// The bound journals of this process get ([`Journal::new`]).
-static MAX_BYTES: AtomicU64 = AtomicU64::new(MAX_JOURNAL_BYTES);
-
-/// Rotate the journals opened from now on at `max_bytes` (the daemon's `output_log_max_bytes`;
-/// 0 keeps the default).
-pub fn set_max_bytes(max_bytes: u64) {
-    MAX_BYTES.store(if max_bytes == 0 { MAX_JOURNAL_BYTES } else { max_bytes }, Ordering::Relaxed);
-}
 
 /// Append-only journal of one run's output lines, rotated at a size limit. Lines are buffered
 /// until [`Journal::flush`] (the launcher flushes after each batch of records).
@@ -42,10 +32,10 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// The journal at `<run_dir>/output.log` (opened lazily, created 0600), rotated at the
-    /// bound [`set_max_bytes`] set.
-    pub fn new(run_dir: &Path) -> Self {
-        Self::with_limit(run_dir, MAX_BYTES.load(Ordering::Relaxed))
+    /// The journal at `<run_dir>/output.log` (opened lazily, created 0600), rotated past
+    /// `max_bytes` (the daemon's `output_log_max_bytes`; 0: [`MAX_JOURNAL_BYTES`]).
+    pub fn new(run_dir: &Path, max_bytes: u64) -> Self {
+        Self::with_limit(run_dir, if max_bytes == 0 { MAX_JOURNAL_BYTES } else { max_bytes })
     }
 
     /// The journal of `run_dir`, rotated past `max_bytes`.
@@ -156,7 +146,7 @@ mod tests {
     fn a_full_disk_under_the_output_log_is_a_fault_naming_the_disk() {
         let dir = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink("/dev/full", journal_path(dir.path())).unwrap();
-        let mut j = Journal::new(dir.path());
+        let mut j = Journal::new(dir.path(), 0);
         j.append("", "a line");
         j.flush();
         let Some(fault) = j.take_fault() else { panic!("the full disk is not told") };

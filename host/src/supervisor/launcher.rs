@@ -133,7 +133,7 @@ impl Launcher {
         let stored_gen = inner.store.journal_pos(run_id).ok().flatten().map_or(0, |p| p.gen);
         let inner_gen = stored_gen.max(proc::newest_gen(&run_dir).unwrap_or(0));
         Self {
-            lines: Lines::new(&run_dir),
+            lines: Lines::new(&run_dir, inner.cfg.output_log_max_bytes),
             run_id: run_id.to_owned(),
             run_dir,
             inner,
@@ -349,7 +349,7 @@ impl Launcher {
         if records.len() < bulk::BULK_MIN_ITEMS {
             return self.lines.process(records, gen, turn, redactor, norm.as_mut());
         }
-        let mut lines = std::mem::replace(&mut self.lines, Lines::new(&self.run_dir));
+        let mut lines = std::mem::replace(&mut self.lines, Lines::new(&self.run_dir, self.inner.cfg.output_log_max_bytes));
         let mut taken = std::mem::replace(norm, self.harness.normalizer());
         let redactor = redactor.clone();
         let (lines, taken, batch) = bulk::spawn(move || {
@@ -387,8 +387,8 @@ struct Lines {
 }
 
 impl Lines {
-    fn new(run_dir: &Path) -> Self {
-        Self { journal: Journal::new(run_dir), stderr_tail: VecDeque::new() }
+    fn new(run_dir: &Path, max_bytes: u64) -> Self {
+        Self { journal: Journal::new(run_dir, max_bytes), stderr_tail: VecDeque::new() }
     }
 
     /// The events of `records` (from [`Launcher::waiting`]; those of generations other than
