@@ -23,12 +23,14 @@ use spaces_store::runs::RunRow;
 use spaces_store::JournalPos;
 use tokio::sync::{mpsc, OwnedMutexGuard};
 
+use super::ahead;
 use super::error::{Error, Result};
 use super::install;
 use super::journal::Journal;
 use super::marker::{turn_tag, RUN_ENV};
 use super::mcp_servers;
 use super::proc::{self, Adopted, LiveProc, ProcEvent};
+use super::run_sandbox;
 use super::secrets::RunSecrets;
 use super::shared::Inner;
 
@@ -70,6 +72,11 @@ pub struct Launch {
     close_stdin: bool,
     /// The sandbox the agent starts in ([`crate::sandbox`]); `None` when it is off.
     sandbox: Option<spaces_os::sandbox::Policy>,
+    /// The paths the sandbox adds read-only besides the run's own (the harness's files outside
+    /// the run directory, the agent's binary): the next run's are the same ([`super::ahead`]).
+    readonly: Vec<PathBuf>,
+    /// The run's Space.
+    space: String,
 }
 
 /// How a process of the current generation ended, as its journal tells.
@@ -189,7 +196,7 @@ impl Launcher {
     /// `norm` is told of the process ([`Normalizer::launched`]) before any of its output is fed:
     /// a conversation harness keeps what its handshake needs (cwd, model, the session to resume).
     pub fn plan(&self, run: &RunRow, turn: u32, text: &str, binary: &Path, norm: &mut dyn Normalizer) -> Result<Launch> {
-        let home = self.run_dir.join("home");
+        let home = self.run_dir.join(run_sandbox::HOME);
         std::fs::create_dir_all(&home).map_err(Error::io("create the agent home", &home))?;
         let cwd = PathBuf::from(&run.cwd);
         // In a sandbox the state dir is not there: the `spaces` server reaches the daemon through
@@ -264,20 +271,10 @@ impl Launcher {
             drain_ms: DRAIN_AFTER_EXIT_MS,
         };
         let files = plan.files.iter().map(|(p, _)| on_host(p)).filter(|p| !p.starts_with(&home) && !p.starts_with(&api_dir));
-        let sandbox = self.sandbox(run, &home, files.chain([binary.to_path_buf()]))?;
-        Ok(Launch { spec, initial_stdin: plan.initial_stdin.clone(), close_stdin: plan.stdin == StdinMode::Once, sandbox })
-    }
-
-    /// The sandbox of a turn of `run`: its Space's root writable, `home` writable at
-    /// `/run/home`, the attached files and `readonly` (the harness's files, the agent's binary)
-    /// read-only, the run's API directory at `/run/spaces`; everything else of the daemon's
-    /// hidden.
-    fn sandbox(&self, run: &RunRow, home: &Path, readonly: impl Iterator<Item = PathBuf>) -> Result<Option<spaces_os::sandbox::Policy>> {
-        let space = self.inner.store.space_get(&run.space)?.ok_or_else(|| Error::SpaceGone(run.space.clone()))?;
-        let api_dir = super::api::dir(&self.run_dir);
-        let mut extra = crate::sandbox::Extra { readonly: readonly.collect(), api_dir: Some(api_dir), home: Some(home.to_path_buf()) };
-        extra.readonly.push(self.run_dir.join(super::files::FOLDER));
-        Ok(crate::sandbox::policy(&self.inner.store, Path::new(&space.root), space.read_only, space.network, extra)?)
+        let readonly: Vec<PathBuf> = files.chain([binary.to_path_buf()]).collect();
+        let sandbox = run_sandbox::policy(&self.inner, &run.space, &self.run_dir, readonly.clone())?;
+        let close_stdin = plan.stdin == StdinMode::Once;
+        Ok(Launch { spec, initial_stdin: plan.initial_stdin.clone(), close_stdin, sandbox, readonly, space: run.space.clone() })
     }
 
     /// Start `launch` under a shim as the next process generation; its journal arrives through
@@ -289,8 +286,14 @@ impl Launcher {
         // The prompt goes with the launch: the shim writes it (and closes stdin when the CLI
         // reads it to EOF), so a daemon that dies as the agent starts costs no prompt.
         let first = launch.initial_stdin.map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+        // An agent whose stdin is a pipe can start in a warm sandbox: the next run of this
+        // Space and harness is made ready ahead, with one ([`super::ahead`]).
+        let ahead = launch.spec.stdin_pipe && launch.sandbox.as_ref().is_some_and(|p| p.level == spaces_os::sandbox::Level::Bubblewrap);
         let live = proc::start(&self.run_dir, &launch.spec, launch.sandbox, (first, launch.close_stdin), self.events_tx.clone()).await?;
         self.lines.stderr_tail.clear();
+        if ahead {
+            ahead::prepare(self.inner.clone(), launch.space, self.harness.id(), launch.readonly);
+        }
         Ok(live)
     }
 

@@ -106,6 +106,7 @@ pub(super) async fn remove_space(inner: &Arc<Inner>, name: &str, force: bool) ->
             removed += 1;
         }
     }
+    super::ahead::forget(inner, name);
     inner.store.space_delete(name)?;
     Ok(SpaceRemoveReport { name: name.to_owned(), stopped, runs_removed: removed })
 }

@@ -20,6 +20,8 @@
 //! - `proc`: one agent process under its shim: started or re-adopted, its journal followed.
 //! - `status`, `events`: what callers read (a run's status, pages of its events).
 //! - `recover`: re-adopting the shims a previous daemon left, at start.
+//! - `run_sandbox`, `ahead`: the sandbox of a run's process; the next run of a Space and
+//!   harness made ready ahead, with a warm sandbox for its agent.
 //! - `capabilities`: what this host offers, per harness.
 //! - `install`, `journal`, `marker`: CLI installs, the output journal, and the marker that
 //!   names a run's processes.
@@ -38,6 +40,7 @@
 
 mod actor;
 mod actors;
+mod ahead;
 pub mod api;
 mod capabilities;
 pub mod error;
@@ -57,6 +60,7 @@ mod prepare;
 mod proc;
 mod recover;
 mod registry;
+mod run_sandbox;
 mod secrets;
 mod shared;
 mod start;

@@ -46,6 +46,7 @@ const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
 
 /// Recover every run of the store (see the module doc).
 pub(super) async fn recover(inner: &Arc<Inner>) -> Result<()> {
+    super::ahead::sweep(&inner.cfg.state_dir.join("runs"));
     let mut leftovers: BTreeSet<String> = alive_with_env(RUN_ENV).into_iter().map(|(_, run_id)| run_id).collect();
     let shims = proc::alive_shims(&inner.cfg.state_dir.join("runs"));
     let mut adopted = BTreeSet::new();

@@ -32,6 +32,8 @@ pub struct Inner {
     /// whole by `Supervisor::finish_turn_starts` when the daemon stops, so a SIGTERM never cuts
     /// a turn between the two (its key stored, its text never delivered: case R45).
     pub(super) turn_starts: tokio::sync::RwLock<()>,
+    /// The next run of each (Space, harness) made ready ahead: its run id (`super::ahead`).
+    pub(super) ahead: Mutex<HashMap<(String, String), String>>,
 }
 
 impl Inner {
@@ -49,6 +51,7 @@ impl Inner {
             failures: Mutex::new(HashMap::new()),
             api: api::RunSockets::default(),
             turn_starts: tokio::sync::RwLock::new(()),
+            ahead: Mutex::new(HashMap::new()),
         }
     }
 

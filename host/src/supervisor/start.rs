@@ -89,12 +89,17 @@ pub(super) async fn start(
                 .to_owned(),
         );
     }
-    let run_id = format!("run-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    // The run made ready ahead for this Space and harness, if any (its agent starts warm).
+    let run_id = super::ahead::take(inner, &space.name, harness.id());
     if req.show == Some(true) {
         notes.extend(show_notes(&inner.cfg, &space.name, &run_id));
     }
     if let Some(home) = &options.home {
-        claim_home(inner, harness, home, &run_id, &space.name).await?;
+        if let Err(e) = claim_home(inner, harness, home, &run_id, &space.name).await {
+            // A directory made ahead for this id goes with the refused start.
+            let _ = std::fs::remove_dir_all(inner.cfg.run_dir(&run_id));
+            return Err(e);
+        }
     }
     let report = AgentStartReport {
         process_tag: turn_tag(&run_id, 1),

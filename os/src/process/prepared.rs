@@ -129,30 +129,39 @@ pub unsafe fn prepare(cgroups: &[PathBuf]) -> Result<Prepared> {
 
 /// Fork a child that joins `cgroups` and then execs a warm sandbox: `argv(fd)` is bubblewrap's
 /// command line whose helper awaits its order on `fd` (`crate::sandbox::bwrap::warm_command`).
-/// Its stdin is a pipe, its stdout and stderr one stream ([`StdioSpec::Combined`]); it starts
-/// with the signals a stop sends ignored and in a session of its own, as [`super::spawn`]
-/// starts a sandbox. Returns once the child is in its cgroups; the sandbox itself comes up
-/// meanwhile. Errors: as [`prepare`].
+/// Its stdin is a pipe; its stdout and stderr one stream ([`StdioSpec::Combined`], a command's),
+/// or with `split` two ([`StdioSpec::Pipes`], an agent's), the program's stdout then set apart
+/// from bubblewrap's as [`super::spawn`] sets it ([`crate::sandbox::STDOUT_APART_ENV`]: the
+/// program that closes its stdout is seen at EOF, case R42). It starts with the signals a stop
+/// sends ignored and in a session of its own, as [`super::spawn`] starts a sandbox. Returns
+/// once the child is in its cgroups; the sandbox itself comes up meanwhile. Errors: as
+/// [`prepare`].
 ///
 /// # Safety
 /// As [`prepare`]: the calling process must be single-threaded.
-pub unsafe fn prepare_warm(cgroups: &[PathBuf], argv: impl FnOnce(RawFd) -> Vec<String>) -> Result<Prepared> {
+pub unsafe fn prepare_warm(cgroups: &[PathBuf], split: bool, argv: impl FnOnce(RawFd) -> Vec<String>) -> Result<Prepared> {
     let fail = |source: std::io::Error| Error::SpawnFailed { program: "warm sandbox".into(), source };
     let nix_fail = |e: nix::Error| fail(e.into());
     let (ours, theirs) = UnixStream::pair().map_err(fail)?;
     let (stdin_w, stdin_r) = stdin_pair().map_err(nix_fail)?;
     let (out_r, out_w) = pipe_pair().map_err(nix_fail)?;
+    let (err_r, err_w) = if split {
+        let (r, w) = pipe_pair().map_err(nix_fail)?;
+        (Some(r), Some(w))
+    } else {
+        (None, None)
+    };
     let parent = std::process::id() as i32;
     // SAFETY: the caller guarantees this process is single-threaded, so the child may run any code.
     match unsafe { fork() }.map_err(nix_fail)? {
         ForkResult::Child => {
-            drop((ours, stdin_w, out_r));
-            warm_child(parent, theirs, (stdin_r, out_w), cgroups, argv)
+            drop((ours, stdin_w, out_r, err_r));
+            warm_child(parent, theirs, (stdin_r, out_w, err_w), cgroups, argv)
         }
         ForkResult::Parent { child } => {
-            drop((theirs, stdin_r, out_w));
+            drop((theirs, stdin_r, out_w, err_w));
             let mut prepared =
-                Prepared { pid: child.as_raw(), ctl: Some(ours), stdin: Some(stdin_w), out: Some(out_r), err: None, warm: true };
+                Prepared { pid: child.as_raw(), ctl: Some(ours), stdin: Some(stdin_w), out: Some(out_r), err: err_r, warm: true };
             let mut joined = [0u8; 1];
             if let Some(ctl) = prepared.ctl.as_mut() {
                 ctl.read_exact(&mut joined).map_err(fail)?;
@@ -162,11 +171,12 @@ pub unsafe fn prepare_warm(cgroups: &[PathBuf], argv: impl FnOnce(RawFd) -> Vec<
     }
 }
 
-/// The warm child: as [`child`] up to the joins, then bubblewrap's exec. Never returns.
+/// The warm child: as [`child`] up to the joins, then bubblewrap's exec (with `err`: stderr
+/// apart, stdout set apart from bubblewrap's). Never returns.
 fn warm_child(
     parent: i32,
     mut ctl: UnixStream,
-    (stdin, out): (OwnedFd, OwnedFd),
+    (stdin, out, err): (OwnedFd, OwnedFd, Option<OwnedFd>),
     cgroups: &[PathBuf],
     argv: impl FnOnce(RawFd) -> Vec<String>,
 ) -> ! {
@@ -187,12 +197,21 @@ fn warm_child(
     let argv = argv(ctl.as_raw_fd());
     let mut cmd = std::process::Command::new(argv.first().map_or("", String::as_str));
     cmd.args(argv.iter().skip(1)).env_clear().env("PATH", "/usr/bin:/bin").current_dir("/");
-    let out2 = match out.try_clone() {
-        Ok(fd) => fd,
-        Err(_) => exit(127),
-    };
-    cmd.stdin(Stdio::from(stdin)).stdout(Stdio::from(out)).stderr(Stdio::from(out2));
-    let kept = ctl.as_raw_fd();
+    cmd.stdin(Stdio::from(stdin));
+    // Held until the exec, so no other fd takes its number.
+    let mut apart = None;
+    match err {
+        Some(err) => {
+            let Ok(fd) = stdout_apart(&mut cmd, out) else { exit(127) };
+            apart = Some(fd);
+            cmd.stderr(Stdio::from(err));
+        }
+        None => {
+            let Ok(out2) = out.try_clone() else { exit(127) };
+            cmd.stdout(Stdio::from(out)).stderr(Stdio::from(out2));
+        }
+    }
+    let kept = [ctl.as_raw_fd(), apart.as_ref().map_or(-1, |fd| fd.as_raw_fd())];
     // SAFETY: `in_child` makes async-signal-safe system calls on stack values only.
     unsafe {
         cmd.pre_exec(move || in_child(false, &[-1; MAX_CGROUPS], 0, true, kept));
@@ -219,8 +238,8 @@ impl Prepared {
 
     /// Hand a warm sandbox its program (`order`: its argv, directory and whole environment).
     /// Blocks until the helper took the order (it is ready within milliseconds of the spare's
-    /// start; at most 10 s). The started process is bubblewrap's, with the combined output and
-    /// the stdin pipe. Errors: [`Error::SpawnFailed`] when the sandbox is not ready (it died: a
+    /// start; at most 10 s). The started process is bubblewrap's, with the stdin pipe and the
+    /// output as [`prepare_warm`] made it (one stream, or stdout and stderr apart). Errors: [`Error::SpawnFailed`] when the sandbox is not ready (it died: a
     /// mount it could not make) or the socket fails; the sandbox is killed and reaped then, and
     /// the caller starts the program the usual way.
     pub fn start_warm(mut self, order: &crate::sandbox::enter::Order) -> Result<Started> {
@@ -247,9 +266,9 @@ impl Prepared {
         taken(answer, "the warm sandbox").map_err(fail)?;
         let pid = self.pid;
         let output = self.out.take().ok_or_else(|| fail("no output pipe".into()))?;
-        let stdin = self.stdin.take();
+        let (stdin, stderr) = (self.stdin.take(), self.err.take());
         self.pid = 0;
-        Ok(Started { pid, output, stderr: None, stdin })
+        Ok(Started { pid, output, stderr, stdin })
     }
 
     /// Hand `spec` to the child, which execs it. `spec.cgroups` are joined only if [`prepare`]
@@ -396,7 +415,7 @@ fn exec(order: Order, (stdin, out, err): (OwnedFd, OwnedFd, OwnedFd)) -> std::re
     let kept = keep.as_ref().map_or(-1, |fd| fd.as_raw_fd());
     // SAFETY: `in_child` makes async-signal-safe system calls on stack values only.
     unsafe {
-        cmd.pre_exec(move || in_child(false, &[-1; MAX_CGROUPS], nice, sandboxed, kept));
+        cmd.pre_exec(move || in_child(false, &[-1; MAX_CGROUPS], nice, sandboxed, [kept, -1]));
     }
     // The program outlives its shim as any program does (the cgroup ends it): no death signal.
     // SAFETY: a plain system call on integers.

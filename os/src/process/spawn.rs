@@ -217,7 +217,7 @@ fn start(spec: &SpawnSpec, in_child_setup: bool) -> Result<Spawned> {
     // cgroup fds it writes stay open in this process until the spawn returned.
     if in_child_setup {
         unsafe {
-            cmd.pre_exec(move || in_child(controlling_tty, &join_fds, nice, sandboxed, keep));
+            cmd.pre_exec(move || in_child(controlling_tty, &join_fds, nice, sandboxed, [keep, -1]));
         }
     }
     let child = cmd.spawn().map_err(fail);
@@ -334,14 +334,14 @@ const RESET_SIGNALS: [libc::c_int; 4] = crate::sandbox::IGNORED_SIGNALS;
 /// The child's side, between fork and exec: into its cgroups (each `cgroup.procs` fd in
 /// `joins`, -1 = none), default signals (ignored for a sandbox's bubblewrap: `sandboxed`), the
 /// default time slice, a new session at priority `nice` ([`super::priority`]), the terminal (PTY
-/// mode), every fd above 2 close-on-exec but `keep` (-1: none; the program's stdout apart from
-/// bubblewrap's: [`STDOUT_APART_ENV`]).
+/// mode), every fd above 2 close-on-exec but those in `keep` (-1: none; the program's stdout
+/// apart from bubblewrap's: [`STDOUT_APART_ENV`]; a warm sandbox's control socket).
 pub(super) fn in_child(
     controlling_tty: bool,
     joins: &[RawFd; MAX_CGROUPS],
     nice: i32,
     sandboxed: bool,
-    keep: RawFd,
+    keep: [RawFd; 2],
 ) -> std::io::Result<()> {
     let last_error = std::io::Error::last_os_error;
     // SAFETY (all calls below): plain system calls on integers and stack values, each
@@ -366,8 +366,10 @@ pub(super) fn in_child(
             return Err(last_error());
         }
         fds_above_2_close_on_exec();
-        if keep >= 0 && libc::fcntl(keep, libc::F_SETFD, 0) < 0 {
-            return Err(last_error());
+        for fd in keep {
+            if fd >= 0 && libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
+                return Err(last_error());
+            }
         }
     }
     Ok(())

@@ -94,12 +94,19 @@ impl ShimClient {
         let json = serde_json::to_vec(&Launch { dir: Some(dir.to_owned()), ..launch.clone() })?;
         let hand_and_reply = async {
             let mut handed = None;
-            // A command's launch in a bubblewrap sandbox (combined output, no terminal) can
-            // take a warm sandbox made for its policy ([`spare`], "Warm sandboxes").
+            // A launch in a bubblewrap sandbox can take a warm sandbox made for its policy
+            // ([`spare`], "Warm sandboxes"): a command's (one output stream, no terminal), or an
+            // agent's whose stdin is a pipe (stdout and stderr apart).
+            let split = match launch.output {
+                OutputMode::Raw { tty: None, .. } => Some(false),
+                OutputMode::Lines if launch.spec.stdin_pipe => Some(true),
+                _ => None,
+            };
             let warm = launch
                 .sandbox
                 .as_ref()
-                .filter(|p| p.level == crate::sandbox::Level::Bubblewrap && matches!(launch.output, OutputMode::Raw { tty: None, .. }));
+                .filter(|p| p.level == crate::sandbox::Level::Bubblewrap)
+                .and_then(|policy| split.map(|split| (policy, split)));
             if let Some(shim) = spare::take(command, &env, warm) {
                 // Before the shim has its spec (and so before the program starts): whatever
                 // the tree does from its first instruction on is known to be the tree's.

@@ -22,10 +22,12 @@
 //!   rename within a parent; on any failure it falls back to making the planned cgroup and
 //!   starting the program the usual way), and the waiting child execs the program. A launch on a
 //!   terminal (PTY) discards the child and starts the program the usual way.
-//! - **Warm sandboxes**: a command (`exec_command`: combined output, no terminal) in a
-//!   bubblewrap sandbox pays for the sandbox's namespaces and mounts (5 to 8 ms) at its start.
-//!   So once a launch's exact [`Policy`] comes a second time, the daemon also keeps a spare
-//!   made for it (at most [`WARM_MAX`] policies remembered, the least recently used let go),
+//! - **Warm sandboxes**: a command (`exec_command`: combined output, no terminal) or an agent
+//!   (stdout and stderr apart, stdin a pipe) in a bubblewrap sandbox pays for the sandbox's
+//!   namespaces and mounts (5 to 10 ms) at its start. So once a launch's exact [`Policy`] (and
+//!   kind of output) comes a second time, or when the daemon knows it will come ([`prewarm`]:
+//!   the next run of a Space and harness, made ready ahead), the daemon also keeps a spare
+//!   made for it (at most [`WARM_MAX`] kinds remembered, the least recently used let go),
 //!   renewed at each launch that takes it: its child
 //!   starts bubblewrap at once and waits inside, ready ([`prepared::prepare_warm`]). The next
 //!   launch with an equal policy takes it, and its program starts with one exec
@@ -60,14 +62,22 @@ pub struct SpareSpec {
     /// Its cgroup (the host's hierarchies, a spare's name); `None`: the host has no cgroups.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<Plan>,
-    /// A warm sandbox under this policy (bubblewrap level), for a command's combined output.
+    /// A warm sandbox under this policy (bubblewrap level).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warm: Option<Policy>,
+    /// The warm sandbox's program gets stdout and stderr apart (an agent's launch:
+    /// [`super::protocol::OutputMode::Lines`]); else one stream (a command's).
+    #[serde(default)]
+    pub split: bool,
 }
 
+/// A warm sandbox's kind: its policy, and whether its output is split ([`SpareSpec::split`]).
+pub type WarmKey<'a> = (&'a Policy, bool);
+
 /// How many policies get a warm sandbox at once (each costs an idle shim, bubblewrap's two
-/// processes and the helper, all asleep).
-pub const WARM_MAX: usize = 4;
+/// processes and the helper, all asleep): a few Spaces' commands and the next runs made ready
+/// ahead ([`prewarm`]).
+pub const WARM_MAX: usize = 6;
 
 // ----- the daemon's side -----
 
@@ -89,16 +99,32 @@ struct Slot {
 
 struct Warm {
     policy: Policy,
+    split: bool,
     slot: Slot,
 }
 
+impl Warm {
+    fn is(&self, (policy, split): WarmKey<'_>) -> bool {
+        self.split == split && &self.policy == policy
+    }
+}
+
 impl Pool {
-    /// The slot of `warm`'s policy (`None`: not remembered), or the ordinary spare's.
-    fn slot(&mut self, warm: Option<&Policy>) -> Option<&mut Slot> {
+    /// The slot of `warm`'s kind (`None`: not remembered), or the ordinary spare's.
+    fn slot(&mut self, warm: Option<WarmKey<'_>>) -> Option<&mut Slot> {
         match warm {
             None => Some(&mut self.slot),
-            Some(policy) => self.warm.iter_mut().find(|w| &w.policy == policy).map(|w| &mut w.slot),
+            Some(key) => self.warm.iter_mut().find(|w| w.is(key)).map(|w| &mut w.slot),
         }
+    }
+
+    /// Remember `key` as the most recently used warm kind (the least recently used let go past
+    /// [`WARM_MAX`]: its spare reads EOF and exits).
+    fn remember(&mut self, (policy, split): WarmKey<'_>) {
+        if self.warm.len() >= WARM_MAX {
+            self.warm.remove(0);
+        }
+        self.warm.push(Warm { policy: policy.clone(), split, slot: Slot::default() });
     }
 }
 
@@ -126,18 +152,18 @@ pub fn stop() {
 /// The ready spare of `command` with `env`, if there is one and it still runs (another is
 /// started in the background). `None`: spares are not kept, none is ready yet, the ready one
 /// exited, or they are of another command. With `warm` (the launch's policy, when a warm
-/// sandbox could start it: see the module doc), a warm spare of that policy first; either way
-/// one is made ready for the next launch with it.
-pub(super) fn take(command: &[String], env: &BTreeMap<String, String>, warm: Option<&Policy>) -> Option<Waiting> {
+/// sandbox could start it, and whether its output is split: see the module doc), a warm spare of
+/// that kind first; either way one is made ready for the next launch with it.
+pub(super) fn take(command: &[String], env: &BTreeMap<String, String>, warm: Option<WarmKey<'_>>) -> Option<Waiting> {
     let warm = warm.filter(|_| cgroup::mode() != Containment::CgroupV2);
-    if let Some(policy) = warm {
+    if let Some(key) = warm {
         let spare = {
             let mut pool = POOL.lock().ok()?;
             let pool = pool.as_mut()?;
             if pool.command != command || &pool.env != env {
                 return None;
             }
-            match pool.warm.iter().position(|w| &w.policy == policy) {
+            match pool.warm.iter().position(|w| w.is(key)) {
                 Some(at) => {
                     let mut entry = pool.warm.remove(at);
                     let spare = entry.slot.spare.take();
@@ -145,20 +171,16 @@ pub(super) fn take(command: &[String], env: &BTreeMap<String, String>, warm: Opt
                     Some(spare)
                 }
                 None => {
-                    if pool.warm.len() >= WARM_MAX {
-                        // The least recently used goes: its spare reads EOF and exits.
-                        pool.warm.remove(0);
-                    }
                     // Seen once: remembered, but a sandbox is made only when it comes again
                     // (commands that each go to another Space would pay for sandboxes
                     // nobody uses).
-                    pool.warm.push(Warm { policy: policy.clone(), slot: Slot::default() });
+                    pool.remember(key);
                     None
                 }
             }
         };
         let Some(spare) = spare else { return take_spare(command, env) };
-        refill(Some(policy));
+        refill(Some(key));
         if let Some(spare) = spare.and_then(|mut s| s.alive().then_some(s)) {
             return Some(spare);
         }
@@ -180,9 +202,27 @@ fn take_spare(command: &[String], env: &BTreeMap<String, String>) -> Option<Wait
     spare.and_then(|mut s| s.alive().then_some(s))
 }
 
-/// Start a spare in the background (with `warm`, a warm one of that policy) unless its slot
-/// holds one ready or being started, or a warm policy's entry was let go meanwhile.
-fn refill(warm: Option<&Policy>) {
+/// Make a warm sandbox of `key` ready now, for a launch known to come (the next run of a Space
+/// and harness, made ready ahead by the daemon: `spaces-host`'s `supervisor::ahead`), without
+/// waiting for the policy's second use. Nothing on cgroup v2 (a warm sandbox cannot join its
+/// cgroup late), when spares are not kept, or when one of that kind is ready or being made.
+pub fn prewarm(key: WarmKey<'_>) {
+    if cgroup::mode() == Containment::CgroupV2 {
+        return;
+    }
+    {
+        let Ok(mut pool) = POOL.lock() else { return };
+        let Some(pool) = pool.as_mut() else { return };
+        if !pool.warm.iter().any(|w| w.is(key)) {
+            pool.remember(key);
+        }
+    }
+    refill(Some(key));
+}
+
+/// Start a spare in the background (with `warm`, a warm one of that kind) unless its slot
+/// holds one ready or being started, or a warm kind's entry was let go meanwhile.
+fn refill(warm: Option<WarmKey<'_>>) {
     let Ok(handle) = tokio::runtime::Handle::try_current() else { return };
     let (command, env) = {
         let Ok(mut pool) = POOL.lock() else { return };
@@ -194,15 +234,16 @@ fn refill(warm: Option<&Policy>) {
         slot.making = true;
         (pool.command.clone(), pool.env.clone())
     };
-    let warm = warm.cloned();
+    let warm = warm.map(|(policy, split)| (policy.clone(), split));
     handle.spawn_blocking(move || {
-        let made = start(&command, &env, warm.as_ref());
+        let key = warm.as_ref().map(|(policy, split)| (policy, *split));
+        let made = start(&command, &env, key);
         if let Err(why) = &made {
             let what = if warm.is_some() { "a warm sandbox's spare shim" } else { "a spare shim" };
             tracing::warn!("cannot start {what}: {why}");
         }
         if let Ok(mut pool) = POOL.lock() {
-            if let Some(slot) = pool.as_mut().filter(|p| p.command == command && p.env == env).and_then(|p| p.slot(warm.as_ref())) {
+            if let Some(slot) = pool.as_mut().filter(|p| p.command == command && p.env == env).and_then(|p| p.slot(key)) {
                 slot.making = false;
                 slot.spare = made.ok();
             }
@@ -211,8 +252,8 @@ fn refill(warm: Option<&Policy>) {
 }
 
 /// Start one spare shim (blocking, about 1 ms: no fork of this process); with `warm`, one that
-/// starts a warm sandbox under that policy.
-fn start(command: &[String], env: &BTreeMap<String, String>, warm: Option<&Policy>) -> super::error::Result<Waiting> {
+/// starts a warm sandbox of that kind.
+fn start(command: &[String], env: &BTreeMap<String, String>, warm: Option<WarmKey<'_>>) -> super::error::Result<Waiting> {
     let n = SPARES.fetch_add(1, Ordering::Relaxed);
     // Only cgroup v1 renames a directory: on v2 the child joins the tree's cgroup when its
     // program comes (the spare still saves the shim's exec).
@@ -220,7 +261,7 @@ fn start(command: &[String], env: &BTreeMap<String, String>, warm: Option<&Polic
         Containment::CgroupV1 => cgroup::plan(&format!("spare/{}-{n}", std::process::id())),
         _ => None,
     };
-    let spec = SpareSpec { cgroup, warm: warm.cloned() };
+    let spec = SpareSpec { cgroup, warm: warm.map(|(policy, _)| policy.clone()), split: warm.is_some_and(|(_, split)| split) };
     let mut env = env.clone();
     env.insert(SPARE_ENV.to_owned(), serde_json::to_string(&spec)?);
     // The directory comes with the launch.
@@ -234,6 +275,7 @@ pub struct Made {
     cgroup: Option<Cgroup>,
     child: Option<Prepared>,
     warm: Option<Policy>,
+    split: bool,
     /// [`crate::sandbox::identity`] of the warm sandbox's policy, taken before it was made.
     seen: Vec<Option<(u64, u64)>>,
 }
@@ -247,6 +289,9 @@ pub struct Child {
     pub joined: bool,
     /// A warm sandbox's policy: only a launch with an equal one may use it.
     pub warm: Option<Policy>,
+    /// The warm sandbox's output is split (stdout and stderr apart): only a launch whose output
+    /// is may use it.
+    pub split: bool,
     /// What the policy's paths were ([`crate::sandbox::identity`]) before the warm sandbox was
     /// made: it may start a program only while they are the same.
     pub seen: Vec<Option<(u64, u64)>>,
@@ -278,13 +323,17 @@ impl Made {
             Some(policy) => {
                 let helper = super::own::sandbox_helper();
                 // SAFETY: called before the shim starts any thread.
-                unsafe { prepared::prepare_warm(&dirs, |fd| crate::sandbox::bwrap::warm_command(policy, &helper, fd).unwrap_or_default()) }
+                unsafe {
+                    prepared::prepare_warm(&dirs, spec.split, |fd| {
+                        crate::sandbox::bwrap::warm_command(policy, &helper, fd).unwrap_or_default()
+                    })
+                }
             }
             // SAFETY: called before the shim starts any thread.
             None => unsafe { prepared::prepare(&dirs) },
         };
         match made {
-            Ok(child) => Some(Made { cgroup, child: Some(child), warm: spec.warm, seen }),
+            Ok(child) => Some(Made { cgroup, child: Some(child), warm: spec.warm, split: spec.split, seen }),
             Err(e) => {
                 crate::disk::say(format_args!("spare shim: {e}; the launch goes the usual way"));
                 if let Some(cgroup) = cgroup {
@@ -299,9 +348,9 @@ impl Made {
     /// the child. Falls back to [`Plan::create`] and no child when the rename fails. Errors:
     /// [`Plan::create`]'s.
     pub fn adopt(mut self, plan: Option<&Plan>) -> Result<(Option<Cgroup>, Option<Child>), cgroup::Error> {
-        let (warm, seen) = (self.warm.take(), std::mem::take(&mut self.seen));
+        let (warm, split, seen) = (self.warm.take(), self.split, std::mem::take(&mut self.seen));
         let child = self.child.take();
-        let child = move |joined: bool| child.map(|prepared| Child { prepared, joined, warm, seen });
+        let child = move |joined: bool| child.map(|prepared| Child { prepared, joined, warm, split, seen });
         match (self.cgroup.take(), plan) {
             (None, None) => Ok((None, child(true))),
             (None, Some(plan)) => Ok((Some(plan.create()?), child(false))),

@@ -72,12 +72,16 @@ impl Shim {
         let prepared = match child {
             Some(child) if child.warm.is_some() => {
                 // A warm sandbox, for this very policy (every path of it still the file it
-                // was) and a command's output only, in its cgroup already: its helper execs
-                // the program; anything else drops it.
+                // was) and the same kind of output (one stream, or split), in its cgroup
+                // already: its helper execs the program; anything else drops it.
                 let fits = child.joined
                     && bubblewrap
                     && child.warm == sandbox
-                    && matches!(spawn.stdio, StdioSpec::Combined { stdin: StdinSpec::Pipe })
+                    && match spawn.stdio {
+                        StdioSpec::Combined { stdin: StdinSpec::Pipe } => !child.split,
+                        StdioSpec::Pipes { stdin: StdinSpec::Pipe } => child.split,
+                        _ => false,
+                    }
                     && sandbox.as_ref().is_some_and(|p| crate::sandbox::identity(p) == child.seen);
                 fits.then(|| {
                     let env = process::program_env(&spawn.env, &spawn.markers, &spawn.tag);
