@@ -15,7 +15,10 @@
 //!   on its start path, as for the first command of a Space.
 //!
 //! The two daemons are measured call by call in turn (`off`, then `sandbox`), so drift and noise
-//! hit both alike. `SPACES_BENCH_ROUNDS` rounds (default 5) of `SPACES_BENCH_CALLS` calls per
+//! hit both alike. Each condition runs twice: back to back (a call starts while the daemon still
+//! does what the call before left it in the background: renewing a spare shim, making the next
+//! run's warm sandbox ahead) and `-settled` (100 ms after each call: what a start itself waits
+//! for). `SPACES_BENCH_ROUNDS` rounds (default 5) of `SPACES_BENCH_CALLS` calls per
 //! variant (default 20), idle and then with one core spinning (this executable with `--busy`).
 //! It prints p50 and p99 per variant, the sandbox's p50 minus the unsandboxed one (the goal:
 //! at most 5 ms) and their ratio, overall and per round (min..max). Nothing is asserted.
@@ -62,15 +65,24 @@ fn main() {
         d.exec_command("bench");
     }
     println!("sandbox_start: {rounds} rounds x {calls} calls per variant, interleaved (off, sandbox)");
-    condition("idle", &daemons, rounds, calls);
+    let settled = Duration::from_millis(SETTLE_MS);
+    condition("idle", &daemons, rounds, calls, Duration::ZERO);
+    condition("idle-settled", &daemons, rounds, calls, settled);
     let mut spinner = Command::new(std::env::current_exe().unwrap()).arg("--busy").spawn().unwrap();
-    condition("loaded", &daemons, rounds, calls);
+    condition("loaded", &daemons, rounds, calls, Duration::ZERO);
+    condition("loaded-settled", &daemons, rounds, calls, settled);
     let _ = spinner.kill();
     let _ = spinner.wait();
 }
 
-/// `rounds` rounds of `calls` calls of each measure on each daemon, then the figures.
-fn condition(name: &str, daemons: &[Daemon; 2], rounds: usize, calls: usize) {
+/// How long a `-settled` condition waits after each call before the next: the background work a
+/// start leaves (a spare shim renewed, the next run's warm sandbox made ahead) is done by then.
+const SETTLE_MS: u64 = 100;
+
+/// `rounds` rounds of `calls` calls of each measure on each daemon, then the figures. `settle`:
+/// the pause after each call (zero: back to back, each start paying for what the one before it
+/// left running in the background on this machine's cores).
+fn condition(name: &str, daemons: &[Daemon; 2], rounds: usize, calls: usize, settle: Duration) {
     // [what][variant] -> all samples; per round the p50 difference and ratio.
     let mut all: [[Vec<Duration>; 2]; 3] = Default::default();
     let mut per_round: [Vec<(f64, f64)>; 3] = Default::default();
@@ -79,8 +91,11 @@ fn condition(name: &str, daemons: &[Daemon; 2], rounds: usize, calls: usize) {
         for call in 0..calls {
             for (v, d) in daemons.iter().enumerate() {
                 round[0][v].push(d.agent_start());
+                std::thread::sleep(settle);
                 round[1][v].push(d.exec_command("bench"));
+                std::thread::sleep(settle);
                 round[2][v].push(d.exec_command(&format!("cold{}", call % COLD_SPACES)));
+                std::thread::sleep(settle);
             }
         }
         for w in 0..3 {

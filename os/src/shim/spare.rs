@@ -28,7 +28,8 @@
 //!   kind of output) comes a second time, or when the daemon knows it will come ([`prewarm`]:
 //!   the next run of a Space and harness, made ready ahead), the daemon also keeps a spare
 //!   made for it (at most [`WARM_MAX`] kinds remembered, the least recently used let go),
-//!   renewed at each launch that takes it: its child
+//!   renewed at each launch that takes it (a [`prewarm`]ed one is not: it was for one launch):
+//!   its child
 //!   starts bubblewrap at once and waits inside, ready ([`prepared::prepare_warm`]). The next
 //!   launch with an equal policy takes it, and its program starts with one exec
 //!   ([`Prepared::start_warm`]); any other launch, or one the warm sandbox cannot take
@@ -100,6 +101,8 @@ struct Slot {
 struct Warm {
     policy: Policy,
     split: bool,
+    /// Made for one launch known to come ([`prewarm`]): let go once taken, not renewed.
+    once: bool,
     slot: Slot,
 }
 
@@ -120,11 +123,11 @@ impl Pool {
 
     /// Remember `key` as the most recently used warm kind (the least recently used let go past
     /// [`WARM_MAX`]: its spare reads EOF and exits).
-    fn remember(&mut self, (policy, split): WarmKey<'_>) {
+    fn remember(&mut self, (policy, split): WarmKey<'_>, once: bool) {
         if self.warm.len() >= WARM_MAX {
             self.warm.remove(0);
         }
-        self.warm.push(Warm { policy: policy.clone(), split, slot: Slot::default() });
+        self.warm.push(Warm { policy: policy.clone(), split, once, slot: Slot::default() });
     }
 }
 
@@ -167,20 +170,25 @@ pub(super) fn take(command: &[String], env: &BTreeMap<String, String>, warm: Opt
                 Some(at) => {
                     let mut entry = pool.warm.remove(at);
                     let spare = entry.slot.spare.take();
-                    pool.warm.push(entry);
-                    Some(spare)
+                    let renew = !entry.once;
+                    if renew {
+                        pool.warm.push(entry);
+                    }
+                    Some((spare, renew))
                 }
                 None => {
                     // Seen once: remembered, but a sandbox is made only when it comes again
                     // (commands that each go to another Space would pay for sandboxes
                     // nobody uses).
-                    pool.remember(key);
+                    pool.remember(key, false);
                     None
                 }
             }
         };
-        let Some(spare) = spare else { return take_spare(command, env) };
-        refill(Some(key));
+        let Some((spare, renew)) = spare else { return take_spare(command, env) };
+        if renew {
+            refill(Some(key));
+        }
         if let Some(spare) = spare.and_then(|mut s| s.alive().then_some(s)) {
             return Some(spare);
         }
@@ -204,7 +212,8 @@ fn take_spare(command: &[String], env: &BTreeMap<String, String>) -> Option<Wait
 
 /// Make a warm sandbox of `key` ready now, for a launch known to come (the next run of a Space
 /// and harness, made ready ahead by the daemon: `spaces-host`'s `supervisor::ahead`), without
-/// waiting for the policy's second use. Nothing on cgroup v2 (a warm sandbox cannot join its
+/// waiting for the policy's second use; once taken it is let go, not renewed (a later launch
+/// with the same policy is seen as a first use). Nothing on cgroup v2 (a warm sandbox cannot join its
 /// cgroup late), when spares are not kept, or when one of that kind is ready or being made.
 pub fn prewarm(key: WarmKey<'_>) {
     if cgroup::mode() == Containment::CgroupV2 {
@@ -214,7 +223,7 @@ pub fn prewarm(key: WarmKey<'_>) {
         let Ok(mut pool) = POOL.lock() else { return };
         let Some(pool) = pool.as_mut() else { return };
         if !pool.warm.iter().any(|w| w.is(key)) {
-            pool.remember(key);
+            pool.remember(key, true);
         }
     }
     refill(Some(key));
