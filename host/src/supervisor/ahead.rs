@@ -34,48 +34,53 @@ pub(super) fn new_run_id() -> String {
 /// removed), or a new id when there is none or its directory is gone.
 pub(super) fn take(inner: &Inner, space: &str, agent: &str) -> String {
     let made = inner.ahead.lock().unwrap_or_else(|p| p.into_inner()).remove(&(space.to_owned(), agent.to_owned()));
-    match made {
+    match made.flatten() {
         Some(run_id) if std::fs::remove_file(inner.cfg.run_dir(&run_id).join(MARKER)).is_ok() => run_id,
         _ => new_run_id(),
     }
 }
 
-/// Make the next run of harness `agent` in `space` ready (in the background), unless one is:
-/// its directory with the folders its sandbox mounts, and a warm sandbox (stdout and stderr
+/// Make the next run of harness `agent` in `space` ready (in the background), unless one is
+/// ready or being made (a burst of starts makes one): its directory with the folders its sandbox mounts, and a warm sandbox (stdout and stderr
 /// apart: an agent's) under the policy of its first process, whose read-only paths besides the
 /// run's own are `readonly` (as the run that just started had them). Failures are logged: the
 /// next start then goes the usual way.
 pub(super) fn prepare(inner: Arc<Inner>, space: String, agent: &'static str, readonly: Vec<PathBuf>) {
     let key = (space, agent.to_owned());
-    if inner.ahead.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&key) {
-        return;
+    {
+        let mut ahead = inner.ahead.lock().unwrap_or_else(|p| p.into_inner());
+        if ahead.contains_key(&key) {
+            return;
+        }
+        ahead.insert(key.clone(), None);
     }
     tokio::task::spawn_blocking(move || {
         let run_id = new_run_id();
         let run_dir = inner.cfg.run_dir(&run_id);
         let run_dir = std::path::absolute(&run_dir).unwrap_or(run_dir);
         let made = make(&inner, &key.0, &run_dir, readonly);
-        let policy = match made {
-            Ok(policy) => policy,
-            Err(why) => {
-                tracing::warn!("the next run of {} in Space {} is not made ready ahead: {why}", key.1, key.0);
-                let _ = std::fs::remove_dir_all(&run_dir);
-                return;
+        let mut ahead = inner.ahead.lock().unwrap_or_else(|p| p.into_inner());
+        // Still wanted: not taken by a start meanwhile (it went the usual way), nor forgotten
+        // with its Space.
+        let wanted = matches!(ahead.get(&key), Some(None));
+        match made {
+            Ok(policy) if wanted => {
+                ahead.insert(key, Some(run_id));
+                drop(ahead);
+                if let Some(policy) = policy {
+                    spaces_os::shim::spare::prewarm((&policy, true));
+                }
             }
-        };
-        let taken = {
-            let mut ahead = inner.ahead.lock().unwrap_or_else(|p| p.into_inner());
-            // Another start made one meanwhile: keep that one.
-            let taken = ahead.contains_key(&key);
-            if !taken {
-                ahead.insert(key, run_id);
+            made => {
+                if wanted {
+                    ahead.remove(&key);
+                }
+                drop(ahead);
+                if let Err(why) = made {
+                    tracing::warn!("the next run of {} in Space {} is not made ready ahead: {why}", key.1, key.0);
+                }
+                remove(&run_dir);
             }
-            taken
-        };
-        if taken {
-            let _ = std::fs::remove_dir_all(&run_dir);
-        } else if let Some(policy) = policy {
-            spaces_os::shim::spare::prewarm((&policy, true));
         }
     });
 }
@@ -102,7 +107,7 @@ pub(super) fn forget(inner: &Inner, space: &str) {
     let gone: Vec<String> = {
         let mut ahead = inner.ahead.lock().unwrap_or_else(|p| p.into_inner());
         let keys: Vec<_> = ahead.keys().filter(|(s, _)| s == space).cloned().collect();
-        keys.into_iter().filter_map(|k| ahead.remove(&k)).collect()
+        keys.into_iter().filter_map(|k| ahead.remove(&k).flatten()).collect()
     };
     for run_id in gone {
         remove(&inner.cfg.run_dir(&run_id));

@@ -32,8 +32,9 @@ pub struct Inner {
     /// whole by `Supervisor::finish_turn_starts` when the daemon stops, so a SIGTERM never cuts
     /// a turn between the two (its key stored, its text never delivered: case R45).
     pub(super) turn_starts: tokio::sync::RwLock<()>,
-    /// The next run of each (Space, harness) made ready ahead: its run id (`super::ahead`).
-    pub(super) ahead: Mutex<HashMap<(String, String), String>>,
+    /// The next run of each (Space, harness) made ready ahead: its run id, or `None` while it
+    /// is being made (`super::ahead`).
+    pub(super) ahead: Mutex<HashMap<(String, String), Option<String>>>,
 }
 
 impl Inner {
