@@ -13,6 +13,9 @@
 //! policies (or their paths' identity) differ, and the start goes the usual way: a run made
 //! ready ahead is a speed-up, never a promise.
 //!
+//! Nothing is made ahead while the host's CPU is contended (PSI, or the load average without
+//! it): the work would delay the calls in flight, which matter more than the next start.
+//!
 //! A directory made ahead holds the marker [`MARKER`] until a start takes it. One a daemon left
 //! when it stopped is removed at the next daemon's start ([`sweep`]); those of a Space being
 //! removed go with it ([`forget`]).
@@ -46,6 +49,12 @@ pub(super) fn take(inner: &Inner, space: &str, agent: &str) -> String {
 /// run's own are `readonly` (as the run that just started had them). Failures are logged: the
 /// next start then goes the usual way.
 pub(super) fn prepare(inner: Arc<Inner>, space: String, agent: &'static str, readonly: Vec<PathBuf>) {
+    // Making it costs CPU now (a shim, bubblewrap and the helper) to save a start later: on a
+    // host whose CPU is contended that work would delay the calls in flight (a follow-up just
+    // after a start waited 4 ms more under load), so the next start goes the usual way there.
+    if cpu_contended() {
+        return;
+    }
     let key = (space, agent.to_owned());
     {
         let mut ahead = inner.ahead.lock().unwrap_or_else(|p| p.into_inner());
@@ -83,6 +92,27 @@ pub(super) fn prepare(inner: Arc<Inner>, space: String, agent: &'static str, rea
             }
         }
     });
+}
+
+/// Share of the last 10 s in which some runnable task waited for a CPU (`/proc/pressure/cpu`,
+/// PSI), in percent, above which the host counts as contended.
+const CONTENDED_PSI_PCT: f64 = 40.0;
+
+/// Whether the host's CPU is contended now: PSI's `some avg10` above [`CONTENDED_PSI_PCT`], or,
+/// on a kernel without PSI, a 1-minute load average above the number of CPUs.
+fn cpu_contended() -> bool {
+    if let Ok(psi) = std::fs::read_to_string("/proc/pressure/cpu") {
+        return psi_some_avg10(&psi).is_some_and(|pct| pct > CONTENDED_PSI_PCT);
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let load = std::fs::read_to_string("/proc/loadavg").ok().and_then(|l| l.split_whitespace().next()?.parse::<f64>().ok());
+    load.is_some_and(|load| load > cpus)
+}
+
+/// `avg10` of the `some` line of a PSI file (`some avg10=2.87 avg60=... total=...`).
+fn psi_some_avg10(psi: &str) -> Option<f64> {
+    let line = psi.lines().find(|l| l.starts_with("some "))?;
+    line.split_whitespace().find_map(|field| field.strip_prefix("avg10="))?.parse().ok()
 }
 
 /// The run directory `run_dir` with its marker and the folders its sandbox mounts, and the
@@ -137,6 +167,13 @@ fn remove(run_dir: &Path) {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn psi_some_avg10_is_read_from_the_some_line() {
+        let psi = "some avg10=42.50 avg60=12.43 avg300=22.34 total=16524852584\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        assert_eq!(psi_some_avg10(psi), Some(42.5));
+        assert_eq!(psi_some_avg10("full avg10=1.00\n"), None);
+    }
 
     /// Only directories made ahead and never taken (with the marker) are swept; a run's own
     /// directory (no marker) stays.
