@@ -19,15 +19,8 @@ use std::path::PathBuf;
 pub enum Error {
     /// A file or folder of the run (its shim directory, agent home, API socket, a harness's
     /// config file, the journal, a marker) could not be made, written or read.
-    #[error("cannot {action} {}: {source}", path.display())]
-    Io {
-        /// What was being done, as a verb phrase ("create the agent home", "listen on").
-        action: &'static str,
-        /// The path it was done to.
-        path: PathBuf,
-        /// The system's error.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] spaces_os::path_io::PathIo),
     /// The daemon cannot name its own command (`config::self_command`), needed to start a shim,
     /// to sandbox `git`, or to give the agent the `spaces` MCP server.
     #[error("cannot tell how to run spacesd {purpose}: {source}")]
@@ -139,8 +132,8 @@ pub enum Error {
 impl Error {
     /// [`Error::Io`] of `action` on `path`, for `map_err`.
     pub fn io(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
-        let path = path.into();
-        move |source| Error::Io { action, path, source }
+        let io = spaces_os::path_io::PathIo::at(action, path);
+        move |source| Error::Io(io(source))
     }
 }
 

@@ -202,16 +202,9 @@ fn leaf_name(tag: &str) -> String {
 /// path, and the system's error.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A directory or control file of the cgroup failed.
-    #[error("cannot {action} {}: {source}", path.display())]
-    Io {
-        /// What was being done ("create", "write").
-        action: &'static str,
-        /// The directory or control file (`pids.max`, `memory.max`, ...).
-        path: PathBuf,
-        /// The system's error.
-        source: std::io::Error,
-    },
+    /// A directory or control file of the cgroup (`pids.max`, `memory.max`, ...) failed.
+    #[error(transparent)]
+    Io(#[from] crate::path_io::PathIo),
     /// A spare shim's cgroup could not become the launch's (its hierarchies differ, or
     /// rename(2) failed); the launch makes its own instead.
     #[error("cannot rename the cgroup {} to {}: {why}", from.display(), to.display())]
@@ -235,7 +228,7 @@ impl Plan {
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
                 Err(e) => {
                     cgroup.remove_now();
-                    return Err(Error::Io { action: "create", path: dir.clone(), source: e });
+                    return Err(crate::path_io::PathIo::at("create", dir)(e).into());
                 }
             }
             if let Err(why) = set_limits(*hierarchy, dir, self.limits) {
@@ -258,7 +251,7 @@ impl Plan {
 
 fn set_limits(hierarchy: Hierarchy, dir: &Path, limits: Limits) -> Result<(), Error> {
     let write = |file: &str, value: String| {
-        std::fs::write(dir.join(file), value).map_err(|source| Error::Io { action: "write", path: dir.join(file), source })
+        std::fs::write(dir.join(file), value).map_err(|e| Error::from(crate::path_io::PathIo::at("write", dir.join(file))(e)))
     };
     match hierarchy {
         Hierarchy::Unified => {
