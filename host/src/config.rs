@@ -128,6 +128,9 @@ pub struct ConfigFile {
     pub sandbox: Option<serde_json::Value>,
     /// Keep one shim started ahead of need (default true).
     pub spare_shims: Option<bool>,
+    /// Make the next run of a Space and harness ready ahead only while the CPU pressure (PSI
+    /// `some avg10`, percent) is at most this (default 40; 100: always).
+    pub ahead_psi_max: Option<f64>,
     /// Most tasks per run or command (cgroup `pids.max`); 0: no limit.
     pub pids_max: Option<u64>,
     /// Most memory per run or command in bytes (cgroup memory limit); 0: no limit.
@@ -173,6 +176,11 @@ pub struct Config {
     /// Keep one shim, and its program's child in a cgroup, started ahead of need, so a start
     /// waits for neither (`SPACES_SPARE_SHIMS=0` turns it off; docs/architecture.md).
     pub spare_shims: bool,
+    /// The next run of a Space and harness is made ready ahead, with a warm sandbox, only while
+    /// the host's CPU pressure (PSI `some avg10`, percent; without PSI the load average against
+    /// the CPU count) is at most this: 0 to 100, default 40, 100 always (`SPACES_AHEAD_PSI_MAX`;
+    /// docs/operations.md "Security model").
+    pub ahead_psi_max: f64,
     /// Most tasks per run or command; 0: no limit.
     pub pids_max: u64,
     /// Most memory per run or command, bytes; 0: no limit.
@@ -220,6 +228,9 @@ impl Sandbox {
         }
     }
 }
+
+/// [`Config::ahead_psi_max`] unless set.
+pub const DEFAULT_AHEAD_PSI_MAX: f64 = 40.0;
 
 fn env_flag(key: &str) -> Option<bool> {
     std::env::var(key).ok().map(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "false" | "off" | "no"))
@@ -302,6 +313,7 @@ impl Config {
                 },
             },
             spare_shims: env_flag("SPACES_SPARE_SHIMS").or(file.spare_shims).unwrap_or(true),
+            ahead_psi_max: env_num("SPACES_AHEAD_PSI_MAX").or(file.ahead_psi_max).unwrap_or(DEFAULT_AHEAD_PSI_MAX).clamp(0.0, 100.0),
             pids_max: env_num("SPACES_PIDS_MAX").or(file.pids_max).unwrap_or(DEFAULT_PIDS_MAX),
             memory_max_bytes: env_num("SPACES_MEMORY_MAX_BYTES").or(file.memory_max_bytes).unwrap_or(0),
             agent_nice: env_num("SPACES_AGENT_NICE")

@@ -44,18 +44,18 @@ pub(super) fn take(inner: &Inner, space: &str, agent: &str) -> String {
 }
 
 /// Make the next run of harness `agent` in `space` ready (in the background), unless one is
-/// ready or being made (a burst of starts makes one): its directory with the folders its sandbox mounts, and a warm sandbox (stdout and stderr
-/// apart: an agent's) under the policy of its first process, whose read-only paths besides the
+/// ready or being made (a burst of starts makes one), or the CPU is contended: its directory
+/// with the folders its sandbox mounts, and a warm sandbox (stdout and stderr apart: an agent's) under the policy of its first process, whose read-only paths besides the
 /// run's own are `readonly` (as the run that just started had them). Failures are logged: the
 /// next start then goes the usual way.
 pub(super) fn prepare(inner: Arc<Inner>, space: String, agent: &'static str, readonly: Vec<PathBuf>) {
     // Making it costs CPU now (a shim, bubblewrap and the helper) to save a start later: on a
     // host whose CPU is contended that work would delay the calls in flight (a follow-up just
     // after a start waited 4 ms more under load), so the next start goes the usual way there.
-    if cpu_contended() {
+    let key = (space, agent.to_owned());
+    if inner.ahead.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&key) || cpu_contended(inner.cfg.ahead_psi_max) {
         return;
     }
-    let key = (space, agent.to_owned());
     {
         let mut ahead = inner.ahead.lock().unwrap_or_else(|p| p.into_inner());
         if ahead.contains_key(&key) {
@@ -94,15 +94,16 @@ pub(super) fn prepare(inner: Arc<Inner>, space: String, agent: &'static str, rea
     });
 }
 
-/// Share of the last 10 s in which some runnable task waited for a CPU (`/proc/pressure/cpu`,
-/// PSI), in percent, above which the host counts as contended.
-const CONTENDED_PSI_PCT: f64 = 40.0;
-
-/// Whether the host's CPU is contended now: PSI's `some avg10` above [`CONTENDED_PSI_PCT`], or,
-/// on a kernel without PSI, a 1-minute load average above the number of CPUs.
-fn cpu_contended() -> bool {
+/// Whether the host's CPU is contended now: the share of the last 10 s in which some runnable
+/// task waited for a CPU (`/proc/pressure/cpu`, PSI `some avg10`, percent) above `psi_max`
+/// (`Config::ahead_psi_max`; 100: never contended), or, on a kernel without PSI, a 1-minute
+/// load average above the number of CPUs.
+fn cpu_contended(psi_max: f64) -> bool {
+    if psi_max >= 100.0 {
+        return false;
+    }
     if let Ok(psi) = std::fs::read_to_string("/proc/pressure/cpu") {
-        return psi_some_avg10(&psi).is_some_and(|pct| pct > CONTENDED_PSI_PCT);
+        return psi_some_avg10(&psi).is_some_and(|pct| pct > psi_max);
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let load = std::fs::read_to_string("/proc/loadavg").ok().and_then(|l| l.split_whitespace().next()?.parse::<f64>().ok());

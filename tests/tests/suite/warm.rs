@@ -134,7 +134,12 @@ async fn a_run_made_ready_ahead_starts_warm_as_a_cold_one(unprivileged: bool) {
     // The state dir is known once the daemon exists; the probe names it, so it is written after.
     std::fs::write(&agent, "#!/bin/sh\nexit 3\n").unwrap();
     std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let env = vec![("SPACES_HARNESS_BIN_OPENAI_CODEX".to_owned(), agent.display().to_string())];
+    // Made ahead whatever the CPU pressure of the machine running the suite (default: not
+    // above 40%).
+    let env = vec![
+        ("SPACES_HARNESS_BIN_OPENAI_CODEX".to_owned(), agent.display().to_string()),
+        ("SPACES_AHEAD_PSI_MAX".to_owned(), "100".to_owned()),
+    ];
     let d = if unprivileged { TestDaemon::start_unprivileged(env, vec![]).await } else { TestDaemon::start_with_env(env).await };
     // Rewritten in place: the same file (its identity is part of a warm sandbox's policy).
     std::fs::OpenOptions::new()
