@@ -20,6 +20,7 @@
 //! when it stopped is removed at the next daemon's start ([`sweep`]); those of a Space being
 //! removed go with it ([`forget`]).
 
+use spaces_os::path_io::PathIo;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -120,15 +121,11 @@ fn psi_some_avg10(psi: &str) -> Option<f64> {
 /// policy of its first process. Errors: the folders cannot be made, or those of
 /// [`super::run_sandbox::policy`].
 fn make(inner: &Inner, space: &str, run_dir: &Path, readonly: Vec<PathBuf>) -> super::error::Result<Option<spaces_os::sandbox::Policy>> {
-    use super::error::Error;
-    spaces_store::fsutil::create_private_dir(run_dir).map_err(Error::io("create", run_dir))?;
-    std::fs::write(run_dir.join(MARKER), b"").map_err(Error::io("write", run_dir.join(MARKER)))?;
-    for folder in [super::run_sandbox::HOME, super::files::FOLDER] {
-        let dir = run_dir.join(folder);
-        spaces_store::fsutil::create_private_dir(&dir).map_err(Error::io("create", &dir))?;
+    spaces_store::fsutil::create_private_dir(run_dir).map_err(PathIo::at("create", run_dir))?;
+    std::fs::write(run_dir.join(MARKER), b"").map_err(PathIo::at("write", run_dir.join(MARKER)))?;
+    for dir in [run_dir.join(super::run_sandbox::HOME), run_dir.join(super::files::FOLDER), super::api::dir(run_dir)] {
+        spaces_store::fsutil::create_private_dir(&dir).map_err(PathIo::at("create", &dir))?;
     }
-    let api = super::api::dir(run_dir);
-    spaces_store::fsutil::create_private_dir(&api).map_err(Error::io("create", &api))?;
     super::run_sandbox::policy(inner, space, run_dir, readonly)
 }
 

@@ -13,6 +13,7 @@
 //! again when a restarted daemon re-adopts the run; it is closed when the run stops or is done
 //! ([`RunSockets::close`]). A process of the run that outlives its run finds nothing there.
 
+use spaces_os::path_io::PathIo;
 use std::collections::HashMap;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -57,11 +58,7 @@ impl RunSockets {
     /// made ([`super::error::Error::Io`], naming the path).
     pub fn open(&self, run_id: &str, space: &str, run_dir: &Path) -> super::error::Result<()> {
         let dir = dir(run_dir);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(super::error::Error::io("create the run's API directory", &dir))?;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(PathIo::at("create the run's API directory", &dir))?;
         let Some(server) = self.server.get() else {
             let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
             waiting.push((run_id.to_owned(), space.to_owned(), run_dir.to_owned()));
@@ -73,7 +70,7 @@ impl RunSockets {
         }
         let path = dir.join(spaces_os::sandbox::API_SOCKET);
         let _ = std::fs::remove_file(&path);
-        let listener = tokio::net::UnixListener::bind(&path).map_err(super::error::Error::io("listen on", &path))?;
+        let listener = tokio::net::UnixListener::bind(&path).map_err(PathIo::at("listen on", &path))?;
         let task = tokio::spawn(server(listener, run_id.to_owned(), space.to_owned()));
         open.insert(run_id.to_owned(), task.abort_handle());
         Ok(())

@@ -129,14 +129,6 @@ pub enum Error {
     Daemon(#[from] crate::error::Error),
 }
 
-impl Error {
-    /// [`Error::Io`] of `action` on `path`, for `map_err`.
-    pub fn io(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
-        let io = spaces_os::path_io::PathIo::at(action, path);
-        move |source| Error::Io(io(source))
-    }
-}
-
 impl From<spaces_store::Error> for Error {
     fn from(e: spaces_store::Error) -> Self {
         Error::Daemon(e.into())
@@ -166,7 +158,8 @@ mod tests {
     /// refusal met on the way keeps its code and message.
     #[test]
     fn steps_go_out_internal_and_refusals_keep_their_code() {
-        let e = Error::io("create the agent home", "/s/runs/r1/home")(std::io::Error::from_raw_os_error(13));
+        let e =
+            Error::from(spaces_os::path_io::PathIo::at("create the agent home", "/s/runs/r1/home")(std::io::Error::from_raw_os_error(13)));
         assert!(e.to_string().starts_with("cannot create the agent home /s/runs/r1/home: "), "{e}");
         let wire = crate::error::Error::from(e).to_api();
         assert_eq!(wire.code, spaces_sdk::ErrorCode::Internal);

@@ -2,6 +2,7 @@
 //! host's tools dir (`<tools dir>/<harness id>/node_modules/...`, one per package: see
 //! [`install_id`]), installed on first use.
 
+use spaces_os::path_io::PathIo;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -117,7 +118,7 @@ fn npm_env(vars: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String,
 pub async fn install(cfg: &Config, harness: &dyn Harness, mut progress: impl FnMut(String)) -> Result<PathBuf> {
     let spec = harness.install_spec();
     let prefix = cfg.harness_tools_dir(install_id(harness));
-    std::fs::create_dir_all(&prefix).map_err(Error::io("create", &prefix))?;
+    std::fs::create_dir_all(&prefix).map_err(PathIo::at("create", &prefix))?;
     progress(format!("installing {} into {}", spec.packages.join(" "), prefix.display()));
     let started = Instant::now();
     let mut argv: Vec<String> = ["npm", "install", "--prefix"].map(String::from).into();

@@ -10,6 +10,7 @@
 //! It decides nothing about the run: phases, failures and what a process end means are the
 //! actor's ([`super::actor`]).
 
+use spaces_os::path_io::PathIo;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -197,7 +198,7 @@ impl Launcher {
     /// a conversation harness keeps what its handshake needs (cwd, model, the session to resume).
     pub fn plan(&self, run: &RunRow, turn: u32, text: &str, binary: &Path, norm: &mut dyn Normalizer) -> Result<Launch> {
         let home = self.run_dir.join(run_sandbox::HOME);
-        std::fs::create_dir_all(&home).map_err(Error::io("create the agent home", &home))?;
+        std::fs::create_dir_all(&home).map_err(PathIo::at("create the agent home", &home))?;
         let cwd = PathBuf::from(&run.cwd);
         // In a sandbox the state dir is not there: the `spaces` server reaches the daemon through
         // the run's own socket (`spacesd --state-dir /run/spaces`, see `super::api`), and the
@@ -249,9 +250,9 @@ impl Launcher {
         for (path, content) in &plan.files {
             let path = on_host(path);
             if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).map_err(Error::io("create", dir))?;
+                std::fs::create_dir_all(dir).map_err(PathIo::at("create", dir))?;
             }
-            spaces_store::fsutil::write_private(&path, content.as_bytes()).map_err(Error::io("write", &path))?;
+            spaces_store::fsutil::write_private(&path, content.as_bytes()).map_err(PathIo::at("write", &path))?;
         }
         let mut env = BTreeMap::new();
         env.insert("PATH".to_owned(), std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()));

@@ -25,6 +25,7 @@
 
 mod pending;
 
+use spaces_os::path_io::PathIo;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -59,7 +60,7 @@ pub(super) async fn prepare(inner: &Inner, run: &mut RunRow, harness: &dyn Harne
     if config_dir.exists() {
         return Ok(Vec::new());
     }
-    std::fs::create_dir_all(&agent_home).map_err(Error::io("create the agent home", &agent_home))?;
+    std::fs::create_dir_all(&agent_home).map_err(PathIo::at("create the agent home", &agent_home))?;
     let turn = run.turns;
     let Some(snapshot) = inner.homes.restore_latest(&home, &config_dir).await? else {
         return Ok(vec![notice(turn, format!("persistent agent {home:?} is new: its home starts empty and is saved after every turn"))]);

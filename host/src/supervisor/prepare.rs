@@ -28,6 +28,7 @@
 //! daemon's state, token and other Spaces out of reach (issue 28). A local repository the
 //! operator allows (`allow_local_repos`) is mounted read-only for the clone.
 
+use spaces_os::path_io::PathIo;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -385,7 +386,7 @@ pub(super) async fn prepare(inner: &Inner, run: &RunRow, turn: u32) -> std::resu
             notice(format!("checked out branch {branch}"));
         }
     }
-    std::fs::write(&marker, b"").map_err(StepError::io("write", &marker))?;
+    std::fs::write(&marker, b"").map_err(PathIo::at("write", &marker))?;
     Ok(())
 }
 

@@ -7,6 +7,7 @@
 //! socket and log). The directory is removed once the process's exit is stored and the shim is
 //! gone ([`retire`]).
 
+use spaces_os::path_io::PathIo;
 use std::collections::BTreeMap;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -80,7 +81,7 @@ pub async fn start(
 ) -> Result<LiveProc> {
     let dir = shim_dir(run_dir, spec.gen);
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(Error::io("create the shim directory", &dir))?;
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(PathIo::at("create the shim directory", &dir))?;
     let command = crate::config::self_command().map_err(|source| Error::SelfCommand { purpose: "shim", source })?;
     let env = shim_env();
     // The run's secrets and the daemon's, for the shim to redact from the journal.
@@ -132,11 +133,11 @@ pub struct Adopted {
 /// cannot be read, or holds no start record (the shim never started its agent).
 pub async fn adopt(run_dir: &Path, gen: u64, offset: u64, events: mpsc::Sender<ProcEvent>) -> Result<Adopted> {
     let dir = shim_dir(run_dir, gen);
-    let mut reader = JournalReader::open(&dir, 0).map_err(Error::io("read the journal in", &dir))?;
+    let mut reader = JournalReader::open(&dir, 0).map_err(PathIo::at("read the journal in", &dir))?;
     let mut replay = Vec::new();
     let mut pid = None;
     let mut exited = None;
-    for (record, end) in reader.read_new().map_err(Error::io("read the journal in", &dir))? {
+    for (record, end) in reader.read_new().map_err(PathIo::at("read the journal in", &dir))? {
         let start = matches!(record, Record::Start { .. }) && replay.is_empty();
         if end > offset && !start {
             break;
