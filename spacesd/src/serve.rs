@@ -127,7 +127,32 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     // level needs the token on the Unix socket too (below).
     secrets.extend(opts.token_file.clone().filter(|f| !secrets.contains(f)));
     let token_file = opts.token_file.clone().unwrap_or_else(|| cfg.state_dir.join("token"));
-    let state = open(cfg, &secrets).await?;
+    // The Unix socket answers from here on: `/v1/health` at once, every other request once the
+    // state is open and the runs recovered (`http::starting`), so a restart under load is
+    // seen alive within its first moments, and a second daemon is refused meanwhile.
+    spaces_store::fsutil::create_private_dir(&cfg.state_dir)
+        .with_context(|| format!("cannot create state dir {}", cfg.state_dir.display()))?;
+    let unix = match activated {
+        Some(listener) => {
+            listener.set_nonblocking(true)?;
+            tokio::net::UnixListener::from_std(listener)?
+        }
+        None => tokio::net::UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?,
+    };
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
+    let limits = http::Limits::of(&cfg);
+    let (gate, starting) = http::starting::gate();
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(async move { http::serve_unix(unix, starting, limits).await.map_err(anyhow::Error::from) });
+    let state = match open(cfg, &secrets).await {
+        Ok(state) => state,
+        Err(e) => {
+            if !socket_activated {
+                let _ = std::fs::remove_file(&socket);
+            }
+            return Err(e);
+        }
+    };
     // At the Landlock level a tree can reach the Unix socket by its path: the operator proves
     // itself with the token there ([`crate::access::Access::uid_trusted`]).
     let landlock_token = match (&tcp_token, spaces_os::sandbox::level()) {
@@ -144,11 +169,9 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     let service = spaces_service::Service::new(state.sup.clone(), state.cs.clone());
     let shutdown = tokio_util::sync::CancellationToken::new();
     let mcp_route = |listener| mcp::http::router(service.clone(), listener, shutdown.child_token());
-    let mut tasks = tokio::task::JoinSet::new();
     // Everything a client may look for (token file, tcp.addr, signal handling) is ready before
-    // the Unix socket accepts its first request: callers wait for the socket.
+    // the Unix socket answers its first request but `/v1/health` (the gate opens below).
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    let limits = http::Limits::of(sup.config());
     let access = access(&state, tcp_token.as_ref().map(|(_, _, token)| token.as_str()).or(landlock_token.as_deref()));
     if let Some((addr, token_file, _)) = tcp_token {
         let listener = bind_tcp(addr).with_context(|| format!("cannot bind {addr}"))?;
@@ -166,14 +189,6 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         eprintln!("spacesd: listening on http://{bound} (operator's bearer token in {})", token_file.display());
         eprintln!("spacesd: the web page of runs is at http://{bound}/ui/; `spacesd ui` prints a one-time login link");
     }
-    let unix = match activated {
-        Some(listener) => {
-            listener.set_nonblocking(true)?;
-            tokio::net::UnixListener::from_std(listener)?
-        }
-        None => tokio::net::UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?,
-    };
-    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
     let app = app.merge(mcp_route(mcp::http::Listener::Unix)).merge(http::ui::tickets(access.clone()));
     // Each run's own socket: the API without the operator's pages, every request that run.
     let run_app = app.clone();
@@ -186,7 +201,7 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             }
         })
     }));
-    tasks.spawn(async move { http::serve_unix(unix, app, access, limits).await.map_err(anyhow::Error::from) });
+    gate.open(http::unix_app(app, access));
     eprintln!("spacesd: listening on {}", socket.display());
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}

@@ -16,6 +16,7 @@ mod exit;
 pub mod state;
 mod talk;
 mod turns;
+mod unstored;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,6 +62,8 @@ pub struct Actor {
     /// A write of the run found the disk full: why, naming the disk, until the loop ends the
     /// process for it (`disk.rs`).
     disk_full: Option<String>,
+    /// Batches a full disk kept out of the store, in order (`unstored.rs`).
+    unstored: unstored::Unstored,
 }
 
 impl Actor {
@@ -84,6 +87,7 @@ impl Actor {
             machine: Machine::new(setup, fast_failures, Instant::now()),
             stop_replies: Vec::new(),
             disk_full: None,
+            unstored: unstored::Unstored::default(),
         }
     }
 
@@ -141,13 +145,20 @@ impl Actor {
                         self.on_deadline(timer).await;
                     }
                 }
+                _ = tokio::time::sleep(unstored::RETRY), if !self.unstored.is_empty() => {}
             }
             if let Some(why) = self.disk_full.take() {
                 self.on_disk_full(why).await;
             }
+            if !self.unstored.is_empty() {
+                self.store_unstored().await;
+            }
             self.advance().await;
             // No process, no turn, nothing queued: the actor may go; a later command revives it.
-            if self.machine.is_dormant(self.norm.turn_in_flight()) && retire(&mut cmds, self.machine.fast_failures) {
+            if self.machine.is_dormant(self.norm.turn_in_flight())
+                && self.unstored.is_empty()
+                && retire(&mut cmds, self.machine.fast_failures)
+            {
                 break;
             }
         }

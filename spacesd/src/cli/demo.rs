@@ -87,7 +87,7 @@ pub async fn run(cfg: Config, args: DemoArgs, state_dir: Option<PathBuf>) -> any
     let limits = crate::http::Limits::of(&cfg);
     let access = crate::serve::access(&state, None);
     let app = crate::http::router(state.sup, state.cs);
-    tokio::spawn(crate::http::serve_unix(listener, app, access, limits));
+    tokio::spawn(crate::http::serve_unix(listener, crate::http::unix_app(app, access), limits));
     let client = Client::new(Endpoint::Unix(socket));
     println!("{model_line}");
 

@@ -100,10 +100,15 @@ pub async fn serve_tcp(listener: TcpListener, app: Router, access: Arc<Access>, 
     serve(listener, app, limits).await
 }
 
-/// Serve `app` on the Unix socket: the peer's uid or a bearer token decides
-/// ([`auth::check_unix`]). Returns only on a fatal error.
-pub async fn serve_unix(listener: UnixListener, app: Router, access: Arc<Access>, limits: Limits) -> std::io::Result<()> {
-    let app = app.layer(axum::middleware::from_fn(bodies::limit)).layer(axum::middleware::from_fn_with_state(access, auth::check_unix));
+/// `app` behind the Unix socket's credential check: the peer's uid or a bearer token decides
+/// ([`auth::check_unix`]), then the large-body limit.
+pub fn unix_app(app: Router, access: Arc<Access>) -> Router {
+    app.layer(axum::middleware::from_fn(bodies::limit)).layer(axum::middleware::from_fn_with_state(access, auth::check_unix))
+}
+
+/// Serve `app` on the Unix socket; `app` is [`unix_app`], or a [`super::starting`] router that
+/// hands requests to one. Returns only on a fatal error.
+pub async fn serve_unix(listener: UnixListener, app: Router, limits: Limits) -> std::io::Result<()> {
     serve(listener, app, limits).await
 }
 

@@ -3,7 +3,8 @@
 //! `{"error": {code, message, ...}}` with the status [`status_of`] gives.
 //!
 //! Routes: one per operation of the table (see docs/api.md, generated from it), plus
-//! - `GET /v1/health` -> `{"ok": true, "version": ...}`
+//! - `GET /v1/health` -> `{"ok": true, "version": ..., "ready": true}`; `"ready": false` while
+//!   the daemon opens its state and recovers runs ([`starting`]), when other requests wait
 //! - `GET /v1/openapi.json` -> the OpenAPI 3.1 document of these routes
 //! - `GET /v1/tools` -> `{"tools": [names]}` (the CodeSpace tools)
 //! - `agent_events`' route with `Accept: text/event-stream`: the run's events as server-sent
@@ -26,6 +27,7 @@ mod ops;
 mod peer;
 mod routes;
 mod sse;
+pub mod starting;
 mod tools;
 pub mod ui;
 
@@ -36,7 +38,7 @@ use spaces_sdk::error::ErrorEnvelope;
 use spaces_sdk::{ApiError, ErrorCode};
 
 pub use args::MAX_BODY_BYTES;
-pub use listen::{serve_run, serve_tcp, serve_unix, Limits};
+pub use listen::{serve_run, serve_tcp, serve_unix, unix_app, Limits};
 pub use routes::{router, AppState};
 
 /// An error answer: the envelope, with the status of its code.

@@ -59,7 +59,7 @@ fn matches_template(template: &str, path: &str) -> bool {
 }
 
 async fn health() -> Json<serde_json::Value> {
-    Json(serde_json::json!({"ok": true, "version": env!("CARGO_PKG_VERSION")}))
+    Json(serde_json::json!({"ok": true, "version": env!("CARGO_PKG_VERSION"), "ready": true}))
 }
 
 /// The document never changes while the daemon runs: built once.

@@ -123,3 +123,79 @@ async fn a_full_disk_ends_the_turn_with_an_error_naming_the_disk_and_the_next_tu
 async fn an_unprivileged_daemon_on_a_full_disk_ends_the_turn_naming_the_disk_and_recovers_once_freed() {
     a_full_disk_ends_the_turn_and_the_next_works_once_freed(true).await;
 }
+
+/// A Codex-like agent whose turn waits for the file `gate` in its working folder (the Space),
+/// then prints five numbered messages and ends its turn; a prompt with `free` answers [`ANSWER`]
+/// at once.
+fn gated_codex() -> String {
+    format!(
+        r#"prompt=$(cat)
+echo '{{"type":"thread.started","thread_id":"gated-thread"}}'
+echo '{{"type":"turn.started"}}'
+case "$prompt" in
+*free*) echo '{{"type":"item.completed","item":{{"id":"m","type":"agent_message","text":"{ANSWER}"}}}}' ;;
+*)
+  while [ ! -e gate ]; do sleep 0.02; done
+  for i in 1 2 3 4 5; do
+    echo '{{"type":"item.completed","item":{{"id":"m'$i'","type":"agent_message","text":"gated m'$i'"}}}}'
+  done ;;
+esac
+echo '{{"type":"turn.completed","usage":{{"input_tokens":1,"cached_input_tokens":0,"output_tokens":1}}}}'"#
+    )
+}
+
+/// The kind behind the soak's lost `exited` event: the disk fills before the agent's first line,
+/// then the agent prints and exits. Whatever write finds the disk full first, no event the
+/// daemon had is lost: the turn's messages that were stored are its first ones, once each, in
+/// order; its `turn_ended` and its process's `exited` are stored; seqs run 1..n without a gap;
+/// and once space returns a follow-up completes.
+async fn events_a_full_disk_held_back_are_stored_once_it_has_room(unprivileged: bool) {
+    let bin_dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(bin_dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let bin = super::fake_agents::fake(bin_dir.path(), "gated-codex", &gated_codex());
+    let env = vec![("SPACES_HARNESS_BIN_OPENAI_CODEX".to_owned(), bin.display().to_string())];
+    let (d, mut tmpfs) = TestDaemon::start_on_tmpfs(env, TMPFS_KIB, unprivileged).await;
+    let gate = d.space("s").await.join("gate");
+    let run = d.client.agent_start(&start_request("s", "openai-codex", "wait for the gate")).await.unwrap().run_id;
+    d.wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::Session).await;
+    tmpfs.fill();
+    std::fs::write(&gate, "").unwrap();
+    // The turn ends while the disk is full (its end is stored in the room the daemon keeps).
+    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tmpfs.free();
+    d.wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::Exited && e.turn == 1).await;
+
+    let events = d.events("s", &run).await;
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>(), "seqs 1..n, no gap:\n{}", describe(&events));
+    let said: Vec<String> = events.iter().filter(|e| e.kind == EventKind::Message && e.turn == 1).filter_map(|e| e.text.clone()).collect();
+    let first: Vec<String> = (1..=said.len()).map(|i| format!("gated m{i}")).collect();
+    assert_eq!(said, first, "the turn's first messages, once each, in order:\n{}", describe(&events));
+    if ended.stop_reason == Some(StopReason::EndTurn) {
+        assert_eq!(said.len(), 5, "a turn that ended end_turn holds all its messages:\n{}", describe(&events));
+    }
+    let ends = events.iter().filter(|e| e.kind == EventKind::TurnEnded && e.turn == 1).count();
+    let exits = events.iter().filter(|e| e.kind == EventKind::Exited && e.turn == 1).count();
+    assert_eq!((ends, exits), (1, 1), "one turn_ended and one exited:\n{}", describe(&events));
+
+    let r = d.client.space("s").agent_message(&run, "free answer", None).await.unwrap();
+    assert!(r.ok, "{r:?}");
+    let ended = d.wait_turn_end("s", &run, 2, WAIT).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
+    assert!(!d.log_text().contains("panicked"), "the daemon panicked:\n{}", d.log_text());
+    drop(d);
+    drop(tmpfs);
+}
+
+/// Issue 30 (the soak's full-disk fault lost a turn's `exited`): root daemon.
+#[tokio::test]
+async fn events_a_full_disk_held_back_are_stored_once_space_returns() {
+    events_a_full_disk_held_back_are_stored_once_it_has_room(false).await;
+}
+
+/// The same with the daemon as `nobody`.
+#[tokio::test]
+async fn an_unprivileged_daemons_events_a_full_disk_held_back_are_stored_once_space_returns() {
+    events_a_full_disk_held_back_are_stored_once_it_has_room(true).await;
+}

@@ -142,11 +142,15 @@ impl Actor {
             return;
         }
         let ended = turns_ended(&drafts);
-        if let Err(e) = self.inner.log.append_at(&self.run.run_id, drafts, None) {
-            tracing::error!("run {}: events not stored: {e}", self.run.run_id);
-            if e.is_disk_full() {
-                self.disk_full.get_or_insert_with(|| e.to_string());
+        if self.unstored.is_empty() {
+            // Kept for a full disk (`unstored.rs`): the actor's own events are few and small.
+            let kept = drafts.clone();
+            if let Err(e) = self.inner.log.append_at(&self.run.run_id, drafts, None) {
+                self.not_stored(e, kept, None);
             }
+        } else {
+            // After the ones a full disk holds; the loop stores them in order.
+            self.unstored.hold(drafts, None);
         }
         self.after_append(ended);
     }
@@ -158,21 +162,25 @@ impl Actor {
             return;
         }
         let ended = turns_ended(&drafts);
+        if !self.unstored.is_empty() {
+            self.unstored.hold(drafts, pos);
+            self.store_unstored().await;
+            self.after_append(ended);
+            return;
+        }
         // A turn's end reaches readers only once the run's state says how it ended: a caller
         // that sees `turn_ended` and then asks for the status gets `idle` (or `failed`), never
         // the `running` of the turn that just ended. Other batches wake readers at the commit.
         let hold = !ended.is_empty();
+        // Kept until committed, for a full disk (`unstored.rs`): a copy costs far less than
+        // the batch's compression and commit.
+        let kept = drafts.clone();
         let stored = if hold {
             self.inner.log.append_async_unpublished(&self.run.run_id, drafts, pos).await
         } else {
             self.inner.log.append_async(&self.run.run_id, drafts, pos).await
         };
-        if let Err(e) = &stored {
-            tracing::error!("run {}: events not stored: {e}", self.run.run_id);
-            if e.is_disk_full() {
-                self.disk_full.get_or_insert_with(|| e.to_string());
-            }
-        }
+        let stored = stored.map_err(|e| self.not_stored(e, kept, pos));
         self.after_append(ended);
         if let (true, Ok(events)) = (hold, &stored) {
             self.inner.log.publish(&self.run.run_id, events);
