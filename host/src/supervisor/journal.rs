@@ -15,6 +15,11 @@ use crate::config::MAX_JOURNAL_BYTES;
 /// Bytes of lines a journal holds before it writes them out (or at [`Journal::flush`]).
 const BUFFER_BYTES: usize = 64 * 1024;
 
+/// The buffer's capacity a journal keeps between batches; a larger one is given back at
+/// [`Journal::flush`] (issue 30: a 64 KiB buffer per idle run was a fifth of the daemon's
+/// memory at a thousand runs).
+const IDLE_BUFFER_BYTES: usize = 4 * 1024;
+
 /// Bytes read from the end of the journal to build a tail.
 const TAIL_WINDOW_BYTES: u64 = 256 * 1024;
 
@@ -22,7 +27,9 @@ const TAIL_WINDOW_BYTES: u64 = 256 * 1024;
 /// until [`Journal::flush`] (the launcher flushes after each batch of records).
 pub struct Journal {
     path: PathBuf,
-    file: Option<std::io::BufWriter<std::fs::File>>,
+    file: Option<std::fs::File>,
+    /// Lines not yet written out.
+    pending: Vec<u8>,
     /// Bytes in the current file.
     written: u64,
     max_bytes: u64,
@@ -40,7 +47,7 @@ impl Journal {
 
     /// The journal of `run_dir`, rotated past `max_bytes`.
     pub fn with_limit(run_dir: &Path, max_bytes: u64) -> Self {
-        Self { path: journal_path(run_dir), file: None, written: 0, max_bytes, fault: None }
+        Self { path: journal_path(run_dir), file: None, pending: Vec::new(), written: 0, max_bytes, fault: None }
     }
 
     /// Append one (already redacted) line. Failures are logged, never fatal to the run.
@@ -64,24 +71,40 @@ impl Journal {
                 .map_err(|e| tracing::warn!("journal {}: {e}", self.path.display()))
                 .ok();
             self.written = file.as_ref().and_then(|f| f.metadata().ok()).map_or(0, |m| m.len());
-            self.file = file.map(|f| std::io::BufWriter::with_capacity(BUFFER_BYTES, f));
+            self.file = file;
         }
-        if let Some(f) = self.file.as_mut() {
-            let written = f.write_all(prefix.as_bytes()).and_then(|()| f.write_all(line.as_bytes())).and_then(|()| f.write_all(b"\n"));
-            match written {
-                Ok(()) => self.written += len,
-                Err(e) => self.full(&e),
+        if self.file.is_some() {
+            self.pending.extend_from_slice(prefix.as_bytes());
+            self.pending.extend_from_slice(line.as_bytes());
+            self.pending.push(b'\n');
+            self.written += len;
+            if self.pending.len() >= BUFFER_BYTES {
+                self.write_out();
             }
         }
     }
 
-    /// Write out the buffered lines (one `write(2)` per batch instead of one per line).
-    /// Failures are logged; a full disk is also kept for [`Journal::take_fault`].
+    /// Write out the buffered lines (one `write(2)` per batch instead of one per line), and
+    /// give back a buffer grown past [`IDLE_BUFFER_BYTES`]. Failures are logged; a full disk is
+    /// also kept for [`Journal::take_fault`].
     pub fn flush(&mut self) {
-        if let Some(f) = self.file.as_mut() {
-            if let Err(e) = f.flush() {
-                self.full(&e);
-            }
+        self.write_out();
+        if self.pending.capacity() > IDLE_BUFFER_BYTES {
+            self.pending = Vec::new();
+        }
+    }
+
+    fn write_out(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let written = match self.file.as_mut() {
+            Some(f) => f.write_all(&self.pending),
+            None => Ok(()),
+        };
+        self.pending.clear();
+        if let Err(e) = written {
+            self.full(&e);
         }
     }
 
@@ -102,6 +125,13 @@ impl Journal {
     /// write finds it full).
     pub fn take_fault(&mut self) -> Option<String> {
         self.fault.take()
+    }
+}
+
+impl Drop for Journal {
+    /// What is still buffered is written out, as a `BufWriter` would.
+    fn drop(&mut self) {
+        self.write_out();
     }
 }
 

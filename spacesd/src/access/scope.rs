@@ -24,8 +24,8 @@
 //!   the argument, when one named another Space); a lookup that fails answers its own error
 //!   (`PROCESS_NOT_FOUND`, `WORK_NOT_FOUND`). The refused call never reaches the daemon.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use serde_json::{json, Map, Value};
 use spaces_sdk::{bounded, ApiError, ErrorCode};
@@ -44,7 +44,9 @@ const HOLDING_TOOLS: [&str; 3] = ["apply_patch", "exec_command", "approval_creat
 #[derive(Debug)]
 pub struct Scope {
     space: String,
-    tools: Vec<ToolEntry>,
+    /// Made on first use and shared by every scope of the Space ([`scoped_tools`]): a run's
+    /// scope is made with its socket, and most runs never list their tools.
+    tools: OnceLock<Arc<Vec<ToolEntry>>>,
     holds: Mutex<HashSet<String>>,
     /// Who is scoped, in refusals ("this MCP server", "this token").
     holder: &'static str,
@@ -71,9 +73,7 @@ impl Scope {
     }
 
     fn build(space: String, holder: &'static str, refusal: ErrorCode) -> Arc<Scope> {
-        let tools =
-            tools::tools().iter().filter(|t| !NOT_OFFERED.contains(&t.tool.name.as_ref())).map(|t| scoped_entry(t, &space)).collect();
-        Arc::new(Scope { space, tools, holds: Mutex::new(HashSet::new()), holder, refusal })
+        Arc::new(Scope { space, tools: OnceLock::new(), holds: Mutex::new(HashSet::new()), holder, refusal })
     }
 
     /// The Space.
@@ -83,12 +83,12 @@ impl Scope {
 
     /// The tools offered, with their scoped input schemas.
     pub fn tools(&self) -> &[ToolEntry] {
-        &self.tools
+        self.tools.get_or_init(|| scoped_tools(&self.space))
     }
 
     /// The offered tool `name`.
     pub fn tool(&self, name: &str) -> Option<&ToolEntry> {
-        self.tools.iter().find(|t| t.tool.name == name)
+        self.tools().iter().find(|t| t.tool.name == name)
     }
 
     /// Runs `name` with `args` on `backend` within the scope: fill in or check the Space, look
@@ -187,6 +187,23 @@ impl Scope {
     fn refuse(&self, message: String) -> ApiError {
         ApiError::new(self.refusal, message)
     }
+}
+
+/// The tools a scope of `space` offers, with their scoped input schemas: made once while any
+/// scope of the Space holds them (issue 30: made for every run, they were about 120 KB of each
+/// run's memory in the daemon, kept after the run stopped).
+fn scoped_tools(space: &str) -> Arc<Vec<ToolEntry>> {
+    static MADE: OnceLock<Mutex<HashMap<String, Weak<Vec<ToolEntry>>>>> = OnceLock::new();
+    let mut made = MADE.get_or_init(Mutex::default).lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(tools) = made.get(space).and_then(Weak::upgrade) {
+        return tools;
+    }
+    let tools: Arc<Vec<ToolEntry>> =
+        Arc::new(tools::tools().iter().filter(|t| !NOT_OFFERED.contains(&t.tool.name.as_ref())).map(|t| scoped_entry(t, space)).collect());
+    // Spaces whose lists no scope holds any more go with this one's entry.
+    made.retain(|_, tools| tools.strong_count() > 0);
+    made.insert(space.to_owned(), Arc::downgrade(&tools));
+    tools
 }
 
 /// `entry` as a scoped server offers it: a Space field is no longer `required`, and its
