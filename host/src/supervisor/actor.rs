@@ -130,30 +130,30 @@ impl Actor {
     /// `retire` lets it go.
     pub async fn run(mut self, first: Option<String>, mut cmds: mpsc::UnboundedReceiver<Cmd>, mut retire: Retire) {
         if let Some(text) = first {
-            self.start_turn(text.into()).await;
+            Box::pin(self.start_turn(text.into())).await;
         }
         loop {
             let deadline = self.machine.deadline(self.norm.turn_in_flight(), self.norm.tool_running());
             tokio::select! {
                 cmd = cmds.recv() => match cmd {
-                    Some(cmd) => self.on_cmd(cmd).await,
+                    Some(cmd) => Box::pin(self.on_cmd(cmd)).await,
                     None => break,
                 },
-                Some(ev) = self.launcher.next_event() => self.on_proc_events(ev).await,
+                Some(ev) = self.launcher.next_event() => Box::pin(self.on_proc_events(ev)).await,
                 _ = sleep_until(deadline.map(|(at, _)| at)) => {
                     if let Some((_, timer)) = deadline {
-                        self.on_deadline(timer).await;
+                        Box::pin(self.on_deadline(timer)).await;
                     }
                 }
                 _ = tokio::time::sleep(unstored::RETRY), if !self.unstored.is_empty() => {}
             }
             if let Some(why) = self.disk_full.take() {
-                self.on_disk_full(why).await;
+                Box::pin(self.on_disk_full(why)).await;
             }
             if !self.unstored.is_empty() {
-                self.store_unstored().await;
+                Box::pin(self.store_unstored()).await;
             }
-            self.advance().await;
+            Box::pin(self.advance()).await;
             // No process, no turn, nothing queued: the actor may go; a later command revives it.
             if self.machine.is_dormant(self.norm.turn_in_flight())
                 && self.unstored.is_empty()

@@ -32,6 +32,9 @@ pub fn journal_path(dir: &Path) -> PathBuf {
 pub const TAIL_ROOM: u64 = 64 * 1024;
 /// Bytes allocated ahead at a time while the output grows (one `fallocate` per this much).
 const ALLOCATE_STEP: u64 = 256 * 1024;
+/// A reader's buffer kept between reads once every record in it was taken; a larger one is
+/// given back.
+const IDLE_PENDING_BYTES: usize = 1024;
 
 /// What a record is to the room kept at the journal's end ([`TAIL_ROOM`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -284,6 +287,10 @@ impl JournalReader {
                 start += nl + 1;
             }
             self.pending.drain(..start);
+            if self.pending.is_empty() && self.pending.capacity() > IDLE_PENDING_BYTES {
+                // An idle run's reader keeps no read buffer (issue 30: 8 KiB or more a run).
+                self.pending = Vec::new();
+            }
             // With a limit, a record longer than it takes several reads: go on until one is
             // complete or the file has nothing more.
             if self.limit.is_none() || read == 0 || !out.is_empty() {

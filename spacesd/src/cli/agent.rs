@@ -2,7 +2,7 @@
 
 use clap::Subcommand;
 use spaces_sdk::client::Client;
-use spaces_sdk::SpaceAgentOptions;
+use spaces_sdk::{SpaceAgentOptions, Status};
 
 use super::env_args::agent_env;
 use super::follow::{follow_events, follow_with, last_cursor, list_events, turn_outcome, Until};
@@ -171,13 +171,19 @@ pub enum AgentCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Stop the run: every process of it ends.
+    /// Stop the run: every process of it ends. With --all, every live (running or idle) run,
+    /// many at once: of --space when given, else of every Space.
     Stop {
         /// The run's id (`run-...`, as `agent start` and `agent list` print it).
-        run_id: String,
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        run_id: Option<String>,
         #[command(flatten)]
         space: SpaceArg,
-        /// Print the report as JSON.
+        /// Stop every live run (of --space, or of every Space) instead of one; exits 1 when one
+        /// did not stop.
+        #[arg(long)]
+        all: bool,
+        /// Print the report as JSON (with --all, the list of reports).
         #[arg(long)]
         json: bool,
     },
@@ -322,7 +328,8 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 anyhow::bail!("nothing interrupted: {}", report.reason);
             }
         }
-        AgentCmd::Stop { run_id, space, json } => {
+        AgentCmd::Stop { run_id: None, space, json, .. } => stop_all(client, space, json).await?,
+        AgentCmd::Stop { run_id: Some(run_id), space, json, .. } => {
             let space = resolve_run(client, space, &run_id).await?;
             let report = client.space(&space).agent_stop(&run_id).await?;
             print_report(&report, json)?;
@@ -516,6 +523,59 @@ pub async fn resolve_run(client: &Client, arg: SpaceArg, run_id: &str) -> anyhow
 }
 
 /// Every Space's name with `all`, else the one [`resolve_space`] picks.
+/// How many stops `agent stop --all` has in flight at once.
+const STOPS_AT_ONCE: usize = 64;
+
+/// `agent stop --all`: every live run of `space` (else of every Space), [`STOPS_AT_ONCE`] at a
+/// time; one line per run that did not stop, then a summary. Errors when one did not stop.
+async fn stop_all(client: &Client, space: SpaceArg, json: bool) -> anyhow::Result<()> {
+    use futures_util::StreamExt;
+    let spaces = match space.space {
+        Some(s) => vec![s],
+        None => spaces_of(client, space, true).await?,
+    };
+    let mut live = Vec::new();
+    for space in &spaces {
+        let runs = client.space(space).agent_list().await?;
+        live.extend(runs.into_iter().filter(|r| matches!(r.status, Status::Running | Status::Idle)).map(|r| (space.clone(), r.run_id)));
+    }
+    let started = std::time::Instant::now();
+    let reports: Vec<(String, Result<spaces_sdk::ActionReport, spaces_sdk::client::ClientError>)> =
+        futures_util::stream::iter(live.into_iter().map(|(space, run_id)| async move {
+            let report = client.space(&space).agent_stop(&run_id).await;
+            (run_id, report)
+        }))
+        .buffer_unordered(STOPS_AT_ONCE)
+        .collect()
+        .await;
+    let took = started.elapsed();
+    let mut failed = 0;
+    let mut done = Vec::new();
+    for (run_id, report) in reports {
+        match report {
+            Ok(r) if r.ok => done.push(r),
+            Ok(r) => {
+                failed += 1;
+                eprintln!("{run_id}: not stopped: {}", r.reason);
+                done.push(r);
+            }
+            Err(e) => {
+                failed += 1;
+                eprintln!("{run_id}: not stopped: {e}");
+            }
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&done)?);
+    } else {
+        println!("stopped {} live run(s) in {:.1} s", done.len() - done.iter().filter(|r| !r.ok).count(), took.as_secs_f64());
+    }
+    if failed > 0 {
+        anyhow::bail!("{failed} run(s) did not stop (above)");
+    }
+    Ok(())
+}
+
 async fn spaces_of(client: &Client, arg: SpaceArg, all: bool) -> anyhow::Result<Vec<String>> {
     if all {
         return Ok(client.space_list(&spaces_sdk::Empty {}).await?.into_iter().map(|s| s.name).collect());

@@ -603,3 +603,50 @@ async fn attach_at_the_top_level_is_agent_attach() {
     let (ok, _, nested) = run_cli(cli(&d).args(["agent", "attach", "run-000000000000"]));
     assert!(!ok && nested == top, "{nested}");
 }
+
+/// Issue 30 (stop-all at a thousand runs): `agent stop --all --space S` stops every live run of
+/// that Space at once and no other; `agent stop --all` the rest, of every Space; each prints a
+/// summary, `--json` the reports; every process of the stopped runs is gone. A run id and
+/// `--all` together are refused.
+#[tokio::test]
+async fn stop_all_stops_every_live_run_of_a_space_or_of_every_space() {
+    let (d, _bin) = daemon_with_fake_claude("exec sleep 60").await;
+    d.space("t").await;
+    let start = |space: &'static str| {
+        let d = &d;
+        async move { d.client.space(space).agent_start("claude-code", "hi", None, None).await.unwrap().run_id }
+    };
+    let in_s = [start("s").await, start("s").await, start("s").await];
+    let in_t = [start("t").await, start("t").await];
+    let live = |space: &'static str| {
+        let d = &d;
+        async move {
+            let runs = d.client.space(space).agent_list().await.unwrap();
+            runs.iter().filter(|r| matches!(r.status, spaces_sdk::Status::Running | spaces_sdk::Status::Idle)).count()
+        }
+    };
+
+    let (ok, out, err) = run_cli(cli(&d).args(["agent", "stop", "--all", "--space", "s"]));
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("stopped 3 live run(s)"), "{out}");
+    assert_eq!((live("s").await, live("t").await), (0, 2));
+    for run in &in_s {
+        assert!(crate::support::run_processes(run).is_empty(), "run {run}'s processes ended");
+    }
+
+    let (ok, out, err) = run_cli(cli(&d).args(["agent", "stop", "--all", "--json"]));
+    assert!(ok, "{out}{err}");
+    let reports: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let mut stopped: Vec<&str> = reports.iter().map(|r| r["run_id"].as_str().unwrap()).collect();
+    stopped.sort_unstable();
+    let mut expected: Vec<&str> = in_t.iter().map(String::as_str).collect();
+    expected.sort_unstable();
+    assert_eq!(stopped, expected, "{out}");
+    assert!(reports.iter().all(|r| r["ok"] == true), "{out}");
+    assert_eq!(live("t").await, 0);
+
+    let (ok, _, err) = run_cli(cli(&d).args(["agent", "stop", &in_s[0], "--all"]));
+    assert!(!ok && err.contains("cannot be used with"), "{err}");
+    let (ok, _, err) = run_cli(cli(&d).args(["agent", "stop"]));
+    assert!(!ok && err.contains("RUN_ID"), "{err}");
+}
