@@ -28,6 +28,7 @@ pub mod eventlog;
 pub mod events;
 pub mod fsutil;
 pub mod keys;
+pub mod queued;
 pub mod readers;
 pub mod reserve;
 pub mod runs;
@@ -98,6 +99,16 @@ CREATE TABLE IF NOT EXISTS request_keys (
     PRIMARY KEY (scope, key)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS request_keys_by_run ON request_keys (run_id);
+CREATE TABLE IF NOT EXISTS queued_messages (
+    run_id      TEXT NOT NULL,
+    n           INTEGER NOT NULL,
+    text        TEXT NOT NULL,
+    key_scope   TEXT,
+    key         TEXT,
+    fingerprint TEXT,
+    result_json TEXT,
+    PRIMARY KEY (run_id, n)
+) WITHOUT ROWID;
 "#;
 
 /// Where a run's ingest of its agent's journal stands: process generation `gen`, every record

@@ -138,7 +138,7 @@ impl Store {
     pub fn run_delete(&self, run_id: &str) -> Result<()> {
         let id = run_id.to_owned();
         self.write(move |conn| {
-            for table in ["event_chunks", "turns", "journals", "request_keys", "runs"] {
+            for table in ["event_chunks", "turns", "journals", "request_keys", "queued_messages", "runs"] {
                 conn.execute(&format!("DELETE FROM {table} WHERE run_id = ?1"), params![id])?;
             }
             Ok(())

@@ -13,6 +13,7 @@
 
 mod disk;
 mod exit;
+mod queue;
 pub mod state;
 mod talk;
 mod turns;
@@ -77,7 +78,7 @@ impl Actor {
             persistent: run.options.home.is_some(),
             stall_limit: Duration::from_millis(inner.cfg.stall_ms),
         };
-        Self {
+        let mut actor = Self {
             launcher: Launcher::new(inner.clone(), &run.run_id, harness, secrets),
             inner,
             norm: harness.normalizer(),
@@ -88,7 +89,9 @@ impl Actor {
             stop_replies: Vec::new(),
             disk_full: None,
             unstored: unstored::Unstored::default(),
-        }
+        };
+        actor.load_queue();
+        actor
     }
 
     /// Re-adopt the run's agent process after a daemon restart, its events stored up to `pos`
@@ -131,6 +134,10 @@ impl Actor {
     pub async fn run(mut self, first: Option<String>, mut cmds: mpsc::UnboundedReceiver<Cmd>, mut retire: Retire) {
         if let Some(text) = first {
             Box::pin(self.start_turn(text.into())).await;
+        }
+        if !self.machine.queue.is_empty() {
+            // Messages queued before a restart start once nothing runs ahead of them.
+            Box::pin(self.advance()).await;
         }
         loop {
             let deadline = self.machine.deadline(self.norm.turn_in_flight(), self.norm.tool_running());
@@ -231,20 +238,20 @@ impl Actor {
             )),
             Admit::InterruptFirst => {
                 let report = self.report(true, "the running turn is being interrupted; this message runs next");
-                self.machine.queue.push_front(Queued { text, key: keyed(&report) });
+                self.keep_queued(Queued { text, key: keyed(&report), n: None }, true);
                 let _ = self.on_interrupt().await;
                 Ok(report)
             }
             Admit::Queue(pos) => {
                 let report = self.report(true, format!("queued at position {pos}: a turn is running; it starts when that turn ends"));
-                self.machine.queue.push_back(Queued { text, key: keyed(&report) });
+                self.keep_queued(Queued { text, key: keyed(&report), n: None }, false);
                 self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice)
                     .summary(format!("message queued (position {pos}); it starts when the running turn ends"))]);
                 Ok(report)
             }
             Admit::StartNow | Admit::Stopped | Admit::Stopping => {
                 let report = self.report(true, format!("delivered: turn {} started", self.run.turns + 1));
-                self.start_turn(Queued { text, key: keyed(&report) }).await;
+                self.start_turn(Queued { text, key: keyed(&report), n: None }).await;
                 Ok(report)
             }
         }
@@ -354,6 +361,7 @@ impl Actor {
     /// Say in a `notice` that `n` queued messages were dropped, and why (never silently).
     fn queue_dropped(&mut self, n: usize, why: &str) {
         if n > 0 {
+            self.forget_queue();
             self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice).summary(format!("{n} queued message(s) dropped: {why}"))]);
         }
     }

@@ -81,6 +81,21 @@ pub(super) fn restart(inner: &Arc<Inner>, run: RunRow, text: String) -> Result<(
     Ok(())
 }
 
+/// After a daemon restart, start the actor of `run`, whose turn in flight was lost, for the
+/// follow-ups still queued behind that turn (the actor starts the first one at once). Errors:
+/// the run's agent is unknown, or its secrets unreadable.
+pub(super) fn revive_queue(inner: &Arc<Inner>, run: RunRow) -> Result<()> {
+    let harness = spaces_harnesses::by_id(&run.agent).ok_or_else(|| {
+        refuse(ErrorCode::HarnessUnavailable, format!("run {} uses agent {:?}, which this host does not know", run.run_id, run.agent))
+    })?;
+    let secrets = RunSecrets::load(&inner.cfg.run_dir(&run.run_id))?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    inner.actors.lock().insert(run.run_id.clone(), tx);
+    let retire = retire(inner, &run.run_id);
+    tokio::spawn(new_actor(inner, run, harness, secrets).run(None, rx, retire));
+    Ok(())
+}
+
 /// Send the command `cmd(reply)` to the actor of `run` and await the actor's answer.
 pub(super) async fn ask(inner: &Arc<Inner>, run: RunRow, cmd: impl FnOnce(Reply) -> Cmd) -> Result<ActionReport> {
     let (reply, rx) = oneshot::channel();

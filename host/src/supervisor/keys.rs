@@ -4,9 +4,9 @@
 //! A key is stored with the result the call answered, in the same transaction as the call's
 //! effect: with a start, the run's row ([`spaces_store::Store::run_insert_keyed`]); with a
 //! message, the turn it started (the actor's turn-start commit, before the text goes to the
-//! agent). A message queued behind a running turn holds its key in the actor's queue until its
-//! turn starts, so a daemon that stops before then delivered nothing and stored no key: a
-//! retry delivers it once. A repeat finds the key either stored or queued and answers the first
+//! agent). A message queued behind a running turn is stored with its key in the run's queue
+//! (`spaces_store::queued`) until its turn starts: a daemon that stops before then delivers it
+//! after its restart, and a retry finds it queued. A repeat finds the key either stored or queued and answers the first
 //! result; with another payload (the request's fingerprint differs) it is refused with
 //! `OPERATION_KEY_CONFLICT`. Keys go with their run (`agent_remove`, `agent_prune`, retention).
 
@@ -82,6 +82,15 @@ impl Keyed {
         })
     }
 
+    /// The key a stored `row` holds, with the answer stored with it (a queued message read
+    /// back after a restart); `None` for a row that does not parse.
+    pub fn from_row(row: &KeyRow) -> Option<(Keyed, ActionReport)> {
+        let field = if row.scope.starts_with("space:") { "request_id" } else { "message_id" };
+        let report = serde_json::from_str(&row.result_json).ok()?;
+        let key = Keyed { field, scope: row.scope.clone(), key: row.key.clone(), fingerprint: row.fingerprint.clone() };
+        Some((key, report))
+    }
+
     fn same_request(&self, stored: &str) -> Result<()> {
         if stored == self.fingerprint {
             return Ok(());
@@ -103,16 +112,19 @@ impl Keyed {
 }
 
 /// A message a run's actor holds: its text, and its key until the turn that delivers it
-/// stores the key with `report`, the answer its caller got.
+/// stores the key with `report`, the answer its caller got. `n`: its row in the store's queue
+/// (`spaces_store::queued`) while it waits behind a running turn, deleted in its turn's first
+/// commit.
 #[derive(Debug, Clone)]
 pub struct Queued {
     pub text: String,
     pub key: Option<(Keyed, ActionReport)>,
+    pub n: Option<i64>,
 }
 
 impl From<String> for Queued {
     fn from(text: String) -> Self {
-        Queued { text, key: None }
+        Queued { text, key: None, n: None }
     }
 }
 

@@ -86,6 +86,14 @@ pub(super) async fn recover(inner: &Arc<Inner>) -> Result<()> {
             run.reason = format!("{why}; a follow-up resumes the session");
         }
         inner.store.run_update(&run)?;
+        if !inner.store.queued_list(&run.run_id)?.is_empty() {
+            // What the caller was told is queued behind the lost turn runs now, resuming the
+            // session (issue 30).
+            let run_id = run.run_id.clone();
+            if let Err(e) = actors::revive_queue(inner, run) {
+                tracing::warn!("run {run_id}: its queued messages cannot start: {e}");
+            }
+        }
     }
     // Persistent agents' runs that may take another turn hold their homes' leases again (a
     // lease of the same holder is taken back; one another host took after expiry is refused,

@@ -287,3 +287,36 @@ async fn a_repeated_key_answers_the_first_result_and_another_payload_under_it_is
     let anew = d.client.agent_start(&start_req("build it", Some("start-1"))).await.unwrap();
     assert_ne!(anew.run_id, run);
 }
+
+/// Issue 30 ("no window in which a crash loses a turn"): follow-ups queued behind a running turn
+/// (one with a `message_id`, one without) are stored with their keys; a `kill -9` of the daemon
+/// before that turn ends loses neither: the restarted daemon re-adopts the running turn and then
+/// runs them, in order, one turn each, and a retry of the keyed one answers its first report
+/// without queueing it again.
+#[tokio::test]
+async fn follow_ups_queued_behind_a_running_turn_survive_kill_9_and_run_once_in_order() {
+    let bin = tempfile::tempdir().unwrap();
+    let (mut d, root) = daemon(bin.path()).await;
+    let run = d.client.agent_start(&start_req("first", None)).await.unwrap().run_id;
+    let deadline = std::time::Instant::now() + WAIT;
+    while prompts_with(&root, "first") == 0 {
+        assert!(std::time::Instant::now() < deadline, "the first turn's agent never got its prompt");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let keyed = d.client.agent_message(&message_req(&run, "queued one", Some("q-1"))).await.unwrap();
+    assert!(keyed.ok && keyed.reason.contains("queued at position 1"), "{keyed:?}");
+    let plain = d.client.agent_message(&message_req(&run, "queued two", None)).await.unwrap();
+    assert!(plain.ok && plain.reason.contains("queued at position 2"), "{plain:?}");
+
+    d.restart().await;
+    let again = d.client.agent_message(&message_req(&run, "queued one", Some("q-1"))).await.unwrap();
+    assert_eq!(again, keyed, "a retry after the restart answers the first report");
+    std::fs::write(root.join("gate"), "").unwrap();
+    let turns = idle_at(&d, &run, 3).await;
+    let events = d.events("s", &run).await;
+    assert_eq!(turns, 3, "the first turn and one per queued message:\n{}", describe(&events));
+    let users: Vec<&str> = events.iter().filter(|e| e.kind == EventKind::UserMessage).filter_map(|e| e.text.as_deref()).collect();
+    assert_eq!(users, ["first", "queued one", "queued two"], "{}", describe(&events));
+    let texts = ["queued one".to_owned(), "queued two".to_owned()];
+    nothing_more_ran(&d, &root, &run, 3, &texts).await;
+}

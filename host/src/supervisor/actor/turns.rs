@@ -19,7 +19,7 @@ impl Actor {
     /// Start the next turn with `message`; its key, if any, is stored in the turn's first
     /// commit (with the report its caller got), before the text goes to the agent.
     pub(super) async fn start_turn(&mut self, message: Queued) {
-        let Queued { text, key } = message;
+        let Queued { text, key, n } = message;
         // From the turn's commit until its text reached the agent (see `Inner::turn_starts`).
         let inner = self.inner.clone();
         let _starting = inner.turn_starts.read().await;
@@ -47,6 +47,9 @@ impl Actor {
             spaces_store::runs::turn_start_in(conn, &run_id, turn, &stored)?;
             if let Some(key) = &key_row {
                 spaces_store::keys::key_keep_in(conn, key)?;
+            }
+            if let Some(n) = n {
+                spaces_store::queued::queued_delete_in(conn, &run_id, n)?;
             }
             spaces_store::runs::run_update_in(conn, &row)
         });
