@@ -75,7 +75,7 @@ mod tests;
 
 pub use drain::{read_output, OutputSink, FINAL_DRAIN_MAX, READ_BUF};
 pub use error::{Error, Result};
-pub use scan::{alive_with_env, alive_with_marker, kill_tree, KillReport};
+pub use scan::{alive_with_env, alive_with_marker, is_zombie_or_gone, kill_tree, KillReport};
 pub use spawn::{
     close_inherited_fds, own_session, program_env, read_now, spawn, spawn_self_starting, widen_pipe, SpawnSpec, Spawned, StdinSpec,
     StdioSpec,
