@@ -28,6 +28,7 @@
 //! them to the wire once (`spaces-codespace` for commands, `spacesd` for runs).
 
 pub mod disk;
+pub mod memory;
 pub mod path_io;
 pub mod process;
 pub mod redact;
