@@ -14,15 +14,23 @@
 //! Roots are registered before the tree's program starts ([`crate::shim::ShimClient::launch`]
 //! registers the shim before it hands over the spec), and again whenever a restarted daemon
 //! reconnects to a shim ([`crate::shim::ShimClient::connect`]). Entries of roots that are gone
-//! are dropped as new ones come.
+//! are dropped as new ones come (now and then: [`PRUNE_FROM`]).
 //!
 //! The registry is per OS process (a pid is a fact of the host, not of one daemon).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-/// Root pid -> (its start time, the tag of what it holds).
-static HELD: Mutex<Option<HashMap<i32, (u64, String)>>> = Mutex::new(None);
+/// Root pid -> (its start time, the tag of what it holds), and how many entries were left at
+/// the last pruning.
+static HELD: Mutex<Option<(HashMap<i32, (u64, String)>, usize)>> = Mutex::new(None);
+
+/// Entries are pruned (those of roots that are gone) once the map holds at least this many
+/// and twice as many as after the last pruning: each registration costs O(1) reads of `/proc`
+/// on average. Pruning at every registration read the `stat` of every held root each time, so
+/// a thousand runs starting or stopping cost a million reads (issue 30: the top of the daemon's
+/// profile of a stop-all).
+const PRUNE_FROM: usize = 64;
 
 /// `(ppid, start time)` of `pid`, from `/proc/PID/stat`; `None` when it is gone.
 fn stat(pid: i32) -> Option<(i32, u64)> {
@@ -41,8 +49,11 @@ fn stat(pid: i32) -> Option<(i32, u64)> {
 pub fn hold(pid: i32, tag: &str) {
     let Some((_, start)) = stat(pid) else { return };
     let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
-    let map = held.get_or_insert_with(HashMap::new);
-    map.retain(|p, (s, _)| stat(*p).is_some_and(|(_, now)| now == *s));
+    let (map, after_pruning) = held.get_or_insert_with(|| (HashMap::new(), 0));
+    if map.len() >= PRUNE_FROM.max(2 * *after_pruning) {
+        map.retain(|p, (s, _)| stat(*p).is_some_and(|(_, now)| now == *s));
+        *after_pruning = map.len();
+    }
     map.insert(pid, (start, tag.to_owned()));
 }
 
@@ -50,7 +61,7 @@ pub fn hold(pid: i32, tag: &str) {
 /// registered by [`crate::shim::ShimClient::connect`], from its socket's peer).
 pub fn roots_of(tag: &str) -> Vec<i32> {
     let held = HELD.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(map) = held.as_ref() else { return Vec::new() };
+    let Some((map, _)) = held.as_ref() else { return Vec::new() };
     map.iter().filter(|(pid, (start, t))| t == tag && stat(**pid).is_some_and(|(_, now)| now == *start)).map(|(pid, _)| *pid).collect()
 }
 
