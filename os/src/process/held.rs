@@ -21,9 +21,11 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-/// Root pid -> (its start time, the tag of what it holds), and how many entries were left at
-/// the last pruning.
-static HELD: Mutex<Option<(HashMap<i32, (u64, String)>, usize)>> = Mutex::new(None);
+/// Root pid -> (its start time, the tag of what it holds).
+type Roots = HashMap<i32, (u64, String)>;
+
+/// The held roots, and how many were left at the last pruning.
+static HELD: Mutex<Option<(Roots, usize)>> = Mutex::new(None);
 
 /// Entries are pruned (those of roots that are gone) once the map holds at least this many
 /// and twice as many as after the last pruning: each registration costs O(1) reads of `/proc`
