@@ -234,6 +234,7 @@ pub fn retire(dir: PathBuf) {
             // The shim exits within its leftover grace; give it a bounded time.
             ShimClient::wait_gone(&dir, SHIM_EXIT_WAIT).await;
         }
-        let _ = std::fs::remove_dir_all(&dir);
+        // Off the runtime's workers: a journal's file system frees its blocks here.
+        let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&dir)).await;
     });
 }
