@@ -10,7 +10,9 @@
 //! - **Found once** ([`init`], by the daemon at start): the hierarchy is read from
 //!   `/proc/self/mountinfo` and `/proc/self/cgroup`. cgroup v2 is used when this process's own
 //!   v2 cgroup offers the `pids` controller (`memory` too, if a memory limit is set); else v1
-//!   with a writable `pids` hierarchy (and `memory`, when mounted). Trees go under the daemon's
+//!   with a writable `pids` hierarchy (and `memory`, when mounted and a memory limit is set: a
+//!   memory cgroup per tree without a limit caps nothing and costs the kernel much to end).
+//!   Trees go under the daemon's
 //!   own cgroup, in `<own>/spaces/<host id>-<tree>`, one directory per hierarchy on v1 (the
 //!   hierarchies may place this process differently: `memory` is often nested where `pids` is
 //!   not). On v2 the daemon's cgroup must delegate `pids` and `memory` to its children; a cgroup
@@ -442,7 +444,8 @@ fn detect(host_id: &str, limits: Limits) -> Result<Host, String> {
         let offered: Vec<&str> = offered.split_whitespace().collect();
         let memory_needed = limits.memory_max_bytes.is_some();
         if offered.contains(&"pids") && (offered.contains(&"memory") || !memory_needed) {
-            match setup_v2(&own, offered.contains(&"memory")) {
+            // Memory is delegated only for a memory limit (as for v1 below).
+            match setup_v2(&own, memory_needed && offered.contains(&"memory")) {
                 Ok(base) => {
                     let prefix = format!("{host_id}-");
                     return probe(Host { mode: Containment::CgroupV2, bases: vec![(Hierarchy::Unified, base)], prefix, limits });
@@ -459,6 +462,11 @@ fn detect(host_id: &str, limits: Limits) -> Result<Host, String> {
             let base = pids.join("spaces");
             std::fs::create_dir_all(&base).map_err(|e| format!("cannot create {}: {e}", base.display()))?;
             bases.push((Hierarchy::Pids, base));
+            // A memory cgroup per tree only to carry a memory limit: without one it limits
+            // nothing, and ending it costs the kernel a walk of every mounted file system's
+            // reclaim lists (`memcg_reparent_list_lrus`), each sandbox adding its own tmpfs
+            // mounts: a stop-all of 1,000 sandboxed runs spent 3 of its 7 s there (issue 30).
+            let memory = memory.filter(|_| limits.memory_max_bytes.is_some());
             match memory {
                 Some(memory) => {
                     let base = memory.join("spaces");
