@@ -85,7 +85,7 @@ impl Journal {
     }
 
     /// Write out the buffered lines (one `write(2)` per batch instead of one per line), and
-    /// give back a buffer grown past [`IDLE_BUFFER_BYTES`]. Failures are logged; a full disk is
+    /// give back a buffer grown past 4 KiB. Failures are logged; a full disk is
     /// also kept for [`Journal::take_fault`].
     pub fn flush(&mut self) {
         self.write_out();

@@ -14,7 +14,7 @@
 //! Roots are registered before the tree's program starts ([`crate::shim::ShimClient::launch`]
 //! registers the shim before it hands over the spec), and again whenever a restarted daemon
 //! reconnects to a shim ([`crate::shim::ShimClient::connect`]). Entries of roots that are gone
-//! are dropped as new ones come (now and then: [`PRUNE_FROM`]).
+//! are dropped as new ones come (now and then: when the registry has doubled since).
 //!
 //! The registry is per OS process (a pid is a fact of the host, not of one daemon).
 
