@@ -292,7 +292,9 @@ pub fn follow(dir: PathBuf, from: u64) -> mpsc::Receiver<Followed> {
     tokio::spawn(async move {
         let mut watch = match Conn::open(&dir).await {
             Ok((mut conn, _)) => match conn.ask(&Request::Watch).await {
-                Ok(reply) if reply.ok => Some(conn.lines),
+                // The write half is kept: dropping it would shut the connection's write side,
+                // which the shim takes as its follower gone.
+                Ok(reply) if reply.ok => Some((conn.lines, conn.write)),
                 _ => None,
             },
             Err(_) => None,
@@ -339,7 +341,7 @@ pub fn follow(dir: PathBuf, from: u64) -> mpsc::Receiver<Followed> {
             let Some(caught_up) = catch_up(reader, &tx).await else { return };
             reader = caught_up;
             let alive = match watch.as_mut() {
-                Some(lines) => matches!(lines.next_line().await, Ok(Some(_))),
+                Some((lines, _)) => matches!(lines.next_line().await, Ok(Some(_))),
                 None => false,
             };
             if !alive {

@@ -689,3 +689,21 @@ async fn a_shim_whose_run_cannot_be_adopted_is_ended_at_the_restart() {
     wait_until("the unadopted shim to be ended", WAIT, || shims_of(&state).is_empty()).await;
     wait_until("its agent to be ended", WAIT, || run_processes(&run).is_empty()).await;
 }
+
+/// A shim whose daemon was killed while its agent was quiet, and whose run directory is then
+/// removed (a state dir deleted), ends its agent and exits (its orphan check), instead of
+/// waiting forever on the dead daemon's idle `Watch` connection: the e2e suite itself left such
+/// shims and their sandboxed agents alive, a hundred after a full run.
+#[tokio::test]
+async fn a_quiet_runs_shim_whose_daemon_died_and_whose_directory_went_ends_its_agent() {
+    let (mut d, _root, _bin) = fake_daemon(&format!("{}\nexec sleep 600", message("working"))).await;
+    let run = start(&d, "openai-codex", None, "linger").await;
+    d.wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::Message).await;
+    let state = d.state_dir();
+    d.kill();
+    assert!(!shims_of(&state).is_empty(), "the run's shim outlived the daemon, as it should");
+    assert!(!run_processes(&run).is_empty(), "and so did its agent");
+    std::fs::remove_dir_all(state.join("runs").join(&run)).unwrap();
+    wait_until("the shim to exit", WAIT, || shims_of(&state).is_empty()).await;
+    wait_until("its agent to be ended", WAIT, || run_processes(&run).is_empty()).await;
+}

@@ -43,8 +43,17 @@ async fn serve(conn: UnixStream, asked: mpsc::UnboundedSender<Asked>, mut end: w
                         if write.write_all(format!("{{\"end\":{journal},\"out\":{out}}}\n").as_bytes()).await.is_err() {
                             return;
                         }
-                        if end.changed().await.is_err() {
-                            return;
+                        // The peer's end counts too: a daemon killed while its run was idle
+                        // (nothing to write) otherwise held this connection, and with it the
+                        // shim "followed", forever, so its orphan check never ran (the e2e
+                        // suite left such shims and their agents alive).
+                        tokio::select! {
+                            changed = end.changed() => {
+                                if changed.is_err() {
+                                    return;
+                                }
+                            }
+                            _ = lines.next_line() => return,
                         }
                     }
                 }
