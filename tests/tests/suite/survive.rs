@@ -671,17 +671,25 @@ async fn kill_9_in_a_runs_first_moments_loses_no_turn_and_leaves_no_orphan() {
     assert_eq!(outcomes.len(), 4 * reps);
 }
 
-/// A shim whose run cannot be re-adopted is ended at the restart, never left waiting for a
-/// daemon: here the run's secrets file was damaged while no daemon ran, so its actor cannot
-/// come back; the turn ends, and its shim and agent are gone.
-#[tokio::test]
-async fn a_shim_whose_run_cannot_be_adopted_is_ended_at_the_restart() {
-    let (mut d, _root, _bin) = fake_daemon(&format!("{}\nexec sleep 600", message("working"))).await;
+/// A run whose agent said one thing and then went quiet (`sleep 600`), and its daemon killed
+/// (its shim outlives it, as it should): the daemon, the fake agent's dir, the run and the state
+/// dir.
+async fn quiet_run_with_its_daemon_killed() -> (TestDaemon, tempfile::TempDir, String, PathBuf) {
+    let (mut d, _root, bin) = fake_daemon(&format!("{}\nexec sleep 600", message("working"))).await;
     let run = start(&d, "openai-codex", None, "linger").await;
     d.wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::Message).await;
     let state = d.state_dir();
     d.kill();
     assert!(!shims_of(&state).is_empty(), "the run's shim outlived the daemon, as it should");
+    (d, bin, run, state)
+}
+
+/// A shim whose run cannot be re-adopted is ended at the restart, never left waiting for a
+/// daemon: here the run's secrets file was damaged while no daemon ran, so its actor cannot
+/// come back; the turn ends, and its shim and agent are gone.
+#[tokio::test]
+async fn a_shim_whose_run_cannot_be_adopted_is_ended_at_the_restart() {
+    let (mut d, _bin, run, state) = quiet_run_with_its_daemon_killed().await;
     std::fs::write(state.join("runs").join(&run).join("env.json"), "not json").unwrap();
     d.start_again().await;
     let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
@@ -696,12 +704,7 @@ async fn a_shim_whose_run_cannot_be_adopted_is_ended_at_the_restart() {
 /// shims and their sandboxed agents alive, a hundred after a full run.
 #[tokio::test]
 async fn a_quiet_runs_shim_whose_daemon_died_and_whose_directory_went_ends_its_agent() {
-    let (mut d, _root, _bin) = fake_daemon(&format!("{}\nexec sleep 600", message("working"))).await;
-    let run = start(&d, "openai-codex", None, "linger").await;
-    d.wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::Message).await;
-    let state = d.state_dir();
-    d.kill();
-    assert!(!shims_of(&state).is_empty(), "the run's shim outlived the daemon, as it should");
+    let (_d, _bin, run, state) = quiet_run_with_its_daemon_killed().await;
     assert!(!run_processes(&run).is_empty(), "and so did its agent");
     std::fs::remove_dir_all(state.join("runs").join(&run)).unwrap();
     wait_until("the shim to exit", WAIT, || shims_of(&state).is_empty()).await;
