@@ -25,6 +25,15 @@ fn new_actor(inner: &Arc<Inner>, run: RunRow, harness: &'static dyn Harness, sec
     Actor::new(inner.clone(), run, harness, secrets, fast_failures)
 }
 
+/// The harness of a stored `run` and its secrets, to make its actor again. Errors: the run's
+/// agent is unknown to this host (`HARNESS_UNAVAILABLE`), or its secrets unreadable.
+fn harness_and_secrets(inner: &Inner, run: &RunRow) -> Result<(&'static dyn Harness, RunSecrets)> {
+    let harness = spaces_harnesses::by_id(&run.agent).ok_or_else(|| {
+        refuse(ErrorCode::HarnessUnavailable, format!("run {} uses agent {:?}, which this host does not know", run.run_id, run.agent))
+    })?;
+    Ok((harness, RunSecrets::load(&inner.cfg.run_dir(&run.run_id))?))
+}
+
 /// Run an actor until it retires; what it held is then given back to the system shortly
 /// after (`spaces_os::memory`: at a thousand runs stopped, the daemon kept its peak memory).
 fn spawn_actor(actor: impl std::future::Future<Output = ()> + Send + 'static) {
@@ -56,10 +65,7 @@ pub(super) fn launch(inner: &Arc<Inner>, run: RunRow, harness: &'static dyn Harn
 /// Re-adopt the agent process of `run` after a daemon restart (its events stored up to `pos`)
 /// and start its actor. Errors: the run's agent is unknown, its secrets or journal unreadable.
 pub(super) async fn adopt(inner: &Arc<Inner>, run: RunRow, pos: JournalPos) -> Result<()> {
-    let harness = spaces_harnesses::by_id(&run.agent).ok_or_else(|| {
-        refuse(ErrorCode::HarnessUnavailable, format!("run {} uses agent {:?}, which this host does not know", run.run_id, run.agent))
-    })?;
-    let secrets = RunSecrets::load(&inner.cfg.run_dir(&run.run_id))?;
+    let (harness, secrets) = harness_and_secrets(inner, &run)?;
     let run_id = run.run_id.clone();
     let actor = new_actor(inner, run, harness, secrets).adopt(pos).await?;
     let (tx, rx) = mpsc::unbounded_channel();
@@ -74,10 +80,7 @@ pub(super) async fn adopt(inner: &Arc<Inner>, run: RunRow, pos: JournalPos) -> R
 /// run whose first turn was not even recorded starts it as a new run's actor does. Errors: the
 /// run's agent is unknown, or its secrets unreadable.
 pub(super) fn restart(inner: &Arc<Inner>, run: RunRow, text: String) -> Result<()> {
-    let harness = spaces_harnesses::by_id(&run.agent).ok_or_else(|| {
-        refuse(ErrorCode::HarnessUnavailable, format!("run {} uses agent {:?}, which this host does not know", run.run_id, run.agent))
-    })?;
-    let secrets = RunSecrets::load(&inner.cfg.run_dir(&run.run_id))?;
+    let (harness, secrets) = harness_and_secrets(inner, &run)?;
     if run.turns == 0 {
         launch(inner, run, harness, secrets, text);
         return Ok(());
@@ -94,10 +97,7 @@ pub(super) fn restart(inner: &Arc<Inner>, run: RunRow, text: String) -> Result<(
 /// follow-ups still queued behind that turn (the actor starts the first one at once). Errors:
 /// the run's agent is unknown, or its secrets unreadable.
 pub(super) fn revive_queue(inner: &Arc<Inner>, run: RunRow) -> Result<()> {
-    let harness = spaces_harnesses::by_id(&run.agent).ok_or_else(|| {
-        refuse(ErrorCode::HarnessUnavailable, format!("run {} uses agent {:?}, which this host does not know", run.run_id, run.agent))
-    })?;
-    let secrets = RunSecrets::load(&inner.cfg.run_dir(&run.run_id))?;
+    let (harness, secrets) = harness_and_secrets(inner, &run)?;
     let (tx, rx) = mpsc::unbounded_channel();
     inner.actors.lock().insert(run.run_id.clone(), tx);
     let retire = retire(inner, &run.run_id);
@@ -125,10 +125,7 @@ fn dispatch(inner: &Arc<Inner>, run: RunRow, cmd: Cmd) -> Result<()> {
     };
     // Reload under the lock: a retiring actor saved its final state before leaving.
     let run = inner.store.run_get(&run.run_id)?.unwrap_or(run);
-    let harness = spaces_harnesses::by_id(&run.agent).ok_or_else(|| {
-        refuse(ErrorCode::HarnessUnavailable, format!("run {} uses agent {:?}, which this host does not know", run.run_id, run.agent))
-    })?;
-    let secrets = RunSecrets::load(&inner.cfg.run_dir(&run.run_id))?;
+    let (harness, secrets) = harness_and_secrets(inner, &run)?;
     let (tx, rx) = mpsc::unbounded_channel();
     let run_id = run.run_id.clone();
     let retire = retire(inner, &run_id);

@@ -568,7 +568,7 @@ async fn stop_all(client: &Client, space: SpaceArg, json: bool) -> anyhow::Resul
     if json {
         println!("{}", serde_json::to_string_pretty(&done)?);
     } else {
-        println!("stopped {} live run(s) in {:.1} s", done.len() - done.iter().filter(|r| !r.ok).count(), took.as_secs_f64());
+        println!("stopped {} live run(s) in {:.1} s", done.iter().filter(|r| r.ok).count(), took.as_secs_f64());
     }
     if failed > 0 {
         anyhow::bail!("{failed} run(s) did not stop (above)");
