@@ -64,6 +64,13 @@ pub enum SessionFiles {
     /// Codex: `sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl`, found by thread id from
     /// any cwd.
     ById,
+    /// Every session in one store file at this path (relative to the config dir), found by id
+    /// from any cwd: opencode's `opencode.db` (SQLite). A restored home holds the session when it
+    /// holds the store.
+    Store(&'static str),
+    /// The CLI cannot continue a session in a new process (Gemini CLI over ACP): a restored home
+    /// never holds a session to resume, and the run starts a fresh one with a notice.
+    None,
 }
 
 impl SessionFiles {
@@ -82,6 +89,8 @@ impl SessionFiles {
                 rel.starts_with("sessions/")
                     && rel.rsplit('/').next().is_some_and(|f| f.starts_with("rollout-") && f.ends_with(&format!("-{session_id}.jsonl")))
             }
+            SessionFiles::Store(file) => rel == file,
+            SessionFiles::None => false,
         }
     }
 
@@ -90,7 +99,7 @@ impl SessionFiles {
     pub fn resume_dir(self, cwd: &std::path::Path) -> Option<String> {
         match self {
             SessionFiles::ByCwd => Some(format!("projects/{}", crate::slug::project_slug(&cwd.to_string_lossy()))),
-            SessionFiles::ById => None,
+            SessionFiles::ById | SessionFiles::Store(_) | SessionFiles::None => None,
         }
     }
 }

@@ -37,14 +37,19 @@ pub use harness::{Harness, HomeLayout, Normalizer, SessionFiles};
 pub use plan::{ExitInfo, InstallSpec, InterruptRecipe, LaunchContext, LaunchPlan, ProcessModel, StdinMode};
 
 /// Every harness this build knows, in display order. `openai-codex-app-server` is Codex on
-/// `codex app-server` (a conversation wire: the daemon drives the [`Normalizer`] conversation
-/// hooks); it shares `openai-codex`'s pinned package, and the daemon installs it once for both.
+/// `codex app-server` and `opencode`/`gemini-cli` speak the Agent Client Protocol: conversation
+/// wires, whose dialogue the daemon drives through the [`Normalizer`] conversation hooks.
+/// `openai-codex-app-server` shares `openai-codex`'s pinned package, and the daemon installs it
+/// once for both.
 pub fn all() -> Vec<&'static dyn Harness> {
-    vec![&claude_code::ClaudeCode, &openai_codex::OpenAiCodex, &openai_codex::app_server::OpenAiCodexAppServer]
+    let mut all: Vec<&'static dyn Harness> =
+        vec![&claude_code::ClaudeCode, &openai_codex::OpenAiCodex, &openai_codex::app_server::OpenAiCodexAppServer];
+    all.extend(acp_harnesses());
+    all
 }
 
-/// The ACP harnesses of this build (not yet in [`all`]: the daemon wires the conversation
-/// hooks first), in display order.
+/// The harnesses of this build spoken to over the Agent Client Protocol ([`acp`]), in display
+/// order (also in [`all`]).
 pub fn acp_harnesses() -> Vec<&'static dyn Harness> {
     vec![&opencode::OpenCode, &gemini_cli::GeminiCli]
 }

@@ -10,11 +10,14 @@
 //! - config: `OPENCODE_CONFIG` names the run's config file (written here, under the run's
 //!   home: `.config/opencode/opencode.json`), `OPENCODE_DISABLE_PROJECT_CONFIG=1` keeps a
 //!   Space's own `opencode.json` out; `--pure` and `OPENCODE_DISABLE_DEFAULT_PLUGINS=1` leave out
-//!   external and default plugins, but on first start it still runs an npm install of
-//!   `@opencode-ai/plugin` (and `@opencode-ai/sdk`, `@ai-sdk/provider`, `effect`, `zod`, ...) into
-//!   `$XDG_CONFIG_HOME/opencode/node_modules` (here `<home>/.config/opencode/`), so the npm
-//!   registry must be reachable then (or that directory seeded; a persistent home keeps it), and
-//!   it writes a default `opencode.jsonc` there; autoupdate, sharing, LSP downloads, the
+//!   external and default plugins, but on every start it still tries an npm install of
+//!   `@opencode-ai/plugin` (the SDK for plugins written by the user, with `@opencode-ai/sdk`,
+//!   `effect`, `zod`, ...) into `$XDG_CONFIG_HOME/opencode/node_modules` (here
+//!   `<home>/.config/opencode/`). Nothing of a `--pure` run uses it: the run gets
+//!   `npm_config_offline=true`, so that install fails at once (a warning in opencode's log)
+//!   instead of reaching the registry from a run (checked with strace: no connect but its own
+//!   loopback server, and a seeded directory is not kept: a symlinked `node_modules` was removed
+//!   and fetched again); autoupdate, sharing, LSP downloads, the
 //!   models.dev fetch and Claude Code compatibility (reading `~/.claude`) are off;
 //! - a custom endpoint is an OpenAI-compatible (Chat Completions) provider `spaces` with
 //!   `options.baseURL = <base_url>/v1` and the key from `OPENAI_API_KEY`; the model is
@@ -115,6 +118,9 @@ impl AcpCli for OpenCode {
         let mut env = BTreeMap::new();
         env.insert("HOME".to_owned(), ctx.home.display().to_string());
         env.insert("OPENCODE_CONFIG".to_owned(), config.display().to_string());
+        // Its first start's npm install of `@opencode-ai/plugin` (the SDK of user-written
+        // plugins, which `--pure` leaves out) fails at once without touching the network.
+        env.insert("npm_config_offline".to_owned(), "true".to_owned());
         for flag in [
             "OPENCODE_DISABLE_PROJECT_CONFIG",
             "OPENCODE_DISABLE_AUTOUPDATE",
@@ -133,9 +139,8 @@ impl AcpCli for OpenCode {
     }
 
     /// opencode keeps sessions in its data dir (`$XDG_DATA_HOME/opencode/opencode.db`, SQLite),
-    /// found by id from any cwd. ([`SessionFiles::ById`]'s transcript test knows Codex's
-    /// `rollout-*.jsonl` names only: a store needs a variant of its own when the daemon wires this.)
+    /// found by id from any cwd ([`SessionFiles::Store`]).
     fn home_layout(&self) -> HomeLayout {
-        HomeLayout { config_dir: ".local/share/opencode", excludes: &["log/**", "bin/**"], sessions: SessionFiles::ById }
+        HomeLayout { config_dir: ".local/share/opencode", excludes: &["log/**", "bin/**"], sessions: SessionFiles::Store("opencode.db") }
     }
 }

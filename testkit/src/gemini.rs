@@ -71,7 +71,8 @@ pub fn frames(reply: &Reply, request: Option<&Value>, path: &str) -> Vec<SseFram
                 .collect()
         }
         Reply::ToolCall { name, input } => call(name, input.clone()),
-        Reply::McpToolCall { tool, input, .. } => call(tool, input.clone()),
+        // Gemini CLI names a server's tool `mcp_<server>_<tool>` (its `generateValidName`).
+        Reply::McpToolCall { server, tool, input } => call(&format!("mcp_{server}_{tool}"), input.clone()),
         Reply::CustomToolCall { name, input } => call(name, json!({"input": input})),
         Reply::HttpError { .. } | Reply::Hang => vec![frame(chunk(json!([{"text": ""}]), Some("STOP"), 1), Duration::ZERO)],
     }

@@ -22,7 +22,8 @@
 //! The prompt's answer ends the turn: `end_turn` (text: the last answer), `max_turn_requests`
 //! as `max_turns`, `cancelled` as `interrupted`, `max_tokens` and `refusal` as `error` with the
 //! reason, an error answer as `error` (or `interrupted` after a cancel). Its `usage` (ACP
-//! unstable: `inputTokens`, `outputTokens`, `cachedReadTokens`, ...) becomes a `usage` event.
+//! unstable: `inputTokens`, `outputTokens`, `cachedReadTokens`, ...) becomes a `usage` event, or
+//! when it has none, Gemini CLI's `_meta.quota.token_count` ([`quota_usage_of`]).
 
 use std::collections::BTreeMap;
 
@@ -265,6 +266,8 @@ impl AcpNormalizer {
         if let Ok(r) = &outcome {
             if let Some(u) = r.get("usage").filter(|u| u.is_object()) {
                 out.push(wording::usage_event(self.turn, usage_of(u)));
+            } else if let Some(u) = r.pointer("/_meta/quota/token_count").filter(|u| u.is_object()) {
+                out.push(wording::usage_event(self.turn, quota_usage_of(u)));
             }
         }
         if !self.in_flight {
@@ -502,6 +505,14 @@ pub fn usage_of(u: &Value) -> Usage {
         reasoning_output_tokens: n("thoughtTokens"),
         ..Usage::default()
     }
+}
+
+/// Gemini CLI's own figure when it sends no ACP `usage`: the prompt answer's
+/// `_meta.quota.token_count` (`{"input_tokens", "output_tokens"}`, snake_case; seen on 0.61.0),
+/// as a [`Usage`].
+pub fn quota_usage_of(u: &Value) -> Usage {
+    let n = |k: &str| u.get(k).and_then(Value::as_u64);
+    Usage { input_tokens: n("input_tokens"), output_tokens: n("output_tokens"), ..Usage::default() }
 }
 
 pub(super) fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {

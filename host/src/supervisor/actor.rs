@@ -349,6 +349,7 @@ impl Actor {
                         let _ = shim.close_stdin().await;
                     }
                 }
+                self.machine.stdin_closed(tokio::time::Instant::now());
             }
         }
     }

@@ -45,7 +45,7 @@ const SLOW_START_MS: u64 = 12000;
 /// call is a `tool_call`/`tool_update completed` pair whose output is redacted; the model's
 /// second request carries the tool's output (so the server got its `env`); the secret is nowhere
 /// in the database; the servers' secrets sit 0600 in the run directory.
-async fn a_stdio_mcp_server_given_to_the_agent_is_called(h: H) {
+pub(super) async fn a_stdio_mcp_server_given_to_the_agent_is_called(h: H) {
     echo_call(h, McpServer::Stdio(echo_server()), &format!("{PREFIX_SECRET} echo: {SAID}"), PREFIX_SECRET).await;
 }
 
@@ -124,19 +124,29 @@ async fn echo_call(h: H, server: McpServer, output: &str, secret: &str) {
     let calls = model.model_calls();
     assert_eq!(calls.len(), 2, "one call for the tool, one for the answer");
     let first = calls[0].json.as_ref().unwrap().to_string();
-    assert!(first.contains("mcp__echo"), "the CLI offered the echo tool to the model: {first}");
+    // How each CLI names a server's tool to the model.
+    let offered = match h.id {
+        "opencode" => "echo_echo",
+        "gemini-cli" => "mcp_echo_echo",
+        _ => "mcp__echo",
+    };
+    assert!(first.contains(offered), "the CLI offered the echo tool to the model: {first}");
     let second = calls[1].json.as_ref().unwrap().to_string();
     assert!(second.contains(output), "the model's second request carries the tool's output {output:?}: {second}");
 
     let run_dir = d.state_dir().join("runs").join(&run);
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&run_dir.join("mcp_servers.json")), 0o600);
+    // The ACP CLIs get their servers in `session/new`, not in a file.
     let cli_config = match h.id {
         // In the run's API directory: `/run/spaces` in its sandbox.
-        "claude-code" => run_dir.join("api/claude-mcp.json"),
-        _ => run_dir.join("home/.codex/config.toml"),
+        "claude-code" => Some(run_dir.join("api/claude-mcp.json")),
+        "openai-codex" | "openai-codex-app-server" => Some(run_dir.join("home/.codex/config.toml")),
+        _ => None,
     };
-    assert_eq!(mode(&cli_config), 0o600, "{}", cli_config.display());
+    if let Some(cli_config) = cli_config {
+        assert_eq!(mode(&cli_config), 0o600, "{}", cli_config.display());
+    }
     for db in ["spaces.db", "spaces.db-wal"] {
         let bytes = std::fs::read(d.state_dir().join(db)).unwrap_or_default();
         assert!(!String::from_utf8_lossy(&bytes).contains(secret), "{db} holds a server secret in clear");

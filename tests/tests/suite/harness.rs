@@ -38,7 +38,33 @@ pub const CODEX: H = H {
 /// long-lived process per run speaking JSON-RPC.
 pub const CODEX_APP_SERVER: H = H { id: "openai-codex-app-server", ..CODEX };
 
+/// opencode over the Agent Client Protocol (issue 31), its model on the Chat Completions wire.
+pub const OPENCODE: H = H {
+    id: "opencode",
+    wire: Wire::OpenAiChatCompletions,
+    tools: "opencode",
+    binary: "node_modules/opencode-linux-x64/bin/opencode",
+    pinned: "1.18.33",
+};
+
+/// Gemini CLI over the Agent Client Protocol (issue 31), its model on Gemini's
+/// `streamGenerateContent` wire.
+pub const GEMINI: H = H {
+    id: "gemini-cli",
+    wire: Wire::GeminiStreamGenerateContent,
+    tools: "gemini-cli",
+    binary: "node_modules/@google/gemini-cli/bundle/gemini.js",
+    pinned: "0.61.0",
+};
+
 impl H {
+    /// The CLI's shell tool running `command` (the ACP CLIs: opencode's `bash`, Gemini CLI's
+    /// `run_shell_command`).
+    fn shell(&self, command: &str) -> Reply {
+        let name = if self.wire == Wire::OpenAiChatCompletions { "bash" } else { "run_shell_command" };
+        Reply::ToolCall { name: name.into(), input: serde_json::json!({"command": command, "description": "a command"}) }
+    }
+
     /// A tool call that creates `name` with `content` in the Space at `root`.
     pub fn create_file(&self, root: &Path, name: &str, content: &str) -> Reply {
         match self.wire {
@@ -50,7 +76,9 @@ impl H {
                 name: "apply_patch".into(),
                 input: format!("*** Begin Patch\n*** Add File: {name}\n+{}\n*** End Patch\n", content.trim_end()),
             },
-            other => panic!("no harness of this suite speaks {other:?} yet"),
+            Wire::OpenAiChatCompletions | Wire::GeminiStreamGenerateContent => {
+                self.shell(&format!("printf '%s\\n' '{}' > '{}'", content.trim_end(), root.join(name).display()))
+            }
         }
     }
 
@@ -64,7 +92,7 @@ impl H {
             Wire::OpenAiResponses => {
                 Reply::ToolCall { name: "exec_command".into(), input: serde_json::json!({"cmd": command, "yield_time_ms": 600000}) }
             }
-            other => panic!("no harness of this suite speaks {other:?} yet"),
+            Wire::OpenAiChatCompletions | Wire::GeminiStreamGenerateContent => self.shell(command),
         }
     }
 }

@@ -1,3 +1,4 @@
+mod acp_agents;
 mod agent_mcp;
 mod bad_input;
 mod boundary;

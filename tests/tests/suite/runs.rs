@@ -35,7 +35,7 @@ fn body_mentions(req: &spaces_testkit::RecordedRequest, needle: &str) -> bool {
 }
 
 /// A tool call creates a file, the agent answers; a follow-up runs in the same session.
-async fn tool_call_answer_and_follow_up(h: H) {
+pub(super) async fn tool_call_answer_and_follow_up(h: H) {
     let script = Script::new([]);
     let (d, server, root) = setup(h, script).await;
     server.push(h.create_file(&root, "hello.txt", "hello from the agent\n"));

@@ -14,7 +14,7 @@ use super::super::launcher::ProcEnd;
 use super::super::marker::run_marker;
 use super::super::persist;
 use super::super::proc::{self, ProcEvent};
-use super::state::{exit_reason, AfterExit, Fired, Timer, OUTPUT_CLOSED, OUTPUT_CLOSED_GRACE};
+use super::state::{exit_reason, AfterExit, Fired, Timer, OUTPUT_CLOSED, OUTPUT_CLOSED_GRACE, STDIN_CLOSED_GRACE};
 use super::{Actor, STOP_GRACE};
 
 impl Actor {
@@ -78,6 +78,13 @@ impl Actor {
                 self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice)
                     .summary(format!("{OUTPUT_CLOSED} ({} s after closing it); ending its process", OUTPUT_CLOSED_GRACE.as_secs()))]);
                 self.launcher.note_in_stderr_tail(OUTPUT_CLOSED.to_owned());
+                let _ = self.end_processes(STOP_GRACE).await;
+            }
+            Fired::EndStdinClosed => {
+                self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice).summary(format!(
+                    "the agent did not exit within {} s of its input closing (exit_when_idle); ending its process",
+                    STDIN_CLOSED_GRACE.as_secs()
+                ))]);
                 let _ = self.end_processes(STOP_GRACE).await;
             }
             // A stopped process whose exit never reached the journal: it is gone all the same

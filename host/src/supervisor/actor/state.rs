@@ -44,6 +44,10 @@ pub const EXIT_AFTER_STOP: Duration = Duration::from_secs(5);
 /// How long an agent may run on after closing its stdout before its process is ended (case
 /// R42): an agent that exits closes its output first, and its exit follows within moments.
 pub const OUTPUT_CLOSED_GRACE: Duration = Duration::from_secs(5);
+/// How long an idle agent of an `exit_when_idle` run may run on after its stdin was closed
+/// before its process is ended: a CLI whose event loop a child keeps alive (Gemini CLI with an
+/// MCP server) does not exit on end of input by itself.
+pub const STDIN_CLOSED_GRACE: Duration = Duration::from_secs(5);
 /// Why an agent that closed its stdout and ran on was ended (the turn's error names it).
 pub const OUTPUT_CLOSED: &str = "the agent closed its output (stdout) but kept running, so it could report nothing more";
 
@@ -83,6 +87,9 @@ pub struct Live<P> {
     pub interrupted: bool,
     /// Its stdin was closed on purpose (`exit_when_idle`): its exit is `done`.
     pub closing: bool,
+    /// When its stdin was closed on purpose, the moment it is ended if it still runs
+    /// ([`STDIN_CLOSED_GRACE`]).
+    pub close_by: Option<Instant>,
     /// A rule of the daemon ended it (the stall limit, a closed output): its end is an `error`
     /// (not a crash) for this reason.
     pub ended_by: Option<String>,
@@ -95,7 +102,7 @@ pub struct Live<P> {
 
 impl<P> Live<P> {
     fn new(handle: P, resuming: Option<String>) -> Self {
-        Self { handle, interrupted: false, closing: false, ended_by: None, out_closed: None, resuming }
+        Self { handle, interrupted: false, closing: false, close_by: None, ended_by: None, out_closed: None, resuming }
     }
 }
 
@@ -168,6 +175,8 @@ pub enum Timer {
     Stall,
     /// The live process closed its stdout and ran on (R42).
     OutputClosed,
+    /// The idle process whose stdin was closed (`exit_when_idle`) ran on.
+    StdinClosed,
     /// The stopped process's exit did not reach the journal.
     Drain,
 }
@@ -188,6 +197,9 @@ pub enum Fired {
     },
     /// End the process that closed its stdout (R42).
     EndOutputClosed,
+    /// End the idle process that did not exit after its stdin was closed; its exit is still
+    /// `done`.
+    EndStdinClosed,
     /// The stopped process is gone all the same; how it ended is not known.
     DrainExpired,
 }
@@ -377,6 +389,14 @@ impl<P> Machine<P> {
         }
     }
 
+    /// The live process's stdin was closed at `now` ([`Advance::CloseStdin`]): ended if it
+    /// still runs [`STDIN_CLOSED_GRACE`] later.
+    pub fn stdin_closed(&mut self, now: Instant) {
+        if let Some(live) = self.live_mut() {
+            live.close_by.get_or_insert(now + STDIN_CLOSED_GRACE);
+        }
+    }
+
     /// The earliest deadline to sleep until, the turn in flight or not (`in_flight`) and a tool
     /// call running or not (`tool`).
     pub fn deadline(&self, in_flight: bool, tool: bool) -> Option<(Instant, Timer)> {
@@ -391,7 +411,8 @@ impl<P> Machine<P> {
             _ => None,
         };
         let out_closed = self.live().and_then(|l| l.out_closed);
-        [(stall, Timer::Stall), (out_closed, Timer::OutputClosed), (drain, Timer::Drain)]
+        let close_by = self.live().and_then(|l| l.close_by);
+        [(stall, Timer::Stall), (out_closed, Timer::OutputClosed), (close_by, Timer::StdinClosed), (drain, Timer::Drain)]
             .into_iter()
             .filter_map(|(at, timer)| at.map(|at| (at, timer)))
             .min_by_key(|(at, _)| *at)
@@ -406,6 +427,13 @@ impl<P> Machine<P> {
                     live.out_closed = None;
                     live.ended_by = Some(OUTPUT_CLOSED.to_owned());
                     Fired::EndOutputClosed
+                }
+                None => Fired::Nothing,
+            },
+            Timer::StdinClosed => match self.live_mut() {
+                Some(live) => {
+                    live.close_by = None;
+                    Fired::EndStdinClosed
                 }
                 None => Fired::Nothing,
             },

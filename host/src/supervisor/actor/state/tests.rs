@@ -530,6 +530,20 @@ fn an_idle_agent_is_closed_only_for_exit_when_idle_after_a_turn() {
 }
 
 #[test]
+fn an_agent_that_runs_on_after_its_stdin_closed_is_ended_and_its_exit_is_done() {
+    let (mut m, t0) = live();
+    m.setup.exit_when_idle = true;
+    assert!(matches!(m.advance(false, 1), Advance::CloseStdin));
+    assert_eq!(m.deadline(false, false), None, "no deadline until the close is done");
+    m.stdin_closed(t0);
+    assert_eq!(m.deadline(false, false), Some((t0 + STDIN_CLOSED_GRACE, Timer::StdinClosed)));
+    assert_eq!(m.fire(Timer::StdinClosed, t0 + STDIN_CLOSED_GRACE, false), Fired::EndStdinClosed);
+    assert_eq!(m.deadline(false, false), None, "fired once");
+    let ended = m.process_ended().unwrap();
+    assert!(ended.live.closing && ended.live.ended_by.is_none(), "ended by the close, not a rule");
+}
+
+#[test]
 fn the_actor_may_retire_with_no_process_no_turn_and_nothing_queued() {
     let (mut m, _) = machine(ProcessModel::LongLived);
     assert!(m.is_dormant(false));
