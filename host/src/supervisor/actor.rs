@@ -249,6 +249,15 @@ impl Actor {
                     .summary(format!("message queued (position {pos}); it starts when the running turn ends"))]);
                 Ok(report)
             }
+            Admit::AfterExit => {
+                // The Codex follow-up race (issue 31): the turn ended, its `exec` process is
+                // still exiting. The message is the next turn, not one waiting behind a turn.
+                let (next, last) = (self.run.turns + 1, self.run.turns);
+                let report = self.report(true, format!("delivered: turn {next} starts as soon as turn {last}'s process has exited"));
+                self.keep_queued(Queued { text, key: keyed(&report), n: None }, false);
+                self.set_state(Status::Running, Phase::Starting, "the next turn starts as soon as the last turn's process has exited");
+                Ok(report)
+            }
             Admit::StartNow | Admit::Stopped | Admit::Stopping => {
                 let report = self.report(true, format!("delivered: turn {} started", self.run.turns + 1));
                 self.start_turn(Queued { text, key: keyed(&report), n: None }).await;

@@ -297,3 +297,41 @@ exec sleep 600"#;
     assert_eq!(st.status, Status::Failed, "{st:#?}");
     assert!(crate::support::run_processes(&run).is_empty(), "{:?}", crate::support::run_processes(&run));
 }
+
+/// The Codex follow-up race (issue 31): a per-turn CLI (`codex exec`) reports its turn's end and
+/// takes a moment more to exit. A message sent in that moment is the next turn, said so (not
+/// "queued: a turn is running"), the run is `running` at once, and both the SDK's follow and the
+/// CLI's `agent send --follow` follow that turn to its end instead of ending at once.
+#[tokio::test]
+async fn a_message_sent_after_turn_ended_before_the_process_exits_starts_the_next_turn_and_is_followed() {
+    // Each turn answers with what it read on stdin, then lingers 2 s before exiting.
+    let script = r#"said=$(cat)
+echo '{"type":"thread.started","thread_id":"fake-thread-1"}'
+echo '{"type":"turn.started"}'
+echo "{\"type\":\"item.completed\",\"item\":{\"id\":\"item_0\",\"type\":\"agent_message\",\"text\":\"answer to $said\"}}"
+echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0,"output_tokens":1}}'
+sleep 2"#;
+    let (d, _bin) = daemon_with("SPACES_HARNESS_BIN_OPENAI_CODEX", script, vec![]).await;
+    let run = start(&d, "openai-codex").await;
+    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
+    let r = d.client.space("s").agent_message(&run, "second", None).await.unwrap();
+    assert!(r.ok && r.reason.contains("turn 2 starts") && !r.reason.contains("queued"), "{r:?}");
+    let st = d.client.space("s").agent_status(&run, None).await.unwrap();
+    assert_eq!(st.status, Status::Running, "running from the message on: {st:#?}");
+    let mut follow = d.client.follow("s", &run, ended.seq, spaces_sdk::follow::Until::Turn);
+    let mut got = Vec::new();
+    while let Some(e) = follow.next().await.unwrap() {
+        got.push(e);
+    }
+    let end2 = got.iter().find(|e| e.kind == EventKind::TurnEnded && e.turn == 2);
+    assert!(end2.is_some_and(|e| e.stop_reason == Some(StopReason::EndTurn)), "the follow reached turn 2's end:\n{}", describe(&got));
+    assert!(got.iter().any(|e| e.kind == EventKind::Message && e.text.as_deref() == Some("answer to second")), "{}", describe(&got));
+    let events = d.events("s", &run).await;
+    assert!(!events.iter().any(|e| e.summary.as_deref().unwrap_or("").contains("message queued")), "{}", describe(&events));
+
+    // The same through the CLI, in the next gap.
+    let ended = d.wait_turn_end("s", &run, 2, WAIT).await;
+    assert_eq!(ended.turn, 2);
+    let (ok, out) = d.cli(&["agent", "send", &run, "third", "--space", "s", "--follow"]);
+    assert!(ok && out.contains("answer to third"), "send --follow printed turn 3's answer: {out}");
+}

@@ -143,6 +143,10 @@ pub enum Admit {
     InterruptFirst,
     /// Queued behind the running turn, at this position.
     Queue(usize),
+    /// The next turn, with none in flight and none queued: the previous turn ended but its
+    /// per-turn process has not exited yet, so the turn starts as soon as it has. The run is
+    /// `running` from now on (a follow until the turn's end follows this turn, not the last).
+    AfterExit,
     /// Starts the next turn now.
     StartNow,
 }
@@ -278,6 +282,9 @@ impl<P> Machine<P> {
         }
         if force && in_flight {
             return Admit::InterruptFirst;
+        }
+        if !in_flight && self.queue.is_empty() {
+            return Admit::AfterExit;
         }
         Admit::Queue(self.queue.len() + 1)
     }

@@ -95,10 +95,14 @@ fn a_message_to_a_stopped_run_is_answered_and_one_while_stopping_is_refused() {
 fn a_per_turn_process_that_has_not_exited_yet_queues_the_next_message() {
     let (mut m, _) = machine(ProcessModel::PerTurn);
     m.spawned(FakeProcess("exec"), None);
-    // Its turn ended (none in flight), its process has not exited: the message waits for it.
-    assert_eq!(m.admit(Status::Idle, false, false), Admit::Queue(1));
-    // A force with no turn in flight interrupts nothing: it is queued like any other.
-    assert_eq!(m.admit(Status::Idle, true, false), Admit::Queue(1));
+    // Its turn ended (none in flight), its process has not exited: the message is the next
+    // turn, started once it has (not "queued behind a running turn").
+    assert_eq!(m.admit(Status::Idle, false, false), Admit::AfterExit);
+    // A force with no turn in flight interrupts nothing: the same.
+    assert_eq!(m.admit(Status::Idle, true, false), Admit::AfterExit);
+    // A second message waits behind the first.
+    queue(&mut m, &["a"]);
+    assert_eq!(m.admit(Status::Running, false, false), Admit::Queue(2));
 }
 
 #[test]
