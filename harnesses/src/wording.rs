@@ -13,7 +13,7 @@
 //!
 //! Control lines a person never needs (acknowledgements, stream bookkeeping) are hidden
 //! `notice` events: [`control`]. A line the harness could not parse stays a (shown) `other`.
-//! A piece of the answer as it streams is a hidden `message`: [`text_delta`].
+//! A piece of the answer as it streams is a `message_delta` (hidden): [`text_delta`].
 
 use spaces_sdk::{Category, EventKind, StopReason, Usage};
 
@@ -119,13 +119,13 @@ pub fn control(turn: u32, what: &str) -> EventDraft {
     EventDraft::new(turn, EventKind::Notice).category(Category::Hidden).summary(what)
 }
 
-/// A piece of the agent's answer as the model streams it: kind `message`, category `hidden`,
+/// A piece of the agent's answer as the model streams it: kind `message_delta`, category `hidden`,
 /// `text` the new piece only (no summary). A live view appends the pieces of the turn in flight
 /// to one growing line and drops that line when the visible `message` with the whole text lands
 /// (or the turn ends); whatever reads answers (the `message` category, `result_text`) never sees
 /// them, so nothing is counted twice.
 pub fn text_delta(turn: u32, piece: &str) -> EventDraft {
-    EventDraft::new(turn, EventKind::Message).category(Category::Hidden).text(piece)
+    EventDraft::new(turn, EventKind::MessageDelta).category(Category::Hidden).text(piece)
 }
 
 #[cfg(test)]
@@ -159,6 +159,6 @@ mod tests {
         let c = control(3, "control_response success");
         assert_eq!((c.kind, c.category, c.turn), (EventKind::Notice, Category::Hidden, 3));
         let d = text_delta(2, "The ans");
-        assert_eq!((d.kind, d.category, d.text.as_deref(), d.summary), (EventKind::Message, Category::Hidden, Some("The ans"), None));
+        assert_eq!((d.kind, d.category, d.text.as_deref(), d.summary), (EventKind::MessageDelta, Category::Hidden, Some("The ans"), None));
     }
 }

@@ -11,6 +11,10 @@ pub enum EventKind {
     Session,
     TurnStarted,
     Message,
+    /// A piece of the agent's answer as the model streams it (`text` is the new piece only;
+    /// category `hidden`). The whole answer still comes once as a `message`, so whatever reads
+    /// `message` events sees each answer once; a live view appends the pieces.
+    MessageDelta,
     Thought,
     UserMessage,
     ToolCall,
@@ -28,11 +32,12 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind, in contract order (for `agent_capabilities.event_kinds`).
-    pub const ALL: [EventKind; 17] = [
+    pub const ALL: [EventKind; 18] = [
         EventKind::Install,
         EventKind::Session,
         EventKind::TurnStarted,
         EventKind::Message,
+        EventKind::MessageDelta,
         EventKind::Thought,
         EventKind::UserMessage,
         EventKind::ToolCall,
@@ -55,6 +60,7 @@ impl EventKind {
             EventKind::Session => "session",
             EventKind::TurnStarted => "turn_started",
             EventKind::Message => "message",
+            EventKind::MessageDelta => "message_delta",
             EventKind::Thought => "thought",
             EventKind::UserMessage => "user_message",
             EventKind::ToolCall => "tool_call",
@@ -77,7 +83,7 @@ impl EventKind {
         match self {
             EventKind::Message => Category::Message,
             EventKind::UserMessage => Category::User,
-            EventKind::Session | EventKind::Usage | EventKind::Other => Category::Hidden,
+            EventKind::Session | EventKind::Usage | EventKind::Other | EventKind::MessageDelta => Category::Hidden,
             _ => Category::Activity,
         }
     }

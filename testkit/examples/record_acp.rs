@@ -170,7 +170,7 @@ async fn record(harness: &dyn Harness, name: &str, binary: &Path, out: &Path) ->
                     e.summary.as_deref().or(e.text.as_deref()).unwrap_or("").chars().take(100).collect::<String>()
                 );
             }
-            if interrupt && !interrupted && events.iter().any(|e| e.kind.as_str() == "message") {
+            if interrupt && !interrupted && events.iter().any(|e| e.kind.as_str() == "message_delta") {
                 interrupted = true;
                 if let Some(cancel) = n.interrupt_input() {
                     stdin.write_all(format!("{cancel}\n").as_bytes()).await?;

@@ -156,6 +156,9 @@ test('claude-code through Space: follow to turn_ended, follow-up, interrupt a lo
   assert.equal(follow.transport, 'sse')
   assert.deepEqual(all.map((e) => e.seq), all.map((_, i) => i + 1))
   assert.equal(follow.cursor, all[all.length - 1].seq)
+  // Each answer once: the streamed pieces are their own kind (`message_delta`), not `message`.
+  assert.deepEqual(all.filter((e) => e.kind === 'message').map((e) => e.text), ['I created hello.txt.'])
+  assert.ok('I created hello.txt.'.startsWith(all.filter((e) => e.kind === 'message_delta').map((e) => e.text).join('')))
   const middle = all[Math.floor(all.length / 2)].seq
   const rest = []
   for await (const ev of space.agentFollow(run, middle)) rest.push(ev)

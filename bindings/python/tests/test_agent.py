@@ -72,6 +72,11 @@ async def test_claude_code_run_through_the_sdk(spaces: Spaces, space: Space, mod
     assert follow.transport == "sse", follow.transport
     assert [e["seq"] for e in everything] == list(range(1, len(everything) + 1)), everything
     assert follow.cursor == everything[-1]["seq"] and everything[: len(seen)] == seen
+    # Each answer once: the streamed pieces are their own kind (`message_delta`), not `message`.
+    answers = [e["text"] for e in everything if e["kind"] == "message"]
+    assert answers == [st.result_text], everything
+    pieces = "".join(e["text"] for e in everything if e["kind"] == "message_delta")
+    assert st.result_text.startswith(pieces), (pieces, st.result_text)
     middle = everything[len(everything) // 2]["seq"]
     rest = space.agent_follow(started.run_id, cursor=middle)
     assert [e async for e in rest] == everything[middle:] and rest.transport == "sse"

@@ -75,7 +75,7 @@ fn the_answer_streams_in_hidden_pieces_and_lands_once_whole() {
     let mut n = started(json!({}));
     let a = n.stdout_line(&update(json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Hel"}})));
     let b = n.stdout_line(&update(json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "lo"}})));
-    assert_eq!(kinds(&a), [(EventKind::Message, Category::Hidden)]);
+    assert_eq!(kinds(&a), [(EventKind::MessageDelta, Category::Hidden)]);
     assert_eq!((b[0].text.as_deref(), b[0].raw.is_some()), (Some("lo"), true));
     let end = n.stdout_line(&line(json!({"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn",
         "usage": {"inputTokens": 3, "outputTokens": 1, "totalTokens": 4}}})));

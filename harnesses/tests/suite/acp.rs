@@ -33,7 +33,7 @@ fn replay(id: &str, fixture: &str, prompts: &[&str], interrupt: bool) -> Vec<Eve
         let events = n.stdout_line(line);
         assert_eq!(events.first().and_then(|e| e.raw.as_deref()), Some(line), "the first event of a line carries it");
         let ended = events.iter().any(|e| e.kind == EventKind::TurnEnded);
-        let piece = events.iter().any(|e| e.kind == EventKind::Message);
+        let piece = events.iter().any(|e| e.kind == EventKind::MessageDelta);
         out.extend(events);
         if interrupt && !interrupted && piece {
             interrupted = true;

@@ -174,9 +174,9 @@ fn interrupt_mid_stream_ends_interrupted_and_the_next_turn_works() {
     insta::assert_json_snapshot!("interrupt_stream", snapshot_view(&events));
 }
 
-/// A piece of the answer as it streams (`--include-partial-messages`): a hidden `message`.
+/// A piece of the answer as it streams (`--include-partial-messages`): a `message_delta`.
 fn is_delta(e: &EventDraft) -> bool {
-    field(e, "kind") == "message" && field(e, "category") == "hidden"
+    field(e, "kind") == "message_delta" && field(e, "category") == "hidden"
 }
 
 /// The visible answer.

@@ -483,9 +483,10 @@ fn story(events: &[EventDraft]) -> Vec<String> {
     events
         .iter()
         .filter(|e| e.kind != EventKind::Usage)
-        // Hidden `message`s are pieces of an answer as it streams (`wording::text_delta`): an
+        // `message_delta`s are pieces of an answer as it streams (`wording::text_delta`): an
         // answer counts once, as its visible `message`.
-        .filter(|e| !(matches!(e.kind, EventKind::Other | EventKind::Notice | EventKind::Message) && e.category == Category::Hidden))
+        .filter(|e| e.kind != EventKind::MessageDelta)
+        .filter(|e| !(matches!(e.kind, EventKind::Other | EventKind::Notice) && e.category == Category::Hidden))
         .map(|e| {
             let v = serde_json::to_value(e).unwrap();
             let mut s = format!("{} {}", v["kind"].as_str().unwrap(), v["category"].as_str().unwrap());

@@ -6,7 +6,7 @@
 //!   events`), from the first event, then live from the daemon's event stream
 //!   ([`spaces_sdk::follow`]); a tool call is one entry that its updates replace, so it shows
 //!   once with its latest status (and, finished, its first output lines);
-//! - the answer of the turn in flight streams in: its pieces (hidden `message` events, see
+//! - the answer of the turn in flight streams in: its pieces (`message_delta` events, see
 //!   `spaces_harnesses::wording::text_delta`) grow one live line at the bottom of the
 //!   transcript, which the visible `message` with the whole text replaces (as does a tool call
 //!   or the turn's end);
@@ -62,7 +62,8 @@ impl Screen {
             }
             _ => {}
         }
-        if e.kind == EventKind::Message && e.category == Category::Hidden {
+        // Pieces: `message_delta`, or a hidden `message` stored by a daemon from before that kind.
+        if e.kind == EventKind::MessageDelta || (e.kind == EventKind::Message && e.category == Category::Hidden) {
             let piece = e.text.as_deref().unwrap_or_default();
             match &mut self.live {
                 Some((turn, text)) if *turn == e.turn => text.push_str(piece),
@@ -385,10 +386,15 @@ mod tests {
         }
     }
 
+    fn delta(seq: u64, text: &str) -> Event {
+        Event { kind: EventKind::MessageDelta, ..message(seq, Category::Hidden, text) }
+    }
+
     #[test]
     fn streamed_pieces_grow_one_live_line_that_the_whole_message_replaces() {
         let mut s = screen();
-        s.add(&message(1, Category::Hidden, "The comma"));
+        s.add(&delta(1, "The comma"));
+        // A piece stored by a daemon from before `message_delta` (a hidden `message`) too.
         s.add(&message(2, Category::Hidden, "nd printed"));
         let mut notice = message(3, Category::Hidden, "");
         (notice.kind, notice.text, notice.summary) = (EventKind::Notice, None, Some("stream_event content_block_stop".into()));
@@ -399,9 +405,9 @@ mod tests {
         s.add(&message(4, Category::Message, "The command printed hi."));
         assert_eq!(s.transcript(80), ["#4    turn 1  message          The command printed hi."]);
         // The next answer starts a new live line.
-        s.add(&message(5, Category::Hidden, "Next"));
+        s.add(&delta(5, "Next"));
         assert_eq!(s.transcript(80).len(), 2);
-        assert!(s.transcript(80)[1].ends_with("message          Next"));
+        assert!(s.transcript(80)[1].ends_with("message          Next"), "{:?}", s.transcript(80));
     }
 
     #[test]

@@ -8,7 +8,7 @@ pub struct View {
     /// Prefix each line with its time (UTC, `HH:MM:SS.mmm`).
     pub timestamps: bool,
     /// Also show `hidden` events: the harness's own bookkeeping lines and the pieces of an
-    /// answer as it streams (hidden `message` events; the whole answer is always shown). Lines
+    /// answer as it streams (`message_delta` events; the whole answer is always shown). Lines
     /// the harness could not parse (`other`) are always shown: they are never dropped.
     pub verbose: bool,
 }
@@ -24,7 +24,9 @@ pub fn event_lines(e: &Event, view: View) -> Option<String> {
         return None;
     }
     let mut detail = match e.kind {
-        EventKind::Message | EventKind::UserMessage | EventKind::Thought => e.text.clone().or_else(|| e.summary.clone()),
+        EventKind::Message | EventKind::MessageDelta | EventKind::UserMessage | EventKind::Thought => {
+            e.text.clone().or_else(|| e.summary.clone())
+        }
         EventKind::Usage => e.usage.as_ref().map(spaces_harnesses::wording::usage),
         _ => e.summary.clone().or_else(|| e.text.clone()),
     }
@@ -218,10 +220,10 @@ mod tests {
         // A control line (Claude's control_response) is a hidden notice: not shown by default.
         assert!(event_lines(&ev(EventKind::Notice, Category::Hidden), View::default()).is_none());
         // A piece of a streaming answer: only with --verbose, as its text.
-        let mut piece = ev(EventKind::Message, Category::Hidden);
+        let mut piece = ev(EventKind::MessageDelta, Category::Hidden);
         piece.text = Some("The ans".into());
         assert!(event_lines(&piece, View::default()).is_none());
         let shown = event_lines(&piece, View { timestamps: false, verbose: true }).unwrap_or_default();
-        assert!(shown.ends_with("message          The ans"), "{shown}");
+        assert!(shown.contains("message_delta") && shown.ends_with(" The ans"), "{shown}");
     }
 }

@@ -268,11 +268,7 @@ fn deltas_are_hidden_pieces_and_the_answer_comes_once() {
         .extend(feed(&mut n, json!({"method": "turn/completed", "params": {"turn": {"id": "u-1", "status": "completed", "items": []}}})).0);
     let shown: Vec<_> = events.iter().filter(|e| e.category == spaces_sdk::Category::Message).filter_map(|e| e.text.as_deref()).collect();
     assert_eq!(shown, ["Hello"]);
-    let pieces: Vec<_> = events
-        .iter()
-        .filter(|e| e.kind == EventKind::Message && e.category == spaces_sdk::Category::Hidden)
-        .filter_map(|e| e.text.as_deref())
-        .collect();
+    let pieces: Vec<_> = events.iter().filter(|e| e.kind == EventKind::MessageDelta).filter_map(|e| e.text.as_deref()).collect();
     assert_eq!(pieces, ["Hel", "lo"]);
     let usage = events.iter().find(|e| e.kind == EventKind::Usage).unwrap().usage.clone().unwrap();
     assert_eq!((usage.input_tokens, usage.output_tokens), (Some(3), Some(1)));

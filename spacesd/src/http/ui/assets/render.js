@@ -4,8 +4,8 @@
 // label ("Agent", "You", "Tool", "Interrupt requested", ...): the event kinds of the API
 // (`turn_ended`, `cancel_requested`, ...) stay in data-kind attributes, never in the text.
 // Hidden control events are left out (a line the harness could not parse, kind `other`, is
-// always shown, folded). The answer of the turn in flight streams in: its pieces (hidden
-// `message` events) grow one live entry at the end, which the visible `message` with the whole
+// always shown, folded). The answer of the turn in flight streams in: its pieces
+// (`message_delta` events) grow one live entry at the end, which the visible `message` with the whole
 // text replaces (as does a tool call or the turn's end).
 import { markdown } from "./markdown.js";
 
@@ -64,6 +64,8 @@ export const HARNESS_NAMES = {
   "claude-code": "Claude Code",
   "openai-codex": "Codex CLI",
   "openai-codex-app-server": "Codex CLI (app-server)",
+  "opencode": "opencode",
+  "gemini-cli": "Gemini CLI",
 };
 
 function el(tag, cls, text) {
@@ -173,7 +175,8 @@ export class Transcript {
     if (e.seq <= this.cursor) return;
     this.cursor = e.seq;
     const stick = this.list.scrollTop + this.list.clientHeight >= this.list.scrollHeight - 8;
-    if (e.kind === "message" && e.category === "hidden") {
+    // Pieces: `message_delta`, or a hidden `message` stored by a daemon from before that kind.
+    if (e.kind === "message_delta" || (e.kind === "message" && e.category === "hidden")) {
       this.grow(e);
       if (stick) this.list.scrollTop = this.list.scrollHeight;
       return;
