@@ -91,6 +91,6 @@ impl AcpCli for GeminiCli {
 
     /// `~/.gemini`: settings (rewritten every launch) and chats under `tmp/<project hash>/`.
     fn home_layout(&self) -> HomeLayout {
-        HomeLayout { config_dir: ".gemini", excludes: &["settings.json", "tmp/**/logs.json"], sessions: SessionFiles::ById }
+        HomeLayout { config_dir: ".gemini", excludes: &["settings.json", "tmp/**/logs.json"], sessions: SessionFiles::None }
     }
 }

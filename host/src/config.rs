@@ -44,8 +44,16 @@ use std::time::Duration;
 use serde::Deserialize;
 
 /// Names runs may copy from the host with `env_from_host` when nothing else is configured.
-pub const DEFAULT_FORWARDABLE_ENV: &[&str] =
-    &["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_API_KEY"];
+pub const DEFAULT_FORWARDABLE_ENV: &[&str] = &[
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "CODEX_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+];
 
 /// Default time limit of one `exec_command`, in ms (30 minutes).
 pub const DEFAULT_EXEC_TIMEOUT_MS: u64 = 30 * 60 * 1000;

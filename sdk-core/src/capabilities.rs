@@ -35,7 +35,8 @@ fn no_sandbox() -> String {
 /// One harness as this host sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HarnessCapabilities {
-    /// Harness id (`claude-code`, `openai-codex`).
+    /// Harness id (`claude-code`, `openai-codex`, `openai-codex-app-server`, `opencode`,
+    /// `gemini-cli`).
     pub id: String,
     pub name: String,
     /// True when the CLI is installed (or an operator binary is set) and can be launched now.

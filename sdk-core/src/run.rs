@@ -35,7 +35,10 @@ pub struct SpaceAgentOptions {
     pub cwd: Option<String>,
     /// Model name passed to the agent CLI.
     pub model: Option<String>,
-    /// A custom model endpoint (Anthropic Messages for claude-code, OpenAI Responses for codex).
+    /// A custom model endpoint, in the wire its harness speaks (`agent_capabilities`
+    /// `endpoint_wires`): Anthropic Messages for claude-code, OpenAI Responses for the Codex
+    /// harnesses, OpenAI Chat Completions for opencode, Gemini `streamGenerateContent` for
+    /// gemini-cli.
     pub base_url: Option<String>,
     /// Stop (resumably) once the prompt is answered: status `done` instead of `idle`.
     pub exit_when_idle: Option<bool>,
@@ -92,7 +95,8 @@ impl Attachment {
 pub struct AgentStartRequest {
     /// The Space (its registered name) to run in.
     pub space: String,
-    /// Harness id, e.g. `claude-code` or `openai-codex` (see `agent_capabilities`).
+    /// Harness id: `claude-code`, `openai-codex`, `openai-codex-app-server`, `opencode` or
+    /// `gemini-cli` (see `agent_capabilities`).
     pub agent: String,
     /// The first turn's text; must not be empty.
     pub prompt: String,

@@ -1,7 +1,7 @@
 //! `session/update` notifications to events (ACP schema `SessionUpdate`, discriminated by
 //! `sessionUpdate`), and the answer that streams in pieces.
 //!
-//! - `agent_message_chunk`: each piece is a hidden `message` with the piece as text
+//! - `agent_message_chunk`: each piece is a `message_delta` with the piece as text
 //!   ([`wording::text_delta`], as Claude Code's partial messages); the whole answer becomes one
 //!   visible `message` when it is over: at the next update of another kind, a permission request,
 //!   an interrupt, the prompt's answer, or the process's end (`AcpNormalizer::flush`). ACP has

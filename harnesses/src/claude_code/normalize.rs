@@ -12,7 +12,7 @@
 //! - `result` becomes `usage` (tokens, cost, time) then exactly one `turn_ended` (see [`stop_reason`]);
 //! - `stream_event` (`--include-partial-messages`: the model's stream, one SSE event a line, as
 //!   `{"type":"stream_event","event":{...},"parent_tool_use_id":...}`): a `content_block_delta`
-//!   with a `text_delta` of the agent itself (not a sub-agent) becomes a hidden `message` with
+//!   with a `text_delta` of the agent itself (not a sub-agent) becomes a `message_delta` with
 //!   the piece as text ([`wording::text_delta`]); the whole text still comes as the visible
 //!   `message` of the `assistant` line that follows the pieces. Every other stream event
 //!   (`message_start`, `content_block_start|stop`, `input_json_delta`, `thinking_delta`,

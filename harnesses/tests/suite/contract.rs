@@ -342,8 +342,8 @@ impl Wire for AppServerWire {
     }
 }
 
-/// Every harness the contract holds: [`spaces_harnesses::all`] and the ACP harnesses not yet in
-/// it (`spaces_harnesses::acp_harnesses`), and Codex on `codex app-server`.
+/// Every harness the contract holds: [`spaces_harnesses::all`] (the ACP harnesses and Codex on
+/// `codex app-server` among them; kept explicit so none can drop out of the table unnoticed).
 fn harnesses() -> Vec<&'static dyn Harness> {
     let mut all = spaces_harnesses::all();
     let app_server: &'static dyn Harness = &spaces_harnesses::openai_codex::app_server::OpenAiCodexAppServer;

@@ -123,7 +123,11 @@ pub async fn install(cfg: &Config, harness: &dyn Harness, mut progress: impl FnM
     let started = Instant::now();
     let mut argv: Vec<String> = ["npm", "install", "--prefix"].map(String::from).into();
     argv.push(prefix.to_string_lossy().into_owned());
-    argv.extend(["--no-audit", "--no-fund", "--no-save", "--loglevel", "http"].map(String::from));
+    // `--ignore-scripts`: every pinned CLI's binary is a file of its packages (a platform
+    // package's native binary or a bundled script); no install script is needed, some fail on
+    // hosts without every platform variant (opencode's postinstall), and newer npm versions
+    // skip them anyway: one behaviour whatever npm the host has.
+    argv.extend(["--no-audit", "--no-fund", "--no-save", "--ignore-scripts", "--loglevel", "http"].map(String::from));
     argv.extend(spec.packages.iter().map(|p| p.to_string()));
     let daemon_env = std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
     let spawn_spec = SpawnSpec {

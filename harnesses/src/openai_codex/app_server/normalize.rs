@@ -7,7 +7,7 @@
 //! |---|---|
 //! | answer to `thread/start` / `thread/resume` | `session` (hidden, `text` = thread id) |
 //! | answer to `initialize`, `turn/start`, `turn/interrupt`, `turn/steer`; `turn/started`, `thread/started`, status and rate-limit notifications | hidden `notice` (control line) |
-//! | `item/agentMessage/delta` | hidden `message` with the piece ([`wording::text_delta`], as Claude Code's partial messages) |
+//! | `item/agentMessage/delta` | `message_delta` with the piece ([`wording::text_delta`], as Claude Code's partial messages) |
 //! | `item/completed` `agentMessage` | `message` |
 //! | `item/completed` `reasoning` | `thought` |
 //! | `item/*` tools (`commandExecution`, `fileChange`, `mcpToolCall`, `webSearch`) | `tool_call` in_progress, then `tool_update` completed/failed |
