@@ -70,6 +70,8 @@ impl AcpCli for GeminiCli {
     const ENDPOINT_WIRES: &'static [&'static str] = &["gemini-generate-content"];
     const KEYS: &'static [&'static str] = &[KEY_VAR, "GOOGLE_API_KEY"];
     const FLAVOR: Flavor = FLAVOR;
+    /// Yes, even in yolo mode (seen on 0.61.0).
+    const ASKS_PERMISSION: bool = true;
 
     /// `gemini --acp -m MODEL` with the run's settings.
     fn command(&self, ctx: &LaunchContext<'_>) -> AcpCommand {

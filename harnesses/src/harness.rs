@@ -17,6 +17,11 @@ pub trait Harness: Send + Sync {
     fn process_model(&self) -> ProcessModel;
     /// Short description of how follow-ups work, shown in capabilities (`stdin-stream`, ...).
     fn followups(&self) -> &'static str;
+    /// The protocol spoken with the CLI on its stdio, shown in capabilities
+    /// (`claude-stream-json`, `codex-app-server`, `codex-exec-jsonl`, `acp`).
+    fn wire(&self) -> &'static str;
+    /// What runs of this harness can do, shown in capabilities.
+    fn supports(&self) -> spaces_sdk::HarnessSupports;
     /// Wire protocols accepted by `base_url` (`anthropic-messages`, `openai-responses`).
     fn endpoint_wires(&self) -> &'static [&'static str];
     /// Provider key variables the CLI reads (`ANTHROPIC_API_KEY`, ...).

@@ -36,14 +36,14 @@ pub use draft::EventDraft;
 pub use harness::{Harness, HomeLayout, Normalizer, SessionFiles};
 pub use plan::{ExitInfo, InstallSpec, InterruptRecipe, LaunchContext, LaunchPlan, ProcessModel, StdinMode};
 
-/// Every harness this build knows, in display order. `openai-codex-app-server` is Codex on
+/// Every harness this build knows, in display order. `openai-codex` is Codex on
 /// `codex app-server` and `opencode`/`gemini-cli` speak the Agent Client Protocol: conversation
 /// wires, whose dialogue the daemon drives through the [`Normalizer`] conversation hooks.
-/// `openai-codex-app-server` shares `openai-codex`'s pinned package, and the daemon installs it
-/// once for both.
+/// `openai-codex-exec` (Codex on `codex exec --json`, one process per turn: the fallback) shares
+/// `openai-codex`'s pinned package, and the daemon installs it once for both.
 pub fn all() -> Vec<&'static dyn Harness> {
     let mut all: Vec<&'static dyn Harness> =
-        vec![&claude_code::ClaudeCode, &openai_codex::OpenAiCodex, &openai_codex::app_server::OpenAiCodexAppServer];
+        vec![&claude_code::ClaudeCode, &openai_codex::app_server::OpenAiCodexAppServer, &openai_codex::OpenAiCodex];
     all.extend(acp_harnesses());
     all
 }
@@ -54,8 +54,10 @@ pub fn acp_harnesses() -> Vec<&'static dyn Harness> {
     vec![&opencode::OpenCode, &gemini_cli::GeminiCli]
 }
 
-/// The harness with this id, if any.
+/// The harness with this id, if any. `openai-codex-app-server`, the app-server's id before it
+/// became `openai-codex`, still names it (runs stored then keep working).
 pub fn by_id(id: &str) -> Option<&'static dyn Harness> {
+    let id = if id == openai_codex::app_server::OLD_ID { openai_codex::app_server::ID } else { id };
     all().into_iter().find(|h| h.id() == id)
 }
 

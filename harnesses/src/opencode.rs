@@ -103,6 +103,8 @@ impl AcpCli for OpenCode {
     const ENDPOINT_WIRES: &'static [&'static str] = &["openai-chat-completions"];
     const KEYS: &'static [&'static str] = &[KEY_VAR];
     const FLAVOR: Flavor = FLAVOR;
+    /// No: the run's config allows every tool.
+    const ASKS_PERMISSION: bool = false;
 
     /// `opencode acp --pure --cwd CWD` with the run's config. A resume is the normalizer's
     /// `session/load` (`ctx.session_id`).

@@ -35,7 +35,7 @@ fn no_sandbox() -> String {
 /// One harness as this host sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HarnessCapabilities {
-    /// Harness id (`claude-code`, `openai-codex`, `openai-codex-app-server`, `opencode`,
+    /// Harness id (`claude-code`, `openai-codex`, `openai-codex-exec`, `opencode`,
     /// `gemini-cli`).
     pub id: String,
     pub name: String,
@@ -57,6 +57,38 @@ pub struct HarnessCapabilities {
     /// The binary that will be launched, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub binary: Option<String>,
+    /// The protocol spoken with the CLI on its stdio: `claude-stream-json`,
+    /// `codex-app-server` (JSON-RPC), `codex-exec-jsonl` (one process per turn) or `acp` (the
+    /// Agent Client Protocol). Empty from a daemon that predates it.
+    #[serde(default)]
+    pub wire: String,
+    /// The pinned version of the CLI (`installed_version` says what is installed).
+    #[serde(default)]
+    pub pinned_version: String,
+    /// What runs of this harness can do (docs/harnesses.md). All false from a daemon that
+    /// predates it.
+    #[serde(default)]
+    pub supports: HarnessSupports,
+}
+
+/// What runs of one harness can do, as this daemon drives its CLI
+/// (`HarnessCapabilities.supports`; docs/harnesses.md, "What each harness supports").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HarnessSupports {
+    /// A `force` message mid-turn joins the running turn (Codex `turn/steer`) instead of
+    /// interrupting it and running next.
+    pub steer: bool,
+    /// A new process of the run continues the CLI's session (after `exit_when_idle`, a crash,
+    /// a restored home); false: it starts a fresh session and says so in a `notice`.
+    pub resume: bool,
+    /// A run can be forked into a new run at a turn (`agent_fork`; not yet on any harness).
+    pub fork: bool,
+    /// Turns report token usage (`usage` events).
+    pub usage: bool,
+    /// The CLI asks before tool calls; the run's policy answers and `permission` events show it.
+    pub permission_requests: bool,
+    /// Answers stream in as `message_delta` pieces before the whole `message`.
+    pub message_deltas: bool,
 }
 
 /// Whether a harness has credentials (`HarnessCapabilities.auth`).

@@ -33,7 +33,7 @@ pub mod run;
 pub mod space;
 pub mod tools;
 
-pub use capabilities::{AuthState, Capabilities, HarnessCapabilities};
+pub use capabilities::{AuthState, Capabilities, HarnessCapabilities, HarnessSupports};
 pub use decode::decode;
 pub use error::{bounded, ApiError, ErrorCode};
 pub use event::{Category, Event, EventKind, EventsPage, StopReason, ToolStatus, Usage};

@@ -95,8 +95,9 @@ impl Attachment {
 pub struct AgentStartRequest {
     /// The Space (its registered name) to run in.
     pub space: String,
-    /// Harness id: `claude-code`, `openai-codex`, `openai-codex-app-server`, `opencode` or
-    /// `gemini-cli` (see `agent_capabilities`).
+    /// Harness id: `claude-code`, `openai-codex` (Codex on `codex app-server`),
+    /// `openai-codex-exec` (Codex on `exec --json`), `opencode` or `gemini-cli` (see
+    /// `agent_capabilities`).
     pub agent: String,
     /// The first turn's text; must not be empty.
     pub prompt: String,

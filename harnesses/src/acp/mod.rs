@@ -82,6 +82,8 @@ pub trait AcpCli: Send + Sync {
     const KEYS: &'static [&'static str];
     /// How the CLI's conversation behaves.
     const FLAVOR: Flavor;
+    /// Whether the CLI, as launched, asks `session/request_permission` before tool calls.
+    const ASKS_PERMISSION: bool;
 
     /// The process serving the run of `ctx` ([`Harness::launch`] adds the caller's environment
     /// and the ACP stdin).
@@ -110,6 +112,22 @@ impl<T: AcpCli> Harness for T {
 
     fn followups(&self) -> &'static str {
         "acp"
+    }
+
+    fn wire(&self) -> &'static str {
+        "acp"
+    }
+
+    /// Resume as [`AcpCli::FLAVOR`] says; usage and streamed pieces from every ACP CLI here;
+    /// permission requests as [`AcpCli::ASKS_PERMISSION`].
+    fn supports(&self) -> spaces_sdk::HarnessSupports {
+        spaces_sdk::HarnessSupports {
+            resume: T::FLAVOR.load_in_new_process,
+            usage: true,
+            permission_requests: T::ASKS_PERMISSION,
+            message_deltas: true,
+            ..Default::default()
+        }
     }
 
     fn endpoint_wires(&self) -> &'static [&'static str] {

@@ -55,6 +55,16 @@ impl Harness for ClaudeCode {
         "stdin-stream"
     }
 
+    fn wire(&self) -> &'static str {
+        "claude-stream-json"
+    }
+
+    /// `--resume` in a new process; usage and cost per turn; `--include-partial-messages`
+    /// pieces; no permission requests (`--dangerously-skip-permissions`).
+    fn supports(&self) -> spaces_sdk::HarnessSupports {
+        spaces_sdk::HarnessSupports { resume: true, usage: true, message_deltas: true, ..Default::default() }
+    }
+
     fn endpoint_wires(&self) -> &'static [&'static str] {
         &["anthropic-messages"]
     }

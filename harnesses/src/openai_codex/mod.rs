@@ -35,16 +35,21 @@ pub const BINARY: &str = "node_modules/@openai/codex-linux-x64/vendor/x86_64-unk
 /// SIGINT (Linux signal number 2).
 pub const SIGINT: i32 = 2;
 
-/// The Codex CLI adapter.
+/// The harness id of [`OpenAiCodex`]: Codex on `codex exec --json`, one process per turn, the
+/// documented fallback of `openai-codex` (which is Codex on `codex app-server`,
+/// [`app_server::OpenAiCodexAppServer`]).
+pub const EXEC_ID: &str = "openai-codex-exec";
+
+/// The Codex CLI adapter on `codex exec --json` (harness id [`EXEC_ID`]).
 pub struct OpenAiCodex;
 
 impl Harness for OpenAiCodex {
     fn id(&self) -> &'static str {
-        "openai-codex"
+        EXEC_ID
     }
 
     fn name(&self) -> &'static str {
-        "OpenAI Codex"
+        "OpenAI Codex (exec)"
     }
 
     fn install_spec(&self) -> InstallSpec {
@@ -57,6 +62,16 @@ impl Harness for OpenAiCodex {
 
     fn followups(&self) -> &'static str {
         "exec-resume"
+    }
+
+    fn wire(&self) -> &'static str {
+        "codex-exec-jsonl"
+    }
+
+    /// `exec resume` per turn; usage per turn; no streamed pieces (`exec --json` sends whole
+    /// items); no permission requests (approvals and sandbox bypassed).
+    fn supports(&self) -> spaces_sdk::HarnessSupports {
+        spaces_sdk::HarnessSupports { resume: true, usage: true, ..Default::default() }
     }
 
     fn endpoint_wires(&self) -> &'static [&'static str] {

@@ -401,10 +401,12 @@ fn mcp_servers_become_config_toml_tables() {
 #[test]
 fn harness_facts() {
     let h = OpenAiCodex;
-    assert_eq!(h.id(), "openai-codex");
+    assert_eq!(h.id(), "openai-codex-exec");
     assert_eq!(h.process_model(), ProcessModel::PerTurn);
     assert_eq!(h.interrupt(), InterruptRecipe::SignalGroup(2));
     assert_eq!(h.install_spec().packages, ["@openai/codex@0.171.0"]);
     assert!(h.install_spec().binary.ends_with("/bin/codex"));
-    assert!(crate::by_id("openai-codex").is_some());
+    assert_eq!(crate::by_id("openai-codex-exec").map(|h| h.id()), Some("openai-codex-exec"));
+    assert_eq!(crate::by_id("openai-codex").map(|h| h.followups()), Some("app-server"), "openai-codex is the app-server");
+    assert_eq!(crate::by_id("openai-codex-app-server").map(|h| h.id()), Some("openai-codex"), "the old id of the app-server");
 }

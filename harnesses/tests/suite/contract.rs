@@ -359,7 +359,7 @@ fn harnesses() -> Vec<&'static dyn Harness> {
 fn wire_for(harness: &dyn Harness) -> Box<dyn Wire> {
     match harness.id() {
         "claude-code" => Box::new(ClaudeWire),
-        "openai-codex" => Box::new(CodexWire),
+        spaces_harnesses::openai_codex::EXEC_ID => Box::new(CodexWire),
         spaces_harnesses::openai_codex::app_server::ID => Box::new(AppServerWire),
         "opencode" | "gemini-cli" => Box::new(AcpWire { inits: std::cell::Cell::new(0) }),
         other => panic!("harness {other} has no contract wire: add one in tests/suite/contract.rs"),

@@ -12,7 +12,7 @@ use spaces_sdk::SpaceAgentOptions;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct AgentMeta {
-    /// Harness id (`claude-code`, `openai-codex`).
+    /// Harness id (`claude-code`, `openai-codex`, `opencode`, ...).
     pub agent: String,
     /// The Space's name.
     pub space: String,

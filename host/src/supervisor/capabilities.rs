@@ -79,5 +79,8 @@ fn harness_capabilities(cfg: &Config, h: &'static dyn Harness) -> HarnessCapabil
         followups: h.followups().to_owned(),
         notes,
         binary: Some(source.path().display().to_string()),
+        wire: h.wire().to_owned(),
+        pinned_version: spec.version.to_owned(),
+        supports: h.supports(),
     }
 }

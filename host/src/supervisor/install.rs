@@ -35,7 +35,7 @@ impl Source {
 
 /// The harness id whose tools dir holds `harness`'s pinned install: the first harness of
 /// [`spaces_harnesses::all`] with the same packages. Two harnesses of one CLI
-/// (`openai-codex` and `openai-codex-app-server`, both `@openai/codex`) share one install, one
+/// (`openai-codex` and `openai-codex-exec`, both `@openai/codex`) share one install, one
 /// install lock and one operator binary setting, under the first one's id.
 pub fn install_id(harness: &dyn Harness) -> &'static str {
     let packages = harness.install_spec().packages;
@@ -214,8 +214,8 @@ mod tests {
 
     #[test]
     fn harnesses_of_one_package_share_its_install() {
-        let exec = spaces_harnesses::by_id("openai-codex").unwrap();
-        let app_server = spaces_harnesses::by_id("openai-codex-app-server").unwrap();
+        let exec = spaces_harnesses::by_id("openai-codex-exec").unwrap();
+        let app_server = spaces_harnesses::by_id("openai-codex").unwrap();
         assert_eq!((install_id(exec), install_id(app_server)), ("openai-codex", "openai-codex"));
         let claude = spaces_harnesses::by_id("claude-code").unwrap();
         assert_eq!(install_id(claude), "claude-code");

@@ -13,9 +13,12 @@ use super::SpaceArg;
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum AgentCmd {
-    /// Start AGENT (claude-code, openai-codex) with PROMPT as a detached run; prints the report.
+    /// Start AGENT (claude-code, openai-codex, opencode, gemini-cli, ...) with PROMPT as a detached
+    /// run; prints the report.
     Start {
-        /// The harness: `claude-code` or `openai-codex` (`spacesd capabilities` lists them and their readiness).
+        /// The harness: `claude-code`, `openai-codex` (Codex on `codex app-server`), `openai-codex-exec`
+        /// (Codex on `exec --json`, one process per turn), `opencode` or `gemini-cli` (`spacesd
+        /// capabilities` lists them and their readiness).
         agent: String,
         /// The first turn's text; `-` reads it from stdin, `@FILE` from FILE (or use
         /// --prompt-file).
@@ -414,7 +417,7 @@ fn attachment(path: &std::path::Path) -> anyhow::Result<spaces_sdk::Attachment> 
 }
 
 /// Widest `LABEL` cell of `agent list`'s table, in characters.
-const LABEL_CELL_MAX: usize = 16;
+const LABEL_CELL_MAX: usize = 12;
 
 /// `agent list`'s table (cut to the terminal's width): run, Space (when several are listed), agent, status,
 /// turns, age, label (when a run has one), then as much of the prompt as fits.

@@ -263,7 +263,8 @@ pub enum TokenCmd {
 pub enum ToolsCmd {
     /// Install the pinned CLI of each HARNESS (default: all) into the tools dir.
     Install {
-        /// Only these harnesses (`claude-code`, `openai-codex`); none: every one.
+        /// Only these harnesses (`claude-code`, `openai-codex`, `opencode`, `gemini-cli`); none:
+        /// every one.
         harness: Vec<String>,
     },
 }

@@ -143,3 +143,26 @@ acp_scenarios!(
     kill_9_mid_turn_loses_no_event: super::super::survive::kill_9_mid_turn_the_turn_finishes_and_every_event_is_stored_once,
     a_stdio_mcp_server_reaches_the_agent: super::super::agent_mcp::a_stdio_mcp_server_given_to_the_agent_is_called,
 );
+
+/// `agent_capabilities` names every harness's wire, pinned version and what its runs can do:
+/// `openai-codex` is Codex on `codex app-server`, `openai-codex-exec` its per-turn fallback, and
+/// the ACP CLIs differ where the recordings showed they do (Gemini CLI asks permissions and
+/// cannot resume in a new process; opencode can).
+#[tokio::test]
+async fn capabilities_name_each_harness_wire_version_and_what_it_supports() {
+    let d = TestDaemon::start().await;
+    let caps = d.client.agent_capabilities(&spaces_sdk::Empty {}).await.unwrap();
+    let row = |id: &str| {
+        let h = caps.harnesses.iter().find(|h| h.id == id).unwrap_or_else(|| panic!("{id} in {:?}", caps.harnesses));
+        let s = h.supports;
+        (h.wire.as_str(), h.pinned_version.as_str(), s.resume, s.usage, s.permission_requests, s.message_deltas)
+    };
+    assert_eq!(row("claude-code"), ("claude-stream-json", "2.1.197", true, true, false, true));
+    assert_eq!(row("openai-codex"), ("codex-app-server", "0.171.0", true, true, false, true));
+    assert_eq!(row("openai-codex-exec"), ("codex-exec-jsonl", "0.171.0", true, true, false, false));
+    assert_eq!(row("opencode"), ("acp", OPENCODE.pinned, true, true, false, true));
+    assert_eq!(row("gemini-cli"), ("acp", GEMINI.pinned, false, true, true, true));
+    assert!(caps.event_kinds.iter().any(|k| k == "message_delta"), "{:?}", caps.event_kinds);
+    let ids: Vec<&str> = caps.harnesses.iter().map(|h| h.id.as_str()).collect();
+    assert_eq!(ids, ["claude-code", "openai-codex", "openai-codex-exec", "opencode", "gemini-cli"]);
+}

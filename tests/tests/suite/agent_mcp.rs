@@ -82,7 +82,7 @@ async fn an_http_mcp_server_given_to_the_agent_is_called(h: H) {
 /// Run one turn in which the model calls `echo` of `server` with [`SAID`] and the tool answers
 /// `output`; check events, the model's requests, and where `secret` may and may not be.
 async fn echo_call(h: H, server: McpServer, output: &str, secret: &str) {
-    require_cli(h.id, h.binary);
+    require_cli(h.tools, h.binary);
     let script = Script::new([
         Reply::McpToolCall { server: "echo".into(), tool: "echo".into(), input: json!({"text": SAID}) },
         Reply::Text("The echo answered.".into()),
@@ -141,7 +141,7 @@ async fn echo_call(h: H, server: McpServer, output: &str, secret: &str) {
     let cli_config = match h.id {
         // In the run's API directory: `/run/spaces` in its sandbox.
         "claude-code" => Some(run_dir.join("api/claude-mcp.json")),
-        "openai-codex" | "openai-codex-app-server" => Some(run_dir.join("home/.codex/config.toml")),
+        "openai-codex" | "openai-codex-exec" => Some(run_dir.join("home/.codex/config.toml")),
         _ => None,
     };
     if let Some(cli_config) = cli_config {

@@ -524,7 +524,7 @@ echo "== fds"; ls /proc/$$/fd; echo "== end""#,
     // A run with the key forwarded.
     let req = spaces_sdk::AgentStartRequest {
         space: "s".into(),
-        agent: "openai-codex".into(),
+        agent: "openai-codex-exec".into(),
         prompt: "print them".into(),
         show: None,
         options: Some(spaces_sdk::SpaceAgentOptions { env_from_host: vec!["ANTHROPIC_API_KEY".into()], ..Default::default() }),
@@ -586,7 +586,7 @@ async fn agents_and_commands_are_lowered_below_the_daemons_priority_once_cpu_hun
         super::survive::DONE
     );
     let (d, root, _bin) = super::survive::fake_daemon(&body).await;
-    let req = crate::support::start_request("s", "openai-codex", "hi");
+    let req = crate::support::start_request("s", "openai-codex-exec", "hi");
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     let read = |name: &str| std::fs::read_to_string(root.join(name)).unwrap_or_default().trim().to_owned();
     let wait_file = |name: &'static str| {
@@ -651,7 +651,7 @@ async fn case_28_the_sandbox_in_force_is_reported_and_running_without_it_is_said
         assert_eq!(caps.sandbox, level, "SPACES_SANDBOX={setting}");
         let info = tool(&d, "workspace_info", json!({"workspace_id": "s"})).await;
         assert_eq!(info["execution"]["isolation"]["command_sandbox"], level, "{info}");
-        let req = crate::support::start_request("s", "openai-codex", "hi");
+        let req = crate::support::start_request("s", "openai-codex-exec", "hi");
         let report = d.client.agent_start(&req).await.unwrap();
         let warned = report.notes.iter().any(|n| n.starts_with("unsandboxed:"));
         assert_eq!(warned, setting == "off", "SPACES_SANDBOX={setting}: {:?}", report.notes);

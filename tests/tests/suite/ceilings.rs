@@ -214,7 +214,7 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0
 async fn start_codex(d: &TestDaemon) -> String {
     let req = spaces_sdk::AgentStartRequest {
         space: "s".into(),
-        agent: "openai-codex".into(),
+        agent: "openai-codex-exec".into(),
         prompt: "hello".into(),
         show: None,
         options: Some(spaces_sdk::SpaceAgentOptions::default()),
@@ -322,7 +322,7 @@ async fn a_spare_shim_starts_the_next_run_in_the_runs_cgroup_and_goes_with_the_d
     .await;
     let req = spaces_sdk::AgentStartRequest {
         space: "s".into(),
-        agent: "openai-codex".into(),
+        agent: "openai-codex-exec".into(),
         prompt: "hello".into(),
         show: None,
         options: Some(spaces_sdk::SpaceAgentOptions::default()),

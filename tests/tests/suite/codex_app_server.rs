@@ -1,4 +1,4 @@
-//! Issue 31: Codex on `codex app-server` (`agent: "openai-codex-app-server"`), the real CLI
+//! Issue 31: Codex on `codex app-server` (`agent: "openai-codex-exec"`), the real CLI
 //! against the scripted Responses endpoint. One long-lived process serves every turn of a run:
 //! the daemon drives the JSON-RPC dialogue through the normalizer's conversation hooks (the
 //! handshake after `initialize`, `turn/start` of a follow-up, `turn/interrupt`), and a daemon
@@ -84,6 +84,8 @@ async fn codex_app_server_tool_call_then_follow_up_in_the_same_process() {
     assert_eq!(ends, vec![(1, Some(StopReason::EndTurn)), (2, Some(StopReason::EndTurn))], "{}", describe(&events));
     let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>(), "seq starts at 1 without gaps");
+    let usage_turns: Vec<u32> = events.iter().filter(|e| e.kind == EventKind::Usage).map(|e| e.turn).collect();
+    assert!(usage_turns.contains(&1) && usage_turns.contains(&2), "token usage in each turn:\n{}", describe(&events));
     let calls = server.model_calls();
     let last = calls.last().unwrap().json.as_ref().map(|j| j.to_string()).unwrap_or_default();
     assert!(last.contains("Create hello.txt please") && last.contains("I created hello.txt."), "the follow-up carries the thread: {last}");
@@ -169,6 +171,13 @@ async fn codex_app_server_a_new_process_resumes_the_thread() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_app_server_kill_9_mid_turn_loses_no_event() {
     super::survive::kill_9_mid_turn_the_turn_finishes_and_every_event_is_stored_once(H).await
+}
+
+/// A stdio MCP server given in `mcp_servers` reaches the app-server's thread: the model calls
+/// its tool and gets the answer (the same scenario as every harness).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_app_server_a_stdio_mcp_server_reaches_the_agent() {
+    super::agent_mcp::a_stdio_mcp_server_given_to_the_agent_is_called(H).await
 }
 
 /// `force: true` mid-turn: `turn/interrupt`, then the forced message as the next `turn/start`

@@ -125,7 +125,7 @@ async fn claude_code_exit_after_a_restart_ends_the_turn_error() {
 
 #[tokio::test]
 async fn openai_codex_exit_after_a_restart_ends_the_turn_error() {
-    dies_mid_tool_after_a_restart("openai-codex", Death::Exit, When::AfterRestart).await;
+    dies_mid_tool_after_a_restart("openai-codex-exec", Death::Exit, When::AfterRestart).await;
 }
 
 #[tokio::test]
@@ -135,7 +135,7 @@ async fn claude_code_exit_while_the_daemon_is_down_ends_the_turn_error() {
 
 #[tokio::test]
 async fn openai_codex_kill_while_the_daemon_is_down_ends_the_turn_crashed() {
-    dies_mid_tool_after_a_restart("openai-codex", Death::Signal, When::WhileDown).await;
+    dies_mid_tool_after_a_restart("openai-codex-exec", Death::Signal, When::WhileDown).await;
 }
 
 #[tokio::test]

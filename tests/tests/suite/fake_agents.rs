@@ -73,7 +73,7 @@ echo '{"type":"turn.started"}'
 echo '{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"read stdin to EOF, done"}}'
 echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0,"output_tokens":1}}'"#;
     let (d, _bin) = daemon_with("SPACES_HARNESS_BIN_OPENAI_CODEX", script, vec![]).await;
-    let req = AgentStartRequest { prompt: "the prompt".into(), ..start_request("openai-codex") };
+    let req = AgentStartRequest { prompt: "the prompt".into(), ..start_request("openai-codex-exec") };
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
     assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
@@ -136,7 +136,7 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0
     .await;
     let req = AgentStartRequest {
         space: "s".into(),
-        agent: "openai-codex".into(),
+        agent: "openai-codex-exec".into(),
         prompt: "hello".into(),
         show: None,
         options: Some(SpaceAgentOptions { env: [("MY_SETTING".to_owned(), "value-long-enough".to_owned())].into(), ..Default::default() }),
@@ -167,7 +167,7 @@ async fn case_e11_200_kb_then_an_unterminated_line_through_the_real_reader() {
          printf '%s' '{{\"type\":\"item.completed\",\"item\":{{\"id\":\"last\",\"type\":\"agent_message\",\"text\":\"the unterminated tail\"}}}}'\nexit 0"
     );
     let (d, _bin) = daemon_with("SPACES_HARNESS_BIN_OPENAI_CODEX", &script, vec![]).await;
-    let run = start(&d, "openai-codex").await;
+    let run = start(&d, "openai-codex-exec").await;
     let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
     d.wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::Exited).await;
     let events = d.events("s", &run).await;
@@ -188,7 +188,7 @@ async fn case_e11_a_json_object_cut_at_byte_65536_becomes_other_with_its_text() 
     let full = format!(r#"{{"type":"item.completed","item":{{"id":"m","type":"agent_message","text":"{}"}}}}"#, "y".repeat(70_000));
     let cut = &full[..65_536];
     let (d, _bin) = daemon_with("SPACES_HARNESS_BIN_OPENAI_CODEX", &format!("{CODEX_OPENING}\nprintf '%s' '{cut}'\nexit 0"), vec![]).await;
-    let run = start(&d, "openai-codex").await;
+    let run = start(&d, "openai-codex-exec").await;
     let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
     let events = d.events("s", &run).await;
     assert_eq!(ended.stop_reason, Some(StopReason::Error), "{}", describe(&events));
@@ -281,7 +281,7 @@ exec 1>&-
 echo "stdout is closed; still running" >&2
 exec sleep 600"#;
     let (d, _bin) = daemon_with("SPACES_HARNESS_BIN_OPENAI_CODEX", script, vec![]).await;
-    let run = start(&d, "openai-codex").await;
+    let run = start(&d, "openai-codex-exec").await;
     let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
     let events = d.events("s", &run).await;
     assert_eq!(ended.stop_reason, Some(StopReason::Error), "{}", describe(&events));
@@ -312,7 +312,7 @@ echo "{\"type\":\"item.completed\",\"item\":{\"id\":\"item_0\",\"type\":\"agent_
 echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0,"output_tokens":1}}'
 sleep 2"#;
     let (d, _bin) = daemon_with("SPACES_HARNESS_BIN_OPENAI_CODEX", script, vec![]).await;
-    let run = start(&d, "openai-codex").await;
+    let run = start(&d, "openai-codex-exec").await;
     let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
     let r = d.client.space("s").agent_message(&run, "second", None).await.unwrap();
     assert!(r.ok && r.reason.contains("turn 2 starts") && !r.reason.contains("queued"), "{r:?}");

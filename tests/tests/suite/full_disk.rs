@@ -61,7 +61,7 @@ async fn a_full_disk_ends_the_turn_and_the_next_works_once_freed(unprivileged: b
     let env = vec![("SPACES_HARNESS_BIN_OPENAI_CODEX".to_owned(), bin.display().to_string())];
     let (d, mut tmpfs) = TestDaemon::start_on_tmpfs(env, TMPFS_KIB, unprivileged).await;
     d.space("s").await;
-    let run = d.client.agent_start(&start_request("s", "openai-codex", "be noisy")).await.unwrap().run_id;
+    let run = d.client.agent_start(&start_request("s", "openai-codex-exec", "be noisy")).await.unwrap().run_id;
     // The agent prints; then the disk fills up under it.
     d.wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::Thought).await;
     tmpfs.fill();
@@ -156,7 +156,7 @@ async fn events_a_full_disk_held_back_are_stored_once_it_has_room(unprivileged: 
     let env = vec![("SPACES_HARNESS_BIN_OPENAI_CODEX".to_owned(), bin.display().to_string())];
     let (d, mut tmpfs) = TestDaemon::start_on_tmpfs(env, TMPFS_KIB, unprivileged).await;
     let gate = d.space("s").await.join("gate");
-    let run = d.client.agent_start(&start_request("s", "openai-codex", "wait for the gate")).await.unwrap().run_id;
+    let run = d.client.agent_start(&start_request("s", "openai-codex-exec", "wait for the gate")).await.unwrap().run_id;
     d.wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::Session).await;
     tmpfs.fill();
     std::fs::write(&gate, "").unwrap();

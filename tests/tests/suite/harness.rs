@@ -26,17 +26,18 @@ pub const CLAUDE: H = H {
     pinned: "2.1.197",
 };
 
+/// Codex on `codex exec --json` (`openai-codex-exec`, the fallback wire: one process per turn).
 pub const CODEX: H = H {
-    id: "openai-codex",
+    id: "openai-codex-exec",
     wire: Wire::OpenAiResponses,
     tools: "openai-codex",
     binary: "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex",
     pinned: "0.171.0",
 };
 
-/// Codex on `codex app-server` (issue 31): the same CLI and install as [`CODEX`], one
-/// long-lived process per run speaking JSON-RPC.
-pub const CODEX_APP_SERVER: H = H { id: "openai-codex-app-server", ..CODEX };
+/// Codex on `codex app-server` (`openai-codex`, issue 31): the same CLI and install as
+/// [`CODEX`], one long-lived process per run speaking JSON-RPC.
+pub const CODEX_APP_SERVER: H = H { id: "openai-codex", ..CODEX };
 
 /// opencode over the Agent Client Protocol (issue 31), its model on the Chat Completions wire.
 pub const OPENCODE: H = H {

@@ -56,7 +56,7 @@ fn request_text(json: &serde_json::Value) -> String {
 }
 
 async fn one_agent_two_hosts(h: H, store: Store) {
-    require_cli(h.id, h.binary);
+    require_cli(h.tools, h.binary);
     let model = ScriptedServer::start(
         h.wire,
         Script::new([Reply::Text("noted: the word is PELICAN".into()), Reply::Text("the word was PELICAN".into())]),
@@ -300,7 +300,7 @@ fn remove_transcripts(dir: &std::path::Path) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operator_lists_exports_imports_restores_and_deletes_homes() {
     let h = CLAUDE;
-    require_cli(h.id, h.binary);
+    require_cli(h.tools, h.binary);
     let model = ScriptedServer::start(h.wire, Script::new([]).with_fallback(Reply::Text("ok".into()))).await.unwrap();
     let store = Store::Local(tempfile::tempdir().unwrap());
     let d = host(&store).await;
@@ -977,7 +977,7 @@ async fn a_save_cut_off_by_kill_9_is_retried_at_restart_and_its_lease_is_not_lef
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn home_commands_speak_in_ages_and_words_and_send_follows_its_turn() {
     let h = CLAUDE;
-    require_cli(h.id, h.binary);
+    require_cli(h.tools, h.binary);
     let model = ScriptedServer::start(h.wire, Script::new([]).with_fallback(Reply::Text("noted".into()))).await.unwrap();
     let store = Store::Local(tempfile::tempdir().unwrap());
     let d = host(&store).await;

@@ -110,7 +110,7 @@ async fn case_28_landlock_a_command_writes_only_its_space_and_its_own_tmp_unpriv
 #[tokio::test]
 async fn case_28_landlock_a_claude_code_run_works() {
     let h = CLAUDE;
-    require_cli(h.id, h.binary);
+    require_cli(h.tools, h.binary);
     let server = ScriptedServer::start(h.wire, Script::new([])).await.unwrap();
     let d = TestDaemon::start_with_env(landlock()).await;
     let root = d.space("s").await;

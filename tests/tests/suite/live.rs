@@ -101,7 +101,7 @@ fn slow_turn(n: usize, pause: &str) -> String {
 async fn start(d: &TestDaemon) -> String {
     let req = AgentStartRequest {
         space: "s".into(),
-        agent: "openai-codex".into(),
+        agent: "openai-codex-exec".into(),
         prompt: "hello".into(),
         show: None,
         options: Some(SpaceAgentOptions::default()),
@@ -297,7 +297,7 @@ echo '{"type":"item.completed","item":{"id":"m","type":"agent_message","text":"a
     let (d, _root, _bin) = fake_daemon(&body).await;
     let req = AgentStartRequest {
         space: "s".into(),
-        agent: "openai-codex".into(),
+        agent: "openai-codex-exec".into(),
         prompt: "first".into(),
         show: Some(true),
         options: Some(SpaceAgentOptions::default()),
@@ -446,9 +446,8 @@ async fn attach_to_a_real_claude_code_run_expands_answers_interrupts_and_detache
     let seq = ack.unwrap_or_else(|| panic!("Claude Code acknowledges the interrupt:\n{}", describe(&events)));
     assert!(!plain.contains(&format!("#{seq} ")) && ok && verbose.contains("control_response success"), "{plain}\n{verbose}");
     assert!(!plain.contains("control_response"), "{plain}");
-    // The streamed pieces of the second answer: hidden messages, printed only with --verbose.
-    let pieces: Vec<&Event> =
-        events.iter().filter(|e| e.turn == 2 && e.kind == EventKind::Message && e.category == spaces_sdk::Category::Hidden).collect();
+    // The streamed pieces of the second answer: message_delta events, printed only with --verbose.
+    let pieces: Vec<&Event> = events.iter().filter(|e| e.turn == 2 && e.kind == EventKind::MessageDelta).collect();
     assert_eq!(pieces.iter().filter_map(|e| e.text.as_deref()).collect::<String>(), SECOND, "{}", describe(&events));
     assert!(
         pieces.iter().all(|e| !plain.contains(&format!("#{} ", e.seq)) && verbose.contains(&format!("#{} ", e.seq))),
@@ -467,7 +466,7 @@ async fn agent_list_and_status_render_as_tables_at_80_columns() {
     for (i, label) in [Some("nightly"), None, Some("a label long enough to be cut in the table")].into_iter().enumerate() {
         let req = AgentStartRequest {
             space: "s".into(),
-            agent: "openai-codex".into(),
+            agent: "openai-codex-exec".into(),
             prompt: format!("Run {i}: fix the flaky login test, then look at the build script and {}", "tidy up ".repeat(10)),
             show: None,
             options: Some(SpaceAgentOptions { label: label.map(Into::into), ..Default::default() }),
@@ -490,7 +489,7 @@ async fn agent_list_and_status_render_as_tables_at_80_columns() {
     for (row, run) in table[1..].iter().zip(runs.iter().rev()) {
         assert!(row.starts_with(run.as_str()) && row.ends_with('…') && row.chars().count() <= 80, "{row:?}\n{screen}");
     }
-    assert!(table[1].contains("a label long en…") && table[3].contains("nightly"), "{screen}");
+    assert!(table[1].contains("a label lon…") && table[3].contains("nightly"), "{screen}");
     let status = &lines[end + 1..lines.iter().position(|l| *l == "STATUS-END").unwrap()];
     for key in ["run", "label", "agent", "status", "turns", "prompt"] {
         assert!(status.iter().any(|l| l.starts_with(&format!("{key:<10}"))), "{key}: {screen}");

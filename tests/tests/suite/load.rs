@@ -120,7 +120,7 @@ async fn case_v26_streaming_runs_with_tailing_readers_lose_and_repeat_nothing() 
     for i in 0..RUNS {
         let req = AgentStartRequest {
             space: "s".into(),
-            agent: "openai-codex".into(),
+            agent: "openai-codex-exec".into(),
             prompt: format!("stream {i}"),
             show: None,
             options: None,

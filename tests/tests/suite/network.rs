@@ -148,7 +148,7 @@ async fn an_agent_in_a_network_none_space_keeps_its_api_socket(unprivileged: boo
     let env = vec![("SPACES_HARNESS_BIN_OPENAI_CODEX".to_owned(), agent.display().to_string())];
     let d = if unprivileged { TestDaemon::start_unprivileged(env, vec![]).await } else { TestDaemon::start_with_env(env).await };
     let root = offline_space(&d, "offline").await;
-    let req = crate::support::start_request("offline", "openai-codex", "hi");
+    let req = crate::support::start_request("offline", "openai-codex-exec", "hi");
     let report = d.client.agent_start(&req).await.unwrap();
     assert!(report.notes.iter().any(|n| n.starts_with("network: none:") && n.contains("model provider")), "{:?}", report.notes);
     let out_file = root.join("agent.out");
@@ -195,7 +195,7 @@ async fn case_28_without_the_sandbox_a_network_none_space_runs_nothing() {
     let e = refusal(d.client.call_named("exec_command", json!({"workspace_id": "offline", "command": ["touch", "ran"]})).await);
     assert_eq!(e.code, ErrorCode::Unauthorized, "{}", e.message);
     assert!(e.message.contains("network: none") && e.message.contains("SPACES_SANDBOX=off"), "{}", e.message);
-    let req = crate::support::start_request("offline", "openai-codex", "hi");
+    let req = crate::support::start_request("offline", "openai-codex-exec", "hi");
     let e = refusal(d.client.agent_start(&req).await);
     assert_eq!(e.code, ErrorCode::Unauthorized, "{}", e.message);
     assert!(e.message.contains("network: none") && e.message.contains("sandbox"), "{}", e.message);

@@ -23,7 +23,7 @@ const UNTIL_GATE: &str = "until [ -e gate ]; do sleep 0.05; done";
 fn start_request(prompt: &str, options: SpaceAgentOptions) -> AgentStartRequest {
     AgentStartRequest {
         space: "s".into(),
-        agent: "openai-codex".into(),
+        agent: "openai-codex-exec".into(),
         prompt: prompt.into(),
         show: None,
         options: Some(options),
@@ -260,7 +260,7 @@ async fn env_from_host_forwards_only_names_on_the_forwardable_list() {
     ];
     let names = ["ANTHROPIC_API_KEY", "MY_HOST_SECRET", "OPENAI_BASE_URL"];
     let (d, root, _bin) = env_daemon(host.clone(), &names).await;
-    let mut args = vec!["agent", "start", "openai-codex", "hi", "--space", "s", "--json"];
+    let mut args = vec!["agent", "start", "openai-codex-exec", "hi", "--space", "s", "--json"];
     for n in names {
         args.extend(["--env-from-host", n]);
     }

@@ -90,7 +90,7 @@ async fn a_prompt_careless_handling_breaks_reaches_the_agents_stdin_byte_for_byt
     };
 
     // The typed client: what `Space.agent_start` in Python and `space.agentStart` in Node call.
-    let run = d.client.agent_start(&request("openai-codex")).await.unwrap().run_id;
+    let run = d.client.agent_start(&request("openai-codex-exec")).await.unwrap().run_id;
     assert!(stdin_of(&d, &root, &run).await == prompt.as_bytes(), "the typed client's prompt changed on its way (Codex)");
     let run = d.client.agent_start(&request("claude-code")).await.unwrap().run_id;
     assert!(claude_text(&stdin_of(&d, &root, &run).await) == prompt, "the typed client's prompt changed on its way (Claude Code)");
@@ -98,7 +98,7 @@ async fn a_prompt_careless_handling_breaks_reaches_the_agents_stdin_byte_for_byt
     // The CLI, reading the prompt from a file.
     let file = bin.path().join("prompt.txt");
     std::fs::write(&file, &prompt).unwrap();
-    let (ok, out) = d.cli(&["agent", "start", "--space", "s", "--json", "--prompt-file", file.to_str().unwrap(), "openai-codex"]);
+    let (ok, out) = d.cli(&["agent", "start", "--space", "s", "--json", "--prompt-file", file.to_str().unwrap(), "openai-codex-exec"]);
     assert!(ok, "{out}");
     let report: Value = serde_json::from_str(&out).expect(&out);
     let run = report["run_id"].as_str().expect("run_id").to_owned();
@@ -109,7 +109,7 @@ async fn a_prompt_careless_handling_breaks_reaches_the_agents_stdin_byte_for_byt
     let mut mcp = StdioMcp::start(&d.state_dir(), &[], &log);
     mcp.initialize();
     use crate::support::mcp::Mcp;
-    let started = mcp.ok("agent_start", json!({"space": "s", "agent": "openai-codex", "prompt": prompt}));
+    let started = mcp.ok("agent_start", json!({"space": "s", "agent": "openai-codex-exec", "prompt": prompt}));
     let run = started["run_id"].as_str().expect("run_id").to_owned();
     assert!(stdin_of(&d, &root, &run).await == prompt.as_bytes(), "the MCP prompt changed on its way");
 }
@@ -122,7 +122,7 @@ async fn a_prompt_file_that_is_not_utf8_is_refused_by_name_and_starts_nothing() 
     let (d, _root) = daemon(bin.path()).await;
     let file = bin.path().join("latin1.txt");
     std::fs::write(&file, b"caf\xe9 au lait").unwrap();
-    let (ok, out) = d.cli(&["agent", "start", "--space", "s", "--prompt-file", file.to_str().unwrap(), "openai-codex"]);
+    let (ok, out) = d.cli(&["agent", "start", "--space", "s", "--prompt-file", file.to_str().unwrap(), "openai-codex-exec"]);
     assert!(!ok, "a Latin-1 prompt file was accepted: {out}");
     assert!(out.contains("latin1.txt") && out.contains("UTF-8"), "{out}");
     let (ok, list) = d.cli(&["agent", "list", "--space", "s", "--json"]);

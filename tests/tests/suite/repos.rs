@@ -81,7 +81,7 @@ fn reporting_agent() -> String {
 fn request(repo: Option<&str>, branch: Option<&str>) -> AgentStartRequest {
     AgentStartRequest {
         space: "s".into(),
-        agent: "openai-codex".into(),
+        agent: "openai-codex-exec".into(),
         prompt: "which branch?".into(),
         show: None,
         options: Some(SpaceAgentOptions { repo: repo.map(Into::into), branch: branch.map(Into::into), ..Default::default() }),

@@ -32,7 +32,7 @@ async fn daemon(bin: &Path) -> (TestDaemon, PathBuf) {
 fn start_req(prompt: &str, request_id: Option<&str>) -> AgentStartRequest {
     AgentStartRequest {
         space: "s".into(),
-        agent: "openai-codex".into(),
+        agent: "openai-codex-exec".into(),
         prompt: prompt.into(),
         show: None,
         options: None,

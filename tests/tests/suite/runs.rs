@@ -329,7 +329,7 @@ async fn first_use_installs_the_pinned_cli(h: H, extra: Vec<(String, String)>) {
     let session = events.iter().find(|e| e.kind == EventKind::Session).unwrap().seq;
     assert!(done.seq < session, "installed before the CLI said a word:\n{}", describe(&events));
     assert_eq!(installed(d.client.agent_capabilities(&spaces_sdk::Empty {}).await.unwrap()).as_deref(), Some(h.pinned));
-    assert!(tools.path().join(h.id).join(h.binary).is_file());
+    assert!(tools.path().join(h.tools).join(h.binary).is_file());
 }
 
 /// Claude Code's first use runs the real `npm install` of the pinned package from the registry.
@@ -345,9 +345,9 @@ async fn first_use_installs_the_pinned_claude_code() {
 /// and the Codex CLI answering the turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn first_use_installs_the_pinned_openai_codex() {
-    require_cli(CODEX.id, CODEX.binary);
+    require_cli(CODEX.tools, CODEX.binary);
     let bin = tempfile::tempdir().unwrap();
-    let shared = crate::support::tools_dir().join(CODEX.id).join("node_modules");
+    let shared = crate::support::tools_dir().join(CODEX.tools).join("node_modules");
     let npm = format!(
         "#!/bin/sh\n# Stand-in for `npm install --prefix DIR ...`.\nwhile [ \"$1\" != --prefix ]; do shift; done\n\
          echo 'npm http fetch GET 200 https://registry.npmjs.org/@openai%2fcodex (stand-in)'\n\

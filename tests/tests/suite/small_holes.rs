@@ -39,15 +39,15 @@ async fn a_huge_path_or_name_gets_a_short_error() {
         ("POST", "/v1/spaces", big(json!({"name": huge, "root": root.display().to_string()}))),
         ("POST", "/v1/spaces", big(json!({"name": "t", "root": format!("/nonexistent/{huge}")}))),
         ("POST", "/v1/spaces/s/agents", big(json!({"agent": huge, "prompt": "hi"}))),
-        ("POST", "/v1/spaces/s/agents", big(json!({"agent": "openai-codex", "prompt": "hi", "options": {"cwd": huge}}))),
-        ("POST", "/v1/spaces/s/agents", big(json!({"agent": "openai-codex", "prompt": "hi", "options": {"base_url": huge}}))),
+        ("POST", "/v1/spaces/s/agents", big(json!({"agent": "openai-codex-exec", "prompt": "hi", "options": {"cwd": huge}}))),
+        ("POST", "/v1/spaces/s/agents", big(json!({"agent": "openai-codex-exec", "prompt": "hi", "options": {"base_url": huge}}))),
         (
             "POST",
             "/v1/spaces/s/agents",
-            big(json!({"agent": "openai-codex", "prompt": "hi", "options": {"files": [{"name": huge, "content_base64": ""}]}})),
+            big(json!({"agent": "openai-codex-exec", "prompt": "hi", "options": {"files": [{"name": huge, "content_base64": ""}]}})),
         ),
-        ("POST", "/v1/spaces/s/agents", big(json!({"agent": "openai-codex", "prompt": "hi", "options": {"repo": huge}}))),
-        ("POST", "/v1/spaces/s/agents", big(json!({"agent": "openai-codex", "prompt": "hi", "options": {"branch": huge}}))),
+        ("POST", "/v1/spaces/s/agents", big(json!({"agent": "openai-codex-exec", "prompt": "hi", "options": {"repo": huge}}))),
+        ("POST", "/v1/spaces/s/agents", big(json!({"agent": "openai-codex-exec", "prompt": "hi", "options": {"branch": huge}}))),
     ];
     for (method, path, body) in &cases {
         let (status, answer) = d.raw(method, path, Some(body));
@@ -121,7 +121,7 @@ async fn agent_env_comes_from_the_clis_environment_or_a_file() {
         let out = hermetic(&mut Command::new(spacesd_bin()))
             .arg("--state-dir")
             .arg(d.state_dir())
-            .args(["agent", "start", "openai-codex", "hi", "--space", "s"])
+            .args(["agent", "start", "openai-codex-exec", "hi", "--space", "s"])
             .args(args)
             .env("SHELL_KEY", "sk-from-shell-456")
             .stdin(Stdio::null())

@@ -133,7 +133,7 @@ fn tool_name(title: &str) -> &str {
 /// nothing of the other Space did; the `spaces` server ran with the agent's environment (its
 /// `HOME` is the run's, at `/run/home` in the sandbox) and without the daemon's secrets.
 async fn the_agent_works_its_space_through_spacesds_own_tools(h: H) {
-    require_cli(h.id, h.binary);
+    require_cli(h.tools, h.binary);
     let d = TestDaemon::start_with_env(vec![
         ("SPACES_E2E_DAEMON_SECRET".into(), DAEMON_SECRET.into()),
         ("ANTHROPIC_API_KEY".into(), DAEMON_SECRET.into()),

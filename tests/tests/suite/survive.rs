@@ -142,7 +142,7 @@ async fn kill_9_while_an_agent_streams_loses_and_repeats_nothing() {
         message("all done")
     );
     let (mut d, _root, _bin) = fake_daemon(&body).await;
-    let run = start(&d, "openai-codex", None, "stream").await;
+    let run = start(&d, "openai-codex-exec", None, "stream").await;
     d.wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::Message && e.text.as_deref() == Some("line 20")).await;
     d.restart().await;
     let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
@@ -162,7 +162,7 @@ async fn kill_9_while_an_agent_streams_loses_and_repeats_nothing() {
 async fn a_tool_that_drops_the_marker_and_calls_setsid_is_stopped() {
     let body = "env -u SPACES_RUN_ID setsid sleep 600 </dev/null >/dev/null 2>&1 &\necho $! > escaped.pid\nsleep 600";
     let (d, root, _bin) = fake_daemon(body).await;
-    let run = start(&d, "openai-codex", None, "escape").await;
+    let run = start(&d, "openai-codex-exec", None, "escape").await;
     let pid_file = root.join("escaped.pid");
     wait_until("the escaped tool's pid", WAIT, || std::fs::read_to_string(&pid_file).is_ok_and(|s| s.ends_with('\n'))).await;
     // `$!` is the tool's pid in the run's sandbox (a pid namespace of its own): the host's pid is
@@ -199,7 +199,7 @@ fn gone(pid: i32) -> bool {
 async fn an_upgrade_mid_turn_keeps_the_run() {
     let body = format!("{}\nsleep 2\n{}\n{DONE}", message("before"), message("after the upgrade"));
     let (mut d, _root, bin) = fake_daemon(&body).await;
-    let run = start(&d, "openai-codex", None, "upgrade").await;
+    let run = start(&d, "openai-codex-exec", None, "upgrade").await;
     d.wait_for_event("s", &run, WAIT, |e| e.text.as_deref() == Some("before")).await;
     let upgraded = bin.path().join("spacesd-upgraded");
     std::fs::copy(crate::support::spacesd_bin(), &upgraded).unwrap();
@@ -220,7 +220,7 @@ async fn case_r35_open_tool_calls_are_closed_when_the_agent_is_lost() {
     let body = r#"echo '{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"sleep 30","aggregated_output":"","exit_code":null,"status":"in_progress"}}'
 sleep 30"#;
     let (mut d, _root, _bin) = fake_daemon(body).await;
-    let run = start(&d, "openai-codex", None, "a long tool").await;
+    let run = start(&d, "openai-codex-exec", None, "a long tool").await;
     d.wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::ToolCall).await;
     let agent = run_processes(&run);
     let shim = agent.iter().filter_map(|pid| parent(*pid)).find(|ppid| !agent.contains(ppid)).expect("the agent's shim");
@@ -260,7 +260,7 @@ async fn case_r34_a_space_folder_that_is_gone_is_named_and_the_run_resumes_when_
     let (d, root, _bin) = fake_daemon(&format!("{}\n{DONE}", message("answered"))).await;
     let moved = root.with_file_name("space-s-moved");
     std::fs::rename(&root, &moved).unwrap();
-    let req = crate::support::start_request("s", "openai-codex", "hi");
+    let req = crate::support::start_request("s", "openai-codex-exec", "hi");
     let e = api_error(d.client.agent_start(&req).await);
     assert_eq!(e.code, spaces_sdk::ErrorCode::WorkspaceNotFound, "{e:?}");
     assert!(e.message.contains(&root.display().to_string()), "names the folder: {}", e.message);
@@ -268,7 +268,7 @@ async fn case_r34_a_space_folder_that_is_gone_is_named_and_the_run_resumes_when_
     assert!(d.client.space("s").agent_list().await.unwrap().is_empty(), "no run was created");
 
     std::fs::rename(&moved, &root).unwrap();
-    let run = start(&d, "openai-codex", None, "hi").await;
+    let run = start(&d, "openai-codex-exec", None, "hi").await;
     d.wait_turn_end("s", &run, 1, WAIT).await;
     d.wait_status("s", &run, WAIT, settled).await;
     std::fs::rename(&root, &moved).unwrap();
@@ -298,7 +298,7 @@ async fn case_p7_a_crash_looping_agent_ends_failed_without_a_busy_loop() {
     let (d, root, _bin) =
         fake_daemon("date +%s%N >> spawns.log\nwhile [ ! -f release ]; do sleep 0.02; done\necho 'fatal: config is broken' >&2\nexit 1")
             .await;
-    let run = start(&d, "openai-codex", None, "one").await;
+    let run = start(&d, "openai-codex-exec", None, "one").await;
     for text in ["two", "three", "four"] {
         let _ = d.client.space("s").agent_message(&run, text, None).await.unwrap();
     }
@@ -356,7 +356,7 @@ async fn a_silent_tool_call_gets_notices_but_its_turn_is_not_ended() {
     ])
     .await;
     d.space("s").await;
-    let run = start(&d, "openai-codex", None, "run the tests").await;
+    let run = start(&d, "openai-codex-exec", None, "run the tests").await;
     let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
     let events = d.events("s", &run).await;
     assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&events));
@@ -372,7 +372,7 @@ async fn a_silent_tool_call_gets_notices_but_its_turn_is_not_ended() {
 /// to the CLI on stdin, never on its command line (no `E2BIG` at spawn, nothing for `ps`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_codex_prompt_over_128_kib_reaches_the_model() {
-    require_cli(CODEX.id, CODEX.binary);
+    require_cli(CODEX.tools, CODEX.binary);
     let server = ScriptedServer::start(CODEX.wire, Script::new([Reply::Text("read it all".into())])).await.unwrap();
     let d = TestDaemon::start().await;
     d.space("s").await;
@@ -392,7 +392,7 @@ async fn a_codex_prompt_over_128_kib_reaches_the_model() {
 async fn a_sigterm_mid_turn_lets_the_turn_finish_and_records_it() {
     let body = format!("{}\nsleep 1\necho written > while-away.txt\n{}\n{DONE}", message("before"), message("while the daemon was away"));
     let (mut d, root, _bin) = fake_daemon(&body).await;
-    let run = start(&d, "openai-codex", None, "work").await;
+    let run = start(&d, "openai-codex-exec", None, "work").await;
     d.wait_for_event("s", &run, WAIT, |e| e.text.as_deref() == Some("before")).await;
     d.terminate();
     wait_until("the agent's file", WAIT, || root.join("while-away.txt").exists()).await;
@@ -524,7 +524,7 @@ async fn case_r37_a_12_mib_line_is_cut_in_one_notice_and_the_turn_ends_normally(
         message("after the long line")
     );
     let (d, _root, _bin) = fake_daemon(&body).await;
-    let run = start(&d, "openai-codex", None, "print a long line").await;
+    let run = start(&d, "openai-codex-exec", None, "print a long line").await;
     let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
     let events = d.events("s", &run).await;
     assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&events));
@@ -563,7 +563,7 @@ async fn a_shim_refuses_another_protocol_version_clearly() {
 
     // A connection that says hello in version 99 to a live shim.
     let (d, _root, _bin) = fake_daemon("sleep 600").await;
-    let run = start(&d, "openai-codex", None, "wait").await;
+    let run = start(&d, "openai-codex-exec", None, "wait").await;
     let state = d.state_dir();
     let sock = state.join("runs").join(&run).join("shim-1").join("ctl.sock");
     wait_until("the shim's socket", WAIT, || sock.exists()).await;
@@ -585,7 +585,7 @@ async fn a_turns_end_is_read_with_the_state_that_follows_it() {
     let body = format!("cat >/dev/null\n{}\n{}", message("answer"), DONE);
     let (d, _root, _bin) = fake_daemon(&body).await;
     let space = d.client.space("s");
-    let req = crate::support::start_request("s", "openai-codex", "hi");
+    let req = crate::support::start_request("s", "openai-codex-exec", "hi");
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     let mut cursor = 0;
     for turn in 1..=6u32 {
@@ -643,7 +643,7 @@ async fn kill_9_in_a_runs_first_moments_loses_no_turn_and_leaves_no_orphan() {
     let mut outcomes = Vec::new();
     for delay_ms in [0u64, 10, 20, 50] {
         for _ in 0..reps {
-            let run = start(&d, "openai-codex", None, "survive").await;
+            let run = start(&d, "openai-codex-exec", None, "survive").await;
             // The fault's timing, not a synchronisation: the daemon dies this long after it answered.
             tokio::time::sleep(Duration::from_millis(delay_ms)).await;
             d.kill();
@@ -676,7 +676,7 @@ async fn kill_9_in_a_runs_first_moments_loses_no_turn_and_leaves_no_orphan() {
 /// dir.
 async fn quiet_run_with_its_daemon_killed() -> (TestDaemon, tempfile::TempDir, String, PathBuf) {
     let (mut d, _root, bin) = fake_daemon(&format!("{}\nexec sleep 600", message("working"))).await;
-    let run = start(&d, "openai-codex", None, "linger").await;
+    let run = start(&d, "openai-codex-exec", None, "linger").await;
     d.wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::Message).await;
     let state = d.state_dir();
     d.kill();

@@ -152,7 +152,8 @@ async fn a_run_made_ready_ahead_starts_warm_as_a_cold_one(unprivileged: bool) {
     let run = |n: usize| {
         let (d, root) = (&d, &root);
         async move {
-            let report = d.client.agent_start(&crate::support::start_request("s", "openai-codex", &format!("turn {n}"))).await.unwrap();
+            let report =
+                d.client.agent_start(&crate::support::start_request("s", "openai-codex-exec", &format!("turn {n}"))).await.unwrap();
             let st = d.wait_status("s", &report.run_id, Duration::from_secs(60), crate::support::settled).await;
             assert_eq!(st.status, spaces_sdk::Status::Idle, "run {n} ends its turn: {st:#?}");
             let probe = std::fs::read_to_string(root.join(format!(".probe-{}", report.run_id))).unwrap();

@@ -54,13 +54,17 @@ pub fn launch(ctx: &LaunchContext<'_>) -> LaunchPlan {
     }
 }
 
-/// The harness id of [`OpenAiCodexAppServer`] while it lives beside the exec one (`openai-codex`);
-/// when it replaces it, it takes that id.
-pub const ID: &str = "openai-codex-app-server";
+/// The harness id of [`OpenAiCodexAppServer`]: `openai-codex` is Codex on `codex app-server`;
+/// the exec wire is the fallback [`crate::openai_codex::EXEC_ID`].
+pub const ID: &str = "openai-codex";
+
+/// The id this harness had while it lived beside the exec one (runs stored by a daemon of then
+/// still find it: [`crate::by_id`]).
+pub const OLD_ID: &str = "openai-codex-app-server";
 
 /// `openai-codex` on `codex app-server`: the same CLI, install, keys and home as
 /// [`crate::openai_codex::OpenAiCodex`], one long-lived process per run. In [`crate::all`]
-/// (`agent_start` with `agent: "openai-codex-app-server"`); the contract table
+/// (`agent_start` with `agent: "openai-codex"`); the contract table
 /// (`tests/suite/contract.rs`) runs it.
 ///
 /// What the daemon must do for it: write the plan's `initial_stdin` and keep stdin open; call
@@ -90,6 +94,16 @@ impl Harness for OpenAiCodexAppServer {
 
     fn followups(&self) -> &'static str {
         "app-server"
+    }
+
+    fn wire(&self) -> &'static str {
+        "codex-app-server"
+    }
+
+    /// `thread/resume` in a new process; usage per turn (`thread/tokenUsage/updated`); text
+    /// deltas; no permission requests (`approvalPolicy: "never"`).
+    fn supports(&self) -> spaces_sdk::HarnessSupports {
+        spaces_sdk::HarnessSupports { resume: true, usage: true, message_deltas: true, ..Default::default() }
     }
 
     fn endpoint_wires(&self) -> &'static [&'static str] {

@@ -63,7 +63,9 @@ export const TOOL_WORDS = { pending: "waiting", in_progress: "running", complete
 export const HARNESS_NAMES = {
   "claude-code": "Claude Code",
   "openai-codex": "Codex CLI",
-  "openai-codex-app-server": "Codex CLI (app-server)",
+  "openai-codex-exec": "Codex CLI (exec)",
+  // The app-server's id before it became `openai-codex` (runs stored then).
+  "openai-codex-app-server": "Codex CLI",
   "opencode": "opencode",
   "gemini-cli": "Gemini CLI",
 };

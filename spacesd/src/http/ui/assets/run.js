@@ -31,7 +31,7 @@ export function usageTotal(usages, agent) {
   let input = null;
   let output = null;
   const add = (a, b) => (b === null ? a : (a ?? 0) + b);
-  const threadTotals = agent === "openai-codex" || agent === "openai-codex-app-server";
+  const threadTotals = ["openai-codex", "openai-codex-exec", "openai-codex-app-server"].includes(agent);
   const counted = threadTotals ? usages.slice(-1) : usages;
   for (const u of counted) {
     input = add(input, n(u, "input_tokens"));
