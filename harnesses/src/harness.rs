@@ -168,4 +168,20 @@ pub trait Normalizer: Send {
     fn interrupt_input(&mut self) -> Option<String> {
         None
     }
+
+    /// A `force` message mid-turn on a wire that can add input to the turn in flight (Codex
+    /// `turn/steer`): the line to write (without its `\n`) and the events it makes (the caller's
+    /// `user_message`, in the turn in flight). `None`: the wire cannot steer now (no turn the
+    /// agent named yet, or no steering at all); the caller then interrupts the turn and runs the
+    /// message next. Default: `None`.
+    fn steer(&mut self, _text: &str) -> Option<(String, Vec<EventDraft>)> {
+        None
+    }
+
+    /// The texts of steers the agent refused since the last call (its turn ended first, ...),
+    /// oldest first: the caller runs each as the next turn, so no message is lost. Drained like
+    /// [`Normalizer::take_outgoing`]. Default: none.
+    fn take_refused_steers(&mut self) -> Vec<String> {
+        Vec::new()
+    }
 }

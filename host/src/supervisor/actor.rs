@@ -237,6 +237,12 @@ impl Actor {
                 ),
             )),
             Admit::InterruptFirst => {
+                // A wire that can add input to the turn in flight (Codex `turn/steer`) takes it
+                // there; the others are interrupted and run the message next.
+                if let Some(turn) = self.steer(&text).await {
+                    let report = self.report(true, format!("steered into turn {turn}: the running turn takes the message (turn/steer)"));
+                    return Ok(report);
+                }
                 let report = self.report(true, "the running turn is being interrupted; this message runs next");
                 self.keep_queued(Queued { text, key: keyed(&report), n: None }, true);
                 let _ = self.on_interrupt().await;

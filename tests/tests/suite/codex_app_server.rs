@@ -180,11 +180,33 @@ async fn codex_app_server_a_stdio_mcp_server_reaches_the_agent() {
     super::agent_mcp::a_stdio_mcp_server_given_to_the_agent_is_called(H).await
 }
 
-/// `force: true` mid-turn: `turn/interrupt`, then the forced message as the next `turn/start`
-/// in the same thread (turn 1 `interrupted`, turn 2 answers it, nothing queued).
+/// `force: true` mid-turn is `turn/steer`: the running turn takes the message (its
+/// `user_message` lands in turn 1, the answer says so), the model's next request in that turn
+/// carries it, and the turn ends normally with the steered answer: one turn, nothing
+/// interrupted, nothing queued.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn codex_app_server_force_interrupts_the_turn_and_runs_the_message_next() {
-    super::runs::force_true_interrupts_the_turn_and_runs_the_message_next(H).await
+async fn codex_app_server_force_steers_the_message_into_the_running_turn() {
+    let script = Script::new([
+        Reply::SlowText { text: "a slow answer, still streaming".into(), chunks: 12, delay_ms: 400 },
+        Reply::Text("the steered answer".into()),
+    ]);
+    let (d, server, _root) = setup(script).await;
+    let run = start(&d, &server, "talk slowly").await;
+    wait_until("the slow answer to start streaming", TURN, || server.frames_sent() >= 4).await;
+    let r = d.client.space("s").agent_message(&run, "urgent: mention kiwis", Some(true)).await.unwrap();
+    assert!(r.ok && r.reason.contains("steered into turn 1"), "{r:?}");
+    let ended = d.wait_turn_end("s", &run, 1, TURN).await;
+    let st = d.wait_status("s", &run, TURN, settled).await;
+    let events = d.events("s", &run).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&events));
+    let users: Vec<(u32, Option<&str>)> =
+        events.iter().filter(|e| e.kind == EventKind::UserMessage).map(|e| (e.turn, e.text.as_deref())).collect();
+    assert_eq!(users, [(1, Some("talk slowly")), (1, Some("urgent: mention kiwis"))], "{}", describe(&events));
+    assert!(!events.iter().any(|e| e.kind == EventKind::TurnStarted && e.turn == 2), "no second turn:\n{}", describe(&events));
+    assert!(!events.iter().any(|e| e.summary.as_deref().unwrap_or("").contains("queued")), "{}", describe(&events));
+    assert_eq!((st.status, st.turns, st.result_text.as_deref()), (Status::Idle, 1, Some("the steered answer")), "{st:#?}");
+    let last = server.model_calls().last().unwrap().json.as_ref().map(|j| j.to_string()).unwrap_or_default();
+    assert!(last.contains("urgent: mention kiwis"), "the model got the steered text in the same turn: {last}");
 }
 
 /// Case P4 on the app-server: a follow-up sent mid-turn is queued (a `notice` says so) and runs

@@ -100,10 +100,11 @@ impl Harness for OpenAiCodexAppServer {
         "codex-app-server"
     }
 
-    /// `thread/resume` in a new process; usage per turn (`thread/tokenUsage/updated`); text
-    /// deltas; no permission requests (`approvalPolicy: "never"`).
+    /// `turn/steer` for a `force` message mid-turn; `thread/resume` in a new process; usage per
+    /// turn (`thread/tokenUsage/updated`); text deltas; no permission requests
+    /// (`approvalPolicy: "never"`).
     fn supports(&self) -> spaces_sdk::HarnessSupports {
-        spaces_sdk::HarnessSupports { resume: true, usage: true, message_deltas: true, ..Default::default() }
+        spaces_sdk::HarnessSupports { steer: true, resume: true, usage: true, message_deltas: true, ..Default::default() }
     }
 
     fn endpoint_wires(&self) -> &'static [&'static str] {

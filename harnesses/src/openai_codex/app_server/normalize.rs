@@ -81,6 +81,11 @@ pub struct AppServerNormalizer {
     open: Vec<OpenTool>,
     stderr_tail: StderrTail,
     conv: Conversation,
+    /// Texts of `turn/steer` requests not answered yet, oldest first (the server answers its
+    /// requests in order).
+    steering: std::collections::VecDeque<String>,
+    /// Texts of steers the server refused, for [`Normalizer::take_refused_steers`].
+    refused: Vec<String>,
 }
 
 impl AppServerNormalizer {
@@ -91,7 +96,9 @@ impl AppServerNormalizer {
         if !self.in_flight {
             return None;
         }
-        self.conv.turn_steer(text)
+        let line = self.conv.turn_steer(text)?;
+        self.steering.push_back(text.to_owned());
+        Some(line)
     }
 
     /// The whole-turn diff of the last `turn/diff/updated` (a unified diff of every file the
@@ -164,8 +171,17 @@ impl AppServerNormalizer {
                     self.end_turn(StopReason::Error, Some(text))
                 }
                 Some(Sent::TurnInterrupt) => vec![self.ev(EventKind::Notice).text(text.clone()).summary(text)],
+                Some(Sent::TurnSteer) => {
+                    // The message is not lost: the caller runs it as the next turn.
+                    self.refused.extend(self.steering.pop_front());
+                    let text = format!("{text}; the message runs as the next turn");
+                    vec![self.ev(EventKind::Notice).text(text.clone()).summary(text)]
+                }
                 _ => vec![self.ev(EventKind::Error).text(text.clone()).summary(text)],
             };
+        }
+        if sent == Some(Sent::TurnSteer) {
+            self.steering.pop_front();
         }
         let thread = result.pointer("/thread/id").and_then(Value::as_str);
         let turn = result.pointer("/turn/id").and_then(Value::as_str);
@@ -383,6 +399,16 @@ impl Normalizer for AppServerNormalizer {
     /// Starts the turn's events; its text waits for the thread (sent as `turn/start` via
     /// [`Normalizer::take_outgoing`] once the handshake named it, or by
     /// [`Normalizer::turn_input`] in a live process).
+    fn steer(&mut self, text: &str) -> Option<(String, Vec<EventDraft>)> {
+        let line = self.steer_input(text)?;
+        let note = format!("steered into turn {} (turn/steer)", self.turn);
+        Some((line, vec![self.ev(EventKind::UserMessage).text(text), self.ev(EventKind::Notice).summary(note)]))
+    }
+
+    fn take_refused_steers(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.refused)
+    }
+
     fn begin_turn(&mut self, turn: u32, text: &str) -> Vec<EventDraft> {
         let mut out = Vec::new();
         if self.in_flight {

@@ -194,8 +194,24 @@ fn steer_names_the_expected_turn() {
     assert_eq!(line["method"], "turn/steer");
     assert_eq!(line["params"], json!({"threadId": "t-1", "expectedTurnId": "u-1", "input": [{"type": "text", "text": "also this"}]}));
     let (events, _) = feed(&mut n, json!({"id": line["id"], "error": {"code": -32600, "message": "no active turn"}}));
-    assert_eq!(events[0].kind, EventKind::Error);
+    assert_eq!(events[0].kind, EventKind::Notice);
+    assert!(events[0].summary.as_deref().unwrap().contains("runs as the next turn"), "{events:?}");
     assert!(n.turn_in_flight(), "a refused steer does not end the turn");
+    assert_eq!(n.take_refused_steers(), ["also this"], "the refused text goes back to the caller");
+    assert!(n.take_refused_steers().is_empty());
+}
+
+#[test]
+fn a_steer_is_the_callers_message_in_the_turn_in_flight_and_an_accepted_one_is_not_returned() {
+    let (mut n, _) = started(None);
+    let (line, events) = Normalizer::steer(&mut n, "also this").unwrap();
+    let line: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(line["method"], "turn/steer");
+    assert_eq!((events[0].kind, events[0].turn, events[0].text.as_deref()), (EventKind::UserMessage, 1, Some("also this")));
+    feed(&mut n, json!({"id": line["id"], "result": {"turnId": "u-1"}}));
+    assert!(n.take_refused_steers().is_empty());
+    let mut idle = AppServerNormalizer::default();
+    assert!(Normalizer::steer(&mut idle, "x").is_none(), "no turn in flight: no steer");
 }
 
 #[test]

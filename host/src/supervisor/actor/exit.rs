@@ -26,6 +26,7 @@ impl Actor {
         let session = batch.drafts.iter().any(|d| d.kind == EventKind::Session);
         self.machine.output(batch.saw_output, session, Instant::now());
         self.append_batch(batch.drafts, batch.pos).await;
+        self.requeue_refused_steers();
         if batch.end.is_none() {
             // What a conversation normalizer answers to these lines (its process still runs).
             self.send_outgoing().await;

@@ -67,6 +67,32 @@ impl Actor {
         }
     }
 
+    /// Steer `text` into the turn in flight (a `force` message on a wire that can:
+    /// [`Normalizer::steer`]): its events are stored (redacted), its line written. The turn it
+    /// went into, or `None` when the wire cannot steer now or the line could not be written (the
+    /// caller then interrupts and runs the message next).
+    ///
+    /// [`Normalizer::steer`]: spaces_harnesses::Normalizer::steer
+    pub(super) async fn steer(&mut self, text: &str) -> Option<u32> {
+        let shim = self.open_stdin()?;
+        let (line, drafts) = self.norm.steer(text)?;
+        if let Err(e) = shim.stdin(line + "\n", None).await {
+            tracing::warn!("run {}: a steer not written ({e}); interrupting instead", self.run.run_id);
+            return None;
+        }
+        let drafts = drafts.into_iter().map(|d| super::turns::redacted(d, &self.redactor)).collect();
+        self.append(drafts);
+        Some(self.run.turns)
+    }
+
+    /// Messages whose steer the agent refused run as the next turns, first in the queue (in
+    /// order), so none is lost. Called after every live feed of the normalizer.
+    pub(super) fn requeue_refused_steers(&mut self) {
+        for text in self.norm.take_refused_steers().into_iter().rev() {
+            self.keep_queued(text.into(), true);
+        }
+    }
+
     /// Interrupt the turn in flight through `shim`: the normalizer's line when its wire names
     /// the turn, else the harness's recipe (nothing to write when the recipe is empty: the
     /// normalizer then sends it once the turn is known).

@@ -245,7 +245,7 @@ impl Actor {
 }
 
 /// `draft` with every text of it that may carry the caller's words redacted.
-fn redacted(mut draft: EventDraft, redactor: &spaces_os::redact::Redactor) -> EventDraft {
+pub(super) fn redacted(mut draft: EventDraft, redactor: &spaces_os::redact::Redactor) -> EventDraft {
     for field in [&mut draft.text, &mut draft.summary, &mut draft.raw] {
         if let Some(value) = field.as_mut() {
             *value = redactor.apply(value);
