@@ -61,8 +61,28 @@ pub fn by_id(id: &str) -> Option<&'static dyn Harness> {
     all().into_iter().find(|h| h.id() == id)
 }
 
+/// Whether a persistent home saved by harness `saved` serves harness `wanted`: the same id, or
+/// two wires of one CLI (one pinned package, one config dir: `openai-codex` and
+/// `openai-codex-exec`), old ids included ([`by_id`]).
+pub fn same_cli(saved: &str, wanted: &str) -> bool {
+    match (by_id(saved), by_id(wanted)) {
+        (Some(a), Some(b)) => a.install_spec().packages == b.install_spec().packages,
+        _ => saved == wanted,
+    }
+}
+
 #[cfg(test)]
 mod home_tests {
+    #[test]
+    fn a_home_serves_every_wire_of_its_cli() {
+        assert!(super::same_cli("openai-codex", "openai-codex-exec"));
+        assert!(super::same_cli("openai-codex-app-server", "openai-codex"));
+        assert!(super::same_cli("claude-code", "claude-code"));
+        assert!(!super::same_cli("claude-code", "openai-codex"));
+        assert!(!super::same_cli("opencode", "gemini-cli"));
+        assert!(!super::same_cli("some-old-cli", "claude-code"));
+    }
+
     use super::SessionFiles;
 
     #[test]

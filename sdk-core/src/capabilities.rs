@@ -50,7 +50,8 @@ pub struct HarnessCapabilities {
     /// Model endpoint wire protocols accepted by `base_url` (e.g. `anthropic-messages`).
     pub endpoint_wires: Vec<String>,
     pub can_interrupt: bool,
-    /// How follow-ups work (e.g. `stdin-stream`, `resume-per-turn`).
+    /// How follow-ups work: `stdin-stream` (Claude Code), `app-server` (`turn/start` in the same
+    /// process), `exec-resume` (a new process per turn), `acp` (`session/prompt`).
     pub followups: String,
     /// Facts worth knowing: pinned version, operator binary override in use, ...
     pub notes: Vec<String>,

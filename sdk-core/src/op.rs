@@ -182,7 +182,7 @@ macro_rules! for_each_operation {
                 "A page of the run's normalized events after a cursor, optionally long-polling.";
             agent_message: AgentMessage, Post "/v1/spaces/{space}/agents/{run_id}/message",
                 $crate::run::AgentMessageRequest => $crate::run::ActionReport, false, Tool,
-                "Send a follow-up: the next turn, queued mid-turn, or forced after an interrupt.";
+                "Send a follow-up: the next turn, queued mid-turn, or forced (steered into the running turn, or run after an interrupt).";
             agent_interrupt: AgentInterrupt, Post "/v1/spaces/{space}/agents/{run_id}/interrupt",
                 $crate::run::AgentRunRequest => $crate::run::ActionReport, false, Tool [Idempotent],
                 "Cancel the turn in flight; the session stays open.";

@@ -210,7 +210,9 @@ pub struct AgentMessageRequest {
     pub run_id: String,
     /// The follow-up's text; must not be empty.
     pub text: String,
-    /// Interrupt the running turn first instead of queueing behind it.
+    /// Mid-turn, do not queue behind the running turn: on a harness that can steer
+    /// (`agent_capabilities` `supports.steer`: `openai-codex`, `turn/steer`) the running turn
+    /// takes the message; on the others the turn is interrupted and the message runs next.
     #[serde(default)]
     pub force: Option<bool>,
     /// An idempotency key the caller chose for this message: 1 to 128 ASCII letters, digits,

@@ -197,6 +197,20 @@ fn migrate(conn: &rusqlite::Connection) -> Result<()> {
         conn.execute_batch("ALTER TABLE runs ADD COLUMN prompt_excerpt TEXT")?;
     }
     chunks::migrate_to_chunks(conn)?;
+    // Version 1 (issue 31): `openai-codex` became Codex on `codex app-server`. A run stored
+    // before it under `openai-codex` ran `codex exec` (now `openai-codex-exec`): its live
+    // process, re-adopted, speaks exec's lines; one under `openai-codex-app-server` is now
+    // `openai-codex`.
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version < 1 {
+        conn.execute_batch(
+            "BEGIN;
+             UPDATE runs SET agent = 'openai-codex-exec' WHERE agent = 'openai-codex';
+             UPDATE runs SET agent = 'openai-codex' WHERE agent = 'openai-codex-app-server';
+             PRAGMA user_version = 1;
+             COMMIT;",
+        )?;
+    }
     Ok(())
 }
 

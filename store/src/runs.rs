@@ -251,4 +251,27 @@ mod tests {
         let e = store.run_get("r1").expect_err("a row that does not parse");
         assert!(e.to_string().contains("11"), "names the column: {e}");
     }
+
+    /// A database of a `spacesd` from before version 1 (issue 31): its `openai-codex` runs ran
+    /// `codex exec` and become `openai-codex-exec`, its `openai-codex-app-server` runs become
+    /// `openai-codex`; once, so a new `openai-codex` run is never renamed by a later open.
+    #[test]
+    fn runs_of_the_renamed_codex_harnesses_keep_their_wire_after_an_upgrade() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spaces.db");
+        let store = Store::open(&path).unwrap();
+        for (id, agent) in [("r1", "openai-codex"), ("r2", "openai-codex-app-server"), ("r3", "claude-code")] {
+            store.run_insert(&RunRow { agent: agent.to_owned(), ..row(id) }).unwrap();
+        }
+        // As an older daemon left it: no schema version.
+        store.write(|conn| Ok(conn.execute_batch("PRAGMA user_version = 0")?)).unwrap();
+        drop(store);
+        let agent = |store: &Store, id: &str| store.run_get(id).unwrap().unwrap().agent;
+        let store = Store::open(&path).unwrap();
+        assert_eq!([agent(&store, "r1"), agent(&store, "r2"), agent(&store, "r3")], ["openai-codex-exec", "openai-codex", "claude-code"]);
+        store.run_insert(&RunRow { agent: "openai-codex".to_owned(), ..row("r4") }).unwrap();
+        drop(store);
+        let store = Store::open(&path).unwrap();
+        assert_eq!([agent(&store, "r1"), agent(&store, "r2"), agent(&store, "r4")], ["openai-codex-exec", "openai-codex", "openai-codex"]);
+    }
 }

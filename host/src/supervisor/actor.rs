@@ -227,7 +227,7 @@ impl Actor {
             // R34: a new process starts in the run's folder for this message.
             folder_present(&self.folder()).map_err(|e| e.to_api())?;
         }
-        let keyed = |report: &ActionReport| key.map(|k| (k, report.clone()));
+        let keyed = |report: &ActionReport| key.clone().map(|k| (k, report.clone()));
         match admit {
             Admit::QueueFull(n) => Err(ApiError::new(
                 ErrorCode::ResourceQueueFull,
@@ -239,8 +239,9 @@ impl Actor {
             Admit::InterruptFirst => {
                 // A wire that can add input to the turn in flight (Codex `turn/steer`) takes it
                 // there; the others are interrupted and run the message next.
-                if let Some(turn) = self.steer(&text).await {
-                    let report = self.report(true, format!("steered into turn {turn}: the running turn takes the message (turn/steer)"));
+                let turn = self.run.turns;
+                let report = self.report(true, format!("steered into turn {turn}: the running turn takes the message (turn/steer)"));
+                if self.steer(&text, keyed(&report)).await {
                     return Ok(report);
                 }
                 let report = self.report(true, "the running turn is being interrupted; this message runs next");

@@ -66,7 +66,7 @@ pub(super) async fn prepare(inner: &Inner, run: &mut RunRow, harness: &dyn Harne
         return Ok(vec![notice(turn, format!("persistent agent {home:?} is new: its home starts empty and is saved after every turn"))]);
     };
     let meta = AgentMeta::from_value(&snapshot.meta);
-    if !meta.agent.is_empty() && meta.agent != harness.id() {
+    if !meta.agent.is_empty() && !spaces_harnesses::same_cli(&meta.agent, harness.id()) {
         return Err(Error::HomeOfOtherAgent { home: home.clone(), agent: meta.agent, harness: harness.id().to_owned() });
     }
     let mut notes = vec![notice(

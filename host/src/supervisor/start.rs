@@ -225,7 +225,7 @@ async fn claim_home(inner: &Inner, harness: &dyn Harness, home: &str, run_id: &s
         }
     };
     let agent = latest.map(|s| crate::homes::meta::AgentMeta::from_value(&s.meta).agent).unwrap_or_default();
-    if !agent.is_empty() && agent != harness.id() {
+    if !agent.is_empty() && !spaces_harnesses::same_cli(&agent, harness.id()) {
         inner.homes.release(home, run_id).await;
         return Err(refuse(
             ErrorCode::InvalidArgument,

@@ -1,4 +1,4 @@
-//! Issue 31: Codex on `codex app-server` (`agent: "openai-codex-exec"`), the real CLI
+//! Issue 31: Codex on `codex app-server` (`agent: "openai-codex"`), the real CLI
 //! against the scripted Responses endpoint. One long-lived process serves every turn of a run:
 //! the daemon drives the JSON-RPC dialogue through the normalizer's conversation hooks (the
 //! handshake after `initialize`, `turn/start` of a follow-up, `turn/interrupt`), and a daemon
@@ -183,7 +183,7 @@ async fn codex_app_server_a_stdio_mcp_server_reaches_the_agent() {
 /// `force: true` mid-turn is `turn/steer`: the running turn takes the message (its
 /// `user_message` lands in turn 1, the answer says so), the model's next request in that turn
 /// carries it, and the turn ends normally with the steered answer: one turn, nothing
-/// interrupted, nothing queued.
+/// interrupted, nothing queued; a retry with the same `message_id` steers nothing twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_app_server_force_steers_the_message_into_the_running_turn() {
     let script = Script::new([
@@ -193,8 +193,18 @@ async fn codex_app_server_force_steers_the_message_into_the_running_turn() {
     let (d, server, _root) = setup(script).await;
     let run = start(&d, &server, "talk slowly").await;
     wait_until("the slow answer to start streaming", TURN, || server.frames_sent() >= 4).await;
-    let r = d.client.space("s").agent_message(&run, "urgent: mention kiwis", Some(true)).await.unwrap();
+    let req = spaces_sdk::AgentMessageRequest {
+        space: "s".into(),
+        run_id: run.clone(),
+        text: "urgent: mention kiwis".into(),
+        force: Some(true),
+        message_id: Some("steer-1".into()),
+    };
+    let r = d.client.agent_message(&req).await.unwrap();
     assert!(r.ok && r.reason.contains("steered into turn 1"), "{r:?}");
+    // A retry with the same message_id answers the same report and steers nothing twice.
+    let again = d.client.agent_message(&req).await.unwrap();
+    assert_eq!(again.reason, r.reason, "{again:?}");
     let ended = d.wait_turn_end("s", &run, 1, TURN).await;
     let st = d.wait_status("s", &run, TURN, settled).await;
     let events = d.events("s", &run).await;

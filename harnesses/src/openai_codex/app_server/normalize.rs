@@ -91,7 +91,8 @@ pub struct AppServerNormalizer {
 impl AppServerNormalizer {
     /// `turn/steer{threadId, expectedTurnId, input}` adding `text` to the turn in flight, when
     /// the server's turn id is known; `None` otherwise (then start a turn instead). The answer
-    /// is a control line; an error answer becomes a visible `error`.
+    /// is a control line; an error answer becomes a `notice` and the text goes back to the caller
+    /// ([`Normalizer::take_refused_steers`]) to run as the next turn.
     pub fn steer_input(&mut self, text: &str) -> Option<String> {
         if !self.in_flight {
             return None;

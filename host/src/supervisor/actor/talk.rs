@@ -16,6 +16,9 @@
 use std::sync::Arc;
 
 use spaces_harnesses::InterruptRecipe;
+use spaces_sdk::ActionReport;
+
+use super::super::keys::Keyed;
 use spaces_os::shim::ShimClient;
 
 use super::Actor;
@@ -68,21 +71,29 @@ impl Actor {
     }
 
     /// Steer `text` into the turn in flight (a `force` message on a wire that can:
-    /// [`Normalizer::steer`]): its events are stored (redacted), its line written. The turn it
-    /// went into, or `None` when the wire cannot steer now or the line could not be written (the
+    /// [`Normalizer::steer`]): its line written, then its events stored (redacted) in one commit
+    /// with its `message_id` and report (`key`), so a retry answers that report and steers
+    /// nothing twice. False when the wire cannot steer now or the line could not be written (the
     /// caller then interrupts and runs the message next).
     ///
     /// [`Normalizer::steer`]: spaces_harnesses::Normalizer::steer
-    pub(super) async fn steer(&mut self, text: &str) -> Option<u32> {
-        let shim = self.open_stdin()?;
-        let (line, drafts) = self.norm.steer(text)?;
+    pub(super) async fn steer(&mut self, text: &str, key: Option<(Keyed, ActionReport)>) -> bool {
+        let Some(shim) = self.open_stdin() else { return false };
+        let Some((line, drafts)) = self.norm.steer(text) else { return false };
         if let Err(e) = shim.stdin(line + "\n", None).await {
             tracing::warn!("run {}: a steer not written ({e}); interrupting instead", self.run.run_id);
-            return None;
+            return false;
         }
-        let drafts = drafts.into_iter().map(|d| super::turns::redacted(d, &self.redactor)).collect();
-        self.append(drafts);
-        Some(self.run.turns)
+        let drafts: Vec<_> = drafts.into_iter().map(|d| super::turns::redacted(d, &self.redactor)).collect();
+        let key_row = key.and_then(|(k, report)| k.row(&self.run.run_id, &report).ok());
+        let stored = self.inner.log.append_with(&self.run.run_id, drafts, None, move |conn| match &key_row {
+            Some(key) => spaces_store::keys::key_keep_in(conn, key),
+            None => Ok(()),
+        });
+        if let Err(e) = stored {
+            tracing::error!("run {}: cannot record a steered message: {e}", self.run.run_id);
+        }
+        true
     }
 
     /// Messages whose steer the agent refused run as the next turns, first in the queue (in

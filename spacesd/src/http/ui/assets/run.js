@@ -87,7 +87,7 @@ export function showRun(main, space, runId) {
     el("label", { htmlFor: "follow-up" }, "Follow-up message"),
     text,
     el("p", { className: "hint", id: "follow-up-hint" }, "Enter sends; Shift+Enter starts a new line. Mid-turn, a message waits for the turn to end unless forced."),
-    el("div", { className: "row" }, send, el("label", { htmlFor: "force" }, force, " interrupt the running turn first"), interrupt, stop),
+    el("div", { className: "row" }, send, el("label", { htmlFor: "force" }, force, " don't wait for the running turn (steer it, or interrupt it first)"), interrupt, stop),
     note,
   );
   text.setAttribute("aria-describedby", "follow-up-hint");
