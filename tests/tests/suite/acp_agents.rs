@@ -16,9 +16,12 @@ use crate::support::{describe, require_cli, run_process_roots, run_processes, se
 const TURN: Duration = Duration::from_secs(120);
 
 async fn setup(h: H, script: Script) -> (TestDaemon, ScriptedServer, std::path::PathBuf) {
+    setup_on(h, script, TestDaemon::start().await).await
+}
+
+async fn setup_on(h: H, script: Script, d: TestDaemon) -> (TestDaemon, ScriptedServer, std::path::PathBuf) {
     require_cli(h.tools, h.binary);
     let server = ScriptedServer::start(h.wire, script).await.unwrap();
-    let d = TestDaemon::start().await;
     let root = d.space("s").await;
     (d, server, root)
 }
@@ -43,7 +46,17 @@ fn start_request(h: H, server: &ScriptedServer, prompt: &str, exit_when_idle: bo
 /// history; each turn reports its usage; a permission the CLI asks for is answered by the run's
 /// policy and shown as a `permission` event; a stop leaves no process.
 async fn tool_call_then_follow_up_in_one_process(h: H) {
-    let (d, server, root) = setup(h, Script::new([])).await;
+    tool_call_then_follow_up_on(h, TestDaemon::start().await).await
+}
+
+/// The same as the default install runs it: a daemon that is not root (`nobody` when the tests
+/// run as root), so the CLI, its home and its sandbox belong to an unprivileged user.
+async fn tool_call_then_follow_up_as_an_unprivileged_daemon(h: H) {
+    tool_call_then_follow_up_on(h, TestDaemon::start_unprivileged(Vec::new(), Vec::new()).await).await
+}
+
+async fn tool_call_then_follow_up_on(h: H, d: TestDaemon) {
+    let (d, server, root) = setup_on(h, Script::new([]), d).await;
     server.push(h.create_file(&root, "hello.txt", "hello from the agent"));
     server.push(Reply::Text("I created hello.txt.".into()));
     server.push(Reply::Text("The file is still there.".into()));
@@ -138,6 +151,7 @@ macro_rules! acp_scenarios {
 
 acp_scenarios!(
     tool_call_then_follow_up_in_one_process: super::tool_call_then_follow_up_in_one_process,
+    tool_call_then_follow_up_as_an_unprivileged_daemon: super::tool_call_then_follow_up_as_an_unprivileged_daemon,
     a_new_process_resumes_or_says_it_starts_fresh: super::a_new_process_resumes_or_says_it_starts_fresh,
     interrupt_ends_only_the_turn: super::super::runs::interrupt_then_follow_up,
     kill_9_mid_turn_loses_no_event: super::super::survive::kill_9_mid_turn_the_turn_finishes_and_every_event_is_stored_once,
