@@ -157,7 +157,7 @@ export declare class Spaces {
   agentStatus(args: { run_id: any; space: any; tail?: any }): Promise<any>
   /** A page of the run's normalized events after a cursor, optionally long-polling. (`agent_events`: GET /v1/spaces/{space}/agents/{run_id}/events) */
   agentEvents(args: { cursor?: any; max?: any; raw?: any; run_id: any; space: any; wait_ms?: any }): Promise<any>
-  /** Send a follow-up: the next turn, queued mid-turn, or forced after an interrupt. (`agent_message`: POST /v1/spaces/{space}/agents/{run_id}/message) */
+  /** Send a follow-up: the next turn, queued mid-turn, or forced (steered into the running turn, or run after an interrupt). (`agent_message`: POST /v1/spaces/{space}/agents/{run_id}/message) */
   agentMessage(args: { force?: any; message_id?: any; run_id: any; space: any; text: any }): Promise<any>
   /** Cancel the turn in flight; the session stays open. (`agent_interrupt`: POST /v1/spaces/{space}/agents/{run_id}/interrupt) */
   agentInterrupt(args: { run_id: any; space: any }): Promise<any>

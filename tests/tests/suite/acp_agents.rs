@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use spaces_sdk::{AgentStartRequest, EventKind, SpaceAgentOptions, Status, StopReason};
+use spaces_sdk::{AgentStartRequest, EventKind, SpaceAgentOptions, Status, StopReason, ToolStatus};
 use spaces_testkit::{Reply, Script, ScriptedServer};
 
 use super::harness::{GEMINI, H, OPENCODE};
@@ -41,11 +41,12 @@ fn start_request(h: H, server: &ScriptedServer, prompt: &str, exit_when_idle: bo
     }
 }
 
-/// A shell tool call writes a file and the agent answers; the follow-up runs in the same
-/// session of the same process (none ended, none started) and the model gets the first turn's
-/// history; each turn reports its usage; a permission the CLI asks for is answered by the run's
-/// policy and shown as a `permission` event; a stop leaves no process.
-async fn tool_call_then_follow_up_in_one_process(h: H) {
+/// A tool call writes a file and the agent answers; the follow-up runs in the same session of
+/// the same process (none ended, none started) and the model gets the first turn's history;
+/// each turn reports its usage; a permission the CLI asks for is answered by the run's policy
+/// and shown as a `permission` event; a stop leaves no process. Every long-lived conversation
+/// harness runs it (Codex on `codex app-server` too: `codex_app_server.rs`).
+pub(super) async fn tool_call_then_follow_up_in_one_process(h: H) {
     tool_call_then_follow_up_on(h, TestDaemon::start().await).await
 }
 
@@ -76,6 +77,11 @@ async fn tool_call_then_follow_up_on(h: H, d: TestDaemon) {
     {
         assert!(events.iter().any(|e| e.kind == k), "missing {k:?}:\n{}", describe(&events));
     }
+    assert!(
+        events.iter().any(|e| e.kind == EventKind::ToolUpdate && e.tool_status == Some(ToolStatus::Completed)),
+        "a completed tool_update:\n{}",
+        describe(&events)
+    );
     assert_eq!((st.status, st.result_text.as_deref()), (Status::Idle, Some("I created hello.txt.")), "{st:#?}");
     assert!(st.accepts_message && st.session_id.is_some(), "{st:#?}");
     if h.id == "gemini-cli" {

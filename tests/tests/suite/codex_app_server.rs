@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use spaces_sdk::{AgentStartRequest, EventKind, SpaceAgentOptions, Status, StopReason, ToolStatus};
+use spaces_sdk::{AgentStartRequest, EventKind, SpaceAgentOptions, Status, StopReason};
 use spaces_testkit::{Reply, Script, ScriptedServer};
 
 use super::harness::CODEX_APP_SERVER as H;
@@ -41,58 +41,11 @@ async fn the_one_process(run: &str) -> i32 {
 }
 
 /// A tool call writes a file and the agent answers; a follow-up runs in the same thread of the
-/// same `codex app-server` process (no process ended, none started); a stop ends it.
+/// same `codex app-server` process (no process ended, none started), usage in each turn; a stop
+/// ends it (the scenario every long-lived conversation harness runs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_app_server_tool_call_then_follow_up_in_the_same_process() {
-    let (d, server, root) = setup(Script::new([])).await;
-    server.push(H.create_file(&root, "hello.txt", "hello from the agent\n"));
-    server.push(Reply::Text("I created hello.txt.".into()));
-    server.push(Reply::Text("The file is still there.".into()));
-    let run = start(&d, &server, "Create hello.txt please").await;
-
-    d.wait_turn_end("s", &run, 1, TURN).await;
-    let st = d.wait_status("s", &run, TURN, settled).await;
-    let events = d.events("s", &run).await;
-    assert_eq!(std::fs::read_to_string(root.join("hello.txt")).unwrap().trim_end(), "hello from the agent", "{}", describe(&events));
-    let kinds: Vec<EventKind> = events.iter().map(|e| e.kind).collect();
-    for k in
-        [EventKind::TurnStarted, EventKind::UserMessage, EventKind::Session, EventKind::ToolCall, EventKind::Message, EventKind::TurnEnded]
-    {
-        assert!(kinds.contains(&k), "missing {k:?}:\n{}", describe(&events));
-    }
-    assert!(
-        events.iter().any(|e| e.kind == EventKind::ToolUpdate && e.tool_status == Some(ToolStatus::Completed)),
-        "a completed tool_update:\n{}",
-        describe(&events)
-    );
-    let ended: Vec<_> = events.iter().filter(|e| e.kind == EventKind::TurnEnded).collect();
-    assert_eq!(ended.len(), 1, "exactly one turn_ended:\n{}", describe(&events));
-    assert_eq!(ended[0].stop_reason, Some(StopReason::EndTurn), "{}", describe(&events));
-    assert_eq!((st.status, st.result_text.as_deref()), (Status::Idle, Some("I created hello.txt.")), "{st:#?}");
-    assert!(st.accepts_message && st.session_id.is_some(), "{st:#?}");
-    let pid = the_one_process(&run).await;
-
-    let r = d.client.space("s").agent_message(&run, "Is the file still there?", None).await.unwrap();
-    assert!(r.ok, "{r:?}");
-    d.wait_turn_end("s", &run, 2, TURN).await;
-    let st = d.wait_status("s", &run, TURN, settled).await;
-    let events = d.events("s", &run).await;
-    assert_eq!(st.result_text.as_deref(), Some("The file is still there."), "{st:#?}\n{}", describe(&events));
-    assert_eq!(run_process_roots(&run), vec![pid], "the follow-up ran in the same process");
-    assert!(!events.iter().any(|e| e.kind == EventKind::Exited), "no process ended:\n{}", describe(&events));
-    let ends: Vec<_> = events.iter().filter(|e| e.kind == EventKind::TurnEnded).map(|e| (e.turn, e.stop_reason)).collect();
-    assert_eq!(ends, vec![(1, Some(StopReason::EndTurn)), (2, Some(StopReason::EndTurn))], "{}", describe(&events));
-    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
-    assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>(), "seq starts at 1 without gaps");
-    let usage_turns: Vec<u32> = events.iter().filter(|e| e.kind == EventKind::Usage).map(|e| e.turn).collect();
-    assert!(usage_turns.contains(&1) && usage_turns.contains(&2), "token usage in each turn:\n{}", describe(&events));
-    let calls = server.model_calls();
-    let last = calls.last().unwrap().json.as_ref().map(|j| j.to_string()).unwrap_or_default();
-    assert!(last.contains("Create hello.txt please") && last.contains("I created hello.txt."), "the follow-up carries the thread: {last}");
-
-    let r = d.client.space("s").agent_stop(&run).await.unwrap();
-    assert!(r.ok, "{r:?}");
-    assert_eq!(run_processes(&run), Vec::<i32>::new(), "no process of the run survives the stop");
+    super::acp_agents::tool_call_then_follow_up_in_one_process(H).await
 }
 
 /// An interrupt mid-answer (`turn/interrupt`) ends that turn `interrupted` and nothing else:
