@@ -39,7 +39,7 @@ class Spaces:
     async def agent_events(self, *, run_id: str, space: str, cursor: Optional[int] = None, max: Optional[int] = None, raw: Optional[bool] = None, wait_ms: Optional[int] = None) -> Any:
         """A page of the run's normalized events after a cursor, optionally long-polling."""
     async def agent_message(self, *, run_id: str, space: str, text: str, force: Optional[bool] = None, message_id: Optional[str] = None) -> Any:
-        """Send a follow-up: the next turn, queued mid-turn, or forced after an interrupt."""
+        """Send a follow-up: the next turn, queued mid-turn, or forced (steered into the running turn, or run after an interrupt)."""
     async def agent_interrupt(self, *, run_id: str, space: str) -> Any:
         """Cancel the turn in flight; the session stays open."""
     async def agent_stop(self, *, run_id: str, space: str) -> Any:
