@@ -1,5 +1,11 @@
 //! A small async client for a running `spacesd` (HTTP/1.1 over its Unix socket, or loopback TCP
-//! with a bearer token). One connection per request: simple and robust against daemon restarts.
+//! with a bearer token). Connections are kept alive between calls: a client (and its clones)
+//! keeps up to [`POOL_MAX`] idle connections for [`POOL_IDLE`] each, well inside the daemon's
+//! idle limit between requests (`SPACES_HTTP_HEADER_TIMEOUT_MS`, 10 s by default). A call on a
+//! kept connection the daemon closed meanwhile (a restart, its idle limit) is sent again on a new
+//! connection when hyper hands the request back unsent; one the daemon may have read is never
+//! resent here (the keyed retries below cover those). Event streams take a connection of their
+//! own.
 //!
 //! Routes are those of the daemon's HTTP API (`docs/api.md`). Errors the daemon returns come back
 //! as [`ClientError::Api`] carrying the wire [`ApiError`] (`code` + `message`).
@@ -99,6 +105,14 @@ pub fn idempotency_field(name: &str) -> Option<&'static str> {
     }
 }
 
+/// Most idle kept-alive connections a client keeps.
+pub const POOL_MAX: usize = 4;
+/// How long an idle connection is kept for the next call.
+pub const POOL_IDLE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A kept-alive connection: its request sender and when it went idle.
+type Idle = (std::time::Instant, hyper::client::conn::http1::SendRequest<Full<Bytes>>);
+
 /// Async client for one daemon.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -106,12 +120,14 @@ pub struct Client {
     /// The daemon refused this client's uid on its Unix socket: the token beside the socket
     /// goes with every request ([`Endpoint::Unix`]). Shared by clones.
     token_needed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Idle kept-alive connections, newest last. Shared by clones.
+    idle: std::sync::Arc<std::sync::Mutex<Vec<Idle>>>,
 }
 
 impl Client {
     /// A client for `endpoint`. No connection is made until the first call.
     pub fn new(endpoint: Endpoint) -> Self {
-        Self { endpoint, token_needed: Default::default() }
+        Self { endpoint, token_needed: Default::default(), idle: Default::default() }
     }
 
     /// The bearer token a Unix-socket request carries: the one beside the socket once the
@@ -310,31 +326,83 @@ impl Client {
         }
     }
 
-    /// One try of [`Self::send`], a Unix-socket request with `unix_token` if given.
+    /// One try of [`Self::send`], a Unix-socket request with `unix_token` if given: on a kept
+    /// connection when one is idle, else on a new one; the connection is kept after the answer.
     async fn send_once(&self, method: Method, path: &str, body: Bytes, unix_token: Option<&str>) -> Result<(u16, Bytes), ClientError> {
-        let connect_err = |source| ClientError::Connect { endpoint: self.describe(), source };
         let mut builder = Request::builder()
             .method(method)
             .uri(path)
             .header(hyper::header::HOST, "localhost")
             .header(hyper::header::CONTENT_TYPE, "application/json");
-        let req_body = Full::new(body);
-        match &self.endpoint {
-            Endpoint::Unix(p) => {
-                let stream = tokio::net::UnixStream::connect(p).await.map_err(connect_err)?;
-                if let Some(token) = unix_token {
-                    builder = builder.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
-                }
-                let req = builder.body(req_body).map_err(|e| ClientError::Protocol(e.to_string()))?;
-                exchange(TokioIo::new(stream), req, self.describe()).await
-            }
-            Endpoint::Tcp { addr, token } => {
-                let stream = tokio::net::TcpStream::connect(addr).await.map_err(connect_err)?;
-                builder = builder.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
-                let req = builder.body(req_body).map_err(|e| ClientError::Protocol(e.to_string()))?;
-                exchange(TokioIo::new(stream), req, self.describe()).await
+        let token = match &self.endpoint {
+            Endpoint::Unix(_) => unix_token,
+            Endpoint::Tcp { token, .. } => Some(token.as_str()),
+        };
+        if let Some(token) = token {
+            builder = builder.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let mut req = builder.body(Full::new(body)).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let lost = |e: hyper::Error| lost_or_protocol(e, &self.describe());
+        while let Some(mut sender) = self.take_idle() {
+            match sender.try_send_request(req).await {
+                Ok(resp) => return self.finish(sender, resp).await,
+                Err(mut e) => match e.take_message() {
+                    // Never written: the connection had closed; the next one takes it.
+                    Some(back) => req = back,
+                    None => return Err(lost(e.into_error())),
+                },
             }
         }
+        let mut sender = self.connect().await?;
+        let resp = sender.send_request(req).await.map_err(lost)?;
+        self.finish(sender, resp).await
+    }
+
+    /// A new HTTP/1.1 connection to the daemon, driven by its own task until it closes.
+    async fn connect(&self) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>, ClientError> {
+        let connect_err = |source| ClientError::Connect { endpoint: self.describe(), source };
+        let lost = |e: hyper::Error| lost_or_protocol(e, &self.describe());
+        let (sender, conn) = match &self.endpoint {
+            Endpoint::Unix(p) => {
+                let stream = tokio::net::UnixStream::connect(p).await.map_err(connect_err)?;
+                let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(lost)?;
+                (sender, tokio::spawn(async move { conn.await.ok() }))
+            }
+            Endpoint::Tcp { addr, .. } => {
+                let stream = tokio::net::TcpStream::connect(addr).await.map_err(connect_err)?;
+                let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(lost)?;
+                (sender, tokio::spawn(async move { conn.await.ok() }))
+            }
+        };
+        drop(conn);
+        Ok(sender)
+    }
+
+    /// The answer's status and whole body; the connection is kept for the next call when it
+    /// stays open.
+    async fn finish(
+        &self,
+        sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+        resp: hyper::Response<hyper::body::Incoming>,
+    ) -> Result<(u16, Bytes), ClientError> {
+        let status = resp.status().as_u16();
+        let body = resp.into_body().collect().await.map_err(|e| lost_or_protocol(e, &self.describe()))?.to_bytes();
+        if !sender.is_closed() {
+            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+            idle.push((std::time::Instant::now(), sender));
+            if idle.len() > POOL_MAX {
+                idle.remove(0);
+            }
+        }
+        Ok((status, body))
+    }
+
+    /// The newest idle connection still open and younger than [`POOL_IDLE`]; older ones are
+    /// dropped (closing them).
+    fn take_idle(&self) -> Option<hyper::client::conn::http1::SendRequest<Full<Bytes>>> {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        idle.retain(|(since, sender)| since.elapsed() < POOL_IDLE && !sender.is_closed());
+        idle.pop().map(|(_, sender)| sender)
     }
 
     fn describe(&self) -> String {
@@ -352,22 +420,6 @@ fn token_beside(socket: &std::path::Path) -> Option<String> {
     let token = std::fs::read_to_string(socket.with_file_name("token")).ok()?;
     let token = token.trim();
     (!token.is_empty()).then(|| token.to_owned())
-}
-
-/// One request on `io` (a connection to `endpoint`) and its whole answer. A connection closed
-/// or reset before the answer is complete is [`ClientError::Lost`].
-async fn exchange<S>(io: TokioIo<S>, req: Request<Full<Bytes>>, endpoint: String) -> Result<(u16, Bytes), ClientError>
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let lost = |e: hyper::Error| lost_or_protocol(e, &endpoint);
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.map_err(lost)?;
-    let driver = tokio::spawn(conn);
-    let resp = sender.send_request(req).await.map_err(lost)?;
-    let status = resp.status().as_u16();
-    let body = resp.into_body().collect().await.map_err(lost)?.to_bytes();
-    driver.abort();
-    Ok((status, body))
 }
 
 /// [`ClientError::Lost`] for a connection that ended before the answer (EOF mid-message, closed,
@@ -441,3 +493,79 @@ macro_rules! client_methods {
 }
 
 crate::op::for_each_operation!(client_methods);
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod pool_tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// A bare HTTP/1.1 server on a Unix socket that answers every request `{"n": K}` (K counts
+    /// the requests) and counts the connections it accepted; with `close_after_first`, it closes
+    /// each connection after its first answer (a daemon's idle limit, a restart).
+    async fn server(close_after_first: bool) -> (std::path::PathBuf, Arc<AtomicUsize>) {
+        let dir = std::env::temp_dir().join(format!("spaces-pool-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join("spacesd.sock");
+        let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let requests = Arc::new(AtomicUsize::new(0));
+        let counter = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let requests = requests.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                            match conn.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        buf.clear();
+                        let n = requests.fetch_add(1, Ordering::SeqCst) + 1;
+                        let body = format!("{{\"n\":{n}}}");
+                        let head = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len());
+                        if conn.write_all(format!("{head}{body}").as_bytes()).await.is_err() || close_after_first {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (socket, accepted)
+    }
+
+    async fn get(client: &Client) -> u64 {
+        let v: serde_json::Value = client.call::<(), _>(Method::GET, "/v1/spaces", None).await.unwrap();
+        v["n"].as_u64().unwrap()
+    }
+
+    #[tokio::test]
+    async fn calls_in_a_row_share_one_kept_alive_connection() {
+        let (socket, accepted) = server(false).await;
+        let client = Client::new(Endpoint::Unix(socket));
+        let clone = client.clone();
+        assert_eq!([get(&client).await, get(&clone).await, get(&client).await], [1, 2, 3]);
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "one connection for three calls (clones share it)");
+    }
+
+    #[tokio::test]
+    async fn a_kept_connection_the_daemon_closed_is_replaced_without_an_error() {
+        let (socket, accepted) = server(true).await;
+        let client = Client::new(Endpoint::Unix(socket));
+        assert_eq!(get(&client).await, 1);
+        // The server has closed that connection (at once after its answer: the client may not
+        // have seen it yet); the next calls still answer.
+        assert_eq!(get(&client).await, 2);
+        assert_eq!(get(&client).await, 3);
+        assert_eq!(accepted.load(Ordering::SeqCst), 3);
+    }
+}
