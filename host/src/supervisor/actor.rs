@@ -77,6 +77,7 @@ impl Actor {
             exit_when_idle: run.options.exit_when_idle == Some(true),
             persistent: run.options.home.is_some(),
             stall_limit: Duration::from_millis(inner.cfg.stall_ms),
+            resumes: harness.supports().resume,
         };
         let mut actor = Self {
             launcher: Launcher::new(inner.clone(), &run.run_id, harness, secrets),
@@ -258,7 +259,10 @@ impl Actor {
             }
             Admit::AfterExit => {
                 // The Codex follow-up race (issue 31): the turn ended, its `exec` process is
-                // still exiting. The message is the next turn, not one waiting behind a turn.
+                // still exiting (or an `exit_when_idle` agent's, ended at once now rather than
+                // after the rest of its grace). The message is the next turn, not one waiting
+                // behind a turn.
+                self.machine.hurry_close(tokio::time::Instant::now());
                 let (next, last) = (self.run.turns + 1, self.run.turns);
                 let report = self.report(true, format!("delivered: turn {next} starts as soon as turn {last}'s process has exited"));
                 self.keep_queued(Queued { text, key: keyed(&report), n: None }, false);

@@ -142,6 +142,30 @@ async fn a_new_process_resumes_or_says_it_starts_fresh(h: H) {
     }
 }
 
+/// A follow-up sent right after an `exit_when_idle` turn, while the CLI is still closing (Gemini
+/// CLI does not exit on end of input: the daemon ends it after a grace), waits for that
+/// process's exit and ends it at once: never two processes of the run, none left after a stop,
+/// and the turn answers (a new-user trial found a second process started beside the first, which
+/// outlived the stop).
+async fn a_follow_up_while_the_cli_is_closing_waits_for_its_exit(h: H) {
+    let script = Script::new([Reply::Text("first".into()), Reply::Text("second".into())]);
+    let (d, server, _root) = setup(h, script).await;
+    let run = d.client.agent_start(&start_request(h, &server, "one", true)).await.unwrap().run_id;
+    let sampler = crate::support::RootSampler::start(&run);
+    d.wait_turn_end("s", &run, 1, TURN).await;
+    let r = d.client.space("s").agent_message(&run, "two", None).await.unwrap();
+    assert!(r.ok, "{r:?}");
+    let ended = d.wait_turn_end("s", &run, 2, TURN).await;
+    let events = d.events("s", &run).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&events));
+    let st = d.wait_status("s", &run, TURN, |s| s.status == Status::Done).await;
+    assert_eq!(st.result_text.as_deref(), Some("second"), "{st:#?}");
+    let (samples, most) = sampler.finish();
+    assert_eq!(most.len(), 1, "agent processes seen at once over {samples} samples: {most:?}");
+    d.client.space("s").agent_stop(&run).await.unwrap();
+    wait_until("no process of the run", TURN, || run_processes(&run).is_empty()).await;
+}
+
 macro_rules! acp_scenarios {
     ($($name:ident: $path:path),* $(,)?) => {
         mod opencode {
@@ -158,6 +182,7 @@ macro_rules! acp_scenarios {
 acp_scenarios!(
     tool_call_then_follow_up_in_one_process: super::tool_call_then_follow_up_in_one_process,
     tool_call_then_follow_up_as_an_unprivileged_daemon: super::tool_call_then_follow_up_as_an_unprivileged_daemon,
+    a_follow_up_while_the_cli_is_closing_waits_for_its_exit: super::a_follow_up_while_the_cli_is_closing_waits_for_its_exit,
     a_new_process_resumes_or_says_it_starts_fresh: super::a_new_process_resumes_or_says_it_starts_fresh,
     interrupt_ends_only_the_turn: super::super::runs::interrupt_then_follow_up,
     kill_9_mid_turn_loses_no_event: super::super::survive::kill_9_mid_turn_the_turn_finishes_and_every_event_is_stored_once,

@@ -61,6 +61,9 @@ pub struct Setup {
     pub persistent: bool,
     /// The stall rule's limit (`SPACES_STALL_MS`).
     pub stall_limit: Duration,
+    /// A new process of the run continues its CLI's session (`supports.resume`); false: it
+    /// starts a fresh one (Gemini CLI), and the status of an `exit_when_idle` run says so.
+    pub resumes: bool,
 }
 
 /// Where the run's agent process is. `P` is the actor's handle of it (a shim client; a fake
@@ -272,8 +275,11 @@ impl<P> Machine<P> {
         if self.stop_requested() {
             return Admit::Stopping;
         }
-        // A per-turn process that ended its turn and has not exited yet takes no turn either.
-        let between_turns = self.setup.model == ProcessModel::PerTurn && self.live().is_some();
+        // A per-turn process that ended its turn and has not exited yet takes no turn either,
+        // nor a long-lived one whose stdin was closed (`exit_when_idle`): a new process starts
+        // once it has exited, never beside it.
+        let closing = self.live().is_some_and(|l| l.closing);
+        let between_turns = (self.setup.model == ProcessModel::PerTurn && self.live().is_some()) || closing;
         if !in_flight && !between_turns {
             return Admit::StartNow;
         }
@@ -404,6 +410,14 @@ impl<P> Machine<P> {
         }
     }
 
+    /// A message waits for the closing process (`exit_when_idle`) to exit: it is ended at `now`
+    /// instead of after the rest of its grace. No effect on a process that is not closing.
+    pub fn hurry_close(&mut self, now: Instant) {
+        if let Some(live) = self.live_mut().filter(|l| l.closing) {
+            live.close_by = Some(now);
+        }
+    }
+
     /// The earliest deadline to sleep until, the turn in flight or not (`in_flight`) and a tool
     /// call running or not (`tool`).
     pub fn deadline(&self, in_flight: bool, tool: bool) -> Option<(Instant, Timer)> {
@@ -479,7 +493,8 @@ impl<P> Machine<P> {
             return Advance::Nothing;
         }
         let long_lived = self.setup.model == ProcessModel::LongLived;
-        if long_lived || self.live().is_none() {
+        let closing = self.live().is_some_and(|l| l.closing);
+        if (long_lived && !closing) || self.live().is_none() {
             if let Some(next) = self.queue.pop_front() {
                 return Advance::Start(next);
             }

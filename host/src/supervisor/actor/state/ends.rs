@@ -63,10 +63,22 @@ pub enum AfterExit {
 
 /// Status reason of an `exit_when_idle` run whose agent exited after answering.
 pub const DONE_REASON: &str = "the prompt was answered and the agent exited (exit_when_idle); a follow-up resumes the session";
+/// [`DONE_REASON`] for a CLI that cannot continue a session in a new process (`resumes` false).
+pub const DONE_FRESH_REASON: &str =
+    "the prompt was answered and the agent exited (exit_when_idle); a follow-up starts a fresh session (this CLI cannot resume one)";
 pub(super) const WAITING: &str = "waiting for a follow-up";
 pub(super) const INTERRUPTED: &str = "the turn was interrupted; waiting for a follow-up";
 
 impl<P> Machine<P> {
+    /// The status reason of an `exit_when_idle` run whose agent exited after answering.
+    fn done_reason(&self) -> &'static str {
+        if self.setup.resumes {
+            DONE_REASON
+        } else {
+            DONE_FRESH_REASON
+        }
+    }
+
     /// The live process exited (or its shim is gone, or a stop's wait for the exit ran out):
     /// it is no longer live. None when nothing was live.
     pub fn process_ended(&mut self) -> Option<Ended<P>> {
@@ -105,7 +117,9 @@ impl<P> Machine<P> {
             return plan(save_home, 0, AfterExit::Stopped);
         }
         if closing {
-            return plan(save_home, 0, AfterExit::Set(change(Status::Done, Phase::Exited, DONE_REASON)));
+            // A message sent meanwhile waited for this exit: it starts now, the run stays running.
+            let set = if self.queue.is_empty() { change(Status::Done, Phase::Exited, self.done_reason()) } else { None };
+            return plan(save_home, 0, AfterExit::Set(set));
         }
         if interrupted {
             // Not a failure. The session stays resumable; a message queued behind the interrupt
@@ -126,7 +140,7 @@ impl<P> Machine<P> {
         if clean && !was_in_turn {
             // A per-turn CLI finished its turn, or a long-lived one exited while idle.
             let set = if self.setup.exit_when_idle {
-                change(Status::Done, Phase::Exited, DONE_REASON)
+                change(Status::Done, Phase::Exited, self.done_reason())
             } else if status == Status::Running {
                 change(Status::Idle, Phase::Waiting, WAITING)
             } else {

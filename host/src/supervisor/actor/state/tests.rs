@@ -16,7 +16,7 @@ struct FakeProcess(&'static str);
 const LIMIT: Duration = Duration::from_secs(10);
 
 fn setup(model: ProcessModel) -> Setup {
-    Setup { model, exit_when_idle: false, persistent: false, stall_limit: LIMIT }
+    Setup { model, exit_when_idle: false, persistent: false, stall_limit: LIMIT, resumes: true }
 }
 
 fn machine(model: ProcessModel) -> (Machine<FakeProcess>, Instant) {
@@ -367,6 +367,36 @@ fn the_exit_of_an_agent_whose_stdin_was_closed_after_answering_is_done() {
     assert!(matches!(m.advance(false, 1), Advance::Nothing), "closed once");
     let plan = exit(&mut m, Some(0), None, false, Status::Idle);
     assert_eq!(plan.then, set(Status::Done, Phase::Exited, DONE_REASON));
+}
+
+#[test]
+fn a_cli_that_cannot_resume_says_a_follow_up_starts_fresh_when_its_run_is_done() {
+    let (mut m, _) = machine(ProcessModel::LongLived);
+    (m.setup.exit_when_idle, m.setup.resumes) = (true, false);
+    m.spawned(FakeProcess("agent"), None);
+    assert!(matches!(m.advance(false, 1), Advance::CloseStdin));
+    let plan = exit(&mut m, Some(0), None, false, Status::Idle);
+    assert_eq!(plan.then, set(Status::Done, Phase::Exited, ends::DONE_FRESH_REASON));
+}
+
+/// A follow-up sent while an `exit_when_idle` agent is closing (its stdin closed, it has not
+/// exited: Gemini CLI runs on until its grace ends) waits for that exit, never starts a second
+/// process beside it: the closing process is ended at once, and the message starts after.
+#[test]
+fn a_message_for_a_closing_agent_waits_for_its_exit_and_hurries_it() {
+    let (mut m, t0) = machine(ProcessModel::LongLived);
+    m.setup.exit_when_idle = true;
+    m.spawned(FakeProcess("agent"), None);
+    assert!(matches!(m.advance(false, 1), Advance::CloseStdin));
+    m.stdin_closed(t0);
+    assert_eq!(m.admit(Status::Idle, false, false), Admit::AfterExit);
+    queue(&mut m, &["again"]);
+    assert!(matches!(m.advance(false, 1), Advance::Nothing), "not on the closing process");
+    m.hurry_close(t0);
+    assert_eq!(m.deadline(false, false), Some((t0, Timer::StdinClosed)), "ended now, not after the grace");
+    let plan = exit(&mut m, Some(0), None, false, Status::Running);
+    assert_eq!(plan.then, AfterExit::Set(None), "the run stays running for the message");
+    assert!(matches!(m.advance(false, 1), Advance::Start(_)));
 }
 
 #[test]
