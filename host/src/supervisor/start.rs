@@ -296,12 +296,20 @@ fn auth_note(inner: &Inner, harness: &dyn Harness, options: &SpaceAgentOptions, 
     ))
 }
 
-/// The harness `agent`. Errors: `HARNESS_UNAVAILABLE`, naming the ones this host has.
+/// The harness `agent`. Errors: `HARNESS_UNAVAILABLE`, naming the ones this host has and the
+/// one meant when `agent` is part of its id (`gemini` for `gemini-cli`).
 fn harness(agent: &str) -> Result<&'static dyn Harness> {
-    spaces_harnesses::by_id(agent).ok_or_else(|| {
-        let known: Vec<&str> = spaces_harnesses::all().iter().map(|h| h.id()).collect();
-        refuse(ErrorCode::HarnessUnavailable, format!("unknown agent {:?}; this host has: {}", bounded(agent), known.join(", ")))
-    })
+    spaces_harnesses::by_id(agent).ok_or_else(|| refuse(ErrorCode::HarnessUnavailable, unknown_agent(agent)))
+}
+
+/// What an unknown harness id is told: the ids of this host, and "did you mean" the first one
+/// that contains it.
+fn unknown_agent(agent: &str) -> String {
+    let known: Vec<&str> = spaces_harnesses::all().iter().map(|h| h.id()).collect();
+    let wanted = agent.trim().to_ascii_lowercase();
+    let meant = known.iter().find(|id| wanted.len() >= 3 && id.contains(wanted.as_str()));
+    let hint = meant.map(|id| format!(" (did you mean {id:?}?)")).unwrap_or_default();
+    format!("unknown agent {:?}{hint}; this host has: {}", bounded(agent), known.join(", "))
 }
 
 /// The run's own environment: the `env_from_host` names this host may forward and has set,
@@ -362,4 +370,16 @@ fn resolve_cwd(root: &Path, cwd: Option<&str>) -> Result<PathBuf> {
         e.message = format!("cwd {:?}: {}", bounded(rel), e.message);
         Error::Api(e)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_unknown_agent_names_the_harness_meant_when_it_is_part_of_its_id() {
+        assert!(super::unknown_agent("gemini").contains("(did you mean \"gemini-cli\"?)"));
+        assert!(super::unknown_agent("codex").contains("(did you mean \"openai-codex\"?)"));
+        assert!(super::unknown_agent("Claude").contains("(did you mean \"claude-code\"?)"));
+        let none = super::unknown_agent("aider");
+        assert!(!none.contains("did you mean") && none.contains("this host has: claude-code, openai-codex"), "{none}");
+    }
 }

@@ -32,7 +32,9 @@ pub enum AgentCmd {
         /// Model name passed to the CLI.
         #[arg(long)]
         model: Option<String>,
-        /// Custom model endpoint (Anthropic Messages for claude-code, OpenAI Responses for codex).
+        /// Custom model endpoint, in the wire its harness speaks (`spacesd capabilities`
+        /// `endpoint_wires`): Anthropic Messages for claude-code, OpenAI Responses for
+        /// openai-codex(-exec), OpenAI Chat Completions for opencode, Gemini for gemini-cli.
         #[arg(long)]
         base_url: Option<String>,
         /// Working directory relative to the Space root.

@@ -30,7 +30,7 @@ use spaces_sdk::{Approvals, Empty, SpaceAddRequest, SpaceNetwork};
 
 use spaces_host::config::Config;
 
-/// spacesd: run coding-agent CLIs (Claude Code, Codex) as detached runs in registered Spaces.
+/// spacesd: run coding-agent CLIs (Claude Code, Codex, opencode, Gemini CLI) as detached runs in registered Spaces.
 ///
 /// Start the daemon with `spacesd serve`, register a workspace with `spacesd space add NAME PATH`,
 /// then `spacesd agent start claude-code "your prompt" --space NAME --follow`.
