@@ -362,20 +362,10 @@ impl Client {
     async fn connect(&self) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>, ClientError> {
         let connect_err = |source| ClientError::Connect { endpoint: self.describe(), source };
         let lost = |e: hyper::Error| lost_or_protocol(e, &self.describe());
-        let (sender, conn) = match &self.endpoint {
-            Endpoint::Unix(p) => {
-                let stream = tokio::net::UnixStream::connect(p).await.map_err(connect_err)?;
-                let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(lost)?;
-                (sender, tokio::spawn(async move { conn.await.ok() }))
-            }
-            Endpoint::Tcp { addr, .. } => {
-                let stream = tokio::net::TcpStream::connect(addr).await.map_err(connect_err)?;
-                let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(lost)?;
-                (sender, tokio::spawn(async move { conn.await.ok() }))
-            }
-        };
-        drop(conn);
-        Ok(sender)
+        match &self.endpoint {
+            Endpoint::Unix(p) => driven(tokio::net::UnixStream::connect(p).await.map_err(connect_err)?).await.map_err(lost),
+            Endpoint::Tcp { addr, .. } => driven(tokio::net::TcpStream::connect(addr).await.map_err(connect_err)?).await.map_err(lost),
+        }
     }
 
     /// The answer's status and whole body; the connection is kept for the next call when it
@@ -420,6 +410,17 @@ fn token_beside(socket: &std::path::Path) -> Option<String> {
     let token = std::fs::read_to_string(socket.with_file_name("token")).ok()?;
     let token = token.trim();
     (!token.is_empty()).then(|| token.to_owned())
+}
+
+/// The HTTP/1.1 handshake on `stream`; the connection is driven by a task of its own until it
+/// closes (its sender dropped, or the daemon closing it).
+async fn driven<S>(stream: S) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>, hyper::Error>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(async move { conn.await.ok() });
+    Ok(sender)
 }
 
 /// [`ClientError::Lost`] for a connection that ended before the answer (EOF mid-message, closed,

@@ -345,14 +345,7 @@ impl Wire for AppServerWire {
 /// Every harness the contract holds: [`spaces_harnesses::all`] (the ACP harnesses and Codex on
 /// `codex app-server` among them; kept explicit so none can drop out of the table unnoticed).
 fn harnesses() -> Vec<&'static dyn Harness> {
-    let mut all = spaces_harnesses::all();
-    let app_server: &'static dyn Harness = &spaces_harnesses::openai_codex::app_server::OpenAiCodexAppServer;
-    for h in spaces_harnesses::acp_harnesses().into_iter().chain([app_server]) {
-        if !all.iter().any(|a| a.id() == h.id()) {
-            all.push(h);
-        }
-    }
-    all
+    spaces_harnesses::all()
 }
 
 /// The wire of a harness. A harness without one fails the contract: add it here.

@@ -124,13 +124,7 @@ async fn a_new_process_resumes_or_says_it_starts_fresh(h: H) {
     d.wait_status("s", &run, TURN, |s| s.status == Status::Done).await;
     wait_until("the CLI to exit", TURN, || run_processes(&run).is_empty()).await;
 
-    let r = d.client.space("s").agent_message(&run, "what was the word?", None).await.unwrap();
-    assert!(r.ok, "{r:?}");
-    let ended = d.wait_turn_end("s", &run, 2, TURN).await;
-    let events = d.events("s", &run).await;
-    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&events));
-    let st = d.wait_status("s", &run, TURN, |s| s.status == Status::Done).await;
-    assert_eq!(st.result_text.as_deref(), Some("the word was kiwi"), "{st:#?}");
+    let events = second_turn_done(&d, &run, "what was the word?", "the word was kiwi").await;
     let last = server.model_calls().last().unwrap().json.as_ref().map(|j| j.to_string()).unwrap_or_default();
     let fresh = events.iter().any(|e| e.kind == EventKind::Notice && e.turn == 2 && e.summary.as_deref().unwrap_or("").contains("fresh"));
     if h.id == "opencode" {
@@ -153,17 +147,24 @@ async fn a_follow_up_while_the_cli_is_closing_waits_for_its_exit(h: H) {
     let run = d.client.agent_start(&start_request(h, &server, "one", true)).await.unwrap().run_id;
     let sampler = crate::support::RootSampler::start(&run);
     d.wait_turn_end("s", &run, 1, TURN).await;
-    let r = d.client.space("s").agent_message(&run, "two", None).await.unwrap();
-    assert!(r.ok, "{r:?}");
-    let ended = d.wait_turn_end("s", &run, 2, TURN).await;
-    let events = d.events("s", &run).await;
-    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&events));
-    let st = d.wait_status("s", &run, TURN, |s| s.status == Status::Done).await;
-    assert_eq!(st.result_text.as_deref(), Some("second"), "{st:#?}");
+    second_turn_done(&d, &run, "two", "second").await;
     let (samples, most) = sampler.finish();
     assert_eq!(most.len(), 1, "agent processes seen at once over {samples} samples: {most:?}");
     d.client.space("s").agent_stop(&run).await.unwrap();
     wait_until("no process of the run", TURN, || run_processes(&run).is_empty()).await;
+}
+
+/// Sends `text` to the `exit_when_idle` run `run`: turn 2 ends `end_turn`, the run is `done`
+/// with `answer` as its result. Returns the run's events.
+async fn second_turn_done(d: &TestDaemon, run: &str, text: &str, answer: &str) -> Vec<spaces_sdk::Event> {
+    let r = d.client.space("s").agent_message(run, text, None).await.unwrap();
+    assert!(r.ok, "{r:?}");
+    let ended = d.wait_turn_end("s", run, 2, TURN).await;
+    let events = d.events("s", run).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&events));
+    let st = d.wait_status("s", run, TURN, |s| s.status == Status::Done).await;
+    assert_eq!(st.result_text.as_deref(), Some(answer), "{st:#?}");
+    events
 }
 
 macro_rules! acp_scenarios {

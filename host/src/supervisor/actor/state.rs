@@ -278,8 +278,7 @@ impl<P> Machine<P> {
         // A per-turn process that ended its turn and has not exited yet takes no turn either,
         // nor a long-lived one whose stdin was closed (`exit_when_idle`): a new process starts
         // once it has exited, never beside it.
-        let closing = self.live().is_some_and(|l| l.closing);
-        let between_turns = (self.setup.model == ProcessModel::PerTurn && self.live().is_some()) || closing;
+        let between_turns = (self.setup.model == ProcessModel::PerTurn && self.live().is_some()) || self.closing();
         if !in_flight && !between_turns {
             return Admit::StartNow;
         }
@@ -410,6 +409,11 @@ impl<P> Machine<P> {
         }
     }
 
+    /// The live process's stdin was closed on purpose (`exit_when_idle`) and it has not exited.
+    fn closing(&self) -> bool {
+        self.live().is_some_and(|l| l.closing)
+    }
+
     /// A message waits for the closing process (`exit_when_idle`) to exit: it is ended at `now`
     /// instead of after the rest of its grace. No effect on a process that is not closing.
     pub fn hurry_close(&mut self, now: Instant) {
@@ -493,8 +497,7 @@ impl<P> Machine<P> {
             return Advance::Nothing;
         }
         let long_lived = self.setup.model == ProcessModel::LongLived;
-        let closing = self.live().is_some_and(|l| l.closing);
-        if (long_lived && !closing) || self.live().is_none() {
+        if (long_lived && !self.closing()) || self.live().is_none() {
             if let Some(next) = self.queue.pop_front() {
                 return Advance::Start(next);
             }
