@@ -127,11 +127,15 @@ export declare const catalogue: OperationEntry[]
 export declare function defaultStateDir(): string
 
 /** A daemon: the local one of a state dir (started detached from this package when none
- * answers), or a remote one over TCP (`url` + `token`). */
+ * answers), or a remote one over TCP (`url` + `token`). A daemon this SDK started ends a few
+ * seconds after its last client is gone (`close()` or the process exiting), once no turn is in
+ * flight, unless `keepDaemon: true`. */
 export declare class Spaces {
-  constructor(options?: { stateDir?: string; url?: string; token?: string })
+  constructor(options?: { stateDir?: string; url?: string; token?: string; keepDaemon?: boolean })
   /** Connects now (starting the local daemon if needed). */
   connect(): Promise<this>
+  /** Lets the daemon go (one this SDK started ends once no client holds it, unless `keepDaemon`); runs go on. */
+  close(): Promise<void>
   /** The pid of the daemon this object started, or null. */
   daemonPid(): Promise<number | null>
   /** What starts this state dir's daemon (this package's daemon.js under this Node), or null for a remote daemon. */

@@ -14,6 +14,8 @@
 'use strict'
 const path = require('node:path')
 const native = require('./native.js')
+// NODE_DEBUG=spaces prints what the SDK does on its own (starting a daemon).
+const debug = require('node:util').debuglog('spaces')
 
 /** A failed call: `.code` is the wire error code (RUN_NOT_FOUND, ...). */
 class SpacesError extends Error {
@@ -59,28 +61,43 @@ const SEED_SPACE = new Set(['agentStart', 'agentStatus', 'agentEvents', 'agentMe
 /** A daemon: local (started when needed) or remote. */
 class Spaces {
   /**
-   * @param {{stateDir?: string, url?: string, token?: string}} [opts] No `url`: the daemon of
-   * `stateDir` (default: SPACES_HOME, else <data dir>/spaces), started detached from this
-   * package's daemon.js if none answers. `url` + `token`: a remote daemon over TCP.
+   * @param {{stateDir?: string, url?: string, token?: string, keepDaemon?: boolean}} [opts] No
+   * `url`: the daemon of `stateDir` (default: SPACES_HOME, else <data dir>/spaces), started
+   * detached from this package's daemon.js if none answers; a daemon started so ends a few
+   * seconds after its last client is gone (`close()` or the process exiting), once no turn is
+   * in flight, unless `keepDaemon: true`. `url` + `token`: a remote daemon over TCP.
    */
   constructor(opts = {}) {
-    const { stateDir, url, token, ...rest } = opts
+    const { stateDir, url, token, keepDaemon, ...rest } = opts
     const unknown = Object.keys(rest)
-    if (unknown.length) throw new SpacesError('INVALID_ARGUMENT', `INVALID_ARGUMENT: unknown option(s) ${unknown.join(', ')} (stateDir, url, token)`, { field: unknown[0] })
-    this._opts = { stateDir, url, token }
+    if (unknown.length) throw new SpacesError('INVALID_ARGUMENT', `INVALID_ARGUMENT: unknown option(s) ${unknown.join(', ')} (stateDir, url, token, keepDaemon)`, { field: unknown[0] })
+    this._opts = { stateDir, url, token, keepDaemon: Boolean(keepDaemon) }
     this._native = null
   }
 
   /** The native client, connected (and the daemon started) on first use. */
   _client() {
     if (!this._native) {
-      const { stateDir, url, token } = this._opts
-      const options = url ? { url, token } : { stateDir: stateDir ?? native.defaultStateDir() }
+      const { stateDir, url, token, keepDaemon } = this._opts
+      const options = url ? { url, token } : { stateDir: stateDir ?? native.defaultStateDir(), keepDaemon }
       if (!url) options.daemonCommand = this.daemonCommand()
-      this._native = native.connect(options).catch((e) => {
-        this._native = null
-        throw fromNative(e)
-      })
+      this._native = native.connect(options).then(
+        (client) => {
+          if (client.startedPid != null) {
+            debug(
+              'started spacesd (pid %d) for %s; %s',
+              client.startedPid,
+              client.stateDir,
+              keepDaemon ? 'it keeps running after this process (keepDaemon: true)' : 'it ends when its last client is gone (keepDaemon: true keeps it)',
+            )
+          }
+          return client
+        },
+        (e) => {
+          this._native = null
+          throw fromNative(e)
+        },
+      )
     }
     return this._native
   }
@@ -89,6 +106,22 @@ class Spaces {
   async connect() {
     await this._client()
     return this
+  }
+
+  /**
+   * Lets the daemon go: one this SDK started ends once no client holds it and no turn is in
+   * flight (unless `keepDaemon`). Runs go on. A later call connects (and holds) again.
+   */
+  async close() {
+    const pending = this._native
+    this._native = null
+    if (pending) {
+      try {
+        ;(await pending).close()
+      } catch {
+        // A connect that failed holds nothing.
+      }
+    }
   }
 
   /** The pid of the daemon this object started, or null (one already answered, or remote). */
@@ -100,7 +133,8 @@ class Spaces {
   daemonCommand() {
     const { stateDir, url } = this._opts
     if (url) return null
-    return [process.execPath, DAEMON_JS, '--state-dir', path.resolve(stateDir ?? native.defaultStateDir()), 'serve']
+    const command = [process.execPath, DAEMON_JS, '--state-dir', path.resolve(stateDir ?? native.defaultStateDir()), 'serve']
+    return this._opts.keepDaemon ? command : [...command, '--exit-when-unused']
   }
 
   /** Runs any operation of the catalogue by wire name with snake_case `args`; resolves to its result JSON, parsed. */

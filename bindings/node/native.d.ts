@@ -26,6 +26,12 @@ export declare class NativeClient {
   follow(space: string, runId: string, cursor?: number | undefined | null, until?: string | undefined | null): NativeFollow
   /** The local state dir (absent for a TCP client). */
   get stateDir(): string | null
+  /**
+   * Lets the daemon go: one started with `--exit-when-unused` ends once no client holds it
+   * and no turn is in flight. Calls still work on a daemon that answers (later ones do not
+   * hold it again: connect anew for that).
+   */
+  close(): void
   /** The pid of the daemon this client started (absent when one already answered). */
   get startedPid(): number | null
 }
@@ -70,6 +76,12 @@ export interface ConnectOptions {
    * no daemon is started.
    */
   daemonCommand?: Array<string>
+  /**
+   * Local only: keep the daemon running after the last client is gone (tells one started
+   * with `--exit-when-unused` to run on). Default false: this client holds the daemon while
+   * it is open (`close()` or the process exiting lets it go).
+   */
+  keepDaemon?: boolean
 }
 
 /** `SPACES_HOME`, else `<user data dir>/spaces`: the state dir `connect` uses by default. */

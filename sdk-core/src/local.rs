@@ -9,6 +9,13 @@
 //! stderr appended to `<state dir>/spacesd.log`. It outlives the caller. Then it waits until
 //! the socket answers. Two callers racing both spawn; the second daemon finds the socket taken
 //! and exits, and both callers see the first one answer.
+//!
+//! A daemon started with `serve --exit-when-unused` (what the SDKs start unless asked to keep
+//! it) also listens on `<state dir>/spacesd.hold`; each client [`hold`]s it by keeping one
+//! connection open there, and the daemon ends a few seconds after the last connection closes
+//! (a process that exits, even by SIGKILL, closes its own), once no turn is in flight. A
+//! client that asks to keep the daemon writes `keep` on its connection: that daemon then runs
+//! on like one started without the flag.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -34,6 +41,44 @@ pub fn socket_path(state_dir: &Path) -> PathBuf {
 /// The log of a daemon started by [`ensure_daemon`]: `<state dir>/spacesd.log`.
 pub fn log_path(state_dir: &Path) -> PathBuf {
     state_dir.join("spacesd.log")
+}
+
+/// Where a daemon started with `serve --exit-when-unused` counts its clients:
+/// `<state dir>/spacesd.hold` (a Unix stream socket, 0600; see [`hold`]).
+pub fn hold_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("spacesd.hold")
+}
+
+/// The line a client writes on its hold connection to keep the daemon running after the last
+/// client is gone (`keep_daemon=True` in Python, `keepDaemon: true` in Node).
+pub const KEEP_LINE: &[u8] = b"keep\n";
+
+/// One client's hold on the daemon of a state dir ([`hold`]): the daemon does not end for
+/// being unused while this lives. Dropping it (or [`Hold::release`], or the process exiting)
+/// closes the connection.
+#[derive(Debug)]
+pub struct Hold {
+    _conn: std::os::unix::net::UnixStream,
+}
+
+impl Hold {
+    /// Lets the daemon go: the same as dropping the hold.
+    pub fn release(self) {}
+}
+
+/// Holds the daemon of `state_dir` when it was started with `serve --exit-when-unused`: a
+/// connection to [`hold_path`] kept open for the life of the returned [`Hold`]. With `keep`, also
+/// tells it to run on after its last client (it then never ends for being unused). Returns
+/// `None` when the daemon keeps no count (started without the flag, by an operator, or an
+/// older one): nothing to hold then. The connection is a plain blocking socket: it holds no
+/// event loop of the caller's open (Node exits as if it were not there).
+pub fn hold(state_dir: &Path, keep: bool) -> Option<Hold> {
+    use std::io::Write;
+    let mut conn = std::os::unix::net::UnixStream::connect(hold_path(state_dir)).ok()?;
+    if keep {
+        conn.write_all(KEEP_LINE).ok()?;
+    }
+    Some(Hold { _conn: conn })
 }
 
 /// True when a daemon accepts connections on `socket` (`serve` binds it last, once ready).

@@ -21,3 +21,4 @@ pub mod cli;
 pub mod http;
 pub mod mcp;
 pub mod serve;
+pub mod unused;

@@ -24,6 +24,9 @@ pub struct ServeOptions {
     /// Token file for TCP (created 0600 with a random token if missing); default
     /// `<state dir>/token`.
     pub token_file: Option<PathBuf>,
+    /// End once no client has held the daemon for [`crate::unused::GRACE`] and no turn is in
+    /// flight (`serve --exit-when-unused`, what the SDKs start; see [`crate::unused`]).
+    pub exit_when_unused: bool,
 }
 
 /// Open state and build the supervisor (recovering runs a previous daemon left) and the
@@ -132,6 +135,13 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     // seen alive within its first moments, and a second daemon is refused meanwhile.
     spaces_store::fsutil::create_private_dir(&cfg.state_dir)
         .with_context(|| format!("cannot create state dir {}", cfg.state_dir.display()))?;
+    // Bound before the API socket answers: a client that sees the daemon answer finds its hold
+    // socket there too.
+    let hold_path = spaces_sdk::local::hold_path(&cfg.state_dir);
+    let holders = match opts.exit_when_unused {
+        true => Some(crate::unused::Holders::listen(&hold_path).with_context(|| format!("cannot bind {}", hold_path.display()))?),
+        false => None,
+    };
     let unix = match activated {
         Some(listener) => {
             listener.set_nonblocking(true)?;
@@ -149,6 +159,9 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         Err(e) => {
             if !socket_activated {
                 let _ = std::fs::remove_file(&socket);
+            }
+            if holders.is_some() {
+                let _ = std::fs::remove_file(&hold_path);
             }
             return Err(e);
         }
@@ -203,12 +216,31 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     }));
     gate.open(http::unix_app(app, access));
     eprintln!("spacesd: listening on {}", socket.display());
+    let unused = async {
+        match &holders {
+            Some(holders) => {
+                eprintln!(
+                    "spacesd: started with --exit-when-unused: ends {} s after its last client is gone (clients hold it on {}), once no turn is in flight",
+                    crate::unused::GRACE.as_secs(),
+                    hold_path.display()
+                );
+                holders.unused(&sup, crate::unused::GRACE).await
+            }
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+        _ = unused => {
+            eprintln!("spacesd: no client has held this daemon for {} s and no turn is in flight: exiting (--exit-when-unused)", crate::unused::GRACE.as_secs());
+        }
         Some(res) = tasks.join_next() => { res??; }
     }
     shutdown.cancel();
+    if holders.is_some() {
+        let _ = std::fs::remove_file(&hold_path);
+    }
     // A turn that was recorded as started gets its text to its agent before the daemon goes
     // (a follow-up's key is stored with its turn: a retry must find it delivered).
     if !sup.finish_turn_starts(std::time::Duration::from_secs(5)).await {

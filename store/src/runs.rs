@@ -166,6 +166,15 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
+    /// How many runs have a turn in flight (status `running`), on every Space.
+    pub fn runs_running(&self) -> Result<usize> {
+        let n: i64 = self
+            .reader()?
+            .prepare_cached("SELECT COUNT(*) FROM runs WHERE status = ?1")?
+            .query_row(params![Status::Running.as_str()], |row| row.get(0))?;
+        Ok(n as usize)
+    }
+
     /// Record that turn `turn` of `run_id` ended with `stop_reason`.
     pub fn turn_end(&self, run_id: &str, turn: u32, stop_reason: &str) -> Result<()> {
         let (run_id, stop_reason) = (run_id.to_owned(), stop_reason.to_owned());

@@ -34,6 +34,10 @@ pub struct ConnectOptions {
     /// (`index.js` passes `[process.execPath, daemon.js, "--state-dir", DIR, "serve"]`). Absent:
     /// no daemon is started.
     pub daemon_command: Option<Vec<String>>,
+    /// Local only: keep the daemon running after the last client is gone (tells one started
+    /// with `--exit-when-unused` to run on). Default false: this client holds the daemon while
+    /// it is open (`close()` or the process exiting lets it go).
+    pub keep_daemon: Option<bool>,
 }
 
 /// A connected client of one daemon.
@@ -42,6 +46,8 @@ pub struct NativeClient {
     client: Client,
     state_dir: Option<String>,
     started_pid: Option<u32>,
+    /// This client's hold on a daemon that counts its clients (`serve --exit-when-unused`).
+    hold: std::sync::Mutex<Option<spaces_sdk::local::Hold>>,
 }
 
 /// Connects: to `url` with `token`, else to the daemon of the state dir, starting
@@ -57,7 +63,12 @@ pub async fn connect(options: ConnectOptions) -> Result<NativeClient> {
         if addr.parse::<std::net::SocketAddr>().is_err() {
             return Err(error::invalid(format!("url {url:?} is not http://IP:PORT")));
         }
-        return Ok(NativeClient { client: Client::new(Endpoint::Tcp { addr, token }), state_dir: None, started_pid: None });
+        return Ok(NativeClient {
+            client: Client::new(Endpoint::Tcp { addr, token }),
+            state_dir: None,
+            started_pid: None,
+            hold: std::sync::Mutex::new(None),
+        });
     }
     let state_dir = options.state_dir.map(PathBuf::from).unwrap_or_else(spaces_sdk::local::default_state_dir);
     let state_dir = std::path::absolute(&state_dir).unwrap_or(state_dir);
@@ -68,10 +79,12 @@ pub async fn connect(options: ConnectOptions) -> Result<NativeClient> {
         }
         None => None,
     };
+    let hold = spaces_sdk::local::hold(&state_dir, options.keep_daemon.unwrap_or(false));
     Ok(NativeClient {
         client: Client::new(Endpoint::Unix(spaces_sdk::local::socket_path(&state_dir))),
         state_dir: Some(state_dir.display().to_string()),
         started_pid,
+        hold: std::sync::Mutex::new(hold),
     })
 }
 
@@ -107,6 +120,16 @@ impl NativeClient {
     #[napi(getter)]
     pub fn state_dir(&self) -> Option<String> {
         self.state_dir.clone()
+    }
+
+    /// Lets the daemon go: one started with `--exit-when-unused` ends once no client holds it
+    /// and no turn is in flight. Calls still work on a daemon that answers (later ones do not
+    /// hold it again: connect anew for that).
+    #[napi]
+    pub fn close(&self) {
+        if let Ok(mut hold) = self.hold.lock() {
+            hold.take();
+        }
     }
 
     /// The pid of the daemon this client started (absent when one already answered).

@@ -30,6 +30,7 @@ out = {
     'records': {c.__name__: [f.name for f in dataclasses.fields(c)] for c in
                 (spaces.AgentRunStatus, spaces.AgentStartReport, spaces.AgentActionReport, spaces.SpaceAgentOptions)},
     'error': spaces.SpacesError.__name__,
+    'spaces_options': [p for p in inspect.signature(spaces.Spaces.__init__).parameters if p != 'self'],
     'alias': spaces.CuaError is spaces.SpacesError,
 }
 print(json.dumps(out))
@@ -94,6 +95,12 @@ test('both SDKs offer the same methods, records, options and error class, as the
     assert.deepEqual(sorted(py.records[sdkName]), want, `Python ${sdkName} against the table's ${tableName}`)
     assert.deepEqual(nodeRecord(dts, sdkName), want, `Node ${sdkName} against the table's ${tableName}`)
   }
+
+  // The same constructor options (Python keywords, Node's options object).
+  const ctor = dts.match(/export declare class Spaces \{[\s\S]*?constructor\(options\?: \{([^}]*)\}\)/)
+  assert.ok(ctor, 'index.d.ts: Spaces has no constructor(options?: {...})')
+  const nodeOptions = sorted([...ctor[1].matchAll(/([a-zA-Z]+)\?:/g)].map((m) => snake(m[1])))
+  assert.deepEqual(sorted(py.spaces_options), nodeOptions, 'Spaces options: Python (left) and Node (right) differ')
 
   // One error class name; Python keeps the source documents' CuaError as the same class.
   assert.equal(py.error, 'SpacesError')

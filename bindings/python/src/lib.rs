@@ -9,7 +9,8 @@
 //!   awaitable `next()` at a time; `spaces.Space.agent_follow` iterates it.
 //! - `catalogue`: the operation catalogue as data (name, doc, route, audience and the JSON
 //!   Schema of each request), so a new operation reaches Python without code written for it.
-//! - `ensure_daemon` / `default_state_dir`: the no-set-up path of `spaces_sdk::local`.
+//! - `ensure_daemon` / `default_state_dir` / `hold_daemon`: the no-set-up path of
+//!   `spaces_sdk::local` (a daemon started with `--exit-when-unused` lives while a client holds it).
 //! - `daemon_main`: spacesd's own command line, so `python -m spaces._daemon serve` runs the
 //!   real daemon (the package carries it; docs/architecture.md says why).
 //!
@@ -170,6 +171,32 @@ fn ensure_daemon(py: Python<'_>, state_dir: PathBuf, command: Vec<OsString>) -> 
     bridge::awaitable(py, async move { spaces_sdk::local::ensure_daemon(&state_dir, &command).await.map_err(errors::start_error) })
 }
 
+/// One client's hold on a daemon started with `serve --exit-when-unused`
+/// ([`spaces_sdk::local::hold`]): the daemon does not end while a hold lives. `release()` lets
+/// it go; so does dropping the hold or the process exiting.
+#[pyclass(frozen, module = "spaces._native")]
+struct DaemonHold {
+    hold: Mutex<Option<spaces_sdk::local::Hold>>,
+}
+
+#[pymethods]
+impl DaemonHold {
+    /// Closes the hold's connection (once; later calls do nothing).
+    fn release(&self) {
+        if let Ok(mut hold) = self.hold.lock() {
+            hold.take();
+        }
+    }
+}
+
+/// Holds the daemon of `state_dir` (a connection kept open on `<state dir>/spacesd.hold`);
+/// with `keep`, also tells it to run on after its last client. `None` when the daemon keeps no
+/// count of its clients (it was not started with `--exit-when-unused`).
+#[pyfunction]
+fn hold_daemon(state_dir: PathBuf, keep: bool) -> Option<DaemonHold> {
+    spaces_sdk::local::hold(&state_dir, keep).map(|hold| DaemonHold { hold: Mutex::new(Some(hold)) })
+}
+
 /// Runs spacesd's command line with `argv` (without the program name, e.g. `["--state-dir",
 /// DIR, "serve"]`) on a runtime of its own, the GIL released; returns the exit status.
 #[pyfunction]
@@ -182,10 +209,12 @@ fn daemon_main(py: Python<'_>, argv: Vec<OsString>) -> i32 {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeClient>()?;
     m.add_class::<NativeFollow>()?;
+    m.add_class::<DaemonHold>()?;
     m.add_function(wrap_pyfunction!(catalogue, m)?)?;
     m.add_function(wrap_pyfunction!(default_state_dir, m)?)?;
     m.add_function(wrap_pyfunction!(socket_path, m)?)?;
     m.add_function(wrap_pyfunction!(ensure_daemon, m)?)?;
+    m.add_function(wrap_pyfunction!(hold_daemon, m)?)?;
     m.add_function(wrap_pyfunction!(daemon_main, m)?)?;
     m.add_function(wrap_pyfunction!(bridge::drain, m)?)?;
     errors::register(m)?;

@@ -114,6 +114,12 @@ impl Supervisor {
         }
     }
 
+    /// How many runs have a turn in flight (status `running`) on this host: a daemon started
+    /// with `serve --exit-when-unused` waits for 0 before it ends. Errors: the store's.
+    pub fn turns_in_flight(&self) -> Result<usize> {
+        Ok(self.inner.store.runs_running()?)
+    }
+
     /// The configuration.
     pub fn serve_run_sockets(&self, server: api::Server) {
         self.inner.api.set_server(server);

@@ -78,6 +78,11 @@ pub enum Command {
         /// AWS_REGION, AWS_ALLOW_HTTP). Hosts sharing one store share their persistent agents.
         #[arg(long, value_name = "URL")]
         volume: Option<String>,
+        /// End once no client holds this daemon (for 3 s) and no turn is in flight: what the
+        /// Python and Node SDKs start unless asked to keep it (keep_daemon=True / keepDaemon:
+        /// true). Clients hold it by keeping a connection open on <state dir>/spacesd.hold.
+        #[arg(long)]
+        exit_when_unused: bool,
     },
     /// Register or list Spaces (workspaces agents run in).
     #[command(subcommand)]
@@ -323,13 +328,13 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
     let cli_state_dir = cli.state_dir.clone();
     let state_dir_given = cli.state_dir_given;
     match cli.command {
-        Command::Serve { tcp, volume } => {
+        Command::Serve { tcp, volume, exit_when_unused } => {
             let token_file = cli.token_file.clone();
             let cfg = match volume {
                 Some(volume) => Config { volume, ..cfg },
                 None => cfg,
             };
-            crate::serve::serve(cfg, crate::serve::ServeOptions { tcp, token_file }).await
+            crate::serve::serve(cfg, crate::serve::ServeOptions { tcp, token_file, exit_when_unused }).await
         }
         Command::Space(SpaceCmd::Add { name, path, read_only, approvals, network, replace }) => {
             let root = std::fs::canonicalize(&path).unwrap_or(path);

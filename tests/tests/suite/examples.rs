@@ -233,7 +233,7 @@ async fn every_shell_example_of_the_readme_and_docs_runs_as_written() {
     let block = |first: &str| blocks.iter().find(|b| b.contains(first)).unwrap_or_else(|| panic!("a README block with {first:?}")).clone();
     let (tour, web, tools) = (block("agent start claude-code"), block("spacesd ui"), block("tool exec_command"));
     assert!(
-        blocks.iter().all(|b| [&tour, &web, &tools].contains(&b) || b.contains("npm install ./bindings/node")),
+        blocks.iter().all(|b| [&tour, &web, &tools].contains(&b) || b.contains("npm install --foreground-scripts ./bindings/node")),
         "a README block this test does not run: {blocks:#?}"
     );
 

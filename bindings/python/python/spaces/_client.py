@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import inspect
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -26,6 +27,8 @@ from ._records import AgentActionReport, AgentRunStatus, AgentStartReport, Space
 #: Every operation: ``{name, doc, method, path, read_only, audience, request}`` (``request`` is
 #: the JSON Schema of its request).
 CATALOGUE: List[Dict[str, Any]] = json.loads(_native.catalogue())
+
+_log = logging.getLogger("spaces")
 
 # At exit, no tokio thread may still be handing a result to Python (see src/bridge.rs).
 atexit.register(_native.drain)
@@ -94,12 +97,21 @@ class Spaces:
 
     ``Spaces()`` uses the local daemon of the default state dir (``SPACES_HOME``, else
     ``<user data dir>/spaces``), ``Spaces(state_dir=DIR)`` that of DIR; either is started detached
-    (``python -m spaces._daemon --state-dir DIR serve``, logging to ``DIR/spacesd.log``) when none
-    answers. ``Spaces(url="http://127.0.0.1:7700", token=TOKEN)`` reaches a daemon over TCP."""
+    (``python -m spaces._daemon --state-dir DIR serve --exit-when-unused``, logging to
+    ``DIR/spacesd.log``) when none answers. ``Spaces(url="http://127.0.0.1:7700", token=TOKEN)``
+    reaches a daemon over TCP.
+
+    A daemon this SDK started ends a few seconds after the last client is gone (``close()``,
+    the end of an ``async with``, or the process exiting), once no turn is in flight; agent
+    processes of idle runs live on and the next daemon takes them back. ``keep_daemon=True``
+    keeps it running after the script (also one another client started). A daemon started some
+    other way (``spacesd serve``, systemd) is never stopped by a client."""
 
     def __init__(self, state_dir: Union[str, os.PathLike, None] = None, url: Optional[str] = None,
-                 token: Optional[str] = None) -> None:
+                 token: Optional[str] = None, keep_daemon: bool = False) -> None:
         self.daemon_pid: Optional[int] = None
+        self.keep_daemon = keep_daemon
+        self._hold: Optional[_native.DaemonHold] = None
         if url is not None:
             addr = url.split("://", 1)[-1].rstrip("/")
             self.state_dir: Optional[Path] = None
@@ -111,6 +123,12 @@ class Spaces:
 
     def __repr__(self) -> str:
         return f"Spaces({self._native.endpoint()!r})"
+
+    async def __aenter__(self) -> "Spaces":
+        return await self.connect()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.close()
 
     @property
     def _spaces(self) -> "Spaces":
@@ -125,14 +143,37 @@ class Spaces:
             await self._ensure()
         return self
 
+    def close(self) -> None:
+        """Lets the daemon go: one this SDK started ends once no client holds it (unless
+        ``keep_daemon=True``). Runs go on. A later call connects (and holds) again."""
+        if self._hold is not None:
+            self._hold.release()
+            self._hold = None
+        if self.state_dir is not None:
+            self._ready = False
+
     def daemon_command(self) -> List[str]:
-        """What starts this state dir's daemon: this package's spacesd under this interpreter."""
-        return [sys.executable, "-m", "spaces._daemon", "--state-dir", str(self.state_dir), "serve"]
+        """What starts this state dir's daemon: this package's spacesd under this interpreter,
+        ending when unused unless ``keep_daemon``."""
+        command = [sys.executable, "-m", "spaces._daemon", "--state-dir", str(self.state_dir), "serve"]
+        return command if self.keep_daemon else command + ["--exit-when-unused"]
 
     async def _ensure(self) -> None:
+        assert self.state_dir is not None
         pid = await _native.ensure_daemon(str(self.state_dir), self.daemon_command())
         if pid is not None:
             self.daemon_pid = pid
+            if self.keep_daemon:
+                _log.info("started spacesd (pid %d) for %s; it keeps running after this script "
+                          "(keep_daemon=True): stop it with kill %d", pid, self.state_dir, pid)
+            else:
+                _log.info("started spacesd (pid %d) for %s; it ends when its last client is gone "
+                          "(keep_daemon=True keeps it)", pid, self.state_dir)
+        if self._hold is not None:
+            self._hold.release()
+        # A daemon that counts its clients (--exit-when-unused) is held while this client is
+        # open; one that does not is left as it is.
+        self._hold = _native.hold_daemon(str(self.state_dir), self.keep_daemon)
         self._ready = True
 
     async def _call_text(self, name: str, args: Dict[str, Any]) -> str:

@@ -1,0 +1,44 @@
+// The npm package scripts/dist builds installs and runs without Rust (issue 32): `npm install
+// <tgz>` into an empty project with cargo off PATH builds nothing (the native module is
+// prebuilt for linux-x64), and the installed SDK starts its daemon and answers. The package is
+// read from $SPACES_DIST_DIR (scripts/test sets it), else <repo>/dist.
+'use strict'
+const { test } = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+const { execFileSync } = require('node:child_process')
+
+const { REPO, tempDir, killDaemons } = require('../testing')
+
+function packageTgz() {
+  const dist = process.env.SPACES_DIST_DIR || path.join(REPO, 'dist')
+  const tgz = fs.existsSync(dist) ? fs.readdirSync(dist).filter((f) => /^spaces-sdk-.*\.tgz$/.test(f)) : []
+  assert.equal(tgz.length, 1, `want one spaces-sdk-*.tgz in ${dist}: run scripts/dist (scripts/test does)`)
+  return path.join(dist, tgz[0])
+}
+
+test('the packed SDK installs with no Rust and starts its daemon', async () => {
+  const tgz = packageTgz()
+  const dir = tempDir('spaces-dist-')
+  const stateDir = path.join(dir, 'state')
+  // PATH without cargo or rustc: only node's own directory and the system's.
+  const env = { ...process.env, PATH: `${path.dirname(process.execPath)}:/usr/bin:/bin` }
+  delete env.SPACES_NODE_SKIP_BUILD
+  try {
+    fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'user-project', private: true }))
+    execFileSync('npm', ['install', '--offline', '--no-audit', '--no-fund', '--loglevel=error', tgz], { cwd: dir, env, stdio: 'pipe', timeout: 120_000 })
+    const installed = path.join(dir, 'node_modules', '@spaces', 'sdk')
+    assert.ok(fs.existsSync(path.join(installed, 'spaces.linux-x64-gnu.node')), 'the prebuilt native module is installed')
+    const script = `
+const { Spaces } = require('@spaces/sdk')
+const spaces = new Spaces({ stateDir: process.argv[1] })
+spaces.listSpaces().then(async (list) => { console.log(JSON.stringify(list)); await spaces.close() })
+`
+    const out = execFileSync(process.execPath, ['-e', script, stateDir], { cwd: dir, env, encoding: 'utf8', timeout: 60_000 })
+    assert.equal(out.trim(), '[]', 'a fresh daemon of the installed package answers with no Spaces')
+  } finally {
+    await killDaemons(stateDir)
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+})
