@@ -4,12 +4,14 @@
 
 Starts a daemon in a temp state dir through the SDK, the test kit's scripted model
 (target/debug/scripted-model) and one Claude Code run (SPACES_TOOLS_DIR) to its idle state, then
-times, N times each and interleaved: `agent_status` and an empty `agent_events` page (cursor at the
-end) through `Space` (awaited on asyncio), and the same two GETs with http.client over the daemon's
-Unix socket, once on a new connection per request and once on one kept-alive connection (what the
-SDK's client does since it keeps its connections). Prints p50/p99 in µs and the SDK's median as a
-ratio of the kept-alive raw call's, idle and then with one core spinning (a shell busy loop); the
-figures go to docs/benchmarks.md. Kills the daemon and the model at the end."""
+times `agent_status` and an empty `agent_events` page (cursor at the end) three ways, each in a
+loop of its own, pair by pair beside the same GET on one kept-alive `http.client` connection over
+the daemon's Unix socket: through `Space` (awaited on asyncio; calls to a local daemon go from
+the loop's thread, spaces._transport), through a `Space` whose calls go through the native
+client's tokio runtime (the baseline: every call did so before spaces._transport), and as a raw
+GET on a new connection per request. Prints p50/p99 in µs and each median as a ratio of its kept-alive
+pair's, idle and then with one core spinning (a shell busy loop); the figures go to
+docs/benchmarks.md. Kills the daemon and the model at the end."""
 
 from __future__ import annotations
 
@@ -42,9 +44,16 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.sock.connect(self.path)
 
 
+def auth(sock: str) -> dict:
+    """The operator's token when the daemon's socket wants it (the Landlock level), as the SDK
+    sends it; else no header."""
+    token = Path(sock).with_name("token")
+    return {"Authorization": f"Bearer {token.read_text().strip()}"} if token.exists() else {}
+
+
 def http_get(sock: str, url: str) -> bytes:
     conn = UnixHTTPConnection(sock)
-    conn.request("GET", url)
+    conn.request("GET", url, headers=auth(sock))
     resp = conn.getresponse()
     body = resp.read()
     conn.close()
@@ -57,9 +66,10 @@ class KeptAlive:
 
     def __init__(self, sock: str) -> None:
         self.conn = UnixHTTPConnection(sock)
+        self.headers = auth(sock)
 
     def get(self, url: str) -> bytes:
-        self.conn.request("GET", url)
+        self.conn.request("GET", url, headers=self.headers)
         resp = self.conn.getresponse()
         body = resp.read()
         assert resp.status == 200, body
@@ -91,12 +101,18 @@ async def main(n: int) -> None:
             await asyncio.sleep(0.1)
         cursor = json.loads(await space.agent_events(run.run_id, cursor=0, max=1000))["cursor"]
         sock = str(root / "state" / "spacesd.sock")
+        # The same SDK with its calls sent through the native client's tokio runtime (what every
+        # call did before spaces._transport; TCP clients still do): the baseline, timed in a
+        # loop of its own beside kept-alive raw calls (its tokio threads, waking after each
+        # call, would slow whatever came next in a shared loop).
+        native = Spaces(state_dir=root / "state")
+        native._transport = None
         status_url = f"/v1/spaces/bench/agents/{run.run_id}"
         events_url = f"/v1/spaces/bench/agents/{run.run_id}/events?cursor={cursor}"
         for condition in ("idle", "busy"):
             busy = subprocess.Popen(["sh", "-c", "while :; do :; done"]) if condition == "busy" else None
             try:
-                await measure(space, run.run_id, sock, status_url, events_url, cursor, n, condition)
+                await measure(space, native.space("bench"), run.run_id, sock, status_url, events_url, cursor, n, condition)
             finally:
                 if busy:
                     busy.kill()
@@ -111,28 +127,41 @@ async def main(n: int) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-async def measure(space, run_id: str, sock: str, status_url: str, events_url: str, cursor: int, n: int, condition: str) -> None:
+async def measure(sdk, native, run_id: str, sock: str, status_url: str, events_url: str, cursor: int, n: int,
+                  condition: str) -> None:
+    """Three loops, each timing one way of calling beside a kept-alive raw call, interleaved
+    pair by pair (a way's after-effects, such as tokio threads waking or a connection being torn
+    down, then land on its own pair, not on another way's figures)."""
     kept = KeptAlive(sock)
-    names = ("sdk status", "http status", "kept status", "sdk events", "http events", "kept events")
-    t: dict = {k: [] for k in names}
-    for i in range(n + 50):
-        a = time.perf_counter_ns(); await space.agent_status(run_id); b = time.perf_counter_ns()
-        http_get(sock, status_url); c = time.perf_counter_ns()
-        kept.get(status_url); d = time.perf_counter_ns()
-        page = await space.agent_events(run_id, cursor=cursor); e = time.perf_counter_ns()
-        http_get(sock, events_url); f = time.perf_counter_ns()
-        kept.get(events_url); g = time.perf_counter_ns()
-        assert json.loads(page)["events"] == []
-        if i >= 50:  # warm-up
-            for k, v in zip(names, (b - a, c - b, d - c, e - d, f - e, g - f)):
-                t[k].append(v)
-    print(f"== {condition}: n={n} per call, interleaved; Python {sys.version.split()[0]}, {os.cpu_count()} cores")
-    print(f"{'call':<14}{'p50 µs':>10}{'p99 µs':>10}")
-    for k, xs in t.items():
-        print(f"{k:<14}{pct(xs, 0.5):>10.0f}{pct(xs, 0.99):>10.0f}")
-    for what in ("status", "events"):
-        sdk, new, kept_ = (pct(t[f"{k} {what}"], 0.5) for k in ("sdk", "http", "kept"))
-        print(f"{condition} {what}: SDK p50 {sdk / kept_:.2f}x a kept-alive raw call, {sdk / new:.2f}x a raw call on a new connection")
+
+    async def via(space):
+        async def status() -> None:
+            await space.agent_status(run_id)
+
+        async def events() -> None:
+            assert json.loads(await space.agent_events(run_id, cursor=cursor))["events"] == []
+        return status, events
+
+    async def raw_status() -> None:
+        http_get(sock, status_url)
+
+    async def raw_events() -> None:
+        http_get(sock, events_url)
+
+    ways = [("SDK", *await via(sdk)), ("SDK through the native client", *await via(native)),
+            ("raw call on a new connection", raw_status, raw_events)]
+    print(f"== {condition}: n={n} pairs per call; Python {sys.version.split()[0]}, {os.cpu_count()} cores")
+    print(f"{'way':<32}{'call':<8}{'p50 µs':>9}{'p99 µs':>9}{'kept p50':>10}{'ratio':>8}")
+    for label, status, events in ways:
+        for what, call, url in (("status", status, status_url), ("events", events, events_url)):
+            mine, base = [], []
+            for i in range(n + 50):
+                a = time.perf_counter_ns(); await call(); b = time.perf_counter_ns()
+                kept.get(url); c = time.perf_counter_ns()
+                if i >= 50:  # warm-up
+                    mine.append(b - a); base.append(c - b)
+            print(f"{label:<32}{what:<8}{pct(mine, 0.5):>9.0f}{pct(mine, 0.99):>9.0f}{pct(base, 0.5):>10.0f}"
+                  f"{pct(mine, 0.5) / pct(base, 0.5):>7.2f}x")
 
 
 if __name__ == "__main__":

@@ -177,62 +177,21 @@ impl Client {
     /// Maps `args` onto the route of `info`: `{field}` segments from the fields of that name,
     /// the rest as the query string (GET) or the JSON body (POST, PATCH).
     async fn invoke(&self, info: &OperationInfo, args: serde_json::Value) -> Result<serde_json::Value, ClientError> {
-        let mut fields = match args {
-            serde_json::Value::Object(m) => m,
-            serde_json::Value::Null => serde_json::Map::new(),
-            other => return Err(ClientError::Protocol(format!("{}: arguments must be a JSON object, not {other}", info.name))),
-        };
-        let keyed = idempotency_field(info.name);
-        if let Some(field) = keyed {
-            if fields.get(field).is_none_or(serde_json::Value::is_null) {
-                fields.insert(field.to_owned(), uuid::Uuid::new_v4().to_string().into());
-            }
-        }
-        let mut path = String::new();
-        for seg in info.path.split('/').skip(1) {
-            path.push('/');
-            match seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
-                Some(field) => match fields.remove(field) {
-                    Some(serde_json::Value::String(v)) => path.push_str(&enc(&v)),
-                    Some(v) if !v.is_null() => path.push_str(&enc(&v.to_string())),
-                    _ => {
-                        return Err(ClientError::Api(ApiError::new(
-                            crate::error::ErrorCode::InvalidArgument,
-                            format!("{}: missing field `{field}`", info.name),
-                        )))
-                    }
-                },
-                None => path.push_str(seg),
-            }
-        }
-        let method = match info.method {
+        let shaped = crate::exchange::shape(info, args)?;
+        let method = match shaped.method {
             HttpMethod::Get => Method::GET,
             HttpMethod::Post => Method::POST,
             HttpMethod::Patch => Method::PATCH,
         };
-        if info.method == HttpMethod::Get {
-            let query: Vec<String> = fields
-                .iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| match v {
-                    serde_json::Value::String(s) => format!("{}={}", enc(k), enc(s)),
-                    other => format!("{}={}", enc(k), enc(&other.to_string())),
-                })
-                .collect();
-            if !query.is_empty() {
-                path.push('?');
-                path.push_str(&query.join("&"));
-            }
-            self.call(method, &path, None::<&()>).await
-        } else {
-            let body = serde_json::Value::Object(fields);
-            match self.call(method.clone(), &path, Some(&body)).await {
-                Err(ClientError::Lost { .. }) if keyed.is_some() => {
+        match &shaped.body {
+            None => self.call(method, &shaped.path, None::<&()>).await,
+            Some(body) => match self.call(method.clone(), &shaped.path, Some(body)).await {
+                Err(ClientError::Lost { .. }) if shaped.keyed => {
                     self.await_daemon().await;
-                    self.call(method, &path, Some(&body)).await
+                    self.call(method, &shaped.path, Some(body)).await
                 }
                 other => other,
-            }
+            },
         }
     }
 
@@ -258,11 +217,8 @@ impl Client {
             None => Vec::new(),
         };
         let (status, answer) = self.send(method, path, bytes).await?;
-        if (200..300).contains(&status) {
-            serde_json::from_slice(&answer).map_err(|e| ClientError::Protocol(format!("{e}: {}", String::from_utf8_lossy(&answer))))
-        } else {
-            Err(error_of(status, &answer))
-        }
+        let value = crate::exchange::answer(status, &answer)?;
+        serde_json::from_value(value).map_err(|e| ClientError::Protocol(format!("{e}: {}", String::from_utf8_lossy(&answer))))
     }
 
     /// A `GET` of `path` with `headers` whose answer's body is read as it arrives (an event
@@ -456,7 +412,7 @@ where
 }
 
 /// The typed error of a non-2xx answer (the error envelope), or what was not understood.
-pub(crate) fn error_of(status: u16, answer: &[u8]) -> ClientError {
+pub fn error_of(status: u16, answer: &[u8]) -> ClientError {
     match serde_json::from_slice::<ErrorEnvelope>(answer) {
         Ok(env) => ClientError::Api(env.error),
         Err(_) => ClientError::Protocol(format!("HTTP {status}: {}", String::from_utf8_lossy(answer))),

@@ -21,6 +21,8 @@ pub mod decode;
 pub mod error;
 pub mod event;
 #[cfg(feature = "client")]
+pub mod exchange;
+#[cfg(feature = "client")]
 pub mod follow;
 pub mod home;
 #[cfg(feature = "client")]

@@ -89,6 +89,20 @@ pub fn access(state: &AppState, operator_token: Option<&str>) -> Arc<Access> {
     Arc::new(Access::new(&state.sup.config().state_dir, operator_token))
 }
 
+/// At the Landlock level (no namespaces: a tree could reach the Unix socket by its path), the
+/// operator's token that the Unix socket then requires, read from `token_file` or created there
+/// (0600) and redacted from every run's output; `None` at any other level. Clients of the socket
+/// send it when they can read the file ([`spaces_sdk::client`]). Call after `open` (which sets
+/// the level). Errors: the token file's.
+pub fn landlock_token(token_file: &std::path::Path) -> anyhow::Result<Option<String>> {
+    if spaces_os::sandbox::level() != spaces_os::sandbox::Level::Landlock {
+        return Ok(None);
+    }
+    let token = read_or_create_token(token_file)?;
+    spaces_host::supervisor::learn_secret(&token);
+    Ok(Some(token))
+}
+
 /// Serve until SIGINT/SIGTERM.
 pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     let socket = cfg.socket_path();
@@ -168,13 +182,9 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     };
     // At the Landlock level a tree can reach the Unix socket by its path: the operator proves
     // itself with the token there ([`crate::access::Access::uid_trusted`]).
-    let landlock_token = match (&tcp_token, spaces_os::sandbox::level()) {
-        (None, spaces_os::sandbox::Level::Landlock) => {
-            let token = read_or_create_token(&token_file)?;
-            spaces_host::supervisor::learn_secret(&token);
-            Some(token)
-        }
-        _ => None,
+    let landlock_token = match tcp_token {
+        None => landlock_token(&token_file)?,
+        Some(_) => None,
     };
     let sup = state.sup.clone();
     let app = http::router(state.sup.clone(), state.cs.clone());

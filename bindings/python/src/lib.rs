@@ -1,6 +1,6 @@
 //! `spaces._native`: the thin native half of the Python SDK (`bindings/python/python/spaces`).
 //!
-//! It exposes five things and nothing else (STYLE item 8):
+//! It exposes these things and nothing else (STYLE item 8):
 //! - `NativeClient`: a handle on the typed Rust client with one generic async
 //!   `call(name, args_json) -> result_json` over [`Client::call_named`]; the Python layer builds
 //!   every `Spaces`/`Space` method from the catalogue on top of it.
@@ -9,6 +9,9 @@
 //!   awaitable `next()` at a time; `spaces.Space.agent_follow` iterates it.
 //! - `catalogue`: the operation catalogue as data (name, doc, route, audience and the JSON
 //!   Schema of each request), so a new operation reaches Python without code written for it.
+//! - `Exchange`, `parse_head`, `answer_error`, `transport_error`: one call as bytes
+//!   ([`spaces_sdk::exchange`]), which `spaces._transport` sends to a local daemon from the
+//!   asyncio loop's own thread.
 //! - `ensure_daemon` / `default_state_dir` / `hold_daemon`: the no-set-up path of
 //!   `spaces_sdk::local` (a daemon started with `--exit-when-unused` lives while a client holds it).
 //! - `daemon_main`: spacesd's own command line, so `python -m spaces._daemon serve` runs the
@@ -171,6 +174,78 @@ fn ensure_daemon(py: Python<'_>, state_dir: PathBuf, command: Vec<OsString>) -> 
     bridge::awaitable(py, async move { spaces_sdk::local::ensure_daemon(&state_dir, &command).await.map_err(errors::start_error) })
 }
 
+/// One call as bytes ([`spaces_sdk::exchange::Exchange`]): `spaces._transport` sends it to a
+/// local daemon from the asyncio loop's own thread (no hop to a tokio thread and back).
+#[pyclass(frozen, module = "spaces._native")]
+struct Exchange {
+    exchange: spaces_sdk::exchange::Exchange,
+}
+
+#[pymethods]
+impl Exchange {
+    /// The call of operation `name` with `args_json` (a JSON object of its request fields).
+    /// Raises `SpacesError` (`INVALID_ARGUMENT` for an unknown operation or a missing path field);
+    /// refuses a forked child as every call does.
+    #[new]
+    fn new(name: &str, args_json: &str) -> PyResult<Self> {
+        errors::fork_guard()?;
+        Python::attach(|py| {
+            let args: serde_json::Value = serde_json::from_str(args_json).map_err(|e| errors::bad_json(e).into_pyerr(py))?;
+            spaces_sdk::exchange::Exchange::new(name, args)
+                .map(|exchange| Self { exchange })
+                .map_err(|e| errors::client_error(e).into_pyerr(py))
+        })
+    }
+
+    /// True when a lost connection may be answered by sending the same bytes once more.
+    #[getter]
+    fn keyed(&self) -> bool {
+        self.exchange.keyed()
+    }
+
+    /// The whole HTTP/1.1 request, with `Authorization: Bearer TOKEN` when `token` is given.
+    #[pyo3(signature = (token = None))]
+    fn request<'py>(&self, py: Python<'py>, token: Option<&str>) -> Bound<'py, pyo3::types::PyBytes> {
+        pyo3::types::PyBytes::new(py, &self.exchange.request(token))
+    }
+}
+
+/// The head of an answer (everything through the blank line) as `(status, length,
+/// keep_alive)`: `length` is the body's byte count, or -1 for a chunked body. Raises
+/// `SpacesError` `PROTOCOL` for a head that is not HTTP/1.1.
+#[pyfunction]
+fn parse_head(py: Python<'_>, head: &[u8]) -> PyResult<(u16, i64, bool)> {
+    let head = spaces_sdk::exchange::parse_head(head).map_err(|e| errors::client_error(e).into_pyerr(py))?;
+    let length = match head.body {
+        spaces_sdk::exchange::BodyLength::Exactly(n) => n as i64,
+        spaces_sdk::exchange::BodyLength::Chunked => -1,
+    };
+    Ok((head.status, length, head.keep_alive))
+}
+
+/// The typed error of an answer of `status` (not 2xx) with `body`: the daemon's error envelope
+/// as `SpacesError` (or its family), or `PROTOCOL` when the body is not one. Returned, not
+/// raised: the caller raises it. (A 2xx body is the result's JSON, decoded once by the caller.)
+#[pyfunction]
+fn answer_error(py: Python<'_>, status: u16, body: &[u8]) -> PyErr {
+    errors::client_error(spaces_sdk::client::error_of(status, body)).into_pyerr(py)
+}
+
+/// The error of a call that could not be made or finished: `kind` `unreachable` (no daemon
+/// answers at `endpoint`: `DAEMON_UNREACHABLE`), `protocol` (an answer not understood:
+/// `PROTOCOL`) or `lost` (the connection closed before the answer: `CONNECTION_LOST`), with
+/// `detail` (the OS error, or what was wrong). The same classes and codes as a call through the
+/// native client. Returned, not raised.
+#[pyfunction]
+fn transport_error(py: Python<'_>, kind: &str, endpoint: String, detail: String) -> PyErr {
+    let e = match kind {
+        "unreachable" => spaces_sdk::client::ClientError::Connect { endpoint, source: std::io::Error::other(detail) },
+        "protocol" => spaces_sdk::client::ClientError::Protocol(format!("{endpoint}: {detail}")),
+        _ => spaces_sdk::client::ClientError::Lost { endpoint, detail },
+    };
+    errors::client_error(e).into_pyerr(py)
+}
+
 /// One client's hold on a daemon started with `serve --exit-when-unused`
 /// ([`spaces_sdk::local::hold`]): the daemon does not end while a hold lives. `release()` lets
 /// it go; so does dropping the hold or the process exiting.
@@ -210,6 +285,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeClient>()?;
     m.add_class::<NativeFollow>()?;
     m.add_class::<DaemonHold>()?;
+    m.add_class::<Exchange>()?;
+    m.add_function(wrap_pyfunction!(parse_head, m)?)?;
+    m.add_function(wrap_pyfunction!(answer_error, m)?)?;
+    m.add_function(wrap_pyfunction!(transport_error, m)?)?;
     m.add_function(wrap_pyfunction!(catalogue, m)?)?;
     m.add_function(wrap_pyfunction!(default_state_dir, m)?)?;
     m.add_function(wrap_pyfunction!(socket_path, m)?)?;

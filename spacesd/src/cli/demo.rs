@@ -85,7 +85,10 @@ pub async fn run(cfg: Config, args: DemoArgs, state_dir: Option<PathBuf>) -> any
     let state = crate::serve::open(cfg.clone(), &[]).await?;
     let listener = tokio::net::UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
     let limits = crate::http::Limits::of(&cfg);
-    let access = crate::serve::access(&state, None);
+    // At the Landlock level the socket takes only the operator's token (as under `serve`); the
+    // client below reads it from the state dir.
+    let token = crate::serve::landlock_token(&cfg.state_dir.join("token"))?;
+    let access = crate::serve::access(&state, token.as_deref());
     let app = crate::http::router(state.sup, state.cs);
     tokio::spawn(crate::http::serve_unix(listener, crate::http::unix_app(app, access), limits));
     let client = Client::new(Endpoint::Unix(socket));

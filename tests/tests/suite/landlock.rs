@@ -179,3 +179,30 @@ async fn case_28_landlock_is_the_fallback_where_bubblewrap_cannot_make_a_sandbox
     assert!(said.contains("No permissions to create new namespace") && said.contains("SPACES_SANDBOX=off"), "{said}");
     assert!(!state.path().join("state/spacesd.sock").exists());
 }
+
+/// `spacesd demo` works at the Landlock level too (found timing a newcomer's install on a
+/// machine without bubblewrap): its daemon's socket takes only the operator's token there, and
+/// the demo's own client sends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_runs_at_the_landlock_level() {
+    crate::support::require_cli("claude-code", "node_modules/@anthropic-ai/claude-code-linux-x64/claude");
+    let (_bin, path) = broken_bubblewrap();
+    let model = spaces_testkit::ScriptedServer::start(
+        spaces_testkit::Wire::AnthropicMessages,
+        spaces_testkit::Script::new([]).with_fallback(spaces_testkit::Reply::Text("hello from the demo".into())),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = std::process::Command::new(crate::support::spacesd_bin());
+    crate::support::hermetic(&mut c).stdin(std::process::Stdio::null()).env("PATH", &path);
+    c.args(["demo", "--state-dir"])
+        .arg(dir.path().join("state"))
+        .args(["--base-url", &model.base_url(), "--space-dir"])
+        .arg(dir.path().join("space"));
+    let out = tokio::task::spawn_blocking(move || c.output().unwrap()).await.unwrap();
+    let (text, err) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}{err}");
+    assert!(err.contains("the sandbox is Landlock"), "{err}");
+    assert!(text.contains("== stop: ok=true"), "{text}");
+}

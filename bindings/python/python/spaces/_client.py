@@ -18,11 +18,12 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, AsyncIterator, Dict, List, Optional, Union
+from typing import Any, AsyncIterator, Dict, List, Optional, Tuple, Union
 
 from . import _native
 from ._native import UnavailableError
 from ._records import AgentActionReport, AgentRunStatus, AgentStartReport, SpaceAgentOptions
+from ._transport import UnixTransport
 
 #: Every operation: ``{name, doc, method, path, read_only, audience, request}`` (``request`` is
 #: the JSON Schema of its request).
@@ -86,6 +87,13 @@ def _install(cls: type, owner: str, space_side: bool) -> None:
             setattr(cls, op["name"], _generated(op, owner, space_side))
 
 
+def _loads(name: str, raw: Union[str, bytes]) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError as e:
+        raise _native.transport_error("protocol", name, f"the answer is not JSON: {e}") from None
+
+
 def _options(options: Union[SpaceAgentOptions, Dict[str, Any], None]) -> Optional[Dict[str, Any]]:
     if options is None or isinstance(options, dict):
         return options
@@ -112,13 +120,18 @@ class Spaces:
         self.daemon_pid: Optional[int] = None
         self.keep_daemon = keep_daemon
         self._hold: Optional[_native.DaemonHold] = None
+        # Calls to a local daemon go from the asyncio loop's thread (spaces._transport); a
+        # remote one's, and every event follow, through the native client.
+        self._transport: Optional[UnixTransport] = None
         if url is not None:
             addr = url.split("://", 1)[-1].rstrip("/")
             self.state_dir: Optional[Path] = None
             self._native = _native.NativeClient.tcp(addr, token or "")
         else:
             self.state_dir = Path(state_dir) if state_dir is not None else Path(_native.default_state_dir())
-            self._native = _native.NativeClient.unix(str(_native.socket_path(str(self.state_dir))))
+            socket = str(_native.socket_path(str(self.state_dir)))
+            self._native = _native.NativeClient.unix(socket)
+            self._transport = UnixTransport(socket)
         self._ready = url is not None
 
     def __repr__(self) -> str:
@@ -149,6 +162,8 @@ class Spaces:
         if self._hold is not None:
             self._hold.release()
             self._hold = None
+        if self._transport is not None:
+            self._transport.close()
         if self.state_dir is not None:
             self._ready = False
 
@@ -176,20 +191,33 @@ class Spaces:
         self._hold = _native.hold_daemon(str(self.state_dir), self.keep_daemon)
         self._ready = True
 
-    async def _call_text(self, name: str, args: Dict[str, Any]) -> str:
+    async def _call_raw(self, name: str, args: Dict[str, Any]) -> Union[str, bytes]:
+        """The result's JSON as the daemon sent it (bytes from the loop's transport, text from
+        the native client)."""
         if not self._ready:
             await self._ensure()
-        try:
+        if self._transport is None:
             return await self._native.call(name, json.dumps(args))
+        try:
+            return await self._transport.call(name, json.dumps(args))
         except UnavailableError as e:
             # A local daemon that went away is started again, once.
-            if self.state_dir is None or getattr(e, "code", None) != "DAEMON_UNREACHABLE":
+            if getattr(e, "code", None) != "DAEMON_UNREACHABLE":
                 raise
             await self._ensure()
-            return await self._native.call(name, json.dumps(args))
+            return await self._transport.call(name, json.dumps(args))
+
+    async def _call_text(self, name: str, args: Dict[str, Any]) -> str:
+        raw = await self._call_raw(name, args)
+        return raw if isinstance(raw, str) else raw.decode()
+
+    async def _call_wire(self, name: str, args: Dict[str, Any]) -> Tuple[Any, str]:
+        """The result and its JSON text (a record's ``json``, as sent: no second encoding)."""
+        text = await self._call_text(name, args)
+        return _loads(name, text), text
 
     async def _call(self, name: str, args: Dict[str, Any]) -> Any:
-        return json.loads(await self._call_text(name, args))
+        return _loads(name, await self._call_raw(name, args))
 
     async def call(self, name: str, **args: Any) -> Any:
         """Runs any operation of the catalogue by name with its request fields."""
@@ -239,14 +267,14 @@ class Space:
             args["options"] = _options(options)
         if request_id is not None:
             args["request_id"] = request_id
-        return AgentStartReport._from(await self._spaces._call("agent_start", args))
+        return AgentStartReport._from(*await self._spaces._call_wire("agent_start", args))
 
     async def agent_status(self, run_id: str, tail: Optional[int] = None) -> AgentRunStatus:
         """A run's status with the last ``tail`` lines of output."""
         args: Dict[str, Any] = {"space": self.name, "run_id": run_id}
         if tail is not None:
             args["tail"] = tail
-        return AgentRunStatus._from(await self._spaces._call("agent_status", args))
+        return AgentRunStatus._from(*await self._spaces._call_wire("agent_status", args))
 
     async def agent_events(self, run_id: str, cursor: Optional[int] = None, max: Optional[int] = None) -> str:
         """Normalized events after ``cursor`` as the agent_events JSON (events, cursor, caught_up, status)."""
@@ -276,15 +304,15 @@ class Space:
             args["force"] = force
         if message_id is not None:
             args["message_id"] = message_id
-        return AgentActionReport._from(await self._spaces._call("agent_message", args))
+        return AgentActionReport._from(*await self._spaces._call_wire("agent_message", args))
 
     async def agent_interrupt(self, run_id: str) -> AgentActionReport:
         """Cancels the run's turn in flight; the session stays open."""
-        return AgentActionReport._from(await self._spaces._call("agent_interrupt", {"space": self.name, "run_id": run_id}))
+        return AgentActionReport._from(*await self._spaces._call_wire("agent_interrupt", {"space": self.name, "run_id": run_id}))
 
     async def agent_stop(self, run_id: str) -> AgentActionReport:
         """Stops a run."""
-        return AgentActionReport._from(await self._spaces._call("agent_stop", {"space": self.name, "run_id": run_id}))
+        return AgentActionReport._from(*await self._spaces._call_wire("agent_stop", {"space": self.name, "run_id": run_id}))
 
     async def agent_list(self) -> List[AgentRunStatus]:
         """Every agent run in this Space."""

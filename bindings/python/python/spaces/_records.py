@@ -24,8 +24,8 @@ class AgentStartReport:
     json: str
 
     @classmethod
-    def _from(cls, d: Dict[str, Any]) -> "AgentStartReport":
-        return cls(d["run_id"], d["agent"], d["space"], d["process_tag"], list(d.get("notes", [])), _dumps(d))
+    def _from(cls, d: Dict[str, Any], text: Optional[str] = None) -> "AgentStartReport":
+        return cls(d["run_id"], d["agent"], d["space"], d["process_tag"], list(d.get("notes", [])), text or _dumps(d))
 
 
 @dataclass(frozen=True)
@@ -55,10 +55,11 @@ class AgentRunStatus:
     created_ms: int = 0
 
     @classmethod
-    def _from(cls, d: Dict[str, Any]) -> "AgentRunStatus":
+    def _from(cls, d: Dict[str, Any], text: Optional[str] = None) -> "AgentRunStatus":
+        # ``text``: the wire JSON as the daemon sent it, when the caller has it (no re-encoding).
         return cls(
             d["run_id"], d.get("agent"), d["status"], d["reason"], d["phase"], d.get("result_text"),
-            bool(d["accepts_message"]), d.get("output_tail"), _dumps(d), d.get("label"), d.get("prompt_excerpt"),
+            bool(d["accepts_message"]), d.get("output_tail"), text or _dumps(d), d.get("label"), d.get("prompt_excerpt"),
             d.get("space", ""), int(d.get("turns", 0)), d.get("session_id"), int(d.get("created_ms", 0)),
         )
 
@@ -73,8 +74,8 @@ class AgentActionReport:
     json: str
 
     @classmethod
-    def _from(cls, d: Dict[str, Any]) -> "AgentActionReport":
-        return cls(d["run_id"], bool(d["ok"]), d["reason"], _dumps(d))
+    def _from(cls, d: Dict[str, Any], text: Optional[str] = None) -> "AgentActionReport":
+        return cls(d["run_id"], bool(d["ok"]), d["reason"], text or _dumps(d))
 
 
 @dataclass
