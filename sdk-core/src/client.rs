@@ -464,10 +464,10 @@ mod pool_tests {
     /// A bare HTTP/1.1 server on a Unix socket that answers every request `{"n": K}` (K counts
     /// the requests) and counts the connections it accepted; with `close_after_first`, it closes
     /// each connection after its first answer (a daemon's idle limit, a restart).
-    async fn server(close_after_first: bool) -> (std::path::PathBuf, Arc<AtomicUsize>) {
-        let dir = std::env::temp_dir().join(format!("spaces-pool-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let socket = dir.join("spacesd.sock");
+    /// The socket lives in a temp dir removed when the returned guard drops.
+    async fn server(close_after_first: bool) -> (tempfile::TempDir, std::path::PathBuf, Arc<AtomicUsize>) {
+        let dir = tempfile::Builder::new().prefix("spaces-pool-").tempdir().unwrap();
+        let socket = dir.path().join("spacesd.sock");
         let listener = tokio::net::UnixListener::bind(&socket).unwrap();
         let accepted = Arc::new(AtomicUsize::new(0));
         let requests = Arc::new(AtomicUsize::new(0));
@@ -497,7 +497,7 @@ mod pool_tests {
                 });
             }
         });
-        (socket, accepted)
+        (dir, socket, accepted)
     }
 
     async fn get(client: &Client) -> u64 {
@@ -507,7 +507,7 @@ mod pool_tests {
 
     #[tokio::test]
     async fn calls_in_a_row_share_one_kept_alive_connection() {
-        let (socket, accepted) = server(false).await;
+        let (_dir, socket, accepted) = server(false).await;
         let client = Client::new(Endpoint::Unix(socket));
         let clone = client.clone();
         assert_eq!([get(&client).await, get(&clone).await, get(&client).await], [1, 2, 3]);
@@ -516,7 +516,7 @@ mod pool_tests {
 
     #[tokio::test]
     async fn a_kept_connection_the_daemon_closed_is_replaced_without_an_error() {
-        let (socket, accepted) = server(true).await;
+        let (_dir, socket, accepted) = server(true).await;
         let client = Client::new(Endpoint::Unix(socket));
         assert_eq!(get(&client).await, 1);
         // The server has closed that connection (at once after its answer: the client may not

@@ -73,7 +73,10 @@ test('both SDKs offer the same methods, records, options and error class, as the
   const dts = fs.readFileSync(path.join(__dirname, '..', 'index.d.ts'), 'utf8')
 
   // Methods: every operation on Spaces, the Space's own on Space, plus the same helpers.
-  const spaces = new sdk.Spaces({ stateDir: fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'spaces-parity-')) })
+  // No call is made: the state dir only names where a daemon would be (removed at once).
+  const stateDir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'spaces-parity-'))
+  fs.rmSync(stateDir, { recursive: true, force: true })
+  const spaces = new sdk.Spaces({ stateDir })
   const nodeSpaces = nodeMethods(Object.getPrototypeOf(spaces))
   const nodeSpace = nodeMethods(Object.getPrototypeOf(spaces.space('x')))
   assert.deepEqual(sorted(py.spaces), nodeSpaces, 'Spaces: Python (left) and Node (right) differ')
