@@ -58,6 +58,15 @@ const DAEMON_JS = path.join(__dirname, 'daemon.js')
 const SEED_SPACES = new Set(['agentCapabilities'])
 const SEED_SPACE = new Set(['agentStart', 'agentStatus', 'agentEvents', 'agentMessage', 'agentInterrupt', 'agentStop', 'agentList'])
 
+// The idempotency key of the operations that take one (sdk-core's idempotency_field): filled
+// here when the caller gave none, so a call sent again after a daemon restart carries the same.
+const KEYED = { agent_start: 'request_id', agent_message: 'message_id' }
+function withKey(name, args) {
+  const field = KEYED[name]
+  if (!field || args[field] != null) return args
+  return { ...args, [field]: require('node:crypto').randomUUID() }
+}
+
 /** A daemon: local (started when needed) or remote. */
 class Spaces {
   /**
@@ -139,12 +148,24 @@ class Spaces {
 
   /** Runs any operation of the catalogue by wire name with snake_case `args`; resolves to its result JSON, parsed. */
   async call(name, args = {}) {
-    const client = await this._client()
+    // Made once: a call sent again after a restart carries the same idempotency key.
+    const argsJson = JSON.stringify(withKey(name, args))
+    let client = await this._client()
     let answer
     try {
-      answer = await client.call(name, JSON.stringify(args))
+      answer = await client.call(name, argsJson)
     } catch (e) {
-      throw fromNative(e)
+      const err = fromNative(e)
+      // A local daemon that went away (one that ended unused, a restart) is started again,
+      // and held again, once.
+      if (err.code !== 'DAEMON_UNREACHABLE' || this._opts.url) throw err
+      this._native = null
+      client = await this._client()
+      try {
+        answer = await client.call(name, argsJson)
+      } catch (e2) {
+        throw fromNative(e2)
+      }
     }
     return JSON.parse(answer)
   }

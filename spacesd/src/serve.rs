@@ -161,7 +161,16 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
             listener.set_nonblocking(true)?;
             tokio::net::UnixListener::from_std(listener)?
         }
-        None => tokio::net::UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?,
+        None => match tokio::net::UnixListener::bind(&socket) {
+            Ok(listener) => listener,
+            Err(e) => {
+                // Our hold socket must not outlive this daemon: clients would hold nothing.
+                if holders.is_some() {
+                    let _ = std::fs::remove_file(&hold_path);
+                }
+                return Err(e).with_context(|| format!("cannot bind {}", socket.display()));
+            }
+        },
     };
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
     let limits = http::Limits::of(&cfg);

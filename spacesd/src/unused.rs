@@ -32,12 +32,23 @@ pub struct Holders {
 }
 
 impl Holders {
-    /// Binds `path` (0600; a stale socket file is replaced) and counts the connections made to
-    /// it from now on. Errors: the bind's.
+    /// Binds `path` (0600) and counts the connections made to it from now on. A socket file
+    /// nothing answers on (a daemon killed) is replaced; one that answers is another daemon's,
+    /// starting beside this one: then this one stops here, before it takes the API socket (the
+    /// hold socket is bound first, so of two daemons starting at once exactly one goes on).
+    /// Errors: the bind's, or `AddrInUse` naming the other daemon.
     pub fn listen(path: &Path) -> std::io::Result<Self> {
         use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::remove_file(path);
-        let listener = tokio::net::UnixListener::bind(path)?;
+        let listener = match tokio::net::UnixListener::bind(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                    return Err(std::io::Error::new(e.kind(), "another spacesd of this state dir holds it"));
+                }
+                std::fs::remove_file(path)?;
+                tokio::net::UnixListener::bind(path)?
+            }
+            other => other?,
+        };
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
         let holders = Holders { count: Arc::new(watch::Sender::new(0)), keep: Arc::new(AtomicBool::new(false)) };
         let counted = holders.clone();

@@ -73,3 +73,19 @@ test('keepDaemon: true keeps the daemon running after the script', () =>
     await sleep(GRACE_MS + 2000)
     assert.ok(alive(pid), 'keepDaemon: the daemon runs on after the script')
   }))
+
+test('a daemon that went away is started (and held) again by the next call', () =>
+  withState(async (stateDir) => {
+    const spaces = new Spaces({ stateDir })
+    await spaces.listSpaces()
+    const first = await spaces.daemonPid()
+    process.kill(first, 'SIGKILL')
+    assert.ok(await ends(first))
+    assert.deepEqual(await spaces.listSpaces(), [], 'the call after it answers, from a new daemon')
+    const second = await spaces.daemonPid()
+    assert.ok(second && second !== first, 'a new daemon was started')
+    await sleep(GRACE_MS + 1500)
+    assert.ok(alive(second), 'and this client holds it')
+    await spaces.close()
+    assert.ok(await ends(second))
+  }))

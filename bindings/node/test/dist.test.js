@@ -22,8 +22,14 @@ test('the packed SDK installs with no Rust and starts its daemon', async () => {
   const tgz = packageTgz()
   const dir = tempDir('spaces-dist-')
   const stateDir = path.join(dir, 'state')
-  // PATH without cargo or rustc: only node's own directory and the system's.
-  const env = { ...process.env, PATH: `${path.dirname(process.execPath)}:/usr/bin:/bin` }
+  // A `cargo` first on PATH that fails the install if anything calls it (a system cargo in
+  // /usr/bin stays behind it, never reached), then node's own directory and the system's.
+  const noRust = path.join(dir, 'no-rust')
+  fs.mkdirSync(noRust)
+  for (const tool of ['cargo', 'rustc']) {
+    fs.writeFileSync(path.join(noRust, tool), `#!/bin/sh\necho "${tool} was called: the package must need no Rust" >&2\nexit 99\n`, { mode: 0o755 })
+  }
+  const env = { ...process.env, PATH: `${noRust}:${path.dirname(process.execPath)}:/usr/bin:/bin` }
   delete env.SPACES_NODE_SKIP_BUILD
   try {
     fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'user-project', private: true }))

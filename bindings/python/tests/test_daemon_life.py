@@ -147,3 +147,51 @@ async def test_a_turn_in_flight_keeps_the_daemon_until_it_ends(state: Path, clau
     finally:
         model.terminate()
         model.wait(timeout=10)
+
+
+async def test_first_calls_made_together_start_one_daemon(state: Path) -> None:
+    spaces = Spaces(state_dir=state)
+    await asyncio.gather(*(spaces.list_spaces() for _ in range(5)))
+    assert spaces.daemon_pid is not None
+    assert daemon_pids(state) == [spaces.daemon_pid]
+
+
+async def test_of_two_daemons_started_at_once_one_serves_and_is_held(state: Path) -> None:
+    command = [sys.executable, "-m", "spaces._daemon", "--state-dir", str(state), "serve", "--exit-when-unused"]
+    state.mkdir(parents=True)
+    procs = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _ in range(2)]
+    try:
+        deadline = time.monotonic() + END_TIMEOUT_S
+        while sum(p.poll() is None for p in procs) != 1 or not (state / "spacesd.sock").exists():
+            assert time.monotonic() < deadline, "want exactly one daemon left serving"
+            await asyncio.sleep(0.1)
+        async with Spaces(state_dir=state) as spaces:
+            await spaces.list_spaces()
+            assert spaces._hold is not None, "the daemon left serving owns the hold socket"
+        loser = next(p for p in procs if p.poll() is not None)
+        assert loser.stderr is not None and b"another spacesd" in loser.stderr.read()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(timeout=10)
+
+
+async def test_an_mcp_server_of_the_cli_holds_the_daemon_too(state: Path) -> None:
+    spaces = Spaces(state_dir=state)
+    await spaces.list_spaces()
+    pid = spaces.daemon_pid
+    assert pid is not None
+    # `spacesd mcp` (here the package's own entry point) on stdio, kept open.
+    mcp = subprocess.Popen([sys.executable, "-m", "spaces._daemon", "--state-dir", str(state), "mcp"],
+                           stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        await asyncio.sleep(1)
+        spaces.close()
+        await asyncio.sleep(GRACE_S + 2)
+        assert alive(pid), "the MCP server holds the daemon"
+    finally:
+        assert mcp.stdin is not None
+        mcp.stdin.close()
+        mcp.wait(timeout=30)
+    assert await ends(pid), "the daemon outlived its last client, the MCP server"

@@ -33,18 +33,31 @@ impl Backend for Service {
 /// socket does not answer, the daemon is started again ([`autostart::ensure_daemon`]) and the
 /// call is sent once more: a connection that was refused carried no request. Without
 /// `autostart` such a call is refused `INTERNAL` instead, and the next call tries again.
+///
+/// The server holds the daemon while it runs ([`spaces_sdk::local::hold`]): one an SDK started
+/// (`serve --exit-when-unused`) does not end under an MCP client; a daemon started again is
+/// held again.
 #[derive(Clone)]
 pub struct Daemon {
     cfg: Config,
     client: Client,
     autostart: bool,
+    hold: std::sync::Arc<std::sync::Mutex<Option<spaces_sdk::local::Hold>>>,
 }
 
 impl Daemon {
     /// The daemon of `cfg`'s state dir, started when it does not answer if `autostart`.
     pub fn new(cfg: Config, autostart: bool) -> Daemon {
         let client = Client::new(Endpoint::Unix(cfg.socket_path()));
-        Daemon { cfg, client, autostart }
+        let hold = std::sync::Arc::new(std::sync::Mutex::new(spaces_sdk::local::hold(&cfg.state_dir, false)));
+        Daemon { cfg, client, autostart, hold }
+    }
+
+    /// Holds the daemon now answering (after a start).
+    fn hold_again(&self) {
+        if let Ok(mut hold) = self.hold.lock() {
+            *hold = spaces_sdk::local::hold(&self.cfg.state_dir, false);
+        }
     }
 }
 
@@ -62,6 +75,7 @@ impl Backend for Daemon {
                 autostart::ensure_daemon(&self.cfg).await.map_err(|e| {
                     ApiError::new(ErrorCode::Internal, format!("{name}: spacesd is not running and could not be started: {e:#}"))
                 })?;
+                self.hold_again();
                 self.client.call_named(name, args).await.map_err(|e| wire(name, e))
             }
             other => other.map_err(|e| wire(name, e)),

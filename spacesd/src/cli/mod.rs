@@ -327,6 +327,9 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
     let conn = Connect { url: cli.url.clone(), token_file: cli.token_file.clone() };
     let cli_state_dir = cli.state_dir.clone();
     let state_dir_given = cli.state_dir_given;
+    // A command of the local daemon holds it while it runs: one an SDK started (`serve
+    // --exit-when-unused`) does not end under an `agent attach` or a `--follow`.
+    let _hold = (cli.command.is_client() && cli.url.is_none()).then(|| spaces_sdk::local::hold(&cfg.state_dir, false)).flatten();
     match cli.command {
         Command::Serve { tcp, volume, exit_when_unused } => {
             let token_file = cli.token_file.clone();

@@ -414,8 +414,45 @@ impl TestDaemon {
 }
 
 impl Drop for TestDaemon {
+    /// Kills the daemon, then every process it left that still names the temp dir (agents and
+    /// their tools under their shims, shims kept ready, a run made ready ahead: by design they
+    /// outlive a daemon), so none of them writes into the temp dir after it is removed: a
+    /// passing suite leaves no `spaces-test-*` folder behind (issue 32).
     fn drop(&mut self) {
         self.kill();
+        end_processes_under(self.dir.path());
+    }
+}
+
+/// SIGKILLs every process (other than this one) whose environment or working directory names
+/// `dir`, and waits (at most 5 s) until they are gone. `dir` is a unique temp path, so nothing
+/// of another test matches.
+pub fn end_processes_under(dir: &Path) {
+    let needle = dir.as_os_str().as_encoded_bytes().to_vec();
+    let me = std::process::id() as i32;
+    let matching = || -> Vec<i32> {
+        let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+        entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|&pid| pid != me)
+            .filter(|&pid| {
+                let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+                let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default();
+                environ.windows(needle.len()).any(|w| w == needle.as_slice()) || cwd.starts_with(dir)
+            })
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let pids = matching();
+        if pids.is_empty() || Instant::now() > deadline {
+            return;
+        }
+        for pid in pids {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -11,6 +11,7 @@ of ``spaces._records``. Every method is async; every failure is a ``SpacesError`
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import inspect
 import json
@@ -91,7 +92,7 @@ def _loads(name: str, raw: Union[str, bytes]) -> Any:
     try:
         return json.loads(raw)
     except ValueError as e:
-        raise _native.transport_error("protocol", name, f"the answer is not JSON: {e}") from None
+        raise _native.transport_error("protocol", "spacesd", f"{name}: the answer is not JSON: {e}") from None
 
 
 def _options(options: Union[SpaceAgentOptions, Dict[str, Any], None]) -> Optional[Dict[str, Any]]:
@@ -123,6 +124,7 @@ class Spaces:
         # Calls to a local daemon go from the asyncio loop's thread (spaces._transport); a
         # remote one's, and every event follow, through the native client.
         self._transport: Optional[UnixTransport] = None
+        self._starting: Optional["asyncio.Future[None]"] = None
         if url is not None:
             addr = url.split("://", 1)[-1].rstrip("/")
             self.state_dir: Optional[Path] = None
@@ -153,7 +155,7 @@ class Spaces:
         """Connects now (starting the local daemon if needed) instead of at the first call;
         returns this ``Spaces``."""
         if not self._ready:
-            await self._ensure()
+            await self._ensure_once()
         return self
 
     def close(self) -> None:
@@ -195,17 +197,27 @@ class Spaces:
         """The result's JSON as the daemon sent it (bytes from the loop's transport, text from
         the native client)."""
         if not self._ready:
-            await self._ensure()
+            await self._ensure_once()
         if self._transport is None:
             return await self._native.call(name, json.dumps(args))
+        # Made once: a call sent again after a restart carries the same idempotency key.
+        exchange = _native.Exchange(name, json.dumps(args))
         try:
-            return await self._transport.call(name, json.dumps(args))
+            return await self._transport.call(exchange)
         except UnavailableError as e:
             # A local daemon that went away is started again, once.
             if getattr(e, "code", None) != "DAEMON_UNREACHABLE":
                 raise
-            await self._ensure()
-            return await self._transport.call(name, json.dumps(args))
+            await self._ensure_once()
+            return await self._transport.call(exchange)
+
+    async def _ensure_once(self) -> None:
+        """``_ensure``, once for the calls of this loop that need it at the same time (a
+        ``gather`` of first calls starts one daemon, not one each)."""
+        task = self._starting
+        if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
+            task = self._starting = asyncio.ensure_future(self._ensure())
+        await asyncio.shield(task)
 
     async def _call_text(self, name: str, args: Dict[str, Any]) -> str:
         raw = await self._call_raw(name, args)
@@ -345,7 +357,7 @@ class AgentFollow:
 
     async def __anext__(self) -> Dict[str, Any]:
         if not self._spaces._ready:
-            await self._spaces._ensure()
+            await self._spaces._ensure_once()
         text = await self._native.next()
         if text is None:
             raise StopAsyncIteration

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from pathlib import Path
 from typing import List, Optional, Tuple
 
@@ -35,6 +36,9 @@ POOL_IDLE_S = 2.0
 RECONNECT_WITHIN_S = 10.0
 #: An answer's head larger than this is refused as not the daemon's (bytes).
 HEAD_LIMIT = 64 * 1024
+#: A connection idle longer than this is looked at once more (one turn of the loop, so a close
+#: by the daemon is seen) before a call is written on it, in seconds.
+RECHECK_AFTER_S = 0.05
 
 
 class _Conn:
@@ -46,8 +50,8 @@ class _Conn:
         self.loop = asyncio.get_running_loop()
 
     def usable(self) -> bool:
-        return (self.loop is asyncio.get_running_loop() and not self.reader.at_eof()
-                and not self.writer.is_closing() and time.monotonic() - self.since < POOL_IDLE_S)
+        return (not self.reader.at_eof() and not self.writer.is_closing()
+                and time.monotonic() - self.since < POOL_IDLE_S)
 
     def close(self) -> None:
         if not self.loop.is_closed():
@@ -58,24 +62,39 @@ class _Lost(Exception):
     """The connection closed before the whole answer arrived."""
 
 
+class _Garbled(Exception):
+    """The answer is not HTTP/1.1 as the daemon speaks it."""
+
+
 class UnixTransport:
     """The calls of one ``Spaces`` to the daemon on the Unix socket ``socket``."""
 
     def __init__(self, socket: str) -> None:
         self.socket = socket
-        self._idle: List[_Conn] = []
+        # Idle connections per event loop: a connection belongs to the loop that made it (a
+        # script may run several loops in turn, or in threads); a closed loop's go with it.
+        self._idle: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, List[_Conn]]" = weakref.WeakKeyDictionary()
         self._token_needed = False
 
     def close(self) -> None:
-        """Closes the idle connections (a call in flight closes its own when it ends)."""
-        while self._idle:
-            self._idle.pop().close()
+        """Closes the idle connections of the running loop, if any (a call in flight closes its
+        own when it ends; other loops' are dropped and closed when collected)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        for owner, conns in list(self._idle.items()):
+            while conns:
+                conn = conns.pop()
+                if owner is loop:
+                    conn.close()
+        self._idle.clear()
 
-    async def call(self, name: str, args_json: str) -> bytes:
-        """Runs operation ``name`` with ``args_json``; returns the result's JSON as the daemon
-        sent it (a 2xx body: the caller decodes it once), or raises the typed error
-        (``SpacesError`` and its families, client codes as the native client)."""
-        exchange = _native.Exchange(name, args_json)
+    async def call(self, exchange: "_native.Exchange") -> bytes:
+        """Runs the call ``exchange`` (``_native.Exchange(name, args_json)``: made once by the
+        caller, so a retry after a daemon restart carries the same idempotency key); returns the
+        result's JSON as the daemon sent it (a 2xx body: the caller decodes it once), or raises
+        the typed error (``SpacesError`` and its families, client codes as the native client)."""
         token = self._token() if self._token_needed else None
         status, body = await self._send(exchange, token)
         if status in (401, 403) and token is None:
@@ -108,7 +127,7 @@ class UnixTransport:
                 raise _native.transport_error("lost", self.socket, str(again)) from None
 
     async def _once(self, request: bytes) -> Tuple[int, bytes]:
-        conn = self._take_idle() or await self._connect()
+        conn = await self._take_idle() or await self._connect()
         done = False
         try:
             conn.writer.write(request)
@@ -116,6 +135,8 @@ class UnixTransport:
             done = True
         except (ConnectionError, asyncio.IncompleteReadError, EOFError) as e:
             raise _Lost(str(e) or type(e).__name__) from None
+        except (_Garbled, asyncio.LimitOverrunError, ValueError) as e:
+            raise _native.transport_error("protocol", self.socket, f"the answer is not HTTP/1.1 as spacesd speaks it: {e}") from None
         finally:
             if not done:
                 conn.close()
@@ -129,9 +150,7 @@ class UnixTransport:
         try:
             head = await reader.readuntil(b"\r\n\r\n")
         except asyncio.LimitOverrunError:
-            raise _native.transport_error("lost", self.socket, "an answer's head is too long") from None
-        if len(head) > HEAD_LIMIT:
-            raise _native.transport_error("lost", self.socket, "an answer's head is too long")
+            raise _Garbled(f"a head longer than {HEAD_LIMIT} bytes") from None
         status, length, keep = _native.parse_head(head)
         if length >= 0:
             body = await reader.readexactly(length) if length else b""
@@ -153,9 +172,14 @@ class UnixTransport:
             parts.append(await reader.readexactly(size))
             await reader.readexactly(2)
 
-    def _take_idle(self) -> Optional[_Conn]:
-        while self._idle:
-            conn = self._idle.pop()
+    async def _take_idle(self) -> Optional[_Conn]:
+        idle = self._idle.get(asyncio.get_running_loop())
+        while idle:
+            conn = idle.pop()
+            if time.monotonic() - conn.since > RECHECK_AFTER_S:
+                # The loop may not have run since the daemon closed it (blocking code between
+                # calls): one turn of the loop delivers that close.
+                await asyncio.sleep(0)
             if conn.usable():
                 return conn
             conn.close()
@@ -163,9 +187,10 @@ class UnixTransport:
 
     def _keep(self, conn: _Conn) -> None:
         conn.since = time.monotonic()
-        self._idle.append(conn)
-        if len(self._idle) > POOL_MAX:
-            self._idle.pop(0).close()
+        idle = self._idle.setdefault(conn.loop, [])
+        idle.append(conn)
+        if len(idle) > POOL_MAX:
+            idle.pop(0).close()
 
     async def _connect(self) -> _Conn:
         try:
