@@ -285,17 +285,23 @@ async fn follow_until_stopped_outlives_turns_and_ends_with_the_run() {
     assert!(first.len() > 13 && first.as_bytes()[2] == b':' && first[13..].starts_with('#'), "HH:MM:SS.mmm #seq ...: {first}");
 }
 
+/// The scripted model `spacesd demo --base-url` is pointed at in these tests: every answer is
+/// "hello from the demo".
+pub(crate) async fn demo_model() -> spaces_testkit::ScriptedServer {
+    spaces_testkit::ScriptedServer::start(
+        spaces_testkit::Wire::AnthropicMessages,
+        spaces_testkit::Script::new([]).with_fallback(spaces_testkit::Reply::Text("hello from the demo".into())),
+    )
+    .await
+    .unwrap()
+}
+
 /// Issue 14, item 9: `spacesd demo --state-dir DIR` runs its daemon on DIR (kept afterwards),
 /// not on a temporary one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_honours_state_dir() {
     crate::support::require_cli("claude-code", "node_modules/@anthropic-ai/claude-code-linux-x64/claude");
-    let model = spaces_testkit::ScriptedServer::start(
-        spaces_testkit::Wire::AnthropicMessages,
-        spaces_testkit::Script::new([]).with_fallback(spaces_testkit::Reply::Text("hello from the demo".into())),
-    )
-    .await
-    .unwrap();
+    let model = demo_model().await;
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("demo-state");
     let mut c = Command::new(spacesd_bin());

@@ -187,12 +187,7 @@ async fn case_28_landlock_is_the_fallback_where_bubblewrap_cannot_make_a_sandbox
 async fn the_demo_runs_at_the_landlock_level() {
     crate::support::require_cli("claude-code", "node_modules/@anthropic-ai/claude-code-linux-x64/claude");
     let (_bin, path) = broken_bubblewrap();
-    let model = spaces_testkit::ScriptedServer::start(
-        spaces_testkit::Wire::AnthropicMessages,
-        spaces_testkit::Script::new([]).with_fallback(spaces_testkit::Reply::Text("hello from the demo".into())),
-    )
-    .await
-    .unwrap();
+    let model = super::cli::demo_model().await;
     let dir = tempfile::tempdir().unwrap();
     let mut c = std::process::Command::new(crate::support::spacesd_bin());
     crate::support::hermetic(&mut c).stdin(std::process::Stdio::null()).env("PATH", &path);

@@ -490,9 +490,23 @@ pub fn run_processes(run: &str) -> Vec<i32> {
 /// The run's agent processes: processes of the run (see [`run_processes`]) whose parent is not
 /// itself a process of the run, i.e. the roots of its process trees. Two at once means two agent
 /// processes on one session (case P4).
+///
+/// An ancestor counts, not only the parent: a process whose parent is exiting (a zombie, whose
+/// environment no longer reads, so it is not found as the run's) is still inside its tree.
 pub fn run_process_roots(run: &str) -> Vec<i32> {
     let pids = run_processes(run);
-    pids.iter().copied().filter(|pid| parent_of(*pid).map(|ppid| !pids.contains(&ppid)).unwrap_or(false)).collect()
+    let inside = |pid: i32| {
+        let mut at = parent_of(pid);
+        for _ in 0..64 {
+            match at {
+                Some(p) if pids.contains(&p) => return true,
+                Some(p) if p > 1 => at = parent_of(p),
+                _ => return false,
+            }
+        }
+        false
+    };
+    pids.iter().copied().filter(|&pid| parent_of(pid).is_some() && !inside(pid)).collect()
 }
 
 /// The parent pid from `/proc/<pid>/stat` (`None` once the process is gone).
