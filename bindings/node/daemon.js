@@ -8,4 +8,7 @@ const native = require('./native.js')
 // The daemon gives agent runs its own tools as an MCP server started with its own command line;
 // hosted here, that command is this Node and this file, not a `spacesd` binary.
 process.env.SPACES_SELF_COMMAND = JSON.stringify([process.execPath, __filename])
+// ...which needs this package's folder (native.js, the native module): a sandbox that hides
+// where it lives (a project under /tmp) shows it read-only to that command.
+process.env.SPACES_SELF_PATHS = JSON.stringify([__dirname])
 process.exitCode = native.runDaemon(process.argv.slice(2))

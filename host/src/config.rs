@@ -101,6 +101,25 @@ pub fn self_command() -> std::io::Result<Vec<String>> {
     }
 }
 
+/// Set by a language binding beside [`SELF_COMMAND_ENV`]: a JSON array of the folders its command
+/// needs besides the files it names (the Python venv and the package's site-packages, the Node
+/// package's folder), so a sandbox that hides where they live (`/tmp`, `/run`) shows them to
+/// the helper read-only.
+pub const SELF_PATHS_ENV: &str = "SPACES_SELF_PATHS";
+
+/// The folders of [`SELF_PATHS_ENV`]: absolute ones only; none when unset or not a JSON array
+/// of strings.
+pub fn self_paths() -> Vec<PathBuf> {
+    std::env::var(SELF_PATHS_ENV)
+        .ok()
+        .and_then(|json| serde_json::from_str::<Vec<String>>(&json).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .collect()
+}
+
 /// The optional `config.json` in the state dir. Every field may be omitted.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]

@@ -46,6 +46,9 @@ pub fn init(cfg: &Config, store: &Store) -> anyhow::Result<Level> {
     if let Ok(command) = crate::config::self_command() {
         readonly.extend(command.iter().map(PathBuf::from).filter(|p| p.is_absolute() && p.exists()));
     }
+    // What a binding's command needs beside the files it names (its venv, its package): an SDK
+    // installed under /tmp would otherwise find its own files hidden in every sandbox.
+    readonly.extend(crate::config::self_paths().into_iter().filter(|p| p.exists()));
     // The small helper shims start in each sandbox, beside the daemon's executable.
     let small = std::env::current_exe().ok().and_then(|e| e.parent().map(|dir| dir.join(spaces_os::shim::own::SANDBOX_HELPER)));
     readonly.extend(small.clone());

@@ -234,7 +234,7 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         })
     }));
     gate.open(http::unix_app(app, access));
-    eprintln!("spacesd: listening on {}", socket.display());
+    eprintln!("spacesd: listening on {} (pid {}; SIGTERM stops it)", socket.display(), std::process::id());
     let unused = async {
         match &holders {
             Some(holders) => {

@@ -36,13 +36,35 @@ test('the packed SDK installs with no Rust and starts its daemon', async () => {
     execFileSync('npm', ['install', '--offline', '--no-audit', '--no-fund', '--loglevel=error', tgz], { cwd: dir, env, stdio: 'pipe', timeout: 120_000 })
     const installed = path.join(dir, 'node_modules', '@spaces', 'sdk')
     assert.ok(fs.existsSync(path.join(installed, 'spaces.linux-x64-gnu.node')), 'the prebuilt native module is installed')
+    // A command in a Space: the project (and the package in it) lives under /tmp, which every
+    // sandbox hides; the daemon shows the package to the sandbox's helper (SPACES_SELF_PATHS).
+    const spaceDir = path.join(dir, 'space')
+    fs.mkdirSync(spaceDir)
     const script = `
 const { Spaces } = require('@spaces/sdk')
-const spaces = new Spaces({ stateDir: process.argv[1] })
-spaces.listSpaces().then(async (list) => { console.log(JSON.stringify(list)); await spaces.close() })
+async function main() {
+  const spaces = new Spaces({ stateDir: process.argv[1] })
+  console.log(JSON.stringify(await spaces.listSpaces()))
+  await spaces.addSpace('t', process.argv[2])
+  const space = spaces.space('t')
+  const { process_id } = await space.execCommand({ command: ['sh', '-c', 'echo hello from $PWD'] })
+  let out = ''
+  let cursor = 0
+  for (;;) {
+    const page = await space.readProcess({ process_id, cursor, wait_ms: 2000 })
+    out += page.chunk
+    cursor = page.cursor
+    if (page.eof) break
+  }
+  console.log(out.trim())
+  await spaces.close()
+}
+main()
 `
-    const out = execFileSync(process.execPath, ['-e', script, stateDir], { cwd: dir, env, encoding: 'utf8', timeout: 60_000 })
-    assert.equal(out.trim(), '[]', 'a fresh daemon of the installed package answers with no Spaces')
+    const out = execFileSync(process.execPath, ['-e', script, stateDir, spaceDir], { cwd: dir, env, encoding: 'utf8', timeout: 60_000 })
+    const [spaces, said] = out.trim().split('\n')
+    assert.equal(spaces, '[]', 'a fresh daemon of the installed package answers with no Spaces')
+    assert.equal(said, `hello from ${spaceDir}`, 'a command runs in its sandbox')
   } finally {
     await killDaemons(stateDir)
     fs.rmSync(dir, { recursive: true, force: true })

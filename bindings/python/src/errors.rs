@@ -127,8 +127,14 @@ fn api(e: &ApiError) -> CallError {
 pub fn client_error(e: ClientError) -> CallError {
     match e {
         ClientError::Api(e) => api(&e),
-        ClientError::Connect { .. } => {
-            let message = format!("{e}; start it with `python -m spaces._daemon serve` or let Spaces() start it");
+        ClientError::Connect { ref endpoint, .. } => {
+            // A socket path starts with `/`; a remote daemon is `host:port`, which no client starts.
+            let fix = if endpoint.starts_with('/') {
+                "start it with `python -m spaces._daemon serve` or let Spaces() start it"
+            } else {
+                "a remote daemon is started on its host with `spacesd serve --tcp ADDR` (Spaces(url=...) never starts one)"
+            };
+            let message = format!("{e}; {fix}");
             CallError::new(Family::Unavailable, &e.code(), &message, None, String::new())
         }
         ClientError::Protocol(_) => CallError::new(Family::Other, &e.code(), &e.to_string(), None, String::new()),

@@ -61,6 +61,8 @@ async def test_daemon_unreachable_over_tcp() -> None:
     with pytest.raises(UnavailableError) as e:
         await Spaces(url="http://127.0.0.1:9", token="t").list_spaces()
     assert e.value.code == "DAEMON_UNREACHABLE"
+    # The fix for a remote daemon, not the local one's (no client starts a remote daemon).
+    assert "serve --tcp" in e.value.message and "python -m spaces._daemon" not in e.value.message, e.value
 
 
 async def test_a_malformed_idempotency_key_is_refused_naming_it(space: Space) -> None:
