@@ -54,16 +54,10 @@ pub fn hold_path(state_dir: &Path) -> PathBuf {
 pub const KEEP_LINE: &[u8] = b"keep\n";
 
 /// One client's hold on the daemon of a state dir ([`hold`]): the daemon does not end for
-/// being unused while this lives. Dropping it (or [`Hold::release`], or the process exiting)
-/// closes the connection.
+/// being unused while this lives. Dropping it (or the process exiting) closes the connection.
 #[derive(Debug)]
 pub struct Hold {
     _conn: std::os::unix::net::UnixStream,
-}
-
-impl Hold {
-    /// Lets the daemon go: the same as dropping the hold.
-    pub fn release(self) {}
 }
 
 /// Holds the daemon of `state_dir` when it was started with `serve --exit-when-unused`: a

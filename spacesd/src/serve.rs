@@ -156,21 +156,15 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         true => Some(crate::unused::Holders::listen(&hold_path).with_context(|| format!("cannot bind {}", hold_path.display()))?),
         false => None,
     };
+    // Our hold socket goes with this function, however it returns: left behind, clients would
+    // hold nothing.
+    let _hold_file = holders.as_ref().map(|_| RemoveOnDrop(hold_path.clone()));
     let unix = match activated {
         Some(listener) => {
             listener.set_nonblocking(true)?;
             tokio::net::UnixListener::from_std(listener)?
         }
-        None => match tokio::net::UnixListener::bind(&socket) {
-            Ok(listener) => listener,
-            Err(e) => {
-                // Our hold socket must not outlive this daemon: clients would hold nothing.
-                if holders.is_some() {
-                    let _ = std::fs::remove_file(&hold_path);
-                }
-                return Err(e).with_context(|| format!("cannot bind {}", socket.display()));
-            }
-        },
+        None => tokio::net::UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?,
     };
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
     let limits = http::Limits::of(&cfg);
@@ -182,9 +176,6 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         Err(e) => {
             if !socket_activated {
                 let _ = std::fs::remove_file(&socket);
-            }
-            if holders.is_some() {
-                let _ = std::fs::remove_file(&hold_path);
             }
             return Err(e);
         }
@@ -257,9 +248,6 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
         Some(res) = tasks.join_next() => { res??; }
     }
     shutdown.cancel();
-    if holders.is_some() {
-        let _ = std::fs::remove_file(&hold_path);
-    }
     // A turn that was recorded as started gets its text to its agent before the daemon goes
     // (a follow-up's key is stored with its turn: a retry must find it delivered).
     if !sup.finish_turn_starts(std::time::Duration::from_secs(5)).await {
@@ -283,6 +271,15 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     // This daemon's empty cgroup directories (shims still running keep theirs).
     spaces_os::process::cgroup::sweep();
     Ok(())
+}
+
+/// Removes a file when dropped (the hold socket of `serve --exit-when-unused`).
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// The Unix socket systemd (or `systemd-socket-activate`) handed over, when `LISTEN_FDS` names

@@ -69,15 +69,10 @@ impl Holders {
     async fn read_until_closed(&self, conn: tokio::net::UnixStream) {
         let mut lines = tokio::io::BufReader::new(conn).lines();
         while let Ok(Some(line)) = lines.next_line().await {
-            if line.trim() == "keep" && !self.keep.swap(true, Ordering::SeqCst) {
+            if line.trim().as_bytes() == spaces_sdk::local::KEEP_LINE.trim_ascii() && !self.keep.swap(true, Ordering::SeqCst) {
                 eprintln!("spacesd: a client asked to keep this daemon: it runs on after its last client");
             }
         }
-    }
-
-    /// How many clients hold the daemon now.
-    pub fn count(&self) -> usize {
-        *self.count.borrow()
     }
 
     /// Resolves when the daemon is unused: no client for [`GRACE`] (`grace` in tests), no turn
@@ -89,10 +84,10 @@ impl Holders {
             let _ = count.wait_for(|n| *n == 0).await;
             // ...for the whole grace period...
             let held_again = tokio::time::timeout(grace, count.wait_for(|n| *n > 0)).await;
-            if held_again.is_ok() || self.keep.load(Ordering::SeqCst) {
-                if self.keep.load(Ordering::SeqCst) {
-                    std::future::pending::<()>().await;
-                }
+            if self.keep.load(Ordering::SeqCst) {
+                std::future::pending::<()>().await;
+            }
+            if held_again.is_ok() {
                 continue;
             }
             // ...and no turn is in flight (a store error counts as busy: look again).
