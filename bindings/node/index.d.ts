@@ -35,6 +35,8 @@ export interface SpaceAgentOptions {
   label?: string
   /** Attachments (8 MiB or less each, base64): written into the run's directory and named in the first prompt. */
   files?: { name: string; content_base64: string }[]
+  /** The most the run may spend; at it, turns end `budget_reached` until `agentBudget` raises it. */
+  budget?: Budget
 }
 
 /** SpaceAgentOptions with the contract's snake_case keys, as on the wire (docs/api.md). */
@@ -52,6 +54,34 @@ export interface SpaceAgentOptionsWire {
   space_tools?: boolean
   label?: string
   files?: { name: string; content_base64: string }[]
+  budget?: Budget
+}
+
+/** A run's budget (`options.budget`, `agentBudget`): every field optional. */
+export interface Budget {
+  /** Most US dollars (the CLI's own cost, or the daemon's price table). */
+  usd?: number
+  /** Most tokens: input (cached included) plus output. */
+  tokens?: number
+  /** Most turns. */
+  turns?: number
+}
+
+/** What runs spent (the usage ledger; `agentUsage`, and `usage` of a run's status). Snake_case, as on the wire. */
+export interface UsageTotals {
+  turns: number
+  input_tokens: number
+  cached_input_tokens: number
+  output_tokens: number
+  /** US dollars. */
+  cost_usd: number
+  /** True when part of cost_usd came from the daemon's price table. */
+  cost_estimated: boolean
+  /** Turns whose cost is unknown (not in cost_usd). */
+  cost_unknown_turns: number
+  /** Wall time of the turns, ms. */
+  duration_ms: number
+  tool_calls: number
 }
 
 /** Result of Space.agentStart. */
@@ -89,6 +119,10 @@ export interface AgentRunStatus {
   label?: string | null
   /** The first turn's prompt on one line, secrets redacted, cut to 60 characters. */
   promptExcerpt?: string | null
+  /** What the run spent over its ended turns. */
+  usage: UsageTotals
+  /** The run's budget, when it has one; at it, acceptsMessage is false and reason says so. */
+  budget?: Budget | null
   json: string
 }
 
@@ -173,6 +207,10 @@ export declare class Spaces {
   agentRemove(args: { run_id: any; space: any }): Promise<any>
   /** Delete the Space's runs that are not live and were created more than older_than_ms ago. (`agent_prune`: POST /v1/spaces/{space}/agents/prune) */
   agentPrune(args: { older_than_ms: any; space: any }): Promise<any>
+  /** What a run, or every run of the Space, spent: tokens, cost, time and tool calls, in total and per turn. (`agent_usage`: GET /v1/spaces/{space}/usage) */
+  agentUsage(args: { run_id?: any; since_ms?: any; space: any; turns?: any }): Promise<any>
+  /** Set or raise a run's budget (usd, tokens, turns); a run at its budget takes turns again once it is raised. (`agent_budget`: POST /v1/spaces/{space}/agents/{run_id}/budget) */
+  agentBudget(args: { budget: any; run_id: any; space: any }): Promise<any>
   /** Send to a persistent agent: a follow-up to its live run, or a fresh run with its home restored. (`persistent_agent_send`: POST /v1/homes/{name}/send) */
   persistentAgentSend(args: { name: any; text: any }): Promise<any>
   /** Every persistent agent's home in this host's volume, with its lease and latest snapshot. (`home_list`: GET /v1/homes) */
@@ -271,6 +309,8 @@ export declare class Space {
    * (Last-Event-ID reconnects; long-polls when a daemon answers no stream), until caught up and
    * `until` is reached: `turn` (default: the run no longer running) or `stopped` (across turns). */
   agentFollow(runId: string, cursor?: number, options?: { until?: 'turn' | 'stopped' }): AgentFollow
+  /** What a run, or every run of the Space, spent: tokens, cost, time and tool calls, in total and per turn. (`agent_usage`: GET /v1/spaces/{space}/usage) */
+  agentUsage(args?: { run_id?: any; since_ms?: any; turns?: any }): Promise<any>
   /** What the workspace permits and this host supports: permissions, limits, process lifetime, isolation. (`workspace_info`: POST /v1/tools/workspace_info) */
   workspaceInfo(args?: { work_id?: any }): Promise<any>
   /** Read a file of the workspace (a window of at most 1 MiB) with its version. (`read`: POST /v1/tools/read) */

@@ -41,6 +41,41 @@ pub trait Harness: Send + Sync {
     /// the first turn and saved after every turn (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`), the paths in
     /// it never saved, and where a session's transcript lives.
     fn persistent_home(&self) -> HomeLayout;
+    /// How the figures of this CLI's `usage` events add up, so the daemon's usage ledger keeps
+    /// each turn's own share. By default each event gives its turn's tokens, input without
+    /// cached ones, and no cost.
+    fn usage_tally(&self) -> UsageTally {
+        UsageTally { tokens: Tally::Turn, cost: None, input_includes_cached: false, usd_limit: false }
+    }
+}
+
+/// What a running figure of a CLI counts over ([`UsageTally`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tally {
+    /// Each event gives the turn's own figure.
+    Turn,
+    /// A running total over the agent process: a new process starts again from zero
+    /// (Claude Code's `total_cost_usd`).
+    Process,
+    /// A running total over the session (thread), across processes and resumes (Codex's token
+    /// counts).
+    Thread,
+}
+
+/// How one CLI's `usage` figures add up ([`Harness::usage_tally`]); docs/harnesses.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UsageTally {
+    /// What the token counts count over.
+    pub tokens: Tally,
+    /// What `total_cost_usd` counts over; `None` when the CLI reports no cost (the daemon's
+    /// price table then estimates it).
+    pub cost: Option<Tally>,
+    /// True when `input_tokens` already includes the cached ones (Codex); false when cached
+    /// reads and cache writes come beside it (Claude Code).
+    pub input_includes_cached: bool,
+    /// True when the CLI keeps a dollar limit itself ([`crate::LaunchContext::max_budget_usd`],
+    /// Claude Code's `--max-budget-usd`), for the life of its process.
+    pub usd_limit: bool,
 }
 
 /// Where one CLI keeps what a persistent agent carries between runs and hosts. Paths are
@@ -131,6 +166,13 @@ pub trait Normalizer: Send {
     fn tool_running(&self) -> bool;
     /// True between `begin_turn` and that turn's `turn_ended`.
     fn turn_in_flight(&self) -> bool;
+    /// The usage the CLI reported for the turn in flight so far, before the turn's `usage`
+    /// event, in the figures of [`Harness::usage_tally`] (Codex app-server's
+    /// `thread/tokenUsage/updated`); `None` when the wire says nothing mid-turn. The daemon
+    /// checks a run's budget against it and interrupts the turn that crosses it.
+    fn usage_so_far(&self) -> Option<spaces_sdk::Usage> {
+        None
+    }
 
     // A conversation wire (`codex app-server`, the Agent Client Protocol) is a dialogue, not
     // a stream: the CLI answers requests and asks its own (a session id to use, a permission),

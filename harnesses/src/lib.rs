@@ -33,7 +33,7 @@ pub mod slug;
 pub mod wording;
 
 pub use draft::EventDraft;
-pub use harness::{Harness, HomeLayout, Normalizer, SessionFiles};
+pub use harness::{Harness, HomeLayout, Normalizer, SessionFiles, Tally, UsageTally};
 pub use plan::{ExitInfo, InstallSpec, InterruptRecipe, LaunchContext, LaunchPlan, ProcessModel, StdinMode};
 
 /// Every harness this build knows, in display order. `openai-codex` is Codex on

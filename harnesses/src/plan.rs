@@ -77,6 +77,10 @@ pub struct LaunchContext<'a> {
     /// MCP servers to give the CLI, in its own config format (names already validated: unique,
     /// `[A-Za-z0-9_-]+`). Empty: the CLI's MCP configuration is left alone.
     pub mcp_servers: &'a [McpServer],
+    /// What the run may still spend in this process, US dollars, for a CLI with a limit of its
+    /// own (Claude Code's `--max-budget-usd`); `None`: no limit. The daemon keeps the rest of a
+    /// budget itself (issue 33).
+    pub max_budget_usd: Option<f64>,
 }
 
 /// How long each CLI is told to wait for its MCP servers ([`LaunchContext::mcp_servers`]) to

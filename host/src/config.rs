@@ -36,6 +36,10 @@
 //! - `SPACES_ALLOW_LOCAL_REPOS=1` (or `allow_local_repos`): a run's `options.repo` may be a path
 //!   on this host or a `file://` URL; by default only `https`, `ssh`, `git` and `user@host:path`
 //!   are cloned (the supervisor's `prepare`).
+//! - `prices` (`config.json` only): dollars per million tokens by model prefix, on top of the
+//!   built-in list prices ([`crate::prices`]), for turns whose CLI reports no cost.
+//! - `space_budgets` (`config.json` only): Space name -> the budget (`{usd?, tokens?, turns?}`)
+//!   of its runs started without `options.budget`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -168,6 +172,11 @@ pub struct ConfigFile {
     pub agent_nice: Option<u64>,
     /// A run's `options.repo` may be a host path or `file://` URL (default false).
     pub allow_local_repos: Option<bool>,
+    /// Prices by model prefix, US dollars per million tokens, on top of the built-in ones
+    /// ([`crate::prices`]): what a turn cost when the CLI does not say.
+    pub prices: BTreeMap<String, crate::prices::Price>,
+    /// Space name -> the budget of its runs started without `options.budget`.
+    pub space_budgets: BTreeMap<String, spaces_sdk::Budget>,
 }
 
 /// The resolved configuration of one daemon.
@@ -220,6 +229,10 @@ pub struct Config {
     /// default, since the daemon would read any of its uid's directories for a caller
     /// (`SPACES_ALLOW_LOCAL_REPOS=1` or `"allow_local_repos": true` turns it on).
     pub allow_local_repos: bool,
+    /// Prices by model ([`crate::prices::PriceTable`]): built-in plus `config.json` `prices`.
+    pub prices: crate::prices::PriceTable,
+    /// Space name -> default budget of its runs (`config.json` `space_budgets`).
+    pub space_budgets: BTreeMap<String, spaces_sdk::Budget>,
 }
 
 /// A yes/no setting from the environment: `0`, `false`, `off` or `no` is no, anything else yes;
@@ -301,7 +314,13 @@ impl Config {
                 "the lease TTL (SPACES_LEASE_TTL_MS or lease_ttl_ms) is {lease_ttl_ms} ms; it must be at least {MIN_LEASE_TTL_MS} ms"
             );
         }
+        crate::prices::PriceTable::check(&file.prices).map_err(|e| anyhow::anyhow!("config.json {e}"))?;
+        for (space, budget) in &file.space_budgets {
+            budget.check(&format!("space_budgets.{space}")).map_err(|e| anyhow::anyhow!("config.json {e}"))?;
+        }
         Ok(Config {
+            prices: crate::prices::PriceTable::with(&file.prices),
+            space_budgets: file.space_budgets,
             lease_ttl_ms,
             tools_dir,
             harness_bin,

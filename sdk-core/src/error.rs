@@ -58,6 +58,7 @@ pub enum ErrorCode {
     HarnessUnavailable,
     AgentBusy,
     LeaseHeld,
+    BudgetReached,
     Internal,
 }
 

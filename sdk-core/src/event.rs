@@ -120,6 +120,9 @@ pub enum StopReason {
     MaxTurns,
     Crashed,
     Stopped,
+    /// The run reached its budget (`options.budget`) during the turn: the CLI's own limit
+    /// ended it, or the daemon interrupted it.
+    BudgetReached,
 }
 
 impl StopReason {
@@ -132,6 +135,7 @@ impl StopReason {
             StopReason::MaxTurns => "max_turns",
             StopReason::Crashed => "crashed",
             StopReason::Stopped => "stopped",
+            StopReason::BudgetReached => "budget_reached",
         }
     }
 }

@@ -34,6 +34,7 @@ pub mod run;
 #[cfg(feature = "client")]
 pub mod space;
 pub mod tools;
+pub mod usage;
 
 pub use capabilities::{AuthState, Capabilities, HarnessCapabilities, HarnessSupports};
 pub use decode::decode;
@@ -50,3 +51,4 @@ pub use run::{
     AgentStartRequest, AgentStatusRequest, Approvals, Attachment, Empty, Phase, RunStatus, RunsRemovedReport, SpaceAddRequest,
     SpaceAgentOptions, SpaceNetwork, SpaceRecord, SpaceRemoveReport, SpaceRemoveRequest, Status, IDEMPOTENCY_KEY_MAX,
 };
+pub use usage::{AgentBudgetRequest, AgentUsageRequest, Budget, BudgetReport, RunUsage, TurnUsage, UsageReport, UsageTotals};

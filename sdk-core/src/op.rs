@@ -198,6 +198,12 @@ macro_rules! for_each_operation {
             agent_prune: AgentPrune, Post "/v1/spaces/{space}/agents/prune",
                 $crate::run::AgentPruneRequest => $crate::run::RunsRemovedReport, false, Operator [Destructive],
                 "Delete the Space's runs that are not live and were created more than older_than_ms ago.";
+            agent_usage: AgentUsage, Get "/v1/spaces/{space}/usage",
+                $crate::usage::AgentUsageRequest => $crate::usage::UsageReport, true, Tool,
+                "What a run, or every run of the Space, spent: tokens, cost, time and tool calls, in total and per turn.";
+            agent_budget: AgentBudget, Post "/v1/spaces/{space}/agents/{run_id}/budget",
+                $crate::usage::AgentBudgetRequest => $crate::usage::BudgetReport, false, Operator [Idempotent],
+                "Set or raise a run's budget (usd, tokens, turns); a run at its budget takes turns again once it is raised.";
 
             // ----- persistent agents and their homes (API reference, "Words": volume) -----
             persistent_agent_send: PersistentAgentSend, Post "/v1/homes/{name}/send",

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::mcp_server::McpServer;
+use crate::usage::{Budget, UsageTotals};
 
 /// Options for `agent_start` beyond the harness and prompt (`SpaceAgentOptions`, API reference
 /// "Agent runs"). Unknown keys are refused (`INVALID_ARGUMENT` naming the key): a Node-style
@@ -64,6 +65,10 @@ pub struct SpaceAgentOptions {
     /// a file too big, a bad name, a name given twice or content that is not base64. The stored
     /// options (`agent_status`) keep the names, not the content.
     pub files: Vec<Attachment>,
+    /// The most this run may spend (dollars, tokens, turns; [`Budget`]). Without it the
+    /// operator's default for the Space applies (`config.json` `space_budgets`), if any.
+    /// `INVALID_ARGUMENT` naming `options.budget.<field>` for a bad limit.
+    pub budget: Option<Budget>,
 }
 
 impl SpaceAgentOptions {
@@ -384,6 +389,14 @@ pub struct RunStatus {
     /// recorded by a `spacesd` older than this field.
     #[serde(default)]
     pub prompt_excerpt: Option<String>,
+    /// What the run spent over its ended turns (the usage ledger; `agent_usage` has each turn).
+    #[serde(default)]
+    pub usage: UsageTotals,
+    /// The run's budget, when it has one (`options.budget`, the Space's default, or
+    /// `agent_budget`). A run at it says so in `reason` and takes no turn (`accepts_message`
+    /// false) until the budget is raised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
 }
 
 impl RunStatus {

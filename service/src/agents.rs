@@ -92,6 +92,19 @@ impl Service {
     pub async fn agent_prune(&self, req: spaces_sdk::AgentPruneRequest) -> Result<spaces_sdk::RunsRemovedReport> {
         self.sup.agent_prune(&req.space, req.older_than_ms).await.map_err(|e| e.to_api())
     }
+
+    /// `agent_usage`: the usage ledger's sums for a run or a Space. Errors:
+    /// `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`.
+    pub async fn agent_usage(&self, req: spaces_sdk::AgentUsageRequest) -> Result<spaces_sdk::UsageReport> {
+        let sup = self.sup.clone();
+        off_runtime(move || sup.agent_usage(&req)).await
+    }
+
+    /// `agent_budget`. Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`, `INVALID_ARGUMENT` (a bad
+    /// limit, named).
+    pub async fn agent_budget(&self, req: spaces_sdk::AgentBudgetRequest) -> Result<spaces_sdk::BudgetReport> {
+        self.sup.agent_budget(&req).await.map_err(|e| e.to_api())
+    }
 }
 
 /// Runs `read` (database reads on a reader connection, an output tail read from disk) on the

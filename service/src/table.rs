@@ -79,6 +79,8 @@ pub fn table() -> &'static [Row] {
             SpaceRemove => space_remove,
             AgentRemove => agent_remove,
             AgentPrune => agent_prune,
+            AgentUsage => agent_usage,
+            AgentBudget => agent_budget,
             PersistentAgentSend => persistent_agent_send,
             HomeList => home_list,
             HomeSnapshots => home_snapshots,

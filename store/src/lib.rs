@@ -33,6 +33,7 @@ pub mod readers;
 pub mod reserve;
 pub mod runs;
 pub mod spaces;
+pub mod usage;
 pub mod writer;
 
 use std::path::{Path, PathBuf};
@@ -109,6 +110,23 @@ CREATE TABLE IF NOT EXISTS queued_messages (
     result_json TEXT,
     PRIMARY KEY (run_id, n)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS turn_usage (
+    run_id              TEXT NOT NULL,
+    turn                INTEGER NOT NULL,
+    ended_ms            INTEGER NOT NULL,
+    stop_reason         TEXT NOT NULL,
+    model               TEXT,
+    input_tokens        INTEGER NOT NULL,
+    cached_input_tokens INTEGER NOT NULL,
+    output_tokens       INTEGER NOT NULL,
+    cost_usd            REAL,
+    cost_estimated      INTEGER NOT NULL,
+    duration_ms         INTEGER NOT NULL,
+    tool_calls          INTEGER NOT NULL,
+    reported_json       TEXT NOT NULL,
+    PRIMARY KEY (run_id, turn)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS turn_usage_by_end ON turn_usage (ended_ms);
 "#;
 
 /// Where a run's ingest of its agent's journal stands: process generation `gen`, every record

@@ -138,7 +138,7 @@ impl Store {
     pub fn run_delete(&self, run_id: &str) -> Result<()> {
         let id = run_id.to_owned();
         self.write(move |conn| {
-            for table in ["event_chunks", "turns", "journals", "request_keys", "queued_messages", "runs"] {
+            for table in ["event_chunks", "turns", "journals", "request_keys", "queued_messages", "turn_usage", "runs"] {
                 conn.execute(&format!("DELETE FROM {table} WHERE run_id = ?1"), params![id])?;
             }
             Ok(())
@@ -175,14 +175,31 @@ impl Store {
         Ok(n as usize)
     }
 
-    /// Record that turn `turn` of `run_id` ended with `stop_reason`.
-    pub fn turn_end(&self, run_id: &str, turn: u32, stop_reason: &str) -> Result<()> {
+    /// Record that turn `turn` of `run_id` ended with `stop_reason`; returns how long it ran,
+    /// ms (0 when its start is not recorded).
+    pub fn turn_end(&self, run_id: &str, turn: u32, stop_reason: &str) -> Result<u64> {
         let (run_id, stop_reason) = (run_id.to_owned(), stop_reason.to_owned());
         self.write(move |conn| {
+            let now = now_ms() as i64;
             conn.execute(
                 "UPDATE turns SET ended_ms = ?3, stop_reason = ?4 WHERE run_id = ?1 AND turn = ?2",
-                params![run_id, turn as i64, now_ms() as i64, stop_reason],
+                params![run_id, turn as i64, now, stop_reason],
             )?;
+            let started: Option<i64> = conn
+                .query_row("SELECT started_ms FROM turns WHERE run_id = ?1 AND turn = ?2", params![run_id, turn as i64], |r| r.get(0))
+                .optional()?;
+            Ok(started.map_or(0, |s| (now - s).max(0) as u64))
+        })
+    }
+}
+
+impl Store {
+    /// Replace the stored options of `run_id` (`agent_budget` changes its budget). Errors: the
+    /// options do not encode, or the write fails.
+    pub fn run_set_options(&self, run_id: &str, options: &SpaceAgentOptions) -> Result<()> {
+        let (run_id, json) = (run_id.to_owned(), serde_json::to_string(options)?);
+        self.write(move |conn| {
+            conn.execute("UPDATE runs SET options_json = ?2 WHERE run_id = ?1", params![run_id, json])?;
             Ok(())
         })
     }

@@ -123,6 +123,7 @@ async fn record(harness: &dyn Harness, name: &str, binary: &Path, out: &Path) ->
             base_url: Some(&base),
             env: &env,
             mcp_servers: &[],
+            max_budget_usd: None,
         };
         let plan = harness.launch(&ctx);
         for (path, content) in &plan.files {

@@ -223,6 +223,7 @@ async fn record(name: &str, binary: &Path, out: &Path, work: &Path) -> Result<()
         base_url: Some(&base_url),
         env: &env,
         mcp_servers: &[],
+        max_budget_usd: None,
     };
     let plan = ClaudeCode.launch(&ctx);
     let mut cmd = tokio::process::Command::new(&plan.argv[0]);

@@ -210,6 +210,7 @@ async fn run(
         base_url: Some(&base_url),
         env: &env,
         mcp_servers: &[],
+        max_budget_usd: None,
     };
     let plan = OpenAiCodex.launch(&ctx);
     for (path, content) in &plan.files {

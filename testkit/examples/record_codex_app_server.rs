@@ -200,6 +200,7 @@ async fn run_process(
         base_url: Some(&base_url),
         env: &env,
         mcp_servers: &[],
+        max_budget_usd: None,
     };
     let plan = app_server::launch(&ctx);
     n.launched(&ctx);

@@ -292,6 +292,7 @@ async fn direct(t: &Target) -> Figures {
         base_url: Some(&base),
         env: &env,
         mcp_servers: &[],
+        max_budget_usd: None,
     };
     let mut n = h.normalizer();
     let t0 = Instant::now();

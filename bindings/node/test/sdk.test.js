@@ -182,6 +182,18 @@ test('claude-code through Space: follow to turn_ended, follow-up, interrupt a lo
   st = await waitStatus(run, (s) => s.acceptsMessage, 'idle after turn 2')
   assert.equal(st.resultText, 'The file is still there.')
 
+  // The usage ledger through the SDK: a row per ended turn, summing to the status's totals; a
+  // budget set through the client's operator method.
+  const usage = JSON.parse(await space.agentUsage({ run_id: run, turns: true }))
+  assert.deepEqual(usage.totals, st.usage)
+  assert.equal(st.usage.turns, 2)
+  assert.ok(st.usage.input_tokens > 0, JSON.stringify(st.usage))
+  assert.equal(usage.turns.reduce((n, t) => n + t.input_tokens, 0), st.usage.input_tokens)
+  const budget = JSON.parse(await spaces.agentBudget({ space: 's', run_id: run, budget: { turns: 10 } }))
+  assert.deepEqual(budget.budget, { turns: 10 })
+  assert.deepEqual(budget.usage, st.usage)
+  assert.deepEqual((await space.agentStatus(run)).budget, { turns: 10 })
+
   // Turn 3: a long streamed answer, interrupted once the model is streaming.
   assert.ok((await space.agentMessage(run, 'talk slowly')).ok)
   const deadline = Date.now() + TURN_MS

@@ -45,6 +45,7 @@ fn family(code: ErrorCode) -> Family {
         | ApprovalAmbiguous
         | AgentBusy
         | LeaseHeld
+        | BudgetReached
         | ProcessNotRunning => Family::Conflict,
         InvalidPatch | InvalidCommand | InvalidArgument | PathEscape | SymlinkRejected | SpecialFileRejected | PathNotDirectory
         | ProcessNotTty => Family::Invalid,

@@ -29,6 +29,7 @@ fn ctx<'a>(prompt: &'a str, session: Option<&'a str>, env: &'a BTreeMap<String, 
         base_url: None,
         env,
         mcp_servers: &[],
+        max_budget_usd: None,
     }
 }
 

@@ -77,6 +77,12 @@ pub fn plan(ctx: &LaunchContext<'_>) -> LaunchPlan {
         argv.push("--model".into());
         argv.push(model.into());
     }
+    if let Some(usd) = ctx.max_budget_usd {
+        // The CLI's own limit (HARNESS-NOTES: the turn ends `error_max_budget_usd`); its cost
+        // adds up over the process, and each process gets what the run has left.
+        argv.push("--max-budget-usd".into());
+        argv.push(format!("{usd:.6}"));
+    }
     if let Some(sid) = ctx.session_id {
         argv.push("--resume".into());
         argv.push(sid.into());
@@ -179,7 +185,17 @@ mod tests {
             base_url: Some("http://127.0.0.1:4000/"),
             env,
             mcp_servers: &[],
+            max_budget_usd: None,
         }
+    }
+
+    #[test]
+    fn a_budget_in_dollars_is_the_clis_own_limit() {
+        let env = BTreeMap::new();
+        let plan = ClaudeCode.launch(&LaunchContext { max_budget_usd: Some(0.0015), ..ctx(&env) });
+        let at = plan.argv.iter().position(|a| a == "--max-budget-usd").expect("--max-budget-usd");
+        assert_eq!(plan.argv[at + 1], "0.001500");
+        assert!(!ClaudeCode.launch(&ctx(&env)).argv.contains(&"--max-budget-usd".to_owned()));
     }
 
     fn servers() -> Vec<McpServer> {

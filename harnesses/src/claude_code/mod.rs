@@ -89,6 +89,12 @@ impl Harness for ClaudeCode {
         Box::new(ClaudeNormalizer::new())
     }
 
+    /// Token counts of a `result` are the turn's, beside its cache reads and writes;
+    /// `total_cost_usd` adds up over the process (HARNESS-NOTES).
+    fn usage_tally(&self) -> crate::UsageTally {
+        crate::UsageTally { tokens: crate::Tally::Turn, cost: Some(crate::Tally::Process), input_includes_cached: false, usd_limit: true }
+    }
+
     /// `CLAUDE_CONFIG_DIR` is `<home>/.claude` (see the `launch` module); transcripts are filed by cwd.
     fn persistent_home(&self) -> HomeLayout {
         HomeLayout {

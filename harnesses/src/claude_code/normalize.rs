@@ -368,6 +368,7 @@ impl Normalizer for ClaudeNormalizer {
 ///   error_during_execution`, no `result` field, `terminal_reason` `aborted_streaming` or
 ///   `aborted_tools`): `interrupted`;
 /// - `error_max_turns`: `max_turns`;
+/// - `error_max_budget_usd` (the run's budget passed as `--max-budget-usd`): `budget_reached`;
 /// - anything else (including `success` with `is_error: true`, which a failed model call gives):
 ///   `error`, text the CLI's `result` ("API Error: 500 ..."), else its `errors`, else the subtype.
 pub fn stop_reason(v: &Value, interrupt_requested: bool) -> (StopReason, Option<String>) {
@@ -387,6 +388,13 @@ pub fn stop_reason(v: &Value, interrupt_requested: bool) -> (StopReason, Option<
             None => "interrupted by the caller".to_owned(),
         };
         return (StopReason::Interrupted, Some(text));
+    }
+    if subtype == "error_max_budget_usd" {
+        let cost = v.get("total_cost_usd").and_then(Value::as_f64).unwrap_or(0.0);
+        return (
+            StopReason::BudgetReached,
+            Some(format!("the run's budget was reached (the CLI's --max-budget-usd; ${cost:.4} spent by this process)")),
+        );
     }
     if subtype == "error_max_turns" {
         let turns = v.get("num_turns").and_then(Value::as_u64).unwrap_or(0);

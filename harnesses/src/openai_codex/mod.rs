@@ -102,6 +102,12 @@ impl Harness for OpenAiCodex {
         Box::new(normalize::CodexNormalizer::default())
     }
 
+    /// `turn.completed.usage` adds up over the thread, across `exec resume`; input includes
+    /// the cached tokens (HARNESS-NOTES). Codex reports no cost.
+    fn usage_tally(&self) -> crate::UsageTally {
+        crate::UsageTally { tokens: crate::Tally::Thread, cost: None, input_includes_cached: true, usd_limit: false }
+    }
+
     /// `CODEX_HOME` is `<home>/.codex` ([`launch::codex_home`]). `config.toml` is rewritten for
     /// every process (it may hold MCP server secrets), so it is never saved.
     fn persistent_home(&self) -> HomeLayout {

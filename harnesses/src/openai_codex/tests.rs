@@ -279,6 +279,7 @@ fn ctx<'a>(
         base_url,
         env,
         mcp_servers: &[],
+        max_budget_usd: None,
     }
 }
 

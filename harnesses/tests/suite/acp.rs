@@ -170,6 +170,7 @@ fn replay_resume(id: &str, fixture: &str) -> Vec<EventDraft> {
         base_url: None,
         env: &env,
         mcp_servers: &[],
+        max_budget_usd: None,
     };
     n.launched(&ctx);
     out.extend(n.begin_turn(2, "Two."));

@@ -68,6 +68,7 @@ fn replay_with_plans(turns: &[Turn<'_>]) -> (Vec<EventDraft>, Vec<Vec<String>>) 
             base_url: Some("http://127.0.0.1:9"),
             env: &env,
             mcp_servers: &[],
+            max_budget_usd: None,
         });
         argvs.push(plan.argv);
         out.extend(n.begin_turn(turn, t.prompt));

@@ -64,6 +64,7 @@ fn replay(name: &str) -> Replay {
                     base_url: Some("http://127.0.0.1:9"),
                     env: &env,
                     mcp_servers: &[],
+                    max_budget_usd: None,
                 });
             }
             "stdout" => {

@@ -14,6 +14,7 @@
 mod disk;
 mod exit;
 mod queue;
+mod spend;
 pub mod state;
 mod talk;
 mod turns;
@@ -34,6 +35,7 @@ use tokio::time::Instant;
 use super::folder::{folder_present, SpaceFolder};
 use super::keys::{Keyed, Queued};
 use super::launcher::Launcher;
+use super::ledger::Ledger;
 use super::mailbox::{Cmd, Reply};
 use super::marker::run_marker;
 use super::proc::LiveProc;
@@ -65,6 +67,10 @@ pub struct Actor {
     disk_full: Option<String>,
     /// Batches a full disk kept out of the store, in order (`unstored.rs`).
     unstored: unstored::Unstored,
+    /// What the run spent (`spend.rs`).
+    ledger: Ledger,
+    /// Why the daemon interrupted the turn in flight for the run's budget, until it ends.
+    budget_interrupt: Option<String>,
 }
 
 impl Actor {
@@ -90,8 +96,11 @@ impl Actor {
             stop_replies: Vec::new(),
             disk_full: None,
             unstored: unstored::Unstored::default(),
+            ledger: Ledger::load(harness.usage_tally(), &[]),
+            budget_interrupt: None,
         };
         actor.load_queue();
+        actor.load_ledger();
         actor
     }
 
@@ -147,7 +156,10 @@ impl Actor {
                     Some(cmd) => Box::pin(self.on_cmd(cmd)).await,
                     None => break,
                 },
-                Some(ev) = self.launcher.next_event() => Box::pin(self.on_proc_events(ev)).await,
+                Some(ev) = self.launcher.next_event() => {
+                    Box::pin(self.on_proc_events(ev)).await;
+                    Box::pin(self.check_budget_mid_turn()).await;
+                }
                 _ = sleep_until(deadline.map(|(at, _)| at)) => {
                     if let Some((_, timer)) = deadline {
                         Box::pin(self.on_deadline(timer)).await;
@@ -188,6 +200,9 @@ impl Actor {
                 self.stop_replies.push(reply);
                 self.on_stop().await;
             }
+            Cmd::Budget { budget, reply } => {
+                let _ = reply.send(self.on_budget(budget));
+            }
         }
     }
 
@@ -212,6 +227,9 @@ impl Actor {
                     }
                 }
             }
+        }
+        if let Some(refusal) = self.budget_refusal() {
+            return Err(refusal);
         }
         let admit = self.machine.admit(self.run.status, force, self.norm.turn_in_flight());
         match admit {

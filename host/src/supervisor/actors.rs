@@ -7,13 +7,13 @@
 use std::sync::Arc;
 
 use spaces_harnesses::Harness;
-use spaces_sdk::{ActionReport, ErrorCode};
+use spaces_sdk::ErrorCode;
 use spaces_store::runs::RunRow;
 use spaces_store::JournalPos;
 use tokio::sync::{mpsc, oneshot};
 
 use super::actor::{Actor, Retire};
-use super::mailbox::{Cmd, Reply};
+use super::mailbox::Cmd;
 use super::secrets::RunSecrets;
 use super::shared::Inner;
 use crate::error::{refuse, Error, Result};
@@ -106,7 +106,11 @@ pub(super) fn revive_queue(inner: &Arc<Inner>, run: RunRow) -> Result<()> {
 }
 
 /// Send the command `cmd(reply)` to the actor of `run` and await the actor's answer.
-pub(super) async fn ask(inner: &Arc<Inner>, run: RunRow, cmd: impl FnOnce(Reply) -> Cmd) -> Result<ActionReport> {
+pub(super) async fn ask<T>(
+    inner: &Arc<Inner>,
+    run: RunRow,
+    cmd: impl FnOnce(oneshot::Sender<std::result::Result<T, spaces_sdk::ApiError>>) -> Cmd,
+) -> Result<T> {
     let (reply, rx) = oneshot::channel();
     dispatch(inner, run, cmd(reply))?;
     let answer = rx.await.map_err(|_| refuse(ErrorCode::Internal, "the run's actor ended before answering; check the run's status"))?;

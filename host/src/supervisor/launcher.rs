@@ -193,10 +193,20 @@ impl Launcher {
     /// Turn `turn` of `run` with the user's `text`, run by `binary`: the agent's home, the
     /// run's MCP servers (the caller's, and `spaces` when `space_tools` is on), the harness's
     /// plan and its files written, the clean environment with the run marker.
+    /// `max_budget_usd` is what the run's budget leaves in dollars, for a CLI with a limit of
+    /// its own ([`LaunchContext::max_budget_usd`]).
     ///
     /// `norm` is told of the process ([`Normalizer::launched`]) before any of its output is fed:
     /// a conversation harness keeps what its handshake needs (cwd, model, the session to resume).
-    pub fn plan(&self, run: &RunRow, turn: u32, text: &str, binary: &Path, norm: &mut dyn Normalizer) -> Result<Launch> {
+    pub fn plan(
+        &self,
+        run: &RunRow,
+        turn: u32,
+        text: &str,
+        binary: &Path,
+        norm: &mut dyn Normalizer,
+        max_budget_usd: Option<f64>,
+    ) -> Result<Launch> {
         let home = self.run_dir.join(run_sandbox::HOME);
         std::fs::create_dir_all(&home).map_err(PathIo::at("create the agent home", &home))?;
         let cwd = PathBuf::from(&run.cwd);
@@ -239,6 +249,7 @@ impl Launcher {
             base_url: run.options.base_url.as_deref(),
             env: &self.secrets.env,
             mcp_servers: &servers,
+            max_budget_usd,
         };
         let plan = self.harness.launch(&ctx);
         norm.launched(&ctx);

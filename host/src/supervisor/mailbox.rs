@@ -27,6 +27,11 @@ pub enum Cmd {
     Stop {
         reply: Reply,
     },
+    /// `agent_budget`: replace the fields of the run's budget that `budget` sets.
+    Budget {
+        budget: spaces_sdk::Budget,
+        reply: oneshot::Sender<Result<spaces_sdk::BudgetReport, ApiError>>,
+    },
 }
 
 /// Where a command's answer goes: a report, or a typed refusal.

@@ -33,6 +33,8 @@
 //!   the retention setting.
 //! - `persist`: a persistent agent's run: its home restored first, saved after every turn,
 //!   its lease released at the end (the volume itself: [`crate::homes`]).
+//! - `ledger`, `usage`: a run's usage ledger in memory (each turn's share of the CLI's figures,
+//!   what the run spent against its budget), and `agent_usage`/`agent_budget`.
 //! - `error`: why a step of a turn failed (`supervisor::error::Error`), from the checkout
 //!   to the shim; a turn that cannot start carries its sentence as the reason.
 //! - `secrets`, `mcp_servers`: what a run keeps 0600 in its directory (env, MCP server
@@ -51,6 +53,7 @@ mod install;
 pub mod journal;
 mod keys;
 mod launcher;
+mod ledger;
 mod lifecycle;
 mod mailbox;
 mod marker;
@@ -65,6 +68,7 @@ mod secrets;
 mod shared;
 mod start;
 mod status;
+mod usage;
 
 use std::sync::Arc;
 
@@ -280,13 +284,16 @@ impl Supervisor {
     /// default, `AgentStatusRequest::tail_lines`). Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`.
     pub fn agent_status(&self, space: &str, run_id: &str, tail: u32) -> Result<RunStatus> {
         let run = registry::run_in_space(&self.inner.store, space, run_id)?;
-        Ok(status::status_of(&self.inner.cfg, &run, Some(tail)))
+        let spent = usage::totals(&self.inner.store.usage_of_run(run_id)?);
+        Ok(status::status_of(&self.inner.cfg, &run, Some(tail), spent))
     }
 
     /// `agent_list`: every run of the Space, newest first (without output tails).
     pub fn agent_list(&self, space: &str) -> Result<Vec<RunStatus>> {
         registry::space(&self.inner.store, space)?;
-        Ok(self.inner.store.run_list(space)?.iter().map(|r| status::status_of(&self.inner.cfg, r, None)).collect())
+        let mut spent = usage::totals_by_run(&self.inner.store.usage_of_space(space, 0)?);
+        let runs = self.inner.store.run_list(space)?;
+        Ok(runs.iter().map(|r| status::status_of(&self.inner.cfg, r, None, spent.remove(&r.run_id).unwrap_or_default())).collect())
     }
 
     /// `agent_events`: at most `max` events after `cursor`; long-polls up to `wait` when caught
@@ -326,6 +333,19 @@ impl Supervisor {
             return Ok(first);
         }
         actors::ask(&self.inner, run, |reply| Cmd::Message { text: text.to_owned(), force, key, reply }).await
+    }
+
+    /// `agent_usage`: what one run, or every run of the Space, spent (see [`usage::report`]).
+    /// Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`.
+    pub fn agent_usage(&self, req: &spaces_sdk::AgentUsageRequest) -> Result<spaces_sdk::UsageReport> {
+        usage::report(&self.inner.store, req)
+    }
+
+    /// `agent_budget`: set or raise a run's budget, through its actor (which checks it before
+    /// every turn). Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`, `INVALID_ARGUMENT`.
+    pub async fn agent_budget(&self, req: &spaces_sdk::AgentBudgetRequest) -> Result<spaces_sdk::BudgetReport> {
+        let run = registry::run_in_space(&self.inner.store, &req.space, &req.run_id)?;
+        actors::ask(&self.inner, run, |reply| Cmd::Budget { budget: req.budget.clone(), reply }).await
     }
 
     /// `agent_interrupt`: cancels the turn in flight; a no-op that says so when idle.

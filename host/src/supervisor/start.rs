@@ -55,7 +55,17 @@ pub(super) async fn start(
     if req.prompt.trim().is_empty() {
         return Err(refuse(ErrorCode::InvalidArgument, "prompt is empty; give the first turn's text"));
     }
-    let options = req.options.clone().unwrap_or_default();
+    let mut options = req.options.clone().unwrap_or_default();
+    if options.budget.is_none() {
+        options.budget = inner.cfg.space_budgets.get(&space.name).cloned();
+    }
+    if let Some(budget) = &options.budget {
+        budget.check("options.budget").map_err(|why| {
+            let mut e = ApiError::new(ErrorCode::InvalidArgument, why);
+            e.field = Some("options.budget".into());
+            Error::Api(e)
+        })?;
+    }
     let mut cwd = resolve_cwd(Path::new(&space.root), options.cwd.as_deref())?;
     for name in options.env.keys().chain(options.env_from_host.iter()) {
         if !mcp_servers::valid_env_name(name) {
@@ -78,6 +88,7 @@ pub(super) async fn start(
     let mut notes = Vec::new();
     let env = run_env(&inner.cfg, &options, &mut notes);
     notes.extend(auth_note(inner, harness, &options, &env));
+    notes.extend(budget_note(inner, harness, &options));
     notes.extend(crate::sandbox::landlock_note());
     if space.network == SpaceNetwork::None {
         notes.push(NETWORK_NONE_NOTE.to_owned());
@@ -236,6 +247,28 @@ async fn claim_home(inner: &Inner, harness: &dyn Harness, home: &str, run_id: &s
         ));
     }
     Ok(())
+}
+
+/// A note when `options.budget.usd` cannot be kept: the harness's CLI reports no cost and the
+/// price table has no price for the run's model.
+fn budget_note(inner: &Inner, harness: &dyn Harness, options: &SpaceAgentOptions) -> Option<String> {
+    options.budget.as_ref()?.usd?;
+    if harness.usage_tally().cost.is_some() {
+        return None;
+    }
+    match options.model.as_deref() {
+        Some(model) if inner.cfg.prices.price(model).is_some() => None,
+        Some(model) => Some(format!(
+            "options.budget.usd: {} reports no cost and the price table has no price for model {model:?}; add one to config.json \
+             `prices` (docs/operations.md), or the dollar limit counts nothing",
+            harness.name()
+        )),
+        None => Some(format!(
+            "options.budget.usd: {} reports no cost and no options.model names what to price; give options.model, or the dollar \
+             limit counts nothing",
+            harness.name()
+        )),
+    }
 }
 
 /// `label` must be 1 to [`SpaceAgentOptions::LABEL_MAX`] characters, not only blanks, with no

@@ -80,6 +80,9 @@ pub enum AgentCmd {
         /// directory and the first prompt names its path there.
         #[arg(long = "file", value_name = "PATH")]
         files: Vec<std::path::PathBuf>,
+        /// The run's budget: --budget-usd, --budget-tokens, --budget-turns (see `agent budget`).
+        #[command(flatten)]
+        budget: super::usage::BudgetArgs,
         /// Then follow the events until the turn ends.
         #[arg(long)]
         follow: bool,
@@ -217,6 +220,37 @@ pub enum AgentCmd {
         #[arg(long)]
         json: bool,
     },
+    /// What runs spent (the daemon's usage ledger): tokens in, cached and out, cost in US
+    /// dollars (the CLI's own figure, or `~` estimated from the price table), tool calls and
+    /// time; totals, a line per run, and each turn with --turns.
+    Usage {
+        /// Only this run (`run-...`); every run of the Space without it.
+        run_id: Option<String>,
+        #[command(flatten)]
+        space: SpaceArg,
+        /// Only turns that ended within this age (7d, 12h, 30m, 90s).
+        #[arg(long, value_name = "AGE", value_parser = parse_age)]
+        since: Option<u64>,
+        /// Also list each turn.
+        #[arg(long)]
+        turns: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Set or raise a run's budget; a run at its budget takes turns again once it is raised.
+    /// Fields not given keep their value.
+    Budget {
+        /// The run's id (`run-...`, as `agent start` and `agent list` print it).
+        run_id: String,
+        #[command(flatten)]
+        space: SpaceArg,
+        #[command(flatten)]
+        budget: super::usage::BudgetArgs,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Every run of the Space (or of all with --all), newest first, as a table.
     List {
         #[command(flatten)]
@@ -251,6 +285,7 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
             show,
             label,
             files,
+            budget,
             follow,
             json,
         } => {
@@ -269,6 +304,7 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 branch,
                 label,
                 files: files.iter().map(|p| attachment(p)).collect::<anyhow::Result<_>>()?,
+                budget: budget.budget(),
                 ..SpaceAgentOptions::default()
             };
             let report = client.space(&space).agent_start(&agent, &prompt, show.then_some(true), Some(options)).await?;
@@ -370,6 +406,19 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 }
             }
         }
+        AgentCmd::Usage { run_id, space, since, turns, json } => {
+            let space = match &run_id {
+                Some(run_id) => resolve_run(client, space, run_id).await?,
+                None => resolve_space(client, space).await?,
+            };
+            let since_ms = since.map(|age| spaces_store::now_ms().saturating_sub(age));
+            let req = spaces_sdk::AgentUsageRequest { space, run_id, since_ms, turns: turns.then_some(true) };
+            super::usage::usage(client, req, json).await?;
+        }
+        AgentCmd::Budget { run_id, space, budget, json } => {
+            let space = resolve_run(client, space, &run_id).await?;
+            super::usage::budget(client, space, run_id, &budget, json).await?;
+        }
         AgentCmd::List { space, all, json } => {
             let spaces = spaces_of(client, space, all).await?;
             let mut runs = Vec::new();
@@ -422,14 +471,14 @@ fn attachment(path: &std::path::Path) -> anyhow::Result<spaces_sdk::Attachment> 
 const LABEL_CELL_MAX: usize = 12;
 
 /// `agent list`'s table (cut to the terminal's width): run, Space (when several are listed), agent, status,
-/// turns, age, label (when a run has one), then as much of the prompt as fits.
+/// turns, cost (`~` estimated), age, label (when a run has one), then as much of the prompt as fits.
 fn list_table(runs: &[spaces_sdk::RunStatus], with_space: bool) {
     let with_label = runs.iter().any(|r| r.label.is_some());
     let mut header = vec!["RUN"];
     if with_space {
         header.push("SPACE");
     }
-    header.extend(["AGENT", "STATUS", "TURNS", "AGE"]);
+    header.extend(["AGENT", "STATUS", "TURNS", "COST", "AGE"]);
     if with_label {
         header.push("LABEL");
     }
@@ -445,6 +494,7 @@ fn list_table(runs: &[spaces_sdk::RunStatus], with_space: bool) {
                 r.agent.clone().unwrap_or_default(),
                 r.status.as_str().to_owned(),
                 r.turns.to_string(),
+                super::usage::cost_cell(&r.usage),
                 super::print::age(r.created_ms),
             ]);
             if with_label {
@@ -474,6 +524,12 @@ fn print_status(st: &spaces_sdk::RunStatus) {
     line("turns", format!("{}   started {} ago   a message sent now: {}", st.turns, super::print::age(st.created_ms), message_wording(st)));
     if let Some(prompt) = &st.prompt_excerpt {
         line("prompt", prompt.clone());
+    }
+    if st.usage.turns > 0 {
+        line("usage", super::usage::spent_words(&st.usage));
+    }
+    if let Some(budget) = &st.budget {
+        line("budget", super::usage::budget_words(budget));
     }
     if let Some(session) = &st.session_id {
         line("session", session.clone());

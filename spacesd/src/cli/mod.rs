@@ -18,6 +18,7 @@ mod home;
 mod print;
 mod run;
 mod ui;
+mod usage;
 
 pub use follow::TurnFailed;
 pub use run::run;

@@ -73,6 +73,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | ApprovalAmbiguous
         | AgentBusy
         | LeaseHeld
+        | BudgetReached
         | WorkClosed
         | ProcessNotRunning => StatusCode::CONFLICT,
         ResourceQueueFull => StatusCode::TOO_MANY_REQUESTS,

@@ -72,6 +72,8 @@ fn minimal(name: &str, f: &Fixtures) -> (Value, Option<(&'static str, Value)>) {
         "space_remove" => (json!({"name": "extra"}), Some(("force", json!("yes")))),
         "agent_remove" => (json!({"space": "s", "run_id": f.get("stopped_run")}), None),
         "agent_prune" => (json!({"space": "s", "older_than_ms": 86_400_000}), Some(("older_than_ms", json!("a week")))),
+        "agent_usage" => (json!({"space": "s", "run_id": f.get("run"), "turns": true}), None),
+        "agent_budget" => (json!({"space": "s", "run_id": f.get("run"), "budget": {"turns": 5}}), Some(("budget", json!(5)))),
         "persistent_agent_send" => (json!({"name": "h", "text": "again"}), Some(("text", json!(1)))),
         "home_list" => (json!({}), None),
         "home_snapshots" => (json!({"name": "h"}), None),

@@ -2,6 +2,7 @@ mod acp_agents;
 mod agent_mcp;
 mod bad_input;
 mod boundary;
+mod budgets;
 mod ceilings;
 mod cli;
 mod codespace;

@@ -54,6 +54,10 @@ class Spaces:
         """Delete a run that is not live: its row, events and run directory."""
     async def agent_prune(self, *, older_than_ms: int, space: str) -> Any:
         """Delete the Space's runs that are not live and were created more than older_than_ms ago."""
+    async def agent_usage(self, *, space: str, run_id: Optional[str] = None, since_ms: Optional[int] = None, turns: Optional[bool] = None) -> Any:
+        """What a run, or every run of the Space, spent: tokens, cost, time and tool calls, in total and per turn."""
+    async def agent_budget(self, *, budget: Any, run_id: str, space: str) -> Any:
+        """Set or raise a run's budget (usd, tokens, turns); a run at its budget takes turns again once it is raised."""
     async def persistent_agent_send(self, *, name: str, text: str) -> Any:
         """Send to a persistent agent: a follow-up to its live run, or a fresh run with its home restored."""
     async def home_list(self) -> Any:
@@ -143,6 +147,8 @@ class Space:
     async def agent_interrupt(self, run_id: str) -> AgentActionReport: ...
     async def agent_stop(self, run_id: str) -> AgentActionReport: ...
     async def agent_list(self) -> List[AgentRunStatus]: ...
+    async def agent_usage(self, *, run_id: Optional[str] = None, since_ms: Optional[int] = None, turns: Optional[bool] = None) -> Any:
+        """What a run, or every run of the Space, spent: tokens, cost, time and tool calls, in total and per turn."""
     async def workspace_info(self, *, work_id: Optional[str] = None) -> Any:
         """What the workspace permits and this host supports: permissions, limits, process lifetime, isolation."""
     async def read(self, *, path: str, limit: Optional[int] = None, offset: Optional[int] = None, work_id: Optional[str] = None) -> Any:

@@ -53,6 +53,12 @@ class AgentRunStatus:
     session_id: Optional[str] = None
     #: When the run was created, in ms since the Unix epoch.
     created_ms: int = 0
+    #: What the run spent over its ended turns (the usage ledger): ``input_tokens``,
+    #: ``cached_input_tokens``, ``output_tokens``, ``cost_usd``, ``cost_estimated``,
+    #: ``cost_unknown_turns``, ``duration_ms`` (ms), ``tool_calls``, ``turns``.
+    usage: Dict[str, Any] = field(default_factory=dict)
+    #: The run's budget (``{"usd"?, "tokens"?, "turns"?}``), when it has one.
+    budget: Optional[Dict[str, Any]] = None
 
     @classmethod
     def _from(cls, d: Dict[str, Any], text: Optional[str] = None) -> "AgentRunStatus":
@@ -61,6 +67,7 @@ class AgentRunStatus:
             d["run_id"], d.get("agent"), d["status"], d["reason"], d["phase"], d.get("result_text"),
             bool(d["accepts_message"]), d.get("output_tail"), text or _dumps(d), d.get("label"), d.get("prompt_excerpt"),
             d.get("space", ""), int(d.get("turns", 0)), d.get("session_id"), int(d.get("created_ms", 0)),
+            dict(d.get("usage") or {}), d.get("budget"),
         )
 
 
@@ -101,6 +108,9 @@ class SpaceAgentOptions:
     mcp_servers: List[Dict[str, Any]] = field(default_factory=list)
     #: Give the agent this Space's own tools as the MCP server ``spaces`` (default on).
     space_tools: Optional[bool] = None
+    #: The most the run may spend: ``{"usd"?, "tokens"?, "turns"?}``; at it, turns end
+    #: ``budget_reached`` until ``agent_budget`` raises it.
+    budget: Optional[Dict[str, Any]] = None
 
     def _wire(self) -> Dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v is not None and v != [] and v != {}}

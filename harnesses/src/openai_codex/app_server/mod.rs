@@ -135,6 +135,12 @@ impl Harness for OpenAiCodexAppServer {
         Box::new(AppServerNormalizer::default())
     }
 
+    /// `thread/tokenUsage/updated`'s `total` adds up over the thread; input includes the cached
+    /// tokens. Codex reports no cost.
+    fn usage_tally(&self) -> crate::UsageTally {
+        crate::UsageTally { tokens: crate::Tally::Thread, cost: None, input_includes_cached: true, usd_limit: false }
+    }
+
     fn persistent_home(&self) -> HomeLayout {
         crate::openai_codex::OpenAiCodex.persistent_home()
     }

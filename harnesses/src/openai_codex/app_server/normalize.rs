@@ -482,6 +482,11 @@ impl Normalizer for AppServerNormalizer {
         self.in_flight
     }
 
+    /// The thread's totals of the last `thread/tokenUsage/updated` of the turn in flight.
+    fn usage_so_far(&self) -> Option<Usage> {
+        self.usage.clone().filter(|_| self.in_flight)
+    }
+
     /// Keeps the cwd, the model and the session to resume (`ctx.session_id`) for the
     /// handshake; forgets the previous process's requests, thread and turn. The process's
     /// stdin starts with [`super::conversation::initialize_line`] (see [`super::launch`]). The

@@ -29,6 +29,7 @@ fn ctx<'a>(session: Option<&'a str>, model: Option<&'a str>, env: &'a BTreeMap<S
         base_url: Some("http://127.0.0.1:9"),
         env,
         mcp_servers: &[],
+        max_budget_usd: None,
     }
 }
 

@@ -101,11 +101,14 @@ pub struct Live<P> {
     /// It was started to resume this session and has neither opened it nor finished a turn: if
     /// it fails now, the session cannot be resumed (case V25).
     pub resuming: Option<String>,
+    /// Its launch options are out of date (a raised budget its CLI keeps itself): once idle its
+    /// stdin is closed, and its exit leaves the run idle; the next turn starts a new process.
+    pub renew: bool,
 }
 
 impl<P> Live<P> {
     fn new(handle: P, resuming: Option<String>) -> Self {
-        Self { handle, interrupted: false, closing: false, close_by: None, ended_by: None, out_closed: None, resuming }
+        Self { handle, interrupted: false, closing: false, close_by: None, ended_by: None, out_closed: None, resuming, renew: false }
     }
 }
 
@@ -409,6 +412,14 @@ impl<P> Machine<P> {
         }
     }
 
+    /// The live long-lived process is to be replaced by a new one at the next turn ([`Live::renew`]).
+    pub fn renew_process(&mut self) {
+        let long_lived = self.setup.model == ProcessModel::LongLived;
+        if let Some(live) = self.live_mut().filter(|_| long_lived) {
+            live.renew = true;
+        }
+    }
+
     /// The live process's stdin was closed on purpose (`exit_when_idle`) and it has not exited.
     fn closing(&self) -> bool {
         self.live().is_some_and(|l| l.closing)
@@ -504,7 +515,7 @@ impl<P> Machine<P> {
         }
         let exit_when_idle = self.setup.exit_when_idle;
         match self.live_mut() {
-            Some(live) if long_lived && !live.closing && exit_when_idle && turns > 0 => {
+            Some(live) if long_lived && !live.closing && (live.renew || exit_when_idle && turns > 0) => {
                 live.closing = true;
                 Advance::CloseStdin
             }

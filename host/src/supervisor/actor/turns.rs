@@ -32,6 +32,7 @@ impl Actor {
         let stored = self.redactor.apply(&text);
         let drafts: Vec<EventDraft> = self.norm.begin_turn(turn, &text).into_iter().map(|d| redacted(d, &self.redactor)).collect();
         self.machine.turn_started(text.clone(), Instant::now());
+        self.ledger.turn_started();
         // The turn's row, its first events and the run's new state: one commit, before the
         // message goes to the agent (a follow-up waits for one commit, not three). A turn that
         // starts a process says so at once (one commit less before the process starts).
@@ -103,7 +104,8 @@ impl Actor {
                 }
             }
         }
-        let launch = match self.launcher.plan(&self.run, turn, text, &binary, self.norm.as_mut()) {
+        let usd_left = self.usd_left_for_cli();
+        let launch = match self.launcher.plan(&self.run, turn, text, &binary, self.norm.as_mut(), usd_left) {
             Ok(launch) => launch,
             Err(why) => {
                 self.fail_turn_before_start(&why.to_string());
@@ -118,6 +120,7 @@ impl Actor {
             Ok(live) => {
                 self.run.pgid = Some(live.pid);
                 self.machine.spawned(live, resuming);
+                self.ledger.process_started();
                 self.set_state(Status::Running, Phase::Working, "a turn is running");
                 // After the plan's first bytes (the shim writes them first).
                 self.send_outgoing().await;
@@ -140,10 +143,11 @@ impl Actor {
     /// is already redacted: output lines on arrival, the caller's text in `start_turn`. Blocks
     /// until committed: for the actor's rare events (notices, turn starts); output, with its
     /// journal position, goes through [`Self::append_batch`].
-    pub(super) fn append(&mut self, drafts: Vec<EventDraft>) {
+    pub(super) fn append(&mut self, mut drafts: Vec<EventDraft>) {
         if drafts.is_empty() {
             return;
         }
+        self.note_spending(&mut drafts);
         let ended = turns_ended(&drafts);
         if self.unstored.is_empty() {
             // Kept for a full disk (`unstored.rs`): the actor's own events are few and small.
@@ -160,10 +164,11 @@ impl Actor {
 
     /// [`Self::append`] for a batch of output, with the journal position `pos` it reaches: it joins the event writer's next group commit
     /// while the actor awaits it (no runtime thread blocks on the disk).
-    pub(super) async fn append_batch(&mut self, drafts: Vec<EventDraft>, pos: Option<JournalPos>) {
+    pub(super) async fn append_batch(&mut self, mut drafts: Vec<EventDraft>, pos: Option<JournalPos>) {
         if drafts.is_empty() && pos.is_none() {
             return;
         }
+        self.note_spending(&mut drafts);
         let ended = turns_ended(&drafts);
         if !self.unstored.is_empty() {
             self.unstored.hold(drafts, pos);
@@ -205,9 +210,11 @@ impl Actor {
     }
 
     fn on_turn_ended(&mut self, turn: u32, reason: StopReason, text: Option<String>) {
-        if let Err(e) = self.inner.store.turn_end(&self.run.run_id, turn, reason.as_str()) {
+        let duration_ms = self.inner.store.turn_end(&self.run.run_id, turn, reason.as_str()).unwrap_or_else(|e| {
             tracing::error!("run {}: cannot record end of turn {turn}: {e}", self.run.run_id);
-        }
+            0
+        });
+        self.record_turn_usage(turn, reason, duration_ms);
         let (save_home, change) = self.machine.turn_ended(reason, text.as_deref());
         if save_home {
             persist::save(&self.inner, &self.run, self.harness);
@@ -218,6 +225,7 @@ impl Actor {
             }
             self.set_state(change.status, change.phase, &change.reason);
         }
+        self.after_turn_budget();
     }
 
     pub(super) fn set_state(&mut self, status: Status, phase: Phase, reason: &str) {

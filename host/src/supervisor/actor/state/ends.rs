@@ -116,6 +116,11 @@ impl<P> Machine<P> {
         if stop {
             return plan(save_home, 0, AfterExit::Stopped);
         }
+        if closing && ended.live.renew && !self.setup.exit_when_idle {
+            // Replaced for new launch options: the run waits for its next turn, in a new process.
+            let set = if self.queue.is_empty() { change(Status::Idle, Phase::Waiting, WAITING) } else { None };
+            return plan(save_home, 0, AfterExit::Set(set));
+        }
         if closing {
             // A message sent meanwhile waited for this exit: it starts now, the run stays running.
             let set = if self.queue.is_empty() { change(Status::Done, Phase::Exited, self.done_reason()) } else { None };
@@ -171,6 +176,9 @@ impl<P> Machine<P> {
             }
             StopReason::Interrupted => change(Status::Idle, Phase::Waiting, INTERRUPTED),
             StopReason::MaxTurns => change(Status::Idle, Phase::Waiting, "the turn hit its step limit; waiting for a follow-up"),
+            StopReason::BudgetReached => {
+                change(Status::Idle, Phase::Waiting, text.unwrap_or("the run reached its budget; raise it with agent_budget"))
+            }
             StopReason::Stopped => None,
             StopReason::Error | StopReason::Crashed => {
                 let why = text.unwrap_or("the turn failed");
