@@ -102,7 +102,7 @@ export interface AgentRunStatus {
   runId: string
   agent: string | null
   space: string
-  /** running, idle, done, failed, crashed, stopped, unknown. */
+  /** running, queued (waiting for a turn slot), idle, done, failed, crashed, stopped, unknown. */
   status: string
   reason: string
   /** preparing, installing, starting, working, waiting, exited, failed, crashed, unknown. */

@@ -38,6 +38,11 @@
 //!   are cloned (the supervisor's `prepare`).
 //! - `prices` (`config.json` only): dollars per million tokens by model prefix, on top of the
 //!   built-in list prices ([`crate::prices`]), for turns whose CLI reports no cost.
+//! - `SPACES_MAX_RUNNING_TURNS` (or `max_running_turns`): most turns running at once on this
+//!   host; a start or a message over it waits with status `queued`, in order (default: no
+//!   cap). `space_max_running_turns` (`config.json` only): Space name -> its own cap.
+//!   `SPACES_ADMISSION_QUEUE_MAX` (or `admission_queue_max`, default 1000): most runs waiting
+//!   before a start or message is refused `RESOURCE_QUEUE_FULL`.
 //! - `space_budgets` (`config.json` only): Space name -> the budget (`{usd?, tokens?, turns?}`)
 //!   of its runs started without `options.budget`.
 
@@ -177,6 +182,12 @@ pub struct ConfigFile {
     pub prices: BTreeMap<String, crate::prices::Price>,
     /// Space name -> the budget of its runs started without `options.budget`.
     pub space_budgets: BTreeMap<String, spaces_sdk::Budget>,
+    /// Most turns running at once on this host; more wait `queued` (default: no cap).
+    pub max_running_turns: Option<usize>,
+    /// Space name -> most turns running at once in it.
+    pub space_max_running_turns: BTreeMap<String, usize>,
+    /// Most runs waiting for a slot before starts and messages are refused (default 1000).
+    pub admission_queue_max: Option<usize>,
 }
 
 /// The resolved configuration of one daemon.
@@ -233,6 +244,9 @@ pub struct Config {
     pub prices: crate::prices::PriceTable,
     /// Space name -> default budget of its runs (`config.json` `space_budgets`).
     pub space_budgets: BTreeMap<String, spaces_sdk::Budget>,
+    /// The admission caps (`max_running_turns`, `space_max_running_turns`,
+    /// `admission_queue_max`; `supervisor::admission`).
+    pub admission: crate::supervisor::admission::Caps,
 }
 
 /// A yes/no setting from the environment: `0`, `false`, `off` or `no` is no, anything else yes;
@@ -321,6 +335,13 @@ impl Config {
         Ok(Config {
             prices: crate::prices::PriceTable::with(&file.prices),
             space_budgets: file.space_budgets,
+            admission: crate::supervisor::admission::Caps {
+                host: env_num("SPACES_MAX_RUNNING_TURNS").or(file.max_running_turns).filter(|n| *n > 0),
+                spaces: file.space_max_running_turns.into_iter().filter(|(_, n)| *n > 0).collect(),
+                queue_max: env_num("SPACES_ADMISSION_QUEUE_MAX")
+                    .or(file.admission_queue_max)
+                    .unwrap_or(crate::supervisor::admission::DEFAULT_QUEUE_MAX),
+            },
             lease_ttl_ms,
             tools_dir,
             harness_bin,

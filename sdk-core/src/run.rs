@@ -286,6 +286,9 @@ pub struct AgentStartReport {
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Running,
+    /// Waiting for a turn slot: the host or the Space runs as many turns as its operator
+    /// allows (`reason` gives the place); the turn starts, in order, when one frees.
+    Queued,
     Idle,
     Done,
     Failed,
@@ -296,13 +299,14 @@ pub enum Status {
 
 impl Status {
     /// Every status, in contract order.
-    pub const ALL: [Status; 7] =
-        [Status::Running, Status::Idle, Status::Done, Status::Failed, Status::Crashed, Status::Stopped, Status::Unknown];
+    pub const ALL: [Status; 8] =
+        [Status::Running, Status::Queued, Status::Idle, Status::Done, Status::Failed, Status::Crashed, Status::Stopped, Status::Unknown];
 
     /// Wire spelling.
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Running => "running",
+            Status::Queued => "queued",
             Status::Idle => "idle",
             Status::Done => "done",
             Status::Failed => "failed",

@@ -21,6 +21,7 @@
 //! cost the commits of the last tick, never the database's consistency, and an event batch and
 //! its journal position are lost or kept together.
 
+pub mod admission;
 pub mod checkpoint;
 mod chunks;
 pub mod error;
@@ -127,6 +128,11 @@ CREATE TABLE IF NOT EXISTS turn_usage (
     PRIMARY KEY (run_id, turn)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS turn_usage_by_end ON turn_usage (ended_ms);
+CREATE TABLE IF NOT EXISTS admission_queue (
+    run_id  TEXT PRIMARY KEY,
+    space   TEXT NOT NULL,
+    seq     INTEGER NOT NULL
+);
 "#;
 
 /// Where a run's ingest of its agent's journal stands: process generation `gen`, every record

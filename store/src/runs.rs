@@ -138,7 +138,7 @@ impl Store {
     pub fn run_delete(&self, run_id: &str) -> Result<()> {
         let id = run_id.to_owned();
         self.write(move |conn| {
-            for table in ["event_chunks", "turns", "journals", "request_keys", "queued_messages", "turn_usage", "runs"] {
+            for table in ["event_chunks", "turns", "journals", "request_keys", "queued_messages", "turn_usage", "admission_queue", "runs"] {
                 conn.execute(&format!("DELETE FROM {table} WHERE run_id = ?1"), params![id])?;
             }
             Ok(())
@@ -157,12 +157,13 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    /// Runs a previous daemon may have left mid-flight: status `running`, or a recorded agent
+    /// Runs a previous daemon may have left mid-flight: status `running` or `queued`, or a recorded agent
     /// process group (used once at start-up).
     pub fn runs_to_recover(&self) -> Result<Vec<RunRow>> {
         let conn = self.reader()?;
-        let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM runs WHERE status = ?1 OR pgid IS NOT NULL ORDER BY created_ms"))?;
-        let rows = stmt.query_map(params![Status::Running.as_str()], from_row)?;
+        let mut stmt =
+            conn.prepare(&format!("SELECT {COLUMNS} FROM runs WHERE status IN (?1, ?2) OR pgid IS NOT NULL ORDER BY created_ms"))?;
+        let rows = stmt.query_map(params![Status::Running.as_str(), Status::Queued.as_str()], from_row)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 

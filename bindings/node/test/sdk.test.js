@@ -184,12 +184,12 @@ test('claude-code through Space: follow to turn_ended, follow-up, interrupt a lo
 
   // The usage ledger through the SDK: a row per ended turn, summing to the status's totals; a
   // budget set through the client's operator method.
-  const usage = JSON.parse(await space.agentUsage({ run_id: run, turns: true }))
+  const usage = await space.agentUsage({ run_id: run, turns: true })
   assert.deepEqual(usage.totals, st.usage)
   assert.equal(st.usage.turns, 2)
   assert.ok(st.usage.input_tokens > 0, JSON.stringify(st.usage))
   assert.equal(usage.turns.reduce((n, t) => n + t.input_tokens, 0), st.usage.input_tokens)
-  const budget = JSON.parse(await spaces.agentBudget({ space: 's', run_id: run, budget: { turns: 10 } }))
+  const budget = await spaces.agentBudget({ space: "s", run_id: run, 
   assert.deepEqual(budget.budget, { turns: 10 })
   assert.deepEqual(budget.usage, st.usage)
   assert.deepEqual((await space.agentStatus(run)).budget, { turns: 10 })

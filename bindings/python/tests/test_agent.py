@@ -129,11 +129,11 @@ async def test_claude_code_run_through_the_sdk(spaces: Spaces, space: Space, mod
 
     # The usage ledger through the SDK: a row per ended turn (the interrupted one too), summing
     # to the totals the status carries; a budget set through the client's operator method.
-    usage = json.loads(await space.agent_usage(run_id=started.run_id, turns=True))
+    usage = await space.agent_usage(run_id=started.run_id, turns=True)
     assert usage["totals"] == st.usage and st.usage["turns"] == 3 and st.usage["input_tokens"] > 0, (usage, st)
     assert sum(t["input_tokens"] for t in usage["turns"]) == st.usage["input_tokens"], usage
     assert [t["stop_reason"] for t in usage["turns"]] == ["end_turn", "interrupted", "end_turn"], usage
-    budget = json.loads(await spaces.agent_budget(space="demo", run_id=started.run_id, budget={"turns": 10}))
+    budget = await spaces.agent_budget(space="demo", run_id=started.run_id, budget={"turns": 10})
     assert budget["budget"] == {"turns": 10} and "reached" not in budget and budget["usage"] == st.usage, budget
     assert (await space.agent_status(started.run_id)).budget == {"turns": 10}
 

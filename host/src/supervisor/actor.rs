@@ -14,6 +14,7 @@
 mod disk;
 mod exit;
 mod queue;
+mod slots;
 mod spend;
 pub mod state;
 mod talk;
@@ -71,6 +72,10 @@ pub struct Actor {
     ledger: Ledger,
     /// Why the daemon interrupted the turn in flight for the run's budget, until it ends.
     budget_interrupt: Option<String>,
+    /// The next turn waits for a slot (`slots.rs`): status `queued`.
+    waiting_slot: bool,
+    /// Changes whenever a slot frees.
+    freed: tokio::sync::watch::Receiver<u64>,
 }
 
 impl Actor {
@@ -78,6 +83,7 @@ impl Actor {
     /// `fast_failures` of its processes failed in a row so far.
     pub fn new(inner: Arc<Inner>, run: RunRow, harness: &'static dyn Harness, secrets: RunSecrets, fast_failures: u32) -> Self {
         let redactor = Arc::new(secrets.redactor());
+        let inner_admission_rx = inner.admission.subscribe();
         let setup = Setup {
             model: harness.process_model(),
             exit_when_idle: run.options.exit_when_idle == Some(true),
@@ -98,6 +104,8 @@ impl Actor {
             unstored: unstored::Unstored::default(),
             ledger: Ledger::load(harness.usage_tally(), &[]),
             budget_interrupt: None,
+            waiting_slot: false,
+            freed: inner_admission_rx,
         };
         actor.load_queue();
         actor.load_ledger();
@@ -166,6 +174,8 @@ impl Actor {
                     }
                 }
                 _ = tokio::time::sleep(unstored::RETRY), if !self.unstored.is_empty() => {}
+                // A slot freed: the waiting turn looks again (`advance`).
+                _ = self.freed.changed(), if self.waiting_slot => self.waiting_slot = false,
             }
             if let Some(why) = self.disk_full.take() {
                 Box::pin(self.on_disk_full(why)).await;
@@ -231,6 +241,12 @@ impl Actor {
         if let Some(refusal) = self.budget_refusal() {
             return Err(refusal);
         }
+        if self.waiting_slot {
+            // The run waits for a slot: this message runs after the waiting turn.
+            let report = self.report(true, format!("queued at position {}: the run waits for a turn slot", self.machine.queue.len() + 1));
+            self.keep_queued(Queued { text, key: key.clone().map(|k| (k, report.clone())), n: None }, false);
+            return Ok(report);
+        }
         let admit = self.machine.admit(self.run.status, force, self.norm.turn_in_flight());
         match admit {
             Admit::Stopped => return Ok(self.report(false, "the run is stopped; start a new run to continue")),
@@ -245,6 +261,9 @@ impl Actor {
         if self.machine.message_starts_process() {
             // R34: a new process starts in the run's folder for this message.
             folder_present(&self.folder()).map_err(|e| e.to_api())?;
+        }
+        if let (Admit::StartNow, Some(full)) = (&admit, self.queue_full_refusal()) {
+            return Err(full);
         }
         let keyed = |report: &ActionReport| key.clone().map(|k| (k, report.clone()));
         match admit {
@@ -377,6 +396,9 @@ impl Actor {
     /// Start the next queued turn when the run can take it, or close an idle long-lived process
     /// of an `exit_when_idle` run. Called after every command and process event.
     async fn advance(&mut self) {
+        if self.waiting_slot {
+            return;
+        }
         match self.machine.advance(self.norm.turn_in_flight(), self.run.turns) {
             Advance::Nothing => {}
             Advance::Start(next) => self.start_turn(next).await,

@@ -33,6 +33,8 @@
 //!   the retention setting.
 //! - `persist`: a persistent agent's run: its home restored first, saved after every turn,
 //!   its lease released at the end (the volume itself: [`crate::homes`]).
+//! - `admission`: the caps on turns running at once (host, Space) and the queue of runs waiting
+//!   for a slot (status `queued`).
 //! - `ledger`, `usage`: a run's usage ledger in memory (each turn's share of the CLI's figures,
 //!   what the run spent against its budget), and `agent_usage`/`agent_budget`.
 //! - `error`: why a step of a turn failed (`supervisor::error::Error`), from the checkout
@@ -42,6 +44,7 @@
 
 mod actor;
 mod actors;
+pub mod admission;
 mod ahead;
 pub mod api;
 mod capabilities;
@@ -166,6 +169,14 @@ impl Supervisor {
         let key = keys::Keyed::start(&space.name, req)?;
         if let Some(first) = key.as_ref().map(|k| k.replay(&self.inner.store)).transpose()?.flatten() {
             return Ok(first);
+        }
+        if let Some(waiting) = self.inner.admission.full_for("", &space.name) {
+            return Err(refuse(
+                ErrorCode::ResourceQueueFull,
+                format!(
+                    "{waiting} runs already wait for a turn slot (the host's limit, admission_queue_max); start again once turns ended"
+                ),
+            ));
         }
         start::start(&self.inner, space, req, key).await
     }

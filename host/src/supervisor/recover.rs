@@ -19,6 +19,8 @@
 //!   them by their working directory (`<run dir>/shim-<g>`).
 //!
 //! - A persistent agent's run that may take another turn takes its home's lease back.
+//! - Runs waiting for a turn slot (`queued`) wait on, in their stored order; the runs stored
+//!   `running` hold the slots (`super::admission`).
 //!
 //! One pass over `/proc` finds leftovers of runs that are not re-adopted, so start-up does not
 //! grow with the number of finished runs.
@@ -50,10 +52,17 @@ pub(super) async fn recover(inner: &Arc<Inner>) -> Result<()> {
     let mut leftovers: BTreeSet<String> = alive_with_env(RUN_ENV).into_iter().map(|(_, run_id)| run_id).collect();
     let shims = proc::alive_shims(&inner.cfg.state_dir.join("runs"));
     let mut adopted = BTreeSet::new();
-    for mut run in inner.store.runs_to_recover()? {
+    let runs = inner.store.runs_to_recover()?;
+    // The slots are those of the runs a turn runs in; the waiting keep their order.
+    let running = runs.iter().filter(|r| r.status == Status::Running).map(|r| (r.run_id.clone(), r.space.clone()));
+    inner.admission.restore(running, inner.store.admission_waiting()?);
+    for mut run in runs {
         leftovers.remove(&run.run_id);
         let run_dir = inner.cfg.run_dir(&run.run_id);
-        match pick(inner, &run, &shims).await? {
+        // A run waiting for a slot with no process: nothing to adopt; its turn waits on.
+        let waiting = run.status == Status::Queued && run.pgid.is_none();
+        let picked = if waiting { Pick::Nothing } else { pick(inner, &run, &shims).await? };
+        match picked {
             Pick::Adopt(pos) => match actors::adopt(inner, run.clone(), pos).await {
                 Ok(()) => {
                     adopted.insert(canonical(&shim_dir(&run_dir, pos.gen)));
@@ -86,6 +95,9 @@ pub(super) async fn recover(inner: &Arc<Inner>) -> Result<()> {
             run.reason = format!("{why}; a follow-up resumes the session");
         }
         inner.store.run_update(&run)?;
+        if run.status == Status::Queued {
+            keep_first_prompt(inner, &run)?;
+        }
         if !inner.store.queued_list(&run.run_id)?.is_empty() {
             // What the caller was told is queued behind the lost turn runs now, resuming the
             // session (issue 30).
@@ -117,6 +129,18 @@ pub(super) async fn recover(inner: &Arc<Inner>) -> Result<()> {
         if inner.store.run_get(run_id)?.is_some() {
             let _ = kill_tree(None, &run_marker(run_id), LEFTOVER_GRACE).await;
         }
+    }
+    Ok(())
+}
+
+/// A run queued for a slot before its first turn, whose actor had not stored its prompt in the
+/// queue yet (the daemon died at once): the first prompt kept in the run directory goes there.
+fn keep_first_prompt(inner: &Inner, run: &RunRow) -> Result<()> {
+    if run.turns > 0 || !inner.store.queued_list(&run.run_id)?.is_empty() {
+        return Ok(());
+    }
+    if let Some(text) = super::secrets::first_prompt(&inner.cfg.run_dir(&run.run_id)) {
+        inner.store.queued_push(&run.run_id, spaces_store::queued::QueuedRow { n: 1, text, key: None })?;
     }
     Ok(())
 }

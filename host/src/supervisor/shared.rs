@@ -35,6 +35,8 @@ pub struct Inner {
     /// The next run of each (Space, harness) made ready ahead: its run id, or `None` while it
     /// is being made (`super::ahead`).
     pub(super) ahead: Mutex<HashMap<(String, String), Option<String>>>,
+    /// The slots of turns running at once and the runs waiting for one ([`super::admission`]).
+    pub(super) admission: super::admission::Admission,
 }
 
 impl Inner {
@@ -42,6 +44,7 @@ impl Inner {
     /// `homes`; no actor, install or turn start yet.
     pub(super) fn new(cfg: Config, store: Arc<Store>, homes: Arc<Homes>) -> Self {
         let log = Arc::new(EventLog::new(store.clone()));
+        let cfg_caps = cfg.admission.clone();
         Self {
             cfg: Arc::new(cfg),
             store,
@@ -53,6 +56,7 @@ impl Inner {
             api: api::RunSockets::default(),
             turn_starts: tokio::sync::RwLock::new(()),
             ahead: Mutex::new(HashMap::new()),
+            admission: super::admission::Admission::new(cfg_caps),
         }
     }
 

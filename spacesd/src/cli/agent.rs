@@ -552,6 +552,7 @@ fn message_wording(st: &spaces_sdk::RunStatus) -> &'static str {
     match (st.accepts_message, st.status) {
         (true, _) => "starts the next turn",
         (false, spaces_sdk::Status::Running) => "waits until this turn ends (--force interrupts it)",
+        (false, spaces_sdk::Status::Queued) => "waits behind the turn queued for a slot",
         (false, _) => "is refused (the reason above says why)",
     }
 }

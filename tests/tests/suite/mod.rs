@@ -1,4 +1,5 @@
 mod acp_agents;
+mod admission;
 mod agent_mcp;
 mod bad_input;
 mod boundary;

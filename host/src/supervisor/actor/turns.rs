@@ -19,6 +19,7 @@ impl Actor {
     /// Start the next turn with `message`; its key, if any, is stored in the turn's first
     /// commit (with the report its caller got), before the text goes to the agent.
     pub(super) async fn start_turn(&mut self, message: Queued) {
+        let Some(message) = self.take_slot(message) else { return };
         let Queued { text, key, n } = message;
         // From the turn's commit until its text reached the agent (see `Inner::turn_starts`).
         let inner = self.inner.clone();
@@ -239,6 +240,7 @@ impl Actor {
             // time and its lease released, so another host may take the agent.
             persist::finish(&self.inner, &self.run, self.harness);
         }
+        self.slot_follows(status);
         self.run.status = status;
         self.run.phase = phase;
         self.run.reason = self.redactor.apply(reason);
