@@ -102,7 +102,7 @@ export interface AgentRunStatus {
   runId: string
   agent: string | null
   space: string
-  /** running, queued (waiting for a turn slot), idle, done, failed, crashed, stopped, unknown. */
+  /** running, queued (waiting for a turn slot), quota_waiting (until resetsAtMs, then it continues), idle, done, failed, crashed, stopped, unknown. */
   status: string
   reason: string
   /** preparing, installing, starting, working, waiting, exited, failed, crashed, unknown. */
@@ -123,6 +123,8 @@ export interface AgentRunStatus {
   usage: UsageTotals
   /** The run's budget, when it has one; at it, acceptsMessage is false and reason says so. */
   budget?: Budget | null
+  /** With status quota_waiting: when the run continues by itself, Unix ms. */
+  resetsAtMs?: number | null
   json: string
 }
 

@@ -173,6 +173,12 @@ pub trait Normalizer: Send {
     fn usage_so_far(&self) -> Option<spaces_sdk::Usage> {
         None
     }
+    /// After a turn ended `quota_waiting`: when the provider's limit resets, Unix ms, when the
+    /// CLI said (beyond the turn's text, which the daemon reads with [`crate::quota`]); `None`
+    /// by default.
+    fn quota_resets_at_ms(&self) -> Option<u64> {
+        None
+    }
 
     // A conversation wire (`codex app-server`, the Agent Client Protocol) is a dialogue, not
     // a stream: the CLI answers requests and asks its own (a session id to use, a permission),

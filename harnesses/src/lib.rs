@@ -29,6 +29,7 @@ pub mod lines;
 pub mod openai_codex;
 pub mod opencode;
 pub mod plan;
+pub mod quota;
 pub mod slug;
 pub mod wording;
 

@@ -43,6 +43,9 @@
 //!   cap). `space_max_running_turns` (`config.json` only): Space name -> its own cap.
 //!   `SPACES_ADMISSION_QUEUE_MAX` (or `admission_queue_max`, default 1000): most runs waiting
 //!   before a start or message is refused `RESOURCE_QUEUE_FULL`.
+//! - `SPACES_QUOTA_BACKOFF_MS` (or `quota_backoff_ms`): how long a run whose turn the provider
+//!   refused for a rate or usage limit waits before continuing, when the CLI named no reset
+//!   time (default 60000).
 //! - `space_budgets` (`config.json` only): Space name -> the budget (`{usd?, tokens?, turns?}`)
 //!   of its runs started without `options.budget`.
 
@@ -66,6 +69,9 @@ pub const DEFAULT_FORWARDABLE_ENV: &[&str] = &[
 
 /// Default time limit of one `exec_command`, in ms (30 minutes).
 pub const DEFAULT_EXEC_TIMEOUT_MS: u64 = 30 * 60 * 1000;
+
+/// Default wait after a provider's rate or usage limit when the CLI names no reset time, ms.
+pub const DEFAULT_QUOTA_BACKOFF_MS: u64 = 60_000;
 
 /// Default stall limit of a turn, in ms (no output at all for this long).
 pub const DEFAULT_STALL_MS: u64 = 300_000;
@@ -188,6 +194,9 @@ pub struct ConfigFile {
     pub space_max_running_turns: BTreeMap<String, usize>,
     /// Most runs waiting for a slot before starts and messages are refused (default 1000).
     pub admission_queue_max: Option<usize>,
+    /// How long a run waits after a provider's limit when the CLI gave no reset time, ms
+    /// (default 60000).
+    pub quota_backoff_ms: Option<u64>,
 }
 
 /// The resolved configuration of one daemon.
@@ -247,6 +256,8 @@ pub struct Config {
     /// The admission caps (`max_running_turns`, `space_max_running_turns`,
     /// `admission_queue_max`; `supervisor::admission`).
     pub admission: crate::supervisor::admission::Caps,
+    /// How long a run waits after a provider's limit with no reset time given, ms.
+    pub quota_backoff_ms: u64,
 }
 
 /// A yes/no setting from the environment: `0`, `false`, `off` or `no` is no, anything else yes;
@@ -335,6 +346,7 @@ impl Config {
         Ok(Config {
             prices: crate::prices::PriceTable::with(&file.prices),
             space_budgets: file.space_budgets,
+            quota_backoff_ms: env_num("SPACES_QUOTA_BACKOFF_MS").or(file.quota_backoff_ms).unwrap_or(DEFAULT_QUOTA_BACKOFF_MS),
             admission: crate::supervisor::admission::Caps {
                 host: env_num("SPACES_MAX_RUNNING_TURNS").or(file.max_running_turns).filter(|n| *n > 0),
                 spaces: file.space_max_running_turns.into_iter().filter(|(_, n)| *n > 0).collect(),

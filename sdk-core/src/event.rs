@@ -123,6 +123,10 @@ pub enum StopReason {
     /// The run reached its budget (`options.budget`) during the turn: the CLI's own limit
     /// ended it, or the daemon interrupted it.
     BudgetReached,
+    /// The provider refused the turn for a rate or usage limit (HTTP 429, a plan's usage
+    /// limit): the run waits `quota_waiting` until the limit resets, then continues the session
+    /// by itself with one "continue" turn.
+    QuotaWaiting,
 }
 
 impl StopReason {
@@ -136,6 +140,7 @@ impl StopReason {
             StopReason::Crashed => "crashed",
             StopReason::Stopped => "stopped",
             StopReason::BudgetReached => "budget_reached",
+            StopReason::QuotaWaiting => "quota_waiting",
         }
     }
 }

@@ -289,6 +289,9 @@ pub enum Status {
     /// Waiting for a turn slot: the host or the Space runs as many turns as its operator
     /// allows (`reason` gives the place); the turn starts, in order, when one frees.
     Queued,
+    /// The provider refused the last turn for a rate or usage limit: the run continues the
+    /// session by itself at `resets_at_ms` (a message sent meanwhile runs at once instead).
+    QuotaWaiting,
     Idle,
     Done,
     Failed,
@@ -299,14 +302,24 @@ pub enum Status {
 
 impl Status {
     /// Every status, in contract order.
-    pub const ALL: [Status; 8] =
-        [Status::Running, Status::Queued, Status::Idle, Status::Done, Status::Failed, Status::Crashed, Status::Stopped, Status::Unknown];
+    pub const ALL: [Status; 9] = [
+        Status::Running,
+        Status::Queued,
+        Status::QuotaWaiting,
+        Status::Idle,
+        Status::Done,
+        Status::Failed,
+        Status::Crashed,
+        Status::Stopped,
+        Status::Unknown,
+    ];
 
     /// Wire spelling.
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Running => "running",
             Status::Queued => "queued",
+            Status::QuotaWaiting => "quota_waiting",
             Status::Idle => "idle",
             Status::Done => "done",
             Status::Failed => "failed",
@@ -401,6 +414,10 @@ pub struct RunStatus {
     /// false) until the budget is raised.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Budget>,
+    /// With status `quota_waiting`: when the run continues by itself, Unix time in ms (the
+    /// provider's reset when the CLI gave one, else the daemon's bounded backoff).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resets_at_ms: Option<u64>,
 }
 
 impl RunStatus {

@@ -66,7 +66,8 @@ CREATE TABLE IF NOT EXISTS runs (
     options_json TEXT NOT NULL,
     notes_json   TEXT NOT NULL DEFAULT '[]',
     pgid         INTEGER,
-    prompt_excerpt TEXT
+    prompt_excerpt TEXT,
+    resets_at_ms INTEGER
 );
 CREATE INDEX IF NOT EXISTS runs_by_space ON runs (space, created_ms DESC);
 CREATE TABLE IF NOT EXISTS turns (
@@ -219,6 +220,10 @@ fn migrate(conn: &rusqlite::Connection) -> Result<()> {
     let has_excerpt: bool = conn.prepare("SELECT 1 FROM pragma_table_info('runs') WHERE name = 'prompt_excerpt'")?.exists([])?;
     if !has_excerpt {
         conn.execute_batch("ALTER TABLE runs ADD COLUMN prompt_excerpt TEXT")?;
+    }
+    let has_resets: bool = conn.prepare("SELECT 1 FROM pragma_table_info('runs') WHERE name = 'resets_at_ms'")?.exists([])?;
+    if !has_resets {
+        conn.execute_batch("ALTER TABLE runs ADD COLUMN resets_at_ms INTEGER")?;
     }
     chunks::migrate_to_chunks(conn)?;
     // Version 1 (issue 31): `openai-codex` became Codex on `codex app-server`. A run stored

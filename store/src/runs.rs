@@ -28,10 +28,12 @@ pub struct RunRow {
     /// The first turn's prompt, redacted and cut ([`spaces_sdk::RunStatus::prompt_excerpt`]);
     /// `None` for runs recorded before the column existed.
     pub prompt_excerpt: Option<String>,
+    /// With status `quota_waiting`: when the run continues by itself, Unix ms.
+    pub resets_at_ms: Option<u64>,
 }
 
 const COLUMNS: &str = "run_id, space, agent, created_ms, status, phase, reason, result_text, \
-                       session_id, turns, cwd, options_json, notes_json, pgid, prompt_excerpt";
+                       session_id, turns, cwd, options_json, notes_json, pgid, prompt_excerpt, resets_at_ms";
 
 /// A run from its row. Errors: a column of the wrong type, or `options_json`/`notes_json` that
 /// do not parse (never read as empty: a run's options hold its home, sandbox and budget, and
@@ -58,6 +60,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
         notes,
         pgid: r.get(13)?,
         prompt_excerpt: r.get(14)?,
+        resets_at_ms: r.get::<_, Option<i64>>(15)?.map(|v| v.max(0) as u64),
     })
 }
 
@@ -77,7 +80,7 @@ impl Store {
                 super::keys::key_insert_in(conn, key)?;
             }
             conn.execute(
-                &format!("INSERT INTO runs ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)"),
+                &format!("INSERT INTO runs ({COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)"),
                 params![
                     run.run_id,
                     run.space,
@@ -94,6 +97,7 @@ impl Store {
                     serde_json::to_string(&run.notes)?,
                     run.pgid,
                     run.prompt_excerpt,
+                    run.resets_at_ms.map(|v| v as i64),
                 ],
             )?;
             Ok(())
@@ -157,13 +161,13 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    /// Runs a previous daemon may have left mid-flight: status `running` or `queued`, or a recorded agent
+    /// Runs a previous daemon may have left mid-flight: status `running`, `queued` or `quota_waiting`, or a recorded agent
     /// process group (used once at start-up).
     pub fn runs_to_recover(&self) -> Result<Vec<RunRow>> {
         let conn = self.reader()?;
         let mut stmt =
-            conn.prepare(&format!("SELECT {COLUMNS} FROM runs WHERE status IN (?1, ?2) OR pgid IS NOT NULL ORDER BY created_ms"))?;
-        let rows = stmt.query_map(params![Status::Running.as_str(), Status::Queued.as_str()], from_row)?;
+            conn.prepare(&format!("SELECT {COLUMNS} FROM runs WHERE status IN (?1, ?2, ?3) OR pgid IS NOT NULL ORDER BY created_ms"))?;
+        let rows = stmt.query_map(params![Status::Running.as_str(), Status::Queued.as_str(), Status::QuotaWaiting.as_str()], from_row)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
@@ -210,7 +214,7 @@ impl Store {
 pub fn run_update_in(conn: &rusqlite::Connection, run: &RunRow) -> Result<()> {
     conn.prepare_cached(
         "UPDATE runs SET status = ?2, phase = ?3, reason = ?4, result_text = ?5,
-             session_id = ?6, turns = ?7, pgid = ?8 WHERE run_id = ?1",
+             session_id = ?6, turns = ?7, pgid = ?8, resets_at_ms = ?9 WHERE run_id = ?1",
     )?
     .execute(params![
         run.run_id,
@@ -221,6 +225,7 @@ pub fn run_update_in(conn: &rusqlite::Connection, run: &RunRow) -> Result<()> {
         run.session_id,
         run.turns as i64,
         run.pgid,
+        run.resets_at_ms.map(|v| v as i64),
     ])?;
     Ok(())
 }
@@ -258,6 +263,7 @@ mod tests {
             notes: vec!["n".to_owned()],
             pgid: None,
             prompt_excerpt: None,
+            resets_at_ms: None,
         }
     }
 

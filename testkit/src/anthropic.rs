@@ -104,7 +104,7 @@ pub fn frames(reply: &Reply, request: Option<&Value>) -> Vec<SseFrame> {
             "tool_use"
         }
         // The server answers these itself; an empty text keeps the stream well-formed anyway.
-        Reply::HttpError { .. } | Reply::Hang => {
+        Reply::HttpError { .. } | Reply::RateLimited { .. } | Reply::Hang => {
             text_block(&mut out, &[""], Duration::ZERO);
             "end_turn"
         }

@@ -62,7 +62,7 @@ pub fn frames(reply: &Reply, request: Option<&Value>) -> Vec<SseFrame> {
         Reply::ToolCall { name, input } => tool_call(&mut out, &chunk, n, name, &input.to_string()),
         Reply::McpToolCall { server, tool, input } => tool_call(&mut out, &chunk, n, &format!("{server}_{tool}"), &input.to_string()),
         Reply::CustomToolCall { name, input } => tool_call(&mut out, &chunk, n, name, &json!({"input": input}).to_string()),
-        Reply::HttpError { .. } | Reply::Hang => ("stop", String::new()),
+        Reply::HttpError { .. } | Reply::RateLimited { .. } | Reply::Hang => ("stop", String::new()),
     };
     out.push(frame(chunk(json!([{"index": 0, "delta": {}, "finish_reason": finish}])), Duration::ZERO));
     if usage {

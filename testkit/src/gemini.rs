@@ -74,7 +74,9 @@ pub fn frames(reply: &Reply, request: Option<&Value>, path: &str) -> Vec<SseFram
         // Gemini CLI names a server's tool `mcp_<server>_<tool>` (its `generateValidName`).
         Reply::McpToolCall { server, tool, input } => call(&format!("mcp_{server}_{tool}"), input.clone()),
         Reply::CustomToolCall { name, input } => call(name, json!({"input": input})),
-        Reply::HttpError { .. } | Reply::Hang => vec![frame(chunk(json!([{"text": ""}]), Some("STOP"), 1), Duration::ZERO)],
+        Reply::HttpError { .. } | Reply::RateLimited { .. } | Reply::Hang => {
+            vec![frame(chunk(json!([{"text": ""}]), Some("STOP"), 1), Duration::ZERO)]
+        }
     }
 }
 

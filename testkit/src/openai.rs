@@ -44,7 +44,7 @@ pub fn frames(reply: &Reply, request: Option<&serde_json::Value>) -> Vec<SseFram
         Reply::McpToolCall { server, tool, input } => s.namespaced_function_call(&format!("mcp__{server}"), tool, input),
         Reply::CustomToolCall { name, input } => s.custom_tool_call(name, input),
         // The server answers these itself; an empty-output completion is the harmless fallback.
-        Reply::HttpError { .. } | Reply::Hang => {}
+        Reply::HttpError { .. } | Reply::RateLimited { .. } | Reply::Hang => {}
     }
     s.completed();
     s.frames

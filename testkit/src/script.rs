@@ -26,6 +26,10 @@ pub enum Reply {
     SlowText { text: String, chunks: u32, delay_ms: u64 },
     /// Answer the request with this HTTP status and body (no stream).
     HttpError { status: u16, body: String },
+    /// A provider's rate or usage limit: HTTP 429 with the wire's own headers and body saying
+    /// that it resets `reset_secs` from now and that the client should not retry
+    /// (`wire::rate_limited`).
+    RateLimited { reset_secs: u64 },
     /// Accept the request and never answer (stall tests).
     Hang,
 }

@@ -192,6 +192,7 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, hea
     };
     match reply {
         Reply::HttpError { status, body } => plain(status, body),
+        Reply::RateLimited { reset_secs } => crate::wire::rate_limited(shared.wire, reset_secs),
         Reply::Hang => {
             let never = stream::pending::<Result<Bytes, std::io::Error>>();
             sse_response(Body::from_stream(never))

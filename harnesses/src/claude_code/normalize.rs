@@ -369,6 +369,8 @@ impl Normalizer for ClaudeNormalizer {
 ///   `aborted_tools`): `interrupted`;
 /// - `error_max_turns`: `max_turns`;
 /// - `error_max_budget_usd` (the run's budget passed as `--max-budget-usd`): `budget_reached`;
+/// - a provider's limit (`api_error_status: 429`, or `usage limit reached` in the text):
+///   `quota_waiting`, text the CLI's (its plan message names the reset, [`crate::quota`]);
 /// - anything else (including `success` with `is_error: true`, which a failed model call gives):
 ///   `error`, text the CLI's `result` ("API Error: 500 ..."), else its `errors`, else the subtype.
 pub fn stop_reason(v: &Value, interrupt_requested: bool) -> (StopReason, Option<String>) {
@@ -388,6 +390,12 @@ pub fn stop_reason(v: &Value, interrupt_requested: bool) -> (StopReason, Option<
             None => "interrupted by the caller".to_owned(),
         };
         return (StopReason::Interrupted, Some(text));
+    }
+    let limited = v.get("api_error_status").and_then(Value::as_u64) == Some(429)
+        || result.as_deref().is_some_and(|r| r.to_ascii_lowercase().contains("usage limit reached"));
+    if limited && !interrupt_requested {
+        let why = result.clone().unwrap_or_else(|| "the provider's rate limit was reached (429)".to_owned());
+        return (StopReason::QuotaWaiting, Some(why));
     }
     if subtype == "error_max_budget_usd" {
         let cost = v.get("total_cost_usd").and_then(Value::as_f64).unwrap_or(0.0);

@@ -12,7 +12,7 @@
 //! | `item.*` `todo_list` | `plan` |
 //! | `item.*` `error` | `error` (the turn goes on) |
 //! | `turn.completed{usage}` | `usage` (cumulative for the thread), then `turn_ended` `end_turn` with the last agent message |
-//! | `turn.failed{error}` | `turn_ended` `error` with the message |
+//! | `turn.failed{error}` | `turn_ended` `error` with the message (`quota_waiting` for a provider's limit, [`crate::quota`]) |
 //! | `error{message}` | `notice` for `Reconnecting...` retries, else `error`; never ends the turn (`turn.failed` or the exit does) |
 //! | anything else | `other` with the line as text |
 //!
@@ -134,7 +134,11 @@ impl CodexNormalizer {
                 if !self.in_flight {
                     return vec![self.ev(EventKind::Error).text(msg.clone()).summary(msg)];
                 }
-                let reason = if self.interrupt { StopReason::Interrupted } else { StopReason::Error };
+                let reason = match (self.interrupt, crate::quota::is_limit(&msg)) {
+                    (true, _) => StopReason::Interrupted,
+                    (false, true) => StopReason::QuotaWaiting,
+                    (false, false) => StopReason::Error,
+                };
                 self.end_turn(reason, Some(msg))
             }
             "error" => {

@@ -14,6 +14,7 @@
 mod disk;
 mod exit;
 mod queue;
+mod quota;
 mod slots;
 mod spend;
 pub mod state;
@@ -76,6 +77,10 @@ pub struct Actor {
     waiting_slot: bool,
     /// Changes whenever a slot frees.
     freed: tokio::sync::watch::Receiver<u64>,
+    /// When a provider's limit resets and the session continues (`quota.rs`).
+    quota_resume_at: Option<Instant>,
+    /// The turn in flight (or the last) was the daemon's "continue" after a limit reset.
+    quota_continued: bool,
 }
 
 impl Actor {
@@ -106,9 +111,12 @@ impl Actor {
             budget_interrupt: None,
             waiting_slot: false,
             freed: inner_admission_rx,
+            quota_resume_at: None,
+            quota_continued: false,
         };
         actor.load_queue();
         actor.load_ledger();
+        actor.load_quota_wait();
         actor
     }
 
@@ -174,6 +182,7 @@ impl Actor {
                     }
                 }
                 _ = tokio::time::sleep(unstored::RETRY), if !self.unstored.is_empty() => {}
+                _ = sleep_until(self.quota_resume_at), if self.quota_resume_at.is_some() => Box::pin(self.quota_reset()).await,
                 // A slot freed: the waiting turn looks again (`advance`).
                 _ = self.freed.changed(), if self.waiting_slot => self.waiting_slot = false,
             }
@@ -187,6 +196,7 @@ impl Actor {
             // No process, no turn, nothing queued: the actor may go; a later command revives it.
             if self.machine.is_dormant(self.norm.turn_in_flight())
                 && self.unstored.is_empty()
+                && self.quota_resume_at.is_none()
                 && retire(&mut cmds, self.machine.fast_failures)
             {
                 break;
@@ -240,6 +250,11 @@ impl Actor {
         }
         if let Some(refusal) = self.budget_refusal() {
             return Err(refusal);
+        }
+        if self.run.status == Status::QuotaWaiting {
+            // The caller's message runs now instead of the daemon's "continue".
+            self.quota_wait_over();
+            self.quota_continued = false;
         }
         if self.waiting_slot {
             // The run waits for a slot: this message runs after the waiting turn.

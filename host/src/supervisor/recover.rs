@@ -20,7 +20,8 @@
 //!
 //! - A persistent agent's run that may take another turn takes its home's lease back.
 //! - Runs waiting for a turn slot (`queued`) wait on, in their stored order; the runs stored
-//!   `running` hold the slots (`super::admission`).
+//!   `running` hold the slots (`super::admission`). Runs waiting for a provider's limit to
+//!   reset (`quota_waiting`) get their actor back, which continues them at the stored time.
 //!
 //! One pass over `/proc` finds leftovers of runs that are not re-adopted, so start-up does not
 //! grow with the number of finished runs.
@@ -60,7 +61,7 @@ pub(super) async fn recover(inner: &Arc<Inner>) -> Result<()> {
         leftovers.remove(&run.run_id);
         let run_dir = inner.cfg.run_dir(&run.run_id);
         // A run waiting for a slot with no process: nothing to adopt; its turn waits on.
-        let waiting = run.status == Status::Queued && run.pgid.is_none();
+        let waiting = matches!(run.status, Status::Queued | Status::QuotaWaiting) && run.pgid.is_none();
         let picked = if waiting { Pick::Nothing } else { pick(inner, &run, &shims).await? };
         match picked {
             Pick::Adopt(pos) => match actors::adopt(inner, run.clone(), pos).await {
@@ -98,7 +99,7 @@ pub(super) async fn recover(inner: &Arc<Inner>) -> Result<()> {
         if run.status == Status::Queued {
             keep_first_prompt(inner, &run)?;
         }
-        if !inner.store.queued_list(&run.run_id)?.is_empty() {
+        if !inner.store.queued_list(&run.run_id)?.is_empty() || run.status == Status::QuotaWaiting {
             // What the caller was told is queued behind the lost turn runs now, resuming the
             // session (issue 30).
             let run_id = run.run_id.clone();

@@ -219,6 +219,7 @@ fn row(
         notes,
         pgid: None,
         prompt_excerpt: Some(prompt_excerpt),
+        resets_at_ms: None,
     }
 }
 

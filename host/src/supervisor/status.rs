@@ -7,10 +7,10 @@ use spaces_store::runs::RunRow;
 use super::journal;
 use crate::config::Config;
 
-/// The contract's rule for `accepts_message`: idle, done, crashed or failed; never mid-turn or
-/// stopped.
+/// The contract's rule for `accepts_message`: idle, done, crashed, failed or waiting for a
+/// provider's limit (the message runs at once); never mid-turn, queued or stopped.
 pub fn accepts_message(status: Status) -> bool {
-    matches!(status, Status::Idle | Status::Done | Status::Crashed | Status::Failed)
+    matches!(status, Status::Idle | Status::Done | Status::Crashed | Status::Failed | Status::QuotaWaiting)
 }
 
 /// The status of `run`, with the last `tail` lines of its output when asked, and `usage`, what
@@ -34,5 +34,6 @@ pub(super) fn status_of(cfg: &Config, run: &RunRow, tail: Option<u32>, usage: Us
         prompt_excerpt: run.prompt_excerpt.clone(),
         usage,
         budget: run.options.budget.clone(),
+        resets_at_ms: run.resets_at_ms.filter(|_| run.status == Status::QuotaWaiting),
     }
 }

@@ -550,6 +550,7 @@ fn print_status(st: &spaces_sdk::RunStatus) {
 /// "accepts a message: no" read as a refusal).
 fn message_wording(st: &spaces_sdk::RunStatus) -> &'static str {
     match (st.accepts_message, st.status) {
+        (true, spaces_sdk::Status::QuotaWaiting) => "starts the next turn now, instead of the automatic continue",
         (true, _) => "starts the next turn",
         (false, spaces_sdk::Status::Running) => "waits until this turn ends (--force interrupts it)",
         (false, spaces_sdk::Status::Queued) => "waits behind the turn queued for a slot",

@@ -25,6 +25,7 @@ mod mcp_sdk_clients;
 mod network;
 mod promises;
 mod prompt_route;
+mod quota;
 mod repos;
 mod retries;
 mod runs;

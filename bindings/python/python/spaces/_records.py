@@ -59,6 +59,8 @@ class AgentRunStatus:
     usage: Dict[str, Any] = field(default_factory=dict)
     #: The run's budget (``{"usd"?, "tokens"?, "turns"?}``), when it has one.
     budget: Optional[Dict[str, Any]] = None
+    #: With status ``quota_waiting``: when the run continues by itself, Unix ms.
+    resets_at_ms: Optional[int] = None
 
     @classmethod
     def _from(cls, d: Dict[str, Any], text: Optional[str] = None) -> "AgentRunStatus":
@@ -67,7 +69,7 @@ class AgentRunStatus:
             d["run_id"], d.get("agent"), d["status"], d["reason"], d["phase"], d.get("result_text"),
             bool(d["accepts_message"]), d.get("output_tail"), text or _dumps(d), d.get("label"), d.get("prompt_excerpt"),
             d.get("space", ""), int(d.get("turns", 0)), d.get("session_id"), int(d.get("created_ms", 0)),
-            dict(d.get("usage") or {}), d.get("budget"),
+            dict(d.get("usage") or {}), d.get("budget"), d.get("resets_at_ms"),
         )
 
 

@@ -14,6 +14,8 @@
 //! | `item/commandExecution/outputDelta` | hidden `tool_update` in_progress with the piece |
 //! | `turn/plan/updated` | `plan` |
 //! | `thread/tokenUsage/updated` | control line; its `total` is kept for the turn's `usage` |
+//! | `account/rateLimits/updated` | control line; the reset of a window at 100% is kept for a quota wait |
+//! | `turn/completed{status: failed}` with `codexErrorInfo: usageLimitExceeded` (or a limit's words) | `turn_ended` `quota_waiting` |
 //! | `turn/diff/updated` | hidden `notice` with the diff as text (also [`AppServerNormalizer::turn_diff`]) |
 //! | `turn/completed{turn: {status}}` | `usage` (thread totals, as exec's `turn.completed`), then `turn_ended`: `end_turn` with the last message, `interrupted`, or `error` with `turn.error.message` |
 //! | `error{error, willRetry}` | `notice` when it will retry, else `error` (the turn goes on) |
@@ -78,6 +80,9 @@ pub struct AppServerNormalizer {
     usage: Option<Usage>,
     /// The last `turn/diff/updated` diff of the turn in flight (or the last turn).
     diff: Option<String>,
+    /// When a rate-limit window at its limit resets, Unix ms (`account/rateLimits/updated`:
+    /// the latest `resetsAt` of a window at 100%).
+    limit_resets_at_ms: Option<u64>,
     open: Vec<OpenTool>,
     stderr_tail: StderrTail,
     conv: Conversation,
@@ -251,6 +256,16 @@ impl AppServerNormalizer {
                     None => self.control(method),
                 }
             }
+            "account/rateLimits/updated" => {
+                let full = ["primary", "secondary"]
+                    .iter()
+                    .filter_map(|w| p.pointer(&format!("/rateLimits/{w}")))
+                    .filter(|w| w.get("usedPercent").and_then(Value::as_f64).is_some_and(|u| u >= 100.0))
+                    .filter_map(|w| w.get("resetsAt").and_then(Value::as_u64))
+                    .max();
+                self.limit_resets_at_ms = full.map(|secs| secs.saturating_mul(1000));
+                self.control(method)
+            }
             "thread/tokenUsage/updated" => {
                 if let Some(total) = p.pointer("/tokenUsage/total") {
                     self.usage = Some(usage_of(total));
@@ -307,7 +322,14 @@ impl AppServerNormalizer {
             "interrupted" if self.interrupt => (StopReason::Interrupted, Some("interrupted by the caller (turn/interrupt)".to_owned())),
             "interrupted" => (StopReason::Interrupted, Some("codex interrupted the turn".to_owned())),
             "failed" => {
-                let reason = if self.interrupt { StopReason::Interrupted } else { StopReason::Error };
+                let info = p.pointer("/turn/error/codexErrorInfo").and_then(Value::as_str).unwrap_or("");
+                let limited = matches!(info, "usageLimitExceeded")
+                    || error.as_deref().or(self.last_error.as_deref()).is_some_and(crate::quota::is_limit);
+                let reason = match (self.interrupt, limited) {
+                    (true, _) => StopReason::Interrupted,
+                    (false, true) => StopReason::QuotaWaiting,
+                    (false, false) => StopReason::Error,
+                };
                 (reason, Some(error.or_else(|| self.last_error.clone()).unwrap_or_else(|| "the turn failed".to_owned())))
             }
             // An interrupt that raced a normal finish: the final answer decides.
@@ -480,6 +502,11 @@ impl Normalizer for AppServerNormalizer {
 
     fn turn_in_flight(&self) -> bool {
         self.in_flight
+    }
+
+    /// The reset of the rate-limit window at its limit (`account/rateLimits/updated`).
+    fn quota_resets_at_ms(&self) -> Option<u64> {
+        self.limit_resets_at_ms
     }
 
     /// The thread's totals of the last `thread/tokenUsage/updated` of the turn in flight.

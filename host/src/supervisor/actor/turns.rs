@@ -222,9 +222,18 @@ impl Actor {
         }
         if let Some(change) = change {
             if reason == StopReason::EndTurn {
-                self.run.result_text = text;
+                self.run.result_text = text.clone();
             }
-            self.set_state(change.status, change.phase, &change.reason);
+            if reason == StopReason::QuotaWaiting {
+                let (status, why) = self.on_quota_wait(text.as_deref());
+                let phase = if status == Status::Failed { Phase::Failed } else { change.phase };
+                self.set_state(status, phase, &why);
+            } else {
+                if reason == StopReason::EndTurn {
+                    self.quota_continued = false;
+                }
+                self.set_state(change.status, change.phase, &change.reason);
+            }
         }
         self.after_turn_budget();
     }

@@ -176,6 +176,9 @@ impl<P> Machine<P> {
             }
             StopReason::Interrupted => change(Status::Idle, Phase::Waiting, INTERRUPTED),
             StopReason::MaxTurns => change(Status::Idle, Phase::Waiting, "the turn hit its step limit; waiting for a follow-up"),
+            StopReason::QuotaWaiting => {
+                change(Status::QuotaWaiting, Phase::Waiting, text.unwrap_or("the provider's rate or usage limit was reached"))
+            }
             StopReason::BudgetReached => {
                 change(Status::Idle, Phase::Waiting, text.unwrap_or("the run reached its budget; raise it with agent_budget"))
             }
