@@ -35,6 +35,7 @@ pub mod run;
 pub mod space;
 pub mod tools;
 pub mod usage;
+pub mod webhook;
 
 pub use capabilities::{AuthState, Capabilities, HarnessCapabilities, HarnessSupports};
 pub use decode::decode;
@@ -52,3 +53,6 @@ pub use run::{
     SpaceAgentOptions, SpaceNetwork, SpaceRecord, SpaceRemoveReport, SpaceRemoveRequest, Status, IDEMPOTENCY_KEY_MAX,
 };
 pub use usage::{AgentBudgetRequest, AgentUsageRequest, Budget, BudgetReport, RunUsage, TurnUsage, UsageReport, UsageTotals};
+pub use webhook::{
+    WebhookAddRequest, WebhookDeliveriesRequest, WebhookDelivery, WebhookRecord, WebhookRemoveRequest, WebhookRemoved, WEBHOOK_EVENTS,
+};

@@ -204,6 +204,18 @@ macro_rules! for_each_operation {
             agent_budget: AgentBudget, Post "/v1/spaces/{space}/agents/{run_id}/budget",
                 $crate::usage::AgentBudgetRequest => $crate::usage::BudgetReport, false, Operator [Idempotent],
                 "Set or raise a run's budget (usd, tokens, turns); a run at its budget takes turns again once it is raised.";
+            webhook_add: WebhookAdd, Post "/v1/webhooks",
+                $crate::webhook::WebhookAddRequest => $crate::webhook::WebhookRecord, false, Operator [Additive],
+                "Register an endpoint to be posted chosen run events, signed (Standard Webhooks), retried, in order per run.";
+            webhook_list: WebhookList, Get "/v1/webhooks",
+                $crate::run::Empty => Vec<$crate::webhook::WebhookRecord>, true, Operator,
+                "Every registered webhook endpoint with its deliveries counted (never its secret).";
+            webhook_remove: WebhookRemove, Post "/v1/webhooks/{webhook_id}/remove",
+                $crate::webhook::WebhookRemoveRequest => $crate::webhook::WebhookRemoved, false, Operator [Destructive, Idempotent],
+                "Unregister a webhook endpoint; its deliveries go too.";
+            webhook_deliveries: WebhookDeliveries, Get "/v1/webhooks/deliveries",
+                $crate::webhook::WebhookDeliveriesRequest => Vec<$crate::webhook::WebhookDelivery>, true, Operator,
+                "Webhook deliveries, newest first: pending, delivered and failed ones, with tries and the last error.";
 
             // ----- persistent agents and their homes (API reference, "Words": volume) -----
             persistent_agent_send: PersistentAgentSend, Post "/v1/homes/{name}/send",

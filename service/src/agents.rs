@@ -100,6 +100,26 @@ impl Service {
         off_runtime(move || sup.agent_usage(&req)).await
     }
 
+    /// `webhook_add`. Errors: `INVALID_ARGUMENT` naming `url`, `events` or `secret`.
+    pub async fn webhook_add(&self, req: spaces_sdk::WebhookAddRequest) -> Result<spaces_sdk::WebhookRecord> {
+        self.sup.webhooks().add(&req)
+    }
+
+    /// `webhook_list`. Errors: `INTERNAL` (state database).
+    pub async fn webhook_list(&self, _req: Empty) -> Result<Vec<spaces_sdk::WebhookRecord>> {
+        self.sup.webhooks().list()
+    }
+
+    /// `webhook_remove`. Errors: `INTERNAL` (state database).
+    pub async fn webhook_remove(&self, req: spaces_sdk::WebhookRemoveRequest) -> Result<spaces_sdk::WebhookRemoved> {
+        self.sup.webhooks().remove(&req.webhook_id)
+    }
+
+    /// `webhook_deliveries`. Errors: `INVALID_ARGUMENT` naming `status`.
+    pub async fn webhook_deliveries(&self, req: spaces_sdk::WebhookDeliveriesRequest) -> Result<Vec<spaces_sdk::WebhookDelivery>> {
+        self.sup.webhooks().deliveries(&req)
+    }
+
     /// `agent_budget`. Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`, `INVALID_ARGUMENT` (a bad
     /// limit, named).
     pub async fn agent_budget(&self, req: spaces_sdk::AgentBudgetRequest) -> Result<spaces_sdk::BudgetReport> {

@@ -72,6 +72,7 @@ pub async fn open(cfg: Config, secrets: &[PathBuf]) -> anyhow::Result<AppState> 
     // Home saves the previous daemon died in, in the background.
     sup.retry_interrupted_saves();
     sup.spawn_retention();
+    sup.spawn_webhooks();
     // Trees whose shims a crash took are ended by now: their empty cgroups go.
     spaces_os::process::cgroup::sweep();
     // From now on a shim waits ready for the next run or command (after the sweep: a spare's

@@ -35,6 +35,7 @@ pub mod reserve;
 pub mod runs;
 pub mod spaces;
 pub mod usage;
+pub mod webhooks;
 pub mod writer;
 
 use std::path::{Path, PathBuf};
@@ -129,6 +130,32 @@ CREATE TABLE IF NOT EXISTS turn_usage (
     PRIMARY KEY (run_id, turn)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS turn_usage_by_end ON turn_usage (ended_ms);
+CREATE TABLE IF NOT EXISTS webhooks (
+    webhook_id  TEXT PRIMARY KEY,
+    url         TEXT NOT NULL,
+    events_json TEXT NOT NULL,
+    secret      TEXT NOT NULL,
+    created_ms  INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS webhook_scan (
+    run_id  TEXT PRIMARY KEY,
+    seq     INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS webhook_outbox (
+    delivery_id TEXT PRIMARY KEY,
+    webhook_id  TEXT NOT NULL,
+    run_id      TEXT NOT NULL,
+    seq         INTEGER NOT NULL,
+    kind        TEXT NOT NULL,
+    payload     TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    attempts    INTEGER NOT NULL,
+    next_ms     INTEGER NOT NULL,
+    last_error  TEXT,
+    created_ms  INTEGER NOT NULL,
+    done_ms     INTEGER
+);
+CREATE INDEX IF NOT EXISTS webhook_outbox_pending ON webhook_outbox (status, webhook_id, run_id, seq);
 CREATE TABLE IF NOT EXISTS admission_queue (
     run_id  TEXT PRIMARY KEY,
     space   TEXT NOT NULL,

@@ -142,7 +142,17 @@ impl Store {
     pub fn run_delete(&self, run_id: &str) -> Result<()> {
         let id = run_id.to_owned();
         self.write(move |conn| {
-            for table in ["event_chunks", "turns", "journals", "request_keys", "queued_messages", "turn_usage", "admission_queue", "runs"] {
+            for table in [
+                "event_chunks",
+                "turns",
+                "journals",
+                "request_keys",
+                "queued_messages",
+                "turn_usage",
+                "admission_queue",
+                "webhook_scan",
+                "runs",
+            ] {
                 conn.execute(&format!("DELETE FROM {table} WHERE run_id = ?1"), params![id])?;
             }
             Ok(())

@@ -272,6 +272,16 @@ impl Supervisor {
         lifecycle::prune(&self.inner, space, older_than_ms).await
     }
 
+    /// The operator's webhook endpoints (`webhook_*` operations).
+    pub fn webhooks(&self) -> &crate::webhooks::Webhooks {
+        &self.inner.webhooks
+    }
+
+    /// Start delivering webhooks: the scanner of run events and the sender.
+    pub fn spawn_webhooks(&self) {
+        self.inner.webhooks.spawn();
+    }
+
     /// Apply the retention setting (`run_retention_days`) now and every hour, if configured.
     pub fn spawn_retention(&self) {
         if let Some(days) = self.inner.cfg.run_retention_days {

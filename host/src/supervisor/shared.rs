@@ -37,6 +37,8 @@ pub struct Inner {
     pub(super) ahead: Mutex<HashMap<(String, String), Option<String>>>,
     /// The slots of turns running at once and the runs waiting for one ([`super::admission`]).
     pub(super) admission: super::admission::Admission,
+    /// The operator's webhook endpoints and their loops ([`crate::webhooks`]).
+    pub webhooks: Arc<crate::webhooks::Webhooks>,
 }
 
 impl Inner {
@@ -45,6 +47,7 @@ impl Inner {
     pub(super) fn new(cfg: Config, store: Arc<Store>, homes: Arc<Homes>) -> Self {
         let log = Arc::new(EventLog::new(store.clone()));
         let cfg_caps = cfg.admission.clone();
+        let webhooks = Arc::new(crate::webhooks::Webhooks::new(store.clone(), log.clone()));
         Self {
             cfg: Arc::new(cfg),
             store,
@@ -57,6 +60,7 @@ impl Inner {
             turn_starts: tokio::sync::RwLock::new(()),
             ahead: Mutex::new(HashMap::new()),
             admission: super::admission::Admission::new(cfg_caps),
+            webhooks,
         }
     }
 

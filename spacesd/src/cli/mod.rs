@@ -19,6 +19,7 @@ mod print;
 mod run;
 mod ui;
 mod usage;
+mod webhook;
 
 pub use follow::TurnFailed;
 pub use run::run;
@@ -108,6 +109,9 @@ pub enum Command {
     /// point-in-time restore, delete, and sending a persistent agent a message.
     #[command(subcommand)]
     Home(home::HomeCmd),
+    /// Webhook endpoints told of run events (operator): add, list, rm, deliveries.
+    #[command(subcommand)]
+    Webhook(webhook::WebhookCmd),
     /// What every harness is and can do on this host (JSON).
     Capabilities,
     /// This build's version and the pinned agent CLI versions it installs.
@@ -393,6 +397,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
         Command::Agent(cmd) => agent::run(&client(&cfg, &conn)?, cmd).await,
         Command::Attach { run_id, space } => agent::run(&client(&cfg, &conn)?, agent::AgentCmd::Attach { run_id, space }).await,
         Command::Home(cmd) => home::run(&client(&cfg, &conn)?, cmd).await,
+        Command::Webhook(cmd) => webhook::run(&client(&cfg, &conn)?, cmd).await,
         Command::Ui { json } => ui::run(&client(&cfg, &conn)?, json).await,
         Command::Tool { name: None, .. } => {
             for op in spaces_sdk::op::catalogue() {

@@ -29,6 +29,11 @@ use crate::{JournalPos, Store};
 struct Shared {
     watchers: Mutex<HashMap<String, watch::Sender<u64>>>,
     recent: Mutex<recent::Recent>,
+    /// Runs with events published since the last [`EventLog::take_changed`], while someone
+    /// follows every run ([`EventLog::follow_all`]: the webhook scanner); `None` otherwise.
+    changed: Mutex<Option<std::collections::BTreeSet<String>>>,
+    /// Bumped with every publish while `changed` is on.
+    any: std::sync::OnceLock<watch::Sender<u64>>,
 }
 
 /// Durable, cursor-readable event logs of every run.
@@ -46,6 +51,14 @@ fn publish_events(shared: &Shared, run_id: &str, events: &[Event]) {
 
 /// Raise the last seq of `run_id` to `seq` (never lowers it), waking its readers.
 fn publish(shared: &Shared, run_id: &str, seq: u64) {
+    if let Some(changed) = shared.changed.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        if !changed.contains(run_id) {
+            changed.insert(run_id.to_owned());
+        }
+        if let Some(any) = shared.any.get() {
+            any.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
     let mut map = shared.watchers.lock().unwrap_or_else(|p| p.into_inner());
     let tx = match map.get(run_id) {
         Some(tx) => tx,
@@ -64,6 +77,21 @@ impl EventLog {
     /// A log over `store`.
     pub fn new(store: Arc<Store>) -> Self {
         Self { store, shared: Arc::default() }
+    }
+
+    /// Follow every run's appends: from now on [`Self::take_changed`] names the runs with new
+    /// events, and the returned receiver changes with each publish. Costs a set insert per
+    /// publish, so only the webhook scanner calls it, when an endpoint exists.
+    pub fn follow_all(&self) -> watch::Receiver<u64> {
+        let mut changed = self.shared.changed.lock().unwrap_or_else(|p| p.into_inner());
+        changed.get_or_insert_with(Default::default);
+        self.shared.any.get_or_init(|| watch::channel(0).0).subscribe()
+    }
+
+    /// The runs with events published since the last call (while [`Self::follow_all`] is on).
+    pub fn take_changed(&self) -> Vec<String> {
+        let mut changed = self.shared.changed.lock().unwrap_or_else(|p| p.into_inner());
+        changed.as_mut().map(|c| std::mem::take(c).into_iter().collect()).unwrap_or_default()
     }
 
     /// The last-seq channel of `run_id`; the first time a run is looked at, its value comes from

@@ -36,3 +36,4 @@ mod survive;
 mod tcp;
 mod warm;
 mod web;
+mod webhooks;

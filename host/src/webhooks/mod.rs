@@ -1,0 +1,294 @@
+//! Webhooks (issue 33): the operator's endpoints, told of run events without polling.
+//!
+//! Two loops, started by [`Webhooks::spawn`]:
+//! - the **scanner** follows every run's event log ([`EventLog::follow_all`]); for each event of
+//!   a chosen type ([`kinds`]) stored after an endpoint was registered, it writes one delivery
+//!   row per endpoint in the outbox, with the run's scan cursor, in one transaction
+//!   (`spaces_store::webhooks`). At start it scans every run from its stored cursor, so events
+//!   stored while no daemon ran (a shim's turn ending) are not lost.
+//! - the **sender** posts each run's deliveries to each endpoint in order (the next one only
+//!   once the one before was taken or given up), signed ([`sign`]), and retries a failed try
+//!   with backoff (1 s doubling to 10 min, at most [`MAX_ATTEMPTS`] tries). A try counts as
+//!   taken on any 2xx answer. What was sent but not yet marked when the daemon died is sent
+//!   again: at least once, the same `webhook-id`, which receivers use to drop repeats.
+
+mod kinds;
+mod sign;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use spaces_sdk::{ApiError, ErrorCode, WebhookAddRequest, WebhookDeliveriesRequest, WebhookDelivery, WebhookRecord, WebhookRemoved};
+use spaces_store::eventlog::EventLog;
+use spaces_store::webhooks::{DeliveryRow, WebhookRow};
+use spaces_store::{now_ms, Store};
+use tokio::sync::Notify;
+
+/// Most tries of one delivery before it is given up (`failed`).
+pub const MAX_ATTEMPTS: u32 = 12;
+/// The wait before the first retry; it doubles with each try, to at most [`RETRY_MAX`].
+pub const RETRY_BASE: Duration = Duration::from_secs(1);
+/// Longest wait between two tries.
+pub const RETRY_MAX: Duration = Duration::from_secs(600);
+/// How long one try may take.
+const TRY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Shortest secret, bytes.
+const SECRET_MIN: usize = 16;
+/// Deliveries in flight at once.
+const PARALLEL: usize = 8;
+
+/// The endpoints and their two loops.
+pub struct Webhooks {
+    store: Arc<Store>,
+    log: Arc<EventLog>,
+    client: reqwest::Client,
+    /// Wakes the sender: new deliveries were written.
+    wake: Notify,
+    /// Wakes the scanner: an endpoint was added (start following).
+    added: Notify,
+}
+
+type Result<T> = std::result::Result<T, ApiError>;
+
+fn invalid(field: &str, why: String) -> ApiError {
+    let mut e = ApiError::new(ErrorCode::InvalidArgument, why);
+    e.field = Some(field.to_owned());
+    e
+}
+
+fn internal(e: impl std::fmt::Display) -> ApiError {
+    ApiError::new(ErrorCode::Internal, format!("webhooks: {e}"))
+}
+
+impl Webhooks {
+    /// Webhooks over `store` and `log`; nothing runs until [`Self::spawn`].
+    pub fn new(store: Arc<Store>, log: Arc<EventLog>) -> Self {
+        let client = reqwest::Client::builder().timeout(TRY_TIMEOUT).build().unwrap_or_default();
+        Self { store, log, client, wake: Notify::new(), added: Notify::new() }
+    }
+
+    /// `webhook_add`. Errors: `INVALID_ARGUMENT` naming `url` (not http/https), `events` (an
+    /// unknown type) or `secret` (shorter than 16 bytes).
+    pub fn add(&self, req: &WebhookAddRequest) -> Result<WebhookRecord> {
+        let scheme_ok = req.url.starts_with("http://") || req.url.starts_with("https://");
+        if !scheme_ok || reqwest::Url::parse(&req.url).is_err() {
+            return Err(invalid("url", format!("url {:?} is not an http or https URL", spaces_sdk::bounded(&req.url))));
+        }
+        for e in &req.events {
+            if !spaces_sdk::WEBHOOK_EVENTS.iter().any(|(name, _)| name == e) {
+                let known: Vec<&str> = spaces_sdk::WEBHOOK_EVENTS.iter().map(|(n, _)| *n).collect();
+                return Err(invalid("events", format!("unknown webhook event {e:?}; known: {}", known.join(", "))));
+            }
+        }
+        if sign::key(&req.secret).len() < SECRET_MIN {
+            return Err(invalid("secret", format!("the secret must be at least {SECRET_MIN} bytes")));
+        }
+        let row = WebhookRow {
+            webhook_id: format!("wh-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]),
+            url: req.url.clone(),
+            events: req.events.clone(),
+            secret: req.secret.clone(),
+            created_ms: now_ms(),
+        };
+        self.store.webhook_insert(&row).map_err(internal)?;
+        self.added.notify_one();
+        Ok(record(&row, (0, 0, 0)))
+    }
+
+    /// `webhook_list`.
+    pub fn list(&self) -> Result<Vec<WebhookRecord>> {
+        let rows = self.store.webhook_list().map_err(internal)?;
+        rows.iter().map(|r| Ok(record(r, self.store.webhook_counts(&r.webhook_id).map_err(internal)?))).collect()
+    }
+
+    /// `webhook_remove`.
+    pub fn remove(&self, webhook_id: &str) -> Result<WebhookRemoved> {
+        let removed = self.store.webhook_delete(webhook_id).map_err(internal)?;
+        Ok(WebhookRemoved { webhook_id: webhook_id.to_owned(), removed })
+    }
+
+    /// `webhook_deliveries`. Errors: `INVALID_ARGUMENT` naming `status` (not pending,
+    /// delivered or failed).
+    pub fn deliveries(&self, req: &WebhookDeliveriesRequest) -> Result<Vec<WebhookDelivery>> {
+        if let Some(s) = req.status.as_deref().filter(|s| !["pending", "delivered", "failed"].contains(s)) {
+            return Err(invalid("status", format!("status {s:?} is not pending, delivered or failed")));
+        }
+        let max = req.max.unwrap_or(100).clamp(1, 1000);
+        let rows = self.store.webhook_deliveries(req.webhook_id.as_deref(), req.status.as_deref(), max).map_err(internal)?;
+        Ok(rows.into_iter().map(delivery).collect())
+    }
+
+    /// Start the scanner and the sender (on the current runtime).
+    pub fn spawn(self: &Arc<Self>) {
+        tokio::spawn(self.clone().scan_loop());
+        tokio::spawn(self.clone().send_loop());
+    }
+
+    async fn scan_loop(self: Arc<Self>) {
+        // Nothing to follow until an endpoint exists (no cost on the event path before).
+        while self.store.webhook_list().map(|l| l.is_empty()).unwrap_or(true) {
+            self.added.notified().await;
+        }
+        let mut changes = self.log.follow_all();
+        // Everything stored since the first endpoint was registered, from each run's cursor.
+        let first = self.store.webhook_list().ok().and_then(|l| l.iter().map(|w| w.created_ms).min()).unwrap_or(0);
+        for run_id in self.store.runs_since(first).unwrap_or_default() {
+            self.scan(&run_id).await;
+        }
+        loop {
+            for run_id in self.log.take_changed() {
+                self.scan(&run_id).await;
+            }
+            tokio::select! {
+                r = changes.changed() => if r.is_err() { return },
+                _ = self.added.notified() => {}
+            }
+        }
+    }
+
+    /// Turn the events of `run_id` after its scan cursor into deliveries.
+    async fn scan(&self, run_id: &str) {
+        let (store, id) = (self.store.clone(), run_id.to_owned());
+        let made = tokio::task::spawn_blocking(move || scan_run(&store, &id)).await;
+        match made {
+            Ok(Ok(true)) => self.wake.notify_one(),
+            Ok(Ok(false)) => {}
+            Ok(Err(e)) => tracing::warn!("webhooks: events of run {run_id} not scanned: {e}"),
+            Err(e) => tracing::warn!("webhooks: the scan of run {run_id} failed: {e}"),
+        }
+    }
+
+    async fn send_loop(self: Arc<Self>) {
+        loop {
+            let due = self.store.webhook_due(now_ms(), PARALLEL as u32).unwrap_or_default();
+            let hooks = self.store.webhook_list().unwrap_or_default();
+            let mut tries = tokio::task::JoinSet::new();
+            for d in due {
+                let Some(hook) = hooks.iter().find(|h| h.webhook_id == d.webhook_id).cloned() else { continue };
+                let me = self.clone();
+                tries.spawn(async move { me.try_once(&hook, d).await });
+            }
+            let sent_any = !tries.is_empty();
+            while tries.join_next().await.is_some() {}
+            if sent_any {
+                continue;
+            }
+            let wait = match self.store.webhook_next_due() {
+                Ok(Some(at)) => Duration::from_millis(at.saturating_sub(now_ms()).max(10)),
+                _ => Duration::from_secs(60),
+            };
+            tokio::select! {
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    /// One try of `d` to `hook`, its outcome stored.
+    async fn try_once(&self, hook: &WebhookRow, d: DeliveryRow) {
+        let ts = now_ms() / 1000;
+        let signature = sign::signature(&hook.secret, &d.delivery_id, ts, &d.payload);
+        let sent = self
+            .client
+            .post(&hook.url)
+            .header("content-type", "application/json")
+            .header("user-agent", concat!("spacesd/", env!("CARGO_PKG_VERSION")))
+            .header("webhook-id", &d.delivery_id)
+            .header("webhook-timestamp", ts.to_string())
+            .header("webhook-signature", signature)
+            .body(d.payload.clone())
+            .send()
+            .await;
+        let error = match sent {
+            Ok(r) if r.status().is_success() => None,
+            Ok(r) => Some(format!("HTTP {}", r.status())),
+            Err(e) => Some(format!("{e}")),
+        };
+        let attempts = d.attempts + 1;
+        let (status, next) = match &error {
+            None => ("delivered", now_ms()),
+            Some(_) if attempts >= MAX_ATTEMPTS => ("failed", now_ms()),
+            Some(_) => ("pending", now_ms() + backoff(attempts).as_millis() as u64),
+        };
+        if let Some(why) = &error {
+            tracing::info!("webhook {}: delivery {} try {attempts} failed: {why}", hook.webhook_id, d.delivery_id);
+        }
+        if let Err(e) = self.store.webhook_tried(&d.delivery_id, status, attempts, next, error) {
+            tracing::warn!("webhooks: the outcome of {} was not stored (it is sent again): {e}", d.delivery_id);
+        }
+    }
+}
+
+/// The wait after try `attempts` failed.
+fn backoff(attempts: u32) -> Duration {
+    RETRY_BASE.saturating_mul(1 << attempts.saturating_sub(1).min(20)).min(RETRY_MAX)
+}
+
+/// Scan `run_id` (blocking: database reads and one write per page). True when deliveries
+/// were written.
+fn scan_run(store: &Store, run_id: &str) -> spaces_store::Result<bool> {
+    let hooks = store.webhook_list()?;
+    if hooks.is_empty() {
+        return Ok(false);
+    }
+    let Some(run) = store.run_get(run_id)? else { return Ok(false) };
+    let mut cursor = store.webhook_scanned(run_id)?;
+    let mut made = false;
+    loop {
+        let events = store.events_after(run_id, cursor, 500, false)?;
+        let Some(last) = events.last().map(|e| e.seq) else { return Ok(made) };
+        let mut rows = Vec::new();
+        for e in &events {
+            for kind in kinds::kinds_of(e) {
+                for hook in hooks.iter().filter(|h| e.ts_ms >= h.created_ms && (h.events.is_empty() || h.events.iter().any(|k| k == kind)))
+                {
+                    rows.push(DeliveryRow {
+                        delivery_id: format!("{}:{}:{}:{kind}", hook.webhook_id, run_id, e.seq),
+                        webhook_id: hook.webhook_id.clone(),
+                        run_id: run_id.to_owned(),
+                        seq: e.seq,
+                        kind: kind.to_owned(),
+                        payload: kinds::body(kind, run_id, &run.space, &run.agent, e),
+                        status: "pending".into(),
+                        attempts: 0,
+                        next_ms: 0,
+                        last_error: None,
+                        created_ms: now_ms(),
+                        done_ms: None,
+                    });
+                }
+            }
+        }
+        made |= !rows.is_empty();
+        store.webhook_enqueue(run_id, last, rows)?;
+        cursor = last;
+    }
+}
+
+fn record(r: &WebhookRow, (pending, delivered, failed): (u64, u64, u64)) -> WebhookRecord {
+    WebhookRecord {
+        webhook_id: r.webhook_id.clone(),
+        url: r.url.clone(),
+        events: r.events.clone(),
+        created_ms: r.created_ms,
+        pending,
+        delivered,
+        failed,
+    }
+}
+
+fn delivery(d: DeliveryRow) -> WebhookDelivery {
+    WebhookDelivery {
+        next_ms: (d.status == "pending").then_some(d.next_ms),
+        delivery_id: d.delivery_id,
+        webhook_id: d.webhook_id,
+        run_id: d.run_id,
+        seq: d.seq,
+        event: d.kind,
+        status: d.status,
+        attempts: d.attempts,
+        last_error: d.last_error,
+        created_ms: d.created_ms,
+        done_ms: d.done_ms,
+    }
+}
