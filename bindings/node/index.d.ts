@@ -292,15 +292,16 @@ export declare class Space {
   /** Starts an agent CLI (claude-code, openai-codex, ...) with a prompt, as a detached run.
    * `requestId`: an idempotency key (1-128 ASCII letters, digits, `-_.:`; a UUID is sent when
    * none is given): a repeat answers the first run and starts nothing; a call whose connection is
-   * lost before its answer is sent once more with its key (`CONNECTION_LOST` if that fails too). */
-  agentStart(agent: string, prompt: string, show?: boolean | null, options?: SpaceAgentOptions | SpaceAgentOptionsWire | null, requestId?: string | null): Promise<AgentStartReport>
+   * lost before its answer is sent once more with its key (`CONNECTION_LOST` if that fails too).
+   * `traceparent`: the caller's W3C trace context; the run's spans join that trace. */
+  agentStart(agent: string, prompt: string, show?: boolean | null, options?: SpaceAgentOptions | SpaceAgentOptionsWire | null, requestId?: string | null, traceparent?: string | null): Promise<AgentStartReport>
   /** A run's status with the last `tail` lines of output. */
   agentStatus(runId: string, tail?: number | null): Promise<AgentRunStatus>
   /** Events after `cursor` (0: the start), as the agent_events JSON (events, cursor, caught_up, status). */
   agentEvents(runId: string, cursor?: number | null, max?: number | null): Promise<string>
   /** Sends a follow-up message to a run. `messageId`: an idempotency key (as `agentStart`'s
    * `requestId`): a repeat answers the first report and delivers nothing twice. */
-  agentMessage(runId: string, text: string, force?: boolean | null, messageId?: string | null): Promise<AgentActionReport>
+  agentMessage(runId: string, text: string, force?: boolean | null, messageId?: string | null, traceparent?: string | null): Promise<AgentActionReport>
   /** Cancels the run's turn in flight; the session stays open. */
   agentInterrupt(runId: string): Promise<AgentActionReport>
   /** Stops a run. */

@@ -206,7 +206,7 @@ class Space {
     return this.spaces.call(op.name, filled)
   }
 
-  async agentStart(agent, prompt, show = null, options = null, requestId = null) {
+  async agentStart(agent, prompt, show = null, options = null, requestId = null, traceparent = null) {
     const given = {}
     let opts = null
     if (options != null) {
@@ -218,7 +218,7 @@ class Space {
       }
     }
     try {
-      return record(await this.spaces.call('agent_start', { space: this.name, agent, prompt, show, options: opts, request_id: requestId }))
+      return record(await this.spaces.call('agent_start', { space: this.name, agent, prompt, show, options: opts, request_id: requestId, traceparent }))
     } catch (e) {
       // Name a refused option key as the caller spelled it.
       const key = e.field && e.field.startsWith('options.') ? e.field.slice(8) : null
@@ -239,8 +239,8 @@ class Space {
     return JSON.stringify(await this.spaces.call('agent_events', { space: this.name, run_id: runId, cursor, max }))
   }
 
-  async agentMessage(runId, text, force = null, messageId = null) {
-    return record(await this.spaces.call('agent_message', { space: this.name, run_id: runId, text, force, message_id: messageId }))
+  async agentMessage(runId, text, force = null, messageId = null, traceparent = null) {
+    return record(await this.spaces.call('agent_message', { space: this.name, run_id: runId, text, force, message_id: messageId, traceparent }))
   }
 
   async agentInterrupt(runId) {

@@ -46,6 +46,9 @@
 //! - `SPACES_QUOTA_BACKOFF_MS` (or `quota_backoff_ms`): how long a run whose turn the provider
 //!   refused for a rate or usage limit waits before continuing, when the CLI named no reset
 //!   time (default 60000).
+//! - `SPACES_OTLP_ENDPOINT` (or `otlp_endpoint`): an OpenTelemetry collector's OTLP/HTTP URL
+//!   (`http://127.0.0.1:4318`); each run's spans (run, turns, tool calls) are exported there as
+//!   OTLP/JSON ([`crate::traces`]). Unset: no traces.
 //! - `space_budgets` (`config.json` only): Space name -> the budget (`{usd?, tokens?, turns?}`)
 //!   of its runs started without `options.budget`.
 
@@ -197,6 +200,8 @@ pub struct ConfigFile {
     /// How long a run waits after a provider's limit when the CLI gave no reset time, ms
     /// (default 60000).
     pub quota_backoff_ms: Option<u64>,
+    /// Where run spans go: an OTLP/HTTP collector (`http://host:4318`); none: no traces.
+    pub otlp_endpoint: Option<String>,
 }
 
 /// The resolved configuration of one daemon.
@@ -258,6 +263,8 @@ pub struct Config {
     pub admission: crate::supervisor::admission::Caps,
     /// How long a run waits after a provider's limit with no reset time given, ms.
     pub quota_backoff_ms: u64,
+    /// The OTLP/HTTP collector run spans are exported to ([`crate::traces`]); `None`: off.
+    pub otlp_endpoint: Option<String>,
 }
 
 /// A yes/no setting from the environment: `0`, `false`, `off` or `no` is no, anything else yes;
@@ -346,6 +353,7 @@ impl Config {
         Ok(Config {
             prices: crate::prices::PriceTable::with(&file.prices),
             space_budgets: file.space_budgets,
+            otlp_endpoint: std::env::var("SPACES_OTLP_ENDPOINT").ok().filter(|v| !v.is_empty()).or(file.otlp_endpoint),
             quota_backoff_ms: env_num("SPACES_QUOTA_BACKOFF_MS").or(file.quota_backoff_ms).unwrap_or(DEFAULT_QUOTA_BACKOFF_MS),
             admission: crate::supervisor::admission::Caps {
                 host: env_num("SPACES_MAX_RUNNING_TURNS").or(file.max_running_turns).filter(|n| *n > 0),

@@ -6,7 +6,7 @@
 //! (`spaces-harnesses`) and appends them to the durable event log, waking long-poll readers.
 //! Around it: the host's settings ([`config`]), the sandbox every run and command starts in
 //! ([`sandbox`]), the daemon's side of the CodeSpace tools ([`workspaces`]), persistent agents'
-//! homes on a volume ([`homes`], `spaces-volumes`), the price table by model ([`prices`]), webhooks told of run events ([`webhooks`]), and the daemon's [`error`] type, whose typed
+//! homes on a volume ([`homes`], `spaces-volumes`), the price table by model ([`prices`]), webhooks told of run events ([`webhooks`]), traces of runs over OTLP ([`traces`]), and the daemon's [`error`] type, whose typed
 //! refusals carry the wire error that the operation table (`spaces-service`) hands out.
 //!
 //! What it never does: listen on a socket or parse a request (the transports in `spacesd` do,
@@ -19,5 +19,6 @@ pub mod homes;
 pub mod prices;
 pub mod sandbox;
 pub mod supervisor;
+pub mod traces;
 pub mod webhooks;
 pub mod workspaces;

@@ -120,6 +120,11 @@ pub struct AgentStartRequest {
     /// none is given.
     #[serde(default)]
     pub request_id: Option<String>,
+    /// The caller's trace context (W3C `traceparent`, `00-<trace id>-<span id>-<flags>`): the
+    /// run's spans join that trace under that span (issue 33). Also taken from the HTTP header
+    /// `traceparent` and MCP `_meta.traceparent`. `INVALID_ARGUMENT` naming it when malformed.
+    #[serde(default)]
+    pub traceparent: Option<String>,
 }
 
 /// Longest `message_id` / `request_id` ([`AgentMessageRequest::message_id`],
@@ -228,6 +233,11 @@ pub struct AgentMessageRequest {
     /// SDKs and the CLI send a fresh UUID when none is given.
     #[serde(default)]
     pub message_id: Option<String>,
+    /// The caller's trace context (W3C `traceparent`): the turn this message starts links to
+    /// it (the run's spans stay in the run's own trace). Also taken from the HTTP header
+    /// `traceparent` and MCP `_meta.traceparent`.
+    #[serde(default)]
+    pub traceparent: Option<String>,
 }
 
 /// `agent_list`: every run of a Space, newest first.

@@ -46,6 +46,7 @@ impl Space {
             show,
             options,
             request_id: None,
+            traceparent: None,
         };
         self.client.agent_start(&req).await
     }
@@ -64,8 +65,14 @@ impl Space {
 
     /// `agent_message`: the next turn (queued mid-turn; `force` interrupts first).
     pub async fn agent_message(&self, run_id: &str, text: &str, force: Option<bool>) -> Result<ActionReport, ClientError> {
-        let req =
-            AgentMessageRequest { space: self.name.clone(), run_id: run_id.to_owned(), text: text.to_owned(), force, message_id: None };
+        let req = AgentMessageRequest {
+            space: self.name.clone(),
+            run_id: run_id.to_owned(),
+            text: text.to_owned(),
+            force,
+            message_id: None,
+            traceparent: None,
+        };
         self.client.agent_message(&req).await
     }
 

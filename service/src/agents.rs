@@ -63,7 +63,14 @@ impl Service {
     /// `OPERATION_KEY_CONFLICT` (`message_id` used before with another text or `force`).
     pub async fn agent_message(&self, req: AgentMessageRequest) -> Result<ActionReport> {
         self.sup
-            .agent_message(&req.space, &req.run_id, &req.text, req.force.unwrap_or(false), req.message_id.as_deref())
+            .agent_message(
+                &req.space,
+                &req.run_id,
+                &req.text,
+                req.force.unwrap_or(false),
+                req.message_id.as_deref(),
+                req.traceparent.as_deref(),
+            )
             .await
             .map_err(|e| e.to_api())
     }

@@ -19,6 +19,7 @@ mod schema;
 mod service;
 mod table;
 mod tools;
+pub mod trace_context;
 
 pub use schema::{openapi, request_schema, result_schema, schema_generator};
 pub use service::Service;

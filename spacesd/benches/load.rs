@@ -281,7 +281,15 @@ impl Daemon {
     }
 
     async fn start_run(&self, prompt: String) -> String {
-        let req = AgentStartRequest { space: "b".into(), agent: "claude-code".into(), prompt, show: None, options: None, request_id: None };
+        let req = AgentStartRequest {
+            space: "b".into(),
+            agent: "claude-code".into(),
+            prompt,
+            show: None,
+            options: None,
+            request_id: None,
+            traceparent: None,
+        };
         self.client.agent_start(&req).await.unwrap().run_id
     }
 
@@ -386,6 +394,7 @@ async fn start_and_followup(d: &Daemon, n: usize) -> (Vec<f64>, Vec<f64>) {
             text: format!("mode=idle tag={t2}"),
             force: None,
             message_id: None,
+            traceparent: None,
         };
         d.client.agent_message(&m).await.unwrap();
         follows.push((d.recorded(&t2, "stdin").await.saturating_sub(t0)) as f64 / 1e6);
@@ -513,6 +522,7 @@ async fn keep_noisy(client: Client, runs: Vec<String>, keeping: std::sync::Arc<s
                     text: format!("mode=noisy count={NOISY_TURN_LINES} tag={}", tag()),
                     force: None,
                     message_id: None,
+                    traceparent: None,
                 };
                 sent += u64::from(client.agent_message(&m).await.is_ok());
             }

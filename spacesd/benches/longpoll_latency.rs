@@ -171,6 +171,7 @@ async fn measure(count: u64, interval_us: u64) {
         show: None,
         options: None,
         request_id: None,
+        traceparent: None,
     };
     let run = client.agent_start(&req).await.unwrap().run_id;
 

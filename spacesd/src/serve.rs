@@ -254,6 +254,8 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     if !sup.finish_turn_starts(std::time::Duration::from_secs(5)).await {
         eprintln!("spacesd: a turn start did not finish within 5 s; stopping all the same");
     }
+    // Finished spans still in the exporter's batch go to the collector.
+    sup.flush_traces().await;
     if !socket_activated {
         let _ = std::fs::remove_file(&socket);
     }

@@ -19,6 +19,8 @@ mod slots;
 mod spend;
 pub mod state;
 mod talk;
+mod trace;
+pub use trace::TRACEPARENT_FILE;
 mod turns;
 mod unstored;
 
@@ -81,6 +83,9 @@ pub struct Actor {
     quota_resume_at: Option<Instant>,
     /// The turn in flight (or the last) was the daemon's "continue" after a limit reset.
     quota_continued: bool,
+    /// The run's trace when traces are on (`trace.rs`), and what its spans need of the turn.
+    trace: Option<crate::traces::RunTrace>,
+    turn_trace: trace::TurnTrace,
 }
 
 impl Actor {
@@ -113,10 +118,13 @@ impl Actor {
             freed: inner_admission_rx,
             quota_resume_at: None,
             quota_continued: false,
+            trace: None,
+            turn_trace: trace::TurnTrace::default(),
         };
         actor.load_queue();
         actor.load_ledger();
         actor.load_quota_wait();
+        actor.load_trace();
         actor
     }
 
@@ -208,8 +216,10 @@ impl Actor {
 
     async fn on_cmd(&mut self, cmd: Cmd) {
         match cmd {
-            Cmd::Message { text, force, key, reply } => {
+            Cmd::Message { text, force, key, traceparent, reply } => {
+                self.turn_trace.pending_link = traceparent;
                 let answer = self.on_message(text, force, key).await;
+                self.turn_trace.pending_link = None;
                 let _ = reply.send(answer);
             }
             Cmd::Interrupt { reply } => {
@@ -322,6 +332,7 @@ impl Actor {
                 Ok(report)
             }
             Admit::StartNow | Admit::Stopped | Admit::Stopping => {
+                self.turn_trace.link = self.turn_trace.pending_link.take();
                 let report = self.report(true, format!("delivered: turn {} started", self.run.turns + 1));
                 self.start_turn(Queued { text, key: keyed(&report), n: None }).await;
                 Ok(report)

@@ -191,6 +191,7 @@ mod tests {
             show: None,
             options: None,
             request_id: Some(id.into()),
+            traceparent: None,
         };
         let (one, two) = (Keyed::start("s", &req("k1")).unwrap().unwrap(), Keyed::start("s", &req("k2")).unwrap().unwrap());
         assert_eq!(one.fingerprint, two.fingerprint);

@@ -194,10 +194,12 @@ impl Launcher {
     /// run's MCP servers (the caller's, and `spaces` when `space_tools` is on), the harness's
     /// plan and its files written, the clean environment with the run marker.
     /// `max_budget_usd` is what the run's budget leaves in dollars, for a CLI with a limit of
-    /// its own ([`LaunchContext::max_budget_usd`]).
+    /// its own ([`LaunchContext::max_budget_usd`]); `traceparent`, the turn's span as the
+    /// agent's `TRACEPARENT` (traces on, `crate::traces`).
     ///
     /// `norm` is told of the process ([`Normalizer::launched`]) before any of its output is fed:
     /// a conversation harness keeps what its handshake needs (cwd, model, the session to resume).
+    #[allow(clippy::too_many_arguments)] // the turn's inputs, each from a different part of the actor
     pub fn plan(
         &self,
         run: &RunRow,
@@ -206,6 +208,7 @@ impl Launcher {
         binary: &Path,
         norm: &mut dyn Normalizer,
         max_budget_usd: Option<f64>,
+        traceparent: Option<&str>,
     ) -> Result<Launch> {
         let home = self.run_dir.join(run_sandbox::HOME);
         std::fs::create_dir_all(&home).map_err(PathIo::at("create the agent home", &home))?;
@@ -234,6 +237,10 @@ impl Launcher {
                 self.run_dir.clone(),
             ),
         };
+        let mut env = self.secrets.env.clone();
+        if let Some(tp) = traceparent {
+            env.insert("TRACEPARENT".to_owned(), tp.to_owned());
+        }
         let servers =
             mcp_servers::for_launch(&self.secrets.mcp_servers, &run.options, &state_dir, &run.space, crate::config::self_command)?;
         let ctx = LaunchContext {
@@ -247,7 +254,7 @@ impl Launcher {
             run_dir: &seen_run_dir,
             model: run.options.model.as_deref(),
             base_url: run.options.base_url.as_deref(),
-            env: &self.secrets.env,
+            env: &env,
             mcp_servers: &servers,
             max_budget_usd,
         };

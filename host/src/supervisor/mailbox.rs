@@ -19,6 +19,8 @@ pub enum Cmd {
         text: String,
         force: bool,
         key: Option<Keyed>,
+        /// The caller's `traceparent`: a link of the turn the message starts at once.
+        traceparent: Option<String>,
         reply: Reply,
     },
     Interrupt {

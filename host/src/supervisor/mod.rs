@@ -209,8 +209,14 @@ impl Supervisor {
                 ));
             }
             let run_id = run.run_id.clone();
-            let report =
-                actors::ask(&self.inner, run, |reply| Cmd::Message { text: text.to_owned(), force: false, key: None, reply }).await?;
+            let report = actors::ask(&self.inner, run, |reply| Cmd::Message {
+                text: text.to_owned(),
+                force: false,
+                key: None,
+                traceparent: None,
+                reply,
+            })
+            .await?;
             if !report.ok {
                 return Err(refuse(ErrorCode::AgentBusy, report.reason));
             }
@@ -240,6 +246,7 @@ impl Supervisor {
             show: None,
             options: Some(meta.options(name)),
             request_id: None,
+            traceparent: None,
         };
         let report = self.agent_start(&meta.space, &req).await?;
         Ok(PersistentAgentSendReport { run_id: report.run_id, started: true, restored: true })
@@ -275,6 +282,14 @@ impl Supervisor {
     /// The operator's webhook endpoints (`webhook_*` operations).
     pub fn webhooks(&self) -> &crate::webhooks::Webhooks {
         &self.inner.webhooks
+    }
+
+    /// Send the finished spans still batched to the OTLP collector (at shutdown; a no-op when
+    /// traces are off).
+    pub async fn flush_traces(&self) {
+        if let Some(traces) = self.inner.traces.clone() {
+            let _ = tokio::task::spawn_blocking(move || traces.flush()).await;
+        }
     }
 
     /// Start delivering webhooks: the scanner of run events and the sender.
@@ -343,17 +358,26 @@ impl Supervisor {
         text: &str,
         force: bool,
         message_id: Option<&str>,
+        traceparent: Option<&str>,
     ) -> Result<ActionReport> {
         if text.trim().is_empty() {
             return Err(refuse(ErrorCode::InvalidArgument, "message text is empty"));
         }
+        start::check_traceparent(traceparent)?;
         let run = registry::run_in_space(&self.inner.store, space, run_id)?;
         let key = keys::Keyed::message(&run.run_id, message_id, text, force)?;
         // Stored: answered at once. Otherwise the actor looks again (stored or queued since).
         if let Some(first) = key.as_ref().map(|k| k.replay(&self.inner.store)).transpose()?.flatten() {
             return Ok(first);
         }
-        actors::ask(&self.inner, run, |reply| Cmd::Message { text: text.to_owned(), force, key, reply }).await
+        actors::ask(&self.inner, run, |reply| Cmd::Message {
+            text: text.to_owned(),
+            force,
+            key,
+            traceparent: traceparent.map(str::to_owned),
+            reply,
+        })
+        .await
     }
 
     /// `agent_usage`: what one run, or every run of the Space, spent (see [`usage::report`]).

@@ -39,6 +39,8 @@ pub struct Inner {
     pub(super) admission: super::admission::Admission,
     /// The operator's webhook endpoints and their loops ([`crate::webhooks`]).
     pub webhooks: Arc<crate::webhooks::Webhooks>,
+    /// The exporter of run spans, when the operator set an OTLP endpoint ([`crate::traces`]).
+    pub traces: Option<Arc<crate::traces::Traces>>,
 }
 
 impl Inner {
@@ -47,6 +49,13 @@ impl Inner {
     pub(super) fn new(cfg: Config, store: Arc<Store>, homes: Arc<Homes>) -> Self {
         let log = Arc::new(EventLog::new(store.clone()));
         let cfg_caps = cfg.admission.clone();
+        let traces = cfg.otlp_endpoint.as_deref().and_then(|url| match crate::traces::Traces::new(url) {
+            Ok(t) => Some(Arc::new(t)),
+            Err(e) => {
+                tracing::warn!("no traces: {e}");
+                None
+            }
+        });
         let webhooks = Arc::new(crate::webhooks::Webhooks::new(store.clone(), log.clone()));
         Self {
             cfg: Arc::new(cfg),
@@ -61,6 +70,7 @@ impl Inner {
             ahead: Mutex::new(HashMap::new()),
             admission: super::admission::Admission::new(cfg_caps),
             webhooks,
+            traces,
         }
     }
 

@@ -55,6 +55,7 @@ pub(super) async fn start(
     if req.prompt.trim().is_empty() {
         return Err(refuse(ErrorCode::InvalidArgument, "prompt is empty; give the first turn's text"));
     }
+    check_traceparent(req.traceparent.as_deref())?;
     let mut options = req.options.clone().unwrap_or_default();
     if options.budget.is_none() {
         options.budget = inner.cfg.space_budgets.get(&space.name).cloned();
@@ -134,6 +135,13 @@ pub(super) async fn start(
             return Err(e);
         }
     };
+    if let Some(tp) = &req.traceparent {
+        // Best effort: the run's spans start a trace of their own without it.
+        let path = inner.cfg.run_dir(&run.run_id).join(super::actor::TRACEPARENT_FILE);
+        if let Err(e) = std::fs::write(&path, tp.trim()) {
+            tracing::warn!("run {}: the caller's traceparent was not kept ({e}); its spans start their own trace", run.run_id);
+        }
+    }
     actors::launch(inner, run, harness, secrets, prompt);
     Ok(report)
 }
@@ -248,6 +256,22 @@ async fn claim_home(inner: &Inner, harness: &dyn Harness, home: &str, run_id: &s
         ));
     }
     Ok(())
+}
+
+/// A `traceparent` must be W3C Trace Context's (`00-<32 hex>-<16 hex>-<2 hex>`);
+/// `INVALID_ARGUMENT` naming it otherwise.
+pub(super) fn check_traceparent(tp: Option<&str>) -> Result<()> {
+    match tp {
+        Some(tp) if crate::traces::parse_traceparent(tp).is_none() => {
+            let mut e = ApiError::new(
+                ErrorCode::InvalidArgument,
+                format!("traceparent {:?} is not a W3C trace context (00-<32 hex>-<16 hex>-<2 hex>)", bounded(tp)),
+            );
+            e.field = Some("traceparent".into());
+            Err(Error::Api(e))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// A note when `options.budget.usd` cannot be kept: the harness's CLI reports no cost and the

@@ -53,6 +53,8 @@ pub fn routes(service: Service) -> Router {
                     Ok(args) => args,
                     Err(response) => return *response,
                 };
+                let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
+                let args = spaces_service::trace_context::with_traceparent(row.info.name, args, traceparent);
                 let result = match principal {
                     Principal::Operator => row.call(svc, args).await,
                     caller => caller.call(&svc, row.info.name, args).await,

@@ -188,6 +188,8 @@ Errors come back as isError results whose text is {{code, message, ...}}.",
 
     async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, McpError> {
         let args = Value::Object(request.arguments.unwrap_or_default());
+        let traceparent = context.meta.get("traceparent").and_then(Value::as_str);
+        let args = spaces_service::trace_context::with_traceparent(&request.name, args, traceparent);
         let progress = context.meta.get_progress_token().map(|t| (context.peer.clone(), t));
         match self.run(asker(&context), &request.name, args, &context.ct, progress).await? {
             Some(result) => Ok(result.into()),

@@ -38,6 +38,7 @@ fn start_request(h: H, server: &ScriptedServer, prompt: &str, exit_when_idle: bo
             ..Default::default()
         }),
         request_id: None,
+        traceparent: None,
     }
 }
 

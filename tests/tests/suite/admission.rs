@@ -42,6 +42,7 @@ async fn a_host_cap_of_two_queues_three_of_five_starts_in_order_across_a_kill() 
             show: None,
             options: Some(SpaceAgentOptions { base_url: Some(server.base_url()), ..Default::default() }),
             request_id: None,
+            traceparent: None,
         };
         runs.push(d.client.agent_start(&req).await.unwrap().run_id);
     }

@@ -97,6 +97,7 @@ async fn echo_call(h: H, server: McpServer, output: &str, secret: &str) {
         show: None,
         options: Some(SpaceAgentOptions { base_url: Some(model.base_url()), mcp_servers: vec![server], ..Default::default() }),
         request_id: None,
+        traceparent: None,
     };
     let report = d.client.agent_start(&req).await.unwrap();
     assert_eq!(report.notes, Vec::<String>::new(), "nothing about the servers is ignored");

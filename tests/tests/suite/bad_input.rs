@@ -24,6 +24,7 @@ fn start_in(space: &str, agent: &str, prompt: &str, cwd: Option<&str>) -> AgentS
         show: None,
         options: Some(SpaceAgentOptions { cwd: cwd.map(String::from), ..Default::default() }),
         request_id: None,
+        traceparent: None,
     }
 }
 

@@ -529,6 +529,7 @@ echo "== fds"; ls /proc/$$/fd; echo "== end""#,
         show: None,
         options: Some(spaces_sdk::SpaceAgentOptions { env_from_host: vec!["ANTHROPIC_API_KEY".into()], ..Default::default() }),
         request_id: None,
+        traceparent: None,
     };
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     d.wait_turn_end("s", &run, 1, Duration::from_secs(60)).await;

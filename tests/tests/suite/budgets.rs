@@ -46,6 +46,7 @@ async fn start(d: &TestDaemon, h: H, server: &ScriptedServer, prompt: &str, budg
         show: None,
         options: Some(options(h, server, budget)),
         request_id: None,
+        traceparent: None,
     };
     d.client.agent_start(&req).await.unwrap().run_id
 }

@@ -219,6 +219,7 @@ async fn start_codex(d: &TestDaemon) -> String {
         show: None,
         options: Some(spaces_sdk::SpaceAgentOptions::default()),
         request_id: None,
+        traceparent: None,
     };
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     d.wait_status("s", &run, Duration::from_secs(60), crate::support::settled).await;
@@ -327,6 +328,7 @@ async fn a_spare_shim_starts_the_next_run_in_the_runs_cgroup_and_goes_with_the_d
         show: None,
         options: Some(spaces_sdk::SpaceAgentOptions::default()),
         request_id: None,
+        traceparent: None,
     };
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     // The waiting child execs bubblewrap (the agent's sandbox), whose sandbox runs the agent as

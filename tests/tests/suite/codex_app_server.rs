@@ -30,6 +30,7 @@ async fn start(d: &TestDaemon, server: &ScriptedServer, prompt: &str) -> String 
         show: None,
         options: Some(SpaceAgentOptions { base_url: Some(server.base_url()), ..Default::default() }),
         request_id: None,
+        traceparent: None,
     };
     d.client.agent_start(&req).await.unwrap().run_id
 }
@@ -97,6 +98,7 @@ async fn codex_app_server_a_new_process_resumes_the_thread() {
         show: None,
         options: Some(opts),
         request_id: None,
+        traceparent: None,
     };
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     d.wait_turn_end("s", &run, 1, TURN).await;
@@ -152,6 +154,7 @@ async fn codex_app_server_force_steers_the_message_into_the_running_turn() {
         text: "urgent: mention kiwis".into(),
         force: Some(true),
         message_id: Some("steer-1".into()),
+        traceparent: None,
     };
     let r = d.client.agent_message(&req).await.unwrap();
     assert!(r.ok && r.reason.contains("steered into turn 1"), "{r:?}");
@@ -198,6 +201,7 @@ async fn codex_app_server_the_first_prompt_reaches_the_model_unredacted() {
         show: None,
         options: Some(opts),
         request_id: None,
+        traceparent: None,
     };
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     d.wait_turn_end("s", &run, 1, TURN).await;

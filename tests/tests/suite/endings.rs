@@ -91,6 +91,7 @@ async fn dies_mid_tool_after_a_restart(agent: &str, death: Death, when: When) {
         show: None,
         options: Some(SpaceAgentOptions::default()),
         request_id: None,
+        traceparent: None,
     };
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     d.wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::ToolCall).await;

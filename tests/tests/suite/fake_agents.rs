@@ -37,6 +37,7 @@ fn start_request(agent: &str) -> AgentStartRequest {
         show: None,
         options: Some(SpaceAgentOptions::default()),
         request_id: None,
+        traceparent: None,
     }
 }
 
@@ -141,6 +142,7 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_tokens":0
         show: None,
         options: Some(SpaceAgentOptions { env: [("MY_SETTING".to_owned(), "value-long-enough".to_owned())].into(), ..Default::default() }),
         request_id: None,
+        traceparent: None,
     };
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     d.wait_turn_end("s", &run, 1, WAIT).await;

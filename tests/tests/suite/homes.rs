@@ -75,6 +75,7 @@ async fn one_agent_two_hosts(h: H, store: Store) {
         show: None,
         options: Some(SpaceAgentOptions { base_url: Some(model.base_url()), home: Some(name.clone()), ..Default::default() }),
         request_id: None,
+        traceparent: None,
     };
     let run_a = a.client.agent_start(&req).await.unwrap().run_id;
     let ended = a.wait_turn_end("s", &run_a, 1, TURN).await;
@@ -186,6 +187,7 @@ async fn first_run(d: &TestDaemon, model: &ScriptedServer, name: &str) -> String
         show: None,
         options: Some(SpaceAgentOptions { base_url: Some(model.base_url()), home: Some(name.into()), ..Default::default() }),
         request_id: None,
+        traceparent: None,
     };
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     d.wait_turn_end("s", &run, 1, TURN).await;
@@ -311,6 +313,7 @@ async fn the_operator_lists_exports_imports_restores_and_deletes_homes() {
         show: None,
         options: Some(SpaceAgentOptions { base_url: Some(model.base_url()), home: Some(home.into()), ..Default::default() }),
         request_id: None,
+        traceparent: None,
     };
     let run = d.client.agent_start(&start(h.id, "ops")).await.unwrap().run_id;
     d.wait_turn_end("s", &run, 1, TURN).await;
@@ -829,6 +832,7 @@ async fn saved_run(d: &TestDaemon, model: &ScriptedServer, name: &str) -> String
         show: None,
         options: Some(SpaceAgentOptions { base_url: Some(model.base_url()), home: Some(name.into()), ..Default::default() }),
         request_id: None,
+        traceparent: None,
     };
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     let ended = d.wait_turn_end("s", &run, 1, TURN).await;
@@ -963,6 +967,7 @@ async fn a_save_cut_off_by_kill_9_is_retried_at_restart_and_its_lease_is_not_lef
         show: None,
         options: Some(SpaceAgentOptions { base_url: Some(model.base_url()), home: Some("saver".into()), ..Default::default() }),
         request_id: None,
+        traceparent: None,
     };
     let next = d.client.agent_start(&req).await.unwrap().run_id;
     assert!(killed.elapsed() < Duration::from_secs(60), "the lease TTL passed: this start proves nothing");
@@ -988,6 +993,7 @@ async fn home_commands_speak_in_ages_and_words_and_send_follows_its_turn() {
         show: None,
         options: Some(SpaceAgentOptions { base_url: Some(model.base_url()), home: Some("words".into()), ..Default::default() }),
         request_id: None,
+        traceparent: None,
     };
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     d.wait_turn_end("s", &run, 1, TURN).await;

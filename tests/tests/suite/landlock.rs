@@ -123,6 +123,7 @@ async fn case_28_landlock_a_claude_code_run_works() {
         show: None,
         options: Some(SpaceAgentOptions { base_url: Some(server.base_url()), ..Default::default() }),
         request_id: None,
+        traceparent: None,
     };
     let report = d.client.agent_start(&req).await.unwrap();
     assert!(report.notes.iter().any(|n| n.starts_with("landlock:")), "{:?}", report.notes);

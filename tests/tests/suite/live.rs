@@ -106,6 +106,7 @@ async fn start(d: &TestDaemon) -> String {
         show: None,
         options: Some(SpaceAgentOptions::default()),
         request_id: None,
+        traceparent: None,
     };
     d.client.agent_start(&req).await.unwrap().run_id
 }
@@ -302,6 +303,7 @@ echo '{"type":"item.completed","item":{"id":"m","type":"agent_message","text":"a
         show: Some(true),
         options: Some(SpaceAgentOptions::default()),
         request_id: None,
+        traceparent: None,
     };
     let report = d.client.agent_start(&req).await.unwrap();
     let run = report.run_id.clone();
@@ -373,6 +375,7 @@ async fn attach_to_a_real_claude_code_run_expands_answers_interrupts_and_detache
         show: None,
         options: Some(SpaceAgentOptions { base_url: Some(server.base_url()), ..Default::default() }),
         request_id: None,
+        traceparent: None,
     };
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     let command = format!("exec {} --state-dir {} attach {run}", crate::support::spacesd_bin().display(), d.state_dir().display());
@@ -471,6 +474,7 @@ async fn agent_list_and_status_render_as_tables_at_80_columns() {
             show: None,
             options: Some(SpaceAgentOptions { label: label.map(Into::into), ..Default::default() }),
             request_id: None,
+            traceparent: None,
         };
         let run = d.client.agent_start(&req).await.unwrap().run_id;
         d.wait_turn_end("s", &run, 1, WAIT).await;

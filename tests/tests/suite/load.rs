@@ -125,12 +125,20 @@ async fn case_v26_streaming_runs_with_tailing_readers_lose_and_repeat_nothing() 
             show: None,
             options: None,
             request_id: None,
+            traceparent: None,
         };
         runs.push(no_lock_error("agent_start", d.client.agent_start(&req).await).run_id);
     }
     // The follow-ups, sent while the first turns stream: they queue behind them.
     for run in &runs {
-        let m = AgentMessageRequest { space: "s".into(), run_id: run.clone(), text: "again".into(), force: None, message_id: None };
+        let m = AgentMessageRequest {
+            space: "s".into(),
+            run_id: run.clone(),
+            text: "again".into(),
+            force: None,
+            message_id: None,
+            traceparent: None,
+        };
         no_lock_error("agent_message", d.client.agent_message(&m).await);
     }
     let readers: Vec<_> = (0..READERS)

@@ -28,6 +28,7 @@ fn start_request(prompt: &str, options: SpaceAgentOptions) -> AgentStartRequest 
         show: None,
         options: Some(options),
         request_id: None,
+        traceparent: None,
     }
 }
 

@@ -87,6 +87,7 @@ async fn a_prompt_careless_handling_breaks_reaches_the_agents_stdin_byte_for_byt
         show: None,
         options: Some(SpaceAgentOptions::default()),
         request_id: None,
+        traceparent: None,
     };
 
     // The typed client: what `Space.agent_start` in Python and `space.agentStart` in Node call.

@@ -27,6 +27,7 @@ async fn a_limit_waits_then_the_run_continues_by_itself(h: H) {
         show: None,
         options: Some(SpaceAgentOptions { base_url: Some(server.base_url()), ..Default::default() }),
         request_id: None,
+        traceparent: None,
     };
     let t0 = std::time::Instant::now();
     let run = d.client.agent_start(&req).await.unwrap().run_id;

@@ -86,6 +86,7 @@ fn request(repo: Option<&str>, branch: Option<&str>) -> AgentStartRequest {
         show: None,
         options: Some(SpaceAgentOptions { repo: repo.map(Into::into), branch: branch.map(Into::into), ..Default::default() }),
         request_id: None,
+        traceparent: None,
     }
 }
 
@@ -125,6 +126,7 @@ async fn repo_and_branch_are_cloned_and_checked_out_before_the_first_turn() {
             text: "again".into(),
             force: None,
             message_id: None,
+            traceparent: None,
         })
         .await
         .unwrap();

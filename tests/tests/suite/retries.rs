@@ -37,11 +37,19 @@ fn start_req(prompt: &str, request_id: Option<&str>) -> AgentStartRequest {
         show: None,
         options: None,
         request_id: request_id.map(String::from),
+        traceparent: None,
     }
 }
 
 fn message_req(run: &str, text: &str, message_id: Option<&str>) -> AgentMessageRequest {
-    AgentMessageRequest { space: "s".into(), run_id: run.into(), text: text.into(), force: None, message_id: message_id.map(String::from) }
+    AgentMessageRequest {
+        space: "s".into(),
+        run_id: run.into(),
+        text: text.into(),
+        force: None,
+        message_id: message_id.map(String::from),
+        traceparent: None,
+    }
 }
 
 fn refusal<T: std::fmt::Debug>(r: Result<T, ClientError>) -> ApiError {

@@ -26,6 +26,7 @@ async fn start(d: &TestDaemon, h: H, server: &ScriptedServer, prompt: &str) -> S
         show: None,
         options: Some(SpaceAgentOptions { base_url: Some(server.base_url()), ..Default::default() }),
         request_id: None,
+        traceparent: None,
     };
     d.client.agent_start(&req).await.unwrap().run_id
 }
@@ -443,6 +444,7 @@ async fn attached_files_are_copied_into_the_run_and_named_in_the_first_prompt() 
             show: None,
             options: Some(SpaceAgentOptions { base_url: Some(server.base_url()), files, ..Default::default() }),
             request_id: None,
+            traceparent: None,
         };
         let spaces_sdk::client::ClientError::Api(e) = d.client.agent_start(&req).await.unwrap_err() else { panic!("not a typed refusal") };
         assert_eq!((e.code, e.field.as_deref()), (spaces_sdk::ErrorCode::InvalidArgument, Some(field)), "{e:?}");

@@ -155,6 +155,7 @@ async fn the_agent_works_its_space_through_spacesds_own_tools(h: H) {
         show: None,
         options: Some(SpaceAgentOptions { base_url: Some(model.base_url()), ..Default::default() }),
         request_id: None,
+        traceparent: None,
     };
     let report = d.client.agent_start(&req).await.unwrap();
     assert_eq!(report.notes, Vec::<String>::new(), "space_tools is on and nothing is ignored");

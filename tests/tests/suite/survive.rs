@@ -24,6 +24,7 @@ async fn start(d: &TestDaemon, agent: &str, base_url: Option<String>, prompt: &s
         show: None,
         options: Some(SpaceAgentOptions { base_url, ..Default::default() }),
         request_id: None,
+        traceparent: None,
     };
     d.client.agent_start(&req).await.unwrap().run_id
 }

@@ -129,6 +129,7 @@ async fn the_web_page_logs_in_once_follows_a_run_live_and_steers_it() {
             show: Some(true),
             options: Some(SpaceAgentOptions { base_url: Some(model.base_url()), ..Default::default() }),
             request_id: None,
+            traceparent: None,
         };
         let report = d.client.agent_start(&req).await.unwrap();
         let id = report.run_id.clone();
@@ -210,6 +211,7 @@ async fn the_run_page_renders_markdown_safely_and_names_everything_for_people() 
         show: None,
         options: Some(SpaceAgentOptions { base_url: Some(model.base_url()), label: Some(label.into()), ..Default::default() }),
         request_id: None,
+        traceparent: None,
     };
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     let end = d.wait_turn_end("s", &run, 1, scaled(TURN)).await;

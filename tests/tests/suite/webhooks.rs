@@ -80,6 +80,7 @@ async fn a_receiver_gets_every_chosen_event_signed_through_failures_and_a_kill()
         show: None,
         options: Some(SpaceAgentOptions { base_url: Some(server.base_url()), ..Default::default() }),
         request_id: None,
+        traceparent: None,
     };
     let run = d.client.agent_start(&req).await.unwrap().run_id;
     d.wait_turn_end("s", &run, 1, TURN).await;

@@ -47,7 +47,15 @@ pub fn scaled(limit: Duration) -> Duration {
 
 /// The plain `agent_start` of `agent` in `space` with `prompt`: no options, no key, not shown.
 pub fn start_request(space: &str, agent: &str, prompt: &str) -> AgentStartRequest {
-    AgentStartRequest { space: space.into(), agent: agent.into(), prompt: prompt.into(), show: None, options: None, request_id: None }
+    AgentStartRequest {
+        space: space.into(),
+        agent: agent.into(),
+        prompt: prompt.into(),
+        show: None,
+        options: None,
+        request_id: None,
+        traceparent: None,
+    }
 }
 
 /// Polls `done` every 50 ms until it holds, or panics naming `what` after `timeout` (scaled).

@@ -266,12 +266,15 @@ class Space:
 
     async def agent_start(self, agent: str, prompt: str, show: Optional[bool] = None,
                           options: Union[SpaceAgentOptions, Dict[str, Any], None] = None,
-                          request_id: Optional[str] = None) -> AgentStartReport:
+                          request_id: Optional[str] = None, traceparent: Optional[str] = None) -> AgentStartReport:
         """Starts an agent CLI (claude-code, openai-codex, ...) with a prompt, detached.
 
         ``request_id``: an idempotency key (1-128 ASCII letters, digits, ``-_.:``; a UUID is sent
         when none is given): a repeat answers the first run and starts nothing. A call whose
-        connection is lost before its answer is sent once more with its key."""
+        connection is lost before its answer is sent once more with its key.
+
+        ``traceparent``: the caller's W3C trace context (``00-<trace id>-<span id>-<flags>``):
+        the run's spans (exported when the daemon has an OTLP endpoint) join that trace."""
         args: Dict[str, Any] = {"space": self.name, "agent": agent, "prompt": prompt}
         if show is not None:
             args["show"] = show
@@ -279,6 +282,8 @@ class Space:
             args["options"] = _options(options)
         if request_id is not None:
             args["request_id"] = request_id
+        if traceparent is not None:
+            args["traceparent"] = traceparent
         return AgentStartReport._from(*await self._spaces._call_wire("agent_start", args))
 
     async def agent_status(self, run_id: str, tail: Optional[int] = None) -> AgentRunStatus:
@@ -306,16 +311,19 @@ class Space:
         return AgentFollow(self._spaces, self.name, run_id, cursor, until)
 
     async def agent_message(self, run_id: str, text: str, force: Optional[bool] = None,
-                            message_id: Optional[str] = None) -> AgentActionReport:
+                            message_id: Optional[str] = None, traceparent: Optional[str] = None) -> AgentActionReport:
         """Sends a follow-up message to a run (queued mid-turn; ``force`` interrupts first).
 
         ``message_id``: an idempotency key (as ``agent_start``'s ``request_id``): a repeat answers
-        the first report and delivers nothing twice."""
+        the first report and delivers nothing twice. ``traceparent``: the caller's trace context,
+        linked from the turn the message starts."""
         args: Dict[str, Any] = {"space": self.name, "run_id": run_id, "text": text}
         if force is not None:
             args["force"] = force
         if message_id is not None:
             args["message_id"] = message_id
+        if traceparent is not None:
+            args["traceparent"] = traceparent
         return AgentActionReport._from(*await self._spaces._call_wire("agent_message", args))
 
     async def agent_interrupt(self, run_id: str) -> AgentActionReport:

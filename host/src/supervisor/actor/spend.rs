@@ -51,6 +51,7 @@ impl Actor {
             }
         }
         self.ledger.saw(drafts);
+        self.trace_events(drafts);
     }
 
     /// At the end of turn `turn` (after `duration_ms`): its ledger row, and the run's state when
@@ -61,6 +62,7 @@ impl Actor {
         if let Err(e) = self.inner.store.usage_record(&row) {
             tracing::error!("run {}: usage of turn {turn} not recorded: {e}", self.run.run_id);
         }
+        self.trace_turn(&row.usage, duration_ms);
     }
 
     /// After a turn's end changed the run's state: a run now at its budget says so, and drops

@@ -106,7 +106,8 @@ impl Actor {
             }
         }
         let usd_left = self.usd_left_for_cli();
-        let launch = match self.launcher.plan(&self.run, turn, text, &binary, self.norm.as_mut(), usd_left) {
+        let traceparent = self.traceparent_env(turn);
+        let launch = match self.launcher.plan(&self.run, turn, text, &binary, self.norm.as_mut(), usd_left, traceparent.as_deref()) {
             Ok(launch) => launch,
             Err(why) => {
                 self.fail_turn_before_start(&why.to_string());
@@ -243,6 +244,9 @@ impl Actor {
         if ending {
             // Nothing of the run may call the daemon any more.
             self.inner.api.close(&self.run.run_id, &self.inner.cfg.run_dir(&self.run.run_id));
+        }
+        if ending {
+            self.trace_run_end();
         }
         if ending && self.run.options.home.is_some() {
             // A persistent agent's run that stopped or finished: its home is saved one last
