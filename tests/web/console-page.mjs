@@ -5,6 +5,7 @@
 //   --run URL        the run's page
 //   --label TEXT     the run's label
 //   --prompt TEXT    the start of the run's prompt
+//   --usage TEXT     what the run spent as the page must say it (the ledger's totals)
 //   --shots DIR      where screenshots go (web-run.png, web-markdown.png)
 //   --chromium PATH  the browser (default /usr/bin/chromium)
 //   --wait-ms N      the longest wait for any one thing on the page (default 120000)
@@ -21,12 +22,13 @@ const { values: a } = parseArgs({
     run: { type: "string" },
     label: { type: "string" },
     prompt: { type: "string" },
+    usage: { type: "string" },
     shots: { type: "string" },
     chromium: { type: "string", default: "/usr/bin/chromium" },
     "wait-ms": { type: "string", default: "120000" },
   },
 });
-for (const k of ["link", "run", "label", "prompt", "shots"]) {
+for (const k of ["link", "run", "label", "prompt", "usage", "shots"]) {
   if (!a[k]) throw new Error(`--${k} is required`);
 }
 const origin = new URL(a.link).origin;
@@ -88,7 +90,8 @@ try {
   await page.locator("#run-prompt", { hasText: a.prompt }).waitFor();
   check((await text("#run-harness")) === "Claude Code", `the harness by name: ${await text("#run-harness")}`);
   check(!/not reported/.test(await text("#run-model")), `the model from the session event: ${await text("#run-model")}`);
-  check(/tokens|\$/.test(await text("#run-usage")), `usage from the usage events: ${await text("#run-usage")}`);
+  await page.locator("#run-usage", { hasText: "tokens in" }).waitFor();
+  check((await text("#run-usage")) === a.usage, `the ledger's totals, as the API gives them: ${await text("#run-usage")} vs ${a.usage}`);
   check(/^\d+ (s|min)/.test(await text("#run-duration")), `a duration: ${await text("#run-duration")}`);
 
   step("the answer is rendered Markdown");

@@ -217,6 +217,17 @@ async fn the_run_page_renders_markdown_safely_and_names_everything_for_people() 
     let end = d.wait_turn_end("s", &run, 1, scaled(TURN)).await;
     assert_eq!(end.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
 
+    // What the page must say the run spent: the ledger's totals, as the API gives them.
+    let u = d.wait_status("s", &run, scaled(TURN), |s| s.usage.turns == 1).await.usage;
+    assert!(u.input_tokens > 0 && u.tool_calls == 1, "{u:?}");
+    let cached = if u.cached_input_tokens > 0 { format!(" ({} cached)", thousands(u.cached_input_tokens)) } else { String::new() };
+    let usage = format!(
+        "{} tokens in{cached} · {} out · {}${:.4} · 1 tool call",
+        thousands(u.input_tokens),
+        thousands(u.output_tokens),
+        if u.cost_estimated { "~" } else { "" },
+        u.cost_usd
+    );
     let (ok, link) = d.cli(&["ui"]);
     assert!(ok, "spacesd ui: {link}");
     let link = link.lines().next().unwrap_or_default().trim().to_owned();
@@ -227,7 +238,7 @@ async fn the_run_page_renders_markdown_safely_and_names_everything_for_people() 
     let (out_path, err_path) = (work.join("browser.stdout"), work.join("browser.stderr"));
     let mut child = tokio::process::Command::new("node")
         .arg(&script)
-        .args(["--link", &link, "--chromium", CHROMIUM, "--label", label, "--prompt", &prompt[..30]])
+        .args(["--link", &link, "--chromium", CHROMIUM, "--label", label, "--prompt", &prompt[..30], "--usage", &usage])
         .args(["--run", &format!("http://{}/ui/spaces/s/runs/{run}", addr.trim())])
         .args(["--wait-ms", &scaled(TURN).as_millis().to_string()])
         .arg("--shots")
@@ -267,4 +278,17 @@ async fn the_run_page_renders_markdown_safely_and_names_everything_for_people() 
             std::fs::copy(shots.join(name), img.join(name)).unwrap();
         }
     }
+}
+
+/// `n` with commas between thousands, as the page's `toLocaleString("en")` writes it.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }

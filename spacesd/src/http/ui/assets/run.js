@@ -19,37 +19,28 @@ export function duration(ms) {
   return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
 }
 
-/**
- * Tokens and cost over a run's `usage` events: Claude Code reports a turn's tokens (summed
- * here) and a cost cumulative for its process (summed over processes: a drop starts a new
- * one); Codex CLI (exec and app-server) reports the thread's tokens so far (the last report
- * counts).
- */
-export function usageTotal(usages, agent) {
-  if (usages.length === 0) return null;
-  const n = (u, k) => (Number.isInteger(u[k]) && u[k] >= 0 ? u[k] : null);
-  let input = null;
-  let output = null;
-  const add = (a, b) => (b === null ? a : (a ?? 0) + b);
-  const threadTotals = ["openai-codex", "openai-codex-exec", "openai-codex-app-server"].includes(agent);
-  const counted = threadTotals ? usages.slice(-1) : usages;
-  for (const u of counted) {
-    input = add(input, n(u, "input_tokens"));
-    output = add(output, n(u, "output_tokens"));
-  }
-  let cost = null;
-  let current = 0;
-  for (const u of usages) {
-    if (typeof u.total_cost_usd !== "number") continue;
-    if (u.total_cost_usd < current) cost = (cost ?? 0) + current;
-    current = u.total_cost_usd;
-  }
-  if (current > 0 || cost !== null) cost = (cost ?? 0) + current;
+/** What a run spent, in words, from the daemon's usage ledger (`usage` of its status: the
+ * same totals as `agent usage`, the HTTP API, MCP and the SDKs): tokens in (cached), out,
+ * cost (`~` when estimated from the price table), tool calls; `null` before a turn ended. */
+export function usageText(u) {
+  if (!u || !u.turns) return null;
+  const n = (v) => Number(v ?? 0).toLocaleString("en");
+  const cached = u.cached_input_tokens ? ` (${n(u.cached_input_tokens)} cached)` : "";
+  const parts = [`${n(u.input_tokens)} tokens in${cached}`, `${n(u.output_tokens)} out`];
+  const unknown = u.cost_unknown_turns ? ` + ${u.cost_unknown_turns} turn(s) of unknown cost` : "";
+  parts.push(`${u.cost_estimated ? "~" : ""}$${Number(u.cost_usd ?? 0).toFixed(4)}${unknown}`);
+  if (u.tool_calls) parts.push(`${n(u.tool_calls)} tool call${u.tool_calls === 1 ? "" : "s"}`);
+  return parts.join(" · ");
+}
+
+/** A budget in words: `$0.5 · 100,000 tokens · 10 turns`, or `none`. */
+export function budgetText(b) {
+  if (!b) return "none";
   const parts = [];
-  if (input !== null) parts.push(`${input.toLocaleString("en")} tokens in`);
-  if (output !== null) parts.push(`${output.toLocaleString("en")} out`);
-  if (cost !== null) parts.push(`$${cost.toFixed(4)}`);
-  return parts.length ? parts.join(" · ") : null;
+  if (b.usd != null) parts.push(`$${b.usd}`);
+  if (b.tokens != null) parts.push(`${Number(b.tokens).toLocaleString("en")} tokens`);
+  if (b.turns != null) parts.push(`${b.turns} turns`);
+  return parts.join(" · ") || "none";
 }
 
 /** Shows run `runId` of `space` in `main`. */
@@ -68,7 +59,8 @@ export function showRun(main, space, runId) {
     ...fact("Prompt", "run-prompt", "…"),
     ...fact("Harness", "run-harness", harness),
     ...fact("Model", "run-model", "not reported"),
-    ...fact("Usage", "run-usage", "none reported yet"),
+    ...fact("Usage", "run-usage", "no turn has ended yet"),
+    ...fact("Budget", "run-budget", "none"),
     ...fact("Duration", "run-duration", "…"),
     ...fact("Space", "run-space", space),
     ...fact("Run", "run-id", el("span", { className: "mono" }, runId)),
@@ -102,10 +94,10 @@ export function showRun(main, space, runId) {
   const transcript = new Transcript(list);
   // What the header knows beyond the status: the model (from the harness's session event),
   // the usage reports, the time of the last event.
-  const seen = { created: null, running: false, last: null, usages: [], agent: null };
+  const seen = { created: null, running: false, last: null, usage: null, agent: null };
 
   function showUsage() {
-    facts.querySelector("#run-usage").textContent = usageTotal(seen.usages, seen.agent) ?? "none reported yet";
+    facts.querySelector("#run-usage").textContent = usageText(seen.usage) ?? "no turn has ended yet";
   }
 
   // The header's facts are this page's own nodes (not looked up in the document): after a
@@ -127,9 +119,9 @@ export function showRun(main, space, runId) {
     if (e.kind === "session") {
       const model = (e.text ?? e.summary ?? "").match(/\bmodel ([^\s,]+)/);
       if (model && model[1] !== "?") facts.querySelector("#run-model").textContent = model[1];
-    } else if (e.kind === "usage" && e.usage) {
-      seen.usages.push(e.usage);
-      showUsage();
+    } else if (e.kind === "turn_ended") {
+      // The ledger counts the turn at its end: read the totals again.
+      refresh();
     } else if (e.kind === "user_message" && e.turn === 1 && e.text) {
       facts.querySelector("#run-prompt").title = e.text;
     }
@@ -151,6 +143,8 @@ export function showRun(main, space, runId) {
       seen.agent = st.agent ?? null;
       seen.created = st.created_ms ?? null;
       seen.running = st.status === "running";
+      seen.usage = st.usage ?? null;
+      facts.querySelector("#run-budget").textContent = budgetText(st.budget);
       showUsage();
       showDuration();
       const ended = st.status === "stopped" || st.status === "done";

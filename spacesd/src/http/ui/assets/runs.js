@@ -19,9 +19,15 @@ function age(ms) {
   return `${Math.floor(s / 86400)}d ago`;
 }
 
+/** A run's cost for the table: `$0.0123`, `~$0.0123` when estimated, `-` before a turn ended. */
+function cost(u) {
+  if (!u || !u.turns) return "-";
+  return `${u.cost_estimated ? "~" : ""}$${Number(u.cost_usd ?? 0).toFixed(4)}`;
+}
+
 function table(space, runs) {
   if (runs.length === 0) return el("p", { className: "meta" }, "No runs yet.");
-  const head = el("tr", {}, ...["Run", "Prompt", "Harness", "Status", "Why", "Turns", "Started"].map((h) => el("th", { scope: "col" }, h)));
+  const head = el("tr", {}, ...["Run", "Prompt", "Harness", "Status", "Why", "Turns", "Cost", "Started"].map((h) => el("th", { scope: "col" }, h)));
   const rows = runs.map((r) => {
     const link = el("a", { href: runPage(space.name, r.run_id), className: "mono" }, r.run_id);
     const label = r.label ? el("div", { className: "run-label" }, r.label) : "";
@@ -34,6 +40,7 @@ function table(space, runs) {
       el("td", {}, el("span", { className: `status status-${r.status}` }, r.status)),
       el("td", {}, r.reason ?? ""),
       el("td", {}, String(r.turns ?? "")),
+      el("td", { className: "mono" }, cost(r.usage)),
       el("td", {}, r.created_ms ? age(r.created_ms) : ""),
     );
   });
@@ -57,7 +64,7 @@ export async function showRuns(main) {
     try {
       const spaces = await call("GET", "/v1/spaces");
       const all = await Promise.all(spaces.map(async (s) => [s, await call("GET", `/v1/spaces/${encodeURIComponent(s.name)}/agents`)]));
-      const key = JSON.stringify(all.map(([s, runs]) => [s, runs.map((r) => [r.run_id, r.status, r.reason, r.turns, r.label, r.prompt_excerpt])]));
+      const key = JSON.stringify(all.map(([s, runs]) => [s, runs.map((r) => [r.run_id, r.status, r.reason, r.turns, r.label, r.prompt_excerpt, r.usage?.cost_usd])]));
       if (key !== shown) {
         shown = key;
         // Focus stays on the link it was on across a redraw.
