@@ -7,14 +7,22 @@
 //!   (its plan message, `Claude AI usage limit reached|<Unix seconds>`, carries the reset);
 //! - Codex: the error `usage_limit_reached` / "You've hit your usage limit" (with
 //!   `resets_in_seconds` or `resets_at` when the provider sent them), or `429 Too Many Requests`;
-//! - any CLI: `rate limit`, `rate_limit`, `RESOURCE_EXHAUSTED`, `quota exceeded`.
+//! - the ACP CLIs (opencode, Gemini CLI): a prompt answered with an error naming a limit;
+//! - the words, for every CLI that passes them through: `rate limit`, `usage limit`, `too many
+//!   requests`, `RESOURCE_EXHAUSTED`, `quota exceeded`, or a standalone `429`.
 
-/// True when `text` says a provider refused the request for a rate or usage limit.
+/// True when `text` says a provider refused the request for a rate or usage limit: its words,
+/// or the status 429 standing alone (not inside an id or a longer number).
 pub fn is_limit(text: &str) -> bool {
     let t = text.to_ascii_lowercase();
-    ["429", "rate limit", "rate_limit", "usage limit", "usage_limit", "too many requests", "resource_exhausted", "quota exceeded"]
-        .iter()
-        .any(|needle| t.contains(needle))
+    let words = ["rate limit", "rate_limit", "usage limit", "usage_limit", "too many requests", "resource_exhausted", "quota exceeded"];
+    words.iter().any(|w| t.contains(w)) || status_429(&t)
+}
+
+/// `429` with no letter, digit, `-` or `_` on either side.
+fn status_429(t: &str) -> bool {
+    let part = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    t.match_indices("429").any(|(i, _)| !part(t[..i].chars().next_back()) && !part(t[i + 3..].chars().next()))
 }
 
 /// When the limit `text` names resets, Unix ms, given the time `now_ms`: Claude Code's
@@ -60,6 +68,9 @@ mod tests {
         assert!(is_limit("You've hit your usage limit. Upgrade to Pro"));
         assert!(is_limit(r#"{"error":{"type":"usage_limit_reached"}}"#));
         assert!(!is_limit("API Error: 500 internal server error"));
+        assert!(is_limit("exceeded retry limit, last status: 429 Too Many Requests"));
+        assert!(!is_limit("request req_8429a1 failed: 500"), "a 429 inside an id is no status");
+        assert!(!is_limit("stream error after 14290 bytes"));
     }
 
     #[test]

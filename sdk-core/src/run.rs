@@ -67,7 +67,9 @@ pub struct SpaceAgentOptions {
     pub files: Vec<Attachment>,
     /// The most this run may spend (dollars, tokens, turns; [`Budget`]). Without it the
     /// operator's default for the Space applies (`config.json` `space_budgets`), if any.
-    /// `INVALID_ARGUMENT` naming `options.budget.<field>` for a bad limit.
+    /// `INVALID_ARGUMENT` naming `options.budget.<field>` for a bad limit. Left out of the JSON
+    /// when absent (a daemon older than budgets takes the options).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<Budget>,
 }
 
@@ -123,7 +125,7 @@ pub struct AgentStartRequest {
     /// The caller's trace context (W3C `traceparent`, `00-<trace id>-<span id>-<flags>`): the
     /// run's spans join that trace under that span (issue 33). Also taken from the HTTP header
     /// `traceparent` and MCP `_meta.traceparent`. `INVALID_ARGUMENT` naming it when malformed.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
 }
 
@@ -236,7 +238,7 @@ pub struct AgentMessageRequest {
     /// The caller's trace context (W3C `traceparent`): the turn this message starts links to
     /// it (the run's spans stay in the run's own trace). Also taken from the HTTP header
     /// `traceparent` and MCP `_meta.traceparent`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
 }
 

@@ -25,6 +25,12 @@
 //! Each daemon is torn down before the next phase starts: its runs stopped, the daemon stopped,
 //! and every process left from its temp dir ended and waited for (`Daemon::teardown`).
 //!
+//! With `SPACES_BENCH_OBSERVE=1` (`scripts/bench observe`, issue 33) the `new` daemon also has
+//! what an operator watching runs turns on: a webhook endpoint for every event type and an OTLP
+//! collector (`SPACES_OTLP_ENDPOINT`), both a sink on 127.0.0.1 that answers 200 to every post;
+//! its usage ledger is always on. Beside `SPACESD_BASE_BIN` built without them, the ratios are
+//! what they cost.
+//!
 //! The fake agent is this executable, launched as the claude-code CLI: it records its exec time
 //! and the time each user message reached its stdin in `bench-times.log` in its cwd, and prints
 //! what its prompt asks (`mode=idle|quiet|noisy`). Nothing is asserted; figures are printed as
@@ -88,6 +94,7 @@ fn main() {
         samples: if full { 10 } else { 2 },
     };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let observe = (std::env::var("SPACES_BENCH_OBSERVE").as_deref() == Ok("1")).then(|| rt.block_on(Sink::start()));
     let mut results: Vec<(String, String, f64)> = Vec::new(); // (bin, measure, value)
     for round in 0..cfg.rounds {
         let mut order: Vec<&(&str, PathBuf)> = bins.iter().collect();
@@ -99,13 +106,52 @@ fn main() {
             // not during this one's load phase.
             nix::unistd::sync();
             eprintln!("== round {} of {}: {name} ({})", round + 1, cfg.rounds, bin.display());
-            for (measure, v) in rt.block_on(one_round(bin, &cfg)) {
+            let watched = observe.as_ref().filter(|_| *name == "new");
+            for (measure, v) in rt.block_on(one_round(bin, &cfg, watched)) {
                 println!("load-raw: {name} round={} {measure}={v:.3}", round + 1);
                 results.push((name.to_string(), measure, v));
             }
         }
     }
     report(&bins.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>(), &results);
+    if let Some(sink) = &observe {
+        let (hooks, spans) = (sink.hooks.load(std::sync::atomic::Ordering::Relaxed), sink.spans.load(std::sync::atomic::Ordering::Relaxed));
+        println!("load: observed (new): {hooks} webhook posts and {spans} OTLP span batches taken by the sink");
+    }
+}
+
+/// The observers' sink (`SPACES_BENCH_OBSERVE=1`): answers 200 to every post, counting them.
+struct Sink {
+    url: String,
+    hooks: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    spans: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Sink {
+    async fn start() -> Sink {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let (hooks, spans) = (std::sync::Arc::new(AtomicU64::new(0)), std::sync::Arc::new(AtomicU64::new(0)));
+        let (h, s) = (hooks.clone(), spans.clone());
+        let app = axum::Router::new()
+            .route(
+                "/hook",
+                axum::routing::post(move || async move {
+                    h.fetch_add(1, Ordering::Relaxed);
+                    ""
+                }),
+            )
+            .route(
+                "/v1/traces",
+                axum::routing::post(move || async move {
+                    s.fetch_add(1, Ordering::Relaxed);
+                    "{}"
+                }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Sink { url, hooks, spans }
+    }
 }
 
 struct Cfg {
@@ -233,7 +279,7 @@ impl Drop for Daemon {
 }
 
 impl Daemon {
-    async fn start(bin: &Path) -> Daemon {
+    async fn start(bin: &Path, observe: Option<&Sink>) -> Daemon {
         let tmp = tempfile::Builder::new().prefix("spaces-bench-load-").tempdir().unwrap();
         let state = tmp.path().join("state");
         let root = tmp.path().join("space");
@@ -255,6 +301,7 @@ impl Daemon {
             .env("SPACES_TOOLS_DIR", tmp.path().join("tools"))
             .env_remove("ANTHROPIC_API_KEY")
             .env_remove("OPENAI_API_KEY")
+            .envs(observe.map(|s| ("SPACES_OTLP_ENDPOINT", s.url.clone())))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(tmp.path().join("spacesd.log")).unwrap())
@@ -277,6 +324,10 @@ impl Daemon {
             })
             .await
             .unwrap();
+        if let Some(sink) = observe {
+            let hook = json!({"url": format!("{}/hook", sink.url), "secret": "bench-secret-0123456789"});
+            client.call_named("webhook_add", hook).await.unwrap();
+        }
         Daemon { child, client, state, root, _tmp: tmp }
     }
 
@@ -532,7 +583,7 @@ async fn keep_noisy(client: Client, runs: Vec<String>, keeping: std::sync::Arc<s
     sent
 }
 
-async fn one_round(bin: &Path, cfg: &Cfg) -> Vec<(String, f64)> {
+async fn one_round(bin: &Path, cfg: &Cfg, observe: Option<&Sink>) -> Vec<(String, f64)> {
     let mut out = Vec::new();
     let mut put = |name: &str, mut v: Vec<f64>| {
         v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -543,7 +594,7 @@ async fn one_round(bin: &Path, cfg: &Cfg) -> Vec<(String, f64)> {
         out.push((format!("{name}.p99"), pct(&v, 0.99)));
     };
     {
-        let mut d = Daemon::start(bin).await;
+        let mut d = Daemon::start(bin, observe).await;
         // idle
         let (s, f) = start_and_followup(&d, cfg.samples).await;
         let (q, sse) = quiet_latency(&d, cfg.quiet_events).await;
@@ -576,7 +627,7 @@ async fn one_round(bin: &Path, cfg: &Cfg) -> Vec<(String, f64)> {
         d.teardown().await;
     }
     // ingest
-    let mut d = Daemon::start(bin).await;
+    let mut d = Daemon::start(bin, observe).await;
     let started = Instant::now();
     // Started at once, as a caller starting 50 agents would (`asyncio.gather`); until session 13
     // the bench awaited each start before sending the next, so 50 starts of about 13 ms each were

@@ -165,7 +165,7 @@ impl Store {
         let conn = self.reader()?;
         let mut stmt = conn.prepare(&format!(
             "SELECT {COLUMNS} FROM runs WHERE json_extract(options_json, '$.home') IS NOT NULL \
-             AND status IN ('running', 'idle', 'failed', 'crashed') ORDER BY created_ms"
+             AND status IN ('running', 'queued', 'quota_waiting', 'idle', 'failed', 'crashed') ORDER BY created_ms"
         ))?;
         let rows = stmt.query_map([], from_row)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)

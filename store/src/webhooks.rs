@@ -168,11 +168,17 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<Vec<String>>>()?)
     }
 
-    /// When the next pending delivery is due, Unix ms, if any is pending.
+    /// When the next try is due, Unix ms: the earliest of each endpoint and run's first pending
+    /// delivery (those behind it wait for it, whatever their own time), if any is pending.
     pub fn webhook_next_due(&self) -> Result<Option<u64>> {
         let conn = self.reader()?;
-        let next: Option<i64> =
-            conn.prepare_cached("SELECT MIN(next_ms) FROM webhook_outbox WHERE status = 'pending'")?.query_row([], |r| r.get(0))?;
+        let next: Option<i64> = conn
+            .prepare_cached(
+                "SELECT MIN(o.next_ms) FROM webhook_outbox o WHERE o.status = 'pending'
+                 AND o.rowid = (SELECT MIN(p.rowid) FROM webhook_outbox p
+                                WHERE p.status = 'pending' AND p.webhook_id = o.webhook_id AND p.run_id = o.run_id)",
+            )?
+            .query_row([], |r| r.get(0))?;
         Ok(next.map(|v| v.max(0) as u64))
     }
 

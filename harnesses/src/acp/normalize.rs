@@ -279,7 +279,11 @@ impl AcpNormalizer {
             Err(e) if self.interrupt_requested => {
                 (StopReason::Interrupted, Some(format!("interrupted by the caller ({})", rpc::error_text(&e))))
             }
-            Err(e) => (StopReason::Error, Some(rpc::error_text(&e))),
+            Err(e) => {
+                let why = rpc::error_text(&e);
+                let reason = if crate::quota::is_limit(&why) { StopReason::QuotaWaiting } else { StopReason::Error };
+                (reason, Some(why))
+            }
         };
         out.extend(self.end_turn(reason, text));
         out

@@ -261,17 +261,6 @@ impl Actor {
         if let Some(refusal) = self.budget_refusal() {
             return Err(refusal);
         }
-        if self.run.status == Status::QuotaWaiting {
-            // The caller's message runs now instead of the daemon's "continue".
-            self.quota_wait_over();
-            self.quota_continued = false;
-        }
-        if self.waiting_slot {
-            // The run waits for a slot: this message runs after the waiting turn.
-            let report = self.report(true, format!("queued at position {}: the run waits for a turn slot", self.machine.queue.len() + 1));
-            self.keep_queued(Queued { text, key: key.clone().map(|k| (k, report.clone())), n: None }, false);
-            return Ok(report);
-        }
         let admit = self.machine.admit(self.run.status, force, self.norm.turn_in_flight());
         match admit {
             Admit::Stopped => return Ok(self.report(false, "the run is stopped; start a new run to continue")),
@@ -282,6 +271,19 @@ impl Actor {
                 ))
             }
             _ => {}
+        }
+        if self.waiting_slot {
+            // The run waits for a slot: this message runs after the waiting turn.
+            let n = self.machine.queue.len();
+            if n >= state::MAX_QUEUED_MESSAGES {
+                return Err(ApiError::new(
+                    ErrorCode::ResourceQueueFull,
+                    format!("{n} messages already wait in this run for a turn slot (the limit); send again once its turns ran"),
+                ));
+            }
+            let report = self.report(true, format!("queued at position {}: the run waits for a turn slot", n + 1));
+            self.keep_queued(Queued { text, key: key.clone().map(|k| (k, report.clone())), n: None }, false);
+            return Ok(report);
         }
         if self.machine.message_starts_process() {
             // R34: a new process starts in the run's folder for this message.
@@ -320,6 +322,9 @@ impl Actor {
                 Ok(report)
             }
             Admit::AfterExit => {
+                // A caller's message runs instead of the daemon's "continue" after a limit.
+                self.quota_wait_over();
+                self.quota_continued = false;
                 // The Codex follow-up race (issue 31): the turn ended, its `exec` process is
                 // still exiting (or an `exit_when_idle` agent's, ended at once now rather than
                 // after the rest of its grace). The message is the next turn, not one waiting
@@ -333,7 +338,17 @@ impl Actor {
             }
             Admit::StartNow | Admit::Stopped | Admit::Stopping => {
                 self.turn_trace.link = self.turn_trace.pending_link.take();
-                let report = self.report(true, format!("delivered: turn {} started", self.run.turns + 1));
+                // A caller's message runs instead of the daemon's "continue" after a limit.
+                self.quota_wait_over();
+                self.quota_continued = false;
+                let report = if self.inner.admission.would_take(&self.run.run_id, &self.run.space) {
+                    self.report(true, format!("delivered: turn {} started", self.run.turns + 1))
+                } else {
+                    self.report(
+                        true,
+                        "accepted: the run waits for a turn slot (the operator's cap on running turns); the turn starts when one frees",
+                    )
+                };
                 self.start_turn(Queued { text, key: keyed(&report), n: None }).await;
                 Ok(report)
             }
@@ -373,6 +388,8 @@ impl Actor {
     }
 
     async fn on_stop(&mut self) {
+        // No "continue" after a provider's limit: the run is being stopped.
+        self.quota_wait_over();
         let dropped = self.machine.stop();
         self.queue_dropped(dropped, "the run was stopped");
         let survivors = self.end_processes(STOP_GRACE).await;
@@ -422,7 +439,9 @@ impl Actor {
     /// Start the next queued turn when the run can take it, or close an idle long-lived process
     /// of an `exit_when_idle` run. Called after every command and process event.
     async fn advance(&mut self) {
-        if self.waiting_slot {
+        // A turn waits for a slot, or the provider's limit to reset: nothing queued starts
+        // before it (`slots.rs`, `quota.rs`).
+        if self.waiting_slot || self.run.status == Status::QuotaWaiting {
             return;
         }
         match self.machine.advance(self.norm.turn_in_flight(), self.run.turns) {

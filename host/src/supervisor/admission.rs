@@ -44,8 +44,6 @@ pub enum Take {
     Taken,
     /// The run waits at `place` (1-based) of `waiting`; `why` names the cap.
     Wait { place: usize, waiting: usize, why: String },
-    /// The queue is full: the turn is refused.
-    Full { waiting: usize },
 }
 
 #[derive(Debug, Default)]
@@ -104,6 +102,19 @@ impl Admission {
         host && self.caps.of_space(space).is_none_or(|cap| in_space < cap)
     }
 
+    /// Whether [`Self::try_take`] would give `run_id` a slot now (no change made).
+    pub fn would_take(&self, run_id: &str, space: &str) -> bool {
+        if !self.capped() {
+            return true;
+        }
+        let s = self.lock();
+        if s.running.contains_key(run_id) {
+            return true;
+        }
+        let first = s.waiting.iter().find(|w| self.free_for(&s, &w.space)).map(|w| w.run_id.as_str());
+        first == Some(run_id) || (first.is_none() && self.free_for(&s, space))
+    }
+
     /// Take a slot for a turn of `run_id` in `space`: at once when a cap allows it and no run
     /// that could take it waits ahead; otherwise the run waits (recorded in `store`, keeping
     /// its place if it already waits).
@@ -129,9 +140,8 @@ impl Admission {
             return Take::Taken;
         }
         if !s.waiting.iter().any(|w| w.run_id == run_id) {
-            if s.waiting.len() >= self.caps.queue_max {
-                return Take::Full { waiting: s.waiting.len() };
-            }
+            // A turn reaching here was accepted (the queue's limit is checked at the door,
+            // [`Self::full_for`]): it waits, whatever the queue's length.
             let row = WaitingRow { run_id: run_id.to_owned(), space: space.to_owned(), seq: s.next_seq };
             s.next_seq += 1;
             if let Err(e) = store.admission_wait(&row) {
@@ -224,12 +234,15 @@ mod tests {
         let a = Admission::new(Caps { host: None, spaces, queue_max: 1 });
         assert_eq!(a.try_take(&st, "r1", "busy"), Take::Taken);
         assert!(matches!(a.try_take(&st, "r2", "busy"), Take::Wait { place: 1, .. }));
+        assert!(a.would_take("r3", "other") && !a.would_take("r4", "busy"));
         assert_eq!(a.try_take(&st, "r3", "other"), Take::Taken);
-        assert_eq!(a.try_take(&st, "r4", "busy"), Take::Full { waiting: 1 });
+        // The door refuses a new turn once the queue is full; one accepted before waits.
         assert_eq!(a.full_for("r4", "busy"), Some(1));
+        assert!(matches!(a.try_take(&st, "r4", "busy"), Take::Wait { place: 2, .. }));
         a.leave(&st, "r2");
         assert_eq!(a.place("r2"), None);
-        assert!(st.admission_waiting().unwrap().is_empty());
+        assert_eq!(a.place("r4"), Some((1, 1)), "those behind move up");
+        assert_eq!(st.admission_waiting().unwrap().len(), 1);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use super::{actors, registry};
 use crate::error::{refuse, Result};
 
 fn live(inner: &Inner, run: &RunRow) -> bool {
-    matches!(run.status, Status::Running | Status::Idle) || inner.actors.has(&run.run_id)
+    matches!(run.status, Status::Running | Status::Queued | Status::QuotaWaiting | Status::Idle) || inner.actors.has(&run.run_id)
 }
 
 /// Delete one run that is not live (see the module doc).
@@ -86,13 +86,16 @@ pub(super) async fn remove_space(inner: &Arc<Inner>, name: &str, force: bool) ->
     }
     // All at once: each stop waits mostly on its own shim (a thousand, one after another,
     // took over a minute; issue 30).
-    let stops = live_runs.iter().filter(|r| matches!(r.status, Status::Running | Status::Idle)).map(|run| async move {
-        let report = actors::ask(inner, (*run).clone(), |reply| Cmd::Stop { reply }).await?;
-        if !report.ok {
-            return Err(refuse(ErrorCode::AgentBusy, format!("run {} did not stop: {}", run.run_id, report.reason)));
-        }
-        Ok(run.run_id.clone())
-    });
+    let stops = live_runs
+        .iter()
+        .filter(|r| matches!(r.status, Status::Running | Status::Queued | Status::QuotaWaiting | Status::Idle))
+        .map(|run| async move {
+            let report = actors::ask(inner, (*run).clone(), |reply| Cmd::Stop { reply }).await?;
+            if !report.ok {
+                return Err(refuse(ErrorCode::AgentBusy, format!("run {} did not stop: {}", run.run_id, report.reason)));
+            }
+            Ok(run.run_id.clone())
+        });
     let stopped = futures_util::future::join_all(stops).await.into_iter().collect::<Result<Vec<String>>>()?;
     // A stopped run's actor settles (last save of a persistent home, lease release) before it goes.
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);

@@ -191,12 +191,9 @@ impl Supervisor {
         if text.trim().is_empty() {
             return Err(refuse(ErrorCode::InvalidArgument, "text is empty; give the message for the agent"));
         }
-        let live = self
-            .inner
-            .store
-            .runs_with_home(name)?
-            .into_iter()
-            .find(|r| matches!(r.status, Status::Running | Status::Idle | Status::Failed | Status::Crashed));
+        let live = self.inner.store.runs_with_home(name)?.into_iter().find(|r| {
+            matches!(r.status, Status::Running | Status::Queued | Status::QuotaWaiting | Status::Idle | Status::Failed | Status::Crashed)
+        });
         if let Some(run) = live {
             if run.status == Status::Running {
                 return Err(refuse(

@@ -93,6 +93,8 @@ pub(super) async fn recover(inner: &Arc<Inner>) -> Result<()> {
             inner.store.turn_end(&run.run_id, turn, StopReason::Crashed.as_str())?;
             run.status = Status::Crashed;
             run.phase = Phase::Crashed;
+            // It held a slot as a running run (`admission::restore`): no more.
+            inner.admission.release(&run.run_id);
             run.reason = format!("{why}; a follow-up resumes the session");
         }
         inner.store.run_update(&run)?;

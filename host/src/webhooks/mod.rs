@@ -159,25 +159,36 @@ impl Webhooks {
     }
 
     async fn send_loop(self: Arc<Self>) {
+        // Tries in flight, by delivery id: a slow endpoint holds up only its own runs' queues.
+        let mut tries = tokio::task::JoinSet::new();
+        let mut in_flight: std::collections::HashSet<String> = std::collections::HashSet::new();
         loop {
-            let due = self.store.webhook_due(now_ms(), PARALLEL as u32).unwrap_or_default();
-            let hooks = self.store.webhook_list().unwrap_or_default();
-            let mut tries = tokio::task::JoinSet::new();
-            for d in due {
-                let Some(hook) = hooks.iter().find(|h| h.webhook_id == d.webhook_id).cloned() else { continue };
-                let me = self.clone();
-                tries.spawn(async move { me.try_once(&hook, d).await });
-            }
-            let sent_any = !tries.is_empty();
-            while tries.join_next().await.is_some() {}
-            if sent_any {
-                continue;
+            let room = PARALLEL.saturating_sub(in_flight.len()) as u32;
+            if room > 0 {
+                let due = self.store.webhook_due(now_ms(), PARALLEL as u32 * 2).unwrap_or_default();
+                let hooks = self.store.webhook_list().unwrap_or_default();
+                let fresh: Vec<DeliveryRow> = due.into_iter().filter(|d| !in_flight.contains(&d.delivery_id)).take(room as usize).collect();
+                for d in fresh {
+                    let Some(hook) = hooks.iter().find(|h| h.webhook_id == d.webhook_id).cloned() else { continue };
+                    in_flight.insert(d.delivery_id.clone());
+                    let me = self.clone();
+                    tries.spawn(async move {
+                        let id = d.delivery_id.clone();
+                        me.try_once(&hook, d).await;
+                        id
+                    });
+                }
             }
             let wait = match self.store.webhook_next_due() {
                 Ok(Some(at)) => Duration::from_millis(at.saturating_sub(now_ms()).max(10)),
                 _ => Duration::from_secs(60),
             };
             tokio::select! {
+                Some(done) = tries.join_next(), if !tries.is_empty() => {
+                    if let Ok(id) = done {
+                        in_flight.remove(&id);
+                    }
+                }
                 _ = self.wake.notified() => {}
                 _ = tokio::time::sleep(wait) => {}
             }

@@ -600,7 +600,11 @@ async fn stop_all(client: &Client, space: SpaceArg, json: bool) -> anyhow::Resul
     let mut live = Vec::new();
     for space in &spaces {
         let runs = client.space(space).agent_list().await?;
-        live.extend(runs.into_iter().filter(|r| matches!(r.status, Status::Running | Status::Idle)).map(|r| (space.clone(), r.run_id)));
+        live.extend(
+            runs.into_iter()
+                .filter(|r| matches!(r.status, Status::Running | Status::Queued | Status::QuotaWaiting | Status::Idle))
+                .map(|r| (space.clone(), r.run_id)),
+        );
     }
     let started = std::time::Instant::now();
     let reports: Vec<(String, Result<spaces_sdk::ActionReport, spaces_sdk::client::ClientError>)> =

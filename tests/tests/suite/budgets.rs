@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use spaces_sdk::{AgentStartRequest, AgentUsageRequest, Budget, ErrorCode, SpaceAgentOptions, Status, StopReason, UsageReport};
 use spaces_testkit::{Reply, Script, ScriptedServer, Wire};
 
-use super::harness::{CLAUDE, CODEX_APP_SERVER, H};
+use super::harness::{CLAUDE, CODEX, CODEX_APP_SERVER, GEMINI, H, OPENCODE};
 use crate::support::mcp::{Mcp, StdioMcp};
 use crate::support::{describe, require_cli, settled, TestDaemon};
 
@@ -34,7 +34,7 @@ async fn daemon() -> (TestDaemon, std::path::PathBuf) {
 }
 
 fn options(h: H, server: &ScriptedServer, budget: Option<Budget>) -> SpaceAgentOptions {
-    let model = (h.wire == Wire::OpenAiResponses).then(|| MODEL.to_owned());
+    let model = (h.wire != Wire::AnthropicMessages).then(|| MODEL.to_owned());
     SpaceAgentOptions { base_url: Some(server.base_url()), model, budget, ..Default::default() }
 }
 
@@ -56,15 +56,19 @@ async fn usage(d: &TestDaemon, run: &str) -> UsageReport {
     d.client.agent_usage(&req).await.unwrap()
 }
 
-/// The input and output tokens the scripted model reported over all its calls so far: Claude's
-/// wire reports 12 in and 6 out a call; the Responses wire 100 + 10 per input item in.
+/// The input tokens the scripted model reported over all its calls so far: Claude's wire reports
+/// 12 a call; the others 100 + 10 per item of the request's history (Responses `input`, Chat
+/// `messages`, Gemini `contents`).
 fn tokens_served(h: H, server: &ScriptedServer) -> u64 {
+    let items = |c: &spaces_testkit::RecordedRequest, key: &str| c.json.as_ref().and_then(|j| j[key].as_array()).map_or(0, Vec::len) as u64;
     server
         .model_calls()
         .iter()
         .map(|c| match h.wire {
             Wire::AnthropicMessages => 12,
-            _ => 100 + 10 * c.json.as_ref().and_then(|j| j["input"].as_array()).map_or(0, Vec::len) as u64,
+            Wire::OpenAiResponses => 100 + 10 * items(c, "input"),
+            Wire::OpenAiChatCompletions => 100 + 10 * items(c, "messages"),
+            Wire::GeminiStreamGenerateContent => 100 + 10 * items(c, "contents"),
         })
         .sum()
 }
@@ -88,7 +92,11 @@ async fn usage_adds_up_across_turns_and_a_restart(h: H) {
     assert_eq!(two.totals.input_tokens, tokens_served(h, &server), "{two:#?}\n{}", describe(&d.events("s", &run).await));
     assert!(two.turns.iter().all(|t| t.input_tokens > 0 && t.output_tokens > 0), "each turn its own share: {two:#?}");
     assert!(two.totals.cost_usd > 0.0 && two.totals.cost_unknown_turns == 0, "{two:#?}");
-    assert_eq!(two.totals.cost_estimated, h.wire == Wire::OpenAiResponses, "Codex reports no cost; its is priced: {two:#?}");
+    assert_eq!(
+        two.totals.cost_estimated,
+        h.wire != Wire::AnthropicMessages,
+        "only Claude Code reports a cost; the others' is priced: {two:#?}"
+    );
 
     d.restart().await;
     assert_eq!(usage(&d, &run).await, two, "the ledger is durable");
@@ -131,6 +139,21 @@ async fn claude_usage_adds_up_across_turns_and_a_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_usage_adds_up_across_turns_and_a_restart() {
     usage_adds_up_across_turns_and_a_restart(CODEX_APP_SERVER).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_exec_usage_adds_up_across_turns_and_a_restart() {
+    usage_adds_up_across_turns_and_a_restart(CODEX).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_usage_adds_up_across_turns_and_a_restart() {
+    usage_adds_up_across_turns_and_a_restart(OPENCODE).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_cli_usage_adds_up_across_turns_and_a_restart() {
+    usage_adds_up_across_turns_and_a_restart(GEMINI).await
 }
 
 /// A shell command the model asks for again and again: a runaway loop only a budget ends.

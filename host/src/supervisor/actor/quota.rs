@@ -19,17 +19,10 @@ pub const CONTINUE_TEXT: &str = "Continue where you left off: the provider's usa
 
 impl Actor {
     /// A turn ended `quota_waiting` with `why` (the CLI's words): when to continue, the run's
-    /// reason, and a notice. A turn the daemon sent to continue after an earlier wait that hits
-    /// the limit again is not continued a second time: the run fails, saying so.
+    /// reason, and a notice. (A turn the daemon sent to continue after an earlier wait that hits
+    /// the limit again ends `error` instead: [`Self::quota_hit_again`].)
     pub(super) fn on_quota_wait(&mut self, why: Option<&str>) -> (Status, String) {
         let now = spaces_store::now_ms();
-        if self.quota_continued {
-            self.quota_continued = false;
-            self.run.resets_at_ms = None;
-            let reason = "the provider's limit was hit again by the turn sent after it reset; send a message to try again".to_owned();
-            self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice).summary(&reason)]);
-            return (Status::Failed, reason);
-        }
         let said = why.and_then(|w| spaces_harnesses::quota::reset_at_ms(w, now)).or(self.norm.quota_resets_at_ms());
         let at = said.filter(|at| *at > now).unwrap_or(now + self.inner.cfg.quota_backoff_ms);
         let from = if said.is_some() { "the provider's reset" } else { "no reset time was given: the daemon's backoff" };
@@ -49,10 +42,33 @@ impl Actor {
         }
     }
 
-    /// The limit has reset: continue the session with one turn, saying so.
+    /// Before stored events: the daemon's "continue" turn hit the limit again. It ends `error`
+    /// (the run fails, saying so) rather than wait and continue once more: no loop against a
+    /// limit that does not reset.
+    pub(super) fn quota_hit_again(&mut self, drafts: &mut [EventDraft]) {
+        if !self.quota_continued {
+            return;
+        }
+        for d in drafts.iter_mut().filter(|d| d.kind == EventKind::TurnEnded) {
+            if d.stop_reason == Some(spaces_sdk::StopReason::QuotaWaiting) {
+                d.stop_reason = Some(spaces_sdk::StopReason::Error);
+                d.text = Some("the provider's limit was hit again by the turn sent after it reset; send a message to try again".into());
+            }
+            self.quota_continued = false;
+        }
+    }
+
+    /// The limit has reset: continue the session with one turn, saying so (not when the run
+    /// is at its budget: it then waits for it to be raised).
     pub(super) async fn quota_reset(&mut self) {
         self.quota_resume_at = None;
         if self.run.status != Status::QuotaWaiting {
+            return;
+        }
+        if let Some(why) = self.budget_reached() {
+            self.run.resets_at_ms = None;
+            let reason = format!("the provider's limit has reset, but the run is at its budget: it {why}; raise it with agent_budget");
+            self.set_state(Status::Idle, Phase::Waiting, &reason);
             return;
         }
         self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice)

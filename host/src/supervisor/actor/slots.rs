@@ -11,8 +11,9 @@ use super::Actor;
 
 impl Actor {
     /// A slot for the turn of `message`: `Some(message)` to start it now; `None` when the run
-    /// waits (`message` kept first in its queue, status `queued` with its place) or the queue is
-    /// full (the turn is dropped, saying so).
+    /// waits (`message` kept first in its queue, status `queued` with its place). Every turn
+    /// reaching here was accepted; a full queue refuses only at the door
+    /// ([`Self::queue_full_refusal`], `Supervisor::agent_start`).
     pub(super) fn take_slot(&mut self, message: Queued) -> Option<Queued> {
         let (run_id, space) = (self.run.run_id.clone(), self.run.space.clone());
         match self.inner.admission.try_take(&self.inner.store, &run_id, &space) {
@@ -37,14 +38,6 @@ impl Actor {
                 }
                 if first_wait || reason != self.run.reason {
                     self.set_state(Status::Queued, Phase::Waiting, &reason);
-                }
-                None
-            }
-            Take::Full { waiting } => {
-                let why = format!("{waiting} runs already wait for a turn slot (the host's limit, admission_queue_max)");
-                self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice).summary(format!("the turn was not started: {why}"))]);
-                if self.run.status != Status::Idle {
-                    self.set_state(Status::Idle, Phase::Waiting, &format!("the last message was not run: {why}; send it again later"));
                 }
                 None
             }

@@ -44,6 +44,7 @@ impl Actor {
     /// Before stored events: a turn the daemon interrupted for the budget ends `budget_reached`;
     /// then the ledger sees them.
     pub(super) fn note_spending(&mut self, drafts: &mut [EventDraft]) {
+        self.quota_hit_again(drafts);
         if let Some(why) = &self.budget_interrupt {
             for d in drafts.iter_mut().filter(|d| d.kind == EventKind::TurnEnded && d.stop_reason == Some(StopReason::Interrupted)) {
                 d.stop_reason = Some(StopReason::BudgetReached);

@@ -227,12 +227,8 @@ impl Actor {
             }
             if reason == StopReason::QuotaWaiting {
                 let (status, why) = self.on_quota_wait(text.as_deref());
-                let phase = if status == Status::Failed { Phase::Failed } else { change.phase };
-                self.set_state(status, phase, &why);
+                self.set_state(status, change.phase, &why);
             } else {
-                if reason == StopReason::EndTurn {
-                    self.quota_continued = false;
-                }
                 self.set_state(change.status, change.phase, &change.reason);
             }
         }
@@ -254,6 +250,10 @@ impl Actor {
             persist::finish(&self.inner, &self.run, self.harness);
         }
         self.slot_follows(status);
+        if status != Status::QuotaWaiting {
+            // No "continue" is pending for a run in any other state.
+            self.quota_wait_over();
+        }
         self.run.status = status;
         self.run.phase = phase;
         self.run.reason = self.redactor.apply(reason);

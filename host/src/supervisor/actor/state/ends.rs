@@ -142,6 +142,11 @@ impl<P> Machine<P> {
         if !self.queue.is_empty() {
             return plan(save_home, dropped, AfterExit::Set(None));
         }
+        if status == Status::QuotaWaiting && !was_in_turn {
+            // A turn the provider refused; its process ended after it (Codex's `exec` exits 1):
+            // the run waits for the reset all the same, and the next turn starts a process.
+            return plan(save_home, dropped, AfterExit::Set(None));
+        }
         if clean && !was_in_turn {
             // A per-turn CLI finished its turn, or a long-lived one exited while idle.
             let set = if self.setup.exit_when_idle {

@@ -587,3 +587,22 @@ fn the_actor_may_retire_with_no_process_no_turn_and_nothing_queued() {
     let (m, _) = live();
     assert!(!m.is_dormant(false));
 }
+
+/// Issue 33: a turn the provider refused for a limit leaves the run waiting for the reset, also
+/// when its process exits after it (Codex's `exec` exits 1), cleanly or not, with or without
+/// `exit_when_idle`: never `failed` or `done`.
+#[test]
+fn a_quota_wait_outlives_the_process_that_ended_after_it() {
+    let (mut m, _) = machine(ProcessModel::PerTurn);
+    assert_eq!(
+        m.turn_ended(StopReason::QuotaWaiting, Some("usage limit")).1,
+        Some(Change { status: Status::QuotaWaiting, phase: Phase::Waiting, reason: "usage limit".into() })
+    );
+    m.spawned(FakeProcess("exec"), None);
+    assert_eq!(exit(&mut m, Some(1), None, false, Status::QuotaWaiting).then, AfterExit::Set(None));
+    m.spawned(FakeProcess("exec"), None);
+    assert_eq!(exit(&mut m, Some(0), None, false, Status::QuotaWaiting).then, AfterExit::Set(None));
+    let mut done = Machine::new(Setup { exit_when_idle: true, ..setup(ProcessModel::PerTurn) }, 0, Instant::now());
+    done.spawned(FakeProcess("exec"), None);
+    assert_eq!(exit(&mut done, Some(0), None, false, Status::QuotaWaiting).then, AfterExit::Set(None), "not done");
+}
