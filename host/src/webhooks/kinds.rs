@@ -23,6 +23,11 @@ pub fn kinds_of(e: &Event) -> Vec<&'static str> {
     }
 }
 
+/// Whether run event `e` makes any delivery (the scanner's filter on the event log).
+pub fn wanted(e: &Event) -> bool {
+    !kinds_of(e).is_empty()
+}
+
 /// The JSON body of one delivery: `{type, timestamp, data: {run_id, space, agent, event}}`
 /// (Standard Webhooks' envelope; `timestamp` is RFC 3339 of the event's time).
 pub fn body(kind: &str, run_id: &str, space: &str, agent: &str, e: &Event) -> String {

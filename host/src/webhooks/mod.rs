@@ -1,11 +1,12 @@
 //! Webhooks (issue 33): the operator's endpoints, told of run events without polling.
 //!
 //! Two loops, started by [`Webhooks::spawn`]:
-//! - the **scanner** follows every run's event log ([`EventLog::follow_all`]); for each event of
-//!   a chosen type ([`kinds`]) stored after an endpoint was registered, it writes one delivery
-//!   row per endpoint in the outbox, with the run's scan cursor, in one transaction
-//!   (`spaces_store::webhooks`). At start it scans every run from its stored cursor, so events
-//!   stored while no daemon ran (a shim's turn ending) are not lost.
+//! - the **scanner** follows every run's event log ([`EventLog::follow_all`]): the log hands it
+//!   each published event of a chosen type ([`kinds`]), so the output lines in between are never
+//!   read back. For each one stored after an endpoint was registered it writes one delivery row
+//!   per endpoint in the outbox, with the run's scan cursor, in one transaction
+//!   (`spaces_store::webhooks`). At start it scans every run from its stored cursor in the
+//!   database, so events stored while no daemon ran (a shim's turn ending) are not lost.
 //! - the **sender** posts each run's deliveries to each endpoint in order (the next one only
 //!   once the one before was taken or given up), signed ([`sign`]), and retries a failed try
 //!   with backoff (1 s doubling to 10 min, at most [`MAX_ATTEMPTS`] tries). A try counts as
@@ -15,6 +16,7 @@
 mod kinds;
 mod sign;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -129,32 +131,36 @@ impl Webhooks {
         while self.store.webhook_list().map(|l| l.is_empty()).unwrap_or(true) {
             self.added.notified().await;
         }
-        let mut changes = self.log.follow_all();
-        // Everything stored since the first endpoint was registered, from each run's cursor.
+        // From here on every event of a chosen kind is handed over as it is published (the
+        // thousands of output lines in between are not read back).
+        let mut changes = self.log.follow_all(kinds::wanted);
+        // Everything stored before, since the first endpoint was registered, from each run's
+        // stored cursor (events stored while no daemon ran, or before a restart).
         let first = self.store.webhook_list().ok().and_then(|l| l.iter().map(|w| w.created_ms).min()).unwrap_or(0);
+        let mut cursors: HashMap<String, u64> = HashMap::new();
         for run_id in self.store.runs_since(first).unwrap_or_default() {
-            self.scan(&run_id).await;
+            let (store, id) = (self.store.clone(), run_id.clone());
+            match tokio::task::spawn_blocking(move || scan_run(&store, &id)).await {
+                Ok(Ok(seq)) => drop(cursors.insert(run_id, seq)),
+                Ok(Err(e)) => tracing::warn!("webhooks: events of run {run_id} not scanned: {e}"),
+                Err(e) => tracing::warn!("webhooks: the scan of run {run_id} failed: {e}"),
+            }
         }
+        self.wake.notify_one();
         loop {
-            for run_id in self.log.take_changed() {
-                self.scan(&run_id).await;
+            let handed = self.log.take_changed();
+            if handed.iter().any(|(_, _, events)| !events.is_empty()) {
+                let (store, known) = (self.store.clone(), std::mem::take(&mut cursors));
+                match tokio::task::spawn_blocking(move || enqueue_handed(&store, known, handed)).await {
+                    Ok(known) => cursors = known,
+                    Err(e) => tracing::warn!("webhooks: deliveries not made: {e}"),
+                }
+                self.wake.notify_one();
             }
             tokio::select! {
                 r = changes.changed() => if r.is_err() { return },
                 _ = self.added.notified() => {}
             }
-        }
-    }
-
-    /// Turn the events of `run_id` after its scan cursor into deliveries.
-    async fn scan(&self, run_id: &str) {
-        let (store, id) = (self.store.clone(), run_id.to_owned());
-        let made = tokio::task::spawn_blocking(move || scan_run(&store, &id)).await;
-        match made {
-            Ok(Ok(true)) => self.wake.notify_one(),
-            Ok(Ok(false)) => {}
-            Ok(Err(e)) => tracing::warn!("webhooks: events of run {run_id} not scanned: {e}"),
-            Err(e) => tracing::warn!("webhooks: the scan of run {run_id} failed: {e}"),
         }
     }
 
@@ -235,45 +241,78 @@ fn backoff(attempts: u32) -> Duration {
     RETRY_BASE.saturating_mul(1 << attempts.saturating_sub(1).min(20)).min(RETRY_MAX)
 }
 
-/// Scan `run_id` (blocking: database reads and one write per page). True when deliveries
-/// were written.
-fn scan_run(store: &Store, run_id: &str) -> spaces_store::Result<bool> {
+/// Scan `run_id` from its stored cursor (blocking: database reads, one write per page with
+/// deliveries): at start, for what was stored before the scanner followed the log. Returns the
+/// seq scanned to.
+fn scan_run(store: &Store, run_id: &str) -> spaces_store::Result<u64> {
     let hooks = store.webhook_list()?;
-    if hooks.is_empty() {
-        return Ok(false);
-    }
-    let Some(run) = store.run_get(run_id)? else { return Ok(false) };
     let mut cursor = store.webhook_scanned(run_id)?;
-    let mut made = false;
+    let Some(run) = store.run_get(run_id)? else { return Ok(cursor) };
     loop {
         let events = store.events_after(run_id, cursor, 500, false)?;
-        let Some(last) = events.last().map(|e| e.seq) else { return Ok(made) };
-        let mut rows = Vec::new();
-        for e in &events {
-            for kind in kinds::kinds_of(e) {
-                for hook in hooks.iter().filter(|h| e.ts_ms >= h.created_ms && (h.events.is_empty() || h.events.iter().any(|k| k == kind)))
-                {
-                    rows.push(DeliveryRow {
-                        delivery_id: format!("{}:{}:{}:{kind}", hook.webhook_id, run_id, e.seq),
-                        webhook_id: hook.webhook_id.clone(),
-                        run_id: run_id.to_owned(),
-                        seq: e.seq,
-                        kind: kind.to_owned(),
-                        payload: kinds::body(kind, run_id, &run.space, &run.agent, e),
-                        status: "pending".into(),
-                        attempts: 0,
-                        next_ms: 0,
-                        last_error: None,
-                        created_ms: now_ms(),
-                        done_ms: None,
-                    });
-                }
-            }
+        let Some(last) = events.last().map(|e| e.seq) else { return Ok(cursor) };
+        let rows = deliveries_of(&hooks, run_id, &run.space, &run.agent, &events);
+        if !rows.is_empty() || events.len() < 500 {
+            store.webhook_enqueue(run_id, last, rows)?;
         }
-        made |= !rows.is_empty();
-        store.webhook_enqueue(run_id, last, rows)?;
         cursor = last;
     }
+}
+
+/// The events handed over since the last call ([`EventLog::take_changed`]: by run, its last
+/// seq and its events of a chosen kind) made deliveries, written with each run's cursor (only
+/// for runs with deliveries: a cursor left behind costs a re-read at the next start, never a
+/// loss). `known`: each run's cursor so far; returned updated.
+fn enqueue_handed(
+    store: &Store,
+    mut known: HashMap<String, u64>,
+    handed: Vec<(String, u64, Vec<spaces_sdk::Event>)>,
+) -> HashMap<String, u64> {
+    let hooks = store.webhook_list().unwrap_or_default();
+    for (run_id, last, events) in handed {
+        let cursor = match known.get(&run_id) {
+            Some(c) => *c,
+            None => store.webhook_scanned(&run_id).unwrap_or(0),
+        };
+        let fresh: Vec<spaces_sdk::Event> = events.into_iter().filter(|e| e.seq > cursor).collect();
+        if !fresh.is_empty() {
+            let made = store.run_get(&run_id).ok().flatten().map(|run| deliveries_of(&hooks, &run_id, &run.space, &run.agent, &fresh));
+            if let Err(e) = store.webhook_enqueue(&run_id, last, made.unwrap_or_default()) {
+                tracing::warn!("webhooks: deliveries of run {run_id} not stored (made again at the next start): {e}");
+                continue;
+            }
+        }
+        known.insert(run_id, cursor.max(last));
+    }
+    known
+}
+
+/// One delivery per chosen event of `events` and endpoint that wants it (and existed when the
+/// event was stored).
+fn deliveries_of(hooks: &[WebhookRow], run_id: &str, space: &str, agent: &str, events: &[spaces_sdk::Event]) -> Vec<DeliveryRow> {
+    let mut rows = Vec::new();
+    for e in events {
+        for kind in kinds::kinds_of(e) {
+            let wants = |h: &&WebhookRow| e.ts_ms >= h.created_ms && (h.events.is_empty() || h.events.iter().any(|k| k == kind));
+            for hook in hooks.iter().filter(wants) {
+                rows.push(DeliveryRow {
+                    delivery_id: format!("{}:{}:{}:{kind}", hook.webhook_id, run_id, e.seq),
+                    webhook_id: hook.webhook_id.clone(),
+                    run_id: run_id.to_owned(),
+                    seq: e.seq,
+                    kind: kind.to_owned(),
+                    payload: kinds::body(kind, run_id, space, agent, e),
+                    status: "pending".into(),
+                    attempts: 0,
+                    next_ms: 0,
+                    last_error: None,
+                    created_ms: now_ms(),
+                    done_ms: None,
+                });
+            }
+        }
+    }
+    rows
 }
 
 fn record(r: &WebhookRow, (pending, delivered, failed): (u64, u64, u64)) -> WebhookRecord {

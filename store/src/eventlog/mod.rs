@@ -29,11 +29,19 @@ use crate::{JournalPos, Store};
 struct Shared {
     watchers: Mutex<HashMap<String, watch::Sender<u64>>>,
     recent: Mutex<recent::Recent>,
-    /// Runs with events published since the last [`EventLog::take_changed`], while someone
-    /// follows every run ([`EventLog::follow_all`]: the webhook scanner); `None` otherwise.
-    changed: Mutex<Option<std::collections::BTreeSet<String>>>,
-    /// Bumped with every publish while `changed` is on.
+    /// While someone follows every run ([`EventLog::follow_all`]: the webhook scanner), what
+    /// was published since the last [`EventLog::take_changed`]; `None` otherwise.
+    changed: Mutex<Option<Following>>,
+    /// Bumped with every kept event while following.
     any: std::sync::OnceLock<watch::Sender<u64>>,
+}
+
+/// What the follower of every run wants, and what it was handed so far.
+struct Following {
+    /// Which events it wants (the webhook scanner: the few kinds that make deliveries).
+    wants: fn(&Event) -> bool,
+    /// By run: the last seq published, and the wanted events among them, in order.
+    runs: HashMap<String, (u64, Vec<Event>)>,
 }
 
 /// Durable, cursor-readable event logs of every run.
@@ -42,23 +50,30 @@ pub struct EventLog {
     shared: Arc<Shared>,
 }
 
-/// `events` of `run_id` were just committed: keep the newest in memory, then wake the readers.
+/// `events` of `run_id` were just committed: keep the newest in memory, hand the wanted ones
+/// to the follower of every run, then wake the readers.
 fn publish_events(shared: &Shared, run_id: &str, events: &[Event]) {
     let Some(last) = events.last() else { return };
     shared.recent.lock().unwrap_or_else(|p| p.into_inner()).push(run_id, events);
+    if let Some(following) = shared.changed.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        let wanted: Vec<Event> = events.iter().filter(|e| (following.wants)(e)).cloned().collect();
+        let entry = match following.runs.get_mut(run_id) {
+            Some(entry) => entry,
+            None => following.runs.entry(run_id.to_owned()).or_default(),
+        };
+        entry.0 = entry.0.max(last.seq);
+        if !wanted.is_empty() {
+            entry.1.extend(wanted);
+            if let Some(any) = shared.any.get() {
+                any.send_modify(|n| *n = n.wrapping_add(1));
+            }
+        }
+    }
     publish(shared, run_id, last.seq);
 }
 
 /// Raise the last seq of `run_id` to `seq` (never lowers it), waking its readers.
 fn publish(shared: &Shared, run_id: &str, seq: u64) {
-    if let Some(changed) = shared.changed.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-        if !changed.contains(run_id) {
-            changed.insert(run_id.to_owned());
-        }
-        if let Some(any) = shared.any.get() {
-            any.send_modify(|n| *n = n.wrapping_add(1));
-        }
-    }
     let mut map = shared.watchers.lock().unwrap_or_else(|p| p.into_inner());
     let tx = match map.get(run_id) {
         Some(tx) => tx,
@@ -79,19 +94,23 @@ impl EventLog {
         Self { store, shared: Arc::default() }
     }
 
-    /// Follow every run's appends: from now on [`Self::take_changed`] names the runs with new
-    /// events, and the returned receiver changes with each publish. Costs a set insert per
-    /// publish, so only the webhook scanner calls it, when an endpoint exists.
-    pub fn follow_all(&self) -> watch::Receiver<u64> {
+    /// Follow every run's appends: from now on every published event `wants` keeps is handed
+    /// to [`Self::take_changed`] with its run's last published seq, and the returned receiver
+    /// changes when one is kept. The follower reads nothing back from the database for the
+    /// events it does not want (the webhook scanner wants a few kinds among thousands of output
+    /// lines). Only the webhook scanner calls it, once an endpoint exists.
+    pub fn follow_all(&self, wants: fn(&Event) -> bool) -> watch::Receiver<u64> {
         let mut changed = self.shared.changed.lock().unwrap_or_else(|p| p.into_inner());
-        changed.get_or_insert_with(Default::default);
+        changed.get_or_insert_with(|| Following { wants, runs: HashMap::new() });
         self.shared.any.get_or_init(|| watch::channel(0).0).subscribe()
     }
 
-    /// The runs with events published since the last call (while [`Self::follow_all`] is on).
-    pub fn take_changed(&self) -> Vec<String> {
+    /// By run: the last seq published and the wanted events among those published since the
+    /// last call, in order (while [`Self::follow_all`] is on).
+    pub fn take_changed(&self) -> Vec<(String, u64, Vec<Event>)> {
         let mut changed = self.shared.changed.lock().unwrap_or_else(|p| p.into_inner());
-        changed.as_mut().map(|c| std::mem::take(c).into_iter().collect()).unwrap_or_default()
+        let Some(following) = changed.as_mut() else { return Vec::new() };
+        std::mem::take(&mut following.runs).into_iter().map(|(run, (last, events))| (run, last, events)).collect()
     }
 
     /// The last-seq channel of `run_id`; the first time a run is looked at, its value comes from
