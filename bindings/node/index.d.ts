@@ -190,7 +190,7 @@ export declare class Spaces {
   /** Register a Space (name, directory, policy); the same registration again is a no-op. (`space_add`: POST /v1/spaces) */
   spaceAdd(args: { approvals?: any; name: any; network?: any; read_only?: any; replace?: any; root: any }): Promise<any>
   /** Start an agent run with a prompt; answers as soon as the run is launched. (`agent_start`: POST /v1/spaces/{space}/agents) */
-  agentStart(args: { agent: any; options?: any; prompt: any; request_id?: any; show?: any; space: any }): Promise<any>
+  agentStart(args: { agent: any; options?: any; prompt: any; request_id?: any; show?: any; space: any; traceparent?: any }): Promise<any>
   /** Every run of a Space, newest first, whoever started it. (`agent_list`: GET /v1/spaces/{space}/agents) */
   agentList(args: { space: any }): Promise<any>
   /** One run's status, phase, reason, last result and output tail. (`agent_status`: GET /v1/spaces/{space}/agents/{run_id}) */
@@ -198,7 +198,7 @@ export declare class Spaces {
   /** A page of the run's normalized events after a cursor, optionally long-polling. (`agent_events`: GET /v1/spaces/{space}/agents/{run_id}/events) */
   agentEvents(args: { cursor?: any; max?: any; raw?: any; run_id: any; space: any; wait_ms?: any }): Promise<any>
   /** Send a follow-up: the next turn, queued mid-turn, or forced (steered into the running turn, or run after an interrupt). (`agent_message`: POST /v1/spaces/{space}/agents/{run_id}/message) */
-  agentMessage(args: { force?: any; message_id?: any; run_id: any; space: any; text: any }): Promise<any>
+  agentMessage(args: { force?: any; message_id?: any; run_id: any; space: any; text: any; traceparent?: any }): Promise<any>
   /** Cancel the turn in flight; the session stays open. (`agent_interrupt`: POST /v1/spaces/{space}/agents/{run_id}/interrupt) */
   agentInterrupt(args: { run_id: any; space: any }): Promise<any>
   /** Stop the run: signal, grace, then kill of every process it has. (`agent_stop`: POST /v1/spaces/{space}/agents/{run_id}/stop) */
@@ -213,6 +213,14 @@ export declare class Spaces {
   agentUsage(args: { run_id?: any; since_ms?: any; space: any; turns?: any }): Promise<any>
   /** Set or raise a run's budget (usd, tokens, turns); a run at its budget takes turns again once it is raised. (`agent_budget`: POST /v1/spaces/{space}/agents/{run_id}/budget) */
   agentBudget(args: { budget: any; run_id: any; space: any }): Promise<any>
+  /** Register an endpoint to be posted chosen run events, signed (Standard Webhooks), retried, in order per run. (`webhook_add`: POST /v1/webhooks) */
+  webhookAdd(args: { events?: any; secret: any; url: any }): Promise<any>
+  /** Every registered webhook endpoint with its deliveries counted (never its secret). (`webhook_list`: GET /v1/webhooks) */
+  webhookList(args?: {  }): Promise<any>
+  /** Unregister a webhook endpoint; its deliveries go too. (`webhook_remove`: POST /v1/webhooks/{webhook_id}/remove) */
+  webhookRemove(args: { webhook_id: any }): Promise<any>
+  /** Webhook deliveries, newest first: pending, delivered and failed ones, with tries and the last error. (`webhook_deliveries`: GET /v1/webhooks/deliveries) */
+  webhookDeliveries(args?: { max?: any; status?: any; webhook_id?: any }): Promise<any>
   /** Send to a persistent agent: a follow-up to its live run, or a fresh run with its home restored. (`persistent_agent_send`: POST /v1/homes/{name}/send) */
   persistentAgentSend(args: { name: any; text: any }): Promise<any>
   /** Every persistent agent's home in this host's volume, with its lease and latest snapshot. (`home_list`: GET /v1/homes) */

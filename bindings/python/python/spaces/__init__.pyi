@@ -34,7 +34,7 @@ class Spaces:
         """Every Space registered on this host."""
     async def space_add(self, *, name: str, root: str, approvals: Optional[Any] = None, network: Optional[Any] = None, read_only: Optional[bool] = None, replace: Optional[bool] = None) -> Any:
         """Register a Space (name, directory, policy); the same registration again is a no-op."""
-    async def agent_start(self, *, agent: str, prompt: str, space: str, options: Optional[Any] = None, request_id: Optional[str] = None, show: Optional[bool] = None) -> Any:
+    async def agent_start(self, *, agent: str, prompt: str, space: str, options: Optional[Any] = None, request_id: Optional[str] = None, show: Optional[bool] = None, traceparent: Optional[str] = None) -> Any:
         """Start an agent run with a prompt; answers as soon as the run is launched."""
     async def agent_list(self, *, space: str) -> Any:
         """Every run of a Space, newest first, whoever started it."""
@@ -42,7 +42,7 @@ class Spaces:
         """One run's status, phase, reason, last result and output tail."""
     async def agent_events(self, *, run_id: str, space: str, cursor: Optional[int] = None, max: Optional[int] = None, raw: Optional[bool] = None, wait_ms: Optional[int] = None) -> Any:
         """A page of the run's normalized events after a cursor, optionally long-polling."""
-    async def agent_message(self, *, run_id: str, space: str, text: str, force: Optional[bool] = None, message_id: Optional[str] = None) -> Any:
+    async def agent_message(self, *, run_id: str, space: str, text: str, force: Optional[bool] = None, message_id: Optional[str] = None, traceparent: Optional[str] = None) -> Any:
         """Send a follow-up: the next turn, queued mid-turn, or forced (steered into the running turn, or run after an interrupt)."""
     async def agent_interrupt(self, *, run_id: str, space: str) -> Any:
         """Cancel the turn in flight; the session stays open."""
@@ -58,6 +58,14 @@ class Spaces:
         """What a run, or every run of the Space, spent: tokens, cost, time and tool calls, in total and per turn."""
     async def agent_budget(self, *, budget: Any, run_id: str, space: str) -> Any:
         """Set or raise a run's budget (usd, tokens, turns); a run at its budget takes turns again once it is raised."""
+    async def webhook_add(self, *, secret: str, url: str, events: Optional[List[Any]] = None) -> Any:
+        """Register an endpoint to be posted chosen run events, signed (Standard Webhooks), retried, in order per run."""
+    async def webhook_list(self) -> Any:
+        """Every registered webhook endpoint with its deliveries counted (never its secret)."""
+    async def webhook_remove(self, *, webhook_id: str) -> Any:
+        """Unregister a webhook endpoint; its deliveries go too."""
+    async def webhook_deliveries(self, *, max: Optional[int] = None, status: Optional[str] = None, webhook_id: Optional[str] = None) -> Any:
+        """Webhook deliveries, newest first: pending, delivered and failed ones, with tries and the last error."""
     async def persistent_agent_send(self, *, name: str, text: str) -> Any:
         """Send to a persistent agent: a follow-up to its live run, or a fresh run with its home restored."""
     async def home_list(self) -> Any:
