@@ -189,7 +189,7 @@ test('claude-code through Space: follow to turn_ended, follow-up, interrupt a lo
   assert.equal(st.usage.turns, 2)
   assert.ok(st.usage.input_tokens > 0, JSON.stringify(st.usage))
   assert.equal(usage.turns.reduce((n, t) => n + t.input_tokens, 0), st.usage.input_tokens)
-  const budget = await spaces.agentBudget({ space: "s", run_id: run, 
+  const budget = await spaces.agentBudget({ space: 's', run_id: run, budget: { turns: 10 } })
   assert.deepEqual(budget.budget, { turns: 10 })
   assert.deepEqual(budget.usage, st.usage)
   assert.deepEqual((await space.agentStatus(run)).budget, { turns: 10 })

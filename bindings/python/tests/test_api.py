@@ -28,10 +28,10 @@ from conftest import REPO, daemon_pids, kill_daemons
 CONTRACT = {
     AgentStartReport: ["run_id", "agent", "space", "process_tag", "notes", "json"],
     AgentRunStatus: ["run_id", "agent", "status", "reason", "phase", "result_text", "accepts_message", "output_tail", "json",
-                     "label", "prompt_excerpt", "space", "turns", "session_id", "created_ms"],
+                     "label", "prompt_excerpt", "space", "turns", "session_id", "created_ms", "usage", "budget", "resets_at_ms"],
     AgentActionReport: ["run_id", "ok", "reason", "json"],
     SpaceAgentOptions: ["env_from_host", "env", "repo", "branch", "cwd", "model", "base_url", "exit_when_idle", "home", "label",
-                        "files", "mcp_servers", "space_tools"],
+                        "files", "mcp_servers", "space_tools", "budget"],
 }
 
 
@@ -78,7 +78,7 @@ def test_every_operation_is_a_method_and_every_method_async() -> None:
     assert inspect.signature(Space.agent_follow).return_annotation in ("AgentFollow", spaces.AgentFollow)
     assert hasattr(spaces.AgentFollow, "__anext__") and hasattr(spaces.AgentFollow, "transport")
     # The seed's signatures, each with its idempotency key last (optional: the client sends one).
-    assert list(inspect.signature(Space.agent_start).parameters) == ["self", "agent", "prompt", "show", "options", "request_id"]
+    assert list(inspect.signature(Space.agent_start).parameters) == ["self", "agent", "prompt", "show", "options", "request_id", "traceparent"]
     assert list(inspect.signature(Space.agent_message).parameters) == ["self", "run_id", "text", "force", "message_id"]
 
 

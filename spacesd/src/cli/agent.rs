@@ -471,14 +471,20 @@ fn attachment(path: &std::path::Path) -> anyhow::Result<spaces_sdk::Attachment> 
 const LABEL_CELL_MAX: usize = 12;
 
 /// `agent list`'s table (cut to the terminal's width): run, Space (when several are listed), agent, status,
-/// turns, cost (`~` estimated), age, label (when a run has one), then as much of the prompt as fits.
+/// turns, cost (`~` estimated; once a run has a known one), age, label (when a run has one), then as much of the prompt as fits.
 fn list_table(runs: &[spaces_sdk::RunStatus], with_space: bool) {
     let with_label = runs.iter().any(|r| r.label.is_some());
     let mut header = vec!["RUN"];
     if with_space {
         header.push("SPACE");
     }
-    header.extend(["AGENT", "STATUS", "TURNS", "COST", "AGE"]);
+    // A COST column once a run has a known cost (a daemon's runs without one keep the width).
+    let with_cost = runs.iter().any(|r| r.usage.turns > r.usage.cost_unknown_turns);
+    header.extend(["AGENT", "STATUS", "TURNS"]);
+    if with_cost {
+        header.push("COST");
+    }
+    header.push("AGE");
     if with_label {
         header.push("LABEL");
     }
@@ -490,13 +496,11 @@ fn list_table(runs: &[spaces_sdk::RunStatus], with_space: bool) {
             if with_space {
                 row.push(r.space.clone());
             }
-            row.extend([
-                r.agent.clone().unwrap_or_default(),
-                r.status.as_str().to_owned(),
-                r.turns.to_string(),
-                super::usage::cost_cell(&r.usage),
-                super::print::age(r.created_ms),
-            ]);
+            row.extend([r.agent.clone().unwrap_or_default(), r.status.as_str().to_owned(), r.turns.to_string()]);
+            if with_cost {
+                row.push(super::usage::cost_cell(&r.usage));
+            }
+            row.push(super::print::age(r.created_ms));
             if with_label {
                 row.push(super::print::excerpt(r.label.as_deref().unwrap_or("-"), LABEL_CELL_MAX));
             }

@@ -80,7 +80,11 @@ fn compare_with_table(transport: &str, tools: &[Value]) {
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     let want_names: Vec<&str> = want.iter().map(|(n, _, _)| n.as_str()).collect();
     assert_eq!(names, want_names, "{transport}: tool names");
-    assert_eq!(names.len(), 30, "19 CodeSpace tools, 8 agent tools, space_list, space_add, persistent_agent_send");
+    assert_eq!(
+        names.len(),
+        31,
+        "19 CodeSpace tools, 9 agent tools (agent_usage with issue 33), space_list, space_add, persistent_agent_send"
+    );
     for (tool, (name, input, output)) in tools.iter().zip(&want) {
         assert_eq!(&tool["inputSchema"], input, "{transport}: inputSchema of {name}");
         assert_eq!(&tool["outputSchema"], output, "{transport}: outputSchema of {name}");
