@@ -59,7 +59,7 @@ async def test_record_fields_match_the_wire(space: Space) -> None:
     await space.agent_list()  # the Space answers
     st = AgentRunStatus._from({"run_id": "r", "agent": None, "space": "demo", "status": "idle", "reason": "x",
                                "phase": "waiting", "accepts_message": True, "turns": 1, "created_ms": 1,
-                               "label": "nightly", "prompt_excerpt": "Fix it"})
+                               "label": "nightly", "prompt_excerpt": "Fix it", "usage": {"turns": 1, "input_tokens": 3}})
     wire = json.loads(st.json)
     for f in [f for f in CONTRACT[AgentRunStatus] if f != "json"]:
         assert getattr(st, f) == wire.get(f), f
@@ -79,7 +79,7 @@ def test_every_operation_is_a_method_and_every_method_async() -> None:
     assert hasattr(spaces.AgentFollow, "__anext__") and hasattr(spaces.AgentFollow, "transport")
     # The seed's signatures, each with its idempotency key last (optional: the client sends one).
     assert list(inspect.signature(Space.agent_start).parameters) == ["self", "agent", "prompt", "show", "options", "request_id", "traceparent"]
-    assert list(inspect.signature(Space.agent_message).parameters) == ["self", "run_id", "text", "force", "message_id"]
+    assert list(inspect.signature(Space.agent_message).parameters) == ["self", "run_id", "text", "force", "message_id", "traceparent"]
 
 
 def test_stubs_match_the_catalogue_and_the_native_module() -> None:
