@@ -11,7 +11,7 @@
 //!
 //! Span ids are derived from the run (SHA-256 of the run id, the turn, the tool call id), so a
 //! span made after a daemon restart still has the parent its children name. The SDK draws ids
-//! from an id generator; [`FixedIds`] hands it the derived one for the span being built.
+//! from an id generator; `FixedIds` hands it the derived one for the span being built.
 
 use std::cell::Cell;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

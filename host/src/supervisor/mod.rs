@@ -377,7 +377,7 @@ impl Supervisor {
         .await
     }
 
-    /// `agent_usage`: what one run, or every run of the Space, spent (see [`usage::report`]).
+    /// `agent_usage`: what one run, or every run of the Space, spent (`usage.rs`).
     /// Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`.
     pub fn agent_usage(&self, req: &spaces_sdk::AgentUsageRequest) -> Result<spaces_sdk::UsageReport> {
         usage::report(&self.inner.store, req)

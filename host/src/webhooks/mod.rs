@@ -2,13 +2,13 @@
 //!
 //! Two loops, started by [`Webhooks::spawn`]:
 //! - the **scanner** follows every run's event log ([`EventLog::follow_all`]): the log hands it
-//!   each published event of a chosen type ([`kinds`]), so the output lines in between are never
+//!   each published event of a chosen type (`kinds.rs`), so the output lines in between are never
 //!   read back. For each one stored after an endpoint was registered it writes one delivery row
 //!   per endpoint in the outbox, with the run's scan cursor, in one transaction
 //!   (`spaces_store::webhooks`). At start it scans every run from its stored cursor in the
 //!   database, so events stored while no daemon ran (a shim's turn ending) are not lost.
 //! - the **sender** posts each run's deliveries to each endpoint in order (the next one only
-//!   once the one before was taken or given up), signed ([`sign`]), and retries a failed try
+//!   once the one before was taken or given up), signed (`sign.rs`), and retries a failed try
 //!   with backoff (1 s doubling to 10 min, at most [`MAX_ATTEMPTS`] tries). A try counts as
 //!   taken on any 2xx answer. What was sent but not yet marked when the daemon died is sent
 //!   again: at least once, the same `webhook-id`, which receivers use to drop repeats.
