@@ -108,11 +108,17 @@ impl Admission {
             return true;
         }
         let s = self.lock();
-        if s.running.contains_key(run_id) {
-            return true;
+        s.running.contains_key(run_id) || self.is_next(&s, run_id, space)
+    }
+
+    /// Whether the next free slot is `run_id`'s: it is the first waiting run a slot is free
+    /// for, in order (a run of a full Space does not hold up the others), or none waits for
+    /// one and a slot is free for its Space.
+    fn is_next(&self, s: &State, run_id: &str, space: &str) -> bool {
+        match s.waiting.iter().find(|w| self.free_for(s, &w.space)) {
+            Some(first) => first.run_id == run_id,
+            None => self.free_for(s, space),
         }
-        let first = s.waiting.iter().find(|w| self.free_for(&s, &w.space)).map(|w| w.run_id.as_str());
-        first == Some(run_id) || (first.is_none() && self.free_for(&s, space))
     }
 
     /// Take a slot for a turn of `run_id` in `space`: at once when a cap allows it and no run
@@ -126,12 +132,7 @@ impl Admission {
         if s.running.contains_key(run_id) {
             return Take::Taken;
         }
-        // The first waiting run a slot is free for, in order (a run of a full Space does not
-        // hold up the others).
-        let first = s.waiting.iter().find(|w| self.free_for(&s, &w.space)).map(|w| w.run_id.clone());
-        let mine = first.as_deref() == Some(run_id)
-            || (first.is_none() && self.free_for(&s, space) && s.waiting.iter().all(|w| w.run_id != run_id));
-        if mine {
+        if self.is_next(&s, run_id, space) {
             s.waiting.retain(|w| w.run_id != run_id);
             s.running.insert(run_id.to_owned(), space.to_owned());
             if let Err(e) = store.admission_leave(run_id) {

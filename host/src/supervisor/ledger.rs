@@ -148,7 +148,7 @@ impl Ledger {
         };
         let total_input = billed.input + billed.cached_input + billed.cache_write;
         let (cost, estimated) = match reported.total_cost_usd {
-            Some(cost) => (Some(part_f(cost, self.base.total_cost_usd, self.tally.cost.unwrap_or(Tally::Turn))), false),
+            Some(cost) => (Some(since_base(cost, self.base.total_cost_usd, self.tally.cost.unwrap_or(Tally::Turn))), false),
             None if total_input + output == 0 => (Some(0.0), false),
             None => match model.and_then(|m| prices.cost(m, billed)) {
                 Some(cost) => (Some(cost), true),
@@ -163,16 +163,11 @@ impl Ledger {
 /// since `base`; a running total smaller than its base started again (a new thread or
 /// process), and counts whole.
 fn part(cur: Option<u64>, base: Option<u64>, tally: Tally) -> u64 {
-    let cur = cur.unwrap_or(0);
-    match (tally, base) {
-        (Tally::Turn, _) | (_, None) => cur,
-        (_, Some(base)) if cur >= base => cur - base,
-        _ => cur,
-    }
+    since_base(cur.unwrap_or(0), base, tally)
 }
 
-/// [`part`] for dollars.
-fn part_f(cur: f64, base: Option<f64>, tally: Tally) -> f64 {
+/// [`part`] for any figure (tokens, dollars).
+fn since_base<T: Copy + PartialOrd + std::ops::Sub<Output = T>>(cur: T, base: Option<T>, tally: Tally) -> T {
     match (tally, base) {
         (Tally::Turn, _) | (_, None) => cur,
         (_, Some(base)) if cur >= base => cur - base,

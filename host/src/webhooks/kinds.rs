@@ -31,7 +31,7 @@ pub fn wanted(e: &Event) -> bool {
 /// The JSON body of one delivery: `{type, timestamp, data: {run_id, space, agent, event}}`
 /// (Standard Webhooks' envelope; `timestamp` is RFC 3339 of the event's time).
 pub fn body(kind: &str, run_id: &str, space: &str, agent: &str, e: &Event) -> String {
-    let ts = chrono_like(e.ts_ms);
+    let ts = rfc3339_ms(e.ts_ms);
     serde_json::json!({
         "type": kind,
         "timestamp": ts,
@@ -41,7 +41,7 @@ pub fn body(kind: &str, run_id: &str, space: &str, agent: &str, e: &Event) -> St
 }
 
 /// Unix ms as RFC 3339 UTC with ms (`2026-12-03T11:49:24.123Z`).
-fn chrono_like(ms: u64) -> String {
+fn rfc3339_ms(ms: u64) -> String {
     chrono::DateTime::from_timestamp_millis(ms as i64).unwrap_or_default().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
@@ -51,8 +51,8 @@ mod tests {
 
     #[test]
     fn timestamps_are_rfc3339() {
-        assert_eq!(chrono_like(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(chrono_like(1_796_298_564_123), "2026-12-03T11:49:24.123Z");
-        assert_eq!(chrono_like(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339_ms(1_796_298_564_123), "2026-12-03T11:49:24.123Z");
+        assert_eq!(rfc3339_ms(951_782_400_000), "2000-02-29T00:00:00.000Z");
     }
 }
