@@ -19,7 +19,33 @@ use super::{actors, registry};
 use crate::error::{refuse, Result};
 
 fn live(inner: &Inner, run: &RunRow) -> bool {
-    matches!(run.status, Status::Running | Status::Queued | Status::QuotaWaiting | Status::Idle) || inner.actors.has(&run.run_id)
+    busy(run.status) || inner.actors.has(&run.run_id)
+}
+
+/// A status in which a turn is in flight or a process may be waiting for the next message.
+fn busy(status: Status) -> bool {
+    matches!(status, Status::Running | Status::Queued | Status::QuotaWaiting | Status::Idle)
+}
+
+/// How long [`settled`] waits for an ended run's actor to retire (saving a persistent agent's
+/// home to its volume happens then): 10 s.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `run` once it is not live, re-read from the store. A run that has ended (`agent_stop`
+/// answered) keeps its actor for the moment the actor takes to settle; a remove right after
+/// the stop waits for that (at most [`SETTLE`]) instead of refusing a run its caller just
+/// stopped. `None` while the run is still live after that.
+async fn settled(inner: &Inner, run: RunRow) -> Result<Option<RunRow>> {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    let mut run = run;
+    while live(inner, &run) {
+        if busy(run.status) || tokio::time::Instant::now() >= deadline {
+            return Ok(None);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        run = registry::run_in_space(&inner.store, &run.space, &run.run_id)?;
+    }
+    Ok(Some(run))
 }
 
 /// Delete one run that is not live (see the module doc).
@@ -41,13 +67,14 @@ async fn delete(inner: &Inner, run: &RunRow) -> Result<()> {
 /// `agent_remove`. Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`, `AGENT_BUSY` for a live run
 /// (stop it first).
 pub(super) async fn remove(inner: &Arc<Inner>, space: &str, run_id: &str) -> Result<RunsRemovedReport> {
-    let run = registry::run_in_space(&inner.store, space, run_id)?;
-    if live(inner, &run) {
+    let found = registry::run_in_space(&inner.store, space, run_id)?;
+    let status = found.status;
+    let Some(run) = settled(inner, found).await? else {
         return Err(refuse(
             ErrorCode::AgentBusy,
-            format!("run {run_id} is {} (live); stop it first (`spacesd agent stop {run_id}`), then remove it", run.status.as_str()),
+            format!("run {run_id} is {} (live); stop it first (`spacesd agent stop {run_id}`), then remove it", status.as_str()),
         ));
-    }
+    };
     delete(inner, &run).await?;
     Ok(RunsRemovedReport { space: space.to_owned(), removed: vec![run_id.to_owned()] })
 }

@@ -501,7 +501,21 @@ pub fn run_processes(run: &str) -> Vec<i32> {
 ///
 /// An ancestor counts, not only the parent: a process whose parent is exiting (a zombie, whose
 /// environment no longer reads, so it is not found as the run's) is still inside its tree.
+///
+/// A root counts when two looks 20 ms apart both find it: a process in `exec` or in its exit
+/// reads an empty environment for a moment, which makes its child look like a root.
 pub fn run_process_roots(run: &str) -> Vec<i32> {
+    let first = roots_now(run);
+    if first.is_empty() {
+        return first;
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    let again = roots_now(run);
+    first.into_iter().filter(|pid| again.contains(pid)).collect()
+}
+
+/// [`run_process_roots`] in one look.
+fn roots_now(run: &str) -> Vec<i32> {
     let pids = run_processes(run);
     let inside = |pid: i32| {
         let mut at = parent_of(pid);

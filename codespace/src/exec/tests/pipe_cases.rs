@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 use spaces_sdk::{ApiError, ErrorCode};
 use tempfile::TempDir;
 
-use super::support::{limits, read_all, spec, tagged, PATIENCE};
+use super::support::{limits, read_all, spec, tagged, tagged_n, PATIENCE};
 use crate::error::Error;
 use crate::exec::{ExecLimits, ProcessState, Processes, Termination};
 
@@ -107,7 +107,7 @@ async fn a_grandchild_holding_the_pipe_does_not_delay_the_exit() {
     let id = p.exec(s).unwrap().process_id;
     let status = tokio::time::timeout(PATIENCE, p.wait_exit(&id)).await.unwrap().unwrap();
     assert_eq!((status.state, status.exit_code), (ProcessState::Exited, Some(0)));
-    assert_eq!(tagged(&tag).len(), 1, "the sleep still holds the pipe when the exit is seen");
+    assert_eq!(tagged_n(&tag, 1).await.len(), 1, "the sleep still holds the pipe when the exit is seen");
     assert_eq!(read_all(&p, &id).await, "hi\n");
     assert!(p.status(&id).unwrap().eof);
     p.terminate(&id).await.unwrap();
@@ -134,7 +134,7 @@ async fn terminate_ends_the_whole_group() {
     let tag = s.tag.clone();
     let id = p.exec(s).unwrap().process_id;
     super::support::read_until(&p, &id, |out| out.contains("started")).await;
-    assert_eq!(tagged(&tag).len(), 2, "sh and its forked sleep");
+    assert_eq!(tagged_n(&tag, 2).await.len(), 2, "sh and its forked sleep");
     tokio::time::timeout(PATIENCE, p.terminate(&id)).await.unwrap().unwrap();
     let status = p.status(&id).unwrap();
     assert_eq!((status.state, status.termination), (ProcessState::Exited, Some(Termination::Terminated)));

@@ -7,7 +7,7 @@ use nix::unistd::Pid;
 use spaces_sdk::ErrorCode;
 use tempfile::TempDir;
 
-use super::support::{limits, read_all, read_until, tagged, tty_spec, PATIENCE};
+use super::support::{limits, read_all, read_until, tagged_n, tty_spec, PATIENCE};
 use crate::exec::{ProcessState, Processes, Termination};
 
 // P2: a PTY child killed with SIGKILL from outside reads `signaled 9`, and the EIO the master
@@ -21,7 +21,7 @@ async fn case_p2_pty_kill_9_reads_signaled() {
     let tag = spec.tag.clone();
     let id = p.exec(spec).unwrap().process_id;
     read_until(&p, &id, |out| out.contains("ready")).await;
-    let pids = tagged(&tag);
+    let pids = tagged_n(&tag, 1).await;
     assert_eq!(pids.len(), 1, "exactly the sleep carries the tag: {pids:?}");
     kill(Pid::from_raw(pids[0]), Signal::SIGKILL).unwrap();
     let status = tokio::time::timeout(PATIENCE, p.wait_exit(&id)).await.unwrap().unwrap();

@@ -50,6 +50,20 @@ pub fn tagged(tag: &str) -> Vec<i32> {
     alive_with_marker(&spaces_os::process::tag_marker(tag))
 }
 
+/// Pids of live processes carrying `tag`, looked up until there are `n` (for at most 2 s): while
+/// `exec` swaps a program, or a fork is about to exec, its environment reads empty for a moment.
+pub async fn tagged_n(tag: &str, n: usize) -> Vec<i32> {
+    let mut pids = tagged(tag);
+    for _ in 0..100 {
+        if pids.len() == n {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        pids = tagged(tag);
+    }
+    pids
+}
+
 /// Read from cursor 0 until `done(output so far)` or EOF; returns the output and whether EOF
 /// was reached.
 pub async fn read_until(p: &Processes, id: &str, done: impl Fn(&str) -> bool) -> (String, bool) {

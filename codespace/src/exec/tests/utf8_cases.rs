@@ -5,7 +5,7 @@
 
 use tempfile::TempDir;
 
-use super::support::{limits, read_all, spec, tagged, tty_spec, PATIENCE};
+use super::support::{limits, read_all, spec, tagged_n, tty_spec, PATIENCE};
 use crate::exec::{ExecLimits, ExecSpec, Processes};
 
 /// 400,000 `€` (3 bytes each), no newline.
@@ -63,7 +63,7 @@ async fn an_incomplete_last_character_is_shown_only_when_the_program_ended_with_
     let tag = s.tag.clone();
     let id = p.exec(s).unwrap().process_id;
     p.wait_exit(&id).await.unwrap();
-    assert_eq!(tagged(&tag).len(), 1, "the sleep holds the output open");
+    assert_eq!(tagged_n(&tag, 1).await.len(), 1, "the sleep holds the output open");
     assert_eq!(read_all(&p, &id).await, "x");
     let r = p.read(&id, Some(0), None).await.unwrap();
     assert_eq!((r.chunk.as_str(), r.cursor, r.eof), ("x", 1, true));
