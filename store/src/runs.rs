@@ -194,18 +194,18 @@ impl Store {
     /// ms (0 when its start is not recorded).
     pub fn turn_end(&self, run_id: &str, turn: u32, stop_reason: &str) -> Result<u64> {
         let (run_id, stop_reason) = (run_id.to_owned(), stop_reason.to_owned());
-        self.write(move |conn| {
-            let now = now_ms() as i64;
-            conn.execute(
-                "UPDATE turns SET ended_ms = ?3, stop_reason = ?4 WHERE run_id = ?1 AND turn = ?2",
-                params![run_id, turn as i64, now, stop_reason],
-            )?;
-            let started: Option<i64> = conn
-                .query_row("SELECT started_ms FROM turns WHERE run_id = ?1 AND turn = ?2", params![run_id, turn as i64], |r| r.get(0))
-                .optional()?;
-            Ok(started.map_or(0, |s| (now - s).max(0) as u64))
-        })
+        self.write(move |conn| turn_end_in(conn, &run_id, turn, &stop_reason, now_ms()))
     }
+}
+
+/// Inside a write: turn `turn` of `run_id` ended `stop_reason` at `now` (ms since the epoch);
+/// returns how long it ran, ms (0 when its start is not recorded).
+pub(crate) fn turn_end_in(conn: &rusqlite::Connection, run_id: &str, turn: u32, stop_reason: &str, now: u64) -> Result<u64> {
+    let started: Option<i64> = conn
+        .prepare_cached("UPDATE turns SET ended_ms = ?3, stop_reason = ?4 WHERE run_id = ?1 AND turn = ?2 RETURNING started_ms")?
+        .query_row(params![run_id, turn as i64, now as i64, stop_reason], |r| r.get(0))
+        .optional()?;
+    Ok(started.map_or(0, |s| (now as i64 - s).max(0) as u64))
 }
 
 impl Store {

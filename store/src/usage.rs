@@ -44,34 +44,47 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<LedgerRow> {
     })
 }
 
+/// Inside a write: record (or replace) `row`.
+fn insert_in(conn: &rusqlite::Connection, row: &LedgerRow) -> Result<()> {
+    let u = &row.usage;
+    let reported = serde_json::to_string(&row.reported).unwrap_or_else(|_| "{}".to_owned());
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO turn_usage (run_id, turn, ended_ms, stop_reason, model, input_tokens,
+         cached_input_tokens, output_tokens, cost_usd, cost_estimated, duration_ms, tool_calls, reported_json)
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
+    )?
+    .execute(params![
+        u.run_id,
+        u.turn as i64,
+        u.ended_ms as i64,
+        u.stop_reason,
+        u.model,
+        u.input_tokens as i64,
+        u.cached_input_tokens as i64,
+        u.output_tokens as i64,
+        u.cost_usd,
+        u.cost_estimated as i64,
+        u.duration_ms as i64,
+        u.tool_calls as i64,
+        reported,
+    ])?;
+    Ok(())
+}
+
 impl Store {
-    /// Record (or replace) the ledger row of one ended turn.
-    pub fn usage_record(&self, row: &LedgerRow) -> Result<()> {
-        let row = row.clone();
+    /// The end of turn `row.usage.turn` (its stop reason, `turns.ended_ms`) and its ledger row,
+    /// in one transaction: the row's `ended_ms` and `duration_ms` (ms) are filled in from the
+    /// turn's stored start. Returns the row as stored. Errors: the write fails (neither is
+    /// stored).
+    pub fn turn_end_counted(&self, row: LedgerRow) -> Result<LedgerRow> {
         self.write(move |conn| {
-            let u = &row.usage;
-            let reported = serde_json::to_string(&row.reported).unwrap_or_else(|_| "{}".to_owned());
-            conn.prepare_cached(
-                "INSERT OR REPLACE INTO turn_usage (run_id, turn, ended_ms, stop_reason, model, input_tokens,
-                 cached_input_tokens, output_tokens, cost_usd, cost_estimated, duration_ms, tool_calls, reported_json)
-                 VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
-            )?
-            .execute(params![
-                u.run_id,
-                u.turn as i64,
-                u.ended_ms as i64,
-                u.stop_reason,
-                u.model,
-                u.input_tokens as i64,
-                u.cached_input_tokens as i64,
-                u.output_tokens as i64,
-                u.cost_usd,
-                u.cost_estimated as i64,
-                u.duration_ms as i64,
-                u.tool_calls as i64,
-                reported,
-            ])?;
-            Ok(())
+            let mut row = row;
+            let now = crate::now_ms();
+            let u = &mut row.usage;
+            u.duration_ms = crate::runs::turn_end_in(conn, &u.run_id, u.turn, &u.stop_reason, now)?;
+            u.ended_ms = now;
+            insert_in(conn, &row)?;
+            Ok(row)
         })
     }
 
@@ -109,10 +122,31 @@ mod tests {
             usage: TurnUsage { run_id: "run-1".into(), turn: 1, input_tokens: 10, cost_usd: Some(0.25), ..TurnUsage::default() },
             reported: Usage { total_cost_usd: Some(0.25), ..Usage::default() },
         };
-        store.usage_record(&row).unwrap();
+        store.turn_end_counted(row.clone()).unwrap();
         row.usage.output_tokens = 7;
-        store.usage_record(&row).unwrap();
-        assert_eq!(store.usage_of_run("run-1").unwrap(), vec![row]);
+        let stored = store.turn_end_counted(row.clone()).unwrap();
+        assert_eq!(stored.usage.output_tokens, 7);
+        assert!(stored.usage.ended_ms > 0, "{stored:?}");
+        assert_eq!(stored.usage.duration_ms, 0, "no start of the turn is stored: {stored:?}");
+        assert_eq!(store.usage_of_run("run-1").unwrap(), vec![stored]);
         assert!(store.usage_of_run("run-2").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_turns_end_and_its_row_are_one_write_timed_from_the_stored_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("state.db")).unwrap();
+        store.write(|conn| crate::runs::turn_start_in(conn, "run-1", 1, "hi")).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let usage = TurnUsage { run_id: "run-1".into(), turn: 1, stop_reason: "end_turn".into(), ..TurnUsage::default() };
+        let stored = store.turn_end_counted(LedgerRow { usage, reported: Usage::default() }).unwrap();
+        assert!(stored.usage.duration_ms >= 20, "{stored:?}");
+        let (ended, reason): (i64, String) = store
+            .reader()
+            .unwrap()
+            .query_row("SELECT ended_ms, stop_reason FROM turns WHERE run_id = 'run-1' AND turn = 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap();
+        assert_eq!((ended as u64, reason.as_str()), (stored.usage.ended_ms, "end_turn"));
+        assert_eq!(store.usage_of_run("run-1").unwrap(), vec![stored]);
     }
 }

@@ -43,6 +43,25 @@ pub struct DeliveryRow {
     pub done_ms: Option<u64>,
 }
 
+/// The deliveries one run's events made, and how far its events were scanned (`seq`).
+#[derive(Debug, Clone)]
+pub struct RunDeliveries {
+    pub run_id: String,
+    pub seq: u64,
+    pub deliveries: Vec<DeliveryRow>,
+}
+
+/// How one try of a delivery ended: `status` `delivered`, `failed`, or `pending` again at
+/// `next_ms` (ms since the epoch), after `attempts` tries, with `error` for a failed try.
+#[derive(Debug, Clone)]
+pub struct Tried {
+    pub delivery_id: String,
+    pub status: &'static str,
+    pub attempts: u32,
+    pub next_ms: u64,
+    pub error: Option<String>,
+}
+
 const DELIVERY_COLUMNS: &str =
     "delivery_id, webhook_id, run_id, seq, kind, payload, status, attempts, next_ms, last_error, created_ms, done_ms";
 
@@ -114,30 +133,39 @@ impl Store {
     /// Store `deliveries` (one already stored keeps its state) and the run's scan cursor
     /// `seq`, in one transaction.
     pub fn webhook_enqueue(&self, run_id: &str, seq: u64, deliveries: Vec<DeliveryRow>) -> Result<()> {
-        let run_id = run_id.to_owned();
-        // The writer runs this in its transaction: the rows and the cursor commit together.
+        self.webhook_enqueue_runs(vec![RunDeliveries { run_id: run_id.to_owned(), seq, deliveries }])
+    }
+
+    /// [`Self::webhook_enqueue`] for several runs, all in one transaction.
+    pub fn webhook_enqueue_runs(&self, runs: Vec<RunDeliveries>) -> Result<()> {
+        if runs.is_empty() {
+            return Ok(());
+        }
+        // The writer runs this in its transaction: the rows and the cursors commit together.
         self.write(move |conn| {
-            for d in &deliveries {
-                conn.prepare_cached(&format!(
-                    "INSERT OR IGNORE INTO webhook_outbox ({DELIVERY_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)"
-                ))?
-                .execute(params![
-                    d.delivery_id,
-                    d.webhook_id,
-                    d.run_id,
-                    d.seq as i64,
-                    d.kind,
-                    d.payload,
-                    d.status,
-                    d.attempts as i64,
-                    d.next_ms as i64,
-                    d.last_error,
-                    d.created_ms as i64,
-                    d.done_ms.map(|v| v as i64),
-                ])?;
+            for run in &runs {
+                for d in &run.deliveries {
+                    conn.prepare_cached(&format!(
+                        "INSERT OR IGNORE INTO webhook_outbox ({DELIVERY_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)"
+                    ))?
+                    .execute(params![
+                        d.delivery_id,
+                        d.webhook_id,
+                        d.run_id,
+                        d.seq as i64,
+                        d.kind,
+                        d.payload,
+                        d.status,
+                        d.attempts as i64,
+                        d.next_ms as i64,
+                        d.last_error,
+                        d.created_ms as i64,
+                        d.done_ms.map(|v| v as i64),
+                    ])?;
+                }
+                conn.prepare_cached("INSERT INTO webhook_scan (run_id, seq) VALUES (?1, ?2) ON CONFLICT(run_id) DO UPDATE SET seq = ?2")?
+                    .execute(params![run.run_id, run.seq as i64])?;
             }
-            conn.prepare_cached("INSERT INTO webhook_scan (run_id, seq) VALUES (?1, ?2) ON CONFLICT(run_id) DO UPDATE SET seq = ?2")?
-                .execute(params![run_id, seq as i64])?;
             Ok(())
         })
     }
@@ -182,16 +210,20 @@ impl Store {
         Ok(next.map(|v| v.max(0) as u64))
     }
 
-    /// A try of `delivery_id` ended: `status` (`delivered`, `failed`, or `pending` again at
-    /// `next_ms`), after `attempts` tries, with `error` for a failed try.
-    pub fn webhook_tried(&self, delivery_id: &str, status: &str, attempts: u32, next_ms: u64, error: Option<String>) -> Result<()> {
-        let (id, status) = (delivery_id.to_owned(), status.to_owned());
+    /// Tries ended (see [`Tried`]), stored in one transaction.
+    pub fn webhook_tried(&self, tries: Vec<Tried>) -> Result<()> {
+        if tries.is_empty() {
+            return Ok(());
+        }
         self.write(move |conn| {
-            let done = (status != "pending").then(|| now_ms() as i64);
-            conn.prepare_cached(
-                "UPDATE webhook_outbox SET status = ?2, attempts = ?3, next_ms = ?4, last_error = ?5, done_ms = ?6 WHERE delivery_id = ?1",
-            )?
-            .execute(params![id, status, attempts as i64, next_ms as i64, error, done])?;
+            let now = now_ms() as i64;
+            for t in &tries {
+                let done = (t.status != "pending").then_some(now);
+                conn.prepare_cached(
+                    "UPDATE webhook_outbox SET status = ?2, attempts = ?3, next_ms = ?4, last_error = ?5, done_ms = ?6 WHERE delivery_id = ?1",
+                )?
+                .execute(params![t.delivery_id, t.status, t.attempts as i64, t.next_ms as i64, t.error, done])?;
+            }
             Ok(())
         })
     }

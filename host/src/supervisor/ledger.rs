@@ -76,17 +76,10 @@ impl Ledger {
         }
     }
 
-    /// The row of turn `turn` that just ended `stop_reason` after `duration_ms`, priced at
-    /// `model` where the CLI gave no cost; it is added to what the run spent.
-    pub fn close(
-        &mut self,
-        run_id: &str,
-        turn: u32,
-        stop_reason: StopReason,
-        duration_ms: u64,
-        model: Option<&str>,
-        prices: &PriceTable,
-    ) -> LedgerRow {
+    /// The row of turn `turn` that just ended `stop_reason`, priced at `model` where the CLI
+    /// gave no cost. Its `ended_ms` and `duration_ms` are filled in as it is stored
+    /// (`Store::turn_end_counted`); [`Self::count`] then adds it to what the run spent.
+    pub fn close(&mut self, run_id: &str, turn: u32, stop_reason: StopReason, model: Option<&str>, prices: &PriceTable) -> LedgerRow {
         let reported = self.last_usage.take().unwrap_or_default();
         let share = self.share(&reported, model, prices);
         keep_running(&mut self.base, &reported);
@@ -101,11 +94,15 @@ impl Ledger {
             output_tokens: share.output,
             cost_usd: share.cost,
             cost_estimated: share.estimated,
-            duration_ms,
+            duration_ms: 0,
             tool_calls: std::mem::take(&mut self.tool_calls),
         };
-        self.spent.add(&usage);
         LedgerRow { usage, reported }
+    }
+
+    /// Add a closed turn's figures (see [`Self::close`]) to what the run spent.
+    pub fn count(&mut self, usage: &TurnUsage) {
+        self.spent.add(usage);
     }
 
     /// What the ended turns spent.
@@ -209,7 +206,10 @@ mod tests {
     fn turn(l: &mut Ledger, n: u32, u: Usage, prices: &PriceTable, model: Option<&str>) -> LedgerRow {
         l.turn_started();
         l.saw(&[EventDraft::new(n, EventKind::ToolCall), usage_event(u)]);
-        l.close("run-1", n, StopReason::EndTurn, 10, model, prices)
+        let mut row = l.close("run-1", n, StopReason::EndTurn, model, prices);
+        row.usage.duration_ms = 10;
+        l.count(&row.usage);
+        row
     }
 
     #[test]

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use spaces_sdk::{ApiError, ErrorCode, WebhookAddRequest, WebhookDeliveriesRequest, WebhookDelivery, WebhookRecord, WebhookRemoved};
 use spaces_store::eventlog::EventLog;
-use spaces_store::webhooks::{DeliveryRow, WebhookRow};
+use spaces_store::webhooks::{DeliveryRow, RunDeliveries, Tried, WebhookRow};
 use spaces_store::{now_ms, Store};
 use tokio::sync::Notify;
 
@@ -178,11 +178,7 @@ impl Webhooks {
                     let Some(hook) = hooks.iter().find(|h| h.webhook_id == d.webhook_id).cloned() else { continue };
                     in_flight.insert(d.delivery_id.clone());
                     let me = self.clone();
-                    tries.spawn(async move {
-                        let id = d.delivery_id.clone();
-                        me.try_once(&hook, d).await;
-                        id
-                    });
+                    tries.spawn(async move { me.try_once(&hook, d).await });
                 }
             }
             let wait = match self.store.webhook_next_due() {
@@ -191,7 +187,17 @@ impl Webhooks {
             };
             tokio::select! {
                 Some(done) = tries.join_next(), if !tries.is_empty() => {
-                    if let Ok(id) = done {
+                    // Every try ended by now is stored in one write (the store's one writer is
+                    // what the runs' events wait behind).
+                    let mut ended: Vec<Tried> = done.into_iter().collect();
+                    while let Some(more) = tries.try_join_next() {
+                        ended.extend(more);
+                    }
+                    let ids: Vec<String> = ended.iter().map(|t| t.delivery_id.clone()).collect();
+                    if let Err(e) = self.store.webhook_tried(ended) {
+                        tracing::warn!("webhooks: the outcomes of {} tries were not stored (they are sent again): {e}", ids.len());
+                    }
+                    for id in ids {
                         in_flight.remove(&id);
                     }
                 }
@@ -201,8 +207,8 @@ impl Webhooks {
         }
     }
 
-    /// One try of `d` to `hook`, its outcome stored.
-    async fn try_once(&self, hook: &WebhookRow, d: DeliveryRow) {
+    /// One try of `d` to `hook`; its outcome, for the send loop to store.
+    async fn try_once(&self, hook: &WebhookRow, d: DeliveryRow) -> Tried {
         let ts = now_ms() / 1000;
         let signature = sign::signature(&hook.secret, &d.delivery_id, ts, &d.payload);
         let sent = self
@@ -230,9 +236,7 @@ impl Webhooks {
         if let Some(why) = &error {
             tracing::info!("webhook {}: delivery {} try {attempts} failed: {why}", hook.webhook_id, d.delivery_id);
         }
-        if let Err(e) = self.store.webhook_tried(&d.delivery_id, status, attempts, next, error) {
-            tracing::warn!("webhooks: the outcome of {} was not stored (it is sent again): {e}", d.delivery_id);
-        }
+        Tried { delivery_id: d.delivery_id, status, attempts, next_ms: next, error }
     }
 }
 
@@ -269,20 +273,25 @@ fn enqueue_handed(
     handed: Vec<(String, u64, Vec<spaces_sdk::Event>)>,
 ) -> HashMap<String, u64> {
     let hooks = store.webhook_list().unwrap_or_default();
+    let (mut batch, mut moved) = (Vec::new(), Vec::new());
     for (run_id, last, events) in handed {
         let cursor = match known.get(&run_id) {
             Some(c) => *c,
             None => store.webhook_scanned(&run_id).unwrap_or(0),
         };
         let fresh: Vec<spaces_sdk::Event> = events.into_iter().filter(|e| e.seq > cursor).collect();
-        if !fresh.is_empty() {
-            let made = store.run_get(&run_id).ok().flatten().map(|run| deliveries_of(&hooks, &run_id, &run.space, &run.agent, &fresh));
-            if let Err(e) = store.webhook_enqueue(&run_id, last, made.unwrap_or_default()) {
-                tracing::warn!("webhooks: deliveries of run {run_id} not stored (made again at the next start): {e}");
-                continue;
-            }
+        if fresh.is_empty() {
+            known.insert(run_id, cursor.max(last));
+            continue;
         }
-        known.insert(run_id, cursor.max(last));
+        let made = store.run_get(&run_id).ok().flatten().map(|run| deliveries_of(&hooks, &run_id, &run.space, &run.agent, &fresh));
+        moved.push((run_id.clone(), cursor.max(last)));
+        batch.push(RunDeliveries { run_id, seq: last, deliveries: made.unwrap_or_default() });
+    }
+    // All runs' deliveries in one write.
+    match store.webhook_enqueue_runs(batch) {
+        Ok(()) => known.extend(moved),
+        Err(e) => tracing::warn!("webhooks: deliveries of {} runs not stored (made again at the next start): {e}", moved.len()),
     }
     known
 }

@@ -55,15 +55,18 @@ impl Actor {
         self.trace_events(drafts);
     }
 
-    /// At the end of turn `turn` (after `duration_ms`): its ledger row, and the run's state when
-    /// that puts it at its budget.
-    pub(super) fn record_turn_usage(&mut self, turn: u32, reason: StopReason, duration_ms: u64) {
+    /// Turn `turn` ended `reason`: its end and its ledger row are stored in one write (the
+    /// store's one writer is what a follow-up waits behind under load), and it counts toward
+    /// the budget.
+    pub(super) fn record_turn_end(&mut self, turn: u32, reason: StopReason) {
         self.budget_interrupt = None;
-        let row = self.ledger.close(&self.run.run_id, turn, reason, duration_ms, self.run.options.model.as_deref(), &self.inner.cfg.prices);
-        if let Err(e) = self.inner.store.usage_record(&row) {
-            tracing::error!("run {}: usage of turn {turn} not recorded: {e}", self.run.run_id);
-        }
-        self.trace_turn(&row.usage, duration_ms);
+        let row = self.ledger.close(&self.run.run_id, turn, reason, self.run.options.model.as_deref(), &self.inner.cfg.prices);
+        let row = self.inner.store.turn_end_counted(row.clone()).unwrap_or_else(|e| {
+            tracing::error!("run {}: end and usage of turn {turn} not recorded: {e}", self.run.run_id);
+            row
+        });
+        self.ledger.count(&row.usage);
+        self.trace_turn(&row.usage, row.usage.duration_ms);
     }
 
     /// After a turn's end changed the run's state: a run now at its budget says so, and drops

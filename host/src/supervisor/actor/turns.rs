@@ -212,11 +212,7 @@ impl Actor {
     }
 
     fn on_turn_ended(&mut self, turn: u32, reason: StopReason, text: Option<String>) {
-        let duration_ms = self.inner.store.turn_end(&self.run.run_id, turn, reason.as_str()).unwrap_or_else(|e| {
-            tracing::error!("run {}: cannot record end of turn {turn}: {e}", self.run.run_id);
-            0
-        });
-        self.record_turn_usage(turn, reason, duration_ms);
+        self.record_turn_end(turn, reason);
         let (save_home, change) = self.machine.turn_ended(reason, text.as_deref());
         if save_home {
             persist::save(&self.inner, &self.run, self.harness);
