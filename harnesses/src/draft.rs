@@ -27,6 +27,9 @@ pub struct EventDraft {
     pub summary: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<spaces_sdk::Usage>,
+    /// A `turn_diff` event's files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<Vec<spaces_sdk::FileChange>>,
     /// The harness's original line (redacted); stored, returned only when asked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub raw: Option<String>,
@@ -47,6 +50,7 @@ impl EventDraft {
             stop_reason: None,
             summary: None,
             usage: None,
+            files: None,
             raw: None,
         }
     }

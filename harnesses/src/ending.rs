@@ -131,6 +131,7 @@ mod tests {
             stop_reason: None,
             summary: None,
             usage: None,
+            files: None,
             raw: None,
         }
     }

@@ -161,6 +161,13 @@ pub trait Normalizer: Send {
     fn process_exited(&mut self, exit: &ExitInfo) -> Vec<EventDraft>;
     /// The CLI's session id (Claude session id, Codex thread id) once seen.
     fn session_id(&self) -> Option<String>;
+    /// Where the session stands now, as the CLI names a point to resume at
+    /// ([`crate::LaunchContext::resume_at`]): asked at each turn's end for `agent_rewind`
+    /// (issue 34). Claude Code: the uuid of the last message line; Codex app-server: the last
+    /// turn's id. `None` (the default): the CLI cannot resume at a point.
+    fn turn_point(&self) -> Option<String> {
+        None
+    }
     /// True while a tool call of the turn in flight has started and not finished: a silent
     /// agent is then waiting on its tool (a build, a test run), not stalled.
     fn tool_running(&self) -> bool;

@@ -81,6 +81,11 @@ pub struct LaunchContext<'a> {
     /// own (Claude Code's `--max-budget-usd`); `None`: no limit. The daemon keeps the rest of a
     /// budget itself (issue 33).
     pub max_budget_usd: Option<f64>,
+    /// Continue `session_id` as it was at this point, after a rewind (`agent_rewind`, issue 34):
+    /// the [`crate::Normalizer::turn_point`] recorded at the end of the turn rewound to (Claude
+    /// Code: a message uuid, for `--resume-session-at` with `--fork-session`; Codex app-server:
+    /// a turn id, for `thread/fork` with `lastTurnId`). `None`: resume (or start) as usual.
+    pub resume_at: Option<&'a str>,
 }
 
 /// How long each CLI is told to wait for its MCP servers ([`LaunchContext::mcp_servers`]) to

@@ -49,6 +49,12 @@
 //! - `SPACES_OTLP_ENDPOINT` (or `otlp_endpoint`): an OpenTelemetry collector's OTLP/HTTP URL
 //!   (`http://127.0.0.1:4318`); each run's spans (run, turns, tool calls) are exported there as
 //!   OTLP/JSON ([`crate::traces`]). Unset: no traces.
+//! - `SPACES_CHECKPOINTS` (or `checkpoints`, default on): a checkpoint of each run's working
+//!   folder at every turn boundary, a `turn_diff` event per turn and `agent_diff`
+//!   ([`spaces_volumes::checkpoint`]); `0` turns them off. `checkpoint_exclude` (`config.json`
+//!   only): the globs they leave out, replacing the default (`.git`, `node_modules`, `target`,
+//!   `.venv`, `__pycache__`); `SPACES_CHECKPOINT_KEEP_TURNS` (or `checkpoint_keep_turns`,
+//!   default 100): how many of a run's newest checkpoints are kept.
 //! - `space_budgets` (`config.json` only): Space name -> the budget (`{usd?, tokens?, turns?}`)
 //!   of its runs started without `options.budget`.
 
@@ -202,6 +208,12 @@ pub struct ConfigFile {
     pub quota_backoff_ms: Option<u64>,
     /// Where run spans go: an OTLP/HTTP collector (`http://host:4318`); none: no traces.
     pub otlp_endpoint: Option<String>,
+    /// A checkpoint of each run's folder at every turn boundary (default true).
+    pub checkpoints: Option<bool>,
+    /// Globs checkpoints leave out, replacing the default list.
+    pub checkpoint_exclude: Option<Vec<String>>,
+    /// How many of a run's newest checkpoints are kept (default 100).
+    pub checkpoint_keep_turns: Option<usize>,
 }
 
 /// The resolved configuration of one daemon.
@@ -265,7 +277,23 @@ pub struct Config {
     pub quota_backoff_ms: u64,
     /// The OTLP/HTTP collector run spans are exported to ([`crate::traces`]); `None`: off.
     pub otlp_endpoint: Option<String>,
+    /// Checkpoints of runs' working folders (issue 34; `SPACES_CHECKPOINTS`, `checkpoints`,
+    /// `checkpoint_exclude`, `checkpoint_keep_turns`); `None`: off.
+    pub checkpoints: Option<CheckpointSettings>,
 }
+
+/// How runs' working folders are checkpointed at turn boundaries ([`spaces_volumes::checkpoint`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointSettings {
+    /// Globs (relative to the working folder) left out of checkpoints and never touched by a
+    /// rewind.
+    pub exclude: Vec<String>,
+    /// How many of a run's newest checkpoints are kept (at least 2).
+    pub keep_turns: usize,
+}
+
+/// Default of [`CheckpointSettings::keep_turns`].
+pub const DEFAULT_CHECKPOINT_KEEP_TURNS: usize = 100;
 
 /// A yes/no setting from the environment: `0`, `false`, `off` or `no` is no, anything else yes;
 /// `None` when unset.
@@ -350,7 +378,21 @@ impl Config {
         for (space, budget) in &file.space_budgets {
             budget.check(&format!("space_budgets.{space}")).map_err(|e| anyhow::anyhow!("config.json {e}"))?;
         }
+        let checkpoints = env_flag("SPACES_CHECKPOINTS").or(file.checkpoints).unwrap_or(true).then(|| CheckpointSettings {
+            exclude: file
+                .checkpoint_exclude
+                .clone()
+                .unwrap_or_else(|| spaces_volumes::checkpoint::DEFAULT_EXCLUDE.iter().map(|s| (*s).to_owned()).collect()),
+            keep_turns: env_num("SPACES_CHECKPOINT_KEEP_TURNS")
+                .or(file.checkpoint_keep_turns)
+                .unwrap_or(DEFAULT_CHECKPOINT_KEEP_TURNS)
+                .max(2),
+        });
+        if let Some(c) = &checkpoints {
+            spaces_volumes::checkpoint::check_exclude(&c.exclude).map_err(|e| anyhow::anyhow!("config.json checkpoint_exclude: {e}"))?;
+        }
         Ok(Config {
+            checkpoints,
             prices: crate::prices::PriceTable::with(&file.prices),
             space_budgets: file.space_budgets,
             otlp_endpoint: std::env::var("SPACES_OTLP_ENDPOINT").ok().filter(|v| !v.is_empty()).or(file.otlp_endpoint),

@@ -84,6 +84,11 @@ pub struct HarnessSupports {
     pub resume: bool,
     /// A run can be forked into a new run at a turn (`agent_fork`; not yet on any harness).
     pub fork: bool,
+    /// `agent_rewind` takes the conversation back to a turn natively (Claude Code
+    /// `--resume-session-at`, Codex app-server `thread/fork`); false: a rewound run's next turn
+    /// starts a fresh session. The folder rewinds on every harness.
+    #[serde(default)]
+    pub rewind: bool,
     /// Turns report token usage (`usage` events).
     pub usage: bool,
     /// The CLI asks before tool calls; the run's policy answers and `permission` events show it.

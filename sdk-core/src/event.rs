@@ -24,6 +24,10 @@ pub enum EventKind {
     Permission,
     Notice,
     CancelRequested,
+    /// What the turn changed in the run's working folder, from the daemon's checkpoints
+    /// (`files`; `summary` like `2 files changed, +3 -1`). Stored just before the turn's
+    /// `turn_ended`, so a caller that sees the end has the diff.
+    TurnDiff,
     TurnEnded,
     Error,
     Exited,
@@ -32,7 +36,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind, in contract order (for `agent_capabilities.event_kinds`).
-    pub const ALL: [EventKind; 18] = [
+    pub const ALL: [EventKind; 19] = [
         EventKind::Install,
         EventKind::Session,
         EventKind::TurnStarted,
@@ -47,6 +51,7 @@ impl EventKind {
         EventKind::Permission,
         EventKind::Notice,
         EventKind::CancelRequested,
+        EventKind::TurnDiff,
         EventKind::TurnEnded,
         EventKind::Error,
         EventKind::Exited,
@@ -70,6 +75,7 @@ impl EventKind {
             EventKind::Permission => "permission",
             EventKind::Notice => "notice",
             EventKind::CancelRequested => "cancel_requested",
+            EventKind::TurnDiff => "turn_diff",
             EventKind::TurnEnded => "turn_ended",
             EventKind::Error => "error",
             EventKind::Exited => "exited",
@@ -187,6 +193,9 @@ pub struct Event {
     /// Tokens, cost and time as the CLI reported them (`usage` events only; `Usage`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// The files the turn changed (`turn_diff` events only; `FileChange`), sorted by path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<Vec<crate::timetravel::FileChange>>,
     /// The harness's original line, redacted; only when the caller asked (`raw: true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw: Option<String>,

@@ -33,6 +33,7 @@ pub mod op;
 pub mod run;
 #[cfg(feature = "client")]
 pub mod space;
+pub mod timetravel;
 pub mod tools;
 pub mod usage;
 pub mod webhook;
@@ -52,6 +53,7 @@ pub use run::{
     AgentStartRequest, AgentStatusRequest, Approvals, Attachment, Empty, Phase, RunStatus, RunsRemovedReport, SpaceAddRequest,
     SpaceAgentOptions, SpaceNetwork, SpaceRecord, SpaceRemoveReport, SpaceRemoveRequest, Status, IDEMPOTENCY_KEY_MAX,
 };
+pub use timetravel::{AgentDiffRequest, AgentRewindRequest, DiffReport, FileChange, FileChangeKind, RewindReport, RewindWhat};
 pub use usage::{AgentBudgetRequest, AgentUsageRequest, Budget, BudgetReport, RunUsage, TurnUsage, UsageReport, UsageTotals};
 pub use webhook::{
     WebhookAddRequest, WebhookDeliveriesRequest, WebhookDelivery, WebhookRecord, WebhookRemoveRequest, WebhookRemoved, WEBHOOK_EVENTS,

@@ -204,6 +204,12 @@ macro_rules! for_each_operation {
             agent_budget: AgentBudget, Post "/v1/spaces/{space}/agents/{run_id}/budget",
                 $crate::usage::AgentBudgetRequest => $crate::usage::BudgetReport, false, Operator [Idempotent],
                 "Set or raise a run's budget (usd, tokens, turns); a run at its budget takes turns again once it is raised.";
+            agent_diff: AgentDiff, Get "/v1/spaces/{space}/agents/{run_id}/diff",
+                $crate::timetravel::AgentDiffRequest => $crate::timetravel::DiffReport, true, Tool,
+                "What a run's turns changed in its working folder: the files with +/- lines, and the unified diff.";
+            agent_rewind: AgentRewind, Post "/v1/spaces/{space}/agents/{run_id}/rewind",
+                $crate::timetravel::AgentRewindRequest => $crate::timetravel::RewindReport, false, Tool [Destructive],
+                "Take an idle run back to the end of a turn: its folder from the checkpoint, its conversation resumed there.";
             webhook_add: WebhookAdd, Post "/v1/webhooks",
                 $crate::webhook::WebhookAddRequest => $crate::webhook::WebhookRecord, false, Operator [Additive],
                 "Register an endpoint to be posted chosen run events, signed (Standard Webhooks), retried, in order per run.";

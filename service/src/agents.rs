@@ -107,6 +107,21 @@ impl Service {
         off_runtime(move || sup.agent_usage(&req)).await
     }
 
+    /// `agent_diff`: what the run's turns changed, from its checkpoints (issue 34). Errors:
+    /// `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`, `INVALID_ARGUMENT` naming a turn without a
+    /// checkpoint (or `turn` given with a range).
+    pub async fn agent_diff(&self, req: spaces_sdk::AgentDiffRequest) -> Result<spaces_sdk::DiffReport> {
+        let sup = self.sup.clone();
+        off_runtime(move || sup.agent_diff(&req)).await
+    }
+
+    /// `agent_rewind`: take an idle run back to the end of a turn (issue 34). Errors:
+    /// `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`, `AGENT_BUSY` mid-turn, `INVALID_ARGUMENT` naming
+    /// `to_turn` (no such ended turn, or no checkpoint of it).
+    pub async fn agent_rewind(&self, req: spaces_sdk::AgentRewindRequest) -> Result<spaces_sdk::RewindReport> {
+        self.sup.agent_rewind(&req).await.map_err(|e| e.to_api())
+    }
+
     /// `webhook_add`. Errors: `INVALID_ARGUMENT` naming `url`, `events` or `secret`.
     pub async fn webhook_add(&self, req: spaces_sdk::WebhookAddRequest) -> Result<spaces_sdk::WebhookRecord> {
         self.sup.webhooks().add(&req)

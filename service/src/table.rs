@@ -81,6 +81,8 @@ pub fn table() -> &'static [Row] {
             AgentPrune => agent_prune,
             AgentUsage => agent_usage,
             AgentBudget => agent_budget,
+            AgentDiff => agent_diff,
+            AgentRewind => agent_rewind,
             WebhookAdd => webhook_add,
             WebhookList => webhook_list,
             WebhookRemove => webhook_remove,

@@ -145,6 +145,7 @@ fn rows_of(batches: &[Vec<EventDraft>]) -> Vec<Vec<Row>> {
                         stop_reason: d.stop_reason,
                         summary: d.summary.clone(),
                         usage: d.usage.clone(),
+                        files: d.files.clone(),
                         raw: None,
                     };
                     (seq, serde_json::to_string(&event).unwrap(), d.raw.clone())

@@ -49,6 +49,7 @@ pub(crate) fn prepare(drafts: Vec<EventDraft>) -> Result<Chunk> {
             stop_reason: d.stop_reason,
             summary: d.summary,
             usage: d.usage,
+            files: d.files,
             raw: None,
         };
         if !events.is_empty() {

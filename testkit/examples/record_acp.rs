@@ -124,6 +124,7 @@ async fn record(harness: &dyn Harness, name: &str, binary: &Path, out: &Path) ->
             env: &env,
             mcp_servers: &[],
             max_budget_usd: None,
+            resume_at: None,
         };
         let plan = harness.launch(&ctx);
         for (path, content) in &plan.files {

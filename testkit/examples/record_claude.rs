@@ -224,6 +224,7 @@ async fn record(name: &str, binary: &Path, out: &Path, work: &Path) -> Result<()
         env: &env,
         mcp_servers: &[],
         max_budget_usd: None,
+        resume_at: None,
     };
     let plan = ClaudeCode.launch(&ctx);
     let mut cmd = tokio::process::Command::new(&plan.argv[0]);

@@ -211,6 +211,7 @@ async fn run(
         env: &env,
         mcp_servers: &[],
         max_budget_usd: None,
+        resume_at: None,
     };
     let plan = OpenAiCodex.launch(&ctx);
     for (path, content) in &plan.files {

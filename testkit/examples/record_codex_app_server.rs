@@ -201,6 +201,7 @@ async fn run_process(
         env: &env,
         mcp_servers: &[],
         max_budget_usd: None,
+        resume_at: None,
     };
     let plan = app_server::launch(&ctx);
     n.launched(&ctx);

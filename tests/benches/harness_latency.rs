@@ -293,6 +293,7 @@ async fn direct(t: &Target) -> Figures {
         env: &env,
         mcp_servers: &[],
         max_budget_usd: None,
+        resume_at: None,
     };
     let mut n = h.normalizer();
     let t0 = Instant::now();

@@ -231,6 +231,39 @@ impl Beneath {
         futimens(&f, &t, &t).map_err(|e| errno_io(&self.abs(rel), e))
     }
 
+    /// Removes entry `rel` (a file or symlink; `dir`: an empty directory), reached without
+    /// following a symlink. A missing entry is fine.
+    pub fn remove(&self, rel: &str, dir: bool) -> Result<()> {
+        let (parent, name) = self.parent(rel)?;
+        let flags = if dir { nix::unistd::UnlinkatFlags::RemoveDir } else { nix::unistd::UnlinkatFlags::NoRemoveDir };
+        match nix::unistd::unlinkat(parent.fd(), name, flags) {
+            Ok(()) | Err(Errno::ENOENT) => Ok(()),
+            Err(e) => Err(errno_io(&self.abs(rel), e)),
+        }
+    }
+
+    /// Writes regular file `rel` from `content` with `mode` and `mtime_ns`, replacing whatever
+    /// file or symlink is there in one rename: a reader sees the old file or the new one, never
+    /// half of it. The bytes go to a temp file beside it first (made `O_EXCL`, never followed).
+    pub fn replace_file(&self, rel: &str, content: &mut dyn std::io::Read, mode: u32, mtime_ns: i64) -> Result<()> {
+        let (parent, name) = self.parent(rel)?;
+        let tmp = format!(".{name}.spaces-{}", uuid::Uuid::new_v4().simple());
+        let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let fd = openat(parent.fd(), tmp.as_str(), flags, Mode::from_bits_truncate(0o600)).map_err(|e| errno_io(&self.abs(rel), e))?;
+        let mut f = File::from(fd);
+        let written = (|| -> Result<()> {
+            std::io::copy(content, &mut f).map_err(|e| VolumeError::io(self.abs(rel), e))?;
+            let t = ts(mtime_ns);
+            fchmod(&f, Mode::from_bits_truncate(mode & MODE_MASK)).map_err(|e| errno_io(&self.abs(rel), e))?;
+            futimens(&f, &t, &t).map_err(|e| errno_io(&self.abs(rel), e))?;
+            nix::fcntl::renameat(parent.fd(), tmp.as_str(), parent.fd(), name).map_err(|e| errno_io(&self.abs(rel), e))
+        })();
+        if written.is_err() {
+            let _ = nix::unistd::unlinkat(parent.fd(), tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
+        }
+        written
+    }
+
     /// Sets the mode of the root directory itself.
     pub fn set_root_mode(&self, mode: u32) -> Result<()> {
         fchmod(&self.root, Mode::from_bits_truncate(mode & MODE_MASK)).map_err(|e| errno_io(&self.path, e))

@@ -49,6 +49,7 @@
 
 mod beneath;
 mod bridge;
+pub mod checkpoint;
 mod error;
 mod fsops;
 mod layer;

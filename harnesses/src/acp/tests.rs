@@ -30,6 +30,7 @@ fn ctx<'a>(prompt: &'a str, session: Option<&'a str>, env: &'a BTreeMap<String, 
         env,
         mcp_servers: &[],
         max_budget_usd: None,
+        resume_at: None,
     }
 }
 

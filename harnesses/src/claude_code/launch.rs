@@ -86,6 +86,13 @@ pub fn plan(ctx: &LaunchContext<'_>) -> LaunchPlan {
     if let Some(sid) = ctx.session_id {
         argv.push("--resume".into());
         argv.push(sid.into());
+        if let Some(at) = ctx.resume_at {
+            // A rewind (issue 34): the session as it was at that message, as a new session
+            // (the old one keeps its history).
+            argv.push("--resume-session-at".into());
+            argv.push(at.into());
+            argv.push("--fork-session".into());
+        }
     }
 
     let mut env = BTreeMap::new();
@@ -186,6 +193,7 @@ mod tests {
             env,
             mcp_servers: &[],
             max_budget_usd: None,
+            resume_at: None,
         }
     }
 
@@ -263,6 +271,9 @@ mod tests {
         c.model = Some("claude-sonnet-4-5");
         let plan = ClaudeCode.launch(&c);
         assert_eq!(plan.argv[9..], ["--model", "claude-sonnet-4-5", "--resume", "0b5f-sid"].map(String::from));
+        // A rewind (issue 34): the session as it was at a message, as a new session.
+        let rewound = ClaudeCode.launch(&LaunchContext { resume_at: Some("msg-uuid"), ..c });
+        assert_eq!(rewound.argv[11..], ["--resume", "0b5f-sid", "--resume-session-at", "msg-uuid", "--fork-session"].map(String::from));
         assert_eq!(plan.env["CLAUDE_CODE_MAX_RETRIES"], "0");
         assert_eq!(plan.env["HOME"], "/elsewhere");
         assert_eq!(plan.env["ANTHROPIC_AUTH_TOKEN"], "tok-123456789");

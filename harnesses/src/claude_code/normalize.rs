@@ -57,6 +57,9 @@ pub struct ClaudeNormalizer {
     cwd: Option<String>,
     open_tools: Vec<OpenTool>,
     stderr_tail: StderrTail,
+    /// The `uuid` of the last `assistant` or `user` line: the session's newest message, where
+    /// `--resume-session-at` can resume (`turn_point`).
+    last_message: Option<String>,
 }
 
 impl ClaudeNormalizer {
@@ -308,6 +311,11 @@ impl Normalizer for ClaudeNormalizer {
             return Vec::new();
         }
         let parsed: Option<Value> = serde_json::from_str(line).ok();
+        if let Some(v) = parsed.as_ref().filter(|v| matches!(str_of(v, "type"), Some("assistant" | "user"))) {
+            if let Some(uuid) = str_of(v, "uuid") {
+                self.last_message = Some(uuid.to_owned());
+            }
+        }
         let out = match parsed.as_ref().and_then(|v| str_of(v, "type").map(|t| (t, v))) {
             Some(("system", v)) => self.system(v),
             Some(("assistant", v)) => self.assistant(v),
@@ -345,6 +353,10 @@ impl Normalizer for ClaudeNormalizer {
         out.push(ending::exited(self.turn, exit, &tail));
         self.open_tools.clear();
         out
+    }
+
+    fn turn_point(&self) -> Option<String> {
+        self.last_message.clone()
     }
 
     fn session_id(&self) -> Option<String> {

@@ -280,6 +280,7 @@ fn ctx<'a>(
         env,
         mcp_servers: &[],
         max_budget_usd: None,
+        resume_at: None,
     }
 }
 

@@ -171,6 +171,7 @@ fn replay_resume(id: &str, fixture: &str) -> Vec<EventDraft> {
         env: &env,
         mcp_servers: &[],
         max_budget_usd: None,
+        resume_at: None,
     };
     n.launched(&ctx);
     out.extend(n.begin_turn(2, "Two."));

@@ -69,6 +69,7 @@ fn replay_with_plans(turns: &[Turn<'_>]) -> (Vec<EventDraft>, Vec<Vec<String>>) 
             env: &env,
             mcp_servers: &[],
             max_budget_usd: None,
+            resume_at: None,
         });
         argvs.push(plan.argv);
         out.extend(n.begin_turn(turn, t.prompt));

@@ -65,6 +65,7 @@ fn replay(name: &str) -> Replay {
                     env: &env,
                     mcp_servers: &[],
                     max_budget_usd: None,
+                    resume_at: None,
                 });
             }
             "stdout" => {

@@ -11,15 +11,18 @@
 //! and stores what they change, `exit.rs` takes the process's output and its end. How a process
 //! is launched and how its output becomes events is the [`Launcher`]'s.
 
+mod checkpoint;
 mod disk;
 mod exit;
 mod queue;
 mod quota;
+mod rewind;
 mod slots;
 mod spend;
 pub mod state;
 mod talk;
 mod trace;
+pub use rewind::take_rewind_point;
 pub use trace::TRACEPARENT_FILE;
 mod turns;
 mod unstored;
@@ -86,6 +89,8 @@ pub struct Actor {
     /// The run's trace when traces are on (`trace.rs`), and what its spans need of the turn.
     trace: Option<crate::traces::RunTrace>,
     turn_trace: trace::TurnTrace,
+    /// The run's folder checkpoints (`checkpoint.rs`), opened at first use.
+    checkpoints: checkpoint::Cps,
 }
 
 impl Actor {
@@ -120,6 +125,7 @@ impl Actor {
             quota_continued: false,
             trace: None,
             turn_trace: trace::TurnTrace::default(),
+            checkpoints: checkpoint::Cps::Unopened,
         };
         actor.load_queue();
         actor.load_ledger();
@@ -232,6 +238,9 @@ impl Actor {
             }
             Cmd::Budget { budget, reply } => {
                 let _ = reply.send(self.on_budget(budget));
+            }
+            Cmd::Rewind { to_turn, what, reply } => {
+                let _ = reply.send(self.on_rewind(to_turn, what));
             }
         }
     }

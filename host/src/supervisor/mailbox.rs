@@ -34,6 +34,12 @@ pub enum Cmd {
         budget: spaces_sdk::Budget,
         reply: oneshot::Sender<Result<spaces_sdk::BudgetReport, ApiError>>,
     },
+    /// `agent_rewind`: back to the end of turn `to_turn`.
+    Rewind {
+        to_turn: u32,
+        what: spaces_sdk::RewindWhat,
+        reply: oneshot::Sender<Result<spaces_sdk::RewindReport, ApiError>>,
+    },
 }
 
 /// Where a command's answer goes: a report, or a typed refusal.

@@ -48,6 +48,7 @@ pub mod admission;
 mod ahead;
 pub mod api;
 mod capabilities;
+mod checkpoints;
 pub mod error;
 mod events;
 mod files;
@@ -381,6 +382,21 @@ impl Supervisor {
     /// Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`.
     pub fn agent_usage(&self, req: &spaces_sdk::AgentUsageRequest) -> Result<spaces_sdk::UsageReport> {
         usage::report(&self.inner.store, req)
+    }
+
+    /// `agent_diff`: what the run's turns changed, from its checkpoints (`checkpoints.rs`).
+    /// Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`, `INVALID_ARGUMENT` naming the turn.
+    pub fn agent_diff(&self, req: &spaces_sdk::AgentDiffRequest) -> Result<spaces_sdk::DiffReport> {
+        checkpoints::diff(&self.inner, req)
+    }
+
+    /// `agent_rewind`: take an idle run back to the end of a turn, through its actor
+    /// (`actor/rewind.rs`). Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`, `AGENT_BUSY`,
+    /// `INVALID_ARGUMENT` naming `to_turn`.
+    pub async fn agent_rewind(&self, req: &spaces_sdk::AgentRewindRequest) -> Result<spaces_sdk::RewindReport> {
+        let run = registry::run_in_space(&self.inner.store, &req.space, &req.run_id)?;
+        let (to_turn, what) = (req.to_turn, req.what.unwrap_or_default());
+        actors::ask(&self.inner, run, |reply| Cmd::Rewind { to_turn, what, reply }).await
     }
 
     /// `agent_budget`: set or raise a run's budget, through its actor (which checks it before

@@ -220,6 +220,48 @@ pub enum AgentCmd {
         #[arg(long)]
         json: bool,
     },
+    /// What a run's turns changed in its working folder, from the daemon's checkpoints: the
+    /// unified diff of the last turn, of --turn N, or of checkpoints --from N to --to M (0 is
+    /// the folder before the first turn). Binary files are named, not dumped.
+    Diff {
+        /// The run (`run-...`).
+        run_id: String,
+        #[command(flatten)]
+        space: SpaceArg,
+        /// One turn (1-based): what it changed.
+        #[arg(long, conflicts_with_all = ["from", "to"])]
+        turn: Option<u32>,
+        /// The checkpoint the range starts at (default: the one before --to).
+        #[arg(long)]
+        from: Option<u32>,
+        /// The checkpoint the range ends at (default: the last).
+        #[arg(long)]
+        to: Option<u32>,
+        /// Only the changed files with their +/- lines, no diff.
+        #[arg(long)]
+        stat: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take an idle run back to the end of a turn: its folder from the checkpoint (byte for
+    /// byte; files made later removed) and its conversation (natively where the CLI can, else
+    /// a fresh session). Refused while a turn runs.
+    Rewind {
+        /// The run (`run-...`).
+        run_id: String,
+        #[command(flatten)]
+        space: SpaceArg,
+        /// The turn whose end to go back to (0: before the first turn).
+        #[arg(long, value_name = "N")]
+        to_turn: u32,
+        /// What to take back.
+        #[arg(long, value_enum, default_value = "both")]
+        what: RewindArg,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// What runs spent (the daemon's usage ledger): tokens in, cached and out, cost in US
     /// dollars (the CLI's own figure, or `~` estimated from the price table), tool calls and
     /// time; totals, a line per run, and each turn with --turns.
@@ -414,6 +456,30 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
             let since_ms = since.map(|age| spaces_store::now_ms().saturating_sub(age));
             let req = spaces_sdk::AgentUsageRequest { space, run_id, since_ms, turns: turns.then_some(true) };
             super::usage::usage(client, req, json).await?;
+        }
+        AgentCmd::Diff { run_id, space, turn, from, to, stat, json } => {
+            let space = resolve_run(client, space, &run_id).await?;
+            let req = spaces_sdk::AgentDiffRequest { space, run_id, turn, from_turn: from, to_turn: to };
+            let report = client.agent_diff(&req).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", super::print::diff_report(&report, stat));
+            }
+        }
+        AgentCmd::Rewind { run_id, space, to_turn, what, json } => {
+            let space = resolve_run(client, space, &run_id).await?;
+            let what = match what {
+                RewindArg::Files => spaces_sdk::RewindWhat::Files,
+                RewindArg::Conversation => spaces_sdk::RewindWhat::Conversation,
+                RewindArg::Both => spaces_sdk::RewindWhat::Both,
+            };
+            let report = client.agent_rewind(&spaces_sdk::AgentRewindRequest { space, run_id, to_turn, what: Some(what) }).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                println!("run {}: {}", report.run_id, report.reason);
+            }
         }
         AgentCmd::Budget { run_id, space, budget, json } => {
             let space = resolve_run(client, space, &run_id).await?;
@@ -683,4 +749,15 @@ fn parse_age(s: &str) -> Result<u64, String> {
         _ => return Err(format!("{s:?}: the unit must be d, h, m, s or ms, as in 7d, 12h, 30m")),
     };
     n.checked_mul(factor).ok_or_else(|| format!("{s:?} is too long"))
+}
+
+/// `agent rewind --what`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum RewindArg {
+    /// The folder only.
+    Files,
+    /// The conversation only.
+    Conversation,
+    /// Both.
+    Both,
 }

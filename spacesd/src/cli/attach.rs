@@ -368,6 +368,7 @@ mod tests {
             stop_reason: None,
             summary: Some("Run: seq 1 12".into()),
             usage: None,
+            files: None,
             raw: None,
         }
     }

@@ -39,6 +39,9 @@ pub fn event_lines(e: &Event, view: View) -> Option<String> {
     }
     let when = if view.timestamps { format!("{} ", clock(e.ts_ms)) } else { String::new() };
     let mut out = format!("{when}#{:<4} turn {:<2} {:<16} {}", e.seq, e.turn, e.kind.as_str(), detail.trim_end());
+    for f in e.files.iter().flatten() {
+        out.push_str(&format!("\n        {}", file_line(f)));
+    }
     let tool_done = matches!(e.tool_status, Some(ToolStatus::Completed | ToolStatus::Failed));
     if tool_done && matches!(e.kind, EventKind::ToolUpdate | EventKind::ToolCall) {
         if let Some(text) = e.text.as_deref().filter(|t| !t.trim().is_empty()) {
@@ -56,6 +59,38 @@ pub fn event_lines(e: &Event, view: View) -> Option<String> {
         }
     }
     Some(out)
+}
+
+/// One changed file as `A path (+3 -0)`: `A`dded, `M` changed, `D` removed; `binary` instead
+/// of line counts for a binary file.
+pub fn file_line(f: &spaces_sdk::FileChange) -> String {
+    let letter = match f.change {
+        spaces_sdk::FileChangeKind::Added => 'A',
+        spaces_sdk::FileChangeKind::Changed => 'M',
+        spaces_sdk::FileChangeKind::Removed => 'D',
+    };
+    let lines = if f.binary { "binary".to_owned() } else { format!("+{} -{}", f.added_lines, f.removed_lines) };
+    format!("{letter} {} ({lines})", f.path)
+}
+
+/// `agent diff`'s text: a line naming the checkpoints, a line per changed file, then (unless
+/// `stat`) the unified diff.
+pub fn diff_report(r: &spaces_sdk::DiffReport, stat: bool) -> String {
+    let mut out = format!("run {}: checkpoint {} -> {}: ", r.run_id, r.from_turn, r.to_turn);
+    if r.files.is_empty() {
+        out.push_str("no file changed\n");
+        return out;
+    }
+    let (added, removed) = r.files.iter().fold((0, 0), |(a, d), f| (a + f.added_lines, d + f.removed_lines));
+    out.push_str(&format!("{} file(s) changed, +{added} -{removed}\n", r.files.len()));
+    for f in &r.files {
+        out.push_str(&format!("  {}\n", file_line(f)));
+    }
+    if !stat && !r.diff.is_empty() {
+        out.push('\n');
+        out.push_str(&r.diff);
+    }
+    out
 }
 
 /// `HH:MM:SS.mmm` (UTC) of `ms` since the epoch.
@@ -165,6 +200,7 @@ mod tests {
             stop_reason: None,
             summary: None,
             usage: None,
+            files: None,
             raw: None,
         }
     }

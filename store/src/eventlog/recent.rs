@@ -63,6 +63,7 @@ fn without_raw(e: &Event) -> Event {
         stop_reason: e.stop_reason,
         summary: e.summary.clone(),
         usage: e.usage.clone(),
+        files: e.files.clone(),
         raw: None,
     }
 }
@@ -70,7 +71,8 @@ fn without_raw(e: &Event) -> Event {
 /// About how much memory `e` holds, in bytes (`raw` is never kept).
 fn size_of(e: &Event) -> usize {
     let text = [&e.text, &e.tool_id, &e.tool_title, &e.tool_kind, &e.summary];
-    EVENT_OVERHEAD + text.iter().map(|t| t.as_ref().map_or(0, String::len)).sum::<usize>()
+    let files = e.files.as_ref().map_or(0, |f| f.iter().map(|c| c.path.len() + 48).sum::<usize>());
+    EVENT_OVERHEAD + files + text.iter().map(|t| t.as_ref().map_or(0, String::len)).sum::<usize>()
 }
 
 impl Recent {
@@ -173,6 +175,7 @@ mod tests {
                 stop_reason: None,
                 summary: None,
                 usage: None,
+                files: None,
                 raw: Some(format!("{{\"line\":{seq}}}")),
             })
             .collect()

@@ -78,6 +78,10 @@ fn minimal(name: &str, f: &Fixtures) -> (Value, Option<(&'static str, Value)>) {
         "webhook_deliveries" => (json!({"max": 10}), Some(("max", json!("ten")))),
         "webhook_remove" => (json!({"webhook_id": "wh-none"}), None),
         "agent_budget" => (json!({"space": "s", "run_id": f.get("run"), "budget": {"turns": 5}}), Some(("budget", json!(5)))),
+        "agent_diff" => (json!({"space": "s", "run_id": f.get("run")}), Some(("turn", json!("one")))),
+        "agent_rewind" => {
+            (json!({"space": "s", "run_id": f.get("stopped_run"), "to_turn": 0, "what": "files"}), Some(("to_turn", json!("zero"))))
+        }
         "persistent_agent_send" => (json!({"name": "h", "text": "again"}), Some(("text", json!(1)))),
         "home_list" => (json!({}), None),
         "home_snapshots" => (json!({"name": "h"}), None),

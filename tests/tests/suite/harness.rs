@@ -83,6 +83,19 @@ impl H {
         }
     }
 
+    /// A tool call running a shell command that ends by itself, in the Space's folder.
+    pub fn command(&self, command: &str) -> Reply {
+        match self.wire {
+            Wire::AnthropicMessages => {
+                Reply::ToolCall { name: "Bash".into(), input: serde_json::json!({"command": command, "description": "a command"}) }
+            }
+            Wire::OpenAiResponses => {
+                Reply::ToolCall { name: "exec_command".into(), input: serde_json::json!({"cmd": command, "yield_time_ms": 30000}) }
+            }
+            Wire::OpenAiChatCompletions | Wire::GeminiStreamGenerateContent => self.shell(command),
+        }
+    }
+
     /// A tool call running a shell command that does not end by itself.
     pub fn long_command(&self, command: &str) -> Reply {
         match self.wire {

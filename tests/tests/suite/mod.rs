@@ -34,6 +34,7 @@ mod small_holes;
 mod space_tools;
 mod survive;
 mod tcp;
+mod time_travel;
 mod traces;
 mod warm;
 mod web;

@@ -34,6 +34,7 @@ pub enum Sent {
     Initialize,
     ThreadStart,
     ThreadResume,
+    ThreadFork,
     TurnStart,
     TurnInterrupt,
     TurnSteer,
@@ -46,6 +47,7 @@ impl Sent {
             Sent::Initialize => "initialize",
             Sent::ThreadStart => "thread/start",
             Sent::ThreadResume => "thread/resume",
+            Sent::ThreadFork => "thread/fork",
             Sent::TurnStart => "turn/start",
             Sent::TurnInterrupt => "turn/interrupt",
             Sent::TurnSteer => "turn/steer",
@@ -79,6 +81,10 @@ pub struct Conversation {
     model: Option<String>,
     /// The thread to resume instead of starting one.
     resume: Option<String>,
+    /// A rewind (issue 34): the thread is forked through this turn instead of resumed.
+    fork_at: Option<String>,
+    /// The id of the last turn that completed on the server (a rewind's point).
+    pub last_turn: Option<String>,
     /// The thread of this process, once `thread/start|resume` answered (or a line named it).
     pub thread: Option<String>,
     /// The turn in flight on the server, once `turn/start` answered or `turn/started` came.
@@ -94,13 +100,16 @@ pub struct Conversation {
 impl Conversation {
     /// A new process starts: forget the old one's requests, thread and turn; keep what the new
     /// one needs (`cwd`, `model`, the thread to resume) and the text of a turn still waiting.
-    pub fn launched(&mut self, cwd: &str, model: Option<&str>, resume: Option<&str>) {
+    pub fn launched(&mut self, cwd: &str, model: Option<&str>, resume: Option<&str>, fork_at: Option<&str>) {
         let waiting = self.waiting_text.take();
+        let last_turn = self.last_turn.take();
         *self = Conversation {
             next_id: INITIALIZE_ID + 1,
             cwd: Some(cwd.to_owned()),
             model: model.map(str::to_owned),
             resume: resume.map(str::to_owned),
+            fork_at: fork_at.map(str::to_owned),
+            last_turn,
             waiting_text: waiting,
             ..Conversation::default()
         };
@@ -153,13 +162,20 @@ impl Conversation {
     pub fn on_initialized(&mut self) {
         self.outgoing.push(json!({"method": "initialized"}).to_string());
         let mut params = self.thread_params();
-        let line = match self.resume.clone() {
-            Some(thread) => {
+        let line = match (self.resume.clone(), self.fork_at.clone()) {
+            // A rewind: a new thread holding the turns through `fork_at` only.
+            (Some(thread), Some(turn)) => {
+                params["threadId"] = json!(thread);
+                params["lastTurnId"] = json!(turn);
+                params["excludeTurns"] = json!(true);
+                self.request(Sent::ThreadFork, params)
+            }
+            (Some(thread), None) => {
                 params["threadId"] = json!(thread);
                 params["excludeTurns"] = json!(true);
                 self.request(Sent::ThreadResume, params)
             }
-            None => self.request(Sent::ThreadStart, params),
+            (None, _) => self.request(Sent::ThreadStart, params),
         };
         self.outgoing.push(line);
     }
@@ -188,7 +204,9 @@ impl Conversation {
 
     /// The server's turn ended.
     pub fn on_turn_completed(&mut self) {
-        self.turn_id = None;
+        if let Some(id) = self.turn_id.take() {
+            self.last_turn = Some(id);
+        }
         self.turn_sent = false;
         self.interrupt_wanted = false;
     }

@@ -172,7 +172,7 @@ impl AppServerNormalizer {
             let method = sent.map_or("a request", Sent::method);
             let text = format!("codex app-server refused {method}: {msg}");
             return match sent {
-                Some(Sent::Initialize | Sent::ThreadStart | Sent::ThreadResume | Sent::TurnStart) if self.in_flight => {
+                Some(Sent::Initialize | Sent::ThreadStart | Sent::ThreadResume | Sent::ThreadFork | Sent::TurnStart) if self.in_flight => {
                     self.conv.on_turn_completed();
                     self.end_turn(StopReason::Error, Some(text))
                 }
@@ -196,7 +196,7 @@ impl AppServerNormalizer {
                 self.conv.on_initialized();
                 self.control("initialize answered")
             }
-            (Some(Sent::ThreadStart | Sent::ThreadResume) | None, Some(thread), _) => {
+            (Some(Sent::ThreadStart | Sent::ThreadResume | Sent::ThreadFork) | None, Some(thread), _) => {
                 let thread = thread.to_owned();
                 self.session = Some(thread.clone());
                 if sent.is_some() {
@@ -305,6 +305,9 @@ impl AppServerNormalizer {
 
     fn on_turn_completed(&mut self, p: &Value) -> Vec<EventDraft> {
         self.conv.on_turn_completed();
+        if let Some(id) = p.pointer("/turn/id").and_then(Value::as_str) {
+            self.conv.last_turn = Some(id.to_owned());
+        }
         let mut out = Vec::new();
         if let Some(mut usage) = self.usage.take() {
             usage.duration_ms = p.pointer("/turn/durationMs").and_then(Value::as_u64);
@@ -496,6 +499,11 @@ impl Normalizer for AppServerNormalizer {
         self.session.clone()
     }
 
+    /// The last completed turn's id: `thread/fork{lastTurnId}` of a rewind.
+    fn turn_point(&self) -> Option<String> {
+        self.conv.last_turn.clone()
+    }
+
     fn tool_running(&self) -> bool {
         self.in_flight && !self.open.is_empty()
     }
@@ -520,7 +528,7 @@ impl Normalizer for AppServerNormalizer {
     /// turn it serves is the one [`Normalizer::begin_turn`] began (called before: its text waits
     /// for the thread), not `ctx.prompt`.
     fn launched(&mut self, ctx: &LaunchContext<'_>) {
-        self.conv.launched(&ctx.cwd.display().to_string(), ctx.model, ctx.session_id);
+        self.conv.launched(&ctx.cwd.display().to_string(), ctx.model, ctx.session_id, ctx.resume_at);
     }
 
     fn take_outgoing(&mut self) -> Vec<String> {

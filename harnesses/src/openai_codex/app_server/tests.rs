@@ -30,6 +30,7 @@ fn ctx<'a>(session: Option<&'a str>, model: Option<&'a str>, env: &'a BTreeMap<S
         env,
         mcp_servers: &[],
         max_budget_usd: None,
+        resume_at: None,
     }
 }
 
@@ -119,6 +120,29 @@ fn a_resume_uses_thread_resume_with_the_session_id() {
     let (_, out) = feed(&mut n, json!({"id": out[1]["id"], "result": {"thread": {"id": "t-old"}}}));
     assert_eq!(out[0]["params"]["threadId"], "t-old");
     assert_eq!(out[0]["params"]["input"][0]["text"], "go on");
+}
+
+/// Issue 34: a rewind's launch forks the thread through the turn rewound to, and the fork's
+/// thread is the session from then on; a completed turn's id is the point a rewind goes back to.
+#[test]
+fn a_rewind_forks_the_thread_through_its_turn() {
+    let (mut n, _) = started(None);
+    feed(
+        &mut n,
+        json!({"method": "turn/completed", "params": {"threadId": "t-1", "turn": {"id": "u-1", "status": "completed", "items": []}}}),
+    );
+    assert_eq!(n.turn_point().as_deref(), Some("u-1"));
+    let env = BTreeMap::new();
+    n.begin_turn(3, "again");
+    n.launched(&LaunchContext { resume_at: Some("u-1"), ..ctx(Some("t-1"), None, &env) });
+    let (_, out) = feed(&mut n, init_answer());
+    assert_eq!(out[1]["method"], "thread/fork");
+    assert_eq!((&out[1]["params"]["threadId"], &out[1]["params"]["lastTurnId"]), (&json!("t-1"), &json!("u-1")));
+    let (events, out) = feed(&mut n, json!({"id": out[1]["id"], "result": {"thread": {"id": "t-fork"}}}));
+    assert!(events.iter().any(|e| e.kind == EventKind::Session && e.text.as_deref() == Some("t-fork")), "{events:?}");
+    assert_eq!(n.session_id().as_deref(), Some("t-fork"));
+    assert_eq!(out[0]["params"]["threadId"], "t-fork");
+    assert_eq!(out[0]["params"]["input"][0]["text"], "again");
 }
 
 #[test]

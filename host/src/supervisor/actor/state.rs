@@ -228,6 +228,11 @@ impl<P> Machine<P> {
         }
     }
 
+    /// A stop is ending the run's processes.
+    pub fn is_stopping(&self) -> bool {
+        matches!(self.state, State::Stopping { .. })
+    }
+
     /// The live process, if any (also while a stop awaits its exit).
     pub fn live(&self) -> Option<&Live<P>> {
         match &self.state {

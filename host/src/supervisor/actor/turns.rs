@@ -77,6 +77,7 @@ impl Actor {
             self.fail_turn_before_start(&e.to_api().message);
             return;
         }
+        self.checkpoint_before(turn);
         if let Some(backoff) = self.machine.backoff() {
             tokio::time::sleep(backoff).await;
         }
@@ -149,6 +150,7 @@ impl Actor {
         if drafts.is_empty() {
             return;
         }
+        self.note_checkpoints(&mut drafts);
         self.note_spending(&mut drafts);
         let ended = turns_ended(&drafts);
         if self.unstored.is_empty() {
@@ -170,6 +172,7 @@ impl Actor {
         if drafts.is_empty() && pos.is_none() {
             return;
         }
+        self.note_checkpoints(&mut drafts);
         self.note_spending(&mut drafts);
         let ended = turns_ended(&drafts);
         if !self.unstored.is_empty() {

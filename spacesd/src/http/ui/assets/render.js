@@ -40,6 +40,7 @@ export const KIND_LABELS = {
   permission: "Permission",
   notice: "Note",
   cancel_requested: "Interrupt",
+  turn_diff: "Changes",
   turn_ended: "Turn ended",
   error: "Error",
   exited: "Agent exited",
@@ -126,6 +127,22 @@ function entry(e) {
     case "usage":
       labelled(li, KIND_LABELS.usage, el("div", "body", e.usage ? usageLine(e.usage) : words));
       break;
+    case "turn_diff": {
+      // The turn's changed files, folded: the summary line counts them.
+      const files = e.files ?? [];
+      const letter = { added: "A", changed: "M", removed: "D" };
+      const details = el("details", "fold body diff-fold");
+      details.append(el("summary", null, words || "no file changed"));
+      const list = el("ul", "diff-files");
+      for (const f of files) {
+        const lines = f.binary ? "binary" : `+${f.added_lines} -${f.removed_lines}`;
+        const item = el("li", `diff-${f.change}`, `${letter[f.change] ?? "?"} ${f.path} (${lines})`);
+        list.append(item);
+      }
+      details.append(list);
+      labelled(li, KIND_LABELS.turn_diff, files.length ? details : el("div", "body", words || "no file changed"));
+      break;
+    }
     case "cancel_requested":
       labelled(li, KIND_LABELS.cancel_requested, el("div", "body", "Interrupt requested"));
       break;

@@ -1,0 +1,157 @@
+//! `agent_rewind` (issue 34): the run's folder back to a turn's checkpoint, and its conversation
+//! back to that turn's end, natively where the CLI can.
+//!
+//! The conversation's points are recorded as turns end: the normalizer's
+//! [`spaces_harnesses::Normalizer::turn_point`] for each turn, kept in the run directory
+//! ([`POINTS_FILE`]). A rewind writes the point to go back to ([`REWIND_FILE`]) and renews the
+//! live process: the next turn's process is launched resuming the session at that point
+//! (`LaunchContext::resume_at`), once. A CLI that cannot resume at a point, a turn without one,
+//! and `to_turn` 0 start a fresh session instead, which a notice says.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use spaces_harnesses::EventDraft;
+use spaces_sdk::{ApiError, ErrorCode, EventKind, RewindReport, RewindWhat, Status};
+
+use super::Actor;
+
+/// Turn -> the normalizer's point at its end, in the run directory.
+const POINTS_FILE: &str = "conversation-points.json";
+/// The point the next launch resumes the session at, in the run directory (taken by it).
+const REWIND_FILE: &str = "rewind-at";
+
+/// The rewind point waiting for the next launch of the run in `run_dir`, removed as it is taken.
+pub fn take_rewind_point(run_dir: &Path) -> Option<String> {
+    let file = run_dir.join(REWIND_FILE);
+    let point = std::fs::read_to_string(&file).ok()?;
+    let _ = std::fs::remove_file(&file);
+    Some(point.trim().to_owned()).filter(|p| !p.is_empty())
+}
+
+fn invalid(why: String) -> ApiError {
+    let mut e = ApiError::new(ErrorCode::InvalidArgument, why);
+    e.field = Some("to_turn".into());
+    e
+}
+
+impl Actor {
+    fn points(&self) -> BTreeMap<u32, String> {
+        let file = self.inner.cfg.run_dir(&self.run.run_id).join(POINTS_FILE);
+        std::fs::read(file).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+    }
+
+    /// Turn `turn` ended: the normalizer's point there, kept for a later rewind.
+    pub(super) fn record_turn_point(&mut self, turn: u32) {
+        let Some(point) = self.norm.turn_point() else { return };
+        let mut points = self.points();
+        points.insert(turn, point);
+        let file = self.inner.cfg.run_dir(&self.run.run_id).join(POINTS_FILE);
+        let json = serde_json::to_vec(&points).unwrap_or_default();
+        if let Err(e) = spaces_store::fsutil::write_private(&file, &json) {
+            tracing::warn!("run {}: the conversation point of turn {turn} was not kept: {e}", self.run.run_id);
+        }
+    }
+
+    /// `agent_rewind`. Errors: `AGENT_BUSY` while a turn runs or waits to, or a stop ends the
+    /// run; `INVALID_ARGUMENT` (`to_turn`) past the last ended turn or without a checkpoint;
+    /// `INTERNAL` when the folder could not be restored (what was not written is named).
+    pub(super) fn on_rewind(&mut self, to_turn: u32, what: RewindWhat) -> Result<RewindReport, ApiError> {
+        let busy = self.norm.turn_in_flight() || matches!(self.run.status, Status::Running | Status::Queued | Status::QuotaWaiting);
+        if busy || self.machine.is_stopping() {
+            return Err(ApiError::new(
+                ErrorCode::AgentBusy,
+                format!(
+                    "run {} is {}: a rewind waits for no turn to run; interrupt the turn (agent_interrupt) or wait for its end",
+                    self.run.run_id,
+                    self.run.status.as_str()
+                ),
+            ));
+        }
+        if to_turn > self.run.turns {
+            return Err(invalid(format!(
+                "run {} has ended {} turn(s); to_turn must be 0 to {}",
+                self.run.run_id, self.run.turns, self.run.turns
+            )));
+        }
+        let files = matches!(what, RewindWhat::Files | RewindWhat::Both);
+        let conversation = matches!(what, RewindWhat::Conversation | RewindWhat::Both);
+        let (mut written, mut removed) = (0, 0);
+        if files {
+            let folder = std::path::PathBuf::from(&self.run.cwd);
+            let Some(cps) = self.checkpoints() else {
+                return Err(invalid("checkpoints are off on this host (SPACES_CHECKPOINTS=0): the folder cannot be rewound".to_owned()));
+            };
+            let has = cps.turns().map(|t| t.contains(&to_turn)).unwrap_or(false);
+            if !has {
+                return Err(invalid(format!(
+                    "run {} has no checkpoint of turn {to_turn} (pruned, or taken before checkpoints were on)",
+                    self.run.run_id
+                )));
+            }
+            let report = spaces_store::fsutil::blocking(|| cps.restore(&folder, to_turn))
+                .map_err(|e| ApiError::new(ErrorCode::Internal, format!("the folder was not fully restored to turn {to_turn}: {e}")))?;
+            (written, removed) = (report.written, report.removed);
+        }
+        let how = if conversation { self.rewind_conversation(to_turn) } else { "unchanged" };
+        let reason = match (files, how) {
+            (true, "unchanged") => format!("the folder is back at the end of turn {to_turn} ({written} written, {removed} removed)"),
+            (f, how) => {
+                let folder = if f {
+                    format!("the folder is back at the end of turn {to_turn} ({written} written, {removed} removed); ")
+                } else {
+                    String::new()
+                };
+                let talk = match how {
+                    "native" => format!("the next turn continues the conversation as it was at the end of turn {to_turn}"),
+                    _ if to_turn == 0 => "the next turn starts a fresh session".to_owned(),
+                    _ => format!(
+                        "the next turn starts a fresh session ({} cannot resume a conversation at turn {to_turn})",
+                        self.harness.name()
+                    ),
+                };
+                format!("{folder}{talk}")
+            }
+        };
+        self.append(vec![EventDraft::new(self.run.turns, EventKind::Notice).summary(format!("rewound to turn {to_turn}: {reason}"))]);
+        Ok(RewindReport {
+            run_id: self.run.run_id.clone(),
+            to_turn,
+            what,
+            files_written: written,
+            files_removed: removed,
+            conversation: how.to_owned(),
+            reason,
+        })
+    }
+
+    /// The conversation back to the end of `to_turn`: `native` when the next launch resumes the
+    /// session at the turn's point, else `fresh` (the session is dropped).
+    fn rewind_conversation(&mut self, to_turn: u32) -> &'static str {
+        let point = (to_turn > 0 && self.harness.supports().rewind).then(|| self.points().remove(&to_turn)).flatten();
+        let run_dir = self.inner.cfg.run_dir(&self.run.run_id);
+        // Whatever process runs holds the whole conversation: the next turn gets a new one.
+        self.machine.renew_process();
+        match point.filter(|_| self.run.session_id.is_some()) {
+            Some(point) => {
+                let file = run_dir.join(REWIND_FILE);
+                if spaces_store::fsutil::write_private(&file, point.as_bytes()).is_ok() {
+                    return "native";
+                }
+                tracing::warn!("run {}: the rewind point was not kept; the next turn starts a fresh session", self.run.run_id);
+                self.drop_session();
+                "fresh"
+            }
+            None => {
+                let _ = std::fs::remove_file(run_dir.join(REWIND_FILE));
+                self.drop_session();
+                "fresh"
+            }
+        }
+    }
+
+    fn drop_session(&mut self) {
+        self.machine.dropped_session = self.run.session_id.take();
+        self.save();
+    }
+}

@@ -1,0 +1,104 @@
+//! A run's checkpoints (issue 34; [`spaces_volumes::checkpoint`]): where they live (the run
+//! directory's `checkpoints/`), the `turn_diff` event made of one, and `agent_diff`.
+
+use std::path::PathBuf;
+
+use spaces_harnesses::EventDraft;
+use spaces_sdk::{AgentDiffRequest, DiffReport, ErrorCode, EventKind, FileChange, FileChangeKind};
+use spaces_volumes::checkpoint::{self, Checkpoints};
+
+use super::registry;
+use super::shared::Inner;
+use crate::config::Config;
+use crate::error::{refuse, Result};
+
+/// Where run `run_id`'s checkpoints are kept.
+pub(super) fn dir(cfg: &Config, run_id: &str) -> PathBuf {
+    cfg.run_dir(run_id).join("checkpoints")
+}
+
+/// The checkpoints of run `run_id`, `None` when the host has them off. Errors: the directory
+/// cannot be made.
+pub(super) fn open(cfg: &Config, run_id: &str) -> Result<Option<Checkpoints>> {
+    let Some(settings) = &cfg.checkpoints else { return Ok(None) };
+    Checkpoints::open(&dir(cfg, run_id), &settings.exclude).map(Some).map_err(|e| internal(&e))
+}
+
+fn internal(e: &spaces_volumes::VolumeError) -> crate::error::Error {
+    refuse(ErrorCode::Internal, format!("the run's checkpoints: {e}"))
+}
+
+/// The SDK's record of a changed file.
+pub(super) fn file_change(c: &checkpoint::FileChange) -> FileChange {
+    FileChange {
+        path: c.path.clone(),
+        change: match c.change {
+            checkpoint::ChangeKind::Added => FileChangeKind::Added,
+            checkpoint::ChangeKind::Changed => FileChangeKind::Changed,
+            checkpoint::ChangeKind::Removed => FileChangeKind::Removed,
+        },
+        added_lines: c.added_lines,
+        removed_lines: c.removed_lines,
+        binary: c.binary,
+    }
+}
+
+/// `2 files changed, +3 -1` (`no file changed` for none).
+pub(super) fn summary(files: &[FileChange]) -> String {
+    if files.is_empty() {
+        return "no file changed".to_owned();
+    }
+    let (added, removed) = files.iter().fold((0, 0), |(a, r), f| (a + f.added_lines, r + f.removed_lines));
+    let noun = if files.len() == 1 { "file" } else { "files" };
+    format!("{} {noun} changed, +{added} -{removed}", files.len())
+}
+
+/// The `turn_diff` event of turn `turn` with what it changed.
+pub(super) fn turn_diff(turn: u32, files: Vec<FileChange>) -> EventDraft {
+    let mut d = EventDraft::new(turn, EventKind::TurnDiff).summary(summary(&files));
+    d.files = Some(files);
+    d
+}
+
+fn bad_turn(field: &str, why: String) -> crate::error::Error {
+    let mut e = spaces_sdk::ApiError::new(ErrorCode::InvalidArgument, why);
+    e.field = Some(field.to_owned());
+    crate::error::Error::Api(e)
+}
+
+/// `agent_diff` (see [`AgentDiffRequest`]). Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`,
+/// `INVALID_ARGUMENT` naming `turn`, `from_turn` or `to_turn` when that checkpoint does not
+/// exist (or `turn` is given with a range, or checkpoints are off on this host).
+pub(super) fn diff(inner: &Inner, req: &AgentDiffRequest) -> Result<DiffReport> {
+    let run = registry::run_in_space(&inner.store, &req.space, &req.run_id)?;
+    let Some(cps) = open(&inner.cfg, &run.run_id)? else {
+        return Err(bad_turn("run_id", "checkpoints are off on this host (SPACES_CHECKPOINTS=0): no run has a diff".to_owned()));
+    };
+    let turns = cps.turns().map_err(|e| internal(&e))?;
+    let last = turns.last().copied();
+    let (from, to, from_field, to_field) = match (req.turn, req.from_turn, req.to_turn) {
+        (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+            return Err(bad_turn("turn", "give either turn, or from_turn and to_turn, not both".to_owned()))
+        }
+        (Some(0), _, _) => {
+            return Err(bad_turn("turn", "turns count from 1 (checkpoint 0 is the folder before the first turn)".to_owned()))
+        }
+        // The checkpoint the turn started from: the one before, or the one a rewind restored.
+        (Some(t), _, _) => (cps.base_of(t).map_err(|e| internal(&e))?.unwrap_or(t - 1), t, "turn", "turn"),
+        (None, from, to) => {
+            let to = to.or(last).unwrap_or(0);
+            (from.unwrap_or(to.saturating_sub(1)), to, "from_turn", "to_turn")
+        }
+    };
+    let range = match (turns.first(), last) {
+        (Some(first), Some(last)) => format!("it has checkpoints {first} to {last}"),
+        _ => "it has no checkpoint yet".to_owned(),
+    };
+    for (turn, name) in [(from, from_field), (to, to_field)] {
+        if !turns.contains(&turn) {
+            return Err(bad_turn(name, format!("run {} has no checkpoint of turn {turn}: {range}", run.run_id)));
+        }
+    }
+    let (files, text) = cps.diff(from, to).map_err(|e| internal(&e))?;
+    Ok(DiffReport { run_id: run.run_id, from_turn: from, to_turn: to, files: files.iter().map(file_change).collect(), diff: text })
+}

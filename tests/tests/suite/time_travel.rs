@@ -1,0 +1,181 @@
+//! Issue 34: time travel for runs, on the real CLIs against the scripted model.
+//!
+//! - Turn 1 edits a file with the CLI's own edit tool, turn 2 writes one through the shell:
+//!   both show in their turn's `turn_diff` event and in `agent_diff` (HTTP, CLI).
+//! - `agent_rewind ... both` to turn 1 gives the folder back byte for byte (turn 2's file gone,
+//!   turn 1's content and mode back), and the next turn's model request holds turn 1's
+//!   conversation and not turn 2's (Claude Code `--resume-session-at`, Codex app-server
+//!   `thread/fork`).
+//! - A bad `to_turn` and a rewind mid-turn are refused with clear typed errors.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+use spaces_sdk::{
+    AgentDiffRequest, AgentRewindRequest, AgentStartRequest, ErrorCode, EventKind, FileChangeKind, RewindWhat, SpaceAgentOptions,
+};
+use spaces_testkit::{Reply, Script, ScriptedServer};
+
+use super::harness::{CLAUDE, CODEX_APP_SERVER, H};
+use crate::support::{describe, require_cli, settled, TestDaemon};
+
+const TURN: Duration = Duration::from_secs(120);
+
+fn refusal<T: std::fmt::Debug>(r: Result<T, spaces_sdk::client::ClientError>) -> spaces_sdk::ApiError {
+    match r {
+        Err(spaces_sdk::client::ClientError::Api(e)) => e,
+        other => panic!("expected a typed refusal, got {other:?}"),
+    }
+}
+
+/// Every file under `dir` but the CLIs' own (`.codex`, `.claude`): path -> (mode, contents).
+fn tree(dir: &Path) -> BTreeMap<String, (u32, Vec<u8>)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let rel = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+            let md = p.symlink_metadata().unwrap();
+            if md.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(rel, (md.permissions().mode() & 0o7777, std::fs::read(&p).unwrap_or_default()));
+            }
+        }
+    }
+    out
+}
+
+fn start_request(h: H, server: &ScriptedServer, prompt: &str) -> AgentStartRequest {
+    AgentStartRequest {
+        space: "s".into(),
+        agent: h.id.into(),
+        prompt: prompt.into(),
+        show: None,
+        options: Some(SpaceAgentOptions { base_url: Some(server.base_url()), ..Default::default() }),
+        request_id: None,
+        traceparent: None,
+    }
+}
+
+/// The text of every model request after the first `skip`, as JSON.
+fn requests_after(server: &ScriptedServer, skip: usize) -> Vec<String> {
+    server.model_calls().into_iter().skip(skip).map(|c| c.json.map(|j| j.to_string()).unwrap_or_default()).collect()
+}
+
+async fn edit_shell_rewind_both(h: H) {
+    require_cli(h.tools, h.binary);
+    let d = TestDaemon::start().await;
+    let root = d.space("s").await;
+    std::fs::write(root.join("notes.txt"), "before\n").unwrap();
+    let script = Script::new([
+        h.create_file(&root, "edited.txt", "written by the edit tool\n"),
+        Reply::Text("TURN-ONE-DONE".into()),
+        h.command("echo from-the-shell > shell.txt && chmod 600 notes.txt"),
+        Reply::Text("TURN-TWO-DONE".into()),
+        Reply::Text("TURN-THREE-DONE".into()),
+    ]);
+    let server = ScriptedServer::start(h.wire, script).await.unwrap();
+    let run = d.client.agent_start(&start_request(h, &server, "PROMPT-ONE write a file")).await.unwrap().run_id;
+    d.wait_turn_end("s", &run, 1, TURN).await;
+    d.wait_status("s", &run, TURN, settled).await;
+    let after_one = tree(&root);
+    d.client.space("s").agent_message(&run, "PROMPT-TWO run a command", None).await.unwrap();
+    d.wait_turn_end("s", &run, 2, TURN).await;
+    d.wait_status("s", &run, TURN, settled).await;
+
+    // Each turn's diff, stored before its end.
+    let events = d.events("s", &run).await;
+    let diffs: Vec<&spaces_sdk::Event> = events.iter().filter(|e| e.kind == EventKind::TurnDiff).collect();
+    assert_eq!(diffs.len(), 2, "{}", describe(&events));
+    let files = |e: &spaces_sdk::Event| e.files.clone().unwrap_or_default().into_iter().map(|f| (f.path, f.change)).collect::<Vec<_>>();
+    assert!(files(diffs[0]).contains(&("edited.txt".into(), FileChangeKind::Added)), "{:?}\n{}", diffs[0], describe(&events));
+    assert_eq!(files(diffs[1]), [("notes.txt".into(), FileChangeKind::Changed), ("shell.txt".into(), FileChangeKind::Added)]);
+    let end_two = events.iter().position(|e| e.kind == EventKind::TurnEnded && e.turn == 2).unwrap();
+    let diff_two = events.iter().position(|e| e.kind == EventKind::TurnDiff && e.turn == 2).unwrap();
+    assert!(diff_two < end_two, "the diff comes before the turn's end");
+
+    // agent_diff over the client, HTTP and the CLI.
+    let req = AgentDiffRequest { space: "s".into(), run_id: run.clone(), turn: Some(2), ..Default::default() };
+    let report = d.client.agent_diff(&req).await.unwrap();
+    assert_eq!((report.from_turn, report.to_turn), (1, 2));
+    assert!(report.diff.contains("+++ b/shell.txt\n@@ -0,0 +1 @@\n+from-the-shell\n"), "{}", report.diff);
+    assert!(report.diff.contains("old mode 100644\nnew mode 100600\n"), "{}", report.diff);
+    let (code, body) = d.raw("GET", &format!("/v1/spaces/s/agents/{run}/diff?from_turn=0&to_turn=2"), None);
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("edited.txt") && body.contains("shell.txt"), "{body}");
+    let (ok, out) = d.cli(&["agent", "diff", &run, "--space", "s", "--turn", "1"]);
+    assert!(ok && out.contains("A edited.txt (+1 -0)") && out.contains("+written by the edit tool"), "{out}");
+
+    // Back to turn 1: the folder byte for byte, and the conversation.
+    let calls_before = server.model_calls().len();
+    let rewind = AgentRewindRequest { space: "s".into(), run_id: run.clone(), to_turn: 1, what: Some(RewindWhat::Both) };
+    let r = d.client.agent_rewind(&rewind).await.unwrap();
+    assert_eq!((r.to_turn, r.conversation.as_str()), (1, "native"), "{r:?}");
+    assert_eq!(tree(&root), after_one, "the folder is turn 1's, byte for byte with modes");
+    d.client.space("s").agent_message(&run, "PROMPT-THREE what now", None).await.unwrap();
+    d.wait_turn_end("s", &run, 3, TURN).await;
+    let events = d.events("s", &run).await;
+    let asked = requests_after(&server, calls_before);
+    assert!(!asked.is_empty(), "{}", describe(&events));
+    let first = &asked[0];
+    assert!(
+        first.contains("PROMPT-THREE") && first.contains("PROMPT-ONE") && first.contains("TURN-ONE-DONE"),
+        "turn 1's conversation goes on: {first}"
+    );
+    assert!(!first.contains("PROMPT-TWO") && !first.contains("TURN-TWO-DONE"), "turn 2 is rewound: {first}");
+    assert!(events.iter().any(|e| e.kind == EventKind::Notice && e.summary.as_deref().is_some_and(|s| s.starts_with("rewound to turn 1"))));
+    // Turn 3 started from checkpoint 1: its diff is against it.
+    let three = d
+        .client
+        .agent_diff(&AgentDiffRequest { space: "s".into(), run_id: run.clone(), turn: Some(3), ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!((three.from_turn, three.files.len()), (1, 0), "{three:?}");
+    d.client.space("s").agent_stop(&run).await.unwrap();
+}
+
+/// Mid-turn and past the last turn: typed refusals that name the field.
+async fn bad_rewinds_are_refused(h: H) {
+    require_cli(h.tools, h.binary);
+    let d = TestDaemon::start().await;
+    d.space("s").await;
+    let script = Script::new([Reply::Text("one".into()), Reply::Hang]);
+    let server = ScriptedServer::start(h.wire, script).await.unwrap();
+    let run = d.client.agent_start(&start_request(h, &server, "hello")).await.unwrap().run_id;
+    d.wait_turn_end("s", &run, 1, TURN).await;
+    d.wait_status("s", &run, TURN, settled).await;
+    let rewind = |to_turn| AgentRewindRequest { space: "s".into(), run_id: run.clone(), to_turn, what: None };
+    let e = refusal(d.client.agent_rewind(&rewind(5)).await);
+    assert_eq!((e.code, e.field.as_deref()), (ErrorCode::InvalidArgument, Some("to_turn")), "{e:?}");
+    assert!(e.message.contains("to_turn must be 0 to 1"), "{}", e.message);
+    let e = refusal(
+        d.client.agent_diff(&AgentDiffRequest { space: "s".into(), run_id: run.clone(), turn: Some(7), ..Default::default() }).await,
+    );
+    assert_eq!((e.code, e.field.as_deref()), (ErrorCode::InvalidArgument, Some("turn")), "{e:?}");
+
+    d.client.space("s").agent_message(&run, "hang", None).await.unwrap();
+    d.wait_status("s", &run, TURN, |s| s.status == spaces_sdk::Status::Running).await;
+    let e = refusal(d.client.agent_rewind(&rewind(0)).await);
+    assert_eq!(e.code, ErrorCode::AgentBusy, "{e:?}");
+    assert!(e.message.contains("agent_interrupt"), "{}", e.message);
+    d.client.space("s").agent_stop(&run).await.unwrap();
+}
+
+macro_rules! per_harness {
+    ($($name:ident),* $(,)?) => {
+        mod claude_code {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $name() { super::$name(super::CLAUDE).await } )*
+        }
+        mod openai_codex {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $name() { super::$name(super::CODEX_APP_SERVER).await } )*
+        }
+    };
+}
+
+per_harness!(edit_shell_rewind_both, bad_rewinds_are_refused);

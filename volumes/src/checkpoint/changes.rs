@@ -1,0 +1,151 @@
+//! What changed between two checkpoints: files and symlinks added, changed or removed, with
+//! their +/- line counts, and the unified diff (`similar`, 3 lines of context).
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+use similar::{ChangeTag, TextDiff};
+
+use super::objects::Objects;
+use super::{Item, Snapshot};
+use crate::error::Result;
+use crate::manifest::Kind;
+
+/// Files bigger than this (bytes) are not compared line by line: they count as binary (as do
+/// files too big to be stored at all, [`super::MAX_STORED_BYTES`]).
+const TEXT_LIMIT: u64 = 4 << 20;
+
+/// How a path changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeKind {
+    /// It did not exist before.
+    Added,
+    /// Its contents, mode, kind or link target changed.
+    Changed,
+    /// It no longer exists.
+    Removed,
+}
+
+/// One changed file (or symlink) between two checkpoints.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileChange {
+    /// Path relative to the folder, `/`-separated.
+    pub path: String,
+    pub change: ChangeKind,
+    /// Lines added (0 for a binary file).
+    pub added_lines: u64,
+    /// Lines removed (0 for a binary file).
+    pub removed_lines: u64,
+    /// Not compared line by line: not UTF-8, holds a NUL byte, or over 4 MiB.
+    pub binary: bool,
+}
+
+/// The text of `item` for a line diff: `None` when binary. A symlink's text is its target.
+fn text_of(objects: &Objects, item: Option<&Item>) -> Result<Option<String>> {
+    let Some(item) = item else { return Ok(Some(String::new())) };
+    match item.kind {
+        Kind::Symlink => Ok(Some(format!("-> {}\n", item.target.as_deref().unwrap_or_default()))),
+        Kind::Dir => Ok(Some(String::new())),
+        Kind::File if item.big || item.size > TEXT_LIMIT => Ok(None),
+        Kind::File => {
+            let bytes = match &item.sha256 {
+                Some(sha) => objects.get(sha)?,
+                None => Vec::new(),
+            };
+            if bytes.contains(&0) {
+                return Ok(None);
+            }
+            Ok(String::from_utf8(bytes).ok())
+        }
+    }
+}
+
+/// Paths of files and symlinks that differ between `a` and `b`, sorted.
+fn changed_paths<'a>(a: &'a Snapshot, b: &'a Snapshot) -> Vec<(&'a str, Option<&'a Item>, Option<&'a Item>)> {
+    let (ia, ib) = (a.index(), b.index());
+    let paths: BTreeSet<&str> = a.entries.iter().chain(&b.entries).filter(|e| e.kind != Kind::Dir).map(|e| e.path.as_str()).collect();
+    paths
+        .into_iter()
+        .filter_map(|p| {
+            let (x, y) = (ia.get(p).copied().filter(|e| e.kind != Kind::Dir), ib.get(p).copied().filter(|e| e.kind != Kind::Dir));
+            match (x, y) {
+                (Some(x), Some(y)) if x.same_as(y) => None,
+                _ => Some((p, x, y)),
+            }
+        })
+        .collect()
+}
+
+/// What changed from checkpoint `a` to checkpoint `b`.
+pub(crate) fn between(objects: &Objects, a: &Snapshot, b: &Snapshot) -> Result<Vec<FileChange>> {
+    changed_paths(a, b)
+        .into_iter()
+        .map(|(path, x, y)| {
+            let change = match (x, y) {
+                (None, _) => ChangeKind::Added,
+                (_, None) => ChangeKind::Removed,
+                _ => ChangeKind::Changed,
+            };
+            let (old, new) = (text_of(objects, x)?, text_of(objects, y)?);
+            let (mut added, mut removed, binary) = (0, 0, old.is_none() || new.is_none());
+            if let (Some(old), Some(new)) = (old, new) {
+                for c in TextDiff::from_lines(&old, &new).iter_all_changes() {
+                    match c.tag() {
+                        ChangeTag::Insert => added += 1,
+                        ChangeTag::Delete => removed += 1,
+                        ChangeTag::Equal => {}
+                    }
+                }
+            }
+            Ok(FileChange { path: path.to_owned(), change, added_lines: added, removed_lines: removed, binary })
+        })
+        .collect()
+}
+
+/// A mode as git writes it: `100644`, `100755`, `120000` for a symlink.
+fn git_mode(item: Option<&Item>) -> String {
+    match item {
+        Some(e) if e.kind == Kind::Symlink => "120000".to_owned(),
+        Some(e) => format!("{:06o}", 0o100000 | (e.mode & 0o7777)),
+        None => "000000".to_owned(),
+    }
+}
+
+/// The unified diff of `changes` (from [`between`] of `a` and `b`), git style: a header per
+/// file, `--- /dev/null` for an added one, and `Binary files ... differ` for a binary one.
+pub(crate) fn unified(objects: &Objects, a: &Snapshot, b: &Snapshot, changes: &[FileChange]) -> Result<String> {
+    let (ia, ib) = (a.index(), b.index());
+    let mut out = String::new();
+    for c in changes {
+        let (x, y) = (ia.get(c.path.as_str()).copied(), ib.get(c.path.as_str()).copied());
+        out.push_str(&format!("diff --git a/{0} b/{0}\n", c.path));
+        match c.change {
+            ChangeKind::Added => out.push_str(&format!("new file mode {}\n", git_mode(y))),
+            ChangeKind::Removed => out.push_str(&format!("deleted file mode {}\n", git_mode(x))),
+            ChangeKind::Changed => {
+                let (m0, m1) = (git_mode(x), git_mode(y));
+                if m0 != m1 {
+                    out.push_str(&format!("old mode {m0}\nnew mode {m1}\n"));
+                }
+            }
+        }
+        let old_name = if c.change == ChangeKind::Added { "/dev/null".to_owned() } else { format!("a/{}", c.path) };
+        let new_name = if c.change == ChangeKind::Removed { "/dev/null".to_owned() } else { format!("b/{}", c.path) };
+        if c.binary {
+            out.push_str(&format!("Binary files {old_name} and {new_name} differ\n"));
+            continue;
+        }
+        let old = text_of(objects, x.filter(|e| e.kind != Kind::Dir))?.unwrap_or_default();
+        let new = text_of(objects, y.filter(|e| e.kind != Kind::Dir))?.unwrap_or_default();
+        if old == new {
+            continue;
+        }
+        let diff = TextDiff::from_lines(&old, &new);
+        out.push_str(&diff.unified_diff().context_radius(3).header(&old_name, &new_name).to_string());
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    Ok(out)
+}

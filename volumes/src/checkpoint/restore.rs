@@ -1,0 +1,103 @@
+//! Making a folder what a checkpoint holds, in place: entries made since are removed, files
+//! whose stat key moved are written again from their verified contents (each in one rename),
+//! symlinks and directories made as recorded, and directory modes applied last (a read-only
+//! directory restores). Excluded paths are never touched. Every entry is reached beneath the
+//! folder without following a symlink (`Beneath`).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use globset::GlobSet;
+
+use super::objects::Objects;
+use super::{Item, Snapshot};
+use crate::beneath::Beneath;
+use crate::error::{Result, VolumeError};
+use crate::manifest::Kind;
+use crate::scan::{self, Walked};
+
+/// What [`super::Checkpoints::restore`] changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RestoreReport {
+    /// Files and symlinks written (their contents or target differed) and directories made.
+    pub written: u64,
+    /// Entries removed (made after the checkpoint, or of another kind there).
+    pub removed: u64,
+}
+
+pub(crate) fn restore(objects: &Objects, folder: &Path, exclude: &GlobSet, snap: &Snapshot) -> Result<RestoreReport> {
+    let root = Beneath::open(folder)?;
+    let now = scan::walk(&root, exclude)?;
+    let want: HashMap<&str, &Item> = snap.index();
+    let mut report = RestoreReport::default();
+
+    // Removals, children before parents: what the checkpoint does not have, or has as
+    // another kind (a file where a directory was).
+    let mut gone: Vec<&Walked> = now.entries.iter().filter(|w| want.get(w.path.as_str()).is_none_or(|t| t.kind != w.kind)).collect();
+    gone.sort_by(|a, b| b.path.cmp(&a.path));
+    // Entries a checkpoint never holds (a symlink leaving the folder, a socket, a FIFO) go too.
+    let odd: Vec<&str> =
+        now.skipped.iter().filter(|s| matches!(s.kind.as_str(), "symlink_outside" | "socket" | "fifo")).map(|s| s.path.as_str()).collect();
+    for path in odd {
+        root.remove(path, false)?;
+        report.removed += 1;
+    }
+    for w in gone {
+        match root.remove(&w.path, w.kind == Kind::Dir) {
+            Ok(()) => report.removed += 1,
+            // A directory that keeps excluded entries (`node_modules` made later) stays, unless
+            // the checkpoint needs its path for something else.
+            Err(VolumeError::Io { source, .. })
+                if w.kind == Kind::Dir
+                    && source.raw_os_error() == Some(nix::errno::Errno::ENOTEMPTY as i32)
+                    && !want.contains_key(w.path.as_str()) => {}
+            Err(e) => return Err(e),
+        }
+    }
+
+    let have: HashMap<&str, &Walked> =
+        now.entries.iter().filter(|w| want.get(w.path.as_str()).is_some_and(|t| t.kind == w.kind)).map(|w| (w.path.as_str(), w)).collect();
+    // Parents first (entries are sorted that way).
+    for item in &snap.entries {
+        let found = have.get(item.path.as_str());
+        match item.kind {
+            Kind::Dir => {
+                if found.is_none() {
+                    root.mkdir(&item.path)?;
+                    report.written += 1;
+                }
+            }
+            Kind::Symlink => {
+                if found.is_some_and(|w| w.target == item.target) {
+                    continue;
+                }
+                if found.is_some() {
+                    root.remove(&item.path, false)?;
+                }
+                root.symlink(&item.path, item.target.as_deref().unwrap_or_default())?;
+                root.finish(&item.path, Kind::Symlink, 0, item.mtime_ns)?;
+                report.written += 1;
+            }
+            // Too big to be stored: left as it is (it was never copied).
+            Kind::File if item.big => {}
+            Kind::File => {
+                // The same file untouched since the checkpoint (same size, times, inode; its
+                // mode changes its ctime) is left as it is.
+                if found.is_some_and(|w| w.key == item.key && w.mode == item.mode) {
+                    continue;
+                }
+                let bytes = match &item.sha256 {
+                    Some(sha) => objects.get(sha)?,
+                    None => Vec::new(),
+                };
+                root.replace_file(&item.path, &mut bytes.as_slice(), item.mode, item.mtime_ns)?;
+                report.written += 1;
+            }
+        }
+    }
+    // Directory modes and times last, children first: a read-only directory is filled first.
+    for item in snap.entries.iter().rev().filter(|e| e.kind == Kind::Dir) {
+        root.finish(&item.path, Kind::Dir, item.mode, item.mtime_ns)?;
+    }
+    Ok(report)
+}

@@ -1,0 +1,183 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use super::*;
+
+fn exclude() -> Vec<String> {
+    DEFAULT_EXCLUDE.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// Every entry under `dir` (`.git` and `node_modules` included): path -> (mode, contents or
+/// link target), to compare folders byte for byte.
+fn tree(dir: &Path) -> BTreeMap<String, (u32, Vec<u8>)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let rel = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+            let md = p.symlink_metadata().unwrap();
+            let mode = md.permissions().mode() & 0o7777;
+            if md.file_type().is_symlink() {
+                out.insert(rel, (0, std::fs::read_link(&p).unwrap().to_string_lossy().into_owned().into_bytes()));
+            } else if md.is_dir() {
+                out.insert(rel, (mode, b"<dir>".to_vec()));
+                stack.push(p);
+            } else {
+                out.insert(rel, (mode, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out
+}
+
+fn write(dir: &Path, rel: &str, text: &str) {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+#[test]
+fn a_turn_s_changes_are_listed_with_line_counts_and_an_unchanged_folder_stores_nothing() {
+    let (work, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let w = work.path();
+    write(w, "src/main.rs", "fn main() {\n    println!(\"hi\");\n}\n");
+    write(w, "old.txt", "a\nb\n");
+    write(w, "node_modules/dep/index.js", "x");
+    let mut cp = Checkpoints::open(state.path(), &exclude()).unwrap();
+    let first = cp.take(w, 0).unwrap();
+    assert_eq!((first.files, first.changes.len()), (2, 0), "{first:?}");
+
+    write(w, "src/main.rs", "fn main() {\n    println!(\"hello\");\n    println!(\"again\");\n}\n");
+    std::fs::remove_file(w.join("old.txt")).unwrap();
+    write(w, "new.txt", "one\n");
+    std::fs::write(w.join("blob.bin"), [0u8, 1, 2, 3]).unwrap();
+    write(w, "node_modules/dep/index.js", "changed, but excluded");
+    let r = cp.take(w, 1).unwrap();
+    let got: Vec<(&str, ChangeKind, u64, u64, bool)> =
+        r.changes.iter().map(|c| (c.path.as_str(), c.change, c.added_lines, c.removed_lines, c.binary)).collect();
+    assert_eq!(
+        got,
+        [
+            ("blob.bin", ChangeKind::Added, 0, 0, true),
+            ("new.txt", ChangeKind::Added, 1, 0, false),
+            ("old.txt", ChangeKind::Removed, 0, 2, false),
+            ("src/main.rs", ChangeKind::Changed, 2, 1, false),
+        ]
+    );
+    assert!(r.stored_bytes > 0);
+
+    let before = cp.disk_bytes();
+    let same = cp.take(w, 2).unwrap();
+    assert_eq!((same.stored_bytes, same.changes.len()), (0, 0), "{same:?}");
+    assert_eq!(cp.disk_bytes(), before, "an unchanged folder's checkpoint writes no byte");
+    assert_eq!(cp.turns().unwrap(), [0, 1, 2]);
+
+    let (changes, text) = cp.diff(0, 1).unwrap();
+    assert_eq!(changes, r.changes);
+    assert!(text.contains("diff --git a/src/main.rs b/src/main.rs\n--- a/src/main.rs\n+++ b/src/main.rs\n"), "{text}");
+    assert!(text.contains("-    println!(\"hi\");\n+    println!(\"hello\");\n+    println!(\"again\");\n"), "{text}");
+    assert!(text.contains("--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+one\n"), "{text}");
+    assert!(text.contains("Binary files /dev/null and b/blob.bin differ\n"), "{text}");
+    assert!(!text.contains("node_modules"), "{text}");
+}
+
+#[test]
+fn a_restore_gives_the_folder_back_byte_for_byte_and_leaves_excluded_paths_alone() {
+    let (work, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let w = work.path();
+    write(w, "a/b/c.txt", "c\n");
+    write(w, "run.sh", "#!/bin/sh\necho hi\n");
+    std::fs::set_permissions(w.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink("a/b/c.txt", w.join("link")).unwrap();
+    write(w, "node_modules/keep.js", "1");
+    let mut cp = Checkpoints::open(state.path(), &exclude()).unwrap();
+    cp.take(w, 0).unwrap();
+    let at_zero = tree(w);
+
+    // A turn edits, chmods, removes, replaces a directory by a file and a link, adds files.
+    write(w, "a/b/c.txt", "changed\n");
+    std::fs::set_permissions(w.join("run.sh"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::remove_file(w.join("link")).unwrap();
+    std::fs::write(w.join("link"), "now a file").unwrap();
+    write(w, "later/deep/new.txt", "new\n");
+    write(w, "node_modules/added.js", "2");
+    cp.take(w, 1).unwrap();
+
+    let r = cp.restore(w, 0).unwrap();
+    assert!(r.written >= 3 && r.removed >= 3, "{r:?}");
+    let mut back = tree(w);
+    assert_eq!(back.remove("node_modules/added.js"), Some((0o644 & !umask(), b"2".to_vec())), "excluded paths are left alone");
+    assert_eq!(back, at_zero);
+    // The next checkpoint sees the restored folder as turn 0's.
+    let next = cp.take(w, 2).unwrap();
+    assert_eq!(next.changes, Vec::new());
+    assert_eq!((cp.base_of(2).unwrap(), cp.base_of(1).unwrap()), (Some(0), None), "turn 2 started from the checkpoint rewound to");
+    let (to_one, _) = cp.diff(2, 1).unwrap();
+    assert!(to_one.iter().any(|c| c.path == "later/deep/new.txt"), "{to_one:?}");
+}
+
+fn umask() -> u32 {
+    let m = nix::sys::stat::umask(nix::sys::stat::Mode::empty());
+    nix::sys::stat::umask(m);
+    m.bits()
+}
+
+#[test]
+fn a_damaged_content_fails_the_restore_instead_of_writing_it() {
+    let (work, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let w = work.path();
+    write(w, "f.txt", "original\n");
+    let mut cp = Checkpoints::open(state.path(), &exclude()).unwrap();
+    cp.take(w, 0).unwrap();
+    write(w, "f.txt", "edited\n");
+    for fan in std::fs::read_dir(state.path().join("objects")).unwrap().flatten() {
+        for obj in std::fs::read_dir(fan.path()).unwrap().flatten() {
+            std::fs::write(obj.path(), "torn").unwrap();
+        }
+    }
+    let e = cp.restore(w, 0).unwrap_err();
+    assert!(matches!(e, VolumeError::Corrupt { .. }), "{e:?}");
+    assert_eq!(std::fs::read_to_string(w.join("f.txt")).unwrap(), "edited\n", "nothing torn was written");
+    let e = cp.restore(w, 7).unwrap_err();
+    assert!(matches!(e, VolumeError::SnapshotNotFound { .. }), "{e:?}");
+}
+
+#[test]
+fn a_directory_swapped_for_a_symlink_is_never_written_through() {
+    let (work, state, outside) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let w = work.path();
+    write(w, "d/f.txt", "inside\n");
+    let mut cp = Checkpoints::open(state.path(), &exclude()).unwrap();
+    cp.take(w, 0).unwrap();
+    std::fs::remove_dir_all(w.join("d")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), w.join("d")).unwrap();
+    cp.restore(w, 0).unwrap();
+    assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none(), "nothing was written outside");
+    assert!(w.join("d").symlink_metadata().unwrap().is_dir());
+    assert_eq!(std::fs::read_to_string(w.join("d/f.txt")).unwrap(), "inside\n");
+}
+
+#[test]
+fn pruning_keeps_the_newest_checkpoints_and_the_contents_they_need() {
+    let (work, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let w = work.path();
+    let mut cp = Checkpoints::open(state.path(), &exclude()).unwrap();
+    for turn in 0..5 {
+        write(w, "f.txt", &format!("version {turn}\n"));
+        cp.take(w, turn).unwrap();
+    }
+    cp.prune(2).unwrap();
+    assert_eq!(cp.turns().unwrap(), [3, 4]);
+    cp.restore(w, 3).unwrap();
+    assert_eq!(std::fs::read_to_string(w.join("f.txt")).unwrap(), "version 3\n");
+    let objects = std::fs::read_dir(state.path().join("objects"))
+        .unwrap()
+        .flatten()
+        .map(|f| std::fs::read_dir(f.path()).unwrap().count())
+        .sum::<usize>();
+    assert_eq!(objects, 2);
+}
