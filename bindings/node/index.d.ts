@@ -213,6 +213,14 @@ export declare class Spaces {
   agentUsage(args: { run_id?: any; since_ms?: any; space: any; turns?: any }): Promise<any>
   /** Set or raise a run's budget (usd, tokens, turns); a run at its budget takes turns again once it is raised. (`agent_budget`: POST /v1/spaces/{space}/agents/{run_id}/budget) */
   agentBudget(args: { budget: any; run_id: any; space: any }): Promise<any>
+  /** What a run's turns changed in its working folder: the files with +/- lines, and the unified diff. (`agent_diff`: GET /v1/spaces/{space}/agents/{run_id}/diff) */
+  agentDiff(args: { from_turn?: any; run_id: any; space: any; to_turn?: any; turn?: any }): Promise<any>
+  /** Take an idle run back to the end of a turn: its folder from the checkpoint, its conversation resumed there. (`agent_rewind`: POST /v1/spaces/{space}/agents/{run_id}/rewind) */
+  agentRewind(args: { run_id: any; space: any; to_turn: any; what?: any }): Promise<any>
+  /** Fork a run at a turn into a new idle run: its own worktree at that turn's checkpoint, its session forked there. (`agent_fork`: POST /v1/spaces/{space}/agents/{run_id}/fork) */
+  agentFork(args: { at_turn: any; label?: any; run_id: any; space: any }): Promise<any>
+  /** Merge a fork's changes into its parent's folder (three-way, per file); with a conflict nothing is written. (`agent_merge`: POST /v1/spaces/{space}/agents/{run_id}/merge) */
+  agentMerge(args: { run_id: any; space: any }): Promise<any>
   /** Register an endpoint to be posted chosen run events, signed (Standard Webhooks), retried, in order per run. (`webhook_add`: POST /v1/webhooks) */
   webhookAdd(args: { events?: any; secret: any; url: any }): Promise<any>
   /** Every registered webhook endpoint with its deliveries counted (never its secret). (`webhook_list`: GET /v1/webhooks) */
@@ -322,6 +330,14 @@ export declare class Space {
   agentFollow(runId: string, cursor?: number, options?: { until?: 'turn' | 'stopped' }): AgentFollow
   /** What a run, or every run of the Space, spent: tokens, cost, time and tool calls, in total and per turn. (`agent_usage`: GET /v1/spaces/{space}/usage) */
   agentUsage(args?: { run_id?: any; since_ms?: any; turns?: any }): Promise<any>
+  /** What a run's turns changed in its working folder: the files with +/- lines, and the unified diff. (`agent_diff`: GET /v1/spaces/{space}/agents/{run_id}/diff) */
+  agentDiff(args: { from_turn?: any; run_id: any; to_turn?: any; turn?: any }): Promise<any>
+  /** Take an idle run back to the end of a turn: its folder from the checkpoint, its conversation resumed there. (`agent_rewind`: POST /v1/spaces/{space}/agents/{run_id}/rewind) */
+  agentRewind(args: { run_id: any; to_turn: any; what?: any }): Promise<any>
+  /** Fork a run at a turn into a new idle run: its own worktree at that turn's checkpoint, its session forked there. (`agent_fork`: POST /v1/spaces/{space}/agents/{run_id}/fork) */
+  agentFork(args: { at_turn: any; label?: any; run_id: any }): Promise<any>
+  /** Merge a fork's changes into its parent's folder (three-way, per file); with a conflict nothing is written. (`agent_merge`: POST /v1/spaces/{space}/agents/{run_id}/merge) */
+  agentMerge(args: { run_id: any }): Promise<any>
   /** What the workspace permits and this host supports: permissions, limits, process lifetime, isolation. (`workspace_info`: POST /v1/tools/workspace_info) */
   workspaceInfo(args?: { work_id?: any }): Promise<any>
   /** Read a file of the workspace (a window of at most 1 MiB) with its version. (`read`: POST /v1/tools/read) */

@@ -53,7 +53,10 @@ pub use run::{
     AgentStartRequest, AgentStatusRequest, Approvals, Attachment, Empty, Phase, RunStatus, RunsRemovedReport, SpaceAddRequest,
     SpaceAgentOptions, SpaceNetwork, SpaceRecord, SpaceRemoveReport, SpaceRemoveRequest, Status, IDEMPOTENCY_KEY_MAX,
 };
-pub use timetravel::{AgentDiffRequest, AgentRewindRequest, DiffReport, FileChange, FileChangeKind, RewindReport, RewindWhat};
+pub use timetravel::{
+    AgentDiffRequest, AgentForkRequest, AgentMergeRequest, AgentRewindRequest, DiffReport, FileChange, FileChangeKind, ForkReport,
+    MergeConflict, MergeReport, RewindReport, RewindWhat,
+};
 pub use usage::{AgentBudgetRequest, AgentUsageRequest, Budget, BudgetReport, RunUsage, TurnUsage, UsageReport, UsageTotals};
 pub use webhook::{
     WebhookAddRequest, WebhookDeliveriesRequest, WebhookDelivery, WebhookRecord, WebhookRemoveRequest, WebhookRemoved, WEBHOOK_EVENTS,

@@ -210,6 +210,12 @@ macro_rules! for_each_operation {
             agent_rewind: AgentRewind, Post "/v1/spaces/{space}/agents/{run_id}/rewind",
                 $crate::timetravel::AgentRewindRequest => $crate::timetravel::RewindReport, false, Tool [Destructive],
                 "Take an idle run back to the end of a turn: its folder from the checkpoint, its conversation resumed there.";
+            agent_fork: AgentFork, Post "/v1/spaces/{space}/agents/{run_id}/fork",
+                $crate::timetravel::AgentForkRequest => $crate::timetravel::ForkReport, false, Tool [Additive],
+                "Fork a run at a turn into a new idle run: its own worktree at that turn's checkpoint, its session forked there.";
+            agent_merge: AgentMerge, Post "/v1/spaces/{space}/agents/{run_id}/merge",
+                $crate::timetravel::AgentMergeRequest => $crate::timetravel::MergeReport, false, Tool,
+                "Merge a fork's changes into its parent's folder (three-way, per file); with a conflict nothing is written.";
             webhook_add: WebhookAdd, Post "/v1/webhooks",
                 $crate::webhook::WebhookAddRequest => $crate::webhook::WebhookRecord, false, Operator [Additive],
                 "Register an endpoint to be posted chosen run events, signed (Standard Webhooks), retried, in order per run.";

@@ -133,3 +133,79 @@ pub struct RewindReport {
     /// One sentence saying what was done, for people.
     pub reason: String,
 }
+
+/// `agent_fork`: a new run that starts from a run's turn `at_turn`: its working folder is a new
+/// worktree holding checkpoint `at_turn` (a `git worktree` when the Space is a git repository,
+/// else a plain copy; under `.spaces-worktrees/` in the Space), and its session is the native
+/// fork of the parent's at the end of that turn (Claude Code `--fork-session`, Codex app-server
+/// `thread/fork`; other CLIs start a fresh session, which a notice says). The fork is created
+/// idle, its turns counting from 1: `agent_message` runs its first turn. The parent is not
+/// touched; both go on independently. `agent_merge` brings the fork's changes back.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentForkRequest {
+    /// The Space the run belongs to.
+    pub space: String,
+    /// The run to fork (`run-` + hex).
+    pub run_id: String,
+    /// The turn whose end the fork starts from (0: before the run's first turn).
+    pub at_turn: u32,
+    /// The fork's label (default: the parent's, with ` (fork)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+/// The `agent_fork` answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ForkReport {
+    /// The new run.
+    pub run_id: String,
+    /// The run it was forked from.
+    pub parent_run_id: String,
+    /// The parent's turn it starts from.
+    pub at_turn: u32,
+    /// The fork's working folder (absolute).
+    pub cwd: String,
+    /// `git` (a `git worktree`) or `copy`.
+    pub worktree: String,
+    /// `native` (the CLI's own fork of the session) or `fresh` (a new session).
+    pub conversation: String,
+}
+
+/// `agent_merge`: bring what a fork changed in its folder since its fork point into its
+/// parent's folder, a three-way merge per file against the fork point's checkpoint. Both runs
+/// must be idle. A path only the fork changed is taken; one both changed differently is merged
+/// line by line when both are text, else (or when the same lines changed) it is a conflict.
+/// With any conflict nothing is written: the answer names each conflicting file and why.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentMergeRequest {
+    /// The Space the fork belongs to.
+    pub space: String,
+    /// The fork (`run-` + hex).
+    pub run_id: String,
+}
+
+/// One file `agent_merge` could not merge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MergeConflict {
+    /// Path relative to the folders, `/`-separated.
+    pub path: String,
+    /// Why, for people (`both changed the same lines`, ...).
+    pub why: String,
+}
+
+/// The `agent_merge` answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MergeReport {
+    /// The fork.
+    pub run_id: String,
+    /// The run merged into.
+    pub parent_run_id: String,
+    /// True when the fork's changes are now in the parent's folder (no conflict).
+    pub merged: bool,
+    /// Paths written or removed in the parent's folder (empty when `merged` is false).
+    pub applied: Vec<String>,
+    /// Paths that could not be merged, each with why; nothing was written when any.
+    pub conflicts: Vec<MergeConflict>,
+}

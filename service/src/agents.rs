@@ -122,6 +122,20 @@ impl Service {
         self.sup.agent_rewind(&req).await.map_err(|e| e.to_api())
     }
 
+    /// `agent_fork`: a new idle run from a run's turn, in its own worktree (issue 34). Errors:
+    /// `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`, `INVALID_ARGUMENT` naming `at_turn` (no
+    /// checkpoint), or a read-only Space.
+    pub async fn agent_fork(&self, req: spaces_sdk::AgentForkRequest) -> Result<spaces_sdk::ForkReport> {
+        self.sup.agent_fork(&req).await.map_err(|e| e.to_api())
+    }
+
+    /// `agent_merge`: a fork's changes into its parent's folder (issue 34). Errors:
+    /// `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`, `INVALID_ARGUMENT` (not a fork), `AGENT_BUSY`
+    /// while either run has a turn in flight.
+    pub async fn agent_merge(&self, req: spaces_sdk::AgentMergeRequest) -> Result<spaces_sdk::MergeReport> {
+        self.sup.agent_merge(&req).await.map_err(|e| e.to_api())
+    }
+
     /// `webhook_add`. Errors: `INVALID_ARGUMENT` naming `url`, `events` or `secret`.
     pub async fn webhook_add(&self, req: spaces_sdk::WebhookAddRequest) -> Result<spaces_sdk::WebhookRecord> {
         self.sup.webhooks().add(&req)

@@ -83,6 +83,8 @@ pub fn table() -> &'static [Row] {
             AgentBudget => agent_budget,
             AgentDiff => agent_diff,
             AgentRewind => agent_rewind,
+            AgentFork => agent_fork,
+            AgentMerge => agent_merge,
             WebhookAdd => webhook_add,
             WebhookList => webhook_list,
             WebhookRemove => webhook_remove,

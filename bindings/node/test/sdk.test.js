@@ -166,6 +166,13 @@ test('claude-code through Space: follow to turn_ended, follow-up, interrupt a lo
   await assert.rejects(async () => { for await (const _ of space.agentFollow('run-000000000000')) { /* none */ } }, { code: 'RUN_NOT_FOUND' })
   await assert.rejects(async () => { for await (const _ of space.agentFollow(run, 0, { until: 'forever' })) { /* none */ } }, { code: 'INVALID_ARGUMENT' })
   assert.throws(() => space.agentFollow(run, 0, { waitMs: 5 }), { code: 'INVALID_ARGUMENT', field: 'waitMs' })
+  // Issue 34: turn 1's diff (the Write tool's file) comes before its end; agentDiff answers it.
+  const diffs = all.filter((e) => e.kind === 'turn_diff')
+  assert.deepEqual(diffs.map((e) => e.files), [[{ path: 'hello.txt', change: 'added', added_lines: 1, removed_lines: 0, binary: false }]])
+  assert.ok(all.indexOf(diffs[0]) < all.findIndex((e) => e.kind === 'turn_ended'))
+  const diff = await space.agentDiff({ run_id: run, turn: 1 })
+  assert.equal(diff.from_turn, 0)
+  assert.ok(diff.diff.includes('+hello from the agent'), diff.diff)
   const page = JSON.parse(await space.agentEvents(run, 0, 2))
   assert.deepEqual(Object.keys(page).sort(), ['caught_up', 'cursor', 'events', 'status'])
   assert.equal(page.events.length, 2)

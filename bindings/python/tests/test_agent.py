@@ -93,6 +93,13 @@ async def test_claude_code_run_through_the_sdk(spaces: Spaces, space: Space, mod
     assert probe.returncode == 0 and "--space" in probe.stdout, probe
     assert st.result_text == "Hello from the scripted model.", st
 
+    # Issue 34: the turn's diff comes before its end, and agent_diff answers through the SDK.
+    diffs = [e for e in everything if e["kind"] == "turn_diff"]
+    assert [d["turn"] for d in diffs] == [1] and diffs[0]["files"] == [], diffs
+    assert kinds.index("turn_diff") < kinds.index("turn_ended"), kinds
+    diff = json.loads(await space.agent_diff(run_id=started.run_id, turn=1))
+    assert (diff["from_turn"], diff["to_turn"], diff["files"], diff["diff"]) == (0, 1, [], ""), diff
+
     # The raw page as the seed returns it: JSON text.
     page = json.loads(await space.agent_events(started.run_id, cursor=0, max=2))
     assert set(page) >= {"events", "cursor", "caught_up", "status"} and len(page["events"]) == 2

@@ -22,7 +22,7 @@ mod spend;
 pub mod state;
 mod talk;
 mod trace;
-pub use rewind::take_rewind_point;
+pub use rewind::{points_in, set_rewind_point, take_rewind_point};
 pub use trace::TRACEPARENT_FILE;
 mod turns;
 mod unstored;

@@ -17,11 +17,16 @@ pub(super) fn dir(cfg: &Config, run_id: &str) -> PathBuf {
     cfg.run_dir(run_id).join("checkpoints")
 }
 
-/// The checkpoints of run `run_id`, `None` when the host has them off. Errors: the directory
-/// cannot be made.
+/// The checkpoints of run `run_id`, `None` when the host has them off; they never store a file
+/// holding one of the run's secret values (its environment's, its MCP servers', the daemon's:
+/// [`super::secrets::RunSecrets::refused_in_home`]). Errors: the directory cannot be made, the
+/// run's secrets cannot be read.
 pub(super) fn open(cfg: &Config, run_id: &str) -> Result<Option<Checkpoints>> {
     let Some(settings) = &cfg.checkpoints else { return Ok(None) };
-    Checkpoints::open(&dir(cfg, run_id), &settings.exclude).map(Some).map_err(|e| internal(&e))
+    let mut cps = Checkpoints::open(&dir(cfg, run_id), &settings.exclude).map_err(|e| internal(&e))?;
+    let secrets = super::secrets::RunSecrets::load(&cfg.run_dir(run_id))?;
+    cps.refuse(&secrets.refused_in_home());
+    Ok(Some(cps))
 }
 
 fn internal(e: &spaces_volumes::VolumeError) -> crate::error::Error {

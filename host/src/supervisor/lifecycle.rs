@@ -5,8 +5,9 @@
 //! A run is **live** while it is `running` or `idle` (a turn in flight, or a CLI process waiting
 //! for the next message) or while its actor still settles; live runs are never deleted. A deleted
 //! run loses its row, turns, events, journal position and run directory (agent home included;
-//! a persistent agent's home stays in the volume).
+//! a persistent agent's home stays in the volume), and a fork its worktree.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use spaces_sdk::{ErrorCode, RunsRemovedReport, SpaceRemoveReport, Status};
@@ -50,8 +51,14 @@ async fn settled(inner: &Inner, run: RunRow) -> Result<Option<RunRow>> {
 
 /// Delete one run that is not live (see the module doc).
 async fn delete(inner: &Inner, run: &RunRow) -> Result<()> {
+    // A fork's worktree goes with it (issue 34).
+    let worktree = super::fork::origin(inner, &run.run_id).map(|o| PathBuf::from(o.worktree));
+    let space_root = inner.store.space_get(&run.space).ok().flatten().map(|s| PathBuf::from(s.root));
     inner.store.run_delete(&run.run_id)?;
     inner.log.forget(&run.run_id);
+    if let (Some(worktree), Some(root)) = (worktree, space_root) {
+        let _ = tokio::task::spawn_blocking(move || super::fork::remove_worktree(&root, &worktree)).await;
+    }
     let dir = inner.cfg.run_dir(&run.run_id);
     // An agent home may hold read-only trees (a Go module cache): made writable first.
     // (A missing directory is fine: `remove_tree` accepts it.)

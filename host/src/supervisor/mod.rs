@@ -53,6 +53,7 @@ pub mod error;
 mod events;
 mod files;
 mod folder;
+mod fork;
 mod install;
 pub mod journal;
 mod keys;
@@ -397,6 +398,18 @@ impl Supervisor {
         let run = registry::run_in_space(&self.inner.store, &req.space, &req.run_id)?;
         let (to_turn, what) = (req.to_turn, req.what.unwrap_or_default());
         actors::ask(&self.inner, run, |reply| Cmd::Rewind { to_turn, what, reply }).await
+    }
+
+    /// `agent_fork`: a new idle run from a run's turn, in its own worktree (`fork.rs`).
+    /// Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`, `INVALID_ARGUMENT`.
+    pub async fn agent_fork(&self, req: &spaces_sdk::AgentForkRequest) -> Result<spaces_sdk::ForkReport> {
+        fork::fork(&self.inner, req).await
+    }
+
+    /// `agent_merge`: a fork's changes into its parent's folder (`fork.rs`). Errors:
+    /// `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`, `INVALID_ARGUMENT`, `AGENT_BUSY`.
+    pub async fn agent_merge(&self, req: &spaces_sdk::AgentMergeRequest) -> Result<spaces_sdk::MergeReport> {
+        fork::merge(&self.inner, req).await
     }
 
     /// `agent_budget`: set or raise a run's budget, through its actor (which checks it before

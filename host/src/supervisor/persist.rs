@@ -268,7 +268,7 @@ fn notice(turn: u32, text: String) -> EventDraft {
 }
 
 /// The transcript of session `sid` in `config_dir`, as a path relative to it.
-fn find_transcript(config_dir: &Path, layout: &HomeLayout, sid: &str) -> Option<String> {
+pub(super) fn find_transcript(config_dir: &Path, layout: &HomeLayout, sid: &str) -> Option<String> {
     fn walk(dir: &Path, rel: &str, depth: usize, layout: &HomeLayout, sid: &str) -> Option<String> {
         let entries = std::fs::read_dir(dir).ok()?;
         for entry in entries.flatten() {
@@ -291,7 +291,7 @@ fn find_transcript(config_dir: &Path, layout: &HomeLayout, sid: &str) -> Option<
 
 /// Put the transcript `found` where the CLI looks for it from `cwd` (a copy; the original stays
 /// for the folder it came from).
-fn relocate(config_dir: &Path, layout: &HomeLayout, found: &str, cwd: &Path) -> std::io::Result<()> {
+pub(super) fn relocate(config_dir: &Path, layout: &HomeLayout, found: &str, cwd: &Path) -> std::io::Result<()> {
     let Some(want_dir) = layout.sessions.resume_dir(cwd) else { return Ok(()) };
     let file = Path::new(found).file_name().unwrap_or_default();
     let target = config_dir.join(&want_dir).join(file);

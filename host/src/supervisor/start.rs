@@ -299,7 +299,7 @@ fn budget_note(inner: &Inner, harness: &dyn Harness, options: &SpaceAgentOptions
 /// `label` must be 1 to [`SpaceAgentOptions::LABEL_MAX`] characters, not only blanks, with no
 /// control character (a newline would break the tables it is shown in). Errors:
 /// `INVALID_ARGUMENT` naming `options.label`.
-fn check_label(label: &str) -> Result<()> {
+pub(super) fn check_label(label: &str) -> Result<()> {
     let len = label.chars().count();
     let why = if label.trim().is_empty() {
         "is empty".to_owned()

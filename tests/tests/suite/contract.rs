@@ -80,8 +80,10 @@ fn minimal(name: &str, f: &Fixtures) -> (Value, Option<(&'static str, Value)>) {
         "agent_budget" => (json!({"space": "s", "run_id": f.get("run"), "budget": {"turns": 5}}), Some(("budget", json!(5)))),
         "agent_diff" => (json!({"space": "s", "run_id": f.get("run")}), Some(("turn", json!("one")))),
         "agent_rewind" => {
-            (json!({"space": "s", "run_id": f.get("stopped_run"), "to_turn": 0, "what": "files"}), Some(("to_turn", json!("zero"))))
+            (json!({"space": "s", "run_id": f.get("ended_run"), "to_turn": 0, "what": "files"}), Some(("to_turn", json!("zero"))))
         }
+        "agent_fork" => (json!({"space": "s", "run_id": f.get("ended_run"), "at_turn": 0}), Some(("at_turn", json!("zero")))),
+        "agent_merge" => (json!({"space": "s", "run_id": f.get("fork")}), None),
         "persistent_agent_send" => (json!({"name": "h", "text": "again"}), Some(("text", json!(1)))),
         "home_list" => (json!({}), None),
         "home_snapshots" => (json!({"name": "h"}), None),
@@ -101,6 +103,7 @@ fn remember(name: &str, result: &Value, f: &mut Fixtures) {
     let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
     match name {
         "agent_start" => drop(f.ids.insert("run", s(&result["run_id"]))),
+        "agent_fork" => drop(f.ids.insert("fork", s(&result["run_id"]))),
         "apply_patch" => drop(f.ids.insert("operation", s(&result["operation_id"]))),
         "approval_create" => drop(f.ids.insert("approval", s(&result["approval_id"]))),
         "work_open" => drop(f.ids.insert("work", s(&result["work_id"]))),
@@ -159,6 +162,18 @@ async fn prepare(d: &TestDaemon, name: &str, f: &mut Fixtures) {
             }
             f.ids.insert("export_file", d.dir.path().join("h.tar.zst").display().to_string());
             f.ids.insert("restore_dir", d.dir.path().join("h-restored").display().to_string());
+        }
+        "agent_rewind" => {
+            // A run that ended (stopped) after its agent started: checkpoint 0 exists.
+            let r = d.client.call_named("agent_start", json!({"space": "s", "agent": "claude-code", "prompt": "to rewind"})).await.unwrap();
+            let run = r["run_id"].as_str().unwrap().to_owned();
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while d.client.call_named("agent_diff", json!({"space": "s", "run_id": run, "from_turn": 0, "to_turn": 0})).await.is_err() {
+                assert!(Instant::now() < deadline, "run {run} never took its first checkpoint");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            d.client.call_named("agent_stop", json!({"space": "s", "run_id": run})).await.unwrap();
+            f.ids.insert("ended_run", run);
         }
         "home_move" => {
             d.client.call_named("home_import", json!({"name": "h3", "path": f.get("export_file")})).await.unwrap();

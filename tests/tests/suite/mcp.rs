@@ -82,8 +82,8 @@ fn compare_with_table(transport: &str, tools: &[Value]) {
     assert_eq!(names, want_names, "{transport}: tool names");
     assert_eq!(
         names.len(),
-        33,
-        "19 CodeSpace tools, 11 agent tools (agent_usage with issue 33, agent_diff and agent_rewind with issue 34), space_list, space_add, persistent_agent_send"
+        35,
+        "19 CodeSpace tools, 13 agent tools (agent_usage with issue 33; agent_diff, agent_rewind, agent_fork and agent_merge with issue 34), space_list, space_add, persistent_agent_send"
     );
     for (tool, (name, input, output)) in tools.iter().zip(&want) {
         assert_eq!(&tool["inputSchema"], input, "{transport}: inputSchema of {name}");

@@ -14,7 +14,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use spaces_sdk::{
-    AgentDiffRequest, AgentRewindRequest, AgentStartRequest, ErrorCode, EventKind, FileChangeKind, RewindWhat, SpaceAgentOptions,
+    AgentDiffRequest, AgentForkRequest, AgentMergeRequest, AgentRewindRequest, AgentStartRequest, ErrorCode, EventKind, FileChangeKind,
+    RewindWhat, SpaceAgentOptions,
 };
 use spaces_testkit::{Reply, Script, ScriptedServer};
 
@@ -30,7 +31,7 @@ fn refusal<T: std::fmt::Debug>(r: Result<T, spaces_sdk::client::ClientError>) ->
     }
 }
 
-/// Every file under `dir` but the CLIs' own (`.codex`, `.claude`): path -> (mode, contents).
+/// Every file under `dir` but forks' worktrees: path -> (mode, contents).
 fn tree(dir: &Path) -> BTreeMap<String, (u32, Vec<u8>)> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -38,6 +39,9 @@ fn tree(dir: &Path) -> BTreeMap<String, (u32, Vec<u8>)> {
         for e in std::fs::read_dir(&d).unwrap().flatten() {
             let p = e.path();
             let rel = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+            if rel == ".spaces-worktrees" {
+                continue;
+            }
             let md = p.symlink_metadata().unwrap();
             if md.is_dir() {
                 stack.push(p);
@@ -165,6 +169,99 @@ async fn bad_rewinds_are_refused(h: H) {
     d.client.space("s").agent_stop(&run).await.unwrap();
 }
 
+/// Fork at turn 1 of a 2-turn run: the fork's folder is checkpoint 1, its first model request
+/// carries turn 1's conversation only, the parent is untouched; a merge of a non-conflicting
+/// change applies, a conflicting one is reported and writes nothing; the fork of a run whose
+/// Space became read-only is refused.
+async fn fork_at_turn_one_then_merge(h: H) {
+    require_cli(h.tools, h.binary);
+    let d = TestDaemon::start().await;
+    let root = d.space("s").await;
+    std::fs::write(root.join("base.txt"), "alpha\nbeta\ngamma\n").unwrap();
+    let script = Script::new([
+        h.create_file(&root, "one.txt", "turn one\n"),
+        Reply::Text("TURN-ONE-DONE".into()),
+        h.command("echo two > two.txt"),
+        Reply::Text("TURN-TWO-DONE".into()),
+        Reply::Text("FORK-DONE".into()),
+    ]);
+    let server = ScriptedServer::start(h.wire, script).await.unwrap();
+    let run = d.client.agent_start(&start_request(h, &server, "PROMPT-ONE write a file")).await.unwrap().run_id;
+    d.wait_turn_end("s", &run, 1, TURN).await;
+    d.wait_status("s", &run, TURN, settled).await;
+    let after_one = tree(&root);
+    d.client.space("s").agent_message(&run, "PROMPT-TWO run a command", None).await.unwrap();
+    d.wait_turn_end("s", &run, 2, TURN).await;
+    d.wait_status("s", &run, TURN, settled).await;
+    let parent_after_two = tree(&root);
+    let parent_events = d.events("s", &run).await.len();
+
+    let req = AgentForkRequest { space: "s".into(), run_id: run.clone(), at_turn: 1, label: Some("try another way".into()) };
+    let fork = d.client.agent_fork(&req).await.unwrap();
+    assert_eq!((fork.parent_run_id.as_str(), fork.at_turn, fork.conversation.as_str()), (run.as_str(), 1, "native"), "{fork:?}");
+    let wt = std::path::PathBuf::from(&fork.cwd);
+    assert_eq!(tree(&wt), after_one, "the fork's folder is turn 1's checkpoint");
+    let st = d.client.space("s").agent_status(&fork.run_id, None).await.unwrap();
+    assert_eq!((st.status, st.label.as_deref()), (spaces_sdk::Status::Idle, Some("try another way")), "{st:#?}");
+
+    let calls = server.model_calls().len();
+    d.client.space("s").agent_message(&fork.run_id, "PROMPT-FORK go", None).await.unwrap();
+    d.wait_turn_end("s", &fork.run_id, 1, TURN).await;
+    let fork_events = d.events("s", &fork.run_id).await;
+    let asked = requests_after(&server, calls);
+    assert!(!asked.is_empty(), "{}", describe(&fork_events));
+    let first = &asked[0];
+    assert!(first.contains("PROMPT-FORK") && first.contains("PROMPT-ONE") && first.contains("TURN-ONE-DONE"), "{first}");
+    assert!(!first.contains("PROMPT-TWO") && !first.contains("TURN-TWO-DONE"), "only turn 1's conversation: {first}");
+    assert_eq!(tree(&root), parent_after_two, "the parent's folder is untouched");
+    let parent_now = d.events("s", &run).await;
+    assert_eq!(parent_now.len(), parent_events + 1, "the parent got one notice of the fork: {}", describe(&parent_now));
+    d.wait_status("s", &fork.run_id, TURN, settled).await;
+
+    // A change only the fork made merges into the parent.
+    std::fs::write(wt.join("fork.txt"), "from the fork\n").unwrap();
+    std::fs::write(wt.join("base.txt"), "alpha\nbeta\ngamma-fork\n").unwrap();
+    let merge = AgentMergeRequest { space: "s".into(), run_id: fork.run_id.clone() };
+    let m = d.client.agent_merge(&merge).await.unwrap();
+    assert!(m.merged && m.conflicts.is_empty(), "{m:?}");
+    assert_eq!(m.applied, ["base.txt", "fork.txt"], "{m:?}");
+    assert_eq!(std::fs::read_to_string(root.join("fork.txt")).unwrap(), "from the fork\n");
+    // Both change the same line: a conflict, and nothing is written.
+    std::fs::write(root.join("base.txt"), "alpha\nbeta-parent\ngamma-fork\n").unwrap();
+    std::fs::write(wt.join("base.txt"), "alpha\nbeta-fork\ngamma-fork\n").unwrap();
+    std::fs::write(wt.join("more.txt"), "not merged\n").unwrap();
+    let before = tree(&root);
+    let m = d.client.agent_merge(&merge).await.unwrap();
+    assert!(!m.merged && m.applied.is_empty(), "{m:?}");
+    assert_eq!(m.conflicts.iter().map(|c| c.path.as_str()).collect::<Vec<_>>(), ["base.txt"], "{m:?}");
+    assert_eq!(tree(&root), before, "a merge with a conflict writes nothing");
+    // Not a fork: a typed refusal.
+    let e = refusal(d.client.agent_merge(&AgentMergeRequest { space: "s".into(), run_id: run.clone() }).await);
+    assert_eq!((e.code, e.field.as_deref()), (ErrorCode::InvalidArgument, Some("run_id")), "{e:?}");
+    let e = refusal(d.client.agent_fork(&AgentForkRequest { at_turn: 9, ..req.clone() }).await);
+    assert_eq!((e.code, e.field.as_deref()), (ErrorCode::InvalidArgument, Some("at_turn")), "{e:?}");
+
+    // Removing the fork removes its worktree.
+    d.client.space("s").agent_stop(&fork.run_id).await.unwrap();
+    d.client.agent_remove(&spaces_sdk::AgentRunRequest { space: "s".into(), run_id: fork.run_id.clone() }).await.unwrap();
+    assert!(!wt.exists(), "the worktree went with the fork");
+
+    // The Space made read-only: no fork.
+    let add = spaces_sdk::SpaceAddRequest {
+        name: "s".into(),
+        root: root.display().to_string(),
+        read_only: true,
+        approvals: Default::default(),
+        network: Default::default(),
+        replace: true,
+    };
+    d.client.space_add(&add).await.unwrap();
+    let e = refusal(d.client.agent_fork(&req).await);
+    assert_eq!((e.code, e.field.as_deref()), (ErrorCode::InvalidArgument, Some("space")), "{e:?}");
+    assert!(e.message.contains("read-only"), "{}", e.message);
+    d.client.space("s").agent_stop(&run).await.unwrap();
+}
+
 macro_rules! per_harness {
     ($($name:ident),* $(,)?) => {
         mod claude_code {
@@ -178,4 +275,4 @@ macro_rules! per_harness {
     };
 }
 
-per_harness!(edit_shell_rewind_both, bad_rewinds_are_refused);
+per_harness!(edit_shell_rewind_both, bad_rewinds_are_refused, fork_at_turn_one_then_merge);

@@ -45,9 +45,10 @@ pub struct FileChange {
 fn text_of(objects: &Objects, item: Option<&Item>) -> Result<Option<String>> {
     let Some(item) = item else { return Ok(Some(String::new())) };
     match item.kind {
+        Kind::Symlink if item.secret => Ok(None),
         Kind::Symlink => Ok(Some(format!("-> {}\n", item.target.as_deref().unwrap_or_default()))),
         Kind::Dir => Ok(Some(String::new())),
-        Kind::File if item.big || item.size > TEXT_LIMIT => Ok(None),
+        Kind::File if item.unstored() || item.size > TEXT_LIMIT => Ok(None),
         Kind::File => {
             let bytes = match &item.sha256 {
                 Some(sha) => objects.get(sha)?,

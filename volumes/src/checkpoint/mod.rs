@@ -19,6 +19,7 @@
 //! wrong restore. The checkpoint file itself is written temp + fsync + rename.
 
 mod changes;
+mod merge;
 mod objects;
 mod restore;
 
@@ -34,12 +35,19 @@ use crate::manifest::Kind;
 use crate::scan::{self, StatKey};
 
 pub use changes::{ChangeKind, FileChange};
+pub use merge::{Conflict, MergeReport};
 pub use restore::RestoreReport;
 
 /// What the operator's `checkpoint_exclude` replaces: directories of installed or built things
 /// that a checkpoint leaves out (and a rewind leaves alone). `.git` is left out too: a rewind
 /// restores the working files, not a repository's history.
-pub const DEFAULT_EXCLUDE: &[&str] = &["**/.git/**", "**/node_modules/**", "**/target/**", "**/.venv/**", "**/__pycache__/**"];
+pub const DEFAULT_EXCLUDE: &[&str] =
+    &["**/.git/**", "**/node_modules/**", "**/target/**", "**/.venv/**", "**/__pycache__/**", WORKTREES_GLOB];
+
+/// Where forks' worktrees live, relative to a Space's root (`agent_fork`): never part of a
+/// checkpoint of the Space's own runs (also with an operator's `checkpoint_exclude`).
+pub const WORKTREES_DIR: &str = ".spaces-worktrees";
+const WORKTREES_GLOB: &str = ".spaces-worktrees/**";
 
 /// The file naming the checkpoint a rewind restored the folder to, until the next is taken.
 const HEAD: &str = "head";
@@ -72,13 +80,23 @@ pub(crate) struct Item {
     /// is), its size and mtime stand for them.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub big: bool,
+    /// The file (or symlink target) holds one of the run's secret values
+    /// ([`Checkpoints::refuse`]): not stored, like a big file.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub secret: bool,
 }
 
 impl Item {
-    /// What "unchanged" compares: kind, mode, contents (a big file's size and mtime), link target.
+    /// Its contents are not in the checkpoint (too big, or holding a secret value).
+    pub(crate) fn unstored(&self) -> bool {
+        self.big || self.secret
+    }
+
+    /// What "unchanged" compares: kind, mode, contents (an unstored file's size and mtime),
+    /// link target.
     fn same_as(&self, other: &Item) -> bool {
-        let contents = if self.big || other.big {
-            self.big == other.big && self.size == other.size && self.mtime_ns == other.mtime_ns
+        let contents = if self.unstored() || other.unstored() {
+            self.unstored() == other.unstored() && self.size == other.size && self.mtime_ns == other.mtime_ns
         } else {
             self.sha256 == other.sha256
         };
@@ -126,12 +144,19 @@ pub struct CheckpointReport {
 }
 
 /// The checkpoints of one run's working folder, in `dir` (see the module doc).
-#[derive(Debug)]
 pub struct Checkpoints {
     dir: PathBuf,
     exclude: GlobSet,
     /// The latest checkpoint, kept after it is taken or read (the next one compares with it).
     last: Option<Snapshot>,
+    /// The secret values no checkpoint stores ([`Self::refuse`]).
+    refuse: crate::secrets::Scanner,
+}
+
+impl std::fmt::Debug for Checkpoints {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checkpoints").field("dir", &self.dir).finish()
+    }
 }
 
 impl Checkpoints {
@@ -141,7 +166,21 @@ impl Checkpoints {
     pub fn open(dir: &Path, exclude: &[String]) -> Result<Checkpoints> {
         std::fs::create_dir_all(dir.join("turns")).at(dir)?;
         std::fs::create_dir_all(dir.join("objects")).at(dir)?;
-        Ok(Checkpoints { dir: dir.to_path_buf(), exclude: scan::excludes(exclude)?, last: None })
+        let mut patterns = exclude.to_vec();
+        patterns.push(WORKTREES_GLOB.to_owned());
+        Ok(Checkpoints {
+            dir: dir.to_path_buf(),
+            exclude: scan::excludes(&patterns)?,
+            last: None,
+            refuse: crate::secrets::Scanner::new(&[]),
+        })
+    }
+
+    /// Never store a file or symlink target holding any of `values` (the run's secrets, in
+    /// each spelling): such a file is recorded by its size and mtime only, shows as binary in
+    /// diffs, and a rewind leaves it as it is. The state dir then holds no secret of the run.
+    pub fn refuse(&mut self, values: &[crate::types::SecretValue]) {
+        self.refuse = crate::secrets::Scanner::new(values);
     }
 
     /// Turns that have a checkpoint, oldest first.
@@ -225,7 +264,12 @@ impl Checkpoints {
                 target: w.target.clone(),
                 key: w.key,
                 big: false,
+                secret: false,
             };
+            if item.target.as_deref().is_some_and(|t| self.refuse.in_bytes(t.as_bytes()).is_some()) {
+                item.target = None;
+                item.secret = true;
+            }
             if w.kind == Kind::File && w.size > MAX_STORED_BYTES {
                 files += 1;
                 item.big = true;
@@ -237,6 +281,11 @@ impl Checkpoints {
                 match trusted {
                     Some(p) => item.sha256 = p.sha256.clone(),
                     None => match scan::read_stable(&root, &w.path, &objects.spool_dir())? {
+                        Some((content, _, key)) if self.holds_secret(&content)? => {
+                            item.secret = true;
+                            item.key = key;
+                            item.size = key.size;
+                        }
                         Some((content, sha, key)) => {
                             stored_bytes += objects.put(&sha, content)?;
                             item.sha256 = Some(sha);
@@ -268,6 +317,20 @@ impl Checkpoints {
         let _ = std::fs::remove_file(self.dir.join(HEAD));
         self.last = Some(snap);
         Ok(CheckpointReport { turn, files, stored_bytes, changes })
+    }
+
+    /// Whether `content` holds a refused value ([`Self::refuse`]).
+    fn holds_secret(&self, content: &scan::Content) -> Result<bool> {
+        if self.refuse.is_empty() {
+            return Ok(false);
+        }
+        match content {
+            scan::Content::Mem(bytes) => Ok(self.refuse.in_bytes(bytes).is_some()),
+            scan::Content::Spool(tmp) => {
+                let mut f = std::fs::File::open(tmp.path()).at(tmp.path())?;
+                Ok(self.refuse.in_reader(&mut f).at(tmp.path())?.is_some())
+            }
+        }
     }
 
     /// Turn `to`'s checkpoint as a hard link to turn `from`'s.
@@ -315,6 +378,23 @@ impl Checkpoints {
         std::fs::write(&head, format!("{turn}\n")).at(&head)?;
         self.last = Some(Snapshot { taken_ns: 0, ..snap });
         Ok(report)
+    }
+
+    /// Make the empty (or new) folder `folder` what checkpoint `turn` holds, without making it
+    /// this run's folder (a fork's worktree): as [`Self::restore`], leaving this run's own
+    /// checkpoints as they are. Blocking. Errors: as [`Self::restore`].
+    pub fn copy_to(&self, folder: &Path, turn: u32) -> Result<RestoreReport> {
+        let snap = self.load(turn)?;
+        restore::restore(&objects::Objects::new(&self.dir), folder, &self.exclude, &snap)
+    }
+
+    /// Bring into `ours` what `theirs` changed since checkpoint `base_turn` (a fork's folder
+    /// and its parent's, the fork point): a three-way merge per file, all or nothing (see
+    /// [`MergeReport`]). Blocking. Errors: `SnapshotNotFound`, `Corrupt`, `Unsafe`, `Io`.
+    pub fn merge(&self, base_turn: u32, theirs: &Path, ours: &Path) -> Result<MergeReport> {
+        let base = self.load(base_turn)?;
+        let objects = objects::Objects::new(&self.dir);
+        merge::merge(&objects, &base, theirs, ours, &self.exclude, &objects.spool_dir())
     }
 
     /// Keep the checkpoints of the newest `keep` turns and the contents they need; older

@@ -67,6 +67,8 @@ pub(crate) fn restore(objects: &Objects, folder: &Path, exclude: &GlobSet, snap:
                     report.written += 1;
                 }
             }
+            // Its target holds a secret value: not stored, left as it is.
+            Kind::Symlink if item.secret => {}
             Kind::Symlink => {
                 if found.is_some_and(|w| w.target == item.target) {
                     continue;
@@ -78,8 +80,8 @@ pub(crate) fn restore(objects: &Objects, folder: &Path, exclude: &GlobSet, snap:
                 root.finish(&item.path, Kind::Symlink, 0, item.mtime_ns)?;
                 report.written += 1;
             }
-            // Too big to be stored: left as it is (it was never copied).
-            Kind::File if item.big => {}
+            // Too big to be stored, or holding a secret value: left as it is (never copied).
+            Kind::File if item.unstored() => {}
             Kind::File => {
                 // The same file untouched since the checkpoint (same size, times, inode; its
                 // mode changes its ctime) is left as it is.

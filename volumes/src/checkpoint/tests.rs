@@ -181,3 +181,73 @@ fn pruning_keeps_the_newest_checkpoints_and_the_contents_they_need() {
         .sum::<usize>();
     assert_eq!(objects, 2);
 }
+
+#[test]
+fn a_merge_takes_the_fork_s_changes_and_a_conflict_writes_nothing() {
+    let (parent, fork, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (p, f) = (parent.path(), fork.path());
+    write(p, "shared.txt", "one\ntwo\nthree\nfour\nfive\n");
+    write(p, "parent-only.txt", "p\n");
+    write(p, "gone.txt", "bye\n");
+    let mut cp = Checkpoints::open(state.path(), &exclude()).unwrap();
+    cp.take(p, 0).unwrap();
+    cp.restore(f, 0).unwrap();
+    // The parent edits line 1 and its own file; the fork edits line 5, adds and removes files.
+    write(p, "shared.txt", "ONE\ntwo\nthree\nfour\nfive\n");
+    write(p, "parent-only.txt", "p2\n");
+    write(f, "shared.txt", "one\ntwo\nthree\nfour\nFIVE\n");
+    write(f, "new/deep.txt", "from the fork\n");
+    std::fs::remove_file(f.join("gone.txt")).unwrap();
+    let r = cp.merge(0, f, p).unwrap();
+    assert_eq!(r.conflicts, Vec::new());
+    assert_eq!(r.applied, ["gone.txt", "new/deep.txt", "shared.txt"]);
+    assert_eq!(std::fs::read_to_string(p.join("shared.txt")).unwrap(), "ONE\ntwo\nthree\nfour\nFIVE\n");
+    assert_eq!(std::fs::read_to_string(p.join("new/deep.txt")).unwrap(), "from the fork\n");
+    assert_eq!(std::fs::read_to_string(p.join("parent-only.txt")).unwrap(), "p2\n");
+    assert!(!p.join("gone.txt").exists());
+
+    // Both change the same line: reported, and the parent's folder is left as it was.
+    write(p, "shared.txt", "ONE\ntwo\nTHREE-PARENT\nfour\nFIVE\n");
+    write(f, "shared.txt", "one\ntwo\nTHREE-FORK\nfour\nFIVE\n");
+    write(f, "another.txt", "would be added\n");
+    let before = tree(p);
+    let r = cp.merge(0, f, p).unwrap();
+    assert_eq!(r.applied, Vec::<String>::new());
+    assert_eq!(
+        r.conflicts.iter().map(|c| (c.path.as_str(), c.why.as_str())).collect::<Vec<_>>(),
+        [("shared.txt", "both changed the same lines")]
+    );
+    assert_eq!(tree(p), before, "nothing of the merge was written");
+}
+
+#[test]
+fn a_file_holding_a_secret_value_is_never_stored_and_a_rewind_leaves_it() {
+    let (work, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let w = work.path();
+    write(w, ".env", "API_KEY=sk-very-secret-0123456789\n");
+    write(w, "plain.txt", "nothing to hide\n");
+    std::os::unix::fs::symlink("sk-very-secret-0123456789", w.join("odd-link")).unwrap();
+    let mut cp = Checkpoints::open(state.path(), &exclude()).unwrap();
+    cp.refuse(&[crate::types::SecretValue { name: "API_KEY".into(), value: b"sk-very-secret-0123456789".to_vec() }]);
+    cp.take(w, 0).unwrap();
+    write(w, ".env", "API_KEY=sk-very-secret-0123456789\nMORE=1\n");
+    write(w, "plain.txt", "changed\n");
+    let r = cp.take(w, 1).unwrap();
+    let env = r.changes.iter().find(|c| c.path == ".env").unwrap();
+    assert!(env.binary && env.change == ChangeKind::Changed, "{env:?}");
+    let needle = b"sk-very-secret-0123456789";
+    let mut stack = vec![state.path().to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            if e.path().is_dir() {
+                stack.push(e.path());
+            } else {
+                let bytes = std::fs::read(e.path()).unwrap();
+                assert!(!bytes.windows(needle.len()).any(|x| x == needle), "{} holds the secret", e.path().display());
+            }
+        }
+    }
+    cp.restore(w, 0).unwrap();
+    assert_eq!(std::fs::read_to_string(w.join("plain.txt")).unwrap(), "nothing to hide\n");
+    assert_eq!(std::fs::read_to_string(w.join(".env")).unwrap(), "API_KEY=sk-very-secret-0123456789\nMORE=1\n", "left as it is");
+}

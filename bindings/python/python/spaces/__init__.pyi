@@ -58,6 +58,14 @@ class Spaces:
         """What a run, or every run of the Space, spent: tokens, cost, time and tool calls, in total and per turn."""
     async def agent_budget(self, *, budget: Any, run_id: str, space: str) -> Any:
         """Set or raise a run's budget (usd, tokens, turns); a run at its budget takes turns again once it is raised."""
+    async def agent_diff(self, *, run_id: str, space: str, from_turn: Optional[int] = None, to_turn: Optional[int] = None, turn: Optional[int] = None) -> Any:
+        """What a run's turns changed in its working folder: the files with +/- lines, and the unified diff."""
+    async def agent_rewind(self, *, run_id: str, space: str, to_turn: int, what: Optional[Any] = None) -> Any:
+        """Take an idle run back to the end of a turn: its folder from the checkpoint, its conversation resumed there."""
+    async def agent_fork(self, *, at_turn: int, run_id: str, space: str, label: Optional[str] = None) -> Any:
+        """Fork a run at a turn into a new idle run: its own worktree at that turn's checkpoint, its session forked there."""
+    async def agent_merge(self, *, run_id: str, space: str) -> Any:
+        """Merge a fork's changes into its parent's folder (three-way, per file); with a conflict nothing is written."""
     async def webhook_add(self, *, secret: str, url: str, events: Optional[List[Any]] = None) -> Any:
         """Register an endpoint to be posted chosen run events, signed (Standard Webhooks), retried, in order per run."""
     async def webhook_list(self) -> Any:
@@ -157,6 +165,14 @@ class Space:
     async def agent_list(self) -> List[AgentRunStatus]: ...
     async def agent_usage(self, *, run_id: Optional[str] = None, since_ms: Optional[int] = None, turns: Optional[bool] = None) -> Any:
         """What a run, or every run of the Space, spent: tokens, cost, time and tool calls, in total and per turn."""
+    async def agent_diff(self, *, run_id: str, from_turn: Optional[int] = None, to_turn: Optional[int] = None, turn: Optional[int] = None) -> Any:
+        """What a run's turns changed in its working folder: the files with +/- lines, and the unified diff."""
+    async def agent_rewind(self, *, run_id: str, to_turn: int, what: Optional[Any] = None) -> Any:
+        """Take an idle run back to the end of a turn: its folder from the checkpoint, its conversation resumed there."""
+    async def agent_fork(self, *, at_turn: int, run_id: str, label: Optional[str] = None) -> Any:
+        """Fork a run at a turn into a new idle run: its own worktree at that turn's checkpoint, its session forked there."""
+    async def agent_merge(self, *, run_id: str) -> Any:
+        """Merge a fork's changes into its parent's folder (three-way, per file); with a conflict nothing is written."""
     async def workspace_info(self, *, work_id: Optional[str] = None) -> Any:
         """What the workspace permits and this host supports: permissions, limits, process lifetime, isolation."""
     async def read(self, *, path: str, limit: Optional[int] = None, offset: Optional[int] = None, work_id: Optional[str] = None) -> Any:

@@ -29,6 +29,17 @@ pub fn take_rewind_point(run_dir: &Path) -> Option<String> {
     Some(point.trim().to_owned()).filter(|p| !p.is_empty())
 }
 
+/// The conversation points recorded in `run_dir`: turn -> the CLI's point at its end.
+pub fn points_in(run_dir: &Path) -> BTreeMap<u32, String> {
+    std::fs::read(run_dir.join(POINTS_FILE)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+}
+
+/// The next launch of the run in `run_dir` resumes its session at `point` (once). Errors: the
+/// file cannot be written.
+pub fn set_rewind_point(run_dir: &Path, point: &str) -> std::io::Result<()> {
+    spaces_store::fsutil::write_private(&run_dir.join(REWIND_FILE), point.as_bytes())
+}
+
 fn invalid(why: String) -> ApiError {
     let mut e = ApiError::new(ErrorCode::InvalidArgument, why);
     e.field = Some("to_turn".into());
@@ -37,8 +48,7 @@ fn invalid(why: String) -> ApiError {
 
 impl Actor {
     fn points(&self) -> BTreeMap<u32, String> {
-        let file = self.inner.cfg.run_dir(&self.run.run_id).join(POINTS_FILE);
-        std::fs::read(file).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+        points_in(&self.inner.cfg.run_dir(&self.run.run_id))
     }
 
     /// Turn `turn` ended: the normalizer's point there, kept for a later rewind.
@@ -134,8 +144,7 @@ impl Actor {
         self.machine.renew_process();
         match point.filter(|_| self.run.session_id.is_some()) {
             Some(point) => {
-                let file = run_dir.join(REWIND_FILE);
-                if spaces_store::fsutil::write_private(&file, point.as_bytes()).is_ok() {
+                if set_rewind_point(&run_dir, &point).is_ok() {
                     return "native";
                 }
                 tracing::warn!("run {}: the rewind point was not kept; the next turn starts a fresh session", self.run.run_id);

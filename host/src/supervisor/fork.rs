@@ -1,0 +1,292 @@
+//! `agent_fork` and `agent_merge` (issue 34): a run forked at a turn into a new idle run with a
+//! worktree of its own, and the fork's changes merged back into its parent's folder.
+//!
+//! The fork's worktree is `<Space root>/.spaces-worktrees/<fork run id>`: a `git worktree`
+//! (detached) when the Space is a git repository, else a new folder; either way it is then made
+//! exactly what the parent's checkpoint of that turn holds. Checkpoints never look inside
+//! `.spaces-worktrees`. The fork's session is the native fork where the CLI has one: its config
+//! directory (with the parent's transcripts) is copied into the fork's home, and its first
+//! launch resumes the parent's session at the turn's point (`LaunchContext::resume_at`: Claude
+//! Code `--resume-session-at` + `--fork-session`, Codex app-server `thread/fork`). What the
+//! fork came from is kept in its run directory ([`FORK_FILE`]); `agent_remove` of the fork
+//! removes its worktree.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::{Deserialize, Serialize};
+use spaces_harnesses::EventDraft;
+use spaces_sdk::{AgentForkRequest, AgentMergeRequest, ErrorCode, EventKind, ForkReport, MergeConflict, MergeReport, Phase, Status};
+use spaces_store::runs::RunRow;
+
+use super::checkpoints;
+use super::registry;
+use super::secrets::RunSecrets;
+use super::shared::Inner;
+use crate::error::{refuse, Error, Result};
+
+/// In a fork's run directory: what it was forked from.
+const FORK_FILE: &str = "fork.json";
+
+/// What a fork came from, and what its worktree is.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct ForkOrigin {
+    pub parent_run_id: String,
+    pub at_turn: u32,
+    /// The worktree (absolute).
+    pub worktree: String,
+    /// `git` or `copy`.
+    pub kind: String,
+}
+
+/// The fork record of run `run_id`, if it is a fork.
+pub(super) fn origin(inner: &Inner, run_id: &str) -> Option<ForkOrigin> {
+    let bytes = std::fs::read(inner.cfg.run_dir(run_id).join(FORK_FILE)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+fn invalid(field: &str, why: String) -> Error {
+    let mut e = spaces_sdk::ApiError::new(ErrorCode::InvalidArgument, why);
+    e.field = Some(field.to_owned());
+    Error::Api(e)
+}
+
+fn io(what: &str, e: impl std::fmt::Display) -> Error {
+    refuse(ErrorCode::Internal, format!("{what}: {e}"))
+}
+
+/// `agent_fork` (see [`AgentForkRequest`]). Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`,
+/// `INVALID_ARGUMENT` naming `at_turn` (no checkpoint of it) or the read-only Space, `label`;
+/// `INTERNAL` when the worktree or the run directory cannot be made (nothing is left then).
+pub(super) async fn fork(inner: &std::sync::Arc<Inner>, req: &AgentForkRequest) -> Result<ForkReport> {
+    let parent = registry::run_in_space(&inner.store, &req.space, &req.run_id)?;
+    let space = registry::space(&inner.store, &req.space)?;
+    if space.read_only {
+        return Err(invalid(
+            "space",
+            format!("Space {:?} is read-only: a fork writes a worktree and runs an agent, so it cannot be made there", space.name),
+        ));
+    }
+    if let Some(label) = &req.label {
+        super::start::check_label(label)?;
+    }
+    let Some(cps) = checkpoints::open(&inner.cfg, &parent.run_id)? else {
+        return Err(invalid("at_turn", "checkpoints are off on this host (SPACES_CHECKPOINTS=0): no run can be forked".to_owned()));
+    };
+    let turns = cps.turns().map_err(|e| io("the run's checkpoints", e))?;
+    if !turns.contains(&req.at_turn) {
+        return Err(invalid("at_turn", format!("run {} has no checkpoint of turn {} (it has {turns:?})", parent.run_id, req.at_turn)));
+    }
+    let run_id = super::ahead::new_run_id();
+    let worktree = Path::new(&space.root).join(spaces_volumes::checkpoint::WORKTREES_DIR).join(&run_id);
+    let (inner2, parent2, worktree2, run_id2) = (inner.clone(), parent.clone(), worktree.clone(), run_id.clone());
+    let at_turn = req.at_turn;
+    let label = req.label.clone();
+    let space_root = PathBuf::from(&space.root);
+    let made = tokio::task::spawn_blocking(move || {
+        let made = make(&inner2, &parent2, &cps, at_turn, &space_root, &worktree2, &run_id2, label);
+        if made.is_err() {
+            remove_worktree(&space_root, &worktree2);
+            let _ = std::fs::remove_dir_all(inner2.cfg.run_dir(&run_id2));
+        }
+        made
+    })
+    .await
+    .map_err(|e| io("the fork", e))??;
+    let (kind, conversation) = made;
+    let note = |text: String| vec![EventDraft::new(0, EventKind::Notice).summary(text)];
+    if let Err(e) = inner.log.append(&run_id, note(format!("forked from run {} at turn {at_turn} ({conversation} session)", parent.run_id)))
+    {
+        tracing::warn!("run {run_id}: the fork notice was not stored: {e}");
+    }
+    if let Err(e) = inner.log.append(&parent.run_id, note(format!("forked at turn {at_turn} into run {run_id}"))) {
+        tracing::warn!("run {}: the fork notice was not stored: {e}", parent.run_id);
+    }
+    Ok(ForkReport {
+        run_id,
+        parent_run_id: parent.run_id,
+        at_turn,
+        cwd: worktree.display().to_string(),
+        worktree: kind.to_owned(),
+        conversation: conversation.to_owned(),
+    })
+}
+
+/// The fork's worktree, run directory and row (blocking). Returns the worktree's kind and how
+/// its conversation goes on.
+#[allow(clippy::too_many_arguments)]
+fn make(
+    inner: &Inner,
+    parent: &RunRow,
+    cps: &spaces_volumes::checkpoint::Checkpoints,
+    at_turn: u32,
+    space_root: &Path,
+    worktree: &Path,
+    run_id: &str,
+    label: Option<String>,
+) -> Result<(&'static str, &'static str)> {
+    let kind = make_worktree(space_root, worktree)?;
+    cps.copy_to(worktree, at_turn).map_err(|e| io("the fork's worktree", e))?;
+    let run_dir = inner.cfg.run_dir(run_id);
+    spaces_store::fsutil::create_private_dir(&run_dir)?;
+    let parent_dir = inner.cfg.run_dir(&parent.run_id);
+    RunSecrets::load(&parent_dir)?.save(&run_dir)?;
+    // The session: the native fork of the parent's at the turn's point, where the CLI has one.
+    let harness = spaces_harnesses::by_id(&parent.agent);
+    let point = super::actor::points_in(&parent_dir).remove(&at_turn);
+    let native = at_turn > 0 && parent.session_id.is_some() && point.is_some() && harness.is_some_and(|h| h.supports().rewind);
+    if let (true, Some(h), Some(point)) = (native, harness, &point) {
+        let layout = h.persistent_home();
+        let (from, to) = (
+            parent_dir.join(super::run_sandbox::HOME).join(layout.config_dir),
+            run_dir.join(super::run_sandbox::HOME).join(layout.config_dir),
+        );
+        copy_tree(&from, &to).map_err(|e| io("the parent's session files", e))?;
+        if let Some(found) = super::persist::find_transcript(&to, &layout, parent.session_id.as_deref().unwrap_or_default()) {
+            super::persist::relocate(&to, &layout, &found, worktree).map_err(|e| io("the parent's transcript", e))?;
+        }
+        super::actor::set_rewind_point(&run_dir, point).map_err(|e| io("the fork point", e))?;
+    }
+    let origin =
+        ForkOrigin { parent_run_id: parent.run_id.clone(), at_turn, worktree: worktree.display().to_string(), kind: kind.to_owned() };
+    spaces_store::fsutil::write_private(&run_dir.join(FORK_FILE), &serde_json::to_vec(&origin).unwrap_or_default())?;
+    let mut options = parent.options.clone();
+    options.label = Some(label.unwrap_or_else(|| format!("{} (fork)", parent.options.label.as_deref().unwrap_or(&parent.run_id))));
+    options.cwd = worktree.strip_prefix(space_root).ok().map(|p| p.display().to_string());
+    // A persistent home has one run at a time, and the worktree is the repository's checkout.
+    (options.home, options.repo, options.branch) = (None, None, None);
+    let conversation = if native { "native" } else { "fresh" };
+    let row = RunRow {
+        run_id: run_id.to_owned(),
+        created_ms: spaces_store::now_ms(),
+        status: Status::Idle,
+        phase: Phase::Waiting,
+        reason: format!("forked from run {} at turn {at_turn}; send a message to run its first turn", parent.run_id),
+        result_text: None,
+        session_id: if native { parent.session_id.clone() } else { None },
+        turns: 0,
+        cwd: worktree.display().to_string(),
+        options,
+        notes: vec![format!(
+            "forked from run {} at turn {at_turn}: worktree {} ({kind}), {conversation} session",
+            parent.run_id,
+            worktree.display()
+        )],
+        pgid: None,
+        resets_at_ms: None,
+        ..parent.clone()
+    };
+    inner.store.run_insert(&row)?;
+    Ok((kind, conversation))
+}
+
+/// Make `worktree` (under the Space's worktrees folder): a detached `git worktree` when
+/// `space_root` is a git repository's top (the folder kept out of `git status` through
+/// `.git/info/exclude`), else an empty folder. Returns `git` or `copy`.
+fn make_worktree(space_root: &Path, worktree: &Path) -> Result<&'static str> {
+    if let Some(parent) = worktree.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| io("the worktrees folder", e))?;
+    }
+    if space_root.join(".git").is_dir() {
+        let out = Command::new("git").arg("-C").arg(space_root).args(["worktree", "add", "--detach", "--quiet"]).arg(worktree).output();
+        match out {
+            Ok(o) if o.status.success() => {
+                let exclude = space_root.join(".git/info/exclude");
+                let line = format!("/{}/", spaces_volumes::checkpoint::WORKTREES_DIR);
+                let has = std::fs::read_to_string(&exclude).is_ok_and(|t| t.lines().any(|l| l.trim() == line));
+                if !has {
+                    let _ = std::fs::create_dir_all(space_root.join(".git/info"));
+                    use std::io::Write;
+                    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&exclude) {
+                        let _ = writeln!(f, "{line}");
+                    }
+                }
+                return Ok("git");
+            }
+            Ok(o) => tracing::warn!("git worktree add failed ({}); the fork gets a plain copy", String::from_utf8_lossy(&o.stderr).trim()),
+            Err(e) => tracing::warn!("git is not runnable ({e}); the fork gets a plain copy"),
+        }
+    }
+    std::fs::create_dir(worktree).map_err(|e| io("the fork's worktree", e))?;
+    Ok("copy")
+}
+
+/// Remove a fork's worktree: `git worktree remove --force` for a git one, then whatever is left.
+pub(super) fn remove_worktree(space_root: &Path, worktree: &Path) {
+    if space_root.join(".git").is_dir() {
+        let _ = Command::new("git").arg("-C").arg(space_root).args(["worktree", "remove", "--force"]).arg(worktree).output();
+    }
+    if let Err(e) = spaces_volumes::remove_tree(worktree) {
+        tracing::warn!("the worktree {} was not removed: {e}", worktree.display());
+    }
+}
+
+/// Copy the tree `from` into `to` (made): directories, regular files (with their modes) and
+/// symlinks as symlinks, never followed. A missing `from` copies nothing.
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    let Ok(md) = from.symlink_metadata() else { return Ok(()) };
+    if !md.is_dir() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            copy_tree(&src, &dst)?;
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
+        } else if kind.is_file() {
+            std::fs::copy(&src, &dst)?;
+        }
+    }
+    Ok(())
+}
+
+/// `agent_merge` (see [`AgentMergeRequest`]). Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`,
+/// `INVALID_ARGUMENT` (`run_id` is not a fork, or its parent is gone), `AGENT_BUSY` while
+/// either run has a turn running or waiting.
+pub(super) async fn merge(inner: &std::sync::Arc<Inner>, req: &AgentMergeRequest) -> Result<MergeReport> {
+    let fork = registry::run_in_space(&inner.store, &req.space, &req.run_id)?;
+    let Some(origin) = origin(inner, &fork.run_id) else {
+        return Err(invalid("run_id", format!("run {} is not a fork (agent_fork makes one)", fork.run_id)));
+    };
+    let Some(parent) = inner.store.run_get(&origin.parent_run_id)? else {
+        return Err(invalid("run_id", format!("the parent of fork {}, run {}, was removed", fork.run_id, origin.parent_run_id)));
+    };
+    for run in [&fork, &parent] {
+        if matches!(run.status, Status::Running | Status::Queued | Status::QuotaWaiting) {
+            return Err(refuse(
+                ErrorCode::AgentBusy,
+                format!(
+                    "run {} is {}: a merge waits for both runs to be idle; interrupt the turn or wait for its end",
+                    run.run_id,
+                    run.status.as_str()
+                ),
+            ));
+        }
+    }
+    let Some(cps) = checkpoints::open(&inner.cfg, &parent.run_id)? else {
+        return Err(invalid("run_id", "checkpoints are off on this host (SPACES_CHECKPOINTS=0): nothing can be merged".to_owned()));
+    };
+    let (theirs, ours, at) = (PathBuf::from(&fork.cwd), PathBuf::from(&parent.cwd), origin.at_turn);
+    let merged = tokio::task::spawn_blocking(move || cps.merge(at, &theirs, &ours)).await.map_err(|e| io("the merge", e))?;
+    let merged = merged.map_err(|e| io("the merge", e))?;
+    let report = MergeReport {
+        run_id: fork.run_id.clone(),
+        parent_run_id: parent.run_id.clone(),
+        merged: merged.conflicts.is_empty(),
+        applied: merged.applied,
+        conflicts: merged.conflicts.into_iter().map(|c| MergeConflict { path: c.path, why: c.why }).collect(),
+    };
+    let text = if report.merged {
+        format!("merged fork {}: {} file(s) written or removed", fork.run_id, report.applied.len())
+    } else {
+        format!("merge of fork {} refused: {} conflicting file(s), nothing written", fork.run_id, report.conflicts.len())
+    };
+    if let Err(e) = inner.log.append(&parent.run_id, vec![EventDraft::new(parent.turns, EventKind::Notice).summary(text)]) {
+        tracing::warn!("run {}: the merge notice was not stored: {e}", parent.run_id);
+    }
+    Ok(report)
+}
