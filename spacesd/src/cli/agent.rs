@@ -262,6 +262,36 @@ pub enum AgentCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Fork a run at a turn into a new idle run: its own worktree (a git worktree, or a copy,
+    /// under the Space's `.spaces-worktrees/`) holding that turn's checkpoint, and its session
+    /// forked there where the CLI can. Send the fork a message to run its first turn.
+    Fork {
+        /// The run to fork (`run-...`).
+        run_id: String,
+        #[command(flatten)]
+        space: SpaceArg,
+        /// The turn whose end the fork starts from (0: before the first turn).
+        #[arg(long, value_name = "N")]
+        at_turn: u32,
+        /// The fork's label.
+        #[arg(long)]
+        label: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Merge a fork's changes into its parent's folder (three-way, per file, against the fork
+    /// point). With any conflict nothing is written and each conflicting file is listed; the
+    /// exit status is then 1.
+    Merge {
+        /// The fork (`run-...`).
+        run_id: String,
+        #[command(flatten)]
+        space: SpaceArg,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// What runs spent (the daemon's usage ledger): tokens in, cached and out, cost in US
     /// dollars (the CLI's own figure, or `~` estimated from the price table), tool calls and
     /// time; totals, a line per run, and each turn with --turns.
@@ -479,6 +509,38 @@ pub async fn run(client: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
                 println!("run {}: {}", report.run_id, report.reason);
+            }
+        }
+        AgentCmd::Fork { run_id, space, at_turn, label, json } => {
+            let space = resolve_run(client, space, &run_id).await?;
+            let report = client.agent_fork(&spaces_sdk::AgentForkRequest { space, run_id, at_turn, label }).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                println!(
+                    "{}: forked from {} at turn {} in {} ({} worktree, {} session); send it a message to go on",
+                    report.run_id, report.parent_run_id, report.at_turn, report.cwd, report.worktree, report.conversation
+                );
+            }
+        }
+        AgentCmd::Merge { run_id, space, json } => {
+            let space = resolve_run(client, space, &run_id).await?;
+            let report = client.agent_merge(&spaces_sdk::AgentMergeRequest { space, run_id }).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else if report.merged {
+                println!("merged {} into {}: {} file(s) written or removed", report.run_id, report.parent_run_id, report.applied.len());
+                for path in &report.applied {
+                    println!("  {path}");
+                }
+            } else {
+                println!("not merged: {} conflicting file(s); nothing was written", report.conflicts.len());
+                for c in &report.conflicts {
+                    println!("  {}: {}", c.path, c.why);
+                }
+            }
+            if !report.merged {
+                std::process::exit(1);
             }
         }
         AgentCmd::Budget { run_id, space, budget, json } => {

@@ -235,6 +235,9 @@ async fn fork_at_turn_one_then_merge(h: H) {
     assert!(!m.merged && m.applied.is_empty(), "{m:?}");
     assert_eq!(m.conflicts.iter().map(|c| c.path.as_str()).collect::<Vec<_>>(), ["base.txt"], "{m:?}");
     assert_eq!(tree(&root), before, "a merge with a conflict writes nothing");
+    let (ok, out) = d.cli(&["agent", "merge", &fork.run_id, "--space", "s"]);
+    assert!(!ok && out.contains("base.txt: both changed the same lines"), "{out}");
+    assert_eq!(tree(&root), before);
     // Not a fork: a typed refusal.
     let e = refusal(d.client.agent_merge(&AgentMergeRequest { space: "s".into(), run_id: run.clone() }).await);
     assert_eq!((e.code, e.field.as_deref()), (ErrorCode::InvalidArgument, Some("run_id")), "{e:?}");
