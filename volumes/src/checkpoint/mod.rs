@@ -52,6 +52,11 @@ const WORKTREES_GLOB: &str = ".spaces-worktrees/**";
 /// The file naming the checkpoint a rewind restored the folder to, until the next is taken.
 const HEAD: &str = "head";
 
+/// Threads a checkpoint's walk uses: the CPUs, at most 4.
+fn walk_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).min(4)
+}
+
 /// Whether `patterns` are valid exclude globs. Errors: `InvalidName` naming the bad one.
 pub fn check_exclude(patterns: &[String]) -> Result<()> {
     scan::excludes(patterns).map(|_| ())
@@ -220,8 +225,9 @@ impl Checkpoints {
     /// file), else the latest before `turn`, if any.
     fn previous(&mut self, turn: u32) -> Result<Option<Snapshot>> {
         let head = std::fs::read_to_string(self.dir.join(HEAD)).ok().and_then(|t| t.trim().parse::<u32>().ok()).filter(|t| *t < turn);
-        if let Some(last) = self.last.as_ref().filter(|s| s.turn < turn && head.is_none_or(|h| h == s.turn)) {
-            return Ok(Some(last.clone()));
+        // Taken, not copied: the checkpoint being made replaces it as the last one.
+        if self.last.as_ref().is_some_and(|s| s.turn < turn && head.is_none_or(|h| h == s.turn)) {
+            return Ok(self.last.take());
         }
         if let Some(h) = head {
             return self.load(h).map(Some);
@@ -247,21 +253,21 @@ impl Checkpoints {
     /// walked or a file read), `Corrupt` (an earlier checkpoint unreadable).
     pub fn take(&mut self, folder: &Path, turn: u32) -> Result<CheckpointReport> {
         let root = Beneath::open(folder)?;
-        let walk = scan::walk(&root, &self.exclude)?;
+        let walk = scan::walk_parallel(&root, &self.exclude, walk_threads())?;
         let prev = self.previous(turn)?;
         let known: HashMap<&str, &Item> = prev.as_ref().map(Snapshot::index).unwrap_or_default();
         let taken_ns = scan::now_ns();
         let objects = objects::Objects::new(&self.dir);
         let (mut entries, mut stored_bytes, mut files) = (Vec::with_capacity(walk.entries.len()), 0u64, 0u64);
-        for w in &walk.entries {
+        for w in walk.entries {
             let mut item = Item {
-                path: w.path.clone(),
+                path: w.path,
                 kind: w.kind,
                 mode: w.mode,
                 size: w.size,
                 mtime_ns: w.mtime_ns,
                 sha256: None,
-                target: w.target.clone(),
+                target: w.target,
                 key: w.key,
                 big: false,
                 secret: false,
@@ -275,12 +281,12 @@ impl Checkpoints {
                 item.big = true;
             } else if w.kind == Kind::File {
                 files += 1;
-                let trusted = known.get(w.path.as_str()).filter(|p| {
+                let trusted = known.get(item.path.as_str()).filter(|p| {
                     p.kind == Kind::File && p.key == w.key && w.key.ctime_ns + RACY_NS < prev.as_ref().map_or(0, |s| s.taken_ns)
                 });
                 match trusted {
                     Some(p) => item.sha256 = p.sha256.clone(),
-                    None => match scan::read_stable(&root, &w.path, &objects.spool_dir())? {
+                    None => match scan::read_stable(&root, &item.path, &objects.spool_dir())? {
                         Some((content, _, key)) if self.holds_secret(&content)? => {
                             item.secret = true;
                             item.key = key;
