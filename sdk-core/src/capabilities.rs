@@ -82,7 +82,9 @@ pub struct HarnessSupports {
     /// A new process of the run continues the CLI's session (after `exit_when_idle`, a crash,
     /// a restored home); false: it starts a fresh session and says so in a `notice`.
     pub resume: bool,
-    /// A run can be forked into a new run at a turn (`agent_fork`; not yet on any harness).
+    /// `agent_fork` forks the run's session natively at a turn (Claude Code
+    /// `--fork-session`, Codex app-server `thread/fork`); false: a fork starts a fresh session.
+    /// Every run can be forked; its folder comes from the checkpoint either way.
     pub fork: bool,
     /// `agent_rewind` takes the conversation back to a turn natively (Claude Code
     /// `--resume-session-at`, Codex app-server `thread/fork`); false: a rewound run's next turn

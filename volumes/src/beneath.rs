@@ -247,7 +247,8 @@ impl Beneath {
     /// half of it. The bytes go to a temp file beside it first (made `O_EXCL`, never followed).
     pub fn replace_file(&self, rel: &str, content: &mut dyn std::io::Read, mode: u32, mtime_ns: i64) -> Result<()> {
         let (parent, name) = self.parent(rel)?;
-        let tmp = format!(".{name}.spaces-{}", uuid::Uuid::new_v4().simple());
+        // A short name whatever the file's: a name near the 255-byte limit still restores.
+        let tmp = format!(".spaces-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
         let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
         let fd = openat(parent.fd(), tmp.as_str(), flags, Mode::from_bits_truncate(0o600)).map_err(|e| errno_io(&self.abs(rel), e))?;
         let mut f = File::from(fd);

@@ -126,6 +126,9 @@ pub(crate) fn walk(dir: &Beneath, exclude: &GlobSet) -> Result<Walk> {
     Ok(w)
 }
 
+/// Most top-level subtrees [`walk_parallel`] hands to its threads (each holds a descriptor).
+const MAX_DEFERRED: usize = 64;
+
 /// A directory whose subtree [`walk_parallel`] walks on a thread of its own: its descriptor,
 /// paths, and where its entries go in the walk (right after its own entry).
 struct Deferred {
@@ -261,7 +264,9 @@ fn walk_dir_at(
             // What is walked is the directory opened, whatever the name pointed at before.
             let st = stat_of(&fstat(&sub).map_err(|e| errno_io(&p, e))?);
             w.entries.push(base(&st, Kind::Dir, None, false));
-            match deferred.as_deref_mut() {
+            // At most `MAX_DEFERRED` subtrees wait with their descriptor open; the rest are
+            // walked here.
+            match deferred.as_deref_mut().filter(|later| later.len() < MAX_DEFERRED) {
                 Some(later) => later.push(Deferred { at: w.entries.len(), fd: sub, abs: p, rel: path }),
                 None => walk_dir(sub.as_fd(), &p, &path, exclude, w)?,
             }

@@ -62,7 +62,7 @@ impl Harness for ClaudeCode {
     /// `--resume` in a new process; usage and cost per turn; `--include-partial-messages`
     /// pieces; no permission requests (`--dangerously-skip-permissions`).
     fn supports(&self) -> spaces_sdk::HarnessSupports {
-        spaces_sdk::HarnessSupports { resume: true, rewind: true, usage: true, message_deltas: true, ..Default::default() }
+        spaces_sdk::HarnessSupports { resume: true, fork: true, rewind: true, usage: true, message_deltas: true, ..Default::default() }
     }
 
     fn endpoint_wires(&self) -> &'static [&'static str] {

@@ -22,7 +22,7 @@ mod spend;
 pub mod state;
 mod talk;
 mod trace;
-pub use rewind::{points_in, set_rewind_point, take_rewind_point};
+pub use rewind::{clear_rewind_point, points_in, rewind_point, set_rewind_point, TurnPoint};
 pub use trace::TRACEPARENT_FILE;
 mod turns;
 mod unstored;
@@ -238,6 +238,9 @@ impl Actor {
             }
             Cmd::Budget { budget, reply } => {
                 let _ = reply.send(self.on_budget(budget));
+            }
+            Cmd::Merge { theirs, at_turn, reply } => {
+                let _ = reply.send(self.on_merge(&theirs, at_turn));
             }
             Cmd::Rewind { to_turn, what, reply } => {
                 let _ = reply.send(self.on_rewind(to_turn, what));

@@ -58,9 +58,18 @@ pub(super) fn summary(files: &[FileChange]) -> String {
     format!("{} {noun} changed, +{added} -{removed}", files.len())
 }
 
+/// Most files a `turn_diff` event lists; the summary still counts them all, and `agent_diff`
+/// has every one.
+pub(super) const TURN_DIFF_MAX_FILES: usize = 1000;
+
 /// The `turn_diff` event of turn `turn` with what it changed.
-pub(super) fn turn_diff(turn: u32, files: Vec<FileChange>) -> EventDraft {
-    let mut d = EventDraft::new(turn, EventKind::TurnDiff).summary(summary(&files));
+pub(super) fn turn_diff(turn: u32, mut files: Vec<FileChange>) -> EventDraft {
+    let mut summary = summary(&files);
+    if files.len() > TURN_DIFF_MAX_FILES {
+        summary.push_str(&format!(" (the first {TURN_DIFF_MAX_FILES} listed; agent_diff has them all)"));
+        files.truncate(TURN_DIFF_MAX_FILES);
+    }
+    let mut d = EventDraft::new(turn, EventKind::TurnDiff).summary(summary);
     d.files = Some(files);
     d
 }
@@ -92,7 +101,8 @@ pub(super) fn diff(inner: &Inner, req: &AgentDiffRequest) -> Result<DiffReport> 
         (Some(t), _, _) => (cps.base_of(t).map_err(|e| internal(&e))?.unwrap_or(t - 1), t, "turn", "turn"),
         (None, from, to) => {
             let to = to.or(last).unwrap_or(0);
-            (from.unwrap_or(to.saturating_sub(1)), to, "from_turn", "to_turn")
+            let base = cps.base_of(to).map_err(|e| internal(&e))?.unwrap_or(to.saturating_sub(1));
+            (from.unwrap_or(base), to, "from_turn", "to_turn")
         }
     };
     let range = match (turns.first(), last) {

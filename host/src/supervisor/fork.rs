@@ -93,7 +93,7 @@ pub(super) async fn fork(inner: &std::sync::Arc<Inner>, req: &AgentForkRequest) 
     })
     .await
     .map_err(|e| io("the fork", e))??;
-    let (kind, conversation) = made;
+    let (kind, conversation, cwd) = made;
     let note = |text: String| vec![EventDraft::new(0, EventKind::Notice).summary(text)];
     if let Err(e) = inner.log.append(&run_id, note(format!("forked from run {} at turn {at_turn} ({conversation} session)", parent.run_id)))
     {
@@ -106,14 +106,14 @@ pub(super) async fn fork(inner: &std::sync::Arc<Inner>, req: &AgentForkRequest) 
         run_id,
         parent_run_id: parent.run_id,
         at_turn,
-        cwd: worktree.display().to_string(),
+        cwd: cwd.display().to_string(),
         worktree: kind.to_owned(),
         conversation: conversation.to_owned(),
     })
 }
 
-/// The fork's worktree, run directory and row (blocking). Returns the worktree's kind and how
-/// its conversation goes on.
+/// The fork's worktree, run directory and row (blocking). Returns the worktree's kind, how its
+/// conversation goes on, and its folder (the parent's place in the worktree).
 #[allow(clippy::too_many_arguments)]
 fn make(
     inner: &Inner,
@@ -124,9 +124,18 @@ fn make(
     worktree: &Path,
     run_id: &str,
     label: Option<String>,
-) -> Result<(&'static str, &'static str)> {
+) -> Result<(&'static str, &'static str, PathBuf)> {
     let kind = make_worktree(space_root, worktree)?;
-    cps.copy_to(worktree, at_turn).map_err(|e| io("the fork's worktree", e))?;
+    // The parent's folder may be a subfolder of the Space: the same place in the worktree.
+    let rel = Path::new(&parent.cwd).strip_prefix(space_root).map(Path::to_path_buf).unwrap_or_default();
+    let cwd = worktree.join(&rel);
+    std::fs::create_dir_all(&cwd).map_err(|e| io("the fork's folder", e))?;
+    cps.copy_to(&cwd, at_turn).map_err(|e| io("the fork's worktree", e))?;
+    // A merge compares against this checkpoint: the parent keeps it.
+    cps.pin(at_turn).map_err(|e| io("the fork point", e))?;
+    if kind == "git" {
+        index_from_head(worktree);
+    }
     let run_dir = inner.cfg.run_dir(run_id);
     spaces_store::fsutil::create_private_dir(&run_dir)?;
     let parent_dir = inner.cfg.run_dir(&parent.run_id);
@@ -134,16 +143,16 @@ fn make(
     // The session: the native fork of the parent's at the turn's point, where the CLI has one.
     let harness = spaces_harnesses::by_id(&parent.agent);
     let point = super::actor::points_in(&parent_dir).remove(&at_turn);
-    let native = at_turn > 0 && parent.session_id.is_some() && point.is_some() && harness.is_some_and(|h| h.supports().rewind);
-    if let (true, Some(h), Some(point)) = (native, harness, &point) {
+    let native = at_turn > 0 && point.is_some() && harness.is_some_and(|h| h.supports().rewind);
+    if let (true, Some(h), Some(super::actor::TurnPoint { session, point })) = (native, harness, &point) {
         let layout = h.persistent_home();
         let (from, to) = (
             parent_dir.join(super::run_sandbox::HOME).join(layout.config_dir),
             run_dir.join(super::run_sandbox::HOME).join(layout.config_dir),
         );
         copy_tree(&from, &to).map_err(|e| io("the parent's session files", e))?;
-        if let Some(found) = super::persist::find_transcript(&to, &layout, parent.session_id.as_deref().unwrap_or_default()) {
-            super::persist::relocate(&to, &layout, &found, worktree).map_err(|e| io("the parent's transcript", e))?;
+        if let Some(found) = super::persist::find_transcript(&to, &layout, session) {
+            super::persist::relocate(&to, &layout, &found, &cwd).map_err(|e| io("the parent's transcript", e))?;
         }
         super::actor::set_rewind_point(&run_dir, point).map_err(|e| io("the fork point", e))?;
     }
@@ -152,7 +161,7 @@ fn make(
     spaces_store::fsutil::write_private(&run_dir.join(FORK_FILE), &serde_json::to_vec(&origin).unwrap_or_default())?;
     let mut options = parent.options.clone();
     options.label = Some(label.unwrap_or_else(|| format!("{} (fork)", parent.options.label.as_deref().unwrap_or(&parent.run_id))));
-    options.cwd = worktree.strip_prefix(space_root).ok().map(|p| p.display().to_string());
+    options.cwd = cwd.strip_prefix(space_root).ok().map(|p| p.display().to_string());
     // A persistent home has one run at a time, and the worktree is the repository's checkout.
     (options.home, options.repo, options.branch) = (None, None, None);
     let conversation = if native { "native" } else { "fresh" };
@@ -163,9 +172,9 @@ fn make(
         phase: Phase::Waiting,
         reason: format!("forked from run {} at turn {at_turn}; send a message to run its first turn", parent.run_id),
         result_text: None,
-        session_id: if native { parent.session_id.clone() } else { None },
+        session_id: point.filter(|_| native).map(|p| p.session),
         turns: 0,
-        cwd: worktree.display().to_string(),
+        cwd: cwd.display().to_string(),
         options,
         notes: vec![format!(
             "forked from run {} at turn {at_turn}: worktree {} ({kind}), {conversation} session",
@@ -177,30 +186,42 @@ fn make(
         ..parent.clone()
     };
     inner.store.run_insert(&row)?;
-    Ok((kind, conversation))
+    Ok((kind, conversation, cwd))
 }
 
-/// Make `worktree` (under the Space's worktrees folder): a detached `git worktree` when
-/// `space_root` is a git repository's top (the folder kept out of `git status` through
-/// `.git/info/exclude`), else an empty folder. Returns `git` or `copy`.
+/// `git` with what could run a program of the repository's config turned off: hooks
+/// (`core.hooksPath`), the file-system monitor (`core.fsmonitor`). The repository is the
+/// agent's to write, and this `git` runs as the daemon.
+fn git(dir: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.args(["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-C"]).arg(dir);
+    cmd.stdin(std::process::Stdio::null());
+    cmd
+}
+
+/// Make `worktree` (in the Space's worktrees folder, which must be a real directory, never a
+/// symlink): a detached `git worktree` when `space_root` is a git repository's top, added
+/// without a checkout (no filter or hook of the repository runs; the checkpoint fills it) and
+/// kept out of `git status` through `.git/info/exclude`; else an empty folder. Returns `git`
+/// or `copy`.
 fn make_worktree(space_root: &Path, worktree: &Path) -> Result<&'static str> {
-    if let Some(parent) = worktree.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| io("the worktrees folder", e))?;
+    let parent = worktree.parent().unwrap_or(space_root);
+    match parent.symlink_metadata() {
+        Ok(md) if md.is_dir() => {}
+        Ok(_) => {
+            return Err(refuse(
+                ErrorCode::SymlinkRejected,
+                format!("{} is not a directory (a symlink?): no fork is made through it", parent.display()),
+            ))
+        }
+        Err(_) => std::fs::create_dir(parent).map_err(|e| io("the worktrees folder", e))?,
     }
-    if space_root.join(".git").is_dir() {
-        let out = Command::new("git").arg("-C").arg(space_root).args(["worktree", "add", "--detach", "--quiet"]).arg(worktree).output();
+    let git_dir = space_root.join(".git");
+    if git_dir.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+        let out = git(space_root).args(["worktree", "add", "--detach", "--no-checkout", "--quiet"]).arg(worktree).output();
         match out {
             Ok(o) if o.status.success() => {
-                let exclude = space_root.join(".git/info/exclude");
-                let line = format!("/{}/", spaces_volumes::checkpoint::WORKTREES_DIR);
-                let has = std::fs::read_to_string(&exclude).is_ok_and(|t| t.lines().any(|l| l.trim() == line));
-                if !has {
-                    let _ = std::fs::create_dir_all(space_root.join(".git/info"));
-                    use std::io::Write;
-                    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&exclude) {
-                        let _ = writeln!(f, "{line}");
-                    }
-                }
+                keep_out_of_status(&git_dir);
                 return Ok("git");
             }
             Ok(o) => tracing::warn!("git worktree add failed ({}); the fork gets a plain copy", String::from_utf8_lossy(&o.stderr).trim()),
@@ -211,10 +232,42 @@ fn make_worktree(space_root: &Path, worktree: &Path) -> Result<&'static str> {
     Ok("copy")
 }
 
+/// Add the worktrees folder to `.git/info/exclude`, never through a symlink.
+fn keep_out_of_status(git_dir: &Path) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let info = git_dir.join("info");
+    if info.symlink_metadata().is_err() {
+        let _ = std::fs::create_dir(&info);
+    }
+    if !info.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+        return;
+    }
+    let exclude = info.join("exclude");
+    let line = format!("/{}/", spaces_volumes::checkpoint::WORKTREES_DIR);
+    if std::fs::read_to_string(&exclude).is_ok_and(|t| t.lines().any(|l| l.trim() == line)) {
+        return;
+    }
+    let opened = std::fs::OpenOptions::new().create(true).append(true).custom_flags(nix::libc::O_NOFOLLOW).open(&exclude);
+    if let Ok(mut f) = opened {
+        let _ = writeln!(f, "{line}");
+    }
+}
+
+/// After the checkpoint filled a git worktree: its index is the commit's tree (`read-tree`, no
+/// filter runs), so `git status` there shows what differs from the commit.
+fn index_from_head(worktree: &Path) {
+    match git(worktree).args(["read-tree", "HEAD"]).output() {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => tracing::warn!("git read-tree in {} failed: {}", worktree.display(), String::from_utf8_lossy(&o.stderr).trim()),
+        Err(e) => tracing::warn!("git read-tree in {} failed: {e}", worktree.display()),
+    }
+}
+
 /// Remove a fork's worktree: `git worktree remove --force` for a git one, then whatever is left.
 pub(super) fn remove_worktree(space_root: &Path, worktree: &Path) {
-    if space_root.join(".git").is_dir() {
-        let _ = Command::new("git").arg("-C").arg(space_root).args(["worktree", "remove", "--force"]).arg(worktree).output();
+    if space_root.join(".git").symlink_metadata().is_ok_and(|m| m.is_dir()) {
+        let _ = git(space_root).args(["worktree", "remove", "--force"]).arg(worktree).output();
     }
     if let Err(e) = spaces_volumes::remove_tree(worktree) {
         tracing::warn!("the worktree {} was not removed: {e}", worktree.display());
@@ -267,12 +320,9 @@ pub(super) async fn merge(inner: &std::sync::Arc<Inner>, req: &AgentMergeRequest
             ));
         }
     }
-    let Some(cps) = checkpoints::open(&inner.cfg, &parent.run_id)? else {
-        return Err(invalid("run_id", "checkpoints are off on this host (SPACES_CHECKPOINTS=0): nothing can be merged".to_owned()));
-    };
-    let (theirs, ours, at) = (PathBuf::from(&fork.cwd), PathBuf::from(&parent.cwd), origin.at_turn);
-    let merged = tokio::task::spawn_blocking(move || cps.merge(at, &theirs, &ours)).await.map_err(|e| io("the merge", e))?;
-    let merged = merged.map_err(|e| io("the merge", e))?;
+    // In the parent's actor: no turn of the parent starts while its folder is merged into.
+    let (theirs, at_turn) = (PathBuf::from(&fork.cwd), origin.at_turn);
+    let merged = super::actors::ask(inner, parent.clone(), |reply| super::mailbox::Cmd::Merge { theirs, at_turn, reply }).await?;
     let report = MergeReport {
         run_id: fork.run_id.clone(),
         parent_run_id: parent.run_id.clone(),

@@ -242,7 +242,7 @@ impl Launcher {
             env.insert("TRACEPARENT".to_owned(), tp.to_owned());
         }
         // A rewind's point, for this launch only (`actor/rewind.rs`).
-        let resume_at = run.session_id.as_ref().and(super::actor::take_rewind_point(&self.run_dir));
+        let resume_at = run.session_id.as_ref().and(super::actor::rewind_point(&self.run_dir));
         let servers =
             mcp_servers::for_launch(&self.secrets.mcp_servers, &run.options, &state_dir, &run.space, crate::config::self_command)?;
         let ctx = LaunchContext {

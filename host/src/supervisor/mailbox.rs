@@ -34,6 +34,13 @@ pub enum Cmd {
         budget: spaces_sdk::Budget,
         reply: oneshot::Sender<Result<spaces_sdk::BudgetReport, ApiError>>,
     },
+    /// `agent_merge`, in the parent's actor (no turn of the parent starts meanwhile): bring
+    /// what the folder `theirs` changed since this run's checkpoint `at_turn` into its folder.
+    Merge {
+        theirs: std::path::PathBuf,
+        at_turn: u32,
+        reply: oneshot::Sender<Result<spaces_volumes::checkpoint::MergeReport, ApiError>>,
+    },
     /// `agent_rewind`: back to the end of turn `to_turn`.
     Rewind {
         to_turn: u32,

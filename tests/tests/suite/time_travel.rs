@@ -31,7 +31,7 @@ fn refusal<T: std::fmt::Debug>(r: Result<T, spaces_sdk::client::ClientError>) ->
     }
 }
 
-/// Every file under `dir` but forks' worktrees: path -> (mode, contents).
+/// Every file under `dir` but forks' worktrees and git's own: path -> (mode, contents).
 fn tree(dir: &Path) -> BTreeMap<String, (u32, Vec<u8>)> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -39,7 +39,7 @@ fn tree(dir: &Path) -> BTreeMap<String, (u32, Vec<u8>)> {
         for e in std::fs::read_dir(&d).unwrap().flatten() {
             let p = e.path();
             let rel = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
-            if rel == ".spaces-worktrees" {
+            if rel == ".spaces-worktrees" || rel == ".git" {
                 continue;
             }
             let md = p.symlink_metadata().unwrap();
@@ -178,6 +178,23 @@ async fn fork_at_turn_one_then_merge(h: H) {
     let d = TestDaemon::start().await;
     let root = d.space("s").await;
     std::fs::write(root.join("base.txt"), "alpha\nbeta\ngamma\n").unwrap();
+    // A git repository: the fork's folder is a `git worktree` (none of the repository's hooks
+    // runs: this one would leave a file behind).
+    let git = |args: &[&str]| {
+        let st = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@localhost", "-c", "commit.gpgsign=false", "-C"])
+            .arg(&root)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(st.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&st.stderr));
+    };
+    git(&["init", "-q"]);
+    git(&["add", "base.txt"]);
+    git(&["commit", "-q", "-m", "base"]);
+    let hook = root.join(".git/hooks/post-checkout");
+    std::fs::write(&hook, format!("#!/bin/sh\ntouch {}\n", root.join("HOOK-RAN").display())).unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let script = Script::new([
         h.create_file(&root, "one.txt", "turn one\n"),
         Reply::Text("TURN-ONE-DONE".into()),
@@ -200,7 +217,12 @@ async fn fork_at_turn_one_then_merge(h: H) {
     let fork = d.client.agent_fork(&req).await.unwrap();
     assert_eq!((fork.parent_run_id.as_str(), fork.at_turn, fork.conversation.as_str()), (run.as_str(), 1, "native"), "{fork:?}");
     let wt = std::path::PathBuf::from(&fork.cwd);
+    assert_eq!(fork.worktree, "git", "{fork:?}");
     assert_eq!(tree(&wt), after_one, "the fork's folder is turn 1's checkpoint");
+    assert!(!root.join("HOOK-RAN").exists(), "no hook of the repository ran");
+    let status = std::process::Command::new("git").arg("-C").arg(&wt).args(["status", "--porcelain"]).output().unwrap();
+    let status = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(status.contains("one.txt") && !status.contains("base.txt"), "git status in the worktree shows turn 1's change only: {status}");
     let st = d.client.space("s").agent_status(&fork.run_id, None).await.unwrap();
     assert_eq!((st.status, st.label.as_deref()), (spaces_sdk::Status::Idle, Some("try another way")), "{st:#?}");
 

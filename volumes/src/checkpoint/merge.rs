@@ -134,6 +134,17 @@ pub(crate) fn merge(
             writes.push((path.clone(), take_theirs(&t, t_bytes)));
             continue;
         }
+        // Only the mode differs on one side: the contents of the other, the changed mode.
+        if let (State::File { sha: bs, mode: bm }, State::File { sha: os, mode: om }, State::File { sha: ts, mode: tm }) = (&b, &o, &t) {
+            if os == bs && tm == bm {
+                writes.push((path.clone(), Write::File { bytes: t_bytes.unwrap_or_default(), mode: *om }));
+                continue;
+            }
+            if ts == bs && om == bm {
+                writes.push((path.clone(), Write::File { bytes: o_bytes.unwrap_or_default(), mode: *tm }));
+                continue;
+            }
+        }
         // Both changed it, differently.
         let why = match (&b, &o, &t) {
             (State::File { sha, .. }, State::File { mode: om, .. }, State::File { mode: tm, .. }) => {
@@ -142,7 +153,12 @@ pub(crate) fn merge(
                 match (bt, ot, tt) {
                     (Some(bt), Some(ot), Some(tt)) => match diffy::merge(bt, ot, tt) {
                         Ok(merged) => {
-                            let mode = if om == tm { *om } else { *tm };
+                            // The side that changed the mode wins it.
+                            let bm = match &b {
+                                State::File { mode, .. } => *mode,
+                                _ => *om,
+                            };
+                            let mode = if *tm != bm { *tm } else { *om };
                             writes.push((path.clone(), Write::File { bytes: merged.into_bytes(), mode }));
                             continue;
                         }
@@ -158,11 +174,42 @@ pub(crate) fn merge(
         };
         report.conflicts.push(Conflict { path: path.clone(), why });
     }
+    // What the parent's folder has in the way of a write is a conflict too, found before any
+    // write: a folder where the fork has a file, a file (not removed by this merge) where the
+    // fork has a folder.
+    let removed: std::collections::HashSet<&str> =
+        writes.iter().filter(|(_, w)| matches!(w, Write::Remove)).map(|(p, _)| p.as_str()).collect();
+    let o_kinds: HashMap<&str, Kind> = o_walk.entries.iter().map(|e| (e.path.as_str(), e.kind)).collect();
+    for (path, write) in &writes {
+        if matches!(write, Write::Remove) {
+            continue;
+        }
+        if o_kinds.get(path.as_str()) == Some(&Kind::Dir) {
+            report.conflicts.push(Conflict { path: path.clone(), why: "a folder in the parent where the fork has a file".to_owned() });
+            continue;
+        }
+        let mut at = String::new();
+        for part in path.split('/').collect::<Vec<_>>().split_last().map_or(&[][..], |(_, dirs)| dirs) {
+            if !at.is_empty() {
+                at.push('/');
+            }
+            at.push_str(part);
+            if o_kinds.get(at.as_str()).is_some_and(|k| *k != Kind::Dir) && !removed.contains(at.as_str()) {
+                report
+                    .conflicts
+                    .push(Conflict { path: path.clone(), why: format!("{at:?} is a file in the parent, a folder in the fork") });
+                break;
+            }
+        }
+    }
     if !report.conflicts.is_empty() {
         return Ok(report);
     }
     let o_root = o_side.root;
     let dir_modes: HashMap<&str, u32> = t_walk.entries.iter().filter(|e| e.kind == Kind::Dir).map(|e| (e.path.as_str(), e.mode)).collect();
+    // Removals first, then writes, so a file the fork turned into a folder is gone before the
+    // folder is made.
+    writes.sort_by_key(|(_, w)| !matches!(w, Write::Remove));
     for (path, write) in writes {
         if !matches!(write, Write::Remove) {
             make_parents(&o_root, &path, &dir_modes)?;

@@ -48,6 +48,7 @@ pub const DEFAULT_EXCLUDE: &[&str] =
 /// checkpoint of the Space's own runs (also with an operator's `checkpoint_exclude`).
 pub const WORKTREES_DIR: &str = ".spaces-worktrees";
 const WORKTREES_GLOB: &str = ".spaces-worktrees/**";
+const GIT_GLOB: &str = "**/.git/**";
 
 /// The file naming the checkpoint a rewind restored the folder to, until the next is taken.
 const HEAD: &str = "head";
@@ -171,8 +172,9 @@ impl Checkpoints {
     pub fn open(dir: &Path, exclude: &[String]) -> Result<Checkpoints> {
         std::fs::create_dir_all(dir.join("turns")).at(dir)?;
         std::fs::create_dir_all(dir.join("objects")).at(dir)?;
+        // Whatever the operator lists: never a repository's history, never forks' worktrees.
         let mut patterns = exclude.to_vec();
-        patterns.push(WORKTREES_GLOB.to_owned());
+        patterns.extend([GIT_GLOB.to_owned(), WORKTREES_GLOB.to_owned()]);
         Ok(Checkpoints {
             dir: dir.to_path_buf(),
             exclude: scan::excludes(&patterns)?,
@@ -285,7 +287,11 @@ impl Checkpoints {
                     p.kind == Kind::File && p.key == w.key && w.key.ctime_ns + RACY_NS < prev.as_ref().map_or(0, |s| s.taken_ns)
                 });
                 match trusted {
-                    Some(p) => item.sha256 = p.sha256.clone(),
+                    Some(p) => {
+                        // What the last checkpoint knew of it, unstored (a secret) included.
+                        item.sha256 = p.sha256.clone();
+                        item.secret = p.secret;
+                    }
                     None => match scan::read_stable(&root, &item.path, &objects.spool_dir())? {
                         Some((content, _, key)) if self.holds_secret(&content)? => {
                             item.secret = true;
@@ -410,17 +416,38 @@ impl Checkpoints {
         if turns.len() <= keep {
             return Ok(());
         }
-        let (gone, kept) = turns.split_at(turns.len() - keep);
-        for t in gone {
+        let (old, newest) = turns.split_at(turns.len() - keep);
+        // Also kept: pinned checkpoints (a fork's point), the one a rewind restored, and the
+        // bases the kept ones were taken against.
+        let mut kept: std::collections::BTreeSet<u32> = newest.iter().copied().collect();
+        kept.extend(self.pinned());
+        kept.extend(std::fs::read_to_string(self.dir.join(HEAD)).ok().and_then(|t| t.trim().parse::<u32>().ok()));
+        for t in newest {
+            kept.extend(self.base_of(*t)?);
+        }
+        for t in old.iter().filter(|t| !kept.contains(t)) {
             let _ = std::fs::remove_file(self.turn_file(*t));
         }
         let mut needed = std::collections::HashSet::new();
-        for t in kept {
+        for t in kept.iter().filter(|t| turns.contains(t)) {
             for e in self.load(*t)?.entries {
                 needed.extend(e.sha256);
             }
         }
         objects::Objects::new(&self.dir).keep_only(&needed)
+    }
+
+    /// Keep checkpoint `turn` through every prune (a fork was made from it). Errors: `Io`.
+    pub fn pin(&self, turn: u32) -> Result<()> {
+        let dir = self.dir.join("pins");
+        std::fs::create_dir_all(&dir).at(&dir)?;
+        std::fs::write(dir.join(turn.to_string()), b"").at(&dir)
+    }
+
+    fn pinned(&self) -> Vec<u32> {
+        std::fs::read_dir(self.dir.join("pins"))
+            .map(|rd| rd.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+            .unwrap_or_default()
     }
 
     /// Bytes the checkpoints take on disk (objects and checkpoint files).

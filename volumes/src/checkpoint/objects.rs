@@ -33,7 +33,12 @@ impl Objects {
     /// written (0 when it was).
     pub fn put(&self, sha: &str, content: Content) -> Result<u64> {
         let file = self.path(sha);
-        if file.exists() {
+        let len = match &content {
+            Content::Mem(bytes) => bytes.len() as u64,
+            Content::Spool(tmp) => tmp.as_file().metadata().at(tmp.path())?.len(),
+        };
+        // Stored already (a file cut short by a crash is written again).
+        if std::fs::metadata(&file).is_ok_and(|m| m.len() == len) {
             return Ok(0);
         }
         let parent = file.parent().unwrap_or(&self.dir).to_path_buf();
@@ -65,6 +70,19 @@ impl Objects {
             return Err(VolumeError::corrupt(format!("checkpoint content {sha}"), "does not match its sha256"));
         }
         Ok(bytes)
+    }
+
+    /// Check that the contents stored under `sha` are there and match it (read, not kept).
+    /// Errors: `Corrupt`.
+    pub fn verify(&self, sha: &str) -> Result<()> {
+        let file = self.path(sha);
+        let mut h = Sha256::new();
+        let mut f = std::fs::File::open(&file).map_err(|e| VolumeError::corrupt(format!("checkpoint content {sha}"), e.to_string()))?;
+        std::io::copy(&mut f, &mut h).map_err(|e| VolumeError::corrupt(format!("checkpoint content {sha}"), e.to_string()))?;
+        if hex(&h.finalize()) != sha {
+            return Err(VolumeError::corrupt(format!("checkpoint content {sha}"), "does not match its sha256"));
+        }
+        Ok(())
     }
 
     /// Delete every object not in `needed`.

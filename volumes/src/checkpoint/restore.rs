@@ -30,14 +30,33 @@ pub(crate) fn restore(objects: &Objects, folder: &Path, exclude: &GlobSet, snap:
     let now = scan::walk(&root, exclude)?;
     let want: HashMap<&str, &Item> = snap.index();
     let mut report = RestoreReport::default();
+    let have: HashMap<&str, &Walked> =
+        now.entries.iter().filter(|w| want.get(w.path.as_str()).is_some_and(|t| t.kind == w.kind)).map(|w| (w.path.as_str(), w)).collect();
+    // Every content to be written is read and checked first: a damaged one fails the restore
+    // before anything of the folder changed.
+    let rewrite = |item: &Item| {
+        item.kind == Kind::File
+            && !item.unstored()
+            && !have.get(item.path.as_str()).is_some_and(|w| w.key == item.key && w.mode == item.mode)
+    };
+    for item in snap.entries.iter().filter(|i| rewrite(i)) {
+        if let Some(sha) = &item.sha256 {
+            objects.verify(sha)?;
+        }
+    }
 
     // Removals, children before parents: what the checkpoint does not have, or has as
     // another kind (a file where a directory was).
     let mut gone: Vec<&Walked> = now.entries.iter().filter(|w| want.get(w.path.as_str()).is_none_or(|t| t.kind != w.kind)).collect();
     gone.sort_by(|a, b| b.path.cmp(&a.path));
-    // Entries a checkpoint never holds (a symlink leaving the folder, a socket, a FIFO) go too.
-    let odd: Vec<&str> =
-        now.skipped.iter().filter(|s| matches!(s.kind.as_str(), "symlink_outside" | "socket" | "fifo")).map(|s| s.path.as_str()).collect();
+    // Entries a checkpoint never holds (a symlink leaving the folder, a socket, a FIFO) are
+    // left alone, unless the checkpoint has something at their path.
+    let odd: Vec<&str> = now
+        .skipped
+        .iter()
+        .filter(|s| matches!(s.kind.as_str(), "symlink_outside" | "socket" | "fifo") && want.contains_key(s.path.as_str()))
+        .map(|s| s.path.as_str())
+        .collect();
     for path in odd {
         root.remove(path, false)?;
         report.removed += 1;
@@ -55,8 +74,6 @@ pub(crate) fn restore(objects: &Objects, folder: &Path, exclude: &GlobSet, snap:
         }
     }
 
-    let have: HashMap<&str, &Walked> =
-        now.entries.iter().filter(|w| want.get(w.path.as_str()).is_some_and(|t| t.kind == w.kind)).map(|w| (w.path.as_str(), w)).collect();
     // Parents first (entries are sorted that way).
     for item in &snap.entries {
         let found = have.get(item.path.as_str());
@@ -81,17 +98,14 @@ pub(crate) fn restore(objects: &Objects, folder: &Path, exclude: &GlobSet, snap:
                 report.written += 1;
             }
             // Too big to be stored, or holding a secret value: left as it is (never copied).
-            Kind::File if item.unstored() => {}
+            Kind::File if item.unstored() || item.sha256.is_none() => {}
             Kind::File => {
                 // The same file untouched since the checkpoint (same size, times, inode; its
                 // mode changes its ctime) is left as it is.
-                if found.is_some_and(|w| w.key == item.key && w.mode == item.mode) {
+                if !rewrite(item) {
                     continue;
                 }
-                let bytes = match &item.sha256 {
-                    Some(sha) => objects.get(sha)?,
-                    None => Vec::new(),
-                };
+                let bytes = objects.get(item.sha256.as_deref().unwrap_or_default())?;
                 root.replace_file(&item.path, &mut bytes.as_slice(), item.mode, item.mtime_ns)?;
                 report.written += 1;
             }

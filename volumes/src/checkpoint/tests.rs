@@ -251,3 +251,61 @@ fn a_file_holding_a_secret_value_is_never_stored_and_a_rewind_leaves_it() {
     assert_eq!(std::fs::read_to_string(w.join("plain.txt")).unwrap(), "nothing to hide\n");
     assert_eq!(std::fs::read_to_string(w.join(".env")).unwrap(), "API_KEY=sk-very-secret-0123456789\nMORE=1\n", "left as it is");
 }
+
+#[test]
+fn an_unchanged_secret_file_stays_unstored_across_turns_and_a_rewind_keeps_it() {
+    let (work, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let w = work.path();
+    write(w, ".env", "TOKEN=sk-very-secret-0123456789\n");
+    let mut cp = Checkpoints::open(state.path(), &exclude()).unwrap();
+    cp.refuse(&[crate::types::SecretValue { name: "TOKEN".into(), value: b"sk-very-secret-0123456789".to_vec() }]);
+    cp.take(w, 0).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(120));
+    write(w, "other.txt", "x\n");
+    let r = cp.take(w, 1).unwrap();
+    assert_eq!(r.changes.iter().map(|c| c.path.as_str()).collect::<Vec<_>>(), ["other.txt"], "the untouched .env did not change");
+    write(w, ".env", "TOKEN=sk-very-secret-0123456789\nEDITED=1\n");
+    cp.restore(w, 1).unwrap();
+    assert_eq!(std::fs::read_to_string(w.join(".env")).unwrap(), "TOKEN=sk-very-secret-0123456789\nEDITED=1\n", "never emptied");
+    let (c, _) = cp.diff(0, 1).unwrap();
+    assert!(!c.iter().any(|c| c.path == ".env"), "{c:?}");
+}
+
+#[test]
+fn a_damaged_content_stops_a_restore_before_any_file_is_removed() {
+    let (work, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let w = work.path();
+    write(w, "kept.txt", "v0\n");
+    let mut cp = Checkpoints::open(state.path(), &exclude()).unwrap();
+    cp.take(w, 0).unwrap();
+    write(w, "kept.txt", "v1\n");
+    write(w, "later.txt", "made later\n");
+    for fan in std::fs::read_dir(state.path().join("objects")).unwrap().flatten() {
+        for obj in std::fs::read_dir(fan.path()).unwrap().flatten() {
+            std::fs::write(obj.path(), "torn").unwrap();
+        }
+    }
+    assert!(matches!(cp.restore(w, 0).unwrap_err(), VolumeError::Corrupt { .. }));
+    assert!(w.join("later.txt").exists(), "nothing was removed before the damage was found");
+    assert_eq!(std::fs::read_to_string(w.join("kept.txt")).unwrap(), "v1\n");
+}
+
+#[test]
+fn a_merge_over_a_folder_or_under_a_file_of_the_parent_is_a_conflict_and_writes_nothing() {
+    let (parent, fork, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (p, f) = (parent.path(), fork.path());
+    write(p, "a.txt", "a\n");
+    let mut cp = Checkpoints::open(state.path(), &exclude()).unwrap();
+    cp.take(p, 0).unwrap();
+    cp.copy_to(f, 0).unwrap();
+    write(p, "x/inner.txt", "the parent's folder\n");
+    write(f, "x", "the fork's file\n");
+    write(p, "y", "the parent's file\n");
+    write(f, "y/inner.txt", "the fork's folder\n");
+    write(f, "z.txt", "fine on its own\n");
+    let before = tree(p);
+    let r = cp.merge(0, f, p).unwrap();
+    let paths: Vec<&str> = r.conflicts.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(paths, ["x", "y/inner.txt"], "{r:?}");
+    assert_eq!(tree(p), before, "nothing written");
+}

@@ -21,16 +21,29 @@ const POINTS_FILE: &str = "conversation-points.json";
 /// The point the next launch resumes the session at, in the run directory (taken by it).
 const REWIND_FILE: &str = "rewind-at";
 
-/// The rewind point waiting for the next launch of the run in `run_dir`, removed as it is taken.
-pub fn take_rewind_point(run_dir: &Path) -> Option<String> {
-    let file = run_dir.join(REWIND_FILE);
-    let point = std::fs::read_to_string(&file).ok()?;
-    let _ = std::fs::remove_file(&file);
+/// The rewind point waiting for the next launch of the run in `run_dir`. It stays until the
+/// launched CLI names its new session ([`clear_rewind_point`]): a launch that fails before
+/// that is tried again at the same point.
+pub fn rewind_point(run_dir: &Path) -> Option<String> {
+    let point = std::fs::read_to_string(run_dir.join(REWIND_FILE)).ok()?;
     Some(point.trim().to_owned()).filter(|p| !p.is_empty())
 }
 
-/// The conversation points recorded in `run_dir`: turn -> the CLI's point at its end.
-pub fn points_in(run_dir: &Path) -> BTreeMap<u32, String> {
+/// The CLI named a new session: the rewind point (if any) was used.
+pub fn clear_rewind_point(run_dir: &Path) {
+    let _ = std::fs::remove_file(run_dir.join(REWIND_FILE));
+}
+
+/// A turn's place in the conversation: the session, and the CLI's point in it at the turn's end.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct TurnPoint {
+    pub session: String,
+    pub point: String,
+}
+
+/// The conversation points recorded in `run_dir`: turn -> its session and the CLI's point at
+/// its end.
+pub fn points_in(run_dir: &Path) -> BTreeMap<u32, TurnPoint> {
     std::fs::read(run_dir.join(POINTS_FILE)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
 }
 
@@ -47,15 +60,17 @@ fn invalid(why: String) -> ApiError {
 }
 
 impl Actor {
-    fn points(&self) -> BTreeMap<u32, String> {
+    fn points(&self) -> BTreeMap<u32, TurnPoint> {
         points_in(&self.inner.cfg.run_dir(&self.run.run_id))
     }
 
     /// Turn `turn` ended: the normalizer's point there, kept for a later rewind.
     pub(super) fn record_turn_point(&mut self, turn: u32) {
-        let Some(point) = self.norm.turn_point() else { return };
+        let (Some(point), Some(session)) = (self.norm.turn_point(), self.norm.session_id().or(self.run.session_id.clone())) else {
+            return;
+        };
         let mut points = self.points();
-        points.insert(turn, point);
+        points.insert(turn, TurnPoint { session, point });
         let file = self.inner.cfg.run_dir(&self.run.run_id).join(POINTS_FILE);
         let json = serde_json::to_vec(&points).unwrap_or_default();
         if let Err(e) = spaces_store::fsutil::write_private(&file, &json) {
@@ -135,6 +150,39 @@ impl Actor {
         })
     }
 
+    /// `agent_merge` into this run's folder (the parent's actor, so no turn of it starts
+    /// meanwhile). Errors: `AGENT_BUSY` while a turn runs; `INVALID_ARGUMENT` when the fork
+    /// point's checkpoint is gone or checkpoints are off; `INTERNAL` for a failed read or write
+    /// (found before anything is written, where it can be: see `spaces_volumes::checkpoint`).
+    pub(super) fn on_merge(&mut self, theirs: &Path, at_turn: u32) -> Result<spaces_volumes::checkpoint::MergeReport, ApiError> {
+        if self.norm.turn_in_flight() || matches!(self.run.status, Status::Running | Status::Queued | Status::QuotaWaiting) {
+            return Err(ApiError::new(
+                ErrorCode::AgentBusy,
+                format!(
+                    "run {} is {}: a merge into it waits for no turn to run; interrupt the turn or wait for its end",
+                    self.run.run_id,
+                    self.run.status.as_str()
+                ),
+            ));
+        }
+        let ours = std::path::PathBuf::from(&self.run.cwd);
+        let run_id = self.run.run_id.clone();
+        let Some(cps) = self.checkpoints() else {
+            return Err(invalid("checkpoints are off on this host (SPACES_CHECKPOINTS=0): nothing can be merged".to_owned()));
+        };
+        spaces_store::fsutil::blocking(|| cps.merge(at_turn, theirs, &ours)).map_err(|e| match e {
+            spaces_volumes::VolumeError::SnapshotNotFound { .. } => {
+                let mut e = ApiError::new(
+                    ErrorCode::InvalidArgument,
+                    format!("the checkpoint of turn {at_turn} of run {run_id}, the fork point, is gone"),
+                );
+                e.field = Some("run_id".into());
+                e
+            }
+            e => ApiError::new(ErrorCode::Internal, format!("the merge into run {run_id}: {e}")),
+        })
+    }
+
     /// The conversation back to the end of `to_turn`: `native` when the next launch resumes the
     /// session at the turn's point, else `fresh` (the session is dropped).
     fn rewind_conversation(&mut self, to_turn: u32) -> &'static str {
@@ -142,9 +190,16 @@ impl Actor {
         let run_dir = self.inner.cfg.run_dir(&self.run.run_id);
         // Whatever process runs holds the whole conversation: the next turn gets a new one.
         self.machine.renew_process();
-        match point.filter(|_| self.run.session_id.is_some()) {
-            Some(point) => {
+        match point {
+            Some(TurnPoint { session, point }) => {
                 if set_rewind_point(&run_dir, &point).is_ok() {
+                    // The session the turn was in (after an earlier rewind, not the latest).
+                    // The session the CLI last named (another branch) is not taken up again
+                    // until the next process names its own.
+                    let current = self.norm.session_id();
+                    self.machine.dropped_session = current.filter(|c| *c != session);
+                    self.run.session_id = Some(session);
+                    self.save();
                     return "native";
                 }
                 tracing::warn!("run {}: the rewind point was not kept; the next turn starts a fresh session", self.run.run_id);

@@ -207,6 +207,8 @@ impl Actor {
             if self.run.session_id.as_deref() != Some(sid.as_str()) {
                 self.run.session_id = Some(sid);
                 self.save();
+                // A rewind's or fork's launch named its new session: its point was used.
+                super::clear_rewind_point(&self.inner.cfg.run_dir(&self.run.run_id));
             }
         }
         for (turn, reason, text) in ended {
