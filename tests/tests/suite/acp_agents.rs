@@ -202,7 +202,16 @@ async fn capabilities_name_each_harness_wire_version_and_what_it_supports() {
     let row = |id: &str| {
         let h = caps.harnesses.iter().find(|h| h.id == id).unwrap_or_else(|| panic!("{id} in {:?}", caps.harnesses));
         let s = h.supports;
-        (h.wire.as_str(), h.pinned_version.as_str(), s.steer, s.resume, s.usage, s.permission_requests, s.message_deltas, s.fork && s.rewind)
+        (
+            h.wire.as_str(),
+            h.pinned_version.as_str(),
+            s.steer,
+            s.resume,
+            s.usage,
+            s.permission_requests,
+            s.message_deltas,
+            s.fork && s.rewind,
+        )
     };
     assert_eq!(row("claude-code"), ("claude-stream-json", "2.1.197", false, true, true, false, true, true));
     assert_eq!(row("openai-codex"), ("codex-app-server", "0.171.0", true, true, true, false, true, true));

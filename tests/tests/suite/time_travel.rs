@@ -70,6 +70,19 @@ fn requests_after(server: &ScriptedServer, skip: usize) -> Vec<String> {
     server.model_calls().into_iter().skip(skip).map(|c| c.json.map(|j| j.to_string()).unwrap_or_default()).collect()
 }
 
+/// A run whose turn 1 ("PROMPT-ONE") and turn 2 ("PROMPT-TWO") ran to their ends: its id and
+/// the Space's folder after turn 1.
+async fn two_turns(d: &TestDaemon, h: H, server: &ScriptedServer, root: &Path) -> (String, BTreeMap<String, (u32, Vec<u8>)>) {
+    let run = d.client.agent_start(&start_request(h, server, "PROMPT-ONE write a file")).await.unwrap().run_id;
+    d.wait_turn_end("s", &run, 1, TURN).await;
+    d.wait_status("s", &run, TURN, settled).await;
+    let after_one = tree(root);
+    d.client.space("s").agent_message(&run, "PROMPT-TWO run a command", None).await.unwrap();
+    d.wait_turn_end("s", &run, 2, TURN).await;
+    d.wait_status("s", &run, TURN, settled).await;
+    (run, after_one)
+}
+
 async fn edit_shell_rewind_both(h: H) {
     require_cli(h.tools, h.binary);
     let d = TestDaemon::start().await;
@@ -83,13 +96,7 @@ async fn edit_shell_rewind_both(h: H) {
         Reply::Text("TURN-THREE-DONE".into()),
     ]);
     let server = ScriptedServer::start(h.wire, script).await.unwrap();
-    let run = d.client.agent_start(&start_request(h, &server, "PROMPT-ONE write a file")).await.unwrap().run_id;
-    d.wait_turn_end("s", &run, 1, TURN).await;
-    d.wait_status("s", &run, TURN, settled).await;
-    let after_one = tree(&root);
-    d.client.space("s").agent_message(&run, "PROMPT-TWO run a command", None).await.unwrap();
-    d.wait_turn_end("s", &run, 2, TURN).await;
-    d.wait_status("s", &run, TURN, settled).await;
+    let (run, after_one) = two_turns(&d, h, &server, &root).await;
 
     // Each turn's diff, stored before its end.
     let events = d.events("s", &run).await;
@@ -203,13 +210,7 @@ async fn fork_at_turn_one_then_merge(h: H) {
         Reply::Text("FORK-DONE".into()),
     ]);
     let server = ScriptedServer::start(h.wire, script).await.unwrap();
-    let run = d.client.agent_start(&start_request(h, &server, "PROMPT-ONE write a file")).await.unwrap().run_id;
-    d.wait_turn_end("s", &run, 1, TURN).await;
-    d.wait_status("s", &run, TURN, settled).await;
-    let after_one = tree(&root);
-    d.client.space("s").agent_message(&run, "PROMPT-TWO run a command", None).await.unwrap();
-    d.wait_turn_end("s", &run, 2, TURN).await;
-    d.wait_status("s", &run, TURN, settled).await;
+    let (run, after_one) = two_turns(&d, h, &server, &root).await;
     let parent_after_two = tree(&root);
     let parent_events = d.events("s", &run).await.len();
 

@@ -104,7 +104,15 @@ impl Harness for OpenAiCodexAppServer {
     /// turn (`thread/tokenUsage/updated`); text deltas; no permission requests
     /// (`approvalPolicy: "never"`).
     fn supports(&self) -> spaces_sdk::HarnessSupports {
-        spaces_sdk::HarnessSupports { steer: true, resume: true, fork: true, rewind: true, usage: true, message_deltas: true, ..Default::default() }
+        spaces_sdk::HarnessSupports {
+            steer: true,
+            resume: true,
+            fork: true,
+            rewind: true,
+            usage: true,
+            message_deltas: true,
+            ..Default::default()
+        }
     }
 
     fn endpoint_wires(&self) -> &'static [&'static str] {
