@@ -97,7 +97,7 @@ async def test_claude_code_run_through_the_sdk(spaces: Spaces, space: Space, mod
     diffs = [e for e in everything if e["kind"] == "turn_diff"]
     assert [d["turn"] for d in diffs] == [1] and diffs[0]["files"] == [], diffs
     assert kinds.index("turn_diff") < kinds.index("turn_ended"), kinds
-    diff = json.loads(await space.agent_diff(run_id=started.run_id, turn=1))
+    diff = await space.agent_diff(run_id=started.run_id, turn=1)
     assert (diff["from_turn"], diff["to_turn"], diff["files"], diff["diff"]) == (0, 1, [], ""), diff
 
     # The raw page as the seed returns it: JSON text.
