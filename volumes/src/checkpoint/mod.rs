@@ -7,7 +7,7 @@
 //! objects/<sha256[..2]>/<sha256>   a file's contents, stored once (content-addressed)
 //! turns/<turn, 10 digits>.json     the checkpoint: every entry with its sha256 and stat key
 //! ```
-//! A checkpoint walks the folder once (lstat only, the volumes crate's [`crate::scan::walk`],
+//! A checkpoint walks the folder once (lstat only, the volumes crate's walk of homes, `scan.rs`,
 //! excluded directories never entered) and reads only files whose stat key (size, mtime,
 //! ctime, inode) differs from the previous checkpoint's, or that changed too close to it to
 //! tell (the racy window, as git has). Contents already stored are not stored again. A folder
