@@ -57,6 +57,11 @@ pub fn refuse(code: ErrorCode, message: impl Into<String>) -> Error {
     Error::Api(ApiError::new(code, message))
 }
 
+/// Shorthand for an `INVALID_ARGUMENT` refusal naming the request field `field`.
+pub fn invalid_field(field: &str, message: impl Into<String>) -> Error {
+    Error::Api(ApiError::new(ErrorCode::InvalidArgument, message).with_field(field))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {

@@ -96,6 +96,12 @@ impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self { code, message: message.into(), operation_id: None, approval_id: None, field: None }
     }
+
+    /// This error naming the request field it is about (`field`).
+    pub fn with_field(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
+        self
+    }
 }
 
 /// The most characters of a request value an error message repeats ([`bounded`]).

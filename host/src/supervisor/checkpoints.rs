@@ -17,16 +17,33 @@ pub(super) fn dir(cfg: &Config, run_id: &str) -> PathBuf {
     cfg.run_dir(run_id).join("checkpoints")
 }
 
-/// The checkpoints of run `run_id`, `None` when the host has them off; they never store a file
-/// holding one of the run's secret values (its environment's, its MCP servers', the daemon's:
-/// [`super::secrets::RunSecrets::refused_in_home`]). Errors: the directory cannot be made, the
-/// run's secrets cannot be read.
+/// The checkpoints of run `run_id`, to read (diffs, forks), `None` when the host has them off.
+/// Errors: the directory cannot be made.
 pub(super) fn open(cfg: &Config, run_id: &str) -> Result<Option<Checkpoints>> {
     let Some(settings) = &cfg.checkpoints else { return Ok(None) };
-    let mut cps = Checkpoints::open(&dir(cfg, run_id), &settings.exclude).map_err(|e| internal(&e))?;
-    let secrets = super::secrets::RunSecrets::load(&cfg.run_dir(run_id))?;
-    cps.refuse(&secrets.refused_in_home());
+    Checkpoints::open(&dir(cfg, run_id), &settings.exclude).map(Some).map_err(|e| internal(&e))
+}
+
+/// [`open`] for the run's actor, which takes them: they never store a file holding one of the
+/// run's secret values (its environment's, its MCP servers', the daemon's:
+/// [`super::secrets::RunSecrets::refused_in_home`]). Errors: as [`open`], and the run's secrets
+/// cannot be read.
+pub(super) fn open_to_take(cfg: &Config, run_id: &str) -> Result<Option<Checkpoints>> {
+    let Some(mut cps) = open(cfg, run_id)? else { return Ok(None) };
+    cps.refuse(&super::secrets::RunSecrets::load(&cfg.run_dir(run_id))?.refused_in_home());
     Ok(Some(cps))
+}
+
+/// The refusal of `doing` (`"the folder cannot be rewound"`) on a host with checkpoints off,
+/// naming `field`.
+pub(super) fn off(field: &str, doing: &str) -> spaces_sdk::ApiError {
+    spaces_sdk::ApiError::new(ErrorCode::InvalidArgument, format!("checkpoints are off on this host (SPACES_CHECKPOINTS=0): {doing}"))
+        .with_field(field)
+}
+
+/// [`open`], or the refusal [`off`] of `doing`, naming `field`.
+pub(super) fn required(cfg: &Config, run_id: &str, field: &str, doing: &str) -> Result<Checkpoints> {
+    open(cfg, run_id)?.ok_or_else(|| crate::error::Error::Api(off(field, doing)))
 }
 
 fn internal(e: &spaces_volumes::VolumeError) -> crate::error::Error {
@@ -74,28 +91,23 @@ pub(super) fn turn_diff(turn: u32, mut files: Vec<FileChange>) -> EventDraft {
     d
 }
 
-fn bad_turn(field: &str, why: String) -> crate::error::Error {
-    let mut e = spaces_sdk::ApiError::new(ErrorCode::InvalidArgument, why);
-    e.field = Some(field.to_owned());
-    crate::error::Error::Api(e)
-}
-
 /// `agent_diff` (see [`AgentDiffRequest`]). Errors: `WORKSPACE_NOT_FOUND`, `RUN_NOT_FOUND`,
 /// `INVALID_ARGUMENT` naming `turn`, `from_turn` or `to_turn` when that checkpoint does not
 /// exist (or `turn` is given with a range, or checkpoints are off on this host).
 pub(super) fn diff(inner: &Inner, req: &AgentDiffRequest) -> Result<DiffReport> {
     let run = registry::run_in_space(&inner.store, &req.space, &req.run_id)?;
-    let Some(cps) = open(&inner.cfg, &run.run_id)? else {
-        return Err(bad_turn("run_id", "checkpoints are off on this host (SPACES_CHECKPOINTS=0): no run has a diff".to_owned()));
-    };
+    let cps = required(&inner.cfg, &run.run_id, "run_id", "no run has a diff")?;
     let turns = cps.turns().map_err(|e| internal(&e))?;
     let last = turns.last().copied();
     let (from, to, from_field, to_field) = match (req.turn, req.from_turn, req.to_turn) {
         (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
-            return Err(bad_turn("turn", "give either turn, or from_turn and to_turn, not both".to_owned()))
+            return Err(crate::error::invalid_field("turn", "give either turn, or from_turn and to_turn, not both".to_owned()))
         }
         (Some(0), _, _) => {
-            return Err(bad_turn("turn", "turns count from 1 (checkpoint 0 is the folder before the first turn)".to_owned()))
+            return Err(crate::error::invalid_field(
+                "turn",
+                "turns count from 1 (checkpoint 0 is the folder before the first turn)".to_owned(),
+            ))
         }
         // The checkpoint the turn started from: the one before, or the one a rewind restored.
         (Some(t), _, _) => (cps.base_of(t).map_err(|e| internal(&e))?.unwrap_or(t - 1), t, "turn", "turn"),
@@ -111,7 +123,7 @@ pub(super) fn diff(inner: &Inner, req: &AgentDiffRequest) -> Result<DiffReport> 
     };
     for (turn, name) in [(from, from_field), (to, to_field)] {
         if !turns.contains(&turn) {
-            return Err(bad_turn(name, format!("run {} has no checkpoint of turn {turn}: {range}", run.run_id)));
+            return Err(crate::error::invalid_field(name, format!("run {} has no checkpoint of turn {turn}: {range}", run.run_id)));
         }
     }
     let (files, text) = cps.diff(from, to).map_err(|e| internal(&e))?;

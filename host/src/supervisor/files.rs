@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
-use spaces_sdk::{bounded, ApiError, Attachment, ErrorCode};
+use spaces_sdk::{bounded, Attachment};
 
 use crate::error::{Error, Result};
 
@@ -82,9 +82,7 @@ fn check_name(name: &str) -> std::result::Result<(), &'static str> {
 }
 
 fn refused(field: &str, message: String) -> Error {
-    let mut e = ApiError::new(ErrorCode::InvalidArgument, message);
-    e.field = Some(field.to_owned());
-    Error::Api(e)
+    crate::error::invalid_field(field, message)
 }
 
 /// Write `files` into `<run_dir>/files` (0700; each file 0600, written to a temp file, fsynced
@@ -116,6 +114,7 @@ pub(super) fn with_files(prompt: &str, paths: &[PathBuf]) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use spaces_sdk::{ApiError, ErrorCode};
 
     fn file(name: &str, content: &[u8]) -> Attachment {
         Attachment { name: name.into(), content_base64: base64::engine::general_purpose::STANDARD.encode(content) }

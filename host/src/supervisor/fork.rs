@@ -45,12 +45,6 @@ pub(super) fn origin(inner: &Inner, run_id: &str) -> Option<ForkOrigin> {
     serde_json::from_slice(&bytes).ok()
 }
 
-fn invalid(field: &str, why: String) -> Error {
-    let mut e = spaces_sdk::ApiError::new(ErrorCode::InvalidArgument, why);
-    e.field = Some(field.to_owned());
-    Error::Api(e)
-}
-
 fn io(what: &str, e: impl std::fmt::Display) -> Error {
     refuse(ErrorCode::Internal, format!("{what}: {e}"))
 }
@@ -62,7 +56,7 @@ pub(super) async fn fork(inner: &std::sync::Arc<Inner>, req: &AgentForkRequest) 
     let parent = registry::run_in_space(&inner.store, &req.space, &req.run_id)?;
     let space = registry::space(&inner.store, &req.space)?;
     if space.read_only {
-        return Err(invalid(
+        return Err(crate::error::invalid_field(
             "space",
             format!("Space {:?} is read-only: a fork writes a worktree and runs an agent, so it cannot be made there", space.name),
         ));
@@ -70,12 +64,13 @@ pub(super) async fn fork(inner: &std::sync::Arc<Inner>, req: &AgentForkRequest) 
     if let Some(label) = &req.label {
         super::start::check_label(label)?;
     }
-    let Some(cps) = checkpoints::open(&inner.cfg, &parent.run_id)? else {
-        return Err(invalid("at_turn", "checkpoints are off on this host (SPACES_CHECKPOINTS=0): no run can be forked".to_owned()));
-    };
+    let cps = checkpoints::required(&inner.cfg, &parent.run_id, "at_turn", "no run can be forked")?;
     let turns = cps.turns().map_err(|e| io("the run's checkpoints", e))?;
     if !turns.contains(&req.at_turn) {
-        return Err(invalid("at_turn", format!("run {} has no checkpoint of turn {} (it has {turns:?})", parent.run_id, req.at_turn)));
+        return Err(crate::error::invalid_field(
+            "at_turn",
+            format!("run {} has no checkpoint of turn {} (it has {turns:?})", parent.run_id, req.at_turn),
+        ));
     }
     let run_id = super::ahead::new_run_id();
     let worktree = Path::new(&space.root).join(spaces_volumes::checkpoint::WORKTREES_DIR).join(&run_id);
@@ -303,22 +298,24 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
 pub(super) async fn merge(inner: &std::sync::Arc<Inner>, req: &AgentMergeRequest) -> Result<MergeReport> {
     let fork = registry::run_in_space(&inner.store, &req.space, &req.run_id)?;
     let Some(origin) = origin(inner, &fork.run_id) else {
-        return Err(invalid("run_id", format!("run {} is not a fork (agent_fork makes one)", fork.run_id)));
+        return Err(crate::error::invalid_field("run_id", format!("run {} is not a fork (agent_fork makes one)", fork.run_id)));
     };
     let Some(parent) = inner.store.run_get(&origin.parent_run_id)? else {
-        return Err(invalid("run_id", format!("the parent of fork {}, run {}, was removed", fork.run_id, origin.parent_run_id)));
+        return Err(crate::error::invalid_field(
+            "run_id",
+            format!("the parent of fork {}, run {}, was removed", fork.run_id, origin.parent_run_id),
+        ));
     };
-    for run in [&fork, &parent] {
-        if matches!(run.status, Status::Running | Status::Queued | Status::QuotaWaiting) {
-            return Err(refuse(
-                ErrorCode::AgentBusy,
-                format!(
-                    "run {} is {}: a merge waits for both runs to be idle; interrupt the turn or wait for its end",
-                    run.run_id,
-                    run.status.as_str()
-                ),
-            ));
-        }
+    // The parent's actor checks the parent (it runs the merge); the fork is checked here.
+    if matches!(fork.status, Status::Running | Status::Queued | Status::QuotaWaiting) {
+        return Err(refuse(
+            ErrorCode::AgentBusy,
+            format!(
+                "run {} is {}: a merge waits for both runs to be idle; interrupt the turn or wait for its end",
+                fork.run_id,
+                fork.status.as_str()
+            ),
+        ));
     }
     // In the parent's actor: no turn of the parent starts while its folder is merged into.
     let (theirs, at_turn) = (PathBuf::from(&fork.cwd), origin.at_turn);

@@ -66,9 +66,7 @@ fn marker(inner: &Inner, run: &RunRow) -> PathBuf {
 }
 
 fn invalid(field: &str, message: String) -> Error {
-    let mut e = ApiError::new(ErrorCode::InvalidArgument, message);
-    e.field = Some(field.to_owned());
-    Error::Api(e)
+    crate::error::invalid_field(field, message)
 }
 
 /// `url` with any `user:password@` cut: for messages, and as the stored options keep it.

@@ -48,14 +48,15 @@ pub struct Webhooks {
     wake: Notify,
     /// Wakes the scanner: an endpoint was added (start following).
     added: Notify,
+    /// The endpoints as stored, read once and again only after `webhook_add` or
+    /// `webhook_remove` (this struct is their only writer): the loops ask at every pass.
+    hooks: std::sync::Mutex<Option<Arc<Vec<WebhookRow>>>>,
 }
 
 type Result<T> = std::result::Result<T, ApiError>;
 
 fn invalid(field: &str, why: String) -> ApiError {
-    let mut e = ApiError::new(ErrorCode::InvalidArgument, why);
-    e.field = Some(field.to_owned());
-    e
+    ApiError::new(ErrorCode::InvalidArgument, why).with_field(field)
 }
 
 fn internal(e: impl std::fmt::Display) -> ApiError {
@@ -66,7 +67,28 @@ impl Webhooks {
     /// Webhooks over `store` and `log`; nothing runs until [`Self::spawn`].
     pub fn new(store: Arc<Store>, log: Arc<EventLog>) -> Self {
         let client = reqwest::Client::builder().timeout(TRY_TIMEOUT).build().unwrap_or_default();
-        Self { store, log, client, wake: Notify::new(), added: Notify::new() }
+        Self { store, log, client, wake: Notify::new(), added: Notify::new(), hooks: std::sync::Mutex::new(None) }
+    }
+
+    /// The registered endpoints (see `hooks`); empty when they cannot be read (read again next
+    /// time).
+    fn hooks(&self) -> Arc<Vec<WebhookRow>> {
+        let mut cached = self.hooks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(hooks) = cached.as_ref() {
+            return hooks.clone();
+        }
+        match self.store.webhook_list() {
+            Ok(rows) => cached.insert(Arc::new(rows)).clone(),
+            Err(e) => {
+                tracing::warn!("webhooks: endpoints not read: {e}");
+                Arc::new(Vec::new())
+            }
+        }
+    }
+
+    /// The endpoints changed: read them again at the next ask.
+    fn hooks_changed(&self) {
+        *self.hooks.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
     }
 
     /// `webhook_add`. Errors: `INVALID_ARGUMENT` naming `url` (not http/https), `events` (an
@@ -93,6 +115,7 @@ impl Webhooks {
             created_ms: now_ms(),
         };
         self.store.webhook_insert(&row).map_err(internal)?;
+        self.hooks_changed();
         self.added.notify_one();
         Ok(record(&row, (0, 0, 0)))
     }
@@ -106,6 +129,7 @@ impl Webhooks {
     /// `webhook_remove`.
     pub fn remove(&self, webhook_id: &str) -> Result<WebhookRemoved> {
         let removed = self.store.webhook_delete(webhook_id).map_err(internal)?;
+        self.hooks_changed();
         Ok(WebhookRemoved { webhook_id: webhook_id.to_owned(), removed })
     }
 
@@ -128,7 +152,7 @@ impl Webhooks {
 
     async fn scan_loop(self: Arc<Self>) {
         // Nothing to follow until an endpoint exists (no cost on the event path before).
-        while self.store.webhook_list().map(|l| l.is_empty()).unwrap_or(true) {
+        while self.hooks().is_empty() {
             self.added.notified().await;
         }
         // From here on every event of a chosen kind is handed over as it is published (the
@@ -136,11 +160,11 @@ impl Webhooks {
         let mut changes = self.log.follow_all(kinds::wanted);
         // Everything stored before, since the first endpoint was registered, from each run's
         // stored cursor (events stored while no daemon ran, or before a restart).
-        let first = self.store.webhook_list().ok().and_then(|l| l.iter().map(|w| w.created_ms).min()).unwrap_or(0);
+        let first = self.hooks().iter().map(|w| w.created_ms).min().unwrap_or(0);
         let mut cursors: HashMap<String, u64> = HashMap::new();
         for run_id in self.store.runs_since(first).unwrap_or_default() {
-            let (store, id) = (self.store.clone(), run_id.clone());
-            match tokio::task::spawn_blocking(move || scan_run(&store, &id)).await {
+            let (store, id, hooks) = (self.store.clone(), run_id.clone(), self.hooks());
+            match tokio::task::spawn_blocking(move || scan_run(&store, &hooks, &id)).await {
                 Ok(Ok(seq)) => drop(cursors.insert(run_id, seq)),
                 Ok(Err(e)) => tracing::warn!("webhooks: events of run {run_id} not scanned: {e}"),
                 Err(e) => tracing::warn!("webhooks: the scan of run {run_id} failed: {e}"),
@@ -150,8 +174,8 @@ impl Webhooks {
         loop {
             let handed = self.log.take_changed();
             if handed.iter().any(|(_, _, events)| !events.is_empty()) {
-                let (store, known) = (self.store.clone(), std::mem::take(&mut cursors));
-                match tokio::task::spawn_blocking(move || enqueue_handed(&store, known, handed)).await {
+                let (store, known, hooks) = (self.store.clone(), std::mem::take(&mut cursors), self.hooks());
+                match tokio::task::spawn_blocking(move || enqueue_handed(&store, &hooks, known, handed)).await {
                     Ok(known) => cursors = known,
                     Err(e) => tracing::warn!("webhooks: deliveries not made: {e}"),
                 }
@@ -172,7 +196,7 @@ impl Webhooks {
             let room = PARALLEL.saturating_sub(in_flight.len()) as u32;
             if room > 0 {
                 let due = self.store.webhook_due(now_ms(), PARALLEL as u32 * 2).unwrap_or_default();
-                let hooks = self.store.webhook_list().unwrap_or_default();
+                let hooks = self.hooks();
                 let fresh: Vec<DeliveryRow> = due.into_iter().filter(|d| !in_flight.contains(&d.delivery_id)).take(room as usize).collect();
                 for d in fresh {
                     let Some(hook) = hooks.iter().find(|h| h.webhook_id == d.webhook_id).cloned() else { continue };
@@ -248,14 +272,13 @@ fn backoff(attempts: u32) -> Duration {
 /// Scan `run_id` from its stored cursor (blocking: database reads, one write per page with
 /// deliveries): at start, for what was stored before the scanner followed the log. Returns the
 /// seq scanned to.
-fn scan_run(store: &Store, run_id: &str) -> spaces_store::Result<u64> {
-    let hooks = store.webhook_list()?;
+fn scan_run(store: &Store, hooks: &[WebhookRow], run_id: &str) -> spaces_store::Result<u64> {
     let mut cursor = store.webhook_scanned(run_id)?;
     let Some(run) = store.run_get(run_id)? else { return Ok(cursor) };
     loop {
         let events = store.events_after(run_id, cursor, 500, false)?;
         let Some(last) = events.last().map(|e| e.seq) else { return Ok(cursor) };
-        let rows = deliveries_of(&hooks, run_id, &run.space, &run.agent, &events);
+        let rows = deliveries_of(hooks, run_id, &run.space, &run.agent, &events);
         if !rows.is_empty() || events.len() < 500 {
             store.webhook_enqueue(run_id, last, rows)?;
         }
@@ -269,10 +292,10 @@ fn scan_run(store: &Store, run_id: &str) -> spaces_store::Result<u64> {
 /// loss). `known`: each run's cursor so far; returned updated.
 fn enqueue_handed(
     store: &Store,
+    hooks: &[WebhookRow],
     mut known: HashMap<String, u64>,
     handed: Vec<(String, u64, Vec<spaces_sdk::Event>)>,
 ) -> HashMap<String, u64> {
-    let hooks = store.webhook_list().unwrap_or_default();
     let (mut batch, mut moved) = (Vec::new(), Vec::new());
     for (run_id, last, events) in handed {
         let cursor = match known.get(&run_id) {
@@ -284,7 +307,7 @@ fn enqueue_handed(
             known.insert(run_id, cursor.max(last));
             continue;
         }
-        let made = store.run_get(&run_id).ok().flatten().map(|run| deliveries_of(&hooks, &run_id, &run.space, &run.agent, &fresh));
+        let made = store.run_get(&run_id).ok().flatten().map(|run| deliveries_of(hooks, &run_id, &run.space, &run.agent, &fresh));
         moved.push((run_id.clone(), cursor.max(last)));
         batch.push(RunDeliveries { run_id, seq: last, deliveries: made.unwrap_or_default() });
     }

@@ -80,28 +80,65 @@ fn changed_paths<'a>(a: &'a Snapshot, b: &'a Snapshot) -> Vec<(&'a str, Option<&
 
 /// What changed from checkpoint `a` to checkpoint `b`.
 pub(crate) fn between(objects: &Objects, a: &Snapshot, b: &Snapshot) -> Result<Vec<FileChange>> {
-    changed_paths(a, b)
-        .into_iter()
-        .map(|(path, x, y)| {
-            let change = match (x, y) {
-                (None, _) => ChangeKind::Added,
-                (_, None) => ChangeKind::Removed,
-                _ => ChangeKind::Changed,
-            };
-            let (old, new) = (text_of(objects, x)?, text_of(objects, y)?);
-            let (mut added, mut removed, binary) = (0, 0, old.is_none() || new.is_none());
-            if let (Some(old), Some(new)) = (old, new) {
-                for c in TextDiff::from_lines(&old, &new).iter_all_changes() {
-                    match c.tag() {
-                        ChangeTag::Insert => added += 1,
-                        ChangeTag::Delete => removed += 1,
-                        ChangeTag::Equal => {}
+    Ok(compare(objects, a, b, false)?.0)
+}
+
+/// [`between`], and the unified diff of it, git style: a header per file, `--- /dev/null` for an
+/// added one, and `Binary files ... differ` for a binary one. Each file's contents are read and
+/// compared once for both.
+pub(crate) fn with_diff(objects: &Objects, a: &Snapshot, b: &Snapshot) -> Result<(Vec<FileChange>, String)> {
+    compare(objects, a, b, true)
+}
+
+fn compare(objects: &Objects, a: &Snapshot, b: &Snapshot, unified: bool) -> Result<(Vec<FileChange>, String)> {
+    let (mut changes, mut out) = (Vec::new(), String::new());
+    for (path, x, y) in changed_paths(a, b) {
+        let change = match (x, y) {
+            (None, _) => ChangeKind::Added,
+            (_, None) => ChangeKind::Removed,
+            _ => ChangeKind::Changed,
+        };
+        let (old, new) = (text_of(objects, x)?, text_of(objects, y)?);
+        let (mut added, mut removed, binary) = (0, 0, old.is_none() || new.is_none());
+        let (old_name, new_name) = (
+            if change == ChangeKind::Added { "/dev/null".to_owned() } else { format!("a/{path}") },
+            if change == ChangeKind::Removed { "/dev/null".to_owned() } else { format!("b/{path}") },
+        );
+        if unified {
+            out.push_str(&format!("diff --git a/{path} b/{path}\n"));
+            match change {
+                ChangeKind::Added => out.push_str(&format!("new file mode {}\n", git_mode(y))),
+                ChangeKind::Removed => out.push_str(&format!("deleted file mode {}\n", git_mode(x))),
+                ChangeKind::Changed => {
+                    let (m0, m1) = (git_mode(x), git_mode(y));
+                    if m0 != m1 {
+                        out.push_str(&format!("old mode {m0}\nnew mode {m1}\n"));
                     }
                 }
             }
-            Ok(FileChange { path: path.to_owned(), change, added_lines: added, removed_lines: removed, binary })
-        })
-        .collect()
+            if binary {
+                out.push_str(&format!("Binary files {old_name} and {new_name} differ\n"));
+            }
+        }
+        if let (Some(old), Some(new)) = (old, new) {
+            let diff = TextDiff::from_lines(&old, &new);
+            for c in diff.iter_all_changes() {
+                match c.tag() {
+                    ChangeTag::Insert => added += 1,
+                    ChangeTag::Delete => removed += 1,
+                    ChangeTag::Equal => {}
+                }
+            }
+            if unified && old != new {
+                out.push_str(&diff.unified_diff().context_radius(3).header(&old_name, &new_name).to_string());
+                if !out.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+        }
+        changes.push(FileChange { path: path.to_owned(), change, added_lines: added, removed_lines: removed, binary });
+    }
+    Ok((changes, out))
 }
 
 /// A mode as git writes it: `100644`, `100755`, `120000` for a symlink.
@@ -111,42 +148,4 @@ fn git_mode(item: Option<&Item>) -> String {
         Some(e) => format!("{:06o}", 0o100000 | (e.mode & 0o7777)),
         None => "000000".to_owned(),
     }
-}
-
-/// The unified diff of `changes` (from [`between`] of `a` and `b`), git style: a header per
-/// file, `--- /dev/null` for an added one, and `Binary files ... differ` for a binary one.
-pub(crate) fn unified(objects: &Objects, a: &Snapshot, b: &Snapshot, changes: &[FileChange]) -> Result<String> {
-    let (ia, ib) = (a.index(), b.index());
-    let mut out = String::new();
-    for c in changes {
-        let (x, y) = (ia.get(c.path.as_str()).copied(), ib.get(c.path.as_str()).copied());
-        out.push_str(&format!("diff --git a/{0} b/{0}\n", c.path));
-        match c.change {
-            ChangeKind::Added => out.push_str(&format!("new file mode {}\n", git_mode(y))),
-            ChangeKind::Removed => out.push_str(&format!("deleted file mode {}\n", git_mode(x))),
-            ChangeKind::Changed => {
-                let (m0, m1) = (git_mode(x), git_mode(y));
-                if m0 != m1 {
-                    out.push_str(&format!("old mode {m0}\nnew mode {m1}\n"));
-                }
-            }
-        }
-        let old_name = if c.change == ChangeKind::Added { "/dev/null".to_owned() } else { format!("a/{}", c.path) };
-        let new_name = if c.change == ChangeKind::Removed { "/dev/null".to_owned() } else { format!("b/{}", c.path) };
-        if c.binary {
-            out.push_str(&format!("Binary files {old_name} and {new_name} differ\n"));
-            continue;
-        }
-        let old = text_of(objects, x.filter(|e| e.kind != Kind::Dir))?.unwrap_or_default();
-        let new = text_of(objects, y.filter(|e| e.kind != Kind::Dir))?.unwrap_or_default();
-        if old == new {
-            continue;
-        }
-        let diff = TextDiff::from_lines(&old, &new);
-        out.push_str(&diff.unified_diff().context_radius(3).header(&old_name, &new_name).to_string());
-        if !out.ends_with('\n') {
-            out.push('\n');
-        }
-    }
-    Ok(out)
 }

@@ -371,10 +371,7 @@ impl Checkpoints {
     /// `SnapshotNotFound` for a turn without a checkpoint, `Corrupt`.
     pub fn diff(&self, from: u32, to: u32) -> Result<(Vec<FileChange>, String)> {
         let (a, b) = (self.load(from)?, self.load(to)?);
-        let objects = objects::Objects::new(&self.dir);
-        let changes = changes::between(&objects, &a, &b)?;
-        let text = changes::unified(&objects, &a, &b, &changes)?;
-        Ok((changes, text))
+        changes::with_diff(&objects::Objects::new(&self.dir), &a, &b)
     }
 
     /// Make `folder` what it was at checkpoint `turn`: contents and modes of every file,
@@ -384,7 +381,7 @@ impl Checkpoints {
     /// `Unsafe` (a symlink now stands where a directory must be entered), `Io`.
     pub fn restore(&mut self, folder: &Path, turn: u32) -> Result<RestoreReport> {
         let snap = self.load(turn)?;
-        let report = restore::restore(&objects::Objects::new(&self.dir), folder, &self.exclude, &snap)?;
+        let report = self.restore_snapshot(folder, &snap)?;
         // The next checkpoint compares with what the folder now holds (also after a restart).
         let head = self.dir.join(HEAD);
         std::fs::write(&head, format!("{turn}\n")).at(&head)?;
@@ -396,8 +393,11 @@ impl Checkpoints {
     /// this run's folder (a fork's worktree): as [`Self::restore`], leaving this run's own
     /// checkpoints as they are. Blocking. Errors: as [`Self::restore`].
     pub fn copy_to(&self, folder: &Path, turn: u32) -> Result<RestoreReport> {
-        let snap = self.load(turn)?;
-        restore::restore(&objects::Objects::new(&self.dir), folder, &self.exclude, &snap)
+        self.restore_snapshot(folder, &self.load(turn)?)
+    }
+
+    fn restore_snapshot(&self, folder: &Path, snap: &Snapshot) -> Result<RestoreReport> {
+        restore::restore(&objects::Objects::new(&self.dir), folder, &self.exclude, snap)
     }
 
     /// Bring into `ours` what `theirs` changed since checkpoint `base_turn` (a fork's folder

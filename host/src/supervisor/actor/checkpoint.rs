@@ -25,7 +25,7 @@ impl Actor {
     /// The run's checkpoints; `None` when off on this host.
     pub(super) fn checkpoints(&mut self) -> Option<&mut Checkpoints> {
         if matches!(self.checkpoints, Cps::Unopened) {
-            self.checkpoints = match checkpoints::open(&self.inner.cfg, &self.run.run_id) {
+            self.checkpoints = match checkpoints::open_to_take(&self.inner.cfg, &self.run.run_id) {
                 Ok(Some(c)) => Cps::Open(Box::new(c)),
                 Ok(None) => Cps::Off,
                 Err(e) => {

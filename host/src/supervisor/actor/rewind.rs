@@ -14,6 +14,7 @@ use std::path::Path;
 use spaces_harnesses::EventDraft;
 use spaces_sdk::{ApiError, ErrorCode, EventKind, RewindReport, RewindWhat, Status};
 
+use super::super::checkpoints;
 use super::Actor;
 
 /// Turn -> the normalizer's point at its end, in the run directory.
@@ -54,12 +55,27 @@ pub fn set_rewind_point(run_dir: &Path, point: &str) -> std::io::Result<()> {
 }
 
 fn invalid(why: String) -> ApiError {
-    let mut e = ApiError::new(ErrorCode::InvalidArgument, why);
-    e.field = Some("to_turn".into());
-    e
+    ApiError::new(ErrorCode::InvalidArgument, why).with_field("to_turn")
 }
 
 impl Actor {
+    /// `AGENT_BUSY` for `what` (`"a rewind"`) while a turn runs or waits to, or a stop ends the
+    /// run: both change the folder and the session under it.
+    fn refuse_if_busy(&self, what: &str) -> Result<(), ApiError> {
+        let busy = self.norm.turn_in_flight() || matches!(self.run.status, Status::Running | Status::Queued | Status::QuotaWaiting);
+        if !busy && !self.machine.is_stopping() {
+            return Ok(());
+        }
+        Err(ApiError::new(
+            ErrorCode::AgentBusy,
+            format!(
+                "run {} is {}: {what} waits for no turn to run; interrupt the turn (agent_interrupt) or wait for its end",
+                self.run.run_id,
+                self.run.status.as_str()
+            ),
+        ))
+    }
+
     fn points(&self) -> BTreeMap<u32, TurnPoint> {
         points_in(&self.inner.cfg.run_dir(&self.run.run_id))
     }
@@ -82,17 +98,7 @@ impl Actor {
     /// run; `INVALID_ARGUMENT` (`to_turn`) past the last ended turn or without a checkpoint;
     /// `INTERNAL` when the folder could not be restored (what was not written is named).
     pub(super) fn on_rewind(&mut self, to_turn: u32, what: RewindWhat) -> Result<RewindReport, ApiError> {
-        let busy = self.norm.turn_in_flight() || matches!(self.run.status, Status::Running | Status::Queued | Status::QuotaWaiting);
-        if busy || self.machine.is_stopping() {
-            return Err(ApiError::new(
-                ErrorCode::AgentBusy,
-                format!(
-                    "run {} is {}: a rewind waits for no turn to run; interrupt the turn (agent_interrupt) or wait for its end",
-                    self.run.run_id,
-                    self.run.status.as_str()
-                ),
-            ));
-        }
+        self.refuse_if_busy("a rewind")?;
         if to_turn > self.run.turns {
             return Err(invalid(format!(
                 "run {} has ended {} turn(s); to_turn must be 0 to {}",
@@ -104,9 +110,7 @@ impl Actor {
         let (mut written, mut removed) = (0, 0);
         if files {
             let folder = std::path::PathBuf::from(&self.run.cwd);
-            let Some(cps) = self.checkpoints() else {
-                return Err(invalid("checkpoints are off on this host (SPACES_CHECKPOINTS=0): the folder cannot be rewound".to_owned()));
-            };
+            let Some(cps) = self.checkpoints() else { return Err(checkpoints::off("to_turn", "the folder cannot be rewound")) };
             let has = cps.turns().map(|t| t.contains(&to_turn)).unwrap_or(false);
             if !has {
                 return Err(invalid(format!(
@@ -155,30 +159,16 @@ impl Actor {
     /// point's checkpoint is gone or checkpoints are off; `INTERNAL` for a failed read or write
     /// (found before anything is written, where it can be: see `spaces_volumes::checkpoint`).
     pub(super) fn on_merge(&mut self, theirs: &Path, at_turn: u32) -> Result<spaces_volumes::checkpoint::MergeReport, ApiError> {
-        if self.norm.turn_in_flight() || matches!(self.run.status, Status::Running | Status::Queued | Status::QuotaWaiting) {
-            return Err(ApiError::new(
-                ErrorCode::AgentBusy,
-                format!(
-                    "run {} is {}: a merge into it waits for no turn to run; interrupt the turn or wait for its end",
-                    self.run.run_id,
-                    self.run.status.as_str()
-                ),
-            ));
-        }
+        self.refuse_if_busy("a merge into it")?;
         let ours = std::path::PathBuf::from(&self.run.cwd);
         let run_id = self.run.run_id.clone();
-        let Some(cps) = self.checkpoints() else {
-            return Err(invalid("checkpoints are off on this host (SPACES_CHECKPOINTS=0): nothing can be merged".to_owned()));
-        };
+        let Some(cps) = self.checkpoints() else { return Err(checkpoints::off("run_id", "nothing can be merged")) };
         spaces_store::fsutil::blocking(|| cps.merge(at_turn, theirs, &ours)).map_err(|e| match e {
-            spaces_volumes::VolumeError::SnapshotNotFound { .. } => {
-                let mut e = ApiError::new(
-                    ErrorCode::InvalidArgument,
-                    format!("the checkpoint of turn {at_turn} of run {run_id}, the fork point, is gone"),
-                );
-                e.field = Some("run_id".into());
-                e
-            }
+            spaces_volumes::VolumeError::SnapshotNotFound { .. } => ApiError::new(
+                ErrorCode::InvalidArgument,
+                format!("the checkpoint of turn {at_turn} of run {run_id}, the fork point, is gone"),
+            )
+            .with_field("run_id"),
             e => ApiError::new(ErrorCode::Internal, format!("the merge into run {run_id}: {e}")),
         })
     }

@@ -105,11 +105,7 @@ impl Actor {
     /// `agent_budget`: the run's budget with the fields of `raise` replaced. Errors:
     /// `INVALID_ARGUMENT` naming the bad field.
     pub(super) fn on_budget(&mut self, raise: Budget) -> Result<BudgetReport, ApiError> {
-        raise.check("budget").map_err(|why| {
-            let mut e = ApiError::new(ErrorCode::InvalidArgument, why);
-            e.field = Some("budget".into());
-            e
-        })?;
+        raise.check("budget").map_err(|why| ApiError::new(ErrorCode::InvalidArgument, why).with_field("budget"))?;
         let was = self.budget_reached();
         let budget = self.run.options.budget.clone().unwrap_or_default().merged(&raise);
         self.run.options.budget = Some(budget.clone());
