@@ -54,7 +54,10 @@
 //!   ([`spaces_volumes::checkpoint`]); `0` turns them off. `checkpoint_exclude` (`config.json`
 //!   only): the globs they leave out, replacing the default (`.git`, `node_modules`, `target`,
 //!   `.venv`, `__pycache__`); `SPACES_CHECKPOINT_KEEP_TURNS` (or `checkpoint_keep_turns`,
-//!   default 100): how many of a run's newest checkpoints are kept.
+//!   default 100): how many of a run's newest checkpoints are kept. `SPACES_CHECKPOINT_WATCH`
+//!   (or `checkpoint_watch`, default on): inotify watches on a run's folder between turns, so a
+//!   turn that changed nothing is checkpointed without walking the folder; `0` walks every time
+//!   (watches miss writes through `mmap` and through hard links from outside the folder).
 //! - `space_budgets` (`config.json` only): Space name -> the budget (`{usd?, tokens?, turns?}`)
 //!   of its runs started without `options.budget`.
 
@@ -214,6 +217,8 @@ pub struct ConfigFile {
     pub checkpoint_exclude: Option<Vec<String>>,
     /// How many of a run's newest checkpoints are kept (default 100).
     pub checkpoint_keep_turns: Option<usize>,
+    /// Watch runs' folders between turns so an unchanged one is not walked (default true).
+    pub checkpoint_watch: Option<bool>,
 }
 
 /// The resolved configuration of one daemon.
@@ -290,6 +295,9 @@ pub struct CheckpointSettings {
     pub exclude: Vec<String>,
     /// How many of a run's newest checkpoints are kept (at least 2).
     pub keep_turns: usize,
+    /// Watch each run's folder between turns (inotify): a turn that changed nothing is
+    /// checkpointed without a walk ([`spaces_volumes::checkpoint::Checkpoints::watch`]).
+    pub watch: bool,
 }
 
 /// Default of [`CheckpointSettings::keep_turns`].
@@ -387,6 +395,7 @@ impl Config {
                 .or(file.checkpoint_keep_turns)
                 .unwrap_or(DEFAULT_CHECKPOINT_KEEP_TURNS)
                 .max(2),
+            watch: env_flag("SPACES_CHECKPOINT_WATCH").or(file.checkpoint_watch).unwrap_or(true),
         });
         if let Some(c) = &checkpoints {
             spaces_volumes::checkpoint::check_exclude(&c.exclude).map_err(|e| anyhow::anyhow!("config.json checkpoint_exclude: {e}"))?;

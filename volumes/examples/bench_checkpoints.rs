@@ -1,11 +1,13 @@
 //! Benchmark (issue 34): a run's folder checkpoint beside git, interleaved over several rounds.
 //! - an unchanged folder of N files (default 10,000): the checkpoint's time and the bytes it
-//!   stored (goal: at most 20 ms, 0 bytes);
+//!   stored (goal: at most 20 ms, 0 bytes), with the daemon's default watch between
+//!   checkpoints, and beside it the same checkpoint made by a walk (`SPACES_CHECKPOINT_WATCH=0`);
 //! - 100 changed files: the checkpoint beside `git add -A && git commit -q` of the same change
 //!   in a repository of the same folder (goal: at least 1.0x git's speed).
 //!
+//! Every figure is taken idle, then again with one busy thread per CPU (`--load 0` skips that).
 //! Run through `scripts/bench checkpoints` (release build). Usage:
-//! bench_checkpoints [--files N] [--changed C] [--rounds R] [--work DIR]
+//! bench_checkpoints [--files N] [--changed C] [--rounds R] [--load 0|1] [--work DIR]
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -61,69 +63,150 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+/// One bench's folders: the checkpointed folder (watched and walked checkpoints of it) and a
+/// git repository holding the same files.
+struct Bench {
+    folder: PathBuf,
+    repo: PathBuf,
+    watched: Checkpoints,
+    walked: Checkpoints,
+    files: usize,
+    changed: usize,
+    turn: u32,
+}
+
+#[derive(Default)]
+struct Figures {
+    unchanged_ms: Vec<f64>,
+    unchanged_walked_ms: Vec<f64>,
+    unchanged_bytes: Vec<f64>,
+    cp_ms: Vec<f64>,
+    cp_walked_ms: Vec<f64>,
+    git_ms: Vec<f64>,
+}
+
+impl Bench {
+    fn round(&mut self, round: usize, fig: &mut Figures) {
+        // Unchanged: the watched checkpoint and the walked one, who goes first alternating.
+        std::thread::sleep(Duration::from_millis(100));
+        self.turn += 1;
+        let (turn, folder) = (self.turn, self.folder.clone());
+        let before = self.watched.disk_bytes();
+        let time = |cps: &mut Checkpoints| {
+            let t = Instant::now();
+            let r = cps.take(&folder, turn).unwrap();
+            assert!(r.changes.is_empty(), "{:?}", r.changes.first());
+            ms(t.elapsed())
+        };
+        if round.is_multiple_of(2) {
+            fig.unchanged_ms.push(time(&mut self.watched));
+            fig.unchanged_walked_ms.push(time(&mut self.walked));
+        } else {
+            fig.unchanged_walked_ms.push(time(&mut self.walked));
+            fig.unchanged_ms.push(time(&mut self.watched));
+        }
+        fig.unchanged_bytes.push((self.watched.disk_bytes() - before) as f64);
+
+        // The same change in both, then each records it; who goes first alternates.
+        change(&self.folder, self.files, self.changed, round);
+        change(&self.repo, self.files, self.changed, round);
+        std::thread::sleep(Duration::from_millis(100));
+        self.turn += 1;
+        let (turn, changed) = (self.turn, self.changed);
+        let watched = &mut self.watched;
+        let mut time_cp = || {
+            let t = Instant::now();
+            let r = watched.take(&folder, turn).unwrap();
+            assert_eq!(r.changes.len(), changed);
+            ms(t.elapsed())
+        };
+        let repo = self.repo.clone();
+        let time_git = || ms(git(&repo, &["add", "-A"]) + git(&repo, &["commit", "-q", "-m", "turn"]));
+        if round.is_multiple_of(2) {
+            fig.cp_ms.push(time_cp());
+            fig.git_ms.push(time_git());
+        } else {
+            fig.git_ms.push(time_git());
+            fig.cp_ms.push(time_cp());
+        }
+        let t = Instant::now();
+        self.walked.take(&folder, turn).unwrap();
+        fig.cp_walked_ms.push(ms(t.elapsed()));
+    }
+}
+
+/// One busy thread per CPU until the returned flag is set.
+fn load() -> (std::sync::Arc<std::sync::atomic::AtomicBool>, Vec<std::thread::JoinHandle<()>>) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let spinners = (0..n)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+            })
+        })
+        .collect();
+    (stop, spinners)
+}
+
+fn report(label: &str, files: usize, changed: usize, rounds: usize, mut f: Figures) {
+    let (u_min, u_med) = stats(&mut f.unchanged_ms);
+    let (w_min, w_med) = stats(&mut f.unchanged_walked_ms);
+    let (b_min, b_med) = stats(&mut f.unchanged_bytes);
+    let (c_min, c_med) = stats(&mut f.cp_ms);
+    let (g_min, g_med) = stats(&mut f.git_ms);
+    let (cw_min, cw_med) = stats(&mut f.cp_walked_ms);
+    println!("== checkpoints, {label}: {files} files, {changed} changed per turn, {rounds} rounds (min / median)");
+    println!("checkpoint.unchanged_ms: {u_min:.2} / {u_med:.2} (goal: at most 20)");
+    println!("checkpoint.unchanged_bytes: {b_min} / {b_med} (goal: 0)");
+    println!("checkpoint.unchanged_walked_ms: {w_min:.2} / {w_med:.2} (SPACES_CHECKPOINT_WATCH=0)");
+    println!("checkpoint.watched_vs_walked: {:.3}x / {:.3}x (watched time / walked time)", u_min / w_min, u_med / w_med);
+    println!("checkpoint.changed_ms: {c_min:.2} / {c_med:.2}");
+    println!("checkpoint.changed_walked_ms: {cw_min:.2} / {cw_med:.2} (no watch to put; taken after the watched one)");
+    println!("git.add_commit_ms: {g_min:.2} / {g_med:.2}");
+    println!("checkpoint.speed_vs_git: {:.2}x / {:.2}x (git time / checkpoint time; goal: at least 1.0x)", g_min / c_min, g_med / c_med);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let files: usize = arg(&args, "--files", "10000").parse().unwrap();
     let changed: usize = arg(&args, "--changed", "100").parse().unwrap();
     let rounds: usize = arg(&args, "--rounds", "5").parse().unwrap();
+    let loaded = arg(&args, "--load", "1") != "0";
     let work = PathBuf::from(arg(&args, "--work", "/tmp/spaces-bench-checkpoints"));
     let _ = std::fs::remove_dir_all(&work);
-    let (folder, state, repo) = (work.join("folder"), work.join("state"), work.join("repo"));
+    let (folder, repo) = (work.join("folder"), work.join("repo"));
     generate(&folder, files);
     generate(&repo, files);
     git(&repo, &["init", "-q"]);
     git(&repo, &["add", "-A"]);
     git(&repo, &["commit", "-q", "-m", "base"]);
     let exclude: Vec<String> = DEFAULT_EXCLUDE.iter().map(|s| (*s).to_owned()).collect();
-    let mut cps = Checkpoints::open(&state, &exclude).unwrap();
-    let mut turn = 0;
-    cps.take(&folder, turn).unwrap();
-    // Past the racy window, so unchanged files are trusted by their stat key.
-    std::thread::sleep(Duration::from_millis(100));
-    turn += 1;
-    cps.take(&folder, turn).unwrap();
+    let mut watched = Checkpoints::open(&work.join("state-watched"), &exclude).unwrap();
+    watched.watch();
+    let walked = Checkpoints::open(&work.join("state-walked"), &exclude).unwrap();
+    let mut b = Bench { folder, repo, watched, walked, files, changed, turn: 0 };
+    b.watched.take(&b.folder, 0).unwrap();
+    b.walked.take(&b.folder, 0).unwrap();
 
-    let (mut unchanged_ms, mut unchanged_bytes, mut cp_ms, mut git_ms) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut idle = Figures::default();
     for round in 0..rounds {
-        // Unchanged: one walk, no byte stored.
-        std::thread::sleep(Duration::from_millis(100));
-        let before = cps.disk_bytes();
-        turn += 1;
-        let t = Instant::now();
-        let r = cps.take(&folder, turn).unwrap();
-        unchanged_ms.push(ms(t.elapsed()));
-        assert!(r.changes.is_empty(), "{:?}", r.changes.first());
-        unchanged_bytes.push((cps.disk_bytes() - before) as f64);
-
-        // The same change in both, then each records it; who goes first alternates.
-        change(&folder, files, changed, round);
-        change(&repo, files, changed, round);
-        std::thread::sleep(Duration::from_millis(100));
-        turn += 1;
-        let mut time_cp = || {
-            let t = Instant::now();
-            let r = cps.take(&folder, turn).unwrap();
-            assert_eq!(r.changes.len(), changed);
-            ms(t.elapsed())
-        };
-        let time_git = || ms(git(&repo, &["add", "-A"]) + git(&repo, &["commit", "-q", "-m", "turn"]));
-        if round % 2 == 0 {
-            cp_ms.push(time_cp());
-            git_ms.push(time_git());
-        } else {
-            git_ms.push(time_git());
-            cp_ms.push(time_cp());
-        }
+        b.round(round, &mut idle);
     }
-    let (u_min, u_med) = stats(&mut unchanged_ms);
-    let (b_min, b_med) = stats(&mut unchanged_bytes);
-    let (c_min, c_med) = stats(&mut cp_ms);
-    let (g_min, g_med) = stats(&mut git_ms);
-    println!("== checkpoints: {files} files, {changed} changed per turn, {rounds} rounds (min / median)");
-    println!("checkpoint.unchanged_ms: {u_min:.2} / {u_med:.2} (goal: at most 20)");
-    println!("checkpoint.unchanged_bytes: {b_min} / {b_med} (goal: 0)");
-    println!("checkpoint.changed_ms: {c_min:.2} / {c_med:.2}");
-    println!("git.add_commit_ms: {g_min:.2} / {g_med:.2}");
-    println!("checkpoint.speed_vs_git: {:.2}x / {:.2}x (git time / checkpoint time; goal: at least 1.0x)", g_min / c_min, g_med / c_med);
+    report("idle", files, changed, rounds, idle);
+    if loaded {
+        let (stop, spinners) = load();
+        let mut busy = Figures::default();
+        for round in 0..rounds {
+            b.round(round + rounds, &mut busy);
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        spinners.into_iter().for_each(|s| s.join().unwrap());
+        report("under load (a busy thread per CPU)", files, changed, rounds, busy);
+    }
     let _ = std::fs::remove_dir_all(&work);
 }

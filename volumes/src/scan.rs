@@ -121,10 +121,15 @@ pub(crate) fn walk(dir: &Beneath, exclude: &GlobSet) -> Result<Walk> {
     let st = stat_of(&st);
     let root = Root { mode: st.mode, mtime_ns: st.key.mtime_ns };
     let mut w = Walk { root, entries: Vec::new(), skipped: Vec::new() };
-    walk_dir(dir.root_fd(), dir.path(), "", exclude, &mut w)?;
+    walk_dir(dir.root_fd(), dir.path(), "", exclude, None, &mut w)?;
     skip_links_leaving(&mut w);
     Ok(w)
 }
+
+/// Called with each directory a walk enters (its descriptor and its `/`-separated path
+/// relative to the walked root, `""` for the root) before the walk lists it: a checkpoint's
+/// watch ([`crate::checkpoint`]) is put on it there, so no change after the listing is missed.
+pub(crate) type OnDir<'a> = Option<&'a (dyn Fn(BorrowedFd<'_>, &str) + Sync)>;
 
 /// Most top-level subtrees [`walk_parallel`] hands to its threads (each holds a descriptor).
 const MAX_DEFERRED: usize = 64;
@@ -141,13 +146,14 @@ struct Deferred {
 /// [`walk`] with the subtrees of the top-level directories walked on up to `threads` threads
 /// (a checkpoint of a large folder at every turn's end: the walk is the time it takes). The
 /// entries come in the same order as [`walk`]'s; skipped entries may come in another order.
-pub(crate) fn walk_parallel(dir: &Beneath, exclude: &GlobSet, threads: usize) -> Result<Walk> {
+/// `on_dir` sees every directory entered ([`OnDir`]).
+pub(crate) fn walk_parallel(dir: &Beneath, exclude: &GlobSet, threads: usize, on_dir: OnDir<'_>) -> Result<Walk> {
     let st = fstat(dir.root_fd()).map_err(|e| errno_io(dir.path(), e))?;
     let st = stat_of(&st);
     let root = Root { mode: st.mode, mtime_ns: st.key.mtime_ns };
     let mut w = Walk { root, entries: Vec::new(), skipped: Vec::new() };
     let mut deferred = Vec::new();
-    walk_dir_at(dir.root_fd(), dir.path(), "", exclude, &mut w, Some(&mut deferred))?;
+    walk_dir_at(dir.root_fd(), dir.path(), "", exclude, on_dir, &mut w, Some(&mut deferred))?;
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: Vec<std::sync::Mutex<Option<Result<Walk>>>> = deferred.iter().map(|_| std::sync::Mutex::new(None)).collect();
     std::thread::scope(|scope| {
@@ -156,7 +162,7 @@ pub(crate) fn walk_parallel(dir: &Beneath, exclude: &GlobSet, threads: usize) ->
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(d) = deferred.get(i) else { break };
                 let mut sub = Walk { root, entries: Vec::new(), skipped: Vec::new() };
-                let walked = walk_dir(d.fd.as_fd(), &d.abs, &d.rel, exclude, &mut sub).map(|()| sub);
+                let walked = walk_dir(d.fd.as_fd(), &d.abs, &d.rel, exclude, on_dir, &mut sub).map(|()| sub);
                 if let Ok(mut slot) = results[i].lock() {
                     *slot = Some(walked);
                 }
@@ -180,8 +186,8 @@ pub(crate) fn walk_parallel(dir: &Beneath, exclude: &GlobSet, threads: usize) ->
     Ok(w)
 }
 
-fn walk_dir(fd: BorrowedFd<'_>, abs: &Path, rel: &str, exclude: &GlobSet, w: &mut Walk) -> Result<()> {
-    walk_dir_at(fd, abs, rel, exclude, w, None)
+fn walk_dir(fd: BorrowedFd<'_>, abs: &Path, rel: &str, exclude: &GlobSet, on_dir: OnDir<'_>, w: &mut Walk) -> Result<()> {
+    walk_dir_at(fd, abs, rel, exclude, on_dir, w, None)
 }
 
 /// One directory of a walk: its entries, and its subdirectories' walked at once, or (with
@@ -191,9 +197,13 @@ fn walk_dir_at(
     abs: &Path,
     rel: &str,
     exclude: &GlobSet,
+    on_dir: OnDir<'_>,
     w: &mut Walk,
     mut deferred: Option<&mut Vec<Deferred>>,
 ) -> Result<()> {
+    if let Some(f) = on_dir {
+        f(fd, rel);
+    }
     let mut names: Vec<String> = Vec::new();
     {
         let listing = fd.try_clone_to_owned().at(abs)?;
@@ -268,7 +278,7 @@ fn walk_dir_at(
             // walked here.
             match deferred.as_deref_mut().filter(|later| later.len() < MAX_DEFERRED) {
                 Some(later) => later.push(Deferred { at: w.entries.len(), fd: sub, abs: p, rel: path }),
-                None => walk_dir(sub.as_fd(), &p, &path, exclude, w)?,
+                None => walk_dir(sub.as_fd(), &p, &path, exclude, on_dir, w)?,
             }
         } else if st.fmt == SFlag::S_IFREG {
             if let Some(kind) = side.get(name) {
@@ -604,7 +614,7 @@ mod parallel_tests {
         let ex = excludes(&["**/node_modules/**".to_owned()]).unwrap();
         let one = walk(&root, &ex).unwrap();
         for threads in [1, 2, 4] {
-            let many = walk_parallel(&root, &ex, threads).unwrap();
+            let many = walk_parallel(&root, &ex, threads, None).unwrap();
             let paths = |w: &Walk| w.entries.iter().map(|e| (e.path.clone(), e.kind)).collect::<Vec<_>>();
             assert_eq!(paths(&many), paths(&one), "{threads} threads");
             assert_eq!(many.skipped, one.skipped);

@@ -24,13 +24,17 @@ pub(super) fn open(cfg: &Config, run_id: &str) -> Result<Option<Checkpoints>> {
     Checkpoints::open(&dir(cfg, run_id), &settings.exclude).map(Some).map_err(|e| internal(&e))
 }
 
-/// [`open`] for the run's actor, which takes them: they never store a file holding one of the
-/// run's secret values (its environment's, its MCP servers', the daemon's:
+/// [`open`] for the run's actor, which takes them, watching the folder between turns when the
+/// host does (`SPACES_CHECKPOINT_WATCH`): they never store a file holding one of the run's
+/// secret values (its environment's, its MCP servers', the daemon's:
 /// [`super::secrets::RunSecrets::refused_in_home`]). Errors: as [`open`], and the run's secrets
 /// cannot be read.
 pub(super) fn open_to_take(cfg: &Config, run_id: &str) -> Result<Option<Checkpoints>> {
     let Some(mut cps) = open(cfg, run_id)? else { return Ok(None) };
     cps.refuse(&super::secrets::RunSecrets::load(&cfg.run_dir(run_id))?.refused_in_home());
+    if cfg.checkpoints.as_ref().is_some_and(|c| c.watch) {
+        cps.watch();
+    }
     Ok(Some(cps))
 }
 

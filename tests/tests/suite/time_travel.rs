@@ -291,6 +291,47 @@ async fn fork_at_turn_one_then_merge(h: H) {
     d.client.space("s").agent_stop(&run).await.unwrap();
 }
 
+/// Checkpoints between turns are spared their walk when the folder's watch saw nothing (issue
+/// 34's bench line): a turn that changes nothing has an empty `turn_diff`, and what comes after
+/// it is still caught, whoever makes it: the agent's shell in its sandbox (in a folder made two
+/// turns earlier) and a person editing the folder while the run is idle.
+async fn a_turn_that_changes_nothing_then_every_edit_still_shows(h: H) {
+    require_cli(h.tools, h.binary);
+    let d = TestDaemon::start().await;
+    let root = d.space("s").await;
+    let script = Script::new([
+        h.command("mkdir -p deep/er && echo one > deep/er/f.txt"),
+        Reply::Text("TURN-ONE-DONE".into()),
+        Reply::Text("TURN-TWO-CHANGES-NOTHING".into()),
+        h.command("echo two >> deep/er/f.txt && touch deep/er/new.txt"),
+        Reply::Text("TURN-THREE-DONE".into()),
+    ]);
+    let server = ScriptedServer::start(h.wire, script).await.unwrap();
+    let (run, _) = two_turns(&d, h, &server, &root).await;
+    std::fs::write(root.join("by-hand.txt"), "a person wrote this while the run was idle\n").unwrap();
+    d.client.space("s").agent_message(&run, "PROMPT-THREE edit again", None).await.unwrap();
+    d.wait_turn_end("s", &run, 3, TURN).await;
+    let events = d.events("s", &run).await;
+    let files = |turn: u32| {
+        let diff = events.iter().find(|e| e.kind == EventKind::TurnDiff && e.turn == turn);
+        let diff = diff.unwrap_or_else(|| panic!("no turn_diff for turn {turn}: {}", describe(&events)));
+        diff.files.clone().unwrap_or_default().into_iter().map(|f| (f.path, f.change)).collect::<Vec<_>>()
+    };
+    assert_eq!(files(1), [("deep/er/f.txt".into(), FileChangeKind::Added)], "{}", describe(&events));
+    assert_eq!(files(2), [], "{}", describe(&events));
+    assert_eq!(
+        files(3),
+        [
+            ("by-hand.txt".into(), FileChangeKind::Added),
+            ("deep/er/f.txt".into(), FileChangeKind::Changed),
+            ("deep/er/new.txt".into(), FileChangeKind::Added)
+        ],
+        "{}",
+        describe(&events)
+    );
+    d.client.space("s").agent_stop(&run).await.unwrap();
+}
+
 macro_rules! per_harness {
     ($($name:ident),* $(,)?) => {
         mod claude_code {
@@ -304,4 +345,9 @@ macro_rules! per_harness {
     };
 }
 
-per_harness!(edit_shell_rewind_both, bad_rewinds_are_refused, fork_at_turn_one_then_merge);
+per_harness!(
+    edit_shell_rewind_both,
+    bad_rewinds_are_refused,
+    fork_at_turn_one_then_merge,
+    a_turn_that_changes_nothing_then_every_edit_still_shows
+);

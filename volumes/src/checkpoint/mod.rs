@@ -22,6 +22,7 @@ mod changes;
 mod merge;
 mod objects;
 mod restore;
+mod watch;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -157,6 +158,12 @@ pub struct Checkpoints {
     last: Option<Snapshot>,
     /// The secret values no checkpoint stores ([`Self::refuse`]).
     refuse: crate::secrets::Scanner,
+    /// Watches on the folder's directories ([`Self::watch`]).
+    watch: Option<watch::Watch>,
+    /// The folder and turn of the checkpoint whose walk armed [`Self::watch`].
+    watched: Option<(PathBuf, u32)>,
+    /// Walks of the folder so far (checkpoints the watch spared one do not count).
+    pub(crate) walks: u64,
 }
 
 impl std::fmt::Debug for Checkpoints {
@@ -180,7 +187,17 @@ impl Checkpoints {
             exclude: scan::excludes(&patterns)?,
             last: None,
             refuse: crate::secrets::Scanner::new(&[]),
+            watch: None,
+            watched: None,
+            walks: 0,
         })
+    }
+
+    /// Watch the folder between checkpoints (inotify, `watch.rs`): a checkpoint of a folder in
+    /// which nothing changed since the last one is then taken without walking it. Without
+    /// inotify on the host every checkpoint walks, as before.
+    pub fn watch(&mut self) {
+        self.watch = watch::Watch::new(self.exclude.clone());
     }
 
     /// Never store a file or symlink target holding any of `values` (the run's secrets, in
@@ -254,9 +271,23 @@ impl Checkpoints {
     /// call it from `spawn_blocking` on a large folder. Errors: `Io` (the folder cannot be
     /// walked or a file read), `Corrupt` (an earlier checkpoint unreadable).
     pub fn take(&mut self, folder: &Path, turn: u32) -> Result<CheckpointReport> {
-        let root = Beneath::open(folder)?;
-        let walk = scan::walk_parallel(&root, &self.exclude, walk_threads())?;
         let prev = self.previous(turn)?;
+        // Nothing changed since the walk of `prev` armed the watch: no walk needed.
+        let watched = self.watched.take();
+        let armed_for = |p: &Snapshot| watched.as_ref().is_some_and(|(f, t)| f == folder && *t == p.turn);
+        match prev {
+            Some(p) if armed_for(&p) && self.watch.as_ref().is_some_and(watch::Watch::quiet) => {
+                return self.take_unchanged(folder, turn, p);
+            }
+            _ => {}
+        }
+        let root = Beneath::open(folder)?;
+        self.walks += 1;
+        if let Some(w) = &self.watch {
+            w.arm();
+        }
+        let on_dir = self.watch.as_ref().map(|w| move |fd: std::os::fd::BorrowedFd<'_>, rel: &str| w.enter(fd, rel));
+        let walk = scan::walk_parallel(&root, &self.exclude, walk_threads(), on_dir.as_ref().map(|f| f as _))?;
         let known: HashMap<&str, &Item> = prev.as_ref().map(Snapshot::index).unwrap_or_default();
         let taken_ns = scan::now_ns();
         let objects = objects::Objects::new(&self.dir);
@@ -328,7 +359,27 @@ impl Checkpoints {
         }
         let _ = std::fs::remove_file(self.dir.join(HEAD));
         self.last = Some(snap);
+        if self.watch.is_some() {
+            self.watched = Some((folder.to_path_buf(), turn));
+        }
         Ok(CheckpointReport { turn, files, stored_bytes, changes })
+    }
+
+    /// [`Self::take`] when the watch saw nothing change since checkpoint `prev` was walked: the
+    /// same entries, no walk, no byte read; a hard link to `prev`'s file when it can be.
+    fn take_unchanged(&mut self, folder: &Path, turn: u32, prev: Snapshot) -> Result<CheckpointReport> {
+        let base = Some(prev.turn).filter(|b| b + 1 != turn);
+        let linked = prev.base.is_none() && base.is_none() && self.link(prev.turn, turn).is_ok();
+        // The walk's time stays: files changed just before it are still read at the next walk.
+        let snap = Snapshot { turn, base, ..prev };
+        if !linked {
+            self.write(&snap)?;
+        }
+        let _ = std::fs::remove_file(self.dir.join(HEAD));
+        let files = snap.entries.iter().filter(|e| e.kind == Kind::File).count() as u64;
+        self.last = Some(snap);
+        self.watched = Some((folder.to_path_buf(), turn));
+        Ok(CheckpointReport { turn, files, stored_bytes: 0, changes: Vec::new() })
     }
 
     /// Whether `content` holds a refused value ([`Self::refuse`]).
@@ -381,6 +432,8 @@ impl Checkpoints {
     /// `Unsafe` (a symlink now stands where a directory must be entered), `Io`.
     pub fn restore(&mut self, folder: &Path, turn: u32) -> Result<RestoreReport> {
         let snap = self.load(turn)?;
+        // What the folder held when the watch was armed is no longer what it holds.
+        self.watched = None;
         let report = self.restore_snapshot(folder, &snap)?;
         // The next checkpoint compares with what the folder now holds (also after a restart).
         let head = self.dir.join(HEAD);
@@ -458,3 +511,5 @@ impl Checkpoints {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod watch_tests;

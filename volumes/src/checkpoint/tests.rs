@@ -6,13 +6,13 @@ use std::path::Path;
 
 use super::*;
 
-fn exclude() -> Vec<String> {
+pub(super) fn exclude() -> Vec<String> {
     DEFAULT_EXCLUDE.iter().map(|s| (*s).to_owned()).collect()
 }
 
 /// Every entry under `dir` (`.git` and `node_modules` included): path -> (mode, contents or
 /// link target), to compare folders byte for byte.
-fn tree(dir: &Path) -> BTreeMap<String, (u32, Vec<u8>)> {
+pub(super) fn tree(dir: &Path) -> BTreeMap<String, (u32, Vec<u8>)> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -34,7 +34,7 @@ fn tree(dir: &Path) -> BTreeMap<String, (u32, Vec<u8>)> {
     out
 }
 
-fn write(dir: &Path, rel: &str, text: &str) {
+pub(super) fn write(dir: &Path, rel: &str, text: &str) {
     let p = dir.join(rel);
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(p, text).unwrap();
