@@ -85,6 +85,7 @@ impl Hub {
 
     /// Reads every queued event and marks the owners it concerns as changed.
     fn drain(&self, st: &mut State) {
+        let State { dirs, owners } = st;
         loop {
             let events = match self.fd.read_events() {
                 Ok(ev) if !ev.is_empty() => ev,
@@ -92,19 +93,19 @@ impl Hub {
                 Err(nix::errno::Errno::EINTR) => continue,
                 Err(_) => {
                     // Unreadable: nothing can be trusted.
-                    st.owners.values_mut().for_each(|o| o.changed = true);
+                    owners.values_mut().for_each(|o| o.changed = true);
                     return;
                 }
             };
             for ev in events {
                 if ev.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
-                    st.owners.values_mut().for_each(|o| o.changed = true);
+                    owners.values_mut().for_each(|o| o.changed = true);
                     continue;
                 }
                 let gone = ev.mask.contains(AddWatchFlags::IN_IGNORED);
-                let Some(watchers) = (if gone { st.dirs.remove(&ev.wd) } else { st.dirs.get(&ev.wd).cloned() }) else { continue };
+                let Some(watchers) = dirs.get(&ev.wd) else { continue };
                 for (id, rel) in watchers {
-                    let Some(owner) = st.owners.get_mut(&id) else { continue };
+                    let Some(owner) = owners.get_mut(id) else { continue };
                     if gone {
                         // The directory is gone or unmounted: its removal was an event of its parent.
                         if let Some(inode) = owner.wds.remove(&ev.wd) {
@@ -116,11 +117,14 @@ impl Hub {
                     let path = match (&ev.name, rel.is_empty()) {
                         (Some(name), true) => name.to_string_lossy().into_owned(),
                         (Some(name), false) => format!("{rel}/{}", name.to_string_lossy()),
-                        (None, _) => rel,
+                        (None, _) => rel.clone(),
                     };
                     if path.is_empty() || !owner.exclude.is_match(&path) {
                         owner.changed = true;
                     }
+                }
+                if gone {
+                    dirs.remove(&ev.wd);
                 }
             }
         }
