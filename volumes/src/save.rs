@@ -129,20 +129,7 @@ pub(crate) fn prepare(
         }
         // Read it: consistently, and a live SQLite database through SQLite itself.
         let hashed_at = scan::now_ns();
-        let (content, sha, key) = if w.sqlite_wal {
-            match scan::sqlite_copy(dir, &w.path, spool) {
-                Some((c, sha)) => (c, sha, w.key),
-                None => match scan::read_stable(dir, &w.path, spool)? {
-                    Some(v) => v,
-                    None => continue,
-                },
-            }
-        } else {
-            match scan::read_stable(dir, &w.path, spool)? {
-                Some(v) => v,
-                None => continue,
-            }
-        };
+        let Some((content, sha, key)) = scan::read_consistent(dir, &w.path, w.sqlite_wal.then_some(w.key), spool)? else { continue };
         out.hashed += 1;
         progress.update("hash", done, Some(total));
         if let Some(name) = secrets.in_content(&content).map_err(|e| VolumeError::io(dir.path().join(&w.path), e))? {

@@ -511,6 +511,41 @@ pub(crate) fn read_stable(home: &Beneath, rel: &str, spool_dir: &Path) -> Result
     ))
 }
 
+/// [`read_stable`] of the walked file `rel`; for a SQLite database with a write-ahead log
+/// beside it (`wal_key`: the walk's key of it, [`Walked::sqlite_wal`]) its consistent copy
+/// through SQLite itself ([`sqlite_copy`], returned with `wal_key`), else its bytes as they
+/// are. `Ok(None)`: the file vanished. Errors: as [`read_stable`].
+pub(crate) fn read_consistent(
+    home: &Beneath,
+    rel: &str,
+    wal_key: Option<StatKey>,
+    spool_dir: &Path,
+) -> Result<Option<(Content, String, StatKey)>> {
+    if let Some(key) = wal_key {
+        if let Some((content, sha)) = sqlite_copy(home, rel, spool_dir) {
+            return Ok(Some((content, sha, key)));
+        }
+    }
+    read_stable(home, rel, spool_dir)
+}
+
+/// Removes the write-ahead log and its index (`X-wal`, `X-shm`, listed by the walk as
+/// `sqlite_wal`/`sqlite_shm` in `skipped`) beside the SQLite database `rel`, which is being
+/// replaced or removed: a newer log beside an older database would be replayed into it.
+/// Errors: `Io`, `Unsafe` (as [`Beneath::remove`]).
+pub(crate) fn remove_sqlite_sides(home: &Beneath, rel: &str, skipped: &[SkippedEntry]) -> Result<()> {
+    for (suffix, kind) in [("-wal", "sqlite_wal"), ("-shm", "sqlite_shm")] {
+        let side = format!("{rel}{suffix}");
+        if skipped.iter().any(|s| s.kind == kind && s.path == side) {
+            match home.remove(&side, false) {
+                Err(VolumeError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
+                other => other?,
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A consistent copy of a live SQLite database in WAL mode: `VACUUM INTO` a temp file from a
 /// read-only connection (one read transaction: the committed state, WAL included; the
 /// database's own files are not changed, and no checkpoint runs). `None` if SQLite cannot read

@@ -62,7 +62,7 @@ impl Side<'_> {
         match self.entries.get(path) {
             None => Ok((State::Absent, None)),
             Some(w) if w.kind == Kind::Symlink => Ok((State::Link(w.target.clone().unwrap_or_default()), None)),
-            Some(w) => match scan::read_stable(&self.root, path, self.spool)? {
+            Some(w) => match scan::read_consistent(&self.root, path, w.sqlite_wal.then_some(w.key), self.spool)? {
                 Some((content, sha, _)) => {
                     let bytes = match content {
                         Content::Mem(b) => b,
@@ -214,6 +214,8 @@ pub(crate) fn merge(
         if !matches!(write, Write::Remove) {
             make_parents(&o_root, &path, &dir_modes)?;
         }
+        // A database replaced or removed takes its write-ahead log with it.
+        scan::remove_sqlite_sides(&o_root, &path, &o_walk.skipped)?;
         match write {
             Write::Remove => o_root.remove(&path, false)?,
             Write::Link(target) => {

@@ -293,6 +293,7 @@ impl Checkpoints {
         let objects = objects::Objects::new(&self.dir);
         let (mut entries, mut stored_bytes, mut files) = (Vec::with_capacity(walk.entries.len()), 0u64, 0u64);
         for w in walk.entries {
+            let wal_key = w.sqlite_wal.then_some(w.key);
             let mut item = Item {
                 path: w.path,
                 kind: w.kind,
@@ -323,7 +324,7 @@ impl Checkpoints {
                         item.sha256 = p.sha256.clone();
                         item.secret = p.secret;
                     }
-                    None => match scan::read_stable(&root, &item.path, &objects.spool_dir())? {
+                    None => match scan::read_consistent(&root, &item.path, wal_key, &objects.spool_dir())? {
                         Some((content, _, key)) if self.holds_secret(&content)? => {
                             item.secret = true;
                             item.key = key;

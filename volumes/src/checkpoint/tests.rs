@@ -309,3 +309,66 @@ fn a_merge_over_a_folder_or_under_a_file_of_the_parent_is_a_conflict_and_writes_
     assert_eq!(paths, ["x", "y/inner.txt"], "{r:?}");
     assert_eq!(tree(p), before, "nothing written");
 }
+
+#[test]
+fn a_sqlite_database_with_a_live_log_is_checkpointed_whole_and_a_rewind_drops_the_newer_log() {
+    let (work, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let w = work.path();
+    let rows = |db: &Path| {
+        let conn = rusqlite::Connection::open(db).unwrap();
+        let mut q = conn.prepare("SELECT v FROM t ORDER BY rowid").unwrap();
+        q.query_map([], |r| r.get::<_, String>(0)).unwrap().collect::<std::result::Result<Vec<_>, _>>().unwrap()
+    };
+    // A program keeps the database open in WAL mode and never checkpoints it: its rows live in
+    // `app.db-wal`, not in `app.db`.
+    let conn = rusqlite::Connection::open(w.join("app.db")).unwrap();
+    conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+    conn.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+    conn.execute_batch("CREATE TABLE t(v TEXT); INSERT INTO t VALUES ('turn-0');").unwrap();
+    let mut cp = Checkpoints::open(state.path(), &exclude()).unwrap();
+    cp.take(w, 0).unwrap();
+    conn.execute("INSERT INTO t VALUES ('turn-1')", []).unwrap();
+    let r = cp.take(w, 1).unwrap();
+    let paths: Vec<&str> = r.changes.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(paths, ["app.db"], "the log is part of the database, never a file of its own");
+    assert!(w.join("app.db-wal").exists());
+
+    // Back to turn 0 while the log of turn 1 is still beside the database.
+    cp.restore(w, 0).unwrap();
+    // (The program is gone without closing: closing would write its log into the old file.)
+    std::mem::forget(conn);
+    assert!(!w.join("app.db-wal").exists() && !w.join("app.db-shm").exists());
+    assert_eq!(rows(&w.join("app.db")), ["turn-0"]);
+    // And forward again to turn 1: both rows.
+    cp.restore(w, 1).unwrap();
+    assert_eq!(rows(&w.join("app.db")), ["turn-0", "turn-1"]);
+}
+
+#[test]
+fn a_merge_brings_a_fork_s_live_sqlite_database_whole_and_drops_the_parent_s_old_log() {
+    let (parent, fork, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (p, f) = (parent.path(), fork.path());
+    let open_wal = |dir: &Path| {
+        let conn = rusqlite::Connection::open(dir.join("app.db")).unwrap();
+        conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+        conn.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+        conn
+    };
+    let ours = open_wal(p);
+    ours.execute_batch("CREATE TABLE t(v TEXT); INSERT INTO t VALUES ('base');").unwrap();
+    let mut cp = Checkpoints::open(state.path(), &exclude()).unwrap();
+    cp.take(p, 0).unwrap();
+    cp.copy_to(f, 0).unwrap();
+    let theirs = open_wal(f);
+    theirs.execute("INSERT INTO t VALUES ('fork')", []).unwrap();
+    assert!(p.join("app.db-wal").exists() && f.join("app.db-wal").exists());
+
+    let report = cp.merge(0, f, p).unwrap();
+    assert_eq!((report.applied, report.conflicts), (vec!["app.db".to_owned()], vec![]));
+    std::mem::forget((ours, theirs));
+    assert!(!p.join("app.db-wal").exists(), "the parent's log of the old database is gone");
+    let conn = rusqlite::Connection::open(p.join("app.db")).unwrap();
+    let rows: Vec<String> =
+        conn.prepare("SELECT v FROM t ORDER BY rowid").unwrap().query_map([], |r| r.get(0)).unwrap().map(|r| r.unwrap()).collect();
+    assert_eq!(rows, ["base", "fork"]);
+}
