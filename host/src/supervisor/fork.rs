@@ -123,7 +123,9 @@ fn make(
     let kind = make_worktree(space_root, worktree)?;
     // The parent's folder may be a subfolder of the Space: the same place in the worktree.
     let rel = Path::new(&parent.cwd).strip_prefix(space_root).map(Path::to_path_buf).unwrap_or_default();
-    let cwd = worktree.join(&rel);
+    // (`join("")` would end the path in a `/`, and the CLI's session directory is named after
+    // the path: the native session would not be found.)
+    let cwd = if rel.as_os_str().is_empty() { worktree.to_path_buf() } else { worktree.join(&rel) };
     std::fs::create_dir_all(&cwd).map_err(|e| io("the fork's folder", e))?;
     cps.copy_to(&cwd, at_turn).map_err(|e| io("the fork's worktree", e))?;
     // A merge compares against this checkpoint: the parent keeps it.
@@ -145,6 +147,9 @@ fn make(
             parent_dir.join(super::run_sandbox::HOME).join(layout.config_dir),
             run_dir.join(super::run_sandbox::HOME).join(layout.config_dir),
         );
+        if let Some(found) = super::persist::find_transcript(&from, &layout, session) {
+            transcript_settled(&from.join(found), point);
+        }
         copy_tree(&from, &to).map_err(|e| io("the parent's session files", e))?;
         if let Some(found) = super::persist::find_transcript(&to, &layout, session) {
             super::persist::relocate(&to, &layout, &found, &cwd).map_err(|e| io("the parent's transcript", e))?;
@@ -182,6 +187,34 @@ fn make(
     };
     inner.store.run_insert(&row)?;
     Ok((kind, conversation, cwd))
+}
+
+/// Most a fork waits for the parent's transcript to hold the fork point (ms).
+const TRANSCRIPT_WAIT_MS: u64 = 5_000;
+/// A transcript unchanged this long (ms) is taken as written out.
+const TRANSCRIPT_QUIET_MS: u64 = 300;
+
+/// Waits (at most [`TRANSCRIPT_WAIT_MS`]) until the parent's transcript `file` is written out:
+/// it holds the fork point `point` (Claude Code's message `uuid`), or it stopped changing for
+/// [`TRANSCRIPT_QUIET_MS`] (a CLI whose point is not written in it). A turn ends on the CLI's
+/// last stream line, and the CLI may write the end of its transcript just after: a fork made
+/// at once would copy a transcript without its point, and the CLI would refuse to resume.
+fn transcript_settled(file: &Path, point: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(TRANSCRIPT_WAIT_MS);
+    let stat = || std::fs::metadata(file).ok().map(|m| (m.len(), m.modified().ok()));
+    let (mut last, mut since) = (stat(), std::time::Instant::now());
+    while std::time::Instant::now() < deadline {
+        if std::fs::read(file).is_ok_and(|bytes| memchr::memmem::find(&bytes, point.as_bytes()).is_some()) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let now = stat();
+        if now != last {
+            (last, since) = (now, std::time::Instant::now());
+        } else if since.elapsed() >= std::time::Duration::from_millis(TRANSCRIPT_QUIET_MS) {
+            return;
+        }
+    }
 }
 
 /// `git` with what could run a program of the repository's config turned off: hooks

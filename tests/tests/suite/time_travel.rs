@@ -207,6 +207,12 @@ async fn fork_at_turn_one_then_merge(h: H) {
         Reply::Text("TURN-ONE-DONE".into()),
         h.command("echo two > two.txt"),
         Reply::Text("TURN-TWO-DONE".into()),
+        // The fork's agent writes its worktree and commits there, and cannot write its parent's
+        // folder (its sandbox has the Space read-only but its worktree and `.git`).
+        h.command(
+            "echo mine > in-fork.txt; echo escaped > ../../escape.txt; git add in-fork.txt && \
+             git -c user.name=f -c user.email=f@localhost -c commit.gpgsign=false commit -q -m fork-commit",
+        ),
         Reply::Text("FORK-DONE".into()),
     ]);
     let server = ScriptedServer::start(h.wire, script).await.unwrap();
@@ -238,7 +244,11 @@ async fn fork_at_turn_one_then_merge(h: H) {
     let first = &asked[0];
     assert!(first.contains("PROMPT-FORK") && first.contains("PROMPT-ONE") && first.contains("TURN-ONE-DONE"), "{first}");
     assert!(!first.contains("PROMPT-TWO") && !first.contains("TURN-TWO-DONE"), "only turn 1's conversation: {first}");
-    assert_eq!(tree(&root), parent_after_two, "the parent's folder is untouched");
+    assert_eq!(tree(&root), parent_after_two, "the parent's folder is untouched (the fork's agent could not write it)");
+    assert!(!root.join("escape.txt").exists(), "{}", describe(&fork_events));
+    assert_eq!(std::fs::read_to_string(wt.join("in-fork.txt")).unwrap_or_default(), "mine\n", "{}", describe(&fork_events));
+    let log = std::process::Command::new("git").arg("-C").arg(&wt).args(["log", "--format=%s", "-1"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "fork-commit", "git works in the worktree: {}", describe(&fork_events));
     let parent_now = d.events("s", &run).await;
     assert_eq!(shown(&parent_now), parent_events + 1, "the parent got one notice of the fork: {}", describe(&parent_now));
     assert!(parent_now.iter().all(|e| e.turn <= 2), "the parent ran no turn: {}", describe(&parent_now));
@@ -250,7 +260,7 @@ async fn fork_at_turn_one_then_merge(h: H) {
     let merge = AgentMergeRequest { space: "s".into(), run_id: fork.run_id.clone() };
     let m = d.client.agent_merge(&merge).await.unwrap();
     assert!(m.merged && m.conflicts.is_empty(), "{m:?}");
-    assert_eq!(m.applied, ["base.txt", "fork.txt"], "{m:?}");
+    assert_eq!(m.applied, ["base.txt", "fork.txt", "in-fork.txt"], "{m:?}");
     assert_eq!(std::fs::read_to_string(root.join("fork.txt")).unwrap(), "from the fork\n");
     // Both change the same line: a conflict, and nothing is written.
     std::fs::write(root.join("base.txt"), "alpha\nbeta-parent\ngamma-fork\n").unwrap();
@@ -330,6 +340,53 @@ async fn a_turn_that_changes_nothing_then_every_edit_still_shows(h: H) {
         describe(&events)
     );
     d.client.space("s").agent_stop(&run).await.unwrap();
+}
+
+/// A fork's agent writes its own worktree, and neither its parent's folder nor the worktrees
+/// folder beside it: its sandbox has the Space read-only but its worktree (and `.git`).
+async fn a_fork_s_agent_writes_only_its_worktree(d: TestDaemon) {
+    let h = CLAUDE;
+    require_cli(h.tools, h.binary);
+    let root = d.space("s").await;
+    let script = Script::new([
+        h.command("echo one > one.txt"),
+        Reply::Text("TURN-ONE-DONE".into()),
+        h.command("echo mine > in-fork.txt; echo escaped > ../../escape.txt; echo escaped > ../next-to-me.txt; true"),
+        Reply::Text("FORK-DONE".into()),
+    ]);
+    let server = ScriptedServer::start(h.wire, script).await.unwrap();
+    let run = d.client.agent_start(&start_request(h, &server, "PROMPT-ONE write")).await.unwrap().run_id;
+    d.wait_turn_end("s", &run, 1, TURN).await;
+    d.wait_status("s", &run, TURN, settled).await;
+    let before = tree(&root);
+    assert!(before.contains_key("one.txt"), "{before:?}");
+    let req = AgentForkRequest { space: "s".into(), run_id: run.clone(), at_turn: 1, label: None };
+    let fork = d.client.agent_fork(&req).await.unwrap();
+    let wt = std::path::PathBuf::from(&fork.cwd);
+    d.client.space("s").agent_message(&fork.run_id, "PROMPT-FORK try to escape", None).await.unwrap();
+    d.wait_turn_end("s", &fork.run_id, 1, TURN).await;
+    let events = d.events("s", &fork.run_id).await;
+    assert_eq!(std::fs::read_to_string(wt.join("in-fork.txt")).unwrap_or_default(), "mine\n", "{}", describe(&events));
+    assert_eq!(tree(&root), before, "the parent's folder is untouched: {}", describe(&events));
+    assert!(!wt.parent().unwrap().join("next-to-me.txt").exists(), "{}", describe(&events));
+    d.client.space("s").agent_stop(&fork.run_id).await.unwrap();
+    d.client.space("s").agent_stop(&run).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_s_agent_writes_only_its_worktree_root_daemon() {
+    a_fork_s_agent_writes_only_its_worktree(TestDaemon::start().await).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_s_agent_writes_only_its_worktree_unprivileged_daemon() {
+    a_fork_s_agent_writes_only_its_worktree(TestDaemon::start_unprivileged(Vec::new(), Vec::new()).await).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_s_agent_writes_only_its_worktree_landlock_unprivileged_daemon() {
+    let landlock = vec![("SPACES_SANDBOX".to_owned(), "landlock".to_owned())];
+    a_fork_s_agent_writes_only_its_worktree(TestDaemon::start_unprivileged(landlock, Vec::new()).await).await
 }
 
 macro_rules! per_harness {
