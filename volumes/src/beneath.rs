@@ -242,6 +242,13 @@ impl Beneath {
         }
     }
 
+    /// Renames the entry `rel` to `name` in the same directory (replacing what `name` was).
+    /// Errors: `Io` (`rel` missing included), `Unsafe` (a symlink on the way).
+    pub fn rename_beside(&self, rel: &str, name: &str) -> Result<()> {
+        let (parent, from) = self.parent(rel)?;
+        nix::fcntl::renameat(parent.fd(), from, parent.fd(), name).map_err(|e| errno_io(&self.abs(rel), e))
+    }
+
     /// Writes regular file `rel` from `content` with `mode` and `mtime_ns`, replacing whatever
     /// file or symlink is there in one rename: a reader sees the old file or the new one, never
     /// half of it. The bytes go to a temp file beside it first (made `O_EXCL`, never followed).

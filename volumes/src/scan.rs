@@ -90,6 +90,18 @@ fn is_sqlite(dir: BorrowedFd<'_>, name: &str) -> bool {
     fs::File::from(fd).read_exact(&mut head).is_ok() && &head == SQLITE_MAGIC
 }
 
+/// Whether `name` in directory `dir` is a SQLite write-ahead log: empty, or starting with its
+/// magic number (`0x377f0682` or `0x377f0683`, big-endian). Opened without following a link.
+fn is_sqlite_wal(dir: BorrowedFd<'_>, name: &str) -> bool {
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    let Ok(fd) = openat(dir, name, flags, Mode::empty()) else { return false };
+    let mut head = Vec::with_capacity(4);
+    if fs::File::from(fd).take(4).read_to_end(&mut head).is_err() {
+        return false;
+    }
+    head.is_empty() || matches!(head.as_slice(), [0x37, 0x7f, 0x06, 0x82 | 0x83])
+}
+
 /// What a walk keeps of an `lstat`.
 struct Stat {
     fmt: SFlag,
@@ -232,7 +244,7 @@ fn walk_dir_at(
     for n in &names {
         for (suffix, kind) in [("-wal", "sqlite_wal"), ("-shm", "sqlite_shm")] {
             if let Some(base) = n.strip_suffix(suffix) {
-                if present.contains(base) && is_sqlite(fd, base) {
+                if present.contains(base) && is_sqlite(fd, base) && (suffix == "-shm" || is_sqlite_wal(fd, n)) {
                     side.insert(n.clone(), kind);
                     if suffix == "-wal" {
                         with_wal.insert(base.to_string());
@@ -244,7 +256,11 @@ fn walk_dir_at(
     for name in &names {
         let path = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
         if exclude.is_match(&path) {
-            w.skipped.push(SkippedEntry { path, kind: "excluded".into() });
+            // A database's log and index are parts of it, not files of their own, even when a
+            // pattern (`*-wal`) names them: a restore of the database must know they are there.
+            let regular = || fstatat(fd, name.as_str(), AtFlags::AT_SYMLINK_NOFOLLOW).is_ok_and(|st| stat_of(&st).fmt == SFlag::S_IFREG);
+            let kind = side.get(name).filter(|_| regular()).copied().unwrap_or("excluded");
+            w.skipped.push(SkippedEntry { path, kind: kind.into() });
             continue;
         }
         let p = abs.join(name);
@@ -522,40 +538,60 @@ pub(crate) fn read_consistent(
     spool_dir: &Path,
 ) -> Result<Option<(Content, String, StatKey)>> {
     if let Some(key) = wal_key {
-        if let Some((content, sha)) = sqlite_copy(home, rel, spool_dir) {
+        if let Some((content, sha)) = sqlite_copy(home, rel, spool_dir, std::time::Duration::from_secs(10)) {
             return Ok(Some((content, sha, key)));
         }
     }
     read_stable(home, rel, spool_dir)
 }
 
-/// Removes the write-ahead log and its index (`X-wal`, `X-shm`, listed by the walk as
-/// `sqlite_wal`/`sqlite_shm` in `skipped`) beside the SQLite database `rel`, which is being
-/// replaced or removed: a newer log beside an older database would be replayed into it.
-/// Errors: `Io`, `Unsafe` (as [`Beneath::remove`]).
-pub(crate) fn remove_sqlite_sides(home: &Beneath, rel: &str, skipped: &[SkippedEntry]) -> Result<()> {
+/// Replaces or removes the SQLite database `rel` through `change`, with its write-ahead log and
+/// index (`X-wal`, `X-shm`, listed by the walk as `sqlite_wal`/`sqlite_shm` in `skipped`) gone
+/// with it: a newer log beside an older database would be replayed into it. The side files are
+/// renamed aside first, removed once `change` succeeded, and put back if it failed, so a failed
+/// write never leaves the old database without its log. Errors: `change`'s, `Io`, `Unsafe`.
+pub(crate) fn without_sqlite_sides(home: &Beneath, rel: &str, skipped: &[SkippedEntry], change: impl FnOnce() -> Result<()>) -> Result<()> {
+    let mut aside: Vec<(String, String)> = Vec::new();
+    let mut moved = Ok(());
     for (suffix, kind) in [("-wal", "sqlite_wal"), ("-shm", "sqlite_shm")] {
         let side = format!("{rel}{suffix}");
         if skipped.iter().any(|s| s.kind == kind && s.path == side) {
-            match home.remove(&side, false) {
+            let name = format!(".spaces-aside-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+            match home.rename_beside(&side, &name) {
+                Ok(()) => aside.push((side, name)),
                 Err(VolumeError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
-                other => other?,
+                Err(e) => {
+                    moved = Err(e);
+                    break;
+                }
             }
         }
     }
-    Ok(())
+    let done = moved.and_then(|()| change());
+    let dir = rel.rsplit_once('/').map(|(d, _)| format!("{d}/"));
+    for (side, name) in aside {
+        let at = format!("{}{name}", dir.as_deref().unwrap_or_default());
+        if done.is_ok() {
+            home.remove(&at, false)?;
+        } else {
+            let back = side.rsplit('/').next().unwrap_or(&side);
+            let _ = home.rename_beside(&at, back);
+        }
+    }
+    done
 }
 
 /// A consistent copy of a live SQLite database in WAL mode: `VACUUM INTO` a temp file from a
 /// read-only connection (one read transaction: the committed state, WAL included; the
-/// database's own files are not changed, and no checkpoint runs). `None` if SQLite cannot read
+/// database's contents are not changed, and no checkpoint runs; SQLite may make or reset its
+/// `-shm` index, as any reader does). `None` if SQLite cannot read
 /// it (then the caller stores the files as they are).
 ///
 /// SQLite takes a path: it is used only while it names the directory reached beneath the home
 /// without following a symlink, checked before and after the copy, and the database itself is
 /// opened `SQLITE_OPEN_NOFOLLOW` (else `None`: the caller reads the file through its
 /// descriptor instead).
-pub(crate) fn sqlite_copy(home: &Beneath, rel: &str, spool_dir: &Path) -> Option<(Content, String)> {
+pub(crate) fn sqlite_copy(home: &Beneath, rel: &str, spool_dir: &Path, busy: std::time::Duration) -> Option<(Content, String)> {
     use rusqlite::OpenFlags;
     let db = home.path().join(rel);
     if !home.path_is_beneath(rel) {
@@ -565,7 +601,7 @@ pub(crate) fn sqlite_copy(home: &Beneath, rel: &str, spool_dir: &Path) -> Option
     let out = dir.path().join("copy.db");
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW;
     let conn = rusqlite::Connection::open_with_flags(&db, flags).ok()?;
-    conn.busy_timeout(std::time::Duration::from_secs(10)).ok()?;
+    conn.busy_timeout(busy).ok()?;
     let target = out.to_str()?;
     if let Err(e) = conn.execute("VACUUM INTO ?1", [target]) {
         tracing::warn!(db = %db.display(), error = %e, "consistent copy of a SQLite database failed; storing its files as they are");
@@ -621,7 +657,7 @@ mod tests {
         fs::rename(home.join("d"), tmp.path().join("d.old")).unwrap();
         std::os::unix::fs::symlink(&outside, home.join("d")).unwrap();
         assert!(read_stable(&root, "d/notes.txt", &spool).unwrap().is_none());
-        assert!(sqlite_copy(&root, "d/notes.txt", &spool).is_none());
+        assert!(sqlite_copy(&root, "d/notes.txt", &spool, std::time::Duration::from_secs(1)).is_none());
         assert!(!root.path_is_beneath("d/notes.txt"));
         let w = walk(&root, &excludes(&[]).unwrap()).unwrap();
         assert!(w.entries.iter().all(|e| !e.path.starts_with("d/")), "the walk entered the symlink");

@@ -215,15 +215,14 @@ pub(crate) fn merge(
             make_parents(&o_root, &path, &dir_modes)?;
         }
         // A database replaced or removed takes its write-ahead log with it.
-        scan::remove_sqlite_sides(&o_root, &path, &o_walk.skipped)?;
-        match write {
-            Write::Remove => o_root.remove(&path, false)?,
+        scan::without_sqlite_sides(&o_root, &path, &o_walk.skipped, || match &write {
+            Write::Remove => o_root.remove(&path, false),
             Write::Link(target) => {
                 o_root.remove(&path, false)?;
-                o_root.symlink(&path, &target)?;
+                o_root.symlink(&path, target)
             }
-            Write::File { bytes, mode } => o_root.replace_file(&path, &mut bytes.as_slice(), mode, scan::now_ns())?,
-        }
+            Write::File { bytes, mode } => o_root.replace_file(&path, &mut bytes.as_slice(), *mode, scan::now_ns()),
+        })?;
         report.applied.push(path);
     }
     Ok(report)

@@ -91,12 +91,20 @@ pub(crate) struct Item {
     /// ([`Checkpoints::refuse`]): not stored, like a big file.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub secret: bool,
+    /// A live SQLite database (a write-ahead log beside it) SQLite could not copy consistently
+    /// (locked past [`SQLITE_BUSY`]): not stored, like a big file, so no rewind writes a main file
+    /// without the commits its log holds.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub uncopied: bool,
 }
+
+/// How long a checkpoint waits for a live SQLite database's lock before leaving it unstored.
+const SQLITE_BUSY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Item {
     /// Its contents are not in the checkpoint (too big, or holding a secret value).
     pub(crate) fn unstored(&self) -> bool {
-        self.big || self.secret
+        self.big || self.secret || self.uncopied
     }
 
     /// What "unchanged" compares: kind, mode, contents (an unstored file's size and mtime),
@@ -160,10 +168,50 @@ pub struct Checkpoints {
     refuse: crate::secrets::Scanner,
     /// Watches on the folder's directories ([`Self::watch`]).
     watch: Option<watch::Watch>,
-    /// The folder and turn of the checkpoint whose walk armed [`Self::watch`].
-    watched: Option<(PathBuf, u32)>,
+    /// The checkpoint whose walk armed [`Self::watch`]: the folder it walked, the folder's
+    /// (device, inode) then, and its turn.
+    watched: Option<Watched>,
     /// Walks of the folder so far (checkpoints the watch spared one do not count).
     pub(crate) walks: u64,
+}
+
+/// See [`Checkpoints::watched`].
+#[derive(Debug, PartialEq)]
+struct Watched {
+    folder: PathBuf,
+    root: (u64, u64),
+    turn: u32,
+}
+
+/// What [`read_for_checkpoint`] found.
+enum Read {
+    Got(scan::Content, String, StatKey),
+    /// Vanished (or became something else) since the walk.
+    Gone,
+    /// A live SQLite database SQLite could not copy ([`Item::uncopied`]).
+    Uncopied,
+}
+
+/// A file's contents for a checkpoint: a live SQLite database (`wal_key`: the walk's key of
+/// it) through SQLite's consistent copy, never its main file alone; any other file read
+/// consistently ([`scan::read_stable`]).
+fn read_for_checkpoint(root: &Beneath, rel: &str, wal_key: Option<StatKey>, spool: &Path) -> Result<Read> {
+    if let Some(key) = wal_key {
+        return Ok(match scan::sqlite_copy(root, rel, spool, SQLITE_BUSY) {
+            Some((content, sha)) => Read::Got(content, sha, key),
+            None => Read::Uncopied,
+        });
+    }
+    Ok(match scan::read_stable(root, rel, spool)? {
+        Some((c, sha, key)) => Read::Got(c, sha, key),
+        None => Read::Gone,
+    })
+}
+
+/// The (device, inode) of the folder `root` opened.
+fn identity(root: &Beneath) -> Result<(u64, u64)> {
+    let st = nix::sys::stat::fstat(root.root_fd()).map_err(|e| crate::beneath::errno_io(root.path(), e))?;
+    Ok((st.st_dev, st.st_ino))
 }
 
 impl std::fmt::Debug for Checkpoints {
@@ -272,22 +320,30 @@ impl Checkpoints {
     /// walked or a file read), `Corrupt` (an earlier checkpoint unreadable).
     pub fn take(&mut self, folder: &Path, turn: u32) -> Result<CheckpointReport> {
         let prev = self.previous(turn)?;
-        // Nothing changed since the walk of `prev` armed the watch: no walk needed.
+        let root = Beneath::open(folder)?;
+        // Nothing changed since the walk of `prev` armed the watch (and the path still names
+        // the folder that walk found): no walk needed.
         let watched = self.watched.take();
-        let armed_for = |p: &Snapshot| watched.as_ref().is_some_and(|(f, t)| f == folder && *t == p.turn);
+        let armed_for = |p: &Snapshot| -> Result<bool> {
+            let Some(w) = watched.as_ref().filter(|w| w.folder == folder && w.turn == p.turn) else { return Ok(false) };
+            Ok(identity(&root)? == w.root)
+        };
         match prev {
-            Some(p) if armed_for(&p) && self.watch.as_ref().is_some_and(watch::Watch::quiet) => {
-                return self.take_unchanged(folder, turn, p);
+            Some(p) if armed_for(&p)? && self.watch.as_ref().is_some_and(watch::Watch::quiet) => {
+                return self.take_unchanged(folder, turn, p, watched.map(|w| w.root).unwrap_or_default());
             }
             _ => {}
         }
-        let root = Beneath::open(folder)?;
         self.walks += 1;
+        let root_id = identity(&root)?;
         if let Some(w) = &self.watch {
             w.arm();
         }
         let on_dir = self.watch.as_ref().map(|w| move |fd: std::os::fd::BorrowedFd<'_>, rel: &str| w.enter(fd, rel));
         let walk = scan::walk_parallel(&root, &self.exclude, walk_threads(), on_dir.as_ref().map(|f| f as _))?;
+        if let Some(w) = &self.watch {
+            w.walked();
+        }
         let known: HashMap<&str, &Item> = prev.as_ref().map(Snapshot::index).unwrap_or_default();
         let taken_ns = scan::now_ns();
         let objects = objects::Objects::new(&self.dir);
@@ -305,6 +361,7 @@ impl Checkpoints {
                 key: w.key,
                 big: false,
                 secret: false,
+                uncopied: false,
             };
             if item.target.as_deref().is_some_and(|t| self.refuse.in_bytes(t.as_bytes()).is_some()) {
                 item.target = None;
@@ -315,8 +372,13 @@ impl Checkpoints {
                 item.big = true;
             } else if w.kind == Kind::File {
                 files += 1;
+                // A live SQLite database is copied again at every walk: its log's stat key
+                // (folded into the walk's) can stay the same across a commit.
                 let trusted = known.get(item.path.as_str()).filter(|p| {
-                    p.kind == Kind::File && p.key == w.key && w.key.ctime_ns + RACY_NS < prev.as_ref().map_or(0, |s| s.taken_ns)
+                    !w.sqlite_wal
+                        && p.kind == Kind::File
+                        && p.key == w.key
+                        && w.key.ctime_ns + RACY_NS < prev.as_ref().map_or(0, |s| s.taken_ns)
                 });
                 match trusted {
                     Some(p) => {
@@ -324,20 +386,21 @@ impl Checkpoints {
                         item.sha256 = p.sha256.clone();
                         item.secret = p.secret;
                     }
-                    None => match scan::read_consistent(&root, &item.path, wal_key, &objects.spool_dir())? {
-                        Some((content, _, key)) if self.holds_secret(&content)? => {
+                    None => match read_for_checkpoint(&root, &item.path, wal_key, &objects.spool_dir())? {
+                        Read::Uncopied => item.uncopied = true,
+                        Read::Got(content, _, key) if self.holds_secret(&content)? => {
                             item.secret = true;
                             item.key = key;
                             item.size = key.size;
                         }
-                        Some((content, sha, key)) => {
+                        Read::Got(content, sha, key) => {
                             stored_bytes += objects.put(&sha, content)?;
                             item.sha256 = Some(sha);
                             item.key = key;
                             item.size = key.size;
                         }
                         // Gone (or made a symlink) since the walk: not in this checkpoint.
-                        None => continue,
+                        Read::Gone => continue,
                     },
                 }
             }
@@ -361,14 +424,14 @@ impl Checkpoints {
         let _ = std::fs::remove_file(self.dir.join(HEAD));
         self.last = Some(snap);
         if self.watch.is_some() {
-            self.watched = Some((folder.to_path_buf(), turn));
+            self.watched = Some(Watched { folder: folder.to_path_buf(), root: root_id, turn });
         }
         Ok(CheckpointReport { turn, files, stored_bytes, changes })
     }
 
     /// [`Self::take`] when the watch saw nothing change since checkpoint `prev` was walked: the
     /// same entries, no walk, no byte read; a hard link to `prev`'s file when it can be.
-    fn take_unchanged(&mut self, folder: &Path, turn: u32, prev: Snapshot) -> Result<CheckpointReport> {
+    fn take_unchanged(&mut self, folder: &Path, turn: u32, prev: Snapshot, root: (u64, u64)) -> Result<CheckpointReport> {
         let base = Some(prev.turn).filter(|b| b + 1 != turn);
         let linked = prev.base.is_none() && base.is_none() && self.link(prev.turn, turn).is_ok();
         // The walk's time stays: files changed just before it are still read at the next walk.
@@ -379,7 +442,7 @@ impl Checkpoints {
         let _ = std::fs::remove_file(self.dir.join(HEAD));
         let files = snap.entries.iter().filter(|e| e.kind == Kind::File).count() as u64;
         self.last = Some(snap);
-        self.watched = Some((folder.to_path_buf(), turn));
+        self.watched = Some(Watched { folder: folder.to_path_buf(), root, turn });
         Ok(CheckpointReport { turn, files, stored_bytes: 0, changes: Vec::new() })
     }
 

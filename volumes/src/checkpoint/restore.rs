@@ -62,10 +62,13 @@ pub(crate) fn restore(objects: &Objects, folder: &Path, exclude: &GlobSet, snap:
         report.removed += 1;
     }
     for w in gone {
-        if w.kind == Kind::File {
-            scan::remove_sqlite_sides(&root, &w.path, &now.skipped)?;
-        }
-        match root.remove(&w.path, w.kind == Kind::Dir) {
+        // A database goes with its log and index.
+        let removed = if w.kind == Kind::File {
+            scan::without_sqlite_sides(&root, &w.path, &now.skipped, || root.remove(&w.path, false))
+        } else {
+            root.remove(&w.path, true)
+        };
+        match removed {
             Ok(()) => report.removed += 1,
             // A directory that keeps excluded entries (`node_modules` made later) stays, unless
             // the checkpoint needs its path for something else.
@@ -110,8 +113,9 @@ pub(crate) fn restore(objects: &Objects, folder: &Path, exclude: &GlobSet, snap:
                 }
                 let bytes = objects.get(item.sha256.as_deref().unwrap_or_default())?;
                 // A database comes back whole (a consistent copy): a newer log beside it goes.
-                scan::remove_sqlite_sides(&root, &item.path, &now.skipped)?;
-                root.replace_file(&item.path, &mut bytes.as_slice(), item.mode, item.mtime_ns)?;
+                scan::without_sqlite_sides(&root, &item.path, &now.skipped, || {
+                    root.replace_file(&item.path, &mut bytes.as_slice(), item.mode, item.mtime_ns)
+                })?;
                 report.written += 1;
             }
         }

@@ -13,12 +13,23 @@
 //! directory's watch, and the host's per-user limit of instances (128 by default) is not spent
 //! one per run. Events under excluded paths (`node_modules/`, a build's `target/`) do not count.
 //!
-//! What inotify does not see, and a watched checkpoint then misses until the next walk: writes
-//! through a memory map (`mmap`), and writes to a file in the folder through a hard link that
-//! lives outside it (inotify(7), "Limitations and caveats"). `SPACES_CHECKPOINT_WATCH=0` makes
-//! every checkpoint walk.
+//! Only folders on local file systems are trusted to a watch (ext2/3/4, xfs, btrfs, f2fs, tmpfs,
+//! overlayfs; every directory on another device than the folder's is checked too): on network
+//! and FUSE file systems (NFS, SMB, sshfs, WSL's drvfs/9p) another client's writes raise no
+//! event, so a folder there is walked every time.
+//!
+//! What inotify does not see on a local file system either, and a watched checkpoint then
+//! misses until the next walk: writes through a memory map (`mmap`), and changes (contents or
+//! metadata) to a file of the folder made through a hard link whose other name is outside the
+//! folder or under an excluded path (inotify(7), "Limitations and caveats").
+//! `SPACES_CHECKPOINT_WATCH=0` makes every checkpoint walk.
+//!
+//! A walk's watches are the folder's directories as that walk found them: the watches of
+//! directories it did not enter (moved out of the folder, or under an excluded path now) are
+//! removed after it. A watch the host refuses (`fs.inotify.max_user_watches`) makes the folder
+//! give up watching: its watches are removed, and every checkpoint walks.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -57,11 +68,27 @@ struct Owner {
     exclude: GlobSet,
     /// Something changed (or may have) since the owner was last armed.
     changed: bool,
-    /// The directories it watches: each watch and the directory's (device, inode).
-    wds: HashMap<WatchDescriptor, (u64, u64)>,
-    /// The same, by (device, inode): a walk re-entering a directory still watched under the
-    /// same path puts no watch again.
-    by_inode: HashMap<(u64, u64), WatchDescriptor>,
+    /// The directories it watches.
+    wds: HashSet<WatchDescriptor>,
+    /// Those the walk since the last [`Watch::arm`] entered.
+    entered: HashSet<WatchDescriptor>,
+    /// The device of the folder's root, as the walk since the last arm found it.
+    root_dev: Option<u64>,
+    /// The host refused a watch: this folder is walked every time from now on.
+    gave_up: bool,
+}
+
+impl Owner {
+    fn new(exclude: GlobSet) -> Owner {
+        Owner { exclude, changed: true, wds: HashSet::new(), entered: HashSet::new(), root_dev: None, gave_up: false }
+    }
+}
+
+/// File systems on which every change to a watched directory raises an inotify event (local
+/// ones: another machine's or a FUSE server's writes would raise none).
+fn local(fs: nix::sys::statfs::FsType) -> bool {
+    use nix::sys::statfs::*;
+    [EXT4_SUPER_MAGIC, XFS_SUPER_MAGIC, BTRFS_SUPER_MAGIC, F2FS_SUPER_MAGIC, TMPFS_MAGIC, OVERLAYFS_SUPER_MAGIC].contains(&fs)
 }
 
 /// The hub, made at first use; `None` when the host gives no inotify instance (then every
@@ -108,9 +135,8 @@ impl Hub {
                     let Some(owner) = owners.get_mut(id) else { continue };
                     if gone {
                         // The directory is gone or unmounted: its removal was an event of its parent.
-                        if let Some(inode) = owner.wds.remove(&ev.wd) {
-                            owner.by_inode.remove(&inode);
-                        }
+                        owner.wds.remove(&ev.wd);
+                        owner.entered.remove(&ev.wd);
                         owner.changed = true;
                         continue;
                     }
@@ -144,64 +170,91 @@ impl Watch {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         let hub = hub()?;
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
-        hub.lock().owners.insert(id, Owner { exclude, changed: true, wds: HashMap::new(), by_inode: HashMap::new() });
+        hub.lock().owners.insert(id, Owner::new(exclude));
         Some(Watch { id, hub })
     }
 
     /// Start watching afresh, just before a walk: what happened until now is forgotten (the
-    /// walk sees it). Directories the walk enters are added with [`Self::enter`].
+    /// walk sees it). Directories the walk enters are added with [`Self::enter`], and
+    /// [`Self::walked`] ends the walk.
     pub fn arm(&self) {
         let mut st = self.hub.lock();
         self.hub.drain(&mut st);
         if let Some(o) = st.owners.get_mut(&self.id) {
-            o.changed = false;
+            o.changed = o.gave_up;
+            o.entered.clear();
+            o.root_dev = None;
         }
     }
 
-    /// Watch directory `dir` (`rel`: its path in the folder), called before it is listed. A
-    /// watch that cannot be put (the host's limit) marks the folder as changed: the next
-    /// checkpoint walks.
+    /// Watch directory `dir` (`rel`: its path in the folder, `""` for the folder itself), called
+    /// before it is listed. A directory on a file system that is not local, or a watch the host
+    /// refuses, marks the folder as changed: the next checkpoint walks.
     pub fn enter(&self, dir: BorrowedFd<'_>, rel: &str) {
         let Ok(st) = nix::sys::stat::fstat(dir) else {
-            return self.unwatched(rel, "fstat failed");
+            return self.unwatched(rel, "fstat failed", false);
         };
-        let inode = (st.st_dev, st.st_ino);
-        {
-            // Watched already, under this path (a watch lives until its IN_IGNORED is read,
-            // and [`Self::arm`] read every event queued before this walk).
-            let st = self.hub.lock();
-            let same = st.owners.get(&self.id).and_then(|o| o.by_inode.get(&inode)).and_then(|wd| st.dirs.get(wd)?.get(&self.id));
-            if same.is_some_and(|r| r == rel) {
-                return;
-            }
+        let dev = st.st_dev;
+        let mut hub = self.hub.lock();
+        let Some(owner) = hub.owners.get_mut(&self.id) else { return };
+        if owner.gave_up {
+            return;
         }
-        // Through the descriptor: the directory the walk opened, whatever its name points at now.
+        // The root's file system, and any other device met below it, must be local.
+        let root_dev = *owner.root_dev.get_or_insert(dev);
+        if (rel.is_empty() || dev != root_dev) && !nix::sys::statfs::fstatfs(dir).is_ok_and(|fs| local(fs.filesystem_type())) {
+            drop(hub);
+            return self.unwatched(rel, "not a local file system", false);
+        }
+        // Through the descriptor: the directory the walk opened, whatever its name points at
+        // now. Under the hub's lock, so no other watch's drop or drain comes between the kernel's
+        // watch and its record here.
         let path = format!("/proc/self/fd/{}", dir.as_raw_fd());
-        let added = self.hub.fd.add_watch(path.as_str(), mask());
-        let mut st = self.hub.lock();
-        match added {
+        match self.hub.fd.add_watch(path.as_str(), mask()) {
             Ok(wd) => {
-                st.dirs.entry(wd).or_default().insert(self.id, rel.to_owned());
-                if let Some(o) = st.owners.get_mut(&self.id) {
-                    if let Some(old) = o.wds.insert(wd, inode).filter(|old| *old != inode) {
-                        o.by_inode.remove(&old);
-                    }
-                    o.by_inode.insert(inode, wd);
+                hub.dirs.entry(wd).or_default().insert(self.id, rel.to_owned());
+                if let Some(o) = hub.owners.get_mut(&self.id) {
+                    o.wds.insert(wd);
+                    o.entered.insert(wd);
                 }
             }
             Err(e) => {
-                drop(st);
-                self.unwatched(rel, &e.to_string());
+                let full = e == nix::errno::Errno::ENOSPC;
+                drop(hub);
+                self.unwatched(rel, &e.to_string(), full);
             }
         }
     }
 
-    /// A directory the walk entered has no watch: the folder counts as changed.
-    fn unwatched(&self, rel: &str, why: &str) {
-        if let Some(o) = self.hub.lock().owners.get_mut(&self.id).filter(|o| !o.changed) {
+    /// A directory the walk entered has no watch: the folder counts as changed. `give_up`: the
+    /// host's limit of watches is reached; this folder's watches are removed and it is walked
+    /// every time from now on.
+    fn unwatched(&self, rel: &str, why: &str, give_up: bool) {
+        let mut st = self.hub.lock();
+        let Some(o) = st.owners.get_mut(&self.id) else { return };
+        if !o.changed || give_up {
             tracing::debug!("checkpoint watch of {rel:?} not put: {why}");
-            o.changed = true;
         }
+        o.changed = true;
+        if give_up && !o.gave_up {
+            tracing::warn!("checkpoints of a folder walk every time: the host's inotify watches are used up ({why})");
+            o.gave_up = true;
+            let wds: Vec<WatchDescriptor> = o.wds.drain().collect();
+            o.entered.clear();
+            self.hub.release(&mut st, self.id, wds);
+        }
+    }
+
+    /// The walk since [`Self::arm`] is over: watches of directories it did not enter (moved out
+    /// of the folder, under an excluded path now) are removed.
+    pub fn walked(&self) {
+        let mut st = self.hub.lock();
+        let Some(o) = st.owners.get_mut(&self.id) else { return };
+        let stale: Vec<WatchDescriptor> = o.wds.difference(&o.entered).copied().collect();
+        for wd in &stale {
+            o.wds.remove(wd);
+        }
+        self.hub.release(&mut st, self.id, stale);
     }
 
     /// Whether nothing in the folder changed since [`Self::arm`] (and every directory the walk
@@ -213,19 +266,34 @@ impl Watch {
     }
 }
 
-impl Drop for Watch {
-    fn drop(&mut self) {
-        let mut st = self.hub.lock();
-        let Some(owner) = st.owners.remove(&self.id) else { return };
-        for wd in owner.wds.into_keys() {
+#[cfg(test)]
+impl Watch {
+    /// The directories this watch holds a watch on.
+    pub fn watched_dirs(&self) -> usize {
+        self.hub.lock().owners.get(&self.id).map_or(0, |o| o.wds.len())
+    }
+}
+
+impl Hub {
+    /// Owner `id` no longer watches `wds`; a directory no owner watches loses its watch.
+    fn release(&self, st: &mut State, id: u64, wds: Vec<WatchDescriptor>) {
+        for wd in wds {
             let last = st.dirs.get_mut(&wd).is_some_and(|w| {
-                w.remove(&self.id);
+                w.remove(&id);
                 w.is_empty()
             });
             if last {
                 st.dirs.remove(&wd);
-                let _ = self.hub.fd.rm_watch(wd);
+                let _ = self.fd.rm_watch(wd);
             }
         }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let mut st = self.hub.lock();
+        let Some(owner) = st.owners.remove(&self.id) else { return };
+        self.hub.release(&mut st, self.id, owner.wds.into_iter().collect());
     }
 }

@@ -92,6 +92,9 @@ fn every_kind_of_change_is_caught_as_a_walk_catches_it() {
         assert!(!s.changes.is_empty(), "{what}: the walk saw no change");
         assert_eq!(fast.walks, walks + 1, "{what}: the watch missed it");
         assert_eq!(fast.load(turn).unwrap().entries.len(), slow.load(turn).unwrap().entries.len(), "{what}");
+        // Exactly the folder's directories are watched: none moved out or removed stays.
+        let dirs = 1 + tree(&w).values().filter(|(_, v)| v.as_slice() == b"<dir>").count();
+        assert_eq!(fast.watch.as_ref().unwrap().watched_dirs(), dirs, "{what}");
     }
 }
 
@@ -110,6 +113,22 @@ fn two_watches_of_one_folder_each_see_a_change_and_one_dropped_leaves_the_other(
     write(w, "sub/x.txt", "x2\n");
     assert_eq!(two.take(w, 2).unwrap().changes.len(), 1, "dropping one watch removed the other's");
     assert_eq!(two.walks, 3);
+}
+
+#[test]
+fn a_folder_swapped_under_its_path_is_walked() {
+    let (outer, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let w = outer.path().join("p/folder");
+    write(&w, "a.txt", "old\n");
+    write(&outer.path().join("q/folder"), "a.txt", "new\n");
+    let mut cp = watched(state.path());
+    cp.take(&w, 0).unwrap();
+    // A parent of the folder is swapped: the path names another folder, and no watched
+    // directory saw anything happen.
+    std::fs::rename(outer.path().join("p"), outer.path().join("p-old")).unwrap();
+    std::fs::rename(outer.path().join("q"), outer.path().join("p")).unwrap();
+    let r = cp.take(&w, 1).unwrap();
+    assert_eq!((r.changes.len(), cp.walks), (1, 2), "{r:?}");
 }
 
 #[test]
