@@ -117,9 +117,8 @@ pub fn policy(store: &Store, root: &Path, read_only: bool, network: SpaceNetwork
     let other_roots = store.space_list()?.into_iter().map(|s| PathBuf::from(s.root)).filter(|r| r != root).collect();
     Ok(host.policy(Tree {
         root,
-        read_only: read_only || !extra.confined_to.is_empty(),
+        read_only,
         other_roots,
-        writable: extra.confined_to,
         readonly: extra.readonly,
         api_dir: extra.api_dir,
         home: extra.home,
@@ -144,10 +143,6 @@ pub struct Extra {
     pub api_dir: Option<PathBuf>,
     /// The run's home, mounted at `spaces_os::sandbox::HOME_DIR`.
     pub home: Option<PathBuf>,
-    /// When not empty: the Space's root is read-only to the tree and only these (inside it)
-    /// are writable: a fork's worktree and its repository's `.git` (`agent_fork`), so a fork's
-    /// agent cannot write its parent's folder.
-    pub confined_to: Vec<PathBuf>,
 }
 
 fn absolute(p: &Path) -> PathBuf {

@@ -569,16 +569,19 @@ pub(crate) fn without_sqlite_sides(home: &Beneath, rel: &str, skipped: &[Skipped
     }
     let done = moved.and_then(|()| change());
     let dir = rel.rsplit_once('/').map(|(d, _)| format!("{d}/"));
+    // Every side file is seen to before an error is returned.
+    let mut tidied = Ok(());
     for (side, name) in aside {
         let at = format!("{}{name}", dir.as_deref().unwrap_or_default());
         if done.is_ok() {
-            home.remove(&at, false)?;
+            let removed = home.remove(&at, false);
+            tidied = tidied.and(removed);
         } else {
             let back = side.rsplit('/').next().unwrap_or(&side);
             let _ = home.rename_beside(&at, back);
         }
     }
-    done
+    done.and(tidied)
 }
 
 /// A consistent copy of a live SQLite database in WAL mode: `VACUUM INTO` a temp file from a

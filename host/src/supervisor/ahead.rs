@@ -126,7 +126,7 @@ fn make(inner: &Inner, space: &str, run_dir: &Path, readonly: Vec<PathBuf>) -> s
     for dir in [run_dir.join(super::run_sandbox::HOME), run_dir.join(super::files::FOLDER), super::api::dir(run_dir)] {
         spaces_store::fsutil::create_private_dir(&dir).map_err(PathIo::at("create", &dir))?;
     }
-    super::run_sandbox::policy(inner, space, run_dir, None, readonly)
+    super::run_sandbox::policy(inner, space, run_dir, readonly)
 }
 
 /// Forget the runs made ready ahead in Space `space` and remove their directories (the Space

@@ -191,30 +191,33 @@ fn make(
 
 /// Most a fork waits for the parent's transcript to hold the fork point (ms).
 const TRANSCRIPT_WAIT_MS: u64 = 5_000;
-/// A transcript unchanged this long (ms) is taken as written out.
-const TRANSCRIPT_QUIET_MS: u64 = 300;
 
-/// Waits (at most [`TRANSCRIPT_WAIT_MS`]) until the parent's transcript `file` is written out:
-/// it holds the fork point `point` (Claude Code's message `uuid`), or it stopped changing for
-/// [`TRANSCRIPT_QUIET_MS`] (a CLI whose point is not written in it). A turn ends on the CLI's
-/// last stream line, and the CLI may write the end of its transcript just after: a fork made
-/// at once would copy a transcript without its point, and the CLI would refuse to resume.
+/// Waits (at most [`TRANSCRIPT_WAIT_MS`]) until the parent's transcript `file` holds the fork
+/// point `point` (Claude Code's message `uuid`, Codex's turn id). A turn ends on the CLI's last
+/// stream line, and the CLI may write the end of its transcript just after: a fork made at once
+/// would copy a transcript without its point, and the CLI would refuse to resume. Only the
+/// part of the file written since the last look is searched (with the point's length of
+/// overlap).
 fn transcript_settled(file: &Path, point: &str) {
+    use std::io::{Read, Seek};
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(TRANSCRIPT_WAIT_MS);
-    let stat = || std::fs::metadata(file).ok().map(|m| (m.len(), m.modified().ok()));
-    let (mut last, mut since) = (stat(), std::time::Instant::now());
+    let mut from = 0u64;
     while std::time::Instant::now() < deadline {
-        if std::fs::read(file).is_ok_and(|bytes| memchr::memmem::find(&bytes, point.as_bytes()).is_some()) {
+        let mut tail = Vec::new();
+        let read = std::fs::File::open(file).and_then(|mut f| {
+            f.seek(std::io::SeekFrom::Start(from))?;
+            f.read_to_end(&mut tail)
+        });
+        if read.is_err() {
             return;
         }
+        if memchr::memmem::find(&tail, point.as_bytes()).is_some() {
+            return;
+        }
+        from = (from + tail.len() as u64).saturating_sub(point.len() as u64);
         std::thread::sleep(std::time::Duration::from_millis(50));
-        let now = stat();
-        if now != last {
-            (last, since) = (now, std::time::Instant::now());
-        } else if since.elapsed() >= std::time::Duration::from_millis(TRANSCRIPT_QUIET_MS) {
-            return;
-        }
     }
+    tracing::warn!("the fork point {point} is not in {} after {TRANSCRIPT_WAIT_MS} ms; forking anyway", file.display());
 }
 
 /// `git` with what could run a program of the repository's config turned off: hooks

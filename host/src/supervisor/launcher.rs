@@ -294,7 +294,7 @@ impl Launcher {
         };
         let files = plan.files.iter().map(|(p, _)| on_host(p)).filter(|p| !p.starts_with(&home) && !p.starts_with(&api_dir));
         let readonly: Vec<PathBuf> = files.chain([binary.to_path_buf()]).collect();
-        let sandbox = run_sandbox::policy(&self.inner, &run.space, &self.run_dir, Some(Path::new(&run.cwd)), readonly.clone())?;
+        let sandbox = run_sandbox::policy(&self.inner, &run.space, &self.run_dir, readonly.clone())?;
         let close_stdin = plan.stdin == StdinMode::Once;
         Ok(Launch { spec, initial_stdin: plan.initial_stdin.clone(), close_stdin, sandbox, readonly, space: run.space.clone() })
     }

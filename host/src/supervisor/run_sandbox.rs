@@ -19,32 +19,10 @@ pub(super) const HOME: &str = "home";
 /// paths added; `None` when the sandbox is off. Errors: the Space is no longer registered
 /// ([`Error::SpaceGone`]), the registry cannot be read, or a refusal of
 /// [`crate::sandbox::policy`] (a `network: none` Space without a sandbox).
-pub(super) fn policy(
-    inner: &Inner,
-    space: &str,
-    run_dir: &Path,
-    cwd: Option<&Path>,
-    readonly: Vec<PathBuf>,
-) -> Result<Option<spaces_os::sandbox::Policy>> {
+pub(super) fn policy(inner: &Inner, space: &str, run_dir: &Path, readonly: Vec<PathBuf>) -> Result<Option<spaces_os::sandbox::Policy>> {
     let space = inner.store.space_get(space)?.ok_or_else(|| Error::SpaceGone(space.to_owned()))?;
     let api_dir = super::api::dir(run_dir);
-    let confined_to = cwd.map(|cwd| fork_confinement(Path::new(&space.root), cwd)).unwrap_or_default();
-    let mut extra = crate::sandbox::Extra { readonly, api_dir: Some(api_dir), home: Some(run_dir.join(HOME)), confined_to };
+    let mut extra = crate::sandbox::Extra { readonly, api_dir: Some(api_dir), home: Some(run_dir.join(HOME)) };
     extra.readonly.push(run_dir.join(super::files::FOLDER));
     Ok(crate::sandbox::policy(&inner.store, Path::new(&space.root), space.read_only, space.network, extra)?)
-}
-
-/// What a run working in `cwd` may write of its Space at `root`, when `cwd` is in a fork's
-/// worktree (`<root>/.spaces-worktrees/<id>`, `agent_fork`): that worktree, and the
-/// repository's `.git` when the Space has one (git in a worktree writes its index, refs and
-/// objects there). Empty for any other run: the whole root, as the Space says.
-fn fork_confinement(root: &Path, cwd: &Path) -> Vec<PathBuf> {
-    let worktrees = root.join(spaces_volumes::checkpoint::WORKTREES_DIR);
-    let Some(id) = cwd.strip_prefix(&worktrees).ok().and_then(|rest| rest.components().next()) else { return Vec::new() };
-    let mut writable = vec![worktrees.join(id)];
-    let git = root.join(".git");
-    if git.symlink_metadata().is_ok_and(|m| m.is_dir()) {
-        writable.push(git);
-    }
-    writable
 }

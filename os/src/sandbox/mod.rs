@@ -212,9 +212,6 @@ pub struct Tree<'a> {
     pub read_only: bool,
     /// Other Spaces' roots (hidden unless inside `root`).
     pub other_roots: Vec<PathBuf>,
-    /// Writable inside a read-only `root` (a fork's worktree and its repository's `.git`):
-    /// mounted after `root`, so they show through it.
-    pub writable: Vec<PathBuf>,
     /// More read-only paths (files the harness wrote, the agent's binary).
     pub readonly: Vec<PathBuf>,
     /// The run's API directory ([`API_DIR`] inside).
@@ -249,7 +246,6 @@ impl Host {
         } else {
             writable.push(tree.root.to_path_buf());
         }
-        writable.extend(tree.writable);
         let root = nix::unistd::geteuid().is_root();
         let bubblewrap = self.level == Level::Bubblewrap;
         Some(Policy {

@@ -207,10 +207,9 @@ async fn fork_at_turn_one_then_merge(h: H) {
         Reply::Text("TURN-ONE-DONE".into()),
         h.command("echo two > two.txt"),
         Reply::Text("TURN-TWO-DONE".into()),
-        // The fork's agent writes its worktree and commits there, and cannot write its parent's
-        // folder (its sandbox has the Space read-only but its worktree and `.git`).
+        // The fork's agent writes its worktree and commits there.
         h.command(
-            "echo mine > in-fork.txt; echo escaped > ../../escape.txt; git add in-fork.txt && \
+            "echo mine > in-fork.txt; git add in-fork.txt && \
              git -c user.name=f -c user.email=f@localhost -c commit.gpgsign=false commit -q -m fork-commit",
         ),
         Reply::Text("FORK-DONE".into()),
@@ -244,8 +243,7 @@ async fn fork_at_turn_one_then_merge(h: H) {
     let first = &asked[0];
     assert!(first.contains("PROMPT-FORK") && first.contains("PROMPT-ONE") && first.contains("TURN-ONE-DONE"), "{first}");
     assert!(!first.contains("PROMPT-TWO") && !first.contains("TURN-TWO-DONE"), "only turn 1's conversation: {first}");
-    assert_eq!(tree(&root), parent_after_two, "the parent's folder is untouched (the fork's agent could not write it)");
-    assert!(!root.join("escape.txt").exists(), "{}", describe(&fork_events));
+    assert_eq!(tree(&root), parent_after_two, "the parent's folder is untouched");
     assert_eq!(std::fs::read_to_string(wt.join("in-fork.txt")).unwrap_or_default(), "mine\n", "{}", describe(&fork_events));
     let log = std::process::Command::new("git").arg("-C").arg(&wt).args(["log", "--format=%s", "-1"]).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "fork-commit", "git works in the worktree: {}", describe(&fork_events));
@@ -342,16 +340,18 @@ async fn a_turn_that_changes_nothing_then_every_edit_still_shows(h: H) {
     d.client.space("s").agent_stop(&run).await.unwrap();
 }
 
-/// A fork's agent writes its own worktree, and neither its parent's folder nor the worktrees
-/// folder beside it: its sandbox has the Space read-only but its worktree (and `.git`).
-async fn a_fork_s_agent_writes_only_its_worktree(d: TestDaemon) {
+/// A fork of a plain folder (no git): its first turn resumes the parent's native session
+/// (Claude Code finds it under the worktree's own project directory) and works in the worktree;
+/// the parent's folder is untouched. Made right after the parent's turn ends, so the fork also
+/// waits for the CLI to finish writing its transcript.
+async fn a_plain_folder_s_fork_resumes_natively(d: TestDaemon) {
     let h = CLAUDE;
     require_cli(h.tools, h.binary);
     let root = d.space("s").await;
     let script = Script::new([
         h.command("echo one > one.txt"),
         Reply::Text("TURN-ONE-DONE".into()),
-        h.command("echo mine > in-fork.txt; echo escaped > ../../escape.txt; echo escaped > ../next-to-me.txt; true"),
+        h.command("echo mine > in-fork.txt"),
         Reply::Text("FORK-DONE".into()),
     ]);
     let server = ScriptedServer::start(h.wire, script).await.unwrap();
@@ -362,31 +362,29 @@ async fn a_fork_s_agent_writes_only_its_worktree(d: TestDaemon) {
     assert!(before.contains_key("one.txt"), "{before:?}");
     let req = AgentForkRequest { space: "s".into(), run_id: run.clone(), at_turn: 1, label: None };
     let fork = d.client.agent_fork(&req).await.unwrap();
+    assert_eq!((fork.worktree.as_str(), fork.conversation.as_str()), ("copy", "native"), "{fork:?}");
+    assert!(!fork.cwd.ends_with('/'), "{fork:?}");
     let wt = std::path::PathBuf::from(&fork.cwd);
-    d.client.space("s").agent_message(&fork.run_id, "PROMPT-FORK try to escape", None).await.unwrap();
+    let calls = server.model_calls().len();
+    d.client.space("s").agent_message(&fork.run_id, "PROMPT-FORK go on", None).await.unwrap();
     d.wait_turn_end("s", &fork.run_id, 1, TURN).await;
     let events = d.events("s", &fork.run_id).await;
+    let asked = requests_after(&server, calls);
+    assert!(asked.first().is_some_and(|r| r.contains("PROMPT-ONE") && r.contains("TURN-ONE-DONE")), "{}", describe(&events));
     assert_eq!(std::fs::read_to_string(wt.join("in-fork.txt")).unwrap_or_default(), "mine\n", "{}", describe(&events));
     assert_eq!(tree(&root), before, "the parent's folder is untouched: {}", describe(&events));
-    assert!(!wt.parent().unwrap().join("next-to-me.txt").exists(), "{}", describe(&events));
     d.client.space("s").agent_stop(&fork.run_id).await.unwrap();
     d.client.space("s").agent_stop(&run).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fork_s_agent_writes_only_its_worktree_root_daemon() {
-    a_fork_s_agent_writes_only_its_worktree(TestDaemon::start().await).await
+async fn a_plain_folder_s_fork_resumes_natively_root_daemon() {
+    a_plain_folder_s_fork_resumes_natively(TestDaemon::start().await).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fork_s_agent_writes_only_its_worktree_unprivileged_daemon() {
-    a_fork_s_agent_writes_only_its_worktree(TestDaemon::start_unprivileged(Vec::new(), Vec::new()).await).await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fork_s_agent_writes_only_its_worktree_landlock_unprivileged_daemon() {
-    let landlock = vec![("SPACES_SANDBOX".to_owned(), "landlock".to_owned())];
-    a_fork_s_agent_writes_only_its_worktree(TestDaemon::start_unprivileged(landlock, Vec::new()).await).await
+async fn a_plain_folder_s_fork_resumes_natively_unprivileged_daemon() {
+    a_plain_folder_s_fork_resumes_natively(TestDaemon::start_unprivileged(Vec::new(), Vec::new()).await).await
 }
 
 macro_rules! per_harness {

@@ -39,8 +39,13 @@ pub struct MergeReport {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum State {
     Absent,
-    File { sha: String, mode: u32 },
+    File {
+        sha: String,
+        mode: u32,
+    },
     Link(String),
+    /// A live SQLite database SQLite could not copy consistently (locked): never merged.
+    Unreadable,
 }
 
 /// What the merge writes at a path.
@@ -62,17 +67,23 @@ impl Side<'_> {
         match self.entries.get(path) {
             None => Ok((State::Absent, None)),
             Some(w) if w.kind == Kind::Symlink => Ok((State::Link(w.target.clone().unwrap_or_default()), None)),
-            Some(w) => match scan::read_consistent(&self.root, path, w.sqlite_wal.then_some(w.key), self.spool)? {
-                Some((content, sha, _)) => {
-                    let bytes = match content {
-                        Content::Mem(b) => b,
-                        Content::Spool(t) => std::fs::read(t.path()).map_err(|e| crate::error::VolumeError::io(t.path(), e))?,
-                    };
-                    Ok((State::File { sha, mode: w.mode }, Some(bytes)))
-                }
+            Some(w) if w.sqlite_wal => match scan::sqlite_copy(&self.root, path, self.spool, super::SQLITE_BUSY) {
+                Some((content, sha)) => Ok((State::File { sha, mode: w.mode }, Some(bytes_of(content)?))),
+                None => Ok((State::Unreadable, None)),
+            },
+            Some(w) => match scan::read_stable(&self.root, path, self.spool)? {
+                Some((content, sha, _)) => Ok((State::File { sha, mode: w.mode }, Some(bytes_of(content)?))),
                 None => Ok((State::Absent, None)),
             },
         }
+    }
+}
+
+/// The bytes of what was read.
+fn bytes_of(content: Content) -> Result<Vec<u8>> {
+    match content {
+        Content::Mem(b) => Ok(b),
+        Content::Spool(t) => std::fs::read(t.path()).map_err(|e| crate::error::VolumeError::io(t.path(), e)),
     }
 }
 
@@ -122,11 +133,16 @@ pub(crate) fn merge(
             continue;
         }
         let (o, o_bytes) = o_side.state(&path)?;
+        if t == State::Unreadable || o == State::Unreadable {
+            let why = "a live SQLite database that SQLite could not copy (held locked): close the program using it, then merge again";
+            report.conflicts.push(Conflict { path: path.clone(), why: why.to_owned() });
+            continue;
+        }
         if o == t {
             continue;
         }
         let take_theirs = |t: &State, bytes: Option<Vec<u8>>| match t {
-            State::Absent => Write::Remove,
+            State::Absent | State::Unreadable => Write::Remove,
             State::Link(target) => Write::Link(target.clone()),
             State::File { mode, .. } => Write::File { bytes: bytes.unwrap_or_default(), mode: *mode },
         };

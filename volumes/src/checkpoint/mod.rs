@@ -99,7 +99,7 @@ pub(crate) struct Item {
 }
 
 /// How long a checkpoint waits for a live SQLite database's lock before leaving it unstored.
-const SQLITE_BUSY: std::time::Duration = std::time::Duration::from_secs(1);
+pub(crate) const SQLITE_BUSY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Item {
     /// Its contents are not in the checkpoint (too big, or holding a secret value).
@@ -111,7 +111,11 @@ impl Item {
     /// link target.
     fn same_as(&self, other: &Item) -> bool {
         let contents = if self.unstored() || other.unstored() {
-            self.unstored() == other.unstored() && self.size == other.size && self.mtime_ns == other.mtime_ns
+            // (An uncopied live database's commits may be in its log only: its key's `aux`.)
+            self.unstored() == other.unstored()
+                && self.size == other.size
+                && self.mtime_ns == other.mtime_ns
+                && (!self.uncopied || self.key.aux == other.key.aux)
         } else {
             self.sha256 == other.sha256
         };

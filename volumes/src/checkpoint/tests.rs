@@ -375,3 +375,32 @@ fn a_merge_brings_a_fork_s_live_sqlite_database_whole_and_drops_the_parent_s_old
         conn.prepare("SELECT v FROM t ORDER BY rowid").unwrap().query_map([], |r| r.get(0)).unwrap().map(|r| r.unwrap()).collect();
     assert_eq!(rows, ["base", "fork"]);
 }
+
+#[test]
+fn a_live_database_held_locked_is_left_unstored_and_a_merge_of_it_is_a_conflict() {
+    let (parent, fork, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (p, f) = (parent.path(), fork.path());
+    let mut cp = Checkpoints::open(state.path(), &exclude()).unwrap();
+    write(p, "a.txt", "a\n");
+    cp.take(p, 0).unwrap();
+    cp.copy_to(f, 0).unwrap();
+    // A program holds the fork's database in WAL mode with an exclusive lock: SQLite itself
+    // cannot read it from outside.
+    let held = rusqlite::Connection::open(f.join("app.db")).unwrap();
+    held.pragma_update(None, "journal_mode", "WAL").unwrap();
+    held.pragma_update(None, "locking_mode", "EXCLUSIVE").unwrap();
+    held.execute_batch("CREATE TABLE t(v TEXT); INSERT INTO t VALUES ('x');").unwrap();
+    assert!(f.join("app.db-wal").exists());
+
+    let mut fork_cps = Checkpoints::open(&state.path().join("fork"), &exclude()).unwrap();
+    let r = fork_cps.take(f, 0).unwrap();
+    let item = fork_cps.load(0).unwrap().entries.into_iter().find(|e| e.path == "app.db").unwrap();
+    assert!(item.uncopied && item.sha256.is_none(), "{item:?} {r:?}");
+
+    let report = cp.merge(0, f, p).unwrap();
+    assert!(report.applied.is_empty(), "{report:?}");
+    assert_eq!(report.conflicts.iter().map(|c| c.path.as_str()).collect::<Vec<_>>(), ["app.db"], "{report:?}");
+    assert!(report.conflicts[0].why.contains("live SQLite database"), "{report:?}");
+    assert!(!p.join("app.db").exists());
+    drop(held);
+}

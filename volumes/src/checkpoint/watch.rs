@@ -197,7 +197,9 @@ impl Watch {
         let dev = st.st_dev;
         let mut hub = self.hub.lock();
         let Some(owner) = hub.owners.get_mut(&self.id) else { return };
-        if owner.gave_up {
+        // Known changed already (a directory not watchable, the host's limit): the next
+        // checkpoint walks whatever is watched, so no more watches are spent on this walk.
+        if owner.gave_up || owner.changed {
             return;
         }
         // The root's file system, and any other device met below it, must be local.
