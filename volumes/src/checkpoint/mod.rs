@@ -123,8 +123,9 @@ impl Item {
     }
 }
 
-/// Files bigger than this (bytes, 64 MiB) are not copied into checkpoints: a data set in the
-/// folder must not fill the state dir at every turn. They show as changed (binary) in diffs by
+/// Files bigger than this (bytes, 64 MiB; a live SQLite database with its write-ahead log) are
+/// not copied into checkpoints: a data set in the folder must not fill the state dir at every
+/// turn. They show as changed (binary) in diffs by
 /// their size and mtime, and a rewind leaves them alone.
 pub const MAX_STORED_BYTES: u64 = 64 << 20;
 
@@ -371,7 +372,10 @@ impl Checkpoints {
                 item.target = None;
                 item.secret = true;
             }
-            if w.kind == Kind::File && w.size > MAX_STORED_BYTES {
+            // A live database's copy holds its log too: the two count together.
+            let log_bytes =
+                if w.sqlite_wal { root.lstat(&format!("{}-wal", item.path)).map_or(0, |st| st.st_size.max(0) as u64) } else { 0 };
+            if w.kind == Kind::File && w.size.saturating_add(log_bytes) > MAX_STORED_BYTES {
                 files += 1;
                 item.big = true;
             } else if w.kind == Kind::File {
