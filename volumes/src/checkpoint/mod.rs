@@ -347,7 +347,8 @@ impl Checkpoints {
         let on_dir = self.watch.as_ref().map(|w| move |fd: std::os::fd::BorrowedFd<'_>, rel: &str| w.enter(fd, rel));
         let walk = scan::walk_parallel(&root, &self.exclude, walk_threads(), on_dir.as_ref().map(|f| f as _))?;
         if let Some(w) = &self.watch {
-            w.walked();
+            let of = |kind: &str| walk.skipped.iter().filter(|s| s.kind == kind).map(|s| s.path.clone()).collect();
+            w.walked(watch::SqliteSides { logs: of("sqlite_wal"), indexes: of("sqlite_shm") });
         }
         let known: HashMap<&str, &Item> = prev.as_ref().map(Snapshot::index).unwrap_or_default();
         let taken_ns = scan::now_ns();

@@ -76,11 +76,41 @@ struct Owner {
     root_dev: Option<u64>,
     /// The host refused a watch: this folder is walked every time from now on.
     gave_up: bool,
+    /// The SQLite side files the last walk found beside live databases, which a checkpoint's own
+    /// consistent copy of the database touches ([`Watch::walked`]).
+    sides: SqliteSides,
+}
+
+/// The side files of the live SQLite databases a walk found (`X-wal`, `X-shm` beside `X`).
+#[derive(Debug, Default)]
+pub(crate) struct SqliteSides {
+    /// The logs: SQLite's reader opens one for writing and sets its mode, so only a write to
+    /// it (a commit: `IN_MODIFY`), or its making, removal or renaming, counts.
+    pub logs: HashSet<String>,
+    /// The indexes: never part of a checkpoint (the log and the database are), and any reader
+    /// writes them, so their events do not count.
+    pub indexes: HashSet<String>,
+}
+
+impl SqliteSides {
+    /// Whether an event of `mask` on `path` is a reader's touch, not a change.
+    fn touched(&self, path: &str, mask: AddWatchFlags) -> bool {
+        self.indexes.contains(path)
+            || (self.logs.contains(path) && (mask & !(AddWatchFlags::IN_ATTRIB | AddWatchFlags::IN_CLOSE_WRITE)).is_empty())
+    }
 }
 
 impl Owner {
     fn new(exclude: GlobSet) -> Owner {
-        Owner { exclude, changed: true, wds: HashSet::new(), entered: HashSet::new(), root_dev: None, gave_up: false }
+        Owner {
+            exclude,
+            changed: true,
+            wds: HashSet::new(),
+            entered: HashSet::new(),
+            root_dev: None,
+            gave_up: false,
+            sides: SqliteSides::default(),
+        }
     }
 }
 
@@ -145,7 +175,7 @@ impl Hub {
                         (Some(name), false) => format!("{rel}/{}", name.to_string_lossy()),
                         (None, _) => rel.clone(),
                     };
-                    if path.is_empty() || !owner.exclude.is_match(&path) {
+                    if path.is_empty() || !(owner.exclude.is_match(&path) || owner.sides.touched(&path, ev.mask)) {
                         owner.changed = true;
                     }
                 }
@@ -248,10 +278,12 @@ impl Watch {
     }
 
     /// The walk since [`Self::arm`] is over: watches of directories it did not enter (moved out
-    /// of the folder, under an excluded path now) are removed.
-    pub fn walked(&self) {
+    /// of the folder, under an excluded path now) are removed. `sides`: the SQLite side files
+    /// it found, whose reader's touches do not count from now on ([`SqliteSides`]).
+    pub fn walked(&self, sides: SqliteSides) {
         let mut st = self.hub.lock();
         let Some(o) = st.owners.get_mut(&self.id) else { return };
+        o.sides = sides;
         let stale: Vec<WatchDescriptor> = o.wds.difference(&o.entered).copied().collect();
         for wd in &stale {
             o.wds.remove(wd);

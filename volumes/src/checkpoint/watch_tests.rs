@@ -132,6 +132,31 @@ fn a_folder_swapped_under_its_path_is_walked() {
 }
 
 #[test]
+fn a_live_sqlite_database_does_not_make_every_checkpoint_walk_but_a_commit_does() {
+    let (work, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let w = work.path();
+    let conn = rusqlite::Connection::open(w.join("app.db")).unwrap();
+    conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+    conn.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+    conn.execute_batch("CREATE TABLE t(v TEXT); INSERT INTO t VALUES ('a');").unwrap();
+    let mut cp = watched(state.path());
+    cp.take(w, 0).unwrap();
+    // The checkpoint's own copy of the database touched its `-shm`: that is not a change.
+    let r = cp.take(w, 1).unwrap();
+    assert_eq!((r.changes.len(), cp.walks), (0, 1), "{r:?}");
+    // A commit writes the log: walked, and listed.
+    conn.execute("INSERT INTO t VALUES ('b')", []).unwrap();
+    let r = cp.take(w, 2).unwrap();
+    assert_eq!((r.changes.len(), cp.walks), (1, 2), "{r:?}");
+    // A file that only looks like an index (no database beside it) still counts.
+    write(w, "notes-shm", "x");
+    cp.take(w, 3).unwrap();
+    write(w, "notes-shm", "y");
+    let r = cp.take(w, 4).unwrap();
+    assert_eq!((r.changes.len(), cp.walks), (1, 4), "{r:?}");
+}
+
+#[test]
 fn a_rewind_makes_the_next_checkpoint_walk_and_it_matches_the_rewound_turn() {
     let (work, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let w = work.path();
