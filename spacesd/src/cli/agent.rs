@@ -231,7 +231,7 @@ pub enum AgentCmd {
         /// One turn (1-based): what it changed.
         #[arg(long, conflicts_with_all = ["from", "to"])]
         turn: Option<u32>,
-        /// The checkpoint the range starts at (default: the one before --to).
+        /// The checkpoint the range starts at (default: the checkpoint --to started from: the one before, or the one a rewind restored).
         #[arg(long)]
         from: Option<u32>,
         /// The checkpoint the range ends at (default: the last).
@@ -245,8 +245,10 @@ pub enum AgentCmd {
         json: bool,
     },
     /// Take an idle run back to the end of a turn: its folder from the checkpoint (byte for
-    /// byte; files made later removed) and its conversation (natively where the CLI can, else
-    /// a fresh session). Refused while a turn runs.
+    /// byte; files made later removed; excluded paths such as .git, node_modules, target left
+    /// alone; files over 64 MiB or holding a secret are not restored, and are removed if made
+    /// later) and its conversation (natively where the CLI can, else a fresh session). Refused
+    /// while a turn runs or waits, or the run is stopping: interrupt first.
     Rewind {
         /// The run (`run-...`).
         run_id: String,
@@ -263,8 +265,10 @@ pub enum AgentCmd {
         json: bool,
     },
     /// Fork a run at a turn into a new idle run: its own worktree (a git worktree, or a copy,
-    /// under the Space's `.spaces-worktrees/`) holding that turn's checkpoint, and its session
-    /// forked there where the CLI can. Send the fork a message to run its first turn.
+    /// under the Space's `.spaces-worktrees/`) holding that turn's checkpoint (without excluded
+    /// folders such as node_modules, target, .venv, and without files over 64 MiB or holding a
+    /// secret), and its session forked there where the CLI can. Send the fork a message to run
+    /// its first turn.
     Fork {
         /// The run to fork (`run-...`).
         run_id: String,
@@ -281,8 +285,9 @@ pub enum AgentCmd {
         json: bool,
     },
     /// Merge a fork's changes into its parent's folder (three-way, per file, against the fork
-    /// point). With any conflict nothing is written and each conflicting file is listed; the
-    /// exit status is then 1.
+    /// point). Both runs must be idle (else AGENT_BUSY); the fork is left as it is. With any
+    /// conflict nothing is written and each conflicting file is listed; the exit status is then
+    /// 1.
     Merge {
         /// The fork (`run-...`).
         run_id: String,
