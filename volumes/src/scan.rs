@@ -82,24 +82,32 @@ pub(crate) fn excludes(patterns: &[String]) -> Result<GlobSet> {
 
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
-/// Whether `name` in directory `dir` is a SQLite database (opened without following a link).
-fn is_sqlite(dir: BorrowedFd<'_>, name: &str) -> bool {
+/// The skipped-entry kinds of a SQLite database's write-ahead log (`X-wal`) and its index
+/// (`X-shm`): parts of the database `X`, never files of their own.
+pub(crate) const SQLITE_WAL: &str = "sqlite_wal";
+pub(crate) const SQLITE_SHM: &str = "sqlite_shm";
+/// Each side file's suffix and kind.
+const SQLITE_SIDES: [(&str, &str); 2] = [("-wal", SQLITE_WAL), ("-shm", SQLITE_SHM)];
+
+/// The first `n` bytes (fewer if the file is shorter) of `name` in directory `dir`, opened
+/// without following a link; `None` if it cannot be read.
+fn head_of(dir: BorrowedFd<'_>, name: &str, n: u64) -> Option<Vec<u8>> {
     let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
-    let Ok(fd) = openat(dir, name, flags, Mode::empty()) else { return false };
-    let mut head = [0u8; 16];
-    fs::File::from(fd).read_exact(&mut head).is_ok() && &head == SQLITE_MAGIC
+    let fd = openat(dir, name, flags, Mode::empty()).ok()?;
+    let mut head = Vec::with_capacity(n as usize);
+    fs::File::from(fd).take(n).read_to_end(&mut head).ok()?;
+    Some(head)
+}
+
+/// Whether `name` in directory `dir` is a SQLite database.
+fn is_sqlite(dir: BorrowedFd<'_>, name: &str) -> bool {
+    head_of(dir, name, 16).is_some_and(|h| h.as_slice() == SQLITE_MAGIC)
 }
 
 /// Whether `name` in directory `dir` is a SQLite write-ahead log: empty, or starting with its
-/// magic number (`0x377f0682` or `0x377f0683`, big-endian). Opened without following a link.
+/// magic number (`0x377f0682` or `0x377f0683`, big-endian).
 fn is_sqlite_wal(dir: BorrowedFd<'_>, name: &str) -> bool {
-    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
-    let Ok(fd) = openat(dir, name, flags, Mode::empty()) else { return false };
-    let mut head = Vec::with_capacity(4);
-    if fs::File::from(fd).take(4).read_to_end(&mut head).is_err() {
-        return false;
-    }
-    head.is_empty() || matches!(head.as_slice(), [0x37, 0x7f, 0x06, 0x82 | 0x83])
+    head_of(dir, name, 4).is_some_and(|h| h.is_empty() || matches!(h.as_slice(), [0x37, 0x7f, 0x06, 0x82 | 0x83]))
 }
 
 /// What a walk keeps of an `lstat`.
@@ -242,11 +250,11 @@ fn walk_dir_at(
     let mut side: HashMap<String, &'static str> = HashMap::new();
     let mut with_wal: std::collections::HashSet<String> = Default::default();
     for n in &names {
-        for (suffix, kind) in [("-wal", "sqlite_wal"), ("-shm", "sqlite_shm")] {
+        for (suffix, kind) in SQLITE_SIDES {
             if let Some(base) = n.strip_suffix(suffix) {
-                if present.contains(base) && is_sqlite(fd, base) && (suffix == "-shm" || is_sqlite_wal(fd, n)) {
+                if present.contains(base) && is_sqlite(fd, base) && (kind == SQLITE_SHM || is_sqlite_wal(fd, n)) {
                     side.insert(n.clone(), kind);
-                    if suffix == "-wal" {
+                    if kind == SQLITE_WAL {
                         with_wal.insert(base.to_string());
                     }
                 }
@@ -553,7 +561,7 @@ pub(crate) fn read_consistent(
 pub(crate) fn without_sqlite_sides(home: &Beneath, rel: &str, skipped: &[SkippedEntry], change: impl FnOnce() -> Result<()>) -> Result<()> {
     let mut aside: Vec<(String, String)> = Vec::new();
     let mut moved = Ok(());
-    for (suffix, kind) in [("-wal", "sqlite_wal"), ("-shm", "sqlite_shm")] {
+    for (suffix, kind) in SQLITE_SIDES {
         let side = format!("{rel}{suffix}");
         if skipped.iter().any(|s| s.kind == kind && s.path == side) {
             let name = format!(".spaces-aside-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);

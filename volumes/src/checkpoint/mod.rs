@@ -326,21 +326,18 @@ impl Checkpoints {
     pub fn take(&mut self, folder: &Path, turn: u32) -> Result<CheckpointReport> {
         let prev = self.previous(turn)?;
         let root = Beneath::open(folder)?;
+        let root_id = identity(&root)?;
         // Nothing changed since the walk of `prev` armed the watch (and the path still names
         // the folder that walk found): no walk needed.
-        let watched = self.watched.take();
-        let armed_for = |p: &Snapshot| -> Result<bool> {
-            let Some(w) = watched.as_ref().filter(|w| w.folder == folder && w.turn == p.turn) else { return Ok(false) };
-            Ok(identity(&root)? == w.root)
-        };
+        let armed =
+            self.watched.take() == Some(Watched { folder: folder.to_path_buf(), root: root_id, turn: prev.as_ref().map_or(0, |p| p.turn) });
         match prev {
-            Some(p) if armed_for(&p)? && self.watch.as_ref().is_some_and(watch::Watch::quiet) => {
-                return self.take_unchanged(folder, turn, p, watched.map(|w| w.root).unwrap_or_default());
+            Some(p) if armed && self.watch.as_ref().is_some_and(watch::Watch::quiet) => {
+                return self.take_unchanged(folder, turn, p, root_id);
             }
             _ => {}
         }
         self.walks += 1;
-        let root_id = identity(&root)?;
         if let Some(w) = &self.watch {
             w.arm();
         }
@@ -348,7 +345,7 @@ impl Checkpoints {
         let walk = scan::walk_parallel(&root, &self.exclude, walk_threads(), on_dir.as_ref().map(|f| f as _))?;
         if let Some(w) = &self.watch {
             let of = |kind: &str| walk.skipped.iter().filter(|s| s.kind == kind).map(|s| s.path.clone()).collect();
-            w.walked(watch::SqliteSides { logs: of("sqlite_wal"), indexes: of("sqlite_shm") });
+            w.walked(watch::SqliteSides { logs: of(scan::SQLITE_WAL), indexes: of(scan::SQLITE_SHM) });
         }
         let known: HashMap<&str, &Item> = prev.as_ref().map(Snapshot::index).unwrap_or_default();
         let taken_ns = scan::now_ns();

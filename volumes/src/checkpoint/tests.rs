@@ -126,6 +126,15 @@ fn umask() -> u32 {
     m.bits()
 }
 
+/// Overwrites every content stored under the checkpoints in `state` (a torn write).
+fn tear_every_object(state: &Path) {
+    for fan in std::fs::read_dir(state.join("objects")).unwrap().flatten() {
+        for obj in std::fs::read_dir(fan.path()).unwrap().flatten() {
+            std::fs::write(obj.path(), "torn").unwrap();
+        }
+    }
+}
+
 #[test]
 fn a_damaged_content_fails_the_restore_instead_of_writing_it() {
     let (work, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -134,11 +143,7 @@ fn a_damaged_content_fails_the_restore_instead_of_writing_it() {
     let mut cp = Checkpoints::open(state.path(), &exclude()).unwrap();
     cp.take(w, 0).unwrap();
     write(w, "f.txt", "edited\n");
-    for fan in std::fs::read_dir(state.path().join("objects")).unwrap().flatten() {
-        for obj in std::fs::read_dir(fan.path()).unwrap().flatten() {
-            std::fs::write(obj.path(), "torn").unwrap();
-        }
-    }
+    tear_every_object(state.path());
     let e = cp.restore(w, 0).unwrap_err();
     assert!(matches!(e, VolumeError::Corrupt { .. }), "{e:?}");
     assert_eq!(std::fs::read_to_string(w.join("f.txt")).unwrap(), "edited\n", "nothing torn was written");
@@ -280,11 +285,7 @@ fn a_damaged_content_stops_a_restore_before_any_file_is_removed() {
     cp.take(w, 0).unwrap();
     write(w, "kept.txt", "v1\n");
     write(w, "later.txt", "made later\n");
-    for fan in std::fs::read_dir(state.path().join("objects")).unwrap().flatten() {
-        for obj in std::fs::read_dir(fan.path()).unwrap().flatten() {
-            std::fs::write(obj.path(), "torn").unwrap();
-        }
-    }
+    tear_every_object(state.path());
     assert!(matches!(cp.restore(w, 0).unwrap_err(), VolumeError::Corrupt { .. }));
     assert!(w.join("later.txt").exists(), "nothing was removed before the damage was found");
     assert_eq!(std::fs::read_to_string(w.join("kept.txt")).unwrap(), "v1\n");
