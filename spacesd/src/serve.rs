@@ -254,6 +254,10 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     if !sup.finish_turn_starts(std::time::Duration::from_secs(5)).await {
         eprintln!("spacesd: a turn start did not finish within 5 s; stopping all the same");
     }
+    // Each run's actor leaves its loop before the runtime goes (its agent goes on under its shim).
+    if !sup.stop_actors(std::time::Duration::from_secs(5)).await {
+        eprintln!("spacesd: a run's actor did not stop within 5 s; stopping all the same");
+    }
     // Finished spans still in the exporter's batch go to the collector.
     sup.flush_traces().await;
     if !socket_activated {

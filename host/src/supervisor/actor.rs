@@ -170,7 +170,7 @@ impl Actor {
 
     /// Run the actor: start `first` (the first prompt, or a follow-up that revived the run), then
     /// serve commands and process events until the run ends with nothing left to do and
-    /// `retire` lets it go.
+    /// `retire` lets it go, or the daemon stops (`Supervisor::stop_actors`).
     pub async fn run(mut self, first: Option<String>, mut cmds: mpsc::UnboundedReceiver<Cmd>, mut retire: Retire) {
         if let Some(text) = first {
             Box::pin(self.start_turn(text.into())).await;
@@ -179,9 +179,12 @@ impl Actor {
             // Messages queued before a restart start once nothing runs ahead of them.
             Box::pin(self.advance()).await;
         }
+        let stopping = self.inner.actors.stopping();
         loop {
             let deadline = self.machine.deadline(self.norm.turn_in_flight(), self.norm.tool_running());
             tokio::select! {
+                // The daemon stops: the agent goes on under its shim, the next start adopts it.
+                _ = stopping.cancelled() => break,
                 cmd = cmds.recv() => match cmd {
                     Some(cmd) => Box::pin(self.on_cmd(cmd)).await,
                     None => break,

@@ -34,10 +34,11 @@ fn harness_and_secrets(inner: &Inner, run: &RunRow) -> Result<(&'static dyn Harn
     Ok((harness, RunSecrets::load(&inner.cfg.run_dir(&run.run_id))?))
 }
 
-/// Run an actor until it retires; what it held is then given back to the system shortly
-/// after (`spaces_os::memory`: at a thousand runs stopped, the daemon kept its peak memory).
-fn spawn_actor(actor: impl std::future::Future<Output = ()> + Send + 'static) {
-    tokio::spawn(async move {
+/// Run an actor until it retires (or the daemon stops: [`super::mailbox::Actors::stop`]);
+/// what it held is then given back to the system shortly after (`spaces_os::memory`: at a
+/// thousand runs stopped, the daemon kept its peak memory).
+fn spawn_actor(inner: &Inner, actor: impl std::future::Future<Output = ()> + Send + 'static) {
+    inner.actors.spawn(async move {
         actor.await;
         spaces_os::memory::give_back_soon();
     });
@@ -59,7 +60,7 @@ pub(super) fn launch(inner: &Arc<Inner>, run: RunRow, harness: &'static dyn Harn
     inner.actors.lock().insert(run.run_id.clone(), tx);
     let retire = retire(inner, &run.run_id);
     let actor = new_actor(inner, run, harness, secrets);
-    spawn_actor(actor.run(Some(prompt), rx, retire));
+    spawn_actor(inner, actor.run(Some(prompt), rx, retire));
 }
 
 /// Re-adopt the agent process of `run` after a daemon restart (its events stored up to `pos`)
@@ -71,7 +72,7 @@ pub(super) async fn adopt(inner: &Arc<Inner>, run: RunRow, pos: JournalPos) -> R
     let (tx, rx) = mpsc::unbounded_channel();
     let retire = retire(inner, &run_id);
     inner.actors.lock().insert(run_id, tx);
-    spawn_actor(actor.run(None, rx, retire));
+    spawn_actor(inner, actor.run(None, rx, retire));
     Ok(())
 }
 
@@ -89,7 +90,7 @@ pub(super) fn restart(inner: &Arc<Inner>, run: RunRow, text: String) -> Result<(
     inner.actors.lock().insert(run.run_id.clone(), tx);
     let retire = retire(inner, &run.run_id);
     let actor = new_actor(inner, run, harness, secrets);
-    spawn_actor(async move { actor.restart_turn(text).await.run(None, rx, retire).await });
+    spawn_actor(inner, async move { actor.restart_turn(text).await.run(None, rx, retire).await });
     Ok(())
 }
 
@@ -101,7 +102,7 @@ pub(super) fn revive_queue(inner: &Arc<Inner>, run: RunRow) -> Result<()> {
     let (tx, rx) = mpsc::unbounded_channel();
     inner.actors.lock().insert(run.run_id.clone(), tx);
     let retire = retire(inner, &run.run_id);
-    spawn_actor(new_actor(inner, run, harness, secrets).run(None, rx, retire));
+    spawn_actor(inner, new_actor(inner, run, harness, secrets).run(None, rx, retire));
     Ok(())
 }
 
@@ -134,7 +135,7 @@ fn dispatch(inner: &Arc<Inner>, run: RunRow, cmd: Cmd) -> Result<()> {
     let run_id = run.run_id.clone();
     let retire = retire(inner, &run_id);
     let actor = new_actor(inner, run, harness, secrets);
-    spawn_actor(actor.run(None, rx, retire));
+    spawn_actor(inner, actor.run(None, rx, retire));
     let _ = tx.send(cmd);
     map.insert(run_id, tx);
     Ok(())

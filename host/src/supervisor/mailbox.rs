@@ -9,6 +9,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use spaces_sdk::{ActionReport, ApiError};
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::keys::Keyed;
 
@@ -52,14 +54,40 @@ pub enum Cmd {
 /// Where a command's answer goes: a report, or a typed refusal.
 pub type Reply = oneshot::Sender<Result<ActionReport, ApiError>>;
 
-/// The command channel of every run that has a live actor, by run id.
+/// The command channel of every run that has a live actor, by run id, and the actors' tasks.
 #[derive(Default)]
-pub(super) struct Actors(Mutex<HashMap<String, mpsc::UnboundedSender<Cmd>>>);
+pub(super) struct Actors {
+    map: Mutex<HashMap<String, mpsc::UnboundedSender<Cmd>>>,
+    /// Every actor's task, so the daemon can wait for them at shutdown ([`Self::stop`]).
+    tasks: TaskTracker,
+    /// Cancelled when the daemon stops: each actor leaves its loop at its next wait.
+    stopping: CancellationToken,
+}
 
 impl Actors {
     /// The map, locked: commands are sent and actors added or removed while holding it.
     pub(super) fn lock(&self) -> MutexGuard<'_, HashMap<String, mpsc::UnboundedSender<Cmd>>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Run an actor's task `actor`, counted until it ends.
+    pub(super) fn spawn(&self, actor: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.tasks.spawn(actor);
+    }
+
+    /// A token cancelled when the daemon stops ([`Self::stop`]): an actor's loop waits on it
+    /// beside its commands, events and timers, and leaves when it fires.
+    pub(super) fn stopping(&self) -> CancellationToken {
+        self.stopping.clone()
+    }
+
+    /// At shutdown: every actor leaves its loop at its next wait (what it is doing, such as
+    /// storing a batch of events, it finishes first); waits at most `within` until all have
+    /// left. Returns whether all left in time. The runs' agents go on under their shims.
+    pub(super) async fn stop(&self, within: std::time::Duration) -> bool {
+        self.stopping.cancel();
+        self.tasks.close();
+        tokio::time::timeout(within, self.tasks.wait()).await.is_ok()
     }
 
     /// True while run `run_id` has a live actor.

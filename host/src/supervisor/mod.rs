@@ -123,6 +123,16 @@ impl Supervisor {
         }
     }
 
+    /// At shutdown, after [`Self::finish_turn_starts`]: every run's actor leaves its loop at its
+    /// next wait, and this waits (at most `within`) until all have. The agents go on under their
+    /// shims and the next start adopts them. Done before the tokio runtime shuts down: an actor
+    /// still running then (its fsync announced with `block_in_place` outlasting the runtime's
+    /// drivers) would poll a timer of a runtime being shut down, and panic. Returns whether all
+    /// left in time.
+    pub async fn stop_actors(&self, within: std::time::Duration) -> bool {
+        self.inner.actors.stop(within).await
+    }
+
     /// How many runs have a turn in flight (status `running`) on this host: a daemon started
     /// with `serve --exit-when-unused` waits for 0 before it ends. Errors: the store's.
     pub fn turns_in_flight(&self) -> Result<usize> {

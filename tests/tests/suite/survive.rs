@@ -405,6 +405,76 @@ async fn a_sigterm_mid_turn_lets_the_turn_finish_and_records_it() {
     assert!(events.iter().any(|e| e.text.as_deref() == Some("while the daemon was away")), "{}", describe(&events));
 }
 
+/// A SIGTERM while an agent streams, three times in one turn: each daemon stops its runs'
+/// actors before its runtime (an actor whose store write outlasted the runtime's shutdown
+/// polled its stall timer there and panicked, seen in full-suite runs), logs no panic and
+/// exits 0; after the last restart every message is stored once, in order.
+#[tokio::test]
+async fn a_sigterm_while_an_agent_streams_stops_cleanly_every_time() {
+    let body = format!(
+        "i=1; while [ $i -le 600 ]; do {}; i=$((i+1)); sleep 0.005; done\n{}\n{DONE}",
+        r#"echo "{\"type\":\"item.completed\",\"item\":{\"id\":\"m$i\",\"type\":\"agent_message\",\"text\":\"line $i\"}}""#,
+        message("all done")
+    );
+    let (mut d, _root, _bin) = fake_daemon(&body).await;
+    d.keep_log();
+    d.restart().await;
+    let run = start(&d, "openai-codex-exec", None, "stream").await;
+    for seen in ["line 20", "line 150", "line 300"] {
+        d.wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::Message && e.text.as_deref() == Some(seen)).await;
+        let status = d.terminate().expect("the daemon ran");
+        let log = d.log_text();
+        assert!(!log.contains("panicked"), "the daemon panicked at shutdown:\n{log}");
+        assert!(status.success(), "the daemon exited {status}:\n{log}");
+        d.start_again().await;
+    }
+    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
+    let events = d.events("s", &run).await;
+    assert_each_once(&events);
+    let texts: Vec<String> = events.iter().filter(|e| e.kind == EventKind::Message).filter_map(|e| e.text.clone()).collect();
+    let want: Vec<String> = (1..=600).map(|i| format!("line {i}")).chain(["all done".to_owned()]).collect();
+    assert_eq!(texts, want, "every message once, in order");
+}
+
+/// A SIGTERM while a turn's end checkpoint is being taken (1,200 changed files: the actor in a
+/// blocking section for about a second), the agent's output closed meanwhile but the agent
+/// still alive: the daemon lets the actor finish and leave its loop before the runtime goes
+/// (an actor resumed after the runtime's shutdown would poll its timers there, and panic),
+/// exits 0 without a panic, and after the restart the turn's `turn_diff` and end are stored.
+#[tokio::test]
+async fn a_sigterm_while_a_turn_s_checkpoint_is_taken_stops_cleanly() {
+    let body = format!(
+        "{}\nfor f in many/*; do echo changed >> \"$f\"; done\n{}\nsleep 0.5\n{DONE}\nexec >&-\nsleep 3",
+        message("editing"),
+        message("edited")
+    );
+    let (mut d, root, _bin) = fake_daemon(&body).await;
+    let many = root.join("many");
+    std::fs::create_dir(&many).unwrap();
+    for i in 0..1200 {
+        std::fs::write(many.join(format!("f{i:04}")), format!("{i}\n").repeat(800)).unwrap();
+    }
+    d.keep_log();
+    d.restart().await;
+    let run = start(&d, "openai-codex-exec", None, "edit them all").await;
+    d.wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::Message && e.text.as_deref() == Some("edited")).await;
+    // The turn ends 0.5 s later; its checkpoint then hashes and stores 3,000 files.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let status = d.terminate().expect("the daemon ran");
+    let log = d.log_text();
+    assert!(!log.contains("panicked"), "the daemon panicked at shutdown:\n{log}");
+    assert!(status.success(), "the daemon exited {status}:\n{log}");
+    d.start_again().await;
+    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
+    let events = d.events("s", &run).await;
+    assert_each_once(&events);
+    let diff = events.iter().find(|e| e.kind == EventKind::TurnDiff && e.turn == 1);
+    let listed = diff.and_then(|e| e.files.as_ref()).map_or(0, Vec::len);
+    assert!(listed > 0, "turn 1's turn_diff lists the changed files: {}", describe(&events));
+}
+
 /// Issue 11: kill -9 of spacesd while an `exec_command` runs. The command goes on under its
 /// shim; after a restart, `read_process` from the cursor handed out before the kill returns
 /// every number once, then the exit code.

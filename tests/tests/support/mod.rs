@@ -275,13 +275,19 @@ impl TestDaemon {
         self.child.as_ref().map(|c| c.id() as i32)
     }
 
-    /// SIGTERM the daemon (a graceful shutdown) and wait for it to exit.
-    pub fn terminate(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let pid = nix::unistd::Pid::from_raw(c.id() as i32);
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-            let _ = c.wait();
-        }
+    /// SIGTERM the daemon (a graceful shutdown) and wait for it to exit; its exit status
+    /// (`None` when it was not running).
+    pub fn terminate(&mut self) -> Option<std::process::ExitStatus> {
+        let mut c = self.child.take()?;
+        let pid = nix::unistd::Pid::from_raw(c.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        c.wait().ok()
+    }
+
+    /// From the next start on ([`Self::start_again`], [`Self::restart`]), the daemon's stderr
+    /// (its log) goes to `<temp dir>/spacesd.log`, read by [`Self::log_text`].
+    pub fn keep_log(&mut self) {
+        self.log = Some(self.dir.path().join("spacesd.log"));
     }
 
     /// SIGKILL the daemon.

@@ -114,7 +114,7 @@ impl TestDaemon {
     }
 
     /// What the daemon wrote to its log so far, when started with one
-    /// ([`TestDaemon::start_on_tmpfs`]); empty otherwise.
+    /// ([`TestDaemon::start_on_tmpfs`], [`TestDaemon::keep_log`]); empty otherwise.
     pub fn log_text(&self) -> String {
         self.log.as_ref().and_then(|p| std::fs::read(p).ok()).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
     }
