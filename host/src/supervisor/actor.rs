@@ -180,10 +180,12 @@ impl Actor {
             Box::pin(self.advance()).await;
         }
         let stopping = self.inner.actors.stopping();
-        loop {
+        // The daemon stops: the actor leaves at its next wait (the agent goes on under its
+        // shim, the next start adopts it). Not `biased`: a flood of events must not starve a
+        // timer (a stop's drain); a branch that was ready with it runs once, then the loop ends.
+        while !stopping.is_cancelled() {
             let deadline = self.machine.deadline(self.norm.turn_in_flight(), self.norm.tool_running());
             tokio::select! {
-                // The daemon stops: the agent goes on under its shim, the next start adopts it.
                 _ = stopping.cancelled() => break,
                 cmd = cmds.recv() => match cmd {
                     Some(cmd) => Box::pin(self.on_cmd(cmd)).await,
@@ -208,6 +210,10 @@ impl Actor {
             }
             if !self.unstored.is_empty() {
                 Box::pin(self.store_unstored()).await;
+            }
+            if stopping.is_cancelled() {
+                // No turn starts now (a queued message stays stored for the next daemon).
+                break;
             }
             Box::pin(self.advance()).await;
             // No process, no turn, nothing queued: the actor may go; a later command revives it.

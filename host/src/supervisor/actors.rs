@@ -54,8 +54,13 @@ fn retire(inner: &Arc<Inner>, run_id: &str) -> Retire {
     })
 }
 
-/// Start the actor of the new run `run`, whose first turn is `prompt`.
+/// Start the actor of the new run `run`, whose first turn is `prompt`. Not once the daemon is
+/// stopping: the run is stored, and the next start's recovery starts its first turn, as after a
+/// kill -9.
 pub(super) fn launch(inner: &Arc<Inner>, run: RunRow, harness: &'static dyn Harness, secrets: RunSecrets, prompt: String) {
+    if inner.actors.is_stopping() {
+        return;
+    }
     let (tx, rx) = mpsc::unbounded_channel();
     inner.actors.lock().insert(run.run_id.clone(), tx);
     let retire = retire(inner, &run.run_id);
@@ -106,15 +111,26 @@ pub(super) fn revive_queue(inner: &Arc<Inner>, run: RunRow) -> Result<()> {
     Ok(())
 }
 
-/// Send the command `cmd(reply)` to the actor of `run` and await the actor's answer.
+/// Send the command `cmd(reply)` to the actor of `run` and await the actor's answer. Once the
+/// daemon is stopping (`Actors::stop`) this never answers: no actor starts then, and a caller
+/// whose connection drops as the daemon exits retries with its key against the next one (an
+/// error here would be an answer it does not retry).
 pub(super) async fn ask<T>(
     inner: &Arc<Inner>,
     run: RunRow,
     cmd: impl FnOnce(oneshot::Sender<std::result::Result<T, spaces_sdk::ApiError>>) -> Cmd,
 ) -> Result<T> {
+    if inner.actors.is_stopping() {
+        return std::future::pending().await;
+    }
     let (reply, rx) = oneshot::channel();
     dispatch(inner, run, cmd(reply))?;
-    let answer = rx.await.map_err(|_| refuse(ErrorCode::Internal, "the run's actor ended before answering; check the run's status"))?;
+    let answer = match rx.await {
+        Ok(answer) => answer,
+        // The actor left its loop with the command unread: the daemon is stopping.
+        Err(_) if inner.actors.is_stopping() => return std::future::pending().await,
+        Err(_) => return Err(refuse(ErrorCode::Internal, "the run's actor ended before answering; check the run's status")),
+    };
     answer.map_err(Error::Api)
 }
 

@@ -76,14 +76,21 @@ impl Actors {
     }
 
     /// A token cancelled when the daemon stops ([`Self::stop`]): an actor's loop waits on it
-    /// beside its commands, events and timers, and leaves when it fires.
+    /// before its commands, events and timers, and leaves when it fires.
     pub(super) fn stopping(&self) -> CancellationToken {
         self.stopping.clone()
     }
 
+    /// True once the daemon is stopping ([`Self::stop`]): no actor starts after that.
+    pub(super) fn is_stopping(&self) -> bool {
+        self.stopping.is_cancelled()
+    }
+
     /// At shutdown: every actor leaves its loop at its next wait (what it is doing, such as
-    /// storing a batch of events, it finishes first); waits at most `within` until all have
-    /// left. Returns whether all left in time. The runs' agents go on under their shims.
+    /// storing a batch of events, it finishes first; commands still in its channel are left
+    /// unanswered, so their callers' connections drop and they retry with their keys against
+    /// the next daemon); waits at most `within` until all have left. Returns whether all left
+    /// in time. The runs' agents go on under their shims.
     pub(super) async fn stop(&self, within: std::time::Duration) -> bool {
         self.stopping.cancel();
         self.tasks.close();

@@ -123,11 +123,12 @@ impl Supervisor {
         }
     }
 
-    /// At shutdown, after [`Self::finish_turn_starts`]: every run's actor leaves its loop at its
-    /// next wait, and this waits (at most `within`) until all have. The agents go on under their
-    /// shims and the next start adopts them. Done before the tokio runtime shuts down: an actor
-    /// still running then (its fsync announced with `block_in_place` outlasting the runtime's
-    /// drivers) would poll a timer of a runtime being shut down, and panic. Returns whether all
+    /// At shutdown, after [`Self::finish_turn_starts`]: every run's actor finishes what it is
+    /// doing (a store write, a turn's checkpoint) and leaves its loop at its next wait, and this
+    /// waits (at most `within`) until all have; no actor starts after this, and a command sent
+    /// meanwhile is never answered (its caller retries with its key against the next daemon).
+    /// The agents go on under their shims and the next start adopts them; the daemon's process
+    /// then exits without shutting its runtime down (`spacesd::cli::run`). Returns whether all
     /// left in time.
     pub async fn stop_actors(&self, within: std::time::Duration) -> bool {
         self.inner.actors.stop(within).await

@@ -150,6 +150,7 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> i32 {
     if !cli.command.is_client() {
         reserve_blocking_threads(&runtime);
     }
+    let is_client = cli.command.is_client();
     let code = match runtime.block_on(main(cli)) {
         Ok(()) => 0,
         Err(e) => {
@@ -166,6 +167,15 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> i32 {
             }
         }
     };
-    runtime.shutdown_timeout(Duration::from_secs(2));
+    if is_client {
+        runtime.shutdown_timeout(Duration::from_secs(2));
+    } else {
+        // The daemon's runtime is never shut down: the process exits with its tasks where they
+        // are, as after a kill -9 (which its state survives by design), once `serve` has stopped
+        // the runs' actors and cleaned up. A shutdown would drop the time driver under a task
+        // resumed from `block_in_place` (a store write's wait), whose next timer then panics
+        // ("A Tokio 1.x context was found, but it is being shutdown").
+        std::mem::forget(runtime);
+    }
     code
 }
