@@ -405,10 +405,29 @@ async fn a_sigterm_mid_turn_lets_the_turn_finish_and_records_it() {
     assert!(events.iter().any(|e| e.text.as_deref() == Some("while the daemon was away")), "{}", describe(&events));
 }
 
-/// A SIGTERM while an agent streams, three times in one turn: each daemon stops its runs'
-/// actors before its runtime (an actor whose store write outlasted the runtime's shutdown
-/// polled its stall timer there and panicked, seen in full-suite runs), logs no panic and
-/// exits 0; after the last restart every message is stored once, in order.
+/// SIGTERM the daemon, check it logged no panic and exited 0, and start it again.
+async fn stop_cleanly_and_start_again(d: &mut TestDaemon) {
+    let status = d.terminate().expect("the daemon ran");
+    let log = d.log_text();
+    assert!(!log.contains("panicked"), "the daemon panicked at shutdown:\n{log}");
+    assert!(status.success(), "the daemon exited {status}:\n{log}");
+    d.start_again().await;
+}
+
+/// Waits for turn 1 of `run` to end normally; its events, each stored once.
+async fn turn_one_ended_once(d: &TestDaemon, run: &str) -> Vec<Event> {
+    let ended = d.wait_turn_end("s", run, 1, WAIT).await;
+    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", run).await));
+    let events = d.events("s", run).await;
+    assert_each_once(&events);
+    events
+}
+
+/// A SIGTERM while an agent streams, three times in one turn: each daemon lets its runs'
+/// actors finish and leave, and exits without shutting its runtime down (an actor whose store
+/// write outlasted a runtime's shutdown polled its stall timer there and panicked, seen in
+/// full-suite runs), logs no panic and exits 0; after the last restart every message is stored
+/// once, in order.
 #[tokio::test]
 async fn a_sigterm_while_an_agent_streams_stops_cleanly_every_time() {
     let body = format!(
@@ -422,16 +441,9 @@ async fn a_sigterm_while_an_agent_streams_stops_cleanly_every_time() {
     let run = start(&d, "openai-codex-exec", None, "stream").await;
     for seen in ["line 20", "line 150", "line 300"] {
         d.wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::Message && e.text.as_deref() == Some(seen)).await;
-        let status = d.terminate().expect("the daemon ran");
-        let log = d.log_text();
-        assert!(!log.contains("panicked"), "the daemon panicked at shutdown:\n{log}");
-        assert!(status.success(), "the daemon exited {status}:\n{log}");
-        d.start_again().await;
+        stop_cleanly_and_start_again(&mut d).await;
     }
-    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
-    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
-    let events = d.events("s", &run).await;
-    assert_each_once(&events);
+    let events = turn_one_ended_once(&d, &run).await;
     let texts: Vec<String> = events.iter().filter(|e| e.kind == EventKind::Message).filter_map(|e| e.text.clone()).collect();
     let want: Vec<String> = (1..=600).map(|i| format!("line {i}")).chain(["all done".to_owned()]).collect();
     assert_eq!(texts, want, "every message once, in order");
@@ -439,9 +451,9 @@ async fn a_sigterm_while_an_agent_streams_stops_cleanly_every_time() {
 
 /// A SIGTERM while a turn's end checkpoint is being taken (1,200 changed files: the actor in a
 /// blocking section for about a second), the agent's output closed meanwhile but the agent
-/// still alive: the daemon lets the actor finish and leave its loop before the runtime goes
-/// (an actor resumed after the runtime's shutdown would poll its timers there, and panic),
-/// exits 0 without a panic, and after the restart the turn's `turn_diff` and end are stored.
+/// still alive: the daemon lets the actor finish and leave its loop, exits 0 without a panic
+/// (an actor resumed after a runtime's shutdown would poll its timers there, and panic), and
+/// after the restart the turn's `turn_diff` and end are stored.
 #[tokio::test]
 async fn a_sigterm_while_a_turn_s_checkpoint_is_taken_stops_cleanly() {
     let body = format!(
@@ -459,17 +471,10 @@ async fn a_sigterm_while_a_turn_s_checkpoint_is_taken_stops_cleanly() {
     d.restart().await;
     let run = start(&d, "openai-codex-exec", None, "edit them all").await;
     d.wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::Message && e.text.as_deref() == Some("edited")).await;
-    // The turn ends 0.5 s later; its checkpoint then hashes and stores 3,000 files.
+    // The turn ends 0.5 s later; its checkpoint then hashes and stores 1,200 files.
     tokio::time::sleep(Duration::from_millis(800)).await;
-    let status = d.terminate().expect("the daemon ran");
-    let log = d.log_text();
-    assert!(!log.contains("panicked"), "the daemon panicked at shutdown:\n{log}");
-    assert!(status.success(), "the daemon exited {status}:\n{log}");
-    d.start_again().await;
-    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
-    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn), "{}", describe(&d.events("s", &run).await));
-    let events = d.events("s", &run).await;
-    assert_each_once(&events);
+    stop_cleanly_and_start_again(&mut d).await;
+    let events = turn_one_ended_once(&d, &run).await;
     let diff = events.iter().find(|e| e.kind == EventKind::TurnDiff && e.turn == 1);
     let listed = diff.and_then(|e| e.files.as_ref()).map_or(0, Vec::len);
     assert!(listed > 0, "turn 1's turn_diff lists the changed files: {}", describe(&events));
