@@ -62,11 +62,12 @@ pub(crate) fn restore(objects: &Objects, folder: &Path, exclude: &GlobSet, snap:
         report.removed += 1;
     }
     for w in gone {
-        // A database goes with its log and index.
-        let removed = if w.kind == Kind::File {
-            scan::without_sqlite_sides(&root, &w.path, &now.skipped, || root.remove(&w.path, false))
-        } else {
-            root.remove(&w.path, true)
+        let removed = match w.kind {
+            // A database goes with its log and index.
+            Kind::File => scan::without_sqlite_sides(&root, &w.path, &now.skipped, || root.remove(&w.path, false)),
+            // A symlink is unlinked as a file is, whatever it points to (never `AT_REMOVEDIR`).
+            Kind::Symlink => root.remove(&w.path, false),
+            Kind::Dir => root.remove(&w.path, true),
         };
         match removed {
             Ok(()) => report.removed += 1,

@@ -120,6 +120,35 @@ fn a_restore_gives_the_folder_back_byte_for_byte_and_leaves_excluded_paths_alone
     assert!(to_one.iter().any(|c| c.path == "later/deep/new.txt"), "{to_one:?}");
 }
 
+/// Found by a new user's trial: a rewind past a turn that made a symlink failed on it
+/// (`ENOTDIR`: it was removed as a directory) after removing other entries, leaving the folder
+/// half restored. Links to a file, to a directory, dangling, and one replacing a directory
+/// are all taken away, and the folder is the checkpoint's again.
+#[test]
+fn a_rewind_removes_the_symlinks_made_after_its_checkpoint() {
+    let (work, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let w = work.path();
+    write(w, "a.txt", "a\n");
+    write(w, "d/inside.txt", "i\n");
+    write(w, "was_dir/x.txt", "x\n");
+    let mut cp = Checkpoints::open(state.path(), &exclude()).unwrap();
+    cp.take(w, 0).unwrap();
+    let at_zero = tree(w);
+
+    std::os::unix::fs::symlink("a.txt", w.join("link")).unwrap();
+    std::os::unix::fs::symlink("d", w.join("dirlink")).unwrap();
+    std::os::unix::fs::symlink("nowhere", w.join("d/dangling")).unwrap();
+    std::fs::remove_dir_all(w.join("was_dir")).unwrap();
+    std::os::unix::fs::symlink("d", w.join("was_dir")).unwrap();
+    write(w, "a.txt", "changed\n");
+    cp.take(w, 1).unwrap();
+
+    let r = cp.restore(w, 0).unwrap();
+    assert_eq!(r.removed, 4, "{r:?}");
+    assert_eq!(tree(w), at_zero);
+    assert_eq!(std::fs::read_to_string(w.join("d/inside.txt")).unwrap(), "i\n", "the linked directory itself stays");
+}
+
 fn umask() -> u32 {
     let m = nix::sys::stat::umask(nix::sys::stat::Mode::empty());
     nix::sys::stat::umask(m);
