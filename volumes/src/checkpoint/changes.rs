@@ -41,12 +41,13 @@ pub struct FileChange {
     pub binary: bool,
 }
 
-/// The text of `item` for a line diff: `None` when binary. A symlink's text is its target.
+/// The text of `item` for a line diff: `None` when binary. A symlink's text is its target with
+/// no newline after it, as git writes a link's blob (`git apply` makes the link from it).
 fn text_of(objects: &Objects, item: Option<&Item>) -> Result<Option<String>> {
     let Some(item) = item else { return Ok(Some(String::new())) };
     match item.kind {
         Kind::Symlink if item.secret => Ok(None),
-        Kind::Symlink => Ok(Some(format!("-> {}\n", item.target.as_deref().unwrap_or_default()))),
+        Kind::Symlink => Ok(Some(item.target.clone().unwrap_or_default())),
         Kind::Dir => Ok(Some(String::new())),
         Kind::File if item.unstored() || item.size > TEXT_LIMIT => Ok(None),
         Kind::File => {
@@ -83,9 +84,10 @@ pub(crate) fn between(objects: &Objects, a: &Snapshot, b: &Snapshot) -> Result<V
     Ok(compare(objects, a, b, false)?.0)
 }
 
-/// [`between`], and the unified diff of it, git style: a header per file, `--- /dev/null` for an
-/// added one, and `Binary files ... differ` for a binary one. Each file's contents are read and
-/// compared once for both.
+/// [`between`], and the unified diff of it, git style (`git apply` takes it, binary files
+/// aside): a header per file, `--- /dev/null` for an added one, `Binary files ... differ` for a
+/// binary one, and a file that became a symlink (or back) as a deletion then an addition, as
+/// git writes a change of type. Each file's contents are read and compared once for both.
 pub(crate) fn with_diff(objects: &Objects, a: &Snapshot, b: &Snapshot) -> Result<(Vec<FileChange>, String)> {
     compare(objects, a, b, true)
 }
@@ -99,46 +101,73 @@ fn compare(objects: &Objects, a: &Snapshot, b: &Snapshot, unified: bool) -> Resu
             _ => ChangeKind::Changed,
         };
         let (old, new) = (text_of(objects, x)?, text_of(objects, y)?);
-        let (mut added, mut removed, binary) = (0, 0, old.is_none() || new.is_none());
-        let (old_name, new_name) = (
-            if change == ChangeKind::Added { "/dev/null".to_owned() } else { format!("a/{path}") },
-            if change == ChangeKind::Removed { "/dev/null".to_owned() } else { format!("b/{path}") },
-        );
+        let binary = old.is_none() || new.is_none();
+        let (added, removed) = match (&old, &new) {
+            (Some(old), Some(new)) => line_counts(old, new),
+            _ => (0, 0),
+        };
         if unified {
-            out.push_str(&format!("diff --git a/{path} b/{path}\n"));
-            match change {
-                ChangeKind::Added => out.push_str(&format!("new file mode {}\n", git_mode(y))),
-                ChangeKind::Removed => out.push_str(&format!("deleted file mode {}\n", git_mode(x))),
-                ChangeKind::Changed => {
-                    let (m0, m1) = (git_mode(x), git_mode(y));
-                    if m0 != m1 {
-                        out.push_str(&format!("old mode {m0}\nnew mode {m1}\n"));
-                    }
-                }
-            }
-            if binary {
-                out.push_str(&format!("Binary files {old_name} and {new_name} differ\n"));
+            let type_changed = matches!((x, y), (Some(x), Some(y)) if (x.kind == Kind::Symlink) != (y.kind == Kind::Symlink));
+            if type_changed {
+                let (old, new) = (old.as_deref(), new.as_deref());
+                file_diff(&mut out, path, ChangeKind::Removed, (x, None), (old, Some("")));
+                file_diff(&mut out, path, ChangeKind::Added, (None, y), (Some(""), new));
+            } else {
+                file_diff(&mut out, path, change, (x, y), (old.as_deref(), new.as_deref()));
             }
         }
-        if let (Some(old), Some(new)) = (old, new) {
-            let diff = TextDiff::from_lines(&old, &new);
-            for c in diff.iter_all_changes() {
-                match c.tag() {
-                    ChangeTag::Insert => added += 1,
-                    ChangeTag::Delete => removed += 1,
-                    ChangeTag::Equal => {}
-                }
+        changes.push(FileChange { path: path.to_owned(), change, added_lines: added, removed_lines: removed, binary });
+    }
+    Ok((changes, out))
+}
+
+/// Lines added and removed from `old` to `new`.
+fn line_counts(old: &str, new: &str) -> (u64, u64) {
+    let (mut added, mut removed) = (0, 0);
+    for c in TextDiff::from_lines(old, new).iter_all_changes() {
+        match c.tag() {
+            ChangeTag::Insert => added += 1,
+            ChangeTag::Delete => removed += 1,
+            ChangeTag::Equal => {}
+        }
+    }
+    (added, removed)
+}
+
+/// Appends the git-style diff of one path going from `x` to `y` (entries; `None`: absent),
+/// whose texts are `texts` (`None`: binary).
+fn file_diff(
+    out: &mut String,
+    path: &str,
+    change: ChangeKind,
+    (x, y): (Option<&Item>, Option<&Item>),
+    texts: (Option<&str>, Option<&str>),
+) {
+    let old_name = if change == ChangeKind::Added { "/dev/null".to_owned() } else { format!("a/{path}") };
+    let new_name = if change == ChangeKind::Removed { "/dev/null".to_owned() } else { format!("b/{path}") };
+    out.push_str(&format!("diff --git a/{path} b/{path}\n"));
+    match change {
+        ChangeKind::Added => out.push_str(&format!("new file mode {}\n", git_mode(y))),
+        ChangeKind::Removed => out.push_str(&format!("deleted file mode {}\n", git_mode(x))),
+        ChangeKind::Changed => {
+            let (m0, m1) = (git_mode(x), git_mode(y));
+            if m0 != m1 {
+                out.push_str(&format!("old mode {m0}\nnew mode {m1}\n"));
             }
-            if unified && old != new {
+        }
+    }
+    match texts {
+        (Some(old), Some(new)) => {
+            if old != new {
+                let diff = TextDiff::from_lines(old, new);
                 out.push_str(&diff.unified_diff().context_radius(3).header(&old_name, &new_name).to_string());
                 if !out.ends_with('\n') {
                     out.push('\n');
                 }
             }
         }
-        changes.push(FileChange { path: path.to_owned(), change, added_lines: added, removed_lines: removed, binary });
+        _ => out.push_str(&format!("Binary files {old_name} and {new_name} differ\n")),
     }
-    Ok((changes, out))
 }
 
 /// A mode as git writes it: `100644`, `100755`, `120000` for a symlink.

@@ -149,6 +149,51 @@ fn a_rewind_removes_the_symlinks_made_after_its_checkpoint() {
     assert_eq!(std::fs::read_to_string(w.join("d/inside.txt")).unwrap(), "i\n", "the linked directory itself stays");
 }
 
+/// `agent_diff`'s text is a patch `git apply` takes (found by a new user's trial: a symlink was
+/// written `+-> target` and became a link to "-> target"): applied to a copy of the folder at
+/// the first checkpoint it makes the folder at the second, links, type changes, files without
+/// a last newline and modes included.
+#[test]
+fn a_diff_applies_with_git_apply_links_and_type_changes_included() {
+    let (work, state, copy) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let w = work.path();
+    write(w, "keep.txt", "one\ntwo\nthree\n");
+    write(w, "no_newline.txt", "last line");
+    write(w, "file_then_link", "a file\n");
+    std::os::unix::fs::symlink("keep.txt", w.join("link_then_file")).unwrap();
+    std::os::unix::fs::symlink("keep.txt", w.join("retargeted")).unwrap();
+    write(w, "gone.txt", "bye\n");
+    write(w, "run.sh", "echo\n");
+    let mut cp = Checkpoints::open(state.path(), &exclude()).unwrap();
+    cp.take(w, 0).unwrap();
+    let g = copy.path().join("g");
+    let copied = std::process::Command::new("cp").arg("-a").arg(w).arg(&g).status().unwrap();
+    assert!(copied.success());
+
+    write(w, "keep.txt", "one\n2\nthree\n");
+    write(w, "no_newline.txt", "last line, longer");
+    std::fs::remove_file(w.join("file_then_link")).unwrap();
+    std::os::unix::fs::symlink("keep.txt", w.join("file_then_link")).unwrap();
+    std::fs::remove_file(w.join("link_then_file")).unwrap();
+    write(w, "link_then_file", "now a file\n");
+    std::fs::remove_file(w.join("retargeted")).unwrap();
+    std::os::unix::fs::symlink("no_newline.txt", w.join("retargeted")).unwrap();
+    std::os::unix::fs::symlink("new/added.txt", w.join("new_link")).unwrap();
+    write(w, "new/added.txt", "added\n");
+    std::fs::remove_file(w.join("gone.txt")).unwrap();
+    std::fs::set_permissions(w.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    cp.take(w, 1).unwrap();
+
+    let (changes, text) = cp.diff(0, 1).unwrap();
+    assert_eq!(changes.len(), 9, "{changes:?}");
+    let patch = copy.path().join("turn.patch");
+    std::fs::write(&patch, &text).unwrap();
+    let applied = std::process::Command::new("git").arg("apply").arg(&patch).current_dir(&g).output().unwrap();
+    assert!(applied.status.success(), "git apply: {}\n{text}", String::from_utf8_lossy(&applied.stderr));
+    let modes = |t: BTreeMap<String, (u32, Vec<u8>)>| t.into_iter().map(|(p, (m, b))| (p, (m & 0o111, b))).collect::<BTreeMap<_, _>>();
+    assert_eq!(modes(tree(&g)), modes(tree(w)), "the patch:\n{text}");
+}
+
 fn umask() -> u32 {
     let m = nix::sys::stat::umask(nix::sys::stat::Mode::empty());
     nix::sys::stat::umask(m);
