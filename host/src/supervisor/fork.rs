@@ -89,12 +89,14 @@ pub(super) async fn fork(inner: &std::sync::Arc<Inner>, req: &AgentForkRequest) 
     .await
     .map_err(|e| io("the fork", e))??;
     let (kind, conversation, cwd) = made;
-    let note = |text: String| vec![EventDraft::new(0, EventKind::Notice).summary(text)];
-    if let Err(e) = inner.log.append(&run_id, note(format!("forked from run {} at turn {at_turn} ({conversation} session)", parent.run_id)))
-    {
+    // The fork's notice comes before its first turn; the parent's is of its latest turn.
+    let note = |turn: u32, text: String| vec![EventDraft::new(turn, EventKind::Notice).summary(text)];
+    let text = format!("forked from run {} at turn {at_turn} ({conversation} session)", parent.run_id);
+    if let Err(e) = inner.log.append(&run_id, note(0, text)) {
         tracing::warn!("run {run_id}: the fork notice was not stored: {e}");
     }
-    if let Err(e) = inner.log.append(&parent.run_id, note(format!("forked at turn {at_turn} into run {run_id}"))) {
+    let latest = inner.store.run_get(&parent.run_id).ok().flatten().map_or(parent.turns, |r| r.turns);
+    if let Err(e) = inner.log.append(&parent.run_id, note(latest, format!("forked at turn {at_turn} into run {run_id}"))) {
         tracing::warn!("run {}: the fork notice was not stored: {e}", parent.run_id);
     }
     Ok(ForkReport {

@@ -249,6 +249,8 @@ async fn fork_at_turn_one_then_merge(h: H) {
     assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "fork-commit", "git works in the worktree: {}", describe(&fork_events));
     let parent_now = d.events("s", &run).await;
     assert_eq!(shown(&parent_now), parent_events + 1, "the parent got one notice of the fork: {}", describe(&parent_now));
+    let notice = parent_now.iter().find(|e| e.summary.as_deref().is_some_and(|s| s.starts_with("forked at turn 1 into")));
+    assert_eq!(notice.map(|e| e.turn), Some(2), "the notice is of the parent's latest turn: {}", describe(&parent_now));
     assert!(parent_now.iter().all(|e| e.turn <= 2), "the parent ran no turn: {}", describe(&parent_now));
     d.wait_status("s", &fork.run_id, TURN, settled).await;
 

@@ -23,6 +23,10 @@ pub struct RestoreReport {
     pub written: u64,
     /// Entries removed (made after the checkpoint, or of another kind there).
     pub removed: u64,
+    /// Files the checkpoint holds no contents of (over 64 MiB, holding a secret value, a live
+    /// database SQLite could not copy) that differ from what it recorded, or are gone: left as
+    /// they are, not restored. Sorted by path.
+    pub unrestored: Vec<String>,
 }
 
 pub(crate) fn restore(objects: &Objects, folder: &Path, exclude: &GlobSet, snap: &Snapshot) -> Result<RestoreReport> {
@@ -104,8 +108,13 @@ pub(crate) fn restore(objects: &Objects, folder: &Path, exclude: &GlobSet, snap:
                 root.finish(&item.path, Kind::Symlink, 0, item.mtime_ns)?;
                 report.written += 1;
             }
-            // Too big to be stored, or holding a secret value: left as it is (never copied).
-            Kind::File if item.unstored() || item.sha256.is_none() => {}
+            // Too big to be stored, or holding a secret value: left as it is (never copied),
+            // and named when it is not what the checkpoint recorded.
+            Kind::File if item.unstored() || item.sha256.is_none() => {
+                if !found.is_some_and(|w| w.size == item.size && w.mtime_ns == item.mtime_ns) {
+                    report.unrestored.push(item.path.clone());
+                }
+            }
             Kind::File => {
                 // The same file untouched since the checkpoint (same size, times, inode; its
                 // mode changes its ctime) is left as it is.

@@ -326,9 +326,10 @@ fn a_file_holding_a_secret_value_is_never_stored_and_a_rewind_leaves_it() {
             }
         }
     }
-    cp.restore(w, 0).unwrap();
+    let back = cp.restore(w, 0).unwrap();
     assert_eq!(std::fs::read_to_string(w.join("plain.txt")).unwrap(), "nothing to hide\n");
     assert_eq!(std::fs::read_to_string(w.join(".env")).unwrap(), "API_KEY=sk-very-secret-0123456789\nMORE=1\n", "left as it is");
+    assert_eq!(back.unrestored, [".env"], "and named as not restored (found by a new user's trial: a skipped file went unsaid)");
 }
 
 #[test]
@@ -343,6 +344,7 @@ fn an_unchanged_secret_file_stays_unstored_across_turns_and_a_rewind_keeps_it() 
     write(w, "other.txt", "x\n");
     let r = cp.take(w, 1).unwrap();
     assert_eq!(r.changes.iter().map(|c| c.path.as_str()).collect::<Vec<_>>(), ["other.txt"], "the untouched .env did not change");
+    assert_eq!(cp.restore(w, 1).unwrap().unrestored, Vec::<String>::new(), "an untouched unstored file is not named");
     write(w, ".env", "TOKEN=sk-very-secret-0123456789\nEDITED=1\n");
     cp.restore(w, 1).unwrap();
     assert_eq!(std::fs::read_to_string(w.join(".env")).unwrap(), "TOKEN=sk-very-secret-0123456789\nEDITED=1\n", "never emptied");

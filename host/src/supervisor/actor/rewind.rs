@@ -107,11 +107,18 @@ impl Actor {
         }
         let files = matches!(what, RewindWhat::Files | RewindWhat::Both);
         let conversation = matches!(what, RewindWhat::Conversation | RewindWhat::Both);
-        let (mut written, mut removed) = (0, 0);
+        let (mut written, mut removed, mut unrestored) = (0, 0, Vec::new());
         if files {
             let folder = std::path::PathBuf::from(&self.run.cwd);
+            let ran_none = self.run.turns == 0;
             let Some(cps) = self.checkpoints() else { return Err(checkpoints::off("to_turn", "the folder cannot be rewound")) };
             let has = cps.turns().map(|t| t.contains(&to_turn)).unwrap_or(false);
+            if !has && ran_none {
+                return Err(invalid(format!(
+                    "run {} has not run a turn yet: its folder is as it was made, there is nothing to rewind",
+                    self.run.run_id
+                )));
+            }
             if !has {
                 return Err(invalid(format!(
                     "run {} has no checkpoint of turn {to_turn} (pruned, or taken before checkpoints were on)",
@@ -120,17 +127,15 @@ impl Actor {
             }
             let report = spaces_store::fsutil::blocking(|| cps.restore(&folder, to_turn))
                 .map_err(|e| ApiError::new(ErrorCode::Internal, format!("the folder was not fully restored to turn {to_turn}: {e}")))?;
-            (written, removed) = (report.written, report.removed);
+            (written, removed, unrestored) = (report.written, report.removed, report.unrestored);
         }
         let how = if conversation { self.rewind_conversation(to_turn) } else { "unchanged" };
+        let folder =
+            format!("the folder is back at the end of turn {to_turn} ({written} written, {removed} removed){}", not_restored(&unrestored));
         let reason = match (files, how) {
-            (true, "unchanged") => format!("the folder is back at the end of turn {to_turn} ({written} written, {removed} removed)"),
+            (true, "unchanged") => folder,
             (f, how) => {
-                let folder = if f {
-                    format!("the folder is back at the end of turn {to_turn} ({written} written, {removed} removed); ")
-                } else {
-                    String::new()
-                };
+                let folder = if f { format!("{folder}; ") } else { String::new() };
                 let talk = match how {
                     "native" => format!("the next turn continues the conversation as it was at the end of turn {to_turn}"),
                     _ if to_turn == 0 => "the next turn starts a fresh session".to_owned(),
@@ -208,4 +213,20 @@ impl Actor {
         self.machine.dropped_session = self.run.session_id.take();
         self.save();
     }
+}
+
+/// What a rewind's answer says of the files it left as they are (`RestoreReport::unrestored`):
+/// nothing when there are none, else how many and the first five.
+fn not_restored(paths: &[String]) -> String {
+    if paths.is_empty() {
+        return String::new();
+    }
+    let mut named = paths.iter().take(5).map(String::as_str).collect::<Vec<_>>().join(", ");
+    if paths.len() > 5 {
+        named.push_str(&format!(" and {} more", paths.len() - 5));
+    }
+    format!(
+        "; {} file(s) not restored, left as they are (their contents are never stored: over 64 MiB, holding a secret value, or a database SQLite could not copy): {named}",
+        paths.len()
+    )
 }
