@@ -123,8 +123,11 @@ fn make(
     label: Option<String>,
 ) -> Result<(&'static str, &'static str, PathBuf)> {
     let kind = make_worktree(space_root, worktree)?;
-    // The parent's folder may be a subfolder of the Space: the same place in the worktree.
-    let rel = Path::new(&parent.cwd).strip_prefix(space_root).map(Path::to_path_buf).unwrap_or_default();
+    // The parent's folder may be a subfolder of the Space: the same place in the worktree. A
+    // parent that is a fork itself has its place in its own worktree (a fork of a fork is not
+    // nested in `.spaces-worktrees/<parent>/.spaces-worktrees/`: found by a new user's trial).
+    let base = origin(inner, &parent.run_id).map_or_else(|| space_root.to_path_buf(), |o| PathBuf::from(o.worktree));
+    let rel = Path::new(&parent.cwd).strip_prefix(&base).map(Path::to_path_buf).unwrap_or_default();
     // (`join("")` would end the path in a `/`, and the CLI's session directory is named after
     // the path: the native session would not be found.)
     let cwd = if rel.as_os_str().is_empty() { worktree.to_path_buf() } else { worktree.join(&rel) };

@@ -345,7 +345,7 @@ async fn a_turn_that_changes_nothing_then_every_edit_still_shows(h: H) {
 /// A fork of a plain folder (no git): its first turn resumes the parent's native session
 /// (Claude Code finds it under the worktree's own project directory) and works in the worktree;
 /// the parent's folder is untouched. Made right after the parent's turn ends, so the fork also
-/// waits for the CLI to finish writing its transcript.
+/// waits for the CLI to finish writing its transcript. A fork of that fork is made beside it.
 async fn a_plain_folder_s_fork_resumes_natively(d: TestDaemon) {
     let h = CLAUDE;
     require_cli(h.tools, h.binary);
@@ -375,8 +375,16 @@ async fn a_plain_folder_s_fork_resumes_natively(d: TestDaemon) {
     assert!(asked.first().is_some_and(|r| r.contains("PROMPT-ONE") && r.contains("TURN-ONE-DONE")), "{}", describe(&events));
     assert_eq!(std::fs::read_to_string(wt.join("in-fork.txt")).unwrap_or_default(), "mine\n", "{}", describe(&events));
     assert_eq!(tree(&root), before, "the parent's folder is untouched: {}", describe(&events));
-    d.client.space("s").agent_stop(&fork.run_id).await.unwrap();
-    d.client.space("s").agent_stop(&run).await.unwrap();
+    // A fork of the fork: its worktree is beside the first one, not nested in it.
+    d.wait_status("s", &fork.run_id, TURN, settled).await;
+    let again = AgentForkRequest { space: "s".into(), run_id: fork.run_id.clone(), at_turn: 1, label: None };
+    let fork2 = d.client.agent_fork(&again).await.unwrap();
+    let wt2 = std::path::PathBuf::from(&fork2.cwd);
+    assert_eq!(wt2.parent(), wt.parent(), "{fork2:?}");
+    assert_eq!(tree(&wt2), tree(&wt), "the fork of the fork holds the fork's turn 1");
+    for id in [&fork2.run_id, &fork.run_id, &run] {
+        d.client.space("s").agent_stop(id).await.unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
