@@ -120,7 +120,8 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> i32 {
         // Its own single-threaded runtime, and no daemon state: see `spaces_os::shim`.
         return spaces_os::shim::server::main(dir);
     }
-    if cli.command.is_client() {
+    let is_client = cli.command.is_client();
+    if is_client {
         // A client command whose output pipe closes (`spacesd agent events RUN | head -3`) ends
         // quietly as the shell expects (status 141), never with a panic. The daemon (`serve`,
         // `demo`, `mcp`) keeps Rust's default of ignoring SIGPIPE: a closed socket is an error
@@ -131,7 +132,7 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> i32 {
         }
     }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if !cli.command.is_client() {
+    if !is_client {
         // The daemon's runtime threads wake for every hop of a line, a follow-up or a start:
         // each asks for a short slice, to run at once rather than after a busy task's slice.
         builder.on_thread_start(|| {
@@ -147,10 +148,9 @@ pub fn run(argv: impl IntoIterator<Item = OsString>) -> i32 {
             return 1;
         }
     };
-    if !cli.command.is_client() {
+    if !is_client {
         reserve_blocking_threads(&runtime);
     }
-    let is_client = cli.command.is_client();
     let code = match runtime.block_on(main(cli)) {
         Ok(()) => 0,
         Err(e) => {

@@ -133,26 +133,33 @@ pub(super) async fn fake_daemon(body: &str) -> (TestDaemon, PathBuf, tempfile::T
     (d, root, bin)
 }
 
+/// A fake Codex turn that streams messages `line 1` to `line {lines}`, `pause` (a `sleep`
+/// argument) apart, then `all done`.
+fn streaming_body(lines: u32, pause: &str) -> String {
+    format!(
+        "i=1; while [ $i -le {lines} ]; do {}; i=$((i+1)); sleep {pause}; done\n{}\n{DONE}",
+        r#"echo "{\"type\":\"item.completed\",\"item\":{\"id\":\"m$i\",\"type\":\"agent_message\",\"text\":\"line $i\"}}""#,
+        message("all done")
+    )
+}
+
+/// Every message of [`streaming_body`] is in `events` once, in order.
+fn assert_every_line_once(events: &[Event], lines: u32) {
+    let texts: Vec<String> = events.iter().filter(|e| e.kind == EventKind::Message).filter_map(|e| e.text.clone()).collect();
+    let want: Vec<String> = (1..=lines).map(|i| format!("line {i}")).chain(["all done".to_owned()]).collect();
+    assert_eq!(texts, want, "every message once, in order");
+}
+
 /// Kill -9 of spacesd while an agent streams 200 messages: after the restart every message is
 /// stored exactly once, in order, and the turn ends normally.
 #[tokio::test]
 async fn kill_9_while_an_agent_streams_loses_and_repeats_nothing() {
-    let body = format!(
-        "i=1; while [ $i -le 200 ]; do {}; i=$((i+1)); sleep 0.01; done\n{}\n{DONE}",
-        r#"echo "{\"type\":\"item.completed\",\"item\":{\"id\":\"m$i\",\"type\":\"agent_message\",\"text\":\"line $i\"}}""#,
-        message("all done")
-    );
-    let (mut d, _root, _bin) = fake_daemon(&body).await;
+    let (mut d, _root, _bin) = fake_daemon(&streaming_body(200, "0.01")).await;
     let run = start(&d, "openai-codex-exec", None, "stream").await;
     d.wait_for_event("s", &run, WAIT, |e| e.kind == EventKind::Message && e.text.as_deref() == Some("line 20")).await;
     d.restart().await;
-    let ended = d.wait_turn_end("s", &run, 1, WAIT).await;
-    assert_eq!(ended.stop_reason, Some(StopReason::EndTurn));
-    let events = d.events("s", &run).await;
-    assert_each_once(&events);
-    let texts: Vec<String> = events.iter().filter(|e| e.kind == EventKind::Message).filter_map(|e| e.text.clone()).collect();
-    let want: Vec<String> = (1..=200).map(|i| format!("line {i}")).chain(["all done".to_owned()]).collect();
-    assert_eq!(texts, want, "every message once, in order");
+    let events = turn_one_ended_once(&d, &run).await;
+    assert_every_line_once(&events, 200);
     let st = d.wait_status("s", &run, WAIT, settled).await;
     assert_eq!(st.status, Status::Idle, "{st:#?}");
 }
@@ -430,12 +437,7 @@ async fn turn_one_ended_once(d: &TestDaemon, run: &str) -> Vec<Event> {
 /// once, in order.
 #[tokio::test]
 async fn a_sigterm_while_an_agent_streams_stops_cleanly_every_time() {
-    let body = format!(
-        "i=1; while [ $i -le 600 ]; do {}; i=$((i+1)); sleep 0.005; done\n{}\n{DONE}",
-        r#"echo "{\"type\":\"item.completed\",\"item\":{\"id\":\"m$i\",\"type\":\"agent_message\",\"text\":\"line $i\"}}""#,
-        message("all done")
-    );
-    let (mut d, _root, _bin) = fake_daemon(&body).await;
+    let (mut d, _root, _bin) = fake_daemon(&streaming_body(600, "0.005")).await;
     d.keep_log();
     d.restart().await;
     let run = start(&d, "openai-codex-exec", None, "stream").await;
@@ -444,9 +446,7 @@ async fn a_sigterm_while_an_agent_streams_stops_cleanly_every_time() {
         stop_cleanly_and_start_again(&mut d).await;
     }
     let events = turn_one_ended_once(&d, &run).await;
-    let texts: Vec<String> = events.iter().filter(|e| e.kind == EventKind::Message).filter_map(|e| e.text.clone()).collect();
-    let want: Vec<String> = (1..=600).map(|i| format!("line {i}")).chain(["all done".to_owned()]).collect();
-    assert_eq!(texts, want, "every message once, in order");
+    assert_every_line_once(&events, 600);
 }
 
 /// A SIGTERM while a turn's end checkpoint is being taken (1,200 changed files: the actor in a

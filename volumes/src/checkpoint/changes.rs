@@ -102,18 +102,21 @@ fn compare(objects: &Objects, a: &Snapshot, b: &Snapshot, unified: bool) -> Resu
         };
         let (old, new) = (text_of(objects, x)?, text_of(objects, y)?);
         let binary = old.is_none() || new.is_none();
-        let (added, removed) = match (&old, &new) {
-            (Some(old), Some(new)) => line_counts(old, new),
-            _ => (0, 0),
+        // One line diff for the counts and the text.
+        let lines = match (&old, &new) {
+            (Some(old), Some(new)) => Some(TextDiff::from_lines(old.as_str(), new.as_str())),
+            _ => None,
         };
+        let (added, removed) = lines.as_ref().map_or((0, 0), line_counts);
         if unified {
             let type_changed = matches!((x, y), (Some(x), Some(y)) if (x.kind == Kind::Symlink) != (y.kind == Kind::Symlink));
             if type_changed {
-                let (old, new) = (old.as_deref(), new.as_deref());
-                file_diff(&mut out, path, ChangeKind::Removed, (x, None), (old, Some("")));
-                file_diff(&mut out, path, ChangeKind::Added, (None, y), (Some(""), new));
+                let gone = old.as_deref().map(|old| TextDiff::from_lines(old, ""));
+                let made = new.as_deref().map(|new| TextDiff::from_lines("", new));
+                file_diff(&mut out, path, ChangeKind::Removed, (x, None), gone.as_ref());
+                file_diff(&mut out, path, ChangeKind::Added, (None, y), made.as_ref());
             } else {
-                file_diff(&mut out, path, change, (x, y), (old.as_deref(), new.as_deref()));
+                file_diff(&mut out, path, change, (x, y), lines.as_ref());
             }
         }
         changes.push(FileChange { path: path.to_owned(), change, added_lines: added, removed_lines: removed, binary });
@@ -121,10 +124,10 @@ fn compare(objects: &Objects, a: &Snapshot, b: &Snapshot, unified: bool) -> Resu
     Ok((changes, out))
 }
 
-/// Lines added and removed from `old` to `new`.
-fn line_counts(old: &str, new: &str) -> (u64, u64) {
+/// Lines added and removed in `diff`.
+fn line_counts<'a>(diff: &TextDiff<'a, 'a, 'a, str>) -> (u64, u64) {
     let (mut added, mut removed) = (0, 0);
-    for c in TextDiff::from_lines(old, new).iter_all_changes() {
+    for c in diff.iter_all_changes() {
         match c.tag() {
             ChangeTag::Insert => added += 1,
             ChangeTag::Delete => removed += 1,
@@ -135,13 +138,13 @@ fn line_counts(old: &str, new: &str) -> (u64, u64) {
 }
 
 /// Appends the git-style diff of one path going from `x` to `y` (entries; `None`: absent),
-/// whose texts are `texts` (`None`: binary).
-fn file_diff(
+/// whose line diff is `lines` (`None`: binary).
+fn file_diff<'a>(
     out: &mut String,
     path: &str,
     change: ChangeKind,
     (x, y): (Option<&Item>, Option<&Item>),
-    texts: (Option<&str>, Option<&str>),
+    lines: Option<&'a TextDiff<'a, 'a, 'a, str>>,
 ) {
     let old_name = if change == ChangeKind::Added { "/dev/null".to_owned() } else { format!("a/{path}") };
     let new_name = if change == ChangeKind::Removed { "/dev/null".to_owned() } else { format!("b/{path}") };
@@ -156,17 +159,16 @@ fn file_diff(
             }
         }
     }
-    match texts {
-        (Some(old), Some(new)) => {
-            if old != new {
-                let diff = TextDiff::from_lines(old, new);
-                out.push_str(&diff.unified_diff().context_radius(3).header(&old_name, &new_name).to_string());
-                if !out.ends_with('\n') {
-                    out.push('\n');
-                }
+    match lines {
+        // Same text (a mode change only): no hunk.
+        Some(diff) if diff.ops().iter().all(|op| op.tag() == similar::DiffTag::Equal) => {}
+        Some(diff) => {
+            out.push_str(&diff.unified_diff().context_radius(3).header(&old_name, &new_name).to_string());
+            if !out.ends_with('\n') {
+                out.push('\n');
             }
         }
-        _ => out.push_str(&format!("Binary files {old_name} and {new_name} differ\n")),
+        None => out.push_str(&format!("Binary files {old_name} and {new_name} differ\n")),
     }
 }
 
