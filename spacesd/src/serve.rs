@@ -112,7 +112,7 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     // Refuse before touching state: recovery ends leftover processes, which must never be a
     // live daemon's. A socket handed over by systemd is ours: nobody else serves it.
     if activated.is_none() && socket.exists() {
-        if tokio::net::UnixStream::connect(&socket).await.is_ok() {
+        if still_served(&socket).await {
             anyhow::bail!("another spacesd is already serving {}", socket.display());
         }
         std::fs::remove_file(&socket).with_context(|| format!("cannot remove stale socket {}", socket.display()))?;
@@ -278,6 +278,24 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     // This daemon's empty cgroup directories (shims still running keep theirs).
     spaces_os::process::cgroup::sweep();
     Ok(())
+}
+
+/// Whether something keeps accepting connections at `socket` for a second, as a live daemon
+/// does. A killed daemon's child caught between its fork and its exec still holds a copy of the
+/// listener, which accepts a connection, and lets it go within milliseconds: its socket is
+/// stale (a kill -9 of the daemon while it started a process, seen in the end-to-end suite).
+/// A socket nothing holds answers no connection, at once.
+async fn still_served(socket: &std::path::Path) -> bool {
+    const LOOKS: u32 = 10;
+    for look in 0..LOOKS {
+        if tokio::net::UnixStream::connect(socket).await.is_err() {
+            return false;
+        }
+        if look + 1 < LOOKS {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    true
 }
 
 /// Removes a file when dropped (the hold socket of `serve --exit-when-unused`).
