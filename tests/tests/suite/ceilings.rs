@@ -46,9 +46,14 @@ fn host_has_cgroups() -> bool {
 }
 
 /// Directories whose name ends with `-<name>` under /sys/fs/cgroup (a bounded walk): a tree's
-/// cgroups are `<host id>-<tree>`.
+/// cgroups are `<host id>-<tree>`. For a name unique on the host (a run's, a command's id).
 fn cgroup_dirs(name: &str) -> Vec<PathBuf> {
     let suffix = format!("-{name}");
+    cgroup_dirs_where(|n| n.ends_with(&suffix))
+}
+
+/// Directories under /sys/fs/cgroup whose name `matches` (a bounded walk).
+fn cgroup_dirs_where(matches: impl Fn(&str) -> bool) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut todo = vec![(PathBuf::from("/sys/fs/cgroup"), 0)];
     while let Some((dir, depth)) = todo.pop() {
@@ -57,7 +62,7 @@ fn cgroup_dirs(name: &str) -> Vec<PathBuf> {
             if !entry.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
-            if entry.file_name().to_str().is_some_and(|n| n.ends_with(&suffix)) {
+            if entry.file_name().to_str().is_some_and(&matches) {
                 found.push(path);
             } else if depth < 8 {
                 todo.push((path, depth + 1));
@@ -364,7 +369,10 @@ async fn a_spare_shim_starts_the_next_run_in_the_runs_cgroup_and_goes_with_the_d
         .filter_map(|c| std::fs::read_to_string(format!("/proc/{c}/cgroup")).ok())
         .flat_map(|text| text.lines().filter_map(|l| l.split(':').nth(2).map(str::to_owned)).collect::<Vec<_>>())
         .filter(|path| path.contains("-spare-"))
-        .flat_map(|path| cgroup_dirs(&format!("spare-{}", path.split_once("-spare-").unwrap().1)))
+        // The whole name, host id included: `spare-<daemon pid>-<n>` alone is not unique on a
+        // host whose pids wrap (another test's daemon had this pid once).
+        .filter_map(|path| path.rsplit('/').next().map(str::to_owned))
+        .flat_map(|leaf| cgroup_dirs_where(|n| n == leaf))
         .collect();
     assert!(held["mode"] == "subreaper" || !next_cgroups.is_empty(), "the new spare's cgroup was not found");
     d.terminate();
