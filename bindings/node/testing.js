@@ -26,19 +26,32 @@ async function scriptedModel(dir, script, vars = {}) {
   for (const [k, v] of Object.entries(vars)) args.push('--var', `${k}=${v}`)
   const log = path.join(dir, 'model.log')
   const child = spawn(bin, args, { stdio: ['ignore', 'pipe', fs.openSync(log, 'a')] })
+  const exited = new Promise((resolve) => child.once('exit', resolve))
   const url = await new Promise((resolve, reject) => {
     let out = ''
+    let listening = false
     child.stdout.on('data', (d) => {
       out += d
       const m = out.match(/listening on (\S+)/)
-      if (m) resolve(m[1])
+      if (m) {
+        listening = true
+        resolve(m[1])
+      }
     })
-    child.on('exit', (code) => reject(new Error(`scripted-model exited ${code}: ${fs.readFileSync(log, 'utf8')}`)))
+    // Only before it listened: once it did, its exit (stop() below) is expected, and its log
+    // may be gone with the test's temp dir by then.
+    exited.then((code) => {
+      if (!listening) reject(new Error(`scripted-model exited ${code}: ${fs.readFileSync(log, 'utf8')}`))
+    })
   })
   return {
     url,
     calls: () => (fs.readFileSync(log, 'utf8').match(/model_call=true/g) || []).length,
-    stop: () => child.kill('SIGTERM'),
+    /** SIGTERMs it; resolves once it has exited (await it before removing `dir`). */
+    stop: () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
+      return exited
+    },
   }
 }
 

@@ -251,6 +251,14 @@ pub fn turn_start_in(conn: &rusqlite::Connection, run_id: &str, turn: u32, text:
     Ok(())
 }
 
+/// Inside a write: `excerpt` becomes the run's prompt excerpt if it has none (a fork made at
+/// turn 0 carries no conversation: its first message is its first prompt).
+pub fn prompt_excerpt_in(conn: &rusqlite::Connection, run_id: &str, excerpt: &str) -> Result<()> {
+    conn.prepare_cached("UPDATE runs SET prompt_excerpt = ?2 WHERE run_id = ?1 AND prompt_excerpt IS NULL")?
+        .execute(params![run_id, excerpt])?;
+    Ok(())
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {

@@ -77,7 +77,7 @@ async function main() {
     for (const n of names) console.log(`| ${n} | ${pct(times[n], 50).toFixed(0)} | ${pct(times[n], 99).toFixed(0)} | ${times[n].length} |`)
     await space.agentStop(runId)
   } finally {
-    model.stop()
+    await model.stop()
     await killDaemons(stateDir)
     fs.rmSync(dir, { recursive: true, force: true })
   }

@@ -44,7 +44,7 @@ before(async () => {
 })
 
 after(async () => {
-  model?.stop()
+  await model?.stop()
   await killDaemons(stateDir)
   if (daemonPid) assert.ok(!alive(daemonPid), 'the daemon the SDK started is ended')
   fs.rmSync(dir, { recursive: true, force: true })

@@ -188,6 +188,9 @@ fn make(
         )],
         pgid: None,
         resets_at_ms: None,
+        // At turn 0 the fork carries none of the parent's conversation: its first message is
+        // its first prompt (set when that turn starts).
+        prompt_excerpt: if at_turn == 0 { None } else { parent.prompt_excerpt.clone() },
         ..parent.clone()
     };
     inner.store.run_insert(&row)?;

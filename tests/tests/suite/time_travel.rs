@@ -355,6 +355,7 @@ async fn a_plain_folder_s_fork_resumes_natively(d: TestDaemon) {
         Reply::Text("TURN-ONE-DONE".into()),
         h.command("echo mine > in-fork.txt"),
         Reply::Text("FORK-DONE".into()),
+        Reply::Text("ZERO-DONE".into()),
     ]);
     let server = ScriptedServer::start(h.wire, script).await.unwrap();
     let run = d.client.agent_start(&start_request(h, &server, "PROMPT-ONE write")).await.unwrap().run_id;
@@ -382,7 +383,20 @@ async fn a_plain_folder_s_fork_resumes_natively(d: TestDaemon) {
     let wt2 = std::path::PathBuf::from(&fork2.cwd);
     assert_eq!(wt2.parent(), wt.parent(), "{fork2:?}");
     assert_eq!(tree(&wt2), tree(&wt), "the fork of the fork holds the fork's turn 1");
-    for id in [&fork2.run_id, &fork.run_id, &run] {
+    // A fork at turn 0 carries none of the conversation: no first prompt until its own.
+    let zero = AgentForkRequest { space: "s".into(), run_id: run.clone(), at_turn: 0, label: None };
+    let zero = d.client.agent_fork(&zero).await.unwrap();
+    assert_eq!(zero.conversation, "fresh", "{zero:?}");
+    let st = d.client.space("s").agent_status(&zero.run_id, None).await.unwrap();
+    assert_eq!(st.prompt_excerpt, None, "a fork at turn 0 shows no prompt of its parent's: {st:?}");
+    d.client.space("s").agent_message(&zero.run_id, "PROMPT-ZERO start over", None).await.unwrap();
+    d.wait_turn_end("s", &zero.run_id, 1, TURN).await;
+    let st = d.client.space("s").agent_status(&zero.run_id, None).await.unwrap();
+    assert_eq!(st.prompt_excerpt.as_deref(), Some("PROMPT-ZERO start over"), "{st:?}");
+    let listed = d.client.space("s").agent_list().await.unwrap();
+    let parent = listed.iter().find(|r| r.run_id == run).map(|r| r.prompt_excerpt.clone());
+    assert_eq!(parent, Some(Some("PROMPT-ONE write".to_owned())), "the parent keeps its own: {listed:?}");
+    for id in [&zero.run_id, &fork2.run_id, &fork.run_id, &run] {
         d.client.space("s").agent_stop(id).await.unwrap();
     }
 }

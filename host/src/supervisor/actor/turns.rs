@@ -31,6 +31,13 @@ impl Actor {
         // text too: a conversation harness sends it to the agent from there (`turn/start` once
         // its new process is ready); the events it makes of it are redacted here.
         let stored = self.redactor.apply(&text);
+        // A run whose first turn this is with no prompt excerpt yet (a fork made at turn 0)
+        // takes this one's.
+        let excerpt = (turn == 1 && self.run.prompt_excerpt.is_none())
+            .then(|| spaces_sdk::run::excerpt(&stored, spaces_sdk::RunStatus::PROMPT_EXCERPT_MAX));
+        if excerpt.is_some() {
+            self.run.prompt_excerpt.clone_from(&excerpt);
+        }
         let drafts: Vec<EventDraft> = self.norm.begin_turn(turn, &text).into_iter().map(|d| redacted(d, &self.redactor)).collect();
         self.machine.turn_started(text.clone(), Instant::now());
         self.ledger.turn_started();
@@ -47,6 +54,9 @@ impl Actor {
         let key_row = key.and_then(|(k, report)| k.row(&run_id, &report).ok());
         let stored_turn = self.inner.log.append_with(&self.run.run_id, drafts, None, move |conn| {
             spaces_store::runs::turn_start_in(conn, &run_id, turn, &stored)?;
+            if let Some(excerpt) = &excerpt {
+                spaces_store::runs::prompt_excerpt_in(conn, &run_id, excerpt)?;
+            }
             if let Some(key) = &key_row {
                 spaces_store::keys::key_keep_in(conn, key)?;
             }
