@@ -20,6 +20,7 @@
 const fs = require('node:fs')
 const path = require('node:path')
 const { execFileSync } = require('node:child_process')
+const { buildModule } = require('./install.js')
 
 const root = path.resolve(__dirname, '..')
 const release = process.argv.includes('--release')
@@ -42,19 +43,8 @@ async function main() {
   // definitions) when this variable changes: only when the definitions are missing.
   const crate = 'spaces-node'
   if (!fs.existsSync(path.join(typeDefDir, crate))) env.NAPI_FORCE_BUILD_SPACES_NODE = String(Date.now())
-  const args = ['build', '-p', crate, '--message-format=json-render-diagnostics']
-  if (release) args.push('--release')
-  console.error(`@spaces/sdk: cargo ${args.join(' ')}`)
-  const out = execFileSync('cargo', args, { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 28 }).toString()
-  let lib = null
-  for (const line of out.split('\n')) {
-    if (!line.startsWith('{')) continue
-    const msg = JSON.parse(line)
-    if (msg.reason === 'compiler-artifact' && msg.target.name === 'spaces_node') {
-      lib = msg.filenames.find((f) => f.endsWith('.so'))
-    }
-  }
-  if (!lib) throw new Error('cargo built no libspaces_node.so')
+  console.error(`@spaces/sdk: cargo build -p ${crate}${release ? ' --release' : ''}`)
+  const lib = buildModule(release, env)
   if (!fs.existsSync(path.join(typeDefDir, crate))) throw new Error(`napi-derive wrote no type definitions into ${typeDefDir}`)
   // Written beside the final names, then renamed: no half-written file is ever loaded.
   const put = (name, write) => {
