@@ -84,6 +84,52 @@ pub fn validate(options: &SpaceAgentOptions) -> Result<()> {
     Ok(())
 }
 
+/// Check that each stdio server's program, and each argument naming a file, is there for the
+/// CLI to start inside the run's sandbox: an absolute path in a folder the sandbox makes its
+/// own (`/tmp`, `/run`, `/dev/shm`: [`spaces_os::sandbox::PRIVATE_DIRS`], at the bubblewrap
+/// level) is not, unless it lies in the Space (`space_root`, bound where it is), and nothing in
+/// the state dir (`state_dir`) is at any sandboxed level. Without this the CLI started without
+/// the server and the model was told "no such tool". Nothing is checked unsandboxed
+/// (`level` off). Errors: `INVALID_ARGUMENT` naming `options.mcp_servers[i].command` or
+/// `.args`, the path and why.
+pub fn check_reachable(options: &SpaceAgentOptions, level: spaces_os::sandbox::Level, space_root: &Path, state_dir: &Path) -> Result<()> {
+    use spaces_os::sandbox::Level;
+    if level == Level::Off {
+        return Ok(());
+    }
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let (space_root, state_dir) = (real(space_root), real(state_dir));
+    let unseen = |text: &str| -> Option<String> {
+        let path = Path::new(text);
+        if !path.is_absolute() {
+            return None;
+        }
+        let path = real(path);
+        if path.starts_with(&state_dir) {
+            return Some("it lies in spacesd's state dir, which no run sees".to_owned());
+        }
+        if level != Level::Bubblewrap || path.starts_with(&space_root) {
+            return None;
+        }
+        let private = spaces_os::sandbox::PRIVATE_DIRS.iter().find(|d| path.starts_with(d))?;
+        Some(format!(
+            "{private} is the run's sandbox's own (empty) there, as are {}; put it elsewhere (e.g. /usr/local/bin, or in the Space)",
+            spaces_os::sandbox::PRIVATE_DIRS.iter().filter(|d| *d != private).copied().collect::<Vec<_>>().join(" and ")
+        ))
+    };
+    for (i, server) in options.mcp_servers.iter().enumerate() {
+        let McpServer::Stdio(s) = server else { continue };
+        let named = std::iter::once(("command", &s.command)).chain(s.args.iter().filter(|a| Path::new(a).exists()).map(|a| ("args", a)));
+        for (field, text) in named {
+            if let Some(why) = unseen(text) {
+                let at = format!("options.mcp_servers[{i}].{field}");
+                return Err(invalid(at, format!("{:?} is not there for the CLI to start inside the run's sandbox: {why}", bounded(text))));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `options.space_tools` with its default (on).
 pub fn space_tools_wanted(options: &SpaceAgentOptions) -> bool {
     options.space_tools.unwrap_or(true)
@@ -171,6 +217,51 @@ mod tests {
             Err(Error::Api(e)) => e,
             other => panic!("expected a refusal, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_server_the_sandbox_would_not_show_is_refused_naming_the_field() {
+        use spaces_os::sandbox::Level;
+        let tmp = tempfile::tempdir().unwrap();
+        let (space, state) = (tmp.path().join("space"), tmp.path().join("state"));
+        std::fs::create_dir_all(&space).unwrap();
+        std::fs::create_dir_all(&state).unwrap();
+        let (in_space, in_state, in_tmp) = (space.join("server"), state.join("server"), tmp.path().join("server"));
+        for f in [&in_space, &in_state, &in_tmp] {
+            std::fs::write(f, "").unwrap();
+        }
+        let check = |level, v: serde_json::Value| match check_reachable(&options(json!({ "mcp_servers": v })), level, &space, &state) {
+            Ok(()) => None,
+            Err(Error::Api(e)) => Some((e.field.unwrap_or_default(), e.message)),
+            Err(other) => panic!("{other:?}"),
+        };
+        // A test's temp dir is under /tmp (the machine's TMPDIR may say otherwise: then only
+        // the state dir's refusals are checked).
+        let under_tmp = tmp.path().starts_with("/tmp");
+        let bw = Level::Bubblewrap;
+        assert_eq!(check(bw, json!([{"name": "a", "command": in_space.display().to_string()}])), None);
+        assert!(
+            check(bw, json!([{"name": "a", "command": "mcp-echo", "args": ["/tmp"]}])).is_some(),
+            "an existing /tmp path as an argument"
+        );
+        assert_eq!(check(bw, json!([{"name": "a", "command": "npx", "args": ["-y", "@x/server", "/nonexistent/tmp"]}])), None);
+        let (field, message) =
+            check(Level::Landlock, json!([{"name": "a", "url": "http://h"}, {"name": "b", "command": in_state.display().to_string()}]))
+                .unwrap();
+        assert_eq!(field, "options.mcp_servers[1].command");
+        assert!(message.contains("state dir"), "{message}");
+        if under_tmp {
+            let (field, message) =
+                check(bw, json!([{"name": "a", "command": "/usr/bin/env", "args": [in_tmp.display().to_string()]}])).unwrap();
+            assert_eq!(field, "options.mcp_servers[0].args");
+            assert!(message.contains("/tmp is the run's sandbox's own"), "{message}");
+            assert_eq!(
+                check(Level::Landlock, json!([{"name": "a", "command": in_tmp.display().to_string()}])),
+                None,
+                "Landlock keeps /tmp"
+            );
+        }
+        assert_eq!(check(Level::Off, json!([{"name": "a", "command": in_state.display().to_string()}])), None);
     }
 
     #[test]

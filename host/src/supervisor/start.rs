@@ -74,6 +74,7 @@ pub(super) async fn start(
         }
     }
     mcp_servers::validate(&options)?;
+    mcp_servers::check_reachable(&options, spaces_os::sandbox::level(), Path::new(&space.root), &inner.cfg.state_dir)?;
     if let Some(label) = &options.label {
         check_label(label)?;
     }

@@ -81,7 +81,7 @@ fn options(policy: &Policy) -> Result<Vec<String>, Error> {
         out.push("--die-with-parent".into());
     }
     out.extend(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"].map(String::from));
-    for private in ["/tmp", "/dev/shm", "/run"] {
+    for private in super::PRIVATE_DIRS {
         out.extend(["--tmpfs".to_owned(), private.to_owned()]);
     }
     // Each path where it really is: a bind or a tmpfs at a path through a symlink would land

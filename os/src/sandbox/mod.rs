@@ -52,6 +52,10 @@ pub const HOME_DIR: &str = "/run/home";
 /// The socket file inside [`API_DIR`].
 pub const API_SOCKET: &str = "spacesd.sock";
 
+/// The host folders a bubblewrap sandbox replaces with its own empty tmpfs: nothing of the
+/// host's is seen there, except what the policy binds on top (the Space, a bound file).
+pub const PRIVATE_DIRS: [&str; 3] = ["/tmp", "/dev/shm", "/run"];
+
 /// The environment variable naming the fd on which a sandbox's program finds its stdout
 /// (`StdioSpec::Pipes` under bubblewrap: `crate::process::spawn`); the sandbox's helper moves it to fd 1 and removes
 /// the variable before the program starts ([`enter`]).

@@ -167,13 +167,26 @@ fn refusal(r: Result<impl std::fmt::Debug, ClientError>) -> spaces_sdk::ApiError
     }
 }
 
-/// Misspelt keys, mixed shapes, bad names, urls and commands: `INVALID_ARGUMENT` naming the
-/// field, and no run is created.
+/// Misspelt keys, mixed shapes, bad names, urls and commands, and programs the run's sandbox
+/// would not show the CLI (in the state dir; in the sandbox's own /tmp, outside the Space):
+/// `INVALID_ARGUMENT` naming the field, and no run is created.
 #[tokio::test]
 async fn bad_mcp_servers_are_refused_naming_the_field() {
     let d = TestDaemon::start().await;
     d.space("s").await;
-    let cases = [
+    let in_state = d.state_dir().join("server");
+    std::fs::write(&in_state, "").unwrap();
+    // Beside the state dir, in the test's temp dir: outside the Space.
+    let outside = d.state_dir().with_file_name("server");
+    std::fs::write(&outside, "").unwrap();
+    let mut cases = vec![
+        (json!([{"name": "x", "command": in_state}]), "options.mcp_servers[0].command", "state dir"),
+        (json!([{"name": "x", "command": "node", "args": [in_state]}]), "options.mcp_servers[0].args", "state dir"),
+    ];
+    if outside.starts_with("/tmp") {
+        cases.push((json!([{"name": "x", "command": outside}]), "options.mcp_servers[0].command", "/tmp is the run's sandbox's own"));
+    }
+    cases.extend([
         (json!([{"name": "x", "urll": "http://h/mcp"}]), "options.mcp_servers[0].urll", "did you mean `url`?"),
         (json!([{"name": "x", "url": "http://h", "command": "c"}]), "options.mcp_servers[0]", "not both"),
         (json!([{"name": "x"}]), "options.mcp_servers[0]", "needs `url`"),
@@ -182,7 +195,7 @@ async fn bad_mcp_servers_are_refused_naming_the_field() {
         (json!([{"name": "spaces", "command": "c"}]), "options.mcp_servers[0].name", "reserved"),
         (json!([{"name": "x", "url": "file:///etc/passwd"}]), "options.mcp_servers[0].url", "http://"),
         (json!([{"name": "x", "command": ""}]), "options.mcp_servers[0].command", "empty"),
-    ];
+    ]);
     for (servers, field, says) in cases {
         let body = json!({"space": "s", "agent": "claude-code", "prompt": "hi", "options": {"mcp_servers": servers}});
         let e = refusal(d.client.call_named("agent_start", body).await);
