@@ -47,9 +47,13 @@ async function scriptedModel(dir, script, vars = {}) {
   return {
     url,
     calls: () => (fs.readFileSync(log, 'utf8').match(/model_call=true/g) || []).length,
-    /** SIGTERMs it; resolves once it has exited (await it before removing `dir`). */
+    /** SIGTERMs it (SIGKILL after 5 s); resolves once it has exited (await it before removing `dir`). */
     stop: () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGTERM')
+        const kill = setTimeout(() => child.kill('SIGKILL'), 5000)
+        exited.then(() => clearTimeout(kill))
+      }
       return exited
     },
   }

@@ -2,8 +2,9 @@
 // as `napi build --platform --js native.js --dts native.d.ts` does, but with cargo's default
 // target: napi always passes `--target <host triple>`, which makes cargo compile every
 // dependency a second time into target/<triple>/ (minutes cold, gigabytes), while this builds
-// in target/debug or target/release beside the workspace's own builds (scripts/dist's release
-// build of the module is the one that also writes the generated files).
+// in target/debug or target/release beside the workspace's own builds (scripts/test runs the
+// debug one and checks the generated files; scripts/dist builds the release module through
+// install.js, which writes no generated file).
 //
 // The type definitions come from napi-derive's macros, which write them while the crate
 // compiles when NAPI_TYPE_DEF_TMP_FOLDER is set (a folder under the target dir, one per
@@ -74,7 +75,7 @@ async function main() {
       jsBinding: 'native.js',
       binaryName: config.binaryName,
       packageName: config.packageName,
-      version: config.packageJson.version,
+      version: process.env.npm_new_version ?? config.packageJson.version,
       outputDir: staging,
     })
     if (!written) throw new Error('napi wrote no JS binding (no exports?)')

@@ -188,8 +188,9 @@ fn make(
         )],
         pgid: None,
         resets_at_ms: None,
-        // At turn 0 the fork carries none of the parent's conversation: its first message is
-        // its first prompt (set when that turn starts).
+        // At turn 0 the fork carries none of the parent's conversation nor work: its first
+        // message is its first prompt (set when that turn starts). A fresh-session fork at a
+        // later turn keeps the parent's: its worktree and summary carry that task.
         prompt_excerpt: if at_turn == 0 { None } else { parent.prompt_excerpt.clone() },
         ..parent.clone()
     };

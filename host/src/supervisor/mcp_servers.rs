@@ -84,43 +84,65 @@ pub fn validate(options: &SpaceAgentOptions) -> Result<()> {
     Ok(())
 }
 
-/// Check that each stdio server's program, and each argument naming a file, is there for the
-/// CLI to start inside the run's sandbox: an absolute path in a folder the sandbox makes its
-/// own (`/tmp`, `/run`, `/dev/shm`: [`spaces_os::sandbox::PRIVATE_DIRS`], at the bubblewrap
-/// level) is not, unless it lies in the Space (`space_root`, bound where it is), and nothing in
-/// the state dir (`state_dir`) is at any sandboxed level. Without this the CLI started without
-/// the server and the model was told "no such tool". Nothing is checked unsandboxed
-/// (`level` off). Errors: `INVALID_ARGUMENT` naming `options.mcp_servers[i].command` or
-/// `.args`, the path and why.
-pub fn check_reachable(options: &SpaceAgentOptions, level: spaces_os::sandbox::Level, space_root: &Path, state_dir: &Path) -> Result<()> {
-    use spaces_os::sandbox::Level;
-    if level == Level::Off {
+/// What a run's sandbox shows of the host, as far as [`check_reachable`] needs it: the level,
+/// the paths it hides (`spaces_os::sandbox::Host::hidden`) and those it binds read-only where
+/// they are (`Host::readonly`: the tools dir, the daemon's program, `SPACES_SELF_PATHS`).
+pub struct Shown<'a> {
+    /// The sandbox's level; nothing is checked when it is off.
+    pub level: spaces_os::sandbox::Level,
+    /// The Space's root (bound where it is, writable).
+    pub space_root: &'a Path,
+    /// Hidden at every sandboxed level.
+    pub hidden: &'a [std::path::PathBuf],
+    /// Bound read-only where they are.
+    pub readonly: &'a [std::path::PathBuf],
+}
+
+/// Check that each stdio server's program, and each argument naming a regular file, is there
+/// for the CLI to start inside the run's sandbox. Refused: a path the sandbox hides
+/// (`shown.hidden`: spacesd's database, token and the like), and at the bubblewrap level an
+/// absolute path in `/tmp`, `/run` or `/dev/shm` (the sandbox's own empty folders:
+/// [`spaces_os::sandbox::PRIVATE_DIRS`]), as written or once its links are resolved, unless it
+/// lies in the Space or in a read-only bind, or names the sandbox's own `/run/home` or
+/// `/run/spaces`. Relative paths and names looked up in `PATH` are not checked. Without this
+/// the CLI started without the server and told the model there was no such tool. Errors:
+/// `INVALID_ARGUMENT` naming `options.mcp_servers[i].command` or `.args`, the path and why.
+pub fn check_reachable(options: &SpaceAgentOptions, shown: &Shown<'_>) -> Result<()> {
+    use spaces_os::sandbox::{Level, API_DIR, HOME_DIR, PRIVATE_DIRS};
+    if shown.level == Level::Off {
         return Ok(());
     }
     let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let (space_root, state_dir) = (real(space_root), real(state_dir));
+    let space_root = real(shown.space_root);
+    let within = |path: &Path, roots: &[std::path::PathBuf]| roots.iter().any(|r| path.starts_with(r) || path.starts_with(real(r)));
     let unseen = |text: &str| -> Option<String> {
-        let path = Path::new(text);
-        if !path.is_absolute() {
+        let given = std::path::absolute(Path::new(text)).ok().filter(|_| Path::new(text).is_absolute())?;
+        if given.starts_with(HOME_DIR) || given.starts_with(API_DIR) {
             return None;
         }
-        let path = real(path);
-        if path.starts_with(&state_dir) {
-            return Some("it lies in spacesd's state dir, which no run sees".to_owned());
-        }
-        if level != Level::Bubblewrap || path.starts_with(&space_root) {
+        let resolved = real(&given);
+        if within(&resolved, shown.readonly) || within(&given, shown.readonly) {
             return None;
         }
-        let private = spaces_os::sandbox::PRIVATE_DIRS.iter().find(|d| path.starts_with(d))?;
+        if within(&resolved, shown.hidden) {
+            return Some("the run's sandbox hides it (it is among spacesd's own files)".to_owned());
+        }
+        if shown.level != Level::Bubblewrap {
+            return None;
+        }
+        let private = [&given, &resolved]
+            .into_iter()
+            .filter(|p| !p.starts_with(&space_root))
+            .find_map(|p| PRIVATE_DIRS.iter().find(|d| p.starts_with(d)))?;
         Some(format!(
             "{private} is the run's sandbox's own (empty) there, as are {}; put it elsewhere (e.g. /usr/local/bin, or in the Space)",
-            spaces_os::sandbox::PRIVATE_DIRS.iter().filter(|d| *d != private).copied().collect::<Vec<_>>().join(" and ")
+            PRIVATE_DIRS.iter().filter(|d| *d != private).copied().collect::<Vec<_>>().join(" and ")
         ))
     };
     for (i, server) in options.mcp_servers.iter().enumerate() {
         let McpServer::Stdio(s) = server else { continue };
-        let named = std::iter::once(("command", &s.command)).chain(s.args.iter().filter(|a| Path::new(a).exists()).map(|a| ("args", a)));
-        for (field, text) in named {
+        let files = s.args.iter().filter(|a| Path::new(a).is_file()).map(|a| ("args", a));
+        for (field, text) in std::iter::once(("command", &s.command)).chain(files) {
             if let Some(why) = unseen(text) {
                 let at = format!("options.mcp_servers[{i}].{field}");
                 return Err(invalid(at, format!("{:?} is not there for the CLI to start inside the run's sandbox: {why}", bounded(text))));
@@ -223,45 +245,56 @@ mod tests {
     fn a_server_the_sandbox_would_not_show_is_refused_naming_the_field() {
         use spaces_os::sandbox::Level;
         let tmp = tempfile::tempdir().unwrap();
-        let (space, state) = (tmp.path().join("space"), tmp.path().join("state"));
+        let (space, state, tools) = (tmp.path().join("space"), tmp.path().join("state"), tmp.path().join("state/tools"));
         std::fs::create_dir_all(&space).unwrap();
-        std::fs::create_dir_all(&state).unwrap();
-        let (in_space, in_state, in_tmp) = (space.join("server"), state.join("server"), tmp.path().join("server"));
-        for f in [&in_space, &in_state, &in_tmp] {
+        std::fs::create_dir_all(&tools).unwrap();
+        let hidden_file = state.join("spaces.db");
+        let (in_space, in_tools, in_tmp) = (space.join("server"), tools.join("server"), tmp.path().join("server"));
+        for f in [&in_space, &in_tools, &in_tmp, &hidden_file] {
             std::fs::write(f, "").unwrap();
         }
-        let check = |level, v: serde_json::Value| match check_reachable(&options(json!({ "mcp_servers": v })), level, &space, &state) {
-            Ok(()) => None,
-            Err(Error::Api(e)) => Some((e.field.unwrap_or_default(), e.message)),
-            Err(other) => panic!("{other:?}"),
+        let link = tmp.path().join("link-to-space");
+        std::os::unix::fs::symlink(&in_space, &link).unwrap();
+        let (hidden, readonly) = (vec![hidden_file.clone()], vec![tools.clone()]);
+        let check = |level, v: serde_json::Value| {
+            let shown = Shown { level, space_root: &space, hidden: &hidden, readonly: &readonly };
+            match check_reachable(&options(json!({ "mcp_servers": v })), &shown) {
+                Ok(()) => None,
+                Err(Error::Api(e)) => Some((e.field.unwrap_or_default(), e.message)),
+                Err(other) => panic!("{other:?}"),
+            }
         };
-        // A test's temp dir is under /tmp (the machine's TMPDIR may say otherwise: then only
-        // the state dir's refusals are checked).
-        let under_tmp = tmp.path().starts_with("/tmp");
-        let bw = Level::Bubblewrap;
-        assert_eq!(check(bw, json!([{"name": "a", "command": in_space.display().to_string()}])), None);
-        assert!(
-            check(bw, json!([{"name": "a", "command": "mcp-echo", "args": ["/tmp"]}])).is_some(),
-            "an existing /tmp path as an argument"
-        );
-        assert_eq!(check(bw, json!([{"name": "a", "command": "npx", "args": ["-y", "@x/server", "/nonexistent/tmp"]}])), None);
-        let (field, message) =
-            check(Level::Landlock, json!([{"name": "a", "url": "http://h"}, {"name": "b", "command": in_state.display().to_string()}]))
-                .unwrap();
+        let (bw, ll) = (Level::Bubblewrap, Level::Landlock);
+        let path = |p: &Path| p.display().to_string();
+        // Shown: the Space, a read-only bind, the sandbox's own home, names and relative paths,
+        // a private folder itself as an argument (it exists, empty, in the sandbox).
+        for ok in [
+            json!([{"name": "a", "command": path(&in_space)}]),
+            json!([{"name": "a", "command": path(&in_tools)}]),
+            json!([{"name": "a", "command": "/run/home/.local/bin/server"}]),
+            json!([{"name": "a", "command": "npx", "args": ["-y", "@x/server", "/tmp", "./rel", "/nonexistent/tmp/x"]}]),
+        ] {
+            assert_eq!(check(bw, ok.clone()), None, "{ok}");
+        }
+        // Hidden at every sandboxed level.
+        let (field, message) = check(ll, json!([{"name": "a", "url": "http://h"}, {"name": "b", "command": path(&hidden_file)}])).unwrap();
         assert_eq!(field, "options.mcp_servers[1].command");
-        assert!(message.contains("state dir"), "{message}");
-        if under_tmp {
-            let (field, message) =
-                check(bw, json!([{"name": "a", "command": "/usr/bin/env", "args": [in_tmp.display().to_string()]}])).unwrap();
+        assert!(message.contains("hides it"), "{message}");
+        let (field, _) = check(bw, json!([{"name": "a", "command": "node", "args": [path(&hidden_file)]}])).unwrap();
+        assert_eq!(field, "options.mcp_servers[0].args");
+        assert_eq!(check(Level::Off, json!([{"name": "a", "command": path(&hidden_file)}])), None);
+        // The private folders: checked only where the test's temp dir is in one (TMPDIR may
+        // say otherwise), as written and resolved.
+        if tmp.path().starts_with("/tmp") {
+            let (field, message) = check(bw, json!([{"name": "a", "command": "/usr/bin/env", "args": [path(&in_tmp)]}])).unwrap();
             assert_eq!(field, "options.mcp_servers[0].args");
             assert!(message.contains("/tmp is the run's sandbox's own"), "{message}");
-            assert_eq!(
-                check(Level::Landlock, json!([{"name": "a", "command": in_tmp.display().to_string()}])),
-                None,
-                "Landlock keeps /tmp"
+            assert!(
+                check(bw, json!([{"name": "a", "command": path(&link)}])).is_some(),
+                "a link in /tmp is not there, whatever its target"
             );
+            assert_eq!(check(ll, json!([{"name": "a", "command": path(&in_tmp)}])), None, "Landlock keeps /tmp");
         }
-        assert_eq!(check(Level::Off, json!([{"name": "a", "command": in_state.display().to_string()}])), None);
     }
 
     #[test]

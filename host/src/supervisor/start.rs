@@ -74,7 +74,11 @@ pub(super) async fn start(
         }
     }
     mcp_servers::validate(&options)?;
-    mcp_servers::check_reachable(&options, spaces_os::sandbox::level(), Path::new(&space.root), &inner.cfg.state_dir)?;
+    if let Some(host) = spaces_os::sandbox::host() {
+        let shown =
+            mcp_servers::Shown { level: host.level, space_root: Path::new(&space.root), hidden: &host.hidden, readonly: &host.readonly };
+        mcp_servers::check_reachable(&options, &shown)?;
+    }
     if let Some(label) = &options.label {
         check_label(label)?;
     }

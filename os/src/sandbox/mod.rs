@@ -53,7 +53,8 @@ pub const HOME_DIR: &str = "/run/home";
 pub const API_SOCKET: &str = "spacesd.sock";
 
 /// The host folders a bubblewrap sandbox replaces with its own empty tmpfs: nothing of the
-/// host's is seen there, except what the policy binds on top (the Space, a bound file).
+/// host's is seen there, except what the policy binds on top (the Space, the read-only binds)
+/// and the sandbox's own [`HOME_DIR`] and [`API_DIR`].
 pub const PRIVATE_DIRS: [&str; 3] = ["/tmp", "/dev/shm", "/run"];
 
 /// The environment variable naming the fd on which a sandbox's program finds its stdout

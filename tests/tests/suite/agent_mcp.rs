@@ -168,7 +168,7 @@ fn refusal(r: Result<impl std::fmt::Debug, ClientError>) -> spaces_sdk::ApiError
 }
 
 /// Misspelt keys, mixed shapes, bad names, urls and commands, and programs the run's sandbox
-/// would not show the CLI (in the state dir; in the sandbox's own /tmp, outside the Space):
+/// would not show the CLI (in the state dir, which it hides; in its own /tmp, outside the Space):
 /// `INVALID_ARGUMENT` naming the field, and no run is created.
 #[tokio::test]
 async fn bad_mcp_servers_are_refused_naming_the_field() {
@@ -180,8 +180,8 @@ async fn bad_mcp_servers_are_refused_naming_the_field() {
     let outside = d.state_dir().with_file_name("server");
     std::fs::write(&outside, "").unwrap();
     let mut cases = vec![
-        (json!([{"name": "x", "command": in_state}]), "options.mcp_servers[0].command", "state dir"),
-        (json!([{"name": "x", "command": "node", "args": [in_state]}]), "options.mcp_servers[0].args", "state dir"),
+        (json!([{"name": "x", "command": in_state}]), "options.mcp_servers[0].command", "hides it"),
+        (json!([{"name": "x", "command": "node", "args": [in_state]}]), "options.mcp_servers[0].args", "hides it"),
     ];
     if outside.starts_with("/tmp") {
         cases.push((json!([{"name": "x", "command": outside}]), "options.mcp_servers[0].command", "/tmp is the run's sandbox's own"));

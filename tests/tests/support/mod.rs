@@ -467,6 +467,9 @@ pub fn remove_cgroups_of(state_dir: &Path) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while !ours.is_empty() && Instant::now() < deadline {
         for dir in &ours {
+            // cgroup v2 ends the whole cgroup at once (no pid read and then signalled late);
+            // v1 has no cgroup.kill, so its pids are signalled.
+            let _ = std::fs::write(dir.join("cgroup.kill"), "1");
             for pid in std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default().lines() {
                 if let Ok(pid) = pid.trim().parse::<i32>() {
                     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
