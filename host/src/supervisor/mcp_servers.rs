@@ -15,7 +15,7 @@
 //! ([`super::secrets`]); the stored options carry the names with `[redacted]` values
 //! ([`redacted`]), like `options.env`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use spaces_os::redact::REDACTED;
 use spaces_sdk::{bounded, ApiError, ErrorCode, McpServer, McpStdioServer, SpaceAgentOptions};
@@ -84,53 +84,45 @@ pub fn validate(options: &SpaceAgentOptions) -> Result<()> {
     Ok(())
 }
 
-/// What a run's sandbox shows of the host, as far as [`check_reachable`] needs it: the level,
-/// the paths it hides (`spaces_os::sandbox::Host::hidden`) and those it binds read-only where
-/// they are (`Host::readonly`: the tools dir, the daemon's program, `SPACES_SELF_PATHS`).
-pub struct Shown<'a> {
-    /// The sandbox's level; nothing is checked when it is off.
-    pub level: spaces_os::sandbox::Level,
-    /// The Space's root (bound where it is, writable).
-    pub space_root: &'a Path,
-    /// Hidden at every sandboxed level.
-    pub hidden: &'a [std::path::PathBuf],
-    /// Bound read-only where they are.
-    pub readonly: &'a [std::path::PathBuf],
-}
-
 /// Check that each stdio server's program, and each argument naming a regular file, is there
-/// for the CLI to start inside the run's sandbox. Refused: a path the sandbox hides
-/// (`shown.hidden`: spacesd's database, token and the like), and at the bubblewrap level an
-/// absolute path in `/tmp`, `/run` or `/dev/shm` (the sandbox's own empty folders:
+/// for the CLI to start inside the run's sandbox (`host`, the sandbox's part set at the
+/// daemon's start; `space_root`, bound where it is). Refused: a path the sandbox hides
+/// (`host.hidden`: spacesd's state dir), and at the bubblewrap level an absolute path in `/tmp`,
+/// `/run` or `/dev/shm` (the sandbox's own empty folders:
 /// [`spaces_os::sandbox::PRIVATE_DIRS`]), as written or once its links are resolved, unless it
-/// lies in the Space or in a read-only bind, or names the sandbox's own `/run/home` or
-/// `/run/spaces`. Relative paths and names looked up in `PATH` are not checked. Without this
-/// the CLI started without the server and told the model there was no such tool. Errors:
-/// `INVALID_ARGUMENT` naming `options.mcp_servers[i].command` or `.args`, the path and why.
-pub fn check_reachable(options: &SpaceAgentOptions, shown: &Shown<'_>) -> Result<()> {
+/// lies in the Space or in a read-only bind (`host.readonly`: the tools dir, the daemon's
+/// program, `SPACES_SELF_PATHS`), or names the sandbox's own `/run/home` or `/run/spaces`.
+/// Relative paths and names looked up in `PATH` are not checked, and nothing is read when no
+/// stdio server is given. Without this the CLI started without the server and told the model
+/// there was no such tool. Errors: `INVALID_ARGUMENT` naming `options.mcp_servers[i].command`
+/// or `.args`, the path and why.
+pub fn check_reachable(options: &SpaceAgentOptions, host: &spaces_os::sandbox::Host, space_root: &Path) -> Result<()> {
     use spaces_os::sandbox::{Level, API_DIR, HOME_DIR, PRIVATE_DIRS};
-    if shown.level == Level::Off {
+    let stdio =
+        || options.mcp_servers.iter().enumerate().filter_map(|(i, s)| if let McpServer::Stdio(s) = s { Some((i, s)) } else { None });
+    if host.level == Level::Off || stdio().next().is_none() {
         return Ok(());
     }
     let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let space_root = real(shown.space_root);
-    let within = |path: &Path, roots: &[std::path::PathBuf]| roots.iter().any(|r| path.starts_with(r) || path.starts_with(real(r)));
+    // Each root as given and resolved, resolved once.
+    let both = |roots: &[PathBuf]| roots.iter().flat_map(|r| [r.clone(), real(r)]).collect::<Vec<_>>();
+    let (space_root, hidden, readonly) = (real(space_root), both(&host.hidden), both(&host.readonly));
     let unseen = |text: &str| -> Option<String> {
-        let given = std::path::absolute(Path::new(text)).ok().filter(|_| Path::new(text).is_absolute())?;
-        if given.starts_with(HOME_DIR) || given.starts_with(API_DIR) {
+        let given = Path::new(text);
+        if !given.is_absolute() || given.starts_with(HOME_DIR) || given.starts_with(API_DIR) {
             return None;
         }
-        let resolved = real(&given);
-        if within(&resolved, shown.readonly) || within(&given, shown.readonly) {
+        let resolved = real(given);
+        if readonly.iter().any(|r| resolved.starts_with(r) || given.starts_with(r)) {
             return None;
         }
-        if within(&resolved, shown.hidden) {
+        if hidden.iter().any(|r| resolved.starts_with(r)) {
             return Some("the run's sandbox hides it (it is among spacesd's own files)".to_owned());
         }
-        if shown.level != Level::Bubblewrap {
+        if host.level != Level::Bubblewrap {
             return None;
         }
-        let private = [&given, &resolved]
+        let private = [given, resolved.as_path()]
             .into_iter()
             .filter(|p| !p.starts_with(&space_root))
             .find_map(|p| PRIVATE_DIRS.iter().find(|d| p.starts_with(d)))?;
@@ -139,8 +131,7 @@ pub fn check_reachable(options: &SpaceAgentOptions, shown: &Shown<'_>) -> Result
             PRIVATE_DIRS.iter().filter(|d| *d != private).copied().collect::<Vec<_>>().join(" and ")
         ))
     };
-    for (i, server) in options.mcp_servers.iter().enumerate() {
-        let McpServer::Stdio(s) = server else { continue };
+    for (i, s) in stdio() {
         let files = s.args.iter().filter(|a| Path::new(a).is_file()).map(|a| ("args", a));
         for (field, text) in std::iter::once(("command", &s.command)).chain(files) {
             if let Some(why) = unseen(text) {
@@ -257,8 +248,15 @@ mod tests {
         std::os::unix::fs::symlink(&in_space, &link).unwrap();
         let (hidden, readonly) = (vec![hidden_file.clone()], vec![tools.clone()]);
         let check = |level, v: serde_json::Value| {
-            let shown = Shown { level, space_root: &space, hidden: &hidden, readonly: &readonly };
-            match check_reachable(&options(json!({ "mcp_servers": v })), &shown) {
+            let host = spaces_os::sandbox::Host {
+                level,
+                bwrap: PathBuf::new(),
+                hidden: hidden.clone(),
+                readonly: readonly.clone(),
+                max_processes: None,
+                landlock: None,
+            };
+            match check_reachable(&options(json!({ "mcp_servers": v })), &host, &space) {
                 Ok(()) => None,
                 Err(Error::Api(e)) => Some((e.field.unwrap_or_default(), e.message)),
                 Err(other) => panic!("{other:?}"),

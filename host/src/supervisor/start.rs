@@ -75,9 +75,7 @@ pub(super) async fn start(
     }
     mcp_servers::validate(&options)?;
     if let Some(host) = spaces_os::sandbox::host() {
-        let shown =
-            mcp_servers::Shown { level: host.level, space_root: Path::new(&space.root), hidden: &host.hidden, readonly: &host.readonly };
-        mcp_servers::check_reachable(&options, &shown)?;
+        mcp_servers::check_reachable(&options, host, Path::new(&space.root))?;
     }
     if let Some(label) = &options.label {
         check_label(label)?;

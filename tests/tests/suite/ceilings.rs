@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::support::{scaled, wait_until, TestDaemon};
+use crate::support::{cgroup_dirs_where, scaled, wait_until, TestDaemon};
 
 async fn tool(d: &TestDaemon, name: &str, args: Value) -> Value {
     match d.client.call_named(name, args.clone()).await {
@@ -50,26 +50,6 @@ fn host_has_cgroups() -> bool {
 fn cgroup_dirs(name: &str) -> Vec<PathBuf> {
     let suffix = format!("-{name}");
     cgroup_dirs_where(|n| n.ends_with(&suffix))
-}
-
-/// Directories under /sys/fs/cgroup whose name `matches` (a bounded walk).
-fn cgroup_dirs_where(matches: impl Fn(&str) -> bool) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut todo = vec![(PathBuf::from("/sys/fs/cgroup"), 0)];
-    while let Some((dir, depth)) = todo.pop() {
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-                continue;
-            }
-            if entry.file_name().to_str().is_some_and(&matches) {
-                found.push(path);
-            } else if depth < 8 {
-                todo.push((path, depth + 1));
-            }
-        }
-    }
-    found
 }
 
 /// Starts `script` with `sh -c` in Space `space`; returns its process id.

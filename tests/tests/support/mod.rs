@@ -439,31 +439,36 @@ impl Drop for TestDaemon {
     }
 }
 
-/// Ends what is left in the cgroups of the daemon whose state dir is `state_dir` and removes
-/// them (`<host id>-*`, the host id being the first 8 bytes of the state dir's SHA-256, as
-/// `spaces_host::workspaces::host_id` names them), trying for at most 5 s. The daemon sweeps
-/// its own leftovers at its next start, but a test's daemon never starts again: without this,
-/// the spares and trees [`end_processes_under`] killed (and a process of theirs that names no
-/// temp dir) left their directories behind, a thousand in a few suite runs, and a later test's
-/// daemon with a reused pid met a spare's name again.
-pub fn remove_cgroups_of(state_dir: &Path) {
-    use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(state_dir.as_os_str().as_encoded_bytes());
-    let prefix: String = digest.iter().take(8).map(|b| format!("{b:02x}")).chain(["-".to_owned()]).collect();
-    let mut ours = Vec::new();
+/// Directories under /sys/fs/cgroup whose name `matches` (a bounded walk; a match is not
+/// walked into).
+pub fn cgroup_dirs_where(matches: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+    let mut found = Vec::new();
     let mut todo = vec![(PathBuf::from("/sys/fs/cgroup"), 0)];
     while let Some((dir, depth)) = todo.pop() {
         for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
             if !entry.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
-            if entry.file_name().to_str().is_some_and(|n| n.starts_with(&prefix)) {
-                ours.push(entry.path());
+            if entry.file_name().to_str().is_some_and(&matches) {
+                found.push(path);
             } else if depth < 8 {
-                todo.push((entry.path(), depth + 1));
+                todo.push((path, depth + 1));
             }
         }
     }
+    found
+}
+
+/// Ends what is left in the cgroups of the daemon whose state dir is `state_dir` and removes
+/// them (`<host id>-*`, named by `spaces_host::workspaces::host_id`), trying for at most 5 s.
+/// The daemon sweeps its own leftovers at its next start, but a test's daemon never starts
+/// again: without this, the spares and trees [`end_processes_under`] killed (and a process of
+/// theirs that names no temp dir) left their directories behind, a thousand in a few suite
+/// runs, and a later test's daemon with a reused pid met a spare's name again.
+pub fn remove_cgroups_of(state_dir: &Path) {
+    let prefix = format!("{}-", spaces_host::workspaces::host_id(state_dir));
+    let mut ours = cgroup_dirs_where(|n| n.starts_with(&prefix));
     let deadline = Instant::now() + Duration::from_secs(5);
     while !ours.is_empty() && Instant::now() < deadline {
         for dir in &ours {
