@@ -112,8 +112,8 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     // Refuse before touching state: recovery ends leftover processes, which must never be a
     // live daemon's. A socket handed over by systemd is ours: nobody else serves it.
     if activated.is_none() && socket.exists() {
-        if still_served(&socket).await {
-            anyhow::bail!("another spacesd is already serving {}", socket.display());
+        if let Some(how) = still_served(&socket).await {
+            anyhow::bail!("another spacesd is already serving {} ({how})", socket.display());
         }
         std::fs::remove_file(&socket).with_context(|| format!("cannot remove stale socket {}", socket.display()))?;
     }
@@ -280,22 +280,31 @@ pub async fn serve(cfg: Config, opts: ServeOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Whether something keeps accepting connections at `socket` for a second, as a live daemon
-/// does. A killed daemon's child caught between its fork and its exec still holds a copy of the
-/// listener, which accepts a connection, and lets it go within milliseconds: its socket is
-/// stale (a kill -9 of the daemon while it started a process, seen in the end-to-end suite).
-/// A socket nothing holds answers no connection, at once.
-async fn still_served(socket: &std::path::Path) -> bool {
+/// Whether a daemon serves `socket`, and how that was seen. One that answers `/v1/health` (a live daemon does at once,
+/// even while it recovers: `http::starting`) is seen at the first look; otherwise whatever keeps
+/// accepting connections for a second is taken for one. A killed daemon's child caught between
+/// its fork and its exec still holds a copy of the listener, which accepts a connection and
+/// answers nothing, and lets it go within milliseconds: its socket is stale (a kill -9 of the
+/// daemon while it started a process, seen in the end-to-end suite). A socket nothing holds
+/// answers no connection, at once. (Two daemons started together, as two SDK clients may: the
+/// second sees the first answer and leaves at once, rather than lingering a second.)
+async fn still_served(socket: &std::path::Path) -> Option<&'static str> {
     const LOOKS: u32 = 10;
+    const HEALTH_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+    let client = spaces_sdk::client::Client::new(spaces_sdk::client::Endpoint::Unix(socket.to_path_buf()));
+    let health = client.call::<(), serde_json::Value>(spaces_sdk::client::Method::GET, "/v1/health", None);
+    if tokio::time::timeout(HEALTH_WAIT, health).await.is_ok_and(|answer| answer.is_ok()) {
+        return Some("it answers /v1/health");
+    }
     for look in 0..LOOKS {
         if tokio::net::UnixStream::connect(socket).await.is_err() {
-            return false;
+            return None;
         }
         if look + 1 < LOOKS {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
     }
-    true
+    Some("it kept accepting connections for a second")
 }
 
 /// Removes a file when dropped (the hold socket of `serve --exit-when-unused`).

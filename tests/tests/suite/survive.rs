@@ -727,6 +727,25 @@ async fn a_socket_held_for_a_moment_after_a_kill_does_not_stop_the_next_start() 
     assert!(d.client.space_list(&spaces_sdk::Empty {}).await.is_ok(), "the new daemon serves");
 }
 
+/// A second daemon started beside a live one (two SDK clients starting the daemon of one state
+/// dir together) sees it answer `/v1/health` and leaves at once, saying so: it used to wait a
+/// second of looks, and the Node SDK's suite once saw two daemons of one state dir meanwhile.
+#[tokio::test]
+async fn a_second_daemon_beside_a_live_one_sees_it_answer_and_leaves() {
+    let d = TestDaemon::start().await;
+    let out = crate::support::hermetic(&mut std::process::Command::new(crate::support::spacesd_bin()))
+        .arg("serve")
+        .arg("--state-dir")
+        .arg(d.state_dir())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the second daemon was refused: {stderr}");
+    assert!(stderr.contains("another spacesd is already serving") && stderr.contains("it answers /v1/health"), "{stderr}");
+    assert!(d.client.space_list(&spaces_sdk::Empty {}).await.is_ok(), "the first daemon still serves");
+}
+
 /// Issue 30: `kill -9` of the daemon 0, 10, 20 and 50 ms after `agent_start` answered (each
 /// `SPACES_TEST_EARLY_KILLS` times, default 3), then a restart: every turn completes, each event
 /// once, and no shim or agent process of any run is left behind. The kill lands before the turn
